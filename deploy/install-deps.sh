@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# install-deps.sh installs the Debian packages weft needs, idempotently.
+#
+#   deploy/install-deps.sh build   libfabric headers and tools (make demo)
+#   deploy/install-deps.sh test    everything the test suite runs against:
+#                                  libfabric, MPICH (Hydra), Slurm + munge, sshd
+#
+# Packages already present are not reinstalled; apt runs through sudo when
+# the caller is not root.
+set -euo pipefail
+
+want=(libfabric-dev libfabric-bin gcc pkg-config)
+if [ "${1:-build}" = test ]; then
+	want+=(mpich slurmd slurmctld slurm-client slurm-wlm-basic-plugins munge
+		openssh-server openssh-client procps iproute2)
+fi
+
+missing=()
+for p in "${want[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}" >&2
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
