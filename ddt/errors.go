@@ -1,0 +1,18 @@
+package ddt
+
+import "errors"
+
+// Sentinel errors. Every error returned by this package wraps one of them
+// (test with errors.Is) and carries context in its message.
+var (
+	// ErrInvalid reports a bad argument: a negative or overflowing count,
+	// blocklength or size, a nil or uncommitted type, mismatched slices.
+	ErrInvalid = errors.New("ddt: invalid argument")
+	// ErrOverflow reports a size, extent or offset that does not fit in int64.
+	ErrOverflow = errors.New("ddt: arithmetic overflow")
+	// ErrNotCommitted reports use of a type in Pack/Unpack before Commit.
+	ErrNotCommitted = errors.New("ddt: type not committed")
+	// ErrBounds reports a buffer too small for count elements of the type
+	// (checked against the true extent before any byte moves).
+	ErrBounds = errors.New("ddt: buffer out of bounds")
+)
