@@ -8,5 +8,6 @@ require (
 	github.com/fatih/color v1.13.0 // indirect
 	github.com/mattn/go-colorable v0.1.12 // indirect
 	github.com/mattn/go-isatty v0.0.14 // indirect
+	golang.org/x/arch v0.32.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )
