@@ -1,0 +1,427 @@
+package pmi
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/weft-hpc/weft/internal/wlog"
+)
+
+var slog = wlog.Named("pmi")
+
+// ServerConfig configures a PMI-1 Server.
+type ServerConfig struct {
+	// Size is the number of ranks in the job (required, > 0).
+	Size int
+	// Secret, when non-empty, must be presented by every PMI_PORT client in
+	// its cmd=initack line (secret=...). NewSecret makes a good one.
+	Secret string
+	// KVSName names the key-value space; a random one is made when empty.
+	KVSName string
+	// ProcessMapping, when non-empty, is served for the key
+	// PMI_process_mapping (MPICH's "(vector,(node,count,ranks),...)" form).
+	ProcessMapping string
+	// MaxKey and MaxValue are announced in get_maxes (defaults 64 and 1024,
+	// as Hydra).
+	MaxKey, MaxValue int
+	// HandshakeTimeout bounds how long an accepted connection may take to
+	// authenticate (default 10 s).
+	HandshakeTimeout time.Duration
+	// OnAbort is called (once per abort request, from a server goroutine)
+	// when a rank sends cmd=abort.
+	OnAbort func(rank, code int, msg string)
+	// OnStall is called when a barrier can never complete because rank left
+	// (its connection closed) without finalizing.
+	OnStall func(rank int)
+}
+
+// Server is weft's PMI-1 server: it serves one job's ranks over TCP (PMI_PORT
+// mode, authenticated by PMI_ID plus a job secret) or over connections the
+// caller hands it (PMI_FD mode). Create it with NewServer, then call Serve.
+type Server struct {
+	cfg ServerConfig
+
+	mu        sync.Mutex
+	kvs       map[string]string
+	joined    []bool // rank has connected
+	finalized []bool
+	lost      []bool // connection closed without finalize
+	barIn     int
+	barGen    uint64
+	barCh     chan struct{} // closed when the current barrier completes
+	closed    bool
+	quit      chan struct{} // closed by Close
+	conns     map[net.Conn]struct{}
+	wg        sync.WaitGroup
+}
+
+// NewSecret returns a random 128-bit job secret in hex.
+func NewSecret() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("pmi: job secret: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// NewServer validates cfg and returns a server ready to Serve.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if cfg.Size <= 0 {
+		return nil, fmt.Errorf("pmi: server size %d must be positive", cfg.Size)
+	}
+	if cfg.MaxKey == 0 {
+		cfg.MaxKey = 64
+	}
+	if cfg.MaxValue == 0 {
+		cfg.MaxValue = 1024
+	}
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = 10 * time.Second
+	}
+	if cfg.KVSName == "" {
+		s, err := NewSecret()
+		if err != nil {
+			return nil, err
+		}
+		cfg.KVSName = "weft_" + s[:12]
+	}
+	return &Server{
+		cfg:       cfg,
+		kvs:       make(map[string]string),
+		joined:    make([]bool, cfg.Size),
+		finalized: make([]bool, cfg.Size),
+		lost:      make([]bool, cfg.Size),
+		barCh:     make(chan struct{}),
+		quit:      make(chan struct{}),
+		conns:     make(map[net.Conn]struct{}),
+	}, nil
+}
+
+// Serve accepts PMI_PORT connections on l until ctx ends or Close is called.
+// It returns nil after Close or cancellation.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	stop := context.AfterFunc(ctx, func() { s.Close() })
+	defer stop()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-s.quit:
+		}
+		l.Close()
+	}()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if s.isClosed() || ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("pmi: accept: %w", err)
+		}
+		if !s.track(c) {
+			c.Close()
+			return nil
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer s.untrack(c)
+			s.handle(c, -1)
+		}()
+	}
+}
+
+// ServeConn serves one already-authenticated rank over c (PMI_FD mode: the
+// client skips the initack handshake). It returns when the client finalizes
+// or disconnects, or the server closes.
+func (s *Server) ServeConn(c net.Conn, rank int) error {
+	if rank < 0 || rank >= s.cfg.Size {
+		c.Close()
+		return fmt.Errorf("pmi: rank %d out of range [0,%d)", rank, s.cfg.Size)
+	}
+	if !s.track(c) {
+		c.Close()
+		return net.ErrClosed
+	}
+	s.wg.Add(1)
+	defer s.wg.Done()
+	defer s.untrack(c)
+	s.handle(c, rank)
+	return nil
+}
+
+// Close stops the server: it closes every client connection and releases
+// blocked barriers. It is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.quit)
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// Finalized reports whether rank has sent cmd=finalize.
+func (s *Server) Finalized(rank int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return rank >= 0 && rank < len(s.finalized) && s.finalized[rank]
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	c.Close()
+}
+
+// authenticate reads the initack line and answers it with rank and size.
+func (s *Server) authenticate(c net.Conn, r *bufio.Reader) (int, error) {
+	_ = c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+	defer c.SetDeadline(time.Time{})
+	line, err := readLine(r)
+	if err != nil {
+		return -1, err
+	}
+	m, err := ParseLine(line)
+	if err != nil {
+		return -1, err
+	}
+	if m.Cmd != "initack" {
+		return -1, fmt.Errorf("%w: first command %q is not initack", ErrProtocol, m.Cmd)
+	}
+	id, err := m.Int("pmiid")
+	if err != nil {
+		return -1, err
+	}
+	if s.cfg.Secret != "" {
+		got, _ := m.Get("secret")
+		if subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Secret)) != 1 {
+			return -1, fmt.Errorf("%w: bad job secret from %s", ErrRefused, c.RemoteAddr())
+		}
+	}
+	if id < 0 || id >= s.cfg.Size {
+		return -1, fmt.Errorf("%w: pmiid %d out of range [0,%d)", ErrRefused, id, s.cfg.Size)
+	}
+	s.mu.Lock()
+	dup := s.joined[id]
+	s.joined[id] = true
+	s.mu.Unlock()
+	if dup {
+		return -1, fmt.Errorf("%w: rank %d connected twice", ErrRefused, id)
+	}
+	out := NewMsg("initack", "rc", "0").String() +
+		NewMsg("set", "size", strconv.Itoa(s.cfg.Size)).String() +
+		NewMsg("set", "rank", strconv.Itoa(id)).String() +
+		NewMsg("set", "debug", "0").String()
+	if _, err := c.Write([]byte(out)); err != nil {
+		return -1, err
+	}
+	return id, nil
+}
+
+func (s *Server) handle(c net.Conn, rank int) {
+	r := bufio.NewReaderSize(c, 4096)
+	if rank < 0 {
+		var err error
+		if rank, err = s.authenticate(c, r); err != nil {
+			slog.Warn("rejected PMI connection", "remote", c.RemoteAddr().String(), "err", err)
+			return
+		}
+	} else {
+		s.mu.Lock()
+		s.joined[rank] = true
+		s.mu.Unlock()
+	}
+	log := slog.With("rank", rank)
+	defer s.leave(rank)
+	for {
+		line, err := readLine(r)
+		if err != nil {
+			if !s.isClosed() && !s.Finalized(rank) {
+				log.Debug("PMI connection ended", "err", err)
+			}
+			return
+		}
+		m, err := ParseLine(line)
+		if err != nil {
+			log.Warn("malformed PMI line", "err", err)
+			if _, werr := c.Write([]byte(NewMsg("error", "rc", "-1", "msg", "malformed_line").String())); werr != nil {
+				return
+			}
+			continue
+		}
+		reply, done := s.dispatch(rank, m)
+		if reply != "" {
+			if _, err := c.Write([]byte(reply)); err != nil {
+				return
+			}
+		}
+		if done {
+			return
+		}
+	}
+}
+
+// leave marks a rank's connection as gone and detects barriers that can no
+// longer complete.
+func (s *Server) leave(rank int) {
+	s.mu.Lock()
+	stalled := false
+	if !s.finalized[rank] && !s.closed {
+		s.lost[rank] = true
+		stalled = s.barIn > 0
+	}
+	s.mu.Unlock()
+	if stalled && s.cfg.OnStall != nil {
+		s.cfg.OnStall(rank)
+	}
+}
+
+// dispatch handles one command; done means the connection should close.
+func (s *Server) dispatch(rank int, m Msg) (reply string, done bool) {
+	switch m.Cmd {
+	case "init":
+		return NewMsg("response_to_init", "pmi_version", "1", "pmi_subversion", "1", "rc", "0").String(), false
+	case "get_maxes":
+		return NewMsg("maxes", "kvsname_max", "256", "keylen_max", strconv.Itoa(s.cfg.MaxKey),
+			"vallen_max", strconv.Itoa(s.cfg.MaxValue)).String(), false
+	case "get_appnum":
+		return NewMsg("appnum", "appnum", "0").String(), false
+	case "get_universe_size":
+		return NewMsg("universe_size", "size", strconv.Itoa(s.cfg.Size)).String(), false
+	case "get_my_kvsname":
+		return NewMsg("my_kvsname", "kvsname", s.cfg.KVSName).String(), false
+	case "put":
+		return s.put(m), false
+	case "get":
+		return s.get(m), false
+	case "barrier_in":
+		return s.barrier(rank), false
+	case "finalize":
+		s.mu.Lock()
+		s.finalized[rank] = true
+		s.mu.Unlock()
+		return NewMsg("finalize_ack").String(), true
+	case "abort":
+		code, err := m.Int("exitcode")
+		if err != nil {
+			code = 1
+		}
+		msg, _ := m.Get("error_msg")
+		if s.cfg.OnAbort != nil {
+			s.cfg.OnAbort(rank, code, msg)
+		}
+		return "", false
+	default:
+		return NewMsg(m.Cmd+"_result", "rc", "-1", "msg", "unsupported_command").String(), false
+	}
+}
+
+func (s *Server) put(m Msg) string {
+	fail := func(msg string) string { return NewMsg("put_result", "rc", "-1", "msg", msg).String() }
+	if kvs, _ := m.Get("kvsname"); kvs != s.cfg.KVSName {
+		return fail("unknown_kvsname")
+	}
+	key, ok1 := m.Get("key")
+	val, ok2 := m.Get("value")
+	if !ok1 || !ok2 || key == "" {
+		return fail("missing_key_or_value")
+	}
+	if len(key) > s.cfg.MaxKey || len(val) > s.cfg.MaxValue {
+		return fail("key_or_value_too_long")
+	}
+	s.mu.Lock()
+	_, dup := s.kvs[key]
+	if !dup {
+		s.kvs[key] = val
+	}
+	s.mu.Unlock()
+	if dup {
+		return fail("duplicate_key")
+	}
+	return NewMsg("put_result", "rc", "0", "msg", "success").String()
+}
+
+func (s *Server) get(m Msg) string {
+	if kvs, _ := m.Get("kvsname"); kvs != s.cfg.KVSName {
+		return NewMsg("get_result", "rc", "-1", "msg", "unknown_kvsname").String()
+	}
+	key, _ := m.Get("key")
+	if key == "PMI_process_mapping" && s.cfg.ProcessMapping != "" {
+		return NewMsg("get_result", "rc", "0", "msg", "success", "value", s.cfg.ProcessMapping).String()
+	}
+	s.mu.Lock()
+	v, ok := s.kvs[key]
+	s.mu.Unlock()
+	if !ok {
+		return NewMsg("get_result", "rc", "-1", "msg", "key_"+key+"_not_found").String()
+	}
+	return NewMsg("get_result", "rc", "0", "msg", "success", "value", v).String()
+}
+
+// barrier blocks the calling connection's goroutine until all ranks arrive.
+func (s *Server) barrier(rank int) string {
+	s.mu.Lock()
+	s.barIn++
+	ch := s.barCh
+	stalled := -1
+	if s.barIn == s.cfg.Size {
+		s.barIn = 0
+		s.barGen++
+		close(s.barCh)
+		s.barCh = make(chan struct{})
+	} else {
+		for r, l := range s.lost {
+			if l {
+				stalled = r
+				break
+			}
+		}
+	}
+	s.mu.Unlock()
+	if stalled >= 0 && s.cfg.OnStall != nil {
+		s.cfg.OnStall(stalled)
+	}
+	select {
+	case <-ch:
+		return NewMsg("barrier_out").String()
+	case <-s.quit:
+		return ""
+	}
+}
