@@ -1,0 +1,5 @@
+package onesided
+
+import "syscall"
+
+func syscallMunmap(b []byte) error { return syscall.Munmap(b) }

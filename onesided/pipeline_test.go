@@ -1,0 +1,180 @@
+package onesided
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"testing"
+)
+
+// tileValue is what rank src computes in iteration it for destination dst
+// in run r: a deterministic, position-dependent pattern.
+func tileFill(b []byte, src, dst, it, r int) {
+	for i := 0; i+4 <= len(b); i += 4 {
+		binary.LittleEndian.PutUint32(b[i:], uint32(src)<<28^uint32(dst)<<24^uint32(it)<<10^uint32(r)<<8^uint32(i))
+	}
+}
+
+// referenceExchange is the non-overlapped scheme: compute every iteration,
+// then exchange everything with puts and a fence. It returns, per source
+// rank, the N×bpi bytes that rank computed for this one.
+func referenceExchange(ctx context.Context, g Group, n, bpi, run int, opts ...Option) ([][]byte, error) {
+	me, P := g.Rank(), g.Size()
+	w, err := Allocate(ctx, g, P*n*bpi, opts...)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Free(ctx)
+	out := make([]byte, n*bpi)
+	for q := 0; q < P; q++ {
+		for it := 0; it < n; it++ {
+			tileFill(out[it*bpi:(it+1)*bpi], me, q, it, run)
+		}
+		if err := w.Put(q, me*n*bpi, out); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.Fence(ctx); err != nil {
+		return nil, err
+	}
+	res := make([][]byte, P)
+	for q := range res {
+		res[q] = append([]byte(nil), w.Bytes()[q*n*bpi:(q+1)*n*bpi]...)
+	}
+	return res, w.Fence(ctx)
+}
+
+// pipelineExchange runs the same workload through a Pipeline.
+func pipelineExchange(ctx context.Context, p *Pipeline, run int) ([][]byte, error) {
+	cfg := p.Config()
+	P, me := p.tr.Size(), p.tr.Rank()
+	res := make([][]byte, P)
+	for q := range res {
+		res[q] = make([]byte, cfg.N*cfg.BytesPerIter)
+	}
+	next := 0
+	compute := func(t Tile, out [][]byte) error {
+		for q := 0; q < P; q++ {
+			if len(out[q]) != t.Count*cfg.BytesPerIter {
+				return fmt.Errorf("out[%d] has %d bytes for %d iterations", q, len(out[q]), t.Count)
+			}
+			for it := 0; it < t.Count; it++ {
+				tileFill(out[q][it*cfg.BytesPerIter:(it+1)*cfg.BytesPerIter], me, q, t.First+it, run)
+			}
+		}
+		return nil
+	}
+	consume := func(t Tile, in [][]byte) error {
+		if t.Index != next {
+			return fmt.Errorf("consumed tile %d, want %d", t.Index, next)
+		}
+		next++
+		for q := 0; q < P; q++ {
+			copy(res[q][t.First*cfg.BytesPerIter:], in[q])
+		}
+		return nil
+	}
+	if err := p.Run(ctx, compute, consume); err != nil {
+		return nil, err
+	}
+	if next != cfg.Tiles() {
+		return nil, fmt.Errorf("consumed %d tiles of %d", next, cfg.Tiles())
+	}
+	return res, nil
+}
+
+// pipelineMatrix checks the pipeline against the reference for many shapes.
+func pipelineMatrix(ctx context.Context, g Group, shapes []PipelineConfig, opts ...Option) error {
+	tr := NewWindowTransport(g, opts...)
+	defer tr.Close(ctx)
+	for _, cfg := range shapes {
+		p, err := NewPipeline(ctx, tr, cfg)
+		if err != nil {
+			return err
+		}
+		for run := 0; run < 2; run++ {
+			want, err := referenceExchange(ctx, g, cfg.N, cfg.BytesPerIter, run, opts...)
+			if err != nil {
+				return err
+			}
+			got, err := pipelineExchange(ctx, p, run)
+			if err != nil {
+				return fmt.Errorf("%+v run %d: %w", cfg, run, err)
+			}
+			for q := range want {
+				if !bytes.Equal(got[q], want[q]) {
+					return fmt.Errorf("%+v run %d: data from rank %d differs from the non-overlapped exchange", cfg, run, q)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func pipelineShapes(big bool) []PipelineConfig {
+	var s []PipelineConfig
+	for _, n := range []int{1, 7, 16, 33} {
+		for _, k := range []int{1, 3, 4, 16, 40} {
+			for _, d := range []int{1, 2, 3} {
+				s = append(s, PipelineConfig{N: n, K: k, D: d, BytesPerIter: 24})
+			}
+		}
+	}
+	if big {
+		s = append(s, PipelineConfig{N: 64, K: 5, D: 2, BytesPerIter: 4096})
+	}
+	return s
+}
+
+func TestPipelineMatchesExchangeDirect(t *testing.T) {
+	for _, n := range []int{1, 2, 4} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			runRanks(t, n, func(ctx context.Context, g Group) error {
+				return pipelineMatrix(ctx, g, pipelineShapes(true), WithSharedMemory(ShmOnly))
+			})
+		})
+	}
+}
+
+func TestPipelineConfigErrors(t *testing.T) {
+	for _, c := range []PipelineConfig{{}, {N: 1, K: 0, D: 1, BytesPerIter: 1}, {N: 4, K: 2, D: -1, BytesPerIter: 8}} {
+		if _, err := NewPipeline(context.Background(), nil, c); err == nil {
+			t.Errorf("NewPipeline(%+v) accepted", c)
+		}
+	}
+	if (PipelineConfig{N: 10, K: 3}).Tiles() != 4 {
+		t.Errorf("Tiles(10, 3) != 4")
+	}
+}
+
+func TestAutotuneAgrees(t *testing.T) {
+	runRanks(t, 2, func(ctx context.Context, g Group) error {
+		tr := NewWindowTransport(g, WithSharedMemory(ShmOnly))
+		defer tr.Close(ctx)
+		compute := func(t Tile, out [][]byte) error {
+			for _, o := range out {
+				tileFill(o, g.Rank(), 0, t.First, 0)
+			}
+			return nil
+		}
+		consume := func(Tile, [][]byte) error { return nil }
+		cfg, err := Autotune(ctx, g, tr, TuneConfig{N: 32, BytesPerIter: 256, Ds: []int{1, 2}, Trials: 2}, compute, consume)
+		if err != nil {
+			return err
+		}
+		all, err := g.Allgather(ctx, []byte(fmt.Sprintf("%+v", cfg)))
+		if err != nil {
+			return err
+		}
+		for _, a := range all {
+			if string(a) != string(all[0]) {
+				return fmt.Errorf("ranks chose different shapes: %q vs %q", a, all[0])
+			}
+		}
+		if cfg.K < 1 || cfg.K > 32 || cfg.D < 1 || cfg.D > 2 || cfg.N != 32 {
+			return fmt.Errorf("autotune chose %+v", cfg)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,665 @@
+package onesided
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/weft-hpc/weft/internal/wlog"
+)
+
+var log = wlog.Named("onesided")
+
+// ShmMode selects how a window reaches ranks on its own node.
+type ShmMode int
+
+const (
+	// ShmAuto uses direct stores for ranks on this node and libfabric for
+	// the others (the default; env WEFT_ONESIDED_SHM=auto).
+	ShmAuto ShmMode = iota
+	// ShmOff sends every operation, including to this rank, through
+	// libfabric (WEFT_ONESIDED_SHM=off).
+	ShmOff
+	// ShmOnly requires every rank to be on this node and never opens a
+	// libfabric endpoint (WEFT_ONESIDED_SHM=on).
+	ShmOnly
+)
+
+func (m ShmMode) String() string {
+	switch m {
+	case ShmAuto:
+		return "auto"
+	case ShmOff:
+		return "off"
+	case ShmOnly:
+		return "on"
+	}
+	return fmt.Sprintf("ShmMode(%d)", int(m))
+}
+
+// ParseShmMode parses "auto", "on" (or "only") and "off".
+func ParseShmMode(s string) (ShmMode, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "auto":
+		return ShmAuto, nil
+	case "on", "only", "1", "true":
+		return ShmOnly, nil
+	case "off", "0", "false":
+		return ShmOff, nil
+	}
+	return ShmAuto, fmt.Errorf("onesided: shared-memory mode %q (want auto, on or off): %w", s, ErrInvalid)
+}
+
+// SignalOrdering is how the libfabric path keeps a signal behind its data.
+type SignalOrdering int
+
+const (
+	// OrderAuto picks OrderWAW when the provider grants write-after-write
+	// ordering, else OrderFence when it supports FI_FENCE, else
+	// OrderDelivery (env WEFT_ONESIDED_ORDER=auto).
+	OrderAuto SignalOrdering = iota
+	// OrderWAW issues data and signal back to back and relies on the
+	// provider's FI_ORDER_WAW guarantee (WEFT_ONESIDED_ORDER=waw).
+	OrderWAW
+	// OrderFence issues the signal write with FI_FENCE
+	// (WEFT_ONESIDED_ORDER=fence).
+	OrderFence
+	// OrderDelivery waits for delivery completion of the data before it
+	// issues the signal write (WEFT_ONESIDED_ORDER=delivery). It needs no
+	// provider ordering at all.
+	OrderDelivery
+)
+
+func (o SignalOrdering) String() string {
+	switch o {
+	case OrderAuto:
+		return "auto"
+	case OrderWAW:
+		return "waw"
+	case OrderFence:
+		return "fence"
+	case OrderDelivery:
+		return "delivery"
+	}
+	return fmt.Sprintf("SignalOrdering(%d)", int(o))
+}
+
+// ParseSignalOrdering parses "auto", "waw", "fence" and "delivery".
+func ParseSignalOrdering(s string) (SignalOrdering, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "auto":
+		return OrderAuto, nil
+	case "waw":
+		return OrderWAW, nil
+	case "fence":
+		return OrderFence, nil
+	case "delivery", "dc":
+		return OrderDelivery, nil
+	}
+	return OrderAuto, fmt.Errorf("onesided: signal ordering %q (want auto, waw, fence or delivery): %w", s, ErrInvalid)
+}
+
+type options struct {
+	shm      ShmMode
+	order    SignalOrdering
+	provider string
+	err      error
+}
+
+// Option configures Allocate, Create and NewHeap.
+type Option func(*options)
+
+// WithSharedMemory selects the intra-node path; it overrides
+// WEFT_ONESIDED_SHM.
+func WithSharedMemory(m ShmMode) Option { return func(o *options) { o.shm = m } }
+
+// WithSignalOrdering forces how PutSignal orders data and signal on the
+// libfabric path; it overrides WEFT_ONESIDED_ORDER. Forcing an ordering the
+// provider does not grant makes Allocate fail with ErrNotSupported.
+func WithSignalOrdering(s SignalOrdering) Option { return func(o *options) { o.order = s } }
+
+// WithProvider names the libfabric provider a window opens its own domain
+// with when the group supplies none (for example "shm", "tcp;ofi_rxm",
+// "sockets"); WEFT_PROVIDER applies otherwise.
+func WithProvider(name string) Option { return func(o *options) { o.provider = name } }
+
+func resolveOptions(opts []Option) options {
+	var o options
+	if v := os.Getenv("WEFT_ONESIDED_SHM"); v != "" {
+		m, err := ParseShmMode(v)
+		if err != nil {
+			o.err = err
+		}
+		o.shm = m
+	}
+	if v := os.Getenv("WEFT_ONESIDED_ORDER"); v != "" {
+		s, err := ParseSignalOrdering(v)
+		if err != nil {
+			o.err = err
+		}
+		o.order = s
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// Window is a region of memory on every rank of a group that the others may
+// access with one-sided operations. A Window is not safe for concurrent use
+// by several goroutines: give each goroutine its own window.
+type Window struct {
+	g     Group
+	rank  int
+	size  int
+	sizes []int
+	opts  options
+	log   hclog.Logger
+
+	local []byte   // this rank's region
+	peers [][]byte // direct-store view of each rank's region; nil = via net
+	seg   *shmSeg
+	anon  []byte
+	net   netPath // nil when every target is direct store
+	// atomicsNet sends every atomic, even to ranks on this node, through
+	// net so that all atomics on a location come from one engine.
+	atomicsNet bool
+	closed     bool
+}
+
+// netPath is the libfabric side of a window (fabricpath.go).
+type netPath interface {
+	put(target int, off int, data []byte) error
+	get(target int, off int, dst []byte) error
+	putSignal(target int, off int, data []byte, sigOff int, val uint64) error
+	accumulate(target int, off int, t Type, o Op, data []byte) error
+	fetchOp(target int, off int, t Type, o Op, v uint64) (uint64, error)
+	cas(target int, off int, t Type, cmp, swap uint64) (uint64, error)
+	flush(ctx context.Context, target int) error // target < 0: all
+	// issued counts operations issued so far; waitIssued(n) returns once
+	// the first n are locally complete.
+	issued() uint64
+	waitIssued(ctx context.Context, n uint64) error
+	progress() error
+	ordering() SignalOrdering
+	provider() string
+	// during runs fn while this path keeps making progress.
+	during(ctx context.Context, fn func() error) error
+	close() error
+}
+
+// newNetPath opens the libfabric path of w collectively; set by
+// fabricpath.go. It must perform the same group calls on every rank.
+var newNetPath func(ctx context.Context, w *Window, region []byte) (netPath, error)
+
+// Allocate creates a window of size bytes on every rank (sizes may differ
+// between ranks; 0 is allowed). It is collective over g. The memory is
+// zeroed and lives outside the Go heap; Bytes returns it.
+func Allocate(ctx context.Context, g Group, size int, opts ...Option) (*Window, error) {
+	if g == nil {
+		return nil, fmt.Errorf("onesided: Allocate: nil group: %w", ErrInvalid)
+	}
+	if size < 0 {
+		return nil, fmt.Errorf("onesided: Allocate: size %d: %w", size, ErrInvalid)
+	}
+	o := resolveOptions(opts)
+	if o.err != nil {
+		return nil, o.err
+	}
+	w := &Window{g: g, rank: g.Rank(), size: g.Size(), opts: o, log: log}
+	if err := w.setup(ctx, size); err != nil {
+		w.release()
+		return nil, fmt.Errorf("onesided: Allocate(%d bytes) on rank %d: %w", size, w.rank, err)
+	}
+	return w, nil
+}
+
+func (w *Window) setup(ctx context.Context, size int) error {
+	// Round 1: every rank's size and node.
+	key := nodeKey()
+	msg := make([]byte, 8+len(key))
+	binary.LittleEndian.PutUint64(msg, uint64(size))
+	copy(msg[8:], key)
+	all, err := w.g.Allgather(ctx, msg)
+	if err != nil {
+		return fmt.Errorf("exchange sizes: %w", err)
+	}
+	if len(all) != w.size {
+		return fmt.Errorf("allgather returned %d entries for %d ranks: %w", len(all), w.size, ErrInvalid)
+	}
+	w.sizes = make([]int, w.size)
+	nodes := make([]string, w.size)
+	for r, m := range all {
+		if len(m) < 8 {
+			return fmt.Errorf("short size record from rank %d: %w", r, ErrInvalid)
+		}
+		w.sizes[r] = int(binary.LittleEndian.Uint64(m))
+		nodes[r] = string(m[8:])
+	}
+	multiNode := false
+	var local []int // ranks on my node, ascending
+	for r := range nodes {
+		if nodes[r] == key {
+			local = append(local, r)
+		} else {
+			multiNode = true
+		}
+	}
+	if w.opts.shm == ShmOnly && multiNode {
+		return fmt.Errorf("direct-store path forced but ranks span several nodes: %w", ErrNoPath)
+	}
+	needNet := multiNode || w.opts.shm == ShmOff
+	w.peers = make([][]byte, w.size)
+
+	if w.opts.shm != ShmOff {
+		// Round 2: the node leader creates the segment and publishes its name.
+		offs := offsOf(local, w.sizes)
+		total := offs[len(offs)-1] + roundUp(max(w.sizes[local[len(local)-1]], 8), pageSize)
+		leader := local[0] == w.rank
+		var name string
+		if leader {
+			if name, err = newShmName(); err != nil {
+				return err
+			}
+			if w.seg, err = createShm(name, total); err != nil {
+				return err
+			}
+		}
+		names, err := w.g.Allgather(ctx, []byte(name))
+		if err != nil {
+			return fmt.Errorf("exchange shm names: %w", err)
+		}
+		if !leader {
+			if w.seg, err = openShm(string(names[local[0]]), total); err != nil {
+				return err
+			}
+		}
+		for i, r := range local {
+			w.peers[r] = w.seg.mem[offs[i] : offs[i]+w.sizes[r] : offs[i]+w.sizes[r]]
+		}
+		w.local = w.peers[w.rank]
+	} else {
+		if w.anon, err = anonMap(roundUp(max(size, 8), pageSize)); err != nil {
+			return err
+		}
+		w.local = w.anon[:size:size]
+	}
+
+	if needNet {
+		if newNetPath == nil {
+			return fmt.Errorf("ranks need the libfabric path, which is not built in: %w", ErrNoPath)
+		}
+		// Register the whole page-rounded region of this rank.
+		var region []byte
+		if w.seg != nil {
+			i := indexOf(local, w.rank)
+			off := offsOf(local, w.sizes)[i]
+			region = w.seg.mem[off : off+roundUp(max(size, 8), pageSize)]
+		} else {
+			region = w.anon
+		}
+		if w.net, err = newNetPath(ctx, w, region); err != nil {
+			return err
+		}
+		w.atomicsNet = true
+		if w.opts.shm == ShmOff {
+			for r := range w.peers {
+				w.peers[r] = nil
+			}
+		}
+	} else if err := w.g.Barrier(ctx); err != nil {
+		return fmt.Errorf("barrier after mapping: %w", err)
+	}
+	// Every rank has mapped the segment: remove its name.
+	if w.seg != nil && local[0] == w.rank {
+		if err := w.seg.unlink(); err != nil {
+			w.log.Warn("unlink shared segment", "err", err)
+		}
+	}
+	w.log.Debug("window allocated", "rank", w.rank, "size", size, "shm", w.opts.shm,
+		"net", w.net != nil, "local_ranks", len(local))
+	return nil
+}
+
+func indexOf(xs []int, x int) int {
+	for i, v := range xs {
+		if v == x {
+			return i
+		}
+	}
+	return -1
+}
+
+func offsOf(local []int, sizes []int) []int {
+	offs := make([]int, len(local))
+	total := 0
+	for i, r := range local {
+		offs[i] = total
+		total += roundUp(max(sizes[r], 8), pageSize)
+	}
+	return offs
+}
+
+// release frees everything the window holds (no collective calls).
+func (w *Window) release() {
+	if w.net != nil {
+		if err := w.net.close(); err != nil {
+			w.log.Warn("close libfabric path", "err", err)
+		}
+		w.net = nil
+	}
+	if w.seg != nil {
+		_ = w.seg.unlink()
+		_ = w.seg.close()
+		w.seg = nil
+	}
+	if w.anon != nil {
+		_ = syscallMunmap(w.anon)
+		w.anon = nil
+	}
+	w.local = nil
+	w.peers = nil
+}
+
+// Free completes all outstanding operations, waits for every rank and
+// releases the window. It is collective. Calling Free again returns nil.
+func (w *Window) Free(ctx context.Context) error {
+	if w.closed {
+		return nil
+	}
+	err := w.Fence(ctx)
+	w.closed = true
+	w.release()
+	if err != nil {
+		return fmt.Errorf("onesided: Free: %w", err)
+	}
+	return nil
+}
+
+// Rank is this process's rank in the window's group.
+func (w *Window) Rank() int { return w.rank }
+
+// Size is the number of ranks in the window's group.
+func (w *Window) Size() int { return w.size }
+
+// Len returns the size in bytes of rank's region.
+func (w *Window) Len(rank int) int {
+	if rank < 0 || rank >= len(w.sizes) {
+		return 0
+	}
+	return w.sizes[rank]
+}
+
+// Bytes returns this rank's region. Other ranks may write it at any time;
+// read signal words with WaitSignal/TestSignal (or sync/atomic), and data
+// only after a signal or a Fence says it is there.
+func (w *Window) Bytes() []byte { return w.local }
+
+// Direct reports whether operations on target are direct stores through
+// shared memory (true) or go through libfabric (false).
+func (w *Window) Direct(target int) bool {
+	return target >= 0 && target < len(w.peers) && w.peers[target] != nil
+}
+
+// Provider names the libfabric provider the window uses, or "" when every
+// target is reached by direct stores.
+func (w *Window) Provider() string {
+	if w.net == nil {
+		return ""
+	}
+	return w.net.provider()
+}
+
+// Ordering reports the signal ordering the libfabric path uses (OrderAuto
+// when the window has no libfabric path).
+func (w *Window) Ordering() SignalOrdering {
+	if w.net == nil {
+		return OrderAuto
+	}
+	return w.net.ordering()
+}
+
+func (w *Window) check(op string, target, off, n int) error {
+	if w.closed {
+		return fmt.Errorf("onesided: %s: %w", op, ErrClosed)
+	}
+	if target < 0 || target >= w.size {
+		return fmt.Errorf("onesided: %s: target %d of %d ranks: %w", op, target, w.size, ErrUnknownRank)
+	}
+	if off < 0 || n < 0 || off > w.sizes[target] || n > w.sizes[target]-off {
+		return fmt.Errorf("onesided: %s: [%d, %d) outside rank %d's %d bytes: %w",
+			op, off, off+n, target, w.sizes[target], ErrOutOfRange)
+	}
+	return nil
+}
+
+func (w *Window) checkAligned(op string, target, off, n, align int) error {
+	if err := w.check(op, target, off, n); err != nil {
+		return err
+	}
+	if off%align != 0 {
+		return fmt.Errorf("onesided: %s: offset %d not %d-byte aligned: %w", op, off, align, ErrInvalid)
+	}
+	return nil
+}
+
+// Put copies data into target's region at offset. It returns once data
+// may be reused by the caller; the write is visible at the target after a
+// Flush(target), FlushAll or Fence (direct-store writes are visible at
+// once).
+func (w *Window) Put(target, offset int, data []byte) error {
+	if err := w.check("Put", target, offset, len(data)); err != nil {
+		return err
+	}
+	if p := w.peers[target]; p != nil {
+		copy(p[offset:], data)
+		return nil
+	}
+	return w.net.put(target, offset, data)
+}
+
+// Get copies len(dst) bytes from target's region at offset into dst. dst
+// holds the data after Flush(target), FlushAll or Fence (at once for direct
+// stores). dst must not be touched until then.
+func (w *Window) Get(target, offset int, dst []byte) error {
+	if err := w.check("Get", target, offset, len(dst)); err != nil {
+		return err
+	}
+	if p := w.peers[target]; p != nil {
+		copy(dst, p[offset:])
+		return nil
+	}
+	return w.net.get(target, offset, dst)
+}
+
+// PutSignal copies data into target's region at offset and then stores
+// value into the 8-byte signal word at signalOffset of target's region. A
+// process that observes the value in the signal word (WaitSignal,
+// TestSignal) also observes the data. signalOffset must be 8-byte aligned
+// and must not overlap the data.
+func (w *Window) PutSignal(target int, data []byte, offset, signalOffset int, value uint64) error {
+	if err := w.check("PutSignal", target, offset, len(data)); err != nil {
+		return err
+	}
+	if err := w.checkAligned("PutSignal", target, signalOffset, 8, 8); err != nil {
+		return err
+	}
+	if signalOffset < offset+len(data) && offset < signalOffset+8 && len(data) > 0 {
+		return fmt.Errorf("onesided: PutSignal: signal [%d,+8) overlaps data [%d,%d): %w",
+			signalOffset, offset, offset+len(data), ErrInvalid)
+	}
+	if p := w.peers[target]; p != nil {
+		copy(p[offset:], data)
+		// A sequentially consistent store: every earlier store of this
+		// thread is visible to a process that loads this value.
+		atomic.StoreUint64((*uint64)(unsafe.Pointer(&p[signalOffset])), value)
+		return nil
+	}
+	return w.net.putSignal(target, offset, data, signalOffset, value)
+}
+
+// Signal stores value into the signal word at signalOffset of target's
+// region, ordered after every PutSignal this rank issued before to target.
+func (w *Window) Signal(target, signalOffset int, value uint64) error {
+	return w.PutSignal(target, nil, 0, signalOffset, value)
+}
+
+// TestSignal reads this rank's signal word at signalOffset and reports
+// whether cmp(word, value) holds. It drives libfabric progress once.
+func (w *Window) TestSignal(signalOffset int, cmp Cmp, value uint64) (bool, uint64, error) {
+	if err := w.checkAligned("TestSignal", w.rank, signalOffset, 8, 8); err != nil {
+		return false, 0, err
+	}
+	if !cmp.valid() {
+		return false, 0, fmt.Errorf("onesided: TestSignal: comparison %d: %w", cmp, ErrInvalid)
+	}
+	p := (*uint64)(unsafe.Pointer(&w.local[signalOffset]))
+	v := atomic.LoadUint64(p)
+	if cmp.test(v, value) {
+		return true, v, nil
+	}
+	if w.net != nil {
+		if err := w.net.progress(); err != nil {
+			return false, v, err
+		}
+		v = atomic.LoadUint64(p)
+	}
+	return cmp.test(v, value), v, nil
+}
+
+// WaitSignal waits until cmp(word, value) holds for this rank's signal word
+// at signalOffset, driving libfabric progress meanwhile, and returns the
+// word. It returns ctx.Err() (wrapped) if ctx ends first.
+func (w *Window) WaitSignal(ctx context.Context, signalOffset int, cmp Cmp, value uint64) (uint64, error) {
+	if err := w.checkAligned("WaitSignal", w.rank, signalOffset, 8, 8); err != nil {
+		return 0, err
+	}
+	if !cmp.valid() {
+		return 0, fmt.Errorf("onesided: WaitSignal: comparison %d: %w", cmp, ErrInvalid)
+	}
+	p := (*uint64)(unsafe.Pointer(&w.local[signalOffset]))
+	for spin := 0; ; spin++ {
+		v := atomic.LoadUint64(p)
+		if cmp.test(v, value) {
+			return v, nil
+		}
+		if w.net != nil {
+			if err := w.net.progress(); err != nil {
+				return v, fmt.Errorf("onesided: WaitSignal: %w", err)
+			}
+		}
+		if spin&255 == 255 {
+			if err := ctx.Err(); err != nil {
+				return v, fmt.Errorf("onesided: WaitSignal(offset %d, %d): %w", signalOffset, value, err)
+			}
+			runtime.Gosched()
+		}
+	}
+}
+
+// Accumulate combines data, a sequence of elements of type t, into target's
+// region at offset with op: each element is updated atomically. The update
+// is complete at the target after a flush. offset must be aligned to
+// t.Size(). OpNoOp is not allowed.
+func (w *Window) Accumulate(target, offset int, t Type, op Op, data []byte) error {
+	if err := checkOp(t, op); err != nil || op == OpNoOp {
+		return fmt.Errorf("onesided: Accumulate(%v, %v): %w", op, t, ErrInvalid)
+	}
+	sz := t.Size()
+	if len(data)%sz != 0 {
+		return fmt.Errorf("onesided: Accumulate: %d bytes is not a whole number of %v: %w", len(data), t, ErrInvalid)
+	}
+	if err := w.checkAligned("Accumulate", target, offset, len(data), sz); err != nil {
+		return err
+	}
+	if p := w.peers[target]; p != nil && !w.atomicsNet {
+		for i := 0; i < len(data); i += sz {
+			atomicApply(unsafe.Pointer(&p[offset+i]), t, op, loadElem(data[i:], sz))
+		}
+		return nil
+	}
+	return w.net.accumulate(target, offset, t, op, data)
+}
+
+// FetchAndOp atomically applies op with operand to the element of type t
+// at offset in target's region and returns the element's previous value
+// (as raw bits: use math.Float64frombits and friends for floats, and
+// int64(v) / int32(uint32(v)) for signed types). It waits for the result.
+func (w *Window) FetchAndOp(target, offset int, t Type, op Op, operand uint64) (uint64, error) {
+	if err := checkOp(t, op); err != nil {
+		return 0, fmt.Errorf("onesided: FetchAndOp: %w", err)
+	}
+	if err := w.checkAligned("FetchAndOp", target, offset, t.Size(), t.Size()); err != nil {
+		return 0, err
+	}
+	if p := w.peers[target]; p != nil && !w.atomicsNet {
+		return atomicApply(unsafe.Pointer(&p[offset]), t, op, operand), nil
+	}
+	return w.net.fetchOp(target, offset, t, op, operand)
+}
+
+// CompareAndSwap atomically replaces the element of type t at offset in
+// target's region with swap if it equals compare, and returns the previous
+// value. It waits for the result. Floats compare bitwise.
+func (w *Window) CompareAndSwap(target, offset int, t Type, compare, swap uint64) (uint64, error) {
+	if t.Size() == 0 {
+		return 0, fmt.Errorf("onesided: CompareAndSwap: type %v: %w", t, ErrInvalid)
+	}
+	if err := w.checkAligned("CompareAndSwap", target, offset, t.Size(), t.Size()); err != nil {
+		return 0, err
+	}
+	if p := w.peers[target]; p != nil && !w.atomicsNet {
+		return atomicCAS(unsafe.Pointer(&p[offset]), t, compare, swap), nil
+	}
+	return w.net.cas(target, offset, t, compare, swap)
+}
+
+// Flush waits until every operation this rank issued to target is complete
+// at the target (remote completion), and every Get to target has landed.
+func (w *Window) Flush(ctx context.Context, target int) error {
+	if err := w.check("Flush", target, 0, 0); err != nil {
+		return err
+	}
+	if w.net == nil {
+		return nil
+	}
+	return w.net.flush(ctx, target)
+}
+
+// FlushAll is Flush for every target.
+func (w *Window) FlushAll(ctx context.Context) error {
+	if w.closed {
+		return fmt.Errorf("onesided: FlushAll: %w", ErrClosed)
+	}
+	if w.net == nil {
+		return nil
+	}
+	return w.net.flush(ctx, -1)
+}
+
+// Fence completes this rank's operations (FlushAll) and waits for every
+// rank to do the same: afterwards every rank sees every write issued
+// before the Fence. It is collective and drives progress while it waits.
+func (w *Window) Fence(ctx context.Context) error {
+	if err := w.FlushAll(ctx); err != nil {
+		return err
+	}
+	return w.barrier(ctx)
+}
+
+func (w *Window) barrier(ctx context.Context) error {
+	if w.net == nil {
+		if err := w.g.Barrier(ctx); err != nil {
+			return fmt.Errorf("onesided: barrier: %w", err)
+		}
+		return nil
+	}
+	return w.net.during(ctx, func() error { return w.g.Barrier(ctx) })
+}

@@ -1,0 +1,133 @@
+package onesided
+
+import (
+	"context"
+	"fmt"
+)
+
+// WindowTransport is the one-sided Transport of the seed's third scheme:
+// each tile goes with PutSignal straight into the receiver's slot, and the
+// receiver polls the slot's signal word. Its buffers live in a window it
+// allocates over the group, so they are direct-store shared memory for
+// ranks on one node and registered memory for libfabric.
+type WindowTransport struct {
+	g    Group
+	opts []Option
+	w    *Window
+
+	tileBytes, sendSlots, recvSlots int
+	stride                          int // bytes between tile buffers
+	sigOff, recvOff, sendOff        int
+	issued                          []uint64 // per send slot: net op count after its sends
+}
+
+// NewWindowTransport returns a transport over g; its window is allocated by
+// the first Prepare (so by NewPipeline). opts apply to that window.
+func NewWindowTransport(g Group, opts ...Option) *WindowTransport {
+	return &WindowTransport{g: g, opts: opts}
+}
+
+// Rank implements Transport.
+func (t *WindowTransport) Rank() int { return t.g.Rank() }
+
+// Size implements Transport.
+func (t *WindowTransport) Size() int { return t.g.Size() }
+
+// Window returns the window the transport currently uses (nil before Prepare).
+func (t *WindowTransport) Window() *Window { return t.w }
+
+// Prepare implements Transport. It reuses the window when it is large
+// enough, and otherwise frees it and allocates a new one.
+func (t *WindowTransport) Prepare(ctx context.Context, tileBytes, sendSlots, recvSlots int) error {
+	if tileBytes <= 0 || sendSlots <= 0 || recvSlots <= 0 {
+		return fmt.Errorf("WindowTransport.Prepare(%d, %d, %d): %w", tileBytes, sendSlots, recvSlots, ErrInvalid)
+	}
+	P := t.g.Size()
+	stride := roundUp(tileBytes, 64)
+	sigBytes := roundUp(recvSlots*P*8, 64)
+	need := sigBytes + (recvSlots+sendSlots)*P*stride
+	if t.w != nil && t.w.Len(t.w.rank) >= need {
+		// Everyone has drained the previous configuration before anyone
+		// clears its signals, and cleared before anyone sends again.
+		if err := t.w.Fence(ctx); err != nil {
+			return err
+		}
+	} else {
+		if t.w != nil {
+			if err := t.w.Free(ctx); err != nil {
+				return err
+			}
+			t.w = nil
+		}
+		w, err := Allocate(ctx, t.g, need, t.opts...)
+		if err != nil {
+			return err
+		}
+		t.w = w
+	}
+	t.tileBytes, t.sendSlots, t.recvSlots, t.stride = tileBytes, sendSlots, recvSlots, stride
+	t.sigOff, t.recvOff, t.sendOff = 0, sigBytes, sigBytes+recvSlots*P*stride
+	clear(t.w.local[:sigBytes])
+	t.issued = make([]uint64, sendSlots)
+	return t.w.Fence(ctx)
+}
+
+// SendBuf implements Transport.
+func (t *WindowTransport) SendBuf(slot, peer int) []byte {
+	o := t.sendOff + (slot*t.g.Size()+peer)*t.stride
+	return t.w.local[o : o+t.tileBytes : o+t.tileBytes]
+}
+
+// RecvBuf implements Transport.
+func (t *WindowTransport) RecvBuf(slot, peer int) []byte {
+	o := t.recvOff + (slot*t.g.Size()+peer)*t.stride
+	return t.w.local[o : o+t.tileBytes : o+t.tileBytes]
+}
+
+// Expect implements Transport (nothing to do for puts).
+func (t *WindowTransport) Expect(int, uint64) error { return nil }
+
+// Send implements Transport.
+func (t *WindowTransport) Send(peer, sendSlot, recvSlot, n int, seq uint64) error {
+	me := t.g.Rank()
+	P := t.g.Size()
+	if err := t.w.PutSignal(peer, t.SendBuf(sendSlot, peer)[:n],
+		t.recvOff+(recvSlot*P+me)*t.stride, t.sigOff+(recvSlot*P+me)*8, seq); err != nil {
+		return err
+	}
+	if t.w.net != nil {
+		t.issued[sendSlot] = t.w.net.issued()
+	}
+	return nil
+}
+
+// Wait implements Transport.
+func (t *WindowTransport) Wait(ctx context.Context, peer, recvSlot int, seq uint64) error {
+	v, err := t.w.WaitSignal(ctx, t.sigOff+(recvSlot*t.g.Size()+peer)*8, CmpGE, seq)
+	if err != nil {
+		return err
+	}
+	if v != seq {
+		return fmt.Errorf("slot %d from rank %d holds tile %d, want %d (pipeline shapes differ between ranks?): %w",
+			recvSlot, peer, v, seq, ErrInvalid)
+	}
+	return nil
+}
+
+// SendDone implements Transport.
+func (t *WindowTransport) SendDone(ctx context.Context, sendSlot int) error {
+	if t.w.net == nil || t.issued[sendSlot] == 0 {
+		return nil
+	}
+	return t.w.net.waitIssued(ctx, t.issued[sendSlot])
+}
+
+// Close frees the transport's window (collective).
+func (t *WindowTransport) Close(ctx context.Context) error {
+	if t.w == nil {
+		return nil
+	}
+	err := t.w.Free(ctx)
+	t.w = nil
+	return err
+}
