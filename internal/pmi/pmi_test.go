@@ -263,7 +263,7 @@ func TestClientMalformedReplies(t *testing.T) {
 		"cmd=response_to_init rc=0\ncmd=maxes kvsname_max=256 keylen_max=x vallen_max=1024\n",
 		"cmd=response_to_init rc=0\ncmd=wrong\n",
 		"cmd=response_to_init rc=5\n",
-		"cmd=response_to_init rc=0\ncmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\n", // then EOF
+		"cmd=response_to_init rc=0\ncmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\n",                       // then EOF
 		"cmd=response_to_init rc=0\ncmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\ncmd=my_kvsname kvsname", // mid-line EOF
 	}
 	for _, rep := range replies {
