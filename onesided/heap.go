@@ -1,0 +1,245 @@
+package onesided
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"slices"
+)
+
+// Heap is a symmetric heap for PGAS runtimes: one window of the same size on
+// every rank, carved up by a deterministic allocator so that every rank's
+// Alloc returns the same offset for the same call. Objects are then named
+// by (rank, Sym).
+//
+// Alloc and Free are collective and must be called in the same order on
+// every rank (as shmem_malloc and shmem_free). A Heap, like a Window, is
+// for one goroutine at a time.
+type Heap struct {
+	w      *Window
+	free   []span      // sorted, coalesced free spans
+	allocs map[int]int // offset → size
+	check  bool
+	closed bool
+}
+
+type span struct{ start, end int }
+
+// Sym is a symmetric object: the same offset and size on every rank.
+type Sym struct {
+	Off, Size int
+}
+
+// NewHeap allocates a symmetric heap of size bytes on every rank of g
+// (collective; size must be the same everywhere). Setting WEFT_HEAP_CHECK=1
+// makes Alloc verify through an Allgather that every rank got the same
+// offset.
+func NewHeap(ctx context.Context, g Group, size int, opts ...Option) (*Heap, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("onesided: NewHeap(%d): %w", size, ErrInvalid)
+	}
+	w, err := Allocate(ctx, g, size, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("onesided: NewHeap: %w", err)
+	}
+	for r := 0; r < w.Size(); r++ {
+		if w.Len(r) != size {
+			_ = w.Free(ctx)
+			return nil, fmt.Errorf("onesided: NewHeap: rank %d asked for %d bytes, rank %d for %d: %w",
+				r, w.Len(r), w.Rank(), size, ErrInvalid)
+		}
+	}
+	return &Heap{w: w, free: []span{{0, size}}, allocs: map[int]int{},
+		check: os.Getenv("WEFT_HEAP_CHECK") == "1"}, nil
+}
+
+// Window returns the heap's underlying window.
+func (h *Heap) Window() *Window { return h.w }
+
+// Alloc reserves size bytes aligned to align (a power of two; 0 means 8)
+// at the same offset on every rank. It is collective and ends with a
+// barrier, so other ranks may access the object as soon as it returns.
+func (h *Heap) Alloc(ctx context.Context, size, align int) (Sym, error) {
+	if h.closed {
+		return Sym{}, fmt.Errorf("onesided: Heap.Alloc: %w", ErrClosed)
+	}
+	if align == 0 {
+		align = 8
+	}
+	if size <= 0 || align < 0 || align&(align-1) != 0 {
+		return Sym{}, fmt.Errorf("onesided: Heap.Alloc(%d, align %d): %w", size, align, ErrInvalid)
+	}
+	off := -1
+	for i, s := range h.free {
+		a := roundUp(s.start, align)
+		if a+size <= s.end {
+			off = a
+			// Split the span into what is left on either side.
+			rest := []span{}
+			if a > s.start {
+				rest = append(rest, span{s.start, a})
+			}
+			if a+size < s.end {
+				rest = append(rest, span{a + size, s.end})
+			}
+			h.free = slices.Replace(h.free, i, i+1, rest...)
+			break
+		}
+	}
+	if off < 0 {
+		// Still collective: every rank fails the same way.
+		return Sym{}, fmt.Errorf("onesided: Heap.Alloc(%d): %w", size, ErrOutOfMemory)
+	}
+	h.allocs[off] = size
+	sym := Sym{Off: off, Size: size}
+	clear(h.w.local[off : off+size])
+	if h.check {
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], uint64(off))
+		all, err := h.w.g.Allgather(ctx, b[:])
+		if err != nil {
+			return sym, fmt.Errorf("onesided: Heap.Alloc: %w", err)
+		}
+		for r, v := range all {
+			if int(binary.LittleEndian.Uint64(v)) != off {
+				return sym, fmt.Errorf("onesided: Heap.Alloc: rank %d got offset %d, this rank %d (calls out of order?): %w",
+					r, binary.LittleEndian.Uint64(v), off, ErrInvalid)
+			}
+		}
+	}
+	return sym, h.w.barrier(ctx)
+}
+
+// Free returns s to the heap. It is collective: it completes this rank's
+// operations and waits for every rank before the memory can be reused.
+func (h *Heap) Free(ctx context.Context, s Sym) error {
+	if h.closed {
+		return fmt.Errorf("onesided: Heap.Free: %w", ErrClosed)
+	}
+	if sz, ok := h.allocs[s.Off]; !ok || sz != s.Size {
+		return fmt.Errorf("onesided: Heap.Free(%+v): not an allocated object: %w", s, ErrInvalid)
+	}
+	delete(h.allocs, s.Off)
+	i, _ := slices.BinarySearchFunc(h.free, s.Off, func(sp span, off int) int { return sp.start - off })
+	h.free = slices.Insert(h.free, i, span{s.Off, s.Off + s.Size})
+	// Coalesce with neighbours.
+	if i+1 < len(h.free) && h.free[i].end == h.free[i+1].start {
+		h.free[i].end = h.free[i+1].end
+		h.free = slices.Delete(h.free, i+1, i+2)
+	}
+	if i > 0 && h.free[i-1].end == h.free[i].start {
+		h.free[i-1].end = h.free[i].end
+		h.free = slices.Delete(h.free, i, i+1)
+	}
+	return h.w.Fence(ctx)
+}
+
+// Local returns this rank's copy of s.
+func (h *Heap) Local(s Sym) []byte {
+	if h.closed || s.Off < 0 || s.Size < 0 || s.Off+s.Size > len(h.w.local) {
+		return nil
+	}
+	return h.w.local[s.Off : s.Off+s.Size : s.Off+s.Size]
+}
+
+func (h *Heap) at(op string, s Sym, off, n int) (int, error) {
+	if h.closed {
+		return 0, fmt.Errorf("onesided: Heap.%s: %w", op, ErrClosed)
+	}
+	if sz, ok := h.allocs[s.Off]; !ok || sz != s.Size {
+		return 0, fmt.Errorf("onesided: Heap.%s(%+v): not an allocated object: %w", op, s, ErrInvalid)
+	}
+	if off < 0 || n < 0 || off > s.Size || n > s.Size-off {
+		return 0, fmt.Errorf("onesided: Heap.%s: [%d, %d) outside a %d-byte object: %w", op, off, off+n, s.Size, ErrOutOfRange)
+	}
+	return s.Off + off, nil
+}
+
+// Put writes data into rank's copy of s at byte offset off.
+func (h *Heap) Put(rank int, s Sym, off int, data []byte) error {
+	o, err := h.at("Put", s, off, len(data))
+	if err != nil {
+		return err
+	}
+	return h.w.Put(rank, o, data)
+}
+
+// Get reads len(dst) bytes of rank's copy of s at off; dst is filled after
+// Quiet (at once for direct stores).
+func (h *Heap) Get(rank int, s Sym, off int, dst []byte) error {
+	o, err := h.at("Get", s, off, len(dst))
+	if err != nil {
+		return err
+	}
+	return h.w.Get(rank, o, dst)
+}
+
+// PutSignal writes data into rank's copy of s at off, then value into the
+// signal word at sigOff of object sig (see Window.PutSignal).
+func (h *Heap) PutSignal(rank int, s Sym, off int, data []byte, sig Sym, sigOff int, value uint64) error {
+	o, err := h.at("PutSignal", s, off, len(data))
+	if err != nil {
+		return err
+	}
+	so, err := h.at("PutSignal", sig, sigOff, 8)
+	if err != nil {
+		return err
+	}
+	return h.w.PutSignal(rank, data, o, so, value)
+}
+
+// WaitSignal waits until cmp(word, value) holds for this rank's signal word
+// at sigOff of object sig.
+func (h *Heap) WaitSignal(ctx context.Context, sig Sym, sigOff int, cmp Cmp, value uint64) (uint64, error) {
+	so, err := h.at("WaitSignal", sig, sigOff, 8)
+	if err != nil {
+		return 0, err
+	}
+	return h.w.WaitSignal(ctx, so, cmp, value)
+}
+
+// Atomic applies op with operand to the element of type t at off in rank's
+// copy of s and returns the previous value (see Window.FetchAndOp).
+func (h *Heap) Atomic(rank int, s Sym, off int, t Type, op Op, operand uint64) (uint64, error) {
+	o, err := h.at("Atomic", s, off, t.Size())
+	if err != nil {
+		return 0, err
+	}
+	return h.w.FetchAndOp(rank, o, t, op, operand)
+}
+
+// CompareAndSwap is Window.CompareAndSwap on rank's copy of s at off.
+func (h *Heap) CompareAndSwap(rank int, s Sym, off int, t Type, compare, swap uint64) (uint64, error) {
+	o, err := h.at("CompareAndSwap", s, off, t.Size())
+	if err != nil {
+		return 0, err
+	}
+	return h.w.CompareAndSwap(rank, o, t, compare, swap)
+}
+
+// Quiet waits until every operation this rank issued is complete at its
+// target (shmem_quiet).
+func (h *Heap) Quiet(ctx context.Context) error {
+	if h.closed {
+		return fmt.Errorf("onesided: Heap.Quiet: %w", ErrClosed)
+	}
+	return h.w.FlushAll(ctx)
+}
+
+// Barrier is Quiet followed by a barrier of all ranks (shmem_barrier_all).
+func (h *Heap) Barrier(ctx context.Context) error {
+	if h.closed {
+		return fmt.Errorf("onesided: Heap.Barrier: %w", ErrClosed)
+	}
+	return h.w.Fence(ctx)
+}
+
+// Close frees the heap (collective; idempotent).
+func (h *Heap) Close(ctx context.Context) error {
+	if h.closed {
+		return nil
+	}
+	h.closed = true
+	return h.w.Free(ctx)
+}

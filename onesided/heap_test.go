@@ -1,0 +1,107 @@
+package onesided
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func TestHeapAllocatorSameOffsets(t *testing.T) {
+	t.Setenv("WEFT_HEAP_CHECK", "1")
+	runRanks(t, 3, func(ctx context.Context, g Group) error {
+		return heapScenario(ctx, g, WithSharedMemory(ShmOnly))
+	})
+}
+
+// heapScenario allocates, frees and reallocates objects, checks offsets,
+// does puts/gets/atomics by (rank, Sym) and the error paths.
+func heapScenario(ctx context.Context, g Group, opts ...Option) error {
+	me, n := g.Rank(), g.Size()
+	h, err := NewHeap(ctx, g, 1<<16, opts...)
+	if err != nil {
+		return err
+	}
+	defer h.Close(ctx)
+	a, err := h.Alloc(ctx, 100, 0)
+	if err != nil {
+		return err
+	}
+	b, err := h.Alloc(ctx, 4096, 4096)
+	if err != nil {
+		return err
+	}
+	c, err := h.Alloc(ctx, 8*n, 64)
+	if err != nil {
+		return err
+	}
+	if a.Off != 0 || b.Off != 4096 || c.Off != 128 {
+		return fmt.Errorf("offsets a=%d b=%d c=%d, want 0 4096 128", a.Off, b.Off, c.Off)
+	}
+	if err := h.Free(ctx, a); err != nil {
+		return err
+	}
+	d, err := h.Alloc(ctx, 64, 0)
+	if err != nil {
+		return err
+	}
+	if d.Off != 0 {
+		return fmt.Errorf("reuse after free: offset %d", d.Off)
+	}
+	if _, err := h.Alloc(ctx, 1<<20, 0); !errors.Is(err, ErrOutOfMemory) {
+		return fmt.Errorf("oversized alloc: %v", err)
+	}
+	// Everyone writes its rank into slot me of c on every rank, and adds
+	// to a counter on rank 0.
+	var v [8]byte
+	binary.LittleEndian.PutUint64(v[:], uint64(me+1))
+	for r := 0; r < n; r++ {
+		if err := h.Put(r, c, 8*me, v[:]); err != nil {
+			return err
+		}
+		if _, err := h.Atomic(0, d, 0, Uint64, OpSum, uint64(r)); err != nil {
+			return err
+		}
+	}
+	if err := h.Barrier(ctx); err != nil {
+		return err
+	}
+	for r := 0; r < n; r++ {
+		if got := binary.LittleEndian.Uint64(h.Local(c)[8*r:]); got != uint64(r+1) {
+			return fmt.Errorf("slot %d = %d", r, got)
+		}
+	}
+	got := make([]byte, 8)
+	if err := h.Get(0, d, 0, got); err != nil {
+		return err
+	}
+	if err := h.Quiet(ctx); err != nil {
+		return err
+	}
+	if v := binary.LittleEndian.Uint64(got); v != uint64(n*n*(n-1)/2) {
+		return fmt.Errorf("counter %d, want %d", v, n*n*(n-1)/2)
+	}
+	if err := h.Put(0, c, 8*n-4, v[:]); !errors.Is(err, ErrOutOfRange) {
+		return fmt.Errorf("put past object: %v", err)
+	}
+	if err := h.Put(n, c, 0, v[:]); !errors.Is(err, ErrUnknownRank) {
+		return fmt.Errorf("put to unknown rank: %v", err)
+	}
+	if err := h.Put(0, a, 0, v[:]); !errors.Is(err, ErrInvalid) {
+		return fmt.Errorf("put to freed object: %v", err)
+	}
+	if err := h.Free(ctx, Sym{Off: 5, Size: 3}); !errors.Is(err, ErrInvalid) {
+		return fmt.Errorf("free of unknown object: %v", err)
+	}
+	if err := h.Barrier(ctx); err != nil {
+		return err
+	}
+	if err := h.Close(ctx); err != nil {
+		return err
+	}
+	if err := h.Put(0, c, 0, v[:]); !errors.Is(err, ErrClosed) {
+		return fmt.Errorf("put on closed heap: %v", err)
+	}
+	return nil
+}
