@@ -1,0 +1,489 @@
+package ddt
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// The interpreter walks the IR directly. Every entry point checks the typed
+// buffer against count × the true extent once (Type.check); below that the
+// walkers index slices, so a bug would panic on a Go bounds check rather than
+// touch memory it must not. Inner loops are specialised by block length
+// (1, 2, 4, 8, 16 bytes; copy() above).
+
+// check validates a Pack/Unpack call and returns the packed length of count
+// elements.
+func (t *Type) check(op string, ir *IR, typedLen int, base int64, count int, from int64) (int64, error) {
+	if count < 0 {
+		return 0, fmt.Errorf("ddt: %s %s: negative count %d: %w", op, t.Name(), count, ErrInvalid)
+	}
+	total, ok := mulC(int64(count), ir.Size)
+	if !ok {
+		return 0, fmt.Errorf("ddt: %s %s: %d elements of %d bytes: %w", op, t.Name(), count, ir.Size, ErrOverflow)
+	}
+	if from < 0 || from > total {
+		return 0, fmt.Errorf("ddt: %s %s: stream offset %d outside [0,%d]: %w", op, t.Name(), from, total, ErrInvalid)
+	}
+	if total == 0 {
+		return 0, nil
+	}
+	span, ok := mulC(int64(count-1), ir.Extent)
+	lo, ok1 := addC(base, ir.TrueLB)
+	hi, ok2 := addC(lo, ir.TrueExtent)
+	if span < 0 {
+		lo, ok = addC(lo, span)
+	} else {
+		hi, ok = addC(hi, span)
+	}
+	if !ok || !ok1 || !ok2 || lo < 0 || hi > int64(typedLen) {
+		return 0, fmt.Errorf("ddt: %s %s: %d elements at base %d need typed bytes [%d,%d), buffer has %d: %w",
+			op, t.Name(), count, base, lo, hi, typedLen, ErrBounds)
+	}
+	return total, nil
+}
+
+func (t *Type) committedState(op string) (*state, error) {
+	if t == nil {
+		return nil, fmt.Errorf("ddt: %s: nil type: %w", op, ErrInvalid)
+	}
+	s := t.st.Load()
+	if s == nil {
+		return nil, fmt.Errorf("ddt: %s %s: %w", op, t.Name(), ErrNotCommitted)
+	}
+	return s, nil
+}
+
+// PackSize returns the number of packed bytes of count elements
+// (MPI_Pack_size without the header).
+func (t *Type) PackSize(count int) (int64, error) {
+	if count < 0 {
+		return 0, fmt.Errorf("ddt: PackSize %s: negative count %d: %w", t.Name(), count, ErrInvalid)
+	}
+	n, ok := mulC(int64(count), t.size)
+	if !ok {
+		return 0, fmt.Errorf("ddt: PackSize %s: %w", t.Name(), ErrOverflow)
+	}
+	return n, nil
+}
+
+// Pack packs count elements of src into dst and returns the number of bytes
+// written. src[0] is displacement 0 of element 0 (the MPI buffer address),
+// so a type that touches negative displacements needs PackRange with a base.
+// dst must hold PackSize(count) bytes.
+//
+// Errors: ErrNotCommitted, ErrInvalid, ErrOverflow, ErrBounds (src or dst too
+// small; nothing is written).
+func (t *Type) Pack(dst, src []byte, count int) (int, error) {
+	s, err := t.committedState("Pack")
+	if err != nil {
+		return 0, err
+	}
+	total, err := t.check("Pack", s.ir, len(src), 0, count, 0)
+	if err != nil {
+		return 0, err
+	}
+	if int64(len(dst)) < total {
+		return 0, fmt.Errorf("ddt: Pack %s: %d packed bytes, dst has %d: %w", t.Name(), total, len(dst), ErrBounds)
+	}
+	return t.run(s, false, dst[:total], src, 0, count, 0)
+}
+
+// Unpack unpacks count elements from src into dst, the reverse of Pack.
+// dst[0] is displacement 0 of element 0; src must hold PackSize(count) bytes.
+func (t *Type) Unpack(dst, src []byte, count int) (int, error) {
+	s, err := t.committedState("Unpack")
+	if err != nil {
+		return 0, err
+	}
+	total, err := t.check("Unpack", s.ir, len(dst), 0, count, 0)
+	if err != nil {
+		return 0, err
+	}
+	if int64(len(src)) < total {
+		return 0, fmt.Errorf("ddt: Unpack %s: %d packed bytes, src has %d: %w", t.Name(), total, len(src), ErrBounds)
+	}
+	return t.run(s, true, src[:total], dst, 0, count, 0)
+}
+
+// PackRange packs the part of the packed stream of count elements that
+// starts at stream offset from into packed, as much as fits, and returns the
+// number of bytes written: min(len(packed), PackSize(count)-from). typed[base]
+// is displacement 0 of element 0; element k starts at base + k*Extent. A call
+// may stop inside a basic element; the next call with from+n continues there.
+func (t *Type) PackRange(packed, typed []byte, base int64, count int, from int64) (int, error) {
+	s, err := t.committedState("PackRange")
+	if err != nil {
+		return 0, err
+	}
+	total, err := t.check("PackRange", s.ir, len(typed), base, count, from)
+	if err != nil {
+		return 0, err
+	}
+	n := min(int64(len(packed)), total-from)
+	return t.run(s, false, packed[:n], typed, base, count, from)
+}
+
+// UnpackRange is the reverse of PackRange: it copies packed, the part of the
+// stream starting at offset from, into typed, as much as the stream has left,
+// and returns the number of bytes consumed.
+func (t *Type) UnpackRange(typed, packed []byte, base int64, count int, from int64) (int, error) {
+	s, err := t.committedState("UnpackRange")
+	if err != nil {
+		return 0, err
+	}
+	total, err := t.check("UnpackRange", s.ir, len(typed), base, count, from)
+	if err != nil {
+		return 0, err
+	}
+	n := min(int64(len(packed)), total-from)
+	return t.run(s, true, packed[:n], typed, base, count, from)
+}
+
+// run moves len(p) stream bytes starting at from (already checked), through
+// the kernel when there is one.
+func (t *Type) run(s *state, un bool, p, typed []byte, base int64, count int, from int64) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if s.kernel != nil {
+		var n int
+		var err error
+		if un {
+			n, err = s.kernel.Unpack(typed, p, base, count, from)
+		} else {
+			n, err = s.kernel.Pack(p, typed, base, count, from)
+		}
+		if err != nil {
+			return n, fmt.Errorf("ddt: compiled kernel for %s: %w", t.Name(), err)
+		}
+		return n, nil
+	}
+	interpRun(s.ir, un, p, typed, base, count, from)
+	return len(p), nil
+}
+
+// interpRun is the interpreter entry point: it moves stream bytes
+// [from, from+len(p)) of count elements between p and typed.
+func interpRun(ir *IR, un bool, p, typed []byte, base int64, count int, from int64) {
+	hi := from + int64(len(p))
+	if ir.Contig {
+		a := base + ir.TrueLB + from
+		if un {
+			copy(typed[a:a+int64(len(p))], p)
+		} else {
+			copy(p, typed[a:a+int64(len(p))])
+		}
+		return
+	}
+	loopRange(ir.Root, int64(count), ir.Extent, p, typed, base, from, hi, un)
+}
+
+// ---------------------------------------------------------------------------
+// full instances
+
+// moveFull moves one whole instance of n with origin o; len(p) == n.Size.
+func moveFull(n *Node, p, t []byte, o int64, un bool) {
+	o += n.Disp
+	switch n.Op {
+	case OpBlock:
+		if un {
+			copy(t[o:o+n.Len], p)
+		} else {
+			copy(p, t[o:o+n.Len])
+		}
+	case OpLoop:
+		loopFull(n.Child, n.Count, n.Stride, p, t, o, un)
+	case OpIndex:
+		indexFull(n.Child, n.Offsets, p, t, o, un)
+	case OpBlocks:
+		q := int64(0)
+		for i, off := range n.Offsets {
+			l := n.Lens[i]
+			a := o + off
+			if un {
+				copy(t[a:a+l], p[q:q+l])
+			} else {
+				copy(p[q:q+l], t[a:a+l])
+			}
+			q += l
+		}
+	case OpStruct:
+		for i, c := range n.Children {
+			moveFull(c, p[n.Prefix[i]:n.Prefix[i+1]], t, o+n.Offsets[i], un)
+		}
+	}
+}
+
+// loopFull moves count whole instances of child, origins o + i*stride.
+func loopFull(child *Node, count, stride int64, p, t []byte, o int64, un bool) {
+	if child.Op == OpBlock {
+		a := o + child.Disp
+		if un {
+			unpackStrided(p, t, a, stride, count, child.Len)
+		} else {
+			packStrided(p, t, a, stride, count, child.Len)
+		}
+		return
+	}
+	cs := child.Size
+	q := int64(0)
+	for i := int64(0); i < count; i++ {
+		moveFull(child, p[q:q+cs], t, o, un)
+		q += cs
+		o += stride
+	}
+}
+
+// indexFull moves whole instances of child at origins o + offs[i].
+func indexFull(child *Node, offs []int64, p, t []byte, o int64, un bool) {
+	if child.Op == OpBlock {
+		o += child.Disp
+		if un {
+			unpackIndexed(p, t, o, offs, child.Len)
+		} else {
+			packIndexed(p, t, o, offs, child.Len)
+		}
+		return
+	}
+	cs := child.Size
+	q := int64(0)
+	for _, off := range offs {
+		moveFull(child, p[q:q+cs], t, o+off, un)
+		q += cs
+	}
+}
+
+// ---------------------------------------------------------------------------
+// partial instances
+
+// moveRange moves stream bytes [lo, hi) of one instance of n with origin o;
+// len(p) == hi-lo, 0 ≤ lo < hi ≤ n.Size.
+func moveRange(n *Node, p, t []byte, o, lo, hi int64, un bool) {
+	if lo == 0 && hi == n.Size {
+		moveFull(n, p, t, o, un)
+		return
+	}
+	o += n.Disp
+	switch n.Op {
+	case OpBlock:
+		a := o + lo
+		if un {
+			copy(t[a:a+hi-lo], p)
+		} else {
+			copy(p, t[a:a+hi-lo])
+		}
+	case OpLoop:
+		loopRange(n.Child, n.Count, n.Stride, p, t, o, lo, hi, un)
+	case OpIndex:
+		indexRange(n.Child, n.Offsets, p, t, o, lo, hi, un)
+	case OpBlocks:
+		i := search(n.Prefix, lo)
+		q := int64(0)
+		for ; i < len(n.Offsets) && n.Prefix[i] < hi; i++ {
+			s := max(lo, n.Prefix[i]) - n.Prefix[i]
+			e := min(hi, n.Prefix[i+1]) - n.Prefix[i]
+			a := o + n.Offsets[i]
+			if un {
+				copy(t[a+s:a+e], p[q:q+e-s])
+			} else {
+				copy(p[q:q+e-s], t[a+s:a+e])
+			}
+			q += e - s
+		}
+	case OpStruct:
+		i := search(n.Prefix, lo)
+		q := int64(0)
+		for ; i < len(n.Children) && n.Prefix[i] < hi; i++ {
+			s := max(lo, n.Prefix[i]) - n.Prefix[i]
+			e := min(hi, n.Prefix[i+1]) - n.Prefix[i]
+			moveRange(n.Children[i], p[q:q+e-s], t, o+n.Offsets[i], s, e, un)
+			q += e - s
+		}
+	}
+}
+
+// search returns the largest i < len(prefix)-1 with prefix[i] ≤ x.
+func search(prefix []int64, x int64) int {
+	lo, hi := 0, len(prefix)-1 // invariant: prefix[lo] ≤ x, answer < hi
+	for hi-lo > 1 {
+		m := int(uint(lo+hi) >> 1)
+		if prefix[m] <= x {
+			lo = m
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// loopRange moves stream bytes [lo, hi) of count instances of child at
+// origins o + i*stride (also used for the count elements of a type).
+func loopRange(child *Node, count, stride int64, p, t []byte, o, lo, hi int64, un bool) {
+	cs := child.Size
+	i := lo / cs
+	q := int64(0)
+	if off := lo - i*cs; off != 0 {
+		e := min(cs, hi-i*cs)
+		moveRange(child, p[:e-off], t, o+i*stride, off, e, un)
+		q = e - off
+		i++
+	}
+	if nf := (hi - i*cs) / cs; nf > 0 {
+		loopFull(child, nf, stride, p[q:q+nf*cs], t, o+i*stride, un)
+		q += nf * cs
+		i += nf
+	}
+	if rem := hi - i*cs; rem > 0 && i < count {
+		moveRange(child, p[q:q+rem], t, o+i*stride, 0, rem, un)
+	}
+}
+
+// indexRange is loopRange over an offset list.
+func indexRange(child *Node, offs []int64, p, t []byte, o, lo, hi int64, un bool) {
+	cs := child.Size
+	i := lo / cs
+	q := int64(0)
+	if off := lo - i*cs; off != 0 {
+		e := min(cs, hi-i*cs)
+		moveRange(child, p[:e-off], t, o+offs[i], off, e, un)
+		q = e - off
+		i++
+	}
+	if nf := (hi - i*cs) / cs; nf > 0 {
+		indexFull(child, offs[i:i+nf], p[q:q+nf*cs], t, o, un)
+		q += nf * cs
+		i += nf
+	}
+	if rem := hi - i*cs; rem > 0 && i < int64(len(offs)) {
+		moveRange(child, p[q:q+rem], t, o+offs[i], 0, rem, un)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// leaf loops specialised by block length
+
+var le = binary.LittleEndian
+
+// packStrided copies count blocks of l bytes at t[a + i*stride] to p.
+func packStrided(p, t []byte, a, stride, count, l int64) {
+	switch l {
+	case 8:
+		for i := int64(0); i < count; i++ {
+			le.PutUint64(p[i*8:], le.Uint64(t[a:]))
+			a += stride
+		}
+	case 4:
+		for i := int64(0); i < count; i++ {
+			le.PutUint32(p[i*4:], le.Uint32(t[a:]))
+			a += stride
+		}
+	case 16:
+		for i := int64(0); i < count; i++ {
+			q := p[i*16 : i*16+16]
+			s := t[a : a+16]
+			le.PutUint64(q, le.Uint64(s))
+			le.PutUint64(q[8:], le.Uint64(s[8:]))
+			a += stride
+		}
+	case 2:
+		for i := int64(0); i < count; i++ {
+			le.PutUint16(p[i*2:], le.Uint16(t[a:]))
+			a += stride
+		}
+	case 1:
+		for i := int64(0); i < count; i++ {
+			p[i] = t[a]
+			a += stride
+		}
+	default:
+		q := int64(0)
+		for i := int64(0); i < count; i++ {
+			copy(p[q:q+l], t[a:a+l])
+			q += l
+			a += stride
+		}
+	}
+}
+
+// unpackStrided is the reverse of packStrided.
+func unpackStrided(p, t []byte, a, stride, count, l int64) {
+	switch l {
+	case 8:
+		for i := int64(0); i < count; i++ {
+			le.PutUint64(t[a:], le.Uint64(p[i*8:]))
+			a += stride
+		}
+	case 4:
+		for i := int64(0); i < count; i++ {
+			le.PutUint32(t[a:], le.Uint32(p[i*4:]))
+			a += stride
+		}
+	case 16:
+		for i := int64(0); i < count; i++ {
+			q := p[i*16 : i*16+16]
+			s := t[a : a+16]
+			le.PutUint64(s, le.Uint64(q))
+			le.PutUint64(s[8:], le.Uint64(q[8:]))
+			a += stride
+		}
+	case 2:
+		for i := int64(0); i < count; i++ {
+			le.PutUint16(t[a:], le.Uint16(p[i*2:]))
+			a += stride
+		}
+	case 1:
+		for i := int64(0); i < count; i++ {
+			t[a] = p[i]
+			a += stride
+		}
+	default:
+		q := int64(0)
+		for i := int64(0); i < count; i++ {
+			copy(t[a:a+l], p[q:q+l])
+			q += l
+			a += stride
+		}
+	}
+}
+
+// packIndexed copies blocks of l bytes at t[o + offs[i]] to p.
+func packIndexed(p, t []byte, o int64, offs []int64, l int64) {
+	switch l {
+	case 8:
+		for i, off := range offs {
+			le.PutUint64(p[i*8:], le.Uint64(t[o+off:]))
+		}
+	case 4:
+		for i, off := range offs {
+			le.PutUint32(p[i*4:], le.Uint32(t[o+off:]))
+		}
+	default:
+		q := int64(0)
+		for _, off := range offs {
+			a := o + off
+			copy(p[q:q+l], t[a:a+l])
+			q += l
+		}
+	}
+}
+
+// unpackIndexed is the reverse of packIndexed.
+func unpackIndexed(p, t []byte, o int64, offs []int64, l int64) {
+	switch l {
+	case 8:
+		for i, off := range offs {
+			le.PutUint64(t[o+off:], le.Uint64(p[i*8:]))
+		}
+	case 4:
+		for i, off := range offs {
+			le.PutUint32(t[o+off:], le.Uint32(p[i*4:]))
+		}
+	default:
+		q := int64(0)
+		for _, off := range offs {
+			a := o + off
+			copy(t[a:a+l], p[q:q+l])
+			q += l
+		}
+	}
+}
