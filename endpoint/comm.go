@@ -1,0 +1,513 @@
+package endpoint
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/bits"
+	"os"
+	"sort"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/internal/bootstrap"
+	"github.com/weft-hpc/weft/internal/wlog"
+)
+
+// Undefined is the color that makes Split return a nil communicator.
+const Undefined = -1
+
+// World is this process's membership in a job: the bootstrap, the libfabric
+// fabric and domain chosen for it, and the world communicator.
+type World struct {
+	cfg    config
+	bs     bootstrap.Bootstrap
+	ownBS  bool
+	info   *fabric.Info
+	fab    *fabric.Fabric
+	dom    *fabric.Domain
+	comm   *Comm
+	log    hclog.Logger
+	hosts  []string // host name per world rank
+	closed bool
+
+	mu       sync.Mutex
+	ctxUsed  [maxContexts / 64]uint64 // bit i set: context id i is in use in this process
+	ctxRefs  map[int]int
+	privInfo *fabric.Info // ThreadDomain variant of info, for private endpoints
+	privFab  *fabric.Fabric
+	vcis     []*vci // endpoint vcis, closed by Close
+}
+
+// Comm is a communicator handle: a group of ranks, this handle's rank in it,
+// and a context id that keeps its messages apart from every other
+// communicator's. A Comm returned by CreateEndpoints (or derived from one)
+// is one endpoint: it must be driven by one goroutine at a time (unless the
+// endpoints were created Shared). Comm methods are not safe for concurrent
+// use on the same handle in private mode.
+type Comm struct {
+	w      *World
+	v      *vci
+	id     int    // context id
+	ctx    uint16 // tag context for point-to-point (2*id)
+	rank   int
+	size   int
+	addrs  []fabric.Addr // comm rank → address in v.av
+	slots  []uint8       // comm rank → destination slot (shared endpoints)
+	mySlot uint8
+	hosts  []int32 // comm rank → host index (into w.hosts)
+	lrank  int
+	lsize  int
+	freed  bool
+}
+
+func (c *Comm) collCtx() uint16 { return c.ctx + 1 }
+
+// Init joins the job: it initialises the bootstrap (PMI-1, PMI-2 or
+// singleton), selects a provider (fabric.Select: shm when all ranks share a
+// node; WEFT_PROVIDER or WithProvider override), opens one endpoint and
+// exchanges addresses. ctx bounds the exchange.
+func Init(ctx context.Context, opts ...Option) (*World, error) {
+	cfg, err := envConfig()
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.apply(opts); err != nil {
+		return nil, err
+	}
+	w := &World{cfg: cfg, log: wlog.Named("endpoint"), ctxRefs: map[int]int{}}
+	w.bs = cfg.bs
+	if w.bs == nil {
+		if w.bs, err = bootstrap.Init(ctx); err != nil {
+			return nil, fmt.Errorf("endpoint: bootstrap: %w", err)
+		}
+		w.ownBS = true
+	}
+	if err := w.open(ctx); err != nil {
+		w.closeAll()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *World) hints(threading fabric.Threading) *fabric.Hints {
+	return &fabric.Hints{
+		Provider:  w.cfg.provider,
+		EPType:    fabric.EPRDM,
+		Caps:      fabric.CapTagged | fabric.CapMsg | fabric.CapRMA | fabric.CapRead | fabric.CapWrite | fabric.CapRemoteRead | fabric.CapRemoteWrite | w.cfg.extraCaps,
+		Threading: threading,
+		MsgOrder:  fabric.OrderSAS | w.cfg.order,
+	}
+}
+
+func (w *World) open(ctx context.Context) error {
+	bs := w.bs
+	size, rank := bs.Size(), bs.Rank()
+	if size > MaxRanks {
+		return fmt.Errorf("endpoint: %d ranks exceed the tag layout's %d: %w", size, MaxRanks, ErrInvalid)
+	}
+	info, err := fabric.Select(w.hints(fabric.ThreadSafe), bs.LocalSize() == size)
+	if err != nil {
+		return fmt.Errorf("endpoint: select provider: %w", err)
+	}
+	if !info.MsgOrder.Has(fabric.OrderSAS) {
+		return fmt.Errorf("endpoint: provider %s does not order sends (FI_ORDER_SAS), MPI matching order would break: %w", info.Provider, ErrNotSupported)
+	}
+	w.info = info
+	if w.fab, err = fabric.OpenFabric(info); err != nil {
+		return fmt.Errorf("endpoint: open fabric: %w", err)
+	}
+	if w.dom, err = w.fab.OpenDomain(info); err != nil {
+		return fmt.Errorf("endpoint: open domain: %w", err)
+	}
+	v, err := openVCI(info, w.dom, &w.cfg, size, true, w.log)
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	val := make([]byte, 0, 8+len(host)+len(v.name))
+	val = binary.LittleEndian.AppendUint32(val, uint32(len(host)))
+	val = append(val, host...)
+	val = append(val, v.name...)
+	if err := bs.Put(fmt.Sprintf("weft.ep.%d", rank), val); err != nil {
+		v.release()
+		return fmt.Errorf("endpoint: publish address: %w", err)
+	}
+	if err := bs.Fence(ctx); err != nil {
+		v.release()
+		return fmt.Errorf("endpoint: address exchange fence: %w", err)
+	}
+	names := make([][]byte, size)
+	w.hosts = make([]string, size)
+	hostIdx := make([]int32, size)
+	seen := map[string]int32{}
+	for r := 0; r < size; r++ {
+		b, err := bs.Get(ctx, fmt.Sprintf("weft.ep.%d", r))
+		if err != nil {
+			v.release()
+			return fmt.Errorf("endpoint: address of rank %d: %w", r, err)
+		}
+		if len(b) < 4 || int(binary.LittleEndian.Uint32(b)) > len(b)-4 {
+			v.release()
+			return fmt.Errorf("endpoint: malformed address record of rank %d (%d bytes): %w", r, len(b), ErrInvalid)
+		}
+		hl := int(binary.LittleEndian.Uint32(b))
+		h := string(b[4 : 4+hl])
+		names[r] = b[4+hl:]
+		w.hosts[r] = h
+		if _, ok := seen[h]; !ok {
+			seen[h] = int32(len(seen))
+		}
+		hostIdx[r] = seen[h]
+	}
+	addrs, err := v.av.Insert(names...)
+	if err != nil {
+		v.release()
+		return fmt.Errorf("endpoint: insert %d addresses: %w", size, err)
+	}
+	// The world endpoint is shared by the process's goroutines (it is the
+	// communicator Init returns, and collectives/onesided use it): locked.
+	w.comm = &Comm{w: w, v: v, id: 0, ctx: 0, rank: rank, size: size, addrs: addrs,
+		slots: make([]uint8, size), hosts: hostIdx}
+	w.comm.setLocal()
+	w.ctxUsed[0] |= 1
+	w.ctxRefs[0] = 1
+	w.log.Debug("world up", "rank", rank, "size", size, "provider", info.Provider)
+	return nil
+}
+
+func (c *Comm) setLocal() {
+	me := c.hosts[c.rank]
+	c.lrank, c.lsize = 0, 0
+	for r, h := range c.hosts {
+		if h == me {
+			if r < c.rank {
+				c.lrank++
+			}
+			c.lsize++
+		}
+	}
+}
+
+// Comm returns the world communicator (every rank of the job). Its
+// endpoint is locked, so it may be used from several goroutines.
+func (w *World) Comm() *Comm { return w.comm }
+
+// Bootstrap returns the bootstrap the world was built on.
+func (w *World) Bootstrap() bootstrap.Bootstrap { return w.bs }
+
+// Info returns the granted provider configuration of the world endpoint.
+func (w *World) Info() *fabric.Info { return w.info }
+
+// Close frees every communicator and endpoint of the world, closes the
+// fabric objects and finalises the bootstrap (when Init started it). It is
+// idempotent. Call it once no goroutine uses the world any more.
+func (w *World) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	w.mu.Unlock()
+	return w.closeAll()
+}
+
+func (w *World) closeAll() error {
+	var errs []error
+	w.mu.Lock()
+	vcis := w.vcis
+	w.vcis = nil
+	w.mu.Unlock()
+	for _, v := range vcis {
+		v.lock()
+		v.refs = 1
+		v.unlock()
+		errs = append(errs, v.release())
+	}
+	if w.comm != nil {
+		w.comm.freed = true
+		w.comm.v.lock()
+		w.comm.v.refs = 1
+		w.comm.v.unlock()
+		errs = append(errs, w.comm.v.release())
+	}
+	if w.dom != nil {
+		errs = append(errs, w.dom.Close())
+	}
+	if w.privFab != nil {
+		errs = append(errs, w.privFab.Close())
+	}
+	if w.fab != nil {
+		errs = append(errs, w.fab.Close())
+	}
+	if w.ownBS && w.bs != nil {
+		errs = append(errs, w.bs.Finalize())
+	}
+	return errors.Join(errs...)
+}
+
+// Rank returns this handle's rank in the communicator.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size returns the number of ranks in the communicator.
+func (c *Comm) Size() int { return c.size }
+
+// ContextID returns the communicator's context id (unique among the live
+// communicators of every member process).
+func (c *Comm) ContextID() int { return c.id }
+
+// Info returns the provider configuration of the communicator's endpoint.
+func (c *Comm) Info() *fabric.Info { return c.v.info }
+
+// Domain returns the libfabric domain of the communicator's endpoint. For
+// a private endpoint (CreateEndpoints) the domain is opened with
+// FI_THREAD_DOMAIN and belongs to the goroutine driving the endpoint.
+func (c *Comm) Domain() *fabric.Domain { return c.v.dom }
+
+// NodeLocal returns this rank's index among the communicator's ranks on
+// the same host, and how many there are.
+func (c *Comm) NodeLocal() (localRank, localSize int) { return c.lrank, c.lsize }
+
+// Shared reports whether the handle's endpoint is shared (locked).
+func (c *Comm) Shared() bool { return c.v.shared }
+
+// allocContext agrees on a context id with every rank of c (collective over
+// c's collective context): each contributes its free-mask, the lowest id
+// free everywhere wins. Returns the id and the gathered extra payloads.
+func (c *Comm) allocContext(ctx context.Context, extra []byte) (int, [][]byte, error) {
+	w := c.w
+	w.mu.Lock()
+	mask := make([]byte, 0, len(w.ctxUsed)*8+len(extra))
+	for _, u := range w.ctxUsed {
+		mask = binary.LittleEndian.AppendUint64(mask, u)
+	}
+	w.mu.Unlock()
+	mask = append(mask, extra...)
+	all, err := c.Allgather(ctx, mask)
+	if err != nil {
+		return 0, nil, fmt.Errorf("endpoint: agree on a context id: %w", err)
+	}
+	var used [maxContexts / 64]uint64
+	extras := make([][]byte, len(all))
+	for r, b := range all {
+		if len(b) < len(used)*8 {
+			return 0, nil, fmt.Errorf("endpoint: context mask of rank %d is %d bytes: %w", r, len(b), ErrInvalid)
+		}
+		for i := range used {
+			used[i] |= binary.LittleEndian.Uint64(b[i*8:])
+		}
+		extras[r] = b[len(used)*8:]
+	}
+	for i, u := range used {
+		if u != ^uint64(0) {
+			id := i*64 + bits.TrailingZeros64(^u)
+			w.mu.Lock()
+			w.ctxUsed[id/64] |= 1 << (id % 64)
+			w.ctxRefs[id]++
+			w.mu.Unlock()
+			return id, extras, nil
+		}
+	}
+	return 0, nil, fmt.Errorf("endpoint: all %d context ids in use", maxContexts)
+}
+
+func (w *World) releaseContext(id int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ctxRefs[id]--
+	if w.ctxRefs[id] <= 0 {
+		delete(w.ctxRefs, id)
+		w.ctxUsed[id/64] &^= 1 << (id % 64)
+	}
+}
+
+// Dup returns a communicator with the same group and a new context:
+// messages on it never match receives on c. Collective over c.
+func (c *Comm) Dup(ctx context.Context) (*Comm, error) {
+	if c.freed {
+		return nil, fmt.Errorf("endpoint: dup: %w", ErrFreed)
+	}
+	id, _, err := c.allocContext(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	c.v.retain()
+	d := *c
+	d.id, d.ctx = id, uint16(2*id)
+	return &d, nil
+}
+
+// Split partitions c: ranks passing the same color form a new communicator,
+// ordered by key (ties by rank in c). color Undefined returns nil, nil.
+// Collective over c.
+func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
+	if c.freed {
+		return nil, fmt.Errorf("endpoint: split: %w", ErrFreed)
+	}
+	if color < 0 && color != Undefined {
+		return nil, fmt.Errorf("endpoint: split color %d negative: %w", color, ErrInvalid)
+	}
+	var ck [16]byte
+	binary.LittleEndian.PutUint64(ck[:], uint64(int64(color)))
+	binary.LittleEndian.PutUint64(ck[8:], uint64(int64(key)))
+	id, extras, err := c.allocContext(ctx, ck[:])
+	if err != nil {
+		return nil, err
+	}
+	if color == Undefined {
+		c.w.releaseContext(id)
+		return nil, nil
+	}
+	type member struct{ key, rank int }
+	var ms []member
+	for r, b := range extras {
+		if len(b) != 16 {
+			c.w.releaseContext(id)
+			return nil, fmt.Errorf("endpoint: split record of rank %d is %d bytes: %w", r, len(b), ErrInvalid)
+		}
+		if int(int64(binary.LittleEndian.Uint64(b))) == color {
+			ms = append(ms, member{int(int64(binary.LittleEndian.Uint64(b[8:]))), r})
+		}
+	}
+	sort.SliceStable(ms, func(i, j int) bool {
+		if ms[i].key != ms[j].key {
+			return ms[i].key < ms[j].key
+		}
+		return ms[i].rank < ms[j].rank
+	})
+	n := &Comm{w: c.w, v: c.v, id: id, ctx: uint16(2 * id), size: len(ms), mySlot: c.mySlot,
+		addrs: make([]fabric.Addr, len(ms)), slots: make([]uint8, len(ms)), hosts: make([]int32, len(ms))}
+	for i, m := range ms {
+		n.addrs[i], n.slots[i], n.hosts[i] = c.addrs[m.rank], c.slots[m.rank], c.hosts[m.rank]
+		if m.rank == c.rank {
+			n.rank = i
+		}
+	}
+	n.setLocal()
+	c.v.retain()
+	return n, nil
+}
+
+// Free releases the handle: its context id and, with the last handle on it,
+// its endpoint. It is local (no communication) and idempotent; operations
+// still in flight on the handle are abandoned. The world communicator is
+// freed by World.Close.
+func (c *Comm) Free() error {
+	if c == nil || c.freed {
+		return nil
+	}
+	if c == c.w.comm {
+		return nil
+	}
+	c.freed = true
+	c.w.releaseContext(c.id)
+	return c.v.release()
+}
+
+// Barrier returns once every rank of c has entered it (dissemination
+// algorithm over zero-byte messages on c's collective context).
+func (c *Comm) Barrier(ctx context.Context) error {
+	if c.freed {
+		return fmt.Errorf("endpoint: barrier: %w", ErrFreed)
+	}
+	for k, dist := 0, 1; dist < c.size; k, dist = k+1, dist*2 {
+		to := (c.rank + dist) % c.size
+		from := (c.rank - dist + c.size) % c.size
+		rr, err := c.irecv(nil, from, tagBarrier+k, c.collCtx())
+		if err != nil {
+			return fmt.Errorf("endpoint: barrier: %w", err)
+		}
+		sr, err := c.isend(nil, to, tagBarrier+k, c.collCtx())
+		if err != nil {
+			return fmt.Errorf("endpoint: barrier: %w", err)
+		}
+		if _, err := waitOrCancel(ctx, rr); err != nil {
+			return fmt.Errorf("endpoint: barrier round %d: %w", k, err)
+		}
+		if _, err := sr.Wait(ctx); err != nil {
+			return fmt.Errorf("endpoint: barrier round %d: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// collective tags (on the collective context).
+const (
+	tagBarrier    = 1 << 10 // + round
+	tagGatherLen  = 1 << 12
+	tagGatherData = 1<<12 + 1
+)
+
+// Allgather returns every rank's data, indexed by rank (sizes may differ
+// between ranks). Collective over c.
+func (c *Comm) Allgather(ctx context.Context, data []byte) ([][]byte, error) {
+	if c.freed {
+		return nil, fmt.Errorf("endpoint: allgather: %w", ErrFreed)
+	}
+	out := make([][]byte, c.size)
+	out[c.rank] = append([]byte(nil), data...)
+	if c.size == 1 {
+		return out, nil
+	}
+	cc := c.collCtx()
+	lens := make([]uint64, c.size)
+	var mine [8]byte
+	binary.LittleEndian.PutUint64(mine[:], uint64(len(data)))
+	reqs := make([]*Request, 0, 2*c.size)
+	fail := func(stage string, err error) ([][]byte, error) {
+		for _, r := range reqs {
+			if r != nil && !r.Done() {
+				_ = r.Cancel()
+			}
+		}
+		return nil, fmt.Errorf("endpoint: allgather %s: %w", stage, err)
+	}
+	for r := 0; r < c.size; r++ {
+		if r == c.rank {
+			continue
+		}
+		req, err := c.irecv(AsBytes(lens[r:r+1]), r, tagGatherLen, cc)
+		if err != nil {
+			return fail("lengths", err)
+		}
+		reqs = append(reqs, req)
+	}
+	for i := 1; i < c.size; i++ {
+		r := (c.rank + i) % c.size
+		req, err := c.isend(mine[:], r, tagGatherLen, cc)
+		if err != nil {
+			return fail("lengths", err)
+		}
+		reqs = append(reqs, req)
+	}
+	if err := WaitAll(ctx, reqs...); err != nil {
+		return fail("lengths", err)
+	}
+	reqs = reqs[:0]
+	for r := 0; r < c.size; r++ {
+		if r == c.rank {
+			continue
+		}
+		out[r] = make([]byte, lens[r])
+		req, err := c.irecv(out[r], r, tagGatherData, cc)
+		if err != nil {
+			return fail("data", err)
+		}
+		reqs = append(reqs, req)
+	}
+	for i := 1; i < c.size; i++ {
+		r := (c.rank + i) % c.size
+		req, err := c.isend(data, r, tagGatherData, cc)
+		if err != nil {
+			return fail("data", err)
+		}
+		reqs = append(reqs, req)
+	}
+	if err := WaitAll(ctx, reqs...); err != nil {
+		return fail("data", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,73 @@
+// Package endpoint implements MPI-style communicators and endpoints over
+// libfabric: a process may hold many ranks, and each rank (endpoint) owns
+// a private libfabric endpoint, completion queue and address vector, so
+// goroutines communicate concurrently without sharing locks or matching
+// queues (the "MPI endpoints" design of Dinan et al.).
+//
+// # Communicators
+//
+// Init joins the job through internal/bootstrap, picks a provider with
+// fabric.Select and exchanges endpoint names; World.Comm is the world
+// communicator. Comm.Dup, Comm.Split and Comm.CreateEndpoints are
+// collective and derive new communicators; each gets a context id agreed
+// with an allgather of every member's free-id mask, so ids are unique among
+// the live communicators of all members. Free releases a handle.
+//
+// CreateEndpoints(n) returns n handles to one new communicator whose ranks
+// are numbered in parent-rank order. Each handle behaves as a separate
+// rank: it has its own rank number, sends and receives as that rank, and
+// takes part in collectives (Barrier, Allgather, Dup, Split) as that rank.
+//
+// # Threading model
+//
+// A private endpoint (the default for CreateEndpoints) lives in its own
+// libfabric domain opened with FI_THREAD_DOMAIN, and all of its state
+// (request table, probe queue, completion buffer) is touched only by the
+// goroutine driving it: there is no lock on its hot path. A handle, the
+// Requests it returns and the communicators derived from it (Dup, Split)
+// must therefore be used by one goroutine at a time; hand a handle to
+// another goroutine only with a happens-before edge (channel, WaitGroup).
+// Progress is driven by the calls made on an endpoint (Wait, Test, Probe,
+// the blocking calls): endpoints progress independently of each other, and
+// an endpoint nobody calls makes no progress (providers here use manual
+// data progress), so a rendezvous send completes only while its receiver's
+// endpoint is being driven.
+//
+// The world communicator, and the handles of CreateEndpoints with
+// Shared(true) (WEFT_ENDPOINT_SHARED=1), sit on an FI_THREAD_SAFE endpoint
+// guarded by a mutex: any goroutine may use them at any time, at the cost
+// of every operation and every progress poll taking the lock and of one
+// shared matching queue. The shared mode exists as the baseline the private
+// design is measured against (docs/perf/endpoint.md).
+//
+// # Messages
+//
+// The 64-bit tag carries the context id, the source rank and the user tag
+// (layout in tag.go), so libfabric's tagged matching does the MPI matching:
+// AnySource and AnyTag are ignore bits, and MPI's non-overtaking order per
+// (source, tag, communicator) follows from FI_ORDER_SAS, which Init
+// requires. Messages up to the eager limit (WEFT_EAGER_LIMIT, default 16
+// KiB) go in one tagged send (fi_tinject when the provider's inject size
+// allows, else from the pinned Go buffer). Larger messages use rendezvous:
+// the sender registers its buffer and sends a 32-byte header (address, key,
+// length, sequence); the matching receive reads the data straight into the
+// user's buffer with fi_read and answers with a FIN that completes the send.
+// Probe and Iprobe receive the next matching message into a bounce buffer
+// of the eager size and keep it (or its rendezvous header) in a per-endpoint
+// queue that later receives consult first.
+//
+// # Memory
+//
+// Buffers are plain Go slices ([]byte, or any Scalar slice through
+// SendSlice/RecvSlice and friends). While an operation is in flight its Go
+// memory is pinned with runtime.Pinner (and registered, for rendezvous);
+// libfabric receives only integer handles as operation contexts. A
+// buffer must not be touched until its request completes.
+//
+// # Errors and timeouts
+//
+// Blocking calls take a context.Context; Wait returns when it ends (the
+// request stays in flight and can be cancelled). A peer that dies is seen
+// as a Wait that times out. Errors wrap the sentinels of this package and
+// of fabric (ErrTruncated, ErrCanceled, ErrInvalid, ErrFreed, ...).
+package endpoint

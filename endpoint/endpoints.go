@@ -1,0 +1,235 @@
+package endpoint
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/weft-hpc/weft/fabric"
+)
+
+// CreateEndpoints is collective over c: every rank of c calls it once
+// (with its own n ≥ 0). It creates one new communicator whose ranks are the
+// endpoints of all callers, numbered in c's rank order (the n endpoints of
+// c's rank 0 first), and returns this caller's n handles to it, in rank
+// order. Each handle behaves as a separate rank.
+//
+// By default every handle owns a private libfabric endpoint with its own
+// completion queue and address vector, in its own domain opened with
+// FI_THREAD_DOMAIN (the providers here have no scalable endpoints): one
+// goroutine drives each handle and the hot path takes no lock, and handles
+// progress independently. With Shared(true) (or WEFT_ENDPOINT_SHARED=1)
+// all n handles of a process share one FI_THREAD_SAFE endpoint behind a
+// mutex, the baseline to measure the private design against.
+//
+// Free each handle when done (World.Close frees any left).
+func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*Comm, error) {
+	if c.freed {
+		return nil, fmt.Errorf("endpoint: create endpoints: %w", ErrFreed)
+	}
+	w := c.w
+	cfg := w.cfg
+	if err := cfg.apply(opts); err != nil {
+		return nil, err
+	}
+	if n < 0 {
+		return nil, fmt.Errorf("endpoint: create %d endpoints: %w", n, ErrInvalid)
+	}
+	if cfg.shared && n > MaxSharedHandles {
+		return nil, fmt.Errorf("endpoint: %d shared handles exceed %d: %w", n, MaxSharedHandles, ErrInvalid)
+	}
+	// Open the local endpoints first (a failure is still reported to the
+	// peers through the allgather so nobody waits forever).
+	vcis, oerr := w.openEndpoints(n, &cfg)
+	// Record: status u8 | shared u8 | n u32 | then per distinct endpoint: len u32, name.
+	rec := []byte{0, 0}
+	if oerr != nil {
+		rec[0] = 1
+	}
+	if cfg.shared {
+		rec[1] = 1
+	}
+	rec = binary.LittleEndian.AppendUint32(rec, uint32(n))
+	for _, v := range vcis {
+		rec = binary.LittleEndian.AppendUint32(rec, uint32(len(v.name)))
+		rec = append(rec, v.name...)
+	}
+	id, all, err := c.allocContext(ctx, rec)
+	if err != nil || oerr != nil {
+		for _, v := range vcis {
+			v.release()
+		}
+		if oerr != nil {
+			if err == nil {
+				w.releaseContext(id)
+			}
+			return nil, oerr
+		}
+		return nil, err
+	}
+	fail := func(err error) ([]*Comm, error) {
+		w.releaseContext(id)
+		for _, v := range vcis {
+			v.release()
+		}
+		return nil, err
+	}
+	// Decode the new group: per parent rank, its endpoints.
+	type epRec struct {
+		name  []byte
+		slot  uint8
+		host  int32
+		owner int // parent rank
+		addrI int // index of its distinct address
+	}
+	var eps []epRec
+	var names [][]byte
+	first := -1
+	for pr, b := range all {
+		if len(b) < 6 {
+			return fail(fmt.Errorf("endpoint: endpoint record of rank %d is %d bytes: %w", pr, len(b), ErrInvalid))
+		}
+		if b[0] != 0 {
+			return fail(fmt.Errorf("endpoint: rank %d failed to open its endpoints", pr))
+		}
+		shared := b[1] != 0
+		cnt := int(binary.LittleEndian.Uint32(b[2:]))
+		b = b[6:]
+		var pnames [][]byte
+		for len(b) >= 4 {
+			l := int(binary.LittleEndian.Uint32(b))
+			if l > len(b)-4 {
+				return fail(fmt.Errorf("endpoint: endpoint record of rank %d truncated: %w", pr, ErrInvalid))
+			}
+			pnames = append(pnames, b[4:4+l])
+			b = b[4+l:]
+		}
+		want := cnt
+		if shared && cnt > 0 {
+			want = 1
+		}
+		if len(pnames) != want {
+			return fail(fmt.Errorf("endpoint: rank %d sent %d endpoint names for %d endpoints: %w", pr, len(pnames), cnt, ErrInvalid))
+		}
+		if pr == c.rank {
+			first = len(eps)
+		}
+		base := len(names)
+		names = append(names, pnames...)
+		for i := 0; i < cnt; i++ {
+			e := epRec{slot: 0, host: c.hosts[pr], owner: pr, addrI: base + i}
+			if shared {
+				e.slot, e.addrI = uint8(i), base
+			}
+			e.name = names[e.addrI]
+			eps = append(eps, e)
+		}
+	}
+	if len(eps) > MaxRanks {
+		return fail(fmt.Errorf("endpoint: %d endpoints exceed the tag layout's %d ranks: %w", len(eps), MaxRanks, ErrInvalid))
+	}
+	out := make([]*Comm, n)
+	for li, v := range vcis {
+		addrs, err := v.av.Insert(names...)
+		if err != nil {
+			return fail(fmt.Errorf("endpoint: insert %d endpoint addresses: %w", len(names), err))
+		}
+		mk := func(slot int) *Comm {
+			nc := &Comm{w: w, v: v, id: id, ctx: uint16(2 * id), size: len(eps),
+				addrs: make([]fabric.Addr, len(eps)), slots: make([]uint8, len(eps)), hosts: make([]int32, len(eps))}
+			for r, e := range eps {
+				nc.addrs[r], nc.slots[r], nc.hosts[r] = addrs[e.addrI], e.slot, e.host
+			}
+			nc.rank = first + slot
+			nc.mySlot = uint8(slot)
+			if !cfg.shared {
+				nc.mySlot = 0
+			}
+			nc.setLocal()
+			return nc
+		}
+		if cfg.shared {
+			for i := 0; i < n; i++ {
+				out[i] = mk(i)
+			}
+			v.refs = n
+		} else {
+			out[li] = mk(li)
+		}
+	}
+	w.mu.Lock()
+	w.vcis = append(w.vcis, vcis...)
+	for i := 1; i < n; i++ {
+		w.ctxRefs[id]++ // one reference per handle; Free drops one each
+	}
+	w.mu.Unlock()
+	if n == 0 {
+		w.releaseContext(id)
+	}
+	return out, nil
+}
+
+// openEndpoints opens n private endpoints (own domain each) or, shared, one
+// locked endpoint.
+func (w *World) openEndpoints(n int, cfg *config) ([]*vci, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	avCount := 64
+	if cfg.shared {
+		info := w.info
+		dom, err := w.fab.OpenDomain(info)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint: open shared domain: %w", err)
+		}
+		v, err := openVCI(info, dom, cfg, avCount, true, w.log)
+		if err != nil {
+			dom.Close()
+			return nil, err
+		}
+		v.ownDom = true
+		return []*vci{v}, nil
+	}
+	w.mu.Lock()
+	if w.privInfo == nil {
+		h := w.hints(fabric.ThreadDomain)
+		h.Provider = w.info.Provider
+		info, err := fabric.GetInfo(h)
+		if err != nil || len(info) == 0 {
+			w.mu.Unlock()
+			return nil, fmt.Errorf("endpoint: provider %s with FI_THREAD_DOMAIN: %w", w.info.Provider, err)
+		}
+		fab, err := fabric.OpenFabric(info[0])
+		if err != nil {
+			w.mu.Unlock()
+			return nil, fmt.Errorf("endpoint: open fabric for private endpoints: %w", err)
+		}
+		w.privInfo, w.privFab = info[0], fab
+	}
+	info, fab := w.privInfo, w.privFab
+	w.mu.Unlock()
+	var out []*vci
+	for i := 0; i < n; i++ {
+		dom, err := fab.OpenDomain(info)
+		if err != nil {
+			return out, errors.Join(fmt.Errorf("endpoint: open domain of endpoint %d: %w", i, err), releaseAll(out))
+		}
+		v, err := openVCI(info, dom, cfg, avCount, false, w.log)
+		if err != nil {
+			dom.Close()
+			return out, errors.Join(err, releaseAll(out))
+		}
+		v.ownDom = true
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func releaseAll(vs []*vci) error {
+	var errs []error
+	for _, v := range vs {
+		errs = append(errs, v.release())
+	}
+	return errors.Join(errs...)
+}

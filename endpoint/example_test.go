@@ -1,0 +1,63 @@
+package endpoint_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/weft-hpc/weft/endpoint"
+)
+
+// Two goroutines of one process each own an endpoint (a rank of the new
+// communicator) and exchange typed slices. Run alone, the process is a
+// singleton job; under fabrun every process contributes its endpoints.
+func Example() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := endpoint.Init(ctx, endpoint.WithProvider("shm"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Close()
+	eps, err := w.Comm().CreateEndpoints(ctx, 2)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var wg sync.WaitGroup
+	out := make([]string, len(eps))
+	for i, ep := range eps {
+		wg.Add(1)
+		go func(i int, c *endpoint.Comm) {
+			defer wg.Done()
+			defer c.Free()
+			peer := 1 - c.Rank()
+			send := []float64{float64(c.Rank()) + 0.5, 2}
+			recv := make([]float64, 2)
+			r, err := endpoint.IrecvSlice(c, recv, peer, 0)
+			if err != nil {
+				out[i] = err.Error()
+				return
+			}
+			if err := endpoint.SendSlice(ctx, c, send, peer, 0); err != nil {
+				out[i] = err.Error()
+				return
+			}
+			st, err := r.Wait(ctx)
+			if err != nil {
+				out[i] = err.Error()
+				return
+			}
+			out[i] = fmt.Sprintf("rank %d got %v (%d bytes) from rank %d", c.Rank(), recv, st.Count, st.Source)
+		}(i, ep)
+	}
+	wg.Wait()
+	for _, s := range out {
+		fmt.Println(s)
+	}
+	// Output:
+	// rank 0 got [1.5 2] (16 bytes) from rank 1
+	// rank 1 got [0.5 2] (16 bytes) from rank 0
+}

@@ -1,0 +1,156 @@
+package endpoint
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/internal/bootstrap"
+)
+
+// Environment variables read by Init and CreateEndpoints (options override them).
+const (
+	// EnvEagerLimit is the largest message, in bytes, sent eagerly; larger
+	// messages use the rendezvous protocol (the receiver reads the sender's
+	// buffer). Every rank must use the same value. Default 16384.
+	EnvEagerLimit = "WEFT_EAGER_LIMIT"
+	// EnvCQSize is the completion queue depth of every endpoint. Default 1024.
+	EnvCQSize = "WEFT_CQ_SIZE"
+	// EnvTimeout bounds internal waits that take no context (retries of a
+	// busy queue in Isend/Irecv, Free); a Go duration. Default 60s.
+	EnvTimeout = "WEFT_ENDPOINT_TIMEOUT"
+	// EnvShared makes CreateEndpoints use one shared, locked fabric endpoint
+	// for all handles of a process ("1", "true"). Default private.
+	EnvShared = "WEFT_ENDPOINT_SHARED"
+)
+
+const (
+	defaultEagerLimit = 16 << 10
+	defaultCQSize     = 1024
+	defaultTimeout    = 60 * time.Second
+	rdvHeaderSize     = 32
+)
+
+type config struct {
+	eagerLimit int
+	cqSize     int
+	timeout    time.Duration
+	shared     bool
+	provider   string
+	bs         bootstrap.Bootstrap
+	extraCaps  fabric.Caps
+	order      fabric.Order
+}
+
+// Option changes how Init or CreateEndpoints set an endpoint up.
+type Option func(*config) error
+
+// WithEagerLimit sets the eager/rendezvous threshold in bytes (see EnvEagerLimit).
+func WithEagerLimit(n int) Option {
+	return func(c *config) error {
+		if n < rdvHeaderSize || n > 1<<30 {
+			return fmt.Errorf("endpoint: eager limit %d outside %d..%d: %w", n, rdvHeaderSize, 1<<30, ErrInvalid)
+		}
+		c.eagerLimit = n
+		return nil
+	}
+}
+
+// WithCQSize sets the completion queue depth (see EnvCQSize).
+func WithCQSize(n int) Option {
+	return func(c *config) error {
+		if n < 16 {
+			return fmt.Errorf("endpoint: CQ size %d below 16: %w", n, ErrInvalid)
+		}
+		c.cqSize = n
+		return nil
+	}
+}
+
+// WithTimeout bounds internal waits that take no context (see EnvTimeout).
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("endpoint: timeout %v not positive: %w", d, ErrInvalid)
+		}
+		c.timeout = d
+		return nil
+	}
+}
+
+// Shared makes CreateEndpoints put all of a process's handles behind one
+// fabric endpoint guarded by a mutex (FI_THREAD_SAFE), the baseline the
+// private design is measured against. Shared(false) forces private endpoints.
+func Shared(on bool) Option { return func(c *config) error { c.shared = on; return nil } }
+
+// WithProvider asks for a libfabric provider by name ("shm", "tcp;ofi_rxm",
+// ...); WEFT_PROVIDER is honoured by fabric.Select when this is not given.
+func WithProvider(name string) Option { return func(c *config) error { c.provider = name; return nil } }
+
+// WithBootstrap makes Init use an already initialised bootstrap instead of
+// calling bootstrap.Init. World.Close then leaves it to the caller to finalise.
+func WithBootstrap(bs bootstrap.Bootstrap) Option {
+	return func(c *config) error { c.bs = bs; return nil }
+}
+
+// WithCaps adds libfabric capabilities to the ones Init asks for (tagged
+// messages and RMA read/write), for layers such as onesided/ that open their
+// own endpoints in the world's domain.
+func WithCaps(caps fabric.Caps) Option { return func(c *config) error { c.extraCaps |= caps; return nil } }
+
+// WithOrder adds message-ordering bits to the ones Init asks for (FI_ORDER_SAS).
+func WithOrder(o fabric.Order) Option { return func(c *config) error { c.order |= o; return nil } }
+
+func envConfig() (config, error) {
+	c := config{eagerLimit: defaultEagerLimit, cqSize: defaultCQSize, timeout: defaultTimeout}
+	if s := os.Getenv(EnvEagerLimit); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return c, fmt.Errorf("endpoint: %s=%q: %w", EnvEagerLimit, s, ErrInvalid)
+		}
+		if err := WithEagerLimit(n)(&c); err != nil {
+			return c, fmt.Errorf("%s: %w", EnvEagerLimit, err)
+		}
+	}
+	if s := os.Getenv(EnvCQSize); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return c, fmt.Errorf("endpoint: %s=%q: %w", EnvCQSize, s, ErrInvalid)
+		}
+		if err := WithCQSize(n)(&c); err != nil {
+			return c, fmt.Errorf("%s: %w", EnvCQSize, err)
+		}
+	}
+	if s := os.Getenv(EnvTimeout); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return c, fmt.Errorf("endpoint: %s=%q: %w", EnvTimeout, s, ErrInvalid)
+		}
+		if err := WithTimeout(d)(&c); err != nil {
+			return c, fmt.Errorf("%s: %w", EnvTimeout, err)
+		}
+	}
+	switch strings.ToLower(os.Getenv(EnvShared)) {
+	case "", "0", "false", "no", "private":
+	case "1", "true", "yes", "shared":
+		c.shared = true
+	default:
+		return c, fmt.Errorf("endpoint: %s=%q (want true or false): %w", EnvShared, os.Getenv(EnvShared), ErrInvalid)
+	}
+	return c, nil
+}
+
+func (c *config) apply(opts []Option) error {
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

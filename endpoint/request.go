@@ -1,0 +1,226 @@
+package endpoint
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/weft-hpc/weft/fabric"
+)
+
+// Status describes a completed receive (or a probed message).
+type Status struct {
+	Source   int  // rank of the sender in the communicator
+	Tag      int  // the message's tag
+	Count    int  // bytes received (for a probe: bytes in the message)
+	Canceled bool // the receive was cancelled before it matched
+}
+
+type reqKind uint8
+
+const (
+	kSendEager reqKind = iota + 1 // TSend of user data; done on its completion
+	kSendRdv                      // rendezvous header sent; done on the FIN
+	kRecv                         // user receive
+	kProbe                        // internal receive into a bounce buffer for Probe/Iprobe
+)
+
+type reqState uint8
+
+const (
+	stPosted  reqState = iota // receive posted, not matched
+	stReading                 // rendezvous read in flight
+	stDone                    // logically complete (fabric ops may still be pending)
+)
+
+// Request is an operation in flight, returned by Isend and Irecv. It belongs
+// to the endpoint (communicator handle) that started it: Wait, Test and Cancel
+// must be called by the goroutine that drives that endpoint (any goroutine in
+// shared mode). A request is complete once Wait returns or Test reports true;
+// after that its buffer may be reused.
+type Request struct {
+	v     *vci
+	c     *Comm
+	kind  reqKind
+	state reqState
+	done  bool // logically complete and no fabric op holds the slot
+	err   error
+	st    Status
+
+	buf     []byte
+	scratch []byte // receive target when buf is too small for a rendezvous header, or the probe bounce
+	pin     runtime.Pinner
+	pinned  bool
+	slot    int32 // index+1 in v.slots; 0 = none
+	pending int   // fabric operations that still reference the slot
+	mr      *fabric.MR
+
+	want, ignore uint64 // receive match bits
+	seq          uint64 // rendezvous sequence (send side)
+	fin          [8]byte
+	cancelAsked  bool
+	finNeeded    bool // receive side still owes the sender a FIN
+	finSeq       uint64
+	finStatus    uint64
+	finDest      fabric.Addr
+	mrAddr       uint64 // rendezvous source address and key (receive side)
+	mrKey        uint64
+}
+
+// completedRequest is returned by Isend for messages sent with inject: they
+// are complete when Isend returns.
+var completedRequest = &Request{done: true, state: stDone}
+
+// Done reports, without driving progress, whether the request has completed.
+func (r *Request) Done() bool {
+	if r.v != nil && r.v.shared {
+		r.v.mu.Lock()
+		defer r.v.mu.Unlock()
+	}
+	return r.done
+}
+
+// Test drives progress once on the request's endpoint and reports whether
+// the request has completed, with its status and error.
+func (r *Request) Test() (bool, Status, error) {
+	if r.done || r.v == nil {
+		return r.testResult()
+	}
+	v := r.v
+	v.lock()
+	defer v.unlock()
+	if !r.done {
+		if err := v.progress(); err != nil {
+			return false, Status{}, err
+		}
+	}
+	return r.testResult()
+}
+
+func (r *Request) testResult() (bool, Status, error) {
+	if !r.done {
+		return false, Status{}, nil
+	}
+	return true, r.st, r.err
+}
+
+// Wait drives progress until the request completes or ctx ends. When ctx
+// ends first the request stays in flight (its buffer stays in use) and the
+// error wraps ctx.Err(); Cancel it or Wait again.
+func (r *Request) Wait(ctx context.Context) (Status, error) {
+	if r.done || r.v == nil {
+		return r.st, r.err
+	}
+	v := r.v
+	done := ctx.Done()
+	for spins := 1; ; spins++ {
+		v.lock()
+		err := v.progress()
+		fin := r.done
+		v.unlock()
+		if err != nil {
+			return Status{}, err
+		}
+		if fin {
+			return r.st, r.err
+		}
+		if spins&63 == 0 {
+			if done != nil {
+				select {
+				case <-done:
+					return Status{}, fmt.Errorf("endpoint: wait on %s: %w", r.describe(), ctx.Err())
+				default:
+				}
+			}
+			runtime.Gosched()
+		}
+	}
+}
+
+func (r *Request) describe() string {
+	switch r.kind {
+	case kSendEager, kSendRdv:
+		return "send"
+	case kProbe:
+		return "probe"
+	}
+	return "receive"
+}
+
+// Cancel asks for a receive that has not matched yet to be removed. The
+// request still has to be completed with Wait or Test: it then reports
+// Status.Canceled and ErrCanceled, or completes normally if a message matched
+// first. Sends cannot be cancelled (ErrNotSupported).
+func (r *Request) Cancel() error {
+	if r.v == nil {
+		return fmt.Errorf("endpoint: cancel of a completed send: %w", ErrNotSupported)
+	}
+	v := r.v
+	v.lock()
+	defer v.unlock()
+	return v.cancel(r)
+}
+
+// WaitAll waits for every request; it returns the first error met (after
+// waiting for the others, unless ctx ends).
+func WaitAll(ctx context.Context, reqs ...*Request) error {
+	var first error
+	for _, r := range reqs {
+		if r == nil {
+			continue
+		}
+		if _, err := r.Wait(ctx); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
+// WaitAny waits until one of the non-nil, not yet reported requests
+// completes and returns its index, status and error. Completed requests are
+// reported once: WaitAny sets reqs[i] to nil before returning i. With no
+// non-nil request it returns -1.
+func WaitAny(ctx context.Context, reqs []*Request) (int, Status, error) {
+	done := ctx.Done()
+	for spins := 1; ; spins++ {
+		live := false
+		for i, r := range reqs {
+			if r == nil {
+				continue
+			}
+			live = true
+			ok, st, err := r.Test()
+			if ok {
+				reqs[i] = nil
+				return i, st, err
+			}
+		}
+		if !live {
+			return -1, Status{}, nil
+		}
+		if spins&63 == 0 {
+			if done != nil {
+				select {
+				case <-done:
+					return -1, Status{}, fmt.Errorf("endpoint: wait any: %w", ctx.Err())
+				default:
+				}
+			}
+			runtime.Gosched()
+		}
+	}
+}
+
+// waitTimeout waits with the endpoint's internal timeout (for calls that
+// take no context).
+func (r *Request) waitTimeout(d time.Duration) (Status, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return r.Wait(ctx)
+}

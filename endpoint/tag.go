@@ -1,0 +1,98 @@
+package endpoint
+
+import "fmt"
+
+// The 64-bit libfabric tag of every message this package sends.
+//
+//	bit  63      ctrl: internal control message (rendezvous FIN); user receives never match it
+//	bit  62      rts: the payload is a rendezvous header, not user data
+//	bits 61..48  context id (14 bits): even ids are point-to-point, odd ids the collective
+//	             twin of the same communicator
+//	bits 47..42  destination slot (6 bits): which handle of a shared endpoint the message
+//	             is for; always 0 on private endpoints
+//	bits 41..22  source rank in the communicator (20 bits)
+//	bits 21..0   user tag (22 bits, 0..TagUB)
+//
+// The source travels in the tag rather than in CQ data so that AnySource is a
+// plain ignore mask and no provider needs FI_REMOTE_CQ_DATA or FI_SOURCE.
+// A control message (bit 63) carries the sender's request sequence number in
+// bits 61..0 instead.
+const (
+	tagBits    = 22
+	srcBits    = 20
+	slotBits   = 6
+	ctxBits    = 14
+	tagShift   = 0
+	srcShift   = tagShift + tagBits
+	slotShift  = srcShift + srcBits
+	ctxShift   = slotShift + slotBits
+	rtsBit     = uint64(1) << 62
+	ctrlBit    = uint64(1) << 63
+	tagMask    = (uint64(1) << tagBits) - 1
+	srcMask    = (uint64(1) << srcBits) - 1
+	slotMask   = (uint64(1) << slotBits) - 1
+	ctxMask    = (uint64(1) << ctxBits) - 1
+	ctrlSeqMax = (uint64(1) << 62) - 1
+
+	// TagUB is the largest user tag.
+	TagUB = int(tagMask)
+	// MaxRanks is the largest communicator size the tag layout can address.
+	MaxRanks = int(srcMask) + 1
+	// MaxSharedHandles is the most handles CreateEndpoints returns in shared mode.
+	MaxSharedHandles = int(slotMask) + 1
+	// maxContexts is the number of communicator context ids (each uses two tag contexts).
+	maxContexts = int(ctxMask+1) / 2
+)
+
+// AnySource matches a message from any rank; AnyTag matches any tag.
+const (
+	AnySource = -1
+	AnyTag    = -1
+)
+
+// packTag builds the wire tag of a user (or collective) message.
+func packTag(ctx uint16, slot uint8, src int, tag int) uint64 {
+	return uint64(ctx)&ctxMask<<ctxShift |
+		uint64(slot)&slotMask<<slotShift |
+		uint64(src)&srcMask<<srcShift |
+		uint64(tag)&tagMask<<tagShift
+}
+
+// matchBits returns the tag and ignore mask a receive posts. The rts bit is
+// always ignored (an eager message and a rendezvous header both match); the
+// ctrl bit never is.
+func matchBits(ctx uint16, slot uint8, src int, tag int) (want, ignore uint64) {
+	ignore = rtsBit
+	if src == AnySource {
+		ignore |= srcMask << srcShift
+		src = 0
+	}
+	if tag == AnyTag {
+		ignore |= tagMask << tagShift
+		tag = 0
+	}
+	return packTag(ctx, slot, src, tag), ignore
+}
+
+// tagMatches reports whether wire tag t satisfies the receive (want, ignore).
+func tagMatches(t, want, ignore uint64) bool { return (t^want)&^ignore == 0 }
+
+func tagSource(t uint64) int  { return int(t >> srcShift & srcMask) }
+func tagUser(t uint64) int    { return int(t >> tagShift & tagMask) }
+func tagCtx(t uint64) uint16  { return uint16(t >> ctxShift & ctxMask) }
+func tagSlot(t uint64) uint8  { return uint8(t >> slotShift & slotMask) }
+func tagIsRTS(t uint64) bool  { return t&rtsBit != 0 }
+func tagIsCtrl(t uint64) bool { return t&ctrlBit != 0 }
+
+// ctrlTag is the tag of the FIN that completes rendezvous send seq.
+func ctrlTag(seq uint64) uint64 { return ctrlBit | seq&ctrlSeqMax }
+
+func checkTag(tag int, wildcardOK bool) error {
+	if tag == AnyTag && wildcardOK {
+		return nil
+	}
+	if tag < 0 || tag > TagUB {
+		return fmt.Errorf("endpoint: tag %d outside 0..%d: %w", tag, TagUB, ErrInvalid)
+	}
+	return nil
+}
