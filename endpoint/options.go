@@ -99,7 +99,9 @@ func WithBootstrap(bs bootstrap.Bootstrap) Option {
 // WithCaps adds libfabric capabilities to the ones Init asks for (tagged
 // messages and RMA read/write), for layers such as onesided/ that open their
 // own endpoints in the world's domain.
-func WithCaps(caps fabric.Caps) Option { return func(c *config) error { c.extraCaps |= caps; return nil } }
+func WithCaps(caps fabric.Caps) Option {
+	return func(c *config) error { c.extraCaps |= caps; return nil }
+}
 
 // WithOrder adds message-ordering bits to the ones Init asks for (FI_ORDER_SAS).
 func WithOrder(o fabric.Order) Option { return func(c *config) error { c.order |= o; return nil } }

@@ -65,11 +65,11 @@ type vci struct {
 	eagerLimit  int
 	timeout     time.Duration
 
-	slots []*Request
-	free  []int32
-	comps [64]fabric.Completion
-	seq   uint64
-	stash []stashed
+	slots  []*Request
+	free   []int32
+	comps  [64]fabric.Completion
+	seq    uint64
+	stash  []stashed
 	defer_ []deferredOp
 
 	refs   int
