@@ -1,0 +1,418 @@
+package jit
+
+import (
+	"encoding/binary"
+	"unsafe"
+
+	. "github.com/weft-hpc/weft/jit/internal/amd64"
+)
+
+// callArgs is the argument block generated code reads through BX. The
+// offsets are baked into the generated code; TestCallArgsLayout asserts them
+// with unsafe.Offsetof.
+type callArgs struct {
+	typed  uintptr // origin of the first unit (typed side)
+	packed uintptr // packed-stream pointer
+	n      int64   // units (or transpose bands) to copy, ≥ 1
+	ctr0   int64   // iterations left in the innermost level, current one included
+	pos0   int64   // index of the current entry of an innermost index level
+	lv     [maxLevelsConst]levelState
+}
+
+type levelState struct{ ctr, pos int64 }
+
+const (
+	maxLevelsConst = 8
+	offTyped       = 0
+	offPacked      = 8
+	offN           = 16
+	offCtr0        = 24
+	offPos0        = 32
+	offLv          = 40
+	sizeLevelState = 16
+)
+
+var _ [unsafe.Sizeof(callArgs{}) - (offLv + maxLevelsConst*sizeLevelState)]struct{}
+
+// Register use in generated code. Never touched: SP, BP (frame pointer),
+// R14 (g), R15, X15.
+const (
+	rArgs = RBX
+	rT    = RSI // typed pointer (origin of the current unit)
+	rP    = RDI // packed pointer
+	rCtr  = RCX // iterations left in the innermost level
+	rM    = RDX // iterations of the current tight loop
+	rN    = R8  // units left in this call
+	rPos  = R10 // innermost index position
+	rTab  = R11 // innermost index delta table
+)
+
+type gen struct {
+	a       *Asm
+	f       Features
+	pack    bool
+	usedVec bool
+	tmp     [2]Reg
+	ti, vi  int
+	tables  []table
+}
+
+type table struct {
+	l    Label
+	data []int64
+}
+
+func (g *gen) gpr() Reg { g.ti ^= 1; return g.tmp[g.ti] }
+
+func (g *gen) vec() VReg { g.vi = (g.vi + 1) & 7; return VReg(g.vi) }
+
+// mv copies w bytes between typed [tb+to] and packed [pb+po] in the
+// direction of g.pack.
+func (g *gen) mv(w int, tb Reg, to int64, pb Reg, po int64) {
+	src, dst := M(tb, int32(to)), M(pb, int32(po))
+	if !g.pack {
+		src, dst = dst, src
+	}
+	if w <= 8 {
+		r := g.gpr()
+		g.a.Load(w, r, src)
+		g.a.Store(w, dst, r)
+		return
+	}
+	v := g.vec()
+	if w > 16 {
+		g.usedVec = true
+	}
+	g.a.VLoad(w, v, src)
+	g.a.VStore(w, dst, v)
+}
+
+func (g *gen) vwidth() int64 {
+	switch {
+	case g.f.AVX512:
+		return 64
+	case g.f.AVX2:
+		return 32
+	}
+	return 16
+}
+
+// small copies l bytes with at most two (overlapping) moves of the widest
+// width not above l, after full-width moves while l is at least twice that.
+func (g *gen) small(tb Reg, to int64, pb Reg, po int64, l int64) {
+	for l > 0 {
+		w := int64(1)
+		for _, c := range []int64{64, 32, 16, 8, 4, 2} {
+			if c <= l && (c <= 8 || c <= g.vwidth()) {
+				w = c
+				break
+			}
+		}
+		switch {
+		case l == w:
+			g.mv(int(w), tb, to, pb, po)
+			return
+		case l < 2*w:
+			g.mv(int(w), tb, to, pb, po)
+			g.mv(int(w), tb, to+l-w, pb, po+l-w)
+			return
+		}
+		g.mv(int(w), tb, to, pb, po)
+		to, po, l = to+w, po+w, l-w
+	}
+}
+
+// copyBlock emits the copy of one block of l bytes.
+func (g *gen) copyBlock(tb Reg, to int64, pb Reg, po int64, l int64) {
+	w := g.vwidth()
+	switch {
+	case l <= unrollMax || l < 4*w:
+		for l > 2*w {
+			g.mv(int(w), tb, to, pb, po)
+			to, po, l = to+w, po+w, l-w
+		}
+		g.small(tb, to, pb, po, l)
+	case l >= repMin && g.f.ERMS:
+		g.rep(tb, to, pb, po, l)
+	default:
+		g.vloop(tb, to, pb, po, l)
+	}
+}
+
+// rep emits rep movsb for a large block, saving the registers it needs.
+// Only valid inside the regular loop code (tb = RSI, pb = RDI).
+func (g *gen) rep(tb Reg, to int64, pb Reg, po int64, l int64) {
+	a := g.a
+	a.MovRR(RAX, RSI)
+	a.MovRR(R9, RDI)
+	a.MovRR(R13, RCX)
+	if g.pack {
+		a.Lea(RSI, M(RAX, int32(to)))
+		a.Lea(RDI, M(R9, int32(po)))
+	} else {
+		a.Lea(RDI, M(RAX, int32(to)))
+		a.Lea(RSI, M(R9, int32(po)))
+	}
+	a.MovImm(RCX, l)
+	a.RepMovsb()
+	a.MovRR(RSI, RAX)
+	a.MovRR(RDI, R9)
+	a.MovRR(RCX, R13)
+}
+
+// vloop emits a loop of 4 vector moves per iteration and an overlapping tail.
+func (g *gen) vloop(tb Reg, to int64, pb Reg, po int64, l int64) {
+	a := g.a
+	w := g.vwidth()
+	step := 4 * w
+	iters := l / step
+	a.Lea(R9, M(tb, int32(to)))
+	a.Lea(R13, M(pb, int32(po)))
+	a.MovImm(R12, iters)
+	top := a.NewLabel()
+	a.Align(16)
+	a.Bind(top)
+	for k := int64(0); k < 4; k++ {
+		g.mv(int(w), R9, k*w, R13, k*w)
+	}
+	a.OpRI(ADD, R9, int32(step))
+	a.OpRI(ADD, R13, int32(step))
+	a.Dec(R12)
+	a.Jcc(CondNE, top)
+	if rest := l - iters*step; rest > 0 {
+		// the tail ends at the block end; it may overlap bytes already copied
+		for rest > w {
+			g.mv(int(w), R9, 0, R13, 0)
+			a.OpRI(ADD, R9, int32(w))
+			a.OpRI(ADD, R13, int32(w))
+			rest -= w
+		}
+		g.mv(int(w), R9, rest-w, R13, rest-w)
+	}
+}
+
+// addImm adds a 64-bit constant to r (through RAX when it needs 64 bits).
+func (g *gen) addImm(r Reg, v int64) {
+	switch {
+	case v == 0:
+	case fits32(v):
+		g.a.OpRI(ADD, r, int32(v))
+	default:
+		g.a.MovImm(RAX, v)
+		g.a.OpRR(ADD, r, RAX)
+	}
+}
+
+// body emits the straight-line copy of one unit at [rT] <-> [rP].
+func (g *gen) body(p *plan, tb, pb Reg) {
+	po := int64(0)
+	for _, b := range p.blocks {
+		g.copyBlock(tb, b.off, pb, po, b.len)
+		po += b.len
+	}
+}
+
+func (g *gen) epilogue() {
+	if g.usedVec {
+		g.a.Vzeroupper()
+	}
+	g.a.Ret()
+}
+
+func (g *gen) emitTables() {
+	if len(g.tables) == 0 {
+		return
+	}
+	g.a.Ud2()
+	g.a.Align(8)
+	for _, t := range g.tables {
+		g.a.Bind(t.l)
+		var b []byte
+		for _, v := range t.data {
+			b = binary.LittleEndian.AppendUint64(b, uint64(v))
+		}
+		g.a.Data(b)
+	}
+}
+
+// loopCode emits the resumable nested-loop function for p.
+//
+// On entry the argument block holds the origin of the first unit, the packed
+// pointer, the number of units n, and for every level the iterations left
+// (current included) and the current index. The code copies exactly n units
+// and returns; it keeps no state (the Go driver recomputes it from the unit
+// number for the next call).
+func (g *gen) loopCode(p *plan) {
+	a := g.a
+	g.tmp = [2]Reg{RAX, R9}
+	a.Load(8, rT, M(rArgs, offTyped))
+	a.Load(8, rP, M(rArgs, offPacked))
+	a.Load(8, rN, M(rArgs, offN))
+	a.Load(8, rCtr, M(rArgs, offCtr0))
+	var in level // innermost level; the element loop when there is none
+	inIsElem := len(p.levels) == 0
+	if !inIsElem {
+		in = p.levels[0]
+	}
+	var tab0 table
+	if !inIsElem && in.offs != nil {
+		tab0 = table{l: a.NewLabel(), data: in.deltas()}
+		g.tables = append(g.tables, tab0)
+		a.Load(8, rPos, M(rArgs, offPos0))
+		a.LeaLabel(rTab, tab0.l)
+	}
+	done := a.NewLabel()
+	row := a.NewLabel()
+	inner := a.NewLabel()
+	a.Bind(row)
+	// m = min(ctr, n); n -= m; ctr -= m
+	a.MovRR(rM, rCtr)
+	a.OpRR(CMP, rM, rN)
+	a.Cmov(CondA, rM, rN)
+	a.OpRR(SUB, rN, rM)
+	a.OpRR(SUB, rCtr, rM)
+	a.Align(16)
+	a.Bind(inner)
+	g.body(p, rT, rP)
+	a.OpRI(ADD, rP, int32(p.unit))
+	switch {
+	case inIsElem:
+		g.addImm(rT, p.ir.Extent)
+	case in.offs != nil:
+		a.OpRM(ADD, rT, MI(rTab, rPos, 8, 0))
+		a.Inc(rPos)
+	default:
+		g.addImm(rT, in.stride)
+	}
+	a.Dec(rM)
+	a.Jcc(CondNE, inner)
+	a.Test(rN, rN)
+	a.Jcc(CondE, done)
+	if inIsElem { // the element loop never wraps inside one call
+		a.Ud2()
+	} else {
+		// Innermost level finished a row: back to instance 0, step the next level.
+		if in.offs != nil {
+			a.MovImm(rPos, 0) // the last delta already returned to instance 0
+		} else {
+			g.addImm(rT, -in.count*in.stride)
+		}
+		a.MovImm(rCtr, in.count)
+		for j := 1; j < len(p.levels); j++ {
+			l := p.levels[j]
+			ctr := M(rArgs, int32(offLv+(j-1)*sizeLevelState))
+			pos := M(rArgs, int32(offLv+(j-1)*sizeLevelState+8))
+			wrap := a.NewLabel()
+			a.DecM(ctr)
+			a.Jcc(CondE, wrap)
+			if l.offs != nil {
+				t := table{l: a.NewLabel(), data: l.deltas()}
+				g.tables = append(g.tables, t)
+				a.Load(8, RAX, pos)
+				a.LeaLabel(R9, t.l)
+				a.OpRM(ADD, rT, MI(R9, RAX, 8, 0))
+				a.OpMI(ADD, pos, 1)
+			} else {
+				g.addImm(rT, l.stride)
+			}
+			a.Jmp(row)
+			a.Bind(wrap)
+			a.MovImm(RAX, l.count)
+			a.Store(8, ctr, RAX)
+			g.addImm(rT, l.off(0)-l.off(l.count-1))
+			if l.offs != nil {
+				a.MovImm(RAX, 0)
+				a.Store(8, pos, RAX)
+			}
+		}
+		// element loop
+		g.addImm(rT, p.ir.Extent)
+		a.Jmp(row)
+	}
+	a.Bind(done)
+	g.epilogue()
+}
+
+// transposeCode emits the cache-blocked function: n bands, each band being
+// t.band parent instances × t.c0 inner rows, copied tile by tile.
+func (g *gen) transposeCode(t *transposePlan) {
+	a := g.a
+	g.tmp = [2]Reg{RAX, RCX}
+	a.Load(8, rT, M(rArgs, offTyped))
+	a.Load(8, rP, M(rArgs, offPacked))
+	a.Load(8, rN, M(rArgs, offN))
+	band := a.NewLabel()
+	a.Bind(band)
+	a.MovRR(R9, rT)  // tile origin, typed
+	a.MovRR(R10, rP) // tile origin, packed
+	emitTiles := func(rows, ntiles int64) {
+		tile := a.NewLabel()
+		a.MovImm(R11, ntiles)
+		a.Bind(tile)
+		a.MovRR(R12, R9)
+		a.MovRR(R13, R10)
+		a.MovImm(RDX, t.band)
+		el := a.NewLabel()
+		a.Align(16)
+		a.Bind(el)
+		for k := int64(0); k < rows; k++ {
+			g.small(R12, k*t.s0, R13, k*t.l, t.l)
+		}
+		a.OpRI(ADD, R12, int32(t.s1))
+		a.OpRI(ADD, R13, int32(t.c0*t.l))
+		a.Dec(RDX)
+		a.Jcc(CondNE, el)
+		g.addImm(R9, rows*t.s0)
+		a.OpRI(ADD, R10, int32(rows*t.l))
+		a.Dec(R11)
+		a.Jcc(CondNE, tile)
+	}
+	if full := t.c0 / t.tile; full > 0 {
+		emitTiles(t.tile, full)
+	}
+	if rem := t.c0 % t.tile; rem > 0 {
+		emitTiles(rem, 1)
+	}
+	a.OpRI(ADD, rT, int32(t.band*t.s1))
+	a.OpRI(ADD, rP, int32(t.bandSize))
+	a.Dec(rN)
+	a.Jcc(CondNE, band)
+	g.epilogue()
+}
+
+// entry points inside one code blob
+type entries struct {
+	pack, unpack   int // offsets of the loop functions
+	tpack, tunpack int // transpose functions, -1 when absent
+}
+
+// generate emits all functions of p into one blob.
+func generate(p *plan, f Features) ([]byte, entries, error) {
+	a := New(256 + 16*len(p.blocks))
+	e := entries{tpack: -1, tunpack: -1}
+	var tables []table
+	for _, pack := range []bool{true, false} {
+		g := &gen{a: a, f: f, pack: pack}
+		a.Align(16)
+		if pack {
+			e.pack = a.Len()
+		} else {
+			e.unpack = a.Len()
+		}
+		g.loopCode(p)
+		tables = append(tables, g.tables...)
+		if p.tr != nil {
+			g2 := &gen{a: a, f: f, pack: pack}
+			a.Align(16)
+			if pack {
+				e.tpack = a.Len()
+			} else {
+				e.tunpack = a.Len()
+			}
+			g2.transposeCode(p.tr)
+		}
+	}
+	(&gen{a: a, tables: tables}).emitTables()
+	b, err := a.Finish()
+	return b, e, err
+}

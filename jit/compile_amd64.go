@@ -1,0 +1,96 @@
+package jit
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/weft-hpc/weft/ddt"
+)
+
+var (
+	probeOnce sync.Once
+	probeErr  error
+	// forceNoExec simulates a kernel that refuses executable memory (tests).
+	forceNoExec bool
+)
+
+// supported reports whether generated code can run: it maps, seals and calls
+// one ret instruction once per process.
+func supported() error {
+	if forceNoExec {
+		return fmt.Errorf("%w: %w (forced)", ErrUnsupported, errExecRefused)
+	}
+	probeOnce.Do(func() {
+		m, err := newCode([]byte{0xc3})
+		if err != nil {
+			probeErr = fmt.Errorf("%w: %w", ErrUnsupported, err)
+			return
+		}
+		var a callArgs
+		callCode(uintptr(unsafe.Pointer(&m.mem[0])), &a)
+		m.release()
+	})
+	return probeErr
+}
+
+func compileIR(ir *ddt.IR, f Features) (ddt.Kernel, error) {
+	if ir == nil || ir.Root == nil || ir.Size == 0 {
+		return nil, errDecline("empty type")
+	}
+	if ir.Contig {
+		return contigKernel{ir: ir}, nil
+	}
+	p, err := newPlan(ir)
+	if err != nil {
+		return nil, err
+	}
+	code, e, err := generate(p, f)
+	if err != nil {
+		return nil, fmt.Errorf("jit: encode: %w", err)
+	}
+	m, err := newCode(code)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", err, ddt.ErrNotCompiled)
+	}
+	base := uintptr(unsafe.Pointer(&m.mem[0]))
+	k := &kernel{p: p, code: m, pack: base + uintptr(e.pack), unpack: base + uintptr(e.unpack), budget: chunkBytes}
+	if e.tpack >= 0 {
+		k.tpack, k.tunpack = base+uintptr(e.tpack), base+uintptr(e.tunpack)
+	}
+	runtime.AddCleanup(k, func(m *codeMem) { m.release() }, m)
+	return k, nil
+}
+
+// contigKernel packs contiguous types: one copy, in chunks so a huge pack
+// still returns to Go (memmove is not preemptible either).
+type contigKernel struct{ ir *ddt.IR }
+
+func (c contigKernel) run(packed, typed []byte, base int64, count int, from int64, pack bool) int {
+	n := min(int64(len(packed)), int64(count)*c.ir.Size-from)
+	if n <= 0 {
+		return 0
+	}
+	t := typed[base+c.ir.TrueLB+from:]
+	for done := int64(0); done < n; {
+		k := min(n-done, chunkBytes)
+		if pack {
+			copy(packed[done:done+k], t[done:done+k])
+		} else {
+			copy(t[done:done+k], packed[done:done+k])
+		}
+		done += k
+	}
+	return int(n)
+}
+
+// Pack implements ddt.Kernel.
+func (c contigKernel) Pack(packed, typed []byte, base int64, count int, from int64) (int, error) {
+	return c.run(packed, typed, base, count, from, true), nil
+}
+
+// Unpack implements ddt.Kernel.
+func (c contigKernel) Unpack(typed, packed []byte, base int64, count int, from int64) (int, error) {
+	return c.run(packed, typed, base, count, from, false), nil
+}

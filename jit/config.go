@@ -1,0 +1,50 @@
+package jit
+
+import (
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Knobs, read once at package initialisation. Every knob is an environment
+// variable; docs/jit.md lists them with their defaults.
+//
+//	WEFT_JIT             auto|on|off (read by package ddt; "off" also stops jit from registering)
+//	WEFT_JIT_ISA         sse2|avx2|avx512: cap the vector width used
+//	WEFT_JIT_CHUNK       bytes of packed stream per call into generated code (default 1 MiB)
+//	WEFT_JIT_REUSE       auto policy: element packs expected per type (default 1000)
+//	WEFT_JIT_UNROLL_MAX  blocks up to this many bytes are copied by unrolled moves (512)
+//	WEFT_JIT_REP_MIN     blocks from this size use rep movsb (4096)
+//	WEFT_JIT_BODY_BLOCKS blocks unrolled into one loop body at most (2048)
+//	WEFT_JIT_TILE        inner rows per tile of transpose-shaped types (16)
+//	WEFT_JIT_BAND_BYTES  bytes per band row of transpose-shaped types (128)
+//	WEFT_JIT_CACHE       compiled types kept in the code cache (1024)
+var (
+	chunkBytes   = int64(1 << 20)
+	expectReuse  = int64(1000)
+	cacheEntries = 1024
+)
+
+func envInt(name string, def int64, lo, hi int64) int64 {
+	s := strings.TrimSpace(os.Getenv(name))
+	if s == "" {
+		return def
+	}
+	v, err := strconv.ParseInt(s, 0, 64)
+	if err != nil || v < lo || v > hi {
+		log.Warn("ignoring bad value", "env", name, "value", s, "min", lo, "max", hi)
+		return def
+	}
+	return v
+}
+
+func init() {
+	chunkBytes = envInt("WEFT_JIT_CHUNK", chunkBytes, 4096, 1<<30)
+	expectReuse = envInt("WEFT_JIT_REUSE", expectReuse, 0, 1<<40)
+	unrollMax = envInt("WEFT_JIT_UNROLL_MAX", unrollMax, 64, 1<<16)
+	repMin = envInt("WEFT_JIT_REP_MIN", repMin, 256, 1<<40)
+	maxBodyBlocks = envInt("WEFT_JIT_BODY_BLOCKS", maxBodyBlocks, 1, 1<<16)
+	transposeTile = envInt("WEFT_JIT_TILE", transposeTile, 1, 256)
+	transposeBandBytes = envInt("WEFT_JIT_BAND_BYTES", transposeBandBytes, 1, 1<<16)
+	cacheEntries = int(envInt("WEFT_JIT_CACHE", int64(cacheEntries), 0, 1<<20))
+}

@@ -1,0 +1,5 @@
+//go:build !amd64
+
+package jit
+
+func detectFeatures() Features { return Features{} }

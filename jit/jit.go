@@ -1,0 +1,182 @@
+// Package jit compiles ddt datatypes to native x86-64 pack and unpack code at
+// commit time.
+//
+// Importing the package registers it as ddt's Compiler (unless WEFT_JIT=off);
+// every type committed afterwards packs through generated code, with ddt's
+// interpreter as the fallback: on other architectures, when the kernel refuses
+// executable memory, and for the few shapes the compiler declines.
+//
+// What the generated code looks like. A committed type's IR is lowered to a
+// chain of loop and index levels around a straight-line body (see plan.go):
+// loop counts, strides, displacements and index tables are constants in the
+// code; small blocks are copied by exact-width moves (overlapping pairs for odd
+// sizes), medium blocks by unrolled 16/32/64-byte vector moves, large ones by a
+// vector loop or rep movsb; two-level nests with a large inner stride (matrix
+// transposes) get cache-blocked code. The code is a leaf function called
+// through a NOSPLIT assembly trampoline (call_amd64.s), about as cheap as a Go
+// call.
+//
+// Resumption and the garbage collector. Generated code cannot be preempted, so
+// each call copies at most WEFT_JIT_CHUNK bytes (1 MiB) of whole units and the
+// Go driver loops; units cut by the ends of a pack window are finished by a Go
+// walker, which makes packs resumable at any byte like the interpreter's.
+//
+// Policy. WEFT_JIT=off|on|auto (ddt reads it; Type.SetJIT overrides per type).
+// In auto mode the compiler declines a type when the estimated saving over
+// WEFT_JIT_REUSE element packs does not pay for its compile time (contiguous
+// types, single small blocks); in on mode it compiles every type it can.
+// Compiled code is cached by the canonical IR text, so committing an identical
+// type again costs one map lookup.
+package jit
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/wlog"
+)
+
+var log = wlog.Named("jit")
+
+// ErrUnsupported is returned by Enable when generated code cannot run here:
+// another architecture, or executable memory refused by the kernel.
+var ErrUnsupported = errors.New("jit: native code generation unsupported")
+
+// Compiler is the ddt.Compiler of this package. The zero value is ready to
+// use; all its methods are safe for concurrent use.
+type Compiler struct {
+	// Force compiles every type it can, ignoring the auto policy.
+	Force bool
+}
+
+var (
+	cacheMu sync.Mutex
+	cache   = map[string]ddt.Kernel{}
+
+	statsMu  sync.Mutex
+	compiles int64
+	hits     int64
+	lastNS   int64
+)
+
+// Stats reports the compiler's counters.
+type Stats struct {
+	Compiles  int64 // types compiled to native code
+	CacheHits int64 // commits served from the code cache
+	LastNS    int64 // duration of the last compilation in nanoseconds
+}
+
+// GetStats returns the package counters.
+func GetStats() Stats {
+	statsMu.Lock()
+	defer statsMu.Unlock()
+	return Stats{Compiles: compiles, CacheHits: hits, LastNS: lastNS}
+}
+
+// Compile implements ddt.Compiler. It returns an error wrapping
+// ddt.ErrNotCompiled when it declines the type (the interpreter is used), and
+// ErrUnsupported (also wrapping ddt.ErrNotCompiled) when native code cannot
+// run on this machine.
+func (c *Compiler) Compile(ir *ddt.IR) (ddt.Kernel, error) {
+	if err := supported(); err != nil {
+		return nil, fmt.Errorf("%w: %w", err, ddt.ErrNotCompiled)
+	}
+	if ir == nil {
+		return nil, errDecline("nil IR")
+	}
+	if !c.Force && ddt.DefaultJITMode() != ddt.JITOn {
+		if why := declineAuto(ir); why != "" {
+			return nil, errDecline("auto policy: %s", why)
+		}
+	}
+	key := HostFeatures().String() + "\n" + ir.String()
+	cacheMu.Lock()
+	k, ok := cache[key]
+	cacheMu.Unlock()
+	if ok {
+		statsMu.Lock()
+		hits++
+		statsMu.Unlock()
+		return k, nil
+	}
+	t0 := time.Now()
+	k, err := compileIR(ir, HostFeatures())
+	if err != nil {
+		return nil, err
+	}
+	ns := time.Since(t0).Nanoseconds()
+	statsMu.Lock()
+	compiles++
+	lastNS = ns
+	statsMu.Unlock()
+	cacheMu.Lock()
+	if len(cache) >= cacheEntries {
+		for key := range cache { // drop one entry; its code is freed once unused
+			delete(cache, key)
+			break
+		}
+	}
+	if cacheEntries > 0 {
+		cache[key] = k
+	}
+	cacheMu.Unlock()
+	log.Trace("compiled", "size", ir.Size, "ns", ns)
+	return k, nil
+}
+
+// declineAuto returns why the auto policy does not compile ir, or "".
+// Saving: about one and a half nanoseconds of interpreter dispatch per block,
+// over expectReuse element packs; cost: a fixed part plus a part per body
+// block, as measured by BenchmarkCompile.
+func declineAuto(ir *ddt.IR) string {
+	if ir.Contig || ir.Root == nil {
+		return "contiguous (one copy per pack)"
+	}
+	saving := ir.Root.Blocks * 3 / 2 * expectReuse
+	cost := 3000 + 20*min(ir.Root.Blocks, maxBodyBlocks)
+	if saving < cost {
+		return fmt.Sprintf("estimated saving %d ns over %d reuses < compile %d ns", saving, expectReuse, cost)
+	}
+	return ""
+}
+
+// CompileIR compiles ir without the cache and without the auto policy and
+// returns the Kernel and the compile time. It is meant for tools and
+// benchmarks (ddtbench's compile_ns).
+func CompileIR(ir *ddt.IR) (ddt.Kernel, time.Duration, error) {
+	if err := supported(); err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", err, ddt.ErrNotCompiled)
+	}
+	t0 := time.Now()
+	k, err := compileIR(ir, HostFeatures())
+	return k, time.Since(t0), err
+}
+
+var defaultCompiler = &Compiler{}
+
+// Enable registers the package's Compiler with ddt (importing the package
+// already does, unless WEFT_JIT=off). It returns ErrUnsupported when native
+// code cannot run here; ddt then keeps its interpreter.
+func Enable() error {
+	if err := supported(); err != nil {
+		return err
+	}
+	ddt.SetCompiler(defaultCompiler)
+	return nil
+}
+
+// Disable unregisters the compiler: types committed afterwards use the
+// interpreter. Types already committed keep their kernels.
+func Disable() { ddt.SetCompiler(nil) }
+
+func init() {
+	if ddt.DefaultJITMode() == ddt.JITOff {
+		return
+	}
+	if err := Enable(); err != nil {
+		log.Debug("native pack code disabled", "error", err)
+	}
+}

@@ -1,0 +1,130 @@
+package jit
+
+import (
+	"runtime"
+	"unsafe"
+)
+
+// kernel is the ddt.Kernel of one compiled type.
+type kernel struct {
+	p       *plan
+	code    *codeMem
+	pack    uintptr // entry addresses
+	unpack  uintptr
+	tpack   uintptr // 0 when the type has no transpose code
+	tunpack uintptr
+	budget  int64 // packed bytes per call into generated code
+}
+
+// Pack implements ddt.Kernel.
+func (k *kernel) Pack(packed, typed []byte, base int64, count int, from int64) (int, error) {
+	return k.run(packed, typed, base, count, from, true), nil
+}
+
+// Unpack implements ddt.Kernel.
+func (k *kernel) Unpack(typed, packed []byte, base int64, count int, from int64) (int, error) {
+	return k.run(packed, typed, base, count, from, false), nil
+}
+
+func (k *kernel) run(packed, typed []byte, base int64, count int, from int64, pack bool) int {
+	p := k.p
+	total := int64(count) * p.ir.Size
+	n := min(int64(len(packed)), total-from)
+	if n <= 0 {
+		return 0
+	}
+	to := from + n
+	pos := from
+	U := p.unit
+	var a callArgs
+	tbase := uintptr(unsafe.Pointer(unsafe.SliceData(typed)))
+	pbase := uintptr(unsafe.Pointer(unsafe.SliceData(packed)))
+	entry, tentry := k.pack, k.tpack
+	if !pack {
+		entry, tentry = k.unpack, k.tunpack
+	}
+	for pos < to {
+		u, r := pos/U, pos%U
+		if r != 0 || to-pos < U || U > k.budget {
+			end := min(to, (u+1)*U)
+			walk(p.body, k.origin(u, base, nil), r, end-u*U, packed[pos-from:], typed, pack)
+			pos = end
+			continue
+		}
+		if t := p.tr; tentry != 0 {
+			if done := k.bands(t, u, to, base, count, pos-from, tbase, pbase, tentry, pack, &a); done > 0 {
+				pos += done
+				continue
+			}
+		}
+		nu := min((to-pos)/U, max(1, k.budget/U))
+		a.typed = tbase + uintptr(k.origin(u, base, &a))
+		a.packed = pbase + uintptr(pos-from)
+		a.n = nu
+		callCode(entry, &a)
+		pos += nu * U
+	}
+	runtime.KeepAlive(packed)
+	runtime.KeepAlive(typed)
+	runtime.KeepAlive(k)
+	return int(n)
+}
+
+// origin returns the typed index of the origin of unit u and, when a is not
+// nil, fills the level counters for entering generated code at u.
+func (k *kernel) origin(u, base int64, a *callArgs) int64 {
+	p := k.p
+	e, r := u/p.upe, u%p.upe
+	o := base + e*p.ir.Extent
+	for j := len(p.levels) - 1; j >= 0; j-- {
+		l := &p.levels[j]
+		i := r / p.below[j]
+		r %= p.below[j]
+		o += l.disp + l.off(i)
+		if a != nil {
+			if j == 0 {
+				a.ctr0, a.pos0 = l.count-i, i
+			} else {
+				a.lv[j-1] = levelState{ctr: l.count - i, pos: i}
+			}
+		}
+	}
+	if a != nil && len(p.levels) == 0 {
+		a.ctr0 = 1 << 62 // the element loop: bounded by n
+	}
+	return o
+}
+
+// bands runs the cache-blocked transpose code over the whole bands that start
+// at unit u and end before stream offset to, at most one grandparent instance
+// and one budget at a time. It returns the packed bytes done (0 when u is not
+// at a band boundary or no whole band fits).
+func (k *kernel) bands(t *transposePlan, u, to, base int64, count int, poff int64, tbase, pbase, entry uintptr, pack bool, a *callArgs) int64 {
+	p := k.p
+	// parent instance index j of unit u and the parent's count c1
+	ju := u / t.c0 // units of the innermost loop are rows; ju counts parent instances overall
+	if u%t.c0 != 0 {
+		return 0
+	}
+	c1 := int64(count)
+	if t.parent >= 0 {
+		c1 = p.levels[t.parent].count
+	}
+	j := ju % c1
+	if j%t.band != 0 {
+		return 0
+	}
+	if !pack && c1*t.s1 > t.s0 { // rows overlap: keep the interpreter's write order
+		return 0
+	}
+	pos := u * p.unit
+	nb := min((c1-j)/t.band, (to-pos)/t.bandSize, max(1, k.budget/t.bandSize))
+	if nb <= 0 {
+		return 0
+	}
+	a.typed = tbase + uintptr(k.origin(u, base, nil))
+	a.packed = pbase + uintptr(poff)
+	a.n = nb
+	callCode(entry, a)
+	return nb * t.bandSize
+}

@@ -1,0 +1,235 @@
+package jit
+
+import (
+	"fmt"
+
+	"github.com/weft-hpc/weft/ddt"
+)
+
+// A plan is the machine-independent lowering of an IR: a chain of repetition
+// levels (loops and index lists) around a body that is copied as straight-line
+// code. One instance of the body is a "unit": Size/unit units per element, all
+// of the same packed size, so a stream offset maps to (unit, offset in unit)
+// by one division. Generated code only ever runs whole units; a unit cut by
+// the start or end of a pack window is finished by the Go walker (walk), so
+// resumption is byte-exact without any cost inside the loops.
+type plan struct {
+	ir     *ddt.IR
+	levels []level // innermost first; the element loop is implicit (outermost)
+	body   *ddt.Node
+	blocks []blk   // the body flattened: offsets relative to the body origin
+	unit   int64   // packed bytes per unit (body.Size)
+	below  []int64 // below[j]: units per instance of levels[j]'s child... see unitsBelow
+	upe    int64   // units per element
+	tr     *transposePlan
+}
+
+// level is one repetition around the body: a loop (offs == nil) or an index
+// list. The origin of child instance i is parent origin + disp + off(i).
+type level struct {
+	count  int64
+	stride int64
+	offs   []int64
+	disp   int64
+}
+
+func (l *level) off(i int64) int64 {
+	if l.offs != nil {
+		return l.offs[i]
+	}
+	return i * l.stride
+}
+
+// deltas returns the per-step source increments of an index level: entry i
+// moves from instance i to i+1, the last entry back to instance 0.
+func (l *level) deltas() []int64 {
+	d := make([]int64, l.count)
+	for i := int64(0); i < l.count; i++ {
+		if i+1 < l.count {
+			d[i] = l.off(i+1) - l.off(i)
+		} else {
+			d[i] = l.off(0) - l.off(i)
+		}
+	}
+	return d
+}
+
+// blk is one contiguous copy of the body: typed offset and length; the packed
+// offset is the running sum of the previous lengths.
+type blk struct{ off, len int64 }
+
+// transposePlan describes cache-blocked code for a two-level nest whose inner
+// stride is large and whose parent stride is small (a matrix transpose, FFT2's
+// column pack): bands of `band` parent instances are copied tile by tile, `tile`
+// inner rows at a time, so every cache line read is used `band` times before
+// it is evicted.
+type transposePlan struct {
+	c0, s0   int64 // inner loop
+	l        int64 // block length
+	parent   int   // index of the parent level in plan.levels, or -1 for the element loop
+	s1       int64 // parent stride
+	band     int64 // parent instances per band
+	tile     int64 // inner rows per tile
+	bandSize int64 // packed bytes per band
+}
+
+// Tunables (each has an environment variable, see config.go).
+var (
+	maxBodyBlocks  = int64(2048) // blocks unrolled into one body
+	unrollLoop     = int64(16)   // a loop/index of at most this many blocks is unrolled into the body...
+	unrollLoopSize = int64(1024) // ...when it copies at most this many bytes
+	maxLevels      = 8
+)
+
+func errDecline(format string, args ...any) error {
+	return fmt.Errorf("jit: "+format+": %w", append(args, ddt.ErrNotCompiled)...)
+}
+
+func fits32(v int64) bool { return v >= -1<<31 && v < 1<<31 }
+
+func newPlan(ir *ddt.IR) (*plan, error) {
+	if ir == nil || ir.Root == nil || ir.Size <= 0 {
+		return nil, errDecline("empty type")
+	}
+	p := &plan{ir: ir}
+	var outer []level // outermost first
+	n := ir.Root
+	for {
+		switch {
+		case (n.Op == ddt.OpLoop || n.Op == ddt.OpIndex) && !(n.Blocks <= unrollLoop && n.Size <= unrollLoopSize):
+			if len(outer) == maxLevels {
+				return nil, errDecline("more than %d loop levels", maxLevels)
+			}
+			l := level{count: n.Count, stride: n.Stride, disp: n.Disp}
+			if n.Op == ddt.OpIndex {
+				l.count = int64(len(n.Offsets))
+				l.offs = n.Offsets
+			}
+			outer = append(outer, l)
+			n = n.Child
+			continue
+		case n.Op == ddt.OpBlocks && n.Blocks > maxBodyBlocks && equalLens(n.Lens):
+			if len(outer) == maxLevels {
+				return nil, errDecline("more than %d loop levels", maxLevels)
+			}
+			outer = append(outer, level{count: int64(len(n.Offsets)), offs: n.Offsets, disp: n.Disp})
+			n = &ddt.Node{Op: ddt.OpBlock, Len: n.Lens[0], Size: n.Lens[0], Blocks: 1}
+			continue
+		}
+		break
+	}
+	if n.Blocks > maxBodyBlocks {
+		return nil, errDecline("body of %d blocks", n.Blocks)
+	}
+	p.body = n
+	p.blocks = flatten(n, 0, nil)
+	for _, b := range p.blocks {
+		if !fits32(b.off) || !fits32(b.off+b.len) {
+			return nil, errDecline("offset %d beyond 2 GiB", b.off)
+		}
+	}
+	p.unit = n.Size
+	for i := len(outer) - 1; i >= 0; i-- {
+		p.levels = append(p.levels, outer[i])
+	}
+	p.below = make([]int64, len(p.levels))
+	u := int64(1)
+	for j := range p.levels {
+		p.below[j] = u
+		u *= p.levels[j].count
+	}
+	p.upe = u
+	if p.upe*p.unit != ir.Size {
+		return nil, fmt.Errorf("jit: internal: %d units of %d bytes != size %d", p.upe, p.unit, ir.Size)
+	}
+	p.tr = p.transpose()
+	return p, nil
+}
+
+func equalLens(l []int64) bool {
+	for _, x := range l {
+		if x != l[0] {
+			return false
+		}
+	}
+	return len(l) > 0
+}
+
+// flatten appends the blocks of one instance of n at origin o, merging blocks
+// that continue each other.
+func flatten(n *ddt.Node, o int64, out []blk) []blk {
+	o += n.Disp
+	add := func(off, l int64) {
+		if k := len(out) - 1; k >= 0 && out[k].off+out[k].len == off {
+			out[k].len += l
+			return
+		}
+		out = append(out, blk{off, l})
+	}
+	switch n.Op {
+	case ddt.OpBlock:
+		add(o, n.Len)
+	case ddt.OpBlocks:
+		for i, off := range n.Offsets {
+			add(o+off, n.Lens[i])
+		}
+	case ddt.OpLoop:
+		for i := int64(0); i < n.Count; i++ {
+			out = flatten(n.Child, o+i*n.Stride, out)
+		}
+	case ddt.OpIndex:
+		for _, off := range n.Offsets {
+			out = flatten(n.Child, o+off, out)
+		}
+	case ddt.OpStruct:
+		for i, off := range n.Offsets {
+			out = flatten(n.Children[i], o+off, out)
+		}
+	}
+	return out
+}
+
+// Copy thresholds (environment: WEFT_JIT_UNROLL_MAX, WEFT_JIT_REP_MIN).
+var (
+	unrollMax = int64(512)  // blocks up to this size are copied by unrolled moves
+	repMin    = int64(4096) // blocks from this size use rep movsb (with ERMS)
+)
+
+// Transpose tunables.
+var (
+	transposeMinStride = int64(1024) // inner stride that makes a nest transpose-shaped
+	transposeBandBytes = int64(128)  // band*blocklen target
+	transposeTile      = int64(16)   // inner rows per tile
+)
+
+func (p *plan) transpose() *transposePlan {
+	if len(p.levels) == 0 || len(p.blocks) != 1 || p.blocks[0].len > 64 || p.blocks[0].off != 0 {
+		return nil
+	}
+	in := p.levels[0]
+	if in.offs != nil || in.stride < transposeMinStride || in.count < 2 {
+		return nil
+	}
+	t := &transposePlan{c0: in.count, s0: in.stride, l: p.blocks[0].len, parent: -1, s1: p.ir.Extent}
+	if len(p.levels) > 1 {
+		par := p.levels[1]
+		if par.offs != nil {
+			return nil
+		}
+		t.parent, t.s1 = 1, par.stride
+	}
+	// The parent must step through memory in small strides, and the rows of
+	// the transpose must not overlap (Unpack writes in a different order).
+	if t.s1 < t.l || t.s1 > 256 || t.s1*4 > t.s0 {
+		return nil
+	}
+	t.band = max(2, transposeBandBytes/t.s1)
+	t.tile = min(transposeTile, t.c0)
+	t.bandSize = t.band * t.c0 * t.l
+	for _, v := range []int64{t.s0 * t.tile, t.band * t.s1, t.bandSize, t.c0 * t.l} {
+		if !fits32(v) {
+			return nil
+		}
+	}
+	return t
+}
