@@ -1,0 +1,618 @@
+// Package launch starts and supervises the ranks of a weft job: it is the
+// engine behind cmd/fabrun and internal/launchtest.
+//
+// A Job runs Config.NP copies of a program. Ranks find each other through a
+// PMI-1 server (internal/pmi) that Start runs on a TCP port; every rank gets
+// PMI_PORT, PMI_ID, PMI_RANK, PMI_SIZE, WEFT_LOCAL_RANK, WEFT_LOCAL_SIZE and
+// a random per-job WEFT_PMI_SECRET, without which the server refuses a
+// connection.
+//
+// Three ways to start ranks:
+//
+//   - "local": fork/exec on this machine. Each rank leads its own process
+//     group and gets SIGKILL if the launcher dies (Pdeathsig).
+//   - "ssh": one ssh client per rank; the remote side runs the program under
+//     a small sh wrapper that kills it (and its process group) when the ssh
+//     connection drops, so killing the local ssh client ends the remote rank.
+//     Remote ranks connect back to the PMI server (Config.PMIHost).
+//   - "slurm": inside an allocation, one "srun --mpi=pmi2" step; ranks then
+//     use Slurm's own PMI-2 server (bootstrap kind "slurm").
+//
+// Supervision: when a rank exits non-zero, dies from a signal, calls PMI
+// abort, or leaves a fence it can no longer complete, every other rank is
+// sent SIGTERM and, KillGrace later (default 500 ms), SIGKILL; Wait then
+// returns an *ExitError naming the rank. A Timeout ends the job the same way
+// (ErrTimeout). After the ranks exit, their process groups are swept with
+// SIGKILL so nothing is left behind.
+//
+// Output: each rank's stdout and stderr go to Config.Stdout and
+// Config.Stderr; with TagOutput every line is prefixed "[rank] ". Config.Stdin
+// feeds rank 0 (local launcher) and other ranks read /dev/null.
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/weft-hpc/weft/internal/pmi"
+	"github.com/weft-hpc/weft/internal/wlog"
+)
+
+var log = wlog.Named("launch")
+
+// Host is a machine and how many ranks it takes (Slots > 0).
+type Host struct {
+	Name  string
+	Slots int
+}
+
+// Config describes one job.
+type Config struct {
+	NP        int      // number of ranks (> 0)
+	Argv      []string // program and its arguments
+	Env       []string // extra KEY=VALUE for every rank
+	Launcher  string   // "auto" (default), "local", "ssh" or "slurm"
+	Hosts     []Host   // hosts for "ssh" (and "auto"); ranks fill each host's slots in order, wrapping around
+	Provider  string   // when set, exported to ranks as WEFT_PROVIDER
+	Timeout   time.Duration
+	TagOutput bool
+	Stdout    io.Writer     // default os.Stdout
+	Stderr    io.Writer     // default os.Stderr
+	Stdin     io.Reader     // to rank 0; nil means /dev/null
+	KillGrace time.Duration // SIGTERM→SIGKILL delay, default 500 ms
+	SSH       []string      // ssh command and options, default ["ssh"]
+	PMIHost   string        // address remote ranks use to reach the PMI server
+	Dir       string        // working directory of the ranks (default: the current one)
+	Srun      []string      // srun command and extra options, default ["srun"]
+}
+
+// ErrTimeout is wrapped by the ExitError of a job that ran past its Timeout.
+var ErrTimeout = errors.New("launch: job timed out")
+
+// ErrUsage is wrapped by configuration errors.
+var ErrUsage = errors.New("launch: invalid configuration")
+
+// ExitError reports why a job failed.
+type ExitError struct {
+	Rank   int            // the rank that failed first, or -1 for the whole job
+	Code   int            // the exit status a launcher should return
+	Signal syscall.Signal // the signal that killed the rank, if any
+	Reason string         // e.g. "exited with status 3"
+	Err    error          // ErrTimeout, or nil
+}
+
+func (e *ExitError) Error() string {
+	if e.Rank < 0 {
+		return e.Reason
+	}
+	return fmt.Sprintf("rank %d %s", e.Rank, e.Reason)
+}
+
+// Unwrap returns ErrTimeout for timeouts.
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// ExitCode returns the status a launcher should exit with.
+func (e *ExitError) ExitCode() int { return e.Code }
+
+// Run starts the job and waits for it.
+func Run(ctx context.Context, cfg Config) error {
+	j, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return j.Wait()
+}
+
+// rank is one started process (a rank, an ssh client or the srun step).
+type proc struct {
+	id    int // rank, or -1 for srun
+	cmd   *exec.Cmd
+	pgid  int
+	done  bool
+	state *os.ProcessState
+}
+
+type event struct {
+	p     *proc
+	state *os.ProcessState
+	err   error
+}
+
+// Job is a running job. Create it with Start.
+type Job struct {
+	cfg      Config
+	launcher string
+	srv      *pmi.Server
+	procs    []*proc
+	events   chan event
+	fail     chan *ExitError
+	sigs     chan os.Signal
+	waitOnce sync.Once
+	result   error
+	out      *outputs
+	cancel   context.CancelFunc
+	ctx      context.Context
+}
+
+func (c *Config) validate() error {
+	if c.NP <= 0 {
+		return fmt.Errorf("%w: number of ranks must be positive, got %d", ErrUsage, c.NP)
+	}
+	if len(c.Argv) == 0 || c.Argv[0] == "" {
+		return fmt.Errorf("%w: no program to run", ErrUsage)
+	}
+	for _, kv := range c.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return fmt.Errorf("%w: environment entry %q is not KEY=VALUE", ErrUsage, kv)
+		}
+	}
+	for _, h := range c.Hosts {
+		if h.Name == "" || h.Slots <= 0 {
+			return fmt.Errorf("%w: host %q with %d slots", ErrUsage, h.Name, h.Slots)
+		}
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("%w: negative timeout %v", ErrUsage, c.Timeout)
+	}
+	if c.Stdout == nil {
+		c.Stdout = os.Stdout
+	}
+	if c.Stderr == nil {
+		c.Stderr = os.Stderr
+	}
+	if c.KillGrace <= 0 {
+		c.KillGrace = 500 * time.Millisecond
+	}
+	if len(c.SSH) == 0 {
+		c.SSH = []string{"ssh"}
+	}
+	if len(c.Srun) == 0 {
+		c.Srun = []string{"srun"}
+	}
+	if c.Dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("launch: working directory: %w", err)
+		}
+		c.Dir = wd
+	}
+	return nil
+}
+
+// ChooseLauncher resolves "auto" (or "") to "slurm" inside a Slurm allocation
+// when no hosts are given, "ssh" when a host is not this machine, else
+// "local". Other names are checked and returned.
+func ChooseLauncher(name string, hosts []Host, getenv func(string) string) (string, error) {
+	switch name {
+	case "local", "ssh", "slurm":
+		if name == "ssh" && len(hosts) == 0 {
+			return "", fmt.Errorf("%w: the ssh launcher needs --hosts or --hostfile", ErrUsage)
+		}
+		return name, nil
+	case "", "auto":
+	default:
+		return "", fmt.Errorf("%w: unknown launcher %q (want auto, local, ssh or slurm)", ErrUsage, name)
+	}
+	if len(hosts) == 0 {
+		if getenv("SLURM_JOB_ID") != "" || getenv("SLURM_JOBID") != "" {
+			return "slurm", nil
+		}
+		return "local", nil
+	}
+	for _, h := range hosts {
+		if !isLocalHost(h.Name) {
+			return "ssh", nil
+		}
+	}
+	return "local", nil
+}
+
+func isLocalHost(name string) bool {
+	if i := strings.LastIndexByte(name, '@'); i >= 0 {
+		return false // user@host always goes through ssh
+	}
+	if name == "localhost" || strings.HasPrefix(name, "127.") || name == "::1" {
+		return true
+	}
+	h, err := os.Hostname()
+	return err == nil && (name == h || strings.SplitN(h, ".", 2)[0] == name)
+}
+
+// placement maps ranks to hosts: node index, local rank and local size of
+// each rank, and the MPICH-style process mapping.
+func placement(np int, hosts []Host) (node, lrank, lsize []int, mapping string) {
+	if len(hosts) == 0 {
+		hosts = []Host{{Name: "localhost", Slots: np}}
+	}
+	node, lrank, lsize = make([]int, np), make([]int, np), make([]int, np)
+	count := make([]int, len(hosts))
+	r := 0
+	for r < np {
+		for i, h := range hosts {
+			for s := 0; s < h.Slots && r < np; s++ {
+				node[r], lrank[r] = i, count[i]
+				count[i]++
+				r++
+			}
+		}
+	}
+	for r := range np {
+		lsize[r] = count[node[r]]
+	}
+	// One (node,1,ranks) block per run of consecutive ranks on one node.
+	var b strings.Builder
+	b.WriteString("(vector")
+	for start := 0; start < np; {
+		end := start
+		for end < np && node[end] == node[start] {
+			end++
+		}
+		fmt.Fprintf(&b, ",(%d,1,%d)", node[start], end-start)
+		start = end
+	}
+	b.WriteString(")")
+	return node, lrank, lsize, b.String()
+}
+
+// baseEnv is the launcher's environment minus variables that would confuse
+// a rank's bootstrap (an outer launcher's PMI connection).
+func baseEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "PMI_") || strings.HasPrefix(k, "PMIX_") || strings.HasPrefix(k, "MPI_LOCAL") ||
+			k == "WEFT_PMI" || k == "WEFT_PMI_SECRET" || k == "WEFT_LOCAL_RANK" || k == "WEFT_LOCAL_SIZE" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// Start validates cfg, starts the PMI server and every rank, and returns the
+// running job. A configuration or start-up error kills whatever had started.
+func Start(ctx context.Context, cfg Config) (*Job, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	launcher, err := ChooseLauncher(cfg.Launcher, cfg.Hosts, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	j := &Job{
+		cfg:      cfg,
+		launcher: launcher,
+		events:   make(chan event, cfg.NP+1),
+		fail:     make(chan *ExitError, cfg.NP+4),
+		sigs:     make(chan os.Signal, 8),
+	}
+	j.ctx, j.cancel = context.WithCancel(ctx)
+	j.out = newOutputs(cfg.Stdout, cfg.Stderr, cfg.TagOutput)
+	if launcher == "slurm" {
+		err = j.startSlurm()
+	} else {
+		err = j.startRanks()
+	}
+	if err != nil {
+		j.killAll(syscall.SIGKILL)
+		j.reapAll()
+		j.shutdown()
+		return nil, err
+	}
+	log.Debug("job started", "launcher", launcher, "np", cfg.NP, "argv", cfg.Argv)
+	return j, nil
+}
+
+func (j *Job) startRanks() error {
+	cfg := j.cfg
+	hosts := cfg.Hosts
+	if j.launcher == "local" {
+		hosts = nil
+	}
+	_, lrank, lsize, mapping := placement(cfg.NP, hosts)
+	prog := cfg.Argv[0]
+	if j.launcher == "local" {
+		p, err := exec.LookPath(prog)
+		if err != nil {
+			return fmt.Errorf("launch: program %q: %w", prog, err)
+		}
+		prog = p
+	}
+	secret, err := pmi.NewSecret()
+	if err != nil {
+		return err
+	}
+	j.srv, err = pmi.NewServer(pmi.ServerConfig{
+		Size:           cfg.NP,
+		Secret:         secret,
+		ProcessMapping: mapping,
+		OnAbort: func(rank, code int, msg string) {
+			if code == 0 {
+				code = 1
+			}
+			reason := fmt.Sprintf("called abort with status %d", code)
+			if msg != "" {
+				reason += ": " + msg
+			}
+			j.fail <- &ExitError{Rank: rank, Code: code, Reason: reason}
+		},
+		OnStall: func(rank int) {
+			j.fail <- &ExitError{Rank: rank, Code: 1, Reason: "left the job without PMI finalize while other ranks wait in a fence", Err: errStall}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	listen, advertise := "127.0.0.1:0", "127.0.0.1"
+	if j.launcher == "ssh" {
+		advertise = cfg.PMIHost
+		if advertise == "" {
+			advertise = "127.0.0.1"
+			for _, h := range hosts {
+				if !isLocalHost(h.Name) && !isLoopbackSSHTarget(h.Name) {
+					if advertise, err = os.Hostname(); err != nil {
+						return fmt.Errorf("launch: hostname for PMI_PORT: %w", err)
+					}
+					break
+				}
+			}
+		}
+		listen = ":0"
+		if advertise == "127.0.0.1" {
+			listen = "127.0.0.1:0"
+		}
+	}
+	l, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("launch: PMI server: %w", err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	go func() {
+		if err := j.srv.Serve(j.ctx, l); err != nil {
+			log.Error("PMI server", "err", err)
+		}
+	}()
+	env := baseEnv()
+	if cfg.Provider != "" {
+		env = append(env, "WEFT_PROVIDER="+cfg.Provider)
+	}
+	env = append(env, cfg.Env...)
+	node, _, _, _ := placement(cfg.NP, hosts)
+	for r := range cfg.NP {
+		renv := []string{
+			"PMI_PORT=" + net.JoinHostPort(advertise, port),
+			"PMI_ID=" + strconv.Itoa(r),
+			"PMI_RANK=" + strconv.Itoa(r),
+			"PMI_SIZE=" + strconv.Itoa(cfg.NP),
+			"WEFT_PMI_SECRET=" + secret,
+			"WEFT_LOCAL_RANK=" + strconv.Itoa(lrank[r]),
+			"WEFT_LOCAL_SIZE=" + strconv.Itoa(lsize[r]),
+		}
+		var cmd *exec.Cmd
+		if j.launcher == "local" {
+			cmd = exec.Command(prog, cfg.Argv[1:]...)
+			cmd.Env = append(append([]string{}, env...), renv...)
+			cmd.Dir = cfg.Dir
+		} else {
+			cmd = sshCommand(cfg, hosts[node[r]].Name, append(append([]string{}, cfg.Env...), providerEnv(cfg)...), renv)
+			cmd.Env = env
+		}
+		if err := j.spawn(r, cmd, r == 0 && j.launcher == "local"); err != nil {
+			return fmt.Errorf("launch: start rank %d: %w", r, err)
+		}
+	}
+	return nil
+}
+
+var errStall = errors.New("launch: PMI fence stalled")
+
+func providerEnv(cfg Config) []string {
+	if cfg.Provider == "" {
+		return nil
+	}
+	return []string{"WEFT_PROVIDER=" + cfg.Provider}
+}
+
+func isLoopbackSSHTarget(name string) bool {
+	if i := strings.LastIndexByte(name, '@'); i >= 0 {
+		name = name[i+1:]
+	}
+	return name == "localhost" || strings.HasPrefix(name, "127.") || name == "::1"
+}
+
+// spawn starts one process in its own process group with captured output.
+func (j *Job) spawn(id int, cmd *exec.Cmd, stdin bool) error {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	outW, errW, err := j.out.pipes(id)
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	var inW *os.File
+	if stdin && j.cfg.Stdin != nil {
+		var inR *os.File
+		if inR, inW, err = os.Pipe(); err != nil {
+			outW.Close()
+			errW.Close()
+			return err
+		}
+		cmd.Stdin = inR
+		defer inR.Close()
+	}
+	err = cmd.Start()
+	outW.Close() // the child holds its own copies
+	errW.Close()
+	if err != nil {
+		if inW != nil {
+			inW.Close()
+		}
+		return err
+	}
+	if inW != nil {
+		go func() {
+			_, _ = io.Copy(inW, j.cfg.Stdin)
+			inW.Close()
+		}()
+	}
+	p := &proc{id: id, cmd: cmd, pgid: cmd.Process.Pid}
+	j.procs = append(j.procs, p)
+	go func() {
+		err := cmd.Wait()
+		j.events <- event{p: p, state: cmd.ProcessState, err: err}
+	}()
+	return nil
+}
+
+// Signal forwards sig to every rank (their process groups, or the ssh/srun
+// clients that stand for them).
+func (j *Job) Signal(sig os.Signal) {
+	select {
+	case j.sigs <- sig:
+	default:
+	}
+}
+
+// Wait waits for the job to end and returns nil when every rank exited 0, or
+// an *ExitError naming the first rank that failed.
+func (j *Job) Wait() error {
+	j.waitOnce.Do(func() { j.result = j.supervise() })
+	return j.result
+}
+
+func (j *Job) supervise() error {
+	var timeout <-chan time.Time
+	if j.cfg.Timeout > 0 {
+		t := time.NewTimer(j.cfg.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var first *ExitError
+	live := len(j.procs)
+	var killTimer <-chan time.Time
+	stallPending := map[int]*ExitError{}
+	stallTick := time.NewTicker(200 * time.Millisecond)
+	defer stallTick.Stop()
+	failWith := func(e *ExitError) {
+		if first != nil {
+			return
+		}
+		first = e
+		log.Debug("job failing", "err", e)
+		j.killAll(syscall.SIGTERM)
+		killTimer = time.After(j.cfg.KillGrace)
+	}
+	ctxDone := j.ctx.Done()
+	for live > 0 {
+		select {
+		case ev := <-j.events:
+			live--
+			ev.p.done, ev.p.state = true, ev.state
+			if first != nil {
+				continue
+			}
+			if e := exitFailure(ev); e != nil {
+				failWith(e)
+			} else if s, ok := stallPending[ev.p.id]; ok {
+				failWith(s)
+			}
+		case e := <-j.fail:
+			if errors.Is(e.Err, errStall) {
+				// Prefer the rank's own exit status if it is about to arrive.
+				e.Err = nil
+				if p := j.procByID(e.Rank); p != nil && !p.done {
+					stallPending[e.Rank] = e
+					continue
+				}
+			}
+			failWith(e)
+		case <-stallTick.C:
+			for r, e := range stallPending {
+				if p := j.procByID(r); p != nil && !p.done && first == nil {
+					failWith(e)
+				}
+			}
+		case sig := <-j.sigs:
+			log.Debug("forwarding signal", "sig", sig)
+			j.killAll(sig.(syscall.Signal))
+		case <-timeout:
+			failWith(&ExitError{Rank: -1, Code: 124, Reason: fmt.Sprintf("job timed out after %v", j.cfg.Timeout), Err: ErrTimeout})
+			timeout = nil
+		case <-ctxDone:
+			failWith(&ExitError{Rank: -1, Code: 130, Reason: "job cancelled: " + context.Cause(j.ctx).Error(), Err: j.ctx.Err()})
+			ctxDone = nil
+		case <-killTimer:
+			j.killAll(syscall.SIGKILL)
+			killTimer = nil
+		}
+	}
+	// Sweep anything left in the ranks' process groups.
+	j.killAll(syscall.SIGKILL)
+	j.shutdown()
+	if first != nil {
+		return first
+	}
+	return nil
+}
+
+// exitFailure turns a non-zero exit into an ExitError.
+func exitFailure(ev event) *ExitError {
+	st := ev.state
+	if st == nil {
+		return &ExitError{Rank: ev.p.id, Code: 1, Reason: fmt.Sprintf("could not be waited for: %v", ev.err)}
+	}
+	ws, _ := st.Sys().(syscall.WaitStatus)
+	switch {
+	case ws.Signaled():
+		return &ExitError{Rank: ev.p.id, Code: 128 + int(ws.Signal()), Signal: ws.Signal(), Reason: "killed by signal " + strconv.Itoa(int(ws.Signal())) + " (" + ws.Signal().String() + ")"}
+	case st.ExitCode() != 0:
+		return &ExitError{Rank: ev.p.id, Code: st.ExitCode(), Reason: "exited with status " + strconv.Itoa(st.ExitCode())}
+	}
+	return nil
+}
+
+func (j *Job) procByID(id int) *proc {
+	for _, p := range j.procs {
+		if p.id == id {
+			return p
+		}
+	}
+	return nil
+}
+
+// killAll signals every process group (ESRCH for finished ones is ignored).
+func (j *Job) killAll(sig syscall.Signal) {
+	for _, p := range j.procs {
+		if err := syscall.Kill(-p.pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			log.Debug("kill", "pgid", p.pgid, "sig", sig, "err", err)
+		}
+	}
+}
+
+// reapAll waits for processes started so far (used after a failed Start).
+func (j *Job) reapAll() {
+	for range j.procs {
+		<-j.events
+	}
+}
+
+// shutdown stops the PMI server and drains output.
+func (j *Job) shutdown() {
+	j.cancel()
+	if j.srv != nil {
+		j.srv.Close()
+	}
+	j.out.wait(time.Second)
+}
+
+// Launcher returns the launcher actually used ("local", "ssh" or "slurm").
+func (j *Job) Launcher() string { return j.launcher }

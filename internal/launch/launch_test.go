@@ -1,0 +1,376 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weft-hpc/weft/internal/bootstrap"
+)
+
+// TestMain doubles as a rank program: with WEFT_LAUNCH_HELPER set, the test
+// binary acts as one rank instead of running tests.
+func TestMain(m *testing.M) {
+	if mode := os.Getenv("WEFT_LAUNCH_HELPER"); mode != "" {
+		os.Exit(helper(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// helper is a real bootstrap client: it trades values with every rank.
+func helper(mode string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := bootstrap.Init(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 2
+	}
+	me := b.Rank()
+	switch mode {
+	case "abort":
+		if me == 1 {
+			b.Abort(7, "rank one gives up")
+			time.Sleep(30 * time.Second)
+			return 0
+		}
+	case "leave":
+		if me == 1 {
+			return 0 // exits without finalize while rank 0 waits in the fence
+		}
+	}
+	if err := b.Put("r."+strconv.Itoa(me), []byte{byte(me), 0, '\n', ' ', ';', '='}); err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 2
+	}
+	if err := b.Fence(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 2
+	}
+	sum := 0
+	for r := range b.Size() {
+		v, err := b.Get(ctx, "r."+strconv.Itoa(r))
+		if err != nil || len(v) != 6 || int(v[0]) != r {
+			fmt.Fprintln(os.Stderr, "helper: bad value", v, err)
+			return 2
+		}
+		sum += int(v[0])
+	}
+	fmt.Printf("rank %d of %d (%s, local %d/%d) sum %d\n", me, b.Size(), b.Kind(), b.LocalRank(), b.LocalSize(), sum)
+	if err := b.Finalize(); err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 2
+	}
+	return 0
+}
+
+// syncBuf is a goroutine-safe output sink.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func self(t *testing.T) string {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// leftovers lists live processes whose process group is one of the job's.
+func leftovers(j *Job) []string {
+	groups := map[int]bool{}
+	for _, p := range j.procs {
+		groups[p.pgid] = true
+	}
+	var left []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		pgid, err := syscall.Getpgid(pid)
+		if err == nil && groups[pgid] {
+			stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			if !strings.Contains(string(stat), ") Z ") {
+				left = append(left, string(stat))
+			}
+		}
+	}
+	return left
+}
+
+func TestLocalJobOutput(t *testing.T) {
+	var out, errb syncBuf
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := Run(ctx, Config{
+		NP: 3, TagOutput: true, Stdout: &out, Stderr: &errb, Provider: "shm",
+		Env:  []string{"GREETING=hi there"},
+		Argv: []string{"sh", "-c", `echo "$GREETING rank $PMI_RANK of $PMI_SIZE local $WEFT_LOCAL_RANK/$WEFT_LOCAL_SIZE $WEFT_PROVIDER"; printf 'partial'; echo oops >&2`},
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, out.String(), errb.String())
+	}
+	for r := range 3 {
+		want := fmt.Sprintf("[%d] hi there rank %d of 3 local %d/3 shm\n", r, r, r)
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out.String())
+		}
+		if !strings.Contains(out.String(), fmt.Sprintf("[%d] partial\n", r)) {
+			t.Errorf("partial last line of rank %d missing:\n%s", r, out.String())
+		}
+		if !strings.Contains(errb.String(), fmt.Sprintf("[%d] oops\n", r)) {
+			t.Errorf("stderr lacks rank %d:\n%s", r, errb.String())
+		}
+	}
+}
+
+func TestPMIJob(t *testing.T) {
+	var out syncBuf
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err := Run(ctx, Config{NP: 4, Stdout: &out, Stderr: &out, Argv: []string{self(t)}, Env: []string{"WEFT_LAUNCH_HELPER=ok"}})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for r := range 4 {
+		want := fmt.Sprintf("rank %d of 4 (fabrun, local %d/4) sum 6", r, r)
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestFailureKillsOthers(t *testing.T) {
+	var out syncBuf
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	j, err := Start(ctx, Config{NP: 3, Stdout: &out, Stderr: &out,
+		Argv: []string{"sh", "-c", `[ "$PMI_RANK" = 1 ] && exit 3; sleep 30`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = j.Wait()
+	took := time.Since(start)
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Rank != 1 || ee.Code != 3 {
+		t.Fatalf("err = %v, want rank 1 exited with status 3", err)
+	}
+	if err.Error() != "rank 1 exited with status 3" {
+		t.Errorf("message %q", err.Error())
+	}
+	if took > 2*time.Second {
+		t.Errorf("job took %v to end after rank 1 failed", took)
+	}
+	if left := leftovers(j); len(left) > 0 {
+		t.Errorf("processes left behind: %v", left)
+	}
+}
+
+func TestKillAfterGrace(t *testing.T) {
+	// Ranks that ignore SIGTERM are killed after KillGrace.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out syncBuf
+	start := time.Now()
+	j, err := Start(ctx, Config{NP: 2, Stdout: &out, Stderr: &out, KillGrace: 300 * time.Millisecond,
+		Argv: []string{"sh", "-c", `trap '' TERM; [ "$PMI_RANK" = 0 ] && { sleep 0.2; kill -9 $$; }; sleep 30 & wait; sleep 30`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = j.Wait()
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Rank != 0 || ee.Signal != syscall.SIGKILL || ee.Code != 137 {
+		t.Fatalf("err = %v (%+v), want rank 0 killed by signal 9", err, ee)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("took %v", took)
+	}
+	if left := leftovers(j); len(left) > 0 {
+		t.Errorf("processes left behind: %v", left)
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	j, err := Start(ctx, Config{NP: 2, Timeout: 300 * time.Millisecond, Argv: []string{"sleep", "30"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = j.Wait()
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != 124 || ee.Rank != -1 {
+		t.Errorf("exit error %+v", ee)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("timeout took %v", took)
+	}
+	if left := leftovers(j); len(left) > 0 {
+		t.Errorf("processes left behind: %v", left)
+	}
+}
+
+func TestSignalForwarding(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out syncBuf
+	j, err := Start(ctx, Config{NP: 2, Stdout: &out, TagOutput: true,
+		Argv: []string{"sh", "-c", `trap 'echo got INT; exit 5' INT; echo ready; while :; do sleep 0.05; done`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(out.String(), "ready") < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	j.Signal(syscall.SIGINT)
+	err = j.Wait()
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != 5 {
+		t.Fatalf("err = %v, want a rank exiting 5 from its INT trap\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "got INT") {
+		t.Errorf("no rank saw SIGINT:\n%s", out.String())
+	}
+}
+
+func TestStdinToRankZero(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out syncBuf
+	err := Run(ctx, Config{NP: 3, Stdout: &out, TagOutput: true, Stdin: strings.NewReader("line one\nline two\n"),
+		Argv: []string{"sh", "-c", `while read -r l; do echo "got $l"; done; echo eof`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{"[0] got line one\n", "[0] got line two\n", "[1] eof\n", "[2] eof\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "[1] got") || strings.Contains(got, "[2] got") {
+		t.Errorf("stdin reached a rank other than 0:\n%s", got)
+	}
+}
+
+func TestAbortAndStall(t *testing.T) {
+	for _, c := range []struct {
+		mode   string
+		code   int
+		reason string
+	}{
+		{"abort", 7, "rank 1 called abort with status 7: rank one gives up"},
+		{"leave", 1, "rank 1 left the job without PMI finalize"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var out syncBuf
+		start := time.Now()
+		err := Run(ctx, Config{NP: 2, Stdout: &out, Stderr: &out, Argv: []string{self(t)}, Env: []string{"WEFT_LAUNCH_HELPER=" + c.mode}})
+		cancel()
+		var ee *ExitError
+		if !errors.As(err, &ee) || ee.Code != c.code || !strings.HasPrefix(err.Error(), c.reason) {
+			t.Errorf("%s: err = %v, want %q (code %d)\n%s", c.mode, err, c.reason, c.code, out.String())
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("%s: took %v", c.mode, took)
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []Config{
+		{NP: 0, Argv: []string{"true"}},
+		{NP: -1, Argv: []string{"true"}},
+		{NP: 1},
+		{NP: 1, Argv: []string{""}},
+		{NP: 1, Argv: []string{"/nonexistent/prog"}},
+		{NP: 1, Argv: []string{"no-such-program-weft"}},
+		{NP: 1, Argv: []string{"true"}, Env: []string{"NOEQUALS"}},
+		{NP: 1, Argv: []string{"true"}, Launcher: "pbs"},
+		{NP: 1, Argv: []string{"true"}, Launcher: "ssh"},
+		{NP: 1, Argv: []string{"true"}, Hosts: []Host{{Name: "a", Slots: 0}}},
+		{NP: 1, Argv: []string{"true"}, Timeout: -time.Second},
+	} {
+		if err := Run(ctx, c); err == nil {
+			t.Errorf("Run(%+v) succeeded", c)
+		} else {
+			t.Logf("%+v: %v", c, err)
+		}
+	}
+}
+
+func TestPlacement(t *testing.T) {
+	node, lrank, lsize, m := placement(5, []Host{{"a", 2}, {"b", 1}})
+	// a:0,1  b:2  a:3,4 (wrap)
+	wantNode := []int{0, 0, 1, 0, 0}
+	wantL := []int{0, 1, 0, 2, 3}
+	wantS := []int{4, 4, 1, 4, 4}
+	for r := range 5 {
+		if node[r] != wantNode[r] || lrank[r] != wantL[r] || lsize[r] != wantS[r] {
+			t.Errorf("rank %d: node %d local %d/%d", r, node[r], lrank[r], lsize[r])
+		}
+	}
+	if m != "(vector,(0,1,2),(1,1,1),(0,1,2))" {
+		t.Errorf("mapping %s", m)
+	}
+	for r := range 5 {
+		lr, ls, err := bootstrap.LocalFromMapping(m, r, 5)
+		if err != nil || lr != wantL[r]%2 && ls == 2 {
+			t.Errorf("rank %d: mapping gives %d/%d %v", r, lr, ls, err)
+		}
+	}
+}
+
+func TestChooseLauncher(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	for _, c := range []struct {
+		name  string
+		hosts []Host
+		env   map[string]string
+		want  string
+	}{
+		{"", nil, nil, "local"},
+		{"auto", nil, map[string]string{"SLURM_JOB_ID": "5"}, "slurm"},
+		{"auto", []Host{{"localhost", 2}}, nil, "local"},
+		{"auto", []Host{{"node7.example", 2}}, nil, "ssh"},
+		{"auto", []Host{{"root@127.0.0.1", 2}}, nil, "ssh"},
+		{"local", []Host{{"node7", 2}}, nil, "local"},
+	} {
+		got, err := ChooseLauncher(c.name, c.hosts, env(c.env))
+		if err != nil || got != c.want {
+			t.Errorf("ChooseLauncher(%q, %v, %v) = %q, %v; want %q", c.name, c.hosts, c.env, got, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,135 @@
+package launch
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// outputs copies every rank's stdout and stderr to the job's writers, whole
+// lines at a time when tagging, so lines of different ranks never mix.
+type outputs struct {
+	mu      sync.Mutex
+	stdout  io.Writer
+	stderr  io.Writer
+	tag     bool
+	wg      sync.WaitGroup
+	readers []*os.File
+}
+
+func newOutputs(stdout, stderr io.Writer, tag bool) *outputs {
+	return &outputs{stdout: stdout, stderr: stderr, tag: tag}
+}
+
+// pipes makes the write ends a child gets as stdout and stderr and starts
+// copying from the read ends. id < 0 marks srun output, whose lines carry
+// srun's own "N: " label.
+func (o *outputs) pipes(id int) (outW, errW *os.File, err error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, nil, err
+	}
+	o.mu.Lock()
+	o.readers = append(o.readers, outR, errR)
+	o.mu.Unlock()
+	o.wg.Add(2)
+	go o.copy(outR, o.stdout, id)
+	go o.copy(errR, o.stderr, id)
+	return outW, errW, nil
+}
+
+func (o *outputs) write(w io.Writer, p ...[]byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, b := range p {
+		_, _ = w.Write(b)
+	}
+}
+
+func (o *outputs) copy(r *os.File, w io.Writer, id int) {
+	defer o.wg.Done()
+	if !o.tag {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				o.write(w, buf[:n])
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	prefix := []byte("[" + strconv.Itoa(id) + "] ")
+	br := bufio.NewReaderSize(r, 64<<10)
+	startOfLine := true
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			p := prefix
+			if id < 0 && startOfLine {
+				p, line = relabel(line)
+			}
+			if !startOfLine {
+				p = nil
+			}
+			if err != nil && !errors.Is(err, bufio.ErrBufferFull) && line[len(line)-1] != '\n' {
+				line = append(append([]byte{}, line...), '\n') // partial last line
+			}
+			o.write(w, p, line)
+			startOfLine = line[len(line)-1] == '\n'
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
+	}
+}
+
+// relabel turns srun's "  3: text" into "[3] " and "text".
+func relabel(line []byte) (prefix, rest []byte) {
+	t := bytes.TrimLeft(line, " ")
+	i := bytes.IndexByte(t, ':')
+	if i > 0 {
+		if n, err := strconv.Atoi(string(t[:i])); err == nil && n >= 0 {
+			return []byte("[" + strconv.Itoa(n) + "] "), bytes.TrimPrefix(t[i+1:], []byte(" "))
+		}
+	}
+	return nil, line
+}
+
+// wait waits up to d for the copiers to see EOF (processes that escaped
+// their process group could hold a pipe open), then closes the read ends.
+func (o *outputs) wait(d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		o.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		o.mu.Lock()
+		for _, r := range o.readers {
+			r.Close()
+		}
+		o.mu.Unlock()
+		<-done
+	}
+	o.mu.Lock()
+	for _, r := range o.readers {
+		r.Close()
+	}
+	o.readers = nil
+	o.mu.Unlock()
+}

@@ -1,0 +1,58 @@
+package launch
+
+import (
+	"os/exec"
+	"strings"
+)
+
+// remoteWrapper runs the rank program in its own process group on the remote
+// host and kills that group when the ssh connection's stdin reaches EOF
+// (the local ssh client exited or was killed). It exits with the program's
+// status.
+const remoteWrapper = `exec 3<&0
+if command -v setsid >/dev/null 2>&1; then setsid "$@" </dev/null & else "$@" </dev/null & fi
+p=$!
+{ cat <&3 >/dev/null; kill -TERM -$p || kill -TERM $p; sleep 1; kill -KILL -$p || kill -KILL $p; } >/dev/null 2>&1 &
+w=$!
+exec 3<&-
+wait $p
+s=$?
+kill $w 2>/dev/null
+kill -KILL -$p 2>/dev/null
+exit $s`
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,@%+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// sshCommand builds the ssh client command that runs one rank on host. The
+// rank's environment travels in the remote command line ("env K=V ...")
+// because sshd does not accept arbitrary variables.
+func sshCommand(cfg Config, host string, env, rankEnv []string) *exec.Cmd {
+	words := []string{"cd", shellQuote(cfg.Dir), "2>/dev/null;", "exec", "env"}
+	for _, kv := range append(append([]string{}, env...), rankEnv...) {
+		words = append(words, shellQuote(kv))
+	}
+	words = append(words, "sh", "-c", shellQuote(remoteWrapper), "weft-rank")
+	for _, a := range cfg.Argv {
+		words = append(words, shellQuote(a))
+	}
+	args := append(append([]string{}, cfg.SSH[1:]...), "-o", "BatchMode=yes", host, strings.Join(words, " "))
+	return exec.Command(cfg.SSH[0], args...)
+}
+
+// slurmCommand builds the srun command line for the slurm launcher.
+func slurmCommand(cfg Config) *exec.Cmd {
+	args := append([]string{}, cfg.Srun[1:]...)
+	args = append(args, "--mpi=pmi2", "--kill-on-bad-exit=1", "--input=0", "-n", itoa(cfg.NP))
+	if cfg.TagOutput {
+		args = append(args, "--label")
+	}
+	args = append(args, "--")
+	args = append(args, cfg.Argv...)
+	return exec.Command(cfg.Srun[0], args...)
+}
