@@ -1,0 +1,121 @@
+package fabric
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// AV is an address vector (fi_av, FI_AV_TABLE): inserting the same
+// addresses in the same order yields the same Addr values in every process
+// (0, 1, 2, ...).
+type AV struct {
+	obj
+	dom *Domain
+}
+
+// OpenAV opens a table address vector sized for count addresses (a hint;
+// 0 = provider default).
+func (d *Domain) OpenAV(count int) (*AV, error) {
+	if count < 0 {
+		return nil, fmt.Errorf("fabric: OpenAV count %d: %w", count, ErrInvalid)
+	}
+	if d == nil || d.closed.Load() {
+		return nil, fmt.Errorf("fabric: OpenAV: %w", ErrClosed)
+	}
+	var fid C.uintptr_t
+	if ret := C.weft_av_open(C.uintptr_t(d.fid), C.size_t(count), &fid); ret != 0 {
+		return nil, fmt.Errorf("fabric: open AV: %w", mkErr("fi_av_open", int(ret)))
+	}
+	av := &AV{dom: d}
+	av.init("av", uintptr(fid), orderQueue)
+	if err := d.adopt(&av.obj); err != nil {
+		av.close()
+		return nil, err
+	}
+	return av, nil
+}
+
+// Insert adds endpoint names (from Endpoint.Name, all the same length) and
+// returns their addresses, in order. An address the provider cannot
+// resolve makes Insert fail with an error matching ErrAddrNotAvail.
+func (a *AV) Insert(addrs ...[]byte) ([]Addr, error) {
+	if a == nil || a.closed.Load() {
+		return nil, fmt.Errorf("fabric: AV.Insert: %w", ErrClosed)
+	}
+	if len(addrs) == 0 {
+		return nil, nil
+	}
+	n := len(addrs[0])
+	if n == 0 {
+		return nil, fmt.Errorf("fabric: AV.Insert: empty address: %w", ErrInvalid)
+	}
+	flat := make([]byte, 0, n*len(addrs))
+	for i, b := range addrs {
+		if len(b) != n {
+			return nil, fmt.Errorf("fabric: AV.Insert: address %d has length %d, address 0 has %d: %w", i, len(b), n, ErrInvalid)
+		}
+		flat = append(flat, b...)
+	}
+	out := make([]Addr, len(addrs))
+	ret := C.weft_av_insert(C.uintptr_t(a.fid), unsafe.Pointer(&flat[0]), C.size_t(len(addrs)), (*C.uint64_t)(unsafe.Pointer(&out[0])))
+	if ret < 0 {
+		return nil, fmt.Errorf("fabric: AV.Insert: %w", mkErr("fi_av_insert", int(ret)))
+	}
+	if int(ret) != len(addrs) {
+		return out, fmt.Errorf("fabric: AV.Insert: only %d of %d addresses inserted: %w", int(ret), len(addrs), ErrAddrNotAvail)
+	}
+	for i, ad := range out {
+		if ad == AddrUnspec {
+			return out, fmt.Errorf("fabric: AV.Insert: address %d not available: %w", i, ErrAddrNotAvail)
+		}
+	}
+	return out, nil
+}
+
+// Lookup returns the name stored at addr.
+func (a *AV) Lookup(addr Addr) ([]byte, error) {
+	if a == nil || a.closed.Load() {
+		return nil, fmt.Errorf("fabric: AV.Lookup: %w", ErrClosed)
+	}
+	buf := make([]byte, 256)
+	for {
+		n := C.size_t(len(buf))
+		ret := C.weft_av_lookup(C.uintptr_t(a.fid), C.uint64_t(addr), unsafe.Pointer(&buf[0]), &n)
+		if ret != 0 {
+			return nil, fmt.Errorf("fabric: AV.Lookup(%d): %w", addr, mkErr("fi_av_lookup", int(ret)))
+		}
+		if int(n) <= len(buf) {
+			return buf[:n], nil
+		}
+		buf = make([]byte, n)
+	}
+}
+
+// Remove removes addresses from the vector.
+func (a *AV) Remove(addrs ...Addr) error {
+	if a == nil || a.closed.Load() {
+		return fmt.Errorf("fabric: AV.Remove: %w", ErrClosed)
+	}
+	if len(addrs) == 0 {
+		return nil
+	}
+	cp := append([]Addr(nil), addrs...)
+	if ret := C.weft_av_remove(C.uintptr_t(a.fid), (*C.uint64_t)(unsafe.Pointer(&cp[0])), C.size_t(len(cp))); ret != 0 {
+		return fmt.Errorf("fabric: AV.Remove: %w", mkErr("fi_av_remove", int(ret)))
+	}
+	return nil
+}
+
+// Close closes the AV; endpoints bound to it must be closed first. It is
+// idempotent.
+func (a *AV) Close() error {
+	if a == nil {
+		return nil
+	}
+	return a.close()
+}

@@ -1,0 +1,3 @@
+package fabric
+
+func childMain(role string) int { return 2 }

@@ -1,0 +1,165 @@
+package fabric
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"syscall"
+	"unsafe"
+)
+
+// Completion is one successful completion (fi_cq_tagged_entry without the
+// buffer pointer). Its layout matches the C struct weft_comp, so CQ.Read
+// fills a caller's slice directly in C.
+type Completion struct {
+	Context uint64 // the ctx handle passed to the operation
+	Flags   uint64 // CompSend, CompRecv, CompTagged, CompRMA, CompRemoteCQData, ...
+	Len     int    // bytes received (receives)
+	Data    uint64 // remote CQ data when Flags has CompRemoteCQData
+	Tag     uint64 // tag of a tagged receive
+}
+
+// Compile-time check that Completion is exactly five 64-bit words.
+var (
+	_ [unsafe.Sizeof(Completion{}) - 40]byte
+	_ [40 - unsafe.Sizeof(Completion{})]byte
+)
+
+// cqErrRaw mirrors struct weft_cqerr.
+type cqErrRaw struct {
+	Ctx, Flags, Len, Olen, Data, Tag uint64
+	Err, ProvErrno                   int64
+	Text                             [256]byte
+}
+
+// CQ is a completion queue (fi_cq, FI_CQ_FORMAT_TAGGED, no wait object).
+// One goroutine at a time should read a CQ.
+type CQ struct {
+	obj
+	dom *Domain
+}
+
+// OpenCQ opens a completion queue with room for size entries (0 = provider
+// default).
+func (d *Domain) OpenCQ(size int) (*CQ, error) {
+	if size < 0 {
+		return nil, fmt.Errorf("fabric: OpenCQ size %d: %w", size, ErrInvalid)
+	}
+	if d == nil || d.closed.Load() {
+		return nil, fmt.Errorf("fabric: OpenCQ: %w", ErrClosed)
+	}
+	var fid C.uintptr_t
+	if ret := C.weft_cq_open(C.uintptr_t(d.fid), C.size_t(size), &fid); ret != 0 {
+		return nil, fmt.Errorf("fabric: open CQ: %w", mkErr("fi_cq_open", int(ret)))
+	}
+	cq := &CQ{dom: d}
+	cq.init("cq", uintptr(fid), orderQueue)
+	if err := d.adopt(&cq.obj); err != nil {
+		cq.close()
+		return nil, err
+	}
+	return cq, nil
+}
+
+// maxBatch is the most completions one Read returns.
+const maxBatch = 64
+
+// Read reads up to len(out) (at most 64) completions in one cgo call and
+// returns how many it stored; 0, nil when the queue is empty. Reading a CQ
+// drives progress for manual-progress providers (shm, ofi_rxm). When the
+// next entry is an error completion Read returns 0 and a *CQError, whose Err
+// matches ErrTruncated, ErrCanceled, ... with errors.Is.
+func (c *CQ) Read(out []Completion) (int, error) {
+	return c.read(out, 1)
+}
+
+// ReadSpin is Read that, in C, retries an empty queue up to spins times
+// before returning 0. It saves cgo crossings in tight polling loops.
+func (c *CQ) ReadSpin(out []Completion, spins int) (int, error) {
+	return c.read(out, spins)
+}
+
+func (c *CQ) read(out []Completion, spins int) (int, error) {
+	if c.closed.Load() {
+		return 0, closeds[opCQRead]
+	}
+	n := len(out)
+	if n == 0 {
+		return 0, nil
+	}
+	if n > maxBatch {
+		n = maxBatch
+	}
+	if spins < 1 {
+		spins = 1
+	}
+	ret := C.weft_cq_read(C.uintptr_t(c.fid), (*C.struct_weft_comp)(unsafe.Pointer(&out[0])), C.size_t(n), C.int(spins))
+	if ret > 0 {
+		return int(ret), nil
+	}
+	switch ret {
+	case -C.FI_EAGAIN:
+		return 0, nil
+	case -C.FI_EAVAIL:
+		return 0, c.readErr()
+	}
+	return 0, mkErr("fi_cq_read", int(ret))
+}
+
+func (c *CQ) readErr() error {
+	var raw cqErrRaw
+	ret := C.weft_cq_readerr(C.uintptr_t(c.fid), (*C.struct_weft_cqerr)(unsafe.Pointer(&raw)))
+	if ret == -C.FI_EAGAIN {
+		return nil // another reader took it
+	}
+	if ret < 0 {
+		return mkErr("fi_cq_readerr", int(ret))
+	}
+	e := raw.Err
+	if e < 0 { // shm in 1.17 stores a negative code
+		e = -e
+	}
+	no := syscall.Errno(e)
+	text := C.GoString((*C.char)(unsafe.Pointer(&raw.Text[0])))
+	return &CQError{
+		Context:   raw.Ctx,
+		Flags:     raw.Flags,
+		Err:       &Error{Op: "fi_cq_readerr", Errno: no, Text: strerror(int(no))},
+		ProvErrno: int(raw.ProvErrno),
+		Text:      text,
+		Len:       int(raw.Len),
+		Olen:      int(raw.Olen),
+		Tag:       raw.Tag,
+		Data:      raw.Data,
+	}
+}
+
+// Poll reads completions like Read but waits until at least one completion
+// or error is available, or ctx is done (then it returns ctx.Err()). It
+// busy-polls in C in short bursts and yields the processor between them.
+func (c *CQ) Poll(ctx context.Context, out []Completion) (int, error) {
+	for {
+		n, err := c.read(out, 256)
+		if n > 0 || err != nil {
+			return n, err
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		runtime.Gosched()
+	}
+}
+
+// Close closes the CQ. Endpoints bound to it must be closed first (closing
+// the Domain does that). It is idempotent.
+func (c *CQ) Close() error {
+	if c == nil {
+		return nil
+	}
+	return c.close()
+}

@@ -1,0 +1,67 @@
+// Package fabric is weft's safe Go binding of libfabric (1.17): provider
+// discovery (GetInfo, Select), fabrics, domains, completion queues, address
+// vectors, endpoints, memory regions, counters, and the data-transfer
+// operations (messages, tagged messages, RMA, atomics). It is the only
+// package in weft that uses cgo over libfabric.
+//
+// # Objects and lifetimes
+//
+// Every libfabric object has its own Go type with an idempotent Close. A
+// parent closes its children first: Fabric.Close closes its domains, and
+// Domain.Close closes endpoints, then memory regions and buffers, then CQs,
+// AVs and counters. Operations on a closed object return errors matching
+// ErrClosed. LiveObjects reports what is still open, so tests can assert
+// that nothing leaked.
+//
+// # Hot path and the cgo rules
+//
+// Each data-transfer operation (Send, TSend, Write, Atomic, ...) and each
+// CQ.Read is exactly one cgo call into a small C shim. Operation contexts
+// are integers chosen by the caller and returned in the Completion; C never
+// receives or keeps a Go pointer beyond the call, except buffers that the
+// caller keeps valid until completion: memory from Domain.Alloc (mmap, off
+// the Go heap), memory registered with Domain.Register (pinned with
+// runtime.Pinner until deregistered), or Go memory the caller pinned. CQ.Read
+// fills the caller's []Completion in C and returns a batch.
+//
+// # Errors
+//
+// Failed calls return *Error (operation, errno, libfabric text); error
+// completions return *CQError (context, generic error, provider errno and
+// fi_cq_strerror text). Both match the sentinels (ErrAgain, ErrTruncated,
+// ErrCanceled, ErrClosed, ErrNotSupported, ErrNoProvider, ErrInvalid,
+// ErrAddrNotAvail) with errors.Is. ErrAgain means "read the CQ, then retry":
+// it is preallocated per operation, so retry loops do not allocate.
+//
+// # Provider quirks (libfabric 1.17, checked with fi_info and the tests)
+//
+//   - shm grants only SAS ordering unless the hints ask for another ordering
+//     bit; with one it grants every ordering (GetInfo adds FI_ORDER_RMA_WAW
+//     when any non-SAS bit is asked for). With ordering hints shm also
+//     reports no FI_MR_VIRT_ADDR, so remote addresses are offsets into the
+//     registration: always use MR.RemoteAddr.
+//   - ofi_rxm grants atomics only when CapAtomic is hinted, and then grants
+//     no RAW/WAW/SAW/RAR message ordering; a hint that asks for it matches
+//     nothing, so GetInfo retries without ordering hints and records a note
+//     in Info.Notes. Check Info.MsgOrder before relying on ordering.
+//   - tcp alone is MSG-only: an RDM request for "tcp" becomes "tcp;ofi_rxm".
+//   - sockets works but degrades badly when CPUs are oversubscribed; Select
+//     never picks it automatically.
+//   - FI_REMOTE_CQ_DATA is an operation flag, not a capability: hinting
+//     CapRemoteCQData keeps only providers with CQDataSize > 0.
+//   - shm (and sockets) report error completions with a negative error code;
+//     CQError normalises it. shm and ofi_rxm leave CQError.Olen at 0 on
+//     truncation.
+//   - shm and ofi_rxm have manual data progress: reading the CQ (of both
+//     sides, in a one-process test) is what moves data.
+//
+// # Environment
+//
+// WEFT_PROVIDER overrides Select's automatic choice; WEFT_MR_CACHE_SIZE sets
+// how many unreferenced registrations a domain keeps (default 64);
+// WEFT_HUGEPAGES=off disables huge pages in Alloc; WEFT_LOG_LEVEL sets the
+// log level (internal/wlog).
+package fabric
+
+// #cgo LDFLAGS: -lfabric
+import "C"

@@ -1,0 +1,107 @@
+package fabric
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+)
+
+// Fabric is an open fabric (fi_fabric).
+type Fabric struct {
+	obj
+	info *Info
+}
+
+// OpenFabric opens the fabric described by info.
+func OpenFabric(info *Info) (*Fabric, error) {
+	if info == nil || info.c == 0 {
+		return nil, fmt.Errorf("fabric: OpenFabric: nil info: %w", ErrInvalid)
+	}
+	var fid C.uintptr_t
+	ret := C.weft_fabric_open(C.uintptr_t(info.c), &fid)
+	runtime.KeepAlive(info)
+	if ret != 0 {
+		return nil, fmt.Errorf("fabric: open fabric %s: %w", info.Fabric, mkErr("fi_fabric", int(ret)))
+	}
+	f := &Fabric{info: info}
+	f.init("fabric", uintptr(fid), orderDomain)
+	return f, nil
+}
+
+// Close closes every domain opened from the fabric (and their children),
+// then the fabric. It is idempotent.
+func (f *Fabric) Close() error {
+	if f == nil {
+		return nil
+	}
+	return f.close()
+}
+
+// Domain is an open access domain (fi_domain). It owns the CQs, AVs,
+// counters, endpoints and memory regions opened from it, and closes them
+// when it is closed.
+type Domain struct {
+	obj
+	info    *Info
+	virt    bool // FI_MR_VIRT_ADDR granted: remote addresses are virtual addresses
+	provKey bool // FI_MR_PROV_KEY granted
+	mrLocal bool // FI_MR_LOCAL granted: local buffers need descriptors
+	cache   mrCache
+	keyMu   sync.Mutex
+	nextKey uint64
+}
+
+// OpenDomain opens the domain described by info in the fabric.
+func (f *Fabric) OpenDomain(info *Info) (*Domain, error) {
+	if info == nil || info.c == 0 {
+		return nil, fmt.Errorf("fabric: OpenDomain: nil info: %w", ErrInvalid)
+	}
+	if f == nil || f.closed.Load() {
+		return nil, fmt.Errorf("fabric: OpenDomain: %w", ErrClosed)
+	}
+	var fid C.uintptr_t
+	ret := C.weft_domain_open(C.uintptr_t(f.fid), C.uintptr_t(info.c), &fid)
+	runtime.KeepAlive(info)
+	if ret != 0 {
+		return nil, fmt.Errorf("fabric: open domain %s: %w", info.Domain, mkErr("fi_domain", int(ret)))
+	}
+	d := &Domain{
+		info:    info,
+		virt:    info.MRMode&MRVirtAddr != 0,
+		provKey: info.MRMode&MRProvKey != 0,
+		mrLocal: info.MRMode&MRLocal != 0,
+		nextKey: 1,
+	}
+	d.init("domain", uintptr(fid), orderDomain)
+	d.cache.init(d)
+	if err := f.adopt(&d.obj); err != nil {
+		d.close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Info returns the configuration the domain was opened with.
+func (d *Domain) Info() *Info { return d.info }
+
+// Close closes the domain's endpoints, then memory regions and buffers,
+// then CQs, AVs and counters, then the domain. It is idempotent.
+func (d *Domain) Close() error {
+	if d == nil {
+		return nil
+	}
+	return d.close()
+}
+
+func (d *Domain) key() uint64 {
+	d.keyMu.Lock()
+	defer d.keyMu.Unlock()
+	k := d.nextKey
+	d.nextKey++
+	return k
+}

@@ -1,0 +1,110 @@
+package fabric
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// Close order among siblings: endpoints before the memory regions they may
+// use, before the CQs, AVs and counters they are bound to.
+const (
+	orderEP = iota
+	orderMem
+	orderQueue
+	orderDomain
+)
+
+// obj is the lifetime bookkeeping shared by every libfabric object: an
+// idempotent, locked Close that closes children first, and leak tracking.
+type obj struct {
+	mu      sync.Mutex
+	closed  atomic.Bool
+	kind    string
+	fid     uintptr // C fid; 0 for pure-Go containers (Buffer)
+	order   int
+	parent  *obj
+	kids    map[*obj]struct{}
+	onClose func() error // runs after the fid is closed
+}
+
+func (o *obj) init(kind string, fid uintptr, order int) {
+	o.kind, o.fid, o.order = kind, fid, order
+	track(kind, 1)
+}
+
+// adopt registers child under o; it fails when o is closed.
+func (o *obj) adopt(child *obj) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed.Load() {
+		return fmt.Errorf("fabric: %s: %w", o.kind, ErrClosed)
+	}
+	if o.kids == nil {
+		o.kids = map[*obj]struct{}{}
+	}
+	o.kids[child] = struct{}{}
+	child.parent = o
+	return nil
+}
+
+// close closes children first, then the fid. It is idempotent. If fi_close
+// fails the object stays open (so a parent's Close can retry) and the error
+// is returned.
+func (o *obj) close() error {
+	o.mu.Lock()
+	if o.closed.Load() {
+		o.mu.Unlock()
+		return nil
+	}
+	kids := make([]*obj, 0, len(o.kids))
+	for k := range o.kids {
+		kids = append(kids, k)
+	}
+	o.mu.Unlock()
+	sort.SliceStable(kids, func(i, j int) bool { return kids[i].order < kids[j].order })
+	var errs []error
+	for _, k := range kids {
+		if err := k.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	o.mu.Lock()
+	if o.closed.Load() {
+		o.mu.Unlock()
+		return errors.Join(errs...)
+	}
+	o.closed.Store(true)
+	if o.fid != 0 {
+		if ret := C.weft_close(C.uintptr_t(o.fid)); ret != 0 {
+			o.closed.Store(false)
+			o.mu.Unlock()
+			errs = append(errs, fmt.Errorf("fabric: close %s: %w", o.kind, mkErr("fi_close", int(ret))))
+			return errors.Join(errs...)
+		}
+	}
+	o.mu.Unlock()
+	if o.onClose != nil {
+		if err := o.onClose(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	track(o.kind, -1)
+	if p := o.parent; p != nil {
+		p.mu.Lock()
+		delete(p.kids, o)
+		p.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+func (o *obj) errClosed(op string) error {
+	return fmt.Errorf("fabric: %s on closed %s: %w", op, o.kind, ErrClosed)
+}

@@ -1,0 +1,341 @@
+// C side of weft's fabric package: see shim.h. Each exported Go operation
+// makes exactly one call into one of these functions.
+#include <stdlib.h>
+#include <string.h>
+#include "shim.h"
+
+#define EP(x) ((struct fid_ep *)(x))
+#define VOIDP(x) ((void *)(uintptr_t)(x))
+
+int weft_getinfo(const char *prov, const struct weft_hints *h, uintptr_t *out) {
+	struct fi_info *hints = fi_allocinfo();
+	struct fi_info *info = NULL;
+	int ret;
+	if (!hints)
+		return -FI_ENOMEM;
+	if (prov && prov[0])
+		hints->fabric_attr->prov_name = strdup(prov);
+	hints->caps = h->caps;
+	hints->mode = h->mode;
+	hints->ep_attr->type = (enum fi_ep_type)h->ep_type;
+	hints->domain_attr->threading = (enum fi_threading)h->threading;
+	hints->domain_attr->mr_mode = (int)h->mr_mode;
+	hints->domain_attr->av_type = FI_AV_TABLE;
+	hints->domain_attr->data_progress = (enum fi_progress)h->progress;
+	hints->tx_attr->msg_order = h->msg_order;
+	hints->rx_attr->msg_order = h->msg_order;
+	hints->tx_attr->op_flags = h->op_flags;
+	ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, hints, &info);
+	fi_freeinfo(hints);
+	if (ret)
+		return ret;
+	*out = (uintptr_t)info;
+	return 0;
+}
+
+uintptr_t weft_info_next(uintptr_t info) { return (uintptr_t)((struct fi_info *)info)->next; }
+
+uintptr_t weft_dupinfo(uintptr_t info) {
+	struct fi_info *src = (struct fi_info *)info;
+	struct fi_info *next = src->next;
+	struct fi_info *dup;
+	src->next = NULL;
+	dup = fi_dupinfo(src);
+	src->next = next;
+	return (uintptr_t)dup;
+}
+
+void weft_freeinfo(uintptr_t info) { fi_freeinfo((struct fi_info *)info); }
+
+void weft_info_get(uintptr_t p, struct weft_info_facts *f) {
+	struct fi_info *i = (struct fi_info *)p;
+	memset(f, 0, sizeof(*f));
+	f->caps = i->caps;
+	f->mode = i->mode;
+	if (i->tx_attr) {
+		f->msg_order = i->tx_attr->msg_order;
+		f->comp_order = i->tx_attr->comp_order;
+		f->tx_op_flags = i->tx_attr->op_flags;
+		f->inject_size = i->tx_attr->inject_size;
+		f->tx_size = (int64_t)i->tx_attr->size;
+		f->iov_limit = (int64_t)i->tx_attr->iov_limit;
+		f->rma_iov_limit = (int64_t)i->tx_attr->rma_iov_limit;
+	}
+	if (i->rx_attr) {
+		f->rx_op_flags = i->rx_attr->op_flags;
+		f->rx_size = (int64_t)i->rx_attr->size;
+	}
+	if (i->ep_attr) {
+		f->ep_type = i->ep_attr->type;
+		f->max_msg_size = i->ep_attr->max_msg_size > (size_t)INT64_MAX ? (uint64_t)INT64_MAX : i->ep_attr->max_msg_size;
+		f->max_order_raw = (int64_t)i->ep_attr->max_order_raw_size;
+		f->max_order_war = (int64_t)i->ep_attr->max_order_war_size;
+		f->max_order_waw = (int64_t)i->ep_attr->max_order_waw_size;
+		f->mem_tag_format = (int64_t)i->ep_attr->mem_tag_format;
+	}
+	if (i->domain_attr) {
+		f->threading = i->domain_attr->threading;
+		f->data_progress = i->domain_attr->data_progress;
+		f->control_progress = i->domain_attr->control_progress;
+		f->mr_mode = i->domain_attr->mr_mode;
+		f->cq_data_size = (int64_t)i->domain_attr->cq_data_size;
+		f->mr_key_size = (int64_t)i->domain_attr->mr_key_size;
+		f->max_ep_tx_ctx = (int64_t)i->domain_attr->max_ep_tx_ctx;
+		f->ep_cnt = (int64_t)i->domain_attr->ep_cnt;
+		f->av_type = i->domain_attr->av_type;
+	}
+	if (i->fabric_attr)
+		f->prov_version = i->fabric_attr->prov_version;
+	f->addrlen = (int64_t)i->src_addrlen;
+}
+
+const char *weft_info_prov(uintptr_t p) {
+	struct fi_info *i = (struct fi_info *)p;
+	return (i->fabric_attr && i->fabric_attr->prov_name) ? i->fabric_attr->prov_name : "";
+}
+const char *weft_info_fabric(uintptr_t p) {
+	struct fi_info *i = (struct fi_info *)p;
+	return (i->fabric_attr && i->fabric_attr->name) ? i->fabric_attr->name : "";
+}
+const char *weft_info_domain(uintptr_t p) {
+	struct fi_info *i = (struct fi_info *)p;
+	return (i->domain_attr && i->domain_attr->name) ? i->domain_attr->name : "";
+}
+
+int weft_fabric_open(uintptr_t info, uintptr_t *out) {
+	struct fid_fabric *f = NULL;
+	int ret = fi_fabric(((struct fi_info *)info)->fabric_attr, &f, NULL);
+	*out = (uintptr_t)f;
+	return ret;
+}
+
+int weft_domain_open(uintptr_t fabric, uintptr_t info, uintptr_t *out) {
+	struct fid_domain *d = NULL;
+	int ret = fi_domain((struct fid_fabric *)fabric, (struct fi_info *)info, &d, NULL);
+	*out = (uintptr_t)d;
+	return ret;
+}
+
+int weft_close(uintptr_t fid) { return fi_close((struct fid *)fid); }
+
+int weft_cq_open(uintptr_t domain, size_t size, uintptr_t *out) {
+	struct fi_cq_attr attr;
+	struct fid_cq *cq = NULL;
+	int ret;
+	memset(&attr, 0, sizeof(attr));
+	attr.size = size;
+	attr.format = FI_CQ_FORMAT_TAGGED;
+	attr.wait_obj = FI_WAIT_NONE;
+	ret = fi_cq_open((struct fid_domain *)domain, &attr, &cq, NULL);
+	*out = (uintptr_t)cq;
+	return ret;
+}
+
+int weft_av_open(uintptr_t domain, size_t count, uintptr_t *out) {
+	struct fi_av_attr attr;
+	struct fid_av *av = NULL;
+	int ret;
+	memset(&attr, 0, sizeof(attr));
+	attr.type = FI_AV_TABLE;
+	attr.count = count;
+	ret = fi_av_open((struct fid_domain *)domain, &attr, &av, NULL);
+	*out = (uintptr_t)av;
+	return ret;
+}
+
+int weft_cntr_open(uintptr_t domain, uintptr_t *out) {
+	struct fi_cntr_attr attr;
+	struct fid_cntr *c = NULL;
+	int ret;
+	memset(&attr, 0, sizeof(attr));
+	attr.events = FI_CNTR_EVENTS_COMP;
+	attr.wait_obj = FI_WAIT_NONE;
+	ret = fi_cntr_open((struct fid_domain *)domain, &attr, &c, NULL);
+	*out = (uintptr_t)c;
+	return ret;
+}
+
+int weft_ep_open(uintptr_t domain, uintptr_t info, uintptr_t *out) {
+	struct fid_ep *ep = NULL;
+	int ret = fi_endpoint((struct fid_domain *)domain, (struct fi_info *)info, &ep, NULL);
+	*out = (uintptr_t)ep;
+	return ret;
+}
+
+int weft_ep_bind(uintptr_t ep, uintptr_t fid, uint64_t flags) {
+	return fi_ep_bind(EP(ep), (struct fid *)fid, flags);
+}
+
+int weft_ep_enable(uintptr_t ep) { return fi_enable(EP(ep)); }
+
+int weft_ep_getname(uintptr_t ep, void *buf, size_t *len) {
+	return fi_getname(&EP(ep)->fid, buf, len);
+}
+
+int weft_av_insert(uintptr_t av, const void *addrs, size_t count, uint64_t *out) {
+	return fi_av_insert((struct fid_av *)av, addrs, count, (fi_addr_t *)out, 0, NULL);
+}
+
+int weft_av_lookup(uintptr_t av, uint64_t addr, void *buf, size_t *len) {
+	return fi_av_lookup((struct fid_av *)av, (fi_addr_t)addr, buf, len);
+}
+
+int weft_av_remove(uintptr_t av, uint64_t *addrs, size_t count) {
+	return fi_av_remove((struct fid_av *)av, (fi_addr_t *)addrs, count, 0);
+}
+
+int weft_mr_reg(uintptr_t domain, uintptr_t buf, size_t len, uint64_t access,
+		uint64_t key, uintptr_t *out, uint64_t *outkey, uintptr_t *outdesc) {
+	struct fid_mr *mr = NULL;
+	int ret = fi_mr_reg((struct fid_domain *)domain, VOIDP(buf), len, access, 0, key, 0, &mr, NULL);
+	if (ret)
+		return ret;
+	*out = (uintptr_t)mr;
+	*outkey = fi_mr_key(mr);
+	*outdesc = (uintptr_t)fi_mr_desc(mr);
+	return 0;
+}
+
+ssize_t weft_cq_read(uintptr_t cqp, struct weft_comp *out, size_t count, int spins) {
+	struct fid_cq *cq = (struct fid_cq *)cqp;
+	struct fi_cq_tagged_entry ent[64];
+	ssize_t n;
+	size_t i;
+	if (count > 64)
+		count = 64;
+	do {
+		n = fi_cq_read(cq, ent, count);
+	} while (n == -FI_EAGAIN && --spins > 0);
+	for (i = 0; n > 0 && i < (size_t)n; i++) {
+		out[i].ctx = (uint64_t)(uintptr_t)ent[i].op_context;
+		out[i].flags = ent[i].flags;
+		out[i].len = ent[i].len;
+		out[i].data = ent[i].data;
+		out[i].tag = ent[i].tag;
+	}
+	return n;
+}
+
+ssize_t weft_cq_readerr(uintptr_t cqp, struct weft_cqerr *err) {
+	struct fid_cq *cq = (struct fid_cq *)cqp;
+	struct fi_cq_err_entry e;
+	const char *s;
+	ssize_t n;
+	memset(&e, 0, sizeof(e));
+	n = fi_cq_readerr(cq, &e, 0);
+	if (n < 0)
+		return n;
+	err->ctx = (uint64_t)(uintptr_t)e.op_context;
+	err->flags = e.flags;
+	err->len = e.len;
+	err->olen = e.olen;
+	err->data = e.data;
+	err->tag = e.tag;
+	err->err = e.err;
+	err->prov_errno = e.prov_errno;
+	err->text[0] = 0;
+	s = fi_cq_strerror(cq, e.prov_errno, e.err_data, err->text, sizeof(err->text));
+	if (s && s != err->text) {
+		strncpy(err->text, s, sizeof(err->text) - 1);
+		err->text[sizeof(err->text) - 1] = 0;
+	}
+	return n;
+}
+
+uint64_t weft_cntr_read(uintptr_t c) { return fi_cntr_read((struct fid_cntr *)c); }
+uint64_t weft_cntr_readerr(uintptr_t c) { return fi_cntr_readerr((struct fid_cntr *)c); }
+int weft_cntr_add(uintptr_t c, uint64_t v) { return fi_cntr_add((struct fid_cntr *)c, v); }
+int weft_cntr_set(uintptr_t c, uint64_t v) { return fi_cntr_set((struct fid_cntr *)c, v); }
+uint64_t weft_cntr_spin(uintptr_t c, uint64_t threshold, int spins) {
+	uint64_t v;
+	do {
+		v = fi_cntr_read((struct fid_cntr *)c);
+	} while (v < threshold && --spins > 0);
+	return v;
+}
+
+ssize_t weft_send(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t dest, uint64_t ctx) {
+	return fi_send(EP(ep), buf, len, VOIDP(desc), dest, VOIDP(ctx));
+}
+ssize_t weft_senddata(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t data, uint64_t dest, uint64_t ctx) {
+	return fi_senddata(EP(ep), buf, len, VOIDP(desc), data, dest, VOIDP(ctx));
+}
+ssize_t weft_recv(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t src, uint64_t ctx) {
+	return fi_recv(EP(ep), buf, len, VOIDP(desc), src, VOIDP(ctx));
+}
+ssize_t weft_inject(uintptr_t ep, void *buf, size_t len, uint64_t dest) {
+	return fi_inject(EP(ep), buf, len, dest);
+}
+ssize_t weft_injectdata(uintptr_t ep, void *buf, size_t len, uint64_t data, uint64_t dest) {
+	return fi_injectdata(EP(ep), buf, len, data, dest);
+}
+ssize_t weft_tsend(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t dest, uint64_t tag, uint64_t ctx) {
+	return fi_tsend(EP(ep), buf, len, VOIDP(desc), dest, tag, VOIDP(ctx));
+}
+ssize_t weft_tsenddata(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t data, uint64_t dest, uint64_t tag, uint64_t ctx) {
+	return fi_tsenddata(EP(ep), buf, len, VOIDP(desc), data, dest, tag, VOIDP(ctx));
+}
+ssize_t weft_tinject(uintptr_t ep, void *buf, size_t len, uint64_t dest, uint64_t tag) {
+	return fi_tinject(EP(ep), buf, len, dest, tag);
+}
+ssize_t weft_tinjectdata(uintptr_t ep, void *buf, size_t len, uint64_t data, uint64_t dest, uint64_t tag) {
+	return fi_tinjectdata(EP(ep), buf, len, data, dest, tag);
+}
+ssize_t weft_trecv(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t src, uint64_t tag, uint64_t ignore, uint64_t ctx) {
+	return fi_trecv(EP(ep), buf, len, VOIDP(desc), src, tag, ignore, VOIDP(ctx));
+}
+ssize_t weft_write(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t dest, uint64_t raddr, uint64_t key, uint64_t ctx) {
+	return fi_write(EP(ep), buf, len, VOIDP(desc), dest, raddr, key, VOIDP(ctx));
+}
+ssize_t weft_writedata(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t data, uint64_t dest, uint64_t raddr, uint64_t key, uint64_t ctx) {
+	return fi_writedata(EP(ep), buf, len, VOIDP(desc), data, dest, raddr, key, VOIDP(ctx));
+}
+ssize_t weft_writemsg(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t data, uint64_t dest, uint64_t raddr, uint64_t key, uint64_t ctx, uint64_t flags) {
+	struct iovec iov;
+	struct fi_rma_iov rma;
+	struct fi_msg_rma msg;
+	void *d = VOIDP(desc);
+	iov.iov_base = buf;
+	iov.iov_len = len;
+	rma.addr = raddr;
+	rma.len = len;
+	rma.key = key;
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &iov;
+	msg.desc = &d;
+	msg.iov_count = 1;
+	msg.addr = dest;
+	msg.rma_iov = &rma;
+	msg.rma_iov_count = 1;
+	msg.context = VOIDP(ctx);
+	msg.data = data;
+	return fi_writemsg(EP(ep), &msg, flags);
+}
+ssize_t weft_inject_write(uintptr_t ep, void *buf, size_t len, uint64_t dest, uint64_t raddr, uint64_t key) {
+	return fi_inject_write(EP(ep), buf, len, dest, raddr, key);
+}
+ssize_t weft_read(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t src, uint64_t raddr, uint64_t key, uint64_t ctx) {
+	return fi_read(EP(ep), buf, len, VOIDP(desc), src, raddr, key, VOIDP(ctx));
+}
+ssize_t weft_atomic(uintptr_t ep, void *buf, size_t count, uintptr_t desc, uint64_t dest, uint64_t raddr, uint64_t key, int dt, int op, uint64_t ctx) {
+	return fi_atomic(EP(ep), buf, count, VOIDP(desc), dest, raddr, key, (enum fi_datatype)dt, (enum fi_op)op, VOIDP(ctx));
+}
+ssize_t weft_fetch_atomic(uintptr_t ep, void *buf, size_t count, uintptr_t desc, void *res, uintptr_t rdesc, uint64_t dest, uint64_t raddr, uint64_t key, int dt, int op, uint64_t ctx) {
+	return fi_fetch_atomic(EP(ep), buf, count, VOIDP(desc), res, VOIDP(rdesc), dest, raddr, key, (enum fi_datatype)dt, (enum fi_op)op, VOIDP(ctx));
+}
+ssize_t weft_compare_atomic(uintptr_t ep, void *buf, size_t count, uintptr_t desc, void *cmp, uintptr_t cdesc, void *res, uintptr_t rdesc, uint64_t dest, uint64_t raddr, uint64_t key, int dt, int op, uint64_t ctx) {
+	return fi_compare_atomic(EP(ep), buf, count, VOIDP(desc), cmp, VOIDP(cdesc), res, VOIDP(rdesc), dest, raddr, key, (enum fi_datatype)dt, (enum fi_op)op, VOIDP(ctx));
+}
+int weft_atomicvalid(uintptr_t ep, int kind, int dt, int op, size_t *count) {
+	switch (kind) {
+	case 1:
+		return fi_fetch_atomicvalid(EP(ep), (enum fi_datatype)dt, (enum fi_op)op, count);
+	case 2:
+		return fi_compare_atomicvalid(EP(ep), (enum fi_datatype)dt, (enum fi_op)op, count);
+	default:
+		return fi_atomicvalid(EP(ep), (enum fi_datatype)dt, (enum fi_op)op, count);
+	}
+}
+ssize_t weft_cancel(uintptr_t ep, uint64_t ctx) { return fi_cancel(&EP(ep)->fid, VOIDP(ctx)); }
+
+const char *weft_strerror(int err) { return fi_strerror(err); }

@@ -1,0 +1,146 @@
+// C shims between weft's fabric package and libfabric. Every function takes
+// plain integers (fid handles as uintptr_t, contexts as integers) and raw
+// buffer pointers that are valid only for the duration of the call unless the
+// caller has pinned them or they live outside the Go heap. No function here
+// stores a Go pointer.
+#ifndef WEFT_FABRIC_SHIM_H
+#define WEFT_FABRIC_SHIM_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_atomic.h>
+
+// weft_comp has the layout of the Go type Completion.
+struct weft_comp {
+	uint64_t ctx;
+	uint64_t flags;
+	uint64_t len;
+	uint64_t data;
+	uint64_t tag;
+};
+
+// weft_cqerr has the layout of the Go type cqErrRaw.
+struct weft_cqerr {
+	uint64_t ctx;
+	uint64_t flags;
+	uint64_t len;
+	uint64_t olen;
+	uint64_t data;
+	uint64_t tag;
+	int64_t err;
+	int64_t prov_errno;
+	char text[256];
+};
+
+// weft_hints carries the Go Hints into weft_getinfo.
+struct weft_hints {
+	uint64_t caps;
+	uint64_t mode;
+	uint64_t msg_order;
+	uint64_t op_flags;
+	int64_t ep_type;
+	int64_t threading;
+	int64_t mr_mode;
+	int64_t progress;
+};
+
+int weft_getinfo(const char *prov, const struct weft_hints *h, uintptr_t *out);
+uintptr_t weft_info_next(uintptr_t info);
+uintptr_t weft_dupinfo(uintptr_t info);
+void weft_freeinfo(uintptr_t info);
+
+// weft_info_facts has the layout of the Go type infoFacts.
+struct weft_info_facts {
+	uint64_t caps;
+	uint64_t mode;
+	uint64_t msg_order;
+	uint64_t comp_order;
+	uint64_t tx_op_flags;
+	uint64_t rx_op_flags;
+	int64_t ep_type;
+	int64_t threading;
+	int64_t data_progress;
+	int64_t control_progress;
+	int64_t mr_mode;
+	uint64_t inject_size;
+	uint64_t max_msg_size;
+	int64_t cq_data_size;
+	int64_t tx_size;
+	int64_t rx_size;
+	int64_t max_order_raw;
+	int64_t max_order_war;
+	int64_t max_order_waw;
+	int64_t mr_key_size;
+	int64_t iov_limit;
+	int64_t rma_iov_limit;
+	int64_t addrlen;
+	int64_t max_ep_tx_ctx;
+	int64_t ep_cnt;
+	int64_t av_type;
+	int64_t mem_tag_format;
+	int64_t prov_version;
+};
+void weft_info_get(uintptr_t info, struct weft_info_facts *f);
+const char *weft_info_prov(uintptr_t info);
+const char *weft_info_fabric(uintptr_t info);
+const char *weft_info_domain(uintptr_t info);
+
+int weft_fabric_open(uintptr_t info, uintptr_t *out);
+int weft_domain_open(uintptr_t fabric, uintptr_t info, uintptr_t *out);
+int weft_close(uintptr_t fid);
+int weft_cq_open(uintptr_t domain, size_t size, uintptr_t *out);
+int weft_av_open(uintptr_t domain, size_t count, uintptr_t *out);
+int weft_cntr_open(uintptr_t domain, uintptr_t *out);
+int weft_ep_open(uintptr_t domain, uintptr_t info, uintptr_t *out);
+int weft_ep_bind(uintptr_t ep, uintptr_t fid, uint64_t flags);
+int weft_ep_enable(uintptr_t ep);
+int weft_ep_getname(uintptr_t ep, void *buf, size_t *len);
+
+int weft_av_insert(uintptr_t av, const void *addrs, size_t count, uint64_t *out);
+int weft_av_lookup(uintptr_t av, uint64_t addr, void *buf, size_t *len);
+int weft_av_remove(uintptr_t av, uint64_t *addrs, size_t count);
+
+int weft_mr_reg(uintptr_t domain, uintptr_t buf, size_t len, uint64_t access,
+		uint64_t key, uintptr_t *out, uint64_t *outkey, uintptr_t *outdesc);
+
+ssize_t weft_cq_read(uintptr_t cq, struct weft_comp *out, size_t count, int spins);
+ssize_t weft_cq_readerr(uintptr_t cq, struct weft_cqerr *err);
+
+uint64_t weft_cntr_read(uintptr_t cntr);
+uint64_t weft_cntr_readerr(uintptr_t cntr);
+int weft_cntr_add(uintptr_t cntr, uint64_t v);
+int weft_cntr_set(uintptr_t cntr, uint64_t v);
+uint64_t weft_cntr_spin(uintptr_t cntr, uint64_t threshold, int spins);
+
+ssize_t weft_send(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t dest, uint64_t ctx);
+ssize_t weft_senddata(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t data, uint64_t dest, uint64_t ctx);
+ssize_t weft_recv(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t src, uint64_t ctx);
+ssize_t weft_inject(uintptr_t ep, void *buf, size_t len, uint64_t dest);
+ssize_t weft_injectdata(uintptr_t ep, void *buf, size_t len, uint64_t data, uint64_t dest);
+ssize_t weft_tsend(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t dest, uint64_t tag, uint64_t ctx);
+ssize_t weft_tsenddata(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t data, uint64_t dest, uint64_t tag, uint64_t ctx);
+ssize_t weft_tinject(uintptr_t ep, void *buf, size_t len, uint64_t dest, uint64_t tag);
+ssize_t weft_tinjectdata(uintptr_t ep, void *buf, size_t len, uint64_t data, uint64_t dest, uint64_t tag);
+ssize_t weft_trecv(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t src, uint64_t tag, uint64_t ignore, uint64_t ctx);
+ssize_t weft_write(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t dest, uint64_t raddr, uint64_t key, uint64_t ctx);
+ssize_t weft_writedata(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t data, uint64_t dest, uint64_t raddr, uint64_t key, uint64_t ctx);
+ssize_t weft_writemsg(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t data, uint64_t dest, uint64_t raddr, uint64_t key, uint64_t ctx, uint64_t flags);
+ssize_t weft_inject_write(uintptr_t ep, void *buf, size_t len, uint64_t dest, uint64_t raddr, uint64_t key);
+ssize_t weft_read(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t src, uint64_t raddr, uint64_t key, uint64_t ctx);
+ssize_t weft_atomic(uintptr_t ep, void *buf, size_t count, uintptr_t desc, uint64_t dest, uint64_t raddr, uint64_t key, int dt, int op, uint64_t ctx);
+ssize_t weft_fetch_atomic(uintptr_t ep, void *buf, size_t count, uintptr_t desc, void *res, uintptr_t rdesc, uint64_t dest, uint64_t raddr, uint64_t key, int dt, int op, uint64_t ctx);
+ssize_t weft_compare_atomic(uintptr_t ep, void *buf, size_t count, uintptr_t desc, void *cmp, uintptr_t cdesc, void *res, uintptr_t rdesc, uint64_t dest, uint64_t raddr, uint64_t key, int dt, int op, uint64_t ctx);
+int weft_atomicvalid(uintptr_t ep, int kind, int dt, int op, size_t *count);
+ssize_t weft_cancel(uintptr_t ep, uint64_t ctx);
+
+const char *weft_strerror(int err);
+#endif
