@@ -61,12 +61,12 @@ type Info struct {
 
 // infoFacts mirrors struct weft_info_facts.
 type infoFacts struct {
-	Caps, Mode, MsgOrder, CompOrder, TxOpFlags, RxOpFlags                                  uint64
-	EPType, Threading, DataProgress, ControlProgress, MRMode                               int64
-	InjectSize, MaxMsgSize                                                                 uint64
-	CQDataSize, TxSize, RxSize, MaxOrderRAW, MaxOrderWAR, MaxOrder                         int64
-	MRKeySize, IOVLimit, RMAIOVLimit, AddrLen, MaxEPTxCtx, EPCnt, AVType, MemTagFormat     int64
-	ProvVersion                                                                            int64
+	Caps, Mode, MsgOrder, CompOrder, TxOpFlags, RxOpFlags                              uint64
+	EPType, Threading, DataProgress, ControlProgress, MRMode                           int64
+	InjectSize, MaxMsgSize                                                             uint64
+	CQDataSize, TxSize, RxSize, MaxOrderRAW, MaxOrderWAR, MaxOrder                     int64
+	MRKeySize, IOVLimit, RMAIOVLimit, AddrLen, MaxEPTxCtx, EPCnt, AVType, MemTagFormat int64
+	ProvVersion                                                                        int64
 }
 
 func newInfo(c uintptr) *Info {
