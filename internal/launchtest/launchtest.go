@@ -1,0 +1,133 @@
+// Package launchtest runs multi-process tests from "go test": the calling
+// test re-executes its own test binary as n ranks under weft's local launcher
+// (internal/launch, the engine of fabrun, run in-process), each rank running
+// only that test with WEFT_TEST_WORKER=1.
+//
+//	func TestRing(t *testing.T) {
+//		if !launchtest.IsWorker() {
+//			launchtest.Run(t, 4, "shm", 30*time.Second)
+//			return
+//		}
+//		bs, err := bootstrap.Init(ctx) // this is rank bs.Rank() of 4
+//		...
+//	}
+//
+// In a worker the test body uses t.Fatal and friends as usual: a failing rank
+// exits non-zero, the launcher kills the other ranks, and Run fails the
+// parent test with every rank's output, each line prefixed "[rank] ". When
+// every rank skips (t.Skip), the parent test is skipped with the same
+// reason.
+package launchtest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weft-hpc/weft/internal/launch"
+)
+
+// IsWorker reports whether this process is a rank started by Run.
+func IsWorker() bool { return os.Getenv("WEFT_TEST_WORKER") == "1" }
+
+// Run re-executes the current test binary as n ranks under weft's local
+// launcher, running only the calling test (t.Name()) with
+// WEFT_TEST_WORKER=1, WEFT_PROVIDER=provider (when not empty) and the extra
+// KEY=VALUE entries in env. It fails t with every rank's output if a rank
+// fails or does not run the test, or if timeout passes (then every rank is
+// killed). The timeout is shortened to fit the test binary's own deadline.
+func Run(t *testing.T, n int, provider string, timeout time.Duration, env ...string) {
+	t.Helper()
+	if IsWorker() {
+		t.Fatal("launchtest.Run called inside a worker; guard it with launchtest.IsWorker()")
+	}
+	if dl, ok := t.Deadline(); ok {
+		if left := time.Until(dl) - 2*time.Second; left < timeout {
+			timeout = max(left, time.Second)
+		}
+	}
+	out, skip, err := run(t.Name(), n, provider, timeout, env)
+	if err != nil {
+		t.Fatalf("launchtest: %d ranks of %s: %v\n%s", n, t.Name(), err, out)
+	}
+	if skip != "" {
+		t.Skipf("every rank skipped: %s", skip)
+	}
+	t.Logf("%d ranks of %s passed; their output:\n%s", n, t.Name(), out)
+}
+
+// Pattern returns the -test.run expression that selects exactly the test
+// (or subtest) called name.
+func Pattern(name string) string {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	return strings.Join(parts, "/")
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+var skipRE = regexp.MustCompile(`(?m)^\[0\] +[^\n]*\.go:\d+: (.*)\n\[0\] *--- SKIP`)
+
+// run launches the workers and checks that every rank ran and passed name.
+func run(name string, n int, provider string, timeout time.Duration, env []string) (out, skip string, err error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", "", fmt.Errorf("test binary: %w", err)
+	}
+	var buf syncBuf
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Second)
+	defer cancel()
+	err = launch.Run(ctx, launch.Config{
+		NP:        n,
+		Argv:      []string{exe, "-test.run", Pattern(name), "-test.count=1", "-test.v=true", "-test.timeout=" + (timeout + 2*time.Second).String()},
+		Env:       append([]string{"WEFT_TEST_WORKER=1"}, env...),
+		Provider:  provider,
+		Timeout:   timeout,
+		TagOutput: true,
+		Stdout:    &buf,
+		Stderr:    &buf,
+	})
+	out = buf.b.String()
+	if err != nil {
+		return out, "", err
+	}
+	skipped := 0
+	for r := range n {
+		re := regexp.MustCompile(fmt.Sprintf(`(?m)^\[%d\] *--- (PASS|SKIP): %s \(`, r, regexp.QuoteMeta(name)))
+		m := re.FindStringSubmatch(out)
+		switch {
+		case m == nil:
+			return out, "", fmt.Errorf("rank %d did not run and pass %s (does the name match?)", r, name)
+		case m[1] == "SKIP":
+			skipped++
+		}
+	}
+	if skipped == n {
+		skip = "see output"
+		if m := skipRE.FindStringSubmatch(out); m != nil {
+			skip = m[1]
+		}
+		return out, skip, nil
+	}
+	if skipped > 0 {
+		return out, "", fmt.Errorf("%d of %d ranks skipped %s, the others ran it", skipped, n, name)
+	}
+	return out, "", nil
+}
