@@ -1,7 +1,6 @@
 package ddt
 
 import (
-	"encoding/binary"
 	"fmt"
 )
 
@@ -158,7 +157,22 @@ func (t *Type) run(s *state, un bool, p, typed []byte, base int64, count int, fr
 		}
 		return n, nil
 	}
-	interpRun(s.ir, un, p, typed, base, count, from)
+	return interpSafe(t, s.ir, un, p, typed, base, count, from)
+}
+
+// interpSafe runs the interpreter and turns a failed internal range check
+// (a bug, never bad input: check ran first) into an error.
+func interpSafe(t *Type, ir *IR, un bool, p, typed []byte, base int64, count int, from int64) (n int, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(error)
+			if !ok {
+				panic(r)
+			}
+			n, err = 0, fmt.Errorf("ddt: %s: %w", t.Name(), e)
+		}
+	}()
+	interpRun(ir, un, p, typed, base, count, from)
 	return len(p), nil
 }
 
@@ -194,19 +208,9 @@ func moveFull(n *Node, p, t []byte, o int64, un bool) {
 	case OpLoop:
 		loopFull(n.Child, n.Count, n.Stride, p, t, o, un)
 	case OpIndex:
-		indexFull(n.Child, n.Offsets, p, t, o, un)
+		indexFull(n, n.Offsets, p, t, o, un)
 	case OpBlocks:
-		q := int64(0)
-		for i, off := range n.Offsets {
-			l := n.Lens[i]
-			a := o + off
-			if un {
-				copy(t[a:a+l], p[q:q+l])
-			} else {
-				copy(p[q:q+l], t[a:a+l])
-			}
-			q += l
-		}
+		moveBlocks(p, t, o, n.Offsets, n.Lens, o-n.Disp+n.Lo, o-n.Disp+n.Hi, un)
 	case OpStruct:
 		for i, c := range n.Children {
 			moveFull(c, p[n.Prefix[i]:n.Prefix[i+1]], t, o+n.Offsets[i], un)
@@ -234,14 +238,17 @@ func loopFull(child *Node, count, stride int64, p, t []byte, o int64, un bool) {
 	}
 }
 
-// indexFull moves whole instances of child at origins o + offs[i].
-func indexFull(child *Node, offs []int64, p, t []byte, o int64, un bool) {
+// indexFull moves whole instances of n.Child at origins o + offs[i], where
+// offs is n.Offsets or a part of it and o includes n.Disp.
+func indexFull(n *Node, offs []int64, p, t []byte, o int64, un bool) {
+	child := n.Child
 	if child.Op == OpBlock {
+		lo, hi := o-n.Disp+n.Lo, o-n.Disp+n.Hi
 		o += child.Disp
 		if un {
-			unpackIndexed(p, t, o, offs, child.Len)
+			unpackIndexed(p, t, o, offs, child.Len, lo, hi)
 		} else {
-			packIndexed(p, t, o, offs, child.Len)
+			packIndexed(p, t, o, offs, child.Len, lo, hi)
 		}
 		return
 	}
@@ -275,7 +282,7 @@ func moveRange(n *Node, p, t []byte, o, lo, hi int64, un bool) {
 	case OpLoop:
 		loopRange(n.Child, n.Count, n.Stride, p, t, o, lo, hi, un)
 	case OpIndex:
-		indexRange(n.Child, n.Offsets, p, t, o, lo, hi, un)
+		indexRange(n, p, t, o, lo, hi, un)
 	case OpBlocks:
 		i := search(n.Prefix, lo)
 		q := int64(0)
@@ -338,8 +345,9 @@ func loopRange(child *Node, count, stride int64, p, t []byte, o, lo, hi int64, u
 	}
 }
 
-// indexRange is loopRange over an offset list.
-func indexRange(child *Node, offs []int64, p, t []byte, o, lo, hi int64, un bool) {
+// indexRange is loopRange over the offset list of n; o includes n.Disp.
+func indexRange(n *Node, p, t []byte, o, lo, hi int64, un bool) {
+	child, offs := n.Child, n.Offsets
 	cs := child.Size
 	i := lo / cs
 	q := int64(0)
@@ -350,7 +358,7 @@ func indexRange(child *Node, offs []int64, p, t []byte, o, lo, hi int64, un bool
 		i++
 	}
 	if nf := (hi - i*cs) / cs; nf > 0 {
-		indexFull(child, offs[i:i+nf], p[q:q+nf*cs], t, o, un)
+		indexFull(n, offs[i:i+nf], p[q:q+nf*cs], t, o, un)
 		q += nf * cs
 		i += nf
 	}
@@ -359,131 +367,3 @@ func indexRange(child *Node, offs []int64, p, t []byte, o, lo, hi int64, un bool
 	}
 }
 
-// ---------------------------------------------------------------------------
-// leaf loops specialised by block length
-
-var le = binary.LittleEndian
-
-// packStrided copies count blocks of l bytes at t[a + i*stride] to p.
-func packStrided(p, t []byte, a, stride, count, l int64) {
-	switch l {
-	case 8:
-		for i := int64(0); i < count; i++ {
-			le.PutUint64(p[i*8:], le.Uint64(t[a:]))
-			a += stride
-		}
-	case 4:
-		for i := int64(0); i < count; i++ {
-			le.PutUint32(p[i*4:], le.Uint32(t[a:]))
-			a += stride
-		}
-	case 16:
-		for i := int64(0); i < count; i++ {
-			q := p[i*16 : i*16+16]
-			s := t[a : a+16]
-			le.PutUint64(q, le.Uint64(s))
-			le.PutUint64(q[8:], le.Uint64(s[8:]))
-			a += stride
-		}
-	case 2:
-		for i := int64(0); i < count; i++ {
-			le.PutUint16(p[i*2:], le.Uint16(t[a:]))
-			a += stride
-		}
-	case 1:
-		for i := int64(0); i < count; i++ {
-			p[i] = t[a]
-			a += stride
-		}
-	default:
-		q := int64(0)
-		for i := int64(0); i < count; i++ {
-			copy(p[q:q+l], t[a:a+l])
-			q += l
-			a += stride
-		}
-	}
-}
-
-// unpackStrided is the reverse of packStrided.
-func unpackStrided(p, t []byte, a, stride, count, l int64) {
-	switch l {
-	case 8:
-		for i := int64(0); i < count; i++ {
-			le.PutUint64(t[a:], le.Uint64(p[i*8:]))
-			a += stride
-		}
-	case 4:
-		for i := int64(0); i < count; i++ {
-			le.PutUint32(t[a:], le.Uint32(p[i*4:]))
-			a += stride
-		}
-	case 16:
-		for i := int64(0); i < count; i++ {
-			q := p[i*16 : i*16+16]
-			s := t[a : a+16]
-			le.PutUint64(s, le.Uint64(q))
-			le.PutUint64(s[8:], le.Uint64(q[8:]))
-			a += stride
-		}
-	case 2:
-		for i := int64(0); i < count; i++ {
-			le.PutUint16(t[a:], le.Uint16(p[i*2:]))
-			a += stride
-		}
-	case 1:
-		for i := int64(0); i < count; i++ {
-			t[a] = p[i]
-			a += stride
-		}
-	default:
-		q := int64(0)
-		for i := int64(0); i < count; i++ {
-			copy(t[a:a+l], p[q:q+l])
-			q += l
-			a += stride
-		}
-	}
-}
-
-// packIndexed copies blocks of l bytes at t[o + offs[i]] to p.
-func packIndexed(p, t []byte, o int64, offs []int64, l int64) {
-	switch l {
-	case 8:
-		for i, off := range offs {
-			le.PutUint64(p[i*8:], le.Uint64(t[o+off:]))
-		}
-	case 4:
-		for i, off := range offs {
-			le.PutUint32(p[i*4:], le.Uint32(t[o+off:]))
-		}
-	default:
-		q := int64(0)
-		for _, off := range offs {
-			a := o + off
-			copy(p[q:q+l], t[a:a+l])
-			q += l
-		}
-	}
-}
-
-// unpackIndexed is the reverse of packIndexed.
-func unpackIndexed(p, t []byte, o int64, offs []int64, l int64) {
-	switch l {
-	case 8:
-		for i, off := range offs {
-			le.PutUint64(t[o+off:], le.Uint64(p[i*8:]))
-		}
-	case 4:
-		for i, off := range offs {
-			le.PutUint32(t[o+off:], le.Uint32(p[i*4:]))
-		}
-	default:
-		q := int64(0)
-		for _, off := range offs {
-			a := o + off
-			copy(t[a:a+l], p[q:q+l])
-			q += l
-		}
-	}
-}

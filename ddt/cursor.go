@@ -1,0 +1,146 @@
+package ddt
+
+import "fmt"
+
+// Cursor packs or unpacks count elements of a typed buffer piece by piece: each
+// call moves at most len(buf) bytes of the packed stream and continues where
+// the previous call stopped, at any byte offset (also inside a basic
+// element). The bounds of the typed buffer are checked once, when the cursor
+// is made. A Cursor is not safe for concurrent use; make one per goroutine.
+type Cursor struct {
+	t      *Type
+	st     *state
+	typed  []byte
+	base   int64
+	count  int
+	pos    int64
+	total  int64
+	unpack bool
+}
+
+// NewPacker returns a Cursor that packs count elements of typed, whose
+// displacement 0 of element 0 is typed[base], with Cursor.Next.
+func (t *Type) NewPacker(typed []byte, base int64, count int) (*Cursor, error) {
+	return t.newCursor("NewPacker", typed, base, count, false)
+}
+
+// NewUnpacker returns a Cursor that unpacks a stream of count elements into
+// typed, whose displacement 0 of element 0 is typed[base], with Cursor.Next.
+func (t *Type) NewUnpacker(typed []byte, base int64, count int) (*Cursor, error) {
+	return t.newCursor("NewUnpacker", typed, base, count, true)
+}
+
+func (t *Type) newCursor(op string, typed []byte, base int64, count int, un bool) (*Cursor, error) {
+	s, err := t.committedState(op)
+	if err != nil {
+		return nil, err
+	}
+	total, err := t.check(op, s.ir, len(typed), base, count, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &Cursor{t: t, st: s, typed: typed, base: base, count: count, total: total, unpack: un}, nil
+}
+
+// Next packs the next min(len(buf), Remaining()) stream bytes into buf (a
+// packer) or unpacks them from buf (an unpacker) and returns that number.
+// It returns 0, nil when the stream is complete.
+func (c *Cursor) Next(buf []byte) (int, error) {
+	n := min(int64(len(buf)), c.total-c.pos)
+	if n <= 0 {
+		return 0, nil
+	}
+	k, err := c.t.run(c.st, c.unpack, buf[:n], c.typed, c.base, c.count, c.pos)
+	c.pos += int64(k)
+	return k, err
+}
+
+// Offset returns the stream offset of the next byte Next moves.
+func (c *Cursor) Offset() int64 { return c.pos }
+
+// Remaining returns the number of stream bytes not yet moved.
+func (c *Cursor) Remaining() int64 { return c.total - c.pos }
+
+// Done reports whether the whole stream has been moved.
+func (c *Cursor) Done() bool { return c.pos == c.total }
+
+// SetOffset moves the cursor to stream offset off (0 ≤ off ≤ total), for example
+// to retransmit a segment.
+func (c *Cursor) SetOffset(off int64) error {
+	if off < 0 || off > c.total {
+		return fmt.Errorf("ddt: SetOffset %d outside [0,%d]: %w", off, c.total, ErrInvalid)
+	}
+	c.pos = off
+	return nil
+}
+
+// Segment is one contiguous piece of a flattened type: Len bytes at offset
+// Off, relative to displacement 0 of element 0.
+type Segment struct {
+	Off, Len int64
+}
+
+// Flatten returns the contiguous blocks of count elements of a committed
+// type, in packing order, with touching neighbours merged, for zero-copy
+// I/O vectors. At most maxSegs segments are produced (≤ 0: no limit); a type
+// with more returns ErrInvalid, so callers can fall back to packing.
+func (t *Type) Flatten(count, maxSegs int) ([]Segment, error) {
+	s, err := t.committedState("Flatten")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := t.PackSize(count); err != nil {
+		return nil, err
+	}
+	ir := s.ir
+	var out []Segment
+	if ir.Root == nil || count == 0 {
+		return out, nil
+	}
+	over := false
+	emit := func(off, l int64) {
+		if k := len(out); k > 0 && out[k-1].Off+out[k-1].Len == off {
+			out[k-1].Len += l
+			return
+		}
+		if maxSegs > 0 && len(out) >= maxSegs {
+			over = true
+			return
+		}
+		out = append(out, Segment{off, l})
+	}
+	for k := int64(0); k < int64(count) && !over; k++ {
+		walkBlocks(ir.Root, k*ir.Extent, emit, &over)
+	}
+	if over {
+		return nil, fmt.Errorf("ddt: Flatten %s: more than %d segments: %w", t.Name(), maxSegs, ErrInvalid)
+	}
+	return out, nil
+}
+
+func walkBlocks(n *Node, o int64, emit func(off, l int64), stop *bool) {
+	if *stop {
+		return
+	}
+	o += n.Disp
+	switch n.Op {
+	case OpBlock:
+		emit(o, n.Len)
+	case OpLoop:
+		for i := int64(0); i < n.Count && !*stop; i++ {
+			walkBlocks(n.Child, o+i*n.Stride, emit, stop)
+		}
+	case OpIndex:
+		for _, off := range n.Offsets {
+			walkBlocks(n.Child, o+off, emit, stop)
+		}
+	case OpBlocks:
+		for i, off := range n.Offsets {
+			emit(o+off, n.Lens[i])
+		}
+	case OpStruct:
+		for i, c := range n.Children {
+			walkBlocks(c, o+n.Offsets[i], emit, stop)
+		}
+	}
+}
