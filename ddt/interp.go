@@ -366,4 +366,3 @@ func indexRange(n *Node, p, t []byte, o, lo, hi int64, un bool) {
 		moveRange(child, p[q:q+rem], t, o+offs[i], 0, rem, un)
 	}
 }
-

@@ -176,9 +176,9 @@ func milc(n []int) *Case {
 	l := n[0]
 	const site = 24
 	row := l / 2
-	plane := row * l           // sites per z plane
-	vol := plane * l           // sites per t hyper-plane
-	half := vol * l            // sites per half lattice
+	plane := row * l // sites per z plane
+	vol := plane * l // sites per t hyper-plane
+	half := vol * l  // sites per half lattice
 	su3 := commit(must(ddt.Contiguous(6, ddt.Float32)))
 	vz := must(ddt.Vector(l, plane, vol, su3))
 	t := commit(must(ddt.HVector(2, 1, int64(half*site), vz)))
@@ -230,10 +230,10 @@ func naslu(n []int, xdir bool) *Case {
 	if xdir {
 		col := must(ddt.Vector(ny, 1, ldi, five))
 		t = must(ddt.HVector(nz, 1, int64(5*ldi*ldj*8), col))
-		t = must(ddt.Resized(must(ddt.HIndexedBlock(1, []int64{int64(5*(1+ldi)*8)}, t)), 0, int64(5*ldi*ldj*nz*8)))
+		t = must(ddt.Resized(must(ddt.HIndexedBlock(1, []int64{int64(5 * (1 + ldi) * 8)}, t)), 0, int64(5*ldi*ldj*nz*8)))
 	} else {
 		t = must(ddt.Vector(nz, nx, ldi*ldj, five))
-		t = must(ddt.Resized(must(ddt.HIndexedBlock(1, []int64{int64(5*(1+ldi)*8)}, t)), 0, int64(5*ldi*ldj*nz*8)))
+		t = must(ddt.Resized(must(ddt.HIndexedBlock(1, []int64{int64(5 * (1 + ldi) * 8)}, t)), 0, int64(5*ldi*ldj*nz*8)))
 	}
 	commit(t)
 	c := &Case{Type: t, Count: 1, Typed: 5 * ldi * ldj * nz * 8}
