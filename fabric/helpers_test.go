@@ -168,3 +168,17 @@ func drain(cq *CQ) {
 		backlog[cq] = append(backlog[cq], result{err: err})
 	}
 }
+
+// waitFor drives progress on cqs until cond holds (10 s at most).
+func waitFor(t testing.TB, cond func() bool, cqs ...*CQ) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting for remote memory to change")
+		}
+		for _, c := range cqs {
+			drain(c)
+		}
+	}
+}

@@ -255,42 +255,68 @@ uint64_t weft_cntr_spin(uintptr_t c, uint64_t threshold, int spins) {
 }
 
 ssize_t weft_send(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t dest, uint64_t ctx) {
+	if (!EP(ep)->msg)
+		return -FI_ENOSYS;
 	return fi_send(EP(ep), buf, len, VOIDP(desc), dest, VOIDP(ctx));
 }
 ssize_t weft_senddata(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t data, uint64_t dest, uint64_t ctx) {
+	if (!EP(ep)->msg)
+		return -FI_ENOSYS;
 	return fi_senddata(EP(ep), buf, len, VOIDP(desc), data, dest, VOIDP(ctx));
 }
 ssize_t weft_recv(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t src, uint64_t ctx) {
+	if (!EP(ep)->msg)
+		return -FI_ENOSYS;
 	return fi_recv(EP(ep), buf, len, VOIDP(desc), src, VOIDP(ctx));
 }
 ssize_t weft_inject(uintptr_t ep, void *buf, size_t len, uint64_t dest) {
+	if (!EP(ep)->msg)
+		return -FI_ENOSYS;
 	return fi_inject(EP(ep), buf, len, dest);
 }
 ssize_t weft_injectdata(uintptr_t ep, void *buf, size_t len, uint64_t data, uint64_t dest) {
+	if (!EP(ep)->msg)
+		return -FI_ENOSYS;
 	return fi_injectdata(EP(ep), buf, len, data, dest);
 }
 ssize_t weft_tsend(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t dest, uint64_t tag, uint64_t ctx) {
+	if (!EP(ep)->tagged)
+		return -FI_ENOSYS;
 	return fi_tsend(EP(ep), buf, len, VOIDP(desc), dest, tag, VOIDP(ctx));
 }
 ssize_t weft_tsenddata(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t data, uint64_t dest, uint64_t tag, uint64_t ctx) {
+	if (!EP(ep)->tagged)
+		return -FI_ENOSYS;
 	return fi_tsenddata(EP(ep), buf, len, VOIDP(desc), data, dest, tag, VOIDP(ctx));
 }
 ssize_t weft_tinject(uintptr_t ep, void *buf, size_t len, uint64_t dest, uint64_t tag) {
+	if (!EP(ep)->tagged)
+		return -FI_ENOSYS;
 	return fi_tinject(EP(ep), buf, len, dest, tag);
 }
 ssize_t weft_tinjectdata(uintptr_t ep, void *buf, size_t len, uint64_t data, uint64_t dest, uint64_t tag) {
+	if (!EP(ep)->tagged)
+		return -FI_ENOSYS;
 	return fi_tinjectdata(EP(ep), buf, len, data, dest, tag);
 }
 ssize_t weft_trecv(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t src, uint64_t tag, uint64_t ignore, uint64_t ctx) {
+	if (!EP(ep)->tagged)
+		return -FI_ENOSYS;
 	return fi_trecv(EP(ep), buf, len, VOIDP(desc), src, tag, ignore, VOIDP(ctx));
 }
 ssize_t weft_write(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t dest, uint64_t raddr, uint64_t key, uint64_t ctx) {
+	if (!EP(ep)->rma)
+		return -FI_ENOSYS;
 	return fi_write(EP(ep), buf, len, VOIDP(desc), dest, raddr, key, VOIDP(ctx));
 }
 ssize_t weft_writedata(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t data, uint64_t dest, uint64_t raddr, uint64_t key, uint64_t ctx) {
+	if (!EP(ep)->rma)
+		return -FI_ENOSYS;
 	return fi_writedata(EP(ep), buf, len, VOIDP(desc), data, dest, raddr, key, VOIDP(ctx));
 }
 ssize_t weft_writemsg(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t data, uint64_t dest, uint64_t raddr, uint64_t key, uint64_t ctx, uint64_t flags) {
+	if (!EP(ep)->rma)
+		return -FI_ENOSYS;
 	struct iovec iov;
 	struct fi_rma_iov rma;
 	struct fi_msg_rma msg;
@@ -312,21 +338,33 @@ ssize_t weft_writemsg(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint6
 	return fi_writemsg(EP(ep), &msg, flags);
 }
 ssize_t weft_inject_write(uintptr_t ep, void *buf, size_t len, uint64_t dest, uint64_t raddr, uint64_t key) {
+	if (!EP(ep)->rma)
+		return -FI_ENOSYS;
 	return fi_inject_write(EP(ep), buf, len, dest, raddr, key);
 }
 ssize_t weft_read(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t src, uint64_t raddr, uint64_t key, uint64_t ctx) {
+	if (!EP(ep)->rma)
+		return -FI_ENOSYS;
 	return fi_read(EP(ep), buf, len, VOIDP(desc), src, raddr, key, VOIDP(ctx));
 }
 ssize_t weft_atomic(uintptr_t ep, void *buf, size_t count, uintptr_t desc, uint64_t dest, uint64_t raddr, uint64_t key, int dt, int op, uint64_t ctx) {
+	if (!EP(ep)->atomic)
+		return -FI_ENOSYS;
 	return fi_atomic(EP(ep), buf, count, VOIDP(desc), dest, raddr, key, (enum fi_datatype)dt, (enum fi_op)op, VOIDP(ctx));
 }
 ssize_t weft_fetch_atomic(uintptr_t ep, void *buf, size_t count, uintptr_t desc, void *res, uintptr_t rdesc, uint64_t dest, uint64_t raddr, uint64_t key, int dt, int op, uint64_t ctx) {
+	if (!EP(ep)->atomic)
+		return -FI_ENOSYS;
 	return fi_fetch_atomic(EP(ep), buf, count, VOIDP(desc), res, VOIDP(rdesc), dest, raddr, key, (enum fi_datatype)dt, (enum fi_op)op, VOIDP(ctx));
 }
 ssize_t weft_compare_atomic(uintptr_t ep, void *buf, size_t count, uintptr_t desc, void *cmp, uintptr_t cdesc, void *res, uintptr_t rdesc, uint64_t dest, uint64_t raddr, uint64_t key, int dt, int op, uint64_t ctx) {
+	if (!EP(ep)->atomic)
+		return -FI_ENOSYS;
 	return fi_compare_atomic(EP(ep), buf, count, VOIDP(desc), cmp, VOIDP(cdesc), res, VOIDP(rdesc), dest, raddr, key, (enum fi_datatype)dt, (enum fi_op)op, VOIDP(ctx));
 }
 int weft_atomicvalid(uintptr_t ep, int kind, int dt, int op, size_t *count) {
+	if (!EP(ep)->atomic)
+		return -FI_ENOSYS;
 	switch (kind) {
 	case 1:
 		return fi_fetch_atomicvalid(EP(ep), (enum fi_datatype)dt, (enum fi_op)op, count);
