@@ -1,0 +1,39 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/weft-hpc/weft/fabric"
+)
+
+// info prints every libfabric provider configuration with what it grants,
+// then the RDMA devices.
+func info(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fabrun info", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	provider := fs.String("provider", os.Getenv("WEFT_PROVIDER"), "only this provider (WEFT_PROVIDER)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "fabrun info: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	infos, err := fabric.GetInfo(&fabric.Hints{Provider: *provider})
+	if err != nil {
+		fmt.Fprintf(stderr, "fabrun info: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "libfabric providers (%d configurations):\n", len(infos))
+	for _, i := range infos {
+		fmt.Fprintf(stdout, "  %s\n", i)
+	}
+	return printDevices(stdout, stderr)
+}
