@@ -198,6 +198,21 @@ func packIndexed(p, t []byte, o int64, offs []int64, l, lo, hi int64) {
 		for i, off := range offs {
 			*(*uint32)(unsafe.Add(d, int64(i)*4)) = *(*uint32)(unsafe.Add(s, o+off))
 		}
+	case 12:
+		for i, off := range offs {
+			q, r := unsafe.Add(d, int64(i)*12), unsafe.Add(s, o+off)
+			*(*uint64)(q), *(*uint32)(unsafe.Add(q, 8)) = *(*uint64)(r), *(*uint32)(unsafe.Add(r, 8))
+		}
+	case 16:
+		for i, off := range offs {
+			q, r := unsafe.Add(d, int64(i)*16), unsafe.Add(s, o+off)
+			*(*uint64)(q), *(*uint64)(unsafe.Add(q, 8)) = *(*uint64)(r), *(*uint64)(unsafe.Add(r, 8))
+		}
+	case 24:
+		for i, off := range offs {
+			q, r := unsafe.Add(d, int64(i)*24), unsafe.Add(s, o+off)
+			*(*uint64)(q), *(*uint64)(unsafe.Add(q, 8)), *(*uint64)(unsafe.Add(q, 16)) = *(*uint64)(r), *(*uint64)(unsafe.Add(r, 8)), *(*uint64)(unsafe.Add(r, 16))
+		}
 	default:
 		for i, off := range offs {
 			mv(unsafe.Add(d, int64(i)*l), unsafe.Add(s, o+off), l)
@@ -220,6 +235,21 @@ func unpackIndexed(p, t []byte, o int64, offs []int64, l, lo, hi int64) {
 	case 4:
 		for i, off := range offs {
 			*(*uint32)(unsafe.Add(d, o+off)) = *(*uint32)(unsafe.Add(s, int64(i)*4))
+		}
+	case 12:
+		for i, off := range offs {
+			q, r := unsafe.Add(d, o+off), unsafe.Add(s, int64(i)*12)
+			*(*uint64)(q), *(*uint32)(unsafe.Add(q, 8)) = *(*uint64)(r), *(*uint32)(unsafe.Add(r, 8))
+		}
+	case 16:
+		for i, off := range offs {
+			q, r := unsafe.Add(d, o+off), unsafe.Add(s, int64(i)*16)
+			*(*uint64)(q), *(*uint64)(unsafe.Add(q, 8)) = *(*uint64)(r), *(*uint64)(unsafe.Add(r, 8))
+		}
+	case 24:
+		for i, off := range offs {
+			q, r := unsafe.Add(d, o+off), unsafe.Add(s, int64(i)*24)
+			*(*uint64)(q), *(*uint64)(unsafe.Add(q, 8)), *(*uint64)(unsafe.Add(q, 16)) = *(*uint64)(r), *(*uint64)(unsafe.Add(r, 8)), *(*uint64)(unsafe.Add(r, 16))
 		}
 	default:
 		for i, off := range offs {

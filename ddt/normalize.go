@@ -91,7 +91,7 @@ func mkIndex(disp int64, offs []int64, child *Node) *Node {
 	if s, ok := constStride(offs); ok {
 		return mkLoop(disp+offs[0], int64(len(offs)), s, child)
 	}
-	if child.Op == OpBlock {
+	if child.Op == OpBlock && mergesPay(offs, child.Len) {
 		bo := make([]int64, len(offs))
 		bl := make([]int64, len(offs))
 		for i, o := range offs {
@@ -100,6 +100,20 @@ func mkIndex(disp int64, offs []int64, child *Node) *Node {
 		return mkBlocks(disp, bo, bl)
 	}
 	return newIndex(disp, offs, child)
+}
+
+// mergesPay reports whether merging touching blocks of length l at offs
+// removes at least half of them. Otherwise an index over one block length
+// is faster than a list of varying lengths (fixed-size moves, no length
+// table).
+func mergesPay(offs []int64, l int64) bool {
+	touching := 0
+	for i := 1; i < len(offs); i++ {
+		if offs[i-1]+l == offs[i] {
+			touching++
+		}
+	}
+	return 2*touching >= len(offs)
 }
 
 func newIndex(disp int64, offs []int64, child *Node) *Node {

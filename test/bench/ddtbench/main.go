@@ -26,6 +26,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -186,6 +187,11 @@ func benchCase(c *Case, names []string, o options) ([]Result, error) {
 		copy(p.typed, refTyped)
 		var err error
 		p.pack, p.unpack, p.compileNS, err = engines[n](c, p.packed, p.typed)
+		if errors.Is(err, ddt.ErrNotCompiled) {
+			// The engine declines this layout (e.g. a JIT limit): no line.
+			fmt.Fprintf(os.Stderr, "ddtbench: %v: engine %s skipped: %v\n", c, n, err)
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%v engine %s: %w", c, n, err)
 		}
