@@ -378,9 +378,88 @@ func (t *Type) checkIR(ir *IR) error {
 		}
 		return nil
 	}
+	if err := validate(ir.Root); err != nil {
+		return err
+	}
 	if ir.Root.Size != t.size || ir.Root.Lo != t.trueLB || ir.Root.Hi != t.trueUB {
 		return fmt.Errorf("ddt: internal: IR size %d [%d,%d) disagrees with type size %d [%d,%d)",
 			ir.Root.Size, ir.Root.Lo, ir.Root.Hi, t.size, t.trueLB, t.trueUB)
+	}
+	return nil
+}
+
+// validate re-derives every node's Size, Lo, Hi and Prefix from its fields
+// and children and reports the first disagreement. Commit runs it so that the
+// per-node bounds the leaf loops check against, and a compiler relies on,
+// are exact.
+func validate(n *Node) error {
+	bad := func(what string) error {
+		return fmt.Errorf("ddt: internal: %s node %s: %s", n.Op, n.String(), what)
+	}
+	var size, lo, hi int64
+	switch n.Op {
+	case OpBlock:
+		if n.Len <= 0 {
+			return bad("non-positive length")
+		}
+		size, lo, hi = n.Len, n.Disp, n.Disp+n.Len
+	case OpLoop:
+		if n.Count < 1 || n.Child == nil {
+			return bad("bad count or child")
+		}
+		if err := validate(n.Child); err != nil {
+			return err
+		}
+		span := (n.Count - 1) * n.Stride
+		size = n.Count * n.Child.Size
+		lo, hi = n.Disp+n.Child.Lo+min(0, span), n.Disp+n.Child.Hi+max(0, span)
+	case OpIndex:
+		if len(n.Offsets) == 0 || n.Child == nil {
+			return bad("empty index")
+		}
+		if err := validate(n.Child); err != nil {
+			return err
+		}
+		lo, hi = n.Offsets[0], n.Offsets[0]
+		for _, o := range n.Offsets {
+			lo, hi = min(lo, o), max(hi, o)
+		}
+		size = int64(len(n.Offsets)) * n.Child.Size
+		lo, hi = n.Disp+lo+n.Child.Lo, n.Disp+hi+n.Child.Hi
+	case OpBlocks:
+		if len(n.Offsets) == 0 || len(n.Lens) != len(n.Offsets) || len(n.Prefix) != len(n.Offsets)+1 || n.Prefix[0] != 0 {
+			return bad("malformed lists")
+		}
+		lo, hi = n.Offsets[0], n.Offsets[0]+n.Lens[0]
+		for i, o := range n.Offsets {
+			if n.Lens[i] <= 0 || n.Prefix[i+1] != n.Prefix[i]+n.Lens[i] {
+				return bad("bad length or prefix")
+			}
+			lo, hi = min(lo, o), max(hi, o+n.Lens[i])
+		}
+		size, lo, hi = n.Prefix[len(n.Offsets)], n.Disp+lo, n.Disp+hi
+	case OpStruct:
+		if len(n.Offsets) == 0 || len(n.Children) != len(n.Offsets) || len(n.Prefix) != len(n.Offsets)+1 || n.Prefix[0] != 0 {
+			return bad("malformed lists")
+		}
+		for i, c := range n.Children {
+			if err := validate(c); err != nil {
+				return err
+			}
+			if n.Prefix[i+1] != n.Prefix[i]+c.Size {
+				return bad("bad prefix")
+			}
+			if i == 0 {
+				lo, hi = n.Offsets[i]+c.Lo, n.Offsets[i]+c.Hi
+			}
+			lo, hi = min(lo, n.Offsets[i]+c.Lo), max(hi, n.Offsets[i]+c.Hi)
+		}
+		size, lo, hi = n.Prefix[len(n.Offsets)], n.Disp+lo, n.Disp+hi
+	default:
+		return bad("unknown op")
+	}
+	if size != n.Size || lo != n.Lo || hi != n.Hi || n.Size <= 0 {
+		return bad(fmt.Sprintf("size/bounds %d [%d,%d), recomputed %d [%d,%d)", n.Size, n.Lo, n.Hi, size, lo, hi))
 	}
 	return nil
 }
