@@ -23,6 +23,9 @@ func (e *Endpoint) Atomic(buf []byte, desc Desc, dt Datatype, op AtomicOp, dest 
 	if e.closed.Load() {
 		return closeds[opAtomic]
 	}
+	if raddr == noAddr {
+		return errNoAddr[opAtomic]
+	}
 	n, err := atomicCount(opAtomic, buf, dt)
 	if err != nil {
 		return err
@@ -35,6 +38,9 @@ func (e *Endpoint) Atomic(buf []byte, desc Desc, dt Datatype, op AtomicOp, dest 
 func (e *Endpoint) FetchAtomic(buf []byte, desc Desc, result []byte, rdesc Desc, dt Datatype, op AtomicOp, dest Addr, raddr, key uint64, ctx uint64) error {
 	if e.closed.Load() {
 		return closeds[opFetchAtomic]
+	}
+	if raddr == noAddr {
+		return errNoAddr[opFetchAtomic]
 	}
 	n, err := atomicCount(opFetchAtomic, buf, dt)
 	if err != nil {
@@ -52,6 +58,9 @@ func (e *Endpoint) FetchAtomic(buf []byte, desc Desc, result []byte, rdesc Desc,
 func (e *Endpoint) CompareAtomic(buf []byte, desc Desc, compare []byte, cdesc Desc, result []byte, rdesc Desc, dt Datatype, op AtomicOp, dest Addr, raddr, key uint64, ctx uint64) error {
 	if e.closed.Load() {
 		return closeds[opCompareAtomic]
+	}
+	if raddr == noAddr {
+		return errNoAddr[opCompareAtomic]
 	}
 	n, err := atomicCount(opCompareAtomic, buf, dt)
 	if err != nil {

@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"fmt"
+	"sync"
 	"unsafe"
 )
 
@@ -15,7 +16,9 @@ import (
 // (0, 1, 2, ...).
 type AV struct {
 	obj
-	dom *Domain
+	dom  *Domain
+	mu   sync.Mutex
+	used map[Addr]bool // inserted and not removed; guards Lookup/Remove against providers that do not bounds-check
 }
 
 // OpenAV opens a table address vector sized for count addresses (a hint;
@@ -31,7 +34,7 @@ func (d *Domain) OpenAV(count int) (*AV, error) {
 	if ret := C.weft_av_open(C.uintptr_t(d.fid), C.size_t(count), &fid); ret != 0 {
 		return nil, fmt.Errorf("fabric: open AV: %w", mkErr("fi_av_open", int(ret)))
 	}
-	av := &AV{dom: d}
+	av := &AV{dom: d, used: map[Addr]bool{}}
 	av.init("av", uintptr(fid), orderQueue)
 	if err := d.adopt(&av.obj); err != nil {
 		av.close()
@@ -69,18 +72,31 @@ func (a *AV) Insert(addrs ...[]byte) ([]Addr, error) {
 	if int(ret) != len(addrs) {
 		return out, fmt.Errorf("fabric: AV.Insert: only %d of %d addresses inserted: %w", int(ret), len(addrs), ErrAddrNotAvail)
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var bad error
 	for i, ad := range out {
 		if ad == AddrUnspec {
-			return out, fmt.Errorf("fabric: AV.Insert: address %d not available: %w", i, ErrAddrNotAvail)
+			if bad == nil {
+				bad = fmt.Errorf("fabric: AV.Insert: address %d not available: %w", i, ErrAddrNotAvail)
+			}
+			continue
 		}
+		a.used[ad] = true
 	}
-	return out, nil
+	return out, bad
 }
 
 // Lookup returns the name stored at addr.
 func (a *AV) Lookup(addr Addr) ([]byte, error) {
 	if a == nil || a.closed.Load() {
 		return nil, fmt.Errorf("fabric: AV.Lookup: %w", ErrClosed)
+	}
+	a.mu.Lock()
+	ok := a.used[addr]
+	a.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("fabric: AV.Lookup(%d): not in the AV: %w", addr, ErrAddrNotAvail)
 	}
 	buf := make([]byte, 256)
 	for {
@@ -104,9 +120,19 @@ func (a *AV) Remove(addrs ...Addr) error {
 	if len(addrs) == 0 {
 		return nil
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, ad := range addrs {
+		if !a.used[ad] {
+			return fmt.Errorf("fabric: AV.Remove(%d): not in the AV: %w", ad, ErrAddrNotAvail)
+		}
+	}
 	cp := append([]Addr(nil), addrs...)
 	if ret := C.weft_av_remove(C.uintptr_t(a.fid), (*C.uint64_t)(unsafe.Pointer(&cp[0])), C.size_t(len(cp))); ret != 0 {
 		return fmt.Errorf("fabric: AV.Remove: %w", mkErr("fi_av_remove", int(ret)))
+	}
+	for _, ad := range addrs {
+		delete(a.used, ad)
 	}
 	return nil
 }

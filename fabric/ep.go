@@ -245,6 +245,9 @@ func (e *Endpoint) Write(buf []byte, desc Desc, dest Addr, raddr, key uint64, ct
 	if e.closed.Load() {
 		return closeds[opWrite]
 	}
+	if raddr == noAddr {
+		return errNoAddr[opWrite]
+	}
 	return opErr(opWrite, C.weft_write(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uintptr_t(desc), C.uint64_t(dest), C.uint64_t(raddr), C.uint64_t(key), C.uint64_t(ctx)))
 }
 
@@ -253,6 +256,9 @@ func (e *Endpoint) Write(buf []byte, desc Desc, dest Addr, raddr, key uint64, ct
 func (e *Endpoint) WriteData(buf []byte, desc Desc, data uint64, dest Addr, raddr, key uint64, ctx uint64) error {
 	if e.closed.Load() {
 		return closeds[opWriteData]
+	}
+	if raddr == noAddr {
+		return errNoAddr[opWriteData]
 	}
 	return opErr(opWriteData, C.weft_writedata(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uintptr_t(desc), C.uint64_t(data), C.uint64_t(dest), C.uint64_t(raddr), C.uint64_t(key), C.uint64_t(ctx)))
 }
@@ -270,6 +276,9 @@ func (e *Endpoint) WriteMsgData(buf []byte, desc Desc, data uint64, dest Addr, r
 	if e.closed.Load() {
 		return closeds[opWriteMsg]
 	}
+	if raddr == noAddr {
+		return errNoAddr[opWriteMsg]
+	}
 	return opErr(opWriteMsg, C.weft_writemsg(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uintptr_t(desc), C.uint64_t(data), C.uint64_t(dest), C.uint64_t(raddr), C.uint64_t(key), C.uint64_t(ctx), C.uint64_t(flags)))
 }
 
@@ -279,6 +288,9 @@ func (e *Endpoint) InjectWrite(buf []byte, dest Addr, raddr, key uint64) error {
 	if e.closed.Load() {
 		return closeds[opInjectWrite]
 	}
+	if raddr == noAddr {
+		return errNoAddr[opInjectWrite]
+	}
 	return opErr(opInjectWrite, C.weft_inject_write(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uint64_t(dest), C.uint64_t(raddr), C.uint64_t(key)))
 }
 
@@ -286,6 +298,9 @@ func (e *Endpoint) InjectWrite(buf []byte, dest Addr, raddr, key uint64) error {
 func (e *Endpoint) Read(buf []byte, desc Desc, src Addr, raddr, key uint64, ctx uint64) error {
 	if e.closed.Load() {
 		return closeds[opRead]
+	}
+	if raddr == noAddr {
+		return errNoAddr[opRead]
 	}
 	return opErr(opRead, C.weft_read(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uintptr_t(desc), C.uint64_t(src), C.uint64_t(raddr), C.uint64_t(key), C.uint64_t(ctx)))
 }

@@ -147,15 +147,20 @@ var opNames = [numOps]string{
 }
 
 var (
-	agains  [numOps]*Error
-	closeds [numOps]error
+	agains    [numOps]*Error
+	closeds   [numOps]error
+	errNoAddr [numOps]error
 )
+
+// noAddr is what MR.RemoteAddr returns for memory outside the region.
+const noAddr = ^uint64(0)
 
 func init() {
 	txt := strerror(int(syscall.EAGAIN))
 	for i := range agains {
 		agains[i] = &Error{Op: opNames[i], Errno: syscall.EAGAIN, Text: txt}
 		closeds[i] = fmt.Errorf("fabric: %s: %w", opNames[i], ErrClosed)
+		errNoAddr[i] = fmt.Errorf("fabric: %s: remote address is MR.RemoteAddr's \"outside the region\" value: %w", opNames[i], ErrInvalid)
 	}
 }
 
