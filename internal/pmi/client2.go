@@ -71,6 +71,10 @@ func Dial2(ctx context.Context, e Env2) (*Client2, error) {
 // NewClient2 performs fullinit on an established connection.
 func NewClient2(ctx context.Context, nc net.Conn, rank int, jobid string) (*Client2, error) {
 	cl := &Client2{c: newConn(nc), rank: rank, jobid: jobid}
+	// PMI-2 sessions open with one PMI-1 style line that selects version 2.
+	if err := cl.hello(ctx); err != nil {
+		return nil, err
+	}
 	req := NewMsg("fullinit", "pmi_version", "2", "pmi_subversion", "0", "pmirank", strconv.Itoa(rank))
 	if jobid != "" {
 		req.Keys = append(req.Keys, "pmijobid")
@@ -95,6 +99,32 @@ func NewClient2(ctx context.Context, nc net.Conn, rank int, jobid string) (*Clie
 		cl.appnum = a
 	}
 	return cl, nil
+}
+
+// hello sends "cmd=init pmi_version=2" as a PMI-1 line and checks the reply.
+func (cl *Client2) hello(ctx context.Context) error {
+	cl.c.mu.Lock()
+	defer cl.c.mu.Unlock()
+	return cl.c.do(ctx, "init", func() error {
+		if _, err := cl.c.c.Write([]byte(NewMsg("init", "pmi_version", "2", "pmi_subversion", "0").String())); err != nil {
+			return err
+		}
+		line, err := readLine(cl.c.r)
+		if err != nil {
+			return err
+		}
+		rep, err := ParseLine(line)
+		if err != nil {
+			return err
+		}
+		if err := checkReply(rep, "response_to_init"); err != nil {
+			return err
+		}
+		if v, _ := rep.Get("pmi_version"); v != "2" {
+			return fmt.Errorf("%w: server answered PMI-2 init with pmi_version=%s", ErrProtocol, v)
+		}
+		return nil
+	})
 }
 
 func (cl *Client2) exchange(ctx context.Context, req Msg, want string) (Msg, error) {
@@ -166,9 +196,10 @@ func (cl *Client2) Get(ctx context.Context, key string) (string, error) {
 	return cl.found(ctx, req, "kvs-get-response", key)
 }
 
-// JobInfo returns a job attribute (job-getinfo), e.g. PMI_process_mapping.
+// JobInfo returns a job attribute (info-getjobattr), e.g.
+// PMI_process_mapping.
 func (cl *Client2) JobInfo(ctx context.Context, key string) (string, error) {
-	return cl.found(ctx, NewMsg("job-getinfo", "key", key), "job-getinfo-response", key)
+	return cl.found(ctx, NewMsg("info-getjobattr", "key", key), "info-getjobattr-response", key)
 }
 
 func (cl *Client2) found(ctx context.Context, req Msg, want, key string) (string, error) {

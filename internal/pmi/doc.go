@@ -14,7 +14,7 @@
 //     cmd=initack and receives its rank and size.
 //   - PMI-2: a 6-character decimal length prefix followed by
 //     "cmd=NAME;key=value;..." where a literal ';' inside a value is written
-//     ";;". Client only (fullinit, job-getinfo, kvs-put, kvs-fence, kvs-get,
+//     ";;". Client only (fullinit, info-getjobattr, kvs-put, kvs-fence, kvs-get,
 //     finalize, abort), as served by Slurm's "srun --mpi=pmi2".
 //
 // Values on the wire are text with no spaces, newlines or ';'; callers that

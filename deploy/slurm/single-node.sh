@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# single-node.sh brings up (or tears down) a private single-node Slurm on
+# localhost: its own munged socket, slurmctld and slurmd, all state, logs and
+# config in one directory, on ports chosen by the caller, so it never touches
+# a system Slurm and several instances can coexist.
+#
+#   deploy/slurm/single-node.sh start DIR [CTLD_PORT SLURMD_PORT [CPUS]]
+#       writes DIR/slurm.conf, starts the daemons, waits until the node is
+#       idle (at most WEFT_SLURM_WAIT seconds, default 30), and prints
+#       SLURM_CONF=DIR/slurm.conf. Daemon PIDs go to DIR/pids.
+#   deploy/slurm/single-node.sh stop DIR
+#       kills the daemons listed in DIR/pids (SIGTERM, then SIGKILL).
+#
+# Then: SLURM_CONF=DIR/slurm.conf srun --mpi=pmi2 -n 2 prog
+# Needs root (SlurmdUser=root) and the Debian packages slurmd, slurmctld,
+# slurm-client, slurm-wlm-basic-plugins and munge.
+set -euo pipefail
+
+cmd=${1:-}
+dir=${2:-}
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop DIR [CTLD_PORT SLURMD_PORT [CPUS]]" >&2; exit 2; }
+
+stop() {
+	[ -f "$dir/pids" ] || return 0
+	pids=$(cat "$dir/pids")
+	for p in $pids; do kill -TERM "$p" 2>/dev/null || true; done
+	for _ in $(seq 20); do
+		alive=""
+		for p in $pids; do kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
+		[ -z "$alive" ] && break
+		sleep 0.1
+	done
+	for p in $pids; do kill -KILL "$p" 2>/dev/null || true; done
+	rm -f "$dir/pids"
+}
+
+case "$cmd" in
+stop)
+	stop
+	exit 0
+	;;
+start) ;;
+*)
+	echo "$0: unknown command $cmd" >&2
+	exit 2
+	;;
+esac
+
+ctld_port=${3:-6817}
+slurmd_port=${4:-6818}
+cpus=${5:-4}
+wait_s=${WEFT_SLURM_WAIT:-30}
+[ "$(id -u)" -eq 0 ] || { echo "$0: must run as root (SlurmdUser=root)" >&2; exit 1; }
+for b in munged slurmctld slurmd srun sinfo; do
+	command -v "$b" >/dev/null || [ -x "/usr/sbin/$b" ] || { echo "$0: $b not installed" >&2; exit 1; }
+done
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+mkdir -p "$dir/munge" "$dir/state" "$dir/spool" "$dir/log"
+chown munge:munge "$dir/munge" 2>/dev/null || chown munge "$dir/munge"
+chmod 755 "$dir/munge"
+chmod 755 "$dir"
+: >"$dir/pids"
+
+# Private munged: own socket, pid, seed and log files, the system key.
+runuser -u munge -- /usr/sbin/munged --socket="$dir/munge/munge.socket" \
+	--pid-file="$dir/munge/munged.pid" --seed-file="$dir/munge/seed" \
+	--log-file="$dir/munge/munged.log" --key-file=/etc/munge/munge.key
+for _ in $(seq 50); do [ -s "$dir/munge/munged.pid" ] && break; sleep 0.1; done
+[ -s "$dir/munge/munged.pid" ] || { echo "$0: munged did not start:" >&2; cat "$dir/munge/munged.log" >&2; exit 1; }
+cat "$dir/munge/munged.pid" >>"$dir/pids"
+echo >>"$dir/pids"
+
+cat >"$dir/slurm.conf" <<CONF
+ClusterName=weft
+SlurmctldHost=localhost
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$dir/munge/munge.socket
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+SlurmdParameters=config_overrides
+InactiveLimit=0
+KillWait=2
+MessageTimeout=10
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
+PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+CONF
+
+export SLURM_CONF="$dir/slurm.conf"
+/usr/sbin/slurmctld -i -D >"$dir/log/slurmctld.out" 2>&1 &
+echo $! >>"$dir/pids"
+/usr/sbin/slurmd -D >"$dir/log/slurmd.out" 2>&1 &
+echo $! >>"$dir/pids"
+
+deadline=$((SECONDS + wait_s))
+until sinfo -h -o '%T' 2>/dev/null | grep -qx idle; do
+	if [ $SECONDS -ge $deadline ]; then
+		echo "$0: node not idle after ${wait_s}s; logs:" >&2
+		tail -n 20 "$dir/log/"* "$dir/munge/munged.log" >&2 || true
+		stop
+		exit 1
+	fi
+	for p in $(cat "$dir/pids"); do
+		kill -0 "$p" 2>/dev/null || {
+			echo "$0: daemon $p exited; logs:" >&2
+			tail -n 20 "$dir/log/"* >&2 || true
+			stop
+			exit 1
+		}
+	done
+	sleep 0.1
+done
+echo "SLURM_CONF=$dir/slurm.conf"
