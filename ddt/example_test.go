@@ -1,0 +1,82 @@
+package ddt_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/weft-hpc/weft/ddt"
+)
+
+// Pack the second column of a 4×3 row-major float64 matrix.
+func Example() {
+	const rows, cols = 4, 3
+	mat := make([]byte, rows*cols*8)
+	for i := 0; i < rows*cols; i++ {
+		binary.LittleEndian.PutUint64(mat[i*8:], math.Float64bits(float64(i)))
+	}
+	col, err := ddt.Vector(rows, 1, cols, ddt.Float64)
+	if err != nil {
+		panic(err)
+	}
+	if err := col.Commit(); err != nil {
+		panic(err)
+	}
+	// Displacement 0 of the type is mat[8]: the first element of column 1.
+	packed := make([]byte, col.Size())
+	if _, err := col.PackRange(packed, mat, 8, 1, 0); err != nil {
+		panic(err)
+	}
+	for i := 0; i < rows; i++ {
+		fmt.Print(math.Float64frombits(binary.LittleEndian.Uint64(packed[i*8:])))
+		if i < rows-1 {
+			fmt.Print(" ")
+		}
+	}
+	fmt.Println()
+	fmt.Print(col.IR())
+	// Output:
+	// 1 4 7 10
+	// ir size=32 extent=80 lb=0 true_lb=0 true_extent=80 align=8 elem=8
+	//   loop count=4 stride=24 size=32 align=8
+	//     block len=8 size=8 align=8
+}
+
+// A Cursor packs a large type in fixed-size segments, as a pipelined send
+// does; a segment may end inside a basic element.
+func ExampleCursor() {
+	v, _ := ddt.Vector(100, 3, 7, ddt.Int32)
+	_ = v.Commit()
+	typed := make([]byte, 100*7*4)
+	pk, err := v.NewPacker(typed, 0, 1)
+	if err != nil {
+		panic(err)
+	}
+	seg := make([]byte, 500)
+	for n := 0; !pk.Done(); n++ {
+		k, err := pk.Next(seg)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("segment %d: %d bytes, stream offset now %d\n", n, k, pk.Offset())
+	}
+	// Output:
+	// segment 0: 500 bytes, stream offset now 500
+	// segment 1: 500 bytes, stream offset now 1000
+	// segment 2: 200 bytes, stream offset now 1200
+}
+
+// Of derives a datatype from a Go struct, honouring its padding.
+func ExampleOf() {
+	type particle struct {
+		ID  int32
+		Pos [3]float64
+		Q   float32
+	}
+	t, err := ddt.Of[particle]()
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("size", t.Size(), "extent", t.Extent())
+	// Output: size 32 extent 40
+}
