@@ -104,7 +104,9 @@ func TestCounter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// The counter drives progress itself; the target side needs its CQ read.
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		for ctx.Err() == nil {
 			cqs[1].Read(make([]Completion, 4))
 			time.Sleep(time.Millisecond)
@@ -127,6 +129,7 @@ func TestCounter(t *testing.T) {
 		t.Errorf("Set: %v %d", err, cnt.Read())
 	}
 	cancel()
+	<-done
 	if err := dom.Close(); err != nil {
 		t.Fatal(err)
 	}
