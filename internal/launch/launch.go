@@ -130,18 +130,19 @@ type event struct {
 
 // Job is a running job. Create it with Start.
 type Job struct {
-	cfg      Config
-	launcher string
-	srv      *pmi.Server
-	procs    []*proc
-	events   chan event
-	fail     chan *ExitError
-	sigs     chan os.Signal
-	waitOnce sync.Once
-	result   error
-	out      *outputs
-	cancel   context.CancelFunc
-	ctx      context.Context
+	cfg       Config
+	launcher  string
+	srv       *pmi.Server
+	procs     []*proc
+	events    chan event
+	fail      chan *ExitError
+	sigs      chan os.Signal
+	waitOnce  sync.Once
+	result    error
+	out       *outputs
+	cancel    context.CancelFunc
+	ctx       context.Context
+	srunWatch *srunWatcher
 }
 
 func (c *Config) validate() error {
@@ -521,6 +522,15 @@ func (j *Job) supervise() error {
 				continue
 			}
 			if e := exitFailure(ev); e != nil {
+				if ev.p.id < 0 {
+					j.out.flush() // srun's report of the failing task
+					e.Reason = "srun " + e.Reason
+					if j.srunWatch != nil {
+						if r, c, ok := j.srunWatch.failure(); ok {
+							e = &ExitError{Rank: r, Code: c, Reason: "exited with status " + strconv.Itoa(c) + " (reported by srun)"}
+						}
+					}
+				}
 				failWith(e)
 			} else if s, ok := stallPending[ev.p.id]; ok {
 				failWith(s)

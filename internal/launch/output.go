@@ -133,3 +133,17 @@ func (o *outputs) wait(d time.Duration) {
 	o.readers = nil
 	o.mu.Unlock()
 }
+
+// flush waits briefly for the copiers to finish (used when the process
+// writing to them has exited and its last lines matter).
+func (o *outputs) flush() {
+	done := make(chan struct{})
+	go func() {
+		o.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(200 * time.Millisecond):
+	}
+}
