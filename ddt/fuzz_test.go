@@ -1,6 +1,7 @@
 package ddt
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"testing"
 )
@@ -89,4 +90,40 @@ func checkAlign(t *testing.T, n *Node, o int64) {
 			checkAlign(t, c, 0)
 		}
 	}
+}
+
+// FuzzBounds throws arbitrary buffer lengths, bases, counts and offsets at
+// PackRange/UnpackRange: they must either return an error or produce the
+// reference bytes, and never panic or touch memory outside the slices.
+func FuzzBounds(f *testing.F) {
+	f.Add(uint64(1), int64(0), int16(2), int64(0), uint16(100), uint16(10))
+	f.Add(uint64(7), int64(-5), int16(-1), int64(3), uint16(3), uint16(0))
+	f.Add(uint64(9), int64(1<<40), int16(3), int64(-2), uint16(0), uint16(65535))
+	f.Fuzz(func(t *testing.T, seed uint64, base int64, count int16, from int64, typedLen, packedLen uint16) {
+		g := &gen{r: rand.New(rand.NewPCG(seed, 5))}
+		tt := g.typ(4)
+		if err := tt.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		typed := pattern(int(typedLen), seed)
+		packed := make([]byte, packedLen)
+		n, err := tt.PackRange(packed, typed, base, int(count), from)
+		if err != nil {
+			if n != 0 {
+				t.Fatalf("error %v with n=%d", err, n)
+			}
+			return
+		}
+		want := refPack(tt, typed, base, int(count))
+		if n != min(len(packed), len(want)-int(from)) || !bytes.Equal(packed[:n], want[from:from+int64(n)]) {
+			t.Fatalf("PackRange n=%d differs from reference", n)
+		}
+		u := append([]byte(nil), typed...)
+		if k, err := tt.UnpackRange(u, packed[:n], base, int(count), from); err != nil || k != n {
+			t.Fatalf("UnpackRange after a valid PackRange: %d %v", k, err)
+		}
+		if !bytes.Equal(u, typed) {
+			t.Fatalf("unpacking the packed bytes back changed the buffer")
+		}
+	})
 }
