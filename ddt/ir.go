@@ -108,11 +108,13 @@ type Node struct {
 	// extent.
 	Lo, Hi int64
 
-	// Align is the largest power of two not above MaxAlign that divides the
-	// start offset (relative to the instance origin, Disp included) and the
-	// length of every contiguous block this node copies. If the instance
-	// origin is A-aligned, every block starts at a min(A, Align)-aligned
-	// address and its length is a multiple of min(A, Align).
+	// Align is a power of two not above MaxAlign that divides the start
+	// offset (relative to the instance origin, Disp included) and the length
+	// of every contiguous block this node copies. It is computed
+	// conservatively (the true alignment may be larger, never smaller). If
+	// the instance origin is A-aligned, every block starts at a
+	// min(A, Align)-aligned address and its length is a multiple of
+	// min(A, Align).
 	Align int64
 
 	// MinBlock and MaxBlock are the smallest and largest contiguous block
