@@ -143,6 +143,7 @@ type Job struct {
 	cancel    context.CancelFunc
 	ctx       context.Context
 	srunWatch *srunWatcher
+	lifelines []*os.File // write ends of ssh ranks' stdin
 }
 
 func (c *Config) validate() error {
@@ -408,7 +409,14 @@ func (j *Job) startRanks() error {
 			cmd = sshCommand(cfg, hosts[node[r]].Name, append(append([]string{}, cfg.Env...), providerEnv(cfg)...), renv)
 			cmd.Env = env
 		}
-		if err := j.spawn(r, cmd, r == 0 && j.launcher == "local"); err != nil {
+		in := stdinNone
+		switch {
+		case j.launcher == "ssh":
+			in = stdinLifeline
+		case r == 0:
+			in = stdinForward
+		}
+		if err := j.spawn(r, cmd, in); err != nil {
 			return fmt.Errorf("launch: start rank %d: %w", r, err)
 		}
 	}
@@ -431,8 +439,15 @@ func isLoopbackSSHTarget(name string) bool {
 	return name == "localhost" || strings.HasPrefix(name, "127.") || name == "::1"
 }
 
+// What a started process gets as standard input.
+const (
+	stdinNone     = iota // /dev/null
+	stdinForward         // Config.Stdin
+	stdinLifeline        // a pipe fabrun holds open until the job ends (ssh ranks: EOF means "stop")
+)
+
 // spawn starts one process in its own process group with captured output.
-func (j *Job) spawn(id int, cmd *exec.Cmd, stdin bool) error {
+func (j *Job) spawn(id int, cmd *exec.Cmd, stdin int) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	outW, errW, err := j.out.pipes(id)
 	if err != nil {
@@ -440,7 +455,7 @@ func (j *Job) spawn(id int, cmd *exec.Cmd, stdin bool) error {
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	var inW *os.File
-	if stdin && j.cfg.Stdin != nil {
+	if stdin == stdinForward && j.cfg.Stdin != nil || stdin == stdinLifeline {
 		var inR *os.File
 		if inR, inW, err = os.Pipe(); err != nil {
 			outW.Close()
@@ -459,7 +474,10 @@ func (j *Job) spawn(id int, cmd *exec.Cmd, stdin bool) error {
 		}
 		return err
 	}
-	if inW != nil {
+	switch {
+	case stdin == stdinLifeline:
+		j.lifelines = append(j.lifelines, inW)
+	case inW != nil:
 		go func() {
 			_, _ = io.Copy(inW, j.cfg.Stdin)
 			inW.Close()
@@ -600,7 +618,14 @@ func (j *Job) procByID(id int) *proc {
 }
 
 // killAll signals every process group (ESRCH for finished ones is ignored).
+// Ending the job (SIGTERM, SIGKILL) also closes the ssh ranks' lifelines,
+// which makes their remote wrappers kill the remote programs.
 func (j *Job) killAll(sig syscall.Signal) {
+	if sig == syscall.SIGTERM || sig == syscall.SIGKILL {
+		for _, w := range j.lifelines {
+			w.Close()
+		}
+	}
 	for _, p := range j.procs {
 		if err := syscall.Kill(-p.pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 			log.Debug("kill", "pgid", p.pgid, "sig", sig, "err", err)

@@ -1,0 +1,39 @@
+package launchers_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHydraHello runs examples/hello under MPICH's mpiexec.hydra, whose
+// ranks reach weft's PMI-1 client through PMI_FD and, with -pmi-port,
+// through PMI_PORT + PMI_ID.
+func TestHydraHello(t *testing.T) {
+	hydra, err := exec.LookPath("mpiexec.hydra")
+	if err != nil {
+		t.Skipf("mpiexec.hydra not installed (Debian package mpich): %v", err)
+	}
+	_, hello := binaries(t)
+	for _, mode := range [][]string{nil, {"-pmi-port"}} {
+		args := append([]string{"-launcher", "fork"}, mode...)
+		args = append(args, "-n", "3", hello)
+		r := run(t, 60*time.Second, []string{"WEFT_PROVIDER=", "SLURM_JOB_ID="}, hydra, args...)
+		checkRing(t, "mpiexec.hydra "+strings.Join(mode, " "), r, 3)
+	}
+}
+
+// TestHydraFailure checks that a failing rank under Hydra surfaces: hello
+// aborts through PMI-1 when its provider cannot be opened.
+func TestHydraFailure(t *testing.T) {
+	hydra, err := exec.LookPath("mpiexec.hydra")
+	if err != nil {
+		t.Skipf("mpiexec.hydra not installed (Debian package mpich): %v", err)
+	}
+	_, hello := binaries(t)
+	r := run(t, 60*time.Second, []string{"WEFT_PROVIDER=no-such-provider"}, hydra, "-launcher", "fork", "-n", "2", hello)
+	if r.code == 0 || !strings.Contains(r.stderr, "no-such-provider") {
+		t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -1,0 +1,145 @@
+package launchers_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startSSHD runs a private sshd on a localhost port with generated host and
+// user keys, and returns the ssh command fabrun should use.
+func startSSHD(t *testing.T) string {
+	t.Helper()
+	sshd, err := exec.LookPath("sshd")
+	if err != nil {
+		if sshd, err = exec.LookPath("/usr/sbin/sshd"); err != nil {
+			t.Skipf("sshd not installed (Debian package openssh-server): %v", err)
+		}
+	}
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skipf("ssh client not installed: %v", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the test sshd logs in as root with a key; not running as root")
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	for _, k := range []string{"host_key", "user_key"} {
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, k)).CombinedOutput(); err != nil {
+			t.Fatalf("ssh-keygen: %v\n%s", err, out)
+		}
+	}
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+		t.Skipf("cannot create sshd's privilege separation directory: %v", err)
+	}
+	os.Chmod("/run/sshd", 0o755)
+	port := freePorts(t, 1)[0]
+	cfg := filepath.Join(dir, "sshd_config")
+	conf := fmt.Sprintf(`Port %d
+ListenAddress 127.0.0.1
+HostKey %s/host_key
+PidFile %s/sshd.pid
+AuthorizedKeysFile %s/user_key.pub
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PrintMotd no
+`, port, dir, dir, dir)
+	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(sshd, "-t", "-f", cfg).CombinedOutput(); err != nil {
+		t.Fatalf("sshd -t rejects the generated config: %v\n%s", err, out)
+	}
+	cmd := exec.Command(sshd, "-D", "-e", "-f", cfg)
+	logf, _ := os.Create(filepath.Join(dir, "sshd.log"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Skipf("sshd cannot start: %v", err)
+	}
+	pid := cmd.Process.Pid
+	t.Cleanup(func() {
+		syscall.Kill(pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(3 * time.Second):
+			syscall.Kill(pid, syscall.SIGKILL)
+			<-done
+		}
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "sshd.log"))
+			t.Logf("sshd log:\n%s", b)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(filepath.Join(dir, "sshd.log"))
+			t.Skipf("sshd did not listen on port %d within 10 s: %s", port, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Sprintf("ssh -p %d -i %s/user_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR", port, dir)
+}
+
+// TestSSHLauncher runs hello through fabrun's ssh launcher: two ranks on one
+// "host" (shm), then one rank on each of two host names for the same machine
+// (so each rank is alone on its node and the job uses tcp;ofi_rxm).
+func TestSSHLauncher(t *testing.T) {
+	ssh := startSSHD(t)
+	fab, hello := binaries(t)
+	r := run(t, 60*time.Second, []string{"WEFT_SSH=" + ssh}, fab, "-n", "2", "--launcher", "ssh", "--hosts", "127.0.0.1:2", "--tag-output", hello)
+	checkRing(t, "fabrun ssh, one host", r, 2)
+	r = run(t, 60*time.Second, nil, fab, "--ssh", ssh, "-n", "2", "--hosts", "root@127.0.0.1,root@localhost", "--tag-output",
+		"--env", "WEFT_LOG_LEVEL=debug", hello)
+	checkRing(t, "fabrun ssh, two hosts", r, 2)
+	if !strings.Contains(r.stderr, "tcp;ofi_rxm") {
+		t.Errorf("ranks on different hosts did not select tcp;ofi_rxm:\n%s", r.stderr)
+	}
+}
+
+// TestSSHFailureCleansUp: a remote rank fails, fabrun kills the others, and
+// no remote process (all on this machine) survives.
+func TestSSHFailureCleansUp(t *testing.T) {
+	ssh := startSSHD(t)
+	fab, _ := binaries(t)
+	mark := marker()
+	r := run(t, 60*time.Second, nil, fab, "--ssh", ssh, "-n", "3", "--hosts", "127.0.0.1:3", "--env", mark,
+		"sh", "-c", `[ "$PMI_RANK" = 1 ] && { sleep 0.5; exit 3; }; sleep 30`)
+	if r.code != 3 || !strings.Contains(r.stderr, "fabrun: rank 1 exited with status 3") {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r.took > 5*time.Second {
+		t.Errorf("took %v", r.took)
+	}
+	if left := waitGone(mark, 3*time.Second); len(left) > 0 {
+		t.Errorf("remote processes left behind: %v", left)
+	}
+	// A timeout ends remote ranks the same way.
+	mark = marker()
+	r = run(t, 60*time.Second, nil, fab, "--ssh", ssh, "-n", "2", "--hosts", "127.0.0.1:2", "--timeout", "1s", "--env", mark, "sleep", "30")
+	if r.code != 124 {
+		t.Errorf("timeout over ssh: exit %d\n%s", r.code, r.stderr)
+	}
+	if left := waitGone(mark, 3*time.Second); len(left) > 0 {
+		t.Errorf("remote processes left behind after timeout: %v", left)
+	}
+}
