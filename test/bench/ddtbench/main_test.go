@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// TestSmallRun runs every case at the small size with the engines of this
+// file (each engine's bytes are checked against the manual loop inside
+// bench) and checks the JSON lines.
+func TestSmallRun(t *testing.T) {
+	var out bytes.Buffer
+	if err := run([]string{"-json", "-sizes", "s", "-engines", "manual,interp,copy", "-reps", "1", "-mintime", "0"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(&out)
+	lines := 0
+	for sc.Scan() {
+		var r map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		for _, k := range []string{"case", "size", "bytes", "engine", "op", "ns"} {
+			if _, ok := r[k]; !ok {
+				t.Fatalf("line %q lacks %q", sc.Text(), k)
+			}
+		}
+		if r["ns"].(float64) <= 0 || r["bytes"].(float64) <= 0 {
+			t.Fatalf("line %q: non-positive ns or bytes", sc.Text())
+		}
+		seen[r["case"].(string)] = true
+		lines++
+	}
+	if len(seen) != len(caseBuilders) || lines != len(caseBuilders)*3*2 {
+		t.Fatalf("%d cases, %d lines; want %d cases, %d lines", len(seen), lines, len(caseBuilders), len(caseBuilders)*6)
+	}
+}
+
+// TestCasesPartialPack checks every case at the small size through the
+// resumable path: packing in odd-sized segments gives the manual bytes.
+func TestCasesPartialPack(t *testing.T) {
+	for _, c := range allCases() {
+		if c.Size != "s" {
+			continue
+		}
+		typed := make([]byte, c.Typed)
+		fill(typed, 3)
+		want := make([]byte, c.Bytes)
+		p, _ := c.Bind(want, typed)
+		p()
+		got := make([]byte, 0, c.Bytes)
+		seg := make([]byte, 1000)
+		for from := int64(0); from < c.Bytes; {
+			n, err := c.Type.PackRange(seg, typed, 0, c.Count, from)
+			if err != nil {
+				t.Fatalf("%v: %v", c, err)
+			}
+			got = append(got, seg[:n]...)
+			from += int64(n)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%v: segmented pack differs from the manual loop", c)
+		}
+	}
+}
