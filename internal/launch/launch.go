@@ -585,6 +585,7 @@ func (j *Job) supervise() error {
 	}
 	// Sweep anything left in the ranks' process groups.
 	j.killAll(syscall.SIGKILL)
+	j.waitGroupsGone(time.Second)
 	j.shutdown()
 	if first != nil {
 		return first
