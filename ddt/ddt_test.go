@@ -482,3 +482,22 @@ func (fakeKernel) Pack(packed, typed []byte, base int64, count int, from int64) 
 func (fakeKernel) Unpack(typed, packed []byte, base int64, count int, from int64) (int, error) {
 	return 0, errFake
 }
+
+// TestLeafLengths runs every block length from 1 to 70 bytes through each
+// leaf loop shape (strided, fixed-length index, varying block list),
+// whole and resumed.
+func TestLeafLengths(t *testing.T) {
+	m := mustT(t)
+	for l := 1; l <= 70; l++ {
+		blk := m(Contiguous(l, Byte))
+		shapes := []*Type{
+			m(HVector(5, 1, int64(l+3), blk)),
+			m(HVector(4, 1, -int64(2*l+1), blk)),
+			m(HIndexedBlock(1, []int64{0, int64(3 * l), int64(l + 1), int64(7 * l)}, blk)),
+			m(HIndexed([]int{1, 2, 1, 3}, []int64{int64(5 * l), 0, int64(12 * l), int64(3*l + 1)}, blk)),
+		}
+		for _, tt := range shapes {
+			checkAgainstRef(t, tt, 2, []int{1, 7, l + 1})
+		}
+	}
+}

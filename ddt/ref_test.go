@@ -271,7 +271,25 @@ func (g *gen) typ(d int) *Type {
 	var t *Type
 	var err error
 	disp := func() int64 { return int64(g.r.IntN(64)) - 16 }
-	switch g.r.IntN(12) {
+	switch g.r.IntN(14) {
+	case 12, 13:
+		// An index list with runs of touching blocks (exercises merging and
+		// fixed-length indexed leaves).
+		n := 1 + g.small(12)
+		ds := make([]int, n)
+		x := g.small(4) - 2
+		for i := range ds {
+			ds[i] = x
+			if g.r.IntN(3) == 0 {
+				x += 2 + g.small(5)
+			} else {
+				x++
+			}
+		}
+		if g.r.IntN(4) == 0 {
+			g.r.Shuffle(n, func(i, j int) { ds[i], ds[j] = ds[j], ds[i] })
+		}
+		t, err = IndexedBlock(1+g.small(2), ds, old)
 	case 0:
 		t, err = Contiguous(g.cnt(3), old)
 	case 1:
