@@ -60,6 +60,10 @@ mkdir -p "$dir/munge" "$dir/state" "$dir/spool" "$dir/log"
 chown munge:munge "$dir/munge" 2>/dev/null || chown munge "$dir/munge"
 chmod 755 "$dir/munge"
 chmod 755 "$dir"
+runuser -u munge -- test -x "$dir/munge" || {
+	echo "$0: the munge user cannot reach $dir (a parent directory is private); use a world-traversable directory" >&2
+	exit 1
+}
 : >"$dir/pids"
 
 # Private munged: own socket, pid, seed and log files, the system key.

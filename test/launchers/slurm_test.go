@@ -1,0 +1,90 @@
+package launchers_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startSlurm brings up a private single-node Slurm with
+// deploy/slurm/single-node.sh and returns the SLURM_CONF environment entry.
+func startSlurm(t *testing.T) string {
+	t.Helper()
+	for _, b := range []string{"/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged"} {
+		if _, err := os.Stat(b); err != nil {
+			t.Skipf("%s not installed (Debian packages slurmctld, slurmd, munge): %v", b, err)
+		}
+	}
+	for _, b := range []string{"srun", "salloc", "sinfo"} {
+		if _, err := exec.LookPath(b); err != nil {
+			t.Skipf("%s not installed (Debian package slurm-client): %v", b, err)
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the private Slurm runs slurmd as root; not running as root")
+	}
+	// The munge user must reach the socket directory: t.TempDir's parent is
+	// private, so make a world-traversable directory.
+	dir, err := os.MkdirTemp("", "weft-slurm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	script := filepath.Join(repoRoot(t), "deploy", "slurm", "single-node.sh")
+	ports := freePorts(t, 2)
+	t.Cleanup(func() {
+		if out, err := exec.Command(script, "stop", dir).CombinedOutput(); err != nil {
+			t.Errorf("stopping Slurm: %v\n%s", err, out)
+		}
+		if t.Failed() {
+			for _, f := range []string{"log/slurmctld.log", "log/slurmd.log"} {
+				b, _ := os.ReadFile(filepath.Join(dir, f))
+				t.Logf("%s:\n%s", f, b)
+			}
+		}
+		os.RemoveAll(dir)
+	})
+	r := run(t, 60*time.Second, []string{"WEFT_SLURM_WAIT=30"}, script, "start", dir, strconv.Itoa(ports[0]), strconv.Itoa(ports[1]), "4")
+	if r.code != 0 {
+		t.Fatalf("single-node Slurm did not start (exit %d):\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	return "SLURM_CONF=" + filepath.Join(dir, "slurm.conf")
+}
+
+// TestSlurm runs hello directly under srun --mpi=pmi2 (weft's PMI-2 client),
+// then through fabrun inside an allocation (fabrun launches with srun), and
+// checks that a failing rank is named with its status.
+func TestSlurm(t *testing.T) {
+	conf := startSlurm(t)
+	fab, hello := binaries(t)
+	env := []string{conf, "WEFT_PROVIDER=", "WEFT_LOG_LEVEL=debug"}
+
+	r := run(t, 60*time.Second, env, "srun", "--mpi=pmi2", "-n", "2", hello)
+	checkRing(t, "srun --mpi=pmi2 -n 2 hello", r, 2)
+	t.Logf("srun hello: %v", r.took)
+	if !strings.Contains(r.stderr, "kind=slurm") {
+		t.Errorf("ranks did not use the Slurm bootstrap:\n%s", r.stderr)
+	}
+
+	r = run(t, 60*time.Second, env, "salloc", "-n", "2", fab, "-n", "2", "--tag-output", hello)
+	checkRing(t, "salloc -n 2 fabrun -n 2 hello", r, 2)
+	t.Logf("salloc fabrun hello: %v", r.took)
+	for _, want := range []string{"launcher=slurm", "[0] rank 0 of 2 on", "[1] rank 1 of 2 on"} {
+		if !strings.Contains(r.stdout+r.stderr, want) {
+			t.Errorf("missing %q:\n%s%s", want, r.stdout, r.stderr)
+		}
+	}
+
+	r = run(t, 60*time.Second, []string{conf}, "salloc", "-n", "2", fab, "-n", "2", "sh", "-c", `[ "$PMI_RANK" = 1 ] && exit 3; sleep 30`)
+	if r.code != 3 || !strings.Contains(r.stderr, "fabrun: rank 1 exited with status 3") {
+		t.Errorf("failing rank under Slurm: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("salloc fabrun failing job: %v", r.took)
+	if r.took > 15*time.Second {
+		t.Errorf("failing job under Slurm took %v", r.took)
+	}
+}
