@@ -501,3 +501,39 @@ func TestLeafLengths(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrent commits one type from several goroutines at once and packs
+// it concurrently (run with -race).
+func TestConcurrent(t *testing.T) {
+	m := mustT(t)
+	tt := m(Struct([]int{2, 1}, []int64{0, 40}, []*Type{m(Vector(3, 1, 2, Int32)), Float64}))
+	n, base := layout(tt, 5)
+	typed := pattern(n, 8)
+	want := refPack(tt, typed, base, 5)
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		go func() {
+			if err := tt.Commit(); err != nil {
+				errs <- err
+				return
+			}
+			out := make([]byte, len(want))
+			for i := 0; i < 200; i++ {
+				if _, err := tt.PackRange(out, typed, base, 5, 0); err != nil {
+					errs <- err
+					return
+				}
+				if !bytes.Equal(out, want) {
+					errs <- errors.New("concurrent pack differs")
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for g := 0; g < 8; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
