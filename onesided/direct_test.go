@@ -40,9 +40,13 @@ func putSignalStress(ctx context.Context, g Group, iters, payload int, opts ...O
 		return err
 	}
 	defer w.Free(ctx)
-	buf := make([]byte, payload)
+	// Two source buffers: like MPI_Put's, a PutSignal source must not be
+	// rewritten until the put is complete, which the acknowledgement of
+	// the message two iterations back proves.
+	bufs := [2][]byte{make([]byte, payload), make([]byte, payload)}
 	for it := 1; it <= iters; it++ {
 		slot := it % 2
+		buf := bufs[slot]
 		if it > 2 { // the receiver must have checked the slot's previous message
 			if _, err := w.WaitSignal(ctx, ack, CmpGE, uint64(it-2)); err != nil {
 				return err

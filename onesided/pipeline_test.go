@@ -19,15 +19,10 @@ func tileFill(b []byte, src, dst, it, r int) {
 // referenceExchange is the non-overlapped scheme: compute every iteration,
 // then exchange everything with puts and a fence. It returns, per source
 // rank, the N×bpi bytes that rank computed for this one.
-func referenceExchange(ctx context.Context, g Group, n, bpi, run int, opts ...Option) ([][]byte, error) {
-	me, P := g.Rank(), g.Size()
-	w, err := Allocate(ctx, g, P*n*bpi, opts...)
-	if err != nil {
-		return nil, err
-	}
-	defer w.Free(ctx)
-	out := make([]byte, n*bpi)
+func referenceExchange(ctx context.Context, w *Window, n, bpi, run int) ([][]byte, error) {
+	me, P := w.Rank(), w.Size()
 	for q := 0; q < P; q++ {
+		out := make([]byte, n*bpi) // in flight until the fence
 		for it := 0; it < n; it++ {
 			tileFill(out[it*bpi:(it+1)*bpi], me, q, it, run)
 		}
@@ -86,15 +81,31 @@ func pipelineExchange(ctx context.Context, p *Pipeline, run int) ([][]byte, erro
 
 // pipelineMatrix checks the pipeline against the reference for many shapes.
 func pipelineMatrix(ctx context.Context, g Group, shapes []PipelineConfig, opts ...Option) error {
+	// One window for the reference and one for the transport, each sized
+	// for the largest shape, so the matrix does not pay for a libfabric
+	// endpoint per shape.
+	maxRef, maxTile, maxD := 0, 0, 0
+	for _, c := range shapes {
+		maxRef = max(maxRef, g.Size()*c.N*c.BytesPerIter)
+		maxTile, maxD = max(maxTile, c.K*c.BytesPerIter), max(maxD, c.D)
+	}
+	ref, err := Allocate(ctx, g, maxRef, opts...)
+	if err != nil {
+		return err
+	}
+	defer ref.Free(ctx)
 	tr := NewWindowTransport(g, opts...)
 	defer tr.Close(ctx)
+	if err := tr.Prepare(ctx, maxTile, maxD+1, 2*maxD); err != nil {
+		return err
+	}
 	for _, cfg := range shapes {
 		p, err := NewPipeline(ctx, tr, cfg)
 		if err != nil {
 			return err
 		}
 		for run := 0; run < 2; run++ {
-			want, err := referenceExchange(ctx, g, cfg.N, cfg.BytesPerIter, run, opts...)
+			want, err := referenceExchange(ctx, ref, cfg.N, cfg.BytesPerIter, run)
 			if err != nil {
 				return err
 			}

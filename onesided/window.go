@@ -450,10 +450,11 @@ func (w *Window) checkAligned(op string, target, off, n, align int) error {
 	return nil
 }
 
-// Put copies data into target's region at offset. It returns once data
-// may be reused by the caller; the write is visible at the target after a
-// Flush(target), FlushAll or Fence (direct-store writes are visible at
-// once).
+// Put copies data into target's region at offset. The write is visible at
+// the target after Flush(target), FlushAll or Fence (direct-store writes at
+// once). As with MPI_Put, data must not be modified until that flush:
+// the libfabric path may read it in place (it is copied at once only for
+// direct stores and for puts of at most 256 bytes).
 func (w *Window) Put(target, offset int, data []byte) error {
 	if err := w.check("Put", target, offset, len(data)); err != nil {
 		return err
@@ -483,7 +484,9 @@ func (w *Window) Get(target, offset int, dst []byte) error {
 // value into the 8-byte signal word at signalOffset of target's region. A
 // process that observes the value in the signal word (WaitSignal,
 // TestSignal) also observes the data. signalOffset must be 8-byte aligned
-// and must not overlap the data.
+// and must not overlap the data. As with Put, data must not be modified
+// until the put is complete: a flush, or the target's acknowledgement that
+// it saw the signal.
 func (w *Window) PutSignal(target int, data []byte, offset, signalOffset int, value uint64) error {
 	if err := w.check("PutSignal", target, offset, len(data)); err != nil {
 		return err

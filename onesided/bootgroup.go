@@ -1,0 +1,64 @@
+package onesided
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/weft-hpc/weft/internal/bootstrap"
+)
+
+var bootGroups atomic.Int64
+
+// bootGroup is a Group over the launcher's key-value exchange.
+type bootGroup struct {
+	bs     bootstrap.Bootstrap
+	prefix string
+	seq    int
+}
+
+// BootstrapGroup returns a Group spanning every rank of the job, built on
+// the launcher's put/fence/get exchange: Barrier is a fence and Allgather
+// is a put, a fence and one get per rank. It is slow (milliseconds) but
+// needs nothing beyond the launcher, so windows work before any
+// communicator exists. Groups must be created in the same order on every
+// rank. The Group is for one goroutine at a time.
+func BootstrapGroup(bs bootstrap.Bootstrap) Group {
+	id := bootGroups.Add(1)
+	return &bootGroup{bs: bs, prefix: "os.g" + strconv.FormatInt(id, 10) + "."}
+}
+
+func (g *bootGroup) Rank() int { return g.bs.Rank() }
+func (g *bootGroup) Size() int { return g.bs.Size() }
+
+func (g *bootGroup) Barrier(ctx context.Context) error {
+	if err := g.bs.Fence(ctx); err != nil {
+		return fmt.Errorf("onesided: bootstrap barrier: %w", err)
+	}
+	return nil
+}
+
+func (g *bootGroup) Allgather(ctx context.Context, data []byte) ([][]byte, error) {
+	g.seq++
+	key := g.prefix + strconv.Itoa(g.seq) + "."
+	if err := g.bs.Put(key+strconv.Itoa(g.Rank()), data); err != nil {
+		return nil, fmt.Errorf("onesided: bootstrap allgather: %w", err)
+	}
+	if err := g.bs.Fence(ctx); err != nil {
+		return nil, fmt.Errorf("onesided: bootstrap allgather: %w", err)
+	}
+	out := make([][]byte, g.Size())
+	for r := range out {
+		if r == g.Rank() {
+			out[r] = append([]byte(nil), data...)
+			continue
+		}
+		v, err := g.bs.Get(ctx, key+strconv.Itoa(r))
+		if err != nil {
+			return nil, fmt.Errorf("onesided: bootstrap allgather from rank %d: %w", r, err)
+		}
+		out[r] = v
+	}
+	return out, nil
+}

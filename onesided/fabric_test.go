@@ -1,0 +1,124 @@
+package onesided
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/weft-hpc/weft/fabric"
+)
+
+// providerCase is one libfabric configuration the network path is tested on.
+type providerCase struct {
+	prov  string
+	order SignalOrdering
+}
+
+// netCases lists every (provider, ordering) pair to test; a pair is
+// skipped only if the provider genuinely does not grant the ordering.
+var netCases = []providerCase{
+	{"shm", OrderAuto}, {"shm", OrderWAW}, {"shm", OrderDelivery},
+	{"tcp;ofi_rxm", OrderAuto}, {"tcp;ofi_rxm", OrderDelivery},
+	{"sockets", OrderFence},
+}
+
+func (c providerCase) opts() []Option {
+	return []Option{WithSharedMemory(ShmOff), WithProvider(c.prov), WithSignalOrdering(c.order)}
+}
+
+func (c providerCase) name() string { return c.prov + "/" + c.order.String() }
+
+// requireProvider skips when the provider is absent from this libfabric.
+func requireProvider(t *testing.T, prov string) {
+	t.Helper()
+	if _, err := fabric.GetInfo(&fabric.Hints{Provider: prov, Caps: fabric.CapRMA}); err != nil {
+		if errors.Is(err, fabric.ErrNoProvider) {
+			t.Skipf("libfabric provider %q is not available here: %v", prov, err)
+		}
+		t.Fatalf("GetInfo(%s): %v", prov, err)
+	}
+}
+
+func TestNetPutSignalEveryOrdering(t *testing.T) {
+	for _, c := range netCases {
+		t.Run(c.name(), func(t *testing.T) {
+			requireProvider(t, c.prov)
+			runRanks(t, 2, func(ctx context.Context, g Group) error {
+				return putSignalStress(ctx, g, 150, 48<<10, c.opts()...)
+			})
+		})
+	}
+}
+
+func TestNetOrderingReported(t *testing.T) {
+	requireProvider(t, "sockets")
+	runRanks(t, 2, func(ctx context.Context, g Group) error {
+		for _, c := range []providerCase{{"sockets", OrderAuto}, {"sockets", OrderFence}, {"shm", OrderDelivery}} {
+			w, err := Allocate(ctx, g, 64, c.opts()...)
+			if err != nil {
+				return err
+			}
+			if w.Provider() != c.prov || w.Direct(0) || w.Direct(1) {
+				return fmt.Errorf("%s: provider %q direct %v", c.name(), w.Provider(), w.Direct(0))
+			}
+			if c.order != OrderAuto && w.Ordering() != c.order {
+				return fmt.Errorf("%s: ordering %v", c.name(), w.Ordering())
+			}
+			if c.order == OrderAuto && w.Ordering() != OrderWAW {
+				return fmt.Errorf("sockets grants WAW but auto chose %v", w.Ordering())
+			}
+			if err := w.Free(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func TestNetForcedFenceUnsupported(t *testing.T) {
+	requireProvider(t, "tcp;ofi_rxm")
+	runRanks(t, 2, func(ctx context.Context, g Group) error {
+		_, err := Allocate(ctx, g, 64, providerCase{"tcp;ofi_rxm", OrderFence}.opts()...)
+		if !errors.Is(err, ErrNotSupported) {
+			return fmt.Errorf("forcing FI_FENCE on tcp;ofi_rxm: %v", err)
+		}
+		return nil
+	})
+}
+
+func TestNetAtomicsContention(t *testing.T) {
+	for _, prov := range []string{"shm", "tcp;ofi_rxm"} {
+		t.Run(prov, func(t *testing.T) {
+			requireProvider(t, prov)
+			runRanks(t, 3, func(ctx context.Context, g Group) error {
+				return atomicsContention(ctx, g, 200, providerCase{prov, OrderAuto}.opts()...)
+			})
+		})
+	}
+}
+
+func TestNetWindowErrors(t *testing.T) {
+	requireProvider(t, "shm")
+	runRanks(t, 2, func(ctx context.Context, g Group) error {
+		return windowErrors(ctx, g, providerCase{"shm", OrderAuto}.opts()...)
+	})
+}
+
+func TestNetPipelineMatchesExchange(t *testing.T) {
+	for _, c := range []providerCase{{"shm", OrderAuto}, {"tcp;ofi_rxm", OrderDelivery}} {
+		t.Run(c.name(), func(t *testing.T) {
+			requireProvider(t, c.prov)
+			runRanks(t, 3, func(ctx context.Context, g Group) error {
+				return pipelineMatrix(ctx, g, pipelineShapes(true), c.opts()...)
+			})
+		})
+	}
+}
+
+func TestNetHeap(t *testing.T) {
+	requireProvider(t, "shm")
+	runRanks(t, 3, func(ctx context.Context, g Group) error {
+		return heapScenario(ctx, g, providerCase{"shm", OrderAuto}.opts()...)
+	})
+}

@@ -1,0 +1,741 @@
+package onesided
+
+// The libfabric path of a window.
+//
+// Memory rules (cgo): the window's region is MAP_SHARED memory outside the
+// Go heap, registered once. Signal values, atomic operands and results and
+// small Put/Get bounce data live in a registered fabric.Buffer (C/mmap
+// memory) carved into slots that are handed back when the operation's
+// completion arrives. Larger Put sources and Get destinations in Go memory
+// are registered with Domain.Register, which pins them, and the handle is
+// closed when the completion arrives. Operation contexts given to libfabric
+// are integer ids, never pointers.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"github.com/weft-hpc/weft/fabric"
+)
+
+// FabricGroup is a Group that also offers its libfabric domain (as
+// endpoint.Comm does). A window opens its own endpoint, CQ and AV in that
+// domain when the domain grants RMA; otherwise it opens its own.
+type FabricGroup interface {
+	Group
+	Info() *fabric.Info
+	Domain() *fabric.Domain
+}
+
+const (
+	slotSize  = 256  // bytes per scratch slot (signals, atomics, small bounces)
+	slotCount = 1024 // scratch slots per window
+)
+
+type pendingOp struct {
+	target int
+	slot   int        // scratch slot to free, or -1
+	mr     *fabric.MR // registration to release, or nil
+	copyTo []byte     // Get bounce: copy slot bytes here on completion
+	done   bool
+	err    error
+}
+
+type fabPath struct {
+	w     *Window
+	fab   *fabric.Fabric // non-nil when the window opened its own
+	dom   *fabric.Domain
+	info  *fabric.Info
+	ep    *fabric.Endpoint
+	cq    *fabric.CQ
+	av    *fabric.AV
+	mr    *fabric.MR // the local region
+	local []byte     // registered region (page-rounded)
+
+	addrs []fabric.Addr
+	keys  []uint64
+	bases []uint64
+
+	order  SignalOrdering
+	wawMax int // largest write ordered by WAW (<0: unlimited)
+
+	scratch   *fabric.Buffer
+	freeSlots []int
+
+	nextID      uint64
+	pending     map[uint64]*pendingOp
+	perTarget   []int
+	comp        []fabric.Completion
+	firstErr    error
+	closedPaths bool
+}
+
+func init() { newNetPath = openFabPath }
+
+func rmaHints(o options, withAtomic, withOrder bool) *fabric.Hints {
+	h := &fabric.Hints{
+		Provider: o.provider,
+		EPType:   fabric.EPRDM,
+		Caps:     fabric.CapRMA | fabric.CapRead | fabric.CapWrite | fabric.CapRemoteRead | fabric.CapRemoteWrite,
+	}
+	if withAtomic {
+		h.Caps |= fabric.CapAtomic
+	}
+	if o.order == OrderFence {
+		h.Caps |= fabric.CapFence
+	}
+	if withOrder {
+		h.MsgOrder = fabric.OrderRMAWAW
+	}
+	return h
+}
+
+// selectInfo finds a provider configuration for RMA, preferring atomics and
+// write-after-write ordering, dropping them when no provider grants them.
+func selectInfo(o options, oneNode bool) (*fabric.Info, error) {
+	var errs []error
+	for _, c := range []struct{ atomic, order bool }{{true, true}, {true, false}, {false, true}, {false, false}} {
+		if o.order == OrderWAW && !c.order {
+			continue
+		}
+		info, err := fabric.Select(rmaHints(o, c.atomic, c.order), oneNode)
+		if err == nil {
+			return info, nil
+		}
+		errs = append(errs, err)
+	}
+	err := fmt.Errorf("no RMA provider: %w", errors.Join(errs...))
+	if o.order == OrderFence || o.order == OrderWAW {
+		err = fmt.Errorf("signal ordering %v: %w: %w", o.order, ErrNotSupported, err)
+	}
+	return nil, err
+}
+
+func grantsWAW(i *fabric.Info) bool {
+	return i.MsgOrder.Has(fabric.OrderRMAWAW) || i.MsgOrder.Has(fabric.OrderWAW)
+}
+
+func openFabPath(ctx context.Context, w *Window, region []byte) (np netPath, err error) {
+	f := &fabPath{w: w, pending: map[uint64]*pendingOp{}, perTarget: make([]int, w.size),
+		comp: make([]fabric.Completion, 64), local: region}
+	defer func() {
+		if err != nil {
+			_ = f.close()
+		}
+	}()
+	oneNode := true
+	for r := range w.peers {
+		if w.peers[r] == nil && w.opts.shm != ShmOff {
+			oneNode = false
+		}
+	}
+	if fg, ok := w.g.(FabricGroup); ok && fg.Domain() != nil && fg.Info() != nil &&
+		fg.Info().Caps.Has(fabric.CapRMA|fabric.CapRemoteWrite|fabric.CapRemoteRead) && w.opts.provider == "" {
+		f.dom, f.info = fg.Domain(), fg.Info()
+	} else {
+		if f.info, err = selectInfo(w.opts, oneNode); err != nil {
+			return nil, err
+		}
+		if f.fab, err = fabric.OpenFabric(f.info); err != nil {
+			return nil, err
+		}
+		if f.dom, err = f.fab.OpenDomain(f.info); err != nil {
+			return nil, err
+		}
+	}
+	info := f.info
+	// Decide the signal ordering.
+	f.wawMax = info.MaxOrderWAWSize
+	switch w.opts.order {
+	case OrderWAW:
+		if !grantsWAW(info) {
+			return nil, fmt.Errorf("provider %s does not grant write-after-write ordering (%v): %w",
+				info.Provider, info.MsgOrder, ErrNotSupported)
+		}
+	case OrderFence:
+		if !info.Caps.Has(fabric.CapFence) {
+			return nil, fmt.Errorf("provider %s does not support FI_FENCE: %w", info.Provider, ErrNotSupported)
+		}
+	case OrderDelivery:
+	default:
+		switch {
+		case grantsWAW(info):
+			w.opts.order = OrderWAW
+		case info.Caps.Has(fabric.CapFence):
+			w.opts.order = OrderFence
+		default:
+			w.opts.order = OrderDelivery
+		}
+	}
+	f.order = w.opts.order
+
+	if f.cq, err = f.dom.OpenCQ(4096); err != nil {
+		return nil, err
+	}
+	if f.av, err = f.dom.OpenAV(w.size); err != nil {
+		return nil, err
+	}
+	if f.ep, err = f.dom.OpenEndpoint(info, f.cq, f.av); err != nil {
+		return nil, err
+	}
+	if f.mr, err = f.dom.Register(region, fabric.AccessAll); err != nil {
+		return nil, err
+	}
+	if f.scratch, err = f.dom.Alloc(slotSize * slotCount); err != nil {
+		return nil, err
+	}
+	for i := slotCount - 1; i >= 0; i-- {
+		f.freeSlots = append(f.freeSlots, i)
+	}
+	name, err := f.ep.Name()
+	if err != nil {
+		return nil, err
+	}
+	rec := make([]byte, 17, 17+len(info.Provider)+len(name))
+	binary.LittleEndian.PutUint64(rec, f.mr.Key())
+	binary.LittleEndian.PutUint64(rec[8:], f.mr.RemoteAddr(region))
+	rec[16] = byte(len(info.Provider))
+	rec = append(rec, info.Provider...)
+	rec = append(rec, name...)
+	all, err := w.g.Allgather(ctx, rec)
+	if err != nil {
+		return nil, fmt.Errorf("exchange endpoint names: %w", err)
+	}
+	names := make([][]byte, w.size)
+	f.keys = make([]uint64, w.size)
+	f.bases = make([]uint64, w.size)
+	for r, m := range all {
+		if len(m) < 17 || len(m) < 17+int(m[16]) {
+			return nil, fmt.Errorf("short endpoint record from rank %d: %w", r, ErrInvalid)
+		}
+		prov := string(m[17 : 17+int(m[16])])
+		if prov != info.Provider {
+			return nil, fmt.Errorf("rank %d uses provider %q, this rank %q: %w", r, prov, info.Provider, ErrInvalid)
+		}
+		f.keys[r] = binary.LittleEndian.Uint64(m)
+		f.bases[r] = binary.LittleEndian.Uint64(m[8:])
+		names[r] = m[17+int(m[16]):]
+	}
+	// One name at a time: names may differ in length (shm's carry a pid).
+	f.addrs = make([]fabric.Addr, w.size)
+	for r, n := range names {
+		a, err := f.av.Insert(n)
+		if err != nil {
+			return nil, fmt.Errorf("insert rank %d's address: %w", r, err)
+		}
+		f.addrs[r] = a[0]
+	}
+	if err := w.g.Barrier(ctx); err != nil {
+		return nil, err
+	}
+	w.log.Debug("libfabric path", "provider", info.Provider, "order", f.order, "msg_order", info.MsgOrder,
+		"waw_max", f.wawMax, "atomic", info.Caps.Has(fabric.CapAtomic), "progress", info.DataProgress)
+	return f, nil
+}
+
+func (f *fabPath) provider() string         { return f.info.Provider }
+func (f *fabPath) ordering() SignalOrdering { return f.order }
+func (f *fabPath) issued() uint64           { return f.nextID }
+
+// inRegion returns b's offset in the registered region, or -1.
+func (f *fabPath) inRegion(b []byte) int {
+	if len(b) == 0 || len(f.local) == 0 {
+		return -1
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(f.local)))
+	if p >= base && p+uintptr(len(b)) <= base+uintptr(len(f.local)) {
+		return int(p - base)
+	}
+	return -1
+}
+
+// slot takes a scratch slot, driving progress until one is free.
+func (f *fabPath) slot() ([]byte, int, error) {
+	for len(f.freeSlots) == 0 {
+		if err := f.progress(); err != nil {
+			return nil, -1, err
+		}
+		runtime.Gosched()
+	}
+	i := f.freeSlots[len(f.freeSlots)-1]
+	f.freeSlots = f.freeSlots[:len(f.freeSlots)-1]
+	return f.scratch.Bytes()[i*slotSize : (i+1)*slotSize], i, nil
+}
+
+// track registers a new operation and returns its context id.
+func (f *fabPath) track(op *pendingOp) uint64 {
+	f.nextID++
+	f.pending[f.nextID] = op
+	if op.target >= 0 {
+		f.perTarget[op.target]++
+	}
+	return f.nextID
+}
+
+func (f *fabPath) untrack(id uint64) *pendingOp {
+	op := f.pending[id]
+	if op == nil {
+		return nil
+	}
+	delete(f.pending, id)
+	if op.target >= 0 {
+		f.perTarget[op.target]--
+	}
+	if op.copyTo != nil && op.slot >= 0 && op.err == nil {
+		copy(op.copyTo, f.scratch.Bytes()[op.slot*slotSize:])
+	}
+	if op.slot >= 0 {
+		f.freeSlots = append(f.freeSlots, op.slot)
+	}
+	if op.mr != nil {
+		_ = op.mr.Close()
+	}
+	op.done = true
+	return op
+}
+
+// post retries an operation while the provider answers EAGAIN.
+func (f *fabPath) post(id uint64, fn func() error) error {
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, fabric.ErrAgain) {
+			f.untrack(id)
+			return err
+		}
+		if err := f.progress(); err != nil {
+			f.untrack(id)
+			return err
+		}
+	}
+}
+
+func (f *fabPath) progress() error {
+	n, err := f.cq.Read(f.comp)
+	for i := 0; i < n; i++ {
+		f.untrack(f.comp[i].Context)
+	}
+	if err != nil {
+		var ce *fabric.CQError
+		if errors.As(err, &ce) {
+			if op := f.untrack(ce.Context); op != nil {
+				op.err = err
+			}
+			err = fmt.Errorf("onesided: operation failed: %w", err)
+			if f.firstErr == nil {
+				f.firstErr = err
+			}
+			return err
+		}
+		return fmt.Errorf("onesided: read completions: %w", err)
+	}
+	return nil
+}
+
+// wait drives progress until op completes.
+func (f *fabPath) wait(ctx context.Context, op *pendingOp) error {
+	for spin := 0; !op.done; spin++ {
+		if err := f.progress(); err != nil && op.done {
+			break
+		} else if err != nil {
+			return err
+		}
+		if spin&255 == 255 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			runtime.Gosched()
+		}
+	}
+	return op.err
+}
+
+// source returns a buffer and descriptor libfabric may read data from until
+// the operation completes, recording what must be released on op.
+func (f *fabPath) source(data []byte, op *pendingOp) ([]byte, fabric.Desc, error) {
+	if len(data) == 0 {
+		return data, f.mr.Desc(), nil
+	}
+	if f.inRegion(data) >= 0 {
+		return data, f.mr.Desc(), nil
+	}
+	if len(data) <= slotSize {
+		s, i, err := f.slot()
+		if err != nil {
+			var none fabric.Desc
+			return nil, none, err
+		}
+		op.slot = i
+		copy(s, data)
+		return s[:len(data)], f.scratch.Desc(), nil
+	}
+	mr, err := f.dom.Register(data, fabric.AccessAll)
+	if err != nil {
+		var none fabric.Desc
+		return nil, none, err
+	}
+	op.mr = mr
+	return data, mr.Desc(), nil
+}
+
+func (f *fabPath) raddr(target, off int) uint64 { return f.bases[target] + uint64(off) }
+
+func (f *fabPath) write(target, off int, data []byte, flags fabric.OpFlag) (*pendingOp, error) {
+	op := &pendingOp{target: target, slot: -1}
+	buf, desc, err := f.source(data, op)
+	if err != nil {
+		return nil, err
+	}
+	id := f.track(op)
+	err = f.post(id, func() error {
+		return f.ep.WriteMsg(buf, desc, f.addrs[target], f.raddr(target, off), f.keys[target], id,
+			flags|fabric.OpDeliveryComplete|fabric.OpCompletion)
+	})
+	return op, err
+}
+
+func (f *fabPath) put(target, off int, data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	_, err := f.write(target, off, data, 0)
+	return err
+}
+
+func (f *fabPath) get(target, off int, dst []byte) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	op := &pendingOp{target: target, slot: -1}
+	var buf []byte
+	var desc fabric.Desc
+	switch {
+	case f.inRegion(dst) >= 0:
+		buf, desc = dst, f.mr.Desc()
+	case len(dst) <= slotSize:
+		s, i, err := f.slot()
+		if err != nil {
+			return err
+		}
+		op.slot, op.copyTo = i, dst
+		buf, desc = s[:len(dst)], f.scratch.Desc()
+	default:
+		mr, err := f.dom.Register(dst, fabric.AccessAll)
+		if err != nil {
+			return err
+		}
+		op.mr = mr
+		buf, desc = dst, mr.Desc()
+	}
+	id := f.track(op)
+	return f.post(id, func() error {
+		return f.ep.Read(buf, desc, f.addrs[target], f.raddr(target, off), f.keys[target], id)
+	})
+}
+
+func (f *fabPath) putSignal(target, off int, data []byte, sigOff int, val uint64) error {
+	order := f.order
+	if order == OrderWAW && f.wawMax >= 0 && len(data) > f.wawMax {
+		order = OrderDelivery // too large for the provider's WAW guarantee
+	}
+	if len(data) > 0 {
+		op, err := f.write(target, off, data, 0)
+		if err != nil {
+			return err
+		}
+		if order == OrderDelivery {
+			if err := f.wait(context.Background(), op); err != nil {
+				return err
+			}
+		}
+	}
+	var sig [8]byte
+	binary.NativeEndian.PutUint64(sig[:], val)
+	var flags fabric.OpFlag
+	if order == OrderFence && len(data) > 0 {
+		flags = fabric.OpFence
+	}
+	_, err := f.write(target, sigOff, sig[:], flags)
+	return err
+}
+
+func fabType(t Type) fabric.Datatype {
+	switch t {
+	case Int32:
+		return fabric.Int32
+	case Uint32:
+		return fabric.Uint32
+	case Int64:
+		return fabric.Int64
+	case Uint64:
+		return fabric.Uint64
+	case Float32:
+		return fabric.Float32
+	}
+	return fabric.Float64
+}
+
+func fabOp(o Op) fabric.AtomicOp {
+	switch o {
+	case OpSum:
+		return fabric.OpSum
+	case OpMin:
+		return fabric.OpMin
+	case OpMax:
+		return fabric.OpMax
+	case OpReplace:
+		return fabric.OpWrite
+	case OpBor:
+		return fabric.OpBor
+	case OpBand:
+		return fabric.OpBand
+	case OpBxor:
+		return fabric.OpBxor
+	}
+	return fabric.OpRead
+}
+
+// casType is the unsigned type of the same size, for the CAS-loop fallback.
+func casType(t Type) Type {
+	if t.Size() == 4 {
+		return Uint32
+	}
+	return Uint64
+}
+
+func (f *fabPath) fetchValid(t Type, o Op) bool {
+	n, err := f.ep.FetchAtomicValid(fabType(t), fabOp(o))
+	return err == nil && n >= 1
+}
+
+func (f *fabPath) casValid(t Type) bool {
+	n, err := f.ep.CompareAtomicValid(fabType(t), fabric.OpCswap)
+	return err == nil && n >= 1
+}
+
+func (f *fabPath) accumulate(target, off int, t Type, o Op, data []byte) error {
+	sz := t.Size()
+	// fi_atomic completes at the origin before the target has applied it
+	// (transmit completion) and the fabric API offers no delivery-complete
+	// flag for it, so Accumulate uses fi_fetch_atomic, whose completion
+	// means applied, and discards the fetched values.
+	if n, err := f.ep.FetchAtomicValid(fabType(t), fabOp(o)); err == nil && n >= 1 {
+		chunk := min(n*sz, slotSize/2)
+		for i := 0; i < len(data); i += chunk {
+			part := data[i:min(len(data), i+chunk)]
+			s, slot, err := f.slot()
+			if err != nil {
+				return err
+			}
+			copy(s, part)
+			op := &pendingOp{target: target, slot: slot}
+			id := f.track(op)
+			o2 := off + i
+			desc := f.scratch.Desc()
+			if err := f.post(id, func() error {
+				return f.ep.FetchAtomic(s[:len(part)], desc, s[slotSize/2:slotSize/2+len(part)], desc, fabType(t), fabOp(o),
+					f.addrs[target], f.raddr(target, o2), f.keys[target], id)
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// Fallback: element by element through fetch-and-op or a CAS loop.
+	for i := 0; i < len(data); i += sz {
+		if _, err := f.fetchOp(target, off+i, t, o, loadElem(data[i:], sz)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *fabPath) fetchOp(target, off int, t Type, o Op, v uint64) (uint64, error) {
+	if f.fetchValid(t, o) {
+		return f.fetchAtomic(target, off, t, o, v)
+	}
+	// Fallback: read, combine at the origin, compare-and-swap; retry if
+	// another rank changed the element in between.
+	if !f.casValid(casType(t)) {
+		return 0, fmt.Errorf("onesided: %v on %v: provider %s grants neither the atomic nor compare-and-swap: %w",
+			o, t, f.info.Provider, ErrNotSupported)
+	}
+	old, err := f.cas(target, off, casType(t), 0, 0)
+	if err != nil {
+		return 0, err
+	}
+	for {
+		prev, err := f.cas(target, off, casType(t), old, combine(t, o, old, v))
+		if err != nil {
+			return 0, err
+		}
+		if prev == old {
+			return old, nil
+		}
+		old = prev
+	}
+}
+
+func (f *fabPath) fetchAtomic(target, off int, t Type, o Op, v uint64) (uint64, error) {
+	s, i, err := f.slot()
+	if err != nil {
+		return 0, err
+	}
+	sz := t.Size()
+	putElem(s, sz, v)
+	res := make([]byte, 16)
+	op := &pendingOp{target: target, slot: i, copyTo: res}
+	id := f.track(op)
+	desc := f.scratch.Desc()
+	if err := f.post(id, func() error {
+		return f.ep.FetchAtomic(s[:sz], desc, s[8:8+sz], desc, fabType(t), fabOp(o),
+			f.addrs[target], f.raddr(target, off), f.keys[target], id)
+	}); err != nil {
+		return 0, err
+	}
+	if err := f.wait(context.Background(), op); err != nil {
+		return 0, err
+	}
+	return loadElem(res[8:], sz), nil
+}
+
+func (f *fabPath) cas(target, off int, t Type, cmp, swap uint64) (uint64, error) {
+	if !f.casValid(t) {
+		return 0, fmt.Errorf("onesided: compare-and-swap on %v: provider %s does not grant it: %w", t, f.info.Provider, ErrNotSupported)
+	}
+	s, i, err := f.slot()
+	if err != nil {
+		return 0, err
+	}
+	sz := t.Size()
+	putElem(s, sz, swap)
+	putElem(s[8:], sz, cmp)
+	res := make([]byte, 24)
+	op := &pendingOp{target: target, slot: i, copyTo: res}
+	id := f.track(op)
+	desc := f.scratch.Desc()
+	if err := f.post(id, func() error {
+		return f.ep.CompareAtomic(s[:sz], desc, s[8:8+sz], desc, s[16:16+sz], desc, fabType(t), fabric.OpCswap,
+			f.addrs[target], f.raddr(target, off), f.keys[target], id)
+	}); err != nil {
+		return 0, err
+	}
+	if err := f.wait(context.Background(), op); err != nil {
+		return 0, err
+	}
+	return loadElem(res[16:], sz), nil
+}
+
+func (f *fabPath) flush(ctx context.Context, target int) error {
+	for spin := 0; ; spin++ {
+		if target >= 0 && f.perTarget[target] == 0 || target < 0 && len(f.pending) == 0 {
+			return nil
+		}
+		if err := f.progress(); err != nil {
+			return err
+		}
+		if spin&255 == 255 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("onesided: flush: %w", err)
+			}
+			runtime.Gosched()
+		}
+	}
+}
+
+func (f *fabPath) waitIssued(ctx context.Context, n uint64) error {
+	for spin := 0; ; spin++ {
+		done := true
+		for id := range f.pending {
+			if id <= n {
+				done = false
+				break
+			}
+		}
+		if done {
+			return nil
+		}
+		if err := f.progress(); err != nil {
+			return err
+		}
+		if spin&255 == 255 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			runtime.Gosched()
+		}
+	}
+}
+
+// during runs fn on another goroutine while this one keeps the endpoint
+// progressing, so peers waiting on our completions are not starved.
+func (f *fabPath) during(ctx context.Context, fn func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		default:
+		}
+		if err := f.progress(); err != nil {
+			return err
+		}
+		runtime.Gosched()
+	}
+}
+
+func (f *fabPath) close() error {
+	if f.closedPaths {
+		return nil
+	}
+	f.closedPaths = true
+	var errs []error
+	closeIt := func(c interface{ Close() error }) {
+		if c != nil {
+			if err := c.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if f.ep != nil {
+		closeIt(f.ep)
+	}
+	for id := range f.pending {
+		f.untrack(id)
+	}
+	if f.mr != nil {
+		closeIt(f.mr)
+	}
+	if f.scratch != nil {
+		closeIt(f.scratch)
+	}
+	if f.av != nil {
+		closeIt(f.av)
+	}
+	if f.cq != nil {
+		closeIt(f.cq)
+	}
+	if f.fab != nil {
+		if f.dom != nil {
+			closeIt(f.dom)
+		}
+		closeIt(f.fab)
+	}
+	return errors.Join(errs...)
+}
+
+func putElem(b []byte, size int, v uint64) {
+	if size == 4 {
+		binary.NativeEndian.PutUint32(b, uint32(v))
+		return
+	}
+	binary.NativeEndian.PutUint64(b, v)
+}
