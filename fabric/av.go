@@ -43,7 +43,7 @@ func (d *Domain) OpenAV(count int) (*AV, error) {
 	return av, nil
 }
 
-// Insert adds endpoint names (from Endpoint.Name, all the same length) and
+// Insert adds endpoint names (from Endpoint.Name) and
 // returns their addresses, in order. An address the provider cannot
 // resolve makes Insert fail with an error matching ErrAddrNotAvail.
 func (a *AV) Insert(addrs ...[]byte) ([]Addr, error) {
@@ -53,24 +53,24 @@ func (a *AV) Insert(addrs ...[]byte) ([]Addr, error) {
 	if len(addrs) == 0 {
 		return nil, nil
 	}
-	n := len(addrs[0])
-	if n == 0 {
-		return nil, fmt.Errorf("fabric: AV.Insert: empty address: %w", ErrInvalid)
-	}
-	flat := make([]byte, 0, n*len(addrs))
-	for i, b := range addrs {
-		if len(b) != n {
-			return nil, fmt.Errorf("fabric: AV.Insert: address %d has length %d, address 0 has %d: %w", i, len(b), n, ErrInvalid)
-		}
-		flat = append(flat, b...)
-	}
+	// One fi_av_insert per name: providers walk a packed array either with
+	// a fixed stride or, for FI_ADDR_STR (shm), string by string, and
+	// shm's names vary in length. Insert is not on the hot path.
 	out := make([]Addr, len(addrs))
-	ret := C.weft_av_insert(C.uintptr_t(a.fid), unsafe.Pointer(&flat[0]), C.size_t(len(addrs)), (*C.uint64_t)(unsafe.Pointer(&out[0])))
-	if ret < 0 {
-		return nil, fmt.Errorf("fabric: AV.Insert: %w", mkErr("fi_av_insert", int(ret)))
-	}
-	if int(ret) != len(addrs) {
-		return out, fmt.Errorf("fabric: AV.Insert: only %d of %d addresses inserted: %w", int(ret), len(addrs), ErrAddrNotAvail)
+	for i, b := range addrs {
+		if len(b) == 0 {
+			return nil, fmt.Errorf("fabric: AV.Insert: address %d is empty: %w", i, ErrInvalid)
+		}
+		if a.dom.info.strAddr && b[len(b)-1] != 0 {
+			b = append(append([]byte(nil), b...), 0)
+		}
+		ret := C.weft_av_insert(C.uintptr_t(a.fid), unsafe.Pointer(&b[0]), 1, (*C.uint64_t)(unsafe.Pointer(&out[i])))
+		if ret < 0 {
+			return nil, fmt.Errorf("fabric: AV.Insert: address %d: %w", i, mkErr("fi_av_insert", int(ret)))
+		}
+		if ret != 1 {
+			return nil, fmt.Errorf("fabric: AV.Insert: address %d not inserted: %w", i, ErrAddrNotAvail)
+		}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -158,6 +158,14 @@ func child(prov string) error {
 			return fmt.Errorf("window byte %d = %d after writedata", i, b)
 		}
 	}
+	// Tell the parent the data landed (without RAW ordering the parent
+	// may not read the window before that).
+	if err := p.post(ctx, func() error { return p.ep.TSend([]byte("ok"), 0, ad[0], 3, 3) }); err != nil {
+		return err
+	}
+	if c, err = p.next(ctx); err != nil || c.Context != 3 {
+		return fmt.Errorf("ok send: %+v %v", c, err)
+	}
 	// 3: keep progressing (the parent reads the window back) until "bye".
 	if err := p.post(ctx, func() error { return p.ep.TRecv(rbuf, rmr.Desc(), AddrUnspec, 4, 0, 4) }); err != nil {
 		return err
@@ -232,15 +240,23 @@ func TestTwoProcesses(t *testing.T) {
 			must(p.post(ctx, func() error {
 				return p.ep.WriteData(src.Bytes(), src.Desc(), 0xabc, ad[0], raddr, key, 30)
 			}))
-			c, err := p.next(ctx)
-			must(err)
-			if c.Context != 30 {
-				t.Fatalf("writedata completion %+v", c)
+			must(p.post(ctx, func() error { return p.ep.TRecv(rbuf, 0, ad[0], 3, 0, 31) }))
+			got = map[uint64]Completion{}
+			for len(got) < 2 {
+				c, err := p.next(ctx)
+				must(err)
+				got[c.Context] = c
+			}
+			if c, ok := got[31]; !ok || string(rbuf[:c.Len]) != "ok" {
+				t.Fatalf("child's confirmation: %+v", got)
+			}
+			if _, ok := got[30]; !ok {
+				t.Fatalf("no writedata completion: %+v", got)
 			}
 			back, err := p.dom.Alloc(4096)
 			must(err)
 			must(p.post(ctx, func() error { return p.ep.Read(back.Bytes(), back.Desc(), ad[0], raddr, key, 40) }))
-			c, err = p.next(ctx)
+			c, err := p.next(ctx)
 			must(err)
 			if c.Context != 40 || !bytes.Equal(back.Bytes(), src.Bytes()) {
 				t.Fatalf("read back: %+v equal=%v", c, bytes.Equal(back.Bytes(), src.Bytes()))

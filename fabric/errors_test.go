@@ -160,8 +160,11 @@ func TestBadArguments(t *testing.T) {
 	if _, err := p.dom.OpenEndpoint(p.info, nil, nil); !errors.Is(err, ErrInvalid) {
 		t.Errorf("OpenEndpoint(nil cq): %v", err)
 	}
-	if _, err := p.a.av.Insert([]byte("abc"), []byte("abcd")); !errors.Is(err, ErrInvalid) {
-		t.Errorf("Insert of unequal lengths: %v", err)
+	if _, err := p.a.av.Insert(make([]byte, p.info.AddrLen+1)); !errors.Is(err, ErrAddrNotAvail) {
+		t.Errorf("Insert of a bad address: %v, want ErrAddrNotAvail", err)
+	}
+	if _, err := p.a.av.Insert([]byte{}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Insert of an empty address: %v", err)
 	}
 	if _, err := p.a.av.Lookup(Addr(1000)); err == nil {
 		t.Error("Lookup of an address never inserted succeeded")

@@ -56,7 +56,8 @@ type Info struct {
 	// configuration, in words (see the package documentation).
 	Notes []string
 
-	c uintptr // *struct fi_info, owned
+	c       uintptr // *struct fi_info, owned
+	strAddr bool    // FI_ADDR_STR: names are NUL-terminated strings
 }
 
 // infoFacts mirrors struct weft_info_facts.
@@ -66,7 +67,7 @@ type infoFacts struct {
 	InjectSize, MaxMsgSize                                                             uint64
 	CQDataSize, TxSize, RxSize, MaxOrderRAW, MaxOrderWAR, MaxOrder                     int64
 	MRKeySize, IOVLimit, RMAIOVLimit, AddrLen, MaxEPTxCtx, EPCnt, AVType, MemTagFormat int64
-	ProvVersion                                                                        int64
+	ProvVersion, AddrFormat                                                            int64
 }
 
 func newInfo(c uintptr) *Info {
@@ -99,6 +100,7 @@ func newInfo(c uintptr) *Info {
 		ControlProgress: Progress(f.ControlProgress),
 		ProviderVersion: uint32(f.ProvVersion),
 		c:               c,
+		strAddr:         f.AddrFormat == C.FI_ADDR_STR,
 	}
 	runtime.AddCleanup(i, func(p uintptr) { C.weft_freeinfo(C.uintptr_t(p)) }, c)
 	return i

@@ -87,6 +87,7 @@ void weft_info_get(uintptr_t p, struct weft_info_facts *f) {
 	if (i->fabric_attr)
 		f->prov_version = i->fabric_attr->prov_version;
 	f->addrlen = (int64_t)i->src_addrlen;
+	f->addr_format = (int64_t)i->addr_format;
 }
 
 const char *weft_info_prov(uintptr_t p) {

@@ -42,6 +42,8 @@ struct weft_cqerr {
 };
 
 // weft_hints carries the Go Hints into weft_getinfo.
+#define WEFT_ADDR_STR FI_ADDR_STR
+
 struct weft_hints {
 	uint64_t caps;
 	uint64_t mode;
@@ -88,6 +90,7 @@ struct weft_info_facts {
 	int64_t av_type;
 	int64_t mem_tag_format;
 	int64_t prov_version;
+	int64_t addr_format;
 };
 void weft_info_get(uintptr_t info, struct weft_info_facts *f);
 const char *weft_info_prov(uintptr_t info);
