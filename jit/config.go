@@ -12,7 +12,7 @@ import (
 //	WEFT_JIT             auto|on|off (read by package ddt; "off" also stops jit from registering)
 //	WEFT_JIT_ISA         sse2|avx2|avx512: cap the vector width used
 //	WEFT_JIT_CHUNK       bytes of packed stream per call into generated code (default 1 MiB)
-//	WEFT_JIT_REUSE       auto policy: element packs expected per type (default 1000)
+//	WEFT_JIT_AUTO_BLOCKS auto policy: blocks moved before a type is compiled (6000; 0 = at Commit)
 //	WEFT_JIT_UNROLL_MAX  blocks up to this many bytes are copied by unrolled moves (512)
 //	WEFT_JIT_REP_MIN     blocks from this size use rep movsb (4096)
 //	WEFT_JIT_BODY_BLOCKS blocks unrolled into one loop body at most (2048)
@@ -21,7 +21,6 @@ import (
 //	WEFT_JIT_CACHE       compiled types kept in the code cache (1024)
 var (
 	chunkBytes   = int64(1 << 20)
-	expectReuse  = int64(1000)
 	cacheEntries = 1024
 )
 
@@ -40,11 +39,11 @@ func envInt(name string, def int64, lo, hi int64) int64 {
 
 func init() {
 	chunkBytes = envInt("WEFT_JIT_CHUNK", chunkBytes, 4096, 1<<30)
-	expectReuse = envInt("WEFT_JIT_REUSE", expectReuse, 0, 1<<40)
 	unrollMax = envInt("WEFT_JIT_UNROLL_MAX", unrollMax, 64, 1<<16)
 	repMin = envInt("WEFT_JIT_REP_MIN", repMin, 256, 1<<40)
 	maxBodyBlocks = envInt("WEFT_JIT_BODY_BLOCKS", maxBodyBlocks, 1, 1<<16)
 	transposeTile = envInt("WEFT_JIT_TILE", transposeTile, 1, 256)
 	transposeBandBytes = envInt("WEFT_JIT_BAND_BYTES", transposeBandBytes, 1, 1<<16)
 	cacheEntries = int(envInt("WEFT_JIT_CACHE", int64(cacheEntries), 0, 1<<20))
+	autoBlocks = envInt("WEFT_JIT_AUTO_BLOCKS", autoBlocks, 0, 1<<50)
 }

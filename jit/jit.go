@@ -22,9 +22,13 @@
 // walker, which makes packs resumable at any byte like the interpreter's.
 //
 // Policy. WEFT_JIT=off|on|auto (ddt reads it; Type.SetJIT overrides per type).
-// In auto mode the compiler declines a type when the estimated saving over
-// WEFT_JIT_REUSE element packs does not pay for its compile time (contiguous
-// types, single small blocks); in on mode it compiles every type it can.
+// In on mode (or with Compiler.Force) Commit generates code at once. In auto
+// mode Commit only plans the type (so unsupported shapes still fall back at
+// Commit) and the kernel first packs with the package's Go walker, counting
+// the blocks it moves; once that count reaches WEFT_JIT_AUTO_BLOCKS (the
+// point where the estimated saving of about 1.5 ns per block has paid for a
+// compilation, about 6000 blocks) the type is compiled and later packs run
+// native code. Contiguous types are one copy either way.
 // Compiled code is cached by the canonical IR text, so committing an identical
 // type again costs one map lookup.
 package jit
@@ -87,12 +91,11 @@ func (c *Compiler) Compile(ir *ddt.IR) (ddt.Kernel, error) {
 	if ir == nil {
 		return nil, errDecline("nil IR")
 	}
-	if !c.Force && ddt.DefaultJITMode() != ddt.JITOn {
-		if why := declineAuto(ir); why != "" {
-			return nil, errDecline("auto policy: %s", why)
-		}
-	}
+	eager := c.Force || ddt.DefaultJITMode() == ddt.JITOn || autoBlocks == 0 || ir.Contig
 	key := HostFeatures().String() + "\n" + ir.String()
+	if !eager {
+		key = "lazy " + key
+	}
 	cacheMu.Lock()
 	k, ok := cache[key]
 	cacheMu.Unlock()
@@ -103,7 +106,12 @@ func (c *Compiler) Compile(ir *ddt.IR) (ddt.Kernel, error) {
 		return k, nil
 	}
 	t0 := time.Now()
-	k, err := compileIR(ir, HostFeatures())
+	var err error
+	if eager {
+		k, err = compileIR(ir, HostFeatures())
+	} else {
+		k, err = newLazy(ir)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -125,22 +133,6 @@ func (c *Compiler) Compile(ir *ddt.IR) (ddt.Kernel, error) {
 	cacheMu.Unlock()
 	log.Trace("compiled", "size", ir.Size, "ns", ns)
 	return k, nil
-}
-
-// declineAuto returns why the auto policy does not compile ir, or "".
-// Saving: about one and a half nanoseconds of interpreter dispatch per block,
-// over expectReuse element packs; cost: a fixed part plus a part per body
-// block, as measured by BenchmarkCompile.
-func declineAuto(ir *ddt.IR) string {
-	if ir.Contig || ir.Root == nil {
-		return "contiguous (one copy per pack)"
-	}
-	saving := ir.Root.Blocks * 3 / 2 * expectReuse
-	cost := 3000 + 20*min(ir.Root.Blocks, maxBodyBlocks)
-	if saving < cost {
-		return fmt.Sprintf("estimated saving %d ns over %d reuses < compile %d ns", saving, expectReuse, cost)
-	}
-	return ""
 }
 
 // CompileIR compiles ir without the cache and without the auto policy and

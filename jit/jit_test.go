@@ -1,0 +1,306 @@
+package jit
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"testing"
+	"unsafe"
+
+	"github.com/weft-hpc/weft/ddt"
+)
+
+func TestMain(m *testing.M) {
+	if err := supported(); err != nil {
+		// Not a skip of the whole suite: the fallback tests still run.
+		fmt.Fprintln(os.Stderr, "jit: native code unavailable here:", err)
+	}
+	os.Exit(m.Run())
+}
+
+// needNative fails on amd64 when generated code should run but cannot, and
+// skips (saying why) elsewhere.
+func needNative(t *testing.T) {
+	t.Helper()
+	if err := supported(); err != nil {
+		if runtime.GOARCH == "amd64" && os.Getenv("WEFT_JIT_EXPECT_NOEXEC") == "" {
+			t.Fatalf("amd64 but native code unavailable (set WEFT_JIT_EXPECT_NOEXEC=1 if the kernel forbids PROT_EXEC): %v", err)
+		}
+		t.Skipf("native code unavailable: %v", err)
+	}
+}
+
+func TestCallArgsLayout(t *testing.T) {
+	var a callArgs
+	for _, c := range []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"typed", unsafe.Offsetof(a.typed), offTyped},
+		{"packed", unsafe.Offsetof(a.packed), offPacked},
+		{"n", unsafe.Offsetof(a.n), offN},
+		{"ctr0", unsafe.Offsetof(a.ctr0), offCtr0},
+		{"pos0", unsafe.Offsetof(a.pos0), offPos0},
+		{"lv", unsafe.Offsetof(a.lv), offLv},
+		{"levelState", unsafe.Sizeof(a.lv[0]), sizeLevelState},
+		{"levelState.pos", unsafe.Offsetof(a.lv[0].pos), 8},
+	} {
+		if c.got != c.want {
+			t.Errorf("callArgs.%s at %d, generated code assumes %d", c.name, c.got, c.want)
+		}
+	}
+	if maxLevels != maxLevelsConst {
+		t.Errorf("maxLevels %d != maxLevelsConst %d", maxLevels, maxLevelsConst)
+	}
+}
+
+// ---- random datatypes ----
+
+var leaves = []*ddt.Type{ddt.Byte, ddt.Int16, ddt.Int32, ddt.Float64, ddt.Complex128}
+
+// must unwraps a constructor result; the random generator only makes valid
+// arguments, so an error is a bug in the test (or in ddt).
+func must(ty *ddt.Type, err error) *ddt.Type {
+	if err != nil {
+		panic(fmt.Sprintf("constructor: %v", err))
+	}
+	return ty
+}
+
+// randType builds a random datatype of bounded size; budget bounds the
+// element's true extent roughly.
+func randType(t *testing.T, r *rand.Rand, depth int) *ddt.Type {
+	if depth == 0 || r.IntN(5) == 0 {
+		return leaves[r.IntN(len(leaves))]
+	}
+	old := randType(t, r, depth-1)
+	ext := max(old.Extent(), 1)
+	small := func(n int) int { return 1 + r.IntN(n) }
+	switch r.IntN(10) {
+	case 0:
+		return must(ddt.Contiguous(small(4), old))
+	case 1:
+		bl := small(3)
+		return must(ddt.Vector(small(12), bl, bl+r.IntN(4), old))
+	case 2:
+		bl := small(2)
+		return must(ddt.HVector(small(40), bl, int64(bl)*ext+int64(r.IntN(3))*ext+int64(r.IntN(2)), old))
+	case 3:
+		n := small(8)
+		bls, ds := make([]int, n), make([]int, n)
+		d := 0
+		for i := range n {
+			bls[i] = small(3)
+			ds[i] = d
+			d += bls[i] + r.IntN(3)
+		}
+		if r.IntN(3) == 0 {
+			r.Shuffle(n, func(i, j int) { ds[i], ds[j] = ds[j], ds[i]; bls[i], bls[j] = bls[j], bls[i] })
+		}
+		return must(ddt.Indexed(bls, ds, old))
+	case 4:
+		n := small(10)
+		bl := small(2)
+		ds := make([]int, n)
+		for i := range n {
+			ds[i] = i*(bl+1) + r.IntN(2)*0
+		}
+		r.Shuffle(n, func(i, j int) { ds[i], ds[j] = ds[j], ds[i] })
+		return must(ddt.IndexedBlock(bl, ds, old))
+	case 5:
+		n := small(4)
+		bls, ds, ts := make([]int, n), make([]int64, n), make([]*ddt.Type, n)
+		d := int64(0)
+		for i := range n {
+			ts[i] = old
+			if r.IntN(2) == 0 {
+				ts[i] = randType(t, r, depth-1)
+			}
+			bls[i] = small(3)
+			d = (d + 7) &^ 7
+			ds[i] = d
+			d += int64(bls[i])*max(ts[i].Extent(), 1) + int64(r.IntN(9))
+		}
+		return must(ddt.Struct(bls, ds, ts))
+	case 6:
+		sizes := []int{small(6) + 2, small(6) + 2, small(4) + 1}
+		sub := []int{small(sizes[0]), small(sizes[1]), small(sizes[2])}
+		st := []int{r.IntN(sizes[0] - sub[0] + 1), r.IntN(sizes[1] - sub[1] + 1), r.IntN(sizes[2] - sub[2] + 1)}
+		order := ddt.OrderC
+		if r.IntN(2) == 0 {
+			order = ddt.OrderFortran
+		}
+		return must(ddt.Subarray(sizes, sub, st, order, old))
+	case 7:
+		return must(ddt.Resized(old, 0, ext+int64(r.IntN(16))))
+	case 8: // large inner stride: transpose-shaped
+		n := 8 + r.IntN(40)
+		col := must(ddt.Vector(n, 1, n, old))
+		return must(ddt.Resized(col, 0, ext))
+	default:
+		hi := small(200)
+		bls, ds := make([]int, hi), make([]int64, hi)
+		for i := range hi {
+			bls[i] = small(5)
+			ds[i] = int64(i) * 8 * ext
+		}
+		r.Shuffle(hi, func(i, j int) { ds[i], ds[j] = ds[j], ds[i] })
+		return must(ddt.HIndexed(bls, ds, old))
+	}
+}
+
+// layout returns base and typed length for count elements of ir.
+func layout(ir *ddt.IR, count int) (base, n int64) {
+	lo, hi := int64(0), int64(0)
+	for _, k := range []int64{0, int64(count - 1)} {
+		lo = min(lo, k*ir.Extent+ir.TrueLB)
+		hi = max(hi, k*ir.Extent+ir.TrueLB+ir.TrueExtent)
+	}
+	return -lo, hi - lo
+}
+
+func fill(r *rand.Rand, b []byte) {
+	for len(b) >= 8 {
+		binary.LittleEndian.PutUint64(b, r.Uint64())
+		b = b[8:]
+	}
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+}
+
+// differential packs and unpacks count elements of ty with the interpreter
+// (ty has JIT off) and with kernel k, in random chunk sizes from random
+// offsets, into misaligned buffers, and compares every byte.
+func differential(t *testing.T, r *rand.Rand, ty *ddt.Type, k ddt.Kernel, count int) {
+	t.Helper()
+	ir := ty.IR()
+	base, tl := layout(ir, count)
+	mis := int64(r.IntN(64))
+	typedAll := make([]byte, mis+base+tl+64)
+	typed := typedAll[mis:]
+	fill(r, typedAll)
+	base += int64(r.IntN(3)) // a little slack before element 0
+	total := int64(count) * ir.Size
+	want := make([]byte, total)
+	if n, err := ty.PackRange(want, typed, base, count, 0); err != nil || int64(n) != total {
+		t.Fatalf("interpreter pack: %d %v", n, err)
+	}
+	pmis := int64(r.IntN(64))
+	gotAll := make([]byte, total+pmis)
+	got := gotAll[pmis:]
+	for from := int64(0); from < total; {
+		chunk := total - from
+		switch r.IntN(8) {
+		case 0:
+			chunk = 1 + r.Int64N(min(chunk, 64))
+		case 1, 2, 3:
+			chunk = 1 + r.Int64N(chunk)
+		}
+		n, err := k.Pack(got[from:from+chunk], typed, base, count, from)
+		if err != nil || int64(n) != chunk {
+			t.Fatalf("jit pack at %d: %d %v", from, n, err)
+		}
+		from += chunk
+	}
+	if !bytes.Equal(got, want) {
+		i := 0
+		for got[i] == want[i] {
+			i++
+		}
+		t.Fatalf("pack differs at stream byte %d of %d (count %d)\n%s", i, total, count, ir)
+	}
+	// Unpack a random stream into two identical typed buffers.
+	src := make([]byte, total)
+	fill(r, src)
+	ta := append([]byte(nil), typedAll...)
+	tb := append([]byte(nil), typedAll...)
+	if _, err := ty.UnpackRange(ta[mis:], src, base, count, 0); err != nil {
+		t.Fatal(err)
+	}
+	for from := int64(0); from < total; {
+		chunk := min(total-from, 1+r.Int64N(total))
+		n, err := k.Unpack(tb[mis:], src[from:from+chunk], base, count, from)
+		if err != nil || int64(n) != chunk {
+			t.Fatalf("jit unpack at %d: %d %v", from, n, err)
+		}
+		from += chunk
+	}
+	if !bytes.Equal(ta, tb) {
+		i := 0
+		for ta[i] == tb[i] {
+			i++
+		}
+		t.Fatalf("unpack differs at typed byte %d (count %d)\n%s", int64(i)-mis-base, count, ir)
+	}
+}
+
+func interpType(t *testing.T, ty *ddt.Type) *ddt.Type {
+	t.Helper()
+	if ty.Committed() { // a predefined leaf
+		ty = must(ddt.Contiguous(1, ty))
+	}
+	if err := ty.SetJIT(ddt.JITOff); err != nil {
+		t.Fatal(err)
+	}
+	if err := ty.Commit(); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	return ty
+}
+
+func TestDifferentialRandom(t *testing.T) {
+	needNative(t)
+	seed := uint64(1)
+	if s := os.Getenv("WEFT_JIT_SEED"); s != "" {
+		fmt.Sscan(s, &seed)
+	}
+	iters := 400
+	if testing.Short() {
+		iters = 100
+	}
+	for _, isa := range []Features{hostFeatures, {AVX2: true, ERMS: true}, {}} {
+		if isa.AVX512 && !hostFeatures.AVX512 || isa.AVX2 && !hostFeatures.AVX2 {
+			continue
+		}
+		r := rand.New(rand.NewPCG(seed, 99))
+		compiled, declined := 0, 0
+		for i := range iters {
+			ty := interpType(t, randType(t, r, 3))
+			ir := ty.IR()
+			if ir.Root == nil || ir.TrueExtent > 1<<20 || ir.Size > 1<<18 {
+				continue // keep the test fast: typed buffers stay small
+			}
+			k, err := compileIR(ir, isa)
+			if errors.Is(err, ddt.ErrNotCompiled) {
+				declined++
+				continue
+			}
+			if err != nil {
+				t.Fatalf("iter %d: compile: %v\n%s", i, err, ir)
+			}
+			compiled++
+			for _, count := range []int{1, 1 + r.IntN(5), 1 + r.IntN(60)} {
+				if int64(count)*(ir.Size+abs(ir.Extent)) > 1<<21 {
+					count = max(1, int(1<<21/(ir.Size+abs(ir.Extent))))
+				}
+				differential(t, r, ty, k, count)
+			}
+		}
+		t.Logf("isa %v: %d types compiled, %d declined", isa, compiled, declined)
+		if compiled < iters*3/4 {
+			t.Errorf("only %d of %d random types compiled", compiled, iters)
+		}
+	}
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}

@@ -1,0 +1,69 @@
+package jit
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/weft-hpc/weft/ddt"
+)
+
+// autoBlocks is the auto policy's threshold (WEFT_JIT_AUTO_BLOCKS): blocks a
+// type moves through the Go walker before it is compiled. 0 compiles at
+// Commit.
+var autoBlocks = int64(6000)
+
+// lazyKernel implements the auto policy: walk in Go until the type has moved
+// autoBlocks blocks, then compile once and switch to native code.
+type lazyKernel struct {
+	ir     *ddt.IR
+	elem   ddt.Node // the element loop, Count set per call
+	work   atomic.Int64
+	native atomic.Pointer[ddt.Kernel]
+	once   sync.Once
+	failed atomic.Bool
+}
+
+func newLazy(ir *ddt.IR) (ddt.Kernel, error) {
+	if _, err := newPlan(ir); err != nil { // decline unsupported shapes at Commit
+		return nil, err
+	}
+	return &lazyKernel{ir: ir}, nil
+}
+
+func (l *lazyKernel) run(packed, typed []byte, base int64, count int, from int64, pack bool) (int, error) {
+	if k := l.native.Load(); k != nil {
+		if pack {
+			return (*k).Pack(packed, typed, base, count, from)
+		}
+		return (*k).Unpack(typed, packed, base, count, from)
+	}
+	ir := l.ir
+	n := min(int64(len(packed)), int64(count)*ir.Size-from)
+	if n <= 0 {
+		return 0, nil
+	}
+	el := ddt.Node{Op: ddt.OpLoop, Count: int64(count), Stride: ir.Extent, Child: ir.Root, Size: int64(count) * ir.Size}
+	walk(&el, base, from, from+n, packed, typed, pack)
+	if !l.failed.Load() && l.work.Add(n*ir.Root.Blocks/ir.Size+1) >= autoBlocks {
+		l.once.Do(func() {
+			k, err := compileIR(ir, HostFeatures())
+			if err != nil {
+				log.Debug("deferred compile failed; staying interpreted", "error", err)
+				l.failed.Store(true)
+				return
+			}
+			l.native.Store(&k)
+		})
+	}
+	return int(n), nil
+}
+
+// Pack implements ddt.Kernel.
+func (l *lazyKernel) Pack(packed, typed []byte, base int64, count int, from int64) (int, error) {
+	return l.run(packed, typed, base, count, from, true)
+}
+
+// Unpack implements ddt.Kernel.
+func (l *lazyKernel) Unpack(typed, packed []byte, base int64, count int, from int64) (int, error) {
+	return l.run(packed, typed, base, count, from, false)
+}
