@@ -96,7 +96,7 @@ func (w *World) hints(threading fabric.Threading) *fabric.Hints {
 	return &fabric.Hints{
 		Provider:  w.cfg.provider,
 		EPType:    fabric.EPRDM,
-		Caps:      fabric.CapTagged | fabric.CapMsg | fabric.CapRMA | fabric.CapRead | fabric.CapWrite | fabric.CapRemoteRead | fabric.CapRemoteWrite | w.cfg.extraCaps,
+		Caps:      fabric.CapTagged | fabric.CapMsg | fabric.CapRMA | fabric.CapRead | fabric.CapWrite | fabric.CapRemoteRead | fabric.CapRemoteWrite | fabric.CapRemoteCQData | w.cfg.extraCaps,
 		Threading: threading,
 		MsgOrder:  fabric.OrderSAS | w.cfg.order,
 	}
@@ -114,6 +114,9 @@ func (w *World) open(ctx context.Context) error {
 	}
 	if !info.MsgOrder.Has(fabric.OrderSAS) {
 		return fmt.Errorf("endpoint: provider %s does not order sends (FI_ORDER_SAS), MPI matching order would break: %w", info.Provider, ErrNotSupported)
+	}
+	if info.CQDataSize < 8 {
+		return fmt.Errorf("endpoint: provider %s carries %d bytes of CQ data, the match word needs 8: %w", info.Provider, info.CQDataSize, ErrNotSupported)
 	}
 	w.info = info
 	if w.fab, err = fabric.OpenFabric(info); err != nil {

@@ -20,18 +20,17 @@ type Status struct {
 type reqKind uint8
 
 const (
-	kSendEager reqKind = iota + 1 // TSend of user data; done on its completion
+	kSendEager reqKind = iota + 1 // send of user data; done on its completion
 	kSendRdv                      // rendezvous header sent; done on the FIN
 	kRecv                         // user receive
-	kProbe                        // internal receive into a bounce buffer for Probe/Iprobe
 )
 
 type reqState uint8
 
 const (
-	stPosted  reqState = iota // receive posted, not matched
+	stPosted  reqState = iota // receive posted (in v.posted) or send in flight
 	stReading                 // rendezvous read in flight
-	stDone                    // logically complete (fabric ops may still be pending)
+	stDone                    // logically complete (a fabric op or FIN may still be pending)
 )
 
 // Request is an operation in flight, returned by Isend and Irecv. It belongs
@@ -44,12 +43,13 @@ type Request struct {
 	c     *Comm
 	kind  reqKind
 	state reqState
-	done  bool // logically complete and no fabric op holds the slot
+	done  bool // logically complete and nothing references it any more
 	err   error
 	st    Status
 
 	buf     []byte
-	scratch []byte // receive target when buf is too small for a rendezvous header, or the probe bounce
+	rbuf    []byte // the part of buf a rendezvous read fills
+	hdr     []byte // rendezvous header sent from memory (inject size < header)
 	pin     runtime.Pinner
 	pinned  bool
 	slot    int32 // index+1 in v.slots; 0 = none
@@ -58,9 +58,7 @@ type Request struct {
 
 	want, ignore uint64 // receive match bits
 	seq          uint64 // rendezvous sequence (send side)
-	fin          [8]byte
-	cancelAsked  bool
-	finNeeded    bool // receive side still owes the sender a FIN
+	finNeeded    bool   // receive side still owes the sender a FIN
 	finSeq       uint64
 	finStatus    uint64
 	finDest      fabric.Addr
@@ -142,8 +140,6 @@ func (r *Request) describe() string {
 	switch r.kind {
 	case kSendEager, kSendRdv:
 		return "send"
-	case kProbe:
-		return "probe"
 	}
 	return "receive"
 }

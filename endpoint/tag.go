@@ -2,21 +2,27 @@ package endpoint
 
 import "fmt"
 
-// The 64-bit libfabric tag of every message this package sends.
+// Every message this package sends is an untagged libfabric message whose
+// 64-bit remote CQ data is a match word:
 //
-//	bit  63      ctrl: internal control message (rendezvous FIN); user receives never match it
+//	bit  63      ctrl: internal control message (rendezvous FIN); bits 61..0
+//	             then carry the sender's rendezvous sequence number
 //	bit  62      rts: the payload is a rendezvous header, not user data
-//	bits 61..48  context id (14 bits): even ids are point-to-point, odd ids the collective
-//	             twin of the same communicator
-//	bits 47..42  destination slot (6 bits): which handle of a shared endpoint the message
-//	             is for; always 0 on private endpoints
+//	bits 61..48  context id (14 bits): even ids are point-to-point, odd ids the
+//	             collective twin of the same communicator
+//	bits 47..42  destination slot (6 bits): which handle of a shared endpoint
+//	             the message is for; always 0 on private endpoints
 //	bits 41..22  source rank in the communicator (20 bits)
 //	bits 21..0   user tag (22 bits, 0..TagUB)
 //
-// The source travels in the tag rather than in CQ data so that AnySource is a
-// plain ignore mask and no provider needs FI_REMOTE_CQ_DATA or FI_SOURCE.
-// A control message (bit 63) carries the sender's request sequence number in
-// bits 61..0 instead.
+// Matching (context, source, tag, AnySource/AnyTag as ignore masks) is done
+// by this package on each endpoint's own posted and unexpected queues, not
+// by libfabric's tagged matching: libfabric 1.17's shm provider ignores the
+// ignore mask when a receive meets an already-arrived (unexpected) tagged
+// message, which breaks AnySource/AnyTag (see docs/endpoint.md). Untagged
+// receives into the endpoint's bounce buffers match any message in arrival
+// order on every provider, so MPI's non-overtaking order follows from the
+// provider's FI_ORDER_SAS.
 const (
 	tagBits    = 22
 	srcBits    = 20
@@ -36,11 +42,12 @@ const (
 
 	// TagUB is the largest user tag.
 	TagUB = int(tagMask)
-	// MaxRanks is the largest communicator size the tag layout can address.
+	// MaxRanks is the largest communicator size the match word can address.
 	MaxRanks = int(srcMask) + 1
 	// MaxSharedHandles is the most handles CreateEndpoints returns in shared mode.
 	MaxSharedHandles = int(slotMask) + 1
-	// maxContexts is the number of communicator context ids (each uses two tag contexts).
+	// maxContexts is the number of communicator context ids (each uses two
+	// match contexts).
 	maxContexts = int(ctxMask+1) / 2
 )
 
@@ -50,7 +57,7 @@ const (
 	AnyTag    = -1
 )
 
-// packTag builds the wire tag of a user (or collective) message.
+// packTag builds the match word of a user (or collective) message.
 func packTag(ctx uint16, slot uint8, src int, tag int) uint64 {
 	return uint64(ctx)&ctxMask<<ctxShift |
 		uint64(slot)&slotMask<<slotShift |
@@ -58,9 +65,9 @@ func packTag(ctx uint16, slot uint8, src int, tag int) uint64 {
 		uint64(tag)&tagMask<<tagShift
 }
 
-// matchBits returns the tag and ignore mask a receive posts. The rts bit is
-// always ignored (an eager message and a rendezvous header both match); the
-// ctrl bit never is.
+// matchBits returns the match word and ignore mask of a receive. The rts bit
+// is always ignored (an eager message and a rendezvous header both match);
+// the ctrl bit never is.
 func matchBits(ctx uint16, slot uint8, src int, tag int) (want, ignore uint64) {
 	ignore = rtsBit
 	if src == AnySource {
@@ -74,7 +81,7 @@ func matchBits(ctx uint16, slot uint8, src int, tag int) (want, ignore uint64) {
 	return packTag(ctx, slot, src, tag), ignore
 }
 
-// tagMatches reports whether wire tag t satisfies the receive (want, ignore).
+// tagMatches reports whether match word t satisfies the receive (want, ignore).
 func tagMatches(t, want, ignore uint64) bool { return (t^want)&^ignore == 0 }
 
 func tagSource(t uint64) int  { return int(t >> srcShift & srcMask) }
@@ -83,8 +90,9 @@ func tagCtx(t uint64) uint16  { return uint16(t >> ctxShift & ctxMask) }
 func tagSlot(t uint64) uint8  { return uint8(t >> slotShift & slotMask) }
 func tagIsRTS(t uint64) bool  { return t&rtsBit != 0 }
 func tagIsCtrl(t uint64) bool { return t&ctrlBit != 0 }
+func ctrlSeq(t uint64) uint64 { return t & ctrlSeqMax }
 
-// ctrlTag is the tag of the FIN that completes rendezvous send seq.
+// ctrlTag is the match word of the FIN that completes rendezvous send seq.
 func ctrlTag(seq uint64) uint64 { return ctrlBit | seq&ctrlSeqMax }
 
 func checkTag(tag int, wildcardOK bool) error {

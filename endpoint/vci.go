@@ -1,17 +1,19 @@
 package endpoint
 
 // The vci ("virtual communication interface", as MPICH calls it) is one
-// libfabric endpoint with its CQ and AV, plus the state this package keeps
-// beside libfabric's own tagged matching: the request table, the queue of
-// probed-but-unreceived messages and the rendezvous sequence counter.
+// libfabric endpoint with its CQ and AV plus this package's matching state:
+// the posted-receive queue, the unexpected-message queue, the bounce
+// buffers every incoming message lands in, the table of operations in
+// flight and the rendezvous sends waiting for their FIN.
 //
-// Memory and pointer rules (cgo): libfabric never sees a Go pointer it keeps.
-// Operation contexts are integer handles (index into v.slots, plus a role
-// bit). Buffers handed to libfabric for the duration of an operation are Go
-// memory pinned with the request's runtime.Pinner from posting until the
-// completion has been read (or C/mmap memory, which Pin ignores); buffers a
-// peer reads by rendezvous are registered (fabric.Domain.Register pins them)
-// until the FIN arrives.
+// Memory and pointer rules (cgo): libfabric never keeps a Go pointer.
+// Operation contexts are integer handles (slot index, or bounceBit | bounce
+// index). Bounce buffers are mmap memory from fabric.Domain.Alloc. Go
+// buffers handed to libfabric for the duration of an operation (eager
+// sends from user memory, rendezvous reads into user memory) are pinned
+// with the request's runtime.Pinner from posting until the completion has
+// been read; buffers a peer reads by rendezvous are registered
+// (fabric.Domain.Register pins them) until the FIN arrives.
 
 import (
 	"encoding/binary"
@@ -25,11 +27,7 @@ import (
 	"github.com/weft-hpc/weft/fabric"
 )
 
-const (
-	roleMain = 0
-	roleFin  = 1
-	roleBit  = uint64(1) << 40
-)
+const bounceBit = uint64(1) << 41
 
 // FIN payload status codes (receiver → sender).
 const (
@@ -38,14 +36,12 @@ const (
 	finFailed    = 2
 )
 
-type stashed struct {
+// defaultBounces is the number of receive bounce buffers kept posted.
+const defaultBounces = 32
+
+type unexp struct {
 	tag  uint64
 	data []byte // eager payload, or the rendezvous header
-}
-
-type deferredOp struct {
-	r    *Request
-	kind int // 0 = post read, 1 = send FIN
 }
 
 type vci struct {
@@ -65,12 +61,20 @@ type vci struct {
 	eagerLimit  int
 	timeout     time.Duration
 
-	slots  []*Request
-	free   []int32
-	comps  [64]fabric.Completion
-	seq    uint64
-	stash  []stashed
-	defer_ []deferredOp
+	bounce     *fabric.Buffer
+	bounces    [][]byte
+	bounceDesc fabric.Desc
+	repost     []int // bounces whose repost hit EAGAIN
+
+	posted     []*Request // user receives, in post order
+	unexpected []unexp    // arrived, unmatched messages, in arrival order
+	rdvSends   map[uint64]*Request
+	slots      []*Request // ops with a completion of their own
+	free       []int32
+	comps      [64]fabric.Completion
+	seq        uint64
+	deferFin   []*Request // FINs whose inject hit EAGAIN
+	deferRead  []*Request // reads whose post hit EAGAIN
 
 	refs   int
 	closed bool
@@ -90,7 +94,7 @@ func (v *vci) unlock() {
 	}
 }
 
-// openVCI opens CQ, AV and endpoint in dom.
+// openVCI opens CQ, AV and endpoint in dom and posts the bounce buffers.
 func openVCI(info *fabric.Info, dom *fabric.Domain, cfg *config, avCount int, shared bool, log hclog.Logger) (*vci, error) {
 	v := &vci{
 		shared:     shared,
@@ -100,6 +104,7 @@ func openVCI(info *fabric.Info, dom *fabric.Domain, cfg *config, avCount int, sh
 		timeout:    cfg.timeout,
 		log:        log,
 		refs:       1,
+		rdvSends:   map[uint64]*Request{},
 	}
 	v.mrLocal = info.MRMode&fabric.MRLocal != 0
 	v.injectLimit = info.InjectSize
@@ -111,19 +116,40 @@ func openVCI(info *fabric.Info, dom *fabric.Domain, cfg *config, avCount int, sh
 		return nil, fmt.Errorf("endpoint: open CQ: %w", err)
 	}
 	if v.av, err = dom.OpenAV(avCount); err != nil {
-		v.cq.Close()
+		v.closeFabric()
 		return nil, fmt.Errorf("endpoint: open AV: %w", err)
 	}
 	if v.ep, err = dom.OpenEndpoint(info, v.cq, v.av); err != nil {
-		v.av.Close()
-		v.cq.Close()
+		v.closeFabric()
 		return nil, fmt.Errorf("endpoint: open endpoint: %w", err)
 	}
 	if v.name, err = v.ep.Name(); err != nil {
 		v.closeFabric()
 		return nil, fmt.Errorf("endpoint: endpoint name: %w", err)
 	}
+	size := v.eagerLimit
+	if size < rdvHeaderSize {
+		size = rdvHeaderSize
+	}
+	n := defaultBounces
+	if v.bounce, err = dom.Alloc(n * size); err != nil {
+		v.closeFabric()
+		return nil, fmt.Errorf("endpoint: allocate %d bounce buffers of %d bytes: %w", n, size, err)
+	}
+	v.bounceDesc = v.bounce.Desc()
+	all := v.bounce.Bytes()
+	for i := 0; i < n; i++ {
+		v.bounces = append(v.bounces, all[i*size:(i+1)*size:(i+1)*size])
+		if err := v.postBounce(i); err != nil {
+			v.closeFabric()
+			return nil, fmt.Errorf("endpoint: post bounce buffer %d: %w", i, err)
+		}
+	}
 	return v, nil
+}
+
+func (v *vci) postBounce(i int) error {
+	return v.ep.Recv(v.bounces[i], v.bounceDesc, fabric.AddrUnspec, bounceBit|uint64(i))
 }
 
 func (v *vci) closeFabric() error {
@@ -136,6 +162,9 @@ func (v *vci) closeFabric() error {
 	}
 	if v.cq != nil {
 		errs = append(errs, v.cq.Close())
+	}
+	if v.bounce != nil {
+		errs = append(errs, v.bounce.Close())
 	}
 	if v.ownDom && v.dom != nil {
 		errs = append(errs, v.dom.Close())
@@ -166,6 +195,11 @@ func (v *vci) release() error {
 			v.slots[i] = nil
 		}
 	}
+	for _, r := range v.rdvSends {
+		r.unpinAll()
+	}
+	v.rdvSends = nil
+	v.posted = nil
 	return err
 }
 
@@ -175,7 +209,7 @@ func (v *vci) retain() {
 	v.unlock()
 }
 
-// handle allocates a slot for r.
+// handle allocates a completion slot for r.
 func (v *vci) handle(r *Request) uint64 {
 	if r.slot == 0 {
 		if n := len(v.free); n > 0 {
@@ -218,13 +252,15 @@ func (r *Request) unpinAll() {
 }
 
 // finish marks r logically complete; it becomes done once no fabric op
-// references it.
+// references it and no FIN is owed.
 func (v *vci) finish(r *Request, err error) {
 	if r.state == stDone {
 		return
 	}
 	r.state = stDone
-	r.err = err
+	if r.err == nil {
+		r.err = err
+	}
 	v.maybeRetire(r)
 }
 
@@ -245,7 +281,7 @@ func (v *vci) again(what string, post func() error) error {
 		if err == nil || !errors.Is(err, fabric.ErrAgain) {
 			return err
 		}
-		if perr := v.poll(); perr != nil {
+		if perr := v.progress(); perr != nil {
 			return perr
 		}
 		if i&255 == 255 {
@@ -259,21 +295,11 @@ func (v *vci) again(what string, post func() error) error {
 	}
 }
 
-// progress reads completions and runs deferred work. Caller holds the lock.
+// progress reads completions and retries deferred work. Caller holds the lock.
 func (v *vci) progress() error {
 	if v.closed {
 		return fmt.Errorf("endpoint: progress: %w", ErrFreed)
 	}
-	if err := v.poll(); err != nil {
-		return err
-	}
-	if len(v.defer_) > 0 {
-		v.runDeferred()
-	}
-	return nil
-}
-
-func (v *vci) poll() error {
 	for {
 		n, err := v.cq.Read(v.comps[:])
 		for i := 0; i < n; i++ {
@@ -286,132 +312,161 @@ func (v *vci) poll() error {
 				continue
 			}
 			if errors.Is(err, fabric.ErrAgain) {
-				return nil
+				break
 			}
 			return fmt.Errorf("endpoint: read CQ: %w", err)
 		}
 		if n < len(v.comps) {
-			return nil
+			break
 		}
 	}
-}
-
-func (v *vci) lookup(ctx uint64) (*Request, int) {
-	idx := int(ctx &^ roleBit)
-	if idx <= 0 || idx > len(v.slots) {
-		return nil, 0
+	if len(v.repost)+len(v.deferFin)+len(v.deferRead) > 0 {
+		v.runDeferred()
 	}
-	role := roleMain
-	if ctx&roleBit != 0 {
-		role = roleFin
-	}
-	return v.slots[idx-1], role
+	return nil
 }
 
 func (v *vci) complete(c *fabric.Completion) {
-	r, role := v.lookup(c.Context)
-	if r == nil {
+	if c.Context&bounceBit != 0 {
+		i := int(c.Context &^ bounceBit)
+		if i < len(v.bounces) {
+			v.incoming(c.Data, v.bounces[i][:c.Len])
+			v.repostBounce(i)
+		}
+		return
+	}
+	idx := int(c.Context)
+	if idx <= 0 || idx > len(v.slots) || v.slots[idx-1] == nil {
 		v.log.Warn("completion for unknown context", "context", c.Context)
 		return
 	}
+	r := v.slots[idx-1]
 	r.pending--
-	switch r.kind {
-	case kSendEager:
+	switch {
+	case r.state == stReading:
+		v.readDone(r, nil)
+	case r.kind == kSendEager:
 		v.finish(r, nil)
-	case kSendRdv:
-		if role == roleFin {
-			var err error
-			switch binary.LittleEndian.Uint64(r.fin[:]) {
-			case finOK:
-			case finTruncated:
-				// MPI reports truncation at the receiver only; the send succeeded.
-			default:
-				err = fmt.Errorf("endpoint: rendezvous send: receiver failed to read the data")
-			}
-			v.finish(r, err)
-		} else {
-			v.maybeRetire(r)
+	default: // rendezvous header sent from memory; the FIN finishes the send
+		v.maybeRetire(r)
+	}
+}
+
+func (v *vci) repostBounce(i int) {
+	if v.closed {
+		return
+	}
+	if err := v.postBounce(i); err != nil {
+		if !errors.Is(err, fabric.ErrAgain) {
+			v.log.Error("repost bounce buffer", "err", err)
 		}
-	case kRecv, kProbe:
-		switch r.state {
-		case stPosted:
-			v.matched(r, c.Tag, c.Len)
-		case stReading:
-			v.readDone(r, nil)
-		default:
-			v.maybeRetire(r)
-		}
+		v.repost = append(v.repost, i)
 	}
 }
 
 func (v *vci) completeError(ce *fabric.CQError) {
-	r, role := v.lookup(ce.Context)
-	if r == nil {
+	if ce.Context&bounceBit != 0 {
+		i := int(ce.Context &^ bounceBit)
+		if errors.Is(ce.Err, fabric.ErrCanceled) {
+			return // endpoint closing
+		}
+		// A message larger than the bounce buffer: the sender's eager limit
+		// is larger than ours. The message is lost; say so loudly.
+		v.log.Error("incoming message lost (is WEFT_EAGER_LIMIT the same on every rank?)", "err", ce, "olen", ce.Olen)
+		if i < len(v.bounces) {
+			v.repostBounce(i)
+		}
+		return
+	}
+	idx := int(ce.Context)
+	if idx <= 0 || idx > len(v.slots) || v.slots[idx-1] == nil {
 		v.log.Warn("error completion for unknown context", "context", ce.Context, "err", ce.Err)
 		return
 	}
+	r := v.slots[idx-1]
 	r.pending--
-	switch {
-	case r.kind == kRecv && r.state == stPosted && errors.Is(ce.Err, fabric.ErrCanceled):
-		r.st = Status{Source: AnySource, Tag: AnyTag, Canceled: true}
-		v.finish(r, fmt.Errorf("endpoint: receive: %w", ErrCanceled))
-	case r.kind == kProbe && r.state == stPosted && errors.Is(ce.Err, fabric.ErrCanceled):
-		r.st = Status{Canceled: true}
-		v.finish(r, nil)
-	case (r.kind == kRecv || r.kind == kProbe) && r.state == stPosted && errors.Is(ce.Err, fabric.ErrTruncated):
-		r.st = Status{Source: AnySource, Tag: AnyTag, Count: len(r.buf)}
-		if r.kind == kRecv && r.scratch != nil {
-			copy(r.buf, r.scratch)
-		}
-		if r.kind == kProbe {
-			r.st.Count = ce.Olen
-		}
-		v.finish(r, fmt.Errorf("endpoint: receive of %d bytes into %d: %w", ce.Olen, len(r.buf), ErrTruncated))
-	case r.state == stReading:
+	if r.state == stReading {
 		v.readDone(r, ce)
-	case r.kind == kSendRdv && role == roleMain:
-		// the header send failed: the FIN will never come; cancel its receive.
-		_ = v.ep.Cancel(uint64(r.slot) | roleBit)
-		v.finish(r, fmt.Errorf("endpoint: rendezvous header: %w", ce))
-	default:
-		v.finish(r, fmt.Errorf("endpoint: %s: %w", r.describe(), ce))
+		return
 	}
+	if r.kind == kSendRdv {
+		delete(v.rdvSends, r.seq)
+	}
+	v.finish(r, fmt.Errorf("endpoint: %s: %w", r.describe(), ce))
 }
 
-// matched handles a receive completion (eager data or rendezvous header).
-func (v *vci) matched(r *Request, tag uint64, n int) {
-	target := r.buf
-	if r.scratch != nil {
-		target = r.scratch
-	}
-	if r.kind == kProbe {
-		data := append([]byte(nil), target[:n]...)
-		v.stash = append(v.stash, stashed{tag: tag, data: data})
-		r.st = statusOf(tag, n, data)
-		v.finish(r, nil)
-		return
-	}
-	if tagIsRTS(tag) {
-		hdr := parseHeader(target[:n])
-		v.startRead(r, tag, hdr)
-		return
-	}
-	r.st = Status{Source: tagSource(tag), Tag: tagUser(tag), Count: n}
-	var err error
-	if r.scratch != nil {
-		m := copy(r.buf, r.scratch[:n])
-		r.st.Count = m
-		if n > m {
-			err = fmt.Errorf("endpoint: receive of %d bytes into %d: %w", n, len(r.buf), ErrTruncated)
+// incoming handles one arrived message: a FIN, or a message for the first
+// matching posted receive, or a new unexpected entry.
+func (v *vci) incoming(t uint64, payload []byte) {
+	if tagIsCtrl(t) {
+		r := v.rdvSends[ctrlSeq(t)]
+		if r == nil {
+			v.log.Warn("FIN for unknown rendezvous", "seq", ctrlSeq(t))
+			return
 		}
+		delete(v.rdvSends, r.seq)
+		var err error
+		if len(payload) < 8 || binary.LittleEndian.Uint64(payload) == finFailed {
+			err = fmt.Errorf("endpoint: rendezvous send: the receiver failed to read the data")
+		}
+		v.finish(r, err) // truncation is reported at the receiver only (MPI)
+		return
+	}
+	for i, r := range v.posted {
+		if tagMatches(t, r.want, r.ignore) {
+			copy(v.posted[i:], v.posted[i+1:])
+			v.posted[len(v.posted)-1] = nil
+			v.posted = v.posted[:len(v.posted)-1]
+			v.deliver(r, t, payload)
+			return
+		}
+	}
+	v.unexpected = append(v.unexpected, unexp{tag: t, data: append([]byte(nil), payload...)})
+}
+
+// takeUnexpected removes and returns the oldest unexpected message that
+// matches (want, ignore).
+func (v *vci) takeUnexpected(want, ignore uint64) (unexp, bool) {
+	for i, u := range v.unexpected {
+		if tagMatches(u.tag, want, ignore) {
+			copy(v.unexpected[i:], v.unexpected[i+1:])
+			v.unexpected[len(v.unexpected)-1] = unexp{}
+			v.unexpected = v.unexpected[:len(v.unexpected)-1]
+			return u, true
+		}
+	}
+	return unexp{}, false
+}
+
+func (v *vci) peekUnexpected(want, ignore uint64) (unexp, bool) {
+	for _, u := range v.unexpected {
+		if tagMatches(u.tag, want, ignore) {
+			return u, true
+		}
+	}
+	return unexp{}, false
+}
+
+// deliver completes receive r with a matched message (or starts its
+// rendezvous read).
+func (v *vci) deliver(r *Request, t uint64, payload []byte) {
+	if tagIsRTS(t) {
+		v.startRead(r, t, parseHeader(payload))
+		return
+	}
+	m := copy(r.buf, payload)
+	r.st = Status{Source: tagSource(t), Tag: tagUser(t), Count: m}
+	var err error
+	if len(payload) > len(r.buf) {
+		err = fmt.Errorf("endpoint: message of %d bytes from rank %d into %d: %w", len(payload), r.st.Source, len(r.buf), ErrTruncated)
 	}
 	v.finish(r, err)
 }
 
-func statusOf(tag uint64, n int, data []byte) Status {
-	st := Status{Source: tagSource(tag), Tag: tagUser(tag), Count: n}
-	if tagIsRTS(tag) {
-		st.Count = int(parseHeader(data).size)
+func statusOf(u unexp) Status {
+	st := Status{Source: tagSource(u.tag), Tag: tagUser(u.tag), Count: len(u.data)}
+	if tagIsRTS(u.tag) {
+		st.Count = int(parseHeader(u.data).size)
 	}
 	return st
 }
@@ -439,10 +494,15 @@ func parseHeader(b []byte) rdvHeader {
 	}
 }
 
-// startRead begins the rendezvous read for receive r.
-func (v *vci) startRead(r *Request, tag uint64, h rdvHeader) {
-	src := tagSource(tag)
-	r.st = Status{Source: src, Tag: tagUser(tag)}
+// startRead begins the rendezvous read for receive r: the data goes
+// straight from the sender's registered buffer into r.buf.
+func (v *vci) startRead(r *Request, t uint64, h rdvHeader) {
+	src := tagSource(t)
+	r.st = Status{Source: src, Tag: tagUser(t)}
+	if src >= len(r.c.addrs) {
+		v.finish(r, fmt.Errorf("endpoint: rendezvous from unknown rank %d", src))
+		return
+	}
 	n := len(r.buf)
 	if uint64(n) > h.size {
 		n = int(h.size)
@@ -450,11 +510,6 @@ func (v *vci) startRead(r *Request, tag uint64, h rdvHeader) {
 	r.st.Count = n
 	r.finNeeded = true
 	r.finSeq = h.seq
-	if src < 0 || src >= len(r.c.addrs) {
-		r.finNeeded = false
-		v.finish(r, fmt.Errorf("endpoint: rendezvous from unknown rank %d", src))
-		return
-	}
 	r.finDest = r.c.addrs[src]
 	r.finStatus = finOK
 	if uint64(len(r.buf)) < h.size {
@@ -465,11 +520,12 @@ func (v *vci) startRead(r *Request, tag uint64, h rdvHeader) {
 		v.readDone(r, nil)
 		return
 	}
-	r.buf = r.buf[:n]
+	r.rbuf = r.buf[:n]
 	r.mrAddr, r.mrKey = h.addr, h.key
+	r.pinBuf(r.rbuf)
 	if err := v.postRead(r); err != nil {
 		if errors.Is(err, fabric.ErrAgain) {
-			v.defer_ = append(v.defer_, deferredOp{r: r, kind: 0})
+			v.deferRead = append(v.deferRead, r)
 			return
 		}
 		v.readDone(r, err)
@@ -479,7 +535,7 @@ func (v *vci) startRead(r *Request, tag uint64, h rdvHeader) {
 func (v *vci) postRead(r *Request) error {
 	var desc fabric.Desc
 	if v.mrLocal && r.mr == nil {
-		mr, err := v.dom.Register(r.buf, fabric.AccessRead|fabric.AccessRecv)
+		mr, err := v.dom.Register(r.rbuf, fabric.AccessRead|fabric.AccessRecv)
 		if err != nil {
 			return err
 		}
@@ -488,7 +544,7 @@ func (v *vci) postRead(r *Request) error {
 	if r.mr != nil {
 		desc = r.mr.Desc()
 	}
-	if err := v.ep.Read(r.buf, desc, r.finDest, r.mrAddr, r.mrKey, v.handle(r)); err != nil {
+	if err := v.ep.Read(r.rbuf, desc, r.finDest, r.mrAddr, r.mrKey, v.handle(r)); err != nil {
 		return err
 	}
 	r.pending++
@@ -503,11 +559,11 @@ func (v *vci) readDone(r *Request, err error) {
 		r.finStatus = finFailed
 		r.err = fmt.Errorf("endpoint: rendezvous read from rank %d: %w", r.st.Source, err)
 	} else if r.finStatus == finTruncated {
-		r.err = fmt.Errorf("endpoint: rendezvous receive into %d bytes: %w", len(r.buf), ErrTruncated)
+		r.err = fmt.Errorf("endpoint: rendezvous message from rank %d into %d bytes: %w", r.st.Source, len(r.buf), ErrTruncated)
 	}
 	if ferr := v.sendFin(r); ferr != nil {
 		if errors.Is(ferr, fabric.ErrAgain) {
-			v.defer_ = append(v.defer_, deferredOp{r: r, kind: 1})
+			v.deferFin = append(v.deferFin, r)
 			return
 		}
 		r.finNeeded = false
@@ -521,7 +577,7 @@ func (v *vci) readDone(r *Request, err error) {
 func (v *vci) sendFin(r *Request) error {
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], r.finStatus)
-	if err := v.ep.TInject(b[:], r.finDest, ctrlTag(r.finSeq)); err != nil {
+	if err := v.ep.InjectData(b[:], ctrlTag(r.finSeq), r.finDest); err != nil {
 		return err
 	}
 	r.finNeeded = false
@@ -529,26 +585,35 @@ func (v *vci) sendFin(r *Request) error {
 }
 
 func (v *vci) runDeferred() {
-	ops := v.defer_
-	v.defer_ = nil
-	for _, op := range ops {
-		r := op.r
-		var err error
-		if op.kind == 0 {
-			err = v.postRead(r)
-		} else {
-			err = v.sendFin(r)
+	if len(v.repost) > 0 {
+		rp := v.repost
+		v.repost = nil
+		for _, i := range rp {
+			v.repostBounce(i)
 		}
-		if err != nil && errors.Is(err, fabric.ErrAgain) {
-			v.defer_ = append(v.defer_, op)
-			continue
+	}
+	if len(v.deferRead) > 0 {
+		rs := v.deferRead
+		v.deferRead = nil
+		for _, r := range rs {
+			if err := v.postRead(r); err != nil {
+				if errors.Is(err, fabric.ErrAgain) {
+					v.deferRead = append(v.deferRead, r)
+				} else {
+					v.readDone(r, err)
+				}
+			}
 		}
-		if op.kind == 0 && err != nil {
-			v.readDone(r, err)
-			continue
-		}
-		if op.kind == 1 {
-			if err != nil {
+	}
+	if len(v.deferFin) > 0 {
+		fs := v.deferFin
+		v.deferFin = nil
+		for _, r := range fs {
+			if err := v.sendFin(r); err != nil {
+				if errors.Is(err, fabric.ErrAgain) {
+					v.deferFin = append(v.deferFin, r)
+					continue
+				}
 				r.finNeeded = false
 				if r.err == nil {
 					r.err = fmt.Errorf("endpoint: rendezvous FIN: %w", err)
@@ -559,18 +624,24 @@ func (v *vci) runDeferred() {
 	}
 }
 
+// cancel removes an unmatched receive from the posted queue.
 func (v *vci) cancel(r *Request) error {
 	switch r.kind {
 	case kSendEager, kSendRdv:
 		return fmt.Errorf("endpoint: cancel of a send: %w", ErrNotSupported)
 	}
-	if r.state != stPosted || r.slot == 0 || r.cancelAsked {
-		return nil
+	if r.state != stPosted {
+		return nil // matched already: completes normally
 	}
-	r.cancelAsked = true
-	if err := v.ep.Cancel(uint64(r.slot)); err != nil && !errors.Is(err, fabric.ErrAgain) {
-		// Already matched (ENOENT and friends): the request completes normally.
-		v.log.Debug("cancel", "err", err)
+	for i, p := range v.posted {
+		if p == r {
+			copy(v.posted[i:], v.posted[i+1:])
+			v.posted[len(v.posted)-1] = nil
+			v.posted = v.posted[:len(v.posted)-1]
+			r.st = Status{Source: AnySource, Tag: AnyTag, Canceled: true}
+			v.finish(r, fmt.Errorf("endpoint: receive: %w", ErrCanceled))
+			return nil
+		}
 	}
 	return nil
 }

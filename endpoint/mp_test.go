@@ -1,0 +1,595 @@
+package endpoint_test
+
+// Multi-process tests: each test re-executes the test binary as N ranks
+// through launchtest.Run (weft's local launcher); the worker branch is the
+// rank's body. They run on shm and on tcp;ofi_rxm.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weft-hpc/weft/endpoint"
+)
+
+var providers = []string{"shm", "tcp;ofi_rxm"}
+
+func provName(p string) string {
+	if p == "tcp;ofi_rxm" {
+		return "tcp"
+	}
+	return p
+}
+
+// launch runs the calling test as n ranks, or returns false in a worker.
+// TEMPORARY: uses mpiexec.hydra until internal/launchtest lands.
+func launch(t *testing.T, n int, provider string, timeout time.Duration, env ...string) bool {
+	t.Helper()
+	if os.Getenv("WEFT_TEST_WORKER") == "1" {
+		return false
+	}
+	hydra, err := exec.LookPath("mpiexec.hydra")
+	if err != nil {
+		t.Skip("mpiexec.hydra not installed")
+	}
+	args := []string{"-n", strconv.Itoa(n), "-env", "WEFT_TEST_WORKER", "1", "-env", "WEFT_PROVIDER", provider}
+	for _, e := range env {
+		k, v, _ := strings.Cut(e, "=")
+		args = append(args, "-env", k, v)
+	}
+	args = append(args, os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.count=1", "-test.v")
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, hydra, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ranks failed: %v\n%s", err, out)
+	}
+	return true
+}
+
+func initWorld(t *testing.T) *endpoint.World {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := endpoint.Init(ctx)
+	if err != nil {
+		t.Fatalf("Init: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := w.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return w
+}
+
+func tctx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// pattern fills b with bytes determined by (src, dst, salt).
+func pattern(b []byte, src, dst, salt int) {
+	x := uint32(src*7919 + dst*104729 + salt*15485863 + 1)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+// TestWorldBarrierAllgather: ranks, barrier, allgather of different sizes.
+func TestWorldBarrierAllgather(t *testing.T) {
+	for _, p := range providers {
+		t.Run(provName(p), func(t *testing.T) {
+			if launch(t, 4, p, 60*time.Second) {
+				return
+			}
+			w := initWorld(t)
+			c := w.Comm()
+			if c.Size() != 4 {
+				t.Fatalf("size %d", c.Size())
+			}
+			ctx := tctx(t, 30*time.Second)
+			if err := c.Barrier(ctx); err != nil {
+				t.Fatal(err)
+			}
+			mine := bytes.Repeat([]byte{byte(c.Rank())}, c.Rank()*100+1)
+			all, err := c.Allgather(ctx, mine)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r, b := range all {
+				if want := bytes.Repeat([]byte{byte(r)}, r*100+1); !bytes.Equal(b, want) {
+					t.Fatalf("allgather from rank %d: %d bytes, want %d", r, len(b), len(want))
+				}
+			}
+			lr, ls := c.NodeLocal()
+			if ls != 4 || lr != c.Rank() {
+				t.Fatalf("NodeLocal = %d,%d on one host", lr, ls)
+			}
+			if c.Info() == nil || c.Domain() == nil {
+				t.Fatal("no Info/Domain")
+			}
+			if err := c.Barrier(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// allPairs: every handle sends a content-checked message of several sizes
+// (inject, eager, rendezvous) to every other rank and receives from all.
+func allPairs(t *testing.T, eps []*endpoint.Comm, sizes []int) {
+	ctx := tctx(t, 60*time.Second)
+	var wg sync.WaitGroup
+	errc := make(chan error, len(eps))
+	for _, ep := range eps {
+		wg.Add(1)
+		go func(c *endpoint.Comm) {
+			defer wg.Done()
+			me, n := c.Rank(), c.Size()
+			var reqs []*endpoint.Request
+			recvs := make(map[[2]int][]byte)
+			for src := 0; src < n; src++ {
+				if src == me {
+					continue
+				}
+				for si, sz := range sizes {
+					b := make([]byte, sz)
+					recvs[[2]int{src, si}] = b
+					r, err := c.Irecv(b, src, si)
+					if err != nil {
+						errc <- err
+						return
+					}
+					reqs = append(reqs, r)
+				}
+			}
+			var sends [][]byte
+			for i := 1; i < n; i++ {
+				dst := (me + i) % n
+				for si, sz := range sizes {
+					b := make([]byte, sz)
+					pattern(b, me, dst, si)
+					sends = append(sends, b)
+					r, err := c.Isend(b, dst, si)
+					if err != nil {
+						errc <- err
+						return
+					}
+					reqs = append(reqs, r)
+				}
+			}
+			if err := endpoint.WaitAll(ctx, reqs...); err != nil {
+				errc <- fmt.Errorf("rank %d: %w", me, err)
+				return
+			}
+			want := make([]byte, 0)
+			for k, b := range recvs {
+				want = append(want[:0], make([]byte, len(b))...)
+				pattern(want, k[0], me, k[1])
+				if !bytes.Equal(b, want) {
+					errc <- fmt.Errorf("rank %d: %d bytes from rank %d corrupted", me, len(b), k[0])
+					return
+				}
+			}
+			if err := c.Barrier(ctx); err != nil {
+				errc <- err
+			}
+		}(ep)
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+}
+
+// TestAllPairs: -n 2 and -n 4 × 1 and 4 endpoints per process, private and
+// shared, on shm and tcp;ofi_rxm.
+func TestAllPairs(t *testing.T) {
+	for _, p := range providers {
+		for _, np := range []int{2, 4} {
+			for _, neps := range []int{1, 4} {
+				for _, shared := range []bool{false, true} {
+					if shared && neps == 1 {
+						continue
+					}
+					mode := "private"
+					if shared {
+						mode = "shared"
+					}
+					name := fmt.Sprintf("%s/n%d/ep%d/%s", provName(p), np, neps, mode)
+					t.Run(name, func(t *testing.T) {
+						if launch(t, np, p, 90*time.Second, "WEFT_TEST_EPS="+strconv.Itoa(neps), "WEFT_ENDPOINT_SHARED="+strconv.FormatBool(shared)) {
+							return
+						}
+						w := initWorld(t)
+						ctx := tctx(t, 30*time.Second)
+						eps, err := w.Comm().CreateEndpoints(ctx, envInt("WEFT_TEST_EPS", 1))
+						if err != nil {
+							t.Fatal(err)
+						}
+						if got := eps[0].Size(); got != np*neps {
+							t.Fatalf("endpoint comm size %d, want %d", got, np*neps)
+						}
+						for i, e := range eps {
+							if e.Rank() != w.Comm().Rank()*neps+i {
+								t.Fatalf("handle %d has rank %d", i, e.Rank())
+							}
+							if e.Shared() != shared {
+								t.Fatalf("handle %d shared=%v", i, e.Shared())
+							}
+						}
+						allPairs(t, eps, []int{0, 8, 3000, 20000, 200000})
+						for _, e := range eps {
+							if err := e.Free(); err != nil {
+								t.Error(err)
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestAnySourceOrdering: rank 0 receives every message with AnySource (and
+// AnyTag for half); per sender, messages must arrive in send order, across
+// eager and rendezvous sizes.
+func TestAnySourceOrdering(t *testing.T) {
+	for _, p := range providers {
+		t.Run(provName(p), func(t *testing.T) {
+			if launch(t, 3, p, 60*time.Second) {
+				return
+			}
+			w := initWorld(t)
+			c := w.Comm()
+			ctx := tctx(t, 30*time.Second)
+			const k = 40
+			size := func(i int) int {
+				if i%10 == 9 {
+					return 40000 // rendezvous in the middle of eager ones
+				}
+				return 8 + i
+			}
+			if c.Rank() == 0 {
+				next := map[int]int{1: 0, 2: 0}
+				for got := 0; got < 2*k; got++ {
+					buf := make([]byte, 40000)
+					tag := 5
+					if got%2 == 1 {
+						tag = endpoint.AnyTag
+					}
+					st, err := c.Recv(ctx, buf, endpoint.AnySource, tag)
+					if err != nil {
+						t.Fatal(err)
+					}
+					i := int(buf[0])
+					if st.Tag != 5 || i != next[st.Source] || st.Count != size(i) {
+						t.Fatalf("from %d: seq %d (want %d) tag %d count %d", st.Source, i, next[st.Source], st.Tag, st.Count)
+					}
+					next[st.Source]++
+				}
+			} else {
+				for i := 0; i < k; i++ {
+					b := make([]byte, size(i))
+					b[0] = byte(i)
+					if err := c.Send(ctx, b, 0, 5); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := c.Barrier(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestRendezvous64MiB: a 64 MiB []float64 through the rendezvous path
+// (the receiver reads the sender's registered slice).
+func TestRendezvous64MiB(t *testing.T) {
+	for _, p := range providers {
+		t.Run(provName(p), func(t *testing.T) {
+			if launch(t, 2, p, 120*time.Second) {
+				return
+			}
+			w := initWorld(t)
+			eps, err := w.Comm().CreateEndpoints(tctx(t, 30*time.Second), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := eps[0]
+			ctx := tctx(t, 90*time.Second)
+			n := 64 << 20 / 8
+			buf := make([]float64, n)
+			if c.Rank() == 0 {
+				for i := range buf {
+					buf[i] = float64(i) * 0.5
+				}
+				if err := endpoint.SendSlice(ctx, c, buf, 1, 3); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				st, err := endpoint.RecvSlice(ctx, c, buf, 0, 3)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Count != 64<<20 || st.Source != 0 || st.Tag != 3 {
+					t.Fatalf("status %+v", st)
+				}
+				for i, x := range buf {
+					if x != float64(i)*0.5 {
+						t.Fatalf("element %d = %v", i, x)
+					}
+				}
+			}
+			if err := c.Barrier(ctx); err != nil {
+				t.Fatal(err)
+			}
+			c.Free()
+		})
+	}
+}
+
+// TestTruncationCancelProbe: truncation (eager, tiny buffer, rendezvous),
+// cancel of an unmatched receive, Iprobe/Probe leaving messages queued.
+func TestTruncationCancelProbe(t *testing.T) {
+	for _, p := range providers {
+		t.Run(provName(p), func(t *testing.T) {
+			if launch(t, 2, p, 60*time.Second) {
+				return
+			}
+			w := initWorld(t)
+			eps, err := w.Comm().CreateEndpoints(tctx(t, 30*time.Second), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := eps[0]
+			ctx := tctx(t, 30*time.Second)
+			sizes := []int{100, 20, 100000}
+			if c.Rank() == 0 {
+				for i, sz := range sizes {
+					b := make([]byte, sz)
+					pattern(b, 0, 1, i)
+					if err := c.Send(ctx, b, 1, i); err != nil {
+						t.Fatalf("send %d: %v", sz, err)
+					}
+				}
+				// probe targets
+				for i, sz := range []int{64, 50000} {
+					b := make([]byte, sz)
+					pattern(b, 0, 1, 10+i)
+					if err := c.Send(ctx, b, 1, 10+i); err != nil {
+						t.Fatal(err)
+					}
+				}
+			} else {
+				for i, sz := range sizes {
+					b := make([]byte, 10)
+					st, err := c.Recv(ctx, b, 0, i)
+					if !errors.Is(err, endpoint.ErrTruncated) {
+						t.Fatalf("%d bytes into 10: err %v", sz, err)
+					}
+					want := make([]byte, sz)
+					pattern(want, 0, 1, i)
+					if !bytes.Equal(b, want[:10]) {
+						t.Fatalf("%d bytes into 10: prefix wrong", sz)
+					}
+					if st.Count != 10 {
+						t.Errorf("%d bytes into 10: count %d", sz, st.Count)
+					}
+				}
+				r, err := c.Irecv(make([]byte, 8), 0, 99)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := r.Cancel(); err != nil {
+					t.Fatal(err)
+				}
+				st, err := r.Wait(ctx)
+				if !errors.Is(err, endpoint.ErrCanceled) || !st.Canceled {
+					t.Fatalf("cancelled receive: %+v %v", st, err)
+				}
+				if ok, _, err := c.Iprobe(0, 77); ok || err != nil {
+					t.Fatalf("Iprobe of nothing: %v %v", ok, err)
+				}
+				for i, sz := range []int{64, 50000} {
+					st, err := c.Probe(ctx, 0, endpoint.AnyTag)
+					if err != nil || st.Count != sz || st.Tag != 10+i {
+						t.Fatalf("probe: %+v %v", st, err)
+					}
+					ok, st2, err := c.Iprobe(endpoint.AnySource, 10+i)
+					if !ok || err != nil || st2 != st {
+						t.Fatalf("iprobe after probe: %v %+v %v", ok, st2, err)
+					}
+					b := make([]byte, sz)
+					if st, err = c.Recv(ctx, b, 0, 10+i); err != nil || st.Count != sz {
+						t.Fatalf("recv after probe: %+v %v", st, err)
+					}
+					want := make([]byte, sz)
+					pattern(want, 0, 1, 10+i)
+					if !bytes.Equal(b, want) {
+						t.Fatalf("probed message of %d bytes corrupted", sz)
+					}
+				}
+			}
+			if err := c.Barrier(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestSplitDupIsolation: the same (source, tag) on the world, a Dup and a
+// Split communicator never cross, even with receives posted in reverse
+// communicator order.
+func TestSplitDupIsolation(t *testing.T) {
+	for _, p := range providers {
+		t.Run(provName(p), func(t *testing.T) {
+			if launch(t, 4, p, 60*time.Second) {
+				return
+			}
+			w := initWorld(t)
+			ctx := tctx(t, 30*time.Second)
+			world := w.Comm()
+			dup, err := world.Dup(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if dup.ContextID() == world.ContextID() {
+				t.Fatal("dup shares the context id")
+			}
+			// odd/even split, reversed order inside each half
+			sp, err := world.Split(ctx, world.Rank()%2, -world.Rank())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sp.Size() != 2 || sp.Rank() != 1-world.Rank()/2 {
+				t.Fatalf("split: rank %d size %d", sp.Rank(), sp.Size())
+			}
+			none, err := world.Split(ctx, endpoint.Undefined, 0)
+			if err != nil || none != nil {
+				t.Fatalf("undefined color: %v %v", none, err)
+			}
+			comms := []*endpoint.Comm{world, dup, sp}
+			peer := func(c *endpoint.Comm) int { return (c.Rank() + 1) % c.Size() }
+			from := func(c *endpoint.Comm) int { return (c.Rank() - 1 + c.Size()) % c.Size() }
+			var reqs []*endpoint.Request
+			bufs := make([][]byte, len(comms))
+			for i := len(comms) - 1; i >= 0; i-- {
+				bufs[i] = make([]byte, 16)
+				r, err := comms[i].Irecv(bufs[i], from(comms[i]), 7)
+				if err != nil {
+					t.Fatal(err)
+				}
+				reqs = append(reqs, r)
+			}
+			for i, c := range comms {
+				msg := []byte(fmt.Sprintf("comm%d-from%-6d", i, c.Rank()))
+				r, err := c.Isend(msg, peer(c), 7)
+				if err != nil {
+					t.Fatal(err)
+				}
+				reqs = append(reqs, r)
+			}
+			if err := endpoint.WaitAll(ctx, reqs...); err != nil {
+				t.Fatal(err)
+			}
+			for i, c := range comms {
+				if want := fmt.Sprintf("comm%d-from%-6d", i, from(c)); string(bufs[i]) != want {
+					t.Fatalf("comm %d got %q, want %q", i, bufs[i], want)
+				}
+			}
+			// Dup/Split of an endpoints communicator.
+			eps, err := world.CreateEndpoints(ctx, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for _, e := range eps {
+				wg.Add(1)
+				go func(e *endpoint.Comm) {
+					defer wg.Done()
+					d, err := e.Dup(ctx)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					s, err := e.Split(ctx, e.Rank()%2, e.Rank())
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					for _, c := range []*endpoint.Comm{d, s, e} {
+						if err := c.Barrier(ctx); err != nil {
+							t.Error(err)
+							return
+						}
+						all, err := c.Allgather(ctx, []byte{byte(c.Rank())})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						for r, b := range all {
+							if len(b) != 1 || int(b[0]) != r {
+								t.Errorf("allgather on derived endpoint comm: %v", all)
+								return
+							}
+						}
+					}
+					d.Free()
+					s.Free()
+					e.Free()
+				}(e)
+			}
+			wg.Wait()
+			for _, c := range []*endpoint.Comm{dup, sp} {
+				if err := c.Free(); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}
+
+// TestPeerDeath: rank 1 exits without sending; rank 0's Wait must return
+// an error within its timeout instead of hanging.
+func TestPeerDeath(t *testing.T) {
+	for _, p := range providers {
+		t.Run(provName(p), func(t *testing.T) {
+			if launch(t, 2, p, 60*time.Second) {
+				return
+			}
+			ctx := tctx(t, 30*time.Second)
+			w, err := endpoint.Init(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := w.Comm()
+			if err := c.Barrier(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if c.Rank() == 1 {
+				os.Exit(0) // dies mid-run: no Close, no Finalize
+			}
+			r, err := c.Irecv(make([]byte, 8), 1, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const limit = 2 * time.Second
+			wctx, cancel := context.WithTimeout(context.Background(), limit)
+			defer cancel()
+			start := time.Now()
+			_, err = r.Wait(wctx)
+			took := time.Since(start)
+			if err == nil {
+				t.Fatal("Wait on a dead peer succeeded")
+			}
+			if took > limit+time.Second {
+				t.Fatalf("Wait took %v with a %v timeout", took, limit)
+			}
+			t.Logf("Wait returned after %v: %v", took, err)
+			r.Cancel()
+		})
+	}
+}
