@@ -2,7 +2,7 @@ package endpoint
 
 import (
 	"context"
-		"fmt"
+	"fmt"
 	"runtime"
 	"unsafe"
 
