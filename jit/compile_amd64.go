@@ -43,9 +43,17 @@ func compileIR(ir *ddt.IR, f Features) (ddt.Kernel, error) {
 		return contigKernel{ir: ir}, nil
 	}
 	p, err := newPlan(ir)
+	if err == errBigBody {
+		return newSeq(ir, f)
+	}
 	if err != nil {
 		return nil, err
 	}
+	return compilePlan(p, f)
+}
+
+// compilePlan generates, maps and seals the code of p.
+func compilePlan(p *plan, f Features) (*kernel, error) {
 	code, e, err := generate(p, f)
 	if err != nil {
 		return nil, fmt.Errorf("jit: encode: %w", err)

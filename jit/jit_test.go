@@ -255,10 +255,6 @@ func interpType(t *testing.T, ty *ddt.Type) *ddt.Type {
 
 func TestDifferentialRandom(t *testing.T) {
 	needNative(t)
-	seed := uint64(1)
-	if s := os.Getenv("WEFT_JIT_SEED"); s != "" {
-		fmt.Sscan(s, &seed)
-	}
 	iters := 400
 	if testing.Short() {
 		iters = 100
@@ -267,34 +263,63 @@ func TestDifferentialRandom(t *testing.T) {
 		if isa.AVX512 && !hostFeatures.AVX512 || isa.AVX2 && !hostFeatures.AVX2 {
 			continue
 		}
-		r := rand.New(rand.NewPCG(seed, 99))
-		compiled, declined := 0, 0
-		for i := range iters {
-			ty := interpType(t, randType(t, r, 3))
-			ir := ty.IR()
-			if ir.Root == nil || ir.TrueExtent > 1<<20 || ir.Size > 1<<18 {
-				continue // keep the test fast: typed buffers stay small
-			}
-			k, err := compileIR(ir, isa)
-			if errors.Is(err, ddt.ErrNotCompiled) {
-				declined++
-				continue
-			}
-			if err != nil {
-				t.Fatalf("iter %d: compile: %v\n%s", i, err, ir)
-			}
-			compiled++
-			for _, count := range []int{1, 1 + r.IntN(5), 1 + r.IntN(60)} {
-				if int64(count)*(ir.Size+abs(ir.Extent)) > 1<<21 {
-					count = max(1, int(1<<21/(ir.Size+abs(ir.Extent))))
-				}
-				differential(t, r, ty, k, count)
-			}
+		fuzzTypes(t, isa, iters, 1)
+	}
+}
+
+// TestDifferentialTinyBodies forces the other code shapes on random types:
+// nearly every loop becomes a level, big bodies become sequences of parts,
+// blocks above 64 bytes take the vector loop or rep movsb, and packs are cut
+// into 4 KiB calls.
+func TestDifferentialTinyBodies(t *testing.T) {
+	needNative(t)
+	defer func(a, b, c, d, e, f int64) {
+		maxBodyBlocks, unrollLoop, unrollLoopSize, unrollMax, repMin, chunkBytes = a, b, c, d, e, f
+	}(maxBodyBlocks, unrollLoop, unrollLoopSize, unrollMax, repMin, chunkBytes)
+	maxBodyBlocks, unrollLoop, unrollLoopSize, unrollMax, repMin, chunkBytes = 3, 1, 8, 64, 300, 4096
+	iters := 300
+	if testing.Short() {
+		iters = 80
+	}
+	fuzzTypes(t, hostFeatures, iters, 2)
+}
+
+func fuzzTypes(t *testing.T, isa Features, iters int, stream uint64) {
+	t.Helper()
+	seed := uint64(1)
+	if s := os.Getenv("WEFT_JIT_SEED"); s != "" {
+		fmt.Sscan(s, &seed)
+	}
+	r := rand.New(rand.NewPCG(seed, stream))
+	compiled, declined := 0, 0
+	for i := range iters {
+		ty := interpType(t, randType(t, r, 3))
+		ir := ty.IR()
+		if ir.Root == nil || ir.TrueExtent > 1<<20 || ir.Size > 1<<18 {
+			continue // keep the test fast: typed buffers stay small
 		}
-		t.Logf("isa %v: %d types compiled, %d declined", isa, compiled, declined)
-		if compiled < iters*3/4 {
-			t.Errorf("only %d of %d random types compiled", compiled, iters)
+		k, err := compileIR(ir, isa)
+		if errors.Is(err, ddt.ErrNotCompiled) {
+			declined++
+			if declined <= 3 {
+				t.Logf("declined: %v", err)
+			}
+			continue
 		}
+		if err != nil {
+			t.Fatalf("seed %d iter %d: compile: %v\n%s", seed, i, err, ir)
+		}
+		compiled++
+		for _, count := range []int{1, 1 + r.IntN(5), 1 + r.IntN(60)} {
+			if int64(count)*(ir.Size+abs(ir.Extent)) > 1<<21 {
+				count = max(1, int(1<<21/(ir.Size+abs(ir.Extent))))
+			}
+			differential(t, r, ty, k, count)
+		}
+	}
+	t.Logf("isa %v: %d types compiled, %d declined", isa, compiled, declined)
+	if compiled < iters*3/4 {
+		t.Errorf("only %d of %d random types compiled", compiled, iters)
 	}
 }
 

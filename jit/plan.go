@@ -85,6 +85,10 @@ func errDecline(format string, args ...any) error {
 	return fmt.Errorf("jit: "+format+": %w", append(args, ddt.ErrNotCompiled)...)
 }
 
+// errBigBody: the element is a struct or block list too large to unroll; it
+// is compiled as a sequence of parts instead (seq.go).
+var errBigBody = errDecline("element body too large to unroll")
+
 func fits32(v int64) bool { return v >= -1<<31 && v < 1<<31 }
 
 func newPlan(ir *ddt.IR) (*plan, error) {
@@ -119,6 +123,9 @@ func newPlan(ir *ddt.IR) (*plan, error) {
 		break
 	}
 	if n.Blocks > maxBodyBlocks {
+		if len(outer) == 0 && (n.Op == ddt.OpStruct || n.Op == ddt.OpBlocks) {
+			return nil, errBigBody
+		}
 		return nil, errDecline("body of %d blocks", n.Blocks)
 	}
 	p.body = n

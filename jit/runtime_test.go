@@ -1,0 +1,250 @@
+package jit
+
+import (
+	"bytes"
+	"errors"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weft-hpc/weft/ddt"
+)
+
+// bigStrided is a transpose-free strided type large enough that one pack
+// takes many generated-code calls: count elements of a vector of 8-byte
+// blocks.
+func bigStrided(t *testing.T) *ddt.Type {
+	t.Helper()
+	return interpType(t, must(ddt.Vector(1<<16, 1, 3, ddt.Float64)))
+}
+
+// TestConcurrentShared packs with one kernel from many goroutines at once,
+// each with its own buffers, and checks every result.
+func TestConcurrentShared(t *testing.T) {
+	needNative(t)
+	ty := bigStrided(t)
+	k, _, err := CompileIR(ty.IR())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ir := ty.IR()
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			typed := make([]byte, ir.TrueExtent)
+			for i := range typed {
+				typed[i] = byte(i*7 + g)
+			}
+			want := make([]byte, ir.Size)
+			if _, err := ty.PackRange(want, typed, 0, 1, 0); err != nil {
+				errs <- err
+				return
+			}
+			got := make([]byte, ir.Size)
+			for rep := range 20 {
+				clear(got)
+				if _, err := k.Pack(got, typed, 0, 1, 0); err != nil {
+					errs <- err
+					return
+				}
+				if !bytes.Equal(got, want) {
+					errs <- errors.New("concurrent pack differs")
+					return
+				}
+				back := make([]byte, len(typed))
+				if _, err := k.Unpack(back, got, 0, 1, 0); err != nil {
+					errs <- err
+					return
+				}
+				for i := int64(0); i < ir.TrueExtent; i += 24 {
+					if back[i] != typed[i] {
+						errs <- errors.New("concurrent unpack differs")
+						return
+					}
+				}
+				_ = rep
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// TestGCDuringLongPacks runs forced GC cycles and an allocating goroutine
+// while large packs run, and checks that GC stop-the-world pauses stay short
+// (each call into generated code is bounded) and results stay correct.
+func TestGCDuringLongPacks(t *testing.T) {
+	needNative(t)
+	ty := interpType(t, must(ddt.Vector(1<<20, 2, 3, ddt.Float64))) // 16 MiB packed per element
+	ir := ty.IR()
+	k, _, err := CompileIR(ir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typed := make([]byte, ir.TrueExtent)
+	for i := range typed {
+		typed[i] = byte(i * 13)
+	}
+	want := make([]byte, ir.Size)
+	if _, err := ty.PackRange(want, typed, 0, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var gcs sync.WaitGroup
+	gcs.Add(1)
+	go func() {
+		defer gcs.Done()
+		var sink [][]byte
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			sink = append(sink, make([]byte, 1<<16))
+			if len(sink) > 64 {
+				sink = sink[:0]
+			}
+			runtime.GC()
+		}
+	}()
+	got := make([]byte, ir.Size)
+	deadline := time.Now().Add(time.Second)
+	packs := 0
+	for time.Now().Before(deadline) || packs < 3 {
+		clear(got)
+		if _, err := k.Pack(got, typed, 0, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatal("pack under GC differs")
+		}
+		packs++
+	}
+	close(stop)
+	gcs.Wait()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	var worst uint64
+	for _, p := range ms.PauseNs {
+		worst = max(worst, p)
+	}
+	t.Logf("%d packs of %d MiB under continuous GC; %d GCs, worst pause %v", packs, ir.Size>>20, ms.NumGC, time.Duration(worst))
+	// A pack holding off the GC would show up as a pause of a whole pack
+	// (several ms); bounded calls keep it at the call length (~100 µs).
+	if time.Duration(worst) > 50*time.Millisecond {
+		t.Errorf("worst GC pause %v: generated code holds off the collector", time.Duration(worst))
+	}
+}
+
+// TestForcedFallback simulates a kernel that refuses executable memory: the
+// compiler declines, ddt keeps interpreting, results are unchanged.
+func TestForcedFallback(t *testing.T) {
+	forceNoExec = true
+	defer func() { forceNoExec = false }()
+	c := &Compiler{Force: true}
+	ty := interpType(t, must(ddt.Vector(100, 2, 5, ddt.Int32)))
+	_, err := c.Compile(ty.IR())
+	if !errors.Is(err, ddt.ErrNotCompiled) || !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("Compile with exec refused: %v, want ErrNotCompiled and ErrUnsupported", err)
+	}
+	if err := Enable(); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("Enable with exec refused: %v", err)
+	}
+	// A type committed in auto mode with the (refusing) compiler registered
+	// falls back to the interpreter and still packs correctly.
+	ddt.SetCompiler(c)
+	defer Disable()
+	u := must(ddt.Vector(100, 2, 5, ddt.Int32))
+	if err := u.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if u.Compiled() {
+		t.Fatal("type compiled although executable memory is refused")
+	}
+	typed := make([]byte, 100*5*4)
+	for i := range typed {
+		typed[i] = byte(i)
+	}
+	a, b := make([]byte, 800), make([]byte, 800)
+	if _, err := u.Pack(a, typed, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ty.Pack(b, typed, 1); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Fatal("fallback pack differs")
+	}
+	// WEFT_JIT=on semantics: Commit fails when the type cannot be compiled.
+	v := must(ddt.Vector(100, 2, 5, ddt.Int32))
+	_ = v.SetJIT(ddt.JITOn)
+	if err := v.Commit(); !errors.Is(err, ddt.ErrNotCompiled) {
+		t.Fatalf("Commit with JIT on and exec refused: %v", err)
+	}
+}
+
+// TestRegistrationAndCache commits through ddt with the package compiler:
+// identical types share one kernel through the cache; auto mode compiles
+// after enough use; on mode compiles at Commit.
+func TestRegistrationAndCache(t *testing.T) {
+	needNative(t)
+	if err := Enable(); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(m ddt.JITMode) *ddt.Type {
+		ty := must(ddt.Vector(300, 3, 7, ddt.Float32))
+		if err := ty.SetJIT(m); err != nil {
+			t.Fatal(err)
+		}
+		if err := ty.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		return ty
+	}
+	before := GetStats()
+	a, b := mk(ddt.JITOn), mk(ddt.JITOn)
+	if !a.Compiled() || !b.Compiled() {
+		t.Fatal("types not compiled with JIT on")
+	}
+	st := GetStats()
+	if st.CacheHits-before.CacheHits < 1 {
+		t.Errorf("identical type not served from the cache: %+v -> %+v", before, st)
+	}
+	ref := mk(ddt.JITOff)
+	typed := make([]byte, 300*7*4)
+	for i := range typed {
+		typed[i] = byte(i ^ 0x5a)
+	}
+	want := make([]byte, 300*3*4)
+	if _, err := ref.Pack(want, typed, 1); err != nil {
+		t.Fatal(err)
+	}
+	// auto: interpreted by the Go walker at first, compiled after use.
+	c := mk(ddt.JITAuto)
+	got := make([]byte, len(want))
+	for i := range 40 { // 40 × 300 blocks > the 6000-block threshold
+		clear(got)
+		if _, err := c.Pack(got, typed, 1); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("auto pack %d differs", i)
+		}
+	}
+	cache := c.IR() // the kernel is internal to ddt; check the lazy kernel directly
+	k, err := (&Compiler{}).Compile(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lk, ok := k.(*lazyKernel); ok && lk.native.Load() == nil && autoBlocks > 0 {
+		t.Errorf("auto kernel still interpreted after %d blocks", lk.work.Load())
+	}
+}
