@@ -60,6 +60,30 @@ type gen struct {
 type table struct {
 	l    Label
 	data []int64
+	w    int // entry width: 4 (int32) or 8
+}
+
+// newTable registers a delta table, 32-bit when every entry fits.
+func (g *gen) newTable(data []int64) table {
+	t := table{l: g.a.NewLabel(), data: data, w: 4}
+	for _, v := range data {
+		if !fits32(v) {
+			t.w = 8
+		}
+	}
+	g.tables = append(g.tables, t)
+	return t
+}
+
+// addEntry adds entry (index + k) of table t to rT. idx holds the index;
+// RAX is clobbered for 32-bit tables.
+func (g *gen) addEntry(t table, base, idx Reg, k int64) {
+	if t.w == 4 {
+		g.a.LoadSX32(RAX, MI(base, idx, 4, int32(4*k)))
+		g.a.OpRR(ADD, rT, RAX)
+		return
+	}
+	g.a.OpRM(ADD, rT, MI(base, idx, 8, int32(8*k)))
 }
 
 func (g *gen) gpr() Reg { g.ti ^= 1; return g.tmp[g.ti] }
@@ -204,10 +228,12 @@ func (g *gen) addImm(r Reg, v int64) {
 }
 
 // body emits the straight-line copy of one unit at [rT] <-> [rP].
-func (g *gen) body(p *plan, tb, pb Reg) {
-	po := int64(0)
+func (g *gen) body(p *plan, tb, pb Reg) { g.bodyAt(p, tb, 0, pb, 0) }
+
+// bodyAt copies one unit at typed [tb+to], packed [pb+po].
+func (g *gen) bodyAt(p *plan, tb Reg, to int64, pb Reg, po int64) {
 	for _, b := range p.blocks {
-		g.copyBlock(tb, b.off, pb, po, b.len)
+		g.copyBlock(tb, to+b.off, pb, po, b.len)
 		po += b.len
 	}
 }
@@ -229,7 +255,11 @@ func (g *gen) emitTables() {
 		g.a.Bind(t.l)
 		var b []byte
 		for _, v := range t.data {
-			b = binary.LittleEndian.AppendUint64(b, uint64(v))
+			if t.w == 4 {
+				b = binary.LittleEndian.AppendUint32(b, uint32(v))
+			} else {
+				b = binary.LittleEndian.AppendUint64(b, uint64(v))
+			}
 		}
 		g.a.Data(b)
 	}
@@ -256,14 +286,14 @@ func (g *gen) loopCode(p *plan) {
 	}
 	var tab0 table
 	if !inIsElem && in.offs != nil {
-		tab0 = table{l: a.NewLabel(), data: in.deltas()}
-		g.tables = append(g.tables, tab0)
+		tab0 = g.newTable(in.deltas())
 		a.Load(8, rPos, M(rArgs, offPos0))
 		a.LeaLabel(rTab, tab0.l)
 	}
 	done := a.NewLabel()
 	row := a.NewLabel()
 	inner := a.NewLabel()
+	after := a.NewLabel()
 	a.Bind(row)
 	// m = min(ctr, n); n -= m; ctr -= m
 	a.MovRR(rM, rCtr)
@@ -271,6 +301,40 @@ func (g *gen) loopCode(p *plan) {
 	a.Cmov(CondA, rM, rN)
 	a.OpRR(SUB, rN, rM)
 	a.OpRR(SUB, rCtr, rM)
+	stride := in.stride
+	if inIsElem {
+		stride = p.ir.Extent
+	}
+	// Unroll small bodies 4×: strided bodies address k*stride directly,
+	// indexed bodies chain through the delta table.
+	if k := int64(unrollBy); p.unit <= unrollUnitMax && len(p.blocks) <= 2 &&
+		(in.offs != nil || fits32(k*stride+p.blocks[len(p.blocks)-1].off+p.unit) && fits32(k*stride+p.blocks[0].off)) && fits32(k*p.unit) {
+		quad, tail := a.NewLabel(), a.NewLabel()
+		a.OpRI(CMP, rM, int32(k))
+		a.Jcc(CondB, tail)
+		a.Align(16)
+		a.Bind(quad)
+		for j := int64(0); j < k; j++ {
+			if in.offs != nil && !inIsElem {
+				g.bodyAt(p, rT, 0, rP, j*p.unit)
+				g.addEntry(tab0, rTab, rPos, j)
+			} else {
+				g.bodyAt(p, rT, j*stride, rP, j*p.unit)
+			}
+		}
+		a.OpRI(ADD, rP, int32(k*p.unit))
+		if in.offs != nil && !inIsElem {
+			a.OpRI(ADD, rPos, int32(k))
+		} else {
+			g.addImm(rT, k*stride)
+		}
+		a.OpRI(SUB, rM, int32(k))
+		a.OpRI(CMP, rM, int32(k))
+		a.Jcc(CondAE, quad)
+		a.Bind(tail)
+		a.Test(rM, rM)
+		a.Jcc(CondE, after)
+	}
 	a.Align(16)
 	a.Bind(inner)
 	g.body(p, rT, rP)
@@ -279,13 +343,14 @@ func (g *gen) loopCode(p *plan) {
 	case inIsElem:
 		g.addImm(rT, p.ir.Extent)
 	case in.offs != nil:
-		a.OpRM(ADD, rT, MI(rTab, rPos, 8, 0))
+		g.addEntry(tab0, rTab, rPos, 0)
 		a.Inc(rPos)
 	default:
 		g.addImm(rT, in.stride)
 	}
 	a.Dec(rM)
 	a.Jcc(CondNE, inner)
+	a.Bind(after)
 	a.Test(rN, rN)
 	a.Jcc(CondE, done)
 	if inIsElem { // the element loop never wraps inside one call
@@ -306,11 +371,10 @@ func (g *gen) loopCode(p *plan) {
 			a.DecM(ctr)
 			a.Jcc(CondE, wrap)
 			if l.offs != nil {
-				t := table{l: a.NewLabel(), data: l.deltas()}
-				g.tables = append(g.tables, t)
-				a.Load(8, RAX, pos)
+				t := g.newTable(l.deltas())
+				a.Load(8, R12, pos)
 				a.LeaLabel(R9, t.l)
-				a.OpRM(ADD, rT, MI(R9, RAX, 8, 0))
+				g.addEntry(t, R9, R12, 0)
 				a.OpMI(ADD, pos, 1)
 			} else {
 				g.addImm(rT, l.stride)

@@ -202,6 +202,13 @@ var (
 	repMin    = int64(4096) // blocks from this size use rep movsb (with ERMS)
 )
 
+// Tight-loop unrolling: units of at most unrollUnitMax bytes (and at most
+// two blocks) are copied unrollBy at a time.
+var (
+	unrollBy      = 4
+	unrollUnitMax = int64(64)
+)
+
 // Transpose tunables.
 var (
 	transposeMinStride = int64(1024) // inner stride that makes a nest transpose-shaped
