@@ -10,14 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/launchtest"
 )
 
 var providers = []string{"shm", "tcp;ofi_rxm"}
@@ -29,29 +28,14 @@ func provName(p string) string {
 	return p
 }
 
-// launch runs the calling test as n ranks, or returns false in a worker.
-// TEMPORARY: uses mpiexec.hydra until internal/launchtest lands.
+// launch runs the calling test as n ranks through launchtest, or returns
+// false in a worker.
 func launch(t *testing.T, n int, provider string, timeout time.Duration, env ...string) bool {
 	t.Helper()
-	if os.Getenv("WEFT_TEST_WORKER") == "1" {
+	if launchtest.IsWorker() {
 		return false
 	}
-	hydra, err := exec.LookPath("mpiexec.hydra")
-	if err != nil {
-		t.Skip("mpiexec.hydra not installed")
-	}
-	args := []string{"-n", strconv.Itoa(n), "-env", "WEFT_TEST_WORKER", "1", "-env", "WEFT_PROVIDER", provider}
-	for _, e := range env {
-		k, v, _ := strings.Cut(e, "=")
-		args = append(args, "-env", k, v)
-	}
-	args = append(args, os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.count=1", "-test.v")
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, hydra, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ranks failed: %v\n%s", err, out)
-	}
+	launchtest.Run(t, n, provider, timeout, env...)
 	return true
 }
 
@@ -552,7 +536,7 @@ func TestSplitDupIsolation(t *testing.T) {
 	}
 }
 
-// TestPeerDeath: rank 1 exits without sending; rank 0's Wait must return
+// TestPeerDeath: rank 1's process exits without sending; rank 0's Wait must return
 // an error within its timeout instead of hanging.
 func TestPeerDeath(t *testing.T) {
 	for _, p := range providers {
@@ -570,7 +554,9 @@ func TestPeerDeath(t *testing.T) {
 				t.Fatal(err)
 			}
 			if c.Rank() == 1 {
-				os.Exit(0) // dies mid-run: no Close, no Finalize
+				// Dies mid-run: no Close, no Finalize; the process exits as soon
+				// as the test binary finishes, while rank 0 still waits.
+				return
 			}
 			r, err := c.Irecv(make([]byte, 8), 1, 1)
 			if err != nil {
@@ -590,6 +576,17 @@ func TestPeerDeath(t *testing.T) {
 			}
 			t.Logf("Wait returned after %v: %v", took, err)
 			r.Cancel()
+			// A rendezvous send whose receiver is gone never gets its FIN.
+			sr, err := c.Isend(make([]byte, 100000), 1, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sctx, scancel := context.WithTimeout(context.Background(), limit)
+			defer scancel()
+			start = time.Now()
+			if _, err := sr.Wait(sctx); err == nil || time.Since(start) > limit+time.Second {
+				t.Fatalf("rendezvous send to a dead peer: %v after %v", err, time.Since(start))
+			}
 		})
 	}
 }
