@@ -121,6 +121,16 @@ func packStrided(p, t []byte, a, stride, count, l int64) {
 			a += stride
 		}
 	default:
+		if l&7 == 0 && l <= 64 {
+			for i := int64(0); i < count; i++ {
+				q, r := unsafe.Add(d, i*l), unsafe.Add(s, a)
+				for w := int64(0); w < l; w += 8 {
+					*(*uint64)(unsafe.Add(q, w)) = *(*uint64)(unsafe.Add(r, w))
+				}
+				a += stride
+			}
+			return
+		}
 		for i := int64(0); i < count; i++ {
 			mv(unsafe.Add(d, i*l), unsafe.Add(s, a), l)
 			a += stride
@@ -163,6 +173,16 @@ func unpackStrided(p, t []byte, a, stride, count, l int64) {
 			a += stride
 		}
 	default:
+		if l&7 == 0 && l <= 64 {
+			for i := int64(0); i < count; i++ {
+				q, r := unsafe.Add(d, a), unsafe.Add(s, i*l)
+				for w := int64(0); w < l; w += 8 {
+					*(*uint64)(unsafe.Add(q, w)) = *(*uint64)(unsafe.Add(r, w))
+				}
+				a += stride
+			}
+			return
+		}
 		for i := int64(0); i < count; i++ {
 			mv(unsafe.Add(d, a), unsafe.Add(s, i*l), l)
 			a += stride
