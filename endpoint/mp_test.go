@@ -541,7 +541,7 @@ func TestSplitDupIsolation(t *testing.T) {
 func TestPeerDeath(t *testing.T) {
 	for _, p := range providers {
 		t.Run(provName(p), func(t *testing.T) {
-			if launch(t, 2, p, 60*time.Second) {
+			if launch(t, 2, p, 60*time.Second, endpoint.EnvTimeout+"=2s") {
 				return
 			}
 			ctx := tctx(t, 30*time.Second)
@@ -576,17 +576,20 @@ func TestPeerDeath(t *testing.T) {
 			}
 			t.Logf("Wait returned after %v: %v", took, err)
 			r.Cancel()
-			// A rendezvous send whose receiver is gone never gets its FIN.
-			sr, err := c.Isend(make([]byte, 100000), 1, 2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sctx, scancel := context.WithTimeout(context.Background(), limit)
-			defer scancel()
+			// A rendezvous send whose receiver is gone never gets its FIN (on
+			// tcp;ofi_rxm the header cannot even be sent: Isend gives up after
+			// WEFT_ENDPOINT_TIMEOUT).
 			start = time.Now()
-			if _, err := sr.Wait(sctx); err == nil || time.Since(start) > limit+time.Second {
+			sr, err := c.Isend(make([]byte, 100000), 1, 2)
+			if err == nil {
+				sctx, scancel := context.WithTimeout(context.Background(), limit)
+				defer scancel()
+				_, err = sr.Wait(sctx)
+			}
+			if err == nil || time.Since(start) > 2*limit+time.Second {
 				t.Fatalf("rendezvous send to a dead peer: %v after %v", err, time.Since(start))
 			}
+			t.Logf("rendezvous send gave up after %v: %v", time.Since(start), err)
 		})
 	}
 }
