@@ -54,7 +54,8 @@ type gen struct {
 	usedVec bool
 	tmp     [2]Reg
 	ti, vi  int
-	tables  []table
+	tables  *[]table
+	byLevel map[int]table // delta tables shared by the pack and unpack code
 }
 
 type table struct {
@@ -63,15 +64,22 @@ type table struct {
 	w    int // entry width: 4 (int32) or 8
 }
 
-// newTable registers a delta table, 32-bit when every entry fits.
-func (g *gen) newTable(data []int64) table {
+// levelTable returns the delta table of level j, 32-bit when every entry
+// fits, emitted once per blob.
+func (g *gen) levelTable(p *plan, j int) table {
+	if t, ok := g.byLevel[j]; ok {
+		return t
+	}
+	data := p.levels[j].deltas()
 	t := table{l: g.a.NewLabel(), data: data, w: 4}
 	for _, v := range data {
 		if !fits32(v) {
 			t.w = 8
+			break
 		}
 	}
-	g.tables = append(g.tables, t)
+	*g.tables = append(*g.tables, t)
+	g.byLevel[j] = t
 	return t
 }
 
@@ -246,18 +254,21 @@ func (g *gen) epilogue() {
 }
 
 func (g *gen) emitTables() {
-	if len(g.tables) == 0 {
+	if len(*g.tables) == 0 {
 		return
 	}
 	g.a.Ud2()
 	g.a.Align(8)
-	for _, t := range g.tables {
+	var b []byte
+	for _, t := range *g.tables {
 		g.a.Bind(t.l)
-		var b []byte
-		for _, v := range t.data {
-			if t.w == 4 {
+		b = b[:0]
+		if t.w == 4 {
+			for _, v := range t.data {
 				b = binary.LittleEndian.AppendUint32(b, uint32(v))
-			} else {
+			}
+		} else {
+			for _, v := range t.data {
 				b = binary.LittleEndian.AppendUint64(b, uint64(v))
 			}
 		}
@@ -286,7 +297,7 @@ func (g *gen) loopCode(p *plan) {
 	}
 	var tab0 table
 	if !inIsElem && in.offs != nil {
-		tab0 = g.newTable(in.deltas())
+		tab0 = g.levelTable(p, 0)
 		a.Load(8, rPos, M(rArgs, offPos0))
 		a.LeaLabel(rTab, tab0.l)
 	}
@@ -371,7 +382,7 @@ func (g *gen) loopCode(p *plan) {
 			a.DecM(ctr)
 			a.Jcc(CondE, wrap)
 			if l.offs != nil {
-				t := g.newTable(l.deltas())
+				t := g.levelTable(p, j)
 				a.Load(8, R12, pos)
 				a.LeaLabel(R9, t.l)
 				g.addEntry(t, R9, R12, 0)
@@ -452,11 +463,18 @@ type entries struct {
 
 // generate emits all functions of p into one blob.
 func generate(p *plan, f Features) ([]byte, entries, error) {
-	a := New(256 + 16*len(p.blocks))
+	tabBytes := 0
+	for _, l := range p.levels {
+		if l.offs != nil {
+			tabBytes += 8 * int(l.count)
+		}
+	}
+	a := New(512 + 2*16*len(p.blocks) + tabBytes)
 	e := entries{tpack: -1, tunpack: -1}
 	var tables []table
+	byLevel := map[int]table{}
 	for _, pack := range []bool{true, false} {
-		g := &gen{a: a, f: f, pack: pack}
+		g := &gen{a: a, f: f, pack: pack, tables: &tables, byLevel: byLevel}
 		a.Align(16)
 		if pack {
 			e.pack = a.Len()
@@ -464,7 +482,6 @@ func generate(p *plan, f Features) ([]byte, entries, error) {
 			e.unpack = a.Len()
 		}
 		g.loopCode(p)
-		tables = append(tables, g.tables...)
 		if p.tr != nil {
 			g2 := &gen{a: a, f: f, pack: pack}
 			a.Align(16)
@@ -476,7 +493,7 @@ func generate(p *plan, f Features) ([]byte, entries, error) {
 			g2.transposeCode(p.tr)
 		}
 	}
-	(&gen{a: a, tables: tables}).emitTables()
+	(&gen{a: a, tables: &tables}).emitTables()
 	b, err := a.Finish()
 	return b, e, err
 }

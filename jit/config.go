@@ -16,7 +16,7 @@ import (
 //	WEFT_JIT_UNROLL_MAX  blocks up to this many bytes are copied by unrolled moves (512)
 //	WEFT_JIT_REP_MIN     blocks from this size use rep movsb (4096)
 //	WEFT_JIT_BODY_BLOCKS blocks unrolled into one loop body at most (2048)
-//	WEFT_JIT_TILE        inner rows per tile of transpose-shaped types (16)
+//	WEFT_JIT_TILE        inner rows per tile of transpose-shaped types (8)
 //	WEFT_JIT_BAND_BYTES  bytes per band row of transpose-shaped types (128)
 //	WEFT_JIT_CACHE       compiled types kept in the code cache (1024)
 var (

@@ -213,7 +213,7 @@ var (
 var (
 	transposeMinStride = int64(1024) // inner stride that makes a nest transpose-shaped
 	transposeBandBytes = int64(128)  // band*blocklen target
-	transposeTile      = int64(16)   // inner rows per tile
+	transposeTile      = int64(8)    // inner rows per tile (L1 is 8-way: rows 4 KiB apart share a set)
 )
 
 func (p *plan) transpose() *transposePlan {
