@@ -47,3 +47,42 @@ func BenchmarkCompile(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAppCases packs and unpacks the DDTBench-like layouts of
+// cases_test.go with the interpreter and with compiled code, side by side.
+func BenchmarkAppCases(b *testing.B) {
+	for name, c := range appCases(b) {
+		ir := c.ty.IR()
+		base, tl := layout(ir, c.count)
+		typed := make([]byte, base+tl)
+		packed := make([]byte, int64(c.count)*ir.Size)
+		k, _, err := CompileIR(ir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name+"/pack/interp", func(b *testing.B) {
+			b.SetBytes(int64(len(packed)))
+			for b.Loop() {
+				_, _ = c.ty.PackRange(packed, typed, base, c.count, 0)
+			}
+		})
+		b.Run(name+"/pack/jit", func(b *testing.B) {
+			b.SetBytes(int64(len(packed)))
+			for b.Loop() {
+				_, _ = k.Pack(packed, typed, base, c.count, 0)
+			}
+		})
+		b.Run(name+"/unpack/interp", func(b *testing.B) {
+			b.SetBytes(int64(len(packed)))
+			for b.Loop() {
+				_, _ = c.ty.UnpackRange(typed, packed, base, c.count, 0)
+			}
+		})
+		b.Run(name+"/unpack/jit", func(b *testing.B) {
+			b.SetBytes(int64(len(packed)))
+			for b.Loop() {
+				_, _ = k.Unpack(typed, packed, base, c.count, 0)
+			}
+		})
+	}
+}

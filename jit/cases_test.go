@@ -11,7 +11,7 @@ import (
 // times) at test sizes: WRF faces as structs of nested vectors and of
 // subarrays, MILC's su3 vector, NAS LU and MG faces, the FFT2 transpose,
 // SPECFEM3D index lists and LAMMPS's struct of index lists.
-func appCases(t *testing.T) map[string]struct {
+func appCases(t testing.TB) map[string]struct {
 	ty    *ddt.Type
 	count int
 } {
@@ -88,6 +88,15 @@ func TestAppCases(t *testing.T) {
 				for range 3 {
 					differential(t, r, c.ty, k, c.count)
 				}
+			}
+			if hostFeatures.AVX512 { // the optional gather path
+				defer func(g bool) { gatherOn = g }(gatherOn)
+				gatherOn = true
+				k, err := compileIR(c.ty.IR(), hostFeatures)
+				if err != nil {
+					t.Fatal(err)
+				}
+				differential(t, r, c.ty, k, c.count)
 			}
 		})
 	}

@@ -316,8 +316,10 @@ func (g *gen) loopCode(p *plan) {
 	if inIsElem {
 		stride = p.ir.Extent
 	}
+	gathered := g.gather(p, in, inIsElem, after)
 	// Unroll small bodies 4×: strided bodies address k*stride directly,
 	// indexed bodies chain through the delta table.
+	unrolled := false
 	if k := int64(unrollBy); p.unit <= unrollUnitMax && len(p.blocks) <= 2 &&
 		(in.offs != nil || fits32(k*stride+p.blocks[len(p.blocks)-1].off+p.unit) && fits32(k*stride+p.blocks[0].off)) && fits32(k*p.unit) {
 		quad, tail := a.NewLabel(), a.NewLabel()
@@ -343,6 +345,11 @@ func (g *gen) loopCode(p *plan) {
 		a.OpRI(CMP, rM, int32(k))
 		a.Jcc(CondAE, quad)
 		a.Bind(tail)
+		a.Test(rM, rM)
+		a.Jcc(CondE, after)
+		unrolled = true
+	}
+	if gathered && !unrolled {
 		a.Test(rM, rM)
 		a.Jcc(CondE, after)
 	}
@@ -406,6 +413,55 @@ func (g *gen) loopCode(p *plan) {
 	}
 	a.Bind(done)
 	g.epilogue()
+}
+
+// gather emits, for packs of an innermost index level over one 4- or 8-byte
+// block on AVX-512, a loop that gathers 16 (or 8) entries per instruction
+// from an absolute offset table and stores them with one 64-byte move. It
+// consumes multiples of 16 (8) of the current tight-loop count and leaves the
+// rest to the scalar loops, with rT, rPos, rP updated as they expect.
+func (g *gen) gather(p *plan, in level, inIsElem bool, after Label) bool {
+	if !g.pack || !g.f.AVX512 || !gatherOn || inIsElem || in.offs == nil || len(p.blocks) != 1 || (p.unit != 4 && p.unit != 8) {
+		return false
+	}
+	boff := p.blocks[0].off
+	abs := make([]int64, in.count+1)
+	for i := int64(0); i < in.count; i++ {
+		abs[i] = in.offs[i] - in.offs[0] + boff
+		if !fits32(abs[i]) {
+			return false
+		}
+	}
+	abs[in.count] = boff
+	t := table{l: g.a.NewLabel(), data: abs, w: 4}
+	*g.tables = append(*g.tables, t)
+	a := g.a
+	G := int64(64 / p.unit)
+	skip := a.NewLabel()
+	a.OpRI(CMP, rM, int32(G))
+	a.Jcc(CondB, skip)
+	a.LeaLabel(R13, t.l)
+	a.LoadSX32(RAX, MI(R13, rPos, 4, 0))
+	a.MovRR(R12, rT)
+	a.OpRR(SUB, R12, RAX)
+	g.addImm(R12, boff)
+	loop := a.NewLabel()
+	a.Align(16)
+	a.Bind(loop)
+	a.Kxnorw(1, 1, 1)
+	a.VLoad(int(4*G), 1, MI(R13, rPos, 4, 0))
+	a.VGather(int(p.unit), 0, R12, 1, 1, 1)
+	a.VStore(64, M(rP, 0), 0)
+	a.OpRI(ADD, rP, 64)
+	a.OpRI(ADD, rPos, int32(G))
+	a.OpRI(SUB, rM, int32(G))
+	a.OpRI(CMP, rM, int32(G))
+	a.Jcc(CondAE, loop)
+	a.LoadSX32(RAX, MI(R13, rPos, 4, 0))
+	a.Lea(rT, MI(R12, RAX, 1, int32(-boff)))
+	a.Bind(skip)
+	g.usedVec = true
+	return true
 }
 
 // transposeCode emits the cache-blocked function: n bands, each band being

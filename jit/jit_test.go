@@ -239,7 +239,7 @@ func differential(t *testing.T, r *rand.Rand, ty *ddt.Type, k ddt.Kernel, count 
 	}
 }
 
-func interpType(t *testing.T, ty *ddt.Type) *ddt.Type {
+func interpType(t testing.TB, ty *ddt.Type) *ddt.Type {
 	t.Helper()
 	if ty.Committed() { // a predefined leaf
 		ty = must(ddt.Contiguous(1, ty))
@@ -264,6 +264,11 @@ func TestDifferentialRandom(t *testing.T) {
 			continue
 		}
 		fuzzTypes(t, isa, iters, 1)
+	}
+	if hostFeatures.AVX512 { // the optional gather path
+		defer func(g bool) { gatherOn = g }(gatherOn)
+		gatherOn = true
+		fuzzTypes(t, hostFeatures, iters/2, 3)
 	}
 }
 

@@ -209,6 +209,11 @@ var (
 	unrollUnitMax = int64(64)
 )
 
+// gatherOn enables AVX-512 gathers for packs of index lists of 4- and 8-byte
+// blocks (WEFT_JIT_GATHER=1). Off by default: on the Zen 4 development machine
+// gathers measured no faster than scalar moves (docs/perf/jit.md).
+var gatherOn = false
+
 // Transpose tunables.
 var (
 	transposeMinStride = int64(1024) // inner stride that makes a nest transpose-shaped

@@ -675,3 +675,52 @@ func (a *Asm) VStoreNT(width int, m Mem, v VReg) {
 		a.fail("non-temporal width %d", width)
 	}
 }
+
+// Kxnorw emits kxnorw k(dst), k(a), k(b); with all three equal it sets the
+// mask register to all ones (the mask a gather consumes).
+func (a *Asm) Kxnorw(dst, x, y uint8) {
+	if dst > 7 || x > 7 || y > 7 {
+		a.fail("mask register out of range")
+		return
+	}
+	a.emit(0xc5, 0x80|(^x&0xf)<<3|4, 0x46, 0xc0|dst<<3|y)
+}
+
+// VGather emits a 512-bit gather with 32-bit indices: vpgatherdd
+// zmm(dst){k(mask)}, [base + zmm(idx)*scale] for elem 4, or vpgatherdq
+// zmm(dst){k(mask)}, [base + ymm(idx)*scale] for elem 8. The mask register
+// must be all ones before (the gather clears it); dst and idx must differ.
+func (a *Asm) VGather(elem int, dst VReg, base Reg, idx VReg, scale uint8, mask uint8) {
+	a.checkReg(base)
+	if dst > 31 || idx > 31 || dst == idx || mask == 0 || mask > 7 || elem != 4 && elem != 8 {
+		a.fail("bad gather operands")
+		return
+	}
+	var ss byte
+	switch scale {
+	case 1:
+	case 2:
+		ss = 1
+	case 4:
+		ss = 2
+	case 8:
+		ss = 3
+	default:
+		a.fail("bad scale %d", scale)
+		return
+	}
+	r, x, b := byte(dst), byte(idx), byte(base)
+	p0 := (^r>>3&1)<<7 | (^x>>3&1)<<6 | (^b>>3&1)<<5 | (^r>>4&1)<<4 | 2 // map 0F38
+	var w byte
+	if elem == 8 {
+		w = 0x80
+	}
+	p1 := w | 0xf<<3 | 4 | 1                 // pp = 66
+	p2 := byte(2<<5) | (^x>>4&1)<<3 | mask&7 // L'L = 512, V' extends the index
+	a.emit(0x62, p0, p1, p2, 0x90)
+	if b&7 == 5 { // RBP/R13 base needs a displacement
+		a.emit(1<<6|(r&7)<<3|4, ss<<6|(x&7)<<3|b&7, 0)
+		return
+	}
+	a.emit((r&7)<<3|4, ss<<6|(x&7)<<3|b&7)
+}

@@ -324,3 +324,33 @@ func TestErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestOracleGather(t *testing.T) {
+	var cs []oracleCase
+	for b := RAX; b <= R15; b++ {
+		for _, v := range []VReg{0, 1, 7, 8, 15, 16, 31} {
+			for _, ix := range []VReg{2, 9, 17, 30} {
+				if ix == v {
+					continue
+				}
+				b, v, ix := b, v, ix
+				cs = append(cs,
+					oracleCase{func(a *Asm) { a.VGather(4, v, b, ix, 1, 1) }, fmt.Sprintf("vpgatherdd %s,%%zmm%d {%%k1}", vsib(b, "zmm", ix, 1), v)},
+					oracleCase{func(a *Asm) { a.VGather(8, v, b, ix, 4, 2) }, fmt.Sprintf("vpgatherdq %s,%%zmm%d {%%k2}", vsib(b, "ymm", ix, 4), v)},
+				)
+			}
+		}
+	}
+	cs = append(cs, oracleCase{func(a *Asm) { a.Kxnorw(1, 1, 1) }, "kxnorw %k1,%k1,%k1"},
+		oracleCase{func(a *Asm) { a.Kxnorw(3, 5, 6) }, "kxnorw %k6,%k5,%k3"})
+	check(t, cs)
+}
+
+func vsib(b Reg, kind string, ix VReg, scale int) string {
+	s := "(%" + r64[b]
+	s += ",%" + kind + fmt.Sprint(ix)
+	if scale > 1 {
+		s += fmt.Sprintf(",%d", scale)
+	}
+	return s + ")"
+}
