@@ -58,11 +58,11 @@ func BenchmarkCommit(b *testing.B) {
 	for name, tt := range commitCases(b) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
-			for b.Loop() {
+			cpuLoop(b, func() {
 				if err := fresh(tt).Commit(); err != nil {
 					b.Fatal(err)
 				}
-			}
+			})
 		})
 	}
 }
@@ -70,14 +70,14 @@ func BenchmarkCommit(b *testing.B) {
 // BenchmarkBuildAndCommit includes the constructor calls of the MILC type.
 func BenchmarkBuildAndCommit(b *testing.B) {
 	b.ReportAllocs()
-	for b.Loop() {
+	cpuLoop(b, func() {
 		su3, _ := Contiguous(6, Float32)
 		v, _ := Vector(4, 16, 64, su3)
 		h, _ := HVector(2, 1, 4*64*24, v)
 		if err := h.Commit(); err != nil {
 			b.Fatal(err)
 		}
-	}
+	})
 }
 
 // BenchmarkPack measures the interpreter on a few shapes, whole and in 4 KiB
