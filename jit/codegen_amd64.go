@@ -54,6 +54,7 @@ type gen struct {
 	usedVec bool
 	tmp     [2]Reg
 	ti, vi  int
+	usedNT  bool
 	tables  *[]table
 	byLevel map[int]table // delta tables shared by the pack and unpack code
 }
@@ -164,6 +165,8 @@ func (g *gen) copyBlock(tb Reg, to int64, pb Reg, po int64, l int64) {
 			to, po, l = to+w, po+w, l-w
 		}
 		g.small(tb, to, pb, po, l)
+	case l >= ntMin && l >= 4*w && w >= 16:
+		g.ntCopy(tb, to, pb, po, l)
 	case l >= repMin && g.f.ERMS:
 		g.rep(tb, to, pb, po, l)
 	default:
@@ -223,6 +226,50 @@ func (g *gen) vloop(tb Reg, to int64, pb Reg, po int64, l int64) {
 	}
 }
 
+// ntCopy copies a large block with non-temporal stores: one unaligned
+// vector move, then aligned streaming stores from the next vector boundary of
+// the destination, then an overlapping unaligned move for the tail. The
+// function ends with sfence (epilogue).
+func (g *gen) ntCopy(tb Reg, to int64, pb Reg, po int64, l int64) {
+	a := g.a
+	w := g.vwidth()
+	src, dst := M(tb, int32(to)), M(pb, int32(po))
+	if !g.pack {
+		src, dst = dst, src
+	}
+	a.Lea(R9, src)
+	a.Lea(R13, dst)
+	v := g.vec()
+	a.VLoad(int(w), v, M(R9, 0))
+	a.VStore(int(w), M(R13, 0), v)
+	// k = w - (dst & (w-1)), in 1..w; skip k bytes (already copied)
+	a.MovRR(R12, R13)
+	a.OpRI(AND, R12, int32(w-1))
+	a.MovImm(RAX, w)
+	a.OpRR(SUB, RAX, R12)
+	a.OpRR(ADD, R9, RAX)
+	a.OpRR(ADD, R13, RAX)
+	a.MovImm(R12, l)
+	a.OpRR(SUB, R12, RAX) // bytes left, ≥ 3w
+	loop := a.NewLabel()
+	a.Align(16)
+	a.Bind(loop)
+	a.VLoad(int(w), v, M(R9, 0))
+	a.VStoreNT(int(w), M(R13, 0), v)
+	a.OpRI(ADD, R9, int32(w))
+	a.OpRI(ADD, R13, int32(w))
+	a.OpRI(SUB, R12, int32(w))
+	a.OpRI(CMP, R12, int32(w))
+	a.Jcc(CondAE, loop)
+	// tail: the last w bytes of the block (overlapping what was copied)
+	a.VLoad(int(w), v, MI(R9, R12, 1, int32(-w)))
+	a.VStore(int(w), MI(R13, R12, 1, int32(-w)), v)
+	if w > 16 {
+		g.usedVec = true
+	}
+	g.usedNT = true
+}
+
 // addImm adds a 64-bit constant to r (through RAX when it needs 64 bits).
 func (g *gen) addImm(r Reg, v int64) {
 	switch {
@@ -247,6 +294,9 @@ func (g *gen) bodyAt(p *plan, tb Reg, to int64, pb Reg, po int64) {
 }
 
 func (g *gen) epilogue() {
+	if g.usedNT {
+		g.a.Sfence()
+	}
 	if g.usedVec {
 		g.a.Vzeroupper()
 	}

@@ -18,6 +18,7 @@ import (
 //	WEFT_JIT_BODY_BLOCKS blocks unrolled into one loop body at most (2048)
 //	WEFT_JIT_TILE        inner rows per tile of transpose-shaped types (8)
 //	WEFT_JIT_BAND_BYTES  bytes per band row of transpose-shaped types (128)
+//	WEFT_JIT_NT_MIN      blocks from this size use non-temporal stores + sfence (default off)
 //	WEFT_JIT_GATHER      1: AVX-512 gathers for index lists of 4/8-byte blocks (pack); default 0
 //	WEFT_JIT_CACHE       compiled types kept in the code cache (1024)
 var (
@@ -46,6 +47,7 @@ func init() {
 	transposeTile = envInt("WEFT_JIT_TILE", transposeTile, 1, 256)
 	transposeBandBytes = envInt("WEFT_JIT_BAND_BYTES", transposeBandBytes, 1, 1<<16)
 	cacheEntries = int(envInt("WEFT_JIT_CACHE", int64(cacheEntries), 0, 1<<20))
+	ntMin = envInt("WEFT_JIT_NT_MIN", ntMin, 256, 1<<62)
 	gatherOn = envInt("WEFT_JIT_GATHER", 0, 0, 1) == 1
 	autoBlocks = envInt("WEFT_JIT_AUTO_BLOCKS", autoBlocks, 0, 1<<50)
 }

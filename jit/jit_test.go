@@ -278,15 +278,31 @@ func TestDifferentialRandom(t *testing.T) {
 // into 4 KiB calls.
 func TestDifferentialTinyBodies(t *testing.T) {
 	needNative(t)
-	defer func(a, b, c, d, e, f int64) {
-		maxBodyBlocks, unrollLoop, unrollLoopSize, unrollMax, repMin, chunkBytes = a, b, c, d, e, f
-	}(maxBodyBlocks, unrollLoop, unrollLoopSize, unrollMax, repMin, chunkBytes)
+	defer func(a, b, c, d, e, f, g int64) {
+		maxBodyBlocks, unrollLoop, unrollLoopSize, unrollMax, repMin, chunkBytes, ntMin = a, b, c, d, e, f, g
+	}(maxBodyBlocks, unrollLoop, unrollLoopSize, unrollMax, repMin, chunkBytes, ntMin)
 	maxBodyBlocks, unrollLoop, unrollLoopSize, unrollMax, repMin, chunkBytes = 3, 1, 8, 64, 300, 4096
 	iters := 300
 	if testing.Short() {
 		iters = 80
 	}
 	fuzzTypes(t, hostFeatures, iters, 2)
+	// non-temporal stores for every block of 256 bytes and more, all widths
+	ntMin = 256
+	r := rand.New(rand.NewPCG(5, 5))
+	for _, isa := range []Features{hostFeatures, {AVX2: hostFeatures.AVX2}, {}} {
+		fuzzTypes(t, isa, iters/2, 4)
+		for _, bl := range []int{256, 257, 1000, 4099} { // every large-block path
+			ty := interpType(t, must(ddt.Vector(5, 1, 2, must(ddt.Contiguous(bl, ddt.Byte)))))
+			k, err := compileIR(ty.IR(), isa)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 4 {
+				differential(t, r, ty, k, 3)
+			}
+		}
+	}
 }
 
 func fuzzTypes(t *testing.T, isa Features, iters int, stream uint64) {

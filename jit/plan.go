@@ -198,8 +198,9 @@ func flatten(n *ddt.Node, o int64, out []blk) []blk {
 
 // Copy thresholds (environment: WEFT_JIT_UNROLL_MAX, WEFT_JIT_REP_MIN).
 var (
-	unrollMax = int64(512)  // blocks up to this size are copied by unrolled moves
-	repMin    = int64(4096) // blocks from this size use rep movsb (with ERMS)
+	unrollMax = int64(512)     // blocks up to this size are copied by unrolled moves
+	repMin    = int64(4096)    // blocks from this size use rep movsb (with ERMS)
+	ntMin     = int64(1) << 62 // blocks from this size use non-temporal stores (off by default)
 )
 
 // Tight-loop unrolling: units of at most unrollUnitMax bytes (and at most
