@@ -366,3 +366,35 @@ func indexRange(n *Node, p, t []byte, o, lo, hi int64, un bool) {
 		moveRange(child, p[q:q+rem], t, o+offs[i], 0, rem, un)
 	}
 }
+
+// Interpreter returns a Kernel that runs the interpreter on t even when t
+// has a compiled kernel: the oracle that compiled kernels are tested against.
+// It checks its arguments like PackRange does.
+func (t *Type) Interpreter() (Kernel, error) {
+	s, err := t.committedState("Interpreter")
+	if err != nil {
+		return nil, err
+	}
+	return interpKernel{t: t, st: &state{ir: s.ir}}, nil
+}
+
+type interpKernel struct {
+	t  *Type
+	st *state
+}
+
+func (k interpKernel) Pack(packed, typed []byte, base int64, count int, from int64) (int, error) {
+	total, err := k.t.check("Interpreter.Pack", k.st.ir, len(typed), base, count, from)
+	if err != nil {
+		return 0, err
+	}
+	return k.t.run(k.st, false, packed[:min(int64(len(packed)), total-from)], typed, base, count, from)
+}
+
+func (k interpKernel) Unpack(typed, packed []byte, base int64, count int, from int64) (int, error) {
+	total, err := k.t.check("Interpreter.Unpack", k.st.ir, len(typed), base, count, from)
+	if err != nil {
+		return 0, err
+	}
+	return k.t.run(k.st, true, packed[:min(int64(len(packed)), total-from)], typed, base, count, from)
+}

@@ -1,0 +1,347 @@
+// Package ddttest is the conformance kit for ddt kernels: a naive reference
+// packer built only from the public constructor contents of a type
+// (Type.Contents), a generator of random type trees, and CheckKernel, which
+// drives any ddt.Kernel (the interpreter, package jit's native code, a GPU
+// kernel's CPU emulation) through random counts, bases, stream offsets and
+// window lengths and compares every byte with the reference.
+//
+// It is meant for tests; it allocates freely and is slow by design.
+package ddttest
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/weft-hpc/weft/ddt"
+)
+
+// Entry is one basic element of a type map: Size bytes at displacement Disp.
+type Entry struct{ Disp, Size int64 }
+
+// TypeMap returns the MPI type map of one element of t, in packing order,
+// computed from the constructor arguments (never from the IR).
+func TypeMap(t *ddt.Type) []Entry {
+	c := t.Contents()
+	switch c.Combiner {
+	case ddt.CombinerNamed:
+		return []Entry{{0, t.Size()}}
+	case ddt.CombinerContiguous:
+		return repl(TypeMap(c.Types[0]), c.Types[0].Extent(), 1, int64(c.Ints[0]), 0)
+	case ddt.CombinerVector:
+		o := c.Types[0]
+		return repl(TypeMap(o), o.Extent(), int64(c.Ints[0]), int64(c.Ints[1]), int64(c.Ints[2])*o.Extent())
+	case ddt.CombinerHVector:
+		o := c.Types[0]
+		return repl(TypeMap(o), o.Extent(), int64(c.Ints[0]), int64(c.Ints[1]), c.Addrs[0])
+	case ddt.CombinerIndexed, ddt.CombinerHIndexed, ddt.CombinerIndexedBlock, ddt.CombinerHIndexedBlock:
+		o := c.Types[0]
+		ext := o.Extent()
+		nb := c.Ints[0]
+		m := TypeMap(o)
+		var out []Entry
+		for i := 0; i < nb; i++ {
+			var bl, d int64
+			switch c.Combiner {
+			case ddt.CombinerIndexed:
+				bl, d = int64(c.Ints[1+i]), int64(c.Ints[1+nb+i])*ext
+			case ddt.CombinerHIndexed:
+				bl, d = int64(c.Ints[1+i]), c.Addrs[i]
+			case ddt.CombinerIndexedBlock:
+				bl, d = int64(c.Ints[1]), int64(c.Ints[2+i])*ext
+			default:
+				bl, d = int64(c.Ints[1]), c.Addrs[i]
+			}
+			for j := int64(0); j < bl; j++ {
+				for _, e := range m {
+					out = append(out, Entry{d + j*ext + e.Disp, e.Size})
+				}
+			}
+		}
+		return out
+	case ddt.CombinerStruct:
+		var out []Entry
+		for i, tt := range c.Types {
+			m := TypeMap(tt)
+			for j := int64(0); j < int64(c.Ints[1+i]); j++ {
+				for _, e := range m {
+					out = append(out, Entry{c.Addrs[i] + j*tt.Extent() + e.Disp, e.Size})
+				}
+			}
+		}
+		return out
+	case ddt.CombinerSubarray:
+		n := c.Ints[0]
+		sizes, subs, starts := c.Ints[1:1+n], c.Ints[1+n:1+2*n], c.Ints[1+2*n:1+3*n]
+		order := ddt.Order(c.Ints[1+3*n])
+		o := c.Types[0]
+		m := TypeMap(o)
+		dim := func(k int) int { // k-th fastest dimension
+			if order == ddt.OrderC {
+				return n - 1 - k
+			}
+			return k
+		}
+		st := make([]int64, n)
+		acc := int64(1)
+		for k := 0; k < n; k++ {
+			st[dim(k)] = acc
+			acc *= int64(sizes[dim(k)])
+		}
+		idx := make([]int, n)
+		var out []Entry
+		for {
+			var e int64
+			for d := 0; d < n; d++ {
+				e += int64(starts[d]+idx[d]) * st[d]
+			}
+			for _, x := range m {
+				out = append(out, Entry{e*o.Extent() + x.Disp, x.Size})
+			}
+			k := 0
+			for ; k < n; k++ {
+				d := dim(k)
+				idx[d]++
+				if idx[d] < subs[d] {
+					break
+				}
+				idx[d] = 0
+			}
+			if k == n {
+				return out
+			}
+		}
+	case ddt.CombinerResized, ddt.CombinerDup:
+		return TypeMap(c.Types[0])
+	}
+	panic("ddttest: unknown combiner " + c.Combiner.String())
+}
+
+func repl(m []Entry, ext, count, bl, stride int64) []Entry {
+	var out []Entry
+	for i := int64(0); i < count; i++ {
+		for j := int64(0); j < bl; j++ {
+			for _, e := range m {
+				out = append(out, Entry{i*stride + j*ext + e.Disp, e.Size})
+			}
+		}
+	}
+	return out
+}
+
+// Pack packs count elements of typed (displacement 0 of element 0 at
+// typed[base]) the naive way: type map entry by entry.
+func Pack(t *ddt.Type, typed []byte, base int64, count int) []byte {
+	m := TypeMap(t)
+	var out []byte
+	for k := 0; k < count; k++ {
+		o := base + int64(k)*t.Extent()
+		for _, e := range m {
+			out = append(out, typed[o+e.Disp:o+e.Disp+e.Size]...)
+		}
+	}
+	return out
+}
+
+// UnpackRange returns a copy of typed after writing window, the stream bytes
+// [from, from+len(window)) of count elements, the naive way: byte by byte,
+// only the bytes whose stream position lies in the window.
+func UnpackRange(t *ddt.Type, typed, window []byte, base int64, count int, from int64) []byte {
+	out := append([]byte(nil), typed...)
+	m := TypeMap(t)
+	q := int64(0)
+	end := from + int64(len(window))
+	for k := 0; k < count; k++ {
+		o := base + int64(k)*t.Extent()
+		for _, e := range m {
+			for b := int64(0); b < e.Size; b++ {
+				if q >= from && q < end {
+					out[o+e.Disp+b] = window[q-from]
+				}
+				q++
+			}
+		}
+	}
+	return out
+}
+
+// Layout returns a typed buffer length and a base that fit count elements of
+// t with a few bytes of slack on both sides.
+func Layout(t *ddt.Type, count int) (n int, base int64) {
+	if count == 0 || t.Size() == 0 {
+		return 16, 0
+	}
+	lo := t.TrueLB() + min(0, int64(count-1)*t.Extent())
+	hi := t.TrueLB() + t.TrueExtent() + max(0, int64(count-1)*t.Extent())
+	base = max(0, -lo) + 3
+	return int(base + hi + 5), base
+}
+
+// RandomType returns a random type tree of depth ≤ depth built with every
+// constructor (negative strides and displacements, resized bounds,
+// subarrays in both orders, index lists with touching runs), some of its
+// subtrees committed. It is not committed itself.
+func RandomType(r *rand.Rand, depth int) *ddt.Type {
+	g := &gen{r: r}
+	return g.typ(depth)
+}
+
+type gen struct {
+	r     *rand.Rand
+	nodes int
+}
+
+func (g *gen) small(n int) int { return g.r.IntN(n) }
+
+func (g *gen) cnt(n int) int {
+	if g.r.IntN(10) == 0 {
+		return 0
+	}
+	return 1 + g.r.IntN(n)
+}
+
+func (g *gen) typ(d int) *ddt.Type {
+	basics := []*ddt.Type{ddt.Byte, ddt.Int16, ddt.Int32, ddt.Float64, ddt.Complex128, ddt.Uint8, ddt.Float32}
+	g.nodes++
+	if d == 0 || g.nodes > 12 || g.r.IntN(5) == 0 {
+		return basics[g.r.IntN(len(basics))]
+	}
+	old := g.typ(d - 1)
+	disp := func() int64 { return int64(g.r.IntN(64)) - 16 }
+	var t *ddt.Type
+	var err error
+	switch g.r.IntN(13) {
+	case 0:
+		t, err = ddt.Contiguous(g.cnt(3), old)
+	case 1:
+		t, err = ddt.Vector(g.cnt(3), g.cnt(2), g.small(7)-3, old)
+	case 2:
+		t, err = ddt.HVector(g.cnt(3), g.cnt(2), int64(g.r.IntN(80)-30), old)
+	case 3:
+		n := g.cnt(4)
+		bl, ds := make([]int, n), make([]int, n)
+		for i := range bl {
+			bl[i], ds[i] = g.cnt(2), g.small(12)-3
+		}
+		t, err = ddt.Indexed(bl, ds, old)
+	case 4:
+		n := g.cnt(4)
+		bl, ds := make([]int, n), make([]int64, n)
+		for i := range bl {
+			bl[i], ds[i] = g.cnt(2), disp()
+		}
+		t, err = ddt.HIndexed(bl, ds, old)
+	case 5:
+		n := g.cnt(4)
+		ds := make([]int64, n)
+		for i := range ds {
+			ds[i] = disp()
+		}
+		t, err = ddt.HIndexedBlock(g.cnt(2), ds, old)
+	case 6:
+		n := 1 + g.small(3)
+		bl, ds, ts := make([]int, n), make([]int64, n), make([]*ddt.Type, n)
+		for i := range bl {
+			bl[i], ds[i], ts[i] = g.cnt(2), disp(), old
+			if i > 0 && g.r.IntN(2) == 0 {
+				ts[i] = g.typ(d - 1)
+			}
+		}
+		t, err = ddt.Struct(bl, ds, ts)
+	case 7:
+		nd := 1 + g.small(3)
+		sz, sub, st := make([]int, nd), make([]int, nd), make([]int, nd)
+		for i := range sz {
+			sz[i] = 1 + g.small(4)
+			sub[i] = 1 + g.small(sz[i])
+			st[i] = g.small(sz[i] - sub[i] + 1)
+		}
+		t, err = ddt.Subarray(sz, sub, st, ddt.Order(g.small(2)), old)
+	case 8:
+		t, err = ddt.Resized(old, int64(g.r.IntN(20)-8), int64(g.r.IntN(40)-8))
+	case 9:
+		t, err = ddt.Dup(old)
+	default:
+		n := 1 + g.small(12)
+		ds := make([]int, n)
+		x := g.small(4) - 2
+		for i := range ds {
+			ds[i] = x
+			if g.r.IntN(3) == 0 {
+				x += 2 + g.small(5)
+			} else {
+				x++
+			}
+		}
+		if g.r.IntN(4) == 0 {
+			g.r.Shuffle(n, func(i, j int) { ds[i], ds[j] = ds[j], ds[i] })
+		}
+		t, err = ddt.IndexedBlock(1+g.small(2), ds, old)
+	}
+	if err != nil {
+		panic(fmt.Sprintf("ddttest: generator made a bad type: %v", err))
+	}
+	if g.r.IntN(4) == 0 {
+		if err := t.Commit(); err != nil {
+			panic(err)
+		}
+	}
+	return t
+}
+
+// CheckKernel runs trials random calls of k, a kernel for the committed type
+// ty, and compares each with the reference packer: random count (0–4),
+// base with slack, stream offset and window length, for Pack and Unpack;
+// plus a whole stream packed and unpacked in random segments. Kernel
+// arguments always satisfy the preconditions of ddt.Kernel.
+func CheckKernel(tb testing.TB, ty *ddt.Type, k ddt.Kernel, r *rand.Rand, trials int) {
+	tb.Helper()
+	for trial := 0; trial < trials; trial++ {
+		count := r.IntN(5)
+		n, base := Layout(ty, count)
+		typed := make([]byte, n)
+		for i := range typed {
+			typed[i] = byte(r.Uint32())
+		}
+		want := Pack(ty, typed, base, count)
+		total := int64(len(want))
+		from := int64(0)
+		if total > 0 {
+			from = r.Int64N(total + 1)
+		}
+		win := r.IntN(int(total-from) + 3)
+		packed := make([]byte, win)
+		got, err := k.Pack(packed, typed, base, count, from)
+		wantN := min(int64(win), total-from)
+		if err != nil || int64(got) != wantN || !bytes.Equal(packed[:got], want[from:from+wantN]) {
+			tb.Fatalf("%v count %d base %d: Pack(from %d, len %d) = %d, %v; want %d bytes %x, got %x\nIR:\n%s",
+				ty, count, base, from, win, got, err, wantN, want[from:from+wantN], packed[:max(got, 0)], ty.IR())
+		}
+		stream := make([]byte, wantN)
+		for i := range stream {
+			stream[i] = byte(r.Uint32())
+		}
+		dst := append([]byte(nil), typed...)
+		got, err = k.Unpack(dst, stream, base, count, from)
+		if err != nil || int64(got) != wantN || !bytes.Equal(dst, UnpackRange(ty, typed, stream, base, count, from)) {
+			tb.Fatalf("%v count %d base %d: Unpack(from %d, len %d) = %d, %v or bytes differ\nIR:\n%s",
+				ty, count, base, from, wantN, got, err, ty.IR())
+		}
+		// The whole stream in random segments.
+		seg := make([]byte, 0, total)
+		for off := int64(0); off < total; {
+			w := 1 + r.Int64N(min(total-off, 97))
+			buf := make([]byte, w)
+			m, err := k.Pack(buf, typed, base, count, off)
+			if err != nil || int64(m) != w {
+				tb.Fatalf("%v: segment at %d len %d: %d, %v", ty, off, w, m, err)
+			}
+			seg = append(seg, buf...)
+			off += w
+		}
+		if !bytes.Equal(seg, want) {
+			tb.Fatalf("%v count %d: segmented pack differs\nIR:\n%s", ty, count, ty.IR())
+		}
+	}
+}

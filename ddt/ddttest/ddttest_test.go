@@ -1,0 +1,53 @@
+package ddttest_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/ddt/ddttest"
+)
+
+// TestInterpreterConforms runs the conformance kit on the interpreter over
+// random types.
+func TestInterpreterConforms(t *testing.T) {
+	for seed := uint64(0); seed < 400; seed++ {
+		r := rand.New(rand.NewPCG(seed, 77))
+		ty := ddttest.RandomType(r, 4)
+		if err := ty.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		k, err := ty.Interpreter()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ddttest.CheckKernel(t, ty, k, r, 4)
+	}
+}
+
+// TestTypeMap checks the reference against a hand-computed type map.
+func TestTypeMap(t *testing.T) {
+	v, err := ddt.Vector(2, 2, 3, ddt.Int16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ddttest.TypeMap(v)
+	want := []ddttest.Entry{{0, 2}, {2, 2}, {6, 2}, {8, 2}}
+	if len(got) != len(want) {
+		t.Fatalf("%v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("%v, want %v", got, want)
+		}
+	}
+}
+
+// The reference type map of a vector: the oracle CheckKernel compares
+// kernels with.
+func ExampleTypeMap() {
+	v, _ := ddt.Vector(2, 2, 3, ddt.Int16)
+	fmt.Println(ddttest.TypeMap(v))
+	// Output: [{0 2} {2 2} {6 2} {8 2}]
+}
