@@ -25,7 +25,7 @@ var (
 )
 
 // binaries builds fabrun and examples/hello once per test run.
-func binaries(t *testing.T) (fabrun, hello string) {
+func binaries(t testing.TB) (fabrun, hello string) {
 	t.Helper()
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "fabrun-test-")
