@@ -425,6 +425,15 @@ func (j *Job) startRanks() error {
 
 var errStall = errors.New("launch: PMI fence stalled")
 
+// report hands a failure from a PMI server goroutine to the supervisor
+// without ever blocking (only the first failure matters).
+func (j *Job) report(e *ExitError) {
+	select {
+	case j.fail <- e:
+	default:
+	}
+}
+
 func providerEnv(cfg Config) []string {
 	if cfg.Provider == "" {
 		return nil
@@ -571,7 +580,9 @@ func (j *Job) supervise() error {
 			}
 		case sig := <-j.sigs:
 			log.Debug("forwarding signal", "sig", sig)
-			j.killAll(sig.(syscall.Signal))
+			if s, ok := sig.(syscall.Signal); ok {
+				j.killAll(s)
+			}
 		case <-timeout:
 			failWith(&ExitError{Rank: -1, Code: 124, Reason: fmt.Sprintf("job timed out after %v", j.cfg.Timeout), Err: ErrTimeout})
 			timeout = nil
