@@ -177,6 +177,10 @@ func addC(a, b int64) (int64, bool) {
 }
 
 func mulC(a, b int64) (int64, bool) {
+	const lim = 1<<31 - 1
+	if uint64(a+lim) <= 2*lim && uint64(b+lim) <= 2*lim {
+		return a * b, true // |a|, |b| < 2^31: no overflow, no division
+	}
 	if a == 0 || b == 0 {
 		return 0, true
 	}
