@@ -70,7 +70,8 @@ func (d *Domain) OpenCQ(size int) (*CQ, error) {
 const maxBatch = 64
 
 // Read reads up to len(out) (at most 64) completions in one cgo call and
-// returns how many it stored; 0, nil when the queue is empty. Reading a CQ
+// returns how many it stored; 0, nil when the queue is empty (an empty out
+// reads nothing and drives no progress). Reading a CQ
 // drives progress for manual-progress providers (shm, ofi_rxm). When the
 // next entry is an error completion Read returns 0 and a *CQError, whose Err
 // matches ErrTruncated, ErrCanceled, ... with errors.Is.
