@@ -383,6 +383,7 @@ type interpKernel struct {
 	st *state
 }
 
+// Pack implements Kernel with the interpreter.
 func (k interpKernel) Pack(packed, typed []byte, base int64, count int, from int64) (int, error) {
 	total, err := k.t.check("Interpreter.Pack", k.st.ir, len(typed), base, count, from)
 	if err != nil {
@@ -391,6 +392,7 @@ func (k interpKernel) Pack(packed, typed []byte, base int64, count int, from int
 	return k.t.run(k.st, false, packed[:min(int64(len(packed)), total-from)], typed, base, count, from)
 }
 
+// Unpack implements Kernel with the interpreter.
 func (k interpKernel) Unpack(typed, packed []byte, base int64, count int, from int64) (int, error) {
 	total, err := k.t.check("Interpreter.Unpack", k.st.ir, len(typed), base, count, from)
 	if err != nil {

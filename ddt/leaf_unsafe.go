@@ -33,6 +33,7 @@ type leafBoundsError struct {
 	lo, hi, limit int64
 }
 
+// Error describes the failed range check.
 func (e *leafBoundsError) Error() string {
 	return fmt.Sprintf("ddt: internal: %s range [%d,%d) outside [0,%d)", e.what, e.lo, e.hi, e.limit)
 }

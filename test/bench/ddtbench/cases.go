@@ -585,4 +585,5 @@ func allCases() []*Case {
 	return out
 }
 
+// String names the case and size, e.g. "wrf_x_vec/m".
 func (c *Case) String() string { return fmt.Sprintf("%s/%s", c.Name, c.Size) }
