@@ -263,12 +263,12 @@ func TestDifferentialRandom(t *testing.T) {
 		if isa.AVX512 && !hostFeatures.AVX512 || isa.AVX2 && !hostFeatures.AVX2 {
 			continue
 		}
-		fuzzTypes(t, isa, iters, 1)
+		fuzzTypes(t, isa, iters, 1, 75)
 	}
 	if hostFeatures.AVX512 { // the optional gather path
 		defer func(g bool) { gatherOn = g }(gatherOn)
 		gatherOn = true
-		fuzzTypes(t, hostFeatures, iters/2, 3)
+		fuzzTypes(t, hostFeatures, iters/2, 3, 75)
 	}
 }
 
@@ -286,12 +286,12 @@ func TestDifferentialTinyBodies(t *testing.T) {
 	if testing.Short() {
 		iters = 80
 	}
-	fuzzTypes(t, hostFeatures, iters, 2)
+	fuzzTypes(t, hostFeatures, iters, 2, 50) // tiny limits decline big bodies under loops
 	// non-temporal stores for every block of 256 bytes and more, all widths
 	ntMin = 256
 	r := rand.New(rand.NewPCG(5, 5))
 	for _, isa := range []Features{hostFeatures, {AVX2: hostFeatures.AVX2}, {}} {
-		fuzzTypes(t, isa, iters/2, 4)
+		fuzzTypes(t, isa, iters/2, 4, 50)
 		for _, bl := range []int{256, 257, 1000, 4099} { // every large-block path
 			ty := interpType(t, must(ddt.Vector(5, 1, 2, must(ddt.Contiguous(bl, ddt.Byte)))))
 			k, err := compileIR(ty.IR(), isa)
@@ -305,7 +305,9 @@ func TestDifferentialTinyBodies(t *testing.T) {
 	}
 }
 
-func fuzzTypes(t *testing.T, isa Features, iters int, stream uint64) {
+// fuzzTypes compiles iters random types for isa and checks each against the
+// interpreter; at least minPct percent of them must compile.
+func fuzzTypes(t *testing.T, isa Features, iters int, stream uint64, minPct int) {
 	t.Helper()
 	seed := uint64(1)
 	if s := os.Getenv("WEFT_JIT_SEED"); s != "" {
@@ -339,7 +341,7 @@ func fuzzTypes(t *testing.T, isa Features, iters int, stream uint64) {
 		}
 	}
 	t.Logf("isa %v: %d types compiled, %d declined", isa, compiled, declined)
-	if compiled < iters*3/4 {
+	if compiled*100 < iters*minPct {
 		t.Errorf("only %d of %d random types compiled", compiled, iters)
 	}
 }
