@@ -82,10 +82,10 @@ func (r *Request) Done() bool {
 // Test drives progress once on the request's endpoint and reports whether
 // the request has completed, with its status and error.
 func (r *Request) Test() (bool, Status, error) {
-	if r.done || r.v == nil {
+	v := r.v
+	if v == nil {
 		return r.testResult()
 	}
-	v := r.v
 	v.lock()
 	defer v.unlock()
 	if !r.done {
@@ -107,15 +107,19 @@ func (r *Request) testResult() (bool, Status, error) {
 // ends first the request stays in flight (its buffer stays in use) and the
 // error wraps ctx.Err(); Cancel it or Wait again.
 func (r *Request) Wait(ctx context.Context) (Status, error) {
-	if r.done || r.v == nil {
+	v := r.v
+	if v == nil {
 		return r.st, r.err
 	}
-	v := r.v
 	done := ctx.Done()
 	for spins := 1; ; spins++ {
 		v.lock()
-		err := v.progress()
 		fin := r.done
+		var err error
+		if !fin {
+			err = v.progress()
+			fin = r.done
+		}
 		v.unlock()
 		if err != nil {
 			return Status{}, err
