@@ -1,8 +1,10 @@
 package jit
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"github.com/weft-hpc/weft/ddt"
 )
@@ -84,5 +86,46 @@ func BenchmarkAppCases(b *testing.B) {
 				_, _ = k.Unpack(typed, packed, base, c.count, 0)
 			}
 		})
+	}
+}
+
+// BenchmarkTranspose packs FFT2's column type (n×n complex128) with the
+// naive hand loop and with compiled code for several tile shapes
+// (tile rows × band bytes), side by side.
+func BenchmarkTranspose(b *testing.B) {
+	for _, n := range []int{256, 512, 1024} {
+		col := must(ddt.Vector(n, 1, n, ddt.Complex128))
+		ty := interpType(b, must(ddt.Resized(col, 0, 16)))
+		typed := make([]byte, n*n*16)
+		packed := make([]byte, n*n*16)
+		b.Run(fmt.Sprintf("n=%d/naive", n), func(b *testing.B) {
+			a := unsafe.Slice((*complex128)(unsafe.Pointer(&typed[0])), n*n)
+			p := unsafe.Slice((*complex128)(unsafe.Pointer(&packed[0])), n*n)
+			b.SetBytes(int64(len(packed)))
+			for b.Loop() {
+				q := 0
+				for j := 0; j < n; j++ {
+					for i := 0; i < n; i++ {
+						p[q] = a[i*n+j]
+						q++
+					}
+				}
+			}
+		})
+		for _, cfg := range [][2]int64{{4, 64}, {8, 128}, {8, 256}, {16, 128}, {16, 256}, {32, 512}} {
+			ot, ob := transposeTile, transposeBandBytes
+			transposeTile, transposeBandBytes = cfg[0], cfg[1]
+			k, err := compileIR(ty.IR(), hostFeatures)
+			transposeTile, transposeBandBytes = ot, ob
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run(fmt.Sprintf("n=%d/jit-tile%d-band%d", n, cfg[0], cfg[1]), func(b *testing.B) {
+				b.SetBytes(int64(len(packed)))
+				for b.Loop() {
+					_, _ = k.Pack(packed, typed, 0, n, 0)
+				}
+			})
+		}
 	}
 }
