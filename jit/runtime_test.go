@@ -250,3 +250,41 @@ func TestRegistrationAndCache(t *testing.T) {
 		t.Errorf("auto kernel still interpreted after %d blocks", lk.work.Load())
 	}
 }
+
+// TestAutoPolicyLayouts commits every application layout in auto mode
+// through ddt and checks that each is accepted (none declined at Commit),
+// packs correctly while warming up, and ends up on native code.
+func TestAutoPolicyLayouts(t *testing.T) {
+	needNative(t)
+	c := &Compiler{}
+	for name, ac := range appCases(t) {
+		k, err := c.Compile(ac.ty.IR())
+		if err != nil {
+			t.Fatalf("%s: auto Compile: %v", name, err)
+		}
+		ir := ac.ty.IR()
+		base, tl := layout(ir, ac.count)
+		typed := make([]byte, base+tl)
+		for i := range typed {
+			typed[i] = byte(i * 31)
+		}
+		want := make([]byte, int64(ac.count)*ir.Size)
+		if _, err := ac.ty.PackRange(want, typed, base, ac.count, 0); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(want))
+		packs := int(autoBlocks/(ir.Root.Blocks*int64(ac.count))) + 2
+		for i := 0; i < packs; i++ {
+			clear(got)
+			if _, err := k.Pack(got, typed, base, ac.count, 0); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%s: auto pack %d differs", name, i)
+			}
+		}
+		if lk, ok := k.(*lazyKernel); ok && lk.native.Load() == nil {
+			t.Errorf("%s: still interpreted after %d packs (%d blocks)", name, packs, lk.work.Load())
+		}
+	}
+}
