@@ -204,7 +204,7 @@ func windowErrors(ctx context.Context, g Group, opts ...Option) error {
 		{"put past end", w.Put(1, 120, b), ErrOutOfRange},
 		{"put negative", w.Put(1, -1, b), ErrOutOfRange},
 		{"get past end", w.Get(0, 128, b[:1]), ErrOutOfRange},
-		{"unknown rank", w.Put(2, 0, b), ErrUnknownRank},
+		{"unknown rank", w.Put(g.Size(), 0, b), ErrUnknownRank},
 		{"negative rank", w.Get(-1, 0, b), ErrUnknownRank},
 		{"misaligned signal", w.PutSignal(1, b, 16, 4, 1), ErrInvalid},
 		{"signal overlaps data", w.PutSignal(1, b, 16, 24, 1), ErrInvalid},

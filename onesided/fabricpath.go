@@ -16,7 +16,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"runtime"
 	"unsafe"
 
 	"github.com/weft-hpc/weft/fabric"
@@ -256,11 +255,12 @@ func (f *fabPath) inRegion(b []byte) int {
 
 // slot takes a scratch slot, driving progress until one is free.
 func (f *fabPath) slot() ([]byte, int, error) {
+	var wt waiter
 	for len(f.freeSlots) == 0 {
 		if err := f.progress(); err != nil {
 			return nil, -1, err
 		}
-		runtime.Gosched()
+		_ = wt.pause(context.Background())
 	}
 	i := f.freeSlots[len(f.freeSlots)-1]
 	f.freeSlots = f.freeSlots[:len(f.freeSlots)-1]
@@ -301,6 +301,7 @@ func (f *fabPath) untrack(id uint64) *pendingOp {
 
 // post retries an operation while the provider answers EAGAIN.
 func (f *fabPath) post(id uint64, fn func() error) error {
+	var wt waiter
 	for {
 		err := fn()
 		if err == nil {
@@ -314,6 +315,8 @@ func (f *fabPath) post(id uint64, fn func() error) error {
 			f.untrack(id)
 			return err
 		}
+		// The queue is full until the peer makes progress: give way.
+		_ = wt.pause(context.Background())
 	}
 }
 
@@ -341,17 +344,15 @@ func (f *fabPath) progress() error {
 
 // wait drives progress until op completes.
 func (f *fabPath) wait(ctx context.Context, op *pendingOp) error {
-	for spin := 0; !op.done; spin++ {
+	var wt waiter
+	for !op.done {
 		if err := f.progress(); err != nil && op.done {
 			break
 		} else if err != nil {
 			return err
 		}
-		if spin&255 == 255 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			runtime.Gosched()
+		if err := wt.pause(ctx); err != nil {
+			return err
 		}
 	}
 	return op.err
@@ -634,24 +635,23 @@ func (f *fabPath) cas(target, off int, t Type, cmp, swap uint64) (uint64, error)
 }
 
 func (f *fabPath) flush(ctx context.Context, target int) error {
-	for spin := 0; ; spin++ {
+	var wt waiter
+	for {
 		if target >= 0 && f.perTarget[target] == 0 || target < 0 && len(f.pending) == 0 {
 			return nil
 		}
 		if err := f.progress(); err != nil {
 			return err
 		}
-		if spin&255 == 255 {
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("onesided: flush: %w", err)
-			}
-			runtime.Gosched()
+		if err := wt.pause(ctx); err != nil {
+			return fmt.Errorf("onesided: flush: %w", err)
 		}
 	}
 }
 
 func (f *fabPath) waitIssued(ctx context.Context, n uint64) error {
-	for spin := 0; ; spin++ {
+	var wt waiter
+	for {
 		done := true
 		for id := range f.pending {
 			if id <= n {
@@ -665,30 +665,9 @@ func (f *fabPath) waitIssued(ctx context.Context, n uint64) error {
 		if err := f.progress(); err != nil {
 			return err
 		}
-		if spin&255 == 255 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			runtime.Gosched()
-		}
-	}
-}
-
-// during runs fn on another goroutine while this one keeps the endpoint
-// progressing, so peers waiting on our completions are not starved.
-func (f *fabPath) during(ctx context.Context, fn func() error) error {
-	done := make(chan error, 1)
-	go func() { done <- fn() }()
-	for {
-		select {
-		case err := <-done:
-			return err
-		default:
-		}
-		if err := f.progress(); err != nil {
+		if err := wt.pause(ctx); err != nil {
 			return err
 		}
-		runtime.Gosched()
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"unsafe"
@@ -163,8 +162,11 @@ type Window struct {
 	opts  options
 	log   hclog.Logger
 
-	local []byte   // this rank's region
-	peers [][]byte // direct-store view of each rank's region; nil = via net
+	local  []byte   // this rank's region
+	peers  [][]byte // direct-store view of each rank's region; nil = via net
+	ctrl   [][]byte // direct-store view of each rank's control words
+	myCtrl []byte   // this rank's control words (in front of local)
+	epoch  uint64   // barriers completed
 	seg   *shmSeg
 	anon  []byte
 	net   netPath // nil when every target is direct store
@@ -190,8 +192,6 @@ type netPath interface {
 	progress() error
 	ordering() SignalOrdering
 	provider() string
-	// during runs fn while this path keeps making progress.
-	during(ctx context.Context, fn func() error) error
 	close() error
 }
 
@@ -257,11 +257,12 @@ func (w *Window) setup(ctx context.Context, size int) error {
 	}
 	needNet := multiNode || w.opts.shm == ShmOff
 	w.peers = make([][]byte, w.size)
+	w.ctrl = make([][]byte, w.size)
 
 	if w.opts.shm != ShmOff {
 		// Round 2: the node leader creates the segment and publishes its name.
 		offs := offsOf(local, w.sizes)
-		total := offs[len(offs)-1] + roundUp(max(w.sizes[local[len(local)-1]], 8), pageSize)
+		total := offs[len(offs)-1] + regionBytes(w.sizes[local[len(local)-1]])
 		leader := local[0] == w.rank
 		var name string
 		if leader {
@@ -282,14 +283,18 @@ func (w *Window) setup(ctx context.Context, size int) error {
 			}
 		}
 		for i, r := range local {
-			w.peers[r] = w.seg.mem[offs[i] : offs[i]+w.sizes[r] : offs[i]+w.sizes[r]]
+			o := offs[i] + ctrlBytes
+			w.peers[r] = w.seg.mem[o : o+w.sizes[r] : o+w.sizes[r]]
+			w.ctrl[r] = w.seg.mem[offs[i] : offs[i]+ctrlBytes : offs[i]+ctrlBytes]
 		}
 		w.local = w.peers[w.rank]
+		w.myCtrl = w.ctrl[w.rank]
 	} else {
-		if w.anon, err = anonMap(roundUp(max(size, 8), pageSize)); err != nil {
+		if w.anon, err = anonMap(regionBytes(size)); err != nil {
 			return err
 		}
-		w.local = w.anon[:size:size]
+		w.myCtrl = w.anon[:ctrlBytes:ctrlBytes]
+		w.local = w.anon[ctrlBytes : ctrlBytes+size : ctrlBytes+size]
 	}
 
 	if needNet {
@@ -301,7 +306,7 @@ func (w *Window) setup(ctx context.Context, size int) error {
 		if w.seg != nil {
 			i := indexOf(local, w.rank)
 			off := offsOf(local, w.sizes)[i]
-			region = w.seg.mem[off : off+roundUp(max(size, 8), pageSize)]
+			region = w.seg.mem[off : off+regionBytes(size)]
 		} else {
 			region = w.anon
 		}
@@ -312,6 +317,7 @@ func (w *Window) setup(ctx context.Context, size int) error {
 		if w.opts.shm == ShmOff {
 			for r := range w.peers {
 				w.peers[r] = nil
+				w.ctrl[r] = nil
 			}
 		}
 	} else if err := w.g.Barrier(ctx); err != nil {
@@ -342,7 +348,7 @@ func offsOf(local []int, sizes []int) []int {
 	total := 0
 	for i, r := range local {
 		offs[i] = total
-		total += roundUp(max(sizes[r], 8), pageSize)
+		total += regionBytes(sizes[r])
 	}
 	return offs
 }
@@ -375,6 +381,12 @@ func (w *Window) Free(ctx context.Context) error {
 		return nil
 	}
 	err := w.Fence(ctx)
+	if err == nil && w.net != nil {
+		// A provider may still touch a peer's endpoint after the peer saw
+		// our last signal (shm reads its response queue): close only
+		// once every rank is past the fence.
+		err = w.g.Barrier(ctx)
+	}
 	w.closed = true
 	w.release()
 	if err != nil {
@@ -463,7 +475,7 @@ func (w *Window) Put(target, offset int, data []byte) error {
 		copy(p[offset:], data)
 		return nil
 	}
-	return w.net.put(target, offset, data)
+	return w.net.put(target, offset+ctrlBytes, data)
 }
 
 // Get copies len(dst) bytes from target's region at offset into dst. dst
@@ -477,7 +489,7 @@ func (w *Window) Get(target, offset int, dst []byte) error {
 		copy(dst, p[offset:])
 		return nil
 	}
-	return w.net.get(target, offset, dst)
+	return w.net.get(target, offset+ctrlBytes, dst)
 }
 
 // PutSignal copies data into target's region at offset and then stores
@@ -505,7 +517,7 @@ func (w *Window) PutSignal(target int, data []byte, offset, signalOffset int, va
 		atomic.StoreUint64((*uint64)(unsafe.Pointer(&p[signalOffset])), value)
 		return nil
 	}
-	return w.net.putSignal(target, offset, data, signalOffset, value)
+	return w.net.putSignal(target, offset+ctrlBytes, data, signalOffset+ctrlBytes, value)
 }
 
 // Signal stores value into the signal word at signalOffset of target's
@@ -548,7 +560,8 @@ func (w *Window) WaitSignal(ctx context.Context, signalOffset int, cmp Cmp, valu
 		return 0, fmt.Errorf("onesided: WaitSignal: comparison %d: %w", cmp, ErrInvalid)
 	}
 	p := (*uint64)(unsafe.Pointer(&w.local[signalOffset]))
-	for spin := 0; ; spin++ {
+	var wt waiter
+	for {
 		v := atomic.LoadUint64(p)
 		if cmp.test(v, value) {
 			return v, nil
@@ -558,11 +571,8 @@ func (w *Window) WaitSignal(ctx context.Context, signalOffset int, cmp Cmp, valu
 				return v, fmt.Errorf("onesided: WaitSignal: %w", err)
 			}
 		}
-		if spin&255 == 255 {
-			if err := ctx.Err(); err != nil {
-				return v, fmt.Errorf("onesided: WaitSignal(offset %d, %d): %w", signalOffset, value, err)
-			}
-			runtime.Gosched()
+		if err := wt.pause(ctx); err != nil {
+			return v, fmt.Errorf("onesided: WaitSignal(offset %d, %d): %w", signalOffset, value, err)
 		}
 	}
 }
@@ -588,7 +598,7 @@ func (w *Window) Accumulate(target, offset int, t Type, op Op, data []byte) erro
 		}
 		return nil
 	}
-	return w.net.accumulate(target, offset, t, op, data)
+	return w.net.accumulate(target, offset+ctrlBytes, t, op, data)
 }
 
 // FetchAndOp atomically applies op with operand to the element of type t
@@ -605,7 +615,7 @@ func (w *Window) FetchAndOp(target, offset int, t Type, op Op, operand uint64) (
 	if p := w.peers[target]; p != nil && !w.atomicsNet {
 		return atomicApply(unsafe.Pointer(&p[offset]), t, op, operand), nil
 	}
-	return w.net.fetchOp(target, offset, t, op, operand)
+	return w.net.fetchOp(target, offset+ctrlBytes, t, op, operand)
 }
 
 // CompareAndSwap atomically replaces the element of type t at offset in
@@ -621,7 +631,7 @@ func (w *Window) CompareAndSwap(target, offset int, t Type, compare, swap uint64
 	if p := w.peers[target]; p != nil && !w.atomicsNet {
 		return atomicCAS(unsafe.Pointer(&p[offset]), t, compare, swap), nil
 	}
-	return w.net.cas(target, offset, t, compare, swap)
+	return w.net.cas(target, offset+ctrlBytes, t, compare, swap)
 }
 
 // Flush waits until every operation this rank issued to target is complete
@@ -657,12 +667,47 @@ func (w *Window) Fence(ctx context.Context) error {
 	return w.barrier(ctx)
 }
 
+// barrier is a dissemination barrier over the window's own control words:
+// in round k each rank stores the barrier's epoch into word k of rank
+// (me + 2^k) mod P and waits for its own word k to reach the epoch. Epochs
+// only grow, so the words never need resetting. It costs log2(P) signal
+// latencies instead of a trip through the group.
 func (w *Window) barrier(ctx context.Context) error {
-	if w.net == nil {
-		if err := w.g.Barrier(ctx); err != nil {
-			return fmt.Errorf("onesided: barrier: %w", err)
+	w.epoch++
+	e := w.epoch
+	for k, dist := 0, 1; dist < w.size; k, dist = k+1, dist*2 {
+		to := (w.rank + dist) % w.size
+		if c := w.ctrl[to]; c != nil {
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&c[8*k])), e)
+		} else {
+			if err := w.net.putSignal(to, 0, nil, 8*k, e); err != nil {
+				return fmt.Errorf("onesided: barrier: %w", err)
+			}
 		}
-		return nil
+		p := (*uint64)(unsafe.Pointer(&w.myCtrl[8*k]))
+		var wt waiter
+		for atomic.LoadUint64(p) < e {
+			if w.net != nil {
+				if err := w.net.progress(); err != nil {
+					return fmt.Errorf("onesided: barrier: %w", err)
+				}
+			}
+			if err := wt.pause(ctx); err != nil {
+				return fmt.Errorf("onesided: barrier (epoch %d, round %d): %w", e, k, err)
+			}
+		}
 	}
-	return w.net.during(ctx, func() error { return w.g.Barrier(ctx) })
+	if w.net != nil {
+		// Our last signals must be delivered before anyone may free.
+		return w.net.flush(ctx, -1)
+	}
+	return nil
 }
+
+// ctrlBytes of control words precede each rank's region: one barrier word
+// per dissemination round (64 rounds cover any group).
+const ctrlBytes = 512
+
+// regionBytes is the page-rounded size of a rank's region with its
+// control words.
+func regionBytes(size int) int { return roundUp(ctrlBytes+max(size, 8), pageSize) }

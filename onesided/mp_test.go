@@ -1,0 +1,112 @@
+package onesided
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/weft-hpc/weft/internal/bootstrap"
+	"github.com/weft-hpc/weft/internal/launchtest"
+)
+
+// mpCase is one multi-process configuration: ranks, provider and the
+// onesided environment knobs, exactly as a user would set them.
+type mpCase struct {
+	name     string
+	n        int
+	provider string
+	env      []string
+	fakeNode int // >0: WEFT_NODE_ID = rank / fakeNode, pretending ranks sit on several nodes
+	full     bool
+}
+
+var mpCases = []mpCase{
+	{name: "direct-2", n: 2, env: []string{"WEFT_ONESIDED_SHM=on"}, full: true},
+	{name: "direct-4", n: 4, env: []string{"WEFT_ONESIDED_SHM=on"}, full: true},
+	{name: "shm-auto-2", n: 2, provider: "shm", env: []string{"WEFT_ONESIDED_SHM=off"}, full: true},
+	{name: "shm-waw-4", n: 4, provider: "shm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=waw"}},
+	{name: "shm-delivery-4", n: 4, provider: "shm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=delivery"}},
+	{name: "tcp-waw-2", n: 2, provider: "tcp;ofi_rxm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=waw"}},
+	{name: "tcp-delivery-4", n: 4, provider: "tcp;ofi_rxm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=delivery"}},
+	{name: "sockets-fence-2", n: 2, provider: "sockets", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=fence"}},
+	// Two pretend nodes of two ranks: direct stores inside a node,
+	// libfabric between them, in one window.
+	{name: "mixed-4", n: 4, provider: "shm", fakeNode: 2},
+}
+
+// mpWorker runs body as one rank of the job over a bootstrap-backed group.
+func mpWorker(t *testing.T, c mpCase, body func(ctx context.Context, g Group) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	bs, err := bootstrap.Init(ctx)
+	if err != nil {
+		t.Fatalf("bootstrap: %v", err)
+	}
+	defer bs.Finalize()
+	if bs.Size() != c.n {
+		t.Fatalf("launched %d ranks, want %d", bs.Size(), c.n)
+	}
+	if c.fakeNode > 0 {
+		os.Setenv("WEFT_NODE_ID", fmt.Sprintf("node%d", bs.Rank()/c.fakeNode))
+	}
+	if err := body(ctx, BootstrapGroup(bs)); err != nil {
+		t.Fatalf("rank %d: %v", bs.Rank(), err)
+	}
+}
+
+func TestMultiProcess(t *testing.T) {
+	for _, c := range mpCases {
+		t.Run(c.name, func(t *testing.T) {
+			if !launchtest.IsWorker() {
+				if c.provider != "" {
+					requireProvider(t, c.provider)
+				}
+				launchtest.Run(t, c.n, c.provider, 90*time.Second, c.env...)
+				return
+			}
+			mpWorker(t, c, func(ctx context.Context, g Group) error {
+				iters, payload := 200, 64<<10
+				if c.provider == "sockets" {
+					iters, payload = 20, 8<<10 // sockets crawls on two oversubscribed cores
+				}
+				if err := putSignalStress(ctx, g, iters, payload); err != nil {
+					return fmt.Errorf("put-signal stress: %w", err)
+				}
+				if err := atomicsContention(ctx, g, 100); err != nil {
+					return fmt.Errorf("atomics: %w", err)
+				}
+				if err := windowErrors(ctx, g); err != nil {
+					return fmt.Errorf("error paths: %w", err)
+				}
+				if err := heapScenario(ctx, g); err != nil {
+					return fmt.Errorf("heap: %w", err)
+				}
+				shapes := pipelineShapes(true)
+				if !c.full && c.provider == "sockets" {
+					shapes = []PipelineConfig{{N: 9, K: 4, D: 2, BytesPerIter: 512}}
+				} else if !c.full {
+					shapes = []PipelineConfig{{N: 17, K: 4, D: 2, BytesPerIter: 512}, {N: 9, K: 9, D: 1, BytesPerIter: 40},
+						{N: 33, K: 5, D: 3, BytesPerIter: 4096}}
+				}
+				if err := pipelineMatrix(ctx, g, shapes); err != nil {
+					return fmt.Errorf("pipeline: %w", err)
+				}
+				if c.fakeNode > 0 {
+					w, err := Allocate(ctx, g, 64)
+					if err != nil {
+						return err
+					}
+					defer w.Free(ctx)
+					for r := 0; r < g.Size(); r++ {
+						if want := r/c.fakeNode == g.Rank()/c.fakeNode; w.Direct(r) != want {
+							return fmt.Errorf("Direct(%d) = %v, want %v", r, w.Direct(r), want)
+						}
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
