@@ -167,9 +167,9 @@ type Window struct {
 	ctrl   [][]byte // direct-store view of each rank's control words
 	myCtrl []byte   // this rank's control words (in front of local)
 	epoch  uint64   // barriers completed
-	seg   *shmSeg
-	anon  []byte
-	net   netPath // nil when every target is direct store
+	seg    *shmSeg
+	anon   []byte
+	net    netPath // nil when every target is direct store
 	// atomicsNet sends every atomic, even to ranks on this node, through
 	// net so that all atomics on a location come from one engine.
 	atomicsNet bool
