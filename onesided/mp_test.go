@@ -80,6 +80,9 @@ func TestMultiProcess(t *testing.T) {
 				if err := windowErrors(ctx, g); err != nil {
 					return fmt.Errorf("error paths: %w", err)
 				}
+				if err := typedScenario(ctx, g); err != nil {
+					return fmt.Errorf("typed: %w", err)
+				}
 				if err := heapScenario(ctx, g); err != nil {
 					return fmt.Errorf("heap: %w", err)
 				}

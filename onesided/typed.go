@@ -1,0 +1,132 @@
+package onesided
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/weft-hpc/weft/ddt"
+)
+
+// PutTyped is Put with derived datatypes on both sides (MPI_Put with origin
+// and target datatypes): originCount elements of originType are taken from
+// origin (origin[0] is displacement 0 of element 0) and stored as
+// targetCount elements of targetType starting at offset in target's region.
+// Both types must be committed and carry the same number of bytes.
+//
+// Direct-store targets are written by unpacking straight into the shared
+// region. The libfabric path packs the origin once and issues one RMA write
+// per contiguous block of the target type (ddt Flatten). The packed copy
+// is owned by the window, so origin may be reused when PutTyped returns.
+func (w *Window) PutTyped(target int, origin []byte, originCount int, originType *ddt.Type,
+	offset int, targetCount int, targetType *ddt.Type) error {
+	packed, err := w.typedPrep("PutTyped", target, originCount, originType, offset, targetCount, targetType)
+	if err != nil {
+		return err
+	}
+	if _, err := originType.Pack(packed, origin, originCount); err != nil {
+		return fmt.Errorf("onesided: PutTyped: pack origin: %w: %w", ErrInvalid, err)
+	}
+	if p := w.peers[target]; p != nil {
+		if _, err := targetType.UnpackRange(p, packed, int64(offset), targetCount, 0); err != nil {
+			return fmt.Errorf("onesided: PutTyped: %w: %w", ErrOutOfRange, err)
+		}
+		return nil
+	}
+	segs, err := w.typedSegments("PutTyped", target, offset, targetCount, targetType)
+	if err != nil {
+		return err
+	}
+	pos := int64(0)
+	for _, s := range segs {
+		if err := w.net.put(target, offset+int(s.Off)+ctrlBytes, packed[pos:pos+s.Len]); err != nil {
+			return err
+		}
+		pos += s.Len
+	}
+	return nil
+}
+
+// GetTyped is Get with derived datatypes (MPI_Get with origin and target
+// datatypes): targetCount elements of targetType at offset in target's
+// region are read into originCount elements of originType in origin. Unlike
+// Get it waits until origin holds the data (on the libfabric path it
+// flushes target, then unpacks).
+func (w *Window) GetTyped(ctx context.Context, origin []byte, originCount int, originType *ddt.Type,
+	target, offset int, targetCount int, targetType *ddt.Type) error {
+	packed, err := w.typedPrep("GetTyped", target, originCount, originType, offset, targetCount, targetType)
+	if err != nil {
+		return err
+	}
+	if p := w.peers[target]; p != nil {
+		if _, err := targetType.PackRange(packed, p, int64(offset), targetCount, 0); err != nil {
+			return fmt.Errorf("onesided: GetTyped: %w: %w", ErrOutOfRange, err)
+		}
+	} else {
+		segs, err := w.typedSegments("GetTyped", target, offset, targetCount, targetType)
+		if err != nil {
+			return err
+		}
+		pos := int64(0)
+		for _, s := range segs {
+			if err := w.net.get(target, offset+int(s.Off)+ctrlBytes, packed[pos:pos+s.Len]); err != nil {
+				return err
+			}
+			pos += s.Len
+		}
+		if err := w.net.flush(ctx, target); err != nil {
+			return err
+		}
+	}
+	if _, err := originType.Unpack(origin, packed, originCount); err != nil {
+		return fmt.Errorf("onesided: GetTyped: unpack origin: %w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+// typedPrep validates a typed transfer and returns a packed buffer for it.
+func (w *Window) typedPrep(op string, target, originCount int, originType *ddt.Type,
+	offset, targetCount int, targetType *ddt.Type) ([]byte, error) {
+	if err := w.check(op, target, 0, 0); err != nil {
+		return nil, err
+	}
+	if originType == nil || targetType == nil {
+		return nil, fmt.Errorf("onesided: %s: nil datatype: %w", op, ErrInvalid)
+	}
+	if !originType.Committed() || !targetType.Committed() {
+		return nil, fmt.Errorf("onesided: %s: datatypes must be committed: %w", op, ErrInvalid)
+	}
+	on, err := originType.PackSize(originCount)
+	if err != nil {
+		return nil, fmt.Errorf("onesided: %s: origin: %w: %w", op, ErrInvalid, err)
+	}
+	tn, err := targetType.PackSize(targetCount)
+	if err != nil {
+		return nil, fmt.Errorf("onesided: %s: target: %w: %w", op, ErrInvalid, err)
+	}
+	if on != tn {
+		return nil, fmt.Errorf("onesided: %s: origin carries %d bytes, target %d: %w", op, on, tn, ErrInvalid)
+	}
+	if offset < 0 || offset > w.sizes[target] {
+		return nil, fmt.Errorf("onesided: %s: offset %d outside rank %d's %d bytes: %w", op, offset, target, w.sizes[target], ErrOutOfRange)
+	}
+	return make([]byte, on), nil
+}
+
+// typedSegments flattens the target layout and checks every block is in
+// range.
+func (w *Window) typedSegments(op string, target, offset, count int, t *ddt.Type) ([]ddt.Segment, error) {
+	segs, err := t.Flatten(count, 0)
+	if err != nil {
+		if errors.Is(err, ddt.ErrNotCommitted) {
+			return nil, fmt.Errorf("onesided: %s: %w: %w", op, ErrInvalid, err)
+		}
+		return nil, fmt.Errorf("onesided: %s: %w", op, err)
+	}
+	for _, s := range segs {
+		if err := w.check(op, target, offset+int(s.Off), int(s.Len)); err != nil {
+			return nil, err
+		}
+	}
+	return segs, nil
+}
