@@ -43,11 +43,11 @@ func compileIR(ir *ddt.IR, f Features) (ddt.Kernel, error) {
 		return contigKernel{ir: ir}, nil
 	}
 	p, err := newPlan(ir)
-	if err == errBigBody {
-		return newSeq(ir, f)
-	}
 	if err != nil {
 		return nil, err
+	}
+	if p.bigBody {
+		return newSeq(p, f)
 	}
 	return compilePlan(p, f)
 }

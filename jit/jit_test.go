@@ -263,7 +263,7 @@ func TestDifferentialRandom(t *testing.T) {
 		if isa.AVX512 && !hostFeatures.AVX512 || isa.AVX2 && !hostFeatures.AVX2 {
 			continue
 		}
-		fuzzTypes(t, isa, iters, 1, 75)
+		fuzzTypes(t, isa, iters, 1, 90)
 	}
 	if hostFeatures.AVX512 { // the optional gather path
 		defer func(g bool) { gatherOn = g }(gatherOn)
@@ -286,12 +286,12 @@ func TestDifferentialTinyBodies(t *testing.T) {
 	if testing.Short() {
 		iters = 80
 	}
-	fuzzTypes(t, hostFeatures, iters, 2, 50) // tiny limits decline big bodies under loops
+	fuzzTypes(t, hostFeatures, iters, 2, 75)
 	// non-temporal stores for every block of 256 bytes and more, all widths
 	ntMin = 256
 	r := rand.New(rand.NewPCG(5, 5))
 	for _, isa := range []Features{hostFeatures, {AVX2: hostFeatures.AVX2}, {}} {
-		fuzzTypes(t, isa, iters/2, 4, 50)
+		fuzzTypes(t, isa, iters/2, 4, 75)
 		for _, bl := range []int{256, 257, 1000, 4099} { // every large-block path
 			ty := interpType(t, must(ddt.Vector(5, 1, 2, must(ddt.Contiguous(bl, ddt.Byte)))))
 			k, err := compileIR(ty.IR(), isa)

@@ -24,7 +24,7 @@ type lazyKernel struct {
 }
 
 func newLazy(ir *ddt.IR) (ddt.Kernel, error) {
-	if _, err := newPlan(ir); err != nil && err != errBigBody { // decline unsupported shapes at Commit
+	if _, err := newPlan(ir); err != nil { // decline unsupported shapes at Commit
 		return nil, err
 	}
 	return &lazyKernel{ir: ir}, nil

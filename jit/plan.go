@@ -22,6 +22,9 @@ type plan struct {
 	below  []int64 // below[j]: units per instance of levels[j]'s child... see unitsBelow
 	upe    int64   // units per element
 	tr     *transposePlan
+	// bigBody: the body is a struct or block list too large to unroll; each
+	// unit is packed part by part (seq.go) and blocks is nil.
+	bigBody bool
 }
 
 // level is one repetition around the body: a loop (offs == nil) or an index
@@ -85,10 +88,6 @@ func errDecline(format string, args ...any) error {
 	return fmt.Errorf("jit: "+format+": %w", append(args, ddt.ErrNotCompiled)...)
 }
 
-// errBigBody: the element is a struct or block list too large to unroll; it
-// is compiled as a sequence of parts instead (seq.go).
-var errBigBody = errDecline("element body too large to unroll")
-
 func fits32(v int64) bool { return v >= -1<<31 && v < 1<<31 }
 
 func newPlan(ir *ddt.IR) (*plan, error) {
@@ -122,14 +121,15 @@ func newPlan(ir *ddt.IR) (*plan, error) {
 		}
 		break
 	}
-	if n.Blocks > maxBodyBlocks {
-		if len(outer) == 0 && (n.Op == ddt.OpStruct || n.Op == ddt.OpBlocks) {
-			return nil, errBigBody
-		}
-		return nil, errDecline("body of %d blocks", n.Blocks)
-	}
 	p.body = n
-	p.blocks = flatten(n, 0, nil)
+	if n.Blocks > maxBodyBlocks {
+		if n.Op != ddt.OpStruct && n.Op != ddt.OpBlocks {
+			return nil, errDecline("body of %d blocks", n.Blocks)
+		}
+		p.bigBody = true // compiled as a sequence of parts (seq.go)
+	} else {
+		p.blocks = flatten(n, 0, nil)
+	}
 	for _, b := range p.blocks {
 		if !fits32(b.off) || !fits32(b.off+b.len) {
 			return nil, errDecline("offset %d beyond 2 GiB", b.off)
@@ -149,7 +149,9 @@ func newPlan(ir *ddt.IR) (*plan, error) {
 	if p.upe*p.unit != ir.Size {
 		return nil, fmt.Errorf("jit: internal: %d units of %d bytes != size %d", p.upe, p.unit, ir.Size)
 	}
-	p.tr = p.transpose()
+	if !p.bigBody {
+		p.tr = p.transpose()
+	}
 	return p, nil
 }
 
@@ -252,4 +254,28 @@ func (p *plan) transpose() *transposePlan {
 		}
 	}
 	return t
+}
+
+// origin returns the typed index of the origin of unit u and, when a is not
+// nil, fills the level counters for entering generated code at u.
+func (p *plan) origin(u, base int64, a *callArgs) int64 {
+	e, r := u/p.upe, u%p.upe
+	o := base + e*p.ir.Extent
+	for j := len(p.levels) - 1; j >= 0; j-- {
+		l := &p.levels[j]
+		i := r / p.below[j]
+		r %= p.below[j]
+		o += l.disp + l.off(i)
+		if a != nil {
+			if j == 0 {
+				a.ctr0, a.pos0 = l.count-i, i
+			} else {
+				a.lv[j-1] = levelState{ctr: l.count - i, pos: i}
+			}
+		}
+	}
+	if a != nil && len(p.levels) == 0 {
+		a.ctr0 = 1 << 62 // the element loop: bounded by n
+	}
+	return o
 }

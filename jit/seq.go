@@ -6,14 +6,15 @@ import (
 	"github.com/weft-hpc/weft/ddt"
 )
 
-// A seqKernel packs an element that is a struct or block list too large to
-// unroll into one body (LAMMPS's struct of per-array index lists, a long
+// A seqKernel packs units (one instance of a plan's body, under the plan's
+// loop levels) that are a struct or block list too large to unroll into one
+// body (LAMMPS's struct of per-array index lists, a long
 // hindexed list with varying lengths): the element's stream is cut into
 // consecutive parts, each compiled on its own (a loop nest, an index list, or
 // a group of at most maxBodyBlocks blocks), and a Go loop dispatches stream
 // ranges to the parts. Parts are large, so the dispatch cost is small.
 type seqKernel struct {
-	ir    *ddt.IR
+	p     *plan
 	parts []seqPart
 }
 
@@ -89,15 +90,20 @@ type seqNode struct {
 	at   int64
 }
 
-func newSeq(ir *ddt.IR, f Features) (*seqKernel, error) {
-	s := &seqKernel{ir: ir}
-	for _, sn := range seqParts(ir.Root, 0, 0, nil) {
+func newSeq(p *plan, f Features) (*seqKernel, error) {
+	s := &seqKernel{p: p}
+	for _, sn := range seqParts(p.body, 0, 0, nil) {
 		sub := &ddt.IR{Root: sn.node, Size: sn.node.Size, Extent: sn.node.Size}
 		p, err := newPlan(sub)
 		if err != nil {
 			return nil, err
 		}
-		k, err := compilePlan(p, f)
+		var k ddt.Kernel
+		if p.bigBody { // a big struct under a loop inside the part
+			k, err = newSeq(p, f)
+		} else {
+			k, err = compilePlan(p, f)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -107,8 +113,8 @@ func newSeq(ir *ddt.IR, f Features) (*seqKernel, error) {
 }
 
 func (s *seqKernel) run(packed, typed []byte, base int64, count int, from int64, pack bool) (int, error) {
-	size := s.ir.Size
-	n := min(int64(len(packed)), int64(count)*size-from)
+	size := s.p.unit
+	n := min(int64(len(packed)), int64(count)*s.p.ir.Size-from)
 	if n <= 0 {
 		return 0, nil
 	}
@@ -118,7 +124,7 @@ func (s *seqKernel) run(packed, typed []byte, base int64, count int, from int64,
 		i := sort.Search(len(s.parts), func(i int) bool { return s.parts[i].hi > r })
 		pt := &s.parts[i]
 		m := min(pt.hi-r, to-pos)
-		o := base + e*s.ir.Extent + pt.disp
+		o := s.p.origin(e, base, nil) + pt.disp
 		var err error
 		if pack {
 			_, err = pt.k.Pack(packed[pos-from:pos-from+m], typed, o, 1, r-pt.lo)
