@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"unsafe"
 
-	. "github.com/weft-hpc/weft/jit/internal/amd64"
+	x86 "github.com/weft-hpc/weft/jit/internal/amd64"
 )
 
 // callArgs is the argument block generated code reads through BX. The
@@ -37,22 +37,22 @@ var _ [unsafe.Sizeof(callArgs{}) - (offLv + maxLevelsConst*sizeLevelState)]struc
 // Register use in generated code. Never touched: SP, BP (frame pointer),
 // R14 (g), R15, X15.
 const (
-	rArgs = RBX
-	rT    = RSI // typed pointer (origin of the current unit)
-	rP    = RDI // packed pointer
-	rCtr  = RCX // iterations left in the innermost level
-	rM    = RDX // iterations of the current tight loop
-	rN    = R8  // units left in this call
-	rPos  = R10 // innermost index position
-	rTab  = R11 // innermost index delta table
+	rArgs = x86.RBX
+	rT    = x86.RSI // typed pointer (origin of the current unit)
+	rP    = x86.RDI // packed pointer
+	rCtr  = x86.RCX // iterations left in the innermost level
+	rM    = x86.RDX // iterations of the current tight loop
+	rN    = x86.R8  // units left in this call
+	rPos  = x86.R10 // innermost index position
+	rTab  = x86.R11 // innermost index delta table
 )
 
 type gen struct {
-	a       *Asm
+	a       *x86.Asm
 	f       Features
 	pack    bool
 	usedVec bool
-	tmp     [2]Reg
+	tmp     [2]x86.Reg
 	ti, vi  int
 	usedNT  bool
 	tables  *[]table
@@ -60,7 +60,7 @@ type gen struct {
 }
 
 type table struct {
-	l    Label
+	l    x86.Label
 	data []int64
 	w    int // entry width: 4 (int32) or 8
 }
@@ -86,23 +86,23 @@ func (g *gen) levelTable(p *plan, j int) table {
 
 // addEntry adds entry (index + k) of table t to rT. idx holds the index;
 // RAX is clobbered for 32-bit tables.
-func (g *gen) addEntry(t table, base, idx Reg, k int64) {
+func (g *gen) addEntry(t table, base, idx x86.Reg, k int64) {
 	if t.w == 4 {
-		g.a.LoadSX32(RAX, MI(base, idx, 4, int32(4*k)))
-		g.a.OpRR(ADD, rT, RAX)
+		g.a.LoadSX32(x86.RAX, x86.MI(base, idx, 4, int32(4*k)))
+		g.a.OpRR(x86.ADD, rT, x86.RAX)
 		return
 	}
-	g.a.OpRM(ADD, rT, MI(base, idx, 8, int32(8*k)))
+	g.a.OpRM(x86.ADD, rT, x86.MI(base, idx, 8, int32(8*k)))
 }
 
-func (g *gen) gpr() Reg { g.ti ^= 1; return g.tmp[g.ti] }
+func (g *gen) gpr() x86.Reg { g.ti ^= 1; return g.tmp[g.ti] }
 
-func (g *gen) vec() VReg { g.vi = (g.vi + 1) & 7; return VReg(g.vi) }
+func (g *gen) vec() x86.VReg { g.vi = (g.vi + 1) & 7; return x86.VReg(g.vi) }
 
 // mv copies w bytes between typed [tb+to] and packed [pb+po] in the
 // direction of g.pack.
-func (g *gen) mv(w int, tb Reg, to int64, pb Reg, po int64) {
-	src, dst := M(tb, int32(to)), M(pb, int32(po))
+func (g *gen) mv(w int, tb x86.Reg, to int64, pb x86.Reg, po int64) {
+	src, dst := x86.M(tb, int32(to)), x86.M(pb, int32(po))
 	if !g.pack {
 		src, dst = dst, src
 	}
@@ -132,7 +132,7 @@ func (g *gen) vwidth() int64 {
 
 // small copies l bytes with at most two (overlapping) moves of the widest
 // width not above l, after full-width moves while l is at least twice that.
-func (g *gen) small(tb Reg, to int64, pb Reg, po int64, l int64) {
+func (g *gen) small(tb x86.Reg, to int64, pb x86.Reg, po int64, l int64) {
 	for l > 0 {
 		w := int64(1)
 		for _, c := range []int64{64, 32, 16, 8, 4, 2} {
@@ -156,7 +156,7 @@ func (g *gen) small(tb Reg, to int64, pb Reg, po int64, l int64) {
 }
 
 // copyBlock emits the copy of one block of l bytes.
-func (g *gen) copyBlock(tb Reg, to int64, pb Reg, po int64, l int64) {
+func (g *gen) copyBlock(tb x86.Reg, to int64, pb x86.Reg, po int64, l int64) {
 	w := g.vwidth()
 	switch {
 	case l <= unrollMax || l < 4*w:
@@ -176,53 +176,53 @@ func (g *gen) copyBlock(tb Reg, to int64, pb Reg, po int64, l int64) {
 
 // rep emits rep movsb for a large block, saving the registers it needs.
 // Only valid inside the regular loop code (tb = RSI, pb = RDI).
-func (g *gen) rep(tb Reg, to int64, pb Reg, po int64, l int64) {
+func (g *gen) rep(tb x86.Reg, to int64, pb x86.Reg, po int64, l int64) {
 	a := g.a
-	a.MovRR(RAX, RSI)
-	a.MovRR(R9, RDI)
-	a.MovRR(R13, RCX)
+	a.MovRR(x86.RAX, x86.RSI)
+	a.MovRR(x86.R9, x86.RDI)
+	a.MovRR(x86.R13, x86.RCX)
 	if g.pack {
-		a.Lea(RSI, M(RAX, int32(to)))
-		a.Lea(RDI, M(R9, int32(po)))
+		a.Lea(x86.RSI, x86.M(x86.RAX, int32(to)))
+		a.Lea(x86.RDI, x86.M(x86.R9, int32(po)))
 	} else {
-		a.Lea(RDI, M(RAX, int32(to)))
-		a.Lea(RSI, M(R9, int32(po)))
+		a.Lea(x86.RDI, x86.M(x86.RAX, int32(to)))
+		a.Lea(x86.RSI, x86.M(x86.R9, int32(po)))
 	}
-	a.MovImm(RCX, l)
+	a.MovImm(x86.RCX, l)
 	a.RepMovsb()
-	a.MovRR(RSI, RAX)
-	a.MovRR(RDI, R9)
-	a.MovRR(RCX, R13)
+	a.MovRR(x86.RSI, x86.RAX)
+	a.MovRR(x86.RDI, x86.R9)
+	a.MovRR(x86.RCX, x86.R13)
 }
 
 // vloop emits a loop of 4 vector moves per iteration and an overlapping tail.
-func (g *gen) vloop(tb Reg, to int64, pb Reg, po int64, l int64) {
+func (g *gen) vloop(tb x86.Reg, to int64, pb x86.Reg, po int64, l int64) {
 	a := g.a
 	w := g.vwidth()
 	step := 4 * w
 	iters := l / step
-	a.Lea(R9, M(tb, int32(to)))
-	a.Lea(R13, M(pb, int32(po)))
-	a.MovImm(R12, iters)
+	a.Lea(x86.R9, x86.M(tb, int32(to)))
+	a.Lea(x86.R13, x86.M(pb, int32(po)))
+	a.MovImm(x86.R12, iters)
 	top := a.NewLabel()
 	a.Align(16)
 	a.Bind(top)
 	for k := int64(0); k < 4; k++ {
-		g.mv(int(w), R9, k*w, R13, k*w)
+		g.mv(int(w), x86.R9, k*w, x86.R13, k*w)
 	}
-	a.OpRI(ADD, R9, int32(step))
-	a.OpRI(ADD, R13, int32(step))
-	a.Dec(R12)
-	a.Jcc(CondNE, top)
+	a.OpRI(x86.ADD, x86.R9, int32(step))
+	a.OpRI(x86.ADD, x86.R13, int32(step))
+	a.Dec(x86.R12)
+	a.Jcc(x86.CondNE, top)
 	if rest := l - iters*step; rest > 0 {
 		// the tail ends at the block end; it may overlap bytes already copied
 		for rest > w {
-			g.mv(int(w), R9, 0, R13, 0)
-			a.OpRI(ADD, R9, int32(w))
-			a.OpRI(ADD, R13, int32(w))
+			g.mv(int(w), x86.R9, 0, x86.R13, 0)
+			a.OpRI(x86.ADD, x86.R9, int32(w))
+			a.OpRI(x86.ADD, x86.R13, int32(w))
 			rest -= w
 		}
-		g.mv(int(w), R9, rest-w, R13, rest-w)
+		g.mv(int(w), x86.R9, rest-w, x86.R13, rest-w)
 	}
 }
 
@@ -230,40 +230,40 @@ func (g *gen) vloop(tb Reg, to int64, pb Reg, po int64, l int64) {
 // vector move, then aligned streaming stores from the next vector boundary of
 // the destination, then an overlapping unaligned move for the tail. The
 // function ends with sfence (epilogue).
-func (g *gen) ntCopy(tb Reg, to int64, pb Reg, po int64, l int64) {
+func (g *gen) ntCopy(tb x86.Reg, to int64, pb x86.Reg, po int64, l int64) {
 	a := g.a
 	w := g.vwidth()
-	src, dst := M(tb, int32(to)), M(pb, int32(po))
+	src, dst := x86.M(tb, int32(to)), x86.M(pb, int32(po))
 	if !g.pack {
 		src, dst = dst, src
 	}
-	a.Lea(R9, src)
-	a.Lea(R13, dst)
+	a.Lea(x86.R9, src)
+	a.Lea(x86.R13, dst)
 	v := g.vec()
-	a.VLoad(int(w), v, M(R9, 0))
-	a.VStore(int(w), M(R13, 0), v)
+	a.VLoad(int(w), v, x86.M(x86.R9, 0))
+	a.VStore(int(w), x86.M(x86.R13, 0), v)
 	// k = w - (dst & (w-1)), in 1..w; skip k bytes (already copied)
-	a.MovRR(R12, R13)
-	a.OpRI(AND, R12, int32(w-1))
-	a.MovImm(RAX, w)
-	a.OpRR(SUB, RAX, R12)
-	a.OpRR(ADD, R9, RAX)
-	a.OpRR(ADD, R13, RAX)
-	a.MovImm(R12, l)
-	a.OpRR(SUB, R12, RAX) // bytes left, ≥ 3w
+	a.MovRR(x86.R12, x86.R13)
+	a.OpRI(x86.AND, x86.R12, int32(w-1))
+	a.MovImm(x86.RAX, w)
+	a.OpRR(x86.SUB, x86.RAX, x86.R12)
+	a.OpRR(x86.ADD, x86.R9, x86.RAX)
+	a.OpRR(x86.ADD, x86.R13, x86.RAX)
+	a.MovImm(x86.R12, l)
+	a.OpRR(x86.SUB, x86.R12, x86.RAX) // bytes left, ≥ 3w
 	loop := a.NewLabel()
 	a.Align(16)
 	a.Bind(loop)
-	a.VLoad(int(w), v, M(R9, 0))
-	a.VStoreNT(int(w), M(R13, 0), v)
-	a.OpRI(ADD, R9, int32(w))
-	a.OpRI(ADD, R13, int32(w))
-	a.OpRI(SUB, R12, int32(w))
-	a.OpRI(CMP, R12, int32(w))
-	a.Jcc(CondAE, loop)
+	a.VLoad(int(w), v, x86.M(x86.R9, 0))
+	a.VStoreNT(int(w), x86.M(x86.R13, 0), v)
+	a.OpRI(x86.ADD, x86.R9, int32(w))
+	a.OpRI(x86.ADD, x86.R13, int32(w))
+	a.OpRI(x86.SUB, x86.R12, int32(w))
+	a.OpRI(x86.CMP, x86.R12, int32(w))
+	a.Jcc(x86.CondAE, loop)
 	// tail: the last w bytes of the block (overlapping what was copied)
-	a.VLoad(int(w), v, MI(R9, R12, 1, int32(-w)))
-	a.VStore(int(w), MI(R13, R12, 1, int32(-w)), v)
+	a.VLoad(int(w), v, x86.MI(x86.R9, x86.R12, 1, int32(-w)))
+	a.VStore(int(w), x86.MI(x86.R13, x86.R12, 1, int32(-w)), v)
 	if w > 16 {
 		g.usedVec = true
 	}
@@ -271,22 +271,22 @@ func (g *gen) ntCopy(tb Reg, to int64, pb Reg, po int64, l int64) {
 }
 
 // addImm adds a 64-bit constant to r (through RAX when it needs 64 bits).
-func (g *gen) addImm(r Reg, v int64) {
+func (g *gen) addImm(r x86.Reg, v int64) {
 	switch {
 	case v == 0:
 	case fits32(v):
-		g.a.OpRI(ADD, r, int32(v))
+		g.a.OpRI(x86.ADD, r, int32(v))
 	default:
-		g.a.MovImm(RAX, v)
-		g.a.OpRR(ADD, r, RAX)
+		g.a.MovImm(x86.RAX, v)
+		g.a.OpRR(x86.ADD, r, x86.RAX)
 	}
 }
 
 // body emits the straight-line copy of one unit at [rT] <-> [rP].
-func (g *gen) body(p *plan, tb, pb Reg) { g.bodyAt(p, tb, 0, pb, 0) }
+func (g *gen) body(p *plan, tb, pb x86.Reg) { g.bodyAt(p, tb, 0, pb, 0) }
 
 // bodyAt copies one unit at typed [tb+to], packed [pb+po].
-func (g *gen) bodyAt(p *plan, tb Reg, to int64, pb Reg, po int64) {
+func (g *gen) bodyAt(p *plan, tb x86.Reg, to int64, pb x86.Reg, po int64) {
 	for _, b := range p.blocks {
 		g.copyBlock(tb, to+b.off, pb, po, b.len)
 		po += b.len
@@ -335,11 +335,11 @@ func (g *gen) emitTables() {
 // number for the next call).
 func (g *gen) loopCode(p *plan) {
 	a := g.a
-	g.tmp = [2]Reg{RAX, R9}
-	a.Load(8, rT, M(rArgs, offTyped))
-	a.Load(8, rP, M(rArgs, offPacked))
-	a.Load(8, rN, M(rArgs, offN))
-	a.Load(8, rCtr, M(rArgs, offCtr0))
+	g.tmp = [2]x86.Reg{x86.RAX, x86.R9}
+	a.Load(8, rT, x86.M(rArgs, offTyped))
+	a.Load(8, rP, x86.M(rArgs, offPacked))
+	a.Load(8, rN, x86.M(rArgs, offN))
+	a.Load(8, rCtr, x86.M(rArgs, offCtr0))
 	var in level // innermost level; the element loop when there is none
 	inIsElem := len(p.levels) == 0
 	if !inIsElem {
@@ -348,7 +348,7 @@ func (g *gen) loopCode(p *plan) {
 	var tab0 table
 	if !inIsElem && in.offs != nil {
 		tab0 = g.levelTable(p, 0)
-		a.Load(8, rPos, M(rArgs, offPos0))
+		a.Load(8, rPos, x86.M(rArgs, offPos0))
 		a.LeaLabel(rTab, tab0.l)
 	}
 	done := a.NewLabel()
@@ -358,10 +358,10 @@ func (g *gen) loopCode(p *plan) {
 	a.Bind(row)
 	// m = min(ctr, n); n -= m; ctr -= m
 	a.MovRR(rM, rCtr)
-	a.OpRR(CMP, rM, rN)
-	a.Cmov(CondA, rM, rN)
-	a.OpRR(SUB, rN, rM)
-	a.OpRR(SUB, rCtr, rM)
+	a.OpRR(x86.CMP, rM, rN)
+	a.Cmov(x86.CondA, rM, rN)
+	a.OpRR(x86.SUB, rN, rM)
+	a.OpRR(x86.SUB, rCtr, rM)
 	stride := in.stride
 	if inIsElem {
 		stride = p.ir.Extent
@@ -373,8 +373,8 @@ func (g *gen) loopCode(p *plan) {
 	if k := int64(unrollBy); p.unit <= unrollUnitMax && len(p.blocks) <= 2 &&
 		(in.offs != nil || fits32(k*stride+p.blocks[len(p.blocks)-1].off+p.unit) && fits32(k*stride+p.blocks[0].off)) && fits32(k*p.unit) {
 		quad, tail := a.NewLabel(), a.NewLabel()
-		a.OpRI(CMP, rM, int32(k))
-		a.Jcc(CondB, tail)
+		a.OpRI(x86.CMP, rM, int32(k))
+		a.Jcc(x86.CondB, tail)
 		a.Align(16)
 		a.Bind(quad)
 		for j := int64(0); j < k; j++ {
@@ -385,28 +385,28 @@ func (g *gen) loopCode(p *plan) {
 				g.bodyAt(p, rT, j*stride, rP, j*p.unit)
 			}
 		}
-		a.OpRI(ADD, rP, int32(k*p.unit))
+		a.OpRI(x86.ADD, rP, int32(k*p.unit))
 		if in.offs != nil && !inIsElem {
-			a.OpRI(ADD, rPos, int32(k))
+			a.OpRI(x86.ADD, rPos, int32(k))
 		} else {
 			g.addImm(rT, k*stride)
 		}
-		a.OpRI(SUB, rM, int32(k))
-		a.OpRI(CMP, rM, int32(k))
-		a.Jcc(CondAE, quad)
+		a.OpRI(x86.SUB, rM, int32(k))
+		a.OpRI(x86.CMP, rM, int32(k))
+		a.Jcc(x86.CondAE, quad)
 		a.Bind(tail)
 		a.Test(rM, rM)
-		a.Jcc(CondE, after)
+		a.Jcc(x86.CondE, after)
 		unrolled = true
 	}
 	if gathered && !unrolled {
 		a.Test(rM, rM)
-		a.Jcc(CondE, after)
+		a.Jcc(x86.CondE, after)
 	}
 	a.Align(16)
 	a.Bind(inner)
 	g.body(p, rT, rP)
-	a.OpRI(ADD, rP, int32(p.unit))
+	a.OpRI(x86.ADD, rP, int32(p.unit))
 	switch {
 	case inIsElem:
 		g.addImm(rT, p.ir.Extent)
@@ -417,10 +417,10 @@ func (g *gen) loopCode(p *plan) {
 		g.addImm(rT, in.stride)
 	}
 	a.Dec(rM)
-	a.Jcc(CondNE, inner)
+	a.Jcc(x86.CondNE, inner)
 	a.Bind(after)
 	a.Test(rN, rN)
-	a.Jcc(CondE, done)
+	a.Jcc(x86.CondE, done)
 	if inIsElem { // the element loop never wraps inside one call
 		a.Ud2()
 	} else {
@@ -433,28 +433,28 @@ func (g *gen) loopCode(p *plan) {
 		a.MovImm(rCtr, in.count)
 		for j := 1; j < len(p.levels); j++ {
 			l := p.levels[j]
-			ctr := M(rArgs, int32(offLv+(j-1)*sizeLevelState))
-			pos := M(rArgs, int32(offLv+(j-1)*sizeLevelState+8))
+			ctr := x86.M(rArgs, int32(offLv+(j-1)*sizeLevelState))
+			pos := x86.M(rArgs, int32(offLv+(j-1)*sizeLevelState+8))
 			wrap := a.NewLabel()
 			a.DecM(ctr)
-			a.Jcc(CondE, wrap)
+			a.Jcc(x86.CondE, wrap)
 			if l.offs != nil {
 				t := g.levelTable(p, j)
-				a.Load(8, R12, pos)
-				a.LeaLabel(R9, t.l)
-				g.addEntry(t, R9, R12, 0)
-				a.OpMI(ADD, pos, 1)
+				a.Load(8, x86.R12, pos)
+				a.LeaLabel(x86.R9, t.l)
+				g.addEntry(t, x86.R9, x86.R12, 0)
+				a.OpMI(x86.ADD, pos, 1)
 			} else {
 				g.addImm(rT, l.stride)
 			}
 			a.Jmp(row)
 			a.Bind(wrap)
-			a.MovImm(RAX, l.count)
-			a.Store(8, ctr, RAX)
+			a.MovImm(x86.RAX, l.count)
+			a.Store(8, ctr, x86.RAX)
 			g.addImm(rT, l.off(0)-l.off(l.count-1))
 			if l.offs != nil {
-				a.MovImm(RAX, 0)
-				a.Store(8, pos, RAX)
+				a.MovImm(x86.RAX, 0)
+				a.Store(8, pos, x86.RAX)
 			}
 		}
 		// element loop
@@ -470,7 +470,7 @@ func (g *gen) loopCode(p *plan) {
 // from an absolute offset table and stores them with one 64-byte move. It
 // consumes multiples of 16 (8) of the current tight-loop count and leaves the
 // rest to the scalar loops, with rT, rPos, rP updated as they expect.
-func (g *gen) gather(p *plan, in level, inIsElem bool, after Label) bool {
+func (g *gen) gather(p *plan, in level, inIsElem bool, after x86.Label) bool {
 	if !g.pack || !g.f.AVX512 || !gatherOn || inIsElem || in.offs == nil || len(p.blocks) != 1 || (p.unit != 4 && p.unit != 8) {
 		return false
 	}
@@ -488,27 +488,27 @@ func (g *gen) gather(p *plan, in level, inIsElem bool, after Label) bool {
 	a := g.a
 	G := int64(64 / p.unit)
 	skip := a.NewLabel()
-	a.OpRI(CMP, rM, int32(G))
-	a.Jcc(CondB, skip)
-	a.LeaLabel(R13, t.l)
-	a.LoadSX32(RAX, MI(R13, rPos, 4, 0))
-	a.MovRR(R12, rT)
-	a.OpRR(SUB, R12, RAX)
-	g.addImm(R12, boff)
+	a.OpRI(x86.CMP, rM, int32(G))
+	a.Jcc(x86.CondB, skip)
+	a.LeaLabel(x86.R13, t.l)
+	a.LoadSX32(x86.RAX, x86.MI(x86.R13, rPos, 4, 0))
+	a.MovRR(x86.R12, rT)
+	a.OpRR(x86.SUB, x86.R12, x86.RAX)
+	g.addImm(x86.R12, boff)
 	loop := a.NewLabel()
 	a.Align(16)
 	a.Bind(loop)
 	a.Kxnorw(1, 1, 1)
-	a.VLoad(int(4*G), 1, MI(R13, rPos, 4, 0))
-	a.VGather(int(p.unit), 0, R12, 1, 1, 1)
-	a.VStore(64, M(rP, 0), 0)
-	a.OpRI(ADD, rP, 64)
-	a.OpRI(ADD, rPos, int32(G))
-	a.OpRI(SUB, rM, int32(G))
-	a.OpRI(CMP, rM, int32(G))
-	a.Jcc(CondAE, loop)
-	a.LoadSX32(RAX, MI(R13, rPos, 4, 0))
-	a.Lea(rT, MI(R12, RAX, 1, int32(-boff)))
+	a.VLoad(int(4*G), 1, x86.MI(x86.R13, rPos, 4, 0))
+	a.VGather(int(p.unit), 0, x86.R12, 1, 1, 1)
+	a.VStore(64, x86.M(rP, 0), 0)
+	a.OpRI(x86.ADD, rP, 64)
+	a.OpRI(x86.ADD, rPos, int32(G))
+	a.OpRI(x86.SUB, rM, int32(G))
+	a.OpRI(x86.CMP, rM, int32(G))
+	a.Jcc(x86.CondAE, loop)
+	a.LoadSX32(x86.RAX, x86.MI(x86.R13, rPos, 4, 0))
+	a.Lea(rT, x86.MI(x86.R12, x86.RAX, 1, int32(-boff)))
 	a.Bind(skip)
 	g.usedVec = true
 	return true
@@ -518,35 +518,35 @@ func (g *gen) gather(p *plan, in level, inIsElem bool, after Label) bool {
 // t.band parent instances × t.c0 inner rows, copied tile by tile.
 func (g *gen) transposeCode(t *transposePlan) {
 	a := g.a
-	g.tmp = [2]Reg{RAX, RCX}
-	a.Load(8, rT, M(rArgs, offTyped))
-	a.Load(8, rP, M(rArgs, offPacked))
-	a.Load(8, rN, M(rArgs, offN))
+	g.tmp = [2]x86.Reg{x86.RAX, x86.RCX}
+	a.Load(8, rT, x86.M(rArgs, offTyped))
+	a.Load(8, rP, x86.M(rArgs, offPacked))
+	a.Load(8, rN, x86.M(rArgs, offN))
 	band := a.NewLabel()
 	a.Bind(band)
-	a.MovRR(R9, rT)  // tile origin, typed
-	a.MovRR(R10, rP) // tile origin, packed
+	a.MovRR(x86.R9, rT)  // tile origin, typed
+	a.MovRR(x86.R10, rP) // tile origin, packed
 	emitTiles := func(rows, ntiles int64) {
 		tile := a.NewLabel()
-		a.MovImm(R11, ntiles)
+		a.MovImm(x86.R11, ntiles)
 		a.Bind(tile)
-		a.MovRR(R12, R9)
-		a.MovRR(R13, R10)
-		a.MovImm(RDX, t.band)
+		a.MovRR(x86.R12, x86.R9)
+		a.MovRR(x86.R13, x86.R10)
+		a.MovImm(x86.RDX, t.band)
 		el := a.NewLabel()
 		a.Align(16)
 		a.Bind(el)
 		for k := int64(0); k < rows; k++ {
-			g.small(R12, k*t.s0, R13, k*t.l, t.l)
+			g.small(x86.R12, k*t.s0, x86.R13, k*t.l, t.l)
 		}
-		a.OpRI(ADD, R12, int32(t.s1))
-		a.OpRI(ADD, R13, int32(t.c0*t.l))
-		a.Dec(RDX)
-		a.Jcc(CondNE, el)
-		g.addImm(R9, rows*t.s0)
-		a.OpRI(ADD, R10, int32(rows*t.l))
-		a.Dec(R11)
-		a.Jcc(CondNE, tile)
+		a.OpRI(x86.ADD, x86.R12, int32(t.s1))
+		a.OpRI(x86.ADD, x86.R13, int32(t.c0*t.l))
+		a.Dec(x86.RDX)
+		a.Jcc(x86.CondNE, el)
+		g.addImm(x86.R9, rows*t.s0)
+		a.OpRI(x86.ADD, x86.R10, int32(rows*t.l))
+		a.Dec(x86.R11)
+		a.Jcc(x86.CondNE, tile)
 	}
 	if full := t.c0 / t.tile; full > 0 {
 		emitTiles(t.tile, full)
@@ -554,10 +554,10 @@ func (g *gen) transposeCode(t *transposePlan) {
 	if rem := t.c0 % t.tile; rem > 0 {
 		emitTiles(rem, 1)
 	}
-	a.OpRI(ADD, rT, int32(t.band*t.s1))
-	a.OpRI(ADD, rP, int32(t.bandSize))
+	a.OpRI(x86.ADD, rT, int32(t.band*t.s1))
+	a.OpRI(x86.ADD, rP, int32(t.bandSize))
 	a.Dec(rN)
-	a.Jcc(CondNE, band)
+	a.Jcc(x86.CondNE, band)
 	g.epilogue()
 }
 
@@ -575,7 +575,7 @@ func generate(p *plan, f Features) ([]byte, entries, error) {
 			tabBytes += 8 * int(l.count)
 		}
 	}
-	a := New(512 + 2*16*len(p.blocks) + tabBytes)
+	a := x86.New(512 + 2*16*len(p.blocks) + tabBytes)
 	e := entries{tpack: -1, tunpack: -1}
 	var tables []table
 	byLevel := map[int]table{}
