@@ -52,6 +52,13 @@ const (
 
 var pageSize = unix.Getpagesize()
 
+var int3Page = func() (p [4096]byte) {
+	for i := range p {
+		p[i] = 0xcc
+	}
+	return
+}()
+
 // take returns size bytes (a multiple of the page size) of RW memory.
 func take(size int) ([]byte, error) {
 	poolMu.Lock()
@@ -69,7 +76,9 @@ func take(size int) ([]byte, error) {
 		return unsafe.Slice((*byte)(b), size), nil
 	}
 	if len(arena) < size {
-		b, err := unix.MmapPtr(-1, 0, nil, arenaChunk, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+		// MAP_POPULATE: fault the chunk in at once, not page by page while
+		// compiling.
+		b, err := unix.MmapPtr(-1, 0, nil, arenaChunk, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_POPULATE)
 		if err != nil {
 			return nil, fmt.Errorf("jit: mmap arena: %w", err)
 		}
@@ -95,8 +104,8 @@ func newCode(code []byte) (*codeMem, error) {
 	}
 	m := &codeMem{mem: b}
 	n := copy(m.mem, code)
-	for i := n; i < len(m.mem); i++ {
-		m.mem[i] = 0xcc // int3 padding: a stray jump traps
+	for rest := m.mem[n:]; len(rest) > 0; { // int3 padding: a stray jump traps
+		rest = rest[copy(rest, int3Page[:]):]
 	}
 	if err := unix.Mprotect(m.mem, unix.PROT_READ|unix.PROT_EXEC); err != nil {
 		m.unmap()
