@@ -9,8 +9,9 @@
 //
 // Three ways to start ranks:
 //
-//   - "local": fork/exec on this machine. Each rank leads its own process
-//     group and gets SIGKILL if the launcher dies (Pdeathsig).
+//   - "local": fork/exec on this machine. Each rank leads its own session
+//     and process group (setsid, no controlling terminal) and gets SIGKILL
+//     if the launcher dies (Pdeathsig).
 //   - "ssh": one ssh client per rank; the remote side runs the program under
 //     a small sh wrapper that kills it (and its process group) when the ssh
 //     connection drops, so killing the local ssh client ends the remote rank.
@@ -455,9 +456,14 @@ const (
 	stdinLifeline        // a pipe fabrun holds open until the job ends (ssh ranks: EOF means "stop")
 )
 
-// spawn starts one process in its own process group with captured output.
+// spawn starts one process in its own session and process group (setsid, as
+// Hydra does for its ranks) with captured output. A session of its own also
+// gives each rank its own scheduler autogroup on kernels with
+// CONFIG_SCHED_AUTOGROUP, instead of sharing one CPU share with everything
+// else in the launcher's session; on a shared machine that halved the
+// wall time of a 4-rank examples/hello job (see docs/perf/fabrun.md).
 func (j *Job) spawn(id int, cmd *exec.Cmd, stdin int) error {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	outW, errW, err := j.out.pipes(id)
 	if err != nil {
 		return err
