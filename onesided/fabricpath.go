@@ -23,7 +23,9 @@ import (
 
 // FabricGroup is a Group that also offers its libfabric domain (as
 // endpoint.Comm does). A window opens its own endpoint, CQ and AV in that
-// domain when the domain grants RMA; otherwise it opens its own.
+// domain when the domain grants RMA and atomics (and FI_FENCE when that
+// ordering is forced) and no provider was named with WithProvider;
+// otherwise it opens a fabric and domain of its own.
 type FabricGroup interface {
 	Group
 	Info() *fabric.Info
@@ -133,7 +135,8 @@ func openFabPath(ctx context.Context, w *Window, region []byte) (np netPath, err
 		}
 	}
 	if fg, ok := w.g.(FabricGroup); ok && fg.Domain() != nil && fg.Info() != nil &&
-		fg.Info().Caps.Has(fabric.CapRMA|fabric.CapRemoteWrite|fabric.CapRemoteRead) && w.opts.provider == "" {
+		fg.Info().Caps.Has(fabric.CapRMA|fabric.CapAtomic|fabric.CapRemoteWrite|fabric.CapRemoteRead) &&
+		w.opts.provider == "" && (w.opts.order != OrderFence || fg.Info().Caps.Has(fabric.CapFence)) {
 		f.dom, f.info = fg.Domain(), fg.Info()
 	} else {
 		if f.info, err = selectInfo(w.opts, oneNode); err != nil {

@@ -1,0 +1,454 @@
+// Command overlap reproduces the overlap study of the tiling seed paper on
+// an FFT-like transpose: every rank owns N rows of L complex numbers, runs
+// an in-place radix-2 FFT on each row (-work times, to set the
+// compute/communication ratio), and sends column block p of every row to
+// rank p (a distributed transpose). Schemes, timed side by side:
+//
+//	compute   the computation alone (the normalisation base)
+//	comm      the exchange alone (T_cm)
+//	alltoall  (i) compute every row, then exchange everything with
+//	          non-blocking tagged sends and receives (endpoint.Comm)
+//	isend     (ii) tiles of K rows sent with Isend/Irecv while later tiles
+//	          compute, D tiles in flight (onesided.Pipeline over a message
+//	          transport on endpoint.Comm)
+//	put       (iii) the same tiles with flag-polled puts
+//	          (onesided.Pipeline over onesided.WindowTransport: direct
+//	          stores between ranks of one node)
+//	put-net   (iii) through libfabric RMA (WEFT_ONESIDED_SHM=off)
+//
+// K and D for the tiled schemes come from onesided.Autotune. Times are
+// normalised to compute, as the seed's figures are; efficiency is
+// max(T_cp, T_cm) / T, the fraction of the ideal overlap reached, where a
+// tiled scheme's T_cm is the same pipeline run with the FFTs left out
+// (packing and transfers only) and alltoall's is the comm row.
+// Every tiled result is checked against the alltoall result.
+//
+// Usage (from the repository root):
+//
+//	go run ./test/bench/onesided/overlap -np 2 -rows 512 -len 1024 -work 2 -reps 5
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"math/cmplx"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/launch"
+	"github.com/weft-hpc/weft/onesided"
+)
+
+func env(name, def string) string {
+	if v := os.Getenv("WEFT_BENCH_" + name); v != "" {
+		return v
+	}
+	return def
+}
+
+func atoi(s string) int { v, _ := strconv.Atoi(s); return v }
+
+var (
+	role    = flag.String("role", "", "internal: rank")
+	np      = flag.Int("np", atoi(env("NP", "2")), "ranks")
+	rows    = flag.Int("rows", atoi(env("ROWS", "512")), "rows (loop iterations) per rank")
+	rowLen  = flag.Int("len", atoi(env("LEN", "1024")), "complex numbers per row (power of two, multiple of np)")
+	work    = flag.Int("work", atoi(env("WORK", "2")), "FFTs per row (compute weight)")
+	reps    = flag.Int("reps", atoi(env("REPS", "5")), "timed repetitions per scheme; medians reported")
+	schemes = flag.String("schemes", env("SCHEMES", "compute,comm,alltoall,isend,put,put-net"), "schemes to run")
+	kFlag   = flag.Int("k", 0, "tile size (0: autotune)")
+	dFlag   = flag.Int("d", 0, "depth (0: autotune)")
+)
+
+func main() {
+	flag.Parse()
+	if *role == "rank" {
+		if err := rank(); err != nil {
+			fmt.Fprintln(os.Stderr, "overlap rank:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	args := append([]string{self, "-role", "rank"}, os.Args[1:]...)
+	err = launch.Run(context.Background(), launch.Config{NP: *np, Launcher: "local", Argv: args,
+		Provider: "shm", Timeout: 10 * time.Minute})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "overlap:", err)
+		os.Exit(1)
+	}
+}
+
+type job struct {
+	c        *endpoint.Comm
+	P, me    int
+	N, L, C  int // rows, row length, columns per peer
+	bpi      int // bytes per row per peer
+	data     [][]complex128
+	result   [][]byte // result[p]: what rank p sent us, N*bpi bytes
+	scratch  []complex128
+	twiddles []complex128
+}
+
+func (j *job) computeRow(r int) {
+	row := j.data[r]
+	for w := 0; w < *work; w++ {
+		fft(row, j.twiddles)
+	}
+}
+
+// out[p] receives columns [p*C, (p+1)*C) of rows first..first+count-1.
+func (j *job) pack(first, count int, out [][]byte) {
+	for p := 0; p < j.P; p++ {
+		dst := out[p]
+		for i := 0; i < count; i++ {
+			src := j.data[first+i][p*j.C : (p+1)*j.C]
+			copy(dst[i*j.bpi:(i+1)*j.bpi], unsafe.Slice((*byte)(unsafe.Pointer(&src[0])), j.bpi))
+		}
+	}
+}
+
+func (j *job) reset() {
+	for r := range j.data {
+		for i := range j.data[r] {
+			j.data[r][i] = complex(float64((r*7+i*3+j.me)%17), float64(i%5))
+		}
+	}
+}
+
+func rank() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	defer cancel()
+	w, err := endpoint.Init(ctx)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	c := w.Comm()
+	P := c.Size()
+	if *rowLen%P != 0 || *rowLen&(*rowLen-1) != 0 {
+		return fmt.Errorf("-len %d must be a power of two and a multiple of %d", *rowLen, P)
+	}
+	j := &job{c: c, P: P, me: c.Rank(), N: *rows, L: *rowLen, C: *rowLen / P}
+	j.bpi = j.C * 16
+	j.data = make([][]complex128, j.N)
+	for r := range j.data {
+		j.data[r] = make([]complex128, j.L)
+	}
+	j.twiddles = twiddles(j.L)
+	j.result = make([][]byte, P)
+	for p := range j.result {
+		j.result[p] = make([]byte, j.N*j.bpi)
+	}
+	times := map[string][]time.Duration{}
+	chosen := map[string]string{}
+	var reference [][]byte
+	timeit := func(name string, fn func() error) error {
+		for rep := -1; rep < *reps; rep++ {
+			j.reset()
+			if err := c.Barrier(ctx); err != nil {
+				return err
+			}
+			t0 := time.Now()
+			if err := fn(); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			el := time.Since(t0)
+			all, err := c.Allgather(ctx, []byte(strconv.FormatInt(int64(el), 10)))
+			if err != nil {
+				return err
+			}
+			worst := time.Duration(0)
+			for _, b := range all {
+				v, _ := strconv.ParseInt(string(b), 10, 64)
+				worst = max(worst, time.Duration(v))
+			}
+			if rep >= 0 {
+				times[name] = append(times[name], worst)
+			}
+		}
+		return nil
+	}
+	check := func(name string) error {
+		if reference == nil {
+			return nil
+		}
+		for p := range reference {
+			if string(reference[p]) != string(j.result[p]) {
+				return fmt.Errorf("%s: data from rank %d differs from the alltoall result", name, p)
+			}
+		}
+		return nil
+	}
+	full := make([][]byte, P)
+	for p := range full {
+		full[p] = make([]byte, j.N*j.bpi)
+	}
+	for _, s := range strings.Split(*schemes, ",") {
+		switch s {
+		case "compute":
+			err = timeit(s, func() error {
+				for r := 0; r < j.N; r++ {
+					j.computeRow(r)
+				}
+				return nil
+			})
+		case "comm":
+			j.pack(0, j.N, full)
+			err = timeit(s, func() error { return j.alltoall(ctx, full) })
+		case "alltoall":
+			err = timeit(s, func() error {
+				for r := 0; r < j.N; r++ {
+					j.computeRow(r)
+				}
+				j.pack(0, j.N, full)
+				return j.alltoall(ctx, full)
+			})
+			reference = make([][]byte, P)
+			for p := range reference {
+				reference[p] = append([]byte(nil), j.result[p]...)
+			}
+		case "isend", "put", "put-net":
+			var tr onesided.Transport
+			var closeTr func() error
+			switch s {
+			case "isend":
+				mt := &msgTransport{c: c}
+				tr, closeTr = mt, func() error { return nil }
+			case "put":
+				wt := onesided.NewWindowTransport(c, onesided.WithSharedMemory(onesided.ShmAuto))
+				tr, closeTr = wt, func() error { return wt.Close(ctx) }
+			case "put-net":
+				wt := onesided.NewWindowTransport(c, onesided.WithSharedMemory(onesided.ShmOff), onesided.WithProvider("shm"))
+				tr, closeTr = wt, func() error { return wt.Close(ctx) }
+			}
+			compute := func(t onesided.Tile, out [][]byte) error {
+				for r := t.First; r < t.First+t.Count; r++ {
+					j.computeRow(r)
+				}
+				j.pack(t.First, t.Count, out)
+				return nil
+			}
+			consume := func(t onesided.Tile, in [][]byte) error {
+				for p := range in {
+					copy(j.result[p][t.First*j.bpi:], in[p])
+				}
+				return nil
+			}
+			cfg := onesided.PipelineConfig{N: j.N, K: *kFlag, D: *dFlag, BytesPerIter: j.bpi}
+			if cfg.K == 0 || cfg.D == 0 {
+				var ks []int
+				for k := 4; k <= j.N/2; k *= 2 {
+					ks = append(ks, k)
+				}
+				cfg, err = onesided.Autotune(ctx, c, tr, onesided.TuneConfig{N: j.N, BytesPerIter: j.bpi, Ks: ks, Ds: []int{1, 2, 3}, Trials: 1},
+					func(t onesided.Tile, out [][]byte) error { j.reset(); return compute(t, out) }, consume)
+				if err != nil {
+					return fmt.Errorf("%s autotune: %w", s, err)
+				}
+			}
+			chosen[s] = fmt.Sprintf("K=%d D=%d", cfg.K, cfg.D)
+			p, err2 := onesided.NewPipeline(ctx, tr, cfg)
+			if err2 != nil {
+				return err2
+			}
+			err = timeit(s, func() error { return p.Run(ctx, compute, consume) })
+			if err == nil {
+				err = check(s)
+			}
+			if err == nil {
+				// The same pipeline without the FFTs: this scheme's T_cm.
+				packOnly := func(t onesided.Tile, out [][]byte) error { j.pack(t.First, t.Count, out); return nil }
+				err = timeit(s+"/comm", func() error { return p.Run(ctx, packOnly, consume) })
+			}
+			if e := closeTr(); err == nil {
+				err = e
+			}
+		default:
+			err = fmt.Errorf("unknown scheme %q", s)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if j.me != 0 {
+		return nil
+	}
+	med := func(name string) time.Duration {
+		d := append([]time.Duration(nil), times[name]...)
+		if len(d) == 0 {
+			return 0
+		}
+		sort.Slice(d, func(a, b int) bool { return d[a] < d[b] })
+		return d[len(d)/2]
+	}
+	tcp, tcm := med("compute"), med("comm")
+	fmt.Printf("ranks %d, %d rows × %d complex per rank, %d FFT(s) per row, %d B per row per peer; medians of %d\n\n",
+		P, j.N, j.L, *work, j.bpi, *reps)
+	fmt.Println("| scheme | K, D | T ms | T_cm ms | T / T_compute | efficiency max(T_cp,T_cm)/T |")
+	fmt.Println("|---|---|---|---|---|---|")
+	for _, s := range strings.Split(*schemes, ",") {
+		t := med(s)
+		if t == 0 {
+			continue
+		}
+		norm, eff := "–", "–"
+		if tcp > 0 {
+			norm = fmt.Sprintf("%.3f", float64(t)/float64(tcp))
+		}
+		cm := tcm
+		if c := med(s + "/comm"); c > 0 {
+			cm = c
+		}
+		if tcp > 0 && cm > 0 && s != "compute" && s != "comm" {
+			eff = fmt.Sprintf("%.3f", float64(max(tcp, cm))/float64(t))
+		}
+		fmt.Printf("| %s | %s | %.3f | %.3f | %s | %s |\n", s, chosen[s], float64(t)/1e6, float64(cm)/1e6, norm, eff)
+	}
+	return nil
+}
+
+// alltoall exchanges full[p] with every rank p: all receives, all sends, wait.
+func (j *job) alltoall(ctx context.Context, full [][]byte) error {
+	var reqs []*endpoint.Request
+	for q := 0; q < j.P; q++ {
+		r, err := j.c.Irecv(j.result[q], q, 7)
+		if err != nil {
+			return err
+		}
+		reqs = append(reqs, r)
+	}
+	for k := 1; k <= j.P; k++ {
+		q := (j.me + k) % j.P
+		r, err := j.c.Isend(full[q], q, 7)
+		if err != nil {
+			return err
+		}
+		reqs = append(reqs, r)
+	}
+	return endpoint.WaitAll(ctx, reqs...)
+}
+
+// msgTransport is the seed's second scheme: tiles travel as non-blocking
+// tagged messages (Isend/Irecv), receives pre-posted per slot.
+type msgTransport struct {
+	c               *endpoint.Comm
+	tile            int
+	send, recv      [][][]byte
+	recvReq         [][]*endpoint.Request
+	sendReq         [][]*endpoint.Request
+	sendSlots, rcvs int
+}
+
+func (m *msgTransport) Rank() int { return m.c.Rank() }
+func (m *msgTransport) Size() int { return m.c.Size() }
+
+func (m *msgTransport) Prepare(ctx context.Context, tileBytes, sendSlots, recvSlots int) error {
+	for _, rs := range m.recvReq {
+		for _, r := range rs {
+			if r != nil {
+				_ = r.Cancel()
+			}
+		}
+	}
+	P := m.c.Size()
+	alloc := func(n int) [][][]byte {
+		b := make([][][]byte, n)
+		for i := range b {
+			b[i] = make([][]byte, P)
+			for q := range b[i] {
+				b[i][q] = make([]byte, tileBytes)
+			}
+		}
+		return b
+	}
+	m.tile, m.send, m.recv = tileBytes, alloc(sendSlots), alloc(recvSlots)
+	m.recvReq = make([][]*endpoint.Request, recvSlots)
+	for i := range m.recvReq {
+		m.recvReq[i] = make([]*endpoint.Request, P)
+	}
+	m.sendReq = make([][]*endpoint.Request, sendSlots)
+	return m.c.Barrier(ctx)
+}
+
+func (m *msgTransport) SendBuf(slot, peer int) []byte { return m.send[slot][peer] }
+func (m *msgTransport) RecvBuf(slot, peer int) []byte { return m.recv[slot][peer] }
+
+func tagOf(seq uint64) int { return int(seq % (1 << 21)) }
+
+func (m *msgTransport) Expect(slot int, seq uint64) error {
+	for q := range m.recvReq[slot] {
+		r, err := m.c.Irecv(m.recv[slot][q], q, tagOf(seq))
+		if err != nil {
+			return err
+		}
+		m.recvReq[slot][q] = r
+	}
+	return nil
+}
+
+func (m *msgTransport) Send(peer, sendSlot, recvSlot, n int, seq uint64) error {
+	r, err := m.c.Isend(m.send[sendSlot][peer][:n], peer, tagOf(seq))
+	if err != nil {
+		return err
+	}
+	m.sendReq[sendSlot] = append(m.sendReq[sendSlot], r)
+	return nil
+}
+
+func (m *msgTransport) Wait(ctx context.Context, peer, recvSlot int, seq uint64) error {
+	_, err := m.recvReq[recvSlot][peer].Wait(ctx)
+	m.recvReq[recvSlot][peer] = nil
+	return err
+}
+
+func (m *msgTransport) SendDone(ctx context.Context, slot int) error {
+	err := endpoint.WaitAll(ctx, m.sendReq[slot]...)
+	m.sendReq[slot] = m.sendReq[slot][:0]
+	return err
+}
+
+// twiddles returns e^{-2πik/n} for k < n/2.
+func twiddles(n int) []complex128 {
+	t := make([]complex128, n/2)
+	for k := range t {
+		t[k] = cmplx.Exp(complex(0, -2*math.Pi*float64(k)/float64(n)))
+	}
+	return t
+}
+
+// fft is an in-place iterative radix-2 FFT.
+func fft(a []complex128, tw []complex128) {
+	n := len(a)
+	for i, j := 1, 0; i < n; i++ {
+		bit := n >> 1
+		for ; j&bit != 0; bit >>= 1 {
+			j ^= bit
+		}
+		j ^= bit
+		if i < j {
+			a[i], a[j] = a[j], a[i]
+		}
+	}
+	for size := 2; size <= n; size <<= 1 {
+		half, step := size/2, n/size
+		for start := 0; start < n; start += size {
+			for k := 0; k < half; k++ {
+				t := tw[k*step] * a[start+k+half]
+				a[start+k+half] = a[start+k] - t
+				a[start+k] += t
+			}
+		}
+	}
+}
