@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/fabric"
 	"github.com/weft-hpc/weft/internal/bootstrap"
 	"github.com/weft-hpc/weft/internal/launchtest"
 )
@@ -110,6 +112,61 @@ func TestMultiProcess(t *testing.T) {
 				}
 				return nil
 			})
+		})
+	}
+}
+
+// TestOverComm runs windows over endpoint.Comm, the group onesided is meant
+// for: its Barrier and Allgather, and (granted atomics and RMA ordering)
+// its libfabric domain, in which each window opens its own endpoint.
+func TestOverComm(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []endpoint.Option
+		env  []string
+	}{
+		{"own-domain", nil, []string{"WEFT_ONESIDED_SHM=off"}},
+		{"comm-domain", []endpoint.Option{endpoint.WithCaps(fabric.CapAtomic), endpoint.WithOrder(fabric.OrderRMAWAW)},
+			[]string{"WEFT_ONESIDED_SHM=off"}},
+		{"direct", nil, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if !launchtest.IsWorker() {
+				requireProvider(t, "shm")
+				launchtest.Run(t, 3, "shm", 60*time.Second, c.env...)
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			w, err := endpoint.Init(ctx, c.opts...)
+			if err != nil {
+				t.Fatalf("endpoint.Init: %v", err)
+			}
+			defer w.Close()
+			comm := w.Comm()
+			win, err := Allocate(ctx, comm, 64)
+			if err != nil {
+				t.Fatalf("Allocate over Comm: %v", err)
+			}
+			if fp, ok := win.net.(*fabPath); ok {
+				if own := fp.fab != nil; own != (c.name == "own-domain") {
+					t.Errorf("window opened its own domain: %v (case %s)", own, c.name)
+				}
+			} else if c.name != "direct" {
+				t.Errorf("no libfabric path in case %s", c.name)
+			}
+			if err := win.Free(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := putSignalStress(ctx, comm, 100, 16<<10); err != nil {
+				t.Fatalf("rank %d: put-signal: %v", comm.Rank(), err)
+			}
+			if err := atomicsContention(ctx, comm, 50); err != nil {
+				t.Fatalf("rank %d: atomics: %v", comm.Rank(), err)
+			}
+			if err := pipelineMatrix(ctx, comm, []PipelineConfig{{N: 13, K: 4, D: 2, BytesPerIter: 1000}}); err != nil {
+				t.Fatalf("rank %d: pipeline: %v", comm.Rank(), err)
+			}
 		})
 	}
 }
