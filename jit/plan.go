@@ -255,27 +255,3 @@ func (p *plan) transpose() *transposePlan {
 	}
 	return t
 }
-
-// origin returns the typed index of the origin of unit u and, when a is not
-// nil, fills the level counters for entering generated code at u.
-func (p *plan) origin(u, base int64, a *callArgs) int64 {
-	e, r := u/p.upe, u%p.upe
-	o := base + e*p.ir.Extent
-	for j := len(p.levels) - 1; j >= 0; j-- {
-		l := &p.levels[j]
-		i := r / p.below[j]
-		r %= p.below[j]
-		o += l.disp + l.off(i)
-		if a != nil {
-			if j == 0 {
-				a.ctr0, a.pos0 = l.count-i, i
-			} else {
-				a.lv[j-1] = levelState{ctr: l.count - i, pos: i}
-			}
-		}
-	}
-	if a != nil && len(p.levels) == 0 {
-		a.ctr0 = 1 << 62 // the element loop: bounded by n
-	}
-	return o
-}
