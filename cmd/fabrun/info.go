@@ -2,38 +2,49 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/weft-hpc/weft/fabric"
+	"os/exec"
+	"path/filepath"
 )
 
-// info prints every libfabric provider configuration with what it grants,
-// then the RDMA devices.
+// info runs "fabrun info" through the fabrun-info binary (cmd/fabrun/fabrun-info),
+// found via WEFT_FABRUN_INFO, next to this executable, or on PATH. fabrun
+// itself does not link libfabric, which keeps its start-up fast.
 func info(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("fabrun info", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	provider := fs.String("provider", os.Getenv("WEFT_PROVIDER"), "only this provider (WEFT_PROVIDER)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	prog := os.Getenv("WEFT_FABRUN_INFO")
+	if prog == "" {
+		if exe, err := os.Executable(); err == nil {
+			if p := filepath.Join(filepath.Dir(exe), "fabrun-info"); isExecutable(p) {
+				prog = p
+			}
 		}
-		return 2
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "fabrun info: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if prog == "" {
+		p, err := exec.LookPath("fabrun-info")
+		if err != nil {
+			fmt.Fprintln(stderr, "fabrun info: the fabrun-info program is not next to fabrun nor on PATH (go build -o bin/ ./cmd/...), and WEFT_FABRUN_INFO is unset")
+			return 1
+		}
+		prog = p
 	}
-	infos, err := fabric.GetInfo(&fabric.Hints{Provider: *provider})
-	if err != nil {
+	cmd := exec.Command(prog, args...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.ExitCode()
+	default:
 		fmt.Fprintf(stderr, "fabrun info: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "libfabric providers (%d configurations):\n", len(infos))
-	for _, i := range infos {
-		fmt.Fprintf(stdout, "  %s\n", i)
-	}
-	return printDevices(stdout, stderr)
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
 }

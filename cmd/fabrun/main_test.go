@@ -33,7 +33,8 @@ func binaries(t testing.TB) (fabrun, hello string) {
 			return
 		}
 		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		cmd := exec.Command(gobin, "build", "-o", binDir+"/", "github.com/weft-hpc/weft/cmd/fabrun", "github.com/weft-hpc/weft/examples/hello")
+		cmd := exec.Command(gobin, "build", "-o", binDir+"/", "github.com/weft-hpc/weft/cmd/fabrun",
+			"github.com/weft-hpc/weft/cmd/fabrun/fabrun-info", "github.com/weft-hpc/weft/examples/hello")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -264,5 +265,9 @@ func TestInfo(t *testing.T) {
 	r = runFabrun(t, nil, "", "info", "--provider", "no-such-provider")
 	if r.code == 0 || !strings.Contains(r.stderr, "fabrun info:") {
 		t.Errorf("unknown provider: exit %d\n%s", r.code, r.stderr)
+	}
+	r = runFabrun(t, []string{"WEFT_FABRUN_INFO=/no/such/fabrun-info"}, "", "info")
+	if r.code == 0 || !strings.Contains(r.stderr, "fabrun info:") {
+		t.Errorf("missing fabrun-info: exit %d\n%s", r.code, r.stderr)
 	}
 }

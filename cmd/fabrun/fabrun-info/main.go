@@ -1,0 +1,51 @@
+// Command fabrun-info prints every libfabric provider configuration with
+// what it grants (endpoint type, caps, ordering, MR mode, inject size, CQ
+// data, threading, progress), then the RDMA devices. "fabrun info" runs it:
+// it is a separate binary so that fabrun itself does not link libfabric,
+// whose dependencies cost every process that loads them about 0.2 s at
+// start-up here (see docs/perf/fabrun.md).
+//
+//	fabrun-info [--provider P]      (WEFT_PROVIDER)
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/weft-hpc/weft/fabric"
+)
+
+func main() {
+	os.Exit(info(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// info prints every libfabric provider configuration with what it grants,
+// then the RDMA devices.
+func info(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fabrun info", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	provider := fs.String("provider", os.Getenv("WEFT_PROVIDER"), "only this provider (WEFT_PROVIDER)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "fabrun info: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	infos, err := fabric.GetInfo(&fabric.Hints{Provider: *provider})
+	if err != nil {
+		fmt.Fprintf(stderr, "fabrun info: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "libfabric providers (%d configurations):\n", len(infos))
+	for _, i := range infos {
+		fmt.Fprintf(stdout, "  %s\n", i)
+	}
+	return printDevices(stdout, stderr)
+}
