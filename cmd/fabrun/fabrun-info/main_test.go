@@ -1,0 +1,21 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestInfo(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := info([]string{"--provider", "shm"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "  shm (fabric shm") || !strings.Contains(out.String(), "RDMA devices") {
+		t.Errorf("output:\n%s", out.String())
+	}
+	out.Reset()
+	if code := info([]string{"stray"}, &out, &errb); code != 2 {
+		t.Errorf("stray argument: exit %d", code)
+	}
+}
