@@ -37,8 +37,6 @@ func (k *kernel) run(packed, typed []byte, base int64, count int, from int64, pa
 	pos := from
 	U := p.unit
 	var a callArgs
-	tbase := uintptr(unsafe.Pointer(unsafe.SliceData(typed)))
-	pbase := uintptr(unsafe.Pointer(unsafe.SliceData(packed)))
 	entry, tentry := k.pack, k.tpack
 	if !pack {
 		entry, tentry = k.unpack, k.tunpack
@@ -51,15 +49,18 @@ func (k *kernel) run(packed, typed []byte, base int64, count int, from int64, pa
 			pos = end
 			continue
 		}
+		// Addresses are taken right before each call: no Go call between
+		// them and the generated code (a goroutine stack could move at one).
 		if t := p.tr; tentry != 0 {
-			if done := k.bands(t, u, to, base, count, pos-from, tbase, pbase, tentry, pack, &a); done > 0 {
+			if done := k.bands(t, u, to, base, count, pos-from, typed, packed, tentry, pack, &a); done > 0 {
 				pos += done
 				continue
 			}
 		}
 		nu := min((to-pos)/U, max(1, k.budget/U))
-		a.typed = tbase + uintptr(k.origin(u, base, &a))
-		a.packed = pbase + uintptr(pos-from)
+		o := k.origin(u, base, &a)
+		a.typed = uintptr(unsafe.Pointer(unsafe.SliceData(typed))) + uintptr(o)
+		a.packed = uintptr(unsafe.Pointer(unsafe.SliceData(packed))) + uintptr(pos-from)
 		a.n = nu
 		callCode(entry, &a)
 		pos += nu * U
@@ -76,7 +77,7 @@ func (k *kernel) origin(u, base int64, a *callArgs) int64 { return k.p.origin(u,
 // at unit u and end before stream offset to, at most one grandparent instance
 // and one budget at a time. It returns the packed bytes done (0 when u is not
 // at a band boundary or no whole band fits).
-func (k *kernel) bands(t *transposePlan, u, to, base int64, count int, poff int64, tbase, pbase, entry uintptr, pack bool, a *callArgs) int64 {
+func (k *kernel) bands(t *transposePlan, u, to, base int64, count int, poff int64, typed, packed []byte, entry uintptr, pack bool, a *callArgs) int64 {
 	p := k.p
 	// parent instance index j of unit u and the parent's count c1
 	ju := u / t.c0 // units of the innermost loop are rows; ju counts parent instances overall
@@ -99,8 +100,9 @@ func (k *kernel) bands(t *transposePlan, u, to, base int64, count int, poff int6
 	if nb <= 0 {
 		return 0
 	}
-	a.typed = tbase + uintptr(k.origin(u, base, nil))
-	a.packed = pbase + uintptr(poff)
+	o := k.origin(u, base, nil)
+	a.typed = uintptr(unsafe.Pointer(unsafe.SliceData(typed))) + uintptr(o)
+	a.packed = uintptr(unsafe.Pointer(unsafe.SliceData(packed))) + uintptr(poff)
 	a.n = nb
 	callCode(entry, a)
 	return nb * t.bandSize
