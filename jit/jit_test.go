@@ -354,3 +354,34 @@ func abs(v int64) int64 {
 	}
 	return v
 }
+
+// TestRegressionNestedBigBody: a struct part that is itself a loop over a
+// struct too large to unroll was once compiled with an empty body (found by
+// the fuzzer with tiny limits).
+func TestRegressionNestedBigBody(t *testing.T) {
+	needNative(t)
+	defer func(m int64) { maxBodyBlocks = m }(maxBodyBlocks)
+	maxBodyBlocks = 3
+	inner := must(ddt.Struct([]int{1, 2, 1, 3, 1}, []int64{0, 8, 24, 40, 64}, []*ddt.Type{ddt.Int32, ddt.Int16, ddt.Float64, ddt.Byte, ddt.Int32}))
+	loop := must(ddt.HVector(3, 1, 96, inner))
+	ty := interpType(t, must(ddt.Struct([]int{1, 1, 2}, []int64{0, 400, 512}, []*ddt.Type{loop, ddt.Float64, inner})))
+	k, err := compileIR(ty.IR(), hostFeatures)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nested := false
+	if s, ok := k.(*seqKernel); ok {
+		for _, pt := range s.parts {
+			if _, ok := pt.k.(*seqKernel); ok {
+				nested = true
+			}
+		}
+	}
+	if !nested {
+		t.Fatalf("expected a sequence part that is itself a sequence kernel, got %T\n%s", k, ty.IR())
+	}
+	r := rand.New(rand.NewPCG(9, 9))
+	for _, count := range []int{1, 2, 7} {
+		differential(t, r, ty, k, count)
+	}
+}

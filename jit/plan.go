@@ -99,7 +99,7 @@ func newPlan(ir *ddt.IR) (*plan, error) {
 	n := ir.Root
 	for {
 		switch {
-		case (n.Op == ddt.OpLoop || n.Op == ddt.OpIndex) && !(n.Blocks <= unrollLoop && n.Size <= unrollLoopSize):
+		case (n.Op == ddt.OpLoop || n.Op == ddt.OpIndex) && !(n.Blocks <= min(unrollLoop, maxBodyBlocks) && n.Size <= unrollLoopSize):
 			if len(outer) == maxLevels {
 				return nil, errDecline("more than %d loop levels", maxLevels)
 			}
