@@ -1,0 +1,510 @@
+// Command endpoint benchmarks weft's endpoint package against itself
+// (private vs shared endpoints) and against raw fabric/ (issue 4):
+//
+//	pingpong  half round-trip latency and bandwidth, endpoint/ vs raw fabric/
+//	          (the same domain, measured alternately in one run)
+//	rate      message rate of 8 B messages vs sending goroutines,
+//	          private endpoints vs one shared endpoint
+//	depth     message rate vs expected / unexpected queue depth (0..256
+//	          non-matching entries per goroutine), private vs shared
+//
+// Run with two processes, e.g.
+//
+//	fabrun -n 2 --provider shm bin/endpoint-bench -bench pingpong
+//	mpiexec.hydra -n 2 -env WEFT_PROVIDER shm bin/endpoint-bench -bench rate
+//
+// Rank 0 prints a table of medians over -reps repetitions. Flags can also be
+// given as WEFT_BENCH_<FLAG> environment variables (e.g. WEFT_BENCH_REPS=7).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/fabric"
+)
+
+var (
+	benchName = flag.String("bench", env("BENCH", "pingpong"), "pingpong, rate, depth or all")
+	reps      = flag.Int("reps", envInt("REPS", 7), "repetitions; the median is reported")
+	iters     = flag.Int("iters", envInt("ITERS", 2000), "ping-pong round trips (small messages) per repetition")
+	window    = flag.Int("window", envInt("WINDOW", 64), "messages per window in rate/depth")
+	windows   = flag.Int("windows", envInt("WINDOWS", 100), "windows per repetition in rate/depth")
+	gList     = flag.String("goroutines", env("GOROUTINES", "1,2,4"), "goroutine counts for rate")
+	dList     = flag.String("depths", env("DEPTHS", "0,16,64,256"), "queue depths for depth")
+	sizes     = flag.String("sizes", env("SIZES", "8,64,1024,16384,65536,1048576,4194304"), "ping-pong message sizes")
+	timeout   = flag.Duration("timeout", 5*time.Minute, "overall limit")
+)
+
+func env(k, def string) string {
+	if v := os.Getenv("WEFT_BENCH_" + k); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(k string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv("WEFT_BENCH_" + k)); err == nil {
+		return v
+	}
+	return def
+}
+
+func ints(s string) []int {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
+
+func main() {
+	flag.Parse()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "endpoint-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	w, err := endpoint.Init(ctx)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	if w.Comm().Size() != 2 {
+		return fmt.Errorf("run with exactly 2 processes (got %d)", w.Comm().Size())
+	}
+	if w.Comm().Rank() == 0 {
+		fmt.Printf("# provider %s, %d reps (median), GOMAXPROCS-visible CPUs shared by both ranks\n", w.Info().Provider, *reps)
+	}
+	for _, b := range strings.Split(*benchName, ",") {
+		switch b {
+		case "pingpong":
+			err = pingpong(ctx, w)
+		case "rate":
+			err = rate(ctx, w)
+		case "depth":
+			err = depth(ctx, w)
+		case "all":
+			if err = pingpong(ctx, w); err == nil {
+				if err = rate(ctx, w); err == nil {
+					err = depth(ctx, w)
+				}
+			}
+		default:
+			err = fmt.Errorf("unknown -bench %q", b)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ---- ping-pong --------------------------------------------------------------
+
+// raw is a bare fabric endpoint in the same domain as the endpoint/ handle.
+type raw struct {
+	cq    *fabric.CQ
+	av    *fabric.AV
+	ep    *fabric.Endpoint
+	peer  fabric.Addr
+	comps [16]fabric.Completion
+	buf   *fabric.Buffer
+	inj   int
+	seen  [4]int
+}
+
+func openRaw(ctx context.Context, c *endpoint.Comm, size int) (*raw, error) {
+	d := c.Domain()
+	r := &raw{inj: c.Info().InjectSize}
+	var err error
+	if r.cq, err = d.OpenCQ(256); err != nil {
+		return nil, err
+	}
+	if r.av, err = d.OpenAV(4); err != nil {
+		return nil, err
+	}
+	if r.ep, err = d.OpenEndpoint(c.Info(), r.cq, r.av); err != nil {
+		return nil, err
+	}
+	name, err := r.ep.Name()
+	if err != nil {
+		return nil, err
+	}
+	all, err := c.Allgather(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := r.av.Insert(all...)
+	if err != nil {
+		return nil, err
+	}
+	r.peer = addrs[1-c.Rank()]
+	if r.buf, err = d.Alloc(2 * size); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *raw) close() {
+	r.ep.Close()
+	r.av.Close()
+	r.cq.Close()
+	r.buf.Close()
+}
+
+// wait polls until a completion with context want arrives (completions
+// for other contexts that arrive meanwhile are remembered).
+func (r *raw) wait(want uint64) error {
+	for r.seen[want] == 0 {
+		n, err := r.cq.Read(r.comps[:])
+		if err != nil && !errors.Is(err, fabric.ErrAgain) {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			r.seen[r.comps[i].Context]++
+		}
+	}
+	r.seen[want]--
+	return nil
+}
+
+func (r *raw) send(b []byte) error {
+	for {
+		var err error
+		if len(b) <= r.inj {
+			err = r.ep.TInject(b, r.peer, 1)
+		} else {
+			err = r.ep.TSend(b, r.buf.Desc(), r.peer, 1, 2)
+		}
+		if err == nil {
+			if len(b) > r.inj {
+				return r.wait(2)
+			}
+			return nil
+		}
+		if !errors.Is(err, fabric.ErrAgain) {
+			return err
+		}
+		r.cq.Read(r.comps[:])
+	}
+}
+
+// pingpongRaw returns the half round-trip time per message.
+func pingpongRaw(r *raw, me, size, n int) (time.Duration, error) {
+	all := r.buf.Bytes()
+	sb, rb := all[:size], all[size:2*size]
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if err := r.ep.TRecv(rb, r.buf.Desc(), fabric.AddrUnspec, 1, 0, 3); err != nil {
+			return 0, err
+		}
+		if me == 0 {
+			if err := r.send(sb); err != nil {
+				return 0, err
+			}
+			if err := r.wait(3); err != nil {
+				return 0, err
+			}
+		} else {
+			if err := r.wait(3); err != nil {
+				return 0, err
+			}
+			if err := r.send(sb); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return time.Since(start) / time.Duration(2*n), nil
+}
+
+func pingpongEP(ctx context.Context, c *endpoint.Comm, me, size, n int) (time.Duration, error) {
+	sb, rb := make([]byte, size), make([]byte, size)
+	peer := 1 - me
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if me == 0 {
+			if err := c.Send(ctx, sb, peer, 1); err != nil {
+				return 0, err
+			}
+			if _, err := c.Recv(ctx, rb, peer, 1); err != nil {
+				return 0, err
+			}
+		} else {
+			if _, err := c.Recv(ctx, rb, peer, 1); err != nil {
+				return 0, err
+			}
+			if err := c.Send(ctx, sb, peer, 1); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return time.Since(start) / time.Duration(2*n), nil
+}
+
+func pingpong(ctx context.Context, w *endpoint.World) error {
+	eps, err := w.Comm().CreateEndpoints(ctx, 1)
+	if err != nil {
+		return err
+	}
+	c := eps[0]
+	defer c.Free()
+	me := c.Rank()
+	sz := ints(*sizes)
+	maxSize := 0
+	for _, s := range sz {
+		maxSize = max(maxSize, s)
+	}
+	r, err := openRaw(ctx, c, maxSize)
+	if err != nil {
+		return fmt.Errorf("raw fabric endpoint: %w", err)
+	}
+	defer r.close()
+	if me == 0 {
+		fmt.Printf("\n## ping-pong (half round trip), endpoint/ private endpoint vs raw fabric/ tagged, same domain\n")
+		fmt.Printf("%10s %12s %12s %8s %12s %12s\n", "bytes", "raw_us", "endpoint_us", "ratio", "raw_MB/s", "endpoint_MB/s")
+	}
+	for _, size := range sz {
+		n := *iters
+		if size >= 65536 {
+			n = max(20, *iters*4096/size)
+		}
+		var rawT, epT []float64
+		for rep := 0; rep < *reps; rep++ {
+			if err := c.Barrier(ctx); err != nil {
+				return err
+			}
+			// warm up both paths, then measure them alternately
+			if _, err := pingpongRaw(r, me, size, max(1, n/10)); err != nil {
+				return err
+			}
+			rt, err := pingpongRaw(r, me, size, n)
+			if err != nil {
+				return err
+			}
+			if err := c.Barrier(ctx); err != nil {
+				return err
+			}
+			if _, err := pingpongEP(ctx, c, me, size, max(1, n/10)); err != nil {
+				return err
+			}
+			et, err := pingpongEP(ctx, c, me, size, n)
+			if err != nil {
+				return err
+			}
+			rawT = append(rawT, float64(rt.Nanoseconds())/1e3)
+			epT = append(epT, float64(et.Nanoseconds())/1e3)
+		}
+		if me == 0 {
+			rm, em := median(rawT), median(epT)
+			fmt.Printf("%10d %12.3f %12.3f %8.3f %12.1f %12.1f\n", size, rm, em, em/rm, float64(size)/rm, float64(size)/em)
+		}
+	}
+	return nil
+}
+
+// ---- message rate -----------------------------------------------------------
+
+// stream: goroutine i of rank 0 sends windows of 8-byte messages to its
+// partner handle i on rank 1, which receives them and acknowledges each
+// window. Extra non-matching entries (depth) sit in the receiver's posted
+// queue (expected) or unexpected queue during the run.
+func stream(ctx context.Context, w *endpoint.World, g int, shared bool, depth int, unexpected bool) (float64, error) {
+	eps, err := w.Comm().CreateEndpoints(ctx, g, endpoint.Shared(shared))
+	if err != nil {
+		return 0, err
+	}
+	me := w.Comm().Rank()
+	var wg sync.WaitGroup
+	errs := make([]error, g)
+	var start time.Time
+	if err := w.Comm().Barrier(ctx); err != nil {
+		return 0, err
+	}
+	start = time.Now()
+	for i, c := range eps {
+		wg.Add(1)
+		go func(i int, c *endpoint.Comm) {
+			defer wg.Done()
+			errs[i] = streamOne(ctx, c, me, i, g, depth, unexpected)
+		}(i, c)
+	}
+	wg.Wait()
+	el := time.Since(start)
+	for _, c := range eps {
+		c.Free()
+	}
+	for _, e := range errs {
+		if e != nil {
+			return 0, e
+		}
+	}
+	if err := w.Comm().Barrier(ctx); err != nil {
+		return 0, err
+	}
+	return float64(g**window**windows) / el.Seconds(), nil
+}
+
+const junkTag = 999
+
+func streamOne(ctx context.Context, c *endpoint.Comm, me, i, g, depth int, unexpected bool) error {
+	msg := make([]byte, 8)
+	ack := make([]byte, 1)
+	peer := i + g
+	if me == 1 {
+		peer = i
+	}
+	reqs := make([]*endpoint.Request, *window)
+	bufs := make([][]byte, *window)
+	for k := range bufs {
+		bufs[k] = make([]byte, 8)
+	}
+	var junk []*endpoint.Request
+	// set up the queue depth
+	if me == 1 && !unexpected {
+		for k := 0; k < depth; k++ {
+			r, err := c.Irecv(make([]byte, 8), peer, junkTag)
+			if err != nil {
+				return err
+			}
+			junk = append(junk, r)
+		}
+	}
+	if me == 0 && unexpected {
+		for k := 0; k < depth; k++ {
+			if err := c.Send(ctx, msg, peer, junkTag); err != nil {
+				return err
+			}
+		}
+	}
+	if err := c.Barrier(ctx); err != nil { // the junk has arrived / is posted
+		return err
+	}
+	for win := 0; win < *windows; win++ {
+		if me == 0 {
+			for k := 0; k < *window; k++ {
+				r, err := c.Isend(msg, peer, 1)
+				if err != nil {
+					return err
+				}
+				reqs[k] = r
+			}
+			if err := endpoint.WaitAll(ctx, reqs...); err != nil {
+				return err
+			}
+			if _, err := c.Recv(ctx, ack, peer, 2); err != nil {
+				return err
+			}
+		} else {
+			for k := 0; k < *window; k++ {
+				r, err := c.Irecv(bufs[k], peer, 1)
+				if err != nil {
+					return err
+				}
+				reqs[k] = r
+			}
+			if err := endpoint.WaitAll(ctx, reqs...); err != nil {
+				return err
+			}
+			if err := c.Send(ctx, ack, peer, 2); err != nil {
+				return err
+			}
+		}
+	}
+	// drain the depth entries
+	for _, r := range junk {
+		r.Cancel()
+		r.Wait(ctx)
+	}
+	if me == 1 && unexpected {
+		for k := 0; k < depth; k++ {
+			if _, err := c.Recv(ctx, msg, peer, junkTag); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func rate(ctx context.Context, w *endpoint.World) error {
+	me := w.Comm().Rank()
+	if me == 0 {
+		fmt.Printf("\n## message rate, 8 B, window %d x %d, goroutines per process (each owns a handle)\n", *window, *windows)
+		fmt.Printf("%10s %14s %14s %8s\n", "goroutines", "private_msg/s", "shared_msg/s", "ratio")
+	}
+	for _, g := range ints(*gList) {
+		var p, s []float64
+		for rep := 0; rep < *reps; rep++ {
+			rp, err := stream(ctx, w, g, false, 0, false)
+			if err != nil {
+				return err
+			}
+			rs, err := stream(ctx, w, g, true, 0, false)
+			if err != nil {
+				return err
+			}
+			p, s = append(p, rp), append(s, rs)
+		}
+		if me == 0 {
+			fmt.Printf("%10d %14.0f %14.0f %8.2f\n", g, median(p), median(s), median(p)/median(s))
+		}
+	}
+	return nil
+}
+
+func depth(ctx context.Context, w *endpoint.World) error {
+	me := w.Comm().Rank()
+	g := 2
+	if me == 0 {
+		fmt.Printf("\n## message rate vs queue depth, 8 B, %d goroutines per process, depth = non-matching entries per handle\n", g)
+		fmt.Printf("%6s %11s %14s %14s %8s\n", "depth", "queue", "private_msg/s", "shared_msg/s", "ratio")
+	}
+	for _, unexp := range []bool{false, true} {
+		q := "expected"
+		if unexp {
+			q = "unexpected"
+		}
+		for _, d := range ints(*dList) {
+			var p, s []float64
+			for rep := 0; rep < *reps; rep++ {
+				rp, err := stream(ctx, w, g, false, d, unexp)
+				if err != nil {
+					return err
+				}
+				rs, err := stream(ctx, w, g, true, d, unexp)
+				if err != nil {
+					return err
+				}
+				p, s = append(p, rp), append(s, rs)
+			}
+			if me == 0 {
+				fmt.Printf("%6d %11s %14.0f %14.0f %8.2f\n", d, q, median(p), median(s), median(p)/median(s))
+			}
+		}
+	}
+	return nil
+}
