@@ -33,6 +33,7 @@
 //	--pmi-host     WEFT_PMI_HOST    address ssh ranks use to reach fabrun
 //	--srun         WEFT_SRUN        srun command and options (default "srun")
 //	--env K=V      (repeatable)     extra environment for every rank
+//	(fabrun info)  WEFT_FABRUN_INFO the fabrun-info program (default: next to fabrun, then PATH)
 package main
 
 import (
