@@ -19,6 +19,10 @@ var (
 	// ErrNoPath reports a target that no configured path can reach (for
 	// example a rank on another node with the direct-store path forced).
 	ErrNoPath = errors.New("onesided: no path to target")
+	// ErrTimeout reports a wait without a context (FetchAndOp,
+	// CompareAndSwap, PutSignal with delivery ordering) that outlasted
+	// WEFT_ONESIDED_TIMEOUT: usually a target that stopped making progress.
+	ErrTimeout = errors.New("onesided: operation timed out")
 	// ErrOutOfMemory reports a symmetric heap that cannot satisfy Alloc.
 	ErrOutOfMemory = errors.New("onesided: symmetric heap exhausted")
 )

@@ -2,9 +2,11 @@ package onesided
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/weft-hpc/weft/fabric"
 )
@@ -128,5 +130,58 @@ func TestNetHeap(t *testing.T) {
 	requireProvider(t, "shm")
 	runRanks(t, 3, func(ctx context.Context, g Group) error {
 		return heapScenario(ctx, g, providerCase{"shm", OrderAuto}.opts()...)
+	})
+}
+
+// TestNetTimeout: an atomic against a rank that makes no progress fails
+// with ErrTimeout (WEFT_ONESIDED_TIMEOUT) instead of hanging, and the
+// window stays usable.
+func TestNetTimeout(t *testing.T) {
+	requireProvider(t, "shm")
+	old := opTimeout
+	opTimeout = 300 * time.Millisecond
+	defer func() { opTimeout = old }()
+	runRanks(t, 2, func(ctx context.Context, g Group) error {
+		w, err := Allocate(ctx, g, 64, providerCase{"shm", OrderAuto}.opts()...)
+		if err != nil {
+			return err
+		}
+		if g.Rank() == 0 {
+			_, err := w.FetchAndOp(1, 0, Uint64, OpSum, 1)
+			if !errors.Is(err, ErrTimeout) {
+				return fmt.Errorf("FetchAndOp on a silent target: %v, want ErrTimeout", err)
+			}
+		}
+		// Rank 1 sits in a group barrier (no progress) until rank 0 gave up.
+		if err := g.Barrier(ctx); err != nil {
+			return err
+		}
+		if err := w.Fence(ctx); err != nil {
+			return err
+		}
+		// The window still works. The timed-out atomic was either never
+		// issued (shm answers EAGAIN until the peer has progressed once) or
+		// has landed by now.
+		if g.Rank() == 0 {
+			old, err := w.FetchAndOp(1, 0, Uint64, OpSum, 5)
+			if err != nil {
+				return err
+			}
+			if old > 1 {
+				return fmt.Errorf("counter was %d before the second atomic", old)
+			}
+			if err := w.Put(1, 8, []byte{byte(old)}); err != nil {
+				return err
+			}
+		}
+		if err := w.Fence(ctx); err != nil {
+			return err
+		}
+		if g.Rank() == 1 {
+			if v, old := binary.LittleEndian.Uint64(w.Bytes()), uint64(w.Bytes()[8]); v != old+5 {
+				return fmt.Errorf("counter %d, want %d", v, old+5)
+			}
+		}
+		return w.Free(ctx)
 	})
 }

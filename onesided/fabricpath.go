@@ -258,12 +258,14 @@ func (f *fabPath) inRegion(b []byte) int {
 
 // slot takes a scratch slot, driving progress until one is free.
 func (f *fabPath) slot() ([]byte, int, error) {
-	var wt waiter
+	wt := waiter{limit: opTimeout}
 	for len(f.freeSlots) == 0 {
 		if err := f.progress(); err != nil {
 			return nil, -1, err
 		}
-		_ = wt.pause(context.Background())
+		if err := wt.pause(context.Background()); err != nil {
+			return nil, -1, err
+		}
 	}
 	i := f.freeSlots[len(f.freeSlots)-1]
 	f.freeSlots = f.freeSlots[:len(f.freeSlots)-1]
@@ -304,7 +306,7 @@ func (f *fabPath) untrack(id uint64) *pendingOp {
 
 // post retries an operation while the provider answers EAGAIN.
 func (f *fabPath) post(id uint64, fn func() error) error {
-	var wt waiter
+	wt := waiter{limit: opTimeout}
 	for {
 		err := fn()
 		if err == nil {
@@ -319,7 +321,10 @@ func (f *fabPath) post(id uint64, fn func() error) error {
 			return err
 		}
 		// The queue is full until the peer makes progress: give way.
-		_ = wt.pause(context.Background())
+		if err := wt.pause(context.Background()); err != nil {
+			f.untrack(id)
+			return err
+		}
 	}
 }
 
@@ -347,7 +352,7 @@ func (f *fabPath) progress() error {
 
 // wait drives progress until op completes.
 func (f *fabPath) wait(ctx context.Context, op *pendingOp) error {
-	var wt waiter
+	wt := waiter{limit: opTimeout}
 	for !op.done {
 		if err := f.progress(); err != nil && op.done {
 			break

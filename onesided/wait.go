@@ -2,6 +2,7 @@ package onesided
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -14,6 +15,19 @@ import (
 // lowest latency when every rank has a core of its own; on oversubscribed
 // nodes the yields let the rank being waited for run.
 var spinLimit = envInt("WEFT_ONESIDED_SPIN", 4096)
+
+// opTimeout bounds the waits of calls that take no context (FetchAndOp,
+// CompareAndSwap, a PutSignal that waits for delivery, a full queue):
+// WEFT_ONESIDED_TIMEOUT, a Go duration, default 2m. They then fail with
+// ErrTimeout.
+var opTimeout = envDuration("WEFT_ONESIDED_TIMEOUT", 2*time.Minute)
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil && d > 0 {
+		return d
+	}
+	return def
+}
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v >= 0 {
@@ -28,6 +42,7 @@ func envInt(name string, def int) int {
 type waiter struct {
 	n     int
 	since time.Time
+	limit time.Duration // > 0: fail with ErrTimeout after this long
 }
 
 // pause is called after each unsuccessful poll; it returns ctx's error
@@ -44,6 +59,9 @@ func (w *waiter) pause(ctx context.Context) error {
 	}
 	if w.n == spinLimit {
 		w.since = time.Now()
+	}
+	if w.limit > 0 && w.n&63 == 0 && time.Since(w.since) > w.limit {
+		return fmt.Errorf("%w after %v (WEFT_ONESIDED_TIMEOUT)", ErrTimeout, w.limit)
 	}
 	if w.n&15 == 0 && time.Since(w.since) > time.Millisecond {
 		time.Sleep(20 * time.Microsecond)
