@@ -66,7 +66,8 @@ func runFabrun(t *testing.T, env []string, stdin string, args ...string) result 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, fab, args...)
-	cmd.Env = append(os.Environ(), env...)
+	// Local ranks even when the tests run inside a Slurm allocation.
+	cmd.Env = append(append(os.Environ(), "WEFT_LAUNCHER=local"), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
@@ -224,7 +225,7 @@ func TestStdinToRankZero(t *testing.T) {
 func TestSignalForwarded(t *testing.T) {
 	fab, _ := binaries(t)
 	mark := marker(t)
-	cmd := exec.Command(fab, "-n", "3", "--tag-output", "sh", "-c", `echo up; sleep 30`)
+	cmd := exec.Command(fab, "-n", "3", "--launcher", "local", "--tag-output", "sh", "-c", `echo up; sleep 30`)
 	cmd.Env = append(os.Environ(), mark)
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se

@@ -96,6 +96,7 @@ func run(name string, n int, provider string, timeout time.Duration, env []strin
 	defer cancel()
 	err = launch.Run(ctx, launch.Config{
 		NP:        n,
+		Launcher:  "local", // never srun, even inside a Slurm allocation
 		Argv:      []string{exe, "-test.run", Pattern(name), "-test.count=1", "-test.v=true", "-test.timeout=" + (timeout + 2*time.Second).String()},
 		Env:       append([]string{"WEFT_TEST_WORKER=1"}, env...),
 		Provider:  provider,
