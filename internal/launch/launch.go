@@ -347,10 +347,10 @@ func (j *Job) startRanks() error {
 			if msg != "" {
 				reason += ": " + msg
 			}
-			j.fail <- &ExitError{Rank: rank, Code: code, Reason: reason}
+			j.report(&ExitError{Rank: rank, Code: code, Reason: reason})
 		},
 		OnStall: func(rank int) {
-			j.fail <- &ExitError{Rank: rank, Code: 1, Reason: "left the job without PMI finalize while other ranks wait in a fence", Err: errStall}
+			j.report(&ExitError{Rank: rank, Code: 1, Reason: "left the job without PMI finalize while other ranks wait in a fence", Err: errStall})
 		},
 	})
 	if err != nil {
