@@ -55,6 +55,7 @@ type gen struct {
 	tmp     [2]x86.Reg
 	ti, vi  int
 	usedNT  bool
+	tIdx    x86.Reg // when not NoReg, typed addresses are [tb + tIdx + off]
 	tables  *[]table
 	byLevel map[int]table // delta tables shared by the pack and unpack code
 }
@@ -103,6 +104,9 @@ func (g *gen) vec() x86.VReg { g.vi = (g.vi + 1) & 7; return x86.VReg(g.vi) }
 // direction of g.pack.
 func (g *gen) mv(w int, tb x86.Reg, to int64, pb x86.Reg, po int64) {
 	src, dst := x86.M(tb, int32(to)), x86.M(pb, int32(po))
+	if g.tIdx != x86.NoReg {
+		src = x86.MI(tb, g.tIdx, 1, int32(to))
+	}
 	if !g.pack {
 		src, dst = dst, src
 	}
@@ -346,15 +350,18 @@ func (g *gen) loopCode(p *plan) {
 		in = p.levels[0]
 	}
 	var tab0 table
+	absMode := g.absMode(p, in, inIsElem)
 	if !inIsElem && in.offs != nil {
-		tab0 = g.levelTable(p, 0)
+		if absMode {
+			tab0 = g.absTable(p)
+		} else {
+			tab0 = g.levelTable(p, 0)
+		}
 		a.Load(8, rPos, x86.M(rArgs, offPos0))
 		a.LeaLabel(rTab, tab0.l)
 	}
 	done := a.NewLabel()
 	row := a.NewLabel()
-	inner := a.NewLabel()
-	after := a.NewLabel()
 	a.Bind(row)
 	// m = min(ctr, n); n -= m; ctr -= m
 	a.MovRR(rM, rCtr)
@@ -366,6 +373,64 @@ func (g *gen) loopCode(p *plan) {
 	if inIsElem {
 		stride = p.ir.Extent
 	}
+	if absMode {
+		g.absLoops(p, tab0)
+	} else {
+		g.tightLoops(p, in, inIsElem, tab0, stride)
+	}
+	a.Test(rN, rN)
+	a.Jcc(x86.CondE, done)
+	if inIsElem { // the element loop never wraps inside one call
+		a.Ud2()
+	} else {
+		// Innermost level finished a row: back to instance 0, step the next level.
+		if in.offs != nil {
+			a.MovImm(rPos, 0) // the last delta already returned to instance 0
+		} else {
+			g.addImm(rT, -in.count*in.stride)
+		}
+		a.MovImm(rCtr, in.count)
+		for j := 1; j < len(p.levels); j++ {
+			l := p.levels[j]
+			ctr := x86.M(rArgs, int32(offLv+(j-1)*sizeLevelState))
+			pos := x86.M(rArgs, int32(offLv+(j-1)*sizeLevelState+8))
+			wrap := a.NewLabel()
+			a.DecM(ctr)
+			a.Jcc(x86.CondE, wrap)
+			if l.offs != nil {
+				t := g.levelTable(p, j)
+				a.Load(8, x86.R12, pos)
+				a.LeaLabel(x86.R9, t.l)
+				g.addEntry(t, x86.R9, x86.R12, 0)
+				a.OpMI(x86.ADD, pos, 1)
+			} else {
+				g.addImm(rT, l.stride)
+			}
+			a.Jmp(row)
+			a.Bind(wrap)
+			a.MovImm(x86.RAX, l.count)
+			a.Store(8, ctr, x86.RAX)
+			g.addImm(rT, l.off(0)-l.off(l.count-1))
+			if l.offs != nil {
+				a.MovImm(x86.RAX, 0)
+				a.Store(8, pos, x86.RAX)
+			}
+		}
+		// element loop
+		g.addImm(rT, p.ir.Extent)
+		a.Jmp(row)
+	}
+	a.Bind(done)
+	g.epilogue()
+}
+
+// tightLoops emits the innermost loops (loop level, delta-table index level
+// or the element loop): optional gathers, a 4× unrolled loop for small units,
+// then a one-unit loop.
+func (g *gen) tightLoops(p *plan, in level, inIsElem bool, tab0 table, stride int64) {
+	a := g.a
+	inner := a.NewLabel()
+	after := a.NewLabel()
 	gathered := g.gather(p, in, inIsElem, after)
 	// Unroll small bodies 4×: strided bodies address k*stride directly,
 	// indexed bodies chain through the delta table.
@@ -419,50 +484,84 @@ func (g *gen) loopCode(p *plan) {
 	a.Dec(rM)
 	a.Jcc(x86.CondNE, inner)
 	a.Bind(after)
-	a.Test(rN, rN)
-	a.Jcc(x86.CondE, done)
-	if inIsElem { // the element loop never wraps inside one call
-		a.Ud2()
-	} else {
-		// Innermost level finished a row: back to instance 0, step the next level.
-		if in.offs != nil {
-			a.MovImm(rPos, 0) // the last delta already returned to instance 0
-		} else {
-			g.addImm(rT, -in.count*in.stride)
-		}
-		a.MovImm(rCtr, in.count)
-		for j := 1; j < len(p.levels); j++ {
-			l := p.levels[j]
-			ctr := x86.M(rArgs, int32(offLv+(j-1)*sizeLevelState))
-			pos := x86.M(rArgs, int32(offLv+(j-1)*sizeLevelState+8))
-			wrap := a.NewLabel()
-			a.DecM(ctr)
-			a.Jcc(x86.CondE, wrap)
-			if l.offs != nil {
-				t := g.levelTable(p, j)
-				a.Load(8, x86.R12, pos)
-				a.LeaLabel(x86.R9, t.l)
-				g.addEntry(t, x86.R9, x86.R12, 0)
-				a.OpMI(x86.ADD, pos, 1)
-			} else {
-				g.addImm(rT, l.stride)
-			}
-			a.Jmp(row)
-			a.Bind(wrap)
-			a.MovImm(x86.RAX, l.count)
-			a.Store(8, ctr, x86.RAX)
-			g.addImm(rT, l.off(0)-l.off(l.count-1))
-			if l.offs != nil {
-				a.MovImm(x86.RAX, 0)
-				a.Store(8, pos, x86.RAX)
-			}
-		}
-		// element loop
-		g.addImm(rT, p.ir.Extent)
-		a.Jmp(row)
+}
+
+// absMode reports whether the innermost level is an index list over a small
+// unit that can be addressed through an absolute offset table: every access
+// is [P0 + table[pos] + off] with P0 the origin of instance 0, so there is no
+// dependency chain through the typed pointer and one instruction less per
+// unit than with the delta table.
+func (g *gen) absMode(p *plan, in level, inIsElem bool) bool {
+	if inIsElem || in.offs == nil || p.unit > unrollUnitMax || len(p.blocks) > 2 {
+		return false
 	}
-	a.Bind(done)
-	g.epilogue()
+	if g.pack && g.f.AVX512 && gatherOn && (p.unit == 4 || p.unit == 8) && len(p.blocks) == 1 {
+		return false // the gather path uses the delta table layout
+	}
+	for i := int64(0); i < in.count; i++ {
+		if !fits32(in.offs[i] - in.offs[0]) {
+			return false
+		}
+	}
+	return true
+}
+
+// absTable returns the absolute offset table of the innermost index level:
+// entry i = off(i) - off(0), and entry count = 0 (back to instance 0).
+func (g *gen) absTable(p *plan) table {
+	if t, ok := g.byLevel[-1]; ok {
+		return t
+	}
+	in := p.levels[0]
+	abs := make([]int64, in.count+1)
+	for i := int64(0); i < in.count; i++ {
+		abs[i] = in.offs[i] - in.offs[0]
+	}
+	t := table{l: g.a.NewLabel(), data: abs, w: 4}
+	*g.tables = append(*g.tables, t)
+	g.byLevel[-1] = t
+	return t
+}
+
+// absLoops emits the tight loops of an absMode innermost index level: P0 in
+// R13, the entry of the current unit in R12, 4× unrolled, then rT restored
+// to the position of the next unit (instance 0 after a full row).
+func (g *gen) absLoops(p *plan, tab table) {
+	a := g.a
+	const k = 4
+	a.LoadSX32(x86.RAX, x86.MI(rTab, rPos, 4, 0))
+	a.MovRR(x86.R13, rT)
+	a.OpRR(x86.SUB, x86.R13, x86.RAX)
+	g.tIdx = x86.R12
+	quad, tail, inner, fin := a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel()
+	a.OpRI(x86.CMP, rM, k)
+	a.Jcc(x86.CondB, tail)
+	a.Align(16)
+	a.Bind(quad)
+	for j := int64(0); j < k; j++ {
+		a.LoadSX32(x86.R12, x86.MI(rTab, rPos, 4, int32(4*j)))
+		g.bodyAt(p, x86.R13, 0, rP, j*p.unit)
+	}
+	a.OpRI(x86.ADD, rP, int32(k*p.unit))
+	a.OpRI(x86.ADD, rPos, k)
+	a.OpRI(x86.SUB, rM, k)
+	a.OpRI(x86.CMP, rM, k)
+	a.Jcc(x86.CondAE, quad)
+	a.Bind(tail)
+	a.Test(rM, rM)
+	a.Jcc(x86.CondE, fin)
+	a.Align(16)
+	a.Bind(inner)
+	a.LoadSX32(x86.R12, x86.MI(rTab, rPos, 4, 0))
+	g.bodyAt(p, x86.R13, 0, rP, 0)
+	a.OpRI(x86.ADD, rP, int32(p.unit))
+	a.Inc(rPos)
+	a.Dec(rM)
+	a.Jcc(x86.CondNE, inner)
+	a.Bind(fin)
+	g.tIdx = x86.NoReg
+	a.LoadSX32(x86.RAX, x86.MI(rTab, rPos, 4, 0))
+	a.Lea(rT, x86.MI(x86.R13, x86.RAX, 1, 0))
 }
 
 // gather emits, for packs of an innermost index level over one 4- or 8-byte
@@ -580,7 +679,7 @@ func generate(p *plan, f Features) ([]byte, entries, error) {
 	var tables []table
 	byLevel := map[int]table{}
 	for _, pack := range []bool{true, false} {
-		g := &gen{a: a, f: f, pack: pack, tables: &tables, byLevel: byLevel}
+		g := &gen{a: a, f: f, pack: pack, tables: &tables, byLevel: byLevel, tIdx: x86.NoReg}
 		a.Align(16)
 		if pack {
 			e.pack = a.Len()
@@ -589,7 +688,7 @@ func generate(p *plan, f Features) ([]byte, entries, error) {
 		}
 		g.loopCode(p)
 		if p.tr != nil {
-			g2 := &gen{a: a, f: f, pack: pack}
+			g2 := &gen{a: a, f: f, pack: pack, tIdx: x86.NoReg}
 			a.Align(16)
 			if pack {
 				e.tpack = a.Len()
@@ -599,7 +698,7 @@ func generate(p *plan, f Features) ([]byte, entries, error) {
 			g2.transposeCode(p.tr)
 		}
 	}
-	(&gen{a: a, tables: &tables}).emitTables()
+	(&gen{a: a, tables: &tables, tIdx: x86.NoReg}).emitTables()
 	b, err := a.Finish()
 	return b, e, err
 }
