@@ -534,6 +534,7 @@ func (j *Job) supervise() error {
 	live := len(j.procs)
 	var killTimer <-chan time.Time
 	stallPending := map[int]*ExitError{}
+	stallSince := map[int]time.Time{}
 	stallTick := time.NewTicker(200 * time.Millisecond)
 	defer stallTick.Stop()
 	failWith := func(e *ExitError) {
@@ -574,13 +575,15 @@ func (j *Job) supervise() error {
 				e.Err = nil
 				if p := j.procByID(e.Rank); p != nil && !p.done {
 					stallPending[e.Rank] = e
+					stallSince[e.Rank] = time.Now()
 					continue
 				}
 			}
 			failWith(e)
 		case <-stallTick.C:
 			for r, e := range stallPending {
-				if p := j.procByID(r); p != nil && !p.done && first == nil {
+				// Still running a while after leaving PMI: the stall is real.
+				if p := j.procByID(r); p != nil && !p.done && first == nil && time.Since(stallSince[r]) >= 150*time.Millisecond {
 					failWith(e)
 				}
 			}
