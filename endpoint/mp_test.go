@@ -593,3 +593,5 @@ func TestPeerDeath(t *testing.T) {
 		})
 	}
 }
+
+func isWorkerProcess() bool { return launchtest.IsWorker() }

@@ -341,27 +341,24 @@ func stream(ctx context.Context, w *endpoint.World, g int, shared bool, depth in
 	me := w.Comm().Rank()
 	var wg sync.WaitGroup
 	errs := make([]error, g)
-	var start time.Time
-	if err := w.Comm().Barrier(ctx); err != nil {
-		return 0, err
-	}
-	start = time.Now()
+	times := make([]time.Duration, g)
 	for i, c := range eps {
 		wg.Add(1)
 		go func(i int, c *endpoint.Comm) {
 			defer wg.Done()
-			errs[i] = streamOne(ctx, c, me, i, g, depth, unexpected)
+			times[i], errs[i] = streamOne(ctx, c, me, i, g, depth, unexpected)
 		}(i, c)
 	}
 	wg.Wait()
-	el := time.Since(start)
 	for _, c := range eps {
 		c.Free()
 	}
-	for _, e := range errs {
+	var el time.Duration
+	for i, e := range errs {
 		if e != nil {
 			return 0, e
 		}
+		el = max(el, times[i])
 	}
 	if err := w.Comm().Barrier(ctx); err != nil {
 		return 0, err
@@ -371,7 +368,7 @@ func stream(ctx context.Context, w *endpoint.World, g int, shared bool, depth in
 
 const junkTag = 999
 
-func streamOne(ctx context.Context, c *endpoint.Comm, me, i, g, depth int, unexpected bool) error {
+func streamOne(ctx context.Context, c *endpoint.Comm, me, i, g, depth int, unexpected bool) (time.Duration, error) {
 	msg := make([]byte, 8)
 	ack := make([]byte, 1)
 	peer := i + g
@@ -389,7 +386,7 @@ func streamOne(ctx context.Context, c *endpoint.Comm, me, i, g, depth int, unexp
 		for k := 0; k < depth; k++ {
 			r, err := c.Irecv(make([]byte, 8), peer, junkTag)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			junk = append(junk, r)
 		}
@@ -397,44 +394,49 @@ func streamOne(ctx context.Context, c *endpoint.Comm, me, i, g, depth int, unexp
 	if me == 0 && unexpected {
 		for k := 0; k < depth; k++ {
 			if err := c.Send(ctx, msg, peer, junkTag); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	}
-	if err := c.Barrier(ctx); err != nil { // the junk has arrived / is posted
-		return err
-	}
-	for win := 0; win < *windows; win++ {
+	var start time.Time
+	for win := -1; win < *windows; win++ { // window -1 warms up (connections, caches)
+		if win == 0 {
+			if err := c.Barrier(ctx); err != nil { // the junk has arrived / is posted
+				return 0, err
+			}
+			start = time.Now()
+		}
 		if me == 0 {
 			for k := 0; k < *window; k++ {
 				r, err := c.Isend(msg, peer, 1)
 				if err != nil {
-					return err
+					return 0, err
 				}
 				reqs[k] = r
 			}
 			if err := endpoint.WaitAll(ctx, reqs...); err != nil {
-				return err
+				return 0, err
 			}
 			if _, err := c.Recv(ctx, ack, peer, 2); err != nil {
-				return err
+				return 0, err
 			}
 		} else {
 			for k := 0; k < *window; k++ {
 				r, err := c.Irecv(bufs[k], peer, 1)
 				if err != nil {
-					return err
+					return 0, err
 				}
 				reqs[k] = r
 			}
 			if err := endpoint.WaitAll(ctx, reqs...); err != nil {
-				return err
+				return 0, err
 			}
 			if err := c.Send(ctx, ack, peer, 2); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	}
+	el := time.Since(start)
 	// drain the depth entries
 	for _, r := range junk {
 		r.Cancel()
@@ -443,11 +445,11 @@ func streamOne(ctx context.Context, c *endpoint.Comm, me, i, g, depth int, unexp
 	if me == 1 && unexpected {
 		for k := 0; k < depth; k++ {
 			if _, err := c.Recv(ctx, msg, peer, junkTag); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	}
-	return nil
+	return el, nil
 }
 
 func rate(ctx context.Context, w *endpoint.World) error {

@@ -1,0 +1,115 @@
+package endpoint_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/weft-hpc/weft/endpoint"
+)
+
+// singletonPair gives two private endpoints of one singleton process: the
+// matching engine runs for real over shm, without launching processes.
+func singletonPair(t *testing.T, opts ...endpoint.Option) (a, b *endpoint.Comm, ctx context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	w, err := endpoint.Init(ctx, endpoint.WithProvider("shm"))
+	if err != nil {
+		t.Fatalf("Init: %v", err)
+	}
+	t.Cleanup(func() { w.Close() })
+	if w.Comm().Size() != 1 {
+		t.Skipf("not a singleton (size %d): this test runs without a launcher", w.Comm().Size())
+	}
+	eps, err := w.Comm().CreateEndpoints(ctx, 2, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eps[0], eps[1], ctx
+}
+
+// Posted receives match in posting order, wildcards included; unexpected
+// messages are consumed in arrival order.
+func TestMatchingOrder(t *testing.T) {
+	if isWorkerProcess() {
+		t.Skip("single-process test")
+	}
+	for _, shared := range []bool{false, true} {
+		a, b, ctx := singletonPair(t, endpoint.Shared(shared))
+		// a is driven by its own goroutine (shm needs the peer endpoint to be
+		// driven while a connection is set up), b by the test goroutine.
+		type msg struct {
+			s   string
+			tag int
+		}
+		sendq := make(chan msg, 8)
+		senderDone := make(chan error, 1)
+		go func() {
+			for m := range sendq {
+				if err := a.Send(ctx, []byte(m.s), 1, m.tag); err != nil {
+					senderDone <- err
+					return
+				}
+			}
+			senderDone <- nil
+		}()
+		// expected path: the wildcard receive was posted first, so it takes
+		// the first message even though the second receive names it exactly.
+		anyb := make([]byte, 8)
+		exact := make([]byte, 8)
+		r1, _ := b.Irecv(anyb, endpoint.AnySource, endpoint.AnyTag)
+		r2, _ := b.Irecv(exact, 0, 5)
+		sendq <- msg{"first...", 5}
+		sendq <- msg{"second..", 5}
+		if err := endpoint.WaitAll(ctx, r1, r2); err != nil {
+			t.Fatal(err)
+		}
+		if string(anyb) != "first..." || string(exact) != "second.." {
+			t.Fatalf("shared=%v: posted order broken: %q %q", shared, anyb, exact)
+		}
+		// unexpected path: tags 6 then 7 arrive before any receive.
+		sendq <- msg{"six.....", 6}
+		sendq <- msg{"seven...", 7}
+		close(sendq)
+		ok, st, err := b.Iprobe(endpoint.AnySource, 7)
+		for !ok && err == nil && ctx.Err() == nil {
+			ok, st, err = b.Iprobe(endpoint.AnySource, 7)
+		}
+		if err != nil || st.Tag != 7 || st.Count != 8 {
+			t.Fatalf("iprobe: %+v %v", st, err)
+		}
+		if err := <-senderDone; err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 8)
+		if st, err := b.Recv(ctx, buf, endpoint.AnySource, endpoint.AnyTag); err != nil || st.Tag != 6 || string(buf) != "six....." {
+			t.Fatalf("unexpected order: %+v %q %v", st, buf, err)
+		}
+		if st, err := b.Recv(ctx, buf, 0, endpoint.AnyTag); err != nil || st.Tag != 7 {
+			t.Fatalf("second unexpected: %+v %v", st, err)
+		}
+		// cancel is immediate for an unmatched receive
+		r, _ := b.Irecv(buf, 0, 9)
+		r.Cancel()
+		if st, err := r.Wait(ctx); !errors.Is(err, endpoint.ErrCanceled) || !st.Canceled {
+			t.Fatalf("cancel: %+v %v", st, err)
+		}
+		// bad arguments
+		if _, err := a.Isend(nil, 2, 0); !errors.Is(err, endpoint.ErrInvalid) {
+			t.Fatalf("rank out of range: %v", err)
+		}
+		if _, err := a.Irecv(nil, 0, endpoint.TagUB+1); !errors.Is(err, endpoint.ErrInvalid) {
+			t.Fatalf("tag out of range: %v", err)
+		}
+		if _, err := a.Isend(nil, 0, endpoint.AnyTag); !errors.Is(err, endpoint.ErrInvalid) {
+			t.Fatalf("AnyTag on a send: %v", err)
+		}
+		a.Free()
+		b.Free()
+		if _, err := a.Isend(nil, 1, 0); !errors.Is(err, endpoint.ErrFreed) {
+			t.Fatalf("send on a freed handle: %v", err)
+		}
+	}
+}
