@@ -278,3 +278,48 @@ func TestHydra(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentUse hammers one rank's Bootstrap from many goroutines: the
+// requests share one PMI connection and must stay in step.
+func TestConcurrentUse(t *testing.T) {
+	runServerJob(t, 2, pmi.ServerConfig{}, func(r int) map[string]string {
+		return map[string]string{"WEFT_LOCAL_RANK": strconv.Itoa(r), "WEFT_LOCAL_SIZE": "2"}
+	}, func(b Bootstrap) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		var wg sync.WaitGroup
+		errs := make(chan error, 16)
+		for g := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := b.Put(fmt.Sprintf("c.%d.%d", b.Rank(), g), testValue(g, 100*g)); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		if err := b.Fence(ctx); err != nil {
+			return err
+		}
+		for g := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for r := range b.Size() {
+					v, err := b.Get(ctx, fmt.Sprintf("c.%d.%d", r, g))
+					if err != nil {
+						errs <- err
+						return
+					}
+					if !bytes.Equal(v, testValue(g, 100*g)) {
+						errs <- fmt.Errorf("c.%d.%d differs", r, g)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		return <-errs
+	})
+}
