@@ -456,9 +456,9 @@ func (c *Comm) Allgather(ctx context.Context, data []byte) ([][]byte, error) {
 		return out, nil
 	}
 	cc := c.collCtx()
-	lens := make([]uint64, c.size)
-	var mine [8]byte
-	binary.LittleEndian.PutUint64(mine[:], uint64(len(data)))
+	lens := make([]uint64, c.size) // native byte order on both sides (AsBytes)
+	lens[c.rank] = uint64(len(data))
+	mine := AsBytes(lens[c.rank : c.rank+1])
 	reqs := make([]*Request, 0, 2*c.size)
 	fail := func(stage string, err error) ([][]byte, error) {
 		for _, r := range reqs {
@@ -480,7 +480,7 @@ func (c *Comm) Allgather(ctx context.Context, data []byte) ([][]byte, error) {
 	}
 	for i := 1; i < c.size; i++ {
 		r := (c.rank + i) % c.size
-		req, err := c.isend(mine[:], r, tagGatherLen, cc)
+		req, err := c.isend(mine, r, tagGatherLen, cc)
 		if err != nil {
 			return fail("lengths", err)
 		}

@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,6 +44,7 @@ var (
 	dList     = flag.String("depths", env("DEPTHS", "0,16,64,256"), "queue depths for depth")
 	sizes     = flag.String("sizes", env("SIZES", "8,64,1024,16384,65536,1048576,4194304"), "ping-pong message sizes")
 	timeout   = flag.Duration("timeout", 5*time.Minute, "overall limit")
+	procs     = flag.Int("procs", envInt("PROCS", 0), "GOMAXPROCS per process (0: Go's default)")
 )
 
 func env(k, def string) string {
@@ -80,6 +82,9 @@ func median(xs []float64) float64 {
 
 func main() {
 	flag.Parse()
+	if *procs > 0 {
+		runtime.GOMAXPROCS(*procs)
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "endpoint-bench:", err)
 		os.Exit(1)
@@ -98,7 +103,7 @@ func run() error {
 		return fmt.Errorf("run with exactly 2 processes (got %d)", w.Comm().Size())
 	}
 	if w.Comm().Rank() == 0 {
-		fmt.Printf("# provider %s, %d reps (median), GOMAXPROCS-visible CPUs shared by both ranks\n", w.Info().Provider, *reps)
+		fmt.Printf("# provider %s, %d reps (median), %d CPUs, GOMAXPROCS %d per process\n", w.Info().Provider, *reps, runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	}
 	for _, b := range strings.Split(*benchName, ",") {
 		switch b {
