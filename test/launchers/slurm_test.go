@@ -87,4 +87,14 @@ func TestSlurm(t *testing.T) {
 	if r.took > 15*time.Second {
 		t.Errorf("failing job under Slurm took %v", r.took)
 	}
+
+	mark := marker()
+	r = run(t, 60*time.Second, []string{conf, mark}, "salloc", "-n", "2", fab, "-n", "2", "--timeout", "1s", "sleep", "30")
+	if r.code != 124 || !strings.Contains(r.stderr, "fabrun: job timed out after 1s") {
+		t.Errorf("timeout under Slurm: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("salloc fabrun --timeout 1s: %v", r.took)
+	if left := waitGone(mark, 5*time.Second); len(left) > 0 {
+		t.Errorf("ranks left behind after a timeout under Slurm: %v", left)
+	}
 }
