@@ -70,8 +70,9 @@ func (d *Domain) OpenCQ(size int) (*CQ, error) {
 const maxBatch = 64
 
 // Read reads up to len(out) (at most 64) completions in one cgo call and
-// returns how many it stored; 0, nil when the queue is empty (an empty out
-// reads nothing and drives no progress). Reading a CQ
+// returns how many it stored; 0, nil when the queue is empty. With an empty
+// out it only drives progress (fi_cq_read of zero entries) and returns 0,
+// nil, leaving completions and errors queued. Reading a CQ
 // drives progress for manual-progress providers (shm, ofi_rxm). When the
 // next entry is an error completion Read returns 0 and a *CQError, whose Err
 // matches ErrTruncated, ErrCanceled, ... with errors.Is.
@@ -91,6 +92,7 @@ func (c *CQ) read(out []Completion, spins int) (int, error) {
 	}
 	n := len(out)
 	if n == 0 {
+		C.weft_cq_read(C.uintptr_t(c.fid), nil, 0, 1)
 		return 0, nil
 	}
 	if n > maxBatch {
