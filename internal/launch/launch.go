@@ -92,6 +92,7 @@ type ExitError struct {
 	Err    error          // ErrTimeout, or nil
 }
 
+// Error describes the failure, e.g. "rank 1 exited with status 3".
 func (e *ExitError) Error() string {
 	if e.Rank < 0 {
 		return e.Reason
