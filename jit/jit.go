@@ -25,7 +25,8 @@
 // In on mode (or with Compiler.Force) Commit generates code at once. In auto
 // mode Commit only plans the type (so unsupported shapes still fall back at
 // Commit) and the kernel first packs with the package's Go walker, counting
-// the blocks it moves; once that count reaches WEFT_JIT_AUTO_BLOCKS (the
+// the blocks it moves (the current call included, so one large pack compiles
+// at once); once that count reaches WEFT_JIT_AUTO_BLOCKS (the
 // point where the estimated saving of about 1.5 ns per block has paid for a
 // compilation, about 6000 blocks) the type is compiled and later packs run
 // native code. Contiguous types are one copy either way.

@@ -13,7 +13,8 @@ import (
 var autoBlocks = int64(6000)
 
 // lazyKernel implements the auto policy: walk in Go until the type has moved
-// autoBlocks blocks, then compile once and switch to native code.
+// autoBlocks blocks (counting the current call, so one big pack compiles at
+// once), then compile once and switch to native code.
 type lazyKernel struct {
 	ir     *ddt.IR
 	elem   ddt.Node // the element loop, Count set per call
@@ -31,20 +32,14 @@ func newLazy(ir *ddt.IR) (ddt.Kernel, error) {
 }
 
 func (l *lazyKernel) run(packed, typed []byte, base int64, count int, from int64, pack bool) (int, error) {
-	if k := l.native.Load(); k != nil {
-		if pack {
-			return (*k).Pack(packed, typed, base, count, from)
-		}
-		return (*k).Unpack(typed, packed, base, count, from)
-	}
 	ir := l.ir
 	n := min(int64(len(packed)), int64(count)*ir.Size-from)
 	if n <= 0 {
 		return 0, nil
 	}
-	el := ddt.Node{Op: ddt.OpLoop, Count: int64(count), Stride: ir.Extent, Child: ir.Root, Size: int64(count) * ir.Size}
-	walk(&el, base, from, from+n, packed, typed, pack)
-	if !l.failed.Load() && l.work.Add(n*ir.Root.Blocks/ir.Size+1) >= autoBlocks {
+	// Count this call's blocks first: a single large pack pays for the
+	// compilation by itself, so it already runs native code.
+	if l.native.Load() == nil && !l.failed.Load() && l.work.Add(n*ir.Root.Blocks/ir.Size+1) >= autoBlocks {
 		l.once.Do(func() {
 			k, err := compileIR(ir, HostFeatures())
 			if err != nil {
@@ -55,6 +50,14 @@ func (l *lazyKernel) run(packed, typed []byte, base int64, count int, from int64
 			l.native.Store(&k)
 		})
 	}
+	if k := l.native.Load(); k != nil {
+		if pack {
+			return (*k).Pack(packed, typed, base, count, from)
+		}
+		return (*k).Unpack(typed, packed, base, count, from)
+	}
+	el := ddt.Node{Op: ddt.OpLoop, Count: int64(count), Stride: ir.Extent, Child: ir.Root, Size: int64(count) * ir.Size}
+	walk(&el, base, from, from+n, packed, typed, pack)
 	return int(n), nil
 }
 
