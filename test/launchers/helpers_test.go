@@ -1,7 +1,3 @@
-// Package launchers_test runs weft programs under real launchers: MPICH's
-// mpiexec.hydra, fabrun's ssh launcher against an sshd started here, and a
-// private single-node Slurm (deploy/slurm/single-node.sh). A test skips only
-// when a launcher or daemon is truly unavailable, and says why.
 package launchers_test
 
 import (
