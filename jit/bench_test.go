@@ -131,3 +131,18 @@ func BenchmarkTranspose(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTrampoline measures one call into generated code that only
+// returns (the fixed cost of every call into a kernel's code).
+func BenchmarkTrampoline(b *testing.B) {
+	m, err := newCode([]byte{0xc3})
+	if err != nil {
+		b.Skip("native code unavailable:", err)
+	}
+	defer m.release()
+	entry := uintptr(unsafe.Pointer(&m.mem[0]))
+	var a callArgs
+	for b.Loop() {
+		callCode(entry, &a)
+	}
+}
