@@ -82,7 +82,7 @@ func randType(t *testing.T, r *rand.Rand, depth int) *ddt.Type {
 	old := randType(t, r, depth-1)
 	ext := max(old.Extent(), 1)
 	small := func(n int) int { return 1 + r.IntN(n) }
-	switch r.IntN(10) {
+	switch r.IntN(12) {
 	case 0:
 		return must(ddt.Contiguous(small(4), old))
 	case 1:
@@ -139,6 +139,24 @@ func randType(t *testing.T, r *rand.Rand, depth int) *ddt.Type {
 		return must(ddt.Subarray(sizes, sub, st, order, old))
 	case 7:
 		return must(ddt.Resized(old, 0, ext+int64(r.IntN(16))))
+	case 10: // negative strides and displacements
+		bl := small(2)
+		switch r.IntN(3) {
+		case 0:
+			return must(ddt.Vector(small(8), bl, -(bl + r.IntN(3)), old))
+		case 1:
+			return must(ddt.HVector(small(8), bl, -int64(bl)*ext-int64(r.IntN(5)), old))
+		default:
+			n := small(6)
+			ds := make([]int64, n)
+			for i := range ds {
+				ds[i] = -int64(i)*ext*int64(bl+1) - int64(r.IntN(3))
+			}
+			r.Shuffle(n, func(i, j int) { ds[i], ds[j] = ds[j], ds[i] })
+			return must(ddt.HIndexedBlock(bl, ds, old))
+		}
+	case 11: // negative extent: later elements at lower addresses
+		return must(ddt.Resized(old, 0, -ext-int64(r.IntN(8))))
 	case 8: // large inner stride: transpose-shaped
 		n := 8 + r.IntN(40)
 		col := must(ddt.Vector(n, 1, n, old))
