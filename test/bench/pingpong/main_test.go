@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+)
+
+// TestRunsSideBySide builds the tool and runs one short repetition at 8 B
+// on shm: both measurements must come out and the table must have a ratio.
+func TestRunsSideBySide(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the benchmark tool; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bin := filepath.Join(t.TempDir(), "pingpong")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	cmd := exec.CommandContext(ctx, bin, "-provider", "shm", "-sizes", "8,4k", "-reps", "1", "-iters", "200")
+	cmd.Env = append(os.Environ(), "WEFT_PROVIDER=")
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("run: %v\n%s\n%s", err, out, stderr)
+	}
+	t.Logf("\n%s", out)
+	row := regexp.MustCompile(`(?m)^\s+8\s+(\S+)\s+(\S+)\s+(\S+)`)
+	m := row.FindStringSubmatch(string(out))
+	if m == nil {
+		t.Fatalf("no 8-byte row in output")
+	}
+	if _, err := exec.LookPath("fi_pingpong"); err == nil && (m[1] == "0.00" || m[3] == "NaN" || m[3] == "+Inf") {
+		t.Errorf("fi_pingpong present but no measurement: %q", m[0])
+	}
+	if m[2] == "0.00" {
+		t.Errorf("no weft measurement: %q", m[0])
+	}
+}
