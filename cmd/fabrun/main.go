@@ -10,8 +10,10 @@
 // with "srun --mpi=pmi2", as mpirun does. Ranks learn their rank, size and
 // peers through internal/bootstrap.
 //
-// fabrun's PMI port accepts only this job's ranks: each gets a random job
-// secret in WEFT_PMI_SECRET. With --tag-output every output line is prefixed
+// Local ranks reach fabrun's PMI-1 server through a private socketpair
+// (PMI_FD, which MPICH programs understand too); ssh ranks dial its TCP port,
+// which accepts only this job's ranks: each gets a random job secret in
+// WEFT_PMI_SECRET. With --tag-output every output line is prefixed
 // "[rank] ". Standard input goes to rank 0. SIGINT, SIGTERM and SIGHUP are
 // forwarded to every rank (the third one kills them). When a rank exits
 // non-zero, dies, or calls abort, the other ranks get SIGTERM and, after the
@@ -325,6 +327,11 @@ func fabrun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	cfg.Stdin, cfg.Stdout, cfg.Stderr = stdin, stdout, stderr
 
+	// Catch signals before any rank exists, so none can kill fabrun and
+	// orphan the job; they are forwarded once the job runs.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 	ctx := context.Background()
 	job, err := launch.Start(ctx, cfg)
 	if err != nil {
@@ -337,9 +344,6 @@ func fabrun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	go func() {
 		n := 0
 		for sig := range sigs {

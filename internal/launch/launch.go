@@ -1,11 +1,13 @@
 // Package launch starts and supervises the ranks of a weft job: it is the
 // engine behind cmd/fabrun and internal/launchtest.
 //
-// A Job runs Config.NP copies of a program. Ranks find each other through a
-// PMI-1 server (internal/pmi) that Start runs on a TCP port; every rank gets
-// PMI_PORT, PMI_ID, PMI_RANK, PMI_SIZE, WEFT_LOCAL_RANK, WEFT_LOCAL_SIZE and
-// a random per-job WEFT_PMI_SECRET, without which the server refuses a
-// connection.
+// A Job runs Config.NP copies of a program. Ranks find each other through
+// weft's PMI-1 server (internal/pmi). A local rank gets a private Unix
+// socketpair as PMI_FD=3 (what MPICH's own PMI client expects too, so MPICH
+// programs run under fabrun); an ssh rank dials PMI_PORT with PMI_ID and the
+// job secret. Every rank gets PMI_RANK, PMI_SIZE, WEFT_LOCAL_RANK,
+// WEFT_LOCAL_SIZE and a random per-job WEFT_PMI_SECRET; the TCP server
+// refuses any connection that does not present the secret.
 //
 // Three ways to start ranks:
 //
@@ -357,35 +359,12 @@ func (j *Job) startRanks() error {
 	if err != nil {
 		return err
 	}
-	listen, advertise := "127.0.0.1:0", "127.0.0.1"
+	var port, advertise string
 	if j.launcher == "ssh" {
-		advertise = cfg.PMIHost
-		if advertise == "" {
-			advertise = "127.0.0.1"
-			for _, h := range hosts {
-				if !isLocalHost(h.Name) && !isLoopbackSSHTarget(h.Name) {
-					if advertise, err = os.Hostname(); err != nil {
-						return fmt.Errorf("launch: hostname for PMI_PORT: %w", err)
-					}
-					break
-				}
-			}
-		}
-		listen = ":0"
-		if advertise == "127.0.0.1" {
-			listen = "127.0.0.1:0"
+		if port, advertise, err = j.listenPMI(hosts); err != nil {
+			return err
 		}
 	}
-	l, err := net.Listen("tcp", listen)
-	if err != nil {
-		return fmt.Errorf("launch: PMI server: %w", err)
-	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	go func() {
-		if err := j.srv.Serve(j.ctx, l); err != nil {
-			log.Error("PMI server", "err", err)
-		}
-	}()
 	env := baseEnv()
 	if cfg.Provider != "" {
 		env = append(env, "WEFT_PROVIDER="+cfg.Provider)
@@ -394,20 +373,28 @@ func (j *Job) startRanks() error {
 	node, _, _, _ := placement(cfg.NP, hosts)
 	for r := range cfg.NP {
 		renv := []string{
-			"PMI_PORT=" + net.JoinHostPort(advertise, port),
-			"PMI_ID=" + strconv.Itoa(r),
 			"PMI_RANK=" + strconv.Itoa(r),
 			"PMI_SIZE=" + strconv.Itoa(cfg.NP),
-			"WEFT_PMI_SECRET=" + secret,
+			"WEFT_PMI_SECRET=" + secret, // also tells the bootstrap it runs under fabrun
 			"WEFT_LOCAL_RANK=" + strconv.Itoa(lrank[r]),
 			"WEFT_LOCAL_SIZE=" + strconv.Itoa(lsize[r]),
 		}
 		var cmd *exec.Cmd
+		var pmiConn net.Conn
+		var childEnd *os.File
 		if j.launcher == "local" {
+			// A socketpair per rank (PMI_FD): private by construction, and
+			// what MPICH's own PMI-1 client expects, so MPICH programs run
+			// under fabrun too.
+			if pmiConn, childEnd, err = pmiSocketpair(); err != nil {
+				return fmt.Errorf("launch: rank %d: %w", r, err)
+			}
 			cmd = exec.Command(prog, cfg.Argv[1:]...)
-			cmd.Env = append(append([]string{}, env...), renv...)
+			cmd.Env = append(append(append([]string{}, env...), renv...), "PMI_FD=3")
 			cmd.Dir = cfg.Dir
+			cmd.ExtraFiles = []*os.File{childEnd}
 		} else {
+			renv = append(renv, "PMI_PORT="+net.JoinHostPort(advertise, port), "PMI_ID="+strconv.Itoa(r))
 			cmd = sshCommand(cfg, hosts[node[r]].Name, append(append([]string{}, cfg.Env...), providerEnv(cfg)...), renv)
 			cmd.Env = env
 		}
@@ -418,11 +405,70 @@ func (j *Job) startRanks() error {
 		case r == 0:
 			in = stdinForward
 		}
-		if err := j.spawn(r, cmd, in); err != nil {
+		err := j.spawn(r, cmd, in)
+		if childEnd != nil {
+			childEnd.Close() // the rank has its copy
+		}
+		if err != nil {
+			if pmiConn != nil {
+				pmiConn.Close()
+			}
 			return fmt.Errorf("launch: start rank %d: %w", r, err)
+		}
+		if pmiConn != nil {
+			go j.srv.ServeConn(pmiConn, r)
 		}
 	}
 	return nil
+}
+
+// listenPMI starts the PMI server's TCP listener for ssh ranks and returns
+// the port and the address ranks should dial.
+func (j *Job) listenPMI(hosts []Host) (port, advertise string, err error) {
+	advertise = j.cfg.PMIHost
+	if advertise == "" {
+		advertise = "127.0.0.1"
+		for _, h := range hosts {
+			if !isLocalHost(h.Name) && !isLoopbackSSHTarget(h.Name) {
+				if advertise, err = os.Hostname(); err != nil {
+					return "", "", fmt.Errorf("launch: hostname for PMI_PORT: %w", err)
+				}
+				break
+			}
+		}
+	}
+	listen := ":0" // remote ranks dial in; the job secret keeps others out
+	if advertise == "127.0.0.1" {
+		listen = "127.0.0.1:0"
+	}
+	l, err := net.Listen("tcp", listen)
+	if err != nil {
+		return "", "", fmt.Errorf("launch: PMI server: %w", err)
+	}
+	go func() {
+		if err := j.srv.Serve(j.ctx, l); err != nil {
+			log.Error("PMI server", "err", err)
+		}
+	}()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), advertise, nil
+}
+
+// pmiSocketpair returns the launcher's end of a new Unix socketpair as a
+// net.Conn and the rank's end as a file to pass as descriptor 3.
+func pmiSocketpair() (net.Conn, *os.File, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("PMI socketpair: %w", err)
+	}
+	parent := os.NewFile(uintptr(fds[0]), "pmi-launcher")
+	child := os.NewFile(uintptr(fds[1]), "pmi-rank")
+	conn, err := net.FileConn(parent)
+	parent.Close()
+	if err != nil {
+		child.Close()
+		return nil, nil, fmt.Errorf("PMI socketpair: %w", err)
+	}
+	return conn, child, nil
 }
 
 var errStall = errors.New("launch: PMI fence stalled")

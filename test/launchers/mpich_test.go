@@ -1,0 +1,39 @@
+package launchers_test
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMPICHUnderFabrun runs a real MPICH program (testdata/mpiring.c) under
+// fabrun: MPICH's own PMI-1 client talks to fabrun's server over PMI_FD. An
+// MPI_Abort in one rank ends the job with its error code.
+func TestMPICHUnderFabrun(t *testing.T) {
+	mpicc, err := exec.LookPath("mpicc.mpich")
+	if err != nil {
+		if mpicc, err = exec.LookPath("mpicc"); err != nil {
+			t.Skipf("no MPICH compiler (Debian package libmpich-dev / mpich): %v", err)
+		}
+	}
+	fab, _ := binaries(t)
+	prog := filepath.Join(t.TempDir(), "mpiring")
+	if out, err := exec.Command(mpicc, "-O", "-o", prog, filepath.Join("testdata", "mpiring.c")).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", mpicc, err, out)
+	}
+	r := run(t, 60*time.Second, nil, fab, "-n", "3", "--launcher", "local", "--tag-output", prog)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"[0] mpi rank 0 of 3: token 3", "[1] mpi rank 1 of 3: token 2", "[2] mpi rank 2 of 3: token 3"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("missing %q in:\n%s%s", want, r.stdout, r.stderr)
+		}
+	}
+	r = run(t, 60*time.Second, nil, fab, "-n", "3", "--launcher", "local", prog, "abort")
+	if r.code != 7 || !strings.Contains(r.stderr, "fabrun: rank 1 called abort with status 7") {
+		t.Errorf("MPI_Abort: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
