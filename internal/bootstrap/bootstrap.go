@@ -4,8 +4,9 @@
 //
 // Init detects the launcher from the environment:
 //
-//   - fabrun (weft's launcher): PMI-1 over TCP, PMI_PORT + PMI_ID +
-//     WEFT_PMI_SECRET. Kind "fabrun".
+//   - fabrun (weft's launcher): PMI-1 over an inherited socketpair
+//     (PMI_FD, local ranks) or TCP (PMI_PORT + PMI_ID, ssh ranks), with
+//     WEFT_PMI_SECRET set. Kind "fabrun".
 //   - MPICH Hydra (mpiexec.hydra): PMI-1 over PMI_FD (or PMI_PORT + PMI_ID
 //     with -pmi-port). Kind "hydra".
 //   - Slurm (srun --mpi=pmi2): PMI-2 over PMI_FD (SLURM_MPI_TYPE=pmi2 or
