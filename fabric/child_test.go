@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -140,6 +141,9 @@ func child(prov string) error {
 		return fmt.Errorf("ping: %+v %q", c, rbuf[:c.Len])
 	}
 	pong := append([]byte("pong:"), rbuf[:c.Len]...)
+	var pin runtime.Pinner // Go memory libfabric keeps must be pinned
+	defer pin.Unpin()
+	pin.Pin(&pong[0])
 	if err := p.post(ctx, func() error { return p.ep.TSend(pong, 0, ad[0], 2, 2) }); err != nil {
 		return err
 	}
@@ -160,7 +164,9 @@ func child(prov string) error {
 	}
 	// Tell the parent the data landed (without RAW ordering the parent
 	// may not read the window before that).
-	if err := p.post(ctx, func() error { return p.ep.TSend([]byte("ok"), 0, ad[0], 3, 3) }); err != nil {
+	ok := []byte("ok")
+	pin.Pin(&ok[0])
+	if err := p.post(ctx, func() error { return p.ep.TSend(ok, 0, ad[0], 3, 3) }); err != nil {
 		return err
 	}
 	if c, err = p.next(ctx); err != nil || c.Context != 3 {
@@ -220,9 +226,10 @@ func TestTwoProcesses(t *testing.T) {
 					t.Fatalf("%v\nchild: %s", err, stderr.String())
 				}
 			}
-			rbuf := make([]byte, 64)
+			rbuf := pinned(t, make([]byte, 64))
+			ping, bye := pinned(t, []byte("ping")), pinned(t, []byte("bye"))
 			must(p.post(ctx, func() error { return p.ep.TRecv(rbuf, 0, ad[0], 2, 0, 20) }))
-			must(p.post(ctx, func() error { return p.ep.TSend([]byte("ping"), 0, ad[0], 1, 10) }))
+			must(p.post(ctx, func() error { return p.ep.TSend(ping, 0, ad[0], 1, 10) }))
 			got := map[uint64]Completion{}
 			for len(got) < 2 {
 				c, err := p.next(ctx)
@@ -261,7 +268,7 @@ func TestTwoProcesses(t *testing.T) {
 			if c.Context != 40 || !bytes.Equal(back.Bytes(), src.Bytes()) {
 				t.Fatalf("read back: %+v equal=%v", c, bytes.Equal(back.Bytes(), src.Bytes()))
 			}
-			must(p.post(ctx, func() error { return p.ep.TSend([]byte("bye"), 0, ad[0], 4, 50) }))
+			must(p.post(ctx, func() error { return p.ep.TSend(bye, 0, ad[0], 4, 50) }))
 			c, err = p.next(ctx)
 			must(err)
 			if c.Context != 50 {

@@ -89,8 +89,14 @@ func Example() {
 	}
 
 	// Tagged message: post the receive, send, read both completions.
-	rbuf := make([]byte, 32)
-	retry(func() error { return eps[1].TRecv(rbuf, 0, fabric.AddrUnspec, 42, 0, 1) })
+	// The receive buffer is kept by libfabric until the completion, so it
+	// is off-heap memory from Alloc (Go memory would have to be pinned).
+	rmem, err := dom.Alloc(32)
+	if err != nil {
+		log.Fatal(err)
+	}
+	rbuf := rmem.Bytes()
+	retry(func() error { return eps[1].TRecv(rbuf, rmem.Desc(), fabric.AddrUnspec, 42, 0, 1) })
 	retry(func() error { return eps[0].TInject([]byte("hello, weft"), addrs[1], 42) })
 	c := wait(cqs[1])
 	fmt.Printf("tag %d: %s\n", c.Tag, rbuf[:c.Len])

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -68,6 +69,9 @@ func hammerPair(dom *Domain, info *Info, g, msgs int) error {
 		return err
 	}
 	rbuf := make([]byte, 16)
+	var pin runtime.Pinner
+	pin.Pin(&rbuf[0])
+	defer pin.Unpin()
 	var out [4]Completion
 	for m := 0; m < msgs; m++ {
 		for {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -167,6 +168,15 @@ func drain(cq *CQ) {
 	if err != nil {
 		backlog[cq] = append(backlog[cq], result{err: err})
 	}
+}
+
+// pinned pins b (Go memory handed to libfabric for longer than one call
+// must be pinned, per the cgo rules) until the test ends.
+func pinned(t testing.TB, b []byte) []byte {
+	var p runtime.Pinner
+	p.Pin(&b[0])
+	t.Cleanup(p.Unpin)
+	return b
 }
 
 // waitFor drives progress on cqs until cond holds (10 s at most).

@@ -36,7 +36,7 @@ func TestCancelRecv(t *testing.T) {
 	for _, prov := range providers {
 		t.Run(prov, func(t *testing.T) {
 			p := newPair(t, Hints{Provider: prov, Caps: CapMsg | CapTagged})
-			buf := make([]byte, 64)
+			buf := pinned(t, make([]byte, 64))
 			retry(t, func() error { return p.b.ep.TRecv(buf, 0, AddrUnspec, 99, 0, 555) }, p.b.cq)
 			if err := p.b.ep.Cancel(555); err != nil {
 				t.Fatal(err)

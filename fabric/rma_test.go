@@ -133,9 +133,10 @@ func TestWriteDataRemoteCQData(t *testing.T) {
 				t.Errorf("initiator completion %+v", c)
 			}
 			// SendData: data arrives with the receive.
-			rbuf := make([]byte, 16)
+			rbuf := pinned(t, make([]byte, 16))
+			hi := pinned(t, []byte("hi"))
 			retry(t, func() error { return p.b.ep.Recv(rbuf, 0, AddrUnspec, 31) }, p.b.cq, p.a.cq)
-			retry(t, func() error { return p.a.ep.SendData([]byte("hi"), 0, 77, p.a.addr[1], 32) }, p.a.cq, p.b.cq)
+			retry(t, func() error { return p.a.ep.SendData(hi, 0, 77, p.a.addr[1], 32) }, p.a.cq, p.b.cq)
 			c = mustComp(t, p.b.cq, p.a.cq)
 			if c.Context != 31 || c.Data != 77 || c.Flags&CompRemoteCQData == 0 || c.Len != 2 {
 				t.Errorf("senddata receive %+v", c)

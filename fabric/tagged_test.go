@@ -14,15 +14,15 @@ func TestTaggedMatching(t *testing.T) {
 			p := newPair(t, Hints{Provider: prov, Caps: CapMsg | CapTagged})
 			a, b := &p.a, &p.b
 			// Receives posted for tags 7 and 9 (ignore the low byte for 0x100).
-			r7 := make([]byte, 64)
-			r9 := make([]byte, 64)
-			rIgn := make([]byte, 64)
+			r7 := pinned(t, make([]byte, 64))
+			r9 := pinned(t, make([]byte, 64))
+			rIgn := pinned(t, make([]byte, 64))
 			retry(t, func() error { return b.ep.TRecv(r9, 0, AddrUnspec, 9, 0, 109) }, b.cq, a.cq)
 			retry(t, func() error { return b.ep.TRecv(r7, 0, AddrUnspec, 7, 0, 107) }, b.cq, a.cq)
 			retry(t, func() error { return b.ep.TRecv(rIgn, 0, AddrUnspec, 0x100, 0xff, 200) }, b.cq, a.cq)
-			m7 := []byte("seven")
+			m7 := pinned(t, []byte("seven"))
 			m9 := []byte("nine, a longer one")
-			mIgn := []byte("ignored bits")
+			mIgn := pinned(t, []byte("ignored bits"))
 			retry(t, func() error { return a.ep.TSend(m7, 0, a.addr[1], 7, 1) }, a.cq, b.cq)
 			retry(t, func() error { return a.ep.TInject(m9, a.addr[1], 9) }, a.cq, b.cq)
 			retry(t, func() error { return a.ep.TSend(mIgn, 0, a.addr[1], 0x1ab, 3) }, a.cq, b.cq)
@@ -61,9 +61,9 @@ func TestTaggedTruncation(t *testing.T) {
 	for _, prov := range providers {
 		t.Run(prov, func(t *testing.T) {
 			p := newPair(t, Hints{Provider: prov, Caps: CapMsg | CapTagged})
-			small := make([]byte, 4)
+			small := pinned(t, make([]byte, 4))
 			retry(t, func() error { return p.b.ep.TRecv(small, 0, AddrUnspec, 5, 0, 55) }, p.b.cq, p.a.cq)
-			msg := []byte("much longer than four bytes")
+			msg := pinned(t, []byte("much longer than four bytes"))
 			retry(t, func() error { return p.a.ep.TSend(msg, 0, p.a.addr[1], 5, 1) }, p.a.cq, p.b.cq)
 			_, err := waitComp(t, p.b.cq, p.a.cq)
 			var ce *CQError
