@@ -3,6 +3,7 @@ package endpoint_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -163,13 +164,16 @@ func (r *rawFab) recv() error {
 	if err := r.ep.TRecv(r.buf.Bytes()[8:16], r.buf.Desc(), fabric.AddrUnspec, 1, 0, 7); err != nil {
 		return err
 	}
-	for {
+	for spins := 1; ; spins++ {
 		n, err := r.cq.Read(r.comps[:])
 		if err != nil && !errors.Is(err, fabric.ErrAgain) {
 			return err
 		}
 		if n > 0 {
 			return nil
+		}
+		if spins&63 == 0 { // same yield policy as Request.Wait
+			runtime.Gosched()
 		}
 	}
 }

@@ -130,7 +130,8 @@ func (w *World) open(ctx context.Context) error {
 		return err
 	}
 	host, _ := os.Hostname()
-	val := make([]byte, 0, 8+len(host)+len(v.name))
+	val := make([]byte, 0, 12+len(host)+len(v.name))
+	val = binary.LittleEndian.AppendUint32(val, uint32(w.cfg.eagerLimit))
 	val = binary.LittleEndian.AppendUint32(val, uint32(len(host)))
 	val = append(val, host...)
 	val = append(val, v.name...)
@@ -152,10 +153,15 @@ func (w *World) open(ctx context.Context) error {
 			v.release()
 			return fmt.Errorf("endpoint: address of rank %d: %w", r, err)
 		}
-		if len(b) < 4 || int(binary.LittleEndian.Uint32(b)) > len(b)-4 {
+		if len(b) < 8 || int(binary.LittleEndian.Uint32(b[4:])) > len(b)-8 {
 			v.release()
 			return fmt.Errorf("endpoint: malformed address record of rank %d (%d bytes): %w", r, len(b), ErrInvalid)
 		}
+		if el := int(binary.LittleEndian.Uint32(b)); el != w.cfg.eagerLimit {
+			v.release()
+			return fmt.Errorf("endpoint: rank %d uses eager limit %d, this rank %d (set %s alike everywhere): %w", r, el, w.cfg.eagerLimit, EnvEagerLimit, ErrInvalid)
+		}
+		b = b[4:]
 		hl := int(binary.LittleEndian.Uint32(b))
 		h := string(b[4 : 4+hl])
 		names[r] = b[4+hl:]

@@ -185,7 +185,10 @@ func (r *raw) close() {
 // wait polls until a completion with context want arrives (completions
 // for other contexts that arrive meanwhile are remembered).
 func (r *raw) wait(want uint64) error {
-	for r.seen[want] == 0 {
+	for spins := 1; r.seen[want] == 0; spins++ {
+		if spins&63 == 0 { // same yield policy as endpoint.Request.Wait
+			runtime.Gosched()
+		}
 		n, err := r.cq.Read(r.comps[:])
 		if err != nil && !errors.Is(err, fabric.ErrAgain) {
 			return err
