@@ -262,3 +262,21 @@ func TestErrorValues(t *testing.T) {
 		t.Errorf("EAGAIN allocates %v times", a)
 	}
 }
+
+func TestEPTypesAndDatatypes(t *testing.T) {
+	infos, err := GetInfo(&Hints{Provider: "tcp", EPType: EPMsg, Caps: CapMsg})
+	skipNoProvider(t, "tcp", err)
+	if infos[0].EPType != EPMsg || infos[0].Provider != "tcp" || len(infos[0].Notes) != 0 {
+		t.Errorf("tcp MSG: %s", infos[0])
+	}
+	infos, err = GetInfo(&Hints{Provider: "udp", EPType: EPDgram, Caps: CapMsg})
+	skipNoProvider(t, "udp", err)
+	if infos[0].EPType != EPDgram {
+		t.Errorf("udp DGRAM: %s", infos[0])
+	}
+	for dt, size := range map[Datatype]int{Int8: 1, Uint16: 2, Float32: 4, Uint64: 8, Float64: 8, Complex128: 16, Datatype(999): 0} {
+		if dt.Size() != size {
+			t.Errorf("Datatype(%d).Size() = %d, want %d", dt, dt.Size(), size)
+		}
+	}
+}
