@@ -44,6 +44,7 @@ var (
 	dList     = flag.String("depths", env("DEPTHS", "0,16,64,256"), "queue depths for depth")
 	sizes     = flag.String("sizes", env("SIZES", "8,64,1024,16384,65536,1048576,4194304"), "ping-pong message sizes")
 	timeout   = flag.Duration("timeout", 5*time.Minute, "overall limit")
+	useAlloc  = flag.Bool("alloc", os.Getenv("WEFT_BENCH_ALLOC") == "1", "endpoint/ ping-pong buffers from Domain.Alloc (mmap, huge pages when available) instead of Go slices")
 	procs     = flag.Int("procs", envInt("PROCS", 0), "GOMAXPROCS per process (0: Go's default)")
 )
 
@@ -252,6 +253,14 @@ func pingpongRaw(r *raw, me, size, n int) (time.Duration, error) {
 
 func pingpongEP(ctx context.Context, c *endpoint.Comm, me, size, n int) (time.Duration, error) {
 	sb, rb := make([]byte, size), make([]byte, size)
+	if *useAlloc {
+		b, err := c.Domain().Alloc(2 * size)
+		if err != nil {
+			return 0, err
+		}
+		defer b.Close()
+		sb, rb = b.Bytes()[:size], b.Bytes()[size:2*size]
+	}
 	peer := 1 - me
 	start := time.Now()
 	for i := 0; i < n; i++ {
