@@ -56,7 +56,6 @@ type Server struct {
 	finalized []bool
 	lost      []bool // connection closed without finalize
 	barIn     int
-	barGen    uint64
 	barCh     chan struct{} // closed when the current barrier completes
 	closed    bool
 	quit      chan struct{} // closed by Close
@@ -403,7 +402,6 @@ func (s *Server) barrier(rank int) string {
 	stalled := -1
 	if s.barIn == s.cfg.Size {
 		s.barIn = 0
-		s.barGen++
 		close(s.barCh)
 		s.barCh = make(chan struct{})
 	} else {

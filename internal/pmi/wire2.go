@@ -8,10 +8,8 @@ import (
 	"strings"
 )
 
-// Msg2 is one PMI-2 command: "cmd=NAME;k=v;...;" on the wire.
-type Msg2 = Msg
-
-// FormatMsg2 encodes m as a PMI-2 message with its 6-character length
+// FormatMsg2 encodes m (the same Msg type as PMI-1 lines; on the wire a
+// PMI-2 command is "cmd=NAME;k=v;...;") as a PMI-2 message with its 6-character length
 // prefix. A ';' inside a key's value is doubled.
 func FormatMsg2(m Msg) string {
 	var b strings.Builder
