@@ -15,7 +15,7 @@ import (
 // addresses in the same order yields the same Addr values in every process
 // (0, 1, 2, ...).
 type AV struct {
-	obj
+	*obj
 	dom  *Domain
 	mu   sync.Mutex
 	used map[Addr]bool // inserted and not removed; guards Lookup/Remove against providers that do not bounds-check
@@ -34,12 +34,13 @@ func (d *Domain) OpenAV(count int) (*AV, error) {
 	if ret := C.weft_av_open(C.uintptr_t(d.fid), C.size_t(count), &fid); ret != 0 {
 		return nil, fmt.Errorf("fabric: open AV: %w", mkErr("fi_av_open", int(ret)))
 	}
-	av := &AV{dom: d, used: map[Addr]bool{}}
+	av := &AV{obj: new(obj), dom: d, used: map[Addr]bool{}}
 	av.init("av", uintptr(fid), orderQueue)
-	if err := d.adopt(&av.obj); err != nil {
+	if err := d.adopt(av.obj); err != nil {
 		av.close()
 		return nil, err
 	}
+	backstop(av, av.obj)
 	return av, nil
 }
 

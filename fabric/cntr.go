@@ -14,7 +14,7 @@ import (
 // Counter is a completion counter (fi_cntr). Bind it to an endpoint with
 // WithCounter when opening the endpoint.
 type Counter struct {
-	obj
+	*obj
 	dom *Domain
 }
 
@@ -27,12 +27,13 @@ func (d *Domain) OpenCounter() (*Counter, error) {
 	if ret := C.weft_cntr_open(C.uintptr_t(d.fid), &fid); ret != 0 {
 		return nil, fmt.Errorf("fabric: open counter: %w", mkErr("fi_cntr_open", int(ret)))
 	}
-	c := &Counter{dom: d}
+	c := &Counter{obj: new(obj), dom: d}
 	c.init("cntr", uintptr(fid), orderQueue)
-	if err := d.adopt(&c.obj); err != nil {
+	if err := d.adopt(c.obj); err != nil {
 		c.close()
 		return nil, err
 	}
+	backstop(c, c.obj)
 	return c, nil
 }
 

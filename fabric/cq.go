@@ -40,7 +40,7 @@ type cqErrRaw struct {
 // CQ is a completion queue (fi_cq, FI_CQ_FORMAT_TAGGED, no wait object).
 // One goroutine at a time should read a CQ.
 type CQ struct {
-	obj
+	*obj
 	dom *Domain
 }
 
@@ -57,12 +57,13 @@ func (d *Domain) OpenCQ(size int) (*CQ, error) {
 	if ret := C.weft_cq_open(C.uintptr_t(d.fid), C.size_t(size), &fid); ret != 0 {
 		return nil, fmt.Errorf("fabric: open CQ: %w", mkErr("fi_cq_open", int(ret)))
 	}
-	cq := &CQ{dom: d}
+	cq := &CQ{obj: new(obj), dom: d}
 	cq.init("cq", uintptr(fid), orderQueue)
-	if err := d.adopt(&cq.obj); err != nil {
+	if err := d.adopt(cq.obj); err != nil {
 		cq.close()
 		return nil, err
 	}
+	backstop(cq, cq.obj)
 	return cq, nil
 }
 

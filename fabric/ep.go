@@ -22,11 +22,12 @@ import (
 // error matching ErrAgain when the provider is out of resources: read the
 // CQ and retry. Operations must not run concurrently with Close.
 type Endpoint struct {
-	obj
+	*obj
 	dom  *Domain
 	info *Info
 	cq   *CQ
 	av   *AV
+	cfg  epConfig // bound counters and CQs, kept reachable
 }
 
 // EndpointOption configures OpenEndpoint.
@@ -80,7 +81,7 @@ func (d *Domain) OpenEndpoint(info *Info, cq *CQ, av *AV, opts ...EndpointOption
 	if ret != 0 {
 		return nil, fmt.Errorf("fabric: open endpoint (%s): %w", info.Provider, mkErr("fi_endpoint", int(ret)))
 	}
-	e := &Endpoint{dom: d, info: info, cq: cq, av: av}
+	e := &Endpoint{obj: new(obj), dom: d, info: info, cq: cq, av: av, cfg: cfg}
 	e.init("ep", uintptr(fid), orderEP)
 	fail := func(what string, ret C.int) (*Endpoint, error) {
 		err := mkErr(what, int(ret))
@@ -114,10 +115,11 @@ func (d *Domain) OpenEndpoint(info *Info, cq *CQ, av *AV, opts ...EndpointOption
 	if ret := C.weft_ep_enable(fid); ret != 0 {
 		return fail("fi_enable", ret)
 	}
-	if err := d.adopt(&e.obj); err != nil {
+	if err := d.adopt(e.obj); err != nil {
 		e.close()
 		return nil, err
 	}
+	backstop(e, e.obj)
 	return e, nil
 }
 

@@ -13,7 +13,7 @@ import (
 
 // Fabric is an open fabric (fi_fabric).
 type Fabric struct {
-	obj
+	*obj
 	info *Info
 }
 
@@ -28,8 +28,9 @@ func OpenFabric(info *Info) (*Fabric, error) {
 	if ret != 0 {
 		return nil, fmt.Errorf("fabric: open fabric %s: %w", info.Fabric, mkErr("fi_fabric", int(ret)))
 	}
-	f := &Fabric{info: info}
+	f := &Fabric{obj: new(obj), info: info}
 	f.init("fabric", uintptr(fid), orderDomain)
+	backstop(f, f.obj)
 	return f, nil
 }
 
@@ -46,7 +47,8 @@ func (f *Fabric) Close() error {
 // counters, endpoints and memory regions opened from it, and closes them
 // when it is closed.
 type Domain struct {
-	obj
+	*obj
+	fab     *Fabric // keeps the fabric reachable while the domain is
 	info    *Info
 	virt    bool // FI_MR_VIRT_ADDR granted: remote addresses are virtual addresses
 	provKey bool // FI_MR_PROV_KEY granted
@@ -71,6 +73,8 @@ func (f *Fabric) OpenDomain(info *Info) (*Domain, error) {
 		return nil, fmt.Errorf("fabric: open domain %s: %w", info.Domain, mkErr("fi_domain", int(ret)))
 	}
 	d := &Domain{
+		obj:     new(obj),
+		fab:     f,
 		info:    info,
 		virt:    info.MRMode&MRVirtAddr != 0,
 		provKey: info.MRMode&MRProvKey != 0,
@@ -79,10 +83,11 @@ func (f *Fabric) OpenDomain(info *Info) (*Domain, error) {
 	}
 	d.init("domain", uintptr(fid), orderDomain)
 	d.cache.init(d)
-	if err := f.adopt(&d.obj); err != nil {
+	if err := f.adopt(d.obj); err != nil {
 		d.close()
 		return nil, err
 	}
+	backstop(d, d.obj)
 	return d, nil
 }
 

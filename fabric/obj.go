@@ -8,6 +8,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -105,6 +106,14 @@ func (o *obj) close() error {
 	return errors.Join(errs...)
 }
 
-func (o *obj) errClosed(op string) error {
-	return fmt.Errorf("fabric: %s on closed %s: %w", op, o.kind, ErrClosed)
+// backstop closes o when the Go object p that owns it becomes unreachable
+// without having been closed (a leak): a log line, then the normal Close.
+// Explicit Close is still required for deterministic release.
+func backstop[T any](p *T, o *obj) {
+	runtime.AddCleanup(p, func(o *obj) {
+		if !o.closed.Load() {
+			log.Warn("closing a libfabric object that became unreachable without Close", "kind", o.kind)
+			_ = o.close()
+		}
+	}, o)
 }
