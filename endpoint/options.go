@@ -25,7 +25,20 @@ const (
 	// EnvShared makes CreateEndpoints use one shared, locked fabric endpoint
 	// for all handles of a process ("1", "true"). Default private.
 	EnvShared = "WEFT_ENDPOINT_SHARED"
+	// EnvSpin is how many empty progress polls a waiting call makes before it
+	// yields the processor to other goroutines (runtime.Gosched) and checks
+	// its context. Lower values help when goroutines outnumber cores; the
+	// default is 16.
+	EnvSpin = "WEFT_ENDPOINT_SPIN"
 )
+
+// spinYield is read once from EnvSpin (process-wide, like GOMAXPROCS).
+var spinYield = func() int {
+	if n, err := strconv.Atoi(os.Getenv(EnvSpin)); err == nil && n >= 1 {
+		return n
+	}
+	return 16
+}()
 
 const (
 	defaultEagerLimit = 16 << 10

@@ -204,7 +204,7 @@ func (c *Comm) Probe(ctx context.Context, src, tag int) (Status, error) {
 		if err != nil || ok {
 			return st, err
 		}
-		if spins&63 == 0 {
+		if spins%spinYield == 0 {
 			if done != nil {
 				select {
 				case <-done:

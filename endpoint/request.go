@@ -127,7 +127,7 @@ func (r *Request) Wait(ctx context.Context) (Status, error) {
 		if fin {
 			return r.st, r.err
 		}
-		if spins&63 == 0 {
+		if spins%spinYield == 0 {
 			if done != nil {
 				select {
 				case <-done:
@@ -204,7 +204,7 @@ func WaitAny(ctx context.Context, reqs []*Request) (int, Status, error) {
 		if !live {
 			return -1, Status{}, nil
 		}
-		if spins&63 == 0 {
+		if spins%spinYield == 0 {
 			if done != nil {
 				select {
 				case <-done:
