@@ -228,27 +228,30 @@ func TestLocalFromMapping(t *testing.T) {
 	}
 }
 
-// TestHydraWorker is the body run by every rank under mpiexec.hydra.
-func TestHydraWorker(t *testing.T) {
+// TestLauncherWorker is the body run by every rank under a real launcher
+// (TestHydra here; srun in test/launchers): all ranks on this host, kind as
+// WEFT_EXPECT_KIND says.
+func TestLauncherWorker(t *testing.T) {
 	if os.Getenv("WEFT_BOOTSTRAP_WORKER") != "1" {
-		t.Skip("runs only as a rank started by TestHydra")
+		t.Skip("runs only as a rank started by a launcher (TestHydra, test/launchers)")
 	}
+	want := os.Getenv("WEFT_EXPECT_KIND")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b, err := Init(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Kind() != "hydra" || b.Size() != 3 || b.LocalSize() != 3 || b.LocalRank() != b.Rank() {
+	if b.Kind() != want || b.Size() != 3 || b.LocalSize() != 3 || b.LocalRank() != b.Rank() {
 		t.Fatalf("kind %s rank %d size %d local %d/%d", b.Kind(), b.Rank(), b.Size(), b.LocalRank(), b.LocalSize())
 	}
 	if err := exercise(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Printf("hydra rank %d ok\n", b.Rank())
+	fmt.Printf("%s rank %d ok\n", want, b.Rank())
 }
 
-// TestHydra runs TestHydraWorker as 3 ranks under MPICH's mpiexec.hydra, with
+// TestHydra runs TestLauncherWorker as 3 ranks under MPICH's mpiexec.hydra, with
 // PMI_FD and with -pmi-port.
 func TestHydra(t *testing.T) {
 	hydra, err := exec.LookPath("mpiexec.hydra")
@@ -262,9 +265,9 @@ func TestHydra(t *testing.T) {
 	for _, mode := range [][]string{nil, {"-pmi-port"}} {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		args := append([]string{"-launcher", "fork"}, mode...)
-		args = append(args, "-n", "3", exe, "-test.run", "^TestHydraWorker$", "-test.count=1", "-test.v")
+		args = append(args, "-n", "3", exe, "-test.run", "^TestLauncherWorker$", "-test.count=1", "-test.v")
 		cmd := exec.CommandContext(ctx, hydra, args...)
-		cmd.Env = append(os.Environ(), "WEFT_BOOTSTRAP_WORKER=1")
+		cmd.Env = append(os.Environ(), "WEFT_BOOTSTRAP_WORKER=1", "WEFT_EXPECT_KIND=hydra")
 		cmd.WaitDelay = 2 * time.Second
 		out, err := cmd.CombinedOutput()
 		cancel()

@@ -1,9 +1,11 @@
 package launchers_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,7 +65,22 @@ func TestSlurm(t *testing.T) {
 	fab, hello := binaries(t)
 	env := []string{conf, "WEFT_PROVIDER=", "WEFT_LOG_LEVEL=debug"}
 
-	r := run(t, 60*time.Second, env, "srun", "--mpi=pmi2", "-n", "2", hello)
+	// The bootstrap's own launcher worker under Slurm's PMI-2 server: binary
+	// values up to 10 000 bytes (split across 1024-byte PMI-2 values),
+	// process mapping, fence, finalize.
+	btest := filepath.Join(filepath.Dir(hello), "bootstrap.test")
+	if out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "test", "-c", "-o", btest, "github.com/weft-hpc/weft/internal/bootstrap").CombinedOutput(); err != nil {
+		t.Fatalf("go test -c internal/bootstrap: %v\n%s", err, out)
+	}
+	r := run(t, 60*time.Second, []string{conf, "WEFT_BOOTSTRAP_WORKER=1", "WEFT_EXPECT_KIND=slurm"},
+		"srun", "--mpi=pmi2", "-n", "3", btest, "-test.run", "^TestLauncherWorker$", "-test.v")
+	for rank := range 3 {
+		if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("slurm rank %d ok", rank)) {
+			t.Fatalf("bootstrap worker under srun --mpi=pmi2: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	}
+
+	r = run(t, 60*time.Second, env, "srun", "--mpi=pmi2", "-n", "2", hello)
 	checkRing(t, "srun --mpi=pmi2 -n 2 hello", r, 2)
 	t.Logf("srun hello: %v", r.took)
 	if !strings.Contains(r.stderr, "kind=slurm") {
