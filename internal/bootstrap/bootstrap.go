@@ -119,6 +119,9 @@ func initFrom(ctx context.Context, getenv func(string) string) (Bootstrap, error
 	b := &boot{cache: map[string][]byte{}, mine: map[string]bool{}}
 	switch mode {
 	case "singleton":
+		if n, _ := strconv.Atoi(getenv("SLURM_STEP_NUM_TASKS")); n > 1 && getenv("WEFT_PMI") == "" {
+			log.Warn("started by srun without a PMI plugin: every task runs as a singleton job; use srun --mpi=pmi2 (or fabrun)", "tasks", n)
+		}
 		b.kind, b.size, b.b = "singleton", 1, &single{kv: map[string]string{}}
 	case "pmi1":
 		e, err := pmi.Env1FromEnviron(getenv)
