@@ -44,6 +44,8 @@
 //     no RAW/WAW/SAW/RAR message ordering; a hint that asks for it matches
 //     nothing, so GetInfo retries without ordering hints and records a note
 //     in Info.Notes. Check Info.MsgOrder before relying on ordering.
+//   - an inject larger than InjectSize gets EAGAIN forever from ofi_rxm and
+//     is accepted by shm: every inject variant refuses it with ErrInvalid.
 //   - tcp alone is MSG-only: an RDM request for "tcp" becomes "tcp;ofi_rxm".
 //   - sockets works but degrades badly when CPUs are oversubscribed; Select
 //     never picks it automatically.

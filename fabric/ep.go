@@ -28,6 +28,9 @@ type Endpoint struct {
 	cq   *CQ
 	av   *AV
 	cfg  epConfig // bound counters and CQs, kept reachable
+	// injectMax is Info.InjectSize: larger injects are refused before C
+	// (ofi_rxm answers them with EAGAIN forever, shm accepts them).
+	injectMax int
 }
 
 // EndpointOption configures OpenEndpoint.
@@ -81,7 +84,7 @@ func (d *Domain) OpenEndpoint(info *Info, cq *CQ, av *AV, opts ...EndpointOption
 	if ret != 0 {
 		return nil, fmt.Errorf("fabric: open endpoint (%s): %w", info.Provider, mkErr("fi_endpoint", int(ret)))
 	}
-	e := &Endpoint{obj: new(obj), dom: d, info: info, cq: cq, av: av, cfg: cfg}
+	e := &Endpoint{obj: new(obj), dom: d, info: info, cq: cq, av: av, cfg: cfg, injectMax: info.InjectSize}
 	e.init("ep", uintptr(fid), orderEP)
 	fail := func(what string, ret C.int) (*Endpoint, error) {
 		err := mkErr(what, int(ret))
@@ -188,6 +191,9 @@ func (e *Endpoint) Inject(buf []byte, dest Addr) error {
 	if e.closed.Load() {
 		return closeds[opInject]
 	}
+	if len(buf) > e.injectMax {
+		return errInjectSize[opInject]
+	}
 	return opErr(opInject, C.weft_inject(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uint64_t(dest)))
 }
 
@@ -195,6 +201,9 @@ func (e *Endpoint) Inject(buf []byte, dest Addr) error {
 func (e *Endpoint) InjectData(buf []byte, data uint64, dest Addr) error {
 	if e.closed.Load() {
 		return closeds[opInjectData]
+	}
+	if len(buf) > e.injectMax {
+		return errInjectSize[opInjectData]
 	}
 	return opErr(opInjectData, C.weft_injectdata(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uint64_t(data), C.uint64_t(dest)))
 }
@@ -220,6 +229,9 @@ func (e *Endpoint) TInject(buf []byte, dest Addr, tag uint64) error {
 	if e.closed.Load() {
 		return closeds[opTInject]
 	}
+	if len(buf) > e.injectMax {
+		return errInjectSize[opTInject]
+	}
 	return opErr(opTInject, C.weft_tinject(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uint64_t(dest), C.uint64_t(tag)))
 }
 
@@ -227,6 +239,9 @@ func (e *Endpoint) TInject(buf []byte, dest Addr, tag uint64) error {
 func (e *Endpoint) TInjectData(buf []byte, data uint64, dest Addr, tag uint64) error {
 	if e.closed.Load() {
 		return closeds[opTInjectData]
+	}
+	if len(buf) > e.injectMax {
+		return errInjectSize[opTInjectData]
 	}
 	return opErr(opTInjectData, C.weft_tinjectdata(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uint64_t(data), C.uint64_t(dest), C.uint64_t(tag)))
 }
@@ -289,6 +304,9 @@ func (e *Endpoint) WriteMsgData(buf []byte, desc Desc, data uint64, dest Addr, r
 func (e *Endpoint) InjectWrite(buf []byte, dest Addr, raddr, key uint64) error {
 	if e.closed.Load() {
 		return closeds[opInjectWrite]
+	}
+	if len(buf) > e.injectMax {
+		return errInjectSize[opInjectWrite]
 	}
 	if raddr == noAddr {
 		return errNoAddr[opInjectWrite]

@@ -150,6 +150,8 @@ var (
 	agains    [numOps]*Error
 	closeds   [numOps]error
 	errNoAddr [numOps]error
+	// errInjectSize is returned for an inject larger than Info.InjectSize.
+	errInjectSize [numOps]error
 )
 
 // noAddr is what MR.RemoteAddr returns for memory outside the region.
@@ -160,6 +162,7 @@ func init() {
 	for i := range agains {
 		agains[i] = &Error{Op: opNames[i], Errno: syscall.EAGAIN, Text: txt}
 		closeds[i] = fmt.Errorf("fabric: %s: %w", opNames[i], ErrClosed)
+		errInjectSize[i] = fmt.Errorf("fabric: %s: message larger than the provider's inject size (Info.InjectSize): %w", opNames[i], ErrInvalid)
 		errNoAddr[i] = fmt.Errorf("fabric: %s: remote address is MR.RemoteAddr's \"outside the region\" value: %w", opNames[i], ErrInvalid)
 	}
 }

@@ -280,3 +280,25 @@ func TestEPTypesAndDatatypes(t *testing.T) {
 		}
 	}
 }
+
+// TestInjectTooLarge: an inject above Info.InjectSize is an error before C
+// (ofi_rxm would answer EAGAIN forever, shm would accept it).
+func TestInjectTooLarge(t *testing.T) {
+	for _, prov := range providers {
+		t.Run(prov, func(t *testing.T) {
+			p := newPair(t, Hints{Provider: prov, Caps: CapMsg | CapTagged})
+			big := make([]byte, p.info.InjectSize+1)
+			for name, err := range map[string]error{
+				"Inject":      p.a.ep.Inject(big, p.a.addr[1]),
+				"InjectData":  p.a.ep.InjectData(big, 1, p.a.addr[1]),
+				"TInject":     p.a.ep.TInject(big, p.a.addr[1], 1),
+				"TInjectData": p.a.ep.TInjectData(big, 1, p.a.addr[1], 1),
+				"InjectWrite": p.a.ep.InjectWrite(big, p.a.addr[1], 0, 0),
+			} {
+				if !errors.Is(err, ErrInvalid) {
+					t.Errorf("%s of %d bytes (inject size %d): %v, want ErrInvalid", name, len(big), p.info.InjectSize, err)
+				}
+			}
+		})
+	}
+}
