@@ -33,6 +33,42 @@ func (e *Endpoint) Atomic(buf []byte, desc Desc, dt Datatype, op AtomicOp, dest 
 	return opErr(opAtomic, C.weft_atomic(C.uintptr_t(e.fid), ptr(buf), C.size_t(n), C.uintptr_t(desc), C.uint64_t(dest), C.uint64_t(raddr), C.uint64_t(key), C.int(dt), C.int(op), C.uint64_t(ctx)))
 }
 
+// AtomicMsg is Atomic with operation flags (fi_atomicmsg): OpDeliveryComplete
+// makes the completion mean "applied at the target", OpFence, OpCompletion,
+// OpInject, OpTransmitComplete.
+func (e *Endpoint) AtomicMsg(buf []byte, desc Desc, dt Datatype, op AtomicOp, dest Addr, raddr, key uint64, ctx uint64, flags OpFlag) error {
+	if e.closed.Load() {
+		return closeds[opAtomicMsg]
+	}
+	if raddr == noAddr {
+		return errNoAddr[opAtomicMsg]
+	}
+	n, err := atomicCount(opAtomicMsg, buf, dt)
+	if err != nil {
+		return err
+	}
+	return opErr(opAtomicMsg, C.weft_atomicmsg(C.uintptr_t(e.fid), ptr(buf), C.size_t(n), C.uintptr_t(desc), C.uint64_t(dest), C.uint64_t(raddr), C.uint64_t(key), C.int(dt), C.int(op), C.uint64_t(ctx), C.uint64_t(flags)))
+}
+
+// InjectAtomic is Atomic without a completion; buf is copied before it
+// returns and must not exceed Info.InjectSize.
+func (e *Endpoint) InjectAtomic(buf []byte, dt Datatype, op AtomicOp, dest Addr, raddr, key uint64) error {
+	if e.closed.Load() {
+		return closeds[opInjectAtomic]
+	}
+	if len(buf) > e.injectMax {
+		return errInjectSize[opInjectAtomic]
+	}
+	if raddr == noAddr {
+		return errNoAddr[opInjectAtomic]
+	}
+	n, err := atomicCount(opInjectAtomic, buf, dt)
+	if err != nil {
+		return err
+	}
+	return opErr(opInjectAtomic, C.weft_inject_atomic(C.uintptr_t(e.fid), ptr(buf), C.size_t(n), C.uint64_t(dest), C.uint64_t(raddr), C.uint64_t(key), C.int(dt), C.int(op)))
+}
+
 // FetchAtomic applies op and returns the previous remote values in result
 // (same length as buf). For OpRead buf's contents are ignored.
 func (e *Endpoint) FetchAtomic(buf []byte, desc Desc, result []byte, rdesc Desc, dt Datatype, op AtomicOp, dest Addr, raddr, key uint64, ctx uint64) error {

@@ -134,6 +134,8 @@ const (
 	opAtomic
 	opFetchAtomic
 	opCompareAtomic
+	opAtomicMsg
+	opInjectAtomic
 	opCancel
 	opCQRead
 	numOps
@@ -143,7 +145,8 @@ var opNames = [numOps]string{
 	"fi_send", "fi_senddata", "fi_recv", "fi_inject", "fi_injectdata",
 	"fi_tsend", "fi_tsenddata", "fi_tinject", "fi_tinjectdata", "fi_trecv",
 	"fi_write", "fi_writedata", "fi_writemsg", "fi_inject_write", "fi_read",
-	"fi_atomic", "fi_fetch_atomic", "fi_compare_atomic", "fi_cancel", "fi_cq_read",
+	"fi_atomic", "fi_fetch_atomic", "fi_compare_atomic", "fi_atomicmsg", "fi_inject_atomic",
+	"fi_cancel", "fi_cq_read",
 }
 
 var (

@@ -206,6 +206,19 @@ func TestAtomics(t *testing.T) {
 			}, p.a.cq, p.b.cq)
 			mustComp(t, p.a.cq, p.b.cq)
 			waitFor(t, func() bool { return binary.LittleEndian.Uint64(target.Bytes()) == 10 }, p.b.cq, p.a.cq)
+			// AtomicMsg with delivery complete: applied once it completes.
+			binary.LittleEndian.PutUint64(operand, 4)
+			retry(t, func() error {
+				return p.a.ep.AtomicMsg(operand, loc.Desc(), Uint64, OpSum, p.a.addr[1], raddr, key, 46, OpDeliveryComplete|OpCompletion)
+			}, p.a.cq, p.b.cq)
+			if c := mustComp(t, p.a.cq, p.b.cq); c.Context != 46 {
+				t.Errorf("atomicmsg completion %+v", c)
+			}
+			waitFor(t, func() bool { return binary.LittleEndian.Uint64(target.Bytes()) == 14 }, p.b.cq, p.a.cq)
+			// InjectAtomic: no completion; visible after target progress.
+			inj := []byte{1, 0, 0, 0, 0, 0, 0, 0}
+			retry(t, func() error { return p.a.ep.InjectAtomic(inj, Uint64, OpSum, p.a.addr[1], raddr, key) }, p.a.cq, p.b.cq)
+			waitFor(t, func() bool { return binary.LittleEndian.Uint64(target.Bytes()) == 15 }, p.b.cq, p.a.cq)
 			// Bad lengths are rejected before C.
 			if err := p.a.ep.Atomic(operand[:5], loc.Desc(), Uint64, OpSum, p.a.addr[1], raddr, key, 45); !errors.Is(err, ErrInvalid) {
 				t.Errorf("5-byte uint64 atomic: %v", err)

@@ -363,6 +363,35 @@ ssize_t weft_compare_atomic(uintptr_t ep, void *buf, size_t count, uintptr_t des
 		return -FI_ENOSYS;
 	return fi_compare_atomic(EP(ep), buf, count, VOIDP(desc), cmp, VOIDP(cdesc), res, VOIDP(rdesc), dest, raddr, key, (enum fi_datatype)dt, (enum fi_op)op, VOIDP(ctx));
 }
+ssize_t weft_atomicmsg(uintptr_t ep, void *buf, size_t count, uintptr_t desc, uint64_t dest, uint64_t raddr, uint64_t key, int dt, int op, uint64_t ctx, uint64_t flags) {
+	struct fi_ioc ioc;
+	struct fi_rma_ioc rma;
+	struct fi_msg_atomic msg;
+	void *d = VOIDP(desc);
+	if (!EP(ep)->atomic)
+		return -FI_ENOSYS;
+	ioc.addr = buf;
+	ioc.count = count;
+	rma.addr = raddr;
+	rma.count = count;
+	rma.key = key;
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &ioc;
+	msg.desc = &d;
+	msg.iov_count = 1;
+	msg.addr = dest;
+	msg.rma_iov = &rma;
+	msg.rma_iov_count = 1;
+	msg.datatype = (enum fi_datatype)dt;
+	msg.op = (enum fi_op)op;
+	msg.context = VOIDP(ctx);
+	return fi_atomicmsg(EP(ep), &msg, flags);
+}
+ssize_t weft_inject_atomic(uintptr_t ep, void *buf, size_t count, uint64_t dest, uint64_t raddr, uint64_t key, int dt, int op) {
+	if (!EP(ep)->atomic)
+		return -FI_ENOSYS;
+	return fi_inject_atomic(EP(ep), buf, count, dest, raddr, key, (enum fi_datatype)dt, (enum fi_op)op);
+}
 int weft_atomicvalid(uintptr_t ep, int kind, int dt, int op, size_t *count) {
 	if (!EP(ep)->atomic)
 		return -FI_ENOSYS;

@@ -142,6 +142,8 @@ ssize_t weft_read(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t 
 ssize_t weft_atomic(uintptr_t ep, void *buf, size_t count, uintptr_t desc, uint64_t dest, uint64_t raddr, uint64_t key, int dt, int op, uint64_t ctx);
 ssize_t weft_fetch_atomic(uintptr_t ep, void *buf, size_t count, uintptr_t desc, void *res, uintptr_t rdesc, uint64_t dest, uint64_t raddr, uint64_t key, int dt, int op, uint64_t ctx);
 ssize_t weft_compare_atomic(uintptr_t ep, void *buf, size_t count, uintptr_t desc, void *cmp, uintptr_t cdesc, void *res, uintptr_t rdesc, uint64_t dest, uint64_t raddr, uint64_t key, int dt, int op, uint64_t ctx);
+ssize_t weft_atomicmsg(uintptr_t ep, void *buf, size_t count, uintptr_t desc, uint64_t dest, uint64_t raddr, uint64_t key, int dt, int op, uint64_t ctx, uint64_t flags);
+ssize_t weft_inject_atomic(uintptr_t ep, void *buf, size_t count, uint64_t dest, uint64_t raddr, uint64_t key, int dt, int op);
 int weft_atomicvalid(uintptr_t ep, int kind, int dt, int op, size_t *count);
 ssize_t weft_cancel(uintptr_t ep, uint64_t ctx);
 
