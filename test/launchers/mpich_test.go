@@ -21,6 +21,9 @@ func TestMPICHUnderFabrun(t *testing.T) {
 	fab, _ := binaries(t)
 	prog := filepath.Join(t.TempDir(), "mpiring")
 	if out, err := exec.Command(mpicc, "-O", "-o", prog, filepath.Join("testdata", "mpiring.c")).CombinedOutput(); err != nil {
+		if strings.Contains(string(out), "mpi.h") {
+			t.Skipf("MPICH headers absent (Debian package libmpich-dev, only recommended by mpich): %s", out)
+		}
 		t.Fatalf("%s: %v\n%s", mpicc, err, out)
 	}
 	r := run(t, 60*time.Second, nil, fab, "-n", "3", "--launcher", "local", "--tag-output", prog)
