@@ -11,7 +11,7 @@ set -euo pipefail
 
 want=(libfabric-dev libfabric-bin gcc pkg-config)
 if [ "${1:-build}" = test ]; then
-	want+=(mpich slurmd slurmctld slurm-client slurm-wlm-basic-plugins munge
+	want+=(mpich libmpich-dev slurmd slurmctld slurm-client slurm-wlm-basic-plugins munge
 		openssh-server openssh-client procps iproute2)
 fi
 
