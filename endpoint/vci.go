@@ -61,10 +61,11 @@ type vci struct {
 	eagerLimit  int
 	timeout     time.Duration
 
-	bounce     *fabric.Buffer
-	bounces    [][]byte
-	bounceDesc fabric.Desc
-	repost     []int // bounces whose repost hit EAGAIN
+	bounce      *fabric.Buffer
+	bounces     [][]byte
+	bounceDesc  fabric.Desc
+	repost      []int // consumed bounces, reposted by the next progress call
+	repostSpare []int
 
 	posted     []*Request // user receives, in post order
 	unexpected []unexp    // arrived, unmatched messages, in arrival order
@@ -300,6 +301,14 @@ func (v *vci) progress() error {
 	if v.closed {
 		return fmt.Errorf("endpoint: progress: %w", ErrFreed)
 	}
+	if len(v.repost) > 0 {
+		rp := v.repost
+		v.repost = v.repostSpare[:0]
+		for _, i := range rp {
+			v.repostBounce(i) // EAGAIN puts it back on v.repost
+		}
+		v.repostSpare = rp[:0]
+	}
 	for {
 		n, err := v.cq.Read(v.comps[:])
 		for i := 0; i < n; i++ {
@@ -320,7 +329,7 @@ func (v *vci) progress() error {
 			break
 		}
 	}
-	if len(v.repost)+len(v.deferFin)+len(v.deferRead) > 0 {
+	if len(v.deferFin)+len(v.deferRead) > 0 {
 		v.runDeferred()
 	}
 	return nil
@@ -331,7 +340,9 @@ func (v *vci) complete(c *fabric.Completion) {
 		i := int(c.Context &^ bounceBit)
 		if i < len(v.bounces) {
 			v.incoming(c.Data, v.bounces[i][:c.Len])
-			v.repostBounce(i)
+			// Reposted at the start of the next progress call: off the
+			// critical path between a receive and the caller's reply.
+			v.repost = append(v.repost, i)
 		}
 		return
 	}
@@ -585,13 +596,6 @@ func (v *vci) sendFin(r *Request) error {
 }
 
 func (v *vci) runDeferred() {
-	if len(v.repost) > 0 {
-		rp := v.repost
-		v.repost = nil
-		for _, i := range rp {
-			v.repostBounce(i)
-		}
-	}
 	if len(v.deferRead) > 0 {
 		rs := v.deferRead
 		v.deferRead = nil
