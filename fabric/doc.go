@@ -54,6 +54,9 @@
 //   - shm (and sockets) report error completions with a negative error code;
 //     CQError normalises it. shm and ofi_rxm leave CQError.Olen at 0 on
 //     truncation.
+//   - shm: a tagged receive with a non-zero ignore mask never matches a
+//     message that is already in the unexpected queue
+//     (QuirkUnexpectedIgnoreMask). Info.Quirks lists such known deviations.
 //   - shm and ofi_rxm have manual data progress: reading the CQ (of both
 //     sides, in a one-process test) is what moves data.
 //

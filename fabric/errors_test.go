@@ -217,8 +217,8 @@ func TestUnregisteredTarget(t *testing.T) {
 					t.Errorf("%s to unregistered memory: %v, want ErrInvalid", name, err)
 				}
 			}
-			if prov != "sockets" {
-				return
+			if p.info.Quirks&QuirkNoRemoteKeyCheck != 0 {
+				return // a wild address could crash this process
 			}
 			// A plausible address just past the registration.
 			raddr = mr.RemoteAddr(target[56:]) + 64

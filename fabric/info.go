@@ -52,6 +52,8 @@ type Info struct {
 	DataProgress             Progress
 	ControlProgress          Progress
 	ProviderVersion          uint32
+	// Quirks are the known deviations of this provider (see Quirk).
+	Quirks Quirk
 	// Notes lists the provider quirks GetInfo applied or detected for this
 	// configuration, in words (see the package documentation).
 	Notes []string
@@ -99,6 +101,7 @@ func newInfo(c uintptr) *Info {
 		DataProgress:    Progress(f.DataProgress),
 		ControlProgress: Progress(f.ControlProgress),
 		ProviderVersion: uint32(f.ProvVersion),
+		Quirks:          quirksOf(C.GoString(C.weft_info_prov(C.uintptr_t(c))), Caps(f.Caps)),
 		c:               c,
 		strAddr:         f.AddrFormat == C.FI_ADDR_STR,
 	}
@@ -114,6 +117,9 @@ func (i *Info) String() string {
 	s := fmt.Sprintf("%s (fabric %s, domain %s): ep=%s caps=%s order=%s mr=%s inject=%d maxmsg=%d cqdata=%d threading=%s progress=%s/%s",
 		i.Provider, i.Fabric, i.Domain, i.EPType, i.Caps, i.MsgOrder, i.MRMode, i.InjectSize,
 		i.MaxMsgSize, i.CQDataSize, i.Threading, i.DataProgress, i.ControlProgress)
+	if i.Quirks != 0 {
+		s += " quirks=" + i.Quirks.String()
+	}
 	if len(i.Notes) > 0 {
 		s += " notes=[" + strings.Join(i.Notes, "; ") + "]"
 	}

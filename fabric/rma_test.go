@@ -90,10 +90,10 @@ func TestRMAWriteRead(t *testing.T) {
 			if err == nil {
 				_, err = waitComp(t, p.a.cq, p.b.cq)
 			}
-			// Only sockets checks remote keys in 1.17; shm and tcp;ofi_rxm
-			// write to the virtual address whatever the key.
-			if err == nil && tc.h.Provider == "sockets" {
-				t.Error("write with a bad key succeeded on sockets")
+			// Providers with QuirkNoRemoteKeyCheck (shm, tcp;ofi_rxm) write
+			// to the address whatever the key.
+			if err == nil && p.info.Quirks&QuirkNoRemoteKeyCheck == 0 {
+				t.Errorf("write with a bad key succeeded on %s", tc.h.Provider)
 			}
 			t.Logf("bad key: %v", err)
 		})
@@ -244,8 +244,11 @@ func TestRxmAtomicsDropOrdering(t *testing.T) {
 	if !i.HasCaps(CapAtomic) {
 		t.Fatalf("no atomics: %s", i)
 	}
+	if i.Quirks&QuirkAtomicsDropOrdering == 0 {
+		t.Errorf("QuirkAtomicsDropOrdering not reported: %s", i)
+	}
 	if i.MsgOrder.Has(OrderWAW) {
-		t.Logf("rxm now grants WAW with atomics: %s", i.MsgOrder)
+		t.Errorf("rxm now grants WAW with atomics (%s): drop QuirkAtomicsDropOrdering", i.MsgOrder)
 	}
 	if len(i.Notes) == 0 {
 		t.Errorf("expected a note about dropped ordering, got none: %s", i)
