@@ -49,6 +49,7 @@ type Error struct {
 	Text  string
 }
 
+// Error implements error.
 func (e *Error) Error() string {
 	return fmt.Sprintf("fabric: %s: %s (errno %d)", e.Op, e.Text, int(e.Errno))
 }
@@ -93,6 +94,7 @@ type CQError struct {
 	Tag, Data uint64
 }
 
+// Error implements error.
 func (e *CQError) Error() string {
 	return fmt.Sprintf("fabric: completion error (ctx %#x): %v; provider errno %d: %s", e.Context, e.Err, e.ProvErrno, e.Text)
 }

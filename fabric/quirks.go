@@ -40,6 +40,7 @@ var quirkNames = []struct {
 	{QuirkSlowWhenOversubscribed, "slow_when_oversubscribed"},
 }
 
+// String names the value (or the set bits).
 func (q Quirk) String() string {
 	var s []string
 	for _, n := range quirkNames {

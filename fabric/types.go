@@ -40,6 +40,7 @@ func epTypeFromC(v int64) EPType {
 	return EPRDM
 }
 
+// String names the value (or the set bits).
 func (t EPType) String() string {
 	switch t {
 	case EPMsg:
@@ -94,6 +95,7 @@ var capNames = []struct {
 	{CapRemoteCQData, "remote_cq_data"},
 }
 
+// String names the value (or the set bits).
 func (c Caps) String() string {
 	var s []string
 	for _, n := range capNames {
@@ -124,6 +126,7 @@ const (
 	ThreadEndpoint   Threading = C.FI_THREAD_ENDPOINT
 )
 
+// String names the value (or the set bits).
 func (t Threading) String() string {
 	switch t {
 	case ThreadSafe:
@@ -151,6 +154,7 @@ const (
 	ProgressManual Progress = C.FI_PROGRESS_MANUAL
 )
 
+// String names the value (or the set bits).
 func (p Progress) String() string {
 	switch p {
 	case ProgressAuto:
@@ -178,6 +182,7 @@ const (
 	DefaultMRMode = MRLocal | MRVirtAddr | MRAllocated | MRProvKey
 )
 
+// String names the value (or the set bits).
 func (m MRMode) String() string {
 	names := []struct {
 		m MRMode
@@ -226,6 +231,7 @@ const (
 	OrderAtomicWAW Order = C.FI_ORDER_ATOMIC_WAW
 )
 
+// String names the value (or the set bits).
 func (o Order) String() string {
 	names := []struct {
 		o Order
