@@ -521,6 +521,19 @@ func TestSplitDupIsolation(t *testing.T) {
 							}
 						}
 					}
+					// endpoints of an endpoints communicator: one each
+					sub, err := e.CreateEndpoints(ctx, 1)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if sub[0].Size() != e.Size() || sub[0].Rank() != e.Rank() {
+						t.Errorf("nested endpoints: rank %d of %d, want %d of %d", sub[0].Rank(), sub[0].Size(), e.Rank(), e.Size())
+					}
+					if err := sub[0].Barrier(ctx); err != nil {
+						t.Error(err)
+					}
+					sub[0].Free()
 					d.Free()
 					s.Free()
 					e.Free()
