@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -32,7 +33,7 @@ type proc struct {
 }
 
 func openProc(prov string) (*proc, error) {
-	infos, err := GetInfo(&Hints{Provider: prov, Caps: CapMsg | CapTagged | CapRMA | CapRemoteCQData})
+	infos, err := GetInfo(&Hints{Provider: prov, Caps: CapMsg | CapTagged | CapRMA | CapAtomic | CapRemoteCQData})
 	if err != nil {
 		return nil, err
 	}
@@ -267,6 +268,25 @@ func TestTwoProcesses(t *testing.T) {
 			must(err)
 			if c.Context != 40 || !bytes.Equal(back.Bytes(), src.Bytes()) {
 				t.Fatalf("read back: %+v equal=%v", c, bytes.Equal(back.Bytes(), src.Bytes()))
+			}
+			// Cross-process fetch-add on the child's window, then read back.
+			loc, err := p.dom.Alloc(16)
+			must(err)
+			old := binary.LittleEndian.Uint64(src.Bytes()[:8])
+			binary.LittleEndian.PutUint64(loc.Bytes()[:8], 5)
+			must(p.post(ctx, func() error {
+				return p.ep.FetchAtomic(loc.Bytes()[:8], loc.Desc(), loc.Bytes()[8:16], loc.Desc(), Uint64, OpSum, ad[0], raddr, key, 60)
+			}))
+			c, err = p.next(ctx)
+			must(err)
+			if c.Context != 60 || binary.LittleEndian.Uint64(loc.Bytes()[8:16]) != old {
+				t.Fatalf("fetch-add: %+v fetched %d, want %d", c, binary.LittleEndian.Uint64(loc.Bytes()[8:16]), old)
+			}
+			must(p.post(ctx, func() error { return p.ep.Read(back.Bytes()[:8], back.Desc(), ad[0], raddr, key, 61) }))
+			c, err = p.next(ctx)
+			must(err)
+			if got := binary.LittleEndian.Uint64(back.Bytes()[:8]); c.Context != 61 || got != old+5 {
+				t.Fatalf("after fetch-add the window holds %d, want %d", got, old+5)
 			}
 			must(p.post(ctx, func() error { return p.ep.TSend(bye, 0, ad[0], 4, 50) }))
 			c, err = p.next(ctx)
