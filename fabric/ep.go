@@ -31,6 +31,7 @@ type Endpoint struct {
 	// injectMax is Info.InjectSize: larger injects are refused before C
 	// (ofi_rxm answers them with EAGAIN forever, shm accepts them).
 	injectMax int
+	iov       iovScratch // vectored operations
 }
 
 // EndpointOption configures OpenEndpoint.

@@ -138,6 +138,12 @@ const (
 	opCompareAtomic
 	opAtomicMsg
 	opInjectAtomic
+	opSendV
+	opRecvV
+	opTSendV
+	opTRecvV
+	opWriteV
+	opReadV
 	opCancel
 	opCQRead
 	numOps
@@ -148,6 +154,7 @@ var opNames = [numOps]string{
 	"fi_tsend", "fi_tsenddata", "fi_tinject", "fi_tinjectdata", "fi_trecv",
 	"fi_write", "fi_writedata", "fi_writemsg", "fi_inject_write", "fi_read",
 	"fi_atomic", "fi_fetch_atomic", "fi_compare_atomic", "fi_atomicmsg", "fi_inject_atomic",
+	"fi_sendv", "fi_recvv", "fi_tsendv", "fi_trecvv", "fi_writev", "fi_readv",
 	"fi_cancel", "fi_cq_read",
 }
 

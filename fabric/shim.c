@@ -404,6 +404,55 @@ int weft_atomicvalid(uintptr_t ep, int kind, int dt, int op, size_t *count) {
 		return fi_atomicvalid(EP(ep), (enum fi_datatype)dt, (enum fi_op)op, count);
 	}
 }
+#define UNPACK_IOV(segs, n)                                                  \
+	struct iovec iov[WEFT_MAX_IOV];                                      \
+	void *desc[WEFT_MAX_IOV];                                            \
+	size_t i_;                                                           \
+	if ((n) > WEFT_MAX_IOV)                                              \
+		return -FI_EINVAL;                                           \
+	for (i_ = 0; i_ < (n); i_++) {                                       \
+		iov[i_].iov_base = VOIDP((segs)[3 * i_]);                    \
+		iov[i_].iov_len = (size_t)(segs)[3 * i_ + 1];                \
+		desc[i_] = VOIDP((segs)[3 * i_ + 2]);                        \
+	}
+
+ssize_t weft_sendv(uintptr_t ep, const uint64_t *segs, size_t n, uint64_t dest, uint64_t ctx) {
+	UNPACK_IOV(segs, n);
+	if (!EP(ep)->msg)
+		return -FI_ENOSYS;
+	return fi_sendv(EP(ep), iov, desc, n, dest, VOIDP(ctx));
+}
+ssize_t weft_recvv(uintptr_t ep, const uint64_t *segs, size_t n, uint64_t src, uint64_t ctx) {
+	UNPACK_IOV(segs, n);
+	if (!EP(ep)->msg)
+		return -FI_ENOSYS;
+	return fi_recvv(EP(ep), iov, desc, n, src, VOIDP(ctx));
+}
+ssize_t weft_tsendv(uintptr_t ep, const uint64_t *segs, size_t n, uint64_t dest, uint64_t tag, uint64_t ctx) {
+	UNPACK_IOV(segs, n);
+	if (!EP(ep)->tagged)
+		return -FI_ENOSYS;
+	return fi_tsendv(EP(ep), iov, desc, n, dest, tag, VOIDP(ctx));
+}
+ssize_t weft_trecvv(uintptr_t ep, const uint64_t *segs, size_t n, uint64_t src, uint64_t tag, uint64_t ignore, uint64_t ctx) {
+	UNPACK_IOV(segs, n);
+	if (!EP(ep)->tagged)
+		return -FI_ENOSYS;
+	return fi_trecvv(EP(ep), iov, desc, n, src, tag, ignore, VOIDP(ctx));
+}
+ssize_t weft_writev(uintptr_t ep, const uint64_t *segs, size_t n, uint64_t dest, uint64_t raddr, uint64_t key, uint64_t ctx) {
+	UNPACK_IOV(segs, n);
+	if (!EP(ep)->rma)
+		return -FI_ENOSYS;
+	return fi_writev(EP(ep), iov, desc, n, dest, raddr, key, VOIDP(ctx));
+}
+ssize_t weft_readv(uintptr_t ep, const uint64_t *segs, size_t n, uint64_t src, uint64_t raddr, uint64_t key, uint64_t ctx) {
+	UNPACK_IOV(segs, n);
+	if (!EP(ep)->rma)
+		return -FI_ENOSYS;
+	return fi_readv(EP(ep), iov, desc, n, src, raddr, key, VOIDP(ctx));
+}
+
 ssize_t weft_cancel(uintptr_t ep, uint64_t ctx) { return fi_cancel(&EP(ep)->fid, VOIDP(ctx)); }
 
 const char *weft_strerror(int err) { return fi_strerror(err); }

@@ -145,6 +145,14 @@ ssize_t weft_compare_atomic(uintptr_t ep, void *buf, size_t count, uintptr_t des
 ssize_t weft_atomicmsg(uintptr_t ep, void *buf, size_t count, uintptr_t desc, uint64_t dest, uint64_t raddr, uint64_t key, int dt, int op, uint64_t ctx, uint64_t flags);
 ssize_t weft_inject_atomic(uintptr_t ep, void *buf, size_t count, uint64_t dest, uint64_t raddr, uint64_t key, int dt, int op);
 int weft_atomicvalid(uintptr_t ep, int kind, int dt, int op, size_t *count);
+// Vectored operations: segs holds n (base, len, desc) triples.
+#define WEFT_MAX_IOV 8
+ssize_t weft_sendv(uintptr_t ep, const uint64_t *segs, size_t n, uint64_t dest, uint64_t ctx);
+ssize_t weft_recvv(uintptr_t ep, const uint64_t *segs, size_t n, uint64_t src, uint64_t ctx);
+ssize_t weft_tsendv(uintptr_t ep, const uint64_t *segs, size_t n, uint64_t dest, uint64_t tag, uint64_t ctx);
+ssize_t weft_trecvv(uintptr_t ep, const uint64_t *segs, size_t n, uint64_t src, uint64_t tag, uint64_t ignore, uint64_t ctx);
+ssize_t weft_writev(uintptr_t ep, const uint64_t *segs, size_t n, uint64_t dest, uint64_t raddr, uint64_t key, uint64_t ctx);
+ssize_t weft_readv(uintptr_t ep, const uint64_t *segs, size_t n, uint64_t src, uint64_t raddr, uint64_t key, uint64_t ctx);
 ssize_t weft_cancel(uintptr_t ep, uint64_t ctx);
 
 const char *weft_strerror(int err);
