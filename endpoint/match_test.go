@@ -90,6 +90,44 @@ func TestMatchingOrder(t *testing.T) {
 		if st, err := b.Recv(ctx, buf, 0, endpoint.AnyTag); err != nil || st.Tag != 7 {
 			t.Fatalf("second unexpected: %+v %v", st, err)
 		}
+		// WaitAny reports each completed request once.
+		reqs := make([]*endpoint.Request, 3)
+		bufs := [][]byte{make([]byte, 8), make([]byte, 8), make([]byte, 8)}
+		for k := range reqs {
+			reqs[k], _ = b.Irecv(bufs[k], 0, 20+k)
+		}
+		aDone := make(chan struct{})
+		go func() { // a's owner for now
+			defer close(aDone)
+			for _, tg := range []int{21, 20, 22} {
+				a.Send(ctx, []byte("waitany."), 1, tg)
+			}
+		}()
+		seen := map[int]bool{}
+		for range reqs {
+			k, st, err := endpoint.WaitAny(ctx, reqs)
+			if err != nil || k < 0 || seen[k] || st.Tag != 20+k {
+				t.Fatalf("WaitAny: %d %+v %v", k, st, err)
+			}
+			seen[k] = true
+		}
+		if k, _, _ := endpoint.WaitAny(ctx, reqs); k != -1 {
+			t.Fatalf("WaitAny with nothing left: %d", k)
+		}
+		<-aDone
+		// A Recv whose context ends is cancelled: the next message goes to
+		// the next receive.
+		short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+		if _, err := b.Recv(short, buf, 0, 30); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Recv past its deadline: %v", err)
+		}
+		cancelShort()
+		aDone = make(chan struct{})
+		go func() { defer close(aDone); a.Send(ctx, []byte("late...."), 1, 30) }()
+		if st, err := b.Recv(ctx, buf, 0, 30); err != nil || string(buf) != "late...." || st.Count != 8 {
+			t.Fatalf("after a timed-out Recv: %+v %q %v", st, buf, err)
+		}
+		<-aDone
 		// cancel is immediate for an unmatched receive
 		r, _ := b.Irecv(buf, 0, 9)
 		r.Cancel()
