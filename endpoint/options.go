@@ -30,7 +30,20 @@ const (
 	// its context. Lower values help when goroutines outnumber cores; the
 	// default is 16.
 	EnvSpin = "WEFT_ENDPOINT_SPIN"
+	// EnvOSYield makes every N-th of those yields a sched_yield system call,
+	// so that busy-polling endpoints leave oversubscribed cores to the peer
+	// processes they wait for; 0 disables it. Default 4.
+	EnvOSYield = "WEFT_ENDPOINT_OSYIELD"
 )
+
+// osYieldEvery: every osYieldEvery-th yield of a wait is a sched_yield
+// system call instead of runtime.Gosched (0: never); from EnvOSYield.
+var osYieldEvery = func() int {
+	if n, err := strconv.Atoi(os.Getenv(EnvOSYield)); err == nil && n >= 0 {
+		return n
+	}
+	return 4
+}()
 
 // spinYield is read once from EnvSpin (process-wide, like GOMAXPROCS).
 var spinYield = func() int {

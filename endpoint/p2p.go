@@ -3,7 +3,6 @@ package endpoint
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"unsafe"
 
 	"github.com/weft-hpc/weft/fabric"
@@ -212,7 +211,7 @@ func (c *Comm) Probe(ctx context.Context, src, tag int) (Status, error) {
 				default:
 				}
 			}
-			runtime.Gosched()
+			idle(spins)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/weft-hpc/weft/fabric"
@@ -135,9 +136,21 @@ func (r *Request) Wait(ctx context.Context) (Status, error) {
 				default:
 				}
 			}
-			runtime.Gosched()
+			idle(spins)
 		}
 	}
+}
+
+// idle gives the processor away while a wait makes no progress: to other
+// goroutines every spinYield polls, and to other processes (sched_yield)
+// every osYieldEvery of those, so that busy-polling endpoints share
+// oversubscribed cores with the peers they wait for.
+func idle(spins int) {
+	if osYieldEvery > 0 && spins%(spinYield*osYieldEvery) == 0 {
+		syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+		return
+	}
+	runtime.Gosched()
 }
 
 func (r *Request) describe() string {
@@ -212,7 +225,7 @@ func WaitAny(ctx context.Context, reqs []*Request) (int, Status, error) {
 				default:
 				}
 			}
-			runtime.Gosched()
+			idle(spins)
 		}
 	}
 }
