@@ -60,6 +60,11 @@ type fabPath struct {
 	addrs []fabric.Addr
 	keys  []uint64
 	bases []uint64
+	// control words: inside the region (Allocate) or a buffer of their own
+	// (Create)
+	ctrlBuf *fabric.Buffer
+	ckeys   []uint64
+	cbases  []uint64
 
 	order  SignalOrdering
 	wawMax int // largest write ordered by WAW (<0: unlimited)
@@ -120,7 +125,7 @@ func grantsWAW(i *fabric.Info) bool {
 	return i.MsgOrder.Has(fabric.OrderRMAWAW) || i.MsgOrder.Has(fabric.OrderWAW)
 }
 
-func openFabPath(ctx context.Context, w *Window, region []byte) (np netPath, err error) {
+func openFabPath(ctx context.Context, w *Window, region []byte, ownCtrl bool) (np netPath, err error) {
 	f := &fabPath{w: w, pending: map[uint64]*pendingOp{}, perTarget: make([]int, w.size),
 		comp: make([]fabric.Completion, 64), local: region}
 	defer func() {
@@ -197,10 +202,20 @@ func openFabPath(ctx context.Context, w *Window, region []byte) (np netPath, err
 	if err != nil {
 		return nil, err
 	}
-	rec := make([]byte, 17, 17+len(info.Provider)+len(name))
+	ckey, cbase := f.mr.Key(), f.mr.RemoteAddr(region)
+	if ownCtrl {
+		if f.ctrlBuf, err = f.dom.Alloc(ctrlBytes); err != nil {
+			return nil, err
+		}
+		ckey, cbase = f.ctrlBuf.MR().Key(), f.ctrlBuf.MR().RemoteAddr(f.ctrlBuf.Bytes())
+	}
+	const hdr = 33
+	rec := make([]byte, hdr, hdr+len(info.Provider)+len(name))
 	binary.LittleEndian.PutUint64(rec, f.mr.Key())
 	binary.LittleEndian.PutUint64(rec[8:], f.mr.RemoteAddr(region))
-	rec[16] = byte(len(info.Provider))
+	binary.LittleEndian.PutUint64(rec[16:], ckey)
+	binary.LittleEndian.PutUint64(rec[24:], cbase)
+	rec[32] = byte(len(info.Provider))
 	rec = append(rec, info.Provider...)
 	rec = append(rec, name...)
 	all, err := w.g.Allgather(ctx, rec)
@@ -210,17 +225,21 @@ func openFabPath(ctx context.Context, w *Window, region []byte) (np netPath, err
 	names := make([][]byte, w.size)
 	f.keys = make([]uint64, w.size)
 	f.bases = make([]uint64, w.size)
+	f.ckeys = make([]uint64, w.size)
+	f.cbases = make([]uint64, w.size)
 	for r, m := range all {
-		if len(m) < 17 || len(m) < 17+int(m[16]) {
+		if len(m) < hdr || len(m) < hdr+int(m[32]) {
 			return nil, fmt.Errorf("short endpoint record from rank %d: %w", r, ErrInvalid)
 		}
-		prov := string(m[17 : 17+int(m[16])])
+		prov := string(m[hdr : hdr+int(m[32])])
 		if prov != info.Provider {
 			return nil, fmt.Errorf("rank %d uses provider %q, this rank %q: %w", r, prov, info.Provider, ErrInvalid)
 		}
 		f.keys[r] = binary.LittleEndian.Uint64(m)
 		f.bases[r] = binary.LittleEndian.Uint64(m[8:])
-		names[r] = m[17+int(m[16]):]
+		f.ckeys[r] = binary.LittleEndian.Uint64(m[16:])
+		f.cbases[r] = binary.LittleEndian.Uint64(m[24:])
+		names[r] = m[hdr+int(m[32]):]
 	}
 	// One name at a time: names may differ in length (shm's carry a pid).
 	f.addrs = make([]fabric.Addr, w.size)
@@ -234,9 +253,42 @@ func openFabPath(ctx context.Context, w *Window, region []byte) (np netPath, err
 	if err := w.g.Barrier(ctx); err != nil {
 		return nil, err
 	}
+	if info.Provider == "sockets" {
+		if err := f.connectInOrder(ctx); err != nil {
+			return nil, err
+		}
+	}
 	w.log.Debug("libfabric path", "provider", info.Provider, "order", f.order, "msg_order", info.MsgOrder,
 		"waw_max", f.wawMax, "atomic", info.Caps.Has(fabric.CapAtomic), "progress", info.DataProgress)
 	return f, nil
+}
+
+// connectInOrder establishes the connections of a sockets endpoint in two
+// phases (lower to higher ranks, a barrier, then higher to lower), each by a
+// write to the peer's spare control word. The sockets provider of libfabric
+// 1.17 intermittently fails operations with EIO, or loses them, when two
+// endpoints connect to each other at the same moment (seen in the put-signal
+// stress test); connecting in a fixed order avoids that.
+func (f *fabPath) connectInOrder(ctx context.Context) error {
+	const spare = ctrlBytes - 8
+	me := f.w.rank
+	for phase := 0; phase < 2; phase++ {
+		for r := 0; r < f.w.size; r++ {
+			if r == me || (phase == 0) != (r > me) {
+				continue
+			}
+			if err := f.ctrlSignal(r, spare, 1); err != nil {
+				return fmt.Errorf("connect to rank %d: %w", r, err)
+			}
+		}
+		if err := f.flush(ctx, -1); err != nil {
+			return fmt.Errorf("connect: %w", err)
+		}
+		if err := f.w.g.Barrier(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (f *fabPath) provider() string         { return f.info.Provider }
@@ -408,6 +460,30 @@ func (f *fabPath) write(target, off int, data []byte, flags fabric.OpFlag) (*pen
 			flags|fabric.OpDeliveryComplete|fabric.OpCompletion)
 	})
 	return op, err
+}
+
+func (f *fabPath) ctrlMem() []byte {
+	if f.ctrlBuf == nil {
+		return nil
+	}
+	return f.ctrlBuf.Bytes()[:ctrlBytes:ctrlBytes]
+}
+
+// ctrlSignal writes a control word (the window barrier). Control writes
+// need no ordering against data: Fence flushes all data first.
+func (f *fabPath) ctrlSignal(target, off int, val uint64) error {
+	s, i, err := f.slot()
+	if err != nil {
+		return err
+	}
+	binary.NativeEndian.PutUint64(s, val)
+	op := &pendingOp{target: target, slot: i}
+	id := f.track(op)
+	desc := f.scratch.Desc()
+	return f.post(id, func() error {
+		return f.ep.WriteMsg(s[:8], desc, f.addrs[target], f.cbases[target]+uint64(off), f.ckeys[target], id,
+			fabric.OpDeliveryComplete|fabric.OpCompletion)
+	})
 }
 
 func (f *fabPath) put(target, off int, data []byte) error {
@@ -703,6 +779,9 @@ func (f *fabPath) close() error {
 	}
 	if f.scratch != nil {
 		closeIt(f.scratch)
+	}
+	if f.ctrlBuf != nil {
+		closeIt(f.ctrlBuf)
 	}
 	if f.av != nil {
 		closeIt(f.av)

@@ -32,7 +32,7 @@ var mpCases = []mpCase{
 	{name: "shm-delivery-4", n: 4, provider: "shm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=delivery"}},
 	{name: "tcp-waw-2", n: 2, provider: "tcp;ofi_rxm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=waw"}},
 	{name: "tcp-delivery-4", n: 4, provider: "tcp;ofi_rxm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=delivery"}},
-	{name: "sockets-fence-2", n: 2, provider: "sockets", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=fence"}},
+	{name: "sockets-waw-2", n: 2, provider: "sockets", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=waw"}},
 	// Two pretend nodes of two ranks: direct stores inside a node,
 	// libfabric between them, in one window.
 	{name: "mixed-4", n: 4, provider: "shm", fakeNode: 2},
@@ -81,6 +81,11 @@ func TestMultiProcess(t *testing.T) {
 				}
 				if err := windowErrors(ctx, g); err != nil {
 					return fmt.Errorf("error paths: %w", err)
+				}
+				if c.provider != "" {
+					if err := createScenario(ctx, g); err != nil {
+						return fmt.Errorf("create: %w", err)
+					}
 				}
 				if err := typedScenario(ctx, g); err != nil {
 					return fmt.Errorf("typed: %w", err)

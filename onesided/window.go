@@ -23,8 +23,9 @@ const (
 	// ShmAuto uses direct stores for ranks on this node and libfabric for
 	// the others (the default; env WEFT_ONESIDED_SHM=auto).
 	ShmAuto ShmMode = iota
-	// ShmOff sends every operation, including to this rank, through
-	// libfabric (WEFT_ONESIDED_SHM=off).
+	// ShmOff sends every operation to other ranks through libfabric
+	// (WEFT_ONESIDED_SHM=off). Puts and gets on this rank's own region are
+	// plain copies; atomics on it still go through libfabric.
 	ShmOff
 	// ShmOnly requires every rank to be on this node and never opens a
 	// libfabric endpoint (WEFT_ONESIDED_SHM=on).
@@ -167,6 +168,7 @@ type Window struct {
 	ctrl   [][]byte // direct-store view of each rank's control words
 	myCtrl []byte   // this rank's control words (in front of local)
 	epoch  uint64   // barriers completed
+	netOff int      // offset of the user region in the registered one
 	seg    *shmSeg
 	anon   []byte
 	net    netPath // nil when every target is direct store
@@ -190,6 +192,10 @@ type netPath interface {
 	issued() uint64
 	waitIssued(ctx context.Context, n uint64) error
 	progress() error
+	// ctrlSignal stores val into control word at byte off of target.
+	ctrlSignal(target, off int, val uint64) error
+	// ctrlMem is this rank's control words when the path owns them.
+	ctrlMem() []byte
 	ordering() SignalOrdering
 	provider() string
 	close() error
@@ -197,7 +203,10 @@ type netPath interface {
 
 // newNetPath opens the libfabric path of w collectively; set by
 // fabricpath.go. It must perform the same group calls on every rank.
-var newNetPath func(ctx context.Context, w *Window, region []byte) (netPath, error)
+// region is registered as a whole; with ownCtrl the path allocates this
+// rank's control words itself (ctrlMem), else they are region's first
+// ctrlBytes.
+var newNetPath func(ctx context.Context, w *Window, region []byte, ownCtrl bool) (netPath, error)
 
 // Allocate creates a window of size bytes on every rank (sizes may differ
 // between ranks; 0 is allowed). It is collective over g. The memory is
@@ -217,6 +226,70 @@ func Allocate(ctx context.Context, g Group, size int, opts ...Option) (*Window, 
 	if err := w.setup(ctx, size); err != nil {
 		w.release()
 		return nil, fmt.Errorf("onesided: Allocate(%d bytes) on rank %d: %w", size, w.rank, err)
+	}
+	return w, nil
+}
+
+// Create makes a window of memory the caller already has (MPI_Win_create):
+// buf becomes this rank's region. It is collective over g. Such memory
+// cannot be shared between processes, so the window always uses the
+// libfabric path (WithSharedMemory(ShmOnly) fails with ErrNotSupported).
+// buf is registered, which pins it, until Free; it must not be used for
+// anything else meanwhile. len(buf) may differ between ranks, and be 0.
+func Create(ctx context.Context, g Group, buf []byte, opts ...Option) (*Window, error) {
+	if g == nil {
+		return nil, fmt.Errorf("onesided: Create: nil group: %w", ErrInvalid)
+	}
+	o := resolveOptions(opts)
+	if o.err != nil {
+		return nil, o.err
+	}
+	if o.shm == ShmOnly {
+		return nil, fmt.Errorf("onesided: Create: user memory cannot be a direct-store window: %w", ErrNotSupported)
+	}
+	if len(buf) >= 8 && uintptr(unsafe.Pointer(unsafe.SliceData(buf)))%8 != 0 {
+		return nil, fmt.Errorf("onesided: Create: buf is not 8-byte aligned (signal words and atomics need it): %w", ErrInvalid)
+	}
+	o.shm = ShmOff
+	w := &Window{g: g, rank: g.Rank(), size: g.Size(), opts: o, log: log}
+	err := func() error {
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], uint64(len(buf)))
+		all, err := g.Allgather(ctx, b[:])
+		if err != nil {
+			return fmt.Errorf("exchange sizes: %w", err)
+		}
+		if len(all) != w.size {
+			return fmt.Errorf("allgather returned %d entries for %d ranks: %w", len(all), w.size, ErrInvalid)
+		}
+		w.sizes = make([]int, w.size)
+		for r, m := range all {
+			if len(m) != 8 {
+				return fmt.Errorf("bad size record from rank %d: %w", r, ErrInvalid)
+			}
+			w.sizes[r] = int(binary.LittleEndian.Uint64(m))
+		}
+		w.peers = make([][]byte, w.size)
+		w.ctrl = make([][]byte, w.size)
+		w.local = buf[:len(buf):len(buf)]
+		region := w.local
+		if len(region) == 0 {
+			region = make([]byte, 8) // nothing can address it; registration needs bytes
+		}
+		if newNetPath == nil {
+			return fmt.Errorf("the libfabric path is not built in: %w", ErrNoPath)
+		}
+		if w.net, err = newNetPath(ctx, w, region, true); err != nil {
+			return err
+		}
+		w.myCtrl = w.net.ctrlMem()
+		w.atomicsNet = true
+		w.peers[w.rank] = w.local
+		return nil
+	}()
+	if err != nil {
+		w.release()
+		return nil, fmt.Errorf("onesided: Create(%d bytes) on rank %d: %w", len(buf), w.rank, err)
 	}
 	return w, nil
 }
@@ -310,7 +383,8 @@ func (w *Window) setup(ctx context.Context, size int) error {
 		} else {
 			region = w.anon
 		}
-		if w.net, err = newNetPath(ctx, w, region); err != nil {
+		w.netOff = ctrlBytes
+		if w.net, err = newNetPath(ctx, w, region, false); err != nil {
 			return err
 		}
 		w.atomicsNet = true
@@ -320,6 +394,9 @@ func (w *Window) setup(ctx context.Context, size int) error {
 				w.ctrl[r] = nil
 			}
 		}
+		// This rank's own region is always reached by plain copies
+		// (atomics still go through libfabric: atomicsNet).
+		w.peers[w.rank] = w.local
 	} else if err := w.g.Barrier(ctx); err != nil {
 		return fmt.Errorf("barrier after mapping: %w", err)
 	}
@@ -475,7 +552,7 @@ func (w *Window) Put(target, offset int, data []byte) error {
 		copy(p[offset:], data)
 		return nil
 	}
-	return w.net.put(target, offset+ctrlBytes, data)
+	return w.net.put(target, offset+w.netOff, data)
 }
 
 // Get copies len(dst) bytes from target's region at offset into dst. dst
@@ -489,7 +566,7 @@ func (w *Window) Get(target, offset int, dst []byte) error {
 		copy(dst, p[offset:])
 		return nil
 	}
-	return w.net.get(target, offset+ctrlBytes, dst)
+	return w.net.get(target, offset+w.netOff, dst)
 }
 
 // PutSignal copies data into target's region at offset and then stores
@@ -517,7 +594,7 @@ func (w *Window) PutSignal(target int, data []byte, offset, signalOffset int, va
 		atomic.StoreUint64((*uint64)(unsafe.Pointer(&p[signalOffset])), value)
 		return nil
 	}
-	return w.net.putSignal(target, offset+ctrlBytes, data, signalOffset+ctrlBytes, value)
+	return w.net.putSignal(target, offset+w.netOff, data, signalOffset+w.netOff, value)
 }
 
 // Signal stores value into the signal word at signalOffset of target's
@@ -598,7 +675,7 @@ func (w *Window) Accumulate(target, offset int, t Type, op Op, data []byte) erro
 		}
 		return nil
 	}
-	return w.net.accumulate(target, offset+ctrlBytes, t, op, data)
+	return w.net.accumulate(target, offset+w.netOff, t, op, data)
 }
 
 // FetchAndOp atomically applies op with operand to the element of type t
@@ -615,7 +692,7 @@ func (w *Window) FetchAndOp(target, offset int, t Type, op Op, operand uint64) (
 	if p := w.peers[target]; p != nil && !w.atomicsNet {
 		return atomicApply(unsafe.Pointer(&p[offset]), t, op, operand), nil
 	}
-	return w.net.fetchOp(target, offset+ctrlBytes, t, op, operand)
+	return w.net.fetchOp(target, offset+w.netOff, t, op, operand)
 }
 
 // CompareAndSwap atomically replaces the element of type t at offset in
@@ -631,7 +708,7 @@ func (w *Window) CompareAndSwap(target, offset int, t Type, compare, swap uint64
 	if p := w.peers[target]; p != nil && !w.atomicsNet {
 		return atomicCAS(unsafe.Pointer(&p[offset]), t, compare, swap), nil
 	}
-	return w.net.cas(target, offset+ctrlBytes, t, compare, swap)
+	return w.net.cas(target, offset+w.netOff, t, compare, swap)
 }
 
 // Flush waits until every operation this rank issued to target is complete
@@ -680,7 +757,7 @@ func (w *Window) barrier(ctx context.Context) error {
 		if c := w.ctrl[to]; c != nil {
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&c[8*k])), e)
 		} else {
-			if err := w.net.putSignal(to, 0, nil, 8*k, e); err != nil {
+			if err := w.net.ctrlSignal(to, 8*k, e); err != nil {
 				return fmt.Errorf("onesided: barrier: %w", err)
 			}
 		}
