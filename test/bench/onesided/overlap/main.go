@@ -154,30 +154,17 @@ func rank() error {
 	times := map[string][]time.Duration{}
 	chosen := map[string]string{}
 	var reference [][]byte
+	// Every scheme is registered first (tiled ones autotuned), then the
+	// repetitions run the schemes interleaved, so that machine load hits
+	// them alike; the first round is an untimed warm-up.
+	type run struct {
+		name  string
+		fn    func() error
+		check bool // compare the result with the alltoall result
+	}
+	var runs []run
 	timeit := func(name string, fn func() error) error {
-		for rep := -1; rep < *reps; rep++ {
-			j.reset()
-			if err := c.Barrier(ctx); err != nil {
-				return err
-			}
-			t0 := time.Now()
-			if err := fn(); err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			el := time.Since(t0)
-			all, err := c.Allgather(ctx, []byte(strconv.FormatInt(int64(el), 10)))
-			if err != nil {
-				return err
-			}
-			worst := time.Duration(0)
-			for _, b := range all {
-				v, _ := strconv.ParseInt(string(b), 10, 64)
-				worst = max(worst, time.Duration(v))
-			}
-			if rep >= 0 {
-				times[name] = append(times[name], worst)
-			}
-		}
+		runs = append(runs, run{name: name, fn: fn, check: name == "isend" || name == "put" || name == "put-net"})
 		return nil
 	}
 	check := func(name string) error {
@@ -195,6 +182,12 @@ func rank() error {
 	for p := range full {
 		full[p] = make([]byte, j.N*j.bpi)
 	}
+	var closers []func() error
+	defer func() {
+		for _, c := range closers {
+			_ = c()
+		}
+	}()
 	for _, s := range strings.Split(*schemes, ",") {
 		switch s {
 		case "compute":
@@ -205,33 +198,37 @@ func rank() error {
 				return nil
 			})
 		case "comm":
-			j.pack(0, j.N, full)
-			err = timeit(s, func() error { return j.alltoall(ctx, full) })
+			err = timeit(s, func() error { j.pack(0, j.N, full); return j.alltoall(ctx, full) })
 		case "alltoall":
 			err = timeit(s, func() error {
 				for r := 0; r < j.N; r++ {
 					j.computeRow(r)
 				}
 				j.pack(0, j.N, full)
-				return j.alltoall(ctx, full)
+				if err := j.alltoall(ctx, full); err != nil {
+					return err
+				}
+				if reference == nil {
+					reference = make([][]byte, P)
+					for p := range reference {
+						reference[p] = append([]byte(nil), j.result[p]...)
+					}
+				}
+				return nil
 			})
-			reference = make([][]byte, P)
-			for p := range reference {
-				reference[p] = append([]byte(nil), j.result[p]...)
-			}
 		case "isend", "put", "put-net":
 			var tr onesided.Transport
-			var closeTr func() error
 			switch s {
 			case "isend":
-				mt := &msgTransport{c: c}
-				tr, closeTr = mt, func() error { return nil }
+				tr = &msgTransport{c: c}
 			case "put":
 				wt := onesided.NewWindowTransport(c, onesided.WithSharedMemory(onesided.ShmAuto))
-				tr, closeTr = wt, func() error { return wt.Close(ctx) }
+				tr = wt
+				closers = append(closers, func() error { return wt.Close(ctx) })
 			case "put-net":
 				wt := onesided.NewWindowTransport(c, onesided.WithSharedMemory(onesided.ShmOff), onesided.WithProvider("shm"))
-				tr, closeTr = wt, func() error { return wt.Close(ctx) }
+				tr = wt
+				closers = append(closers, func() error { return wt.Close(ctx) })
 			}
 			compute := func(t onesided.Tile, out [][]byte) error {
 				for r := t.First; r < t.First+t.Count; r++ {
@@ -253,7 +250,7 @@ func rank() error {
 					ks = append(ks, k)
 				}
 				cfg, err = onesided.Autotune(ctx, c, tr, onesided.TuneConfig{N: j.N, BytesPerIter: j.bpi, Ks: ks, Ds: []int{1, 2, 3}, Trials: 1},
-					func(t onesided.Tile, out [][]byte) error { j.reset(); return compute(t, out) }, consume)
+					func(t onesided.Tile, out [][]byte) error { return compute(t, out) }, consume)
 				if err != nil {
 					return fmt.Errorf("%s autotune: %w", s, err)
 				}
@@ -263,23 +260,45 @@ func rank() error {
 			if err2 != nil {
 				return err2
 			}
-			err = timeit(s, func() error { return p.Run(ctx, compute, consume) })
-			if err == nil {
-				err = check(s)
-			}
-			if err == nil {
-				// The same pipeline without the FFTs: this scheme's T_cm.
-				packOnly := func(t onesided.Tile, out [][]byte) error { j.pack(t.First, t.Count, out); return nil }
-				err = timeit(s+"/comm", func() error { return p.Run(ctx, packOnly, consume) })
-			}
-			if e := closeTr(); err == nil {
-				err = e
-			}
+			_ = timeit(s, func() error { return p.Run(ctx, compute, consume) })
+			// The same pipeline without the FFTs: this scheme's T_cm.
+			packOnly := func(t onesided.Tile, out [][]byte) error { j.pack(t.First, t.Count, out); return nil }
+			err = timeit(s+"/comm", func() error { return p.Run(ctx, packOnly, consume) })
 		default:
 			err = fmt.Errorf("unknown scheme %q", s)
 		}
 		if err != nil {
 			return err
+		}
+	}
+	for rep := -1; rep < *reps; rep++ {
+		for _, r := range runs {
+			j.reset()
+			if err := c.Barrier(ctx); err != nil {
+				return err
+			}
+			t0 := time.Now()
+			if err := r.fn(); err != nil {
+				return fmt.Errorf("%s: %w", r.name, err)
+			}
+			el := time.Since(t0)
+			if r.check {
+				if err := check(r.name); err != nil {
+					return err
+				}
+			}
+			all, err := c.Allgather(ctx, []byte(strconv.FormatInt(int64(el), 10)))
+			if err != nil {
+				return err
+			}
+			worst := time.Duration(0)
+			for _, b := range all {
+				v, _ := strconv.ParseInt(string(b), 10, 64)
+				worst = max(worst, time.Duration(v))
+			}
+			if rep >= 0 {
+				times[r.name] = append(times[r.name], worst)
+			}
 		}
 	}
 	if j.me != 0 {
