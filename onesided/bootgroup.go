@@ -29,9 +29,12 @@ func BootstrapGroup(bs bootstrap.Bootstrap) Group {
 	return &bootGroup{bs: bs, prefix: "os.g" + strconv.FormatInt(id, 10) + "."}
 }
 
+// Rank implements Group.
 func (g *bootGroup) Rank() int { return g.bs.Rank() }
+// Size implements Group.
 func (g *bootGroup) Size() int { return g.bs.Size() }
 
+// Barrier implements Group with a bootstrap fence.
 func (g *bootGroup) Barrier(ctx context.Context) error {
 	if err := g.bs.Fence(ctx); err != nil {
 		return fmt.Errorf("onesided: bootstrap barrier: %w", err)
@@ -39,6 +42,7 @@ func (g *bootGroup) Barrier(ctx context.Context) error {
 	return nil
 }
 
+// Allgather implements Group: put, fence, one get per rank.
 func (g *bootGroup) Allgather(ctx context.Context, data []byte) ([][]byte, error) {
 	g.seq++
 	key := g.prefix + strconv.Itoa(g.seq) + "."

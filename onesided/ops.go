@@ -31,6 +31,7 @@ func (t Type) Size() int {
 	return 0
 }
 
+// String names the type ("int64", ...).
 func (t Type) String() string {
 	switch t {
 	case Int32:
@@ -66,6 +67,7 @@ const (
 	OpNoOp // FetchAndOp only: read atomically (MPI_NO_OP)
 )
 
+// String names the operation ("sum", ...).
 func (o Op) String() string {
 	switch o {
 	case OpSum:

@@ -32,6 +32,7 @@ const (
 	ShmOnly
 )
 
+// String is the WEFT_ONESIDED_SHM spelling of the mode.
 func (m ShmMode) String() string {
 	switch m {
 	case ShmAuto:
@@ -77,6 +78,7 @@ const (
 	OrderDelivery
 )
 
+// String is the WEFT_ONESIDED_ORDER spelling of the ordering.
 func (o SignalOrdering) String() string {
 	switch o {
 	case OrderAuto:
