@@ -31,6 +31,7 @@ func BootstrapGroup(bs bootstrap.Bootstrap) Group {
 
 // Rank implements Group.
 func (g *bootGroup) Rank() int { return g.bs.Rank() }
+
 // Size implements Group.
 func (g *bootGroup) Size() int { return g.bs.Size() }
 
