@@ -203,3 +203,15 @@ func TestNetTimeout(t *testing.T) {
 		return w.Free(ctx)
 	})
 }
+
+// TestNetAtomicsCASFallback runs the contention test with every atomic
+// through the documented fallback (read, combine at the origin,
+// compare-and-swap, retry).
+func TestNetAtomicsCASFallback(t *testing.T) {
+	requireProvider(t, "shm")
+	forceCASFallback = true
+	defer func() { forceCASFallback = false }()
+	runRanks(t, 3, func(ctx context.Context, g Group) error {
+		return atomicsContention(ctx, g, 100, providerCase{"shm", OrderAuto}.opts()...)
+	})
+}
