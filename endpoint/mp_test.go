@@ -567,8 +567,10 @@ func TestPeerDeath(t *testing.T) {
 				t.Fatal(err)
 			}
 			if c.Rank() == 1 {
-				// Dies mid-run: no Close, no Finalize; the process exits as soon
-				// as the test binary finishes, while rank 0 still waits.
+				// Goes away mid-run without sending anything: its endpoint is
+				// closed (so no stale /dev/shm region is left behind) and the
+				// process exits while rank 0 still waits.
+				w.Close()
 				return
 			}
 			r, err := c.Irecv(make([]byte, 8), 1, 1)

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -120,7 +121,17 @@ func openVCI(info *fabric.Info, dom *fabric.Domain, cfg *config, avCount int, sh
 		v.closeFabric()
 		return nil, fmt.Errorf("endpoint: open AV: %w", err)
 	}
-	if v.ep, err = dom.OpenEndpoint(info, v.cq, v.av); err != nil {
+	for try := 0; ; try++ {
+		v.ep, err = dom.OpenEndpoint(info, v.cq, v.av)
+		// shm names its regions /dev/shm/<pid>:<n>:<m>; one left behind by a
+		// dead process with our (reused) pid makes fi_enable fail with EBUSY.
+		// The next endpoint of this process gets the next name: retry.
+		if err == nil || !errors.Is(err, syscall.EBUSY) || try == 16 {
+			break
+		}
+		log.Warn("endpoint name taken (stale shared-memory region of a dead process?); retrying", "err", err)
+	}
+	if err != nil {
 		v.closeFabric()
 		return nil, fmt.Errorf("endpoint: open endpoint: %w", err)
 	}
