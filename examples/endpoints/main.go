@@ -19,6 +19,7 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"sync"
@@ -28,22 +29,25 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "endpoints:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+func run(args []string, out io.Writer) error {
 	defEPs := 4
 	if v, err := strconv.Atoi(os.Getenv("WEFT_EXAMPLE_EPS")); err == nil {
 		defEPs = v
 	}
-	eps := flag.Int("eps", defEPs, "endpoints (goroutines) per process")
-	shared := flag.Bool("shared", os.Getenv("WEFT_ENDPOINT_SHARED") == "1", "one shared, locked endpoint per process instead of private ones")
-	rounds := flag.Int("rounds", 3, "times the token goes around the ring")
-	timeout := flag.Duration("timeout", 60*time.Second, "give up after this long")
-	flag.Parse()
+	fs := flag.NewFlagSet("endpoints", flag.ContinueOnError)
+	eps := fs.Int("eps", defEPs, "endpoints (goroutines) per process")
+	shared := fs.Bool("shared", os.Getenv("WEFT_ENDPOINT_SHARED") == "1", "one shared, locked endpoint per process instead of private ones")
+	rounds := fs.Int("rounds", 3, "times the token goes around the ring")
+	timeout := fs.Duration("timeout", 60*time.Second, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -72,7 +76,7 @@ func run() error {
 		if errs[i] != nil {
 			return errs[i]
 		}
-		fmt.Println(lines[i])
+		fmt.Fprintln(out, lines[i])
 	}
 	return nil
 }
