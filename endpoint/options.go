@@ -25,10 +25,10 @@ const (
 	// EnvShared makes CreateEndpoints use one shared, locked fabric endpoint
 	// for all handles of a process ("1", "true"). Default private.
 	EnvShared = "WEFT_ENDPOINT_SHARED"
-	// EnvSpin is how many empty progress polls a waiting call makes before it
-	// yields the processor to other goroutines (runtime.Gosched) and checks
-	// its context. Lower values help when goroutines outnumber cores; the
-	// default is 16.
+	// EnvSpin is how many empty progress polls a waiting call makes between
+	// context checks and, after its first 256 polls, between yields of the
+	// processor to other goroutines (runtime.Gosched). Lower values help when
+	// goroutines outnumber cores; the default is 16.
 	EnvSpin = "WEFT_ENDPOINT_SPIN"
 	// EnvOSYield makes every N-th of those yields a sched_yield system call,
 	// so that busy-polling endpoints leave oversubscribed cores to the peer
@@ -44,6 +44,9 @@ var osYieldEvery = func() int {
 	}
 	return 4
 }()
+
+// spinFree is the number of polls a wait makes before it starts yielding.
+const spinFree = 256
 
 // spinYield is read once from EnvSpin (process-wide, like GOMAXPROCS).
 var spinYield = func() int {

@@ -141,11 +141,16 @@ func (r *Request) Wait(ctx context.Context) (Status, error) {
 	}
 }
 
-// idle gives the processor away while a wait makes no progress: to other
-// goroutines every spinYield polls, and to other processes (sched_yield)
-// every osYieldEvery of those, so that busy-polling endpoints share
+// idle gives the processor away while a wait makes no progress. The first
+// spinFree polls only spin (a yield costs a futex wake-up when other Ps are
+// idle, far more than a short wait); after that every spinYield-th poll
+// yields to other goroutines, and every osYieldEvery-th of those yields to
+// other processes (sched_yield), so that busy-polling endpoints share
 // oversubscribed cores with the peers they wait for.
 func idle(spins int) {
+	if spins < spinFree {
+		return
+	}
 	if osYieldEvery > 0 && spins%(spinYield*osYieldEvery) == 0 {
 		syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 		return

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,6 +46,7 @@ var (
 	sizes     = flag.String("sizes", env("SIZES", "8,64,1024,16384,65536,1048576,4194304"), "ping-pong message sizes")
 	timeout   = flag.Duration("timeout", 5*time.Minute, "overall limit")
 	useAlloc  = flag.Bool("alloc", os.Getenv("WEFT_BENCH_ALLOC") == "1", "endpoint/ ping-pong buffers from Domain.Alloc (mmap, huge pages when available) instead of Go slices")
+	cpuprof   = flag.String("cpuprofile", env("CPUPROFILE", ""), "write rank 0's CPU profile here")
 	procs     = flag.Int("procs", envInt("PROCS", 0), "GOMAXPROCS per process (0: Go's default)")
 )
 
@@ -102,6 +104,17 @@ func run() error {
 	defer w.Close()
 	if w.Comm().Size() != 2 {
 		return fmt.Errorf("run with exactly 2 processes (got %d)", w.Comm().Size())
+	}
+	if *cpuprof != "" && w.Comm().Rank() == 0 {
+		f, err := os.Create(*cpuprof)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if w.Comm().Rank() == 0 {
 		fmt.Printf("# provider %s, %d reps (median), %d CPUs, GOMAXPROCS %d per process\n", w.Info().Provider, *reps, runtime.NumCPU(), runtime.GOMAXPROCS(0))
