@@ -46,6 +46,7 @@ var (
 	sizes     = flag.String("sizes", env("SIZES", "8,64,1024,16384,65536,1048576,4194304"), "ping-pong message sizes")
 	timeout   = flag.Duration("timeout", 5*time.Minute, "overall limit")
 	useAlloc  = flag.Bool("alloc", os.Getenv("WEFT_BENCH_ALLOC") == "1", "endpoint/ ping-pong buffers from Domain.Alloc (mmap, huge pages when available) instead of Go slices")
+	rawMsg    = flag.Bool("rawmsg", os.Getenv("WEFT_BENCH_RAWMSG") == "1", "raw fabric ping-pong with untagged fi_injectdata/fi_recv (endpoint/'s wire path) instead of tagged fi_tinject/fi_trecv")
 	cpuprof   = flag.String("cpuprofile", env("CPUPROFILE", ""), "write rank 0's CPU profile here")
 	procs     = flag.Int("procs", envInt("PROCS", 0), "GOMAXPROCS per process (0: Go's default)")
 )
@@ -218,7 +219,9 @@ func (r *raw) wait(want uint64) error {
 func (r *raw) send(b []byte) error {
 	for {
 		var err error
-		if len(b) <= r.inj {
+		if len(b) <= r.inj && *rawMsg {
+			err = r.ep.InjectData(b, 1, r.peer)
+		} else if len(b) <= r.inj {
 			err = r.ep.TInject(b, r.peer, 1)
 		} else {
 			err = r.ep.TSend(b, r.buf.Desc(), r.peer, 1, 2)
@@ -242,7 +245,13 @@ func pingpongRaw(r *raw, me, size, n int) (time.Duration, error) {
 	sb, rb := all[:size], all[size:2*size]
 	start := time.Now()
 	for i := 0; i < n; i++ {
-		if err := r.ep.TRecv(rb, r.buf.Desc(), fabric.AddrUnspec, 1, 0, 3); err != nil {
+		var err error
+		if *rawMsg {
+			err = r.ep.Recv(rb, r.buf.Desc(), fabric.AddrUnspec, 3)
+		} else {
+			err = r.ep.TRecv(rb, r.buf.Desc(), fabric.AddrUnspec, 1, 0, 3)
+		}
+		if err != nil {
 			return 0, err
 		}
 		if me == 0 {
