@@ -42,19 +42,22 @@
 //
 // # Messages
 //
-// The 64-bit tag carries the context id, the source rank and the user tag
-// (layout in tag.go), so libfabric's tagged matching does the MPI matching:
-// AnySource and AnyTag are ignore bits, and MPI's non-overtaking order per
-// (source, tag, communicator) follows from FI_ORDER_SAS, which Init
-// requires. Messages up to the eager limit (WEFT_EAGER_LIMIT, default 16
-// KiB) go in one tagged send (fi_tinject when the provider's inject size
-// allows, else from the pinned Go buffer). Larger messages use rendezvous:
-// the sender registers its buffer and sends a 32-byte header (address, key,
-// length, sequence); the matching receive reads the data straight into the
-// user's buffer with fi_read and answers with a FIN that completes the send.
-// Probe and Iprobe receive the next matching message into a bounce buffer
-// of the eager size and keep it (or its rendezvous header) in a per-endpoint
-// queue that later receives consult first.
+// Every message is an untagged libfabric message whose 64-bit remote CQ
+// data is a match word: control bits, context id, destination slot, source
+// rank and user tag (layout in tag.go). Each endpoint matches messages itself
+// against its own posted and unexpected queues: libfabric 1.17's shm provider
+// ignores a tagged receive's ignore mask against messages that arrived before
+// it, so AnySource/AnyTag could not be built on its tagged matching, and the
+// per-endpoint queues are what the endpoints design is about. MPI's
+// non-overtaking order per (source, tag, communicator) follows from
+// FI_ORDER_SAS, which Init requires, and in-order completion processing.
+// Messages up to the eager limit (WEFT_EAGER_LIMIT, default 16 KiB) land in
+// registered bounce buffers (fi_injectdata when the provider's inject size
+// allows, else fi_senddata from the pinned Go buffer) and cost one copy out.
+// Larger messages use rendezvous: the sender registers its buffer and sends a
+// 32-byte header (address, key, length, sequence); the matching receive reads
+// the data straight into the user's buffer with fi_read and answers with a
+// FIN that completes the send. Probe and Iprobe look at the unexpected queue.
 //
 // # Memory
 //
