@@ -7,7 +7,7 @@ NP        ?= 4
 PROVIDER  ?= shm
 export CGO_ENABLED := 1
 
-.PHONY: demo test deps test-deps build vet bench clean
+.PHONY: demo test deps test-deps build vet bench bench-fabric bench-ddt clean
 
 deps:
 	@deploy/install-deps.sh build
@@ -25,11 +25,24 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 
+# The whole suite, then the race detector over the packages with goroutines,
+# cgo or unsafe on their hot paths, then the fallback builds: ddt with bounds
+# checks everywhere (weft_purego) and jit/ddt vetted for a non-amd64 target.
 test: test-deps vet
 	$(GO) test -count=1 -timeout 12m ./...
+	$(GO) test -race -short -count=1 -timeout 12m ./fabric/... ./endpoint/... ./onesided/... ./internal/... ./ddt/... ./jit/...
+	$(GO) test -tags weft_purego -count=1 ./ddt/...
+	GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./ddt/... ./jit/...
 
+# Side-by-side benchmarks (ratios go in docs/PERFORMANCE.md).
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 200ms ./...
+
+bench-fabric: deps
+	$(GO) run ./test/bench/pingpong -provider shm -reps 5
+
+bench-ddt: deps
+	$(GO) run ./test/bench/ddtbench -json
 
 clean:
 	rm -rf $(BIN)
