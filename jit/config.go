@@ -21,6 +21,7 @@ import (
 //	WEFT_JIT_NT_MIN      blocks from this size use non-temporal stores + sfence (default off)
 //	WEFT_JIT_GATHER      1: AVX-512 gathers for index lists of 4/8-byte blocks (pack); default 0
 //	WEFT_JIT_CACHE       compiled types kept in the code cache (1024)
+//	WEFT_JIT_DUAL_MAP    1: W^X by two views (RW, RX) of one memfd, no syscall per compile; 0: mprotect per compile (default 1)
 var (
 	chunkBytes   = int64(1 << 20)
 	cacheEntries = 1024
@@ -50,4 +51,5 @@ func init() {
 	ntMin = envInt("WEFT_JIT_NT_MIN", ntMin, 256, 1<<62)
 	gatherOn = envInt("WEFT_JIT_GATHER", 0, 0, 1) == 1
 	autoBlocks = envInt("WEFT_JIT_AUTO_BLOCKS", autoBlocks, 0, 1<<50)
+	dualMap = envInt("WEFT_JIT_DUAL_MAP", 1, 0, 1) == 1
 }

@@ -2,18 +2,33 @@ package jit
 
 // Executable memory, W^X.
 //
-// Generated code is written into an anonymous private mapping that is
-// readable and writable but not executable, then the mapping is switched to
-// read+execute with mprotect before any caller can reach it; no page is ever
-// writable and executable at once. One mapping holds all the code of one
-// compiled type (pack and unpack entry points and their data tables).
-// Code up to 64 KiB is carved page-aligned from 1 MiB RW chunks (one
-// mprotect per compile, no mmap, pages already faulted in when reused);
-// larger code gets its own mapping. Released pieces go to a free list keyed
-// by size after being switched back to RW (never executed again until sealed
-// again with new code). Code is released by a cleanup attached to the
-// kernel that owns it, so code is never freed while a goroutine still holds
-// the kernel (every call keeps it alive for its duration).
+// No page is ever writable and executable in the same mapping. Two ways,
+// chosen once per process:
+//
+// Dual mapping (default, WEFT_JIT_DUAL_MAP=1). Code lives in 1 MiB chunks of
+// anonymous shared memory (memfd_create) mapped twice: once read+write, once
+// read+execute, at unrelated addresses. Code is written through the RW view
+// and called through the RX view, so a compile costs no system call at all
+// (the syscalls happen once per chunk), and pieces are carved at 64-byte
+// granularity in power-of-two size classes (128 B .. 64 KiB) instead of one
+// page per type, which also packs code densely for the instruction TLB. x86
+// keeps instruction fetch coherent with stores by physical address, and a
+// kernel is published to other goroutines through the code cache's mutex or
+// an atomic pointer, so a caller never sees a piece before its bytes. The
+// trade-off versus mprotect: the RW alias exists for the life of the chunk
+// (at an address nothing else refers to); a process that must never have a
+// writable alias of code sets WEFT_JIT_DUAL_MAP=0.
+//
+// mprotect (WEFT_JIT_DUAL_MAP=0, or when memfd_create or the RX mapping is
+// refused). Code is written into a private RW mapping and switched to RX with
+// one mprotect per compile. Code up to 64 KiB is carved page-aligned from
+// 1 MiB RW chunks (prefaulted); larger code gets its own mapping. Released
+// pieces are switched back to RW and kept on a free list by size.
+//
+// Either way, larger code (over 64 KiB) gets its own mapping, released pieces
+// are never executed again until they hold new code, and code is released by
+// a cleanup attached to the kernel that owns it, so it is never freed while a
+// goroutine still holds the kernel (every call keeps it alive).
 //
 // If the kernel refuses PROT_EXEC (SELinux execmem, PaX, a seccomp filter),
 // newCode returns errExecRefused and the package stops compiling: ddt keeps
@@ -22,6 +37,7 @@ package jit
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 	"unsafe"
 
@@ -30,24 +46,37 @@ import (
 
 var errExecRefused = errors.New("jit: executable memory refused")
 
+// codeMem is one piece of executable memory.
 type codeMem struct {
-	mem []byte // the whole mapping
+	mem   []byte // the executable view: what is called
+	rw    []byte // the writable view of the same bytes (dual mapping), else nil
+	class int    // dual-mapping size class, -1 for an own mapping
 }
 
 var (
 	poolMu sync.Mutex
-	pool   = map[int][]*codeMem{} // released pieces by length in bytes
+	pool   = map[int][]*codeMem{} // mprotect mode: released pieces by length
 	// poolMax bounds the pieces kept per size; more are unmapped.
 	poolMax = 16
 	// arena is the unused tail of the current chunk: code of at most
 	// arenaMax bytes is carved from chunks of chunkSize, so most compiles
 	// cost one mprotect and no mmap or page fault.
 	arena []byte
+
+	// Dual mapping state (under poolMu).
+	dualMap  = true                  // WEFT_JIT_DUAL_MAP; cleared when refused
+	dualRW   []byte                  // unused tail of the current chunk, RW view
+	dualRX   []byte                  // the same tail, RX view
+	dualFree [dualClasses][]*codeMem // released pieces per size class
 )
 
 const (
 	arenaChunk = 1 << 20
 	arenaMax   = 64 << 10
+
+	dualMinShift = 7  // smallest class: 128 bytes
+	dualClasses  = 10 // 128 B .. 64 KiB
+	dualAlign    = 64
 )
 
 var pageSize = unix.Getpagesize()
@@ -58,6 +87,12 @@ var int3Page = func() (p [4096]byte) {
 	}
 	return
 }()
+
+func fillInt3(b []byte) {
+	for len(b) > 0 {
+		b = b[copy(b, int3Page[:]):]
+	}
+}
 
 // take returns size bytes (a multiple of the page size) of RW memory.
 func take(size int) ([]byte, error) {
@@ -92,8 +127,83 @@ func take(size int) ([]byte, error) {
 	return b, nil
 }
 
+// dualMapping maps size bytes of a fresh memfd twice: RW and RX.
+func dualMapping(size int, populate bool) (rw, rx []byte, err error) {
+	fd, err := unix.MemfdCreate("weft-jit", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		return nil, nil, fmt.Errorf("ftruncate memfd: %w", err)
+	}
+	flags := unix.MAP_SHARED
+	if populate {
+		flags |= unix.MAP_POPULATE
+	}
+	w, err := unix.MmapPtr(fd, 0, nil, uintptr(size), unix.PROT_READ|unix.PROT_WRITE, flags)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mmap RW view: %w", err)
+	}
+	x, err := unix.MmapPtr(fd, 0, nil, uintptr(size), unix.PROT_READ|unix.PROT_EXEC, flags)
+	if err != nil {
+		_ = unix.MunmapPtr(w, uintptr(size))
+		return nil, nil, fmt.Errorf("%w: mmap RX view: %w", errExecRefused, err)
+	}
+	return unsafe.Slice((*byte)(w), size), unsafe.Slice((*byte)(x), size), nil
+}
+
+// takeDual returns a dual-mapped piece of at least n bytes, or nil (and the
+// caller falls back to mprotect) when dual mapping is off or refused.
+func takeDual(n int) *codeMem {
+	poolMu.Lock()
+	defer poolMu.Unlock()
+	if !dualMap {
+		return nil
+	}
+	if n > arenaMax {
+		size := (n + pageSize - 1) &^ (pageSize - 1)
+		rw, rx, err := dualMapping(size, false)
+		if err != nil {
+			log.Debug("dual mapping refused; using mprotect", "error", err)
+			dualMap = false
+			return nil
+		}
+		return &codeMem{mem: rx, rw: rw, class: -1}
+	}
+	c := 0
+	if n > 1<<dualMinShift {
+		c = bits.Len(uint(n-1)) - dualMinShift
+	}
+	if l := dualFree[c]; len(l) > 0 {
+		m := l[len(l)-1]
+		dualFree[c] = l[:len(l)-1]
+		return m
+	}
+	size := 1 << (c + dualMinShift)
+	if len(dualRW) < size {
+		rw, rx, err := dualMapping(arenaChunk, true)
+		if err != nil {
+			log.Debug("dual mapping refused; using mprotect", "error", err)
+			dualMap = false
+			return nil
+		}
+		// The old tail stays mapped (pieces around it are live); it is at
+		// most 64 KiB per 1 MiB chunk.
+		dualRW, dualRX = rw, rx
+	}
+	m := &codeMem{mem: dualRX[:size:size], rw: dualRW[:size:size], class: c}
+	dualRW, dualRX = dualRW[size:], dualRX[size:]
+	return m
+}
+
 // newCode copies code into executable memory and returns it.
 func newCode(code []byte) (*codeMem, error) {
+	if m := takeDual(len(code)); m != nil {
+		n := copy(m.rw, code)
+		fillInt3(m.rw[n:]) // a stray jump traps
+		return m, nil
+	}
 	size := (len(code) + pageSize - 1) &^ (pageSize - 1)
 	if size == 0 {
 		size = pageSize
@@ -102,11 +212,9 @@ func newCode(code []byte) (*codeMem, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &codeMem{mem: b}
+	m := &codeMem{mem: b, class: -1}
 	n := copy(m.mem, code)
-	for rest := m.mem[n:]; len(rest) > 0; { // int3 padding: a stray jump traps
-		rest = rest[copy(rest, int3Page[:]):]
-	}
+	fillInt3(m.mem[n:])
 	if err := unix.Mprotect(m.mem, unix.PROT_READ|unix.PROT_EXEC); err != nil {
 		m.unmap()
 		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
@@ -119,11 +227,25 @@ func newCode(code []byte) (*codeMem, error) {
 
 func (m *codeMem) unmap() {
 	_ = unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(m.mem)), uintptr(len(m.mem)))
+	if m.rw != nil {
+		_ = unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(m.rw)), uintptr(len(m.rw)))
+	}
 }
 
-// release makes the memory writable again (never executable) and keeps it
-// for reuse, or unmaps it.
+// release gives the memory back for reuse (never executed again before it
+// holds new code), or unmaps it.
 func (m *codeMem) release() {
+	if m.rw != nil {
+		if m.class < 0 {
+			m.unmap()
+			return
+		}
+		fillInt3(m.rw) // old entry points trap
+		poolMu.Lock()
+		dualFree[m.class] = append(dualFree[m.class], m)
+		poolMu.Unlock()
+		return
+	}
 	if err := unix.Mprotect(m.mem, unix.PROT_READ|unix.PROT_WRITE); err != nil {
 		m.unmap()
 		return

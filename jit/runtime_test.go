@@ -5,10 +5,13 @@ package jit
 import (
 	"bytes"
 	"errors"
+	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/weft-hpc/weft/ddt"
 )
@@ -287,6 +290,46 @@ func TestAutoPolicyLayouts(t *testing.T) {
 		}
 		if lk, ok := k.(*lazyKernel); ok && lk.native.Load() == nil {
 			t.Errorf("%s: still interpreted after %d packs (%d blocks)", name, packs, lk.work.Load())
+		}
+	}
+}
+
+// TestExecMemoryModes runs the differential fuzzer with code placed by the
+// mprotect path (WEFT_JIT_DUAL_MAP=0) as well as the default dual mapping,
+// and checks W^X in /proc/self/maps: no mapping is writable and executable.
+func TestExecMemoryModes(t *testing.T) {
+	needNative(t)
+	iters := 60
+	if testing.Short() {
+		iters = 20
+	}
+	poolMu.Lock()
+	saved := dualMap
+	poolMu.Unlock()
+	defer func() { poolMu.Lock(); dualMap = saved; poolMu.Unlock() }()
+	for _, dual := range []bool{true, false} {
+		poolMu.Lock()
+		dualMap = dual && saved
+		poolMu.Unlock()
+		fuzzTypes(t, hostFeatures, iters, 7, 90)
+		m, err := newCode([]byte{0xc3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := m.rw != nil, dual && saved; got != want {
+			t.Errorf("dual=%v: piece has RW view %v", dual, got)
+		}
+		var a callArgs
+		callCode(uintptr(unsafe.Pointer(&m.mem[0])), &a)
+		m.release()
+		maps, err := os.ReadFile("/proc/self/maps")
+		if err != nil {
+			t.Skipf("no /proc/self/maps: %v", err)
+		}
+		for _, line := range strings.Split(string(maps), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && strings.Contains(f[1], "w") && strings.Contains(f[1], "x") {
+				t.Errorf("writable and executable mapping: %s", line)
+			}
 		}
 	}
 }
