@@ -76,6 +76,9 @@ type fabPath struct {
 	pending     map[uint64]*pendingOp
 	perTarget   []int
 	comp        []fabric.Completion
+	deferred    map[int][]deferredSig // per target, in issue order
+	draining    bool
+	deferErr    error
 	firstErr    error
 	closedPaths bool
 }
@@ -126,7 +129,7 @@ func grantsWAW(i *fabric.Info) bool {
 }
 
 func openFabPath(ctx context.Context, w *Window, region []byte, ownCtrl bool) (np netPath, err error) {
-	f := &fabPath{w: w, pending: map[uint64]*pendingOp{}, perTarget: make([]int, w.size),
+	f := &fabPath{w: w, pending: map[uint64]*pendingOp{}, perTarget: make([]int, w.size), deferred: map[int][]deferredSig{},
 		comp: make([]fabric.Completion, 64), local: region}
 	defer func() {
 		if err != nil {
@@ -399,7 +402,88 @@ func (f *fabPath) progress() error {
 		}
 		return fmt.Errorf("onesided: read completions: %w", err)
 	}
+	if len(f.deferred) > 0 {
+		f.drainDeferred()
+		return f.takeDeferErr()
+	}
 	return nil
+}
+
+// deferredSig is a signal write waiting for its data's delivery.
+type deferredSig struct {
+	data *pendingOp // nil: no data (ordered behind earlier signals only)
+	id   uint64
+	op   *pendingOp
+	off  int
+	val  uint64
+}
+
+// drainDeferred issues, per target and in order, the deferred signals
+// whose data has been delivered.
+func (f *fabPath) drainDeferred() {
+	if f.draining {
+		return
+	}
+	f.draining = true
+	defer func() { f.draining = false }()
+	// Issuing a signal drives progress, which may complete the data of a
+	// queue already visited: repeat until a pass issues nothing.
+	for again := true; again; {
+		again = false
+		for t, q := range f.deferred {
+			n := len(q)
+			q = f.drainTarget(t, q)
+			if len(q) != n {
+				again = true
+			}
+			if len(q) == 0 {
+				delete(f.deferred, t)
+			} else {
+				f.deferred[t] = q
+			}
+		}
+	}
+}
+
+// drainTarget issues target t's ready signals and returns what is left.
+func (f *fabPath) drainTarget(t int, q []deferredSig) []deferredSig {
+	for len(q) > 0 {
+		h := q[0]
+		if h.data != nil && !h.data.done {
+			break
+		}
+		q = q[1:]
+		if h.data != nil && h.data.err != nil {
+			if op := f.untrack(h.id); op != nil {
+				op.err = h.data.err
+			}
+			f.deferErr = fmt.Errorf("onesided: data of a PutSignal failed, its signal is dropped: %w", h.data.err)
+			continue
+		}
+		s, i, err := f.slot()
+		if err != nil {
+			f.untrack(h.id)
+			f.deferErr = err
+			continue
+		}
+		h.op.slot = i
+		binary.NativeEndian.PutUint64(s, h.val)
+		desc := f.scratch.Desc()
+		id := h.id
+		if err := f.post(id, func() error {
+			return f.ep.WriteMsg(s[:8], desc, f.addrs[t], f.raddr(t, h.off), f.keys[t], id,
+				fabric.OpDeliveryComplete|fabric.OpCompletion)
+		}); err != nil {
+			f.deferErr = err
+		}
+	}
+	return q
+}
+
+func (f *fabPath) takeDeferErr() error {
+	err := f.deferErr
+	f.deferErr = nil
+	return err
 }
 
 // wait drives progress until op completes.
@@ -530,16 +614,23 @@ func (f *fabPath) putSignal(target, off int, data []byte, sigOff int, val uint64
 	if order == OrderWAW && f.wawMax >= 0 && len(data) > f.wawMax {
 		order = OrderDelivery // too large for the provider's WAW guarantee
 	}
+	var dataOp *pendingOp
 	if len(data) > 0 {
 		op, err := f.write(target, off, data, 0)
 		if err != nil {
 			return err
 		}
-		if order == OrderDelivery {
-			if err := f.wait(context.Background(), op); err != nil {
-				return err
-			}
-		}
+		dataOp = op
+	}
+	if order == OrderDelivery && dataOp != nil || len(f.deferred[target]) > 0 {
+		// The signal goes out once the data's delivery completion has
+		// arrived (progress issues it); signals to one target leave in
+		// the order they were asked for. Flush waits for them.
+		sop := &pendingOp{target: target, slot: -1}
+		id := f.track(sop)
+		f.deferred[target] = append(f.deferred[target], deferredSig{data: dataOp, id: id, op: sop, off: sigOff, val: val})
+		f.drainDeferred()
+		return f.takeDeferErr()
 	}
 	var sig [8]byte
 	binary.NativeEndian.PutUint64(sig[:], val)

@@ -158,6 +158,15 @@ func (p *Pipeline) Run(ctx context.Context, compute ComputeFunc, consume Consume
 			return err
 		}
 	}
+	// Complete this rank's sends before returning: a transport may need
+	// the caller's progress to finish them (a delivery-ordered signal is
+	// only issued once its data is delivered), and the caller may compute
+	// for a long time before it touches the transport again.
+	for slot := 0; slot <= cfg.D; slot++ {
+		if err := p.tr.SendDone(ctx, slot); err != nil {
+			return fmt.Errorf("onesided: pipeline: completing sends: %w", err)
+		}
+	}
 	return nil
 }
 

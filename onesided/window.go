@@ -578,6 +578,13 @@ func (w *Window) Get(target, offset int, dst []byte) error {
 // and must not overlap the data. As with Put, data must not be modified
 // until the put is complete: a flush, or the target's acknowledgement that
 // it saw the signal.
+//
+// With the delivery ordering (see SignalOrdering) the signal write is
+// issued only once the data's delivery completion has arrived, by whichever
+// later call on the window drives progress (WaitSignal, TestSignal, Flush,
+// Fence, further operations): a rank that must not stall its peers calls
+// Flush(target) before going quiet. Signals to one target are written in
+// the order they were asked for.
 func (w *Window) PutSignal(target int, data []byte, offset, signalOffset int, value uint64) error {
 	if err := w.check("PutSignal", target, offset, len(data)); err != nil {
 		return err
