@@ -20,7 +20,7 @@ var (
 	// example a rank on another node with the direct-store path forced).
 	ErrNoPath = errors.New("onesided: no path to target")
 	// ErrTimeout reports a wait without a context (FetchAndOp,
-	// CompareAndSwap, PutSignal with delivery ordering) that outlasted
+	// CompareAndSwap, an operation stuck behind a full queue) that outlasted
 	// WEFT_ONESIDED_TIMEOUT: usually a target that stopped making progress.
 	ErrTimeout = errors.New("onesided: operation timed out")
 	// ErrOutOfMemory reports a symmetric heap that cannot satisfy Alloc.

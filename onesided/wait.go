@@ -17,7 +17,7 @@ import (
 var spinLimit = envInt("WEFT_ONESIDED_SPIN", 4096)
 
 // opTimeout bounds the waits of calls that take no context (FetchAndOp,
-// CompareAndSwap, a PutSignal that waits for delivery, a full queue):
+// CompareAndSwap, an operation stuck behind a full queue):
 // WEFT_ONESIDED_TIMEOUT, a Go duration, default 2m. They then fail with
 // ErrTimeout.
 var opTimeout = envDuration("WEFT_ONESIDED_TIMEOUT", 2*time.Minute)
