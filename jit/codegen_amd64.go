@@ -2,6 +2,7 @@ package jit
 
 import (
 	"encoding/binary"
+	"sync"
 	"unsafe"
 
 	x86 "github.com/weft-hpc/weft/jit/internal/amd64"
@@ -666,15 +667,17 @@ type entries struct {
 	tpack, tunpack int // transpose functions, -1 when absent
 }
 
-// generate emits all functions of p into one blob.
-func generate(p *plan, f Features) ([]byte, entries, error) {
-	tabBytes := 0
-	for _, l := range p.levels {
-		if l.offs != nil {
-			tabBytes += 8 * int(l.count)
-		}
-	}
-	a := x86.New(512 + 2*16*len(p.blocks) + tabBytes)
+// asmPool keeps assemblers (and their code, label and fixup buffers) between
+// compilations: their bytes are copied into executable memory before an
+// assembler goes back.
+var asmPool = sync.Pool{New: func() any { return x86.New(4096) }}
+
+// generate emits all functions of p into one blob. The blob lives in the
+// returned assembler's buffer: copy it, then put the assembler back into
+// asmPool.
+func generate(p *plan, f Features) ([]byte, entries, *x86.Asm, error) {
+	a := asmPool.Get().(*x86.Asm)
+	a.Reset()
 	e := entries{tpack: -1, tunpack: -1}
 	var tables []table
 	byLevel := map[int]table{}
@@ -700,5 +703,5 @@ func generate(p *plan, f Features) ([]byte, entries, error) {
 	}
 	(&gen{a: a, tables: &tables, tIdx: x86.NoReg}).emitTables()
 	b, err := a.Finish()
-	return b, e, err
+	return b, e, a, err
 }

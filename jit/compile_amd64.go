@@ -54,11 +54,15 @@ func compileIR(ir *ddt.IR, f Features) (ddt.Kernel, error) {
 
 // compilePlan generates, maps and seals the code of p.
 func compilePlan(p *plan, f Features) (*kernel, error) {
-	code, e, err := generate(p, f)
+	code, e, a, err := generate(p, f)
 	if err != nil {
+		asmPool.Put(a)
 		return nil, fmt.Errorf("jit: encode: %w", err)
 	}
 	m, err := newCode(code)
+	if cap(code) <= 1<<20 { // keep buffers of ordinary size only
+		asmPool.Put(a)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", err, ddt.ErrNotCompiled)
 	}
