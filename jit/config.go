@@ -12,7 +12,7 @@ import (
 //	WEFT_JIT             auto|on|off (read by package ddt; "off" also stops jit from registering)
 //	WEFT_JIT_ISA         sse2|avx2|avx512: cap the vector width used
 //	WEFT_JIT_CHUNK       bytes of packed stream per call into generated code (default 1 MiB)
-//	WEFT_JIT_AUTO_BLOCKS auto policy: blocks moved before a type is compiled (6000; 0 = at Commit)
+//	WEFT_JIT_AUTO_BLOCKS auto policy: blocks moved before a type is compiled (2000; 0 = at Commit)
 //	WEFT_JIT_UNROLL_MAX  blocks up to this many bytes are copied by unrolled moves (512)
 //	WEFT_JIT_REP_MIN     blocks from this size use rep movsb (4096)
 //	WEFT_JIT_BODY_BLOCKS blocks unrolled into one loop body at most (2048)

@@ -10,7 +10,7 @@ import (
 // autoBlocks is the auto policy's threshold (WEFT_JIT_AUTO_BLOCKS): blocks a
 // type moves through the Go walker before it is compiled. 0 compiles at
 // Commit.
-var autoBlocks = int64(6000)
+var autoBlocks = int64(2000)
 
 // lazyKernel implements the auto policy: walk in Go until the type has moved
 // autoBlocks blocks (counting the current call, so one big pack compiles at

@@ -237,7 +237,7 @@ func TestRegistrationAndCache(t *testing.T) {
 	// auto: interpreted by the Go walker at first, compiled after use.
 	c := mk(ddt.JITAuto)
 	got := make([]byte, len(want))
-	for i := range 40 { // 40 × 300 blocks > the 6000-block threshold
+	for i := range 40 { // 40 × 300 blocks > the 2000-block threshold
 		clear(got)
 		if _, err := c.Pack(got, typed, 1); err != nil {
 			t.Fatal(err)
