@@ -30,8 +30,9 @@
 // point where the estimated saving of about 1.5 ns per block has paid for a
 // compilation of about 2 µs, about 2000 blocks) the type is compiled and later packs run
 // native code. Contiguous types are one copy either way.
-// Compiled code is cached by the canonical IR text, so committing an identical
-// type again costs one map lookup.
+// Compiled code is cached by a compact binary form of the canonical IR, so
+// committing an identical type again costs one pass over the IR and one map
+// lookup.
 package jit
 
 import (
@@ -93,12 +94,15 @@ func (c *Compiler) Compile(ir *ddt.IR) (ddt.Kernel, error) {
 		return nil, errDecline("nil IR")
 	}
 	eager := c.Force || ddt.DefaultJITMode() == ddt.JITOn || autoBlocks == 0 || ir.Contig
-	key := HostFeatures().String() + "\n" + ir.String()
-	if !eager {
-		key = "lazy " + key
-	}
+	kb := keyPool.Get().(*[]byte)
+	defer func() {
+		if cap(*kb) <= 64<<10 { // keep ordinary buffers only
+			keyPool.Put(kb)
+		}
+	}()
+	*kb = appendKey((*kb)[:0], ir, HostFeatures(), !eager)
 	cacheMu.Lock()
-	k, ok := cache[key]
+	k, ok := cache[string(*kb)]
 	cacheMu.Unlock()
 	if ok {
 		statsMu.Lock()
@@ -129,7 +133,7 @@ func (c *Compiler) Compile(ir *ddt.IR) (ddt.Kernel, error) {
 		}
 	}
 	if cacheEntries > 0 {
-		cache[key] = k
+		cache[string(*kb)] = k
 	}
 	cacheMu.Unlock()
 	log.Trace("compiled", "size", ir.Size, "ns", ns)

@@ -5,6 +5,8 @@ package jit
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"strings"
@@ -331,5 +333,33 @@ func TestExecMemoryModes(t *testing.T) {
 				t.Errorf("writable and executable mapping: %s", line)
 			}
 		}
+	}
+}
+
+// TestCacheKey checks the binary cache key against the IR text it replaced:
+// over random types, two IRs get the same key exactly when their text forms
+// (with features and policy) are equal.
+func TestCacheKey(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	byKey := map[string]string{}
+	byText := map[string]string{}
+	for range 600 {
+		ir := interpType(t, randType(t, r, 3)).IR()
+		for _, f := range []Features{{}, {AVX2: true, ERMS: true}, {AVX2: true, AVX512: true}} {
+			for _, lazy := range []bool{false, true} {
+				key := string(appendKey(nil, ir, f, lazy))
+				text := fmt.Sprint(f, lazy, "\n", ir.String())
+				if old, ok := byKey[key]; ok && old != text {
+					t.Fatalf("two IRs share a key:\n%s\n%s", old, text)
+				}
+				if old, ok := byText[text]; ok && old != key {
+					t.Fatalf("one IR, two keys:\n%s", text)
+				}
+				byKey[key], byText[text] = text, key
+			}
+		}
+	}
+	if len(byKey) < 1000 {
+		t.Fatalf("only %d distinct keys: random types too alike", len(byKey))
 	}
 }
