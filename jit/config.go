@@ -51,5 +51,4 @@ func init() {
 	ntMin = envInt("WEFT_JIT_NT_MIN", ntMin, 256, 1<<62)
 	gatherOn = envInt("WEFT_JIT_GATHER", 0, 0, 1) == 1
 	autoBlocks = envInt("WEFT_JIT_AUTO_BLOCKS", autoBlocks, 0, 1<<50)
-	dualMap = envInt("WEFT_JIT_DUAL_MAP", 1, 0, 1) == 1
 }

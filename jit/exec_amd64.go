@@ -256,3 +256,7 @@ func (m *codeMem) release() {
 	}
 	m.unmap()
 }
+
+func init() {
+	dualMap = envInt("WEFT_JIT_DUAL_MAP", 1, 0, 1) == 1
+}
