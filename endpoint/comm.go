@@ -61,6 +61,9 @@ type Comm struct {
 	lrank  int
 	lsize  int
 	freed  bool
+	// scratch is the Request blocking Recv reuses (nil while one is in use
+	// or was abandoned in flight); taken and returned under v.lock.
+	scratch *Request
 }
 
 func (c *Comm) collCtx() uint16 { return c.ctx + 1 }

@@ -113,6 +113,12 @@ func (c *Comm) Irecv(buf []byte, src, tag int) (*Request, error) {
 }
 
 func (c *Comm) irecv(buf []byte, src, tag int, ctx uint16) (*Request, error) {
+	return c.irecvReq(buf, src, tag, ctx, false)
+}
+
+// irecvReq posts a receive; with scratch it reuses c.scratch when free
+// (blocking Recv: the request never escapes to the caller).
+func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool) (*Request, error) {
 	if err := c.checkPeer(src, true); err != nil {
 		return nil, err
 	}
@@ -126,7 +132,13 @@ func (c *Comm) irecv(buf []byte, src, tag int, ctx uint16) (*Request, error) {
 		return nil, fmt.Errorf("endpoint: receive: %w", ErrFreed)
 	}
 	want, ignore := matchBits(ctx, c.mySlot, src, tag)
-	r := &Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore}
+	var r *Request
+	if scratch && c.scratch != nil {
+		r, c.scratch = c.scratch, nil
+		*r = Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore}
+	} else {
+		r = &Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore}
+	}
 	if u, ok := v.takeUnexpected(want, ignore); ok {
 		v.deliver(r, u.tag, u.data)
 		return r, nil
@@ -150,11 +162,21 @@ func (c *Comm) Send(ctx context.Context, buf []byte, dest, tag int) error {
 // AnyTag). If ctx ends first the receive is cancelled and the error wraps
 // ctx.Err().
 func (c *Comm) Recv(ctx context.Context, buf []byte, src, tag int) (Status, error) {
-	r, err := c.Irecv(buf, src, tag)
+	r, err := c.irecvReq(buf, src, tag, c.ctx, true)
 	if err != nil {
 		return Status{}, err
 	}
-	return waitOrCancel(ctx, r)
+	st, err := waitOrCancel(ctx, r)
+	// Keep the request for the next Recv unless it is still in flight
+	// (abandoned after a cancelled wait): no allocation per message.
+	v := r.v
+	v.lock()
+	if r.done {
+		r.buf = nil
+		c.scratch = r
+	}
+	v.unlock()
+	return st, err
 }
 
 func waitOrCancel(ctx context.Context, r *Request) (Status, error) {

@@ -1,0 +1,179 @@
+package endpoint_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/fabric"
+)
+
+// Path cost: one goroutine drives both ends of an 8-byte ping-pong over
+// shm, so no time is spent waiting for another thread; the result is the
+// CPU cost of a send plus a receive through each path. It is far less
+// sensitive to a loaded machine than the two-process latency benchmark.
+
+func BenchmarkPathCost8B(b *testing.B) {
+	b.Run("endpoint", func(b *testing.B) {
+		x, y, ctx := benchPair(b, false)
+		msg, in := make([]byte, 8), make([]byte, 8)
+		// Connect first (shm sets a peer up when the receiver progresses).
+		go func() {
+			if _, err := y.Recv(ctx, in, 0, 1); err != nil {
+				b.Error(err)
+			}
+		}()
+		if err := x.Send(ctx, msg, 1, 1); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+		b.ReportAllocs()
+		b.ResetTimer()
+		c0 := runtime.NumCgoCall()
+		defer func() { b.ReportMetric(float64(runtime.NumCgoCall()-c0)/float64(b.N), "cgo/op") }()
+		for i := 0; i < b.N; i++ {
+			if err := x.Send(ctx, msg, 1, 1); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := y.Recv(ctx, in, 0, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("raw-untagged", func(b *testing.B) { rawPathCost(b, true) })
+	b.Run("raw-tagged", func(b *testing.B) { rawPathCost(b, false) })
+}
+
+func rawPathCost(b *testing.B, untagged bool) {
+	x, y, _ := benchPair(b, false)
+	rx, err := rawEP(x)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rx.close()
+	ry, err := rawEP(y)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ry.close()
+	ax, err := rx.av.Insert(ry.name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Connect first: the receiver must progress while the first inject waits.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			n, _ := ry.cq.Read(ry.comps[:])
+			if n > 0 {
+				return
+			}
+		}
+	}()
+	if err := ry.ep.Recv(ry.buf.Bytes()[8:16], ry.buf.Desc(), fabric.AddrUnspec, 7); err != nil {
+		b.Fatal(err)
+	}
+	for {
+		err = rx.ep.InjectData(rx.buf.Bytes()[:8], 1, ax[0])
+		if !errors.Is(err, fabric.ErrAgain) {
+			break
+		}
+		rx.cq.Read(rx.comps[:])
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	<-done
+	sb := rx.buf.Bytes()[:8]
+	rb := ry.buf.Bytes()[8:16]
+	b.ReportAllocs()
+	b.ResetTimer()
+	c0 := runtime.NumCgoCall()
+	defer func() { b.ReportMetric(float64(runtime.NumCgoCall()-c0)/float64(b.N), "cgo/op") }()
+	for i := 0; i < b.N; i++ {
+		if untagged {
+			err = ry.ep.Recv(rb, ry.buf.Desc(), fabric.AddrUnspec, 7)
+		} else {
+			err = ry.ep.TRecv(rb, ry.buf.Desc(), fabric.AddrUnspec, 1, 0, 7)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			if untagged {
+				err = rx.ep.InjectData(sb, 1, ax[0])
+			} else {
+				err = rx.ep.TInject(sb, ax[0], 1)
+			}
+			if !errors.Is(err, fabric.ErrAgain) {
+				break
+			}
+			rx.cq.Read(rx.comps[:])
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			n, err := ry.cq.Read(ry.comps[:])
+			if err != nil && !errors.Is(err, fabric.ErrAgain) {
+				b.Fatal(err)
+			}
+			if n > 0 {
+				break
+			}
+		}
+	}
+}
+
+// TestSendRecvNoAllocs: a blocking eager Send and Recv on a private
+// endpoint allocate nothing per message (the receive request is reused).
+func TestSendRecvNoAllocs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, err := endpoint.Init(ctx, endpoint.WithProvider("shm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if w.Comm().Size() != 1 {
+		t.Skip("runs as a singleton only")
+	}
+	eps, err := w.Comm().CreateEndpoints(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, y := eps[0], eps[1]
+	msg, in := []byte("12345678"), make([]byte, 8)
+	done := make(chan error, 1)
+	go func() { _, err := y.Recv(ctx, in, 0, 1); done <- err }() // connects
+	if err := x.Send(ctx, msg, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var ferr error
+	allocs := testing.AllocsPerRun(1000, func() {
+		if err := x.Send(ctx, msg, 1, 1); err != nil {
+			ferr = err
+		}
+		st, err := y.Recv(ctx, in, 0, 1)
+		if err != nil || st.Count != 8 || st.Source != 0 {
+			ferr = fmt.Errorf("recv: %v %+v", err, st)
+		}
+	})
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	if string(in) != string(msg) {
+		t.Fatalf("received %q, want %q", in, msg)
+	}
+	if allocs != 0 {
+		t.Errorf("%v allocations per Send+Recv, want 0", allocs)
+	}
+}
