@@ -372,6 +372,16 @@ func (w *Window) setup(ctx context.Context, size int) error {
 		w.local = w.anon[ctrlBytes : ctrlBytes+size : ctrlBytes+size]
 	}
 
+	// Every rank has mapped the segment once this barrier is passed:
+	// remove its name now, before anything else can fail and leave it.
+	if err := w.g.Barrier(ctx); err != nil {
+		return fmt.Errorf("barrier after mapping: %w", err)
+	}
+	if w.seg != nil && local[0] == w.rank {
+		if err := w.seg.unlink(); err != nil {
+			w.log.Warn("unlink shared segment", "err", err)
+		}
+	}
 	if needNet {
 		if newNetPath == nil {
 			return fmt.Errorf("ranks need the libfabric path, which is not built in: %w", ErrNoPath)
@@ -399,14 +409,6 @@ func (w *Window) setup(ctx context.Context, size int) error {
 		// This rank's own region is always reached by plain copies
 		// (atomics still go through libfabric: atomicsNet).
 		w.peers[w.rank] = w.local
-	} else if err := w.g.Barrier(ctx); err != nil {
-		return fmt.Errorf("barrier after mapping: %w", err)
-	}
-	// Every rank has mapped the segment: remove its name.
-	if w.seg != nil && local[0] == w.rank {
-		if err := w.seg.unlink(); err != nil {
-			w.log.Warn("unlink shared segment", "err", err)
-		}
 	}
 	w.log.Debug("window allocated", "rank", w.rank, "size", size, "shm", w.opts.shm,
 		"net", w.net != nil, "local_ranks", len(local))
