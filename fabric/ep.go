@@ -79,6 +79,9 @@ func (d *Domain) OpenEndpoint(info *Info, cq *CQ, av *AV, opts ...EndpointOption
 	if cq.closed.Load() || (av != nil && av.closed.Load()) || (cfg.rxCQ != nil && cfg.rxCQ.closed.Load()) {
 		return nil, fmt.Errorf("fabric: OpenEndpoint: CQ or AV: %w", ErrClosed)
 	}
+	if info.Provider == "shm" {
+		sweepStaleShm()
+	}
 	var fid C.uintptr_t
 	ret := C.weft_ep_open(C.uintptr_t(d.fid), C.uintptr_t(info.c), &fid)
 	runtime.KeepAlive(info)
