@@ -1,22 +1,16 @@
-package ddt
+package ddt_test
 
 import (
 	"testing"
-)
 
-// fresh returns an uncommitted copy of t (same children), so a benchmark can
-// commit the same tree repeatedly.
-func fresh(t *Type) *Type {
-	return &Type{comb: t.comb, name: t.name, ints: t.ints, addrs: t.addrs, types: t.types, impl: t.impl,
-		size: t.size, lb: t.lb, ub: t.ub, trueLB: t.trueLB, trueUB: t.trueUB, stickyLB: t.stickyLB,
-		stickyUB: t.stickyUB, align: t.align, elem: t.elem, jit: JITOff, jitSet: true}
-}
+	. "github.com/weft-hpc/weft/ddt"
+)
 
 // countNodes counts constructor nodes of an uncommitted type tree (predefined
 // leaves included).
 func countNodes(t *Type) int {
 	n := 1
-	for _, c := range t.types {
+	for _, c := range t.Contents().Types {
 		n += countNodes(c)
 	}
 	return n
@@ -59,7 +53,7 @@ func BenchmarkCommit(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			cpuLoop(b, func() {
-				if err := fresh(tt).Commit(); err != nil {
+				if err := Fresh(tt).Commit(); err != nil {
 					b.Fatal(err)
 				}
 			})

@@ -1,4 +1,4 @@
-package ddt
+package ddt_test
 
 import (
 	"runtime"

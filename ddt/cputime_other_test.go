@@ -1,6 +1,6 @@
 //go:build !linux
 
-package ddt
+package ddt_test
 
 import "testing"
 

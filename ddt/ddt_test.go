@@ -1,4 +1,4 @@
-package ddt
+package ddt_test
 
 import (
 	"bytes"
@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	. "github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/ddt/ddttest"
 )
 
 type bounds struct{ size, lb, ub, tlb, text int64 }
@@ -319,12 +322,12 @@ func TestFlatten(t *testing.T) {
 	}
 	// Flatten agrees with the type map of random types.
 	for seed := uint64(0); seed < 300; seed++ {
-		g := &gen{r: rand.New(rand.NewPCG(seed, 3))}
-		tt := g.typ(3)
+		r := rand.New(rand.NewPCG(seed, 3))
+		tt := randomType(r, 3)
 		if err := tt.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		count := g.r.IntN(3)
+		count := r.IntN(3)
 		segs, err := tt.Flatten(count, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -336,8 +339,8 @@ func TestFlatten(t *testing.T) {
 			}
 		}
 		for k := 0; k < count; k++ {
-			for _, e := range typemap(tt) {
-				for b := e.disp; b < e.disp+e.size; b++ {
+			for _, e := range ddttest.TypeMap(tt) {
+				for b := e.Disp; b < e.Disp+e.Size; b++ {
 					fromMap = append(fromMap, int64(k)*tt.Extent()+b)
 				}
 			}

@@ -1,9 +1,11 @@
-package ddt
+package ddt_test
 
 import (
 	"bytes"
 	"math/rand/v2"
 	"testing"
+
+	. "github.com/weft-hpc/weft/ddt"
 )
 
 // FuzzPackRange builds a random type tree from the fuzzer's seed and checks
@@ -16,8 +18,8 @@ func FuzzPackRange(f *testing.F) {
 		f.Add(s, uint8(2), uint16(7), uint16(3))
 	}
 	f.Fuzz(func(t *testing.T, seed uint64, count uint8, chunk1, chunk2 uint16) {
-		g := &gen{r: rand.New(rand.NewPCG(seed, seed>>7))}
-		tt := g.typ(5)
+		r := rand.New(rand.NewPCG(seed, seed>>7))
+		tt := randomType(r, 5)
 		checkAgainstRef(t, tt, int(count%6), []int{int(chunk1%97) + 1, int(chunk2%13) + 1})
 	})
 }
@@ -29,8 +31,8 @@ func FuzzIRInvariants(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, seed uint64) {
-		g := &gen{r: rand.New(rand.NewPCG(seed, 17))}
-		tt := g.typ(5)
+		r := rand.New(rand.NewPCG(seed, 17))
+		tt := randomType(r, 5)
 		if err := tt.Commit(); err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +41,7 @@ func FuzzIRInvariants(f *testing.F) {
 			t.Fatalf("IR facts %v disagree with %v", ir, tt)
 		}
 		if ir.Root != nil {
-			if err := validate(ir.Root); err != nil {
+			if err := Validate(ir.Root); err != nil {
 				t.Fatal(err)
 			}
 			// Alignment facts hold for every block.
@@ -100,8 +102,8 @@ func FuzzBounds(f *testing.F) {
 	f.Add(uint64(7), int64(-5), int16(-1), int64(3), uint16(3), uint16(0))
 	f.Add(uint64(9), int64(1<<40), int16(3), int64(-2), uint16(0), uint16(65535))
 	f.Fuzz(func(t *testing.T, seed uint64, base int64, count int16, from int64, typedLen, packedLen uint16) {
-		g := &gen{r: rand.New(rand.NewPCG(seed, 5))}
-		tt := g.typ(4)
+		r := rand.New(rand.NewPCG(seed, 5))
+		tt := randomType(r, 4)
 		if err := tt.Commit(); err != nil {
 			t.Fatal(err)
 		}
