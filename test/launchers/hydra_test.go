@@ -35,8 +35,8 @@ func TestHydraFailure(t *testing.T) {
 	r := run(t, 60*time.Second, []string{"WEFT_PROVIDER=no-such-provider"}, hydra, "-launcher", "fork", "-n", "2", hello)
 	// Hydra may drop the ranks' last stderr lines when it kills the job on
 	// abort, so only the status and the absence of success are certain.
-	if r.code == 0 || strings.Contains(r.stdout, "ring ok") {
-		t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code == 0 || strings.Contains(r.Stdout, "ring ok") {
+		t.Errorf("exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	t.Logf("exit %d; stderr:\n%s", r.code, r.stderr)
+	t.Logf("exit %d; stderr:\n%s", r.Code, r.Stderr)
 }

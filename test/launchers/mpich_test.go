@@ -27,16 +27,16 @@ func TestMPICHUnderFabrun(t *testing.T) {
 		t.Fatalf("%s: %v\n%s", mpicc, err, out)
 	}
 	r := run(t, 60*time.Second, nil, fab, "-n", "3", "--launcher", "local", "--tag-output", prog)
-	if r.code != 0 {
-		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	for _, want := range []string{"[0] mpi rank 0 of 3: token 3", "[1] mpi rank 1 of 3: token 2", "[2] mpi rank 2 of 3: token 3"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("missing %q in:\n%s%s", want, r.stdout, r.stderr)
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("missing %q in:\n%s%s", want, r.Stdout, r.Stderr)
 		}
 	}
 	r = run(t, 60*time.Second, nil, fab, "-n", "3", "--launcher", "local", prog, "abort")
-	if r.code != 7 || !strings.Contains(r.stderr, "fabrun: rank 1 called abort with status 7") {
-		t.Errorf("MPI_Abort: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 7 || !strings.Contains(r.Stderr, "fabrun: rank 1 called abort with status 7") {
+		t.Errorf("MPI_Abort: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }

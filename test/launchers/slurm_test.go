@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weft-hpc/weft/internal/proctest"
 )
 
 // startSlurm brings up a private single-node Slurm with
@@ -51,8 +53,8 @@ func startSlurm(t *testing.T) string {
 		os.RemoveAll(dir)
 	})
 	r := run(t, 60*time.Second, []string{"WEFT_SLURM_WAIT=30"}, script, "start", dir, strconv.Itoa(ports[0]), strconv.Itoa(ports[1]), "4")
-	if r.code != 0 {
-		t.Fatalf("single-node Slurm did not start (exit %d):\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("single-node Slurm did not start (exit %d):\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	return "SLURM_CONF=" + filepath.Join(dir, "slurm.conf")
 }
@@ -75,43 +77,43 @@ func TestSlurm(t *testing.T) {
 	r := run(t, 60*time.Second, []string{conf, "WEFT_BOOTSTRAP_WORKER=1", "WEFT_EXPECT_KIND=slurm"},
 		"srun", "--mpi=pmi2", "-n", "3", btest, "-test.run", "^TestLauncherWorker$", "-test.v")
 	for rank := range 3 {
-		if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("slurm rank %d ok", rank)) {
-			t.Fatalf("bootstrap worker under srun --mpi=pmi2: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		if r.Code != 0 || !strings.Contains(r.Stdout, fmt.Sprintf("slurm rank %d ok", rank)) {
+			t.Fatalf("bootstrap worker under srun --mpi=pmi2: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 		}
 	}
 
 	r = run(t, 60*time.Second, env, "srun", "--mpi=pmi2", "-n", "2", hello)
 	checkRing(t, "srun --mpi=pmi2 -n 2 hello", r, 2)
-	t.Logf("srun hello: %v", r.took)
-	if !strings.Contains(r.stderr, "kind=slurm") {
-		t.Errorf("ranks did not use the Slurm bootstrap:\n%s", r.stderr)
+	t.Logf("srun hello: %v", r.Took)
+	if !strings.Contains(r.Stderr, "kind=slurm") {
+		t.Errorf("ranks did not use the Slurm bootstrap:\n%s", r.Stderr)
 	}
 
 	r = run(t, 60*time.Second, env, "salloc", "-n", "2", fab, "-n", "2", "--tag-output", hello)
 	checkRing(t, "salloc -n 2 fabrun -n 2 hello", r, 2)
-	t.Logf("salloc fabrun hello: %v", r.took)
+	t.Logf("salloc fabrun hello: %v", r.Took)
 	for _, want := range []string{"launcher=slurm", "[0] rank 0 of 2 on", "[1] rank 1 of 2 on"} {
-		if !strings.Contains(r.stdout+r.stderr, want) {
-			t.Errorf("missing %q:\n%s%s", want, r.stdout, r.stderr)
+		if !strings.Contains(r.Stdout+r.Stderr, want) {
+			t.Errorf("missing %q:\n%s%s", want, r.Stdout, r.Stderr)
 		}
 	}
 
 	r = run(t, 60*time.Second, []string{conf}, "salloc", "-n", "2", fab, "-n", "2", "sh", "-c", `[ "$PMI_RANK" = 1 ] && exit 3; sleep 30`)
-	if r.code != 3 || !strings.Contains(r.stderr, "fabrun: rank 1 exited with status 3") {
-		t.Errorf("failing rank under Slurm: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 3 || !strings.Contains(r.Stderr, "fabrun: rank 1 exited with status 3") {
+		t.Errorf("failing rank under Slurm: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	t.Logf("salloc fabrun failing job: %v", r.took)
-	if r.took > 15*time.Second {
-		t.Errorf("failing job under Slurm took %v", r.took)
+	t.Logf("salloc fabrun failing job: %v", r.Took)
+	if r.Took > 15*time.Second {
+		t.Errorf("failing job under Slurm took %v", r.Took)
 	}
 
-	mark := marker()
+	mark := proctest.Marker()
 	r = run(t, 60*time.Second, []string{conf, mark}, "salloc", "-n", "2", fab, "-n", "2", "--timeout", "1s", "sleep", "30")
-	if r.code != 124 || !strings.Contains(r.stderr, "fabrun: job timed out after 1s") {
-		t.Errorf("timeout under Slurm: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 124 || !strings.Contains(r.Stderr, "fabrun: job timed out after 1s") {
+		t.Errorf("timeout under Slurm: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	t.Logf("salloc fabrun --timeout 1s: %v", r.took)
-	if left := waitGone(mark, 5*time.Second); len(left) > 0 {
+	t.Logf("salloc fabrun --timeout 1s: %v", r.Took)
+	if left := proctest.WaitGone(mark, 5*time.Second); len(left) > 0 {
 		t.Errorf("ranks left behind after a timeout under Slurm: %v", left)
 	}
 }

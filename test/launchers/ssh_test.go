@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weft-hpc/weft/internal/proctest"
 )
 
 // startSSHD runs a private sshd on a localhost port with generated host and
@@ -111,8 +113,8 @@ func TestSSHLauncher(t *testing.T) {
 	r = run(t, 60*time.Second, nil, fab, "--ssh", ssh, "-n", "2", "--hosts", "root@127.0.0.1,root@localhost", "--tag-output",
 		"--env", "WEFT_LOG_LEVEL=debug", hello)
 	checkRing(t, "fabrun ssh, two hosts", r, 2)
-	if !strings.Contains(r.stderr, "tcp;ofi_rxm") {
-		t.Errorf("ranks on different hosts did not select tcp;ofi_rxm:\n%s", r.stderr)
+	if !strings.Contains(r.Stderr, "tcp;ofi_rxm") {
+		t.Errorf("ranks on different hosts did not select tcp;ofi_rxm:\n%s", r.Stderr)
 	}
 }
 
@@ -121,25 +123,25 @@ func TestSSHLauncher(t *testing.T) {
 func TestSSHFailureCleansUp(t *testing.T) {
 	ssh := startSSHD(t)
 	fab, _ := binaries(t)
-	mark := marker()
+	mark := proctest.Marker()
 	r := run(t, 60*time.Second, nil, fab, "--ssh", ssh, "-n", "3", "--hosts", "127.0.0.1:3", "--env", mark,
 		"sh", "-c", `[ "$PMI_RANK" = 1 ] && { sleep 0.5; exit 3; }; sleep 30`)
-	if r.code != 3 || !strings.Contains(r.stderr, "fabrun: rank 1 exited with status 3") {
-		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 3 || !strings.Contains(r.Stderr, "fabrun: rank 1 exited with status 3") {
+		t.Fatalf("exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if r.took > 5*time.Second {
-		t.Errorf("took %v", r.took)
+	if r.Took > 5*time.Second {
+		t.Errorf("took %v", r.Took)
 	}
-	if left := waitGone(mark, 3*time.Second); len(left) > 0 {
+	if left := proctest.WaitGone(mark, 3*time.Second); len(left) > 0 {
 		t.Errorf("remote processes left behind: %v", left)
 	}
 	// A timeout ends remote ranks the same way.
-	mark = marker()
+	mark = proctest.Marker()
 	r = run(t, 60*time.Second, nil, fab, "--ssh", ssh, "-n", "2", "--hosts", "127.0.0.1:2", "--timeout", "1s", "--env", mark, "sleep", "30")
-	if r.code != 124 {
-		t.Errorf("timeout over ssh: exit %d\n%s", r.code, r.stderr)
+	if r.Code != 124 {
+		t.Errorf("timeout over ssh: exit %d\n%s", r.Code, r.Stderr)
 	}
-	if left := waitGone(mark, 3*time.Second); len(left) > 0 {
+	if left := proctest.WaitGone(mark, 3*time.Second); len(left) > 0 {
 		t.Errorf("remote processes left behind after timeout: %v", left)
 	}
 }

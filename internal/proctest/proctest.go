@@ -1,0 +1,149 @@
+// Package proctest holds helpers for tests that start real processes:
+// building the project's commands once per test binary, running a command
+// under a deadline, and finding the processes a test left behind.
+//
+// It is imported only by tests.
+package proctest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Builder builds a fixed list of packages into one temporary directory, once,
+// the first time a test asks for a binary. Close removes the directory; call
+// it from TestMain.
+type Builder struct {
+	pkgs []string
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// NewBuilder returns a Builder for the given import paths.
+func NewBuilder(pkgs ...string) *Builder { return &Builder{pkgs: pkgs} }
+
+// Path builds every package (first call only) and returns the path of the
+// binary named name (the last element of its import path). It fails the test
+// when the build failed.
+func (b *Builder) Path(tb testing.TB, name string) string {
+	tb.Helper()
+	b.once.Do(func() {
+		b.dir, b.err = os.MkdirTemp("", "weft-bin-")
+		if b.err != nil {
+			return
+		}
+		// Other users (an sshd, slurmd) may run these binaries.
+		os.Chmod(b.dir, 0o755)
+		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+		cmd := exec.Command(gobin, append([]string{"build", "-o", b.dir + "/"}, b.pkgs...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if b.err != nil {
+		tb.Fatal(b.err)
+	}
+	for _, p := range b.pkgs {
+		if path.Base(p) == name {
+			return filepath.Join(b.dir, name)
+		}
+	}
+	tb.Fatalf("proctest: %s is not among the built packages %v", name, b.pkgs)
+	return ""
+}
+
+// Close removes the build directory.
+func (b *Builder) Close() {
+	if b.dir != "" {
+		os.RemoveAll(b.dir)
+	}
+}
+
+// Result is what a finished command left.
+type Result struct {
+	Code           int // exit status (0 on success)
+	Stdout, Stderr string
+	Took           time.Duration
+}
+
+// Run runs name with args, the test's environment plus env, and stdin,
+// killing it after timeout; a command that does not exit in time, or cannot
+// start, fails the test.
+func Run(tb testing.TB, timeout time.Duration, env []string, stdin string, name string, args ...string) Result {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	cmd.WaitDelay = 5 * time.Second
+	start := time.Now()
+	err := cmd.Run()
+	r := Result{Stdout: so.String(), Stderr: se.String(), Took: time.Since(start)}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		tb.Fatalf("%s %v: no exit within %v\n%s%s", name, args, timeout, r.Stdout, r.Stderr)
+	case errors.As(err, &ee):
+		r.Code = ee.ExitCode()
+	default:
+		tb.Fatalf("%s %v: %v", name, args, err)
+	}
+	return r
+}
+
+// Marker returns a fresh NAME=VALUE environment entry. Processes started with
+// it in their environment (and their children) can be found by Marked.
+func Marker() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "WEFT_TEST_MARK=" + hex.EncodeToString(b[:])
+}
+
+// Marked lists the live (not zombie) processes whose environment contains
+// mark, as their /proc stat lines.
+func Marked(mark string) []string {
+	var left []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !bytes.Contains(env, []byte(mark)) {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if !strings.Contains(string(stat), ") Z ") {
+			left = append(left, strings.TrimSpace(string(stat)))
+		}
+	}
+	return left
+}
+
+// WaitGone waits up to d for the processes carrying mark to exit and returns
+// those still alive.
+func WaitGone(mark string, d time.Duration) []string {
+	deadline := time.Now().Add(d)
+	for {
+		left := Marked(mark)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
