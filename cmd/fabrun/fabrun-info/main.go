@@ -43,9 +43,34 @@ func info(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fabrun info: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "libfabric providers (%d configurations):\n", len(infos))
-	for _, i := range infos {
-		fmt.Fprintf(stdout, "  %s\n", i)
+	lines, counts := distinct(infos)
+	fmt.Fprintf(stdout, "libfabric providers (%d configurations, %d distinct):\n", len(infos), len(lines))
+	for k, l := range lines {
+		if counts[k] > 1 {
+			fmt.Fprintf(stdout, "  %s (x%d)\n", l, counts[k])
+			continue
+		}
+		fmt.Fprintf(stdout, "  %s\n", l)
 	}
 	return printDevices(stdout, stderr)
+}
+
+// distinct renders each configuration and folds repeats: fi_getinfo lists
+// the same provider, fabric and domain several times when they differ only
+// in what the summary does not show (address format, mode bits, protocol
+// version). It returns the lines in first-seen order and how often each
+// appeared.
+func distinct(infos []*fabric.Info) (lines []string, counts []int) {
+	seen := make(map[string]int)
+	for _, i := range infos {
+		l := i.String()
+		if k, ok := seen[l]; ok {
+			counts[k]++
+			continue
+		}
+		seen[l] = len(lines)
+		lines = append(lines, l)
+		counts = append(counts, 1)
+	}
+	return lines, counts
 }
