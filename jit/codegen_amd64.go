@@ -618,6 +618,7 @@ func (g *gen) gather(p *plan, in level, inIsElem bool, after x86.Label) bool {
 // t.band parent instances × t.c0 inner rows, copied tile by tile.
 func (g *gen) transposeCode(t *transposePlan) {
 	a := g.a
+	tband, ttile, tbandSize := t.dims(g.pack)
 	g.tmp = [2]x86.Reg{x86.RAX, x86.RCX}
 	a.Load(8, rT, x86.M(rArgs, offTyped))
 	a.Load(8, rP, x86.M(rArgs, offPacked))
@@ -632,7 +633,7 @@ func (g *gen) transposeCode(t *transposePlan) {
 		a.Bind(tile)
 		a.MovRR(x86.R12, x86.R9)
 		a.MovRR(x86.R13, x86.R10)
-		a.MovImm(x86.RDX, t.band)
+		a.MovImm(x86.RDX, tband)
 		el := a.NewLabel()
 		a.Align(16)
 		a.Bind(el)
@@ -648,23 +649,119 @@ func (g *gen) transposeCode(t *transposePlan) {
 		a.Dec(x86.R11)
 		a.Jcc(x86.CondNE, tile)
 	}
-	if full := t.c0 / t.tile; full > 0 {
-		emitTiles(t.tile, full)
+	if full := t.c0 / ttile; full > 0 {
+		emitTiles(ttile, full)
 	}
-	if rem := t.c0 % t.tile; rem > 0 {
+	if rem := t.c0 % ttile; rem > 0 {
 		emitTiles(rem, 1)
 	}
-	a.OpRI(x86.ADD, rT, int32(t.band*t.s1))
-	a.OpRI(x86.ADD, rP, int32(t.bandSize))
+	a.OpRI(x86.ADD, rT, int32(tband*t.s1))
+	a.OpRI(x86.ADD, rP, int32(tbandSize))
 	a.Dec(rN)
 	a.Jcc(x86.CondNE, band)
 	g.epilogue()
 }
 
+// regTransposeCode emits the register-tiled variant of transposeCode (t.reg):
+// every 4 rows × 4 columns of 16-byte elements are four 64-byte loads (one
+// per row for pack, one per column for unpack), a 4×4 transpose of 128-bit
+// lanes by two rounds of vshufi64x2, and four 64-byte stores. With nt the
+// stores are non-temporal (the caller guarantees 64-byte aligned
+// destinations) and the function ends with sfence. With t.pf > 0 the rows of
+// the tile t.pf tiles ahead are prefetched, one prefetch per cache line.
+func (g *gen) regTransposeCode(t *transposePlan, nt bool) {
+	a := g.a
+	tband, ttile, tbandSize := t.dims(g.pack)
+	a.Load(8, rT, x86.M(rArgs, offTyped))
+	a.Load(8, rP, x86.M(rArgs, offPacked))
+	a.Load(8, rN, x86.M(rArgs, offN))
+	col := t.c0 * t.l // packed bytes per column (one parent instance)
+	store := func(m x86.Mem, v x86.VReg) {
+		if nt {
+			a.VStoreNT(64, m, v)
+		} else {
+			a.VStore(64, m, v)
+		}
+	}
+	set := 0
+	// quad moves the 4×4 block whose typed corner is [R9+to] (rows s0
+	// apart) and whose packed corner is [R10+po] (columns col apart).
+	quad := func(to, po int64) {
+		r := x86.VReg(16 + 8*set) // zmm16-23 or zmm24-31: never zmm0-15
+		set ^= 1
+		tm := func(k int64) x86.Mem { return x86.M(x86.R9, int32(to+k*t.s0)) }
+		pm := func(k int64) x86.Mem { return x86.M(x86.R10, int32(po+k*col)) }
+		for k := int64(0); k < 4; k++ {
+			if g.pack {
+				a.VLoad(64, r+x86.VReg(k), tm(k))
+			} else {
+				a.VLoad(64, r+x86.VReg(k), pm(k))
+			}
+		}
+		// round 1: pairs of lanes; round 2: single lanes
+		a.VShufI64x2(r+4, r+0, r+1, 0x44)
+		a.VShufI64x2(r+5, r+0, r+1, 0xee)
+		a.VShufI64x2(r+6, r+2, r+3, 0x44)
+		a.VShufI64x2(r+7, r+2, r+3, 0xee)
+		a.VShufI64x2(r+0, r+4, r+6, 0x88)
+		a.VShufI64x2(r+1, r+4, r+6, 0xdd)
+		a.VShufI64x2(r+2, r+5, r+7, 0x88)
+		a.VShufI64x2(r+3, r+5, r+7, 0xdd)
+		for k := int64(0); k < 4; k++ {
+			if g.pack {
+				store(pm(k), r+x86.VReg(k))
+			} else {
+				store(tm(k), r+x86.VReg(k))
+			}
+		}
+	}
+	band := a.NewLabel()
+	a.Bind(band)
+	a.MovRR(x86.R9, rT)  // tile origin, typed
+	a.MovRR(x86.R10, rP) // tile origin, packed
+	emitTiles := func(rows, ntiles int64) {
+		tile := a.NewLabel()
+		a.MovImm(x86.R11, ntiles)
+		a.Align(16)
+		a.Bind(tile)
+		if t.pf > 0 {
+			ahead := t.pf * ttile * t.s0
+			for k := int64(0); k < rows; k++ {
+				for c := int64(0); c < tband*t.l; c += 64 {
+					a.Prefetcht0(x86.M(x86.R9, int32(ahead+k*t.s0+c)))
+				}
+			}
+		}
+		for cg := int64(0); cg < tband/4; cg++ {
+			for rg := int64(0); rg < rows/4; rg++ {
+				quad(4*rg*t.s0+64*cg, 4*cg*col+64*rg)
+			}
+		}
+		g.addImm(x86.R9, rows*t.s0)
+		a.OpRI(x86.ADD, x86.R10, int32(rows*t.l))
+		a.Dec(x86.R11)
+		a.Jcc(x86.CondNE, tile)
+	}
+	if full := t.c0 / ttile; full > 0 {
+		emitTiles(ttile, full)
+	}
+	if rem := t.c0 % ttile; rem > 0 {
+		emitTiles(rem, 1)
+	}
+	a.OpRI(x86.ADD, rT, int32(tband*t.s1))
+	a.OpRI(x86.ADD, rP, int32(tbandSize))
+	a.Dec(rN)
+	a.Jcc(x86.CondNE, band)
+	g.usedVec = true
+	g.usedNT = nt
+	g.epilogue()
+}
+
 // entry points inside one code blob
 type entries struct {
-	pack, unpack   int // offsets of the loop functions
-	tpack, tunpack int // transpose functions, -1 when absent
+	pack, unpack       int // offsets of the loop functions
+	tpack, tunpack     int // transpose functions, -1 when absent
+	tpackNT, tunpackNT int // non-temporal register-tiled transposes, -1 when absent
 }
 
 // asmPool keeps assemblers (and their code, label and fixup buffers) between
@@ -678,7 +775,7 @@ var asmPool = sync.Pool{New: func() any { return x86.New(4096) }}
 func generate(p *plan, f Features) ([]byte, entries, *x86.Asm, error) {
 	a := asmPool.Get().(*x86.Asm)
 	a.Reset()
-	e := entries{tpack: -1, tunpack: -1}
+	e := entries{tpack: -1, tunpack: -1, tpackNT: -1, tunpackNT: -1}
 	var tables []table
 	byLevel := map[int]table{}
 	for _, pack := range []bool{true, false} {
@@ -698,7 +795,19 @@ func generate(p *plan, f Features) ([]byte, entries, *x86.Asm, error) {
 			} else {
 				e.tunpack = a.Len()
 			}
-			g2.transposeCode(p.tr)
+			if p.tr.reg {
+				g2.regTransposeCode(p.tr, false)
+				g3 := &gen{a: a, f: f, pack: pack, tIdx: x86.NoReg}
+				a.Align(16)
+				if pack {
+					e.tpackNT = a.Len()
+				} else {
+					e.tunpackNT = a.Len()
+				}
+				g3.regTransposeCode(p.tr, true)
+			} else {
+				g2.transposeCode(p.tr)
+			}
 		}
 	}
 	(&gen{a: a, tables: &tables, tIdx: x86.NoReg}).emitTables()

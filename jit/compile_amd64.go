@@ -54,6 +54,7 @@ func compileIR(ir *ddt.IR, f Features) (ddt.Kernel, error) {
 
 // compilePlan generates, maps and seals the code of p.
 func compilePlan(p *plan, f Features) (*kernel, error) {
+	p.tr.useRegTile(f)
 	code, e, a, err := generate(p, f)
 	if err != nil {
 		asmPool.Put(a)
@@ -70,6 +71,9 @@ func compilePlan(p *plan, f Features) (*kernel, error) {
 	k := &kernel{p: p, code: m, pack: base + uintptr(e.pack), unpack: base + uintptr(e.unpack), budget: chunkBytes}
 	if e.tpack >= 0 {
 		k.tpack, k.tunpack = base+uintptr(e.tpack), base+uintptr(e.tunpack)
+	}
+	if e.tpackNT >= 0 {
+		k.tpackNT, k.tunpackNT = base+uintptr(e.tpackNT), base+uintptr(e.tunpackNT)
 	}
 	runtime.AddCleanup(k, func(m *codeMem) { m.release() }, m)
 	return k, nil

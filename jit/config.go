@@ -18,6 +18,13 @@ import (
 //	WEFT_JIT_BODY_BLOCKS blocks unrolled into one loop body at most (2048)
 //	WEFT_JIT_TILE        inner rows per tile of transpose-shaped types (8)
 //	WEFT_JIT_BAND_BYTES  bytes per band row of transpose-shaped types (128)
+//	WEFT_JIT_RT          1: register-tiled transposes (AVX-512, 16-byte elements); 0: off (default 1)
+//	WEFT_JIT_RT_BAND     register-tiled transpose, pack: columns per band (multiple of 4, default 8)
+//	WEFT_JIT_RT_TILE     register-tiled transpose, pack: rows per tile (multiple of 4, default 8)
+//	WEFT_JIT_RT_UBAND    register-tiled transpose, unpack: columns per band (default 32)
+//	WEFT_JIT_RT_UTILE    register-tiled transpose, unpack: rows per tile (default 8)
+//	WEFT_JIT_RT_PREFETCH register-tiled transpose: prefetch the rows this many tiles ahead (0: off)
+//	WEFT_JIT_RT_NT_MIN   register-tiled transpose: non-temporal stores from this many bytes per call (default: the last-level cache size)
 //	WEFT_JIT_NT_MIN      blocks from this size use non-temporal stores + sfence (default off)
 //	WEFT_JIT_GATHER      1: AVX-512 gathers for index lists of 4/8-byte blocks (pack); default 0
 //	WEFT_JIT_CACHE       compiled types kept in the code cache (1024)
@@ -48,6 +55,13 @@ func init() {
 	transposeTile = envInt("WEFT_JIT_TILE", transposeTile, 1, 256)
 	transposeBandBytes = envInt("WEFT_JIT_BAND_BYTES", transposeBandBytes, 1, 1<<16)
 	cacheEntries = int(envInt("WEFT_JIT_CACHE", int64(cacheEntries), 0, 1<<20))
+	regTileOn = envInt("WEFT_JIT_RT", 1, 0, 1) == 1
+	regTileBand = envInt("WEFT_JIT_RT_BAND", regTileBand, 4, 256)
+	regTileRows = envInt("WEFT_JIT_RT_TILE", regTileRows, 4, 256)
+	regTileUBand = envInt("WEFT_JIT_RT_UBAND", regTileUBand, 4, 256)
+	regTileURows = envInt("WEFT_JIT_RT_UTILE", regTileURows, 4, 256)
+	regTilePF = envInt("WEFT_JIT_RT_PREFETCH", regTilePF, 0, 64)
+	regTileNTMin = envInt("WEFT_JIT_RT_NT_MIN", regTileNTMin, 0, 1<<62)
 	ntMin = envInt("WEFT_JIT_NT_MIN", ntMin, 256, 1<<62)
 	gatherOn = envInt("WEFT_JIT_GATHER", 0, 0, 1) == 1
 	autoBlocks = envInt("WEFT_JIT_AUTO_BLOCKS", autoBlocks, 0, 1<<50)

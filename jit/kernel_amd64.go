@@ -13,7 +13,10 @@ type kernel struct {
 	unpack  uintptr
 	tpack   uintptr // 0 when the type has no transpose code
 	tunpack uintptr
-	budget  int64 // packed bytes per call into generated code
+	// register-tiled transposes with non-temporal stores (0: none); used
+	// for calls of at least regTileNTMin bytes with 64-byte aligned stores
+	tpackNT, tunpackNT uintptr
+	budget             int64 // packed bytes per call into generated code
 }
 
 // Pack implements ddt.Kernel.
@@ -37,9 +40,12 @@ func (k *kernel) run(packed, typed []byte, base int64, count int, from int64, pa
 	pos := from
 	U := p.unit
 	var a callArgs
-	entry, tentry := k.pack, k.tpack
+	entry, tentry, ntentry := k.pack, k.tpack, k.tpackNT
 	if !pack {
-		entry, tentry = k.unpack, k.tunpack
+		entry, tentry, ntentry = k.unpack, k.tunpack, k.tunpackNT
+	}
+	if n < regTileNTMin {
+		ntentry = 0
 	}
 	for pos < to {
 		u, r := pos/U, pos%U
@@ -52,7 +58,7 @@ func (k *kernel) run(packed, typed []byte, base int64, count int, from int64, pa
 		// Addresses are taken right before each call: no Go call between
 		// them and the generated code (a goroutine stack could move at one).
 		if t := p.tr; tentry != 0 {
-			if done := k.bands(t, u, to, base, count, pos-from, typed, packed, tentry, pack, &a); done > 0 {
+			if done := k.bands(t, u, to, base, count, pos-from, typed, packed, tentry, ntentry, pack, &a); done > 0 {
 				pos += done
 				continue
 			}
@@ -77,7 +83,7 @@ func (k *kernel) origin(u, base int64, a *callArgs) int64 { return k.p.origin(u,
 // at unit u and end before stream offset to, at most one grandparent instance
 // and one budget at a time. It returns the packed bytes done (0 when u is not
 // at a band boundary or no whole band fits).
-func (k *kernel) bands(t *transposePlan, u, to, base int64, count int, poff int64, typed, packed []byte, entry uintptr, pack bool, a *callArgs) int64 {
+func (k *kernel) bands(t *transposePlan, u, to, base int64, count int, poff int64, typed, packed []byte, entry, ntentry uintptr, pack bool, a *callArgs) int64 {
 	p := k.p
 	// parent instance index j of unit u and the parent's count c1
 	ju := u / t.c0 // units of the innermost loop are rows; ju counts parent instances overall
@@ -89,14 +95,15 @@ func (k *kernel) bands(t *transposePlan, u, to, base int64, count int, poff int6
 		c1 = p.levels[t.parent].count
 	}
 	j := ju % c1
-	if j%t.band != 0 {
+	band, _, bandSize := t.dims(pack)
+	if j%band != 0 {
 		return 0
 	}
 	if !pack && c1*t.s1 > t.s0 { // rows overlap: keep the interpreter's write order
 		return 0
 	}
 	pos := u * p.unit
-	nb := min((c1-j)/t.band, (to-pos)/t.bandSize, max(1, k.budget/t.bandSize))
+	nb := min((c1-j)/band, (to-pos)/bandSize, max(1, k.budget/bandSize))
 	if nb <= 0 {
 		return 0
 	}
@@ -104,8 +111,14 @@ func (k *kernel) bands(t *transposePlan, u, to, base int64, count int, poff int6
 	a.typed = uintptr(unsafe.Pointer(unsafe.SliceData(typed))) + uintptr(o)
 	a.packed = uintptr(unsafe.Pointer(unsafe.SliceData(packed))) + uintptr(poff)
 	a.n = nb
+	// Non-temporal stores need 64-byte aligned destinations: the packed
+	// side for pack (bands, columns and row groups are multiples of 64 bytes
+	// apart), the typed side for unpack (rows s0 apart).
+	if ntentry != 0 && (pack && a.packed%64 == 0 || !pack && a.typed%64 == 0 && t.s0%64 == 0) {
+		entry = ntentry
+	}
 	callCode(entry, a)
-	return nb * t.bandSize
+	return nb * bandSize
 }
 
 // origin returns the typed index of the origin of unit u and, when a is not

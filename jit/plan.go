@@ -74,6 +74,24 @@ type transposePlan struct {
 	band     int64 // parent instances per band
 	tile     int64 // inner rows per tile
 	bandSize int64 // packed bytes per band
+	// reg: register-tiled code (AVX-512, 16-byte elements in adjacent
+	// columns): 4×4 element quads are moved as four 64-byte loads, two rounds
+	// of lane shuffles and four 64-byte stores. pf: prefetch distance in
+	// tiles (0: none).
+	reg bool
+	pf  int64
+	// unpack's band, tile and band size (equal to pack's unless register
+	// tiled: unpack reads columns and writes rows, so wider bands suit it)
+	uband, utile, ubandSize int64
+}
+
+// dims returns the band (parent instances), tile (rows) and packed bytes per
+// band of the pack or the unpack code.
+func (t *transposePlan) dims(pack bool) (band, tile, bandSize int64) {
+	if pack {
+		return t.band, t.tile, t.bandSize
+	}
+	return t.uband, t.utile, t.ubandSize
 }
 
 // Tunables (each has an environment variable, see config.go).
@@ -224,6 +242,47 @@ var (
 	transposeTile      = int64(8)    // inner rows per tile (L1 is 8-way: rows 4 KiB apart share a set)
 )
 
+// Register-tiled transpose tunables (WEFT_JIT_RT, WEFT_JIT_RT_BAND,
+// WEFT_JIT_RT_TILE, WEFT_JIT_RT_UBAND, WEFT_JIT_RT_UTILE, WEFT_JIT_RT_PREFETCH,
+// WEFT_JIT_RT_NT_MIN).
+var (
+	regTileOn    = true
+	regTileBand  = int64(8)                 // pack: columns (parent instances) per band, multiple of 4
+	regTileRows  = int64(8)                 // pack: rows per tile, multiple of 4
+	regTileUBand = int64(32)                // unpack: columns per band
+	regTileURows = int64(8)                 // unpack: rows per tile
+	regTilePF    = int64(0)                 // prefetch distance in tiles (0: off)
+	regTileNTMin = lastLevelCache(32 << 20) // bytes per Pack/Unpack call from which stores are non-temporal (destination beyond the LLC)
+	regTileQuads = int64(64)                // at most this many 4×4 quads unrolled per tile
+)
+
+// useRegTile switches t to register-tiled code when the CPU and the shape
+// allow it: AVX-512, 16-byte blocks in adjacent columns (parent stride =
+// block length, so four columns are one 64-byte vector), rows a multiple of 4.
+func (t *transposePlan) useRegTile(f Features) {
+	if t == nil || !regTileOn || !f.AVX512 || t.l != 16 || t.s1 != 16 || t.c0%4 != 0 {
+		return
+	}
+	var d [2][3]int64
+	for i, bt := range [2][2]int64{{regTileBand, regTileRows}, {regTileUBand, regTileURows}} {
+		band := max(4, bt[0]/4*4)
+		tile := min(max(4, bt[1]/4*4), t.c0)
+		if band/4*(tile/4) > regTileQuads {
+			return
+		}
+		bandSize := band * t.c0 * t.l
+		for _, v := range []int64{t.s0 * (tile*(regTilePF+1) + 4), band * t.s1, bandSize} {
+			if !fits32(v) {
+				return
+			}
+		}
+		d[i] = [3]int64{band, tile, bandSize}
+	}
+	t.reg, t.pf = true, regTilePF
+	t.band, t.tile, t.bandSize = d[0][0], d[0][1], d[0][2]
+	t.uband, t.utile, t.ubandSize = d[1][0], d[1][1], d[1][2]
+}
+
 func (p *plan) transpose() *transposePlan {
 	if len(p.levels) == 0 || len(p.blocks) != 1 || p.blocks[0].len > 64 || p.blocks[0].off != 0 {
 		return nil
@@ -253,5 +312,6 @@ func (p *plan) transpose() *transposePlan {
 			return nil
 		}
 	}
+	t.uband, t.utile, t.ubandSize = t.band, t.tile, t.bandSize
 	return t
 }

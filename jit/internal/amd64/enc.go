@@ -676,6 +676,23 @@ func (a *Asm) VStoreNT(width int, m Mem, v VReg) {
 	}
 }
 
+// VShufI64x2 emits vshufi64x2 zmm(dst), zmm(src1), zmm(src2), imm: 128-bit
+// lanes 0 and 1 of dst are lanes imm[1:0] and imm[3:2] of src1, lanes 2 and
+// 3 are lanes imm[5:4] and imm[7:6] of src2 (EVEX.512.66.0F3A.W1 43 /r ib).
+// Two rounds of it transpose a 4×4 matrix of 16-byte elements held in four
+// registers.
+func (a *Asm) VShufI64x2(dst, src1, src2 VReg, imm uint8) {
+	if dst > 31 || src1 > 31 || src2 > 31 {
+		a.fail("vector register out of range")
+		return
+	}
+	r, v, m := byte(dst), byte(src1), byte(src2)
+	p0 := (^r>>3&1)<<7 | (^m>>4&1)<<6 | (^m>>3&1)<<5 | (^r>>4&1)<<4 | 3 // map 0F3A; X extends rm
+	p1 := byte(0x80) | (^v&0xf)<<3 | 4 | 1                              // W1, vvvv, pp = 66
+	p2 := byte(2<<5) | (^v>>4&1)<<3                                     // L'L = 512, V'
+	a.emit(0x62, p0, p1, p2, 0x43, 0xc0|(r&7)<<3|m&7, imm)
+}
+
 // Kxnorw emits kxnorw k(dst), k(a), k(b); with all three equal it sets the
 // mask register to all ones (the mask a gather consumes).
 func (a *Asm) Kxnorw(dst, x, y uint8) {

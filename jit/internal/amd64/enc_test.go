@@ -169,6 +169,22 @@ func TestOracleVector(t *testing.T) {
 	check(t, cs)
 }
 
+func TestOracleShuffle(t *testing.T) {
+	var cs []oracleCase
+	for d := VReg(0); d < 32; d++ {
+		for _, s1 := range []VReg{0, 5, 8, 15, 16, 23, 24, 31} {
+			for _, s2 := range []VReg{0, 7, 8, 13, 16, 20, 24, 31} {
+				for _, imm := range []uint8{0x44, 0xee, 0x88, 0xdd, 0} {
+					d, s1, s2, imm := d, s1, s2, imm
+					cs = append(cs, oracleCase{func(a *Asm) { a.VShufI64x2(d, s1, s2, imm) },
+						fmt.Sprintf("vshufi64x2 $%#x,%%zmm%d,%%zmm%d,%%zmm%d", imm, s2, s1, d)})
+				}
+			}
+		}
+	}
+	check(t, cs)
+}
+
 func TestOracleArith(t *testing.T) {
 	var cs []oracleCase
 	ops := map[ALU]string{ADD: "add", SUB: "sub", CMP: "cmp", AND: "and", OR: "or", XOR: "xor"}
@@ -292,6 +308,8 @@ func TestGolden(t *testing.T) {
 		{func(a *Asm) { a.VStore(64, M(RDI, 128), 17) }, []byte{0x62, 0xe1, 0xfe, 0x48, 0x7f, 0x4f, 0x02}, "vmovdqu64 %zmm17,0x80(%rdi)"},
 		{func(a *Asm) { a.VStoreNT(32, M(RDI, 0), 0) }, []byte{0xc5, 0xfd, 0xe7, 0x07}, "vmovntdq %ymm0,(%rdi)"},
 		{func(a *Asm) { a.Prefetcht0(M(RSI, 0x100)) }, []byte{0x0f, 0x18, 0x8e, 0x00, 0x01, 0x00, 0x00}, "prefetcht0 0x100(%rsi)"},
+		{func(a *Asm) { a.VShufI64x2(9, 17, 31, 0x44) }, []byte{0x62, 0x13, 0xf5, 0x40, 0x43, 0xcf, 0x44}, "vshufi64x2 $0x44,%zmm31,%zmm17,%zmm9"},
+		{func(a *Asm) { a.VShufI64x2(20, 24, 2, 0xdd) }, []byte{0x62, 0xe3, 0xbd, 0x40, 0x43, 0xe2, 0xdd}, "vshufi64x2 $0xdd,%zmm2,%zmm24,%zmm20"},
 	}
 	for _, g := range golden {
 		a := New(16)
