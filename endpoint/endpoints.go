@@ -105,11 +105,8 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 			pnames = append(pnames, b[4:4+l])
 			b = b[4+l:]
 		}
-		want := cnt
-		if shared && cnt > 0 {
-			want = 1
-		}
-		if len(pnames) != want {
+		k := len(pnames) // shared: 1..cnt locked endpoints; private: one per handle
+		if (!shared && k != cnt) || (shared && cnt > 0 && (k < 1 || k > cnt)) || (cnt == 0 && k != 0) {
 			return fail(fmt.Errorf("endpoint: rank %d sent %d endpoint names for %d endpoints: %w", pr, len(pnames), cnt, ErrInvalid))
 		}
 		if pr == c.rank {
@@ -120,7 +117,7 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 		for i := 0; i < cnt; i++ {
 			e := epRec{slot: 0, host: c.hosts[pr], owner: pr, addrI: base + i}
 			if shared {
-				e.slot, e.addrI = uint8(i), base
+				e.slot, e.addrI = uint8(i), base+sharedGroup(i, cnt, k)
 			}
 			e.name = names[e.addrI]
 			eps = append(eps, e)
@@ -150,10 +147,13 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 			return nc
 		}
 		if cfg.shared {
+			v.refs = 0
 			for i := 0; i < n; i++ {
-				out[i] = mk(i)
+				if sharedGroup(i, n, len(vcis)) == li {
+					out[i] = mk(i)
+					v.refs++
+				}
 			}
-			v.refs = n
 		} else {
 			out[li] = mk(li)
 		}
@@ -179,17 +179,21 @@ func (w *World) openEndpoints(n int, cfg *config) ([]*vci, error) {
 	avCount := 64
 	if cfg.shared {
 		info := w.info
-		dom, err := w.fab.OpenDomain(info)
-		if err != nil {
-			return nil, fmt.Errorf("endpoint: open shared domain: %w", err)
+		var out []*vci
+		for i := 0; i < min(max(cfg.sharedEPs, 1), n); i++ {
+			dom, err := w.fab.OpenDomain(info)
+			if err != nil {
+				return out, errors.Join(fmt.Errorf("endpoint: open shared domain: %w", err), releaseAll(out))
+			}
+			v, err := openVCI(info, dom, cfg, avCount, true, w.log)
+			if err != nil {
+				dom.Close()
+				return out, errors.Join(err, releaseAll(out))
+			}
+			v.ownDom = true
+			out = append(out, v)
 		}
-		v, err := openVCI(info, dom, cfg, avCount, true, w.log)
-		if err != nil {
-			dom.Close()
-			return nil, err
-		}
-		v.ownDom = true
-		return []*vci{v}, nil
+		return out, nil
 	}
 	w.mu.Lock()
 	if w.privInfo == nil {
@@ -225,6 +229,9 @@ func (w *World) openEndpoints(n int, cfg *config) ([]*vci, error) {
 	}
 	return out, nil
 }
+
+// sharedGroup is the locked endpoint (of k) that shared handle i of n uses.
+func sharedGroup(i, n, k int) int { return i * k / n }
 
 func releaseAll(vs []*vci) error {
 	var errs []error

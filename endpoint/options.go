@@ -25,6 +25,10 @@ const (
 	// EnvShared makes CreateEndpoints use one shared, locked fabric endpoint
 	// for all handles of a process ("1", "true"). Default private.
 	EnvShared = "WEFT_ENDPOINT_SHARED"
+	// EnvSharedEndpoints is the number of locked endpoints a shared
+	// CreateEndpoints call spreads its handles over (see SharedEndpoints).
+	// Default 1.
+	EnvSharedEndpoints = "WEFT_ENDPOINT_SHARED_EPS"
 	// EnvSpin is how many empty progress polls a waiting call makes between
 	// context checks and, after its first 256 polls, between yields of the
 	// processor to other goroutines (runtime.Gosched). Lower values help when
@@ -68,6 +72,7 @@ type config struct {
 	cqSize     int
 	timeout    time.Duration
 	shared     bool
+	sharedEPs  int // locked endpoints the shared handles are spread over (≥ 1)
 	provider   string
 	bs         bootstrap.Bootstrap
 	extraCaps  fabric.Caps
@@ -115,6 +120,22 @@ func WithTimeout(d time.Duration) Option {
 // private design is measured against. Shared(false) forces private endpoints.
 func Shared(on bool) Option { return func(c *config) error { c.shared = on; return nil } }
 
+// SharedEndpoints spreads the handles of a Shared CreateEndpoints call over
+// k locked endpoints instead of one (see EnvSharedEndpoints): handle i of n
+// goes to endpoint i*k/n, so with n = 2m and k = 2 the first m handles share
+// one endpoint and the last m another (as MPI threads share a sending and a
+// receiving process). k is capped at n; it has no effect on private
+// endpoints.
+func SharedEndpoints(k int) Option {
+	return func(c *config) error {
+		if k < 1 || k > MaxSharedHandles {
+			return fmt.Errorf("endpoint: %d shared endpoints outside 1..%d: %w", k, MaxSharedHandles, ErrInvalid)
+		}
+		c.sharedEPs = k
+		return nil
+	}
+}
+
 // WithProvider asks for a libfabric provider by name ("shm", "tcp;ofi_rxm",
 // ...); WEFT_PROVIDER is honoured by fabric.Select when this is not given.
 func WithProvider(name string) Option { return func(c *config) error { c.provider = name; return nil } }
@@ -136,7 +157,7 @@ func WithCaps(caps fabric.Caps) Option {
 func WithOrder(o fabric.Order) Option { return func(c *config) error { c.order |= o; return nil } }
 
 func envConfig() (config, error) {
-	c := config{eagerLimit: defaultEagerLimit, cqSize: defaultCQSize, timeout: defaultTimeout}
+	c := config{eagerLimit: defaultEagerLimit, cqSize: defaultCQSize, timeout: defaultTimeout, sharedEPs: 1}
 	if s := os.Getenv(EnvEagerLimit); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil {
@@ -162,6 +183,15 @@ func envConfig() (config, error) {
 		}
 		if err := WithTimeout(d)(&c); err != nil {
 			return c, fmt.Errorf("%s: %w", EnvTimeout, err)
+		}
+	}
+	if s := os.Getenv(EnvSharedEndpoints); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return c, fmt.Errorf("endpoint: %s=%q: %w", EnvSharedEndpoints, s, ErrInvalid)
+		}
+		if err := SharedEndpoints(n)(&c); err != nil {
+			return c, fmt.Errorf("%s: %w", EnvSharedEndpoints, err)
 		}
 	}
 	switch strings.ToLower(os.Getenv(EnvShared)) {

@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -41,35 +42,49 @@ func (c *Comm) isend(buf []byte, dest, tag int, ctx uint16) (*Request, error) {
 	v := c.v
 	v.lock()
 	defer v.unlock()
+	if v.closed {
+		return nil, fmt.Errorf("endpoint: send: %w", ErrFreed)
+	}
+	if len(v.sendq) > 0 {
+		v.flushSends() // nothing overtakes a queued send (MPI order)
+	}
 	t := packTag(ctx, c.slots[dest], c.rank, tag)
 	addr := c.addrs[dest]
 	if len(buf) <= v.injectLimit {
-		if err := v.ep.InjectData(buf, t, addr); err != nil {
-			if err = v.again("inject", func() error { return v.ep.InjectData(buf, t, addr) }); err != nil {
+		if len(v.sendq) == 0 {
+			err := v.tryPost(func() error { return v.ep.InjectData(buf, t, addr) })
+			if err == nil {
+				return completedRequest, nil
+			}
+			if !errors.Is(err, fabric.ErrAgain) {
 				return nil, fmt.Errorf("endpoint: send %d bytes to rank %d: %w", len(buf), dest, err)
 			}
 		}
-		return completedRequest, nil
+		// The provider cannot take it now (full queue, or on shm a
+		// connection the receiver has not accepted yet): queue a copy, as an
+		// inject would have copied it; progress posts it.
+		r := &Request{v: v, c: c, kind: kSendEager, state: stPosted, buf: buf,
+			qinject: true, qdata: append([]byte(nil), buf...), qtag: t, qdest: addr, qrank: dest}
+		v.enqueue(r)
+		return r, nil
 	}
-	r := &Request{v: v, c: c, state: stPosted, buf: buf}
+	r := &Request{v: v, c: c, state: stPosted, buf: buf, qtag: t, qdest: addr, qrank: dest}
 	if len(buf) <= v.eagerLimit {
 		r.kind = kSendEager
-		var desc fabric.Desc
 		if v.mrLocal {
 			mr, err := v.dom.Register(buf, fabric.AccessSend)
 			if err != nil {
 				return nil, fmt.Errorf("endpoint: register send buffer: %w", err)
 			}
-			r.mr, desc = mr, mr.Desc()
+			r.mr, r.qdesc = mr, mr.Desc()
 		}
 		r.pinBuf(buf)
-		h := v.handle(r)
-		if err := v.again("send", func() error { return v.ep.SendData(buf, desc, t, addr, h) }); err != nil {
+		r.qdata = buf
+		if err := v.submit(r); err != nil {
 			r.unpinAll()
 			v.freeSlot(r)
 			return nil, fmt.Errorf("endpoint: send %d bytes to rank %d: %w", len(buf), dest, err)
 		}
-		r.pending++
 		return r, nil
 	}
 	// Rendezvous: register buf for remote read, announce it; the FIN completes.
@@ -81,21 +96,16 @@ func (c *Comm) isend(buf []byte, dest, tag int, ctx uint16) (*Request, error) {
 	r.mr = mr
 	v.seq++
 	r.seq = v.seq
-	var hdr [rdvHeaderSize]byte
-	rdvHeader{addr: mr.RemoteAddr(buf), key: mr.Key(), size: uint64(len(buf)), seq: r.seq}.put(hdr[:])
-	v.rdvSends[r.seq] = r
+	r.hdr = make([]byte, rdvHeaderSize)
+	rdvHeader{addr: mr.RemoteAddr(buf), key: mr.Key(), size: uint64(len(buf)), seq: r.seq}.put(r.hdr)
+	r.qdata, r.qtag = r.hdr, t|rtsBit
 	if rdvHeaderSize <= v.info.InjectSize {
-		err = v.again("inject header", func() error { return v.ep.InjectData(hdr[:], t|rtsBit, addr) })
+		r.qinject = true
 	} else {
-		r.hdr = append([]byte(nil), hdr[:]...)
 		r.pinBuf(r.hdr)
-		h := v.handle(r)
-		err = v.again("send header", func() error { return v.ep.SendData(r.hdr, 0, t|rtsBit, addr, h) })
-		if err == nil {
-			r.pending++
-		}
 	}
-	if err != nil {
+	v.rdvSends[r.seq] = r
+	if err := v.submit(r); err != nil {
 		delete(v.rdvSends, r.seq)
 		r.unpinAll()
 		v.freeSlot(r)

@@ -65,6 +65,15 @@ type Request struct {
 	finDest      fabric.Addr
 	mrAddr       uint64 // rendezvous source address and key (receive side)
 	mrKey        uint64
+
+	// a send as handed to the provider (kept while it waits in v.sendq)
+	qinject bool
+	qdata   []byte
+	qtag    uint64
+	qdest   fabric.Addr
+	qdesc   fabric.Desc
+	qrank   int       // destination rank (error messages)
+	queued  time.Time // when it was queued
 }
 
 // completedRequest is returned by Isend for messages sent with inject: they
@@ -180,24 +189,78 @@ func (r *Request) Cancel() error {
 	return v.cancel(r)
 }
 
-// WaitAll waits for every request; it returns the first error met (after
-// waiting for the others, unless ctx ends).
+// WaitAll waits for every request and returns the first error among them
+// in slice order (or an error wrapping ctx.Err() if ctx ends first). It
+// drives progress on every endpoint its requests belong to, in turn, so one
+// goroutine may wait at once on sends from one of its endpoints and
+// receives on another endpoint it also drives (each endpoint is progressed
+// at most once per sweep over the requests). nil requests are skipped.
 func WaitAll(ctx context.Context, reqs ...*Request) error {
-	var first error
+	done := ctx.Done()
+	start := 0 // reqs[:start] are complete
+	var prog [8]*vci
+	for spins := 1; ; spins++ {
+		np, live := 0, false
+		for i := start; i < len(reqs); i++ {
+			r := reqs[i]
+			if r == nil || r.v == nil { // nil, or a send complete at Isend
+				if i == start {
+					start++
+				}
+				continue
+			}
+			v := r.v
+			v.lock()
+			if !r.done && !progressed(prog[:np], v) {
+				if err := v.progress(); err != nil {
+					v.unlock()
+					return err
+				}
+				if np < len(prog) {
+					prog[np] = v
+					np++
+				}
+			}
+			fin := r.done
+			v.unlock()
+			if !fin {
+				live = true
+			} else if i == start {
+				start++
+			}
+		}
+		if !live {
+			break
+		}
+		if spins%spinYield == 0 {
+			if done != nil {
+				select {
+				case <-done:
+					return fmt.Errorf("endpoint: wait all: %w", ctx.Err())
+				default:
+				}
+			}
+			idle(spins)
+		}
+	}
 	for _, r := range reqs {
 		if r == nil {
 			continue
 		}
-		if _, err := r.Wait(ctx); err != nil {
-			if ctx.Err() != nil {
-				return err
-			}
-			if first == nil {
-				first = err
-			}
+		if _, _, err := r.testResult(); err != nil { // complete: no lock needed past this point
+			return err
 		}
 	}
-	return first
+	return nil
+}
+
+func progressed(vs []*vci, v *vci) bool {
+	for _, p := range vs {
+		if p == v {
+			return true
+		}
+	}
+	return false
 }
 
 // WaitAny waits until one of the non-nil, not yet reported requests

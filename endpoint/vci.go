@@ -19,7 +19,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -77,6 +76,8 @@ type vci struct {
 	seq        uint64
 	deferFin   []*Request // FINs whose inject hit EAGAIN
 	deferRead  []*Request // reads whose post hit EAGAIN
+	sendq      []*Request // sends the provider refused, posted in order by progress
+	flushTries uint64
 
 	refs   int
 	closed bool
@@ -211,6 +212,10 @@ func (v *vci) release() error {
 		r.unpinAll()
 	}
 	v.rdvSends = nil
+	for _, r := range v.sendq {
+		r.unpinAll()
+	}
+	v.sendq = nil
 	v.posted = nil
 	return err
 }
@@ -284,26 +289,93 @@ func (v *vci) maybeRetire(r *Request) {
 	}
 }
 
-// again runs post until it stops returning ErrAgain, driving progress in
-// between, for at most the endpoint timeout.
-func (v *vci) again(what string, post func() error) error {
-	var deadline time.Time
+// sendTries is how many times a send the provider refuses (EAGAIN) is
+// retried, with progress on its own endpoint in between, before Isend queues
+// it in its request instead. A full queue towards a peer often drains within
+// a few polls; one that does not may need an endpoint only the caller can
+// drive (its receiver in the same goroutine), so Isend must not spin on it.
+const sendTries = 32
+
+// tryPost runs post until it stops returning ErrAgain, driving this
+// endpoint's progress in between, at most sendTries times; it returns the
+// last error (ErrAgain when the provider still refuses). Caller holds the
+// lock and v.sendq is empty.
+func (v *vci) tryPost(post func() error) error {
 	for i := 0; ; i++ {
 		err := post()
-		if err == nil || !errors.Is(err, fabric.ErrAgain) {
+		if err == nil || !errors.Is(err, fabric.ErrAgain) || i == sendTries {
 			return err
 		}
 		if perr := v.progress(); perr != nil {
 			return perr
 		}
-		if i&255 == 255 {
-			if deadline.IsZero() {
-				deadline = time.Now().Add(v.timeout)
-			} else if time.Now().After(deadline) {
-				return fmt.Errorf("endpoint: %s: queue stayed full for %v: %w", what, v.timeout, err)
-			}
-			runtime.Gosched()
+	}
+}
+
+// submit posts send r now if it can (retrying briefly), else queues it;
+// an error means r was neither posted nor queued.
+func (v *vci) submit(r *Request) error {
+	if len(v.sendq) == 0 {
+		err := v.tryPost(func() error { return v.postSend(r) })
+		if err == nil || !errors.Is(err, fabric.ErrAgain) {
+			return err
 		}
+	}
+	v.enqueue(r)
+	return nil
+}
+
+// enqueue appends send r to the queue progress posts from, in order.
+func (v *vci) enqueue(r *Request) {
+	r.queued = time.Now()
+	v.sendq = append(v.sendq, r)
+}
+
+// postSend hands send r (eager data or a rendezvous header) to the provider.
+func (v *vci) postSend(r *Request) error {
+	if r.qinject {
+		if err := v.ep.InjectData(r.qdata, r.qtag, r.qdest); err != nil {
+			return err
+		}
+		if r.kind == kSendEager {
+			v.finish(r, nil)
+		} // a rendezvous send completes on its FIN
+		return nil
+	}
+	if err := v.ep.SendData(r.qdata, r.qdesc, r.qtag, r.qdest, v.handle(r)); err != nil {
+		return err
+	}
+	r.pending++
+	return nil
+}
+
+// flushSends posts queued sends in order until the provider refuses one.
+// A send that stays refused for the endpoint timeout fails (a peer that
+// is gone on tcp;ofi_rxm). Caller holds the lock.
+func (v *vci) flushSends() {
+	n := 0
+	for n < len(v.sendq) {
+		r := v.sendq[n]
+		err := v.postSend(r)
+		if errors.Is(err, fabric.ErrAgain) {
+			v.flushTries++
+			if v.flushTries&63 != 0 || time.Since(r.queued) < v.timeout {
+				break
+			}
+			err = fmt.Errorf("queue stayed full for %v: %w", v.timeout, err)
+		}
+		n++
+		if err != nil {
+			if r.kind == kSendRdv {
+				delete(v.rdvSends, r.seq)
+			}
+			v.finish(r, fmt.Errorf("endpoint: send to rank %d: %w", r.qrank, err))
+		}
+	}
+	if n > 0 {
+		rest := copy(v.sendq, v.sendq[n:])
+		clear(v.sendq[rest:])
+		v.sendq = v.sendq[:rest]
 	}
 }
 
@@ -342,6 +414,9 @@ func (v *vci) progress() error {
 	}
 	if len(v.deferFin)+len(v.deferRead) > 0 {
 		v.runDeferred()
+	}
+	if len(v.sendq) > 0 {
+		v.flushSends()
 	}
 	return nil
 }
