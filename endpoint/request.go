@@ -201,6 +201,7 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 	var prog [8]*vci
 	for spins := 1; ; spins++ {
 		np, live := 0, false
+		var held *vci // a run of requests on one endpoint takes its lock once
 		for i := start; i < len(reqs); i++ {
 			r := reqs[i]
 			if r == nil || r.v == nil { // nil, or a send complete at Isend
@@ -209,25 +210,31 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 				}
 				continue
 			}
-			v := r.v
-			v.lock()
-			if !r.done && !progressed(prog[:np], v) {
-				if err := v.progress(); err != nil {
-					v.unlock()
+			if v := r.v; v != held {
+				if held != nil {
+					held.unlock()
+				}
+				v.lock()
+				held = v
+			}
+			if !r.done && !progressed(prog[:np], held) {
+				if err := held.progress(); err != nil {
+					held.unlock()
 					return err
 				}
 				if np < len(prog) {
-					prog[np] = v
+					prog[np] = held
 					np++
 				}
 			}
-			fin := r.done
-			v.unlock()
-			if !fin {
+			if !r.done {
 				live = true
 			} else if i == start {
 				start++
 			}
+		}
+		if held != nil {
+			held.unlock()
 		}
 		if !live {
 			break

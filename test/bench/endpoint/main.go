@@ -7,11 +7,17 @@
 //	          private endpoints vs one shared endpoint
 //	depth     message rate vs expected / unexpected queue depth (0..256
 //	          non-matching entries per goroutine), private vs shared
+//	inproc    message rate of 8 B messages in ONE process: each of G
+//	          goroutines owns a sender and a receiver handle and drives both
+//	          (G busy threads in all, so G can match the cores); private
+//	          endpoints vs one shared sender and one shared receiver
+//	          endpoint; with -depths, also vs queue depth
 //
-// Run with two processes, e.g.
+// Run pingpong, rate and depth with two processes, inproc with one, e.g.
 //
 //	fabrun -n 2 --provider shm bin/endpoint-bench -bench pingpong
 //	mpiexec.hydra -n 2 -env WEFT_PROVIDER shm bin/endpoint-bench -bench rate
+//	fabrun -n 1 --provider shm bin/endpoint-bench -bench inproc -goroutines 1,2,4
 //
 // Rank 0 prints a table of medians over -reps repetitions. Flags can also be
 // given as WEFT_BENCH_<FLAG> environment variables (e.g. WEFT_BENCH_REPS=7).
@@ -36,19 +42,20 @@ import (
 )
 
 var (
-	benchName = flag.String("bench", env("BENCH", "pingpong"), "pingpong, rate, depth or all")
-	reps      = flag.Int("reps", envInt("REPS", 7), "repetitions; the median is reported")
-	iters     = flag.Int("iters", envInt("ITERS", 2000), "ping-pong round trips (small messages) per repetition")
-	window    = flag.Int("window", envInt("WINDOW", 64), "messages per window in rate/depth")
-	windows   = flag.Int("windows", envInt("WINDOWS", 100), "windows per repetition in rate/depth")
-	gList     = flag.String("goroutines", env("GOROUTINES", "1,2,4"), "goroutine counts for rate")
-	dList     = flag.String("depths", env("DEPTHS", "0,16,64,256"), "queue depths for depth")
-	sizes     = flag.String("sizes", env("SIZES", "8,64,1024,16384,65536,1048576,4194304"), "ping-pong message sizes")
-	timeout   = flag.Duration("timeout", 5*time.Minute, "overall limit")
-	useAlloc  = flag.Bool("alloc", os.Getenv("WEFT_BENCH_ALLOC") == "1", "endpoint/ ping-pong buffers from Domain.Alloc (mmap, huge pages when available) instead of Go slices")
-	rawMsg    = flag.Bool("rawmsg", os.Getenv("WEFT_BENCH_RAWMSG") == "1", "raw fabric ping-pong with untagged fi_injectdata/fi_recv (endpoint/'s wire path) instead of tagged fi_tinject/fi_trecv")
-	cpuprof   = flag.String("cpuprofile", env("CPUPROFILE", ""), "write rank 0's CPU profile here")
-	procs     = flag.Int("procs", envInt("PROCS", 0), "GOMAXPROCS per process (0: Go's default)")
+	benchName   = flag.String("bench", env("BENCH", "pingpong"), "pingpong, rate, depth or all")
+	reps        = flag.Int("reps", envInt("REPS", 7), "repetitions; the median is reported")
+	iters       = flag.Int("iters", envInt("ITERS", 2000), "ping-pong round trips (small messages) per repetition")
+	window      = flag.Int("window", envInt("WINDOW", 64), "messages per window in rate/depth")
+	windows     = flag.Int("windows", envInt("WINDOWS", 100), "windows per repetition in rate/depth")
+	gList       = flag.String("goroutines", env("GOROUTINES", "1,2,4"), "goroutine counts for rate")
+	dList       = flag.String("depths", env("DEPTHS", "0,16,64,256"), "queue depths for depth")
+	sizes       = flag.String("sizes", env("SIZES", "8,64,1024,16384,65536,1048576,4194304"), "ping-pong message sizes")
+	timeout     = flag.Duration("timeout", 5*time.Minute, "overall limit")
+	useAlloc    = flag.Bool("alloc", os.Getenv("WEFT_BENCH_ALLOC") == "1", "endpoint/ ping-pong buffers from Domain.Alloc (mmap, huge pages when available) instead of Go slices")
+	rawMsg      = flag.Bool("rawmsg", os.Getenv("WEFT_BENCH_RAWMSG") == "1", "raw fabric ping-pong with untagged fi_injectdata/fi_recv (endpoint/'s wire path) instead of tagged fi_tinject/fi_trecv")
+	cpuprof     = flag.String("cpuprofile", env("CPUPROFILE", ""), "write rank 0's CPU profile here")
+	procs       = flag.Int("procs", envInt("PROCS", 0), "GOMAXPROCS per process (0: Go's default)")
+	inprocDepth = flag.Bool("inproc-depth", os.Getenv("WEFT_BENCH_INPROC_DEPTH") == "1", "inproc: also measure 2 goroutines vs queue depth (-depths)")
 )
 
 func env(k, def string) string {
@@ -103,8 +110,12 @@ func run() error {
 		return err
 	}
 	defer w.Close()
-	if w.Comm().Size() != 2 {
-		return fmt.Errorf("run with exactly 2 processes (got %d)", w.Comm().Size())
+	want := 2
+	if *benchName == "inproc" {
+		want = 1
+	}
+	if w.Comm().Size() != want {
+		return fmt.Errorf("-bench %s: run with exactly %d process(es) (got %d)", *benchName, want, w.Comm().Size())
 	}
 	if *cpuprof != "" && w.Comm().Rank() == 0 {
 		f, err := os.Create(*cpuprof)
@@ -128,6 +139,8 @@ func run() error {
 			err = rate(ctx, w)
 		case "depth":
 			err = depth(ctx, w)
+		case "inproc":
+			err = inproc(ctx, w)
 		case "all":
 			if err = pingpong(ctx, w); err == nil {
 				if err = rate(ctx, w); err == nil {
@@ -544,6 +557,193 @@ func depth(ctx context.Context, w *endpoint.World) error {
 			}
 			if me == 0 {
 				fmt.Printf("%6d %11s %14.0f %14.0f %8.2f\n", d, q, median(p), median(s), median(p)/median(s))
+			}
+		}
+	}
+	return nil
+}
+
+// ---- in-process message rate -------------------------------------------------
+
+// inprocStream runs g goroutines in this one process; goroutine i owns sender
+// handle i and receiver handle g+i and drives both: per window it posts
+// -window receives on its receiver, sends -window 8-byte messages from its
+// sender and completes all of them with one WaitAll (which progresses both
+// endpoints). Private: 2g endpoints, each with its own domain, CQ and
+// matching queues, no locks. Shared: the g sender handles share one locked
+// FI_THREAD_SAFE endpoint and the g receiver handles another (the library's
+// shared mode with SharedEndpoints(2)), so the goroutines contend for two
+// mutexes and every receive is matched in one shared queue, as threads
+// sharing an MPI process's rank do. depth non-matching entries per receiver
+// sit in the posted (expected) or unexpected queue during the run. The rate
+// counts messages of all goroutines over the slowest goroutine's time.
+func inprocStream(ctx context.Context, w *endpoint.World, g int, shared bool, depth int, unexpected bool) (float64, error) {
+	eps, err := w.Comm().CreateEndpoints(ctx, 2*g, endpoint.Shared(shared), endpoint.SharedEndpoints(2))
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		for _, c := range eps {
+			c.Free()
+		}
+	}()
+	var ready, wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make([]error, g)
+	times := make([]time.Duration, g)
+	for i := 0; i < g; i++ {
+		wg.Add(1)
+		ready.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			times[i], errs[i] = inprocOne(ctx, eps[i], eps[g+i], i, depth, unexpected, &ready, start)
+		}(i)
+	}
+	ready.Wait() // every goroutine has warmed up and set up its queue depth
+	close(start)
+	wg.Wait()
+	var el time.Duration
+	for i, e := range errs {
+		if e != nil {
+			return 0, e
+		}
+		el = max(el, times[i])
+	}
+	return float64(g**window**windows) / el.Seconds(), nil
+}
+
+func inprocOne(ctx context.Context, s, r *endpoint.Comm, i, depth int, unexpected bool, ready *sync.WaitGroup, start <-chan struct{}) (time.Duration, error) {
+	src, dst := s.Rank(), r.Rank()
+	tag := 1 + i // distinguishes the goroutines' messages (in shared mode the destination handle does too)
+	msg := make([]byte, 8)
+	bufs := make([][]byte, *window)
+	for k := range bufs {
+		bufs[k] = make([]byte, 8)
+	}
+	reqs := make([]*endpoint.Request, 2**window)
+	once := func() error {
+		for k := 0; k < *window; k++ {
+			rr, err := r.Irecv(bufs[k], src, tag)
+			if err != nil {
+				return err
+			}
+			reqs[k] = rr
+		}
+		for k := 0; k < *window; k++ {
+			sr, err := s.Isend(msg, dst, tag)
+			if err != nil {
+				return err
+			}
+			reqs[*window+k] = sr
+		}
+		return endpoint.WaitAll(ctx, reqs...)
+	}
+	fail := func(err error) (time.Duration, error) {
+		ready.Done()
+		return 0, err
+	}
+	if err := once(); err != nil { // warm-up: connections, caches
+		return fail(err)
+	}
+	var junk []*endpoint.Request
+	if !unexpected {
+		for k := 0; k < depth; k++ {
+			jr, err := r.Irecv(make([]byte, 8), src, junkTag)
+			if err != nil {
+				return fail(err)
+			}
+			junk = append(junk, jr)
+		}
+	} else {
+		for k := 0; k < depth; k++ {
+			// distinct tags so that Iprobe can tell when each has arrived
+			sr, err := s.Isend(msg, dst, junkTag+k)
+			if err != nil {
+				return fail(err)
+			}
+			for {
+				ok, _, err := r.Iprobe(src, junkTag+k)
+				if err != nil {
+					return fail(err)
+				}
+				sok, _, serr := sr.Test()
+				if serr != nil {
+					return fail(serr)
+				}
+				if ok && sok {
+					break
+				}
+			}
+		}
+	}
+	ready.Done()
+	<-start
+	t0 := time.Now()
+	for win := 0; win < *windows; win++ {
+		if err := once(); err != nil {
+			return 0, err
+		}
+	}
+	el := time.Since(t0)
+	for _, jr := range junk {
+		jr.Cancel()
+		jr.Wait(ctx)
+	}
+	if unexpected {
+		for k := 0; k < depth; k++ {
+			if _, err := r.Recv(ctx, msg, src, junkTag+k); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return el, nil
+}
+
+func inproc(ctx context.Context, w *endpoint.World) error {
+	fmt.Printf("\n## in-process message rate, 8 B, window %d x %d; G goroutines each drive a sender and a receiver handle (G busy threads)\n", *window, *windows)
+	fmt.Printf("%10s %6s %11s %14s %14s %8s %12s\n", "goroutines", "depth", "queue", "private_msg/s", "shared_msg/s", "ratio", "ratio_range")
+	row := func(g, d int, unexp bool) error {
+		var p, s, q []float64
+		for rep := 0; rep < *reps; rep++ {
+			// alternate the order so neither mode always runs first
+			var rp, rs float64
+			var err error
+			if rep%2 == 0 {
+				if rp, err = inprocStream(ctx, w, g, false, d, unexp); err == nil {
+					rs, err = inprocStream(ctx, w, g, true, d, unexp)
+				}
+			} else {
+				if rs, err = inprocStream(ctx, w, g, true, d, unexp); err == nil {
+					rp, err = inprocStream(ctx, w, g, false, d, unexp)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			p, s, q = append(p, rp), append(s, rs), append(q, rp/rs)
+		}
+		queue := "expected"
+		if unexp {
+			queue = "unexpected"
+		}
+		sort.Float64s(q)
+		fmt.Printf("%10d %6d %11s %14.0f %14.0f %8.2f %5.2f-%5.2f\n", g, d, queue, median(p), median(s), median(q), q[0], q[len(q)-1])
+		return nil
+	}
+	for _, g := range ints(*gList) {
+		if err := row(g, 0, false); err != nil {
+			return err
+		}
+	}
+	if *inprocDepth {
+		for _, unexp := range []bool{false, true} {
+			for _, d := range ints(*dList) {
+				if d == 0 {
+					continue
+				}
+				if err := row(2, d, unexp); err != nil {
+					return err
+				}
 			}
 		}
 	}
