@@ -72,6 +72,7 @@ func compilePlan(p *plan, f Features) (*kernel, error) {
 	if e.tpack >= 0 {
 		k.tpack, k.tunpack = base+uintptr(e.tpack), base+uintptr(e.tunpack)
 	}
+	k.setup()
 	if e.tpackNT >= 0 {
 		k.tpackNT, k.tunpackNT = base+uintptr(e.tpackNT), base+uintptr(e.tunpackNT)
 	}

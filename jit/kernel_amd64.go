@@ -17,6 +17,11 @@ type kernel struct {
 	// for calls of at least regTileNTMin bytes with 64-byte aligned stores
 	tpackNT, tunpackNT uintptr
 	budget             int64 // packed bytes per call into generated code
+	perCall            int64 // whole units per call: max(1, budget/unit)
+	// origin0 is the typed origin of unit 0 relative to base, and args0 the
+	// level counters there (the start of every whole pack).
+	origin0 int64
+	args0   callArgs
 }
 
 // Pack implements ddt.Kernel.
@@ -47,12 +52,20 @@ func (k *kernel) run(packed, typed []byte, base int64, count int, from int64, pa
 	if n < regTileNTMin {
 		ntentry = 0
 	}
+	// u, r: the unit at pos and the offset in it. Divisions are paid only
+	// where pos is not the end of a native call (the start of a window
+	// that does not begin at 0, and after the walker); a whole pack from 0
+	// of a small type makes no division at all.
+	u, r := int64(0), int64(0)
+	if pos != 0 {
+		u, r = pos/U, pos%U
+	}
 	for pos < to {
-		u, r := pos/U, pos%U
 		if r != 0 || to-pos < U || U > k.budget {
 			end := min(to, (u+1)*U)
 			walk(p.body, k.origin(u, base, nil), r, end-u*U, packed[pos-from:], typed, pack)
 			pos = end
+			u, r = pos/U, pos%U
 			continue
 		}
 		// Addresses are taken right before each call: no Go call between
@@ -60,16 +73,25 @@ func (k *kernel) run(packed, typed []byte, base int64, count int, from int64, pa
 		if t := p.tr; tentry != 0 {
 			if done := k.bands(t, u, to, base, count, pos-from, typed, packed, tentry, ntentry, pack, &a); done > 0 {
 				pos += done
+				u += done / U
 				continue
 			}
 		}
-		nu := min((to-pos)/U, max(1, k.budget/U))
+		nu := k.perCall
+		if left := to - pos; left < nu*U {
+			if to == total { // the rest of the stream: no division
+				nu = int64(count)*p.upe - u
+			} else {
+				nu = left / U
+			}
+		}
 		o := k.origin(u, base, &a)
 		a.typed = uintptr(unsafe.Pointer(unsafe.SliceData(typed))) + uintptr(o)
 		a.packed = uintptr(unsafe.Pointer(unsafe.SliceData(packed))) + uintptr(pos-from)
 		a.n = nu
 		callCode(entry, &a)
 		pos += nu * U
+		u += nu
 	}
 	runtime.KeepAlive(packed)
 	runtime.KeepAlive(typed)
@@ -77,7 +99,21 @@ func (k *kernel) run(packed, typed []byte, base int64, count int, from int64, pa
 	return int(n)
 }
 
-func (k *kernel) origin(u, base int64, a *callArgs) int64 { return k.p.origin(u, base, a) }
+func (k *kernel) origin(u, base int64, a *callArgs) int64 {
+	if u == 0 {
+		if a != nil {
+			*a = k.args0
+		}
+		return base + k.origin0
+	}
+	return k.p.origin(u, base, a)
+}
+
+// setup fills the per-call constants of k from its plan and budget.
+func (k *kernel) setup() {
+	k.perCall = max(1, k.budget/k.p.unit)
+	k.origin0 = k.p.origin(0, 0, &k.args0)
+}
 
 // bands runs the cache-blocked transpose code over the whole bands that start
 // at unit u and end before stream offset to, at most one grandparent instance
