@@ -525,17 +525,17 @@ func (g *gen) absTable(p *plan) table {
 }
 
 // absLoops emits the tight loops of an absMode innermost index level: P0 in
-// R13, the entry of the current unit in R12, 4× unrolled, then rT restored
+// R13, the entry of the current unit in R12, unrolled absUnroll×, then rT restored
 // to the position of the next unit (instance 0 after a full row).
 func (g *gen) absLoops(p *plan, tab table) {
 	a := g.a
-	const k = 4
+	k := int64(absUnroll)
 	a.LoadSX32(x86.RAX, x86.MI(rTab, rPos, 4, 0))
 	a.MovRR(x86.R13, rT)
 	a.OpRR(x86.SUB, x86.R13, x86.RAX)
 	g.tIdx = x86.R12
 	quad, tail, inner, fin := a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel()
-	a.OpRI(x86.CMP, rM, k)
+	a.OpRI(x86.CMP, rM, int32(k))
 	a.Jcc(x86.CondB, tail)
 	a.Align(16)
 	a.Bind(quad)
@@ -544,9 +544,9 @@ func (g *gen) absLoops(p *plan, tab table) {
 		g.bodyAt(p, x86.R13, 0, rP, j*p.unit)
 	}
 	a.OpRI(x86.ADD, rP, int32(k*p.unit))
-	a.OpRI(x86.ADD, rPos, k)
-	a.OpRI(x86.SUB, rM, k)
-	a.OpRI(x86.CMP, rM, k)
+	a.OpRI(x86.ADD, rPos, int32(k))
+	a.OpRI(x86.SUB, rM, int32(k))
+	a.OpRI(x86.CMP, rM, int32(k))
 	a.Jcc(x86.CondAE, quad)
 	a.Bind(tail)
 	a.Test(rM, rM)

@@ -224,9 +224,12 @@ var (
 )
 
 // Tight-loop unrolling: units of at most unrollUnitMax bytes (and at most
-// two blocks) are copied unrollBy at a time.
+// two blocks) are copied unrollBy at a time, or absUnroll at a time through
+// an absolute offset table (index lists: 8 measured ~15 % faster than 4 on
+// 4-byte SPECFEM3D lists; on strided loops 8 was slower than 4).
 var (
 	unrollBy      = 4
+	absUnroll     = 8
 	unrollUnitMax = int64(64)
 )
 
