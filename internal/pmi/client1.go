@@ -122,14 +122,22 @@ func NewClient(ctx context.Context, nc net.Conn, rank, size int) (*Client, error
 }
 
 // exchange sends req and reads the reply, which must have command want.
-// A reply carrying rc != 0 yields ErrRefused (ErrNotFound for get).
+// A reply carrying rc != 0 yields ErrRefused (ErrNotFound for get). An empty
+// req.Cmd sends nothing (an unsolicited line is expected); an empty want
+// reads nothing.
 func (cl *Client) exchange(ctx context.Context, req Msg, want string) (Msg, error) {
 	cl.c.mu.Lock()
 	defer cl.c.mu.Unlock()
+	op := req.Cmd
+	if op == "" {
+		op = "read " + want
+	}
 	var rep Msg
-	err := cl.c.do(ctx, req.Cmd, func() error {
-		if _, err := cl.c.c.Write([]byte(req.String())); err != nil {
-			return err
+	err := cl.c.do(ctx, op, func() error {
+		if req.Cmd != "" {
+			if _, err := cl.c.c.Write([]byte(req.String())); err != nil {
+				return err
+			}
 		}
 		if want == "" {
 			return nil
@@ -148,20 +156,7 @@ func (cl *Client) exchange(ctx context.Context, req Msg, want string) (Msg, erro
 
 // readMsg reads one unsolicited line (used by the handshake).
 func (cl *Client) readMsg(ctx context.Context, want string) (Msg, error) {
-	cl.c.mu.Lock()
-	defer cl.c.mu.Unlock()
-	var rep Msg
-	err := cl.c.do(ctx, "read "+want, func() error {
-		line, err := readLine(cl.c.r)
-		if err != nil {
-			return err
-		}
-		if rep, err = ParseLine(line); err != nil {
-			return err
-		}
-		return checkReply(rep, want)
-	})
-	return rep, err
+	return cl.exchange(ctx, Msg{}, want)
 }
 
 func checkReply(rep Msg, want string) error {
