@@ -52,7 +52,10 @@ func (c *Comm) isend(buf []byte, dest, tag int, ctx uint16) (*Request, error) {
 	addr := c.addrs[dest]
 	if len(buf) <= v.injectLimit {
 		if len(v.sendq) == 0 {
-			err := v.tryPost(func() error { return v.ep.InjectData(buf, t, addr) })
+			err := v.ep.InjectData(buf, t, addr)
+			if err != nil && errors.Is(err, fabric.ErrAgain) {
+				err = v.tryPost(func() error { return v.ep.InjectData(buf, t, addr) })
+			}
 			if err == nil {
 				return completedRequest, nil
 			}
@@ -153,7 +156,7 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool) (*Re
 		v.deliver(r, u.tag, u.data)
 		return r, nil
 	}
-	v.posted = append(v.posted, r)
+	v.posted.push(r)
 	return r, nil
 }
 

@@ -57,9 +57,11 @@ type Request struct {
 	pending int   // fabric operations that still reference the slot
 	mr      *fabric.MR
 
-	want, ignore uint64 // receive match bits
-	seq          uint64 // rendezvous sequence (send side)
-	finNeeded    bool   // receive side still owes the sender a FIN
+	want, ignore uint64   // receive match bits
+	qprev, qnext *Request // neighbours in v.posted while listed
+	listed       bool     // in v.posted (an unmatched receive)
+	seq          uint64   // rendezvous sequence (send side)
+	finNeeded    bool     // receive side still owes the sender a FIN
 	finSeq       uint64
 	finStatus    uint64
 	finDest      fabric.Addr

@@ -67,8 +67,8 @@ type vci struct {
 	repost      []int // consumed bounces, reposted by the next progress call
 	repostSpare []int
 
-	posted     []*Request // user receives, in post order
-	unexpected []unexp    // arrived, unmatched messages, in arrival order
+	posted     rqueue  // user receives, in post order
+	unexpected []unexp // arrived, unmatched messages, in arrival order
 	rdvSends   map[uint64]*Request
 	slots      []*Request // ops with a completion of their own
 	free       []int32
@@ -216,7 +216,12 @@ func (v *vci) release() error {
 		r.unpinAll()
 	}
 	v.sendq = nil
-	v.posted = nil
+	for r := v.posted.head; r != nil; {
+		next := r.qnext
+		r.qprev, r.qnext, r.listed = nil, nil, false
+		r = next
+	}
+	v.posted = rqueue{}
 	return err
 }
 
@@ -509,11 +514,9 @@ func (v *vci) incoming(t uint64, payload []byte) {
 		v.finish(r, err) // truncation is reported at the receiver only (MPI)
 		return
 	}
-	for i, r := range v.posted {
+	for r := v.posted.head; r != nil; r = r.qnext {
 		if tagMatches(t, r.want, r.ignore) {
-			copy(v.posted[i:], v.posted[i+1:])
-			v.posted[len(v.posted)-1] = nil
-			v.posted = v.posted[:len(v.posted)-1]
+			v.posted.remove(r)
 			v.deliver(r, t, payload)
 			return
 		}
@@ -526,6 +529,11 @@ func (v *vci) incoming(t uint64, payload []byte) {
 func (v *vci) takeUnexpected(want, ignore uint64) (unexp, bool) {
 	for i, u := range v.unexpected {
 		if tagMatches(u.tag, want, ignore) {
+			if i == 0 { // the usual case (arrival order): no shifting
+				v.unexpected[0] = unexp{}
+				v.unexpected = v.unexpected[1:]
+				return u, true
+			}
 			copy(v.unexpected[i:], v.unexpected[i+1:])
 			v.unexpected[len(v.unexpected)-1] = unexp{}
 			v.unexpected = v.unexpected[:len(v.unexpected)-1]
@@ -723,15 +731,40 @@ func (v *vci) cancel(r *Request) error {
 	if r.state != stPosted {
 		return nil // matched already: completes normally
 	}
-	for i, p := range v.posted {
-		if p == r {
-			copy(v.posted[i:], v.posted[i+1:])
-			v.posted[len(v.posted)-1] = nil
-			v.posted = v.posted[:len(v.posted)-1]
-			r.st = Status{Source: AnySource, Tag: AnyTag, Canceled: true}
-			v.finish(r, fmt.Errorf("endpoint: receive: %w", ErrCanceled))
-			return nil
-		}
+	if r.listed {
+		v.posted.remove(r)
+		r.st = Status{Source: AnySource, Tag: AnyTag, Canceled: true}
+		v.finish(r, fmt.Errorf("endpoint: receive: %w", ErrCanceled))
 	}
 	return nil
+}
+
+// rqueue is the posted-receive queue: a doubly linked list through the
+// requests, so that a match anywhere in it is removed in O(1) (the scan to
+// find it is the matching cost the endpoints design is about; shifting a
+// slice on every match added a cost proportional to the queue length).
+type rqueue struct{ head, tail *Request }
+
+func (q *rqueue) push(r *Request) {
+	r.qprev, r.qnext, r.listed = q.tail, nil, true
+	if q.tail != nil {
+		q.tail.qnext = r
+	} else {
+		q.head = r
+	}
+	q.tail = r
+}
+
+func (q *rqueue) remove(r *Request) {
+	if r.qprev != nil {
+		r.qprev.qnext = r.qnext
+	} else {
+		q.head = r.qnext
+	}
+	if r.qnext != nil {
+		r.qnext.qprev = r.qprev
+	} else {
+		q.tail = r.qprev
+	}
+	r.qprev, r.qnext, r.listed = nil, nil, false
 }
