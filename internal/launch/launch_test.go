@@ -1,7 +1,6 @@
 package launch
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,12 +8,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/weft-hpc/weft/internal/bootstrap"
+
+	"github.com/weft-hpc/weft/internal/proctest"
 )
 
 // TestMain doubles as a rank program: with WEFT_LAUNCH_HELPER set, the test
@@ -73,24 +73,6 @@ func helper(mode string) int {
 	return 0
 }
 
-// syncBuf is a goroutine-safe output sink.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func self(t *testing.T) string {
 	exe, err := os.Executable()
 	if err != nil {
@@ -124,7 +106,7 @@ func leftovers(j *Job) []string {
 }
 
 func TestLocalJobOutput(t *testing.T) {
-	var out, errb syncBuf
+	var out, errb proctest.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := Run(ctx, Config{
@@ -150,7 +132,7 @@ func TestLocalJobOutput(t *testing.T) {
 }
 
 func TestPMIJob(t *testing.T) {
-	var out syncBuf
+	var out proctest.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	err := Run(ctx, Config{NP: 4, Stdout: &out, Stderr: &out, Argv: []string{self(t)}, Env: []string{"WEFT_LAUNCH_HELPER=ok"}})
@@ -166,7 +148,7 @@ func TestPMIJob(t *testing.T) {
 }
 
 func TestFailureKillsOthers(t *testing.T) {
-	var out syncBuf
+	var out proctest.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -196,7 +178,7 @@ func TestKillAfterGrace(t *testing.T) {
 	// Ranks that ignore SIGTERM are killed after KillGrace.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var out syncBuf
+	var out proctest.Buffer
 	start := time.Now()
 	j, err := Start(ctx, Config{NP: 2, Stdout: &out, Stderr: &out, KillGrace: 300 * time.Millisecond,
 		Argv: []string{"sh", "-c", `trap '' TERM; [ "$PMI_RANK" = 0 ] && { sleep 0.2; kill -9 $$; }; sleep 30 & wait; sleep 30`}})
@@ -243,7 +225,7 @@ func TestTimeout(t *testing.T) {
 func TestSignalForwarding(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var out syncBuf
+	var out proctest.Buffer
 	j, err := Start(ctx, Config{NP: 2, Stdout: &out, TagOutput: true,
 		Argv: []string{"sh", "-c", `trap 'echo got INT; exit 5' INT; echo ready; while :; do sleep 0.05; done`}})
 	if err != nil {
@@ -267,7 +249,7 @@ func TestSignalForwarding(t *testing.T) {
 func TestStdinToRankZero(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var out syncBuf
+	var out proctest.Buffer
 	err := Run(ctx, Config{NP: 3, Stdout: &out, TagOutput: true, Stdin: strings.NewReader("line one\nline two\n"),
 		Argv: []string{"sh", "-c", `while read -r l; do echo "got $l"; done; echo eof`}})
 	if err != nil {
@@ -294,7 +276,7 @@ func TestAbortAndStall(t *testing.T) {
 		{"leave", 1, "rank 1 left the job without PMI finalize"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		var out syncBuf
+		var out proctest.Buffer
 		start := time.Now()
 		err := Run(ctx, Config{NP: 2, Stdout: &out, Stderr: &out, Argv: []string{self(t)}, Env: []string{"WEFT_LAUNCH_HELPER=" + c.mode}})
 		cancel()

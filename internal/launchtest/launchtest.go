@@ -20,17 +20,17 @@
 package launchtest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/weft-hpc/weft/internal/launch"
+
+	"github.com/weft-hpc/weft/internal/proctest"
 )
 
 // IsWorker reports whether this process is a rank started by Run.
@@ -72,17 +72,6 @@ func Pattern(name string) string {
 	return strings.Join(parts, "/")
 }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
 var skipRE = regexp.MustCompile(`(?m)^\[0\] +[^\n]*\.go:\d+: (.*)\n\[0\] *--- SKIP`)
 
 // run launches the workers and checks that every rank ran and passed name.
@@ -91,7 +80,7 @@ func run(name string, n int, provider string, timeout time.Duration, env []strin
 	if err != nil {
 		return "", "", fmt.Errorf("test binary: %w", err)
 	}
-	var buf syncBuf
+	var buf proctest.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Second)
 	defer cancel()
 	err = launch.Run(ctx, launch.Config{
@@ -105,7 +94,7 @@ func run(name string, n int, provider string, timeout time.Duration, env []strin
 		Stdout:    &buf,
 		Stderr:    &buf,
 	})
-	out = buf.b.String()
+	out = buf.String()
 	if err != nil {
 		return out, "", err
 	}

@@ -147,3 +147,24 @@ func WaitGone(mark string, d time.Duration) []string {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Buffer is a bytes.Buffer that several goroutines may write at once (a
+// job's ranks writing one output sink).
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns everything written so far.
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
