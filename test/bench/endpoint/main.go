@@ -508,10 +508,10 @@ func rate(ctx context.Context, w *endpoint.World) error {
 	me := w.Comm().Rank()
 	if me == 0 {
 		fmt.Printf("\n## message rate, 8 B, window %d x %d, goroutines per process (each owns a handle)\n", *window, *windows)
-		fmt.Printf("%10s %14s %14s %8s\n", "goroutines", "private_msg/s", "shared_msg/s", "ratio")
+		fmt.Printf("%10s %14s %14s %8s %12s\n", "goroutines", "private_msg/s", "shared_msg/s", "ratio", "ratio_range")
 	}
 	for _, g := range ints(*gList) {
-		var p, s []float64
+		var p, s, q []float64
 		for rep := 0; rep < *reps; rep++ {
 			rp, err := stream(ctx, w, g, false, 0, false)
 			if err != nil {
@@ -521,10 +521,11 @@ func rate(ctx context.Context, w *endpoint.World) error {
 			if err != nil {
 				return err
 			}
-			p, s = append(p, rp), append(s, rs)
+			p, s, q = append(p, rp), append(s, rs), append(q, rp/rs)
 		}
 		if me == 0 {
-			fmt.Printf("%10d %14.0f %14.0f %8.2f\n", g, median(p), median(s), median(p)/median(s))
+			sort.Float64s(q)
+			fmt.Printf("%10d %14.0f %14.0f %8.2f %5.2f-%5.2f\n", g, median(p), median(s), median(q), q[0], q[len(q)-1])
 		}
 	}
 	return nil
@@ -535,7 +536,7 @@ func depth(ctx context.Context, w *endpoint.World) error {
 	g := 2
 	if me == 0 {
 		fmt.Printf("\n## message rate vs queue depth, 8 B, %d goroutines per process, depth = non-matching entries per handle\n", g)
-		fmt.Printf("%6s %11s %14s %14s %8s\n", "depth", "queue", "private_msg/s", "shared_msg/s", "ratio")
+		fmt.Printf("%6s %11s %14s %14s %8s %12s\n", "depth", "queue", "private_msg/s", "shared_msg/s", "ratio", "ratio_range")
 	}
 	for _, unexp := range []bool{false, true} {
 		q := "expected"
@@ -543,7 +544,7 @@ func depth(ctx context.Context, w *endpoint.World) error {
 			q = "unexpected"
 		}
 		for _, d := range ints(*dList) {
-			var p, s []float64
+			var p, s, r []float64
 			for rep := 0; rep < *reps; rep++ {
 				rp, err := stream(ctx, w, g, false, d, unexp)
 				if err != nil {
@@ -553,10 +554,11 @@ func depth(ctx context.Context, w *endpoint.World) error {
 				if err != nil {
 					return err
 				}
-				p, s = append(p, rp), append(s, rs)
+				p, s, r = append(p, rp), append(s, rs), append(r, rp/rs)
 			}
 			if me == 0 {
-				fmt.Printf("%6d %11s %14.0f %14.0f %8.2f\n", d, q, median(p), median(s), median(p)/median(s))
+				sort.Float64s(r)
+				fmt.Printf("%6d %11s %14.0f %14.0f %8.2f %5.2f-%5.2f\n", d, q, median(p), median(s), median(r), r[0], r[len(r)-1])
 			}
 		}
 	}
