@@ -33,9 +33,20 @@
 // data progress), so a rendezvous send completes only while its receiver's
 // endpoint is being driven.
 //
+// One goroutine may drive several endpoints, for instance a sender and a
+// receiver handle of the same process. Isend never waits for another
+// endpoint: a send the provider refuses (a full queue towards the peer, or
+// on shm a connection the receiving endpoint has not yet accepted) is
+// retried a few times with progress on the sending endpoint and then queued
+// in its request; later progress on that endpoint posts it, in order. WaitAll
+// and WaitAny drive every endpoint their requests belong to, so waiting on
+// the receives of one handle and the sends of another in one call cannot
+// deadlock; Wait on a single request drives only that request's endpoint.
+//
 // The world communicator, and the handles of CreateEndpoints with
 // Shared(true) (WEFT_ENDPOINT_SHARED=1), sit on an FI_THREAD_SAFE endpoint
-// guarded by a mutex: any goroutine may use them at any time, at the cost
+// guarded by a mutex (or on k of them, with SharedEndpoints(k)): any
+// goroutine may use them at any time, at the cost
 // of every operation and every progress poll taking the lock and of one
 // shared matching queue. The shared mode exists as the baseline the private
 // design is measured against (docs/perf/endpoint.md).
@@ -71,6 +82,7 @@
 //
 // Blocking calls take a context.Context; Wait returns when it ends (the
 // request stays in flight and can be cancelled). A peer that dies is seen
-// as a Wait that times out. Errors wrap the sentinels of this package and
+// as a Wait that times out, or as a send whose queue towards it stays full
+// for WEFT_ENDPOINT_TIMEOUT (its request then completes with an error). Errors wrap the sentinels of this package and
 // of fabric (ErrTruncated, ErrCanceled, ErrInvalid, ErrFreed, ...).
 package endpoint

@@ -19,8 +19,9 @@ const (
 	EnvEagerLimit = "WEFT_EAGER_LIMIT"
 	// EnvCQSize is the completion queue depth of every endpoint. Default 1024.
 	EnvCQSize = "WEFT_CQ_SIZE"
-	// EnvTimeout bounds internal waits that take no context (retries of a
-	// busy queue in Isend/Irecv, Free); a Go duration. Default 60s.
+	// EnvTimeout bounds internal waits that take no context (a queued send
+	// the provider keeps refusing fails after it; waits inside Free and
+	// cancelled receives); a Go duration. Default 60s.
 	EnvTimeout = "WEFT_ENDPOINT_TIMEOUT"
 	// EnvShared makes CreateEndpoints use one shared, locked fabric endpoint
 	// for all handles of a process ("1", "true"). Default private.

@@ -24,10 +24,15 @@ func (c *Comm) checkPeer(rank int, wildcardOK bool) error {
 
 // Isend starts sending buf to rank dest with tag. buf must not be modified
 // until the request completes. Messages up to the provider's inject size
-// are copied out at once (the request is already complete); larger ones up
+// are normally copied out at once (the request is already complete); larger ones up
 // to the eager limit are sent from the pinned buffer; larger still are
 // announced, and the receiver reads them straight from buf (rendezvous), so
 // the request completes only once the receiver has matched and read it.
+// Isend does not wait for the receiver: a message the provider cannot take
+// now (full queue, connection not yet accepted) is queued in the request,
+// copied if it is inject-sized, and posted by later progress on this
+// endpoint (Wait, Test, WaitAll, any call that drives it); messages from
+// one endpoint go out in the order of their Isend calls.
 func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
 	return c.isend(buf, dest, tag, c.ctx)
 }
