@@ -684,13 +684,13 @@ func (g *gen) regTransposeCode(t *transposePlan, nt bool) {
 		}
 	}
 	set := 0
-	// quad moves the 4×4 block whose typed corner is [R9+to] (rows s0
-	// apart) and whose packed corner is [R10+po] (columns col apart).
+	// quad moves the 4×4 block whose typed corner is [R12+to] (rows s0
+	// apart) and whose packed corner is [R13+po] (columns col apart).
 	quad := func(to, po int64) {
 		r := x86.VReg(16 + 8*set) // zmm16-23 or zmm24-31: never zmm0-15
 		set ^= 1
-		tm := func(k int64) x86.Mem { return x86.M(x86.R9, int32(to+k*t.s0)) }
-		pm := func(k int64) x86.Mem { return x86.M(x86.R10, int32(po+k*col)) }
+		tm := func(k int64) x86.Mem { return x86.M(x86.R12, int32(to+k*t.s0)) }
+		pm := func(k int64) x86.Mem { return x86.M(x86.R13, int32(po+k*col)) }
 		for k := int64(0); k < 4; k++ {
 			if g.pack {
 				a.VLoad(64, r+x86.VReg(k), tm(k))
@@ -732,10 +732,31 @@ func (g *gen) regTransposeCode(t *transposePlan, nt bool) {
 				}
 			}
 		}
-		for cg := int64(0); cg < tband/4; cg++ {
+		// column groups (4 columns = 64 bytes of a row) in a loop: the
+		// code stays small (compile time) at no measurable cost
+		groups := tband / 4
+		per := groups // column groups per iteration: the largest divisor ≤ regTileGroups
+		for groups%per != 0 || per > regTileGroups {
+			per--
+		}
+		a.MovRR(x86.R12, x86.R9)
+		a.MovRR(x86.R13, x86.R10)
+		cgl := a.NewLabel()
+		if groups > per {
+			a.MovImm(x86.RDX, groups/per)
+			a.Align(16)
+			a.Bind(cgl)
+		}
+		for cg := int64(0); cg < per; cg++ {
 			for rg := int64(0); rg < rows/4; rg++ {
 				quad(4*rg*t.s0+64*cg, 4*cg*col+64*rg)
 			}
+		}
+		if groups > per {
+			a.OpRI(x86.ADD, x86.R12, int32(64*per))
+			a.OpRI(x86.ADD, x86.R13, int32(4*col*per))
+			a.Dec(x86.RDX)
+			a.Jcc(x86.CondNE, cgl)
 		}
 		g.addImm(x86.R9, rows*t.s0)
 		a.OpRI(x86.ADD, x86.R10, int32(rows*t.l))

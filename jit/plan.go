@@ -249,14 +249,15 @@ var (
 // WEFT_JIT_RT_TILE, WEFT_JIT_RT_UBAND, WEFT_JIT_RT_UTILE, WEFT_JIT_RT_PREFETCH,
 // WEFT_JIT_RT_NT_MIN).
 var (
-	regTileOn    = true
-	regTileBand  = int64(8)                 // pack: columns (parent instances) per band, multiple of 4
-	regTileRows  = int64(8)                 // pack: rows per tile, multiple of 4
-	regTileUBand = int64(32)                // unpack: columns per band
-	regTileURows = int64(8)                 // unpack: rows per tile
-	regTilePF    = int64(0)                 // prefetch distance in tiles (0: off)
-	regTileNTMin = lastLevelCache(32 << 20) // bytes per Pack/Unpack call from which stores are non-temporal (destination beyond the LLC)
-	regTileQuads = int64(64)                // at most this many 4×4 quads unrolled per tile
+	regTileOn     = true
+	regTileBand   = int64(8)                 // pack: columns (parent instances) per band, multiple of 4
+	regTileRows   = int64(8)                 // pack: rows per tile, multiple of 4
+	regTileUBand  = int64(32)                // unpack: columns per band
+	regTileURows  = int64(8)                 // unpack: rows per tile
+	regTilePF     = int64(0)                 // prefetch distance in tiles (0: off)
+	regTileNTMin  = lastLevelCache(32 << 20) // bytes per Pack/Unpack call from which stores are non-temporal (destination beyond the LLC)
+	regTileGroups = int64(4)                 // column groups (4 columns each) unrolled per loop iteration
+	regTileQuads  = int64(64)                // at most this many 4×4 quads unrolled (rows/4 per column group)
 )
 
 // useRegTile switches t to register-tiled code when the CPU and the shape
@@ -270,7 +271,7 @@ func (t *transposePlan) useRegTile(f Features) {
 	for i, bt := range [2][2]int64{{regTileBand, regTileRows}, {regTileUBand, regTileURows}} {
 		band := max(4, bt[0]/4*4)
 		tile := min(max(4, bt[1]/4*4), t.c0)
-		if band/4*(tile/4) > regTileQuads {
+		if tile/4 > regTileQuads {
 			return
 		}
 		bandSize := band * t.c0 * t.l
