@@ -14,6 +14,9 @@ static void weft_layouts(size_t *out) {
 	out[6] = sizeof(struct weft_info_facts);
 	out[7] = offsetof(struct weft_info_facts, inject_size);
 	out[8] = offsetof(struct weft_info_facts, addr_format);
+	out[9] = sizeof(struct weft_op);
+	out[10] = offsetof(struct weft_op, buf);
+	out[11] = offsetof(struct weft_op, ctx);
 }
 */
 import "C"
@@ -21,11 +24,11 @@ import "C"
 import "unsafe"
 
 // cLayouts returns sizes and offsets of the C structs that Go types mirror
-// (Completion, cqErrRaw, infoFacts), for the layout test.
-func cLayouts() [9]uintptr {
-	var out [9]C.size_t
+// (Completion, cqErrRaw, infoFacts, Op), for the layout test.
+func cLayouts() [12]uintptr {
+	var out [12]C.size_t
 	C.weft_layouts(&out[0])
-	var r [9]uintptr
+	var r [12]uintptr
 	for i, v := range out {
 		r[i] = uintptr(v)
 	}
@@ -33,13 +36,15 @@ func cLayouts() [9]uintptr {
 }
 
 // goLayouts returns the same facts for the Go mirrors.
-func goLayouts() [9]uintptr {
+func goLayouts() [12]uintptr {
 	var c Completion
 	var e cqErrRaw
 	var f infoFacts
-	return [9]uintptr{
+	var o Op
+	return [12]uintptr{
 		unsafe.Sizeof(c), unsafe.Offsetof(c.Len), unsafe.Offsetof(c.Tag),
 		unsafe.Sizeof(e), unsafe.Offsetof(e.Err), unsafe.Offsetof(e.Text),
 		unsafe.Sizeof(f), unsafe.Offsetof(f.InjectSize), unsafe.Offsetof(f.AddrFormat),
+		unsafe.Sizeof(o), unsafe.Offsetof(o.Buf), unsafe.Offsetof(o.Ctx),
 	}
 }

@@ -456,3 +456,120 @@ ssize_t weft_readv(uintptr_t ep, const uint64_t *segs, size_t n, uint64_t src, u
 ssize_t weft_cancel(uintptr_t ep, uint64_t ctx) { return fi_cancel(&EP(ep)->fid, VOIDP(ctx)); }
 
 const char *weft_strerror(int err) { return fi_strerror(err); }
+
+static ssize_t weft_post_one(uintptr_t ep, const struct weft_op *o) {
+	switch (o->kind) {
+	case WEFT_OP_RECV:
+		return weft_recv(ep, o->buf, o->len, o->desc, o->addr, o->ctx);
+	case WEFT_OP_SEND:
+		return weft_send(ep, o->buf, o->len, o->desc, o->addr, o->ctx);
+	case WEFT_OP_SENDDATA:
+		return weft_senddata(ep, o->buf, o->len, o->desc, o->data, o->addr, o->ctx);
+	case WEFT_OP_INJECT:
+		return weft_inject(ep, o->buf, o->len, o->addr);
+	case WEFT_OP_INJECTDATA:
+		return weft_injectdata(ep, o->buf, o->len, o->data, o->addr);
+	case WEFT_OP_TRECV:
+		return weft_trecv(ep, o->buf, o->len, o->desc, o->addr, o->tag, o->ignore, o->ctx);
+	case WEFT_OP_TSEND:
+		return weft_tsend(ep, o->buf, o->len, o->desc, o->addr, o->tag, o->ctx);
+	case WEFT_OP_TSENDDATA:
+		return weft_tsenddata(ep, o->buf, o->len, o->desc, o->data, o->addr, o->tag, o->ctx);
+	case WEFT_OP_TINJECT:
+		return weft_tinject(ep, o->buf, o->len, o->addr, o->tag);
+	case WEFT_OP_TINJECTDATA:
+		return weft_tinjectdata(ep, o->buf, o->len, o->data, o->addr, o->tag);
+	case WEFT_OP_WRITE:
+		return weft_write(ep, o->buf, o->len, o->desc, o->addr, o->raddr, o->key, o->ctx);
+	case WEFT_OP_WRITEDATA:
+		return weft_writedata(ep, o->buf, o->len, o->desc, o->data, o->addr, o->raddr, o->key, o->ctx);
+	case WEFT_OP_INJECTWRITE:
+		return weft_inject_write(ep, o->buf, o->len, o->addr, o->raddr, o->key);
+	case WEFT_OP_READ:
+		return weft_read(ep, o->buf, o->len, o->desc, o->addr, o->raddr, o->key, o->ctx);
+	case WEFT_OP_WRITEMSG:
+		return weft_writemsg(ep, o->buf, o->len, o->desc, o->data, o->addr, o->raddr, o->key, o->ctx, o->flags);
+	}
+	return -FI_EINVAL; /* Go validates kinds first */
+}
+
+static int64_t weft_batch_err(size_t i, ssize_t ret) {
+	return -(int64_t)(((uint64_t)i << 32) | ((uint64_t)(-ret) & 0xffffffffu));
+}
+
+int64_t weft_post_batch(uintptr_t ep, const struct weft_op *ops, size_t n) {
+	size_t i;
+	ssize_t ret;
+	for (i = 0; i < n; i++) {
+		ret = weft_post_one(ep, &ops[i]);
+		if (ret != 0)
+			return weft_batch_err(i, ret);
+	}
+	return (int64_t)n;
+}
+
+/* read_once is one fi_cq_read of at most count (<= 64) entries into out. */
+static inline ssize_t read_once(struct fid_cq *cq, struct weft_comp *out, size_t count) {
+	struct fi_cq_tagged_entry ent[64];
+	ssize_t n;
+	size_t i;
+	n = fi_cq_read(cq, ent, count);
+	for (i = 0; n > 0 && i < (size_t)n; i++) {
+		out[i].ctx = (uint64_t)(uintptr_t)ent[i].op_context;
+		out[i].flags = ent[i].flags;
+		out[i].len = ent[i].len;
+		out[i].data = ent[i].data;
+		out[i].tag = ent[i].tag;
+	}
+	return n;
+}
+
+int64_t weft_post_read(uintptr_t ep, const struct weft_op *ops, size_t n,
+		uintptr_t cqp, struct weft_comp *out, size_t count, int spins) {
+	struct fid_cq *cq = (struct fid_cq *)cqp;
+	size_t i;
+	ssize_t ret = 0;
+	uint64_t again = 0;
+	for (i = 0; i < n; i++) {
+		ret = weft_post_one(ep, &ops[i]);
+		if (ret == -FI_EAGAIN) {
+			again = 1;
+			break;
+		}
+		if (ret != 0)
+			return weft_batch_err(i, ret);
+	}
+	if (count > 64)
+		count = 64;
+	do {
+		ret = read_once(cq, out, count);
+	} while (ret == -FI_EAGAIN && --spins > 0);
+	if (ret == -FI_EAGAIN || (again && ret < 0))
+		ret = 0;
+	if (ret < 0)
+		return weft_batch_err(n, ret);
+	return (int64_t)((again << 62) | ((uint64_t)i << 32) | (uint64_t)ret);
+}
+
+int64_t weft_cq_wait_word(uintptr_t cqp, const volatile uint64_t *word, uint64_t want,
+		struct weft_comp *out, size_t count, int spins) {
+	struct fid_cq *cq = (struct fid_cq *)cqp;
+	ssize_t ret;
+	if (count > 64)
+		count = 64;
+	do {
+		if (__atomic_load_n(word, __ATOMIC_ACQUIRE) >= want)
+			return (int64_t)1 << 32;
+		ret = read_once(cq, out, count);
+		if (ret > 0) {
+			if (__atomic_load_n(word, __ATOMIC_ACQUIRE) >= want)
+				return ((int64_t)1 << 32) | ret;
+			return ret;
+		}
+		if (ret < 0 && ret != -FI_EAGAIN)
+			return ret;
+	} while (--spins > 0);
+	if (__atomic_load_n(word, __ATOMIC_ACQUIRE) >= want)
+		return (int64_t)1 << 32;
+	return 0;
+}

@@ -155,5 +155,60 @@ ssize_t weft_writev(uintptr_t ep, const uint64_t *segs, size_t n, uint64_t dest,
 ssize_t weft_readv(uintptr_t ep, const uint64_t *segs, size_t n, uint64_t src, uint64_t raddr, uint64_t key, uint64_t ctx);
 ssize_t weft_cancel(uintptr_t ep, uint64_t ctx);
 
+// Batched posting (batch.go). struct weft_op has the layout of the Go type
+// Op: twelve 64-bit words. buf is C/mmap memory or Go memory the caller
+// pinned; the array itself is read only during the call.
+struct weft_op {
+	uint64_t kind;
+	uint64_t flags;
+	void *buf;
+	uint64_t len;
+	uint64_t desc;
+	uint64_t addr;
+	uint64_t tag;
+	uint64_t ignore;
+	uint64_t data;
+	uint64_t raddr;
+	uint64_t key;
+	uint64_t ctx;
+};
+// Op kinds; they equal the Go OpKind constants.
+enum {
+	WEFT_OP_RECV = 1,
+	WEFT_OP_SEND,
+	WEFT_OP_SENDDATA,
+	WEFT_OP_INJECT,
+	WEFT_OP_INJECTDATA,
+	WEFT_OP_TRECV,
+	WEFT_OP_TSEND,
+	WEFT_OP_TSENDDATA,
+	WEFT_OP_TINJECT,
+	WEFT_OP_TINJECTDATA,
+	WEFT_OP_WRITE,
+	WEFT_OP_WRITEDATA,
+	WEFT_OP_INJECTWRITE,
+	WEFT_OP_READ,
+	WEFT_OP_WRITEMSG,
+};
+// weft_post_batch posts ops[0..n) in order and stops at the first failure.
+// It returns n when every op was posted, else -((i << 32) | -ret) for the
+// failing op i and its (negative) libfabric code ret.
+int64_t weft_post_batch(uintptr_t ep, const struct weft_op *ops, size_t n);
+// weft_post_read posts like weft_post_batch and then reads cq like
+// weft_cq_read(cq, out, count, spins). When every op was posted, or when
+// op i failed with -FI_EAGAIN, it returns (again << 62) | (posted << 32) |
+// completions read (an error entry at the head of the queue is left there
+// in the EAGAIN case). Otherwise it returns -((i << 32) | code): i < n for
+// a failed post (the CQ is not read), i == n for a failed CQ read
+// (-FI_EAVAIL: read the error entry).
+int64_t weft_post_read(uintptr_t ep, const struct weft_op *ops, size_t n,
+		uintptr_t cq, struct weft_comp *out, size_t count, int spins);
+// weft_cq_wait_word spins at most spins times: it returns (1 << 32) | n as
+// soon as *word >= want, else reads cq (driving progress) and returns n
+// when it yielded n > 0 completions; 0 when spins ran out; a negative
+// libfabric code when the read failed (-FI_EAVAIL: read the error entry).
+int64_t weft_cq_wait_word(uintptr_t cq, const volatile uint64_t *word, uint64_t want,
+		struct weft_comp *out, size_t count, int spins);
+
 const char *weft_strerror(int err);
 #endif
