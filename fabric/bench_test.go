@@ -1,6 +1,9 @@
 package fabric
 
-import "testing"
+import (
+	"errors"
+	"testing"
+)
 
 // BenchmarkCQReadEmpty is the floor of every operation: one cgo crossing
 // plus an empty fi_cq_read on shm.
@@ -95,4 +98,47 @@ func BenchmarkCQReadEmptyInC(b *testing.B) {
 		p.a.cq.ReadSpin(out[:], 100)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/100, "ns/fi_cq_read")
+}
+
+// BenchmarkBatchPingPong8 is BenchmarkTaggedPingPong8 with one cgo call
+// per half round trip: each side's PostAndRead reposts its receive,
+// injects to the peer and spins on the peer's CQ for the delivery (one
+// goroutine drives both sides, so it reads the CQ the message lands in),
+// i.e. the work of one side of a two-process ping-pong step.
+func BenchmarkBatchPingPong8(b *testing.B) {
+	p := newPair(b, Hints{Provider: "shm", Caps: CapMsg | CapTagged})
+	buf, err := p.dom.Alloc(64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ra, rb, msg := buf.Bytes()[:8], buf.Bytes()[8:16], buf.Bytes()[16:24]
+	copy(msg, "8 bytes!")
+	postAll(b, p.a.ep, []Op{TRecvOp(ra, buf.Desc(), AddrUnspec, 1, 0, 1)}, p.a.cq)
+	postAll(b, p.b.ep, []Op{TRecvOp(rb, buf.Desc(), AddrUnspec, 1, 0, 2)}, p.b.cq)
+	// Connect both directions outside the timed loop.
+	retry(b, func() error { return p.a.ep.TInject(msg, p.a.addr[1], 1) }, p.a.cq, p.b.cq)
+	mustComp(b, p.b.cq, p.a.cq)
+	retry(b, func() error { return p.b.ep.TInject(msg, p.b.addr[0], 1) }, p.b.cq, p.a.cq)
+	mustComp(b, p.a.cq, p.b.cq)
+	postAll(b, p.b.ep, []Op{TRecvOp(rb, buf.Desc(), AddrUnspec, 1, 0, 2)}, p.b.cq) // for the first ping
+	ping := []Op{TRecvOp(ra, buf.Desc(), AddrUnspec, 1, 0, 1), TInjectOp(msg, p.a.addr[1], 1)}
+	pong := []Op{TRecvOp(rb, buf.Desc(), AddrUnspec, 1, 0, 2), TInjectOp(msg, p.b.addr[0], 1)}
+	var out [4]Completion
+	half := func(ep *Endpoint, ops []Op, peerCQ *CQ) {
+		for {
+			posted, n, err := ep.PostAndRead(ops, peerCQ, out[:], 16)
+			if err != nil && !errors.Is(err, ErrAgain) {
+				b.Fatal(err)
+			}
+			ops = ops[posted:]
+			if n > 0 {
+				return
+			}
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		half(p.a.ep, ping, p.b.cq)
+		half(p.b.ep, pong, p.a.cq)
+	}
 }

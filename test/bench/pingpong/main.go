@@ -57,9 +57,13 @@ func main() {
 	iters := flag.Int("iters", atoi(envOr("WEFT_PINGPONG_ITERS", "10000")), "iterations at the smallest size")
 	size := flag.Int("size", 0, "internal: message size for -role")
 	fiPath := flag.String("fi_pingpong", "fi_pingpong", "path of libfabric's fi_pingpong")
+	pathFlag := flag.String("path", envOr("WEFT_PINGPONG_PATH", "batch"), "weft's loop: batch (PostAndRead: one cgo call per step), plain (one call per operation) or both")
+	warmup := flag.Int("warmup", atoi(envOr("WEFT_PINGPONG_WARMUP", "1")), "untimed round trips before weft's timed loop (fi_pingpong syncs over TCP instead)")
+	spins := flag.Int("spins", atoi(envOr("WEFT_PINGPONG_SPINS", "1024")), "empty CQ reads inside one cgo call before returning to Go")
 	flag.Parse()
 	if *role != "" {
-		if err := runRole(*role, *provider, *size, *iters); err != nil {
+		rc := roleConfig{path: *pathFlag, warmup: *warmup, spins: *spins}
+		if err := runRole(*role, *provider, *size, *iters, rc); err != nil {
 			fmt.Fprintln(os.Stderr, "pingpong:", *role+":", err)
 			os.Exit(1)
 		}
@@ -70,7 +74,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "pingpong:", err)
 		os.Exit(2)
 	}
-	if err := orchestrate(*provider, sizes, *reps, *iters, *fiPath); err != nil {
+	var paths []string
+	switch *pathFlag {
+	case "batch", "plain":
+		paths = []string{*pathFlag}
+	case "both":
+		paths = []string{"plain", "batch"}
+	default:
+		fmt.Fprintf(os.Stderr, "pingpong: -path %q: want batch, plain or both\n", *pathFlag)
+		os.Exit(2)
+	}
+	if err := orchestrate(*provider, sizes, *reps, *iters, *fiPath, paths, *warmup, *spins); err != nil {
 		fmt.Fprintln(os.Stderr, "pingpong:", err)
 		os.Exit(1)
 	}
@@ -119,14 +133,17 @@ func itersFor(base, size int) int {
 
 type result struct{ usec, mbps float64 }
 
-func orchestrate(prov string, sizes []int, reps, iters int, fiPath string) error {
+func orchestrate(prov string, sizes []int, reps, iters int, fiPath string, paths []string, warmup, spins int) error {
 	haveFI := true
 	if _, err := exec.LookPath(fiPath); err != nil {
 		fmt.Fprintf(os.Stderr, "pingpong: %s not found (%v): measuring weft only\n", fiPath, err)
 		haveFI = false
 	}
 	theirs := map[int][]result{}
-	ours := map[int][]result{}
+	ours := map[string]map[int][]result{}
+	for _, p := range paths {
+		ours[p] = map[int][]result{}
+	}
 	for r := 0; r < reps; r++ {
 		for _, sz := range sizes {
 			n := itersFor(iters, sz)
@@ -137,21 +154,27 @@ func orchestrate(prov string, sizes []int, reps, iters int, fiPath string) error
 				}
 				theirs[sz] = append(theirs[sz], res)
 			}
-			res, err := runOurs(prov, sz, n)
-			if err != nil {
-				return fmt.Errorf("weft size %d: %w", sz, err)
+			line := fmt.Sprintf("rep %d size %d: fi %.2f us %.1f MB/s", r+1, sz, last(theirs[sz]).usec, last(theirs[sz]).mbps)
+			for _, path := range paths {
+				res, err := runOurs(prov, sz, n, roleConfig{path: path, warmup: warmup, spins: spins})
+				if err != nil {
+					return fmt.Errorf("weft (%s) size %d: %w", path, sz, err)
+				}
+				ours[path][sz] = append(ours[path][sz], res)
+				line += fmt.Sprintf(", weft %s %.2f us %.1f MB/s", path, res.usec, res.mbps)
 			}
-			ours[sz] = append(ours[sz], res)
-			fmt.Fprintf(os.Stderr, "rep %d size %d: fi %.2f us %.1f MB/s, weft %.2f us %.1f MB/s\n", r+1, sz,
-				last(theirs[sz]).usec, last(theirs[sz]).mbps, res.usec, res.mbps)
+			fmt.Fprintln(os.Stderr, line)
 		}
 	}
 	fmt.Printf("provider %s, %d repetitions, medians (half round trip; MB/s = 10^6 B/s)\n", prov, reps)
-	fmt.Printf("%8s %12s %12s %9s %12s %12s %9s\n", "bytes", "fi usec", "weft usec", "lat ratio", "fi MB/s", "weft MB/s", "bw ratio")
-	for _, sz := range sizes {
-		fu, fb := median(theirs[sz], false), median(theirs[sz], true)
-		wu, wb := median(ours[sz], false), median(ours[sz], true)
-		fmt.Printf("%8d %12.2f %12.2f %9.3f %12.1f %12.1f %9.3f\n", sz, fu, wu, wu/fu, fb, wb, wb/fb)
+	for _, path := range paths {
+		fmt.Printf("weft path %s:\n", path)
+		fmt.Printf("%8s %12s %12s %9s %12s %12s %9s\n", "bytes", "fi usec", "weft usec", "lat ratio", "fi MB/s", "weft MB/s", "bw ratio")
+		for _, sz := range sizes {
+			fu, fb := median(theirs[sz], false), median(theirs[sz], true)
+			wu, wb := median(ours[path][sz], false), median(ours[path][sz], true)
+			fmt.Printf("%8d %12.2f %12.2f %9.3f %12.1f %12.1f %9.3f\n", sz, fu, wu, wu/fu, fb, wb, wb/fb)
+		}
 	}
 	return nil
 }
@@ -223,7 +246,7 @@ func runFI(path, prov string, size, iters int) (result, error) {
 
 // runOurs starts this program twice (-role server, -role client), relays
 // the endpoint names between them and reads the client's result line.
-func runOurs(prov string, size, iters int) (result, error) {
+func runOurs(prov string, size, iters int, rc roleConfig) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	self, err := os.Executable()
@@ -239,7 +262,8 @@ func runOurs(prov string, size, iters int) (result, error) {
 	var kids [2]*child
 	for i, role := range []string{"server", "client"} {
 		c := &child{cmd: exec.CommandContext(ctx, self, "-role", role, "-provider", prov,
-			"-size", strconv.Itoa(size), "-iters", strconv.Itoa(iters))}
+			"-size", strconv.Itoa(size), "-iters", strconv.Itoa(iters), "-path", rc.path,
+			"-warmup", strconv.Itoa(rc.warmup), "-spins", strconv.Itoa(rc.spins))}
 		c.cmd.Stderr = &c.err
 		c.in, _ = c.cmd.StdinPipe()
 		o, _ := c.cmd.StdoutPipe()
@@ -271,8 +295,25 @@ func runOurs(prov string, size, iters int) (result, error) {
 	return r, nil
 }
 
-// runRole is one side of weft's ping-pong.
-func runRole(role, prov string, size, iters int) error {
+// roleConfig selects how weft's side runs its loop.
+type roleConfig struct {
+	path   string // "plain" or "batch"
+	warmup int    // untimed round trips first
+	spins  int    // empty CQ reads per cgo call
+}
+
+// runRole is one side of weft's ping-pong. Both paths make the calls
+// fi_pingpong makes, in its order (util/pingpong.c, pingpong()):
+//
+//	client: send; wait for the receive; repost the receive
+//	server: wait for the receive; repost the receive; send
+//
+// where "send" is an inject when the size is below the provider's inject
+// size and otherwise a send followed by waiting for its completion.
+// "plain" makes one cgo call per operation (and one per CQ poll burst).
+// "batch" hands each step to C in one Endpoint.PostAndRead call: the
+// repost, the send and the spin on the CQ until the next message is in.
+func runRole(role, prov string, size, iters int, rc roleConfig) error {
 	info, err := fabric.Select(&fabric.Hints{Provider: prov, Caps: fabric.CapMsg}, true)
 	if err != nil {
 		return err
@@ -320,7 +361,7 @@ func runRole(role, prov string, size, iters int) error {
 	if err != nil {
 		return err
 	}
-	rbuf, err := dom.Alloc(size)
+	rbuf, err := dom.Alloc(max(size, 64)) // fi_pingpong: MAX(size, PP_MAX_CTRL_MSG)
 	if err != nil {
 		return err
 	}
@@ -328,96 +369,150 @@ func runRole(role, prov string, size, iters int) error {
 		sbuf.Bytes()[i] = byte(i)
 	}
 	sb, sd, rb, rd := sbuf.Bytes(), sbuf.Desc(), rbuf.Bytes(), rbuf.Desc()
-	inject := size <= info.InjectSize
+	inject := size < info.InjectSize // fi_pingpong: transfer_size < inject_size
+	spins := max(rc.spins, 1)
 	const rxCtx, txCtx = 1, 2
 	var comps [16]fabric.Completion
-	pendingTx := 0
-	// waitRecv polls until the receive completes, counting send
-	// completions on the way.
-	waitRecv := func() error {
-		for {
-			n, err := cq.ReadSpin(comps[:], 64)
-			if err != nil {
-				return err
-			}
-			got := false
-			for _, c := range comps[:n] {
-				if c.Context == rxCtx {
-					got = true
-				} else {
-					pendingTx--
-				}
-			}
-			if got {
-				return nil
+	gotRx, pendingTx := false, 0
+	account := func(cs []fabric.Completion) {
+		for _, c := range cs {
+			if c.Context == rxCtx {
+				gotRx = true
+			} else {
+				pendingTx--
 			}
 		}
 	}
-	post := func(op func() error) error {
-		for {
-			err := op()
-			if err == nil || !errors.Is(err, fabric.ErrAgain) {
-				return err
-			}
-			n, err := cq.Read(comps[:])
-			if err != nil {
-				return err
-			}
-			for _, c := range comps[:n] {
-				if c.Context == txCtx {
-					pendingTx--
-				}
-			}
-		}
-	}
-	send := func() error {
-		if inject {
-			return post(func() error { return ep.Inject(sb, peer) })
-		}
-		pendingTx++
-		return post(func() error { return ep.Send(sb, sd, peer, txCtx) })
-	}
-	recv := func() error { return post(func() error { return ep.Recv(rb, rd, peer, rxCtx) }) }
 
-	warm := iters / 10
-	if err := recv(); err != nil {
+	var step func(post, wait bool) error // repost+send (post), then wait for the next message (wait)
+	var sendOp fabric.Op
+	if inject {
+		sendOp = fabric.InjectOp(sb, peer)
+	} else {
+		sendOp = fabric.SendOp(sb, sd, peer, txCtx)
+	}
+	recvOp := fabric.RecvOp(rb, rd, peer, rxCtx)
+	switch rc.path {
+	case "batch":
+		var opsBuf [2]fabric.Op
+		step = func(repost, wait bool) error {
+			opsBuf[0], opsBuf[1] = recvOp, sendOp
+			ops := opsBuf[:]
+			if !repost {
+				ops = ops[1:]
+			}
+			if !inject {
+				pendingTx++
+			}
+			gotRx = false
+			for {
+				posted, n, err := ep.PostAndRead(ops, cq, comps[:], spins)
+				if err != nil && !errors.Is(err, fabric.ErrAgain) {
+					return err
+				}
+				ops = ops[posted:]
+				account(comps[:n])
+				if len(ops) == 0 && pendingTx == 0 && (gotRx || !wait) {
+					return nil
+				}
+			}
+		}
+	case "plain":
+		post := func(op func() error) error {
+			for {
+				err := op()
+				if err == nil || !errors.Is(err, fabric.ErrAgain) {
+					return err
+				}
+				n, err := cq.Read(comps[:])
+				if err != nil {
+					return err
+				}
+				account(comps[:n])
+			}
+		}
+		waitFor := func(rx bool) error {
+			for (rx && !gotRx) || pendingTx > 0 {
+				n, err := cq.ReadSpin(comps[:], spins)
+				if err != nil {
+					return err
+				}
+				account(comps[:n])
+			}
+			return nil
+		}
+		step = func(repost, wait bool) error {
+			gotRx = false
+			if repost {
+				if err := post(func() error { return ep.Recv(rb, rd, peer, rxCtx) }); err != nil {
+					return err
+				}
+			}
+			if inject {
+				if err := post(func() error { return ep.Inject(sb, peer) }); err != nil {
+					return err
+				}
+			} else {
+				pendingTx++
+				if err := post(func() error { return ep.Send(sb, sd, peer, txCtx) }); err != nil {
+					return err
+				}
+				if err := waitFor(false); err != nil { // fi_pingpong waits for the send's completion
+					return err
+				}
+			}
+			if wait {
+				return waitFor(true)
+			}
+			return nil
+		}
+	default:
+		return fmt.Errorf("unknown -path %q", rc.path)
+	}
+	waitOnly := func() error { // the server's first receive
+		gotRx = false
+		for !gotRx {
+			_, n, err := ep.PostAndRead(nil, cq, comps[:], spins)
+			if err != nil {
+				return err
+			}
+			account(comps[:n])
+		}
+		return nil
+	}
+
+	if _, err := ep.PostBatch([]fabric.Op{recvOp}); err != nil {
 		return err
 	}
+	total := rc.warmup + iters
 	var start time.Time
-	for i := 0; i < warm+iters; i++ {
-		if i == warm {
-			start = time.Now()
+	if role == "client" {
+		for i := 0; i < total; i++ {
+			if i == rc.warmup {
+				start = time.Now()
+			}
+			if err := step(i > 0, true); err != nil {
+				return err
+			}
 		}
-		if role == "client" {
-			if err := send(); err != nil {
-				return err
+		// fi_pingpong reposts after the last receive inside its timed loop.
+		if _, err := ep.PostBatch([]fabric.Op{recvOp}); err != nil {
+			return err
+		}
+	} else {
+		if err := waitOnly(); err != nil {
+			return err
+		}
+		for i := 0; i < total; i++ {
+			if i == rc.warmup {
+				start = time.Now()
 			}
-			if err := waitRecv(); err != nil {
-				return err
-			}
-			if err := recv(); err != nil {
-				return err
-			}
-		} else {
-			if err := waitRecv(); err != nil {
-				return err
-			}
-			if err := recv(); err != nil {
-				return err
-			}
-			if err := send(); err != nil {
+			if err := step(true, i < total-1); err != nil {
 				return err
 			}
 		}
 	}
 	elapsed := time.Since(start)
-	for pendingTx > 0 { // drain our send completions
-		n, err := cq.Read(comps[:])
-		if err != nil {
-			return err
-		}
-		pendingTx -= n
-	}
 	if !bytes.Equal(rb[:min(size, 64)], sb[:min(size, 64)]) {
 		return fmt.Errorf("payload corrupted")
 	}
