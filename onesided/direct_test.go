@@ -31,6 +31,17 @@ func TestDirectPutSignalStress(t *testing.T) {
 // buffers alternate, and an acknowledgement signal flows back so that a
 // buffer is only rewritten once the receiver has checked it.
 func putSignalStress(ctx context.Context, g Group, iters, payload int, opts ...Option) error {
+	return putSignalStressSizes(ctx, g, iters, []int{payload}, opts...)
+}
+
+// putSignalStressSizes is putSignalStress with message i of sizes[i %
+// len(sizes)] bytes, so that one run mixes the libfabric path's injected
+// small PutSignals with tracked and delivery-ordered large ones.
+func putSignalStressSizes(ctx context.Context, g Group, iters int, sizes []int, opts ...Option) error {
+	payload := 0
+	for _, s := range sizes {
+		payload = max(payload, s)
+	}
 	me, n := g.Rank(), g.Size()
 	right, left := (me+1)%n, (me+n-1)%n
 	const sig, ack = 0, 8
@@ -46,7 +57,7 @@ func putSignalStress(ctx context.Context, g Group, iters, payload int, opts ...O
 	bufs := [2][]byte{make([]byte, payload), make([]byte, payload)}
 	for it := 1; it <= iters; it++ {
 		slot := it % 2
-		buf := bufs[slot]
+		buf := bufs[slot][:sizes[it%len(sizes)]]
 		if it > 2 { // the receiver must have checked the slot's previous message
 			if _, err := w.WaitSignal(ctx, ack, CmpGE, uint64(it-2)); err != nil {
 				return err
@@ -59,7 +70,7 @@ func putSignalStress(ctx context.Context, g Group, iters, payload int, opts ...O
 		if _, err := w.WaitSignal(ctx, sig, CmpGE, uint64(it)); err != nil {
 			return err
 		}
-		got := w.Bytes()[data+slot*payload:][:payload]
+		got := w.Bytes()[data+slot*payload:][:len(buf)]
 		if err := checkFill(got, left, it); err != nil {
 			return fmt.Errorf("iteration %d: signal visible before data: %w", it, err)
 		}

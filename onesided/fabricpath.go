@@ -16,6 +16,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"unsafe"
 
 	"github.com/weft-hpc/weft/fabric"
@@ -68,6 +69,14 @@ type fabPath struct {
 
 	order  SignalOrdering
 	wawMax int // largest write ordered by WAW (<0: unlimited)
+	// injMax is the largest PutSignal data that is injected (no
+	// completion, no tracking) when the ordering is WAW; -1: never.
+	// dirty[t] records injected writes to t not yet covered by a flush
+	// marker (see flushMarker).
+	injMax int
+	dirty  []bool
+	nDirty int
+	sig    []byte // a scratch slot kept for injected signal values (C memory)
 
 	scratch   *fabric.Buffer
 	freeSlots []int
@@ -130,7 +139,7 @@ func grantsWAW(i *fabric.Info) bool {
 
 func openFabPath(ctx context.Context, w *Window, region []byte, ownCtrl bool) (np netPath, err error) {
 	f := &fabPath{w: w, pending: map[uint64]*pendingOp{}, perTarget: make([]int, w.size), deferred: map[int][]deferredSig{},
-		comp: make([]fabric.Completion, 64), local: region}
+		comp: make([]fabric.Completion, 64), local: region, dirty: make([]bool, w.size), injMax: -1}
 	defer func() {
 		if err != nil {
 			_ = f.close()
@@ -182,6 +191,12 @@ func openFabPath(ctx context.Context, w *Window, region []byte, ownCtrl bool) (n
 		}
 	}
 	f.order = w.opts.order
+	if f.order == OrderWAW && !noInject {
+		f.injMax = min(info.InjectSize, maxInject)
+		if f.wawMax >= 0 {
+			f.injMax = min(f.injMax, f.wawMax)
+		}
+	}
 
 	if f.cq, err = f.dom.OpenCQ(4096); err != nil {
 		return nil, err
@@ -198,9 +213,10 @@ func openFabPath(ctx context.Context, w *Window, region []byte, ownCtrl bool) (n
 	if f.scratch, err = f.dom.Alloc(slotSize * slotCount); err != nil {
 		return nil, err
 	}
-	for i := slotCount - 1; i >= 0; i-- {
+	for i := slotCount - 1; i >= 1; i-- {
 		f.freeSlots = append(f.freeSlots, i)
 	}
+	f.sig = f.scratch.Bytes()[:8:8] // slot 0
 	name, err := f.ep.Name()
 	if err != nil {
 		return nil, err
@@ -262,7 +278,7 @@ func openFabPath(ctx context.Context, w *Window, region []byte, ownCtrl bool) (n
 		}
 	}
 	w.log.Debug("libfabric path", "provider", info.Provider, "order", f.order, "msg_order", info.MsgOrder,
-		"waw_max", f.wawMax, "atomic", info.Caps.Has(fabric.CapAtomic), "progress", info.DataProgress)
+		"waw_max", f.wawMax, "inject_max", f.injMax, "atomic", info.Caps.Has(fabric.CapAtomic), "progress", info.DataProgress)
 	return f, nil
 }
 
@@ -313,7 +329,7 @@ func (f *fabPath) inRegion(b []byte) int {
 
 // slot takes a scratch slot, driving progress until one is free.
 func (f *fabPath) slot() ([]byte, int, error) {
-	wt := waiter{limit: opTimeout}
+	wt := waiter{p: &f.w.wait, limit: opTimeout}
 	for len(f.freeSlots) == 0 {
 		if err := f.progress(); err != nil {
 			return nil, -1, err
@@ -361,7 +377,7 @@ func (f *fabPath) untrack(id uint64) *pendingOp {
 
 // post retries an operation while the provider answers EAGAIN.
 func (f *fabPath) post(id uint64, fn func() error) error {
-	wt := waiter{limit: opTimeout}
+	wt := waiter{p: &f.w.wait, limit: opTimeout}
 	for {
 		err := fn()
 		if err == nil {
@@ -488,7 +504,7 @@ func (f *fabPath) takeDeferErr() error {
 
 // wait drives progress until op completes.
 func (f *fabPath) wait(ctx context.Context, op *pendingOp) error {
-	wt := waiter{limit: opTimeout}
+	wt := waiter{p: &f.w.wait, limit: opTimeout}
 	for !op.done {
 		if err := f.progress(); err != nil && op.done {
 			break
@@ -609,8 +625,79 @@ func (f *fabPath) get(target, off int, dst []byte) error {
 	})
 }
 
+// noInject (WEFT_ONESIDED_INJECT=0) turns the injected PutSignal off: every
+// write is then tracked with its own delivery completion, as on the other
+// ordering paths (a diagnostic and a comparison point for benchmarks).
+var noInject = os.Getenv("WEFT_ONESIDED_INJECT") == "0"
+
+// maxInject caps the PutSignal data that is injected: larger data is
+// cheaper through the tracked write than copied by the provider.
+const maxInject = 4096
+
+// inject writes b to raddr of target with fi_inject_write: b is copied
+// before the call returns and no completion is generated. The provider's
+// WAW ordering places it after every earlier write to target and before
+// every later one, so a later flush marker covers it (flushMarkers).
+func (f *fabPath) inject(target int, raddr uint64, b []byte) error {
+	if !f.dirty[target] {
+		f.dirty[target] = true
+		f.nDirty++
+	}
+	wt := waiter{p: &f.w.wait, limit: opTimeout}
+	for {
+		err := f.ep.InjectWrite(b, f.addrs[target], raddr, f.keys[target])
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, fabric.ErrAgain) {
+			return fmt.Errorf("onesided: inject write: %w", err)
+		}
+		if err := f.progress(); err != nil {
+			return err
+		}
+		if err := wt.pause(context.Background()); err != nil {
+			return err
+		}
+	}
+}
+
+// flushMarkers gives every target (or only target, when ≥ 0) that has
+// received injected writes since its last marker an 8-byte write, with
+// delivery completion, to its spare control word. The provider orders
+// writes to one target (WAW; injection is only used then), so when the
+// marker's delivery completion arrives every injected write before it has
+// been delivered too; flush then waits for the markers like for any other
+// tracked operation.
+func (f *fabPath) flushMarkers(target int) error {
+	if f.nDirty == 0 {
+		return nil
+	}
+	for t := range f.dirty {
+		if !f.dirty[t] || target >= 0 && t != target {
+			continue
+		}
+		f.dirty[t] = false
+		f.nDirty--
+		if err := f.ctrlSignal(t, ctrlBytes-8, 0); err != nil {
+			return fmt.Errorf("onesided: flush marker to rank %d: %w", t, err)
+		}
+	}
+	return nil
+}
+
 func (f *fabPath) putSignal(target, off int, data []byte, sigOff int, val uint64) error {
 	order := f.order
+	if order == OrderWAW && len(data) <= f.injMax && len(f.deferred[target]) == 0 {
+		// Data and signal injected back to back: no scratch slot, no
+		// completion to track, WAW keeps them in order.
+		binary.NativeEndian.PutUint64(f.sig, val)
+		if len(data) > 0 {
+			if err := f.inject(target, f.raddr(target, off), data); err != nil {
+				return err
+			}
+		}
+		return f.inject(target, f.raddr(target, sigOff), f.sig)
+	}
 	if order == OrderWAW && f.wawMax >= 0 && len(data) > f.wawMax {
 		order = OrderDelivery // too large for the provider's WAW guarantee
 	}
@@ -815,7 +902,10 @@ func (f *fabPath) cas(target, off int, t Type, cmp, swap uint64) (uint64, error)
 }
 
 func (f *fabPath) flush(ctx context.Context, target int) error {
-	var wt waiter
+	if err := f.flushMarkers(target); err != nil {
+		return err
+	}
+	wt := waiter{p: &f.w.wait}
 	for {
 		if target >= 0 && f.perTarget[target] == 0 || target < 0 && len(f.pending) == 0 {
 			return nil
@@ -830,7 +920,7 @@ func (f *fabPath) flush(ctx context.Context, target int) error {
 }
 
 func (f *fabPath) waitIssued(ctx context.Context, n uint64) error {
-	var wt waiter
+	wt := waiter{p: &f.w.wait}
 	for {
 		done := true
 		for id := range f.pending {

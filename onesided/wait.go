@@ -3,6 +3,7 @@ package onesided
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -10,11 +11,91 @@ import (
 	"time"
 )
 
-// spinLimit is how many polls a waiter makes before it starts giving the
-// processor away (WEFT_ONESIDED_SPIN, default 4096). Pure spinning gives the
-// lowest latency when every rank has a core of its own; on oversubscribed
-// nodes the yields let the rank being waited for run.
-var spinLimit = envInt("WEFT_ONESIDED_SPIN", 4096)
+// The wait policy. Every loop that waits for something another rank (or
+// the provider) must do — a signal, the window barrier, a flush, a free
+// scratch slot — paces itself with a waiter, in three phases measured in
+// time from the start of the wait:
+//
+//  1. spin: poll as fast as possible for spinFor. A reply that comes
+//     within microseconds, as in a ping-pong between ranks with a core
+//     each, is seen at once and no scheduler is involved.
+//  2. yield: keep polling, but give the processor away between polls,
+//     alternately to other goroutines (runtime.Gosched) and to other
+//     processes on this core (sched_yield), until the wait has lasted
+//     spinFor + yieldFor. When nobody else wants the core a poll still
+//     comes every microsecond or so (passive targets of manual-progress
+//     providers keep serving RMA); when ranks outnumber cores, the rank
+//     being waited for runs.
+//  3. sleep: poll between sleeps that double from 50 µs up to sleepMax
+//     (0 = never sleep, stay in the yield phase). Long idle waits then
+//     cost next to no CPU.
+//
+// A window picks one of two policies when it is created
+// (WEFT_ONESIDED_WAIT=auto, the default): "spin" when the ranks of its
+// group on this node are no more than the cores this process may run on,
+// "yield" otherwise (like Open MPI's yield_when_idle on oversubscribed
+// nodes, where spinning only delays the rank being waited for).
+//
+//	policy  spin phase  yield phase  sleeps up to
+//	spin    50 µs       10 ms        1 ms
+//	yield   2 µs        1 ms         1 ms
+//
+// WEFT_ONESIDED_SPIN_US, WEFT_ONESIDED_YIELD_US and WEFT_ONESIDED_SLEEP_US
+// (microseconds) override the phases of either policy;
+// WEFT_ONESIDED_SPIN (a count, "1e9" accepted) makes the spin phase a
+// number of polls instead of a time, as it always meant (1e9 = spin for
+// ever).
+//
+// Context cancellation is checked every 64 polls while spinning and at
+// every poll after that; a waiter with a limit fails with ErrTimeout once
+// the wait has lasted that long.
+type waitPolicy struct {
+	name      string
+	spinPolls int // ≥ 0: the spin phase is this many polls
+	spinFor   time.Duration
+	yieldFor  time.Duration
+	sleepMax  time.Duration
+}
+
+var (
+	spinPolicy  = waitPolicy{name: "spin", spinPolls: -1, spinFor: 50 * time.Microsecond, yieldFor: 10 * time.Millisecond, sleepMax: time.Millisecond}
+	yieldPolicy = waitPolicy{name: "yield", spinPolls: -1, spinFor: 2 * time.Microsecond, yieldFor: time.Millisecond, sleepMax: time.Millisecond}
+)
+
+// withEnv applies the WEFT_ONESIDED_SPIN* / YIELD_US / SLEEP_US overrides.
+func (p waitPolicy) withEnv() waitPolicy {
+	p.spinPolls = envCount("WEFT_ONESIDED_SPIN", p.spinPolls)
+	p.spinFor = envMicros("WEFT_ONESIDED_SPIN_US", p.spinFor)
+	p.yieldFor = envMicros("WEFT_ONESIDED_YIELD_US", p.yieldFor)
+	p.sleepMax = envMicros("WEFT_ONESIDED_SLEEP_US", p.sleepMax)
+	return p
+}
+
+// choosePolicy returns the wait policy for a window with localRanks ranks
+// on this node (WEFT_ONESIDED_WAIT: auto, spin or yield).
+func choosePolicy(localRanks int) (waitPolicy, error) {
+	switch v := os.Getenv("WEFT_ONESIDED_WAIT"); v {
+	case "", "auto":
+		if localRanks > runtime.NumCPU() {
+			return yieldPolicy.withEnv(), nil
+		}
+		return spinPolicy.withEnv(), nil
+	case "spin":
+		return spinPolicy.withEnv(), nil
+	case "yield":
+		return yieldPolicy.withEnv(), nil
+	default:
+		return waitPolicy{}, fmt.Errorf("WEFT_ONESIDED_WAIT=%q: want auto, spin or yield: %w", v, ErrInvalid)
+	}
+}
+
+// defaultPolicy paces waits outside a window's own (none today; kept so a
+// zero waiter is usable).
+var defaultPolicy = spinPolicy.withEnv()
+
+// firstNap is the first sleep of the sleep phase (Go's timers make any
+// sleep last much longer on some kernels; the doubling then caps it).
+const firstNap = 50 * time.Microsecond
 
 // opTimeout bounds the waits of calls that take no context (FetchAndOp,
 // CompareAndSwap, an operation stuck behind a full queue):
@@ -29,45 +110,104 @@ func envDuration(name string, def time.Duration) time.Duration {
 	return def
 }
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v >= 0 {
-		return v
+// envCount reads a non-negative count, also in float notation ("1e9").
+func envCount(name string, def int) int {
+	v, err := strconv.ParseFloat(os.Getenv(name), 64)
+	if err != nil || v < 0 || math.IsNaN(v) {
+		return def
 	}
-	return def
+	return int(min(v, math.MaxInt32))
 }
 
-// waiter paces a polling loop: spin, then yield the OS thread
-// (sched_yield, so other processes on this core run too), then sleep in
-// short naps once the wait has lasted a millisecond.
+// envMicros reads a non-negative number of microseconds (float notation
+// accepted).
+func envMicros(name string, def time.Duration) time.Duration {
+	v, err := strconv.ParseFloat(os.Getenv(name), 64)
+	if err != nil || v < 0 || math.IsNaN(v) {
+		return def
+	}
+	return time.Duration(min(v, float64(math.MaxInt64/2/1000)) * 1000)
+}
+
+const (
+	phaseSpin = iota
+	phaseYield
+	phaseSleep
+)
+
+// waiter paces one polling loop; the zero value uses defaultPolicy. Call
+// pause after each unsuccessful poll.
 type waiter struct {
+	p     *waitPolicy
 	n     int
-	since time.Time
+	phase int
+	start time.Time
+	nap   time.Duration
 	limit time.Duration // > 0: fail with ErrTimeout after this long
 }
 
-// pause is called after each unsuccessful poll; it returns ctx's error
-// (checked every 64 polls) when the wait must stop.
-func (w *waiter) pause(ctx context.Context) error {
-	w.n++
-	if w.n&63 == 0 {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+// spinning reports whether the waiter is still in its spin phase (callers
+// that poll inside one cgo call may then poll many times per pause).
+func (w *waiter) spinning() bool { return w.phase == phaseSpin }
+
+func (w *waiter) check(ctx context.Context, elapsed time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	if w.n < spinLimit {
-		return nil
-	}
-	if w.n == spinLimit {
-		w.since = time.Now()
-	}
-	if w.limit > 0 && w.n&63 == 0 && time.Since(w.since) > w.limit {
+	if w.limit > 0 && elapsed > w.limit {
 		return fmt.Errorf("%w after %v (WEFT_ONESIDED_TIMEOUT)", ErrTimeout, w.limit)
 	}
-	if w.n&15 == 0 && time.Since(w.since) > time.Millisecond {
-		time.Sleep(20 * time.Microsecond)
+	return nil
+}
+
+// pause is called after each unsuccessful poll; it returns ctx's error, or
+// ErrTimeout, when the wait must stop.
+func (w *waiter) pause(ctx context.Context) error {
+	w.n++
+	if w.n == 1 {
+		w.start = time.Now()
+		if w.p == nil {
+			w.p = &defaultPolicy
+		}
+	}
+	p := w.p
+	switch w.phase {
+	case phaseSpin:
+		if w.n&15 != 0 {
+			return nil
+		}
+		el := time.Since(w.start)
+		if w.n&63 == 0 {
+			if err := w.check(ctx, el); err != nil {
+				return err
+			}
+		}
+		if p.spinPolls >= 0 && w.n < p.spinPolls || p.spinPolls < 0 && el < p.spinFor {
+			return nil
+		}
+		w.phase = phaseYield
+		return nil
+	case phaseYield:
+		el := time.Since(w.start)
+		if err := w.check(ctx, el); err != nil {
+			return err
+		}
+		if p.sleepMax > 0 && el >= p.spinFor+p.yieldFor {
+			w.phase, w.nap = phaseSleep, firstNap
+			return nil
+		}
+		if w.n&1 == 0 {
+			runtime.Gosched()
+		} else {
+			syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+		}
+		return nil
+	default:
+		if err := w.check(ctx, time.Since(w.start)); err != nil {
+			return err
+		}
+		time.Sleep(min(w.nap, p.sleepMax))
+		w.nap = min(2*w.nap, p.sleepMax)
 		return nil
 	}
-	runtime.Gosched()
-	syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
-	return nil
 }

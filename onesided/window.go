@@ -178,6 +178,7 @@ type Window struct {
 	// net so that all atomics on a location come from one engine.
 	atomicsNet bool
 	closed     bool
+	wait       waitPolicy // how this window's waits pace themselves (wait.go)
 }
 
 // netPath is the libfabric side of a window (fabricpath.go).
@@ -327,6 +328,9 @@ func (w *Window) setup(ctx context.Context, size int) error {
 			multiNode = true
 		}
 	}
+	if w.wait, err = choosePolicy(len(local)); err != nil {
+		return err
+	}
 	if w.opts.shm == ShmOnly && multiNode {
 		return fmt.Errorf("direct-store path forced but ranks span several nodes: %w", ErrNoPath)
 	}
@@ -411,7 +415,7 @@ func (w *Window) setup(ctx context.Context, size int) error {
 		w.peers[w.rank] = w.local
 	}
 	w.log.Debug("window allocated", "rank", w.rank, "size", size, "shm", w.opts.shm,
-		"net", w.net != nil, "local_ranks", len(local))
+		"net", w.net != nil, "local_ranks", len(local), "wait", w.wait.name)
 	return nil
 }
 
@@ -648,7 +652,7 @@ func (w *Window) WaitSignal(ctx context.Context, signalOffset int, cmp Cmp, valu
 		return 0, fmt.Errorf("onesided: WaitSignal: comparison %d: %w", cmp, ErrInvalid)
 	}
 	p := (*uint64)(unsafe.Pointer(&w.local[signalOffset]))
-	var wt waiter
+	wt := waiter{p: &w.wait}
 	for {
 		v := atomic.LoadUint64(p)
 		if cmp.test(v, value) {
@@ -773,7 +777,7 @@ func (w *Window) barrier(ctx context.Context) error {
 			}
 		}
 		p := (*uint64)(unsafe.Pointer(&w.myCtrl[8*k]))
-		var wt waiter
+		wt := waiter{p: &w.wait}
 		for atomic.LoadUint64(p) < e {
 			if w.net != nil {
 				if err := w.net.progress(); err != nil {

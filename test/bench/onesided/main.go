@@ -14,6 +14,9 @@
 //
 //	weft-direct   window over /dev/shm, puts and signals are stores
 //	weft-shm      window through libfabric's shm provider (WEFT_ONESIDED_SHM=off)
+//	weft-*-spin   the same with pure spinning waiters (WEFT_ONESIDED_SPIN=1e9);
+//	              without -spin the ranks use the library's default wait
+//	              policy (or whatever WEFT_ONESIDED_* the caller exported)
 //	fi_pingpong   libfabric's fi_pingpong -p shm -e rdm, 8 B (the reference
 //	              for "through libfabric shm ≤ 1.2× fi_pingpong 8 B")
 //	mpich, ompi   bin/mpi_put_{mpich,ompi} from mpi_put.c (build.sh)
@@ -23,8 +26,7 @@
 //	test/bench/onesided/build.sh
 //	go run ./test/bench/onesided -reps 5 -sizes 8,64,512,4k,32k,256k,1m
 //
-// Flags have WEFT_BENCH_<FLAG> environment equivalents. The ranks spin
-// while waiting (WEFT_ONESIDED_SPIN is set very high for them).
+// Flags have WEFT_BENCH_<FLAG> environment equivalents.
 package main
 
 import (
@@ -64,6 +66,7 @@ var (
 	tools    = flag.String("tools", env("TOOLS", "weft-direct,weft-shm,fi_pingpong,mpich,ompi"), "tools to run")
 	binDir   = flag.String("bin", env("BIN", "test/bench/onesided/bin"), "where build.sh put the MPI programs")
 	timeoutF = flag.Duration("timeout", 120*time.Second, "per tool run")
+	verbose  = flag.Bool("v", env("VERBOSE", "") != "", "print every sample on stderr")
 )
 
 func atoi(s string) int { v, _ := strconv.Atoi(s); return v }
@@ -165,12 +168,18 @@ func driver(sizes []int) error {
 			var err error
 			ctx, cancel := context.WithTimeout(context.Background(), *timeoutF)
 			switch tool {
-			case "weft-direct", "weft-shm":
+			case "weft-direct", "weft-shm", "weft-direct-spin", "weft-shm-spin":
 				p := strings.TrimPrefix(tool, "weft-")
+				var renv []string
+				if strings.HasSuffix(p, "-spin") {
+					// Pure spinning: the waiter never gives its core away.
+					p = strings.TrimSuffix(p, "-spin")
+					renv = append(renv, "WEFT_ONESIDED_SPIN=1000000000")
+				}
 				var buf bytes.Buffer
 				err = launch.Run(ctx, launch.Config{NP: 2, Launcher: "local",
 					Argv:     []string{self, "-role", "rank", "-path", p, "-sizes", *sizesF, "-iters", strconv.Itoa(*iters)},
-					Env:      []string{"WEFT_ONESIDED_SPIN=1000000000"},
+					Env:      renv,
 					Provider: "shm", Stdout: &buf, Stderr: &buf, Timeout: *timeoutF})
 				out = buf.Bytes()
 			case "fi_pingpong":
@@ -201,6 +210,10 @@ func driver(sizes []int) error {
 			}
 			if n := parseResults(res, tool, out); n == 0 {
 				fmt.Fprintf(os.Stderr, "rep %d %s: no results in\n%s\n", rep, tool, out)
+			} else if *verbose {
+				for _, m := range resultRE.FindAll(out, -1) {
+					fmt.Fprintf(os.Stderr, "rep %d %s %s\n", rep, tool, m)
+				}
 			}
 		}
 	}
@@ -279,8 +292,10 @@ func printTable(res results, sizes []int, tools []string) {
 			}
 		}
 	}
-	if d, f := res.median("weft-shm", "ps_lat", 8), res.median("fi_pingpong", "ps_lat", 8); !math.IsNaN(d) && !math.IsNaN(f) {
-		fmt.Printf("\nweft-shm PutSignal ping-pong / fi_pingpong at 8 B: %.2f (target ≤ 1.2)\n", d/f)
+	for _, t := range []string{"weft-shm", "weft-shm-spin"} {
+		if d, f := res.median(t, "ps_lat", 8), res.median("fi_pingpong", "ps_lat", 8); !math.IsNaN(d) && !math.IsNaN(f) {
+			fmt.Printf("\n%s PutSignal ping-pong / fi_pingpong at 8 B: %.2f (target ≤ 1.2)\n", t, d/f)
+		}
 	}
 	if d := res.median("weft-direct", "ps_issue", 8); !math.IsNaN(d) {
 		fmt.Printf("weft-direct PutSignal 8 B issue: %.4f µs (target ≤ 0.1)\n", d)
