@@ -8,7 +8,7 @@ import (
 
 // benchPair allocates a direct-store window over two goroutine ranks and
 // runs body on each; rank 0's body runs the timed loop.
-func benchPair(b *testing.B, size int, body func(ctx context.Context, w *Window, rank int)) {
+func benchPair(b *testing.B, size int, body func(ctx context.Context, w *Window, rank int), opts ...Option) {
 	ctx := context.Background()
 	gs := newMemWorld(2)
 	ws := make([]*Window, 2)
@@ -18,7 +18,7 @@ func benchPair(b *testing.B, size int, body func(ctx context.Context, w *Window,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ws[i], errs[i] = Allocate(ctx, gs[i], size, WithSharedMemory(ShmOnly))
+			ws[i], errs[i] = Allocate(ctx, gs[i], size, append([]Option{WithSharedMemory(ShmOnly)}, opts...)...)
 		}()
 	}
 	wg.Wait()
@@ -58,9 +58,42 @@ func BenchmarkPutSignalDirect(b *testing.B) {
 	})
 }
 
+// shmOpts puts a benchmark window on libfabric's shm provider.
+var shmOpts = []Option{WithSharedMemory(ShmOff), WithProvider("shm")}
+
+// BenchmarkPutSignalShm is the cost of issuing one 8-byte PutSignal
+// through libfabric shm (rank 1 drives progress until the last signal).
+func BenchmarkPutSignalShm(b *testing.B) {
+	data := make([]byte, 8)
+	benchPair(b, 64, func(ctx context.Context, w *Window, rank int) {
+		if rank == 1 {
+			if _, err := w.WaitSignal(ctx, 0, CmpGE, uint64(b.N)); err != nil {
+				b.Error(err)
+			}
+			return
+		}
+		for i := 1; i <= b.N; i++ {
+			if err := w.PutSignal(1, data, 16, 0, uint64(i)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	}, shmOpts...)
+}
+
+// BenchmarkPutSignalPingPongShm is BenchmarkPutSignalPingPongDirect through
+// libfabric shm; ns/op is one round trip.
+func BenchmarkPutSignalPingPongShm(b *testing.B) {
+	benchPingPong(b, shmOpts...)
+}
+
 // BenchmarkPutSignalPingPongDirect is a PutSignal ping-pong between two
 // goroutine ranks; ns/op is one round trip.
 func BenchmarkPutSignalPingPongDirect(b *testing.B) {
+	benchPingPong(b)
+}
+
+func benchPingPong(b *testing.B, opts ...Option) {
 	data := make([]byte, 8)
 	benchPair(b, 64, func(ctx context.Context, w *Window, rank int) {
 		for i := 1; i <= b.N; i++ {
@@ -78,7 +111,7 @@ func BenchmarkPutSignalPingPongDirect(b *testing.B) {
 				_ = w.PutSignal(0, data, 16, 0, uint64(i))
 			}
 		}
-	})
+	}, opts...)
 }
 
 // BenchmarkFetchAddDirect is one remote fetch-and-add through shared memory.

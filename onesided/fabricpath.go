@@ -76,7 +76,8 @@ type fabPath struct {
 	injMax int
 	dirty  []bool
 	nDirty int
-	sig    []byte // a scratch slot kept for injected signal values (C memory)
+	stage  *fabric.Buffer // injected PutSignal: signal value, then data (C memory)
+	ops    [2]fabric.Op
 
 	scratch   *fabric.Buffer
 	freeSlots []int
@@ -213,10 +214,14 @@ func openFabPath(ctx context.Context, w *Window, region []byte, ownCtrl bool) (n
 	if f.scratch, err = f.dom.Alloc(slotSize * slotCount); err != nil {
 		return nil, err
 	}
-	for i := slotCount - 1; i >= 1; i-- {
+	for i := slotCount - 1; i >= 0; i-- {
 		f.freeSlots = append(f.freeSlots, i)
 	}
-	f.sig = f.scratch.Bytes()[:8:8] // slot 0
+	if f.injMax >= 0 {
+		if f.stage, err = f.dom.Alloc(8 + max(f.injMax, 8)); err != nil {
+			return nil, err
+		}
+	}
 	name, err := f.ep.Name()
 	if err != nil {
 		return nil, err
@@ -401,6 +406,22 @@ func (f *fabPath) post(id uint64, fn func() error) error {
 
 func (f *fabPath) progress() error {
 	n, err := f.cq.Read(f.comp)
+	return f.completed(n, err)
+}
+
+// waitWord drives progress until the word at p (in this rank's registered
+// memory) is at least want, for at most spins rounds inside one cgo call
+// (fabric's CQ.WaitWord), and handles the completions it read.
+func (f *fabPath) waitWord(p *uint64, want uint64, spins int) (bool, error) {
+	reached, n, err := f.cq.WaitWord(p, want, f.comp, spins)
+	if err := f.completed(n, err); err != nil {
+		return reached, err
+	}
+	return reached, nil
+}
+
+// completed handles n completions read into f.comp and the read's error.
+func (f *fabPath) completed(n int, err error) error {
 	for i := 0; i < n; i++ {
 		f.untrack(f.comp[i].Context)
 	}
@@ -634,33 +655,6 @@ var noInject = os.Getenv("WEFT_ONESIDED_INJECT") == "0"
 // cheaper through the tracked write than copied by the provider.
 const maxInject = 4096
 
-// inject writes b to raddr of target with fi_inject_write: b is copied
-// before the call returns and no completion is generated. The provider's
-// WAW ordering places it after every earlier write to target and before
-// every later one, so a later flush marker covers it (flushMarkers).
-func (f *fabPath) inject(target int, raddr uint64, b []byte) error {
-	if !f.dirty[target] {
-		f.dirty[target] = true
-		f.nDirty++
-	}
-	wt := waiter{p: &f.w.wait, limit: opTimeout}
-	for {
-		err := f.ep.InjectWrite(b, f.addrs[target], raddr, f.keys[target])
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, fabric.ErrAgain) {
-			return fmt.Errorf("onesided: inject write: %w", err)
-		}
-		if err := f.progress(); err != nil {
-			return err
-		}
-		if err := wt.pause(context.Background()); err != nil {
-			return err
-		}
-	}
-}
-
 // flushMarkers gives every target (or only target, when ≥ 0) that has
 // received injected writes since its last marker an 8-byte write, with
 // delivery completion, to its spare control word. The provider orders
@@ -685,18 +679,48 @@ func (f *fabPath) flushMarkers(target int) error {
 	return nil
 }
 
+// injectSignal injects data (copied into the staging buffer: batched
+// operations may only point at C memory) and then the signal word, in one
+// PostBatch.
+func (f *fabPath) injectSignal(target, off int, data []byte, sigOff int, val uint64) error {
+	if !f.dirty[target] {
+		f.dirty[target] = true
+		f.nDirty++
+	}
+	st := f.stage.Bytes()
+	binary.NativeEndian.PutUint64(st, val)
+	ops := f.ops[:0]
+	if len(data) > 0 {
+		copy(st[8:], data)
+		ops = append(ops, fabric.InjectWriteOp(st[8:8+len(data)], f.addrs[target], f.raddr(target, off), f.keys[target]))
+	}
+	ops = append(ops, fabric.InjectWriteOp(st[:8], f.addrs[target], f.raddr(target, sigOff), f.keys[target]))
+	wt := waiter{p: &f.w.wait, limit: opTimeout}
+	for {
+		n, err := f.ep.PostBatch(ops)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, fabric.ErrAgain) {
+			return fmt.Errorf("onesided: PutSignal: %w", err)
+		}
+		ops = ops[n:] // the provider is full: drive progress, post the rest
+		if err := f.progress(); err != nil {
+			return err
+		}
+		if err := wt.pause(context.Background()); err != nil {
+			return err
+		}
+	}
+}
+
 func (f *fabPath) putSignal(target, off int, data []byte, sigOff int, val uint64) error {
 	order := f.order
 	if order == OrderWAW && len(data) <= f.injMax && len(f.deferred[target]) == 0 {
-		// Data and signal injected back to back: no scratch slot, no
-		// completion to track, WAW keeps them in order.
-		binary.NativeEndian.PutUint64(f.sig, val)
-		if len(data) > 0 {
-			if err := f.inject(target, f.raddr(target, off), data); err != nil {
-				return err
-			}
-		}
-		return f.inject(target, f.raddr(target, sigOff), f.sig)
+		// Data and signal injected back to back in one batch (one cgo
+		// call): no scratch slot, no completion to track, WAW keeps them
+		// in order.
+		return f.injectSignal(target, off, data, sigOff, val)
 	}
 	if order == OrderWAW && f.wawMax >= 0 && len(data) > f.wawMax {
 		order = OrderDelivery // too large for the provider's WAW guarantee
@@ -965,6 +989,9 @@ func (f *fabPath) close() error {
 	}
 	if f.scratch != nil {
 		closeIt(f.scratch)
+	}
+	if f.stage != nil {
+		closeIt(f.stage)
 	}
 	if f.ctrlBuf != nil {
 		closeIt(f.ctrlBuf)

@@ -37,7 +37,7 @@ import (
 // nodes, where spinning only delays the rank being waited for).
 //
 //	policy  spin phase  yield phase  sleeps up to
-//	spin    50 µs       10 ms        1 ms
+//	spin    50 µs       100 ms       1 ms
 //	yield   2 µs        1 ms         1 ms
 //
 // WEFT_ONESIDED_SPIN_US, WEFT_ONESIDED_YIELD_US and WEFT_ONESIDED_SLEEP_US
@@ -58,7 +58,7 @@ type waitPolicy struct {
 }
 
 var (
-	spinPolicy  = waitPolicy{name: "spin", spinPolls: -1, spinFor: 50 * time.Microsecond, yieldFor: 10 * time.Millisecond, sleepMax: time.Millisecond}
+	spinPolicy  = waitPolicy{name: "spin", spinPolls: -1, spinFor: 50 * time.Microsecond, yieldFor: 100 * time.Millisecond, sleepMax: time.Millisecond}
 	yieldPolicy = waitPolicy{name: "yield", spinPolls: -1, spinFor: 2 * time.Microsecond, yieldFor: time.Millisecond, sleepMax: time.Millisecond}
 )
 

@@ -195,6 +195,9 @@ type netPath interface {
 	issued() uint64
 	waitIssued(ctx context.Context, n uint64) error
 	progress() error
+	// waitWord drives progress until *p ≥ want, for at most spins polls
+	// in one call, and reports whether it got there.
+	waitWord(p *uint64, want uint64, spins int) (bool, error)
 	// ctrlSignal stores val into control word at byte off of target.
 	ctrlSignal(target, off int, val uint64) error
 	// ctrlMem is this rank's control words when the path owns them.
@@ -652,6 +655,12 @@ func (w *Window) WaitSignal(ctx context.Context, signalOffset int, cmp Cmp, valu
 		return 0, fmt.Errorf("onesided: WaitSignal: comparison %d: %w", cmp, ErrInvalid)
 	}
 	p := (*uint64)(unsafe.Pointer(&w.local[signalOffset]))
+	if cmp == CmpGE {
+		if err := w.waitGE(ctx, p, value); err != nil {
+			return atomic.LoadUint64(p), fmt.Errorf("onesided: WaitSignal(offset %d, %d): %w", signalOffset, value, err)
+		}
+		return atomic.LoadUint64(p), nil
+	}
 	wt := waiter{p: &w.wait}
 	for {
 		v := atomic.LoadUint64(p)
@@ -665,6 +674,42 @@ func (w *Window) WaitSignal(ctx context.Context, signalOffset int, cmp Cmp, valu
 		}
 		if err := wt.pause(ctx); err != nil {
 			return v, fmt.Errorf("onesided: WaitSignal(offset %d, %d): %w", signalOffset, value, err)
+		}
+	}
+}
+
+// waitSpins is how many polls one cgo call makes while a waiter spins: a
+// few microseconds, so that the waiter's clock and ctx are still looked at
+// often.
+const waitSpins = 32
+
+// waitGE waits until the word at p (this rank's memory) is at least want.
+// With a libfabric path every poll also drives progress, inside fabric's
+// CQ.WaitWord: one cgo call per waitSpins polls while spinning, one per
+// poll afterwards.
+func (w *Window) waitGE(ctx context.Context, p *uint64, want uint64) error {
+	if atomic.LoadUint64(p) >= want {
+		return nil
+	}
+	wt := waiter{p: &w.wait}
+	for {
+		if w.net != nil {
+			spins := 1
+			if wt.spinning() {
+				spins = waitSpins
+			}
+			ok, err := w.net.waitWord(p, want, spins)
+			if err != nil {
+				return err
+			}
+			if ok {
+				return nil
+			}
+		} else if atomic.LoadUint64(p) >= want {
+			return nil
+		}
+		if err := wt.pause(ctx); err != nil {
+			return err
 		}
 	}
 }
@@ -777,16 +822,8 @@ func (w *Window) barrier(ctx context.Context) error {
 			}
 		}
 		p := (*uint64)(unsafe.Pointer(&w.myCtrl[8*k]))
-		wt := waiter{p: &w.wait}
-		for atomic.LoadUint64(p) < e {
-			if w.net != nil {
-				if err := w.net.progress(); err != nil {
-					return fmt.Errorf("onesided: barrier: %w", err)
-				}
-			}
-			if err := wt.pause(ctx); err != nil {
-				return fmt.Errorf("onesided: barrier (epoch %d, round %d): %w", e, k, err)
-			}
+		if err := w.waitGE(ctx, p, e); err != nil {
+			return fmt.Errorf("onesided: barrier (epoch %d, round %d): %w", e, k, err)
 		}
 	}
 	if w.net != nil {
