@@ -2,6 +2,12 @@ package fabric
 
 /*
 #include "shim.h"
+#cgo noescape weft_post_batch
+#cgo nocallback weft_post_batch
+#cgo noescape weft_post_read
+#cgo nocallback weft_post_read
+#cgo noescape weft_cq_wait_word
+#cgo nocallback weft_cq_wait_word
 */
 import "C"
 

@@ -286,6 +286,9 @@ func runOurs(prov string, size, iters int, rc roleConfig) (result, error) {
 	io.WriteString(kids[1].in, names[0])
 	line, err := kids[1].out.ReadString('\n')
 	if err != nil {
+		kids[1].cmd.Wait() // stderr is complete only after Wait
+		kids[0].cmd.Process.Kill()
+		kids[0].cmd.Wait()
 		return result{}, fmt.Errorf("client: %v: %s / server: %s", err, kids[1].err.String(), kids[0].err.String())
 	}
 	var r result
