@@ -397,12 +397,11 @@ func runRole(role, prov string, size, iters int, rc roleConfig) error {
 	recvOp := fabric.RecvOp(rb, rd, peer, rxCtx)
 	switch rc.path {
 	case "batch":
-		var opsBuf [2]fabric.Op
+		both := []fabric.Op{recvOp, sendOp} // PostAndRead only reads it
 		step = func(repost, wait bool) error {
-			opsBuf[0], opsBuf[1] = recvOp, sendOp
-			ops := opsBuf[:]
+			ops := both
 			if !repost {
-				ops = ops[1:]
+				ops = both[1:]
 			}
 			if !inject {
 				pendingTx++
