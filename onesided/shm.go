@@ -43,6 +43,12 @@ func nodeKey() string {
 	if v := os.Getenv("WEFT_NODE_ID"); v != "" {
 		return v
 	}
+	return machineKey()
+}
+
+// machineKey identifies the machine itself (hostname + boot id), whatever
+// WEFT_NODE_ID says: ranks on one machine share its cores.
+func machineKey() string {
 	host, _ := os.Hostname()
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	return host + "/" + string(bytes.TrimSpace(boot))

@@ -22,18 +22,20 @@ import (
 //  2. yield: keep polling, but give the processor away between polls,
 //     alternately to other goroutines (runtime.Gosched) and to other
 //     processes on this core (sched_yield), until the wait has lasted
-//     spinFor + yieldFor. When nobody else wants the core a poll still
-//     comes every microsecond or so (passive targets of manual-progress
-//     providers keep serving RMA); when ranks outnumber cores, the rank
-//     being waited for runs.
+//     spinFor + yieldFor. When nobody else wants the core a yield returns
+//     at once and a poll still comes every microsecond or so (passive
+//     targets of manual-progress providers keep serving RMA). A yield
+//     that took longer than 20 µs means something else needed the core
+//     (ranks outnumber cores, other jobs): the waiter then goes straight
+//     to the sleep phase, where it no longer competes with them.
 //  3. sleep: poll between sleeps that double from 50 µs up to sleepMax
 //     (0 = never sleep, stay in the yield phase). Long idle waits then
 //     cost next to no CPU.
 //
 // A window picks one of two policies when it is created
 // (WEFT_ONESIDED_WAIT=auto, the default): "spin" when the ranks of its
-// group on this node are no more than the cores this process may run on,
-// "yield" otherwise (like Open MPI's yield_when_idle on oversubscribed
+// group on this machine (hostname and boot id, whatever WEFT_NODE_ID says)
+// are no more than the cores this process may run on, "yield" otherwise (like Open MPI's yield_when_idle on oversubscribed
 // nodes, where spinning only delays the rank being waited for).
 //
 //	policy  spin phase  yield phase  sleeps up to
@@ -58,8 +60,8 @@ type waitPolicy struct {
 }
 
 var (
-	spinPolicy  = waitPolicy{name: "spin", spinPolls: -1, spinFor: 50 * time.Microsecond, yieldFor: 100 * time.Millisecond, sleepMax: time.Millisecond}
-	yieldPolicy = waitPolicy{name: "yield", spinPolls: -1, spinFor: 2 * time.Microsecond, yieldFor: time.Millisecond, sleepMax: time.Millisecond}
+	spinPolicy  = waitPolicy{name: "spin", spinPolls: -1, spinFor: 50 * time.Microsecond, yieldFor: 100 * time.Millisecond, sleepMax: 200 * time.Microsecond}
+	yieldPolicy = waitPolicy{name: "yield", spinPolls: -1, spinFor: 2 * time.Microsecond, yieldFor: time.Millisecond, sleepMax: 200 * time.Microsecond}
 )
 
 // withEnv applies the WEFT_ONESIDED_SPIN* / YIELD_US / SLEEP_US overrides.
@@ -72,7 +74,7 @@ func (p waitPolicy) withEnv() waitPolicy {
 }
 
 // choosePolicy returns the wait policy for a window with localRanks ranks
-// on this node (WEFT_ONESIDED_WAIT: auto, spin or yield).
+// on this machine (WEFT_ONESIDED_WAIT: auto, spin or yield).
 func choosePolicy(localRanks int) (waitPolicy, error) {
 	switch v := os.Getenv("WEFT_ONESIDED_WAIT"); v {
 	case "", "auto":
@@ -93,9 +95,13 @@ func choosePolicy(localRanks int) (waitPolicy, error) {
 // zero waiter is usable).
 var defaultPolicy = spinPolicy.withEnv()
 
+// contended: a yield that took longer than this gave the processor to
+// someone else (another rank, another job), so the waiter goes to sleep.
+const contended = 20 * time.Microsecond
+
 // firstNap is the first sleep of the sleep phase (Go's timers make any
 // sleep last much longer on some kernels; the doubling then caps it).
-const firstNap = 50 * time.Microsecond
+const firstNap = 10 * time.Microsecond
 
 // opTimeout bounds the waits of calls that take no context (FetchAndOp,
 // CompareAndSwap, an operation stuck behind a full queue):
@@ -196,17 +202,27 @@ func (w *waiter) pause(ctx context.Context) error {
 			w.phase, w.nap = phaseSleep, firstNap
 			return nil
 		}
+		t0 := time.Now()
 		if w.n&1 == 0 {
 			runtime.Gosched()
 		} else {
 			syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+		}
+		if p.sleepMax > 0 && time.Since(t0) > contended {
+			// Something else ran meanwhile: the core is contended, and
+			// polling only delays whoever we are waiting for. Sleep.
+			w.phase, w.nap = phaseSleep, firstNap
 		}
 		return nil
 	default:
 		if err := w.check(ctx, time.Since(w.start)); err != nil {
 			return err
 		}
-		time.Sleep(min(w.nap, p.sleepMax))
+		// nanosleep, not time.Sleep: Go's timers round short sleeps up to
+		// about a millisecond on some kernels, and a sleeping rank of a
+		// manual-progress provider stalls every peer that targets it.
+		ts := syscall.NsecToTimespec(int64(min(w.nap, p.sleepMax)))
+		_ = syscall.Nanosleep(&ts, nil)
 		w.nap = min(2*w.nap, p.sleepMax)
 		return nil
 	}

@@ -302,10 +302,11 @@ func Create(ctx context.Context, g Group, buf []byte, opts ...Option) (*Window, 
 
 func (w *Window) setup(ctx context.Context, size int) error {
 	// Round 1: every rank's size and node.
-	key := nodeKey()
-	msg := make([]byte, 8+len(key))
+	key, mkey := nodeKey(), machineKey()
+	msg := make([]byte, 10, 10+len(key)+len(mkey))
 	binary.LittleEndian.PutUint64(msg, uint64(size))
-	copy(msg[8:], key)
+	binary.LittleEndian.PutUint16(msg[8:], uint16(len(key)))
+	msg = append(append(msg, key...), mkey...)
 	all, err := w.g.Allgather(ctx, msg)
 	if err != nil {
 		return fmt.Errorf("exchange sizes: %w", err)
@@ -315,12 +316,17 @@ func (w *Window) setup(ctx context.Context, size int) error {
 	}
 	w.sizes = make([]int, w.size)
 	nodes := make([]string, w.size)
+	sameMachine := 0 // ranks sharing this machine's cores
 	for r, m := range all {
-		if len(m) < 8 {
+		if len(m) < 10 || len(m) < 10+int(binary.LittleEndian.Uint16(m[8:])) {
 			return fmt.Errorf("short size record from rank %d: %w", r, ErrInvalid)
 		}
 		w.sizes[r] = int(binary.LittleEndian.Uint64(m))
-		nodes[r] = string(m[8:])
+		n := 10 + int(binary.LittleEndian.Uint16(m[8:]))
+		nodes[r] = string(m[10:n])
+		if string(m[n:]) == mkey {
+			sameMachine++
+		}
 	}
 	multiNode := false
 	var local []int // ranks on my node, ascending
@@ -331,7 +337,7 @@ func (w *Window) setup(ctx context.Context, size int) error {
 			multiNode = true
 		}
 	}
-	if w.wait, err = choosePolicy(len(local)); err != nil {
+	if w.wait, err = choosePolicy(sameMachine); err != nil {
 		return err
 	}
 	if w.opts.shm == ShmOnly && multiNode {
