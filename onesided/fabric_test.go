@@ -61,7 +61,7 @@ func TestNetPutSignalEveryOrdering(t *testing.T) {
 // TestNetPutSignalSmall mixes PutSignal sizes across the injection limit
 // (small ones are injected without completions on WAW providers, larger
 // ones tracked or delivery-ordered) on every provider and ordering, and
-// checks that Flush covers injected writes.
+// checks that Flush covers injected writes (small Puts and PutSignals).
 func TestNetPutSignalSmall(t *testing.T) {
 	sizes := []int{8, 64, 256, 264, 4096, 4104, 24 << 10, 0}
 	for _, c := range netCases {
@@ -81,7 +81,7 @@ func TestNetPutSignalSmall(t *testing.T) {
 	}
 }
 
-// flushCoversPutSignal: rank 0 PutSignals small messages to rank 1 (which
+// flushCoversPutSignal: rank 0 Puts and PutSignals small messages to rank 1 (which
 // does nothing but wait in a barrier, driving progress), flushes, and reads
 // them back with Get: after Flush every write must be at the target.
 func flushCoversPutSignal(ctx context.Context, g Group, opts ...Option) error {
@@ -96,7 +96,13 @@ func flushCoversPutSignal(ctx context.Context, g Group, opts ...Option) error {
 			for i := 0; i < n; i++ {
 				b := make([]byte, size)
 				fill(b, round, i)
-				if err := w.PutSignal(1, b, 64+i*size, 8*(i%4), uint64(round*n+i)); err != nil {
+				var err error
+				if i%2 == 0 {
+					err = w.Put(1, 64+i*size, b)
+				} else {
+					err = w.PutSignal(1, b, 64+i*size, 8*(i%4), uint64(round*n+i))
+				}
+				if err != nil {
 					return err
 				}
 			}

@@ -611,8 +611,37 @@ func (f *fabPath) put(target, off int, data []byte) error {
 	if len(data) == 0 {
 		return nil
 	}
+	if len(data) <= f.injMax {
+		// WAW granted: inject (no slot, no completion); the next flush
+		// marker covers it.
+		return f.injectPut(target, off, data)
+	}
 	_, err := f.write(target, off, data, 0)
 	return err
+}
+
+// injectPut is a Put of at most injMax bytes with fi_inject_write.
+func (f *fabPath) injectPut(target, off int, data []byte) error {
+	if !f.dirty[target] {
+		f.dirty[target] = true
+		f.nDirty++
+	}
+	wt := waiter{p: &f.w.wait, limit: opTimeout}
+	for {
+		err := f.ep.InjectWrite(data, f.addrs[target], f.raddr(target, off), f.keys[target])
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, fabric.ErrAgain) {
+			return fmt.Errorf("onesided: Put: %w", err)
+		}
+		if err := f.progress(); err != nil {
+			return err
+		}
+		if err := wt.pause(context.Background()); err != nil {
+			return err
+		}
+	}
 }
 
 func (f *fabPath) get(target, off int, dst []byte) error {
