@@ -163,6 +163,10 @@ func driver(sizes []int) error {
 	res := results{}
 	want := strings.Split(*tools, ",")
 	for rep := 0; rep < *reps; rep++ {
+		before := map[string]int{}
+		for _, t := range want {
+			before[t] = len(res[t]["ps_lat"][8])
+		}
 		for _, tool := range want {
 			var out []byte
 			var err error
@@ -216,9 +220,47 @@ func driver(sizes []int) error {
 				}
 			}
 		}
+		// Pair this repetition's PutSignal ping-pong with fi_pingpong's.
+		if f := res["fi_pingpong"]["ps_lat"][8]; len(f) > before["fi_pingpong"] {
+			for _, t := range []string{"weft-shm", "weft-shm-spin"} {
+				if d := res[t]["ps_lat"][8]; len(d) > before[t] {
+					pairedRatios[t] = append(pairedRatios[t], d[len(d)-1]/f[len(f)-1])
+				}
+			}
+		}
 	}
 	printTable(res, sizes, want)
+	for _, t := range []string{"weft-shm", "weft-shm-spin"} {
+		if r := pairedRatios[t]; len(r) > 0 {
+			sort.Float64s(r)
+			fmt.Printf("%s / fi_pingpong at 8 B, per repetition (same rep, back to back): median %.2f of %d %v\n",
+				t, medianOf(r), len(r), fmtRatios(r))
+		}
+	}
 	return nil
+}
+
+// pairedRatios[tool] holds, per repetition, the tool's 8-byte ps_lat over
+// fi_pingpong's from the same repetition (run back to back, so a burst of
+// machine load hits both).
+var pairedRatios = map[string][]float64{}
+
+func medianOf(s []float64) float64 {
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func fmtRatios(r []float64) string {
+	var b strings.Builder
+	for i, v := range r {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%.2f", v)
+	}
+	return "[" + b.String() + "]"
 }
 
 // fiPingpong runs libfabric's fi_pingpong over shm with 8-byte messages.
