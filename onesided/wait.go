@@ -27,7 +27,9 @@ import (
 //     targets of manual-progress providers keep serving RMA). A yield
 //     that took longer than 20 µs means something else needed the core
 //     (ranks outnumber cores, other jobs): the waiter then goes straight
-//     to the sleep phase, where it no longer competes with them.
+//     to the sleep phase, where it no longer competes with them; after
+//     each nap it tries one yield and, while the yield budget lasts, goes
+//     back to yielding if that one returned at once.
 //  3. sleep: poll between sleeps that double from 50 µs up to sleepMax
 //     (0 = never sleep, stay in the yield phase). Long idle waits then
 //     cost next to no CPU.
@@ -224,6 +226,15 @@ func (w *waiter) pause(ctx context.Context) error {
 		ts := syscall.NsecToTimespec(int64(min(w.nap, p.sleepMax)))
 		_ = syscall.Nanosleep(&ts, nil)
 		w.nap = min(2*w.nap, p.sleepMax)
+		if el := time.Since(w.start); el < p.spinFor+p.yieldFor {
+			// Still inside the yield budget: if the core has become
+			// free (a yield returns at once), poll again.
+			t0 := time.Now()
+			syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+			if time.Since(t0) <= contended {
+				w.phase = phaseYield
+			}
+		}
 		return nil
 	}
 }
