@@ -745,7 +745,7 @@ func (f *fabPath) injectSignal(target, off int, data []byte, sigOff int, val uin
 
 func (f *fabPath) putSignal(target, off int, data []byte, sigOff int, val uint64) error {
 	order := f.order
-	if order == OrderWAW && len(data) <= f.injMax && len(f.deferred[target]) == 0 {
+	if order == OrderWAW && len(data) <= f.injMax && (len(f.deferred) == 0 || len(f.deferred[target]) == 0) {
 		// Data and signal injected back to back in one batch (one cgo
 		// call): no scratch slot, no completion to track, WAW keeps them
 		// in order.
