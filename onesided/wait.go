@@ -30,25 +30,30 @@ import (
 //     to the sleep phase, where it no longer competes with them; after
 //     each nap it tries one yield and, while the yield budget lasts, goes
 //     back to yielding if that one returned at once.
-//  3. sleep: poll between sleeps that double from 50 µs up to sleepMax
-//     (0 = never sleep, stay in the yield phase). Long idle waits then
-//     cost next to no CPU.
+//  3. sleep: poll between nanosleeps that double from 10 µs up to
+//     sleepMax (0 = never sleep, stay in the yield phase). Long idle waits
+//     then cost next to no CPU. nanosleep rather than time.Sleep: Go's
+//     timers rounded even 10 µs sleeps up to ~1 ms on the development
+//     machine, and a sleeping rank stalls every peer whose RMA it must
+//     progress on manual-progress providers.
 //
 // A window picks one of two policies when it is created
 // (WEFT_ONESIDED_WAIT=auto, the default): "spin" when the ranks of its
 // group on this machine (hostname and boot id, whatever WEFT_NODE_ID says)
-// are no more than the cores this process may run on, "yield" otherwise (like Open MPI's yield_when_idle on oversubscribed
-// nodes, where spinning only delays the rank being waited for).
+// are no more than the cores this process may run on, "yield" otherwise
+// (like Open MPI's yield_when_idle on oversubscribed nodes, where spinning
+// only delays the rank being waited for).
 //
 //	policy  spin phase  yield phase  sleeps up to
-//	spin    50 µs       100 ms       1 ms
-//	yield   2 µs        1 ms         1 ms
+//	spin    50 µs       100 ms       200 µs
+//	yield   2 µs        1 ms         200 µs
 //
 // WEFT_ONESIDED_SPIN_US, WEFT_ONESIDED_YIELD_US and WEFT_ONESIDED_SLEEP_US
 // (microseconds) override the phases of either policy;
 // WEFT_ONESIDED_SPIN (a count, "1e9" accepted) makes the spin phase a
 // number of polls instead of a time, as it always meant (1e9 = spin for
-// ever).
+// ever; on the libfabric path one "poll" of a signal wait is one
+// CQ.WaitWord call of up to 32 checks).
 //
 // Context cancellation is checked every 64 polls while spinning and at
 // every poll after that; a waiter with a limit fails with ErrTimeout once
