@@ -618,19 +618,9 @@ func (g *gen) gather(p *plan, in level, inIsElem bool, after x86.Label) bool {
 // t.band parent instances × t.c0 inner rows, copied tile by tile.
 func (g *gen) transposeCode(t *transposePlan) {
 	a := g.a
-	tband, ttile, tbandSize := t.dims(g.pack)
+	tband, _, _ := t.dims(g.pack)
 	g.tmp = [2]x86.Reg{x86.RAX, x86.RCX}
-	a.Load(8, rT, x86.M(rArgs, offTyped))
-	a.Load(8, rP, x86.M(rArgs, offPacked))
-	a.Load(8, rN, x86.M(rArgs, offN))
-	band := a.NewLabel()
-	a.Bind(band)
-	a.MovRR(x86.R9, rT)  // tile origin, typed
-	a.MovRR(x86.R10, rP) // tile origin, packed
-	emitTiles := func(rows, ntiles int64) {
-		tile := a.NewLabel()
-		a.MovImm(x86.R11, ntiles)
-		a.Bind(tile)
+	g.bandLoops(t, func(rows int64) {
 		a.MovRR(x86.R12, x86.R9)
 		a.MovRR(x86.R13, x86.R10)
 		a.MovImm(x86.RDX, tband)
@@ -644,37 +634,13 @@ func (g *gen) transposeCode(t *transposePlan) {
 		a.OpRI(x86.ADD, x86.R13, int32(t.c0*t.l))
 		a.Dec(x86.RDX)
 		a.Jcc(x86.CondNE, el)
-		g.addImm(x86.R9, rows*t.s0)
-		a.OpRI(x86.ADD, x86.R10, int32(rows*t.l))
-		a.Dec(x86.R11)
-		a.Jcc(x86.CondNE, tile)
-	}
-	if full := t.c0 / ttile; full > 0 {
-		emitTiles(ttile, full)
-	}
-	if rem := t.c0 % ttile; rem > 0 {
-		emitTiles(rem, 1)
-	}
-	a.OpRI(x86.ADD, rT, int32(tband*t.s1))
-	a.OpRI(x86.ADD, rP, int32(tbandSize))
-	a.Dec(rN)
-	a.Jcc(x86.CondNE, band)
+	})
 	g.epilogue()
 }
 
-// regTransposeCode emits the register-tiled variant of transposeCode (t.reg):
-// every 4 rows × 4 columns of 16-byte elements are four 64-byte loads (one
-// per row for pack, one per column for unpack), a 4×4 transpose of 128-bit
-// lanes by two rounds of vshufi64x2, and four 64-byte stores. With nt the
-// stores are non-temporal (the caller guarantees 64-byte aligned
-// destinations) and the function ends with sfence. With t.pf > 0 the rows of
-// the tile t.pf tiles ahead are prefetched, one prefetch per cache line.
 func (g *gen) regTransposeCode(t *transposePlan, nt bool) {
 	a := g.a
-	tband, ttile, tbandSize := t.dims(g.pack)
-	a.Load(8, rT, x86.M(rArgs, offTyped))
-	a.Load(8, rP, x86.M(rArgs, offPacked))
-	a.Load(8, rN, x86.M(rArgs, offN))
+	tband, ttile, _ := t.dims(g.pack)
 	col := t.c0 * t.l // packed bytes per column (one parent instance)
 	store := func(m x86.Mem, v x86.VReg) {
 		if nt {
@@ -715,15 +681,7 @@ func (g *gen) regTransposeCode(t *transposePlan, nt bool) {
 			}
 		}
 	}
-	band := a.NewLabel()
-	a.Bind(band)
-	a.MovRR(x86.R9, rT)  // tile origin, typed
-	a.MovRR(x86.R10, rP) // tile origin, packed
-	emitTiles := func(rows, ntiles int64) {
-		tile := a.NewLabel()
-		a.MovImm(x86.R11, ntiles)
-		a.Align(16)
-		a.Bind(tile)
+	g.bandLoops(t, func(rows int64) {
 		if t.pf > 0 {
 			ahead := t.pf * ttile * t.s0
 			for k := int64(0); k < rows; k++ {
@@ -758,6 +716,33 @@ func (g *gen) regTransposeCode(t *transposePlan, nt bool) {
 			a.Dec(x86.RDX)
 			a.Jcc(x86.CondNE, cgl)
 		}
+	})
+	g.usedVec = true
+	g.usedNT = nt
+	g.epilogue()
+}
+
+// bandLoops emits the loop nest both transpose generators share: bands of
+// tband columns (rN of them, typed origin rT, packed origin rP), each cut into
+// tiles of ttile rows and a last partial tile. inner emits one tile of rows
+// rows whose typed corner is [R9] and packed corner [R10]; it may use R12,
+// R13 and RDX.
+func (g *gen) bandLoops(t *transposePlan, inner func(rows int64)) {
+	a := g.a
+	tband, ttile, tbandSize := t.dims(g.pack)
+	a.Load(8, rT, x86.M(rArgs, offTyped))
+	a.Load(8, rP, x86.M(rArgs, offPacked))
+	a.Load(8, rN, x86.M(rArgs, offN))
+	band := a.NewLabel()
+	a.Bind(band)
+	a.MovRR(x86.R9, rT)  // tile origin, typed
+	a.MovRR(x86.R10, rP) // tile origin, packed
+	emitTiles := func(rows, ntiles int64) {
+		tile := a.NewLabel()
+		a.MovImm(x86.R11, ntiles)
+		a.Align(16)
+		a.Bind(tile)
+		inner(rows)
 		g.addImm(x86.R9, rows*t.s0)
 		a.OpRI(x86.ADD, x86.R10, int32(rows*t.l))
 		a.Dec(x86.R11)
@@ -773,9 +758,6 @@ func (g *gen) regTransposeCode(t *transposePlan, nt bool) {
 	a.OpRI(x86.ADD, rP, int32(tbandSize))
 	a.Dec(rN)
 	a.Jcc(x86.CondNE, band)
-	g.usedVec = true
-	g.usedNT = nt
-	g.epilogue()
 }
 
 // entry points inside one code blob
