@@ -343,19 +343,9 @@ func (e *Endpoint) PostAndRead(ops []Op, cq *CQ, out []Completion, spins int) (p
 	if len(ops) > 0 {
 		op = (*C.struct_weft_op)(unsafe.Pointer(&ops[0]))
 	}
-	var comp *C.struct_weft_comp
-	cnt := len(out)
-	if cnt > 0 {
-		comp = (*C.struct_weft_comp)(unsafe.Pointer(&out[0]))
-		if cnt > maxBatch {
-			cnt = maxBatch
-		}
-	}
-	if spins < 1 {
-		spins = 1
-	}
+	comp, cnt := compArg(out)
 	ret := C.weft_post_read(C.uintptr_t(e.fid), op, C.size_t(len(ops)),
-		C.uintptr_t(cq.fid), comp, C.size_t(cnt), C.int(spins))
+		C.uintptr_t(cq.fid), comp, cnt, spinArg(spins))
 	if ret >= 0 {
 		v := uint64(ret)
 		posted, n = int(v>>32)&(maxBatchOps-1), int(v&0xffffffff)
@@ -368,10 +358,7 @@ func (e *Endpoint) PostAndRead(ops []Op, cq *CQ, out []Completion, spins int) (p
 	if i < len(ops) {
 		return i, 0, postErr(ops, i, code)
 	}
-	if code == int(C.FI_EAVAIL) {
-		return len(ops), 0, cq.readErr()
-	}
-	return len(ops), 0, mkErr("fi_cq_read", -code)
+	return len(ops), 0, cq.readFail(code)
 }
 
 // WaitWord waits, inside one cgo call, until the 64-bit word at word is at
@@ -402,24 +389,11 @@ func (c *CQ) WaitWord(word *uint64, want uint64, out []Completion, spins int) (r
 	if uintptr(unsafe.Pointer(word))&7 != 0 {
 		return false, 0, errWaitAlign
 	}
-	var comp *C.struct_weft_comp
-	cnt := len(out)
-	if cnt > 0 {
-		comp = (*C.struct_weft_comp)(unsafe.Pointer(&out[0]))
-		if cnt > maxBatch {
-			cnt = maxBatch
-		}
-	}
-	if spins < 1 {
-		spins = 1
-	}
-	ret := C.weft_cq_wait_word(C.uintptr_t(c.fid), (*C.uint64_t)(unsafe.Pointer(word)), C.uint64_t(want), comp, C.size_t(cnt), C.int(spins))
+	comp, cnt := compArg(out)
+	ret := C.weft_cq_wait_word(C.uintptr_t(c.fid), (*C.uint64_t)(unsafe.Pointer(word)), C.uint64_t(want), comp, cnt, spinArg(spins))
 	if ret >= 0 {
 		return ret>>32 != 0, int(ret & 0xffffffff), nil
 	}
 	reached = atomic.LoadUint64(word) >= want
-	if ret == -C.FI_EAVAIL {
-		return reached, 0, c.readErr()
-	}
-	return reached, 0, mkErr("fi_cq_read", int(ret))
+	return reached, 0, c.readFail(int(-ret))
 }

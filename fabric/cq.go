@@ -91,28 +91,40 @@ func (c *CQ) read(out []Completion, spins int) (int, error) {
 	if c.closed.Load() {
 		return 0, closeds[opCQRead]
 	}
-	n := len(out)
-	if n == 0 {
+	if len(out) == 0 {
 		C.weft_cq_read(C.uintptr_t(c.fid), nil, 0, 1)
 		return 0, nil
 	}
-	if n > maxBatch {
-		n = maxBatch
-	}
-	if spins < 1 {
-		spins = 1
-	}
-	ret := C.weft_cq_read(C.uintptr_t(c.fid), (*C.struct_weft_comp)(unsafe.Pointer(&out[0])), C.size_t(n), C.int(spins))
+	comp, cnt := compArg(out)
+	ret := C.weft_cq_read(C.uintptr_t(c.fid), comp, cnt, spinArg(spins))
 	if ret > 0 {
 		return int(ret), nil
 	}
-	switch ret {
-	case -C.FI_EAGAIN:
+	if ret == -C.FI_EAGAIN {
 		return 0, nil
-	case -C.FI_EAVAIL:
-		return 0, c.readErr()
 	}
-	return 0, mkErr("fi_cq_read", int(ret))
+	return 0, c.readFail(int(-ret))
+}
+
+// compArg is out as the C completion array of at most maxBatch entries
+// (nil for an empty out).
+func compArg(out []Completion) (*C.struct_weft_comp, C.size_t) {
+	if len(out) == 0 {
+		return nil, 0
+	}
+	return (*C.struct_weft_comp)(unsafe.Pointer(&out[0])), C.size_t(min(len(out), maxBatch))
+}
+
+// spinArg is a spin count for C, at least 1.
+func spinArg(spins int) C.int { return C.int(max(spins, 1)) }
+
+// readFail converts a failed fi_cq_read (code is a positive libfabric
+// errno): an error completion is read and returned as a *CQError.
+func (c *CQ) readFail(code int) error {
+	if code == int(C.FI_EAVAIL) {
+		return c.readErr()
+	}
+	return mkErr("fi_cq_read", -code)
 }
 
 func (c *CQ) readErr() error {

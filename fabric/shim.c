@@ -197,16 +197,12 @@ int weft_mr_reg(uintptr_t domain, uintptr_t buf, size_t len, uint64_t access,
 	return 0;
 }
 
-ssize_t weft_cq_read(uintptr_t cqp, struct weft_comp *out, size_t count, int spins) {
-	struct fid_cq *cq = (struct fid_cq *)cqp;
+/* read_once is one fi_cq_read of at most count (<= 64) entries into out. */
+static inline ssize_t read_once(struct fid_cq *cq, struct weft_comp *out, size_t count) {
 	struct fi_cq_tagged_entry ent[64];
 	ssize_t n;
 	size_t i;
-	if (count > 64)
-		count = 64;
-	do {
-		n = fi_cq_read(cq, ent, count);
-	} while (n == -FI_EAGAIN && --spins > 0);
+	n = fi_cq_read(cq, ent, count);
 	for (i = 0; n > 0 && i < (size_t)n; i++) {
 		out[i].ctx = (uint64_t)(uintptr_t)ent[i].op_context;
 		out[i].flags = ent[i].flags;
@@ -214,6 +210,17 @@ ssize_t weft_cq_read(uintptr_t cqp, struct weft_comp *out, size_t count, int spi
 		out[i].data = ent[i].data;
 		out[i].tag = ent[i].tag;
 	}
+	return n;
+}
+
+ssize_t weft_cq_read(uintptr_t cqp, struct weft_comp *out, size_t count, int spins) {
+	struct fid_cq *cq = (struct fid_cq *)cqp;
+	ssize_t n;
+	if (count > 64)
+		count = 64;
+	do {
+		n = read_once(cq, out, count);
+	} while (n == -FI_EAGAIN && --spins > 0);
 	return n;
 }
 
@@ -506,22 +513,6 @@ int64_t weft_post_batch(uintptr_t ep, const struct weft_op *ops, size_t n) {
 			return weft_batch_err(i, ret);
 	}
 	return (int64_t)n;
-}
-
-/* read_once is one fi_cq_read of at most count (<= 64) entries into out. */
-static inline ssize_t read_once(struct fid_cq *cq, struct weft_comp *out, size_t count) {
-	struct fi_cq_tagged_entry ent[64];
-	ssize_t n;
-	size_t i;
-	n = fi_cq_read(cq, ent, count);
-	for (i = 0; n > 0 && i < (size_t)n; i++) {
-		out[i].ctx = (uint64_t)(uintptr_t)ent[i].op_context;
-		out[i].flags = ent[i].flags;
-		out[i].len = ent[i].len;
-		out[i].data = ent[i].data;
-		out[i].tag = ent[i].tag;
-	}
-	return n;
 }
 
 int64_t weft_post_read(uintptr_t ep, const struct weft_op *ops, size_t n,
