@@ -178,22 +178,7 @@ func (w *World) openEndpoints(n int, cfg *config) ([]*vci, error) {
 	}
 	avCount := 64
 	if cfg.shared {
-		info := w.info
-		var out []*vci
-		for i := 0; i < min(max(cfg.sharedEPs, 1), n); i++ {
-			dom, err := w.fab.OpenDomain(info)
-			if err != nil {
-				return out, errors.Join(fmt.Errorf("endpoint: open shared domain: %w", err), releaseAll(out))
-			}
-			v, err := openVCI(info, dom, cfg, avCount, true, w.log)
-			if err != nil {
-				dom.Close()
-				return out, errors.Join(err, releaseAll(out))
-			}
-			v.ownDom = true
-			out = append(out, v)
-		}
-		return out, nil
+		return w.openVCIs(w.fab, w.info, min(max(cfg.sharedEPs, 1), n), cfg, avCount, true)
 	}
 	w.mu.Lock()
 	if w.privInfo == nil {
@@ -213,13 +198,19 @@ func (w *World) openEndpoints(n int, cfg *config) ([]*vci, error) {
 	}
 	info, fab := w.privInfo, w.privFab
 	w.mu.Unlock()
+	return w.openVCIs(fab, info, n, cfg, avCount, false)
+}
+
+// openVCIs opens n endpoints, each in a domain of its own on fab; shared
+// ones are locked. On failure it closes what it opened.
+func (w *World) openVCIs(fab *fabric.Fabric, info *fabric.Info, n int, cfg *config, avCount int, shared bool) ([]*vci, error) {
 	var out []*vci
 	for i := 0; i < n; i++ {
 		dom, err := fab.OpenDomain(info)
 		if err != nil {
 			return out, errors.Join(fmt.Errorf("endpoint: open domain of endpoint %d: %w", i, err), releaseAll(out))
 		}
-		v, err := openVCI(info, dom, cfg, avCount, false, w.log)
+		v, err := openVCI(info, dom, cfg, avCount, shared, w.log)
 		if err != nil {
 			dom.Close()
 			return out, errors.Join(err, releaseAll(out))
