@@ -380,7 +380,12 @@ func (f *fabPath) untrack(id uint64) *pendingOp {
 	return op
 }
 
-// post retries an operation while the provider answers EAGAIN.
+// untracked is the id post gets for an operation with no completion
+// (injected): track never hands it out.
+const untracked = 0
+
+// post retries an operation while the provider answers EAGAIN; on failure
+// it untracks id.
 func (f *fabPath) post(id uint64, fn func() error) error {
 	wt := waiter{p: &f.w.wait, limit: opTimeout}
 	for {
@@ -622,25 +627,21 @@ func (f *fabPath) put(target, off int, data []byte) error {
 
 // injectPut is a Put of at most injMax bytes with fi_inject_write.
 func (f *fabPath) injectPut(target, off int, data []byte) error {
-	if !f.dirty[target] {
-		f.dirty[target] = true
-		f.nDirty++
+	f.markDirty(target)
+	if err := f.post(untracked, func() error {
+		return f.ep.InjectWrite(data, f.addrs[target], f.raddr(target, off), f.keys[target])
+	}); err != nil {
+		return fmt.Errorf("onesided: Put: %w", err)
 	}
-	wt := waiter{p: &f.w.wait, limit: opTimeout}
-	for {
-		err := f.ep.InjectWrite(data, f.addrs[target], f.raddr(target, off), f.keys[target])
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, fabric.ErrAgain) {
-			return fmt.Errorf("onesided: Put: %w", err)
-		}
-		if err := f.progress(); err != nil {
-			return err
-		}
-		if err := wt.pause(context.Background()); err != nil {
-			return err
-		}
+	return nil
+}
+
+// markDirty records an injected write to t that the next flush marker
+// must cover.
+func (f *fabPath) markDirty(t int) {
+	if !f.dirty[t] {
+		f.dirty[t] = true
+		f.nDirty++
 	}
 }
 
@@ -712,10 +713,7 @@ func (f *fabPath) flushMarkers(target int) error {
 // operations may only point at C memory) and then the signal word, in one
 // PostBatch.
 func (f *fabPath) injectSignal(target, off int, data []byte, sigOff int, val uint64) error {
-	if !f.dirty[target] {
-		f.dirty[target] = true
-		f.nDirty++
-	}
+	f.markDirty(target)
 	st := f.stage.Bytes()
 	binary.NativeEndian.PutUint64(st, val)
 	ops := f.ops[:0]
@@ -724,23 +722,14 @@ func (f *fabPath) injectSignal(target, off int, data []byte, sigOff int, val uin
 		ops = append(ops, fabric.InjectWriteOp(st[8:8+len(data)], f.addrs[target], f.raddr(target, off), f.keys[target]))
 	}
 	ops = append(ops, fabric.InjectWriteOp(st[:8], f.addrs[target], f.raddr(target, sigOff), f.keys[target]))
-	wt := waiter{p: &f.w.wait, limit: opTimeout}
-	for {
+	if err := f.post(untracked, func() error {
 		n, err := f.ep.PostBatch(ops)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, fabric.ErrAgain) {
-			return fmt.Errorf("onesided: PutSignal: %w", err)
-		}
-		ops = ops[n:] // the provider is full: drive progress, post the rest
-		if err := f.progress(); err != nil {
-			return err
-		}
-		if err := wt.pause(context.Background()); err != nil {
-			return err
-		}
+		ops = ops[n:] // on EAGAIN the rest is posted after progress
+		return err
+	}); err != nil {
+		return fmt.Errorf("onesided: PutSignal: %w", err)
 	}
+	return nil
 }
 
 func (f *fabPath) putSignal(target, off int, data []byte, sigOff int, val uint64) error {
