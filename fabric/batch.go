@@ -339,6 +339,7 @@ func (e *Endpoint) PostAndRead(ops []Op, cq *CQ, out []Completion, spins int) (p
 	if err := e.check(ops); err != nil {
 		return 0, 0, err
 	}
+	cq.yield.tick()
 	var op *C.struct_weft_op
 	if len(ops) > 0 {
 		op = (*C.struct_weft_op)(unsafe.Pointer(&ops[0]))
@@ -389,6 +390,7 @@ func (c *CQ) WaitWord(word *uint64, want uint64, out []Completion, spins int) (r
 	if uintptr(unsafe.Pointer(word))&7 != 0 {
 		return false, 0, errWaitAlign
 	}
+	c.yield.tick()
 	comp, cnt := compArg(out)
 	ret := C.weft_cq_wait_word(C.uintptr_t(c.fid), (*C.uint64_t)(unsafe.Pointer(word)), C.uint64_t(want), comp, cnt, spinArg(spins))
 	if ret >= 0 {

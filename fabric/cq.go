@@ -41,7 +41,8 @@ type cqErrRaw struct {
 // One goroutine at a time should read a CQ.
 type CQ struct {
 	*obj
-	dom *Domain
+	dom   *Domain
+	yield pollYield // see SetPollYield
 }
 
 // OpenCQ opens a completion queue with room for size entries (0 = provider
@@ -91,6 +92,7 @@ func (c *CQ) read(out []Completion, spins int) (int, error) {
 	if c.closed.Load() {
 		return 0, closeds[opCQRead]
 	}
+	c.yield.tick()
 	if len(out) == 0 {
 		C.weft_cq_read(C.uintptr_t(c.fid), nil, 0, 1)
 		return 0, nil

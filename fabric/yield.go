@@ -1,0 +1,109 @@
+package fabric
+
+import (
+	"os"
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+// A goroutine that busy-polls a CQ calls into C over and over and, between
+// the calls, never goes through the Go scheduler. After 10 ms on the same
+// scheduling slice the runtime's monitor thread (sysmon) marks it for
+// preemption; the mark cannot act on a goroutine that is inside C, so
+// sysmon takes its P away instead, and keeps doing so at every one of its
+// ticks (20 µs and up) for as long as the slice goes on: each time a thread
+// is woken to run the P, finds nothing and sleeps again, and the poller
+// leaves C without its P and must get one back. On a 2-vCPU machine this
+// doubled the 8-byte shm ping-pong latency. A poller that yields at least
+// once per millisecond starts a new slice each time and is never retaken.
+//
+// pollYield is that yield, shared by every CQ polling entry point (CQ.Read,
+// CQ.ReadSpin, CQ.WaitWord, Endpoint.PostAndRead). It counts calls and
+// looks at the clock once every pollCheckEvery calls, so the hot path pays
+// one atomic add per call.
+type pollYield struct {
+	calls atomic.Uint32
+	last  atomic.Int64 // monoNanos of the last yield
+}
+
+// pollCheckEvery is how many polls pass between two looks at the clock. A
+// poll spins at most a few hundred microseconds in C (1024 empty reads are
+// about 35 µs here), so 64 polls stay well inside the runtime's 10 ms.
+const pollCheckEvery = 64
+
+// pollYieldNanos is the poll-yield interval; 0 turns yielding off. From
+// WEFT_POLL_YIELD (a Go duration, default 1ms; "0" or "off" disables), or
+// SetPollYield.
+var pollYieldNanos atomic.Int64
+
+func init() {
+	pollYieldNanos.Store(int64(pollYieldFromEnv(os.Getenv("WEFT_POLL_YIELD"))))
+}
+
+// DefaultPollYield is the default interval of SetPollYield.
+const DefaultPollYield = time.Millisecond
+
+// pollYieldFromEnv parses WEFT_POLL_YIELD; a value that does not parse, or
+// a negative one, gives the default.
+func pollYieldFromEnv(v string) time.Duration {
+	switch v {
+	case "":
+		return DefaultPollYield
+	case "0", "off":
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		log.Warn("ignoring WEFT_POLL_YIELD", "value", v)
+		return DefaultPollYield
+	}
+	return d
+}
+
+// SetPollYield sets how often a goroutine that keeps polling completion
+// queues (CQ.Read, CQ.ReadSpin, CQ.WaitWord, Endpoint.PostAndRead) yields
+// the processor with runtime.Gosched, and returns the previous interval.
+// The yield keeps the Go runtime from taking the processor away from a
+// poller that spends nearly all its time inside libfabric, which costs
+// thread switches on every later poll (see the package documentation,
+// "Polling"). d ≤ 0 turns it off. The default is DefaultPollYield, or the
+// environment variable WEFT_POLL_YIELD (a Go duration; "0" or "off" turns
+// it off). Intervals well under the runtime's 10 ms preemption slice work;
+// the cost is one Gosched per interval. The interval is process-wide.
+func SetPollYield(d time.Duration) time.Duration {
+	return time.Duration(pollYieldNanos.Swap(int64(max(d, 0))))
+}
+
+// monoEpoch anchors monoNanos.
+var monoEpoch = time.Now()
+
+// monoNanos is monotonic nanoseconds since monoEpoch.
+func monoNanos() int64 { return int64(time.Since(monoEpoch)) }
+
+// tick counts one poll and yields when the interval has passed since the
+// last yield of this object's pollers.
+func (y *pollYield) tick() {
+	if y.calls.Add(1)%pollCheckEvery == 0 {
+		y.check()
+	}
+}
+
+// check is tick's slow path, kept out of line so tick inlines.
+//
+//go:noinline
+func (y *pollYield) check() {
+	every := pollYieldNanos.Load()
+	if every <= 0 {
+		return
+	}
+	now := monoNanos()
+	if now-y.last.Load() < every {
+		return
+	}
+	y.last.Store(now)
+	yieldHook()
+}
+
+// yieldHook is runtime.Gosched; tests count calls through it.
+var yieldHook = runtime.Gosched

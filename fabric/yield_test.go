@@ -1,0 +1,107 @@
+package fabric
+
+import (
+	"testing"
+	"time"
+)
+
+// countYields replaces the yield with a counter for the test's duration.
+func countYields(t *testing.T) *int {
+	t.Helper()
+	n := 0
+	old := yieldHook
+	yieldHook = func() { n++ }
+	t.Cleanup(func() { yieldHook = old })
+	return &n
+}
+
+func TestPollYieldFromEnv(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want time.Duration
+	}{
+		{"", DefaultPollYield},
+		{"off", 0},
+		{"0", 0},
+		{"250us", 250 * time.Microsecond},
+		{"5ms", 5 * time.Millisecond},
+		{"soon", DefaultPollYield},
+		{"-1ms", DefaultPollYield},
+	} {
+		if got := pollYieldFromEnv(c.in); got != c.want {
+			t.Errorf("WEFT_POLL_YIELD=%q: %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+func TestPollYieldTick(t *testing.T) {
+	n := countYields(t)
+	old := SetPollYield(time.Nanosecond)
+	t.Cleanup(func() { SetPollYield(old) })
+
+	var y pollYield
+	for range pollCheckEvery - 1 {
+		y.tick()
+	}
+	if *n != 0 {
+		t.Fatalf("yielded %d times before the %dth call", *n, pollCheckEvery)
+	}
+	y.tick()
+	if *n != 1 {
+		t.Fatalf("interval passed: %d yields after %d calls, want 1", *n, pollCheckEvery)
+	}
+
+	SetPollYield(time.Hour) // the interval has not passed since the last yield
+	for range 4 * pollCheckEvery {
+		y.tick()
+	}
+	if *n != 1 {
+		t.Fatalf("interval not passed: %d yields, want 1", *n)
+	}
+
+	if prev := SetPollYield(0); prev != time.Hour {
+		t.Fatalf("SetPollYield returned %v, want 1h", prev)
+	}
+	y.last.Store(0)
+	for range 4 * pollCheckEvery {
+		y.tick()
+	}
+	if *n != 1 {
+		t.Fatalf("yield off: %d yields, want 1", *n)
+	}
+	if SetPollYield(-time.Second); pollYieldNanos.Load() != 0 {
+		t.Fatalf("negative interval stored as %d", pollYieldNanos.Load())
+	}
+}
+
+// TestPollingYields drives the real polling entry points on an empty shm CQ
+// and checks that each of them goes through the yield.
+func TestPollingYields(t *testing.T) {
+	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg})
+	n := countYields(t)
+	old := SetPollYield(time.Nanosecond)
+	t.Cleanup(func() { SetPollYield(old) })
+
+	var comps [4]Completion
+	var word uint64
+	calls := []struct {
+		name string
+		poll func() error
+	}{
+		{"Read", func() error { _, err := p.a.cq.Read(comps[:]); return err }},
+		{"ReadSpin", func() error { _, err := p.a.cq.ReadSpin(comps[:], 2); return err }},
+		{"WaitWord", func() error { _, _, err := p.a.cq.WaitWord(&word, 1, comps[:], 2); return err }},
+		{"PostAndRead", func() error { _, _, err := p.a.ep.PostAndRead(nil, p.a.cq, comps[:], 2); return err }},
+	}
+	for _, c := range calls {
+		before := *n
+		for range pollCheckEvery {
+			if err := c.poll(); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+		}
+		if *n != before+1 {
+			t.Errorf("%s: %d yields in %d polls, want 1", c.name, *n-before, pollCheckEvery)
+		}
+	}
+}
