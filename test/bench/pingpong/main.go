@@ -54,7 +54,7 @@ func main() {
 	provider := flag.String("provider", envOr("WEFT_PROVIDER", "shm"), "libfabric provider")
 	sizesFlag := flag.String("sizes", envOr("WEFT_PINGPONG_SIZES", "8,64,512,4k,32k,256k,1m"), "message sizes (k, m suffixes)")
 	reps := flag.Int("reps", atoi(envOr("WEFT_PINGPONG_REPS", "5")), "repetitions per size and tool")
-	iters := flag.Int("iters", atoi(envOr("WEFT_PINGPONG_ITERS", "10000")), "iterations at the smallest size")
+	iters := flag.Int("iters", atoi(envOr("WEFT_PINGPONG_ITERS", "100000")), "iterations at ≤ 4 KiB (scaled down above; both programs get the same count)")
 	size := flag.Int("size", 0, "internal: message size for -role")
 	fiPath := flag.String("fi_pingpong", "fi_pingpong", "path of libfabric's fi_pingpong")
 	pathFlag := flag.String("path", envOr("WEFT_PINGPONG_PATH", "batch"), "weft's loop: batch (PostAndRead: one cgo call per step), plain (one call per operation) or both")
