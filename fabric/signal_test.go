@@ -121,7 +121,7 @@ func TestSignalApplyBounds(t *testing.T) {
 		sig(orphan[2]),
 		sig(badOrigin),
 		{Context: 3, Flags: CompRecv, Data: set(16, 1)}, // signal bits but no CompRemoteCQData
-		sig(3<<62 | 3<<60),                              // part 3 does not exist
+		sig(3<<62 | 3<<60), // part 3 does not exist
 	}
 	kept := s.Apply(c)
 	want := []uint64{1, badSlot, 0x1234, badCommit[2], orphan[2], badOrigin, set(16, 1), 3<<62 | 3<<60}
