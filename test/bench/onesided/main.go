@@ -17,6 +17,12 @@
 //	weft-*-spin   the same with pure spinning waiters (WEFT_ONESIDED_SPIN=1e9);
 //	              without -spin the ranks use the library's default wait
 //	              policy (or whatever WEFT_ONESIDED_* the caller exported)
+//	weft-shm-waw, weft-shm-cqdata (also with -spin)
+//	              weft-shm with the signal ordering forced
+//	              (WEFT_ONESIDED_ORDER=waw: data and flag as two injected
+//	              writes; cqdata: one write, the flag in its remote CQ
+//	              data); plain weft-shm takes the library's choice (cqdata
+//	              on shm)
 //	fi_pingpong   libfabric's fi_pingpong -p shm -e rdm, 8 B (the reference
 //	              for "through libfabric shm ≤ 1.2× fi_pingpong 8 B")
 //	mpich, ompi   bin/mpi_put_{mpich,ompi} from mpi_put.c (build.sh)
@@ -172,13 +178,20 @@ func driver(sizes []int) error {
 			var err error
 			ctx, cancel := context.WithTimeout(context.Background(), *timeoutF)
 			switch tool {
-			case "weft-direct", "weft-shm", "weft-direct-spin", "weft-shm-spin":
+			case "weft-direct", "weft-shm", "weft-direct-spin", "weft-shm-spin",
+				"weft-shm-waw", "weft-shm-waw-spin", "weft-shm-cqdata", "weft-shm-cqdata-spin":
 				p := strings.TrimPrefix(tool, "weft-")
 				var renv []string
 				if strings.HasSuffix(p, "-spin") {
 					// Pure spinning: the waiter never gives its core away.
 					p = strings.TrimSuffix(p, "-spin")
 					renv = append(renv, "WEFT_ONESIDED_SPIN=1000000000")
+				}
+				for _, o := range []string{"waw", "cqdata"} {
+					if strings.HasSuffix(p, "-"+o) {
+						p = strings.TrimSuffix(p, "-"+o)
+						renv = append(renv, "WEFT_ONESIDED_ORDER="+o)
+					}
 				}
 				var buf bytes.Buffer
 				err = launch.Run(ctx, launch.Config{NP: 2, Launcher: "local",
@@ -222,7 +235,7 @@ func driver(sizes []int) error {
 		}
 		// Pair this repetition's PutSignal ping-pong with fi_pingpong's.
 		if f := res["fi_pingpong"]["ps_lat"][8]; len(f) > before["fi_pingpong"] {
-			for _, t := range []string{"weft-shm", "weft-shm-spin"} {
+			for _, t := range shmTools {
 				if d := res[t]["ps_lat"][8]; len(d) > before[t] {
 					pairedRatios[t] = append(pairedRatios[t], d[len(d)-1]/f[len(f)-1])
 				}
@@ -230,7 +243,7 @@ func driver(sizes []int) error {
 		}
 	}
 	printTable(res, sizes, want)
-	for _, t := range []string{"weft-shm", "weft-shm-spin"} {
+	for _, t := range shmTools {
 		if r := pairedRatios[t]; len(r) > 0 {
 			sort.Float64s(r)
 			fmt.Printf("%s / fi_pingpong at 8 B, per repetition (same rep, back to back): median %.2f of %d %v\n",
@@ -239,6 +252,9 @@ func driver(sizes []int) error {
 	}
 	return nil
 }
+
+// shmTools are the tools whose 8-byte ps_lat is compared with fi_pingpong.
+var shmTools = []string{"weft-shm", "weft-shm-spin", "weft-shm-waw", "weft-shm-waw-spin", "weft-shm-cqdata", "weft-shm-cqdata-spin"}
 
 // pairedRatios[tool] holds, per repetition, the tool's 8-byte ps_lat over
 // fi_pingpong's from the same repetition (run back to back, so a burst of
@@ -334,7 +350,7 @@ func printTable(res results, sizes []int, tools []string) {
 			}
 		}
 	}
-	for _, t := range []string{"weft-shm", "weft-shm-spin"} {
+	for _, t := range shmTools {
 		if d, f := res.median(t, "ps_lat", 8), res.median("fi_pingpong", "ps_lat", 8); !math.IsNaN(d) && !math.IsNaN(f) {
 			fmt.Printf("\n%s PutSignal ping-pong / fi_pingpong at 8 B: %.2f (target ≤ 1.2)\n", t, d/f)
 		}
