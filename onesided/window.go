@@ -617,7 +617,11 @@ func (w *Window) Get(target, offset int, dst []byte) error {
 // later call on the window drives progress (WaitSignal, TestSignal, Flush,
 // Fence, further operations): a rank that must not stall its peers calls
 // Flush(target) before going quiet. Signals to one target are written in
-// the order they were asked for.
+// the order they were asked for. With OrderCQData the target stores the
+// signal itself when it next reads its completion queue (any call on its
+// window that drives progress, and every Fence); write signal words only
+// with PutSignal and Signal then (a later Put or atomic to the word from
+// the same origin may land before the signal).
 func (w *Window) PutSignal(target int, data []byte, offset, signalOffset int, value uint64) error {
 	if err := w.check("PutSignal", target, offset, len(data)); err != nil {
 		return err
