@@ -24,21 +24,22 @@ type OpKind uint64
 // Operation kinds. The zero value is invalid. Each kind takes the fields
 // named next to it; the others are ignored.
 const (
-	OpKindRecv        OpKind = iota + 1 // fi_recv: Buf, Len, Desc, Addr (source; AddrUnspec = any), Ctx
-	OpKindSend                          // fi_send: Buf, Len, Desc, Addr, Ctx
-	OpKindSendData                      // fi_senddata: Send's fields and Data
-	OpKindInject                        // fi_inject: Buf, Len (≤ Info.InjectSize), Addr; no completion
-	OpKindInjectData                    // fi_injectdata: Inject's fields and Data
-	OpKindTRecv                         // fi_trecv: Buf, Len, Desc, Addr, Tag, Ignore, Ctx
-	OpKindTSend                         // fi_tsend: Buf, Len, Desc, Addr, Tag, Ctx
-	OpKindTSendData                     // fi_tsenddata: TSend's fields and Data
-	OpKindTInject                       // fi_tinject: Buf, Len (≤ Info.InjectSize), Addr, Tag; no completion
-	OpKindTInjectData                   // fi_tinjectdata: TInject's fields and Data
-	OpKindWrite                         // fi_write: Buf, Len, Desc, Addr, RAddr, Key, Ctx
-	OpKindWriteData                     // fi_writedata: Write's fields and Data
-	OpKindInjectWrite                   // fi_inject_write: Buf, Len (≤ Info.InjectSize), Addr, RAddr, Key; no completion
-	OpKindRead                          // fi_read: Buf, Len, Desc, Addr (source), RAddr, Key, Ctx
-	OpKindWriteMsg                      // fi_writemsg: Write's fields, Data, Flags (OpFence, OpDeliveryComplete, OpInject, ...)
+	OpKindRecv            OpKind = iota + 1 // fi_recv: Buf, Len, Desc, Addr (source; AddrUnspec = any), Ctx
+	OpKindSend                              // fi_send: Buf, Len, Desc, Addr, Ctx
+	OpKindSendData                          // fi_senddata: Send's fields and Data
+	OpKindInject                            // fi_inject: Buf, Len (≤ Info.InjectSize), Addr; no completion
+	OpKindInjectData                        // fi_injectdata: Inject's fields and Data
+	OpKindTRecv                             // fi_trecv: Buf, Len, Desc, Addr, Tag, Ignore, Ctx
+	OpKindTSend                             // fi_tsend: Buf, Len, Desc, Addr, Tag, Ctx
+	OpKindTSendData                         // fi_tsenddata: TSend's fields and Data
+	OpKindTInject                           // fi_tinject: Buf, Len (≤ Info.InjectSize), Addr, Tag; no completion
+	OpKindTInjectData                       // fi_tinjectdata: TInject's fields and Data
+	OpKindWrite                             // fi_write: Buf, Len, Desc, Addr, RAddr, Key, Ctx
+	OpKindWriteData                         // fi_writedata: Write's fields and Data
+	OpKindInjectWrite                       // fi_inject_write: Buf, Len (≤ Info.InjectSize), Addr, RAddr, Key; no completion
+	OpKindRead                              // fi_read: Buf, Len, Desc, Addr (source), RAddr, Key, Ctx
+	OpKindWriteMsg                          // fi_writemsg: Write's fields, Data, Flags (OpFence, OpDeliveryComplete, OpInject, ...)
+	OpKindInjectWriteData                   // fi_inject_writedata: InjectWrite's fields and Data (Len may be 0); no completion at the origin
 	numOpKinds
 )
 
@@ -46,11 +47,13 @@ const (
 var kindOps = [numOpKinds]opID{
 	0, opRecv, opSend, opSendData, opInject, opInjectData, opTRecv, opTSend,
 	opTSendData, opTInject, opTInjectData, opWrite, opWriteData, opInjectWrite, opRead, opWriteMsg,
+	opInjectWriteData,
 }
 
 var kindNames = [numOpKinds]string{
 	"invalid", "Recv", "Send", "SendData", "Inject", "InjectData", "TRecv", "TSend",
 	"TSendData", "TInject", "TInjectData", "Write", "WriteData", "InjectWrite", "Read", "WriteMsg",
+	"InjectWriteData",
 }
 
 // String returns the kind's name ("TInject", ...).
@@ -195,6 +198,16 @@ func InjectWriteOp(buf []byte, dest Addr, raddr, key uint64) Op {
 	return o
 }
 
+// InjectWriteDataOp is an OpKindInjectWriteData: InjectWriteOp that also
+// delivers data in a completion at the target (Flags has CompRemoteCQData;
+// needs Info.CQDataSize > 0). buf may be empty: the write then carries
+// only the CQ data.
+func InjectWriteDataOp(buf []byte, data uint64, dest Addr, raddr, key uint64) Op {
+	o := InjectWriteOp(buf, dest, raddr, key)
+	o.Kind, o.Data = OpKindInjectWriteData, data
+	return o
+}
+
 // ReadOp is an OpKindRead into buf from raddr in the peer's region key.
 func ReadOp(buf []byte, desc Desc, src Addr, raddr, key, ctx uint64) Op {
 	o := bufOp(OpKindRead, buf)
@@ -241,7 +254,7 @@ func (e *Endpoint) check(ops []Op) error {
 			return fmt.Errorf("fabric: PostBatch: op %d (%v): nil Buf with Len %d: %w", i, o.Kind, o.Len, ErrInvalid)
 		}
 		switch o.Kind {
-		case OpKindInject, OpKindInjectData, OpKindTInject, OpKindTInjectData, OpKindInjectWrite:
+		case OpKindInject, OpKindInjectData, OpKindTInject, OpKindTInjectData, OpKindInjectWrite, OpKindInjectWriteData:
 			if o.Len > uintptr(e.injectMax) {
 				return fmt.Errorf("fabric: PostBatch: op %d (%v): %d bytes > inject size %d: %w", i, o.Kind, o.Len, e.injectMax, ErrInvalid)
 			}
@@ -251,7 +264,7 @@ func (e *Endpoint) check(ops []Op) error {
 			}
 		}
 		switch o.Kind {
-		case OpKindWrite, OpKindWriteData, OpKindInjectWrite, OpKindRead, OpKindWriteMsg:
+		case OpKindWrite, OpKindWriteData, OpKindInjectWrite, OpKindRead, OpKindWriteMsg, OpKindInjectWriteData:
 			if o.RAddr == noAddr {
 				return fmt.Errorf("fabric: PostBatch: op %d (%v): remote address is MR.RemoteAddr's \"outside the region\" value: %w", i, o.Kind, ErrInvalid)
 			}

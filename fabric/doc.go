@@ -24,6 +24,11 @@
 // runtime.Pinner until deregistered), or Go memory the caller pinned. CQ.Read
 // fills the caller's []Completion in C and returns a batch.
 //
+// Endpoint.PostBatch posts several operations in one call; CQ.WaitWord
+// polls a memory word while reading the CQ, in C; CQ.ReadSignals and
+// CQ.WaitWordSignals also store put-with-signal flags that peers send in
+// remote CQ data (EncodeSignal) into a SignalSink's memory, in the same call.
+//
 // # Polling
 //
 // A goroutine that busy-polls (CQ.Read, CQ.ReadSpin, CQ.WaitWord,

@@ -318,6 +318,22 @@ func (e *Endpoint) InjectWrite(buf []byte, dest Addr, raddr, key uint64) error {
 	return opErr(opInjectWrite, C.weft_inject_write(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uint64_t(dest), C.uint64_t(raddr), C.uint64_t(key)))
 }
 
+// InjectWriteData is InjectWrite that also delivers data in a completion
+// at the target (Flags has CompRemoteCQData; needs Info.CQDataSize > 0).
+// buf may be empty: the write then carries only the CQ data.
+func (e *Endpoint) InjectWriteData(buf []byte, data uint64, dest Addr, raddr, key uint64) error {
+	if e.closed.Load() {
+		return closeds[opInjectWriteData]
+	}
+	if len(buf) > e.injectMax {
+		return errInjectSize[opInjectWriteData]
+	}
+	if raddr == noAddr {
+		return errNoAddr[opInjectWriteData]
+	}
+	return opErr(opInjectWriteData, C.weft_inject_writedata(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uint64_t(data), C.uint64_t(dest), C.uint64_t(raddr), C.uint64_t(key)))
+}
+
 // Read posts an RMA read from the peer's raddr into buf.
 func (e *Endpoint) Read(buf []byte, desc Desc, src Addr, raddr, key uint64, ctx uint64) error {
 	if e.closed.Load() {

@@ -132,6 +132,7 @@ const (
 	opWriteData
 	opWriteMsg
 	opInjectWrite
+	opInjectWriteData
 	opRead
 	opAtomic
 	opFetchAtomic
@@ -152,7 +153,7 @@ const (
 var opNames = [numOps]string{
 	"fi_send", "fi_senddata", "fi_recv", "fi_inject", "fi_injectdata",
 	"fi_tsend", "fi_tsenddata", "fi_tinject", "fi_tinjectdata", "fi_trecv",
-	"fi_write", "fi_writedata", "fi_writemsg", "fi_inject_write", "fi_read",
+	"fi_write", "fi_writedata", "fi_writemsg", "fi_inject_write", "fi_inject_writedata", "fi_read",
 	"fi_atomic", "fi_fetch_atomic", "fi_compare_atomic", "fi_atomicmsg", "fi_inject_atomic",
 	"fi_sendv", "fi_recvv", "fi_tsendv", "fi_trecvv", "fi_writev", "fi_readv",
 	"fi_cancel", "fi_cq_read",

@@ -17,6 +17,9 @@ static void weft_layouts(size_t *out) {
 	out[9] = sizeof(struct weft_op);
 	out[10] = offsetof(struct weft_op, buf);
 	out[11] = offsetof(struct weft_op, ctx);
+	out[12] = WEFT_OP_WRITEMSG;
+	out[13] = WEFT_OP_INJECTWRITEDATA;
+	out[14] = WEFT_SIG_MAX_SLOT_BITS;
 }
 */
 import "C"
@@ -24,11 +27,12 @@ import "C"
 import "unsafe"
 
 // cLayouts returns sizes and offsets of the C structs that Go types mirror
-// (Completion, cqErrRaw, infoFacts, Op), for the layout test.
-func cLayouts() [12]uintptr {
-	var out [12]C.size_t
+// (Completion, cqErrRaw, infoFacts, Op), the C numbers of two op kinds and
+// the signal encoding's slot-bit limit, for the layout test.
+func cLayouts() [15]uintptr {
+	var out [15]C.size_t
 	C.weft_layouts(&out[0])
-	var r [12]uintptr
+	var r [15]uintptr
 	for i, v := range out {
 		r[i] = uintptr(v)
 	}
@@ -36,15 +40,16 @@ func cLayouts() [12]uintptr {
 }
 
 // goLayouts returns the same facts for the Go mirrors.
-func goLayouts() [12]uintptr {
+func goLayouts() [15]uintptr {
 	var c Completion
 	var e cqErrRaw
 	var f infoFacts
 	var o Op
-	return [12]uintptr{
+	return [15]uintptr{
 		unsafe.Sizeof(c), unsafe.Offsetof(c.Len), unsafe.Offsetof(c.Tag),
 		unsafe.Sizeof(e), unsafe.Offsetof(e.Err), unsafe.Offsetof(e.Text),
 		unsafe.Sizeof(f), unsafe.Offsetof(f.InjectSize), unsafe.Offsetof(f.AddrFormat),
 		unsafe.Sizeof(o), unsafe.Offsetof(o.Buf), unsafe.Offsetof(o.Ctx),
+		uintptr(OpKindWriteMsg), uintptr(OpKindInjectWriteData), MaxSignalSlotBits,
 	}
 }

@@ -350,6 +350,11 @@ ssize_t weft_inject_write(uintptr_t ep, void *buf, size_t len, uint64_t dest, ui
 		return -FI_ENOSYS;
 	return fi_inject_write(EP(ep), buf, len, dest, raddr, key);
 }
+ssize_t weft_inject_writedata(uintptr_t ep, void *buf, size_t len, uint64_t data, uint64_t dest, uint64_t raddr, uint64_t key) {
+	if (!EP(ep)->rma)
+		return -FI_ENOSYS;
+	return fi_inject_writedata(EP(ep), buf, len, data, dest, raddr, key);
+}
 ssize_t weft_read(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t src, uint64_t raddr, uint64_t key, uint64_t ctx) {
 	if (!EP(ep)->rma)
 		return -FI_ENOSYS;
@@ -496,6 +501,8 @@ static ssize_t weft_post_one(uintptr_t ep, const struct weft_op *o) {
 		return weft_read(ep, o->buf, o->len, o->desc, o->addr, o->raddr, o->key, o->ctx);
 	case WEFT_OP_WRITEMSG:
 		return weft_writemsg(ep, o->buf, o->len, o->desc, o->data, o->addr, o->raddr, o->key, o->ctx, o->flags);
+	case WEFT_OP_INJECTWRITEDATA:
+		return weft_inject_writedata(ep, o->buf, o->len, o->data, o->addr, o->raddr, o->key);
 	}
 	return -FI_EINVAL; /* Go validates kinds first */
 }
@@ -561,6 +568,126 @@ int64_t weft_cq_wait_word(uintptr_t cqp, const volatile uint64_t *word, uint64_t
 			return ret;
 	} while (--spins > 0);
 	if (__atomic_load_n(word, __ATOMIC_ACQUIRE) >= want)
+		return (int64_t)1 << 32;
+	return 0;
+}
+
+/* Signals carried in remote CQ data (signal.go has the encoding). */
+
+static inline uint64_t sig_mask(unsigned b) { return b >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << b) - 1); }
+
+/* sig_one stores the signal d into mem; 0 when it did, -1 when d is not a
+ * valid signal for this sink (the entry is then handed back as an ordinary
+ * completion). Every index is checked against nslots or norigins before
+ * memory is touched. */
+static int sig_one(uint64_t d, uint64_t *mem, uint64_t nslots, unsigned sbits,
+		uint64_t *stage, uint64_t norigins) {
+	uint64_t slot, origin, v;
+	unsigned part;
+	if (sbits > WEFT_SIG_MAX_SLOT_BITS)
+		return -1;
+	if ((d >> 62) == 2) { /* set: slot, value */
+		unsigned vb = 62 - sbits;
+		slot = (d >> vb) & sig_mask(sbits);
+		if (slot >= nslots)
+			return -1;
+		__atomic_store_n(&mem[slot], d & sig_mask(vb), __ATOMIC_RELEASE);
+		return 0;
+	}
+	if ((d >> 62) != 3)
+		return -1;
+	part = (unsigned)(d >> 60) & 3;
+	switch (part) {
+	case 0: /* high half */
+	case 1: /* low half */
+		origin = (d >> 32) & sig_mask(28);
+		if (origin >= norigins)
+			return -1;
+		stage[2 * origin + part] = (d & 0xffffffffu) | ((uint64_t)1 << 32);
+		return 0;
+	case 2: /* commit */
+		origin = (d >> sbits) & sig_mask(60 - sbits);
+		slot = d & sig_mask(sbits);
+		if (origin >= norigins || slot >= nslots)
+			return -1;
+		if (!(stage[2 * origin] >> 32) || !(stage[2 * origin + 1] >> 32))
+			return -1; /* a half is missing */
+		v = (stage[2 * origin] << 32) | (stage[2 * origin + 1] & 0xffffffffu);
+		stage[2 * origin] = stage[2 * origin + 1] = 0;
+		__atomic_store_n(&mem[slot], v, __ATOMIC_RELEASE);
+		return 0;
+	}
+	return -1;
+}
+
+size_t weft_sig_apply(struct weft_comp *c, size_t n, uint64_t *mem, uint64_t nslots, int slot_bits,
+		uint64_t *stage, uint64_t norigins, uint64_t *applied) {
+	size_t i, k = 0;
+	for (i = 0; i < n; i++) {
+		if ((c[i].flags & FI_REMOTE_CQ_DATA) &&
+				sig_one(c[i].data, mem, nslots, (unsigned)slot_bits, stage, norigins) == 0) {
+			(*applied)++;
+			continue;
+		}
+		if (k != i)
+			c[k] = c[i];
+		k++;
+	}
+	return k;
+}
+
+/* sig_drain reads cq until a read returns fewer entries than asked for (the
+ * queue was empty: every completion the provider had generated so far has
+ * been read) or out is full, applying signals as it goes. It returns how
+ * many other completions it left in out; when it read nothing but an
+ * error, the (negative) error. An error after other completions is left
+ * queued for the next read. */
+static ssize_t sig_drain(struct fid_cq *cq, struct weft_comp *out, size_t count,
+		uint64_t *mem, uint64_t nslots, int slot_bits, uint64_t *stage, uint64_t norigins,
+		uint64_t *applied) {
+	size_t total = 0, room, kept;
+	ssize_t n;
+	int reads;
+	for (reads = 0; reads < WEFT_SIG_MAX_READS; reads++) {
+		room = count - total;
+		n = read_once(cq, out + total, room);
+		if (n < 0)
+			return total > 0 ? (ssize_t)total : n;
+		kept = weft_sig_apply(out + total, (size_t)n, mem, nslots, slot_bits, stage, norigins, applied);
+		total += kept;
+		if ((size_t)n < room || total == count)
+			break;
+	}
+	return (ssize_t)total;
+}
+
+int64_t weft_cq_signals(uintptr_t cqp, uint64_t *mem, uint64_t nslots, int slot_bits,
+		uint64_t *stage, uint64_t norigins, uint64_t *applied,
+		const volatile uint64_t *word, uint64_t want,
+		struct weft_comp *out, size_t count, int spins) {
+	struct fid_cq *cq = (struct fid_cq *)cqp;
+	uint64_t before;
+	ssize_t ret;
+	if (count > 64)
+		count = 64;
+	if (count == 0)
+		return -FI_EINVAL;
+	do {
+		if (word && __atomic_load_n(word, __ATOMIC_ACQUIRE) >= want)
+			return (int64_t)1 << 32;
+		before = *applied;
+		ret = sig_drain(cq, out, count, mem, nslots, slot_bits, stage, norigins, applied);
+		if (ret > 0) {
+			if (word && __atomic_load_n(word, __ATOMIC_ACQUIRE) >= want)
+				return ((int64_t)1 << 32) | ret;
+			return ret;
+		}
+		if (ret < 0 && ret != -FI_EAGAIN)
+			return ret;
+		if (!word && *applied != before)
+			return 0; /* a plain read returns once something happened */
+	} while (--spins > 0);
+	if (word && __atomic_load_n(word, __ATOMIC_ACQUIRE) >= want)
 		return (int64_t)1 << 32;
 	return 0;
 }

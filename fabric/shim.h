@@ -138,6 +138,7 @@ ssize_t weft_write(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t
 ssize_t weft_writedata(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t data, uint64_t dest, uint64_t raddr, uint64_t key, uint64_t ctx);
 ssize_t weft_writemsg(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t data, uint64_t dest, uint64_t raddr, uint64_t key, uint64_t ctx, uint64_t flags);
 ssize_t weft_inject_write(uintptr_t ep, void *buf, size_t len, uint64_t dest, uint64_t raddr, uint64_t key);
+ssize_t weft_inject_writedata(uintptr_t ep, void *buf, size_t len, uint64_t data, uint64_t dest, uint64_t raddr, uint64_t key);
 ssize_t weft_read(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t src, uint64_t raddr, uint64_t key, uint64_t ctx);
 ssize_t weft_atomic(uintptr_t ep, void *buf, size_t count, uintptr_t desc, uint64_t dest, uint64_t raddr, uint64_t key, int dt, int op, uint64_t ctx);
 ssize_t weft_fetch_atomic(uintptr_t ep, void *buf, size_t count, uintptr_t desc, void *res, uintptr_t rdesc, uint64_t dest, uint64_t raddr, uint64_t key, int dt, int op, uint64_t ctx);
@@ -189,6 +190,7 @@ enum {
 	WEFT_OP_INJECTWRITE,
 	WEFT_OP_READ,
 	WEFT_OP_WRITEMSG,
+	WEFT_OP_INJECTWRITEDATA,
 };
 // weft_post_batch posts ops[0..n) in order and stops at the first failure.
 // It returns n when every op was posted, else -((i << 32) | -ret) for the
@@ -208,6 +210,25 @@ int64_t weft_post_read(uintptr_t ep, const struct weft_op *ops, size_t n,
 // when it yielded n > 0 completions; 0 when spins ran out; a negative
 // libfabric code when the read failed (-FI_EAVAIL: read the error entry).
 int64_t weft_cq_wait_word(uintptr_t cq, const volatile uint64_t *word, uint64_t want,
+		struct weft_comp *out, size_t count, int spins);
+
+// Signals in remote CQ data (signal.go). weft_sig_apply stores the valid
+// signals among c[0..n) into mem (nslots 8-byte words; stage holds two
+// words per origin for signals sent in parts), counts them in *applied,
+// and compacts the other entries to the front; it returns how many are
+// left. weft_cq_signals is weft_cq_wait_word (word != NULL) or
+// weft_cq_read (word == NULL; it also returns once a signal was applied)
+// where every read of cq is drained: reads repeat until one returns fewer
+// entries than asked for or out is full, and signals are applied as they
+// are read, never returned in out. mem, stage and applied are read and
+// written only during the call.
+#define WEFT_SIG_MAX_SLOT_BITS 40
+#define WEFT_SIG_MAX_READS 256
+size_t weft_sig_apply(struct weft_comp *c, size_t n, uint64_t *mem, uint64_t nslots, int slot_bits,
+		uint64_t *stage, uint64_t norigins, uint64_t *applied);
+int64_t weft_cq_signals(uintptr_t cq, uint64_t *mem, uint64_t nslots, int slot_bits,
+		uint64_t *stage, uint64_t norigins, uint64_t *applied,
+		const volatile uint64_t *word, uint64_t want,
 		struct weft_comp *out, size_t count, int spins);
 
 const char *weft_strerror(int err);

@@ -19,7 +19,8 @@ import (
 // once per millisecond starts a new slice each time and is never retaken.
 //
 // pollYield is that yield, shared by every CQ polling entry point (CQ.Read,
-// CQ.ReadSpin, CQ.WaitWord, Endpoint.PostAndRead). It counts calls and
+// CQ.ReadSpin, CQ.WaitWord, CQ.ReadSignals, CQ.WaitWordSignals,
+// Endpoint.PostAndRead). It counts calls and
 // looks at the clock once every pollCheckEvery calls, so the hot path pays
 // one atomic add per call.
 type pollYield struct {
@@ -62,7 +63,8 @@ func pollYieldFromEnv(v string) time.Duration {
 }
 
 // SetPollYield sets how often a goroutine that keeps polling completion
-// queues (CQ.Read, CQ.ReadSpin, CQ.WaitWord, Endpoint.PostAndRead) yields
+// queues (CQ.Read, CQ.ReadSpin, CQ.WaitWord, CQ.ReadSignals,
+// CQ.WaitWordSignals, Endpoint.PostAndRead) yields
 // the processor with runtime.Gosched, and returns the previous interval.
 // The yield keeps the Go runtime from taking the processor away from a
 // poller that spends nearly all its time inside libfabric, which costs

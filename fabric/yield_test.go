@@ -84,6 +84,10 @@ func TestPollingYields(t *testing.T) {
 
 	var comps [4]Completion
 	var word uint64
+	sink, err := NewSignalSink(make([]byte, 64), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	calls := []struct {
 		name string
 		poll func() error
@@ -92,6 +96,8 @@ func TestPollingYields(t *testing.T) {
 		{"ReadSpin", func() error { _, err := p.a.cq.ReadSpin(comps[:], 2); return err }},
 		{"WaitWord", func() error { _, _, err := p.a.cq.WaitWord(&word, 1, comps[:], 2); return err }},
 		{"PostAndRead", func() error { _, _, err := p.a.ep.PostAndRead(nil, p.a.cq, comps[:], 2); return err }},
+		{"ReadSignals", func() error { _, err := p.a.cq.ReadSignals(sink, comps[:], 2); return err }},
+		{"WaitWordSignals", func() error { _, _, err := p.a.cq.WaitWordSignals(sink, &word, 1, comps[:], 2); return err }},
 	}
 	for _, c := range calls {
 		before := *n

@@ -38,6 +38,12 @@ func putSignalStress(ctx context.Context, g Group, iters, payload int, opts ...O
 // len(sizes)] bytes, so that one run mixes the libfabric path's injected
 // small PutSignals with tracked and delivery-ordered large ones.
 func putSignalStressSizes(ctx context.Context, g Group, iters int, sizes []int, opts ...Option) error {
+	return putSignalStressSizesHook(ctx, g, iters, sizes, nil, opts...)
+}
+
+// putSignalStressSizesHook is putSignalStressSizes that calls hook (when
+// not nil) on the window before the first message.
+func putSignalStressSizesHook(ctx context.Context, g Group, iters int, sizes []int, hook func(*Window), opts ...Option) error {
 	payload := 0
 	for _, s := range sizes {
 		payload = max(payload, s)
@@ -51,6 +57,9 @@ func putSignalStressSizes(ctx context.Context, g Group, iters int, sizes []int, 
 		return err
 	}
 	defer w.Free(ctx)
+	if hook != nil {
+		hook(w)
+	}
 	// Two source buffers: like MPI_Put's, a PutSignal source must not be
 	// rewritten until the put is complete, which the acknowledgement of
 	// the message two iterations back proves.

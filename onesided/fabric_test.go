@@ -21,9 +21,9 @@ type providerCase struct {
 // netCases lists every (provider, ordering) pair to test; a pair is
 // skipped only if the provider genuinely does not grant the ordering.
 var netCases = []providerCase{
-	{"shm", OrderAuto}, {"shm", OrderWAW}, {"shm", OrderDelivery},
-	{"tcp;ofi_rxm", OrderAuto}, {"tcp;ofi_rxm", OrderDelivery},
-	{"sockets", OrderWAW}, {"sockets", OrderDelivery},
+	{"shm", OrderAuto}, {"shm", OrderWAW}, {"shm", OrderDelivery}, {"shm", OrderCQData},
+	{"tcp;ofi_rxm", OrderAuto}, {"tcp;ofi_rxm", OrderDelivery}, {"tcp;ofi_rxm", OrderCQData},
+	{"sockets", OrderWAW}, {"sockets", OrderDelivery}, {"sockets", OrderCQData},
 }
 
 func (c providerCase) opts() []Option {

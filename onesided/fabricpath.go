@@ -77,7 +77,14 @@ type fabPath struct {
 	dirty  []bool
 	nDirty int
 	stage  *fabric.Buffer // injected PutSignal: signal value, then data (C memory)
-	ops    [2]fabric.Op
+	ops    [4]fabric.Op   // the batch of a PutSignal
+	dops   [3]fabric.Op   // the batch of a deferred signal (issued from inside progress)
+	// OrderCQData: sink stores the signals peers send in remote CQ data
+	// into this rank's region (nil unless this rank takes them); cqSig[t]
+	// says target t takes them, slotBits[t] is its encoding's slot width.
+	sink     *fabric.SignalSink
+	cqSig    []bool
+	slotBits []int
 
 	scratch   *fabric.Buffer
 	freeSlots []int
@@ -110,6 +117,9 @@ func rmaHints(o options, withAtomic, withOrder bool) *fabric.Hints {
 	if withOrder {
 		h.MsgOrder = fabric.OrderRMAWAW
 	}
+	if o.order == OrderCQData {
+		h.Caps |= fabric.CapRemoteCQData // keeps providers with CQ data only
+	}
 	return h
 }
 
@@ -118,7 +128,7 @@ func rmaHints(o options, withAtomic, withOrder bool) *fabric.Hints {
 func selectInfo(o options, oneNode bool) (*fabric.Info, error) {
 	var errs []error
 	for _, c := range []struct{ atomic, order bool }{{true, true}, {true, false}, {false, true}, {false, false}} {
-		if o.order == OrderWAW && !c.order {
+		if (o.order == OrderWAW || o.order == OrderCQData) && !c.order {
 			continue
 		}
 		info, err := fabric.Select(rmaHints(o, c.atomic, c.order), oneNode)
@@ -128,7 +138,7 @@ func selectInfo(o options, oneNode bool) (*fabric.Info, error) {
 		errs = append(errs, err)
 	}
 	err := fmt.Errorf("no RMA provider: %w", errors.Join(errs...))
-	if o.order == OrderFence || o.order == OrderWAW {
+	if o.order == OrderFence || o.order == OrderWAW || o.order == OrderCQData {
 		err = fmt.Errorf("signal ordering %v: %w: %w", o.order, ErrNotSupported, err)
 	}
 	return nil, err
@@ -138,9 +148,24 @@ func grantsWAW(i *fabric.Info) bool {
 	return i.MsgOrder.Has(fabric.OrderRMAWAW) || i.MsgOrder.Has(fabric.OrderWAW)
 }
 
+// cqDataLacks says why the provider cannot carry signals in remote CQ
+// data ("" when it can).
+func cqDataLacks(i *fabric.Info) string {
+	switch {
+	case !grantsWAW(i):
+		return fmt.Sprintf("does not grant write-after-write ordering (%v)", i.MsgOrder)
+	case i.CQDataSize < 8:
+		return fmt.Sprintf("grants %d bytes of remote CQ data, not 8", i.CQDataSize)
+	case noInject:
+		return "needs injected writes (WEFT_ONESIDED_INJECT=0)"
+	}
+	return ""
+}
+
 func openFabPath(ctx context.Context, w *Window, region []byte, ownCtrl bool) (np netPath, err error) {
 	f := &fabPath{w: w, pending: map[uint64]*pendingOp{}, perTarget: make([]int, w.size), deferred: map[int][]deferredSig{},
-		comp: make([]fabric.Completion, 64), local: region, dirty: make([]bool, w.size), injMax: -1}
+		comp: make([]fabric.Completion, 64), local: region, dirty: make([]bool, w.size), injMax: -1,
+		cqSig: make([]bool, w.size), slotBits: make([]int, w.size)}
 	defer func() {
 		if err != nil {
 			_ = f.close()
@@ -168,6 +193,7 @@ func openFabPath(ctx context.Context, w *Window, region []byte, ownCtrl bool) (n
 		}
 	}
 	info := f.info
+	forced := w.opts.order
 	// Decide the signal ordering.
 	f.wawMax = info.MaxOrderWAWSize
 	switch w.opts.order {
@@ -181,8 +207,17 @@ func openFabPath(ctx context.Context, w *Window, region []byte, ownCtrl bool) (n
 			return nil, fmt.Errorf("provider %s does not support FI_FENCE: %w", info.Provider, ErrNotSupported)
 		}
 	case OrderDelivery:
+	case OrderCQData:
+		if why := cqDataLacks(info); why != "" {
+			return nil, fmt.Errorf("signals in remote CQ data: provider %s %s: %w", info.Provider, why, ErrNotSupported)
+		}
 	default:
 		switch {
+		case grantsWAW(info) && cqDataLacks(info) == "" && info.DataProgress == fabric.ProgressManual:
+			// Manual progress only: there a plain signal write is not
+			// applied before the target reads its CQ either, so a signal
+			// in CQ data is seen exactly as early.
+			w.opts.order = OrderCQData
 		case grantsWAW(info):
 			w.opts.order = OrderWAW
 		case info.Caps.Has(fabric.CapFence):
@@ -191,8 +226,17 @@ func openFabPath(ctx context.Context, w *Window, region []byte, ownCtrl bool) (n
 			w.opts.order = OrderDelivery
 		}
 	}
+	if w.opts.order == OrderCQData {
+		// This rank takes signals in CQ data into its registered region.
+		if f.sink, err = fabric.NewSignalSink(region, w.size); err != nil {
+			if forced == OrderCQData {
+				return nil, fmt.Errorf("signals in remote CQ data: %w: %w", ErrNotSupported, err)
+			}
+			w.opts.order = OrderWAW
+		}
+	}
 	f.order = w.opts.order
-	if f.order == OrderWAW && !noInject {
+	if (f.order == OrderWAW || f.order == OrderCQData) && !noInject {
 		f.injMax = min(info.InjectSize, maxInject)
 		if f.wawMax >= 0 {
 			f.injMax = min(f.injMax, f.wawMax)
@@ -233,13 +277,20 @@ func openFabPath(ctx context.Context, w *Window, region []byte, ownCtrl bool) (n
 		}
 		ckey, cbase = f.ctrlBuf.MR().Key(), f.ctrlBuf.MR().RemoteAddr(f.ctrlBuf.Bytes())
 	}
-	const hdr = 33
+	// Record: region key and base, control key and base, provider name
+	// length, flags (1: takes signals in CQ data), registered region
+	// length, provider name, endpoint name.
+	const hdr = 42
 	rec := make([]byte, hdr, hdr+len(info.Provider)+len(name))
 	binary.LittleEndian.PutUint64(rec, f.mr.Key())
 	binary.LittleEndian.PutUint64(rec[8:], f.mr.RemoteAddr(region))
 	binary.LittleEndian.PutUint64(rec[16:], ckey)
 	binary.LittleEndian.PutUint64(rec[24:], cbase)
 	rec[32] = byte(len(info.Provider))
+	if f.sink != nil {
+		rec[33] = 1
+	}
+	binary.LittleEndian.PutUint64(rec[34:], uint64(len(region)))
 	rec = append(rec, info.Provider...)
 	rec = append(rec, name...)
 	all, err := w.g.Allgather(ctx, rec)
@@ -263,6 +314,8 @@ func openFabPath(ctx context.Context, w *Window, region []byte, ownCtrl bool) (n
 		f.bases[r] = binary.LittleEndian.Uint64(m[8:])
 		f.ckeys[r] = binary.LittleEndian.Uint64(m[16:])
 		f.cbases[r] = binary.LittleEndian.Uint64(m[24:])
+		f.slotBits[r] = fabric.SignalSlotBits(int(binary.LittleEndian.Uint64(m[34:])))
+		f.cqSig[r] = f.order == OrderCQData && m[33]&1 != 0 && r != w.rank
 		names[r] = m[hdr+int(m[32]):]
 	}
 	// One name at a time: names may differ in length (shm's carry a pid).
@@ -283,7 +336,7 @@ func openFabPath(ctx context.Context, w *Window, region []byte, ownCtrl bool) (n
 		}
 	}
 	w.log.Debug("libfabric path", "provider", info.Provider, "order", f.order, "msg_order", info.MsgOrder,
-		"waw_max", f.wawMax, "inject_max", f.injMax, "atomic", info.Caps.Has(fabric.CapAtomic), "progress", info.DataProgress)
+		"waw_max", f.wawMax, "inject_max", f.injMax, "cq_data", info.CQDataSize, "signal_sink", f.sink != nil, "atomic", info.Caps.Has(fabric.CapAtomic), "progress", info.DataProgress)
 	return f, nil
 }
 
@@ -409,16 +462,39 @@ func (f *fabPath) post(id uint64, fn func() error) error {
 	}
 }
 
+// progress reads the CQ once, which drives the provider's progress. With
+// a signal sink the read stores the signals peers sent in CQ data and is
+// repeated until the provider had nothing more queued, so every signal
+// delivered to this rank so far is in its memory when it returns.
 func (f *fabPath) progress() error {
-	n, err := f.cq.Read(f.comp)
-	return f.completed(n, err)
+	if f.sink == nil {
+		n, err := f.cq.Read(f.comp)
+		return f.completed(n, err)
+	}
+	for {
+		n, err := f.cq.ReadSignals(f.sink, f.comp, 1)
+		if err := f.completed(n, err); err != nil {
+			return err
+		}
+		if n < len(f.comp) { // not cut short by a full f.comp
+			return nil
+		}
+	}
 }
 
 // waitWord drives progress until the word at p (in this rank's registered
 // memory) is at least want, for at most spins rounds inside one cgo call
-// (fabric's CQ.WaitWord), and handles the completions it read.
+// (fabric's CQ.WaitWord, or CQ.WaitWordSignals with a signal sink, which
+// also stores the signals it reads), and handles the completions it read.
 func (f *fabPath) waitWord(p *uint64, want uint64, spins int) (bool, error) {
-	reached, n, err := f.cq.WaitWord(p, want, f.comp, spins)
+	var reached bool
+	var n int
+	var err error
+	if f.sink != nil {
+		reached, n, err = f.cq.WaitWordSignals(f.sink, p, want, f.comp, spins)
+	} else {
+		reached, n, err = f.cq.WaitWord(p, want, f.comp, spins)
+	}
 	if err := f.completed(n, err); err != nil {
 		return reached, err
 	}
@@ -426,9 +502,27 @@ func (f *fabPath) waitWord(p *uint64, want uint64, spins int) (bool, error) {
 }
 
 // completed handles n completions read into f.comp and the read's error.
+// Remote CQ data that reaches it was not a signal this rank could store:
+// the window's CQ serves its own endpoint only (no receives are posted on
+// it), so that is a peer's bug, reported, never guessed at.
 func (f *fabPath) completed(n int, err error) error {
+	var bad error
 	for i := 0; i < n; i++ {
-		f.untrack(f.comp[i].Context)
+		c := &f.comp[i]
+		if c.Flags&fabric.CompRemoteCQData != 0 {
+			if bad == nil {
+				bad = fmt.Errorf("onesided: remote CQ data %#x is not a signal for this rank's window (slot out of range, malformed, or signals in CQ data not taken here): %w",
+					c.Data, ErrInvalid)
+			}
+			continue
+		}
+		f.untrack(c.Context)
+	}
+	if bad != nil {
+		if f.firstErr == nil {
+			f.firstErr = bad
+		}
+		return bad
 	}
 	if err != nil {
 		var ce *fabric.CQError
@@ -500,6 +594,15 @@ func (f *fabPath) drainTarget(t int, q []deferredSig) []deferredSig {
 				op.err = h.data.err
 			}
 			f.deferErr = fmt.Errorf("onesided: data of a PutSignal failed, its signal is dropped: %w", h.data.err)
+			continue
+		}
+		if f.cqSig[t] {
+			// The data is delivered: the signal goes as CQ data, after
+			// every earlier write to t (WAW).
+			f.untrack(h.id)
+			if err := f.cqSignal(f.dops[:0], t, 0, nil, h.off, h.val); err != nil {
+				f.deferErr = err
+			}
 			continue
 		}
 		s, i, err := f.slot()
@@ -732,9 +835,67 @@ func (f *fabPath) injectSignal(target, off int, data []byte, sigOff int, val uin
 	return nil
 }
 
+// sigWords encodes a signal to target's word at sigOff (region offset) in
+// CQ data: one word, or three parts when val does not fit.
+func (f *fabPath) sigWords(target, sigOff int, val uint64) ([3]uint64, int, error) {
+	if d, ok := fabric.EncodeSignal(f.slotBits[target], sigOff, val); ok {
+		return [3]uint64{d}, 1, nil
+	}
+	p, ok := fabric.EncodeSignalParts(f.slotBits[target], f.w.rank, sigOff, val)
+	if !ok {
+		return p, 0, fmt.Errorf("onesided: PutSignal: signal offset %d of rank %d cannot be encoded in CQ data: %w", sigOff-f.w.netOff, target, ErrInvalid)
+	}
+	return p, 3, nil
+}
+
+// cqSignal issues a PutSignal whose signal travels as remote CQ data: data
+// (at most injMax bytes, staged: batched operations may only point at C
+// memory) and signal in one fi_inject_writedata, or the signal alone in a
+// write of 0 bytes when data is empty (Signal, or data already written by
+// a tracked write that WAW keeps in front). A value too large for one
+// word adds two more 0-byte writes (the parts). One PostBatch; no
+// completion to track; the next flush marker covers it. ops is the
+// scratch the batch is built in: f.ops, or f.dops for deferred signals,
+// which progress may issue while a PutSignal's batch waits in post.
+func (f *fabPath) cqSignal(ops []fabric.Op, target, off int, data []byte, sigOff int, val uint64) error {
+	words, nw, err := f.sigWords(target, sigOff, val)
+	if err != nil {
+		return err
+	}
+	f.markDirty(target)
+	dst, key := f.addrs[target], f.keys[target]
+	if len(data) > 0 {
+		st := f.stage.Bytes()[8:]
+		copy(st, data)
+		ops = append(ops, fabric.InjectWriteDataOp(st[:len(data)], words[0], dst, f.raddr(target, off), key))
+	} else {
+		ops = append(ops, fabric.InjectWriteDataOp(nil, words[0], dst, f.raddr(target, sigOff), key))
+	}
+	for _, d := range words[1:nw] {
+		ops = append(ops, fabric.InjectWriteDataOp(nil, d, dst, f.raddr(target, sigOff), key))
+	}
+	if err := f.post(untracked, func() error {
+		n, err := f.ep.PostBatch(ops)
+		ops = ops[n:] // on EAGAIN the rest is posted after progress
+		return err
+	}); err != nil {
+		return fmt.Errorf("onesided: PutSignal: %w", err)
+	}
+	return nil
+}
+
 func (f *fabPath) putSignal(target, off int, data []byte, sigOff int, val uint64) error {
 	order := f.order
+	cq := f.cqSig[target]
+	if order == OrderCQData {
+		order = OrderWAW // its data goes the WAW way; cq says how the signal goes
+	}
 	if order == OrderWAW && len(data) <= f.injMax && (len(f.deferred) == 0 || len(f.deferred[target]) == 0) {
+		if cq {
+			// One injected write: the data, with the signal in its CQ
+			// data.
+			return f.cqSignal(f.ops[:0], target, off, data, sigOff, val)
+		}
 		// Data and signal injected back to back in one batch (one cgo
 		// call): no scratch slot, no completion to track, WAW keeps them
 		// in order.
@@ -760,6 +921,11 @@ func (f *fabPath) putSignal(target, off int, data []byte, sigOff int, val uint64
 		f.deferred[target] = append(f.deferred[target], deferredSig{data: dataOp, id: id, op: sop, off: sigOff, val: val})
 		f.drainDeferred()
 		return f.takeDeferErr()
+	}
+	if cq {
+		// The tracked data write is in front (WAW); the signal follows
+		// as CQ data.
+		return f.cqSignal(f.ops[:0], target, 0, nil, sigOff, val)
 	}
 	var sig [8]byte
 	binary.NativeEndian.PutUint64(sig[:], val)

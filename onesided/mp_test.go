@@ -29,6 +29,8 @@ var mpCases = []mpCase{
 	{name: "direct-4", n: 4, env: []string{"WEFT_ONESIDED_SHM=on"}, full: true},
 	{name: "shm-auto-2", n: 2, provider: "shm", env: []string{"WEFT_ONESIDED_SHM=off"}, full: true},
 	{name: "shm-waw-4", n: 4, provider: "shm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=waw"}},
+	{name: "shm-cqdata-4", n: 4, provider: "shm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=cqdata"}},
+	{name: "tcp-cqdata-2", n: 2, provider: "tcp;ofi_rxm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=cqdata"}},
 	{name: "shm-delivery-4", n: 4, provider: "shm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=delivery"}},
 	{name: "tcp-waw-2", n: 2, provider: "tcp;ofi_rxm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=waw"}},
 	{name: "tcp-delivery-4", n: 4, provider: "tcp;ofi_rxm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=delivery"}},

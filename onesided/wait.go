@@ -58,6 +58,13 @@ import (
 // Context cancellation is checked every 64 polls while spinning and at
 // every poll after that; a waiter with a limit fails with ErrTimeout once
 // the wait has lasted that long.
+//
+// A spin phase longer than spinGosched (WEFT_ONESIDED_SPIN, a long
+// WEFT_ONESIDED_SPIN_US) calls runtime.Gosched at least that often: a
+// goroutine that spins in cgo calls for more than 10 ms without being
+// rescheduled has its P retaken by the Go runtime's sysmon over and over
+// (every 20–200 µs), each time handing the thread off, which doubled
+// ping-pong latencies on a 2-CPU machine.
 type waitPolicy struct {
 	name      string
 	spinPolls int // ≥ 0: the spin phase is this many polls
@@ -105,6 +112,10 @@ var defaultPolicy = spinPolicy.withEnv()
 // contended: a yield that took longer than this gave the processor to
 // someone else (another rank, another job), so the waiter goes to sleep.
 const contended = 20 * time.Microsecond
+
+// spinGosched bounds the time a spinning waiter goes without
+// runtime.Gosched.
+const spinGosched = 500 * time.Microsecond
 
 // firstNap is the first sleep of the sleep phase (Go's timers make any
 // sleep last much longer on some kernels; the doubling then caps it).
@@ -157,6 +168,7 @@ type waiter struct {
 	start time.Time
 	nap   time.Duration
 	limit time.Duration // > 0: fail with ErrTimeout after this long
+	gosch time.Duration // spin phase: when runtime.Gosched was last called
 }
 
 // spinning reports whether the waiter is still in its spin phase (callers
@@ -194,6 +206,10 @@ func (w *waiter) pause(ctx context.Context) error {
 			if err := w.check(ctx, el); err != nil {
 				return err
 			}
+		}
+		if el-w.gosch >= spinGosched {
+			runtime.Gosched()
+			w.gosch = el
 		}
 		if p.spinPolls >= 0 && w.n < p.spinPolls || p.spinPolls < 0 && el < p.spinFor {
 			return nil

@@ -62,9 +62,11 @@ func ParseShmMode(s string) (ShmMode, error) {
 type SignalOrdering int
 
 const (
-	// OrderAuto picks OrderWAW when the provider grants write-after-write
-	// ordering, else OrderFence when it supports FI_FENCE, else
-	// OrderDelivery (env WEFT_ONESIDED_ORDER=auto).
+	// OrderAuto picks OrderCQData when the provider grants write-after-write
+	// ordering and 8 bytes of remote CQ data and has manual data progress,
+	// else OrderWAW when it grants write-after-write ordering, else
+	// OrderFence when it supports FI_FENCE, else OrderDelivery (env
+	// WEFT_ONESIDED_ORDER=auto).
 	OrderAuto SignalOrdering = iota
 	// OrderWAW issues data and signal back to back and relies on the
 	// provider's FI_ORDER_WAW guarantee (WEFT_ONESIDED_ORDER=waw).
@@ -76,6 +78,17 @@ const (
 	// issues the signal write (WEFT_ONESIDED_ORDER=delivery). It needs no
 	// provider ordering at all.
 	OrderDelivery
+	// OrderCQData carries the signal as remote CQ data of the data's own
+	// write (one injected write for small data); the target stores it into
+	// its signal word when it reads its completion queue, which it does in
+	// every call that drives progress on the window (WaitSignal,
+	// TestSignal, Flush, Fence, further operations). The completion exists
+	// only once the data is placed, so the signal cannot overtake it.
+	// Successive writes to one target stay in order by write-after-write
+	// ordering, which it needs besides 8 bytes of CQ data
+	// (WEFT_ONESIDED_ORDER=cqdata). Signals to a rank that cannot take them
+	// go the OrderWAW way.
+	OrderCQData
 )
 
 // String is the WEFT_ONESIDED_ORDER spelling of the ordering.
@@ -89,11 +102,14 @@ func (o SignalOrdering) String() string {
 		return "fence"
 	case OrderDelivery:
 		return "delivery"
+	case OrderCQData:
+		return "cqdata"
 	}
 	return fmt.Sprintf("SignalOrdering(%d)", int(o))
 }
 
-// ParseSignalOrdering parses "auto", "waw", "fence" and "delivery".
+// ParseSignalOrdering parses "auto", "waw", "fence", "delivery" and
+// "cqdata".
 func ParseSignalOrdering(s string) (SignalOrdering, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "", "auto":
@@ -104,8 +120,10 @@ func ParseSignalOrdering(s string) (SignalOrdering, error) {
 		return OrderFence, nil
 	case "delivery", "dc":
 		return OrderDelivery, nil
+	case "cqdata", "cq-data", "cq":
+		return OrderCQData, nil
 	}
-	return OrderAuto, fmt.Errorf("onesided: signal ordering %q (want auto, waw, fence or delivery): %w", s, ErrInvalid)
+	return OrderAuto, fmt.Errorf("onesided: signal ordering %q (want auto, waw, fence, delivery or cqdata): %w", s, ErrInvalid)
 }
 
 type options struct {
@@ -599,7 +617,11 @@ func (w *Window) Get(target, offset int, dst []byte) error {
 // later call on the window drives progress (WaitSignal, TestSignal, Flush,
 // Fence, further operations): a rank that must not stall its peers calls
 // Flush(target) before going quiet. Signals to one target are written in
-// the order they were asked for.
+// the order they were asked for. With OrderCQData the target stores the
+// signal itself when it next reads its completion queue (any call on its
+// window that drives progress, and every Fence); write signal words only
+// with PutSignal and Signal then (a later Put or atomic to the word from
+// the same origin may land before the signal).
 func (w *Window) PutSignal(target int, data []byte, offset, signalOffset int, value uint64) error {
 	if err := w.check("PutSignal", target, offset, len(data)); err != nil {
 		return err
@@ -833,6 +855,13 @@ func (w *Window) barrier(ctx context.Context) error {
 		}
 	}
 	if w.net != nil {
+		// Every signal sent to this rank before the peers entered the
+		// barrier has been delivered by now; with OrderCQData it is stored
+		// when the completion queue is read, and a waiter may have seen
+		// its barrier word before reading all of it: read it once more.
+		if err := w.net.progress(); err != nil {
+			return fmt.Errorf("onesided: barrier: %w", err)
+		}
 		// Our last signals must be delivered before anyone may free.
 		return w.net.flush(ctx, -1)
 	}

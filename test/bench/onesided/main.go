@@ -17,6 +17,15 @@
 //	weft-*-spin   the same with pure spinning waiters (WEFT_ONESIDED_SPIN=1e9);
 //	              without -spin the ranks use the library's default wait
 //	              policy (or whatever WEFT_ONESIDED_* the caller exported)
+//	weft-shm-waw, weft-shm-cqdata (also with -spin)
+//	              weft-shm with the signal ordering forced
+//	              (WEFT_ONESIDED_ORDER=waw: data and flag as two injected
+//	              writes; cqdata: one write, the flag in its remote CQ
+//	              data); plain weft-shm takes the library's choice (cqdata
+//	              on shm)
+//	base:weft-*   any weft tool with its ranks run from the binary -base
+//	              names (another build of this command, e.g. of the main
+//	              branch), for before/after comparisons in one run
 //	fi_pingpong   libfabric's fi_pingpong -p shm -e rdm, 8 B (the reference
 //	              for "through libfabric shm ≤ 1.2× fi_pingpong 8 B")
 //	mpich, ompi   bin/mpi_put_{mpich,ompi} from mpi_put.c (build.sh)
@@ -67,6 +76,7 @@ var (
 	binDir   = flag.String("bin", env("BIN", "test/bench/onesided/bin"), "where build.sh put the MPI programs")
 	timeoutF = flag.Duration("timeout", 120*time.Second, "per tool run")
 	verbose  = flag.Bool("v", env("VERBOSE", "") != "", "print every sample on stderr")
+	baseBin  = flag.String("base", env("BASE", ""), "another build of this command whose ranks the base:weft-* tools run")
 )
 
 func atoi(s string) int { v, _ := strconv.Atoi(s); return v }
@@ -171,18 +181,32 @@ func driver(sizes []int) error {
 			var out []byte
 			var err error
 			ctx, cancel := context.WithTimeout(context.Background(), *timeoutF)
-			switch tool {
-			case "weft-direct", "weft-shm", "weft-direct-spin", "weft-shm-spin":
-				p := strings.TrimPrefix(tool, "weft-")
+			bin, name := self, tool
+			if b, ok := strings.CutPrefix(tool, "base:"); ok {
+				bin, name = *baseBin, b
+				if bin == "" {
+					name = "base: without -base"
+				}
+			}
+			switch name {
+			case "weft-direct", "weft-shm", "weft-direct-spin", "weft-shm-spin",
+				"weft-shm-waw", "weft-shm-waw-spin", "weft-shm-cqdata", "weft-shm-cqdata-spin":
+				p := strings.TrimPrefix(name, "weft-")
 				var renv []string
 				if strings.HasSuffix(p, "-spin") {
 					// Pure spinning: the waiter never gives its core away.
 					p = strings.TrimSuffix(p, "-spin")
 					renv = append(renv, "WEFT_ONESIDED_SPIN=1000000000")
 				}
+				for _, o := range []string{"waw", "cqdata"} {
+					if strings.HasSuffix(p, "-"+o) {
+						p = strings.TrimSuffix(p, "-"+o)
+						renv = append(renv, "WEFT_ONESIDED_ORDER="+o)
+					}
+				}
 				var buf bytes.Buffer
 				err = launch.Run(ctx, launch.Config{NP: 2, Launcher: "local",
-					Argv:     []string{self, "-role", "rank", "-path", p, "-sizes", *sizesF, "-iters", strconv.Itoa(*iters)},
+					Argv:     []string{bin, "-role", "rank", "-path", p, "-sizes", *sizesF, "-iters", strconv.Itoa(*iters)},
 					Env:      renv,
 					Provider: "shm", Stdout: &buf, Stderr: &buf, Timeout: *timeoutF})
 				out = buf.Bytes()
@@ -222,7 +246,7 @@ func driver(sizes []int) error {
 		}
 		// Pair this repetition's PutSignal ping-pong with fi_pingpong's.
 		if f := res["fi_pingpong"]["ps_lat"][8]; len(f) > before["fi_pingpong"] {
-			for _, t := range []string{"weft-shm", "weft-shm-spin"} {
+			for _, t := range shmTools(want) {
 				if d := res[t]["ps_lat"][8]; len(d) > before[t] {
 					pairedRatios[t] = append(pairedRatios[t], d[len(d)-1]/f[len(f)-1])
 				}
@@ -230,7 +254,7 @@ func driver(sizes []int) error {
 		}
 	}
 	printTable(res, sizes, want)
-	for _, t := range []string{"weft-shm", "weft-shm-spin"} {
+	for _, t := range shmTools(want) {
 		if r := pairedRatios[t]; len(r) > 0 {
 			sort.Float64s(r)
 			fmt.Printf("%s / fi_pingpong at 8 B, per repetition (same rep, back to back): median %.2f of %d %v\n",
@@ -238,6 +262,18 @@ func driver(sizes []int) error {
 		}
 	}
 	return nil
+}
+
+// shmTools are the tools whose 8-byte ps_lat is compared with
+// fi_pingpong: the weft-shm ones, from this binary or the base one.
+func shmTools(tools []string) []string {
+	var out []string
+	for _, t := range tools {
+		if strings.HasPrefix(strings.TrimPrefix(t, "base:"), "weft-shm") {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // pairedRatios[tool] holds, per repetition, the tool's 8-byte ps_lat over
@@ -334,7 +370,7 @@ func printTable(res results, sizes []int, tools []string) {
 			}
 		}
 	}
-	for _, t := range []string{"weft-shm", "weft-shm-spin"} {
+	for _, t := range shmTools(tools) {
 		if d, f := res.median(t, "ps_lat", 8), res.median("fi_pingpong", "ps_lat", 8); !math.IsNaN(d) && !math.IsNaN(f) {
 			fmt.Printf("\n%s PutSignal ping-pong / fi_pingpong at 8 B: %.2f (target ≤ 1.2)\n", t, d/f)
 		}
