@@ -16,6 +16,8 @@ import (
 //	WEFT_JIT_UNROLL_MAX  blocks up to this many bytes are copied by unrolled moves (512)
 //	WEFT_JIT_REP_MIN     blocks from this size use rep movsb (4096)
 //	WEFT_JIT_BODY_BLOCKS blocks unrolled into one loop body at most (2048)
+//	WEFT_JIT_INDEX_BODY  index lists over one block of ≤ 64 bytes with at most this many entries are unrolled into the body (1024)
+//	WEFT_JIT_PAIR        1: two consecutive 4-byte blocks of a body move as one 8-byte packed access; 0: off (default 1)
 //	WEFT_JIT_TILE        inner rows per tile of transpose-shaped types (8)
 //	WEFT_JIT_BAND_BYTES  bytes per band row of transpose-shaped types (128)
 //	WEFT_JIT_RT          1: register-tiled transposes (AVX-512, 16-byte elements); 0: off (default 1)
@@ -55,6 +57,8 @@ func init() {
 	unrollMax = envInt("WEFT_JIT_UNROLL_MAX", unrollMax, 64, 1<<16)
 	repMin = envInt("WEFT_JIT_REP_MIN", repMin, 256, 1<<40)
 	maxBodyBlocks = envInt("WEFT_JIT_BODY_BLOCKS", maxBodyBlocks, 1, 1<<16)
+	indexBody = envInt("WEFT_JIT_INDEX_BODY", indexBody, 0, 1<<16)
+	pairMoves = envInt("WEFT_JIT_PAIR", 1, 0, 1) == 1
 	transposeTile = envInt("WEFT_JIT_TILE", transposeTile, 1, 256)
 	transposeBandBytes = envInt("WEFT_JIT_BAND_BYTES", transposeBandBytes, 1, 1<<16)
 	cacheEntries = int(envInt("WEFT_JIT_CACHE", int64(cacheEntries), 0, 1<<20))

@@ -97,6 +97,7 @@ func (t *transposePlan) dims(pack bool) (band, tile, bandSize int64) {
 // Tunables (each has an environment variable, see config.go).
 var (
 	maxBodyBlocks  = int64(2048) // blocks unrolled into one body
+	indexBody      = int64(1024) // index lists over one small block of at most this many entries are unrolled into the body
 	unrollLoop     = int64(16)   // a loop/index of at most this many blocks is unrolled into the body...
 	unrollLoopSize = int64(1024) // ...when it copies at most this many bytes
 	maxLevels      = 8
@@ -117,7 +118,7 @@ func newPlan(ir *ddt.IR) (*plan, error) {
 	n := ir.Root
 	for {
 		switch {
-		case (n.Op == ddt.OpLoop || n.Op == ddt.OpIndex) && !(n.Blocks <= min(unrollLoop, maxBodyBlocks) && n.Size <= unrollLoopSize):
+		case (n.Op == ddt.OpLoop || n.Op == ddt.OpIndex) && !(n.Blocks <= min(unrollLoop, maxBodyBlocks) && n.Size <= unrollLoopSize) && !shortIndex(n):
 			if len(outer) == maxLevels {
 				return nil, errDecline("more than %d loop levels", maxLevels)
 			}
@@ -171,6 +172,24 @@ func newPlan(ir *ddt.IR) (*plan, error) {
 		p.tr = p.transpose()
 	}
 	return p, nil
+}
+
+// shortIndex reports whether n is an index list short enough to become the
+// body: straight-line code with every offset a displacement, which needs no
+// offset table load per block (≈ 1.8× faster than the table loop on
+// 1000-entry lists of 4- and 8-byte blocks; beyond ~2000 entries the code
+// no longer fits the instruction caches and the table loop is as fast).
+func shortIndex(n *ddt.Node) bool {
+	if n.Op != ddt.OpIndex || int64(len(n.Offsets)) > min(indexBody, maxBodyBlocks) ||
+		n.Child.Op != ddt.OpBlock || n.Child.Len > unrollUnitMax {
+		return false
+	}
+	for _, o := range n.Offsets {
+		if !fits32(n.Disp+o+n.Child.Disp) || !fits32(n.Disp+o+n.Child.Disp+n.Child.Len) {
+			return false
+		}
+	}
+	return true
 }
 
 func equalLens(l []int64) bool {
@@ -232,6 +251,14 @@ var (
 	absUnroll     = 8
 	unrollUnitMax = int64(64)
 )
+
+// pairMoves: in bodies, two 4-byte blocks that follow each other in the
+// stream are moved as one 8-byte packed access (pack: two loads combined by
+// shl/or into one store; unpack: one load split into two stores).
+var pairMoves = true
+
+// pairPackBlocks: pack bodies of more blocks do not pair (see bodyAt).
+const pairPackBlocks = 1024
 
 // gatherOn enables AVX-512 gathers for packs of index lists of 4- and 8-byte
 // blocks (WEFT_JIT_GATHER=1). Off by default: on the Zen 4 development machine
