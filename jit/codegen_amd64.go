@@ -664,9 +664,9 @@ func (g *gen) gather(p *plan, in level, inIsElem bool, after x86.Label) bool {
 // t.band parent instances × t.c0 inner rows, copied tile by tile.
 func (g *gen) transposeCode(t *transposePlan) {
 	a := g.a
-	tband, _, _ := t.dims(g.pack)
+	tband, _, _ := t.dims(g.pack, false)
 	g.tmp = [2]x86.Reg{x86.RAX, x86.RCX}
-	g.bandLoops(t, func(rows int64) {
+	g.bandLoops(t, false, func(rows int64) {
 		a.MovRR(x86.R12, x86.R9)
 		a.MovRR(x86.R13, x86.R10)
 		a.MovImm(x86.RDX, tband)
@@ -686,7 +686,7 @@ func (g *gen) transposeCode(t *transposePlan) {
 
 func (g *gen) regTransposeCode(t *transposePlan, nt bool) {
 	a := g.a
-	tband, ttile, _ := t.dims(g.pack)
+	tband, ttile, _ := t.dims(g.pack, nt)
 	col := t.c0 * t.l // packed bytes per column (one parent instance)
 	store := func(m x86.Mem, v x86.VReg) {
 		if nt {
@@ -727,7 +727,7 @@ func (g *gen) regTransposeCode(t *transposePlan, nt bool) {
 			}
 		}
 	}
-	g.bandLoops(t, func(rows int64) {
+	g.bandLoops(t, nt, func(rows int64) {
 		if t.pf > 0 {
 			ahead := t.pf * ttile * t.s0
 			for k := int64(0); k < rows; k++ {
@@ -770,12 +770,13 @@ func (g *gen) regTransposeCode(t *transposePlan, nt bool) {
 
 // bandLoops emits the loop nest both transpose generators share: bands of
 // tband columns (rN of them, typed origin rT, packed origin rP), each cut into
-// tiles of ttile rows and a last partial tile. inner emits one tile of rows
+// tiles of ttile rows and a last partial tile (nt: the shape of the
+// non-temporal variant). inner emits one tile of rows
 // rows whose typed corner is [R9] and packed corner [R10]; it may use R12,
 // R13 and RDX.
-func (g *gen) bandLoops(t *transposePlan, inner func(rows int64)) {
+func (g *gen) bandLoops(t *transposePlan, nt bool, inner func(rows int64)) {
 	a := g.a
-	tband, ttile, tbandSize := t.dims(g.pack)
+	tband, ttile, tbandSize := t.dims(g.pack, nt)
 	a.Load(8, rT, x86.M(rArgs, offTyped))
 	a.Load(8, rP, x86.M(rArgs, offPacked))
 	a.Load(8, rN, x86.M(rArgs, offN))

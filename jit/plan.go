@@ -83,12 +83,18 @@ type transposePlan struct {
 	// unpack's band, tile and band size (equal to pack's unless register
 	// tiled: unpack reads columns and writes rows, so wider bands suit it)
 	uband, utile, ubandSize int64
+	// the register-tiled pack with non-temporal stores (its stores bypass
+	// the caches, so wide bands no longer cost write streams)
+	ntband, nttile, ntbandSize int64
 }
 
 // dims returns the band (parent instances), tile (rows) and packed bytes per
-// band of the pack or the unpack code.
-func (t *transposePlan) dims(pack bool) (band, tile, bandSize int64) {
-	if pack {
+// band of the pack or the unpack code, with non-temporal stores or not.
+func (t *transposePlan) dims(pack, nt bool) (band, tile, bandSize int64) {
+	switch {
+	case pack && nt:
+		return t.ntband, t.nttile, t.ntbandSize
+	case pack:
 		return t.band, t.tile, t.bandSize
 	}
 	return t.uband, t.utile, t.ubandSize
@@ -283,6 +289,8 @@ var (
 	regTileSmall  = cacheSize(2, 1<<20)      // pack: rows spanning at most this many typed bytes (rows × row stride) use the in-cache shape below
 	regTileSBand  = int64(16)                // pack, in-cache shape: columns per band
 	regTileSRows  = int64(32)                // pack, in-cache shape: rows per tile
+	regTileNTBand = int64(32)                // pack with non-temporal stores: columns per band
+	regTileNTRows = int64(8)                 // pack with non-temporal stores: rows per tile
 	regTileUBand  = int64(32)                // unpack: columns per band
 	regTileURows  = int64(8)                 // unpack: rows per tile
 	regTilePF     = int64(0)                 // prefetch distance in tiles (0: off)
@@ -305,8 +313,8 @@ func (t *transposePlan) useRegTile(f Features) {
 	if t.c0*t.s0 <= regTileSmall {
 		pb, pt = regTileSBand, regTileSRows
 	}
-	var d [2][3]int64
-	for i, bt := range [2][2]int64{{pb, pt}, {regTileUBand, regTileURows}} {
+	var d [3][3]int64
+	for i, bt := range [3][2]int64{{pb, pt}, {regTileUBand, regTileURows}, {regTileNTBand, regTileNTRows}} {
 		band := max(4, bt[0]/4*4)
 		tile := min(max(4, bt[1]/4*4), t.c0)
 		if tile/4 > regTileQuads {
@@ -323,6 +331,7 @@ func (t *transposePlan) useRegTile(f Features) {
 	t.reg, t.pf = true, regTilePF
 	t.band, t.tile, t.bandSize = d[0][0], d[0][1], d[0][2]
 	t.uband, t.utile, t.ubandSize = d[1][0], d[1][1], d[1][2]
+	t.ntband, t.nttile, t.ntbandSize = d[2][0], d[2][1], d[2][2]
 }
 
 func (p *plan) transpose() *transposePlan {
@@ -355,5 +364,6 @@ func (p *plan) transpose() *transposePlan {
 		}
 	}
 	t.uband, t.utile, t.ubandSize = t.band, t.tile, t.bandSize
+	t.ntband, t.nttile, t.ntbandSize = t.band, t.tile, t.bandSize
 	return t
 }
