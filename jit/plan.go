@@ -153,7 +153,7 @@ func newPlan(ir *ddt.IR) (*plan, error) {
 		}
 		p.bigBody = true // compiled as a sequence of parts (seq.go)
 	} else {
-		p.blocks = flatten(n, 0, nil)
+		p.blocks = flatten(n, 0, make([]blk, 0, n.Blocks))
 	}
 	for _, b := range p.blocks {
 		if !fits32(b.off) || !fits32(b.off+b.len) {
