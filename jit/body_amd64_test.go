@@ -91,6 +91,8 @@ func TestShortIndexBodies(t *testing.T) {
 // TestShortIndexOffsets: an index list whose offsets do not fit in 32-bit
 // displacements stays a table loop (the plan is checked; nothing runs).
 func TestShortIndexOffsets(t *testing.T) {
+	defer func(ib int64) { indexBody = ib }(indexBody)
+	indexBody = 1024
 	blk := &ddt.Node{Op: ddt.OpBlock, Len: 4, Size: 4, Blocks: 1}
 	for _, c := range []struct {
 		offs []int64

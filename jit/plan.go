@@ -267,8 +267,9 @@ var pairMoves = true
 const pairPackBlocks = 1024
 
 // gatherOn enables AVX-512 gathers for packs of index lists of 4- and 8-byte
-// blocks (WEFT_JIT_GATHER=1). Off by default: on the Zen 4 development machine
-// gathers measured no faster than scalar moves (docs/perf/jit.md).
+// blocks (WEFT_JIT_GATHER=1). Off by default: on the Zen 4 and Zen 5
+// development machines gathers measured slower than scalar moves, even with
+// no dependency between iterations (docs/perf/jit.md).
 var gatherOn = false
 
 // Transpose tunables.
