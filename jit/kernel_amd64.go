@@ -131,28 +131,43 @@ func (k *kernel) bands(t *transposePlan, u, to, base int64, count int, poff int6
 		c1 = p.levels[t.parent].count
 	}
 	j := ju % c1
-	band, _, bandSize := t.dims(pack)
-	if j%band != 0 {
-		return 0
-	}
 	if !pack && c1*t.s1 > t.s0 { // rows overlap: keep the interpreter's write order
 		return 0
 	}
+	// whole bands from j: nb of the ordinary shape, nbNT of the
+	// non-temporal one (its bands may be wider)
 	pos := u * p.unit
-	nb := min((c1-j)/band, (to-pos)/bandSize, max(1, k.budget/bandSize))
-	if nb <= 0 {
+	whole := func(band, bandSize int64) int64 {
+		if j%band != 0 {
+			return 0
+		}
+		return min((c1-j)/band, (to-pos)/bandSize, max(1, k.budget/bandSize))
+	}
+	band, _, bandSize := t.dims(pack, false)
+	nb := whole(band, bandSize)
+	nbNT, bandSizeNT := int64(0), int64(0)
+	if ntentry != 0 {
+		band, _, bandSizeNT = t.dims(pack, true)
+		nbNT = whole(band, bandSizeNT)
+	}
+	if nb <= 0 && nbNT <= 0 {
 		return 0
 	}
 	o := k.origin(u, base, nil)
+	// From here to the call no Go function is called: the alignment checked
+	// is the alignment the code sees.
 	a.typed = uintptr(unsafe.Pointer(unsafe.SliceData(typed))) + uintptr(o)
 	a.packed = uintptr(unsafe.Pointer(unsafe.SliceData(packed))) + uintptr(poff)
-	a.n = nb
 	// Non-temporal stores need 64-byte aligned destinations: the packed
 	// side for pack (bands, columns and row groups are multiples of 64 bytes
 	// apart), the typed side for unpack (rows s0 apart).
-	if ntentry != 0 && (pack && a.packed%64 == 0 || !pack && a.typed%64 == 0 && t.s0%64 == 0) {
-		entry = ntentry
+	if nbNT > 0 && (pack && a.packed%64 == 0 || !pack && a.typed%64 == 0 && t.s0%64 == 0) {
+		entry, nb, bandSize = ntentry, nbNT, bandSizeNT
 	}
+	if nb <= 0 {
+		return 0
+	}
+	a.n = nb
 	callCode(entry, a)
 	return nb * bandSize
 }

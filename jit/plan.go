@@ -83,12 +83,18 @@ type transposePlan struct {
 	// unpack's band, tile and band size (equal to pack's unless register
 	// tiled: unpack reads columns and writes rows, so wider bands suit it)
 	uband, utile, ubandSize int64
+	// the register-tiled pack with non-temporal stores (its stores bypass
+	// the caches, so wide bands no longer cost write streams)
+	ntband, nttile, ntbandSize int64
 }
 
 // dims returns the band (parent instances), tile (rows) and packed bytes per
-// band of the pack or the unpack code.
-func (t *transposePlan) dims(pack bool) (band, tile, bandSize int64) {
-	if pack {
+// band of the pack or the unpack code, with non-temporal stores or not.
+func (t *transposePlan) dims(pack, nt bool) (band, tile, bandSize int64) {
+	switch {
+	case pack && nt:
+		return t.ntband, t.nttile, t.ntbandSize
+	case pack:
 		return t.band, t.tile, t.bandSize
 	}
 	return t.uband, t.utile, t.ubandSize
@@ -97,6 +103,7 @@ func (t *transposePlan) dims(pack bool) (band, tile, bandSize int64) {
 // Tunables (each has an environment variable, see config.go).
 var (
 	maxBodyBlocks  = int64(2048) // blocks unrolled into one body
+	indexBody      = int64(1024) // index lists over one small block of at most this many entries are unrolled into the body
 	unrollLoop     = int64(16)   // a loop/index of at most this many blocks is unrolled into the body...
 	unrollLoopSize = int64(1024) // ...when it copies at most this many bytes
 	maxLevels      = 8
@@ -117,7 +124,7 @@ func newPlan(ir *ddt.IR) (*plan, error) {
 	n := ir.Root
 	for {
 		switch {
-		case (n.Op == ddt.OpLoop || n.Op == ddt.OpIndex) && !(n.Blocks <= min(unrollLoop, maxBodyBlocks) && n.Size <= unrollLoopSize):
+		case (n.Op == ddt.OpLoop || n.Op == ddt.OpIndex) && !(n.Blocks <= min(unrollLoop, maxBodyBlocks) && n.Size <= unrollLoopSize) && !shortIndex(n):
 			if len(outer) == maxLevels {
 				return nil, errDecline("more than %d loop levels", maxLevels)
 			}
@@ -146,7 +153,7 @@ func newPlan(ir *ddt.IR) (*plan, error) {
 		}
 		p.bigBody = true // compiled as a sequence of parts (seq.go)
 	} else {
-		p.blocks = flatten(n, 0, nil)
+		p.blocks = flatten(n, 0, make([]blk, 0, n.Blocks))
 	}
 	for _, b := range p.blocks {
 		if !fits32(b.off) || !fits32(b.off+b.len) {
@@ -171,6 +178,24 @@ func newPlan(ir *ddt.IR) (*plan, error) {
 		p.tr = p.transpose()
 	}
 	return p, nil
+}
+
+// shortIndex reports whether n is an index list short enough to become the
+// body: straight-line code with every offset a displacement, which needs no
+// offset table load per block (≈ 1.8× faster than the table loop on
+// 1000-entry lists of 4- and 8-byte blocks; beyond ~2000 entries the code
+// no longer fits the instruction caches and the table loop is as fast).
+func shortIndex(n *ddt.Node) bool {
+	if n.Op != ddt.OpIndex || int64(len(n.Offsets)) > min(indexBody, maxBodyBlocks) ||
+		n.Child.Op != ddt.OpBlock || n.Child.Len > unrollUnitMax {
+		return false
+	}
+	for _, o := range n.Offsets {
+		if !fits32(n.Disp+o+n.Child.Disp) || !fits32(n.Disp+o+n.Child.Disp+n.Child.Len) {
+			return false
+		}
+	}
+	return true
 }
 
 func equalLens(l []int64) bool {
@@ -233,9 +258,18 @@ var (
 	unrollUnitMax = int64(64)
 )
 
+// pairMoves: in bodies, two 4-byte blocks that follow each other in the
+// stream are moved as one 8-byte packed access (pack: two loads combined by
+// shl/or into one store; unpack: one load split into two stores).
+var pairMoves = true
+
+// pairPackBlocks: pack bodies of more blocks do not pair (see bodyAt).
+const pairPackBlocks = 1024
+
 // gatherOn enables AVX-512 gathers for packs of index lists of 4- and 8-byte
-// blocks (WEFT_JIT_GATHER=1). Off by default: on the Zen 4 development machine
-// gathers measured no faster than scalar moves (docs/perf/jit.md).
+// blocks (WEFT_JIT_GATHER=1). Off by default: on the Zen 4 and Zen 5
+// development machines gathers measured slower than scalar moves, even with
+// no dependency between iterations (docs/perf/jit.md).
 var gatherOn = false
 
 // Transpose tunables.
@@ -246,12 +280,18 @@ var (
 )
 
 // Register-tiled transpose tunables (WEFT_JIT_RT, WEFT_JIT_RT_BAND,
-// WEFT_JIT_RT_TILE, WEFT_JIT_RT_UBAND, WEFT_JIT_RT_UTILE, WEFT_JIT_RT_PREFETCH,
+// WEFT_JIT_RT_TILE, WEFT_JIT_RT_SMALL, WEFT_JIT_RT_SBAND, WEFT_JIT_RT_STILE,
+// WEFT_JIT_RT_UBAND, WEFT_JIT_RT_UTILE, WEFT_JIT_RT_PREFETCH,
 // WEFT_JIT_RT_NT_MIN).
 var (
 	regTileOn     = true
 	regTileBand   = int64(8)                 // pack: columns (parent instances) per band, multiple of 4
 	regTileRows   = int64(8)                 // pack: rows per tile, multiple of 4
+	regTileSmall  = cacheSize(2, 1<<20)      // pack: rows spanning at most this many typed bytes (rows × row stride) use the in-cache shape below
+	regTileSBand  = int64(16)                // pack, in-cache shape: columns per band
+	regTileSRows  = int64(32)                // pack, in-cache shape: rows per tile
+	regTileNTBand = int64(32)                // pack with non-temporal stores: columns per band
+	regTileNTRows = int64(8)                 // pack with non-temporal stores: rows per tile
 	regTileUBand  = int64(32)                // unpack: columns per band
 	regTileURows  = int64(8)                 // unpack: rows per tile
 	regTilePF     = int64(0)                 // prefetch distance in tiles (0: off)
@@ -267,8 +307,15 @@ func (t *transposePlan) useRegTile(f Features) {
 	if t == nil || !regTileOn || !f.AVX512 || t.l != 16 || t.s1 != 16 || t.c0%4 != 0 {
 		return
 	}
-	var d [2][3]int64
-	for i, bt := range [2][2]int64{{regTileBand, regTileRows}, {regTileUBand, regTileURows}} {
+	// Pack: while the rows a band walks stay in the L2 (FFT2 s and m), wide
+	// bands of tall tiles measured ≈ 25 % faster than the 8 × 8 shape; beyond
+	// it (FFT2 l, rows 8 KiB apart) the narrow shape is faster.
+	pb, pt := regTileBand, regTileRows
+	if t.c0*t.s0 <= regTileSmall {
+		pb, pt = regTileSBand, regTileSRows
+	}
+	var d [3][3]int64
+	for i, bt := range [3][2]int64{{pb, pt}, {regTileUBand, regTileURows}, {regTileNTBand, regTileNTRows}} {
 		band := max(4, bt[0]/4*4)
 		tile := min(max(4, bt[1]/4*4), t.c0)
 		if tile/4 > regTileQuads {
@@ -285,6 +332,7 @@ func (t *transposePlan) useRegTile(f Features) {
 	t.reg, t.pf = true, regTilePF
 	t.band, t.tile, t.bandSize = d[0][0], d[0][1], d[0][2]
 	t.uband, t.utile, t.ubandSize = d[1][0], d[1][1], d[1][2]
+	t.ntband, t.nttile, t.ntbandSize = d[2][0], d[2][1], d[2][2]
 }
 
 func (p *plan) transpose() *transposePlan {
@@ -317,5 +365,6 @@ func (p *plan) transpose() *transposePlan {
 		}
 	}
 	t.uband, t.utile, t.ubandSize = t.band, t.tile, t.bandSize
+	t.ntband, t.nttile, t.ntbandSize = t.band, t.tile, t.bandSize
 	return t
 }

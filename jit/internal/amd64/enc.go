@@ -487,6 +487,24 @@ func (a *Asm) DecM(m Mem) {
 	a.modrmMem(1, m, 1)
 }
 
+// Shl emits shl r64, imm (imm 1–63).
+func (a *Asm) Shl(r Reg, imm uint8) { a.shift(4, r, imm) }
+
+// Shr emits shr r64, imm (imm 1–63; a logical shift).
+func (a *Asm) Shr(r Reg, imm uint8) { a.shift(5, r, imm) }
+
+func (a *Asm) shift(ext byte, r Reg, imm uint8) {
+	a.checkReg(r)
+	if imm == 0 || imm > 63 {
+		a.fail("shift count %d", imm)
+		return
+	}
+	a.rex(true, 0, 0, byte(r), false)
+	a.emit(0xc1)
+	a.modrmReg(ext, byte(r))
+	a.emit(imm)
+}
+
 // Test emits test a, b (64-bit).
 func (a *Asm) Test(r1, r2 Reg) {
 	a.checkReg(r1)

@@ -215,6 +215,10 @@ func TestOracleArith(t *testing.T) {
 			)
 		}
 		cs = append(cs,
+			oracleCase{func(a *Asm) { a.Shl(r, 32) }, "shl $0x20,%" + r64[r]},
+			oracleCase{func(a *Asm) { a.Shr(r, 32) }, "shr $0x20,%" + r64[r]},
+			oracleCase{func(a *Asm) { a.Shl(r, 1) }, "shl $0x1,%" + r64[r]},
+			oracleCase{func(a *Asm) { a.Shr(r, 63) }, "shr $0x3f,%" + r64[r]},
 			oracleCase{func(a *Asm) { a.Inc(r) }, "inc %" + r64[r]},
 			oracleCase{func(a *Asm) { a.Dec(r) }, "dec %" + r64[r]},
 			oracleCase{func(a *Asm) { a.MovImm(r, 0) }, fmt.Sprintf("xor %%%s,%%%s", r32[r], r32[r])},
@@ -308,6 +312,8 @@ func TestGolden(t *testing.T) {
 		{func(a *Asm) { a.VStore(64, M(RDI, 128), 17) }, []byte{0x62, 0xe1, 0xfe, 0x48, 0x7f, 0x4f, 0x02}, "vmovdqu64 %zmm17,0x80(%rdi)"},
 		{func(a *Asm) { a.VStoreNT(32, M(RDI, 0), 0) }, []byte{0xc5, 0xfd, 0xe7, 0x07}, "vmovntdq %ymm0,(%rdi)"},
 		{func(a *Asm) { a.Prefetcht0(M(RSI, 0x100)) }, []byte{0x0f, 0x18, 0x8e, 0x00, 0x01, 0x00, 0x00}, "prefetcht0 0x100(%rsi)"},
+		{func(a *Asm) { a.Shl(R9, 32) }, []byte{0x49, 0xc1, 0xe1, 0x20}, "shl $0x20,%r9"},
+		{func(a *Asm) { a.Shr(RAX, 32) }, []byte{0x48, 0xc1, 0xe8, 0x20}, "shr $0x20,%rax"},
 		{func(a *Asm) { a.VShufI64x2(9, 17, 31, 0x44) }, []byte{0x62, 0x13, 0xf5, 0x40, 0x43, 0xcf, 0x44}, "vshufi64x2 $0x44,%zmm31,%zmm17,%zmm9"},
 		{func(a *Asm) { a.VShufI64x2(20, 24, 2, 0xdd) }, []byte{0x62, 0xe3, 0xbd, 0x40, 0x43, 0xe2, 0xdd}, "vshufi64x2 $0xdd,%zmm2,%zmm24,%zmm20"},
 	}
@@ -334,6 +340,8 @@ func TestErrors(t *testing.T) {
 		"unbound": func(a *Asm) { a.Jmp(a.NewLabel()) },
 		"badreg":  func(a *Asm) { a.Inc(Reg(20)) },
 		"rebind":  func(a *Asm) { l := a.NewLabel(); a.Bind(l); a.Bind(l) },
+		"shift0":  func(a *Asm) { a.Shl(RAX, 0) },
+		"shift64": func(a *Asm) { a.Shr(RAX, 64) },
 	} {
 		a := New(16)
 		f(a)
