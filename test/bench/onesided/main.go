@@ -72,6 +72,7 @@ var (
 	sizesF   = flag.String("sizes", env("SIZES", "8,64,512,4k,32k,256k,1m"), "message sizes (k, m suffixes)")
 	reps     = flag.Int("reps", atoi(env("REPS", "5")), "repetitions; medians are reported")
 	iters    = flag.Int("iters", atoi(env("ITERS", "10000")), "iterations for small messages (scaled down for large)")
+	fiIters  = flag.Int("fi_iters", atoi(env("FI_ITERS", "100000")), "fi_pingpong's iterations: it has no warm-up, so its first milliseconds count unless the run is long")
 	tools    = flag.String("tools", env("TOOLS", "weft-direct,weft-shm,fi_pingpong,mpich,ompi"), "tools to run")
 	binDir   = flag.String("bin", env("BIN", "test/bench/onesided/bin"), "where build.sh put the MPI programs")
 	timeoutF = flag.Duration("timeout", 120*time.Second, "per tool run")
@@ -302,7 +303,7 @@ func fmtRatios(r []float64) string {
 // fiPingpong runs libfabric's fi_pingpong over shm with 8-byte messages.
 func fiPingpong(ctx context.Context) ([]byte, error) {
 	port := strconv.Itoa(20000 + os.Getpid()%20000)
-	args := []string{"-p", "shm", "-e", "rdm", "-S", "8", "-I", strconv.Itoa(*iters)}
+	args := []string{"-p", "shm", "-e", "rdm", "-S", "8", "-I", strconv.Itoa(max(*fiIters, 1))}
 	srv := exec.CommandContext(ctx, "fi_pingpong", append(args, "-B", port)...)
 	var sout bytes.Buffer
 	srv.Stdout, srv.Stderr = &sout, &sout
