@@ -373,6 +373,12 @@ func TestNetCQDataPassiveTarget(t *testing.T) {
 					return fmt.Errorf("after Fence the signal word holds %d, want %d", v, round)
 				}
 			}
+			// Rank 0 leaves the Fence before rank 1 has looked: without
+			// this one its next PutSignal could land first (rank 1's
+			// Fence reads its completion queue once more on the way out).
+			if err := w.Fence(ctx); err != nil {
+				return err
+			}
 		}
 		// A PutSignal to itself is a store (direct), in either mode.
 		if err := w.PutSignal(g.Rank(), msg, 1024, 24, 5); err != nil {
