@@ -176,13 +176,13 @@ func TestNetCQDataLastWins(t *testing.T) {
 	}
 }
 
-func lastWins(ctx context.Context, g Group, rounds int, opts ...Option) error {
+func lastWins(ctx context.Context, g Group, rounds int, opts ...Option) (err error) {
 	const word, done, data, big = 0, 8, 64, 40 << 10
 	w, err := Allocate(ctx, g, data+big, opts...)
 	if err != nil {
 		return err
 	}
-	defer w.Free(ctx)
+	defer cleanup(ctx, &err, w.Free)
 	huge := func(i int) uint64 { return math.MaxUint64 - uint64(i) } // never fits one word
 	bufs := [2][]byte{make([]byte, big), make([]byte, big)}
 	for r := 1; r <= rounds; r++ {
@@ -237,13 +237,13 @@ func lastWins(ctx context.Context, g Group, rounds int, opts ...Option) error {
 // not a signal reaches the target as an error, not as a store.
 func TestNetCQDataEncodingEdges(t *testing.T) {
 	requireProvider(t, "shm")
-	runRanks(t, 2, func(ctx context.Context, g Group) error {
+	runRanks(t, 2, func(ctx context.Context, g Group) (err error) {
 		const size = 4096
 		w, err := Allocate(ctx, g, size, providerCase{"shm", OrderCQData}.opts()...)
 		if err != nil {
 			return err
 		}
-		defer w.Free(ctx)
+		defer cleanup(ctx, &err, w.Free)
 		f := fabOf(w)
 		other := 1 - g.Rank()
 		// The registered region is the control words and the window,
@@ -325,12 +325,12 @@ func TestNetCQDataEncodingEdges(t *testing.T) {
 // TestSignal of another word here), and after a Fence without any.
 func TestNetCQDataPassiveTarget(t *testing.T) {
 	requireProvider(t, "shm")
-	runRanks(t, 2, func(ctx context.Context, g Group) error {
+	runRanks(t, 2, func(ctx context.Context, g Group) (err error) {
 		w, err := Allocate(ctx, g, 4096, providerCase{"shm", OrderCQData}.opts()...)
 		if err != nil {
 			return err
 		}
-		defer w.Free(ctx)
+		defer cleanup(ctx, &err, w.Free)
 		sig := (*uint64)(unsafe.Pointer(&w.Bytes()[0]))
 		msg := []byte("passive target")
 		for round := uint64(1); round <= 50; round++ {
@@ -372,6 +372,12 @@ func TestNetCQDataPassiveTarget(t *testing.T) {
 				if v := atomic.LoadUint64((*uint64)(unsafe.Pointer(&w.Bytes()[16]))); v != round {
 					return fmt.Errorf("after Fence the signal word holds %d, want %d", v, round)
 				}
+			}
+			// Rank 0 leaves the Fence before rank 1 has looked: without
+			// this one its next PutSignal could land first (rank 1's
+			// Fence reads its completion queue once more on the way out).
+			if err := w.Fence(ctx); err != nil {
+				return err
 			}
 		}
 		// A PutSignal to itself is a store (direct), in either mode.

@@ -43,7 +43,7 @@ func putSignalStressSizes(ctx context.Context, g Group, iters int, sizes []int, 
 
 // putSignalStressSizesHook is putSignalStressSizes that calls hook (when
 // not nil) on the window before the first message.
-func putSignalStressSizesHook(ctx context.Context, g Group, iters int, sizes []int, hook func(*Window), opts ...Option) error {
+func putSignalStressSizesHook(ctx context.Context, g Group, iters int, sizes []int, hook func(*Window), opts ...Option) (err error) {
 	payload := 0
 	for _, s := range sizes {
 		payload = max(payload, s)
@@ -56,7 +56,7 @@ func putSignalStressSizesHook(ctx context.Context, g Group, iters int, sizes []i
 	if err != nil {
 		return err
 	}
-	defer w.Free(ctx)
+	defer cleanup(ctx, &err, w.Free)
 	if hook != nil {
 		hook(w)
 	}
@@ -114,13 +114,13 @@ func TestDirectAtomicsContention(t *testing.T) {
 
 // atomicsContention: every rank hammers rank 0's words with FetchAndOp,
 // CompareAndSwap and Accumulate, then checks the totals.
-func atomicsContention(ctx context.Context, g Group, iters int, opts ...Option) error {
+func atomicsContention(ctx context.Context, g Group, iters int, opts ...Option) (err error) {
 	me, n := g.Rank(), g.Size()
 	w, err := Allocate(ctx, g, 64, opts...)
 	if err != nil {
 		return err
 	}
-	defer w.Free(ctx)
+	defer cleanup(ctx, &err, w.Free)
 	// words: 0 fetch-add counter, 8 CAS counter, 16 accumulate sum,
 	// 24 max, 32 min (int64), 40 bxor, 48 float64 sum, 56 uint32 sum
 	if me == 0 {
@@ -271,13 +271,13 @@ func windowErrors(ctx context.Context, g Group, opts ...Option) error {
 }
 
 func TestDirectPutGet(t *testing.T) {
-	runRanks(t, 3, func(ctx context.Context, g Group) error {
+	runRanks(t, 3, func(ctx context.Context, g Group) (err error) {
 		me, n := g.Rank(), g.Size()
 		w, err := Allocate(ctx, g, 1000+me, WithSharedMemory(ShmOnly))
 		if err != nil {
 			return err
 		}
-		defer w.Free(ctx)
+		defer cleanup(ctx, &err, w.Free)
 		for r := 0; r < n; r++ {
 			if w.Len(r) != 1000+r || !w.Direct(r) {
 				return fmt.Errorf("rank %d: len %d direct %v", r, w.Len(r), w.Direct(r))

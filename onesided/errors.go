@@ -23,6 +23,10 @@ var (
 	// CompareAndSwap, an operation stuck behind a full queue) that outlasted
 	// WEFT_ONESIDED_TIMEOUT: usually a target that stopped making progress.
 	ErrTimeout = errors.New("onesided: operation timed out")
+	// ErrPeerGone reports a wait on a window that another rank of the
+	// window in this process has freed without synchronising (its Free
+	// failed, or its context had ended): that rank will never answer.
+	ErrPeerGone = errors.New("onesided: a rank left the window")
 	// ErrOutOfMemory reports a symmetric heap that cannot satisfy Alloc.
 	ErrOutOfMemory = errors.New("onesided: symmetric heap exhausted")
 )

@@ -84,13 +84,13 @@ func TestNetPutSignalSmall(t *testing.T) {
 // flushCoversPutSignal: rank 0 Puts and PutSignals small messages to rank 1 (which
 // does nothing but wait in a barrier, driving progress), flushes, and reads
 // them back with Get: after Flush every write must be at the target.
-func flushCoversPutSignal(ctx context.Context, g Group, opts ...Option) error {
+func flushCoversPutSignal(ctx context.Context, g Group, opts ...Option) (err error) {
 	const n, size = 64, 24
 	w, err := Allocate(ctx, g, 64+n*size, opts...)
 	if err != nil {
 		return err
 	}
-	defer w.Free(ctx)
+	defer cleanup(ctx, &err, w.Free)
 	if g.Rank() == 0 {
 		for round := 1; round <= 3; round++ {
 			for i := 0; i < n; i++ {

@@ -167,9 +167,17 @@ func openFabPath(ctx context.Context, w *Window, region []byte, ownCtrl bool) (n
 		comp: make([]fabric.Completion, 64), local: region, dirty: make([]bool, w.size), injMax: -1,
 		cqSig: make([]bool, w.size), slotBits: make([]int, w.size)}
 	defer func() {
-		if err != nil {
-			_ = f.close()
+		if err == nil {
+			return
 		}
+		if p := w.procPeers; p != nil {
+			// Ranks of this process may already have this rank's
+			// address (see procpeers.go).
+			w.procPeers = nil
+			p.leave(w.rank, func() { _ = f.close() })
+			return
+		}
+		_ = f.close()
 	}()
 	oneNode := true
 	for r := range w.peers {
@@ -279,8 +287,9 @@ func openFabPath(ctx context.Context, w *Window, region []byte, ownCtrl bool) (n
 	}
 	// Record: region key and base, control key and base, provider name
 	// length, flags (1: takes signals in CQ data), registered region
-	// length, provider name, endpoint name.
-	const hdr = 42
+	// length, process key and path number (procpeers.go), provider name,
+	// endpoint name.
+	const hdr = 58
 	rec := make([]byte, hdr, hdr+len(info.Provider)+len(name))
 	binary.LittleEndian.PutUint64(rec, f.mr.Key())
 	binary.LittleEndian.PutUint64(rec[8:], f.mr.RemoteAddr(region))
@@ -291,12 +300,15 @@ func openFabPath(ctx context.Context, w *Window, region []byte, ownCtrl bool) (n
 		rec[33] = 1
 	}
 	binary.LittleEndian.PutUint64(rec[34:], uint64(len(region)))
+	binary.LittleEndian.PutUint64(rec[42:], procKey())
+	binary.LittleEndian.PutUint64(rec[50:], windowSeq.Add(1))
 	rec = append(rec, info.Provider...)
 	rec = append(rec, name...)
 	all, err := w.g.Allgather(ctx, rec)
 	if err != nil {
 		return nil, fmt.Errorf("exchange endpoint names: %w", err)
 	}
+	w.procPeers = sameProcess(all, hdr)
 	names := make([][]byte, w.size)
 	f.keys = make([]uint64, w.size)
 	f.bases = make([]uint64, w.size)
@@ -338,6 +350,28 @@ func openFabPath(ctx context.Context, w *Window, region []byte, ownCtrl bool) (n
 	w.log.Debug("libfabric path", "provider", info.Provider, "order", f.order, "msg_order", info.MsgOrder,
 		"waw_max", f.wawMax, "inject_max", f.injMax, "cq_data", info.CQDataSize, "signal_sink", f.sink != nil, "atomic", info.Caps.Has(fabric.CapAtomic), "progress", info.DataProgress)
 	return f, nil
+}
+
+// sameProcess joins the set of the window's ranks in this process, read
+// from the exchanged records (process key at byte 42, path number at 50),
+// or returns nil when this rank is alone in its process. Every rank of
+// this process sees the same records, so they all join the same set.
+func sameProcess(all [][]byte, hdr int) *procPeers {
+	me := procKey()
+	n, key := 0, uint64(0)
+	for _, m := range all {
+		if len(m) < hdr || binary.LittleEndian.Uint64(m[42:]) != me {
+			continue
+		}
+		if n == 0 {
+			key = binary.LittleEndian.Uint64(m[50:]) // the lowest such rank's
+		}
+		n++
+	}
+	if n < 2 {
+		return nil
+	}
+	return joinProcPeers(key, n)
 }
 
 // connectInOrder establishes the connections of a sockets endpoint in two
@@ -387,7 +421,7 @@ func (f *fabPath) inRegion(b []byte) int {
 
 // slot takes a scratch slot, driving progress until one is free.
 func (f *fabPath) slot() ([]byte, int, error) {
-	wt := waiter{p: &f.w.wait, limit: opTimeout}
+	wt := f.w.newWaiter(opTimeout)
 	for len(f.freeSlots) == 0 {
 		if err := f.progress(); err != nil {
 			return nil, -1, err
@@ -440,7 +474,7 @@ const untracked = 0
 // post retries an operation while the provider answers EAGAIN; on failure
 // it untracks id.
 func (f *fabPath) post(id uint64, fn func() error) error {
-	wt := waiter{p: &f.w.wait, limit: opTimeout}
+	wt := f.w.newWaiter(opTimeout)
 	for {
 		err := fn()
 		if err == nil {
@@ -633,7 +667,7 @@ func (f *fabPath) takeDeferErr() error {
 
 // wait drives progress until op completes.
 func (f *fabPath) wait(ctx context.Context, op *pendingOp) error {
-	wt := waiter{p: &f.w.wait, limit: opTimeout}
+	wt := f.w.newWaiter(opTimeout)
 	for !op.done {
 		if err := f.progress(); err != nil && op.done {
 			break
@@ -1113,7 +1147,7 @@ func (f *fabPath) flush(ctx context.Context, target int) error {
 	if err := f.flushMarkers(target); err != nil {
 		return err
 	}
-	wt := waiter{p: &f.w.wait}
+	wt := f.w.newWaiter(0)
 	for {
 		if target >= 0 && f.perTarget[target] == 0 || target < 0 && len(f.pending) == 0 {
 			return nil
@@ -1128,7 +1162,7 @@ func (f *fabPath) flush(ctx context.Context, target int) error {
 }
 
 func (f *fabPath) waitIssued(ctx context.Context, n uint64) error {
-	wt := waiter{p: &f.w.wait}
+	wt := f.w.newWaiter(0)
 	for {
 		done := true
 		for id := range f.pending {

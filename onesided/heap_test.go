@@ -17,13 +17,13 @@ func TestHeapAllocatorSameOffsets(t *testing.T) {
 
 // heapScenario allocates, frees and reallocates objects, checks offsets,
 // does puts/gets/atomics by (rank, Sym) and the error paths.
-func heapScenario(ctx context.Context, g Group, opts ...Option) error {
+func heapScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 	me, n := g.Rank(), g.Size()
 	h, err := NewHeap(ctx, g, 1<<16, opts...)
 	if err != nil {
 		return err
 	}
-	defer h.Close(ctx)
+	defer cleanup(ctx, &err, h.Close)
 	a, err := h.Alloc(ctx, 100, 0)
 	if err != nil {
 		return err

@@ -55,6 +55,8 @@ func mpWorker(t *testing.T, c mpCase, body func(ctx context.Context, g Group) er
 	if c.fakeNode > 0 {
 		os.Setenv("WEFT_NODE_ID", fmt.Sprintf("node%d", bs.Rank()/c.fakeNode))
 	}
+	ctx, stop := abortable(ctx, bs.Rank())
+	defer stop()
 	if err := body(ctx, BootstrapGroup(bs)); err != nil {
 		t.Fatalf("rank %d: %v", bs.Rank(), err)
 	}
@@ -70,7 +72,7 @@ func TestMultiProcess(t *testing.T) {
 				launchtest.Run(t, c.n, c.provider, 90*time.Second, c.env...)
 				return
 			}
-			mpWorker(t, c, func(ctx context.Context, g Group) error {
+			mpWorker(t, c, func(ctx context.Context, g Group) (err error) {
 				iters, payload := 200, 64<<10
 				if c.provider == "sockets" {
 					iters, payload = 20, 8<<10 // sockets crawls on two oversubscribed cores
@@ -106,11 +108,11 @@ func TestMultiProcess(t *testing.T) {
 					return fmt.Errorf("pipeline: %w", err)
 				}
 				if c.fakeNode > 0 {
-					w, err := Allocate(ctx, g, 64)
-					if err != nil {
+					var w *Window
+					if w, err = Allocate(ctx, g, 64); err != nil {
 						return err
 					}
-					defer w.Free(ctx)
+					defer cleanup(ctx, &err, w.Free)
 					for r := 0; r < g.Size(); r++ {
 						if want := r/c.fakeNode == g.Rank()/c.fakeNode; w.Direct(r) != want {
 							return fmt.Errorf("Direct(%d) = %v, want %v", r, w.Direct(r), want)
@@ -151,6 +153,8 @@ func TestOverComm(t *testing.T) {
 			}
 			defer w.Close()
 			comm := w.Comm()
+			ctx, stop := abortable(ctx, comm.Rank())
+			defer stop()
 			win, err := Allocate(ctx, comm, 64)
 			if err != nil {
 				t.Fatalf("Allocate over Comm: %v", err)

@@ -80,7 +80,7 @@ func pipelineExchange(ctx context.Context, p *Pipeline, run int) ([][]byte, erro
 }
 
 // pipelineMatrix checks the pipeline against the reference for many shapes.
-func pipelineMatrix(ctx context.Context, g Group, shapes []PipelineConfig, opts ...Option) error {
+func pipelineMatrix(ctx context.Context, g Group, shapes []PipelineConfig, opts ...Option) (err error) {
 	if len(shapes) == 0 {
 		return nil
 	}
@@ -96,9 +96,9 @@ func pipelineMatrix(ctx context.Context, g Group, shapes []PipelineConfig, opts 
 	if err != nil {
 		return err
 	}
-	defer ref.Free(ctx)
+	defer cleanup(ctx, &err, ref.Free)
 	tr := NewWindowTransport(g, opts...)
-	defer tr.Close(ctx)
+	defer cleanup(ctx, &err, tr.Close)
 	if err := tr.Prepare(ctx, maxTile, maxD+1, 2*maxD); err != nil {
 		return err
 	}
@@ -163,9 +163,9 @@ func TestPipelineConfigErrors(t *testing.T) {
 }
 
 func TestAutotuneAgrees(t *testing.T) {
-	runRanks(t, 2, func(ctx context.Context, g Group) error {
+	runRanks(t, 2, func(ctx context.Context, g Group) (err error) {
 		tr := NewWindowTransport(g, WithSharedMemory(ShmOnly))
-		defer tr.Close(ctx)
+		defer cleanup(ctx, &err, tr.Close)
 		compute := func(t Tile, out [][]byte) error {
 			for _, o := range out {
 				tileFill(o, g.Rank(), 0, t.First, 0)

@@ -13,7 +13,7 @@ import (
 // typedScenario: each rank puts a strided column (vector type) of its
 // array into the next rank's window as a differently strided layout, gets
 // it back with the types swapped, and checks both; then the error paths.
-func typedScenario(ctx context.Context, g Group, opts ...Option) error {
+func typedScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 	me, n := g.Rank(), g.Size()
 	right := (me + 1) % n
 	left := (me + n - 1) % n
@@ -35,7 +35,7 @@ func typedScenario(ctx context.Context, g Group, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	defer w.Free(ctx)
+	defer cleanup(ctx, &err, w.Free)
 	origin := make([]byte, 8*30)
 	for i := 0; i < 30; i++ {
 		binary.LittleEndian.PutUint64(origin[8*i:], uint64(me*1000+i))

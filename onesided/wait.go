@@ -169,6 +169,15 @@ type waiter struct {
 	nap   time.Duration
 	limit time.Duration // > 0: fail with ErrTimeout after this long
 	gosch time.Duration // spin phase: when runtime.Gosched was last called
+	// peers, when not nil, are the window's ranks in this process: the
+	// wait fails once one of them has left without synchronising.
+	peers *procPeers
+}
+
+// newWaiter returns a waiter with w's policy that fails after limit (0:
+// never) and when a rank of w in this process has gone (procpeers.go).
+func (w *Window) newWaiter(limit time.Duration) waiter {
+	return waiter{p: &w.wait, limit: limit, peers: w.procPeers}
 }
 
 // spinning reports whether the waiter is still in its spin phase (callers
@@ -182,11 +191,14 @@ func (w *waiter) check(ctx context.Context, elapsed time.Duration) error {
 	if w.limit > 0 && elapsed > w.limit {
 		return fmt.Errorf("%w after %v (WEFT_ONESIDED_TIMEOUT)", ErrTimeout, w.limit)
 	}
+	if w.peers != nil {
+		return w.peers.goneErr()
+	}
 	return nil
 }
 
-// pause is called after each unsuccessful poll; it returns ctx's error, or
-// ErrTimeout, when the wait must stop.
+// pause is called after each unsuccessful poll; it returns ctx's error,
+// ErrTimeout or ErrPeerGone when the wait must stop.
 func (w *waiter) pause(ctx context.Context) error {
 	w.n++
 	if w.n == 1 {

@@ -197,6 +197,9 @@ type Window struct {
 	atomicsNet bool
 	closed     bool
 	wait       waitPolicy // how this window's waits pace themselves (wait.go)
+	// procPeers is the set of this window's ranks in this process when
+	// there are several and the window has a libfabric path (procpeers.go).
+	procPeers *procPeers
 }
 
 // netPath is the libfabric side of a window (fabricpath.go).
@@ -248,7 +251,7 @@ func Allocate(ctx context.Context, g Group, size int, opts ...Option) (*Window, 
 	}
 	w := &Window{g: g, rank: g.Rank(), size: g.Size(), opts: o, log: log}
 	if err := w.setup(ctx, size); err != nil {
-		w.release()
+		w.release(false)
 		return nil, fmt.Errorf("onesided: Allocate(%d bytes) on rank %d: %w", size, w.rank, err)
 	}
 	return w, nil
@@ -312,7 +315,7 @@ func Create(ctx context.Context, g Group, buf []byte, opts ...Option) (*Window, 
 		return nil
 	}()
 	if err != nil {
-		w.release()
+		w.release(false)
 		return nil, fmt.Errorf("onesided: Create(%d bytes) on rank %d: %w", len(buf), w.rank, err)
 	}
 	return w, nil
@@ -466,31 +469,66 @@ func offsOf(local []int, sizes []int) []int {
 }
 
 // release frees everything the window holds (no collective calls).
-func (w *Window) release() {
-	if w.net != nil {
-		if err := w.net.close(); err != nil {
-			w.log.Warn("close libfabric path", "err", err)
-		}
-		w.net = nil
-	}
-	if w.seg != nil {
-		_ = w.seg.unlink()
-		_ = w.seg.close()
-		w.seg = nil
-	}
-	if w.anon != nil {
-		_ = syscallMunmap(w.anon)
-		w.anon = nil
-	}
+// synced says that every rank is past its last operation on the window
+// (Free's synchronisation succeeded). Without it the libfabric path and
+// the memory it registered are parked until the window's other ranks in
+// this process have released theirs (procpeers.go), since they may still
+// be inside an operation that touches this rank's endpoint.
+func (w *Window) release(synced bool) {
+	net, seg, anon, peers, lg := w.net, w.seg, w.anon, w.procPeers, w.log
+	w.net, w.seg, w.anon, w.procPeers = nil, nil, nil, nil
 	w.local = nil
 	w.peers = nil
+	if seg != nil {
+		_ = seg.unlink() // the name only; the mapping goes with the rest
+	}
+	free := func() {
+		if net != nil {
+			if err := net.close(); err != nil {
+				lg.Warn("close libfabric path", "err", err)
+			}
+		}
+		if seg != nil {
+			_ = seg.close()
+		}
+		if anon != nil {
+			_ = syscallMunmap(anon)
+		}
+	}
+	switch {
+	case peers == nil:
+		free()
+	case synced:
+		free()
+		peers.leave(w.rank, nil)
+	default:
+		peers.leave(w.rank, free)
+	}
 }
 
 // Free completes all outstanding operations, waits for every rank and
 // releases the window. It is collective. Calling Free again returns nil.
+//
+// If ctx is already done, Free does not wait for the other ranks: it
+// releases the window at once and returns ctx's error (wrapped), so that a
+// rank that gave up (or whose job is being torn down) can always free its
+// windows. If the synchronisation fails (ctx ends while waiting, a rank
+// never arrives), Free also releases the window and returns the error.
+// After such an unsynchronised Free, the libfabric endpoint and the
+// registered memory of this rank stay open until every rank of the window
+// in this process has freed the window too: an in-process rank may still
+// be inside an operation on them, and closing them under it would crash
+// the process (libfabric's shm provider shares the endpoint's mapping
+// within a process). The memory of Create's buf may be written by such
+// ranks until then.
 func (w *Window) Free(ctx context.Context) error {
 	if w.closed {
 		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		w.closed = true
+		w.release(false)
+		return fmt.Errorf("onesided: Free on rank %d without waiting for the other ranks: %w", w.rank, err)
 	}
 	err := w.Fence(ctx)
 	if err == nil && w.net != nil {
@@ -500,7 +538,7 @@ func (w *Window) Free(ctx context.Context) error {
 		err = w.g.Barrier(ctx)
 	}
 	w.closed = true
-	w.release()
+	w.release(err == nil)
 	if err != nil {
 		return fmt.Errorf("onesided: Free: %w", err)
 	}
@@ -689,7 +727,7 @@ func (w *Window) WaitSignal(ctx context.Context, signalOffset int, cmp Cmp, valu
 		}
 		return atomic.LoadUint64(p), nil
 	}
-	wt := waiter{p: &w.wait}
+	wt := w.newWaiter(0)
 	for {
 		v := atomic.LoadUint64(p)
 		if cmp.test(v, value) {
@@ -719,7 +757,7 @@ func (w *Window) waitGE(ctx context.Context, p *uint64, want uint64) error {
 	if atomic.LoadUint64(p) >= want {
 		return nil
 	}
-	wt := waiter{p: &w.wait}
+	wt := w.newWaiter(0)
 	for {
 		if w.net != nil {
 			spins := 1
