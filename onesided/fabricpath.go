@@ -473,6 +473,19 @@ const untracked = 0
 
 // post retries an operation while the provider answers EAGAIN; on failure
 // it untracks id.
+// postSignalBatch posts a PutSignal's untracked batch; on EAGAIN the rest
+// is posted after progress.
+func (f *fabPath) postSignalBatch(ops []fabric.Op) error {
+	if err := f.post(untracked, func() error {
+		n, err := f.ep.PostBatch(ops)
+		ops = ops[n:]
+		return err
+	}); err != nil {
+		return fmt.Errorf("onesided: PutSignal: %w", err)
+	}
+	return nil
+}
+
 func (f *fabPath) post(id uint64, fn func() error) error {
 	wt := f.w.newWaiter(opTimeout)
 	for {
@@ -859,14 +872,7 @@ func (f *fabPath) injectSignal(target, off int, data []byte, sigOff int, val uin
 		ops = append(ops, fabric.InjectWriteOp(st[8:8+len(data)], f.addrs[target], f.raddr(target, off), f.keys[target]))
 	}
 	ops = append(ops, fabric.InjectWriteOp(st[:8], f.addrs[target], f.raddr(target, sigOff), f.keys[target]))
-	if err := f.post(untracked, func() error {
-		n, err := f.ep.PostBatch(ops)
-		ops = ops[n:] // on EAGAIN the rest is posted after progress
-		return err
-	}); err != nil {
-		return fmt.Errorf("onesided: PutSignal: %w", err)
-	}
-	return nil
+	return f.postSignalBatch(ops)
 }
 
 // sigWords encodes a signal to target's word at sigOff (region offset) in
@@ -908,14 +914,7 @@ func (f *fabPath) cqSignal(ops []fabric.Op, target, off int, data []byte, sigOff
 	for _, d := range words[1:nw] {
 		ops = append(ops, fabric.InjectWriteDataOp(nil, d, dst, f.raddr(target, sigOff), key))
 	}
-	if err := f.post(untracked, func() error {
-		n, err := f.ep.PostBatch(ops)
-		ops = ops[n:] // on EAGAIN the rest is posted after progress
-		return err
-	}); err != nil {
-		return fmt.Errorf("onesided: PutSignal: %w", err)
-	}
-	return nil
+	return f.postSignalBatch(ops)
 }
 
 func (f *fabPath) putSignal(target, off int, data []byte, sigOff int, val uint64) error {
