@@ -38,7 +38,8 @@ type World struct {
 	ctxRefs  map[int]int
 	privInfo *fabric.Info // ThreadDomain variant of info, for private endpoints
 	privFab  *fabric.Fabric
-	vcis     []*vci // endpoint vcis, closed by Close
+	vcis     []*vci          // endpoint vcis, closed by Close
+	sets     map[int]*vciSet // by context id: a communicator's endpoints in this process (peerset.go)
 }
 
 // Comm is a communicator handle: a group of ranks, this handle's rank in it,
@@ -234,10 +235,7 @@ func (w *World) closeAll() error {
 	w.vcis = nil
 	w.mu.Unlock()
 	for _, v := range vcis {
-		v.lock()
-		v.refs = 1
-		v.unlock()
-		errs = append(errs, v.release())
+		errs = append(errs, v.shutdown()) // parked ones too
 	}
 	if w.comm != nil {
 		w.comm.freed = true

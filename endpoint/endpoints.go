@@ -158,6 +158,9 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 			out[li] = mk(li)
 		}
 	}
+	for _, v := range vcis {
+		w.joinSet(id, v)
+	}
 	w.mu.Lock()
 	w.vcis = append(w.vcis, vcis...)
 	for i := 1; i < n; i++ {

@@ -46,7 +46,12 @@ func TestOneGoroutineDrivesPair(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Init: %v", err)
 			}
-			defer w.Close()
+			stuck := false // a goroutine may still be inside an operation: leave the endpoints open
+			defer func() {
+				if !stuck {
+					w.Close()
+				}
+			}()
 			if w.Comm().Size() != 1 {
 				t.Skipf("not a singleton (size %d): this test runs without a launcher", w.Comm().Size())
 			}
@@ -68,19 +73,41 @@ func TestOneGoroutineDrivesPair(t *testing.T) {
 			}
 			done := make(chan error, goroutines)
 			for i := 0; i < goroutines; i++ {
-				go func(i int) { done <- drivePair(ctx, eps[i], eps[goroutines+i], window, windows, t.Logf) }(i)
+				go func(i int) {
+					err := drivePair(ctx, eps[i], eps[goroutines+i], window, windows, t.Logf)
+					if err != nil {
+						err = fmt.Errorf("goroutine %d: %w", i, err)
+					}
+					done <- err
+				}(i)
 			}
-			timer := time.NewTimer(25 * time.Second)
-			defer timer.Stop()
-			for i := 0; i < goroutines; i++ {
+			// Every goroutine must be back before anything is freed or
+			// closed (closing an endpoint under a goroutine that is inside
+			// an operation on it crashes): a failure or the deadlock limit
+			// cancels ctx, which every wait of drivePair honours.
+			limit := time.NewTimer(25 * time.Second)
+			defer limit.Stop()
+			for left, cancelled := goroutines, false; left > 0; {
 				select {
 				case err := <-done:
+					left--
 					if err != nil {
-						t.Fatal(err)
+						t.Error(err)
+						cancel()
 					}
-				case <-timer.C:
-					t.Fatal("deadlock: a goroutine driving its own sender and receiver did not finish in 25 s")
+				case <-limit.C:
+					if cancelled {
+						stuck = true
+						t.Fatalf("%d goroutines still running 10 s after their context was cancelled", left)
+					}
+					t.Error("deadlock: a goroutine driving its own sender and receiver did not finish in 25 s")
+					cancel()
+					cancelled = true
+					limit.Reset(10 * time.Second)
 				}
+			}
+			if t.Failed() {
+				return
 			}
 			for _, c := range eps {
 				if err := c.Free(); err != nil {

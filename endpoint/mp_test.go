@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -122,69 +121,51 @@ func TestWorldBarrierAllgather(t *testing.T) {
 // allPairs: every handle sends a content-checked message of several sizes
 // (inject, eager, rendezvous) to every other rank and receives from all.
 func allPairs(t *testing.T, eps []*endpoint.Comm, sizes []int) {
-	ctx := tctx(t, 60*time.Second)
-	var wg sync.WaitGroup
-	errc := make(chan error, len(eps))
-	for _, ep := range eps {
-		wg.Add(1)
-		go func(c *endpoint.Comm) {
-			defer wg.Done()
-			me, n := c.Rank(), c.Size()
-			var reqs []*endpoint.Request
-			recvs := make(map[[2]int][]byte)
-			for src := 0; src < n; src++ {
-				if src == me {
-					continue
+	runHandles(t, tctx(t, 60*time.Second), eps, func(ctx context.Context, c *endpoint.Comm) error {
+		me, n := c.Rank(), c.Size()
+		var reqs []*endpoint.Request
+		recvs := make(map[[2]int][]byte)
+		for src := 0; src < n; src++ {
+			if src == me {
+				continue
+			}
+			for si, sz := range sizes {
+				b := make([]byte, sz)
+				recvs[[2]int{src, si}] = b
+				r, err := c.Irecv(b, src, si)
+				if err != nil {
+					return err
 				}
-				for si, sz := range sizes {
-					b := make([]byte, sz)
-					recvs[[2]int{src, si}] = b
-					r, err := c.Irecv(b, src, si)
-					if err != nil {
-						errc <- err
-						return
-					}
-					reqs = append(reqs, r)
+				reqs = append(reqs, r)
+			}
+		}
+		var sends [][]byte
+		for i := 1; i < n; i++ {
+			dst := (me + i) % n
+			for si, sz := range sizes {
+				b := make([]byte, sz)
+				pattern(b, me, dst, si)
+				sends = append(sends, b)
+				r, err := c.Isend(b, dst, si)
+				if err != nil {
+					return err
 				}
+				reqs = append(reqs, r)
 			}
-			var sends [][]byte
-			for i := 1; i < n; i++ {
-				dst := (me + i) % n
-				for si, sz := range sizes {
-					b := make([]byte, sz)
-					pattern(b, me, dst, si)
-					sends = append(sends, b)
-					r, err := c.Isend(b, dst, si)
-					if err != nil {
-						errc <- err
-						return
-					}
-					reqs = append(reqs, r)
-				}
+		}
+		if err := endpoint.WaitAll(ctx, reqs...); err != nil {
+			return fmt.Errorf("rank %d: %w", me, err)
+		}
+		want := make([]byte, 0)
+		for k, b := range recvs {
+			want = append(want[:0], make([]byte, len(b))...)
+			pattern(want, k[0], me, k[1])
+			if !bytes.Equal(b, want) {
+				return fmt.Errorf("rank %d: %d bytes from rank %d corrupted", me, len(b), k[0])
 			}
-			if err := endpoint.WaitAll(ctx, reqs...); err != nil {
-				errc <- fmt.Errorf("rank %d: %w", me, err)
-				return
-			}
-			want := make([]byte, 0)
-			for k, b := range recvs {
-				want = append(want[:0], make([]byte, len(b))...)
-				pattern(want, k[0], me, k[1])
-				if !bytes.Equal(b, want) {
-					errc <- fmt.Errorf("rank %d: %d bytes from rank %d corrupted", me, len(b), k[0])
-					return
-				}
-			}
-			if err := c.Barrier(ctx); err != nil {
-				errc <- err
-			}
-		}(ep)
-	}
-	wg.Wait()
-	close(errc)
-	for err := range errc {
-		t.Error(err)
-	}
+		}
+		return c.Barrier(ctx)
+	})
 }
 
 // TestAllPairs: -n 2 and -n 4 × 1 and 4 endpoints per process, private and
@@ -489,57 +470,47 @@ func TestSplitDupIsolation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var wg sync.WaitGroup
-			for _, e := range eps {
-				wg.Add(1)
-				go func(e *endpoint.Comm) {
-					defer wg.Done()
-					d, err := e.Dup(ctx)
-					if err != nil {
-						t.Error(err)
-						return
+			runHandles(t, ctx, eps, func(ctx context.Context, e *endpoint.Comm) error {
+				d, err := e.Dup(ctx)
+				if err != nil {
+					return err
+				}
+				s, err := e.Split(ctx, e.Rank()%2, e.Rank())
+				if err != nil {
+					return err
+				}
+				for _, c := range []*endpoint.Comm{d, s, e} {
+					if err := c.Barrier(ctx); err != nil {
+						return err
 					}
-					s, err := e.Split(ctx, e.Rank()%2, e.Rank())
+					all, err := c.Allgather(ctx, []byte{byte(c.Rank())})
 					if err != nil {
-						t.Error(err)
-						return
+						return err
 					}
-					for _, c := range []*endpoint.Comm{d, s, e} {
-						if err := c.Barrier(ctx); err != nil {
-							t.Error(err)
-							return
-						}
-						all, err := c.Allgather(ctx, []byte{byte(c.Rank())})
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						for r, b := range all {
-							if len(b) != 1 || int(b[0]) != r {
-								t.Errorf("allgather on derived endpoint comm: %v", all)
-								return
-							}
+					for r, b := range all {
+						if len(b) != 1 || int(b[0]) != r {
+							return fmt.Errorf("allgather on derived endpoint comm: %v", all)
 						}
 					}
-					// endpoints of an endpoints communicator: one each
-					sub, err := e.CreateEndpoints(ctx, 1)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if sub[0].Size() != e.Size() || sub[0].Rank() != e.Rank() {
-						t.Errorf("nested endpoints: rank %d of %d, want %d of %d", sub[0].Rank(), sub[0].Size(), e.Rank(), e.Size())
-					}
-					if err := sub[0].Barrier(ctx); err != nil {
-						t.Error(err)
-					}
-					sub[0].Free()
-					d.Free()
-					s.Free()
-					e.Free()
-				}(e)
-			}
-			wg.Wait()
+				}
+				// endpoints of an endpoints communicator: one each
+				sub, err := e.CreateEndpoints(ctx, 1)
+				if err != nil {
+					return err
+				}
+				var errs []error
+				if sub[0].Size() != e.Size() || sub[0].Rank() != e.Rank() {
+					errs = append(errs, fmt.Errorf("nested endpoints: rank %d of %d, want %d of %d", sub[0].Rank(), sub[0].Size(), e.Rank(), e.Size()))
+				}
+				if err := sub[0].Barrier(ctx); err != nil {
+					errs = append(errs, err)
+				}
+				sub[0].Free()
+				d.Free()
+				s.Free()
+				e.Free()
+				return errors.Join(errs...)
+			})
 			for _, c := range []*endpoint.Comm{dup, sp} {
 				if err := c.Free(); err != nil {
 					t.Error(err)

@@ -80,9 +80,16 @@ type vci struct {
 	flushTries uint64
 
 	refs   int
-	closed bool
+	closed bool // released: no more operations
+	down   bool // libfabric objects closed (later than closed when parked)
 	log    hclog.Logger
 	name   []byte
+
+	// set is the communicator's endpoints in this process (peerset.go);
+	// nil for the world's own endpoint.
+	set   *vciSet
+	setID int
+	w     *World
 }
 
 func (v *vci) lock() {
@@ -188,19 +195,49 @@ func (v *vci) closeFabric() error {
 	return errors.Join(errs...)
 }
 
-// release drops one reference; the last one closes the fabric objects.
-// Requests still in flight are abandoned (their pins are released).
+// release drops one reference; the last one closes the fabric objects, or
+// parks them while other endpoints of the same communicator in this
+// process are open (peerset.go). Requests still in flight are abandoned
+// (their pins are released when the objects close).
 func (v *vci) release() error {
 	v.lock()
-	defer v.unlock()
 	if v.closed {
+		v.unlock()
 		return nil
 	}
 	v.refs--
 	if v.refs > 0 {
+		v.unlock()
 		return nil
 	}
 	v.closed = true
+	set := v.set
+	v.unlock()
+	if set == nil {
+		return v.shutdown()
+	}
+	park, others := set.leave(v)
+	if park {
+		return nil
+	}
+	errs := []error{v.shutdown()}
+	for _, o := range others {
+		errs = append(errs, o.shutdown())
+	}
+	return errors.Join(errs...)
+}
+
+// shutdown closes v's libfabric objects and abandons its requests
+// (idempotent). No goroutine may be inside an operation on v, nor on
+// another endpoint of this process that may still reach v's.
+func (v *vci) shutdown() error {
+	v.lock()
+	defer v.unlock()
+	v.closed = true
+	if v.down {
+		return nil
+	}
+	v.down = true
 	err := v.closeFabric()
 	for i, r := range v.slots {
 		if r != nil {

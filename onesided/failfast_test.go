@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -150,5 +153,32 @@ func TestRunRanksReportsEveryFailure(t *testing.T) {
 	runRanksReport(rec, 2, testTimeout, func(ctx context.Context, g Group) error { return g.Barrier(ctx) })
 	if len(rec.errors) != 0 {
 		t.Errorf("a run without failures reported %q", rec.errors)
+	}
+}
+
+// TestBodiesUseCleanup keeps the test bodies on the cleanup idiom: a
+// collective Free or Close deferred as is cannot know that its rank is
+// failing, so it waits for ranks that wait for it elsewhere, and runRanks
+// only returns at its 60 s limit (examples, which run as a singleton, may
+// defer as users do).
+func TestBodiesUseCleanup(t *testing.T) {
+	plain := regexp.MustCompile(`defer\s+[\w.\[\]]+\.(Free|Close)\(ctx\)`)
+	files, err := filepath.Glob("*_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f == "example_test.go" {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if plain.MatchString(line) && !strings.HasPrefix(strings.TrimSpace(line), "//") {
+				t.Errorf("%s:%d: %s: defer cleanup(ctx, &err, ...) instead, with the body's named error", f, i+1, strings.TrimSpace(line))
+			}
+		}
 	}
 }

@@ -60,6 +60,10 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The first handle that fails cancels ctx: the others would otherwise
+	// wait for its messages until the timeout.
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	var wg sync.WaitGroup
 	errs := make([]error, len(handles))
 	lines := make([]string, len(handles))
@@ -68,14 +72,17 @@ func run(args []string, out io.Writer) error {
 		go func(i int, ep *endpoint.Comm) { // this goroutine owns ep
 			defer wg.Done()
 			lines[i], errs[i] = ring(ctx, ep, *rounds)
+			if errs[i] != nil {
+				stop(fmt.Errorf("handle %d (rank %d): %w", i, ep.Rank(), errs[i]))
+			}
 			ep.Free()
 		}(i, ep)
 	}
 	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return err // the first failure, not what it caused in the others
+	}
 	for i := range handles {
-		if errs[i] != nil {
-			return errs[i]
-		}
 		fmt.Fprintln(out, lines[i])
 	}
 	return nil

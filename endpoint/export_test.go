@@ -1,0 +1,5 @@
+package endpoint
+
+// ParkedEndpoints reports how many freed endpoints of w wait for the other
+// endpoints of their communicator in this process (peerset.go).
+func ParkedEndpoints(w *World) int { return w.parkedEndpoints() }
