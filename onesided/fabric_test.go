@@ -158,7 +158,7 @@ func TestNetFenceSocketsBothWays(t *testing.T) {
 // rank 1, alternating two slots; rank 1 checks each message's data as soon
 // as its signal is visible and acknowledges it, which lets rank 0 reuse the
 // slot two messages later.
-func putSignalOneWay(ctx context.Context, g Group, iters int, sizes []int, opts ...Option) error {
+func putSignalOneWay(ctx context.Context, g Group, iters int, sizes []int, opts ...Option) (err error) {
 	payload := 0
 	for _, s := range sizes {
 		payload = max(payload, s)
@@ -168,7 +168,7 @@ func putSignalOneWay(ctx context.Context, g Group, iters int, sizes []int, opts 
 	if err != nil {
 		return err
 	}
-	defer w.Free(ctx)
+	defer cleanup(ctx, &err, w.Free)
 	src := [2][]byte{make([]byte, payload), make([]byte, payload)}
 	for it := 1; it <= iters; it++ {
 		slot, n := it%2, sizes[it%len(sizes)]
