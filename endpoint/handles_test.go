@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/proctest"
 )
 
 // reporter is the part of testing.TB runHandles uses.
@@ -77,27 +78,6 @@ func runHandles(t reporter, ctx context.Context, eps []*endpoint.Comm, body func
 	}
 }
 
-// recorder is a reporter that keeps what it is told.
-type recorder struct {
-	mu     sync.Mutex
-	errors []string
-	logs   []string
-}
-
-func (r *recorder) Helper() {}
-
-func (r *recorder) Errorf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.errors = append(r.errors, fmt.Sprintf(format, args...))
-}
-
-func (r *recorder) Logf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.logs = append(r.logs, fmt.Sprintf(format, args...))
-}
-
 // TestRunHandlesFailFast: handle 0 fails (and frees itself, as a goroutine
 // that owns its handle does) while the others wait for it — a message it
 // will never send, a barrier, an allgather. runHandles must return within
@@ -138,7 +118,7 @@ func TestRunHandlesFailFast(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec := &recorder{}
+			rec := &proctest.Recorder{}
 			start := time.Now()
 			runHandles(rec, ctx, eps, func(ctx context.Context, c *endpoint.Comm) error {
 				defer c.Free()
@@ -153,12 +133,12 @@ func TestRunHandlesFailFast(t *testing.T) {
 				return wait.wait(ctx, c)
 			})
 			took := time.Since(start)
-			t.Logf("runHandles returned after %v; reported %q; logged %q", took, rec.errors, rec.logs)
+			t.Logf("runHandles returned after %v; reported %q; logged %q", took, rec.Errors, rec.Logs)
 			if took > 10*time.Second {
 				t.Errorf("runHandles took %v with a failing handle, want < 10 s", took)
 			}
-			if len(rec.errors) != 1 || !strings.Contains(rec.errors[0], "handle 0 (rank 0) failed first: "+errOnPurpose.Error()) {
-				t.Errorf("reported %q, want only handle 0's error", rec.errors)
+			if len(rec.Errors) != 1 || !strings.Contains(rec.Errors[0], "handle 0 (rank 0) failed first: "+errOnPurpose.Error()) {
+				t.Errorf("reported %q, want only handle 0's error", rec.Errors)
 			}
 			if n := endpoint.ParkedEndpoints(w); n != 0 {
 				t.Errorf("%d parked endpoints after every handle was freed", n)

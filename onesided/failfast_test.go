@@ -3,36 +3,15 @@ package onesided
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/weft-hpc/weft/internal/proctest"
 )
-
-// recorder is a reporter that keeps what it is told.
-type recorder struct {
-	mu     sync.Mutex
-	errors []string
-	logs   []string
-}
-
-func (r *recorder) Helper() {}
-
-func (r *recorder) Errorf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.errors = append(r.errors, fmt.Sprintf(format, args...))
-}
-
-func (r *recorder) Logf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.logs = append(r.logs, fmt.Sprintf(format, args...))
-}
 
 // errOnPurpose is the failing rank's error in the fail-fast tests.
 var errOnPurpose = errors.New("rank fails on purpose")
@@ -96,7 +75,7 @@ func TestRunRanksFailFast(t *testing.T) {
 				if p.prov != "" {
 					requireProvider(t, p.prov)
 				}
-				rec := &recorder{}
+				rec := &proctest.Recorder{}
 				start := time.Now()
 				runRanksReport(rec, n, testTimeout, func(ctx context.Context, g Group) (err error) {
 					w, err := Allocate(ctx, g, 4096, p.opts...)
@@ -110,13 +89,13 @@ func TestRunRanksFailFast(t *testing.T) {
 					return wt.wait(ctx, g, w)
 				})
 				took := time.Since(start)
-				t.Logf("runRanks returned after %v; reported %q; logged %q", took, rec.errors, rec.logs)
+				t.Logf("runRanks returned after %v; reported %q; logged %q", took, rec.Errors, rec.Logs)
 				if took > bound {
 					t.Errorf("runRanks took %v with a failing rank, want < %v", took, bound)
 				}
-				if len(rec.errors) != 1 || !strings.Contains(rec.errors[0], "rank 0 failed first") ||
-					!strings.Contains(rec.errors[0], errOnPurpose.Error()) {
-					t.Errorf("reported %q, want only rank 0's error", rec.errors)
+				if len(rec.Errors) != 1 || !strings.Contains(rec.Errors[0], "rank 0 failed first") ||
+					!strings.Contains(rec.Errors[0], errOnPurpose.Error()) {
+					t.Errorf("reported %q, want only rank 0's error", rec.Errors)
 				}
 				if k := parkedReleases(); k != 0 {
 					t.Errorf("%d parked libfabric paths left after every rank freed its window", k)
@@ -130,7 +109,7 @@ func TestRunRanksFailFast(t *testing.T) {
 // abort is reported too, a panicking rank is reported with its panic, and
 // a run without failures reports nothing.
 func TestRunRanksReportsEveryFailure(t *testing.T) {
-	rec := &recorder{}
+	rec := &proctest.Recorder{}
 	runRanksReport(rec, 3, testTimeout, func(ctx context.Context, g Group) error {
 		switch g.Rank() {
 		case 0:
@@ -143,16 +122,16 @@ func TestRunRanksReportsEveryFailure(t *testing.T) {
 			panic("rank 2 panics")
 		}
 	})
-	all := strings.Join(rec.errors, "\n")
+	all := strings.Join(rec.Errors, "\n")
 	for _, want := range []string{"rank 0 failed first: " + errOnPurpose.Error(), "rank 1: rank 1's own failure", "rank 2: panic: rank 2 panics"} {
 		if !strings.Contains(all, want) {
-			t.Errorf("reported %q, missing %q", rec.errors, want)
+			t.Errorf("reported %q, missing %q", rec.Errors, want)
 		}
 	}
-	rec = &recorder{}
+	rec = &proctest.Recorder{}
 	runRanksReport(rec, 2, testTimeout, func(ctx context.Context, g Group) error { return g.Barrier(ctx) })
-	if len(rec.errors) != 0 {
-		t.Errorf("a run without failures reported %q", rec.errors)
+	if len(rec.Errors) != 0 {
+		t.Errorf("a run without failures reported %q", rec.Errors)
 	}
 }
 

@@ -168,3 +168,29 @@ func (s *Buffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Recorder is a reporter (Helper, Errorf, Logf) that keeps what it is told,
+// for tests of test helpers that report through such an interface. It is
+// safe for concurrent use; read Errors and Logs once the reporting is over.
+type Recorder struct {
+	mu     sync.Mutex
+	Errors []string
+	Logs   []string
+}
+
+// Helper does nothing; it makes Recorder look like a testing.TB.
+func (r *Recorder) Helper() {}
+
+// Errorf records a formatted error.
+func (r *Recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Errors = append(r.Errors, fmt.Sprintf(format, args...))
+}
+
+// Logf records a formatted log line.
+func (r *Recorder) Logf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Logs = append(r.Logs, fmt.Sprintf(format, args...))
+}
