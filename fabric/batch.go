@@ -13,6 +13,7 @@ import "C"
 
 import (
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 )
@@ -79,7 +80,10 @@ func (k OpKind) String() string {
 // GODEBUG=cgocheck=1), an Op whose Buf points at unpinned Go memory makes
 // the call panic with "cgo argument has Go pointer to unpinned Go pointer".
 // The []Op itself, like out []Completion, is ordinary Go memory that C
-// reads only during the call and never keeps.
+// reads only during the call and never keeps. A batch whose buffers all lie
+// in live registrations of the endpoint's domain may take the fast path
+// (see SetFastCall), where no cgo check runs; any other batch goes through
+// cgo and its check.
 type Op struct {
 	Kind   OpKind
 	Flags  OpFlag         // OpKindWriteMsg: fi_writemsg flags
@@ -314,7 +318,15 @@ func (e *Endpoint) PostBatch(ops []Op) (posted int, err error) {
 	if err := e.check(ops); err != nil {
 		return 0, err
 	}
-	ret := C.weft_post_batch(C.uintptr_t(e.fid), (*C.struct_weft_op)(unsafe.Pointer(&ops[0])), C.size_t(len(ops)))
+	var ret C.int64_t
+	if f := e.fast; f.acquire(0) && f.holdIf(f.opsRegistered(e.dom, ops)) {
+		a := C.struct_weft_fast{kind: C.WEFT_FAST_POST_BATCH}
+		fastOps(&a, e.fid, ops)
+		ret = C.int64_t(f.call(&a))
+		runtime.KeepAlive(ops)
+	} else {
+		ret = C.weft_post_batch(C.uintptr_t(e.fid), (*C.struct_weft_op)(unsafe.Pointer(&ops[0])), C.size_t(len(ops)))
+	}
 	if ret >= 0 {
 		return len(ops), nil
 	}
@@ -352,14 +364,23 @@ func (e *Endpoint) PostAndRead(ops []Op, cq *CQ, out []Completion, spins int) (p
 	if err := e.check(ops); err != nil {
 		return 0, 0, err
 	}
-	cq.yield.tick()
-	var op *C.struct_weft_op
-	if len(ops) > 0 {
-		op = (*C.struct_weft_op)(unsafe.Pointer(&ops[0]))
+	var ret C.int64_t
+	if f := cq.enter(spins); f != nil && f.holdIf(f.opsRegistered(e.dom, ops)) {
+		a := C.struct_weft_fast{kind: C.WEFT_FAST_POST_READ}
+		fastOps(&a, e.fid, ops)
+		fastOut(&a, cq.fid, out, spins)
+		ret = C.int64_t(f.call(&a))
+		runtime.KeepAlive(ops)
+		runtime.KeepAlive(out)
+	} else {
+		var op *C.struct_weft_op
+		if len(ops) > 0 {
+			op = (*C.struct_weft_op)(unsafe.Pointer(&ops[0]))
+		}
+		comp, cnt := compArg(out)
+		ret = C.weft_post_read(C.uintptr_t(e.fid), op, C.size_t(len(ops)),
+			C.uintptr_t(cq.fid), comp, cnt, spinArg(spins))
 	}
-	comp, cnt := compArg(out)
-	ret := C.weft_post_read(C.uintptr_t(e.fid), op, C.size_t(len(ops)),
-		C.uintptr_t(cq.fid), comp, cnt, spinArg(spins))
 	if ret >= 0 {
 		v := uint64(ret)
 		posted, n = int(v>>32)&(maxBatchOps-1), int(v&0xffffffff)
@@ -403,9 +424,17 @@ func (c *CQ) WaitWord(word *uint64, want uint64, out []Completion, spins int) (r
 	if uintptr(unsafe.Pointer(word))&7 != 0 {
 		return false, 0, errWaitAlign
 	}
-	c.yield.tick()
-	comp, cnt := compArg(out)
-	ret := C.weft_cq_wait_word(C.uintptr_t(c.fid), (*C.uint64_t)(unsafe.Pointer(word)), C.uint64_t(want), comp, cnt, spinArg(spins))
+	var ret C.int64_t
+	if f := c.enter(spins); f != nil {
+		a := C.struct_weft_fast{kind: C.WEFT_FAST_CQ_WAIT_WORD, word: (*C.uint64_t)(unsafe.Pointer(word)), want: C.uint64_t(want)}
+		fastOut(&a, c.fid, out, spins)
+		ret = C.int64_t(f.call(&a))
+		runtime.KeepAlive(word)
+		runtime.KeepAlive(out)
+	} else {
+		comp, cnt := compArg(out)
+		ret = C.weft_cq_wait_word(C.uintptr_t(c.fid), (*C.uint64_t)(unsafe.Pointer(word)), C.uint64_t(want), comp, cnt, spinArg(spins))
+	}
 	if ret >= 0 {
 		return ret>>32 != 0, int(ret & 0xffffffff), nil
 	}

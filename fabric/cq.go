@@ -59,6 +59,7 @@ func (d *Domain) OpenCQ(size int) (*CQ, error) {
 		return nil, fmt.Errorf("fabric: open CQ: %w", mkErr("fi_cq_open", int(ret)))
 	}
 	cq := &CQ{obj: new(obj), dom: d}
+	cq.fast = newFastStack(d.info.Provider)
 	cq.init("cq", uintptr(fid), orderQueue)
 	if err := d.adopt(cq.obj); err != nil {
 		cq.close()
@@ -92,13 +93,22 @@ func (c *CQ) read(out []Completion, spins int) (int, error) {
 	if c.closed.Load() {
 		return 0, closeds[opCQRead]
 	}
-	c.yield.tick()
 	if len(out) == 0 {
-		C.weft_cq_read(C.uintptr_t(c.fid), nil, 0, 1)
+		spins = 1 // only drive progress
+	}
+	var ret C.ssize_t
+	if f := c.enter(spins); f != nil {
+		a := C.struct_weft_fast{kind: C.WEFT_FAST_CQ_READ}
+		fastOut(&a, c.fid, out, spins)
+		ret = C.ssize_t(f.call(&a))
+		runtime.KeepAlive(out)
+	} else {
+		comp, cnt := compArg(out)
+		ret = C.weft_cq_read(C.uintptr_t(c.fid), comp, cnt, spinArg(spins))
+	}
+	if len(out) == 0 {
 		return 0, nil
 	}
-	comp, cnt := compArg(out)
-	ret := C.weft_cq_read(C.uintptr_t(c.fid), comp, cnt, spinArg(spins))
 	if ret > 0 {
 		return int(ret), nil
 	}

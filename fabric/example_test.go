@@ -124,3 +124,15 @@ func Example() {
 	// tag 42: hello, weft
 	// window: remot
 }
+
+// Fast calls are chosen when a CQ or endpoint opens; a program that wants
+// every call to go through cgo (for instance to keep cgo's pointer checks on
+// all batches while debugging) turns them off first.
+func ExampleSetFastCall() {
+	old := fabric.SetFastCall(fabric.FastCallAuto) // the default, unless WEFT_FASTCALL says otherwise
+	defer fabric.SetFastCall(old)
+	prev := fabric.SetFastCall(fabric.FastCallOff)
+	fmt.Println("was:", prev, "now:", fabric.FastCallOff)
+	// Output:
+	// was: auto now: off
+}

@@ -54,6 +54,7 @@ type Domain struct {
 	provKey bool // FI_MR_PROV_KEY granted
 	mrLocal bool // FI_MR_LOCAL granted: local buffers need descriptors
 	cache   mrCache
+	spans   regSpans // live registrations, for fast calls
 	keyMu   sync.Mutex
 	nextKey uint64
 }

@@ -167,7 +167,9 @@ func (d *Domain) Register(buf []byte, access Access) (*MR, error) {
 	}
 	e.refs = 1
 	c.entries[e] = struct{}{}
+	forget := e.onClose // drops the span before the memory is unpinned
 	e.onClose = func() error {
+		_ = forget()
 		e.pin.Unpin()
 		c.mu.Lock()
 		delete(c.entries, e)
@@ -201,6 +203,8 @@ func (d *Domain) register(buf []byte, access Access, pin bool) (*mrEntry, error)
 	}
 	e.key, e.desc = uint64(ckey), Desc(cdesc)
 	e.init("mr", uintptr(fid), orderMem)
+	d.spans.add(e.base, e.length)
+	e.onClose = func() error { d.spans.remove(e.base, e.length); return nil }
 	if err := d.adopt(&e.obj); err != nil {
 		e.close()
 		e.pin.Unpin()

@@ -34,6 +34,7 @@ type obj struct {
 	parent  *obj
 	kids    map[*obj]struct{}
 	onClose func() error // runs after the fid is closed
+	fast    *fastStack   // CQs and endpoints: see SetFastCall
 }
 
 func (o *obj) init(kind string, fid uintptr, order int) {
@@ -83,6 +84,7 @@ func (o *obj) close() error {
 		return errors.Join(errs...)
 	}
 	o.closed.Store(true)
+	o.fast.shut() // a fast call in flight ends before the fid closes; later ones use cgo
 	if o.fid != 0 {
 		if ret := C.weft_close(C.uintptr_t(o.fid)); ret != 0 {
 			o.closed.Store(false)
@@ -91,6 +93,7 @@ func (o *obj) close() error {
 			return errors.Join(errs...)
 		}
 	}
+	o.fast.free()
 	o.mu.Unlock()
 	if o.onClose != nil {
 		if err := o.onClose(); err != nil {

@@ -2,6 +2,8 @@
 // makes exactly one call into one of these functions.
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include "shim.h"
 
 #define EP(x) ((struct fid_ep *)(x))
@@ -691,3 +693,35 @@ int64_t weft_cq_signals(uintptr_t cqp, uint64_t *mem, uint64_t nslots, int slot_
 		return (int64_t)1 << 32;
 	return 0;
 }
+
+int64_t weft_fast_call(struct weft_fast *a) {
+	switch (a->kind) {
+	case WEFT_FAST_POST_BATCH:
+		return weft_post_batch(a->ep, a->ops, a->n);
+	case WEFT_FAST_POST_READ:
+		return weft_post_read(a->ep, a->ops, a->n, a->cq, a->out, a->count, (int)a->spins);
+	case WEFT_FAST_CQ_READ:
+		return weft_cq_read(a->cq, a->out, a->count, (int)a->spins);
+	case WEFT_FAST_CQ_WAIT_WORD:
+		return weft_cq_wait_word(a->cq, a->word, a->want, a->out, a->count, (int)a->spins);
+	case WEFT_FAST_CQ_SIGNALS:
+		return weft_cq_signals(a->cq, a->mem, a->nslots, (int)a->slot_bits, a->stage, a->norigins,
+				&a->applied, a->word, a->want, a->out, a->count, (int)a->spins);
+	}
+	return -FI_EINVAL;
+}
+
+uintptr_t weft_fast_fn(void) { return (uintptr_t)&weft_fast_call; }
+
+uintptr_t weft_stack_alloc(size_t size) {
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return 0;
+	if (mprotect(p, (size_t)sysconf(_SC_PAGESIZE), PROT_NONE) != 0) {
+		munmap(p, size);
+		return 0;
+	}
+	return (uintptr_t)p;
+}
+
+void weft_stack_free(uintptr_t base, size_t size) { munmap((void *)base, size); }

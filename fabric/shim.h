@@ -232,4 +232,39 @@ int64_t weft_cq_signals(uintptr_t cq, uint64_t *mem, uint64_t nslots, int slot_b
 		struct weft_comp *out, size_t count, int spins);
 
 const char *weft_strerror(int err);
+
+// Fast calls (fastcall.go): the hot polling and posting shims called through
+// internal/ccall on a C stack owned by the CQ or endpoint, with every
+// argument in one block. kind selects the shim; fields a shim does not take
+// are ignored. weft_fast_call returns the shim's result; weft_cq_signals'
+// applied count comes back in the block.
+#define WEFT_FAST_POST_BATCH 1
+#define WEFT_FAST_POST_READ 2
+#define WEFT_FAST_CQ_READ 3
+#define WEFT_FAST_CQ_WAIT_WORD 4
+#define WEFT_FAST_CQ_SIGNALS 5
+struct weft_fast {
+	int64_t kind;
+	uintptr_t ep;
+	uintptr_t cq;
+	const struct weft_op *ops;
+	uint64_t n;
+	struct weft_comp *out;
+	uint64_t count;
+	int64_t spins;
+	const volatile uint64_t *word;
+	uint64_t want;
+	uint64_t *mem;
+	uint64_t nslots;
+	int64_t slot_bits;
+	uint64_t *stage;
+	uint64_t norigins;
+	uint64_t applied;
+};
+int64_t weft_fast_call(struct weft_fast *a);
+uintptr_t weft_fast_fn(void);
+// weft_stack_alloc maps size bytes (a multiple of the page size) for a C
+// stack with its lowest page inaccessible; 0 on failure.
+uintptr_t weft_stack_alloc(size_t size);
+void weft_stack_free(uintptr_t base, size_t size);
 #endif

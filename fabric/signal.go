@@ -12,6 +12,7 @@ import "C"
 import (
 	"fmt"
 	"math/bits"
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 )
@@ -207,12 +208,23 @@ func (c *CQ) signals(s *SignalSink, word *uint64, want uint64, out []Completion,
 	if len(out) == 0 {
 		return false, 0, errSigNoOut
 	}
-	c.yield.tick()
 	mem, nslots, sb, stage, norig := s.args()
-	comp, cnt := compArg(out)
 	var applied C.uint64_t
-	ret := C.weft_cq_signals(C.uintptr_t(c.fid), mem, nslots, sb, stage, norig, &applied,
-		(*C.uint64_t)(unsafe.Pointer(word)), C.uint64_t(want), comp, cnt, spinArg(spins))
+	var ret C.int64_t
+	if f := c.enter(spins); f != nil {
+		a := C.struct_weft_fast{kind: C.WEFT_FAST_CQ_SIGNALS, mem: mem, nslots: C.uint64_t(nslots), slot_bits: C.int64_t(sb),
+			stage: stage, norigins: C.uint64_t(norig), word: (*C.uint64_t)(unsafe.Pointer(word)), want: C.uint64_t(want)}
+		fastOut(&a, c.fid, out, spins)
+		ret = C.int64_t(f.call(&a))
+		applied = a.applied
+		runtime.KeepAlive(s)
+		runtime.KeepAlive(word)
+		runtime.KeepAlive(out)
+	} else {
+		comp, cnt := compArg(out)
+		ret = C.weft_cq_signals(C.uintptr_t(c.fid), mem, nslots, sb, stage, norig, &applied,
+			(*C.uint64_t)(unsafe.Pointer(word)), C.uint64_t(want), comp, cnt, spinArg(spins))
+	}
 	s.applied += uint64(applied)
 	if ret >= 0 {
 		return ret>>32 != 0, int(ret & 0xffffffff), nil

@@ -1,0 +1,316 @@
+package fabric
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/weft-hpc/weft/internal/ccall"
+)
+
+// FastCall selects how the polling and batch calls enter C: CQ.Read,
+// CQ.ReadSpin, CQ.WaitWord, CQ.ReadSignals, CQ.WaitWordSignals,
+// Endpoint.PostBatch and Endpoint.PostAndRead. See SetFastCall.
+type FastCall int
+
+const (
+	// FastCallAuto uses fast calls on providers whose polling and posting
+	// never block in the kernel on the small-message path: shm.
+	FastCallAuto FastCall = iota
+	// FastCallOn uses fast calls on every provider.
+	FastCallOn
+	// FastCallOff always uses ordinary cgo calls.
+	FastCallOff
+)
+
+// String returns "auto", "on" or "off".
+func (m FastCall) String() string {
+	switch m {
+	case FastCallAuto:
+		return "auto"
+	case FastCallOn:
+		return "on"
+	case FastCallOff:
+		return "off"
+	}
+	return fmt.Sprintf("FastCall(%d)", int(m))
+}
+
+// fastMode is the process-wide FastCall, read when a CQ or an endpoint is
+// opened.
+var fastMode atomic.Int32
+
+func init() { fastMode.Store(int32(fastCallFromEnv(os.Getenv("WEFT_FASTCALL")))) }
+
+// fastCallFromEnv parses WEFT_FASTCALL; "" or a value that does not parse
+// gives FastCallAuto.
+func fastCallFromEnv(v string) FastCall {
+	switch v {
+	case "", "auto":
+		return FastCallAuto
+	case "on", "1":
+		return FastCallOn
+	case "off", "0":
+		return FastCallOff
+	}
+	log.Warn("ignoring WEFT_FASTCALL", "value", v)
+	return FastCallAuto
+}
+
+// SetFastCall sets how CQs and endpoints opened from now on enter C on
+// their hot paths, and returns the previous mode. The default is
+// FastCallAuto, or the environment variable WEFT_FASTCALL (auto, on, off).
+//
+// A fast call runs the C shim on a stack that belongs to the CQ or
+// endpoint, without the cgo transition of the Go scheduler (package
+// internal/ccall), which saves ~30 ns per call, about a tenth of an 8-byte
+// shm message. While it runs, the goroutine keeps its processor and cannot
+// be preempted, so a garbage-collection pause waits for it: only calls with
+// at most FastSpinMax polling rounds take the fast path (about 150 µs of
+// empty reads on shm), and only one goroutine at a time per CQ or endpoint
+// (a concurrent call takes the cgo path). FastCallOn also uses it for
+// providers whose progress may block in the kernel (tcp, sockets, verbs),
+// where a blocked call holds the processor; auto leaves those on cgo.
+func SetFastCall(m FastCall) FastCall {
+	if m < FastCallAuto || m > FastCallOff {
+		m = FastCallAuto
+	}
+	return FastCall(fastMode.Swap(int32(m)))
+}
+
+// FastSpinMax is the largest spins argument that takes the fast path; calls
+// that may spin longer use cgo, so the goroutine can be preempted.
+const FastSpinMax = 4096
+
+// fastStackSize is each C stack's size, guard page included. libfabric's
+// polling and posting paths use a few KiB.
+const fastStackSize = 256 << 10
+
+// fastFn is weft_fast_call.
+var fastFn = uintptr(C.weft_fast_fn())
+
+// Fast stack states.
+const (
+	fastFree = iota
+	fastBusy
+	fastShut
+)
+
+// fastStack is the C stack of one CQ or endpoint and the flag that gives
+// it to one call at a time.
+type fastStack struct {
+	state atomic.Uint32
+	calls uint32 // polls through this stack, counted by the holder (see CQ.enter)
+	used  uint64 // fast calls made; tests read it
+	// Spans found by opsRegistered, valid while the domain's span
+	// generation is spanGen; used by the holder only.
+	spans    [fastSpanCache]regSpan
+	spanGen  uint64
+	spanNext uint32
+	base     uintptr
+	top      uintptr // 16-byte aligned
+}
+
+// newFastStack maps a stack when fast calls are on for prov; nil otherwise
+// or when the mapping fails (the object then uses cgo).
+func newFastStack(prov string) *fastStack {
+	if !ccall.Supported {
+		return nil
+	}
+	switch FastCall(fastMode.Load()) {
+	case FastCallOff:
+		return nil
+	case FastCallAuto:
+		if prov != "shm" {
+			return nil
+		}
+	}
+	b := uintptr(C.weft_stack_alloc(fastStackSize))
+	if b == 0 {
+		log.Debug("no C stack for fast calls; using cgo")
+		return nil
+	}
+	return &fastStack{base: b, top: (b + fastStackSize) &^ 15}
+}
+
+// enter starts one polling call on c: it returns c's stack, held, when
+// the call takes the fast path, else nil. Either way the poll is counted
+// for the poll yield (SetPollYield): under the held stack with a plain
+// increment, on the cgo path with an atomic one.
+func (c *CQ) enter(spins int) *fastStack {
+	if f := c.fast; f.acquire(spins) {
+		f.calls++
+		if f.calls%pollCheckEvery == 0 {
+			c.yield.check()
+		}
+		return f
+	}
+	c.yield.tick()
+	return nil
+}
+
+// acquire takes the stack for one call; false when it is in use or shut.
+func (f *fastStack) acquire(spins int) bool {
+	return f != nil && spins <= FastSpinMax && f.state.CompareAndSwap(fastFree, fastBusy)
+}
+
+// holdIf keeps the held stack when ok and gives it back otherwise; it
+// returns ok.
+func (f *fastStack) holdIf(ok bool) bool {
+	if !ok {
+		f.state.Store(fastFree)
+	}
+	return ok
+}
+
+// call runs weft_fast_call(a) on the stack and gives the stack back. The
+// caller holds it (acquire) and keeps Go memory named in a alive.
+func (f *fastStack) call(a *C.struct_weft_fast) int64 {
+	r := ccall.Call(fastFn, uintptr(unsafe.Pointer(a)), f.top)
+	f.used++
+	f.state.Store(fastFree)
+	return r
+}
+
+// shut waits for a call in flight to end and keeps later calls on cgo.
+func (f *fastStack) shut() {
+	if f == nil {
+		return
+	}
+	for !f.state.CompareAndSwap(fastFree, fastShut) {
+		if f.state.Load() == fastShut {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// free unmaps a shut stack.
+func (f *fastStack) free() {
+	if f == nil || f.base == 0 {
+		return
+	}
+	C.weft_stack_free(C.uintptr_t(f.base), fastStackSize)
+	f.base, f.top = 0, 0
+}
+
+// fastOps fills the ops and ep fields of a.
+func fastOps(a *C.struct_weft_fast, ep uintptr, ops []Op) {
+	a.ep = C.uintptr_t(ep)
+	if len(ops) > 0 {
+		a.ops = (*C.struct_weft_op)(unsafe.Pointer(&ops[0]))
+	}
+	a.n = C.uint64_t(len(ops))
+}
+
+// fastOut fills the cq, out, count and spins fields of a.
+func fastOut(a *C.struct_weft_fast, cq uintptr, out []Completion, spins int) {
+	a.cq = C.uintptr_t(cq)
+	if len(out) > 0 {
+		a.out = (*C.struct_weft_comp)(unsafe.Pointer(&out[0]))
+		a.count = C.uint64_t(min(len(out), maxBatch))
+	}
+	a.spins = C.int64_t(max(spins, 1))
+}
+
+// regSpans is the set of a domain's live registrations (Domain.Alloc
+// buffers and registered, pinned Go memory): the memory an Op may name on
+// the fast path, where no cgo pointer check runs. Readers take a snapshot;
+// gen changes before any span goes away, so a cache of spans stamped with
+// gen is valid while gen is unchanged.
+type regSpans struct {
+	mu   sync.Mutex
+	list atomic.Pointer[[]regSpan] // sorted by lo; a multiset
+	gen  atomic.Uint64
+}
+
+// regSpan is one registration, [lo, hi).
+type regSpan struct{ lo, hi uintptr }
+
+// add inserts [lo, lo+n).
+func (s *regSpans) add(lo uintptr, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var old []regSpan
+	if p := s.list.Load(); p != nil {
+		old = *p
+	}
+	i, _ := slices.BinarySearchFunc(old, lo, func(r regSpan, lo uintptr) int { return cmp.Compare(r.lo, lo) })
+	l := slices.Insert(slices.Clone(old), i, regSpan{lo, lo + uintptr(n)})
+	s.list.Store(&l)
+}
+
+// remove drops one span [lo, lo+n); gen changes first.
+func (s *regSpans) remove(lo uintptr, n int) {
+	s.gen.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.list.Load()
+	if p == nil {
+		return
+	}
+	if i := slices.Index(*p, regSpan{lo, lo + uintptr(n)}); i >= 0 {
+		l := slices.Delete(slices.Clone(*p), i, i+1)
+		s.list.Store(&l)
+	}
+}
+
+// find returns a span that contains [p, p+n).
+func (s *regSpans) find(p, n uintptr) (regSpan, bool) {
+	l := s.list.Load()
+	if l == nil {
+		return regSpan{}, false
+	}
+	for _, r := range *l {
+		if r.lo > p {
+			break
+		}
+		if p+n <= r.hi && p+n >= p {
+			return r, true
+		}
+	}
+	return regSpan{}, false
+}
+
+// fastSpanCache is how many spans a fast stack remembers.
+const fastSpanCache = 4
+
+// opsRegistered reports whether every op's buffer lies inside a live
+// registration of d, so that the ops may go to C without the cgo pointer
+// check: that memory is C memory or pinned. Ops with no buffer pass. The
+// holder of f calls it; f remembers the last spans found.
+func (f *fastStack) opsRegistered(d *Domain, ops []Op) bool {
+	if gen := d.spans.gen.Load(); f.spanGen != gen {
+		f.spans, f.spanGen = [fastSpanCache]regSpan{}, gen
+	}
+next:
+	for i := range ops {
+		o := &ops[i]
+		if o.Len == 0 {
+			continue
+		}
+		p := uintptr(o.Buf)
+		for _, r := range f.spans {
+			if p >= r.lo && p+o.Len <= r.hi && p+o.Len >= p {
+				continue next
+			}
+		}
+		r, ok := d.spans.find(p, o.Len)
+		if !ok {
+			return false
+		}
+		f.spans[f.spanNext%fastSpanCache] = r
+		f.spanNext++
+	}
+	return true
+}
