@@ -40,7 +40,9 @@
 // These calls therefore yield (runtime.Gosched) once per SetPollYield
 // interval, 1 ms by default (WEFT_POLL_YIELD), which starts a new
 // scheduling slice and keeps the P where it is. The check costs one atomic
-// add per call and a clock read every 64 calls.
+// add per call and a clock read every 64 calls. Fast calls (below) do not
+// count: to the scheduler they are Go code, which it preempts by itself
+// every 10 ms without taking the P away.
 //
 // # Fast calls
 //

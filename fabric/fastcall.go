@@ -110,7 +110,6 @@ const (
 // it to one call at a time.
 type fastStack struct {
 	state atomic.Uint32
-	calls uint32 // polls through this stack, counted by the holder (see CQ.enter)
 	used  uint64 // fast calls made; tests read it
 	// Spans found by opsRegistered, valid while the domain's span
 	// generation is spanGen; used by the holder only.
@@ -144,15 +143,12 @@ func newFastStack(prov string) *fastStack {
 }
 
 // enter starts one polling call on c: it returns c's stack, held, when
-// the call takes the fast path, else nil. Either way the poll is counted
-// for the poll yield (SetPollYield): under the held stack with a plain
-// increment, on the cgo path with an atomic one.
+// the call takes the fast path, else nil. Only cgo calls count for the poll
+// yield (SetPollYield): a goroutine in a fast call is running Go code as
+// far as the scheduler knows, so the runtime's own preemption gives it a
+// new slice every 10 ms and its processor is never taken away.
 func (c *CQ) enter(spins int) *fastStack {
 	if f := c.fast; f.acquire(spins) {
-		f.calls++
-		if f.calls%pollCheckEvery == 0 {
-			c.yield.check()
-		}
 		return f
 	}
 	c.yield.tick()

@@ -75,8 +75,18 @@ func TestPollYieldTick(t *testing.T) {
 }
 
 // TestPollingYields drives the real polling entry points on an empty shm CQ
-// and checks that each of them goes through the yield.
+// and checks that each of them goes through the yield when it calls C
+// through cgo, and never when it takes the fast path (the runtime preempts
+// a goroutine in a fast call by itself).
 func TestPollingYields(t *testing.T) {
+	t.Run("cgo", func(t *testing.T) { testPollingYields(t, FastCallOff, 1) })
+	if fastSupported() {
+		t.Run("fast", func(t *testing.T) { testPollingYields(t, FastCallAuto, 0) })
+	}
+}
+
+func testPollingYields(t *testing.T, mode FastCall, want int) {
+	withFastCall(t, mode)
 	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg})
 	n := countYields(t)
 	old := SetPollYield(time.Nanosecond)
@@ -100,14 +110,17 @@ func TestPollingYields(t *testing.T) {
 		{"WaitWordSignals", func() error { _, _, err := p.a.cq.WaitWordSignals(sink, &word, 1, comps[:], 2); return err }},
 	}
 	for _, c := range calls {
-		before := *n
+		before, fast := *n, fastUsed(p.a.cq.fast)
 		for range pollCheckEvery {
 			if err := c.poll(); err != nil {
 				t.Fatalf("%s: %v", c.name, err)
 			}
 		}
-		if *n != before+1 {
-			t.Errorf("%s: %d yields in %d polls, want 1", c.name, *n-before, pollCheckEvery)
+		if *n != before+want {
+			t.Errorf("%s: %d yields in %d polls, want %d", c.name, *n-before, pollCheckEvery, want)
+		}
+		if got := fastUsed(p.a.cq.fast) - fast; (got == pollCheckEvery) != (mode != FastCallOff) {
+			t.Errorf("%s: %d of %d polls took the fast path (mode %v)", c.name, got, pollCheckEvery, mode)
 		}
 	}
 }
