@@ -1,8 +1,10 @@
 package fabric
 
 import (
+	"bytes"
 	"errors"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -331,5 +333,31 @@ func TestRegSpans(t *testing.T) {
 	s.remove(1000, 100) // absent: no effect
 	if _, ok := s.find(1000, 1); ok {
 		t.Errorf("span found after both copies were removed")
+	}
+}
+
+// TestFastCallProfiling takes a CPU profile while a goroutine polls
+// through the fast path: SIGPROF lands in C code on the CQ's stack, which
+// the runtime must record as external code without unwinding it.
+func TestFastCallProfiling(t *testing.T) {
+	withFastCall(t, FastCallAuto)
+	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg})
+	var prof bytes.Buffer
+	if err := pprof.StartCPUProfile(&prof); err != nil {
+		t.Skipf("CPU profiling unavailable: %v", err) // another profile is running (go test -cpuprofile)
+	}
+	var out [4]Completion
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+		if _, err := p.a.cq.ReadSpin(out[:], FastSpinMax); err != nil {
+			pprof.StopCPUProfile()
+			t.Fatal(err)
+		}
+	}
+	pprof.StopCPUProfile()
+	if prof.Len() == 0 {
+		t.Errorf("empty profile")
+	}
+	if fastSupported() && fastUsed(p.a.cq.fast) == 0 {
+		t.Errorf("the poller never took the fast path")
 	}
 }
