@@ -2,6 +2,8 @@ package ccall
 
 import (
 	"errors"
+	"os"
+	"os/exec"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -85,3 +87,42 @@ func TestCallManyGoroutines(t *testing.T) {
 }
 
 var errBad = errors.New("wrong result")
+
+// TestCallFaultIsFatal: a fault in the called code ends the process; it
+// does not turn into a Go panic that a deferred recover could swallow.
+func TestCallFaultIsFatal(t *testing.T) {
+	if os.Getenv("WEFT_CCALL_FAULT_CHILD") == "1" {
+		fault := code(t, []byte{0x48, 0x8b, 0x04, 0x25, 0, 0, 0, 0, 0xc3}) // mov rax, [0]; ret
+		_, top := stack(t)
+		defer func() {
+			if recover() != nil {
+				os.Exit(3)
+			}
+		}()
+		Call(fault, 0, top)
+		os.Exit(4)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestCallFaultIsFatal$")
+	cmd.Env = append(os.Environ(), "WEFT_CCALL_FAULT_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	switch ee.ExitCode() {
+	case 3:
+		t.Fatalf("the fault was recovered as a panic\n%s", out)
+	case 4:
+		t.Fatalf("the faulting call returned\n%s", out)
+	}
+	t.Logf("child exit %d: %s", ee.ExitCode(), firstLine(out))
+}
+
+func firstLine(b []byte) string {
+	for i, c := range b {
+		if c == '\n' {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}
