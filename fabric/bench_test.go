@@ -100,6 +100,23 @@ func BenchmarkCQReadEmptyInC(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/100, "ns/fi_cq_read")
 }
 
+// halfTrip is one side of an in-process ping-pong step: PostAndRead posts
+// ops and spins on peerCQ, where the message lands (one goroutine drives
+// both sides), until it yields a completion. It does not call tb.Helper,
+// which would cost more than the step.
+func halfTrip(tb testing.TB, ep *Endpoint, ops []Op, peerCQ *CQ, out []Completion, spins int) {
+	for {
+		posted, n, err := ep.PostAndRead(ops, peerCQ, out, spins)
+		if err != nil && !errors.Is(err, ErrAgain) {
+			tb.Fatal(err)
+		}
+		ops = ops[posted:]
+		if n > 0 {
+			return
+		}
+	}
+}
+
 // BenchmarkBatchPingPong8 is BenchmarkTaggedPingPong8 with one cgo call
 // per half round trip: each side's PostAndRead reposts its receive,
 // injects to the peer and spins on the peer's CQ for the delivery (one
@@ -124,18 +141,7 @@ func BenchmarkBatchPingPong8(b *testing.B) {
 	ping := []Op{TRecvOp(ra, buf.Desc(), AddrUnspec, 1, 0, 1), TInjectOp(msg, p.a.addr[1], 1)}
 	pong := []Op{TRecvOp(rb, buf.Desc(), AddrUnspec, 1, 0, 2), TInjectOp(msg, p.b.addr[0], 1)}
 	var out [4]Completion
-	half := func(ep *Endpoint, ops []Op, peerCQ *CQ) {
-		for {
-			posted, n, err := ep.PostAndRead(ops, peerCQ, out[:], 16)
-			if err != nil && !errors.Is(err, ErrAgain) {
-				b.Fatal(err)
-			}
-			ops = ops[posted:]
-			if n > 0 {
-				return
-			}
-		}
-	}
+	half := func(ep *Endpoint, ops []Op, peerCQ *CQ) { halfTrip(b, ep, ops, peerCQ, out[:], 16) }
 	b.ReportAllocs()
 	for b.Loop() {
 		half(p.a.ep, ping, p.b.cq)

@@ -143,19 +143,7 @@ func TestFastCallPingPong(t *testing.T) {
 	ra, rb, ping, pong := buf.Bytes()[:8], buf.Bytes()[8:16], buf.Bytes()[16:24], buf.Bytes()[24:32]
 	postAll(t, p.b.ep, []Op{TRecvOp(rb, buf.Desc(), AddrUnspec, 1, 0, 2)}, p.b.cq)
 	var out [4]Completion
-	half := func(ep *Endpoint, ops []Op, peerCQ *CQ) {
-		t.Helper()
-		for {
-			posted, n, err := ep.PostAndRead(ops, peerCQ, out[:], 64)
-			if err != nil && !errors.Is(err, ErrAgain) {
-				t.Fatal(err)
-			}
-			ops = ops[posted:]
-			if n > 0 {
-				return
-			}
-		}
-	}
+	half := func(ep *Endpoint, ops []Op, peerCQ *CQ) { halfTrip(t, ep, ops, peerCQ, out[:], 64) }
 	const rounds = 2000
 	for i := 0; i < rounds; i++ {
 		ping[0], ping[1] = byte(i), byte(i>>8)
