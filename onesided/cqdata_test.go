@@ -117,10 +117,7 @@ func TestNetCQDataStress(t *testing.T) {
 	for _, c := range cqCases {
 		t.Run(c.name(), func(t *testing.T) {
 			requireProvider(t, c.prov)
-			iters := 400
-			if c.prov == "sockets" {
-				iters = 60
-			}
+			iters := c.scaled(400, 60)
 			runRanks(t, 2, func(ctx context.Context, g Group) error {
 				var f *fabPath
 				if err := putSignalStressSizesHook(ctx, g, iters, sizes, func(w *Window) { f = fabOf(w) }, c.opts()...); err != nil {
@@ -165,10 +162,7 @@ func TestNetCQDataLastWins(t *testing.T) {
 	for _, c := range cqCases {
 		t.Run(c.name(), func(t *testing.T) {
 			requireProvider(t, c.prov)
-			rounds := 200
-			if c.prov == "sockets" {
-				rounds = 30
-			}
+			rounds := c.scaled(200, 30)
 			runRanks(t, 2, func(ctx context.Context, g Group) error {
 				return lastWins(ctx, g, rounds, c.opts()...)
 			})

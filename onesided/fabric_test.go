@@ -18,6 +18,15 @@ type providerCase struct {
 	order SignalOrdering
 }
 
+// scaled is n, or onSockets for the sockets provider, which crawls on two
+// oversubscribed cores.
+func (c providerCase) scaled(n, onSockets int) int {
+	if c.prov == "sockets" {
+		return onSockets
+	}
+	return n
+}
+
 // netCases lists every (provider, ordering) pair to test; a pair is
 // skipped only if the provider genuinely does not grant the ordering.
 var netCases = []providerCase{
@@ -47,10 +56,7 @@ func TestNetPutSignalEveryOrdering(t *testing.T) {
 	for _, c := range netCases {
 		t.Run(c.name(), func(t *testing.T) {
 			requireProvider(t, c.prov)
-			iters, payload := 150, 48<<10
-			if c.prov == "sockets" {
-				iters, payload = 30, 8<<10 // sockets crawls on two oversubscribed cores
-			}
+			iters, payload := c.scaled(150, 30), c.scaled(48<<10, 8<<10)
 			runRanks(t, 2, func(ctx context.Context, g Group) error {
 				return putSignalStress(ctx, g, iters, payload, c.opts()...)
 			})
@@ -67,10 +73,7 @@ func TestNetPutSignalSmall(t *testing.T) {
 	for _, c := range netCases {
 		t.Run(c.name(), func(t *testing.T) {
 			requireProvider(t, c.prov)
-			iters := 400
-			if c.prov == "sockets" {
-				iters = 60
-			}
+			iters := c.scaled(400, 60)
 			runRanks(t, 2, func(ctx context.Context, g Group) error {
 				if err := putSignalStressSizes(ctx, g, iters, sizes, c.opts()...); err != nil {
 					return err
