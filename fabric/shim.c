@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 #include "shim.h"
 
@@ -199,6 +200,24 @@ int weft_mr_reg(uintptr_t domain, uintptr_t buf, size_t len, uint64_t access,
 	return 0;
 }
 
+int weft_poll_pace = 1;
+
+void weft_set_poll_pace(int reads) { __atomic_store_n(&weft_poll_pace, reads, __ATOMIC_RELAXED); }
+
+/* poll_pace runs between two polls of a spinning loop that found nothing:
+ * weft_poll_pace reads of the monotonic clock (a vDSO call of ~20 ns on
+ * x86-64). A loop that polls back to back takes the provider's locks in
+ * shared memory as fast as it can, and so delays the peer whose message it
+ * is waiting for; fi_pingpong paces its polls the same way, with the clock
+ * read of its timeout check. Returns 1 so it can end a loop condition. */
+static inline int poll_pace(void) {
+	struct timespec ts;
+	int k = __atomic_load_n(&weft_poll_pace, __ATOMIC_RELAXED);
+	for (; k > 0; k--)
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+	return 1;
+}
+
 /* read_once is one fi_cq_read of at most count (<= 64) entries into out. */
 static inline ssize_t read_once(struct fid_cq *cq, struct weft_comp *out, size_t count) {
 	struct fi_cq_tagged_entry ent[64];
@@ -222,7 +241,7 @@ ssize_t weft_cq_read(uintptr_t cqp, struct weft_comp *out, size_t count, int spi
 		count = 64;
 	do {
 		n = read_once(cq, out, count);
-	} while (n == -FI_EAGAIN && --spins > 0);
+	} while (n == -FI_EAGAIN && --spins > 0 && poll_pace());
 	return n;
 }
 
@@ -260,7 +279,7 @@ uint64_t weft_cntr_spin(uintptr_t c, uint64_t threshold, int spins) {
 	uint64_t v;
 	do {
 		v = fi_cntr_read((struct fid_cntr *)c);
-	} while (v < threshold && --spins > 0);
+	} while (v < threshold && --spins > 0 && poll_pace());
 	return v;
 }
 
@@ -543,7 +562,7 @@ int64_t weft_post_read(uintptr_t ep, const struct weft_op *ops, size_t n,
 		count = 64;
 	do {
 		ret = read_once(cq, out, count);
-	} while (ret == -FI_EAGAIN && --spins > 0);
+	} while (ret == -FI_EAGAIN && --spins > 0 && poll_pace());
 	if (ret == -FI_EAGAIN || (again && ret < 0))
 		ret = 0;
 	if (ret < 0)
@@ -568,7 +587,7 @@ int64_t weft_cq_wait_word(uintptr_t cqp, const volatile uint64_t *word, uint64_t
 		}
 		if (ret < 0 && ret != -FI_EAGAIN)
 			return ret;
-	} while (--spins > 0);
+	} while (--spins > 0 && poll_pace());
 	if (__atomic_load_n(word, __ATOMIC_ACQUIRE) >= want)
 		return (int64_t)1 << 32;
 	return 0;
@@ -688,7 +707,7 @@ int64_t weft_cq_signals(uintptr_t cqp, uint64_t *mem, uint64_t nslots, int slot_
 			return ret;
 		if (!word && *applied != before)
 			return 0; /* a plain read returns once something happened */
-	} while (--spins > 0);
+	} while (--spins > 0 && poll_pace());
 	if (word && __atomic_load_n(word, __ATOMIC_ACQUIRE) >= want)
 		return (int64_t)1 << 32;
 	return 0;

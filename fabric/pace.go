@@ -1,0 +1,67 @@
+package fabric
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"os"
+	"strconv"
+	"sync"
+)
+
+// DefaultPollPace is the default of SetPollPace: one clock read between
+// two empty polls.
+const DefaultPollPace = 1
+
+// maxPollPace bounds SetPollPace. A fast call spins at most FastSpinMax
+// rounds without a safe point; at 8 reads a round that is ~0.8 ms here,
+// and longer pauses between polls only add latency.
+const maxPollPace = 8
+
+var paceMu sync.Mutex // serialises SetPollPace's read-and-set
+
+func init() { SetPollPace(pollPaceFromEnv(os.Getenv("WEFT_POLL_PACE"))) }
+
+// pollPaceFromEnv parses WEFT_POLL_PACE: a count of clock reads ("off" is
+// 0); "" or a value that does not parse gives DefaultPollPace.
+func pollPaceFromEnv(v string) int {
+	switch v {
+	case "":
+		return DefaultPollPace
+	case "off":
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > maxPollPace {
+		log.Warn("ignoring WEFT_POLL_PACE", "value", v)
+		return DefaultPollPace
+	}
+	return n
+}
+
+// SetPollPace sets how the spinning calls (CQ.ReadSpin, CQ.WaitWord,
+// CQ.ReadSignals, CQ.WaitWordSignals, CQ.Poll, Endpoint.PostAndRead,
+// Counter.Wait) pace their polls, and returns the previous setting:
+// after a poll that found nothing they read the monotonic clock reads times
+// (about 20 ns each on x86-64 Linux) before polling again. 0 polls back to
+// back; values are clamped to [0, 8]. The default is DefaultPollPace, or
+// the environment variable WEFT_POLL_PACE (a count; "off" is 0). The
+// setting is process-wide and takes effect at once.
+//
+// Why: on shm a poll takes the provider's locks in shared memory, the same
+// ones a peer takes to deliver the message being waited for. Back-to-back
+// polls slow that delivery down when the two processes run on nearby
+// cores (same physical core or cache): an 8-byte ping-pong paced by one
+// clock read is ~8% faster there, and unchanged elsewhere (docs/perf/fabric.md,
+// "Fifth pass"). fi_pingpong paces its polls the same way, with the clock
+// read of its timeout check.
+func SetPollPace(reads int) int {
+	reads = min(max(reads, 0), maxPollPace)
+	paceMu.Lock()
+	defer paceMu.Unlock()
+	old := int(C.weft_poll_pace)
+	C.weft_set_poll_pace(C.int(reads))
+	return old
+}
