@@ -18,7 +18,9 @@
 // Knobs (flag, then environment variable): -provider (WEFT_PROVIDER, default
 // shm), -sizes (WEFT_PINGPONG_SIZES), -reps (WEFT_PINGPONG_REPS),
 // -iters (WEFT_PINGPONG_ITERS: iterations for 8 B; larger sizes scale it
-// down), -fi_pingpong (path of fi_pingpong).
+// down), -path (WEFT_PINGPONG_PATH), -order (WEFT_PINGPONG_ORDER),
+// -spins (WEFT_PINGPONG_SPINS), -warmup (WEFT_PINGPONG_WARMUP),
+// -fi_pingpong (path of fi_pingpong).
 package main
 
 import (
@@ -60,9 +62,14 @@ func main() {
 	pathFlag := flag.String("path", envOr("WEFT_PINGPONG_PATH", "batch"), "weft's loop: batch (PostAndRead: one cgo call per step), plain (one call per operation) or both")
 	warmup := flag.Int("warmup", atoi(envOr("WEFT_PINGPONG_WARMUP", "1")), "untimed round trips before weft's timed loop (fi_pingpong syncs over TCP instead)")
 	spins := flag.Int("spins", atoi(envOr("WEFT_PINGPONG_SPINS", "1024")), "empty CQ reads inside one cgo call before returning to Go")
+	order := flag.String("order", envOr("WEFT_PINGPONG_ORDER", "send"), "batch path's order after a message arrives: send (the reply, then repost the receive, as osu_latency's MPI_Send; MPI_Recv) or recv (repost, then reply, as fi_pingpong)")
 	flag.Parse()
+	if *order != "send" && *order != "recv" {
+		fmt.Fprintf(os.Stderr, "pingpong: -order %q: want send or recv\n", *order)
+		os.Exit(2)
+	}
+	rc := roleConfig{path: *pathFlag, warmup: *warmup, spins: *spins, sendFirst: *order == "send"}
 	if *role != "" {
-		rc := roleConfig{path: *pathFlag, warmup: *warmup, spins: *spins}
 		if err := runRole(*role, *provider, *size, *iters, rc); err != nil {
 			fmt.Fprintln(os.Stderr, "pingpong:", *role+":", err)
 			os.Exit(1)
@@ -84,7 +91,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "pingpong: -path %q: want batch, plain or both\n", *pathFlag)
 		os.Exit(2)
 	}
-	if err := orchestrate(*provider, sizes, *reps, *iters, *fiPath, paths, *warmup, *spins); err != nil {
+	if err := orchestrate(*provider, sizes, *reps, *iters, *fiPath, paths, rc); err != nil {
 		fmt.Fprintln(os.Stderr, "pingpong:", err)
 		os.Exit(1)
 	}
@@ -133,7 +140,7 @@ func itersFor(base, size int) int {
 
 type result struct{ usec, mbps float64 }
 
-func orchestrate(prov string, sizes []int, reps, iters int, fiPath string, paths []string, warmup, spins int) error {
+func orchestrate(prov string, sizes []int, reps, iters int, fiPath string, paths []string, rc roleConfig) error {
 	haveFI := true
 	if _, err := exec.LookPath(fiPath); err != nil {
 		fmt.Fprintf(os.Stderr, "pingpong: %s not found (%v): measuring weft only\n", fiPath, err)
@@ -156,7 +163,8 @@ func orchestrate(prov string, sizes []int, reps, iters int, fiPath string, paths
 			}
 			line := fmt.Sprintf("rep %d size %d: fi %.2f us %.1f MB/s", r+1, sz, last(theirs[sz]).usec, last(theirs[sz]).mbps)
 			for _, path := range paths {
-				res, err := runOurs(prov, sz, n, roleConfig{path: path, warmup: warmup, spins: spins})
+				rc.path = path
+				res, err := runOurs(prov, sz, n, rc)
 				if err != nil {
 					return fmt.Errorf("weft (%s) size %d: %w", path, sz, err)
 				}
@@ -166,7 +174,7 @@ func orchestrate(prov string, sizes []int, reps, iters int, fiPath string, paths
 			fmt.Fprintln(os.Stderr, line)
 		}
 	}
-	fmt.Printf("provider %s, %d repetitions, medians (half round trip; MB/s = 10^6 B/s)\n", prov, reps)
+	fmt.Printf("provider %s, %d repetitions, batch order %s, medians (half round trip; MB/s = 10^6 B/s)\n", prov, reps, rc.order())
 	for _, path := range paths {
 		fmt.Printf("weft path %s:\n", path)
 		fmt.Printf("%8s %12s %12s %9s %12s %12s %9s\n", "bytes", "fi usec", "weft usec", "lat ratio", "fi MB/s", "weft MB/s", "bw ratio")
@@ -310,7 +318,7 @@ func runOurs(prov string, size, iters int, rc roleConfig) (result, error) {
 	for i, role := range []string{"server", "client"} {
 		c := &child{cmd: exec.CommandContext(ctx, self, "-role", role, "-provider", prov,
 			"-size", strconv.Itoa(size), "-iters", strconv.Itoa(iters), "-path", rc.path,
-			"-warmup", strconv.Itoa(rc.warmup), "-spins", strconv.Itoa(rc.spins))}
+			"-warmup", strconv.Itoa(rc.warmup), "-spins", strconv.Itoa(rc.spins), "-order", rc.order())}
 		c.cmd.Stderr = &c.err
 		c.in, _ = c.cmd.StdinPipe()
 		o, _ := c.cmd.StdoutPipe()
@@ -350,10 +358,23 @@ type roleConfig struct {
 	path   string // "plain" or "batch"
 	warmup int    // untimed round trips first
 	spins  int    // empty CQ reads per cgo call
+	// sendFirst: the batch path posts the reply before reposting the
+	// receive (osu_latency's order), which takes the repost off the
+	// critical path; false keeps fi_pingpong's order.
+	sendFirst bool
+}
+
+// order is the -order value that gives rc.sendFirst.
+func (rc roleConfig) order() string {
+	if rc.sendFirst {
+		return "send"
+	}
+	return "recv"
 }
 
 // runRole is one side of weft's ping-pong. Both paths make the calls
-// fi_pingpong makes, in its order (util/pingpong.c, pingpong()):
+// fi_pingpong makes and, unless rc.sendFirst reorders the batch path's
+// step, in its order (util/pingpong.c, pingpong()):
 //
 //	client: send; wait for the receive; repost the receive
 //	server: wait for the receive; repost the receive; send
@@ -362,7 +383,10 @@ type roleConfig struct {
 // size and otherwise a send followed by waiting for its completion.
 // "plain" makes one cgo call per operation (and one per CQ poll burst).
 // "batch" hands each step to C in one Endpoint.PostAndRead call: the
-// repost, the send and the spin on the CQ until the next message is in.
+// repost, the send and the spin on the CQ until the next message is in;
+// with rc.sendFirst the send goes first and the repost after it, so the
+// reply leaves without waiting for the repost (the peer cannot answer
+// before it has the reply, so the receive is still posted in time).
 func runRole(role, prov string, size, iters int, rc roleConfig) error {
 	info, err := fabric.Select(&fabric.Hints{Provider: prov, Caps: fabric.CapMsg}, true)
 	if err != nil {
@@ -444,11 +468,14 @@ func runRole(role, prov string, size, iters int, rc roleConfig) error {
 	recvOp := fabric.RecvOp(rb, rd, peer, rxCtx)
 	switch rc.path {
 	case "batch":
-		both := []fabric.Op{recvOp, sendOp} // PostAndRead only reads it
+		both, sendOnly := []fabric.Op{recvOp, sendOp}, []fabric.Op{sendOp} // PostAndRead only reads them
+		if rc.sendFirst {
+			both = []fabric.Op{sendOp, recvOp}
+		}
 		step = func(repost, wait bool) error {
 			ops := both
 			if !repost {
-				ops = both[1:]
+				ops = sendOnly
 			}
 			if !inject {
 				pendingTx++

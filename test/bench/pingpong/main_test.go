@@ -22,26 +22,34 @@ func TestRunsSideBySide(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	cmd := exec.CommandContext(ctx, bin, "-provider", "shm", "-sizes", "8,4k", "-reps", "1", "-iters", "200")
-	cmd.Env = append(os.Environ(), "WEFT_PROVIDER=")
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
+	for _, order := range []string{"send", "recv"} {
+		cmd := exec.CommandContext(ctx, bin, "-provider", "shm", "-sizes", "8,4k", "-reps", "1", "-iters", "200", "-order", order)
+		cmd.Env = append(os.Environ(), "WEFT_PROVIDER=")
+		out, err := cmd.Output()
+		if err != nil {
+			var stderr []byte
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = ee.Stderr
+			}
+			t.Fatalf("run -order %s: %v\n%s\n%s", order, err, out, stderr)
 		}
-		t.Fatalf("run: %v\n%s\n%s", err, out, stderr)
+		t.Logf("-order %s\n%s", order, out)
+		if !regexp.MustCompile(`batch order ` + order + `,`).Match(out) {
+			t.Errorf("-order %s: header does not name the order", order)
+		}
+		row := regexp.MustCompile(`(?m)^\s+8\s+(\S+)\s+(\S+)\s+(\S+)`)
+		m := row.FindStringSubmatch(string(out))
+		if m == nil {
+			t.Fatalf("-order %s: no 8-byte row in output", order)
+		}
+		if _, err := exec.LookPath("fi_pingpong"); err == nil && (m[1] == "0.00" || m[3] == "NaN" || m[3] == "+Inf") {
+			t.Errorf("-order %s: fi_pingpong present but no measurement: %q", order, m[0])
+		}
+		if m[2] == "0.00" {
+			t.Errorf("-order %s: no weft measurement: %q", order, m[0])
+		}
 	}
-	t.Logf("\n%s", out)
-	row := regexp.MustCompile(`(?m)^\s+8\s+(\S+)\s+(\S+)\s+(\S+)`)
-	m := row.FindStringSubmatch(string(out))
-	if m == nil {
-		t.Fatalf("no 8-byte row in output")
-	}
-	if _, err := exec.LookPath("fi_pingpong"); err == nil && (m[1] == "0.00" || m[3] == "NaN" || m[3] == "+Inf") {
-		t.Errorf("fi_pingpong present but no measurement: %q", m[0])
-	}
-	if m[2] == "0.00" {
-		t.Errorf("no weft measurement: %q", m[0])
+	if out, err := exec.CommandContext(ctx, bin, "-order", "sideways").CombinedOutput(); err == nil {
+		t.Errorf("-order sideways accepted:\n%s", out)
 	}
 }
