@@ -44,9 +44,16 @@
 // count: to the scheduler they are Go code, which it preempts by itself
 // every 10 ms without taking the P away.
 //
+// Inside C, the spinning loops pace their polls: after a poll that found
+// nothing they read the monotonic clock once (SetPollPace, WEFT_POLL_PACE)
+// before polling again. On shm a poll takes locks in shared memory that the
+// peer needs to deliver the awaited message; back-to-back polls slowed the
+// 8-byte ping-pong by ~8% when the two processes ran on nearby cores.
+//
 // # Fast calls
 //
-// The same calls, plus Endpoint.PostBatch, skip the cgo transition on
+// The same calls, plus Endpoint.PostBatch and the single-operation methods
+// (Send, Recv, Inject, TSend, Write, Read, ...), skip the cgo transition on
 // providers whose hot paths never block in the kernel (shm): each CQ and
 // endpoint owns a guarded C stack, and a call that finds it free runs the
 // C shim there through a small assembly trampoline (internal/ccall), the
@@ -54,9 +61,9 @@
 // 8-byte shm message. It applies to calls of at most FastSpinMax polling
 // rounds (a garbage-collection pause waits for a call in flight), to one
 // goroutine per CQ or endpoint at a time (a concurrent call takes cgo), and
-// to batches whose every buffer lies in a live registration of the domain
-// (Domain.Alloc, Domain.Register), since no cgo pointer check runs there;
-// other batches take cgo and its check. SetFastCall and WEFT_FASTCALL
+// to operations whose every buffer lies in a live registration of the
+// domain (Domain.Alloc, Domain.Register), since no cgo pointer check runs
+// there; other operations take cgo and its check. SetFastCall and WEFT_FASTCALL
 // (auto, on, off) choose; off restores plain cgo everywhere.
 //
 // # Errors

@@ -14,8 +14,10 @@ import (
 // Endpoint is an enabled endpoint (fi_endpoint) bound to one CQ for both
 // transmit and receive and to an AV.
 //
-// Every data-transfer method is exactly one cgo call. ctx is an integer
-// handle returned in the Completion (never a Go pointer). Buffers must stay
+// Every data-transfer method is exactly one call into C: a fast call (see
+// SetFastCall) when the endpoint has a C stack, the stack is free and the
+// buffer lies in a live registration of the domain, else a cgo call. ctx is
+// an integer handle returned in the Completion (never a Go pointer). Buffers must stay
 // valid until the completion: Alloc'd (mmap) memory, registered memory
 // (Register pins it), or Go memory the caller pinned. Inject variants copy
 // the data before returning and produce no completion. A method returns an
@@ -171,6 +173,9 @@ func (e *Endpoint) Send(buf []byte, desc Desc, dest Addr, ctx uint64) error {
 	if e.closed.Load() {
 		return closeds[opSend]
 	}
+	if ret, ok := e.postFast(SendOp(buf, desc, dest, ctx)); ok {
+		return opErr(opSend, ret)
+	}
 	return opErr(opSend, C.weft_send(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uintptr_t(desc), C.uint64_t(dest), C.uint64_t(ctx)))
 }
 
@@ -180,6 +185,9 @@ func (e *Endpoint) SendData(buf []byte, desc Desc, data uint64, dest Addr, ctx u
 	if e.closed.Load() {
 		return closeds[opSendData]
 	}
+	if ret, ok := e.postFast(SendDataOp(buf, desc, data, dest, ctx)); ok {
+		return opErr(opSendData, ret)
+	}
 	return opErr(opSendData, C.weft_senddata(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uintptr_t(desc), C.uint64_t(data), C.uint64_t(dest), C.uint64_t(ctx)))
 }
 
@@ -187,6 +195,9 @@ func (e *Endpoint) SendData(buf []byte, desc Desc, data uint64, dest Addr, ctx u
 func (e *Endpoint) Recv(buf []byte, desc Desc, src Addr, ctx uint64) error {
 	if e.closed.Load() {
 		return closeds[opRecv]
+	}
+	if ret, ok := e.postFast(RecvOp(buf, desc, src, ctx)); ok {
+		return opErr(opRecv, ret)
 	}
 	return opErr(opRecv, C.weft_recv(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uintptr_t(desc), C.uint64_t(src), C.uint64_t(ctx)))
 }
@@ -199,6 +210,9 @@ func (e *Endpoint) Inject(buf []byte, dest Addr) error {
 	if len(buf) > e.injectMax {
 		return errInjectSize[opInject]
 	}
+	if ret, ok := e.postFast(InjectOp(buf, dest)); ok {
+		return opErr(opInject, ret)
+	}
 	return opErr(opInject, C.weft_inject(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uint64_t(dest)))
 }
 
@@ -210,6 +224,9 @@ func (e *Endpoint) InjectData(buf []byte, data uint64, dest Addr) error {
 	if len(buf) > e.injectMax {
 		return errInjectSize[opInjectData]
 	}
+	if ret, ok := e.postFast(InjectDataOp(buf, data, dest)); ok {
+		return opErr(opInjectData, ret)
+	}
 	return opErr(opInjectData, C.weft_injectdata(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uint64_t(data), C.uint64_t(dest)))
 }
 
@@ -218,6 +235,9 @@ func (e *Endpoint) TSend(buf []byte, desc Desc, dest Addr, tag uint64, ctx uint6
 	if e.closed.Load() {
 		return closeds[opTSend]
 	}
+	if ret, ok := e.postFast(TSendOp(buf, desc, dest, tag, ctx)); ok {
+		return opErr(opTSend, ret)
+	}
 	return opErr(opTSend, C.weft_tsend(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uintptr_t(desc), C.uint64_t(dest), C.uint64_t(tag), C.uint64_t(ctx)))
 }
 
@@ -225,6 +245,9 @@ func (e *Endpoint) TSend(buf []byte, desc Desc, dest Addr, tag uint64, ctx uint6
 func (e *Endpoint) TSendData(buf []byte, desc Desc, data uint64, dest Addr, tag uint64, ctx uint64) error {
 	if e.closed.Load() {
 		return closeds[opTSendData]
+	}
+	if ret, ok := e.postFast(TSendDataOp(buf, desc, data, dest, tag, ctx)); ok {
+		return opErr(opTSendData, ret)
 	}
 	return opErr(opTSendData, C.weft_tsenddata(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uintptr_t(desc), C.uint64_t(data), C.uint64_t(dest), C.uint64_t(tag), C.uint64_t(ctx)))
 }
@@ -237,6 +260,9 @@ func (e *Endpoint) TInject(buf []byte, dest Addr, tag uint64) error {
 	if len(buf) > e.injectMax {
 		return errInjectSize[opTInject]
 	}
+	if ret, ok := e.postFast(TInjectOp(buf, dest, tag)); ok {
+		return opErr(opTInject, ret)
+	}
 	return opErr(opTInject, C.weft_tinject(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uint64_t(dest), C.uint64_t(tag)))
 }
 
@@ -248,6 +274,9 @@ func (e *Endpoint) TInjectData(buf []byte, data uint64, dest Addr, tag uint64) e
 	if len(buf) > e.injectMax {
 		return errInjectSize[opTInjectData]
 	}
+	if ret, ok := e.postFast(TInjectDataOp(buf, data, dest, tag)); ok {
+		return opErr(opTInjectData, ret)
+	}
 	return opErr(opTInjectData, C.weft_tinjectdata(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uint64_t(data), C.uint64_t(dest), C.uint64_t(tag)))
 }
 
@@ -257,6 +286,9 @@ func (e *Endpoint) TInjectData(buf []byte, data uint64, dest Addr, tag uint64) e
 func (e *Endpoint) TRecv(buf []byte, desc Desc, src Addr, tag, ignore uint64, ctx uint64) error {
 	if e.closed.Load() {
 		return closeds[opTRecv]
+	}
+	if ret, ok := e.postFast(TRecvOp(buf, desc, src, tag, ignore, ctx)); ok {
+		return opErr(opTRecv, ret)
 	}
 	return opErr(opTRecv, C.weft_trecv(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uintptr_t(desc), C.uint64_t(src), C.uint64_t(tag), C.uint64_t(ignore), C.uint64_t(ctx)))
 }
@@ -270,6 +302,9 @@ func (e *Endpoint) Write(buf []byte, desc Desc, dest Addr, raddr, key uint64, ct
 	if raddr == noAddr {
 		return errNoAddr[opWrite]
 	}
+	if ret, ok := e.postFast(WriteOp(buf, desc, dest, raddr, key, ctx)); ok {
+		return opErr(opWrite, ret)
+	}
 	return opErr(opWrite, C.weft_write(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uintptr_t(desc), C.uint64_t(dest), C.uint64_t(raddr), C.uint64_t(key), C.uint64_t(ctx)))
 }
 
@@ -281,6 +316,9 @@ func (e *Endpoint) WriteData(buf []byte, desc Desc, data uint64, dest Addr, radd
 	}
 	if raddr == noAddr {
 		return errNoAddr[opWriteData]
+	}
+	if ret, ok := e.postFast(WriteDataOp(buf, desc, data, dest, raddr, key, ctx)); ok {
+		return opErr(opWriteData, ret)
 	}
 	return opErr(opWriteData, C.weft_writedata(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uintptr_t(desc), C.uint64_t(data), C.uint64_t(dest), C.uint64_t(raddr), C.uint64_t(key), C.uint64_t(ctx)))
 }
@@ -301,6 +339,9 @@ func (e *Endpoint) WriteMsgData(buf []byte, desc Desc, data uint64, dest Addr, r
 	if raddr == noAddr {
 		return errNoAddr[opWriteMsg]
 	}
+	if ret, ok := e.postFast(WriteMsgOp(buf, desc, data, dest, raddr, key, ctx, flags)); ok {
+		return opErr(opWriteMsg, ret)
+	}
 	return opErr(opWriteMsg, C.weft_writemsg(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uintptr_t(desc), C.uint64_t(data), C.uint64_t(dest), C.uint64_t(raddr), C.uint64_t(key), C.uint64_t(ctx), C.uint64_t(flags)))
 }
 
@@ -315,6 +356,9 @@ func (e *Endpoint) InjectWrite(buf []byte, dest Addr, raddr, key uint64) error {
 	}
 	if raddr == noAddr {
 		return errNoAddr[opInjectWrite]
+	}
+	if ret, ok := e.postFast(InjectWriteOp(buf, dest, raddr, key)); ok {
+		return opErr(opInjectWrite, ret)
 	}
 	return opErr(opInjectWrite, C.weft_inject_write(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uint64_t(dest), C.uint64_t(raddr), C.uint64_t(key)))
 }
@@ -332,6 +376,9 @@ func (e *Endpoint) InjectWriteData(buf []byte, data uint64, dest Addr, raddr, ke
 	if raddr == noAddr {
 		return errNoAddr[opInjectWriteData]
 	}
+	if ret, ok := e.postFast(InjectWriteDataOp(buf, data, dest, raddr, key)); ok {
+		return opErr(opInjectWriteData, ret)
+	}
 	return opErr(opInjectWriteData, C.weft_inject_writedata(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uint64_t(data), C.uint64_t(dest), C.uint64_t(raddr), C.uint64_t(key)))
 }
 
@@ -342,6 +389,9 @@ func (e *Endpoint) Read(buf []byte, desc Desc, src Addr, raddr, key uint64, ctx 
 	}
 	if raddr == noAddr {
 		return errNoAddr[opRead]
+	}
+	if ret, ok := e.postFast(ReadOp(buf, desc, src, raddr, key, ctx)); ok {
+		return opErr(opRead, ret)
 	}
 	return opErr(opRead, C.weft_read(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uintptr_t(desc), C.uint64_t(src), C.uint64_t(raddr), C.uint64_t(key), C.uint64_t(ctx)))
 }

@@ -200,11 +200,13 @@ func (f *fastStack) free() {
 	f.base, f.top = 0, 0
 }
 
-// fastOps fills the ops and ep fields of a.
+// fastOps fills the ops and ep fields of a. The ops pointer travels as an
+// integer: the caller keeps ops alive (runtime.KeepAlive) and, when they
+// are on its stack, the stack cannot move while the fast call runs.
 func fastOps(a *C.struct_weft_fast, ep uintptr, ops []Op) {
 	a.ep = C.uintptr_t(ep)
 	if len(ops) > 0 {
-		a.ops = (*C.struct_weft_op)(unsafe.Pointer(&ops[0]))
+		a.ops = C.uintptr_t(uintptr(unsafe.Pointer(&ops[0])))
 	}
 	a.n = C.uint64_t(len(ops))
 }
@@ -309,4 +311,20 @@ next:
 		f.spanNext++
 	}
 	return true
+}
+
+// postFast posts op as a fast call when the endpoint has a C stack, the
+// stack is free and op's buffer lies in a live registration of the domain
+// (PostBatch's rule: no cgo pointer check runs here). ok is false when it
+// did not, and the caller makes its ordinary cgo call; otherwise ret is
+// libfabric's return value.
+func (e *Endpoint) postFast(op Op) (ret C.ssize_t, ok bool) {
+	f := e.fast
+	ops := unsafe.Slice(&op, 1)
+	if !f.acquire(0) || !f.holdIf(f.opsRegistered(e.dom, ops)) {
+		return 0, false
+	}
+	a := C.struct_weft_fast{kind: C.WEFT_FAST_POST_ONE}
+	fastOps(&a, e.fid, ops)
+	return C.ssize_t(f.call(&a)), true
 }

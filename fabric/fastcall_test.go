@@ -71,7 +71,8 @@ func TestFastCallSelection(t *testing.T) {
 
 func fastSupported() bool { return runtime.GOARCH == "amd64" }
 
-// TestFastCallMemoryRule: ops take the fast path only when every buffer is
+// TestFastCallMemoryRule: ops, batched or single, take the fast path only
+// when every buffer is
 // inside a live registration (Alloc'd or registered, pinned Go memory);
 // other memory goes through cgo and its pointer check, and a registration
 // that goes away stops being trusted.
@@ -91,9 +92,14 @@ func TestFastCallMemoryRule(t *testing.T) {
 	pin.Pin(&goMem[0])
 	defer pin.Unpin()
 	f := p.a.ep.fast
-	post := func(buf []byte) {
+	// Each buffer is posted twice: in a batch, then by the single Recv.
+	post := func(buf []byte, single bool) {
 		t.Helper()
-		if _, err := p.a.ep.PostBatch([]Op{RecvOp(buf, 0, AddrUnspec, 7)}); err != nil {
+		if single {
+			if err := p.a.ep.Recv(buf, 0, AddrUnspec, 7); err != nil {
+				t.Fatal(err)
+			}
+		} else if _, err := p.a.ep.PostBatch([]Op{RecvOp(buf, 0, AddrUnspec, 7)}); err != nil {
 			t.Fatal(err)
 		}
 		if err := p.a.ep.Cancel(7); err != nil {
@@ -105,10 +111,12 @@ func TestFastCallMemoryRule(t *testing.T) {
 	}
 	check := func(what string, buf []byte, fast bool) {
 		t.Helper()
-		before := fastUsed(f)
-		post(buf)
-		if got := fastUsed(f) > before; got != fast {
-			t.Errorf("%s: fast path %v, want %v", what, got, fast)
+		for _, single := range []bool{false, true} {
+			before := fastUsed(f)
+			post(buf, single)
+			if got := fastUsed(f) > before; got != fast {
+				t.Errorf("%s (single op %v): fast path %v, want %v", what, single, got, fast)
+			}
 		}
 	}
 	check("Alloc buffer", alloc.Bytes(), true)
@@ -127,6 +135,48 @@ func TestFastCallMemoryRule(t *testing.T) {
 	over := Op{Kind: OpKindRecv, Buf: unsafe.Pointer(&alloc.Bytes()[0]), Len: 8192, Addr: AddrUnspec}
 	if ok := f.opsRegistered(p.dom, []Op{over}); ok {
 		t.Errorf("buffer past the end of its registration accepted")
+	}
+}
+
+// TestFastCallSingleOpErrors: a single operation that libfabric refuses
+// fails the same way through a fast call as through cgo (injects into a
+// peer that never reads until shm's queue is full: ErrAgain), and an
+// inject from unregistered Go memory still works (through cgo).
+func TestFastCallSingleOpErrors(t *testing.T) {
+	var msgs [2]string
+	for i, mode := range []FastCall{FastCallAuto, FastCallOff} {
+		withFastCall(t, mode)
+		p := newPair(t, Hints{Provider: "shm", Caps: CapMsg})
+		buf, err := p.dom.Alloc(64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		goMsg := []byte("from Go!")
+		before := fastUsed(p.a.ep.fast)
+		retry(t, func() error { return p.a.ep.Inject(goMsg, p.a.addr[1]) }, p.a.cq, p.b.cq)
+		if fastUsed(p.a.ep.fast) != before {
+			t.Errorf("%v: an inject from unregistered Go memory took the fast path", mode)
+		}
+		before = fastUsed(p.a.ep.fast)
+		for n := 0; ; n++ {
+			err = p.a.ep.Inject(buf.Bytes()[:8], p.a.addr[1])
+			if err != nil {
+				break
+			}
+			if n == 1<<16 {
+				t.Fatalf("%v: %d injects into a peer that never reads all succeeded", mode, n)
+			}
+		}
+		if !errors.Is(err, ErrAgain) {
+			t.Fatalf("%v: inject into a full queue: %v, want ErrAgain", mode, err)
+		}
+		msgs[i] = err.Error()
+		if fast := fastUsed(p.a.ep.fast) > before; fast != (mode == FastCallAuto && fastSupported()) {
+			t.Errorf("%v: fast path taken: %v", mode, fast)
+		}
+	}
+	if msgs[0] != msgs[1] {
+		t.Errorf("errors differ:\n fast: %s\n cgo:  %s", msgs[0], msgs[1])
 	}
 }
 

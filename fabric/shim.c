@@ -714,11 +714,14 @@ int64_t weft_cq_signals(uintptr_t cqp, uint64_t *mem, uint64_t nslots, int slot_
 }
 
 int64_t weft_fast_call(struct weft_fast *a) {
+	const struct weft_op *ops = (const struct weft_op *)a->ops;
 	switch (a->kind) {
 	case WEFT_FAST_POST_BATCH:
-		return weft_post_batch(a->ep, a->ops, a->n);
+		return weft_post_batch(a->ep, ops, a->n);
+	case WEFT_FAST_POST_ONE:
+		return weft_post_one(a->ep, ops);
 	case WEFT_FAST_POST_READ:
-		return weft_post_read(a->ep, a->ops, a->n, a->cq, a->out, a->count, (int)a->spins);
+		return weft_post_read(a->ep, ops, a->n, a->cq, a->out, a->count, (int)a->spins);
 	case WEFT_FAST_CQ_READ:
 		return weft_cq_read(a->cq, a->out, a->count, (int)a->spins);
 	case WEFT_FAST_CQ_WAIT_WORD:

@@ -250,11 +250,12 @@ const char *weft_strerror(int err);
 #define WEFT_FAST_CQ_READ 3
 #define WEFT_FAST_CQ_WAIT_WORD 4
 #define WEFT_FAST_CQ_SIGNALS 5
+#define WEFT_FAST_POST_ONE 6
 struct weft_fast {
 	int64_t kind;
 	uintptr_t ep;
 	uintptr_t cq;
-	const struct weft_op *ops;
+	uintptr_t ops; /* const struct weft_op *: an integer, so Go escape analysis keeps a stack Op on the stack */
 	uint64_t n;
 	struct weft_comp *out;
 	uint64_t count;
