@@ -50,13 +50,13 @@ func pollPaceFromEnv(v string) int {
 // the environment variable WEFT_POLL_PACE (a count; "off" is 0). The
 // setting is process-wide and takes effect at once.
 //
-// Why: on shm a poll takes the provider's locks in shared memory, the same
-// ones a peer takes to deliver the message being waited for. Back-to-back
-// polls slow that delivery down when the two processes run on nearby
-// cores (same physical core or cache): an 8-byte ping-pong paced by one
-// clock read is ~8% faster there, and unchanged elsewhere (docs/perf/fabric.md,
-// "Fifth pass"). fi_pingpong paces its polls the same way, with the clock
-// read of its timeout check.
+// Why: on shm a poll takes the provider's locks and reads its queues in
+// shared memory, which the peer delivering the awaited message also
+// writes. Back-to-back polls measured slower when the two processes ran
+// on nearby cores (the VM's fast regime): an 8-byte ping-pong paced by one
+// clock read was 1.12× fi_pingpong there against 1.16× unpaced, and the
+// same elsewhere (docs/perf/fabric.md, "Fifth pass"). Two reads per poll
+// measured worse than one.
 func SetPollPace(reads int) int {
 	reads = min(max(reads, 0), maxPollPace)
 	paceMu.Lock()

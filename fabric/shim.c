@@ -206,10 +206,10 @@ void weft_set_poll_pace(int reads) { __atomic_store_n(&weft_poll_pace, reads, __
 
 /* poll_pace runs between two polls of a spinning loop that found nothing:
  * weft_poll_pace reads of the monotonic clock (a vDSO call of ~20 ns on
- * x86-64). A loop that polls back to back takes the provider's locks in
- * shared memory as fast as it can, and so delays the peer whose message it
- * is waiting for; fi_pingpong paces its polls the same way, with the clock
- * read of its timeout check. Returns 1 so it can end a loop condition. */
+ * x86-64). A loop that polls back to back takes the provider's locks and
+ * touches its shared-memory queues as fast as it can, which measured slower
+ * when the peer delivering the awaited message runs on a nearby core (see
+ * pace.go). Returns 1 so it can end a loop condition. */
 static inline int poll_pace(void) {
 	struct timespec ts;
 	int k = __atomic_load_n(&weft_poll_pace, __ATOMIC_RELAXED);
