@@ -576,20 +576,19 @@ int64_t weft_cq_wait_word(uintptr_t cqp, const volatile uint64_t *word, uint64_t
 	ssize_t ret;
 	if (count > 64)
 		count = 64;
-	do {
-		if (__atomic_load_n(word, __ATOMIC_ACQUIRE) >= want)
-			return (int64_t)1 << 32;
-		ret = read_once(cq, out, count);
-		if (ret > 0) {
-			if (__atomic_load_n(word, __ATOMIC_ACQUIRE) >= want)
-				return ((int64_t)1 << 32) | ret;
-			return ret;
-		}
-		if (ret < 0 && ret != -FI_EAGAIN)
-			return ret;
-	} while (--spins > 0 && poll_pace());
 	if (__atomic_load_n(word, __ATOMIC_ACQUIRE) >= want)
 		return (int64_t)1 << 32;
+	do {
+		ret = read_once(cq, out, count);
+		if (ret < 0 && ret != -FI_EAGAIN)
+			return ret;
+		/* The read drove progress, which may have written the word:
+		 * look before pacing the next poll. */
+		if (__atomic_load_n(word, __ATOMIC_ACQUIRE) >= want)
+			return ((int64_t)1 << 32) | (ret > 0 ? ret : 0);
+		if (ret > 0)
+			return ret;
+	} while (--spins > 0 && poll_pace());
 	return 0;
 }
 
@@ -693,23 +692,22 @@ int64_t weft_cq_signals(uintptr_t cqp, uint64_t *mem, uint64_t nslots, int slot_
 		count = 64;
 	if (count == 0)
 		return -FI_EINVAL;
+	if (word && __atomic_load_n(word, __ATOMIC_ACQUIRE) >= want)
+		return (int64_t)1 << 32;
 	do {
-		if (word && __atomic_load_n(word, __ATOMIC_ACQUIRE) >= want)
-			return (int64_t)1 << 32;
 		before = *applied;
 		ret = sig_drain(cq, out, count, mem, nslots, slot_bits, stage, norigins, applied);
-		if (ret > 0) {
-			if (word && __atomic_load_n(word, __ATOMIC_ACQUIRE) >= want)
-				return ((int64_t)1 << 32) | ret;
-			return ret;
-		}
 		if (ret < 0 && ret != -FI_EAGAIN)
+			return ret;
+		/* The read drove progress and applied signals: the word may be
+		 * there now, so look before pacing the next poll. */
+		if (word && __atomic_load_n(word, __ATOMIC_ACQUIRE) >= want)
+			return ((int64_t)1 << 32) | (ret > 0 ? ret : 0);
+		if (ret > 0)
 			return ret;
 		if (!word && *applied != before)
 			return 0; /* a plain read returns once something happened */
 	} while (--spins > 0 && poll_pace());
-	if (word && __atomic_load_n(word, __ATOMIC_ACQUIRE) >= want)
-		return (int64_t)1 << 32;
 	return 0;
 }
 
