@@ -36,6 +36,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -62,13 +63,22 @@ func main() {
 	pathFlag := flag.String("path", envOr("WEFT_PINGPONG_PATH", "batch"), "weft's loop: batch (PostAndRead: one cgo call per step), plain (one call per operation) or both")
 	warmup := flag.Int("warmup", atoi(envOr("WEFT_PINGPONG_WARMUP", "1")), "untimed round trips before weft's timed loop (fi_pingpong syncs over TCP instead)")
 	spins := flag.Int("spins", atoi(envOr("WEFT_PINGPONG_SPINS", "1024")), "empty CQ reads inside one cgo call before returning to Go")
+	op := flag.String("op", envOr("WEFT_PINGPONG_OP", "msg"), "weft's message: msg (inject/send into a posted receive, as fi_pingpong) or writedata (an RMA write into the peer's registered buffer carrying remote CQ data, the shape of a put-with-signal; batch path only)")
 	order := flag.String("order", envOr("WEFT_PINGPONG_ORDER", "send"), "batch path's order after a message arrives: send (the reply, then repost the receive, as osu_latency's MPI_Send; MPI_Recv) or recv (repost, then reply, as fi_pingpong)")
 	flag.Parse()
 	if *order != "send" && *order != "recv" {
 		fmt.Fprintf(os.Stderr, "pingpong: -order %q: want send or recv\n", *order)
 		os.Exit(2)
 	}
-	rc := roleConfig{path: *pathFlag, warmup: *warmup, spins: *spins, sendFirst: *order == "send"}
+	if *op != "msg" && *op != "writedata" {
+		fmt.Fprintf(os.Stderr, "pingpong: -op %q: want msg or writedata\n", *op)
+		os.Exit(2)
+	}
+	if *op == "writedata" && *pathFlag != "batch" {
+		fmt.Fprintf(os.Stderr, "pingpong: -op writedata runs on -path batch only\n")
+		os.Exit(2)
+	}
+	rc := roleConfig{path: *pathFlag, warmup: *warmup, spins: *spins, sendFirst: *order == "send", writeData: *op == "writedata"}
 	if *role != "" {
 		if err := runRole(*role, *provider, *size, *iters, rc); err != nil {
 			fmt.Fprintln(os.Stderr, "pingpong:", *role+":", err)
@@ -174,7 +184,7 @@ func orchestrate(prov string, sizes []int, reps, iters int, fiPath string, paths
 			fmt.Fprintln(os.Stderr, line)
 		}
 	}
-	fmt.Printf("provider %s, %d repetitions, batch order %s, medians (half round trip; MB/s = 10^6 B/s)\n", prov, reps, rc.order())
+	fmt.Printf("provider %s, %d repetitions, weft op %s, batch order %s, medians (half round trip; MB/s = 10^6 B/s)\n", prov, reps, rc.op(), rc.order())
 	for _, path := range paths {
 		fmt.Printf("weft path %s:\n", path)
 		fmt.Printf("%8s %12s %12s %9s %12s %12s %9s\n", "bytes", "fi usec", "weft usec", "lat ratio", "fi MB/s", "weft MB/s", "bw ratio")
@@ -318,7 +328,7 @@ func runOurs(prov string, size, iters int, rc roleConfig) (result, error) {
 	for i, role := range []string{"server", "client"} {
 		c := &child{cmd: exec.CommandContext(ctx, self, "-role", role, "-provider", prov,
 			"-size", strconv.Itoa(size), "-iters", strconv.Itoa(iters), "-path", rc.path,
-			"-warmup", strconv.Itoa(rc.warmup), "-spins", strconv.Itoa(rc.spins), "-order", rc.order())}
+			"-warmup", strconv.Itoa(rc.warmup), "-spins", strconv.Itoa(rc.spins), "-order", rc.order(), "-op", rc.op())}
 		c.cmd.Stderr = &c.err
 		c.in, _ = c.cmd.StdinPipe()
 		o, _ := c.cmd.StdoutPipe()
@@ -362,6 +372,18 @@ type roleConfig struct {
 	// receive (osu_latency's order), which takes the repost off the
 	// critical path; false keeps fi_pingpong's order.
 	sendFirst bool
+	// writeData: each message is an RMA write into the peer's registered
+	// receive buffer carrying remote CQ data, whose completion at the
+	// peer marks the arrival; no receives are posted.
+	writeData bool
+}
+
+// op is the -op value that gives rc.writeData.
+func (rc roleConfig) op() string {
+	if rc.writeData {
+		return "writedata"
+	}
+	return "msg"
 }
 
 // order is the -order value that gives rc.sendFirst.
@@ -388,7 +410,11 @@ func (rc roleConfig) order() string {
 // reply leaves without waiting for the repost (the peer cannot answer
 // before it has the reply, so the receive is still posted in time).
 func runRole(role, prov string, size, iters int, rc roleConfig) error {
-	info, err := fabric.Select(&fabric.Hints{Provider: prov, Caps: fabric.CapMsg}, true)
+	caps := fabric.CapMsg
+	if rc.writeData {
+		caps |= fabric.CapRMA | fabric.CapRemoteCQData
+	}
+	info, err := fabric.Select(&fabric.Hints{Provider: prov, Caps: caps}, true)
 	if err != nil {
 		return err
 	}
@@ -413,24 +439,6 @@ func runRole(role, prov string, size, iters int, rc roleConfig) error {
 	if err != nil {
 		return err
 	}
-	name, err := ep.Name()
-	if err != nil {
-		return err
-	}
-	fmt.Printf("%s\n", hex.EncodeToString(name))
-	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	peerName, err := hex.DecodeString(strings.TrimSpace(line))
-	if err != nil {
-		return err
-	}
-	addrs, err := av.Insert(peerName)
-	if err != nil {
-		return err
-	}
-	peer := addrs[0]
 	sbuf, err := dom.Alloc(size)
 	if err != nil {
 		return err
@@ -439,6 +447,31 @@ func runRole(role, prov string, size, iters int, rc roleConfig) error {
 	if err != nil {
 		return err
 	}
+	name, err := ep.Name()
+	if err != nil {
+		return err
+	}
+	// "name raddr key": the receive buffer's remote address and key serve
+	// -op writedata.
+	fmt.Printf("%s %d %d\n", hex.EncodeToString(name), rbuf.MR().RemoteAddr(rbuf.Bytes()), rbuf.MR().Key())
+	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	var peerHex string
+	var peerRAddr, peerKey uint64
+	if _, err := fmt.Sscan(line, &peerHex, &peerRAddr, &peerKey); err != nil {
+		return fmt.Errorf("peer's line %q: %w", line, err)
+	}
+	peerName, err := hex.DecodeString(peerHex)
+	if err != nil {
+		return err
+	}
+	addrs, err := av.Insert(peerName)
+	if err != nil {
+		return err
+	}
+	peer := addrs[0]
 	for i := range sbuf.Bytes() {
 		sbuf.Bytes()[i] = byte(i)
 	}
@@ -450,7 +483,7 @@ func runRole(role, prov string, size, iters int, rc roleConfig) error {
 	gotRx, pendingTx := false, 0
 	account := func(cs []fabric.Completion) {
 		for _, c := range cs {
-			if c.Context == rxCtx {
+			if c.Context == rxCtx || c.Flags&fabric.CompRemoteCQData != 0 {
 				gotRx = true
 			} else {
 				pendingTx--
@@ -460,17 +493,28 @@ func runRole(role, prov string, size, iters int, rc roleConfig) error {
 
 	var step func(post, wait bool) error // repost+send (post), then wait for the next message (wait)
 	var sendOp fabric.Op
-	if inject {
+	switch {
+	case rc.writeData && inject:
+		sendOp = fabric.InjectWriteDataOp(sb, 1, peer, peerRAddr, peerKey)
+	case rc.writeData:
+		sendOp = fabric.WriteDataOp(sb, sd, 1, peer, peerRAddr, peerKey, txCtx)
+	case inject:
 		sendOp = fabric.InjectOp(sb, peer)
-	} else {
+	default:
 		sendOp = fabric.SendOp(sb, sd, peer, txCtx)
 	}
 	recvOp := fabric.RecvOp(rb, rd, peer, rxCtx)
+	// repost is what a step posts besides the send: the receive, or
+	// nothing when the message is an RMA write.
+	repost := []fabric.Op{recvOp}
+	if rc.writeData {
+		repost = nil
+	}
 	switch rc.path {
 	case "batch":
-		both, sendOnly := []fabric.Op{recvOp, sendOp}, []fabric.Op{sendOp} // PostAndRead only reads them
+		both, sendOnly := append(slices.Clone(repost), sendOp), []fabric.Op{sendOp} // PostAndRead only reads them
 		if rc.sendFirst {
-			both = []fabric.Op{sendOp, recvOp}
+			both = append([]fabric.Op{sendOp}, repost...)
 		}
 		step = func(repost, wait bool) error {
 			ops := both
@@ -557,7 +601,7 @@ func runRole(role, prov string, size, iters int, rc roleConfig) error {
 		return nil
 	}
 
-	if _, err := ep.PostBatch([]fabric.Op{recvOp}); err != nil {
+	if err := postAll(ep, repost); err != nil {
 		return err
 	}
 	total := rc.warmup + iters
@@ -572,7 +616,7 @@ func runRole(role, prov string, size, iters int, rc roleConfig) error {
 			}
 		}
 		// fi_pingpong reposts after the last receive inside its timed loop.
-		if _, err := ep.PostBatch([]fabric.Op{recvOp}); err != nil {
+		if err := postAll(ep, repost); err != nil {
 			return err
 		}
 	} else {
@@ -603,4 +647,13 @@ func runRole(role, prov string, size, iters int, rc roleConfig) error {
 		cq.Read(comps[:])
 	}
 	return nil
+}
+
+// postAll posts ops (none: nothing) in one batch.
+func postAll(ep *fabric.Endpoint, ops []fabric.Op) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	_, err := ep.PostBatch(ops)
+	return err
 }

@@ -22,8 +22,9 @@ func TestRunsSideBySide(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	for _, order := range []string{"send", "recv"} {
-		cmd := exec.CommandContext(ctx, bin, "-provider", "shm", "-sizes", "8,4k", "-reps", "1", "-iters", "200", "-order", order)
+	for _, c := range []struct{ order, op string }{{"send", "msg"}, {"recv", "msg"}, {"send", "writedata"}} {
+		order := c.order + " -op " + c.op
+		cmd := exec.CommandContext(ctx, bin, "-provider", "shm", "-sizes", "8,4k", "-reps", "1", "-iters", "200", "-order", c.order, "-op", c.op)
 		cmd.Env = append(os.Environ(), "WEFT_PROVIDER=")
 		out, err := cmd.Output()
 		if err != nil {
@@ -34,8 +35,8 @@ func TestRunsSideBySide(t *testing.T) {
 			t.Fatalf("run -order %s: %v\n%s\n%s", order, err, out, stderr)
 		}
 		t.Logf("-order %s\n%s", order, out)
-		if !regexp.MustCompile(`batch order ` + order + `,`).Match(out) {
-			t.Errorf("-order %s: header does not name the order", order)
+		if !regexp.MustCompile(`weft op ` + c.op + `, batch order ` + c.order + `,`).Match(out) {
+			t.Errorf("-order %s: header does not name the op and order", order)
 		}
 		row := regexp.MustCompile(`(?m)^\s+8\s+(\S+)\s+(\S+)\s+(\S+)`)
 		m := row.FindStringSubmatch(string(out))
@@ -49,7 +50,9 @@ func TestRunsSideBySide(t *testing.T) {
 			t.Errorf("-order %s: no weft measurement: %q", order, m[0])
 		}
 	}
-	if out, err := exec.CommandContext(ctx, bin, "-order", "sideways").CombinedOutput(); err == nil {
-		t.Errorf("-order sideways accepted:\n%s", out)
+	for _, bad := range [][]string{{"-order", "sideways"}, {"-op", "atomic"}, {"-op", "writedata", "-path", "plain"}} {
+		if out, err := exec.CommandContext(ctx, bin, bad...).CombinedOutput(); err == nil {
+			t.Errorf("%v accepted:\n%s", bad, out)
+		}
 	}
 }
