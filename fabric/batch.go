@@ -320,9 +320,8 @@ func (e *Endpoint) PostBatch(ops []Op) (posted int, err error) {
 	}
 	var ret C.int64_t
 	if f := e.fast; f.acquire(0) && f.holdIf(f.opsRegistered(e.dom, ops)) {
-		a := C.struct_weft_fast{kind: C.WEFT_FAST_POST_BATCH}
-		fastOps(&a, e.fid, ops)
-		ret = C.int64_t(f.call(&a))
+		f.fastOps(e.fid, ops)
+		ret = C.int64_t(f.call(C.WEFT_FAST_POST_BATCH))
 		runtime.KeepAlive(ops)
 	} else {
 		ret = C.weft_post_batch(C.uintptr_t(e.fid), (*C.struct_weft_op)(unsafe.Pointer(&ops[0])), C.size_t(len(ops)))
@@ -366,10 +365,9 @@ func (e *Endpoint) PostAndRead(ops []Op, cq *CQ, out []Completion, spins int) (p
 	}
 	var ret C.int64_t
 	if f := cq.enter(spins); f != nil && f.holdIf(f.opsRegistered(e.dom, ops)) {
-		a := C.struct_weft_fast{kind: C.WEFT_FAST_POST_READ}
-		fastOps(&a, e.fid, ops)
-		fastOut(&a, cq.fid, out, spins)
-		ret = C.int64_t(f.call(&a))
+		f.fastOps(e.fid, ops)
+		f.fastOut(cq.fid, out, spins)
+		ret = C.int64_t(f.call(C.WEFT_FAST_POST_READ))
 		runtime.KeepAlive(ops)
 		runtime.KeepAlive(out)
 	} else {
@@ -426,9 +424,9 @@ func (c *CQ) WaitWord(word *uint64, want uint64, out []Completion, spins int) (r
 	}
 	var ret C.int64_t
 	if f := c.enter(spins); f != nil {
-		a := C.struct_weft_fast{kind: C.WEFT_FAST_CQ_WAIT_WORD, word: (*C.uint64_t)(unsafe.Pointer(word)), want: C.uint64_t(want)}
-		fastOut(&a, c.fid, out, spins)
-		ret = C.int64_t(f.call(&a))
+		f.args.word, f.args.want = C.uintptr_t(uintptr(unsafe.Pointer(word))), C.uint64_t(want)
+		f.fastOut(c.fid, out, spins)
+		ret = C.int64_t(f.call(C.WEFT_FAST_CQ_WAIT_WORD))
 		runtime.KeepAlive(word)
 		runtime.KeepAlive(out)
 	} else {

@@ -98,9 +98,8 @@ func (c *CQ) read(out []Completion, spins int) (int, error) {
 	}
 	var ret C.ssize_t
 	if f := c.enter(spins); f != nil {
-		a := C.struct_weft_fast{kind: C.WEFT_FAST_CQ_READ}
-		fastOut(&a, c.fid, out, spins)
-		ret = C.ssize_t(f.call(&a))
+		f.fastOut(c.fid, out, spins)
+		ret = C.ssize_t(f.call(C.WEFT_FAST_CQ_READ))
 		runtime.KeepAlive(out)
 	} else {
 		comp, cnt := compArg(out)

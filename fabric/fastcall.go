@@ -109,6 +109,12 @@ const (
 // fastStack is the C stack of one CQ or endpoint and the flag that gives
 // it to one call at a time.
 type fastStack struct {
+	// args is the argument block of the call in flight, filled by the
+	// holder field by field (fastOps, fastOut, ...) and reused: building
+	// a fresh block per call cost a copy that stalled on store
+	// forwarding. Fields a call does not set keep stale values, which its
+	// shim does not read. First, so that it starts the object's cache line.
+	args  C.struct_weft_fast
 	state atomic.Uint32
 	used  uint64 // fast calls made; tests read it
 	// Spans found by opsRegistered, valid while the domain's span
@@ -169,12 +175,21 @@ func (f *fastStack) holdIf(ok bool) bool {
 	return ok
 }
 
-// call runs weft_fast_call(a) on the stack and gives the stack back. The
-// caller holds it (acquire) and keeps Go memory named in a alive.
-func (f *fastStack) call(a *C.struct_weft_fast) int64 {
-	r := ccall.Call(fastFn, uintptr(unsafe.Pointer(a)), f.top)
-	f.used++
+// call runs weft_fast_call(&f.args) with the given kind on the stack and
+// gives the stack back. The caller holds it (acquire), filled the fields
+// the kind reads, and keeps the Go memory they name alive.
+func (f *fastStack) call(kind C.int64_t) int64 {
+	r := f.run(kind)
 	f.state.Store(fastFree)
+	return r
+}
+
+// run is call without giving the stack back, for a caller that reads
+// results from f.args first.
+func (f *fastStack) run(kind C.int64_t) int64 {
+	f.args.kind = kind
+	r := ccall.Call(fastFn, uintptr(unsafe.Pointer(&f.args)), f.top)
+	f.used++
 	return r
 }
 
@@ -200,24 +215,24 @@ func (f *fastStack) free() {
 	f.base, f.top = 0, 0
 }
 
-// fastOps fills the ops and ep fields of a. The ops pointer travels as an
-// integer: the caller keeps ops alive (runtime.KeepAlive) and, when they
-// are on its stack, the stack cannot move while the fast call runs.
-func fastOps(a *C.struct_weft_fast, ep uintptr, ops []Op) {
+// fastOps fills the ops and ep fields of the held stack's argument block.
+// The ops pointer travels as an integer: the caller keeps ops alive
+// (runtime.KeepAlive) and, when they are on its stack, the stack cannot
+// move while the fast call runs.
+func (f *fastStack) fastOps(ep uintptr, ops []Op) {
+	a := &f.args
 	a.ep = C.uintptr_t(ep)
-	if len(ops) > 0 {
-		a.ops = C.uintptr_t(uintptr(unsafe.Pointer(&ops[0])))
-	}
+	a.ops = C.uintptr_t(uintptr(unsafe.Pointer(unsafe.SliceData(ops))))
 	a.n = C.uint64_t(len(ops))
 }
 
-// fastOut fills the cq, out, count and spins fields of a.
-func fastOut(a *C.struct_weft_fast, cq uintptr, out []Completion, spins int) {
+// fastOut fills the cq, out, count and spins fields of the held stack's
+// argument block; the caller keeps out alive.
+func (f *fastStack) fastOut(cq uintptr, out []Completion, spins int) {
+	a := &f.args
 	a.cq = C.uintptr_t(cq)
-	if len(out) > 0 {
-		a.out = (*C.struct_weft_comp)(unsafe.Pointer(&out[0]))
-		a.count = C.uint64_t(min(len(out), maxBatch))
-	}
+	a.out = C.uintptr_t(uintptr(unsafe.Pointer(unsafe.SliceData(out))))
+	a.count = C.uint64_t(min(len(out), maxBatch))
 	a.spins = C.int64_t(max(spins, 1))
 }
 
@@ -324,7 +339,6 @@ func (e *Endpoint) postFast(op Op) (ret C.ssize_t, ok bool) {
 	if !f.acquire(0) || !f.holdIf(f.opsRegistered(e.dom, ops)) {
 		return 0, false
 	}
-	a := C.struct_weft_fast{kind: C.WEFT_FAST_POST_ONE}
-	fastOps(&a, e.fid, ops)
-	return C.ssize_t(f.call(&a)), true
+	f.fastOps(e.fid, ops)
+	return C.ssize_t(f.call(C.WEFT_FAST_POST_ONE)), true
 }

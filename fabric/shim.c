@@ -713,20 +713,23 @@ int64_t weft_cq_signals(uintptr_t cqp, uint64_t *mem, uint64_t nslots, int slot_
 
 int64_t weft_fast_call(struct weft_fast *a) {
 	const struct weft_op *ops = (const struct weft_op *)a->ops;
+	struct weft_comp *out = (struct weft_comp *)a->out;
+	const volatile uint64_t *word = (const volatile uint64_t *)a->word;
 	switch (a->kind) {
 	case WEFT_FAST_POST_BATCH:
 		return weft_post_batch(a->ep, ops, a->n);
 	case WEFT_FAST_POST_ONE:
 		return weft_post_one(a->ep, ops);
 	case WEFT_FAST_POST_READ:
-		return weft_post_read(a->ep, ops, a->n, a->cq, a->out, a->count, (int)a->spins);
+		return weft_post_read(a->ep, ops, a->n, a->cq, out, a->count, (int)a->spins);
 	case WEFT_FAST_CQ_READ:
-		return weft_cq_read(a->cq, a->out, a->count, (int)a->spins);
+		return weft_cq_read(a->cq, out, a->count, (int)a->spins);
 	case WEFT_FAST_CQ_WAIT_WORD:
-		return weft_cq_wait_word(a->cq, a->word, a->want, a->out, a->count, (int)a->spins);
+		return weft_cq_wait_word(a->cq, word, a->want, out, a->count, (int)a->spins);
 	case WEFT_FAST_CQ_SIGNALS:
-		return weft_cq_signals(a->cq, a->mem, a->nslots, (int)a->slot_bits, a->stage, a->norigins,
-				&a->applied, a->word, a->want, a->out, a->count, (int)a->spins);
+		return weft_cq_signals(a->cq, (uint64_t *)a->mem, a->nslots, (int)a->slot_bits,
+				(uint64_t *)a->stage, a->norigins, &a->applied, word, a->want, out, a->count,
+				(int)a->spins);
 	}
 	return -FI_EINVAL;
 }

@@ -251,21 +251,25 @@ const char *weft_strerror(int err);
 #define WEFT_FAST_CQ_WAIT_WORD 4
 #define WEFT_FAST_CQ_SIGNALS 5
 #define WEFT_FAST_POST_ONE 6
+// Pointers travel as integers (the comment names their type): the block
+// lives with the C stack in Go memory and is reused call after call, and
+// integer fields let Go keep the pointed-to values (a stack Op, a caller's
+// []Completion) where they are.
 struct weft_fast {
 	int64_t kind;
 	uintptr_t ep;
 	uintptr_t cq;
-	uintptr_t ops; /* const struct weft_op *: an integer, so Go escape analysis keeps a stack Op on the stack */
+	uintptr_t ops; /* const struct weft_op * */
 	uint64_t n;
-	struct weft_comp *out;
+	uintptr_t out; /* struct weft_comp * */
 	uint64_t count;
 	int64_t spins;
-	const volatile uint64_t *word;
+	uintptr_t word; /* const volatile uint64_t * */
 	uint64_t want;
-	uint64_t *mem;
+	uintptr_t mem; /* uint64_t * */
 	uint64_t nslots;
 	int64_t slot_bits;
-	uint64_t *stage;
+	uintptr_t stage; /* uint64_t * */
 	uint64_t norigins;
 	uint64_t applied;
 };

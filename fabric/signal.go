@@ -212,11 +212,14 @@ func (c *CQ) signals(s *SignalSink, word *uint64, want uint64, out []Completion,
 	var applied C.uint64_t
 	var ret C.int64_t
 	if f := c.enter(spins); f != nil {
-		a := C.struct_weft_fast{kind: C.WEFT_FAST_CQ_SIGNALS, mem: mem, nslots: C.uint64_t(nslots), slot_bits: C.int64_t(sb),
-			stage: stage, norigins: C.uint64_t(norig), word: (*C.uint64_t)(unsafe.Pointer(word)), want: C.uint64_t(want)}
-		fastOut(&a, c.fid, out, spins)
-		ret = C.int64_t(f.call(&a))
+		a := &f.args
+		a.mem, a.nslots, a.slot_bits = C.uintptr_t(uintptr(unsafe.Pointer(mem))), C.uint64_t(nslots), C.int64_t(sb)
+		a.stage, a.norigins, a.applied = C.uintptr_t(uintptr(unsafe.Pointer(stage))), C.uint64_t(norig), 0
+		a.word, a.want = C.uintptr_t(uintptr(unsafe.Pointer(word))), C.uint64_t(want)
+		f.fastOut(c.fid, out, spins)
+		ret = C.int64_t(f.run(C.WEFT_FAST_CQ_SIGNALS))
 		applied = a.applied
+		f.state.Store(fastFree)
 		runtime.KeepAlive(s)
 		runtime.KeepAlive(word)
 		runtime.KeepAlive(out)
