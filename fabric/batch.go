@@ -105,101 +105,75 @@ var (
 	_ [96 - unsafe.Sizeof(Op{})]byte
 )
 
-func bufOp(k OpKind, buf []byte) Op {
-	return Op{Kind: k, Buf: ptr(buf), Len: uintptr(len(buf))}
-}
+// The constructors build each Op in one literal: a value assembled from
+// another constructor's result is copied with wide loads right after its
+// narrow stores, which stalls on store forwarding on every call.
 
 // RecvOp is an OpKindRecv of buf from src.
 func RecvOp(buf []byte, desc Desc, src Addr, ctx uint64) Op {
-	o := bufOp(OpKindRecv, buf)
-	o.Desc, o.Addr, o.Ctx = desc, src, ctx
-	return o
+	return Op{Kind: OpKindRecv, Buf: ptr(buf), Len: uintptr(len(buf)), Desc: desc, Addr: src, Ctx: ctx}
 }
 
 // SendOp is an OpKindSend of buf to dest.
 func SendOp(buf []byte, desc Desc, dest Addr, ctx uint64) Op {
-	o := bufOp(OpKindSend, buf)
-	o.Desc, o.Addr, o.Ctx = desc, dest, ctx
-	return o
+	return Op{Kind: OpKindSend, Buf: ptr(buf), Len: uintptr(len(buf)), Desc: desc, Addr: dest, Ctx: ctx}
 }
 
 // SendDataOp is an OpKindSendData of buf with remote CQ data.
 func SendDataOp(buf []byte, desc Desc, data uint64, dest Addr, ctx uint64) Op {
-	o := SendOp(buf, desc, dest, ctx)
-	o.Kind, o.Data = OpKindSendData, data
-	return o
+	return Op{Kind: OpKindSendData, Buf: ptr(buf), Len: uintptr(len(buf)), Desc: desc, Addr: dest, Data: data, Ctx: ctx}
 }
 
 // InjectOp is an OpKindInject of buf to dest.
 func InjectOp(buf []byte, dest Addr) Op {
-	o := bufOp(OpKindInject, buf)
-	o.Addr = dest
-	return o
+	return Op{Kind: OpKindInject, Buf: ptr(buf), Len: uintptr(len(buf)), Addr: dest}
 }
 
 // InjectDataOp is an OpKindInjectData of buf with remote CQ data.
 func InjectDataOp(buf []byte, data uint64, dest Addr) Op {
-	o := InjectOp(buf, dest)
-	o.Kind, o.Data = OpKindInjectData, data
-	return o
+	return Op{Kind: OpKindInjectData, Buf: ptr(buf), Len: uintptr(len(buf)), Addr: dest, Data: data}
 }
 
 // TRecvOp is an OpKindTRecv of buf matching tag in the bits not set in
 // ignore.
 func TRecvOp(buf []byte, desc Desc, src Addr, tag, ignore, ctx uint64) Op {
-	o := bufOp(OpKindTRecv, buf)
-	o.Desc, o.Addr, o.Tag, o.Ignore, o.Ctx = desc, src, tag, ignore, ctx
-	return o
+	return Op{Kind: OpKindTRecv, Buf: ptr(buf), Len: uintptr(len(buf)), Desc: desc, Addr: src, Tag: tag, Ignore: ignore, Ctx: ctx}
 }
 
 // TSendOp is an OpKindTSend of buf with tag.
 func TSendOp(buf []byte, desc Desc, dest Addr, tag, ctx uint64) Op {
-	o := bufOp(OpKindTSend, buf)
-	o.Desc, o.Addr, o.Tag, o.Ctx = desc, dest, tag, ctx
-	return o
+	return Op{Kind: OpKindTSend, Buf: ptr(buf), Len: uintptr(len(buf)), Desc: desc, Addr: dest, Tag: tag, Ctx: ctx}
 }
 
 // TSendDataOp is an OpKindTSendData of buf with tag and remote CQ data.
 func TSendDataOp(buf []byte, desc Desc, data uint64, dest Addr, tag, ctx uint64) Op {
-	o := TSendOp(buf, desc, dest, tag, ctx)
-	o.Kind, o.Data = OpKindTSendData, data
-	return o
+	return Op{Kind: OpKindTSendData, Buf: ptr(buf), Len: uintptr(len(buf)), Desc: desc, Addr: dest, Tag: tag, Data: data, Ctx: ctx}
 }
 
 // TInjectOp is an OpKindTInject of buf with tag.
 func TInjectOp(buf []byte, dest Addr, tag uint64) Op {
-	o := bufOp(OpKindTInject, buf)
-	o.Addr, o.Tag = dest, tag
-	return o
+	return Op{Kind: OpKindTInject, Buf: ptr(buf), Len: uintptr(len(buf)), Addr: dest, Tag: tag}
 }
 
 // TInjectDataOp is an OpKindTInjectData of buf with tag and remote CQ data.
 func TInjectDataOp(buf []byte, data uint64, dest Addr, tag uint64) Op {
-	o := TInjectOp(buf, dest, tag)
-	o.Kind, o.Data = OpKindTInjectData, data
-	return o
+	return Op{Kind: OpKindTInjectData, Buf: ptr(buf), Len: uintptr(len(buf)), Addr: dest, Tag: tag, Data: data}
 }
 
 // WriteOp is an OpKindWrite of buf to raddr in the peer's region key.
 func WriteOp(buf []byte, desc Desc, dest Addr, raddr, key, ctx uint64) Op {
-	o := bufOp(OpKindWrite, buf)
-	o.Desc, o.Addr, o.RAddr, o.Key, o.Ctx = desc, dest, raddr, key, ctx
-	return o
+	return Op{Kind: OpKindWrite, Buf: ptr(buf), Len: uintptr(len(buf)), Desc: desc, Addr: dest, RAddr: raddr, Key: key, Ctx: ctx}
 }
 
 // WriteDataOp is an OpKindWriteData: WriteOp with remote CQ data.
 func WriteDataOp(buf []byte, desc Desc, data uint64, dest Addr, raddr, key, ctx uint64) Op {
-	o := WriteOp(buf, desc, dest, raddr, key, ctx)
-	o.Kind, o.Data = OpKindWriteData, data
-	return o
+	return Op{Kind: OpKindWriteData, Buf: ptr(buf), Len: uintptr(len(buf)), Desc: desc, Addr: dest, Data: data, RAddr: raddr, Key: key, Ctx: ctx}
 }
 
 // InjectWriteOp is an OpKindInjectWrite of buf to raddr in the peer's
 // region key.
 func InjectWriteOp(buf []byte, dest Addr, raddr, key uint64) Op {
-	o := bufOp(OpKindInjectWrite, buf)
-	o.Addr, o.RAddr, o.Key = dest, raddr, key
-	return o
+	return Op{Kind: OpKindInjectWrite, Buf: ptr(buf), Len: uintptr(len(buf)), Addr: dest, RAddr: raddr, Key: key}
 }
 
 // InjectWriteDataOp is an OpKindInjectWriteData: InjectWriteOp that also
@@ -207,16 +181,12 @@ func InjectWriteOp(buf []byte, dest Addr, raddr, key uint64) Op {
 // needs Info.CQDataSize > 0). buf may be empty: the write then carries
 // only the CQ data.
 func InjectWriteDataOp(buf []byte, data uint64, dest Addr, raddr, key uint64) Op {
-	o := InjectWriteOp(buf, dest, raddr, key)
-	o.Kind, o.Data = OpKindInjectWriteData, data
-	return o
+	return Op{Kind: OpKindInjectWriteData, Buf: ptr(buf), Len: uintptr(len(buf)), Addr: dest, Data: data, RAddr: raddr, Key: key}
 }
 
 // ReadOp is an OpKindRead into buf from raddr in the peer's region key.
 func ReadOp(buf []byte, desc Desc, src Addr, raddr, key, ctx uint64) Op {
-	o := bufOp(OpKindRead, buf)
-	o.Desc, o.Addr, o.RAddr, o.Key, o.Ctx = desc, src, raddr, key, ctx
-	return o
+	return Op{Kind: OpKindRead, Buf: ptr(buf), Len: uintptr(len(buf)), Desc: desc, Addr: src, RAddr: raddr, Key: key, Ctx: ctx}
 }
 
 // WriteMsgOp is an OpKindWriteMsg: a write with fi_writemsg flags, e.g.
@@ -224,9 +194,7 @@ func ReadOp(buf []byte, desc Desc, src Addr, raddr, key, ctx uint64) Op {
 // OpCompletion is set and the buffer is copied at once), OpRemoteCQData
 // (then data reaches the target's CQ).
 func WriteMsgOp(buf []byte, desc Desc, data uint64, dest Addr, raddr, key, ctx uint64, flags OpFlag) Op {
-	o := WriteOp(buf, desc, dest, raddr, key, ctx)
-	o.Kind, o.Data, o.Flags = OpKindWriteMsg, data, flags
-	return o
+	return Op{Kind: OpKindWriteMsg, Flags: flags, Buf: ptr(buf), Len: uintptr(len(buf)), Desc: desc, Addr: dest, Data: data, RAddr: raddr, Key: key, Ctx: ctx}
 }
 
 // maxBatchOps bounds one batch (the op index travels in 30 bits).

@@ -281,7 +281,8 @@ func TestNetCQDataEncodingEdges(t *testing.T) {
 				return fmt.Errorf("signal at offset %d: %v, want %v", c.off, err, c.want)
 			}
 		}
-		if _, _, err := f.sigWords(other, 12, 1); !errors.Is(err, ErrInvalid) {
+		var words [3]uint64
+		if _, err := f.sigWords(&words, other, 12, 1); !errors.Is(err, ErrInvalid) {
 			return fmt.Errorf("a misaligned offset encoded: %v", err)
 		}
 		// CQ data that is no signal (a peer's bug): the target reports it

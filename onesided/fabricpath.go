@@ -876,16 +876,30 @@ func (f *fabPath) injectSignal(target, off int, data []byte, sigOff int, val uin
 }
 
 // sigWords encodes a signal to target's word at sigOff (region offset) in
-// CQ data: one word, or three parts when val does not fit.
-func (f *fabPath) sigWords(target, sigOff int, val uint64) ([3]uint64, int, error) {
+// CQ data into words: one word, or three parts when val does not fit. It
+// returns how many. (It fills the caller's array: an array returned by
+// value was copied with wide loads right after its narrow stores, a store
+// forwarding stall on every PutSignal.)
+func (f *fabPath) sigWords(words *[3]uint64, target, sigOff int, val uint64) (int, error) {
 	if d, ok := fabric.EncodeSignal(f.slotBits[target], sigOff, val); ok {
-		return [3]uint64{d}, 1, nil
+		words[0] = d
+		return 1, nil
 	}
 	p, ok := fabric.EncodeSignalParts(f.slotBits[target], f.w.rank, sigOff, val)
 	if !ok {
-		return p, 0, fmt.Errorf("onesided: PutSignal: signal offset %d of rank %d cannot be encoded in CQ data: %w", sigOff-f.w.netOff, target, ErrInvalid)
+		return 0, fmt.Errorf("onesided: PutSignal: signal offset %d of rank %d cannot be encoded in CQ data: %w", sigOff-f.w.netOff, target, ErrInvalid)
 	}
-	return p, 3, nil
+	*words = p
+	return 3, nil
+}
+
+// setInjectWriteData fills a zeroed op like fabric.InjectWriteDataOp, field
+// by field: an Op value (it holds a pointer) is built in a temporary and
+// copied into a slice element with wide loads right after its narrow
+// stores, a store-forwarding stall on every PutSignal.
+func setInjectWriteData(o *fabric.Op, buf []byte, data uint64, dst fabric.Addr, raddr, key uint64) {
+	o.Kind, o.Buf, o.Len = fabric.OpKindInjectWriteData, unsafe.Pointer(unsafe.SliceData(buf)), uintptr(len(buf))
+	o.Addr, o.Data, o.RAddr, o.Key = dst, data, raddr, key
 }
 
 // cqSignal issues a PutSignal whose signal travels as remote CQ data: data
@@ -898,21 +912,23 @@ func (f *fabPath) sigWords(target, sigOff int, val uint64) ([3]uint64, int, erro
 // scratch the batch is built in: f.ops, or f.dops for deferred signals,
 // which progress may issue while a PutSignal's batch waits in post.
 func (f *fabPath) cqSignal(ops []fabric.Op, target, off int, data []byte, sigOff int, val uint64) error {
-	words, nw, err := f.sigWords(target, sigOff, val)
+	var words [3]uint64
+	nw, err := f.sigWords(&words, target, sigOff, val)
 	if err != nil {
 		return err
 	}
 	f.markDirty(target)
 	dst, key := f.addrs[target], f.keys[target]
+	ops = append(ops[:0], make([]fabric.Op, nw)...) // zeroed, filled in place
 	if len(data) > 0 {
 		st := f.stage.Bytes()[8:]
 		copy(st, data)
-		ops = append(ops, fabric.InjectWriteDataOp(st[:len(data)], words[0], dst, f.raddr(target, off), key))
+		setInjectWriteData(&ops[0], st[:len(data)], words[0], dst, f.raddr(target, off), key)
 	} else {
-		ops = append(ops, fabric.InjectWriteDataOp(nil, words[0], dst, f.raddr(target, sigOff), key))
+		setInjectWriteData(&ops[0], nil, words[0], dst, f.raddr(target, sigOff), key)
 	}
-	for _, d := range words[1:nw] {
-		ops = append(ops, fabric.InjectWriteDataOp(nil, d, dst, f.raddr(target, sigOff), key))
+	for i := 1; i < nw; i++ {
+		setInjectWriteData(&ops[i], nil, words[i], dst, f.raddr(target, sigOff), key)
 	}
 	return f.postSignalBatch(ops)
 }
