@@ -195,8 +195,26 @@ func orchestrate(prov string, sizes []int, reps, iters int, fiPath string, paths
 		}
 	}
 	// On a small VM the latency is bimodal (the host places the two
-	// busy-polling processes near or far from each other, for whole runs):
-	// the best repetition of each program compares like with like.
+	// busy-polling processes near or far from each other, and that changes
+	// between repetitions), so medians taken of each program apart can
+	// compare one regime with the other. The ratio of each repetition
+	// (fi_pingpong and weft run back to back in it) compares like with like.
+	if haveFI {
+		fmt.Printf("paired per repetition (median over repetitions of weft ÷ fi_pingpong in the same repetition):\n")
+		fmt.Printf("%8s", "bytes")
+		for _, path := range paths {
+			fmt.Printf(" %12s %12s", path+" lat", path+" bw")
+		}
+		fmt.Println()
+		for _, sz := range sizes {
+			fmt.Printf("%8d", sz)
+			for _, path := range paths {
+				fmt.Printf(" %12.3f %12.3f", pairedMedian(ours[path][sz], theirs[sz], false), pairedMedian(ours[path][sz], theirs[sz], true))
+			}
+			fmt.Println()
+		}
+	}
+	// The best repetition of each program is another like-with-like view.
 	fmt.Printf("best repetition (lowest usec, highest MB/s) of each program:\n")
 	fmt.Printf("%8s %12s", "bytes", "fi usec")
 	for _, path := range paths {
@@ -249,6 +267,21 @@ func last(r []result) result {
 		return result{}
 	}
 	return r[len(r)-1]
+}
+
+// pairedMedian is the median over repetitions i of ours[i] ÷ theirs[i]
+// (latency, or bandwidth when bw).
+func pairedMedian(ours, theirs []result, bw bool) float64 {
+	n := min(len(ours), len(theirs))
+	r := make([]result, n)
+	for i := range n {
+		if bw {
+			r[i].mbps = ours[i].mbps / theirs[i].mbps
+		} else {
+			r[i].usec = ours[i].usec / theirs[i].usec
+		}
+	}
+	return median(r, bw)
 }
 
 func median(rs []result, bw bool) float64 {

@@ -49,6 +49,12 @@ func TestRunsSideBySide(t *testing.T) {
 		if m[2] == "0.00" {
 			t.Errorf("-order %s: no weft measurement: %q", order, m[0])
 		}
+		if _, err := exec.LookPath("fi_pingpong"); err == nil {
+			paired := regexp.MustCompile(`(?s)paired per repetition.*?\n\s+8\s+(\d+\.\d+)\s+(\d+\.\d+)`).FindSubmatch(out)
+			if paired == nil || string(paired[1]) == "0.000" || string(paired[2]) == "0.000" {
+				t.Errorf("-order %s: no paired ratios at 8 B", order)
+			}
+		}
 	}
 	for _, bad := range [][]string{{"-order", "sideways"}, {"-op", "atomic"}, {"-op", "writedata", "-path", "plain"}} {
 		if out, err := exec.CommandContext(ctx, bin, bad...).CombinedOutput(); err == nil {
