@@ -16,9 +16,9 @@ import (
 //
 // Every data-transfer method is exactly one call into C: a fast call (see
 // SetFastCall) when the endpoint has a C stack, the stack is free and the
-// buffer lies in a live registration of the domain, else a cgo call. ctx is
-// an integer handle returned in the Completion (never a Go pointer). Buffers must stay
-// valid until the completion: Alloc'd (mmap) memory, registered memory
+// buffer lies in a live registration of the domain, else a cgo call. ctx
+// is an integer handle returned in the Completion (never a Go pointer).
+// Buffers must stay valid until the completion: Alloc'd (mmap) memory, registered memory
 // (Register pins it), or Go memory the caller pinned. Inject variants copy
 // the data before returning and produce no completion. A method returns an
 // error matching ErrAgain when the provider is out of resources: read the

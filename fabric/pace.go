@@ -8,7 +8,6 @@ import "C"
 import (
 	"os"
 	"strconv"
-	"sync"
 )
 
 // DefaultPollPace is the default of SetPollPace: one clock read between
@@ -19,8 +18,6 @@ const DefaultPollPace = 1
 // rounds without a safe point; at 8 reads a round that is ~0.8 ms here,
 // and longer pauses between polls only add latency.
 const maxPollPace = 8
-
-var paceMu sync.Mutex // serialises SetPollPace's read-and-set
 
 func init() { SetPollPace(pollPaceFromEnv(os.Getenv("WEFT_POLL_PACE"))) }
 
@@ -58,10 +55,5 @@ func pollPaceFromEnv(v string) int {
 // same elsewhere (docs/perf/fabric.md, "Fifth pass"). Two reads per poll
 // measured worse than one.
 func SetPollPace(reads int) int {
-	reads = min(max(reads, 0), maxPollPace)
-	paceMu.Lock()
-	defer paceMu.Unlock()
-	old := int(C.weft_poll_pace)
-	C.weft_set_poll_pace(C.int(reads))
-	return old
+	return int(C.weft_set_poll_pace(C.int(min(max(reads, 0), maxPollPace))))
 }

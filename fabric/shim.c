@@ -202,7 +202,7 @@ int weft_mr_reg(uintptr_t domain, uintptr_t buf, size_t len, uint64_t access,
 
 int weft_poll_pace = 1;
 
-void weft_set_poll_pace(int reads) { __atomic_store_n(&weft_poll_pace, reads, __ATOMIC_RELAXED); }
+int weft_set_poll_pace(int reads) { return __atomic_exchange_n(&weft_poll_pace, reads, __ATOMIC_RELAXED); }
 
 /* poll_pace runs between two polls of a spinning loop that found nothing:
  * weft_poll_pace reads of the monotonic clock (a vDSO call of ~20 ns on

@@ -118,9 +118,9 @@ int weft_mr_reg(uintptr_t domain, uintptr_t buf, size_t len, uint64_t access,
 // weft_poll_pace is how many CLOCK_MONOTONIC reads the spinning loops
 // (weft_cq_read, weft_post_read, weft_cq_wait_word, weft_cq_signals,
 // weft_cntr_spin) make after an empty poll before the next one; 0 polls back
-// to back. Set with weft_set_poll_pace (pace.go).
+// to back. weft_set_poll_pace sets it and returns the previous value.
 extern int weft_poll_pace;
-void weft_set_poll_pace(int reads);
+int weft_set_poll_pace(int reads);
 
 ssize_t weft_cq_read(uintptr_t cq, struct weft_comp *out, size_t count, int spins);
 ssize_t weft_cq_readerr(uintptr_t cq, struct weft_cqerr *err);

@@ -866,12 +866,14 @@ func (f *fabPath) injectSignal(target, off int, data []byte, sigOff int, val uin
 	f.markDirty(target)
 	st := f.stage.Bytes()
 	binary.NativeEndian.PutUint64(st, val)
-	ops := f.ops[:0]
+	dst, key := f.addrs[target], f.keys[target]
+	n := min(len(data), 1) + 1                        // data (if any), then the signal
+	ops := append(f.ops[:0], make([]fabric.Op, n)...) // zeroed, filled in place
 	if len(data) > 0 {
 		copy(st[8:], data)
-		ops = append(ops, fabric.InjectWriteOp(st[8:8+len(data)], f.addrs[target], f.raddr(target, off), f.keys[target]))
+		setInjectWrite(&ops[0], fabric.OpKindInjectWrite, st[8:8+len(data)], 0, dst, f.raddr(target, off), key)
 	}
-	ops = append(ops, fabric.InjectWriteOp(st[:8], f.addrs[target], f.raddr(target, sigOff), f.keys[target]))
+	setInjectWrite(&ops[n-1], fabric.OpKindInjectWrite, st[:8], 0, dst, f.raddr(target, sigOff), key)
 	return f.postSignalBatch(ops)
 }
 
@@ -893,12 +895,13 @@ func (f *fabPath) sigWords(words *[3]uint64, target, sigOff int, val uint64) (in
 	return 3, nil
 }
 
-// setInjectWriteData fills a zeroed op like fabric.InjectWriteDataOp, field
-// by field: an Op value (it holds a pointer) is built in a temporary and
-// copied into a slice element with wide loads right after its narrow
-// stores, a store-forwarding stall on every PutSignal.
-func setInjectWriteData(o *fabric.Op, buf []byte, data uint64, dst fabric.Addr, raddr, key uint64) {
-	o.Kind, o.Buf, o.Len = fabric.OpKindInjectWriteData, unsafe.Pointer(unsafe.SliceData(buf)), uintptr(len(buf))
+// setInjectWrite fills a zeroed op like fabric.InjectWriteOp (kind
+// OpKindInjectWrite) or fabric.InjectWriteDataOp (OpKindInjectWriteData),
+// field by field: an Op value (it holds a pointer) is built in a
+// temporary and copied into a slice element with wide loads right after
+// its narrow stores, a store-forwarding stall on every PutSignal.
+func setInjectWrite(o *fabric.Op, kind fabric.OpKind, buf []byte, data uint64, dst fabric.Addr, raddr, key uint64) {
+	o.Kind, o.Buf, o.Len = kind, unsafe.Pointer(unsafe.SliceData(buf)), uintptr(len(buf))
 	o.Addr, o.Data, o.RAddr, o.Key = dst, data, raddr, key
 }
 
@@ -923,12 +926,12 @@ func (f *fabPath) cqSignal(ops []fabric.Op, target, off int, data []byte, sigOff
 	if len(data) > 0 {
 		st := f.stage.Bytes()[8:]
 		copy(st, data)
-		setInjectWriteData(&ops[0], st[:len(data)], words[0], dst, f.raddr(target, off), key)
+		setInjectWrite(&ops[0], fabric.OpKindInjectWriteData, st[:len(data)], words[0], dst, f.raddr(target, off), key)
 	} else {
-		setInjectWriteData(&ops[0], nil, words[0], dst, f.raddr(target, sigOff), key)
+		setInjectWrite(&ops[0], fabric.OpKindInjectWriteData, nil, words[0], dst, f.raddr(target, sigOff), key)
 	}
 	for i := 1; i < nw; i++ {
-		setInjectWriteData(&ops[i], nil, words[i], dst, f.raddr(target, sigOff), key)
+		setInjectWrite(&ops[i], fabric.OpKindInjectWriteData, nil, words[i], dst, f.raddr(target, sigOff), key)
 	}
 	return f.postSignalBatch(ops)
 }
