@@ -7,7 +7,7 @@
 //
 // Usage:
 //
-//	go run ./test/bench/ddtbench [-json] [-cases REGEXP] [-sizes s,m,l] [-engines manual,interp,copy] [-reps N] [-mintime DUR]
+//	go run ./test/bench/ddtbench [-json] [-cases REGEXP] [-sizes s,m,l] [-engines manual,interp,copy] [-reps N] [-mintime DUR] [-cache warm|cold]
 //
 // With -json it prints one JSON object per line:
 //
@@ -19,9 +19,21 @@
 // in turn) so their ratios share the machine's noise. Every engine's output
 // is checked against the manual loop before timing.
 //
+// -cache chooses the state of the caches a sample starts from. "warm" (the
+// default) makes one untimed call of the same engine and operation before
+// each sample, so a sample measures the steady state of repeated packs of
+// one message, whatever ran before it: without it, a sample of a few
+// calls of a large case (FFT2 l: about four) is dominated by its first call
+// after the other engines' buffers went through the caches. "cold" evicts
+// the caches before every timed call by writing a buffer of four times the
+// last-level cache, and times each call on its own (at most 8 per sample):
+// a pack right after computation that streamed other data through the
+// caches. Timing single calls adds the clock's cost (tens of ns) to each, so
+// cold figures of the small sizes are upper bounds.
+//
 // Each flag has an environment variable default: WEFT_DDTBENCH_JSON,
 // WEFT_DDTBENCH_CASES, WEFT_DDTBENCH_SIZES, WEFT_DDTBENCH_ENGINES,
-// WEFT_DDTBENCH_REPS, WEFT_DDTBENCH_MINTIME.
+// WEFT_DDTBENCH_REPS, WEFT_DDTBENCH_MINTIME, WEFT_DDTBENCH_CACHE.
 package main
 
 import (
@@ -50,6 +62,7 @@ type options struct {
 	engines string
 	reps    int
 	mintime time.Duration
+	cache   string
 }
 
 func envOr(name, def string) string {
@@ -95,8 +108,12 @@ func run(args []string, out io.Writer) error {
 	fs.StringVar(&o.engines, "engines", envOr("WEFT_DDTBENCH_ENGINES", ""), "comma-separated engines (empty: all registered)")
 	fs.IntVar(&o.reps, "reps", repsDef, "samples per engine, case and op (median reported)")
 	fs.DurationVar(&o.mintime, "mintime", minDef, "minimum duration of one sample")
+	fs.StringVar(&o.cache, "cache", envOr("WEFT_DDTBENCH_CACHE", "warm"), "cache state a sample starts from: warm (one untimed call first) or cold (caches evicted before every call)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if o.cache != "warm" && o.cache != "cold" {
+		return fmt.Errorf("-cache %q: want warm or cold", o.cache)
 	}
 	if o.reps < 1 {
 		return fmt.Errorf("-reps %d: want ≥ 1", o.reps)
@@ -215,6 +232,10 @@ func benchCase(c *Case, names []string, o options) ([]Result, error) {
 	// Calibrate iterations per sample on the manual engine's pack (or the
 	// first engine), then time interleaved.
 	iters := calibrate(ps[0].pack, o.mintime)
+	sample := warmSample
+	if o.cache == "cold" {
+		sample = coldSample
+	}
 	for rep := 0; rep < o.reps; rep++ {
 		for _, p := range ps {
 			ns, err := sample(p.pack, iters)
@@ -257,7 +278,11 @@ func calibrate(f func() error, min time.Duration) int {
 	}
 }
 
-func sample(f func() error, n int) (float64, error) {
+// warmSample times n calls of f after one untimed call: ns per call.
+func warmSample(f func() error, n int) (float64, error) {
+	if err := f(); err != nil {
+		return 0, err
+	}
 	t0 := time.Now()
 	for i := 0; i < n; i++ {
 		if err := f(); err != nil {
@@ -265,6 +290,43 @@ func sample(f func() error, n int) (float64, error) {
 		}
 	}
 	return float64(time.Since(t0).Nanoseconds()) / float64(n), nil
+}
+
+// evictBytes is the size of the buffer coldSample writes before each call:
+// four times a 32 MiB last-level cache.
+const evictBytes = 128 << 20
+
+var evictBuf []byte
+
+// evict writes one byte per cache line of a buffer several times the
+// last-level cache, so that the next call starts with its buffers in memory.
+func evict() {
+	if evictBuf == nil {
+		evictBuf = make([]byte, evictBytes)
+	}
+	for i := 0; i < len(evictBuf); i += 64 {
+		evictBuf[i]++
+	}
+}
+
+// coldIters bounds the calls of one cold sample: each costs an eviction of
+// several milliseconds.
+const coldIters = 8
+
+// coldSample times min(n, coldIters) calls of f, each alone right after
+// evict: ns per call.
+func coldSample(f func() error, n int) (float64, error) {
+	n = min(n, coldIters)
+	var total time.Duration
+	for i := 0; i < n; i++ {
+		evict()
+		t0 := time.Now()
+		if err := f(); err != nil {
+			return 0, err
+		}
+		total += time.Since(t0)
+	}
+	return float64(total.Nanoseconds()) / float64(n), nil
 }
 
 func median(v []float64) float64 {

@@ -66,3 +66,30 @@ func TestCasesPartialPack(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheModes runs one case in the cold mode (caches evicted before
+// every timed call) and checks that a bad -cache value is refused.
+func TestCacheModes(t *testing.T) {
+	var out bytes.Buffer
+	if err := run([]string{"-json", "-cases", "^milc_su3_zd$", "-sizes", "s", "-engines", "manual,interp", "-reps", "1", "-mintime", "0", "-cache", "cold"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := 0
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		var r Result
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		if r.NS <= 0 {
+			t.Fatalf("line %q: non-positive ns", sc.Text())
+		}
+		lines++
+	}
+	if lines != 4 {
+		t.Fatalf("%d lines, want 4 (2 engines × pack, unpack)", lines)
+	}
+	if err := run([]string{"-cache", "lukewarm"}, &out); err == nil {
+		t.Fatal("-cache lukewarm accepted")
+	}
+}
