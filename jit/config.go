@@ -31,7 +31,8 @@ import (
 //	WEFT_JIT_RT_UBAND    register-tiled transpose, unpack: columns per band (default 32)
 //	WEFT_JIT_RT_UTILE    register-tiled transpose, unpack: rows per tile (default 8)
 //	WEFT_JIT_RT_PREFETCH register-tiled transpose: prefetch the rows this many tiles ahead (0: off)
-//	WEFT_JIT_RT_NT_MIN   register-tiled transpose: non-temporal stores from this many bytes per call (default: the last-level cache size)
+//	WEFT_JIT_RT_NT_MIN   register-tiled transpose, pack: non-temporal stores from this many bytes per call (default: twice the L2 size)
+//	WEFT_JIT_RT_UNT_MIN  register-tiled transpose, unpack: non-temporal stores from this many bytes per call (default: the last-level cache size)
 //	WEFT_JIT_NT_MIN      blocks from this size use non-temporal stores + sfence (default off)
 //	WEFT_JIT_GATHER      1: AVX-512 gathers for index lists of 4/8-byte blocks (pack); default 0
 //	WEFT_JIT_CACHE       compiled types kept in the code cache (1024)
@@ -76,6 +77,7 @@ func init() {
 	regTileURows = envInt("WEFT_JIT_RT_UTILE", regTileURows, 4, 256)
 	regTilePF = envInt("WEFT_JIT_RT_PREFETCH", regTilePF, 0, 64)
 	regTileNTMin = envInt("WEFT_JIT_RT_NT_MIN", regTileNTMin, 0, 1<<62)
+	regTileUNTMin = envInt("WEFT_JIT_RT_UNT_MIN", regTileUNTMin, 0, 1<<62)
 	ntMin = envInt("WEFT_JIT_NT_MIN", ntMin, 256, 1<<62)
 	gatherOn = envInt("WEFT_JIT_GATHER", 0, 0, 1) == 1
 	autoBlocks = envInt("WEFT_JIT_AUTO_BLOCKS", autoBlocks, 0, 1<<50)

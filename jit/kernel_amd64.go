@@ -14,7 +14,8 @@ type kernel struct {
 	tpack   uintptr // 0 when the type has no transpose code
 	tunpack uintptr
 	// register-tiled transposes with non-temporal stores (0: none); used
-	// for calls of at least regTileNTMin bytes with 64-byte aligned stores
+	// for calls of at least regTileNTMin (pack) or regTileUNTMin (unpack)
+	// bytes with 64-byte aligned stores
 	tpackNT, tunpackNT uintptr
 	budget             int64 // packed bytes per call into generated code
 	perCall            int64 // whole units per call: max(1, budget/unit)
@@ -22,6 +23,22 @@ type kernel struct {
 	// level counters there (the start of every whole pack).
 	origin0 int64
 	args0   callArgs
+}
+
+// ntEntry returns the non-temporal transpose entry for a call moving n
+// bytes, or 0 when the call is below its direction's threshold
+// (regTileNTMin for pack, regTileUNTMin for unpack) or the type has none.
+func (k *kernel) ntEntry(n int64, pack bool) uintptr {
+	if pack {
+		if n < regTileNTMin {
+			return 0
+		}
+		return k.tpackNT
+	}
+	if n < regTileUNTMin {
+		return 0
+	}
+	return k.tunpackNT
 }
 
 // Pack implements ddt.Kernel.
@@ -45,13 +62,11 @@ func (k *kernel) run(packed, typed []byte, base int64, count int, from int64, pa
 	pos := from
 	U := p.unit
 	var a callArgs
-	entry, tentry, ntentry := k.pack, k.tpack, k.tpackNT
+	entry, tentry := k.pack, k.tpack
 	if !pack {
-		entry, tentry, ntentry = k.unpack, k.tunpack, k.tunpackNT
+		entry, tentry = k.unpack, k.tunpack
 	}
-	if n < regTileNTMin {
-		ntentry = 0
-	}
+	ntentry := k.ntEntry(n, pack)
 	// u, r: the unit at pos and the offset in it. Divisions are paid only
 	// where pos is not the end of a native call (the start of a window
 	// that does not begin at 0, and after the walker); a whole pack from 0

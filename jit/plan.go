@@ -282,7 +282,7 @@ var (
 // Register-tiled transpose tunables (WEFT_JIT_RT, WEFT_JIT_RT_BAND,
 // WEFT_JIT_RT_TILE, WEFT_JIT_RT_SMALL, WEFT_JIT_RT_SBAND, WEFT_JIT_RT_STILE,
 // WEFT_JIT_RT_UBAND, WEFT_JIT_RT_UTILE, WEFT_JIT_RT_PREFETCH,
-// WEFT_JIT_RT_NT_MIN).
+// WEFT_JIT_RT_NT_MIN, WEFT_JIT_RT_UNT_MIN).
 var (
 	regTileOn     = true
 	regTileBand   = int64(8)                 // pack: columns (parent instances) per band, multiple of 4
@@ -295,7 +295,8 @@ var (
 	regTileUBand  = int64(32)                // unpack: columns per band
 	regTileURows  = int64(8)                 // unpack: rows per tile
 	regTilePF     = int64(0)                 // prefetch distance in tiles (0: off)
-	regTileNTMin  = lastLevelCache(32 << 20) // bytes per Pack/Unpack call from which stores are non-temporal (destination beyond the LLC)
+	regTileNTMin  = 2 * cacheSize(2, 1<<20)  // bytes per Pack call from which stores are non-temporal (packed data that cannot stay in the core's L2)
+	regTileUNTMin = lastLevelCache(32 << 20) // bytes per Unpack call from which stores are non-temporal (typed data beyond the LLC)
 	regTileGroups = int64(4)                 // column groups (4 columns each) unrolled per loop iteration
 	regTileQuads  = int64(64)                // at most this many 4×4 quads unrolled (rows/4 per column group)
 )

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"testing"
 	"unsafe"
 
@@ -45,10 +46,10 @@ func TestRegTileTranspose(t *testing.T) {
 	hv := must(ddt.HVector(40, 1, 16, c))
 	shapes = append(shapes, shape{"parent64x40", interpType(t, must(ddt.Resized(hv, 0, 40*16))), 2})
 
-	defer func(b, r, ub, ur, pf, nt, sm, sb, sr, nb, nr int64) {
-		regTileBand, regTileRows, regTileUBand, regTileURows, regTilePF, regTileNTMin = b, r, ub, ur, pf, nt
+	defer func(b, r, ub, ur, pf, nt, unt, sm, sb, sr, nb, nr int64) {
+		regTileBand, regTileRows, regTileUBand, regTileURows, regTilePF, regTileNTMin, regTileUNTMin = b, r, ub, ur, pf, nt, unt
 		regTileSmall, regTileSBand, regTileSRows, regTileNTBand, regTileNTRows = sm, sb, sr, nb, nr
-	}(regTileBand, regTileRows, regTileUBand, regTileURows, regTilePF, regTileNTMin, regTileSmall, regTileSBand, regTileSRows, regTileNTBand, regTileNTRows)
+	}(regTileBand, regTileRows, regTileUBand, regTileURows, regTilePF, regTileNTMin, regTileUNTMin, regTileSmall, regTileSBand, regTileSRows, regTileNTBand, regTileNTRows)
 	rnd := rand.New(rand.NewPCG(6, 6))
 	// band, tile (pack), band, tile (unpack), prefetch, NT threshold, then
 	// the in-cache pack shape: span threshold, band, tile (the shapes
@@ -65,7 +66,7 @@ func TestRegTileTranspose(t *testing.T) {
 		{8, 8, 32, 8, 1, 1 << 62, 1 << 20, 32, 64, 32, 8},
 		{8, 8, 32, 8, 0, 0, 1 << 20, 12, 20, 64, 4},
 	} {
-		regTileBand, regTileRows, regTileUBand, regTileURows, regTilePF, regTileNTMin = cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[5]
+		regTileBand, regTileRows, regTileUBand, regTileURows, regTilePF, regTileNTMin, regTileUNTMin = cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[5], cfg[5]
 		regTileSmall, regTileSBand, regTileSRows, regTileNTBand, regTileNTRows = cfg[6], cfg[7], cfg[8], cfg[9], cfg[10]
 		for _, s := range shapes {
 			t.Run(fmt.Sprintf("%s/%dx%d-%dx%d-pf%d-nt%v-small%d:%dx%d-nt%dx%d", s.name, cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[5] == 0, cfg[6], cfg[7], cfg[8], cfg[9], cfg[10]), func(t *testing.T) {
@@ -120,6 +121,72 @@ func TestRegTileTranspose(t *testing.T) {
 					t.Fatal("aligned unpack differs from the interpreter")
 				}
 			})
+		}
+	}
+}
+
+// TestRegTileNTThresholds checks which calls take the non-temporal
+// transpose code: a pack from regTileNTMin bytes (default twice the L2, so
+// packed data that could not stay in the core's cache bypasses it), an
+// unpack only from regTileUNTMin (default the LLC: unpacked data is computed
+// on next), and that packs and unpacks through each entry give the
+// interpreter's bytes.
+func TestRegTileNTThresholds(t *testing.T) {
+	needNative(t)
+	if !hostFeatures.AVX512 {
+		t.Skip("register-tiled transposes need AVX-512; this CPU has", hostFeatures)
+	}
+	if want := 2 * cacheSize(2, 1<<20); regTileNTMin != want && os.Getenv("WEFT_JIT_RT_NT_MIN") == "" {
+		t.Fatalf("default pack threshold %d, want twice the L2 (%d)", regTileNTMin, want)
+	}
+	if want := lastLevelCache(32 << 20); regTileUNTMin != want && os.Getenv("WEFT_JIT_RT_UNT_MIN") == "" {
+		t.Fatalf("default unpack threshold %d, want the LLC size (%d)", regTileUNTMin, want)
+	}
+	defer func(p, u int64) { regTileNTMin, regTileUNTMin = p, u }(regTileNTMin, regTileUNTMin)
+	const n = 64
+	ty := interpType(t, must(ddt.Resized(must(ddt.Vector(n, 1, n, ddt.Complex128)), 0, 16)))
+	kk, err := compileIR(ty.IR(), hostFeatures)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := kk.(*kernel)
+	if k.tpackNT == 0 || k.tunpackNT == 0 {
+		t.Fatalf("no non-temporal entries (%#x, %#x) for a %d × %d complex transpose", k.tpackNT, k.tunpackNT, n, n)
+	}
+	total := int64(n * n * 16)
+	rnd := rand.New(rand.NewPCG(7, 7))
+	for _, c := range []struct{ nt, unt int64 }{{total, total + 1}, {total + 1, total}, {total, total}, {total + 1, total + 1}} {
+		regTileNTMin, regTileUNTMin = c.nt, c.unt
+		if got, want := k.ntEntry(total, true) != 0, total >= c.nt; got != want {
+			t.Fatalf("thresholds %+v: pack of %d bytes non-temporal %v, want %v", c, total, got, want)
+		}
+		if got, want := k.ntEntry(total, false) != 0, total >= c.unt; got != want {
+			t.Fatalf("thresholds %+v: unpack of %d bytes non-temporal %v, want %v", c, total, got, want)
+		}
+		typed := aligned64(int(total))
+		fill(rnd, typed)
+		want := make([]byte, total)
+		if _, err := ty.PackRange(want, typed, 0, n, 0); err != nil {
+			t.Fatal(err)
+		}
+		got := aligned64(int(total))
+		if _, err := k.Pack(got, typed, 0, n, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("thresholds %+v: pack differs from the interpreter", c)
+		}
+		fill(rnd, got)
+		ta := aligned64(len(typed))
+		copy(ta, typed)
+		if _, err := ty.UnpackRange(ta, got, 0, n, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.Unpack(typed, got, 0, n, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(ta, typed) {
+			t.Fatalf("thresholds %+v: unpack differs from the interpreter", c)
 		}
 	}
 }
