@@ -1,0 +1,54 @@
+package jit
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/weft-hpc/weft/ddt"
+)
+
+// FuzzDifferential is the JIT's native fuzz target: the fuzzer's seed builds
+// a random type tree, isa picks the instruction set the code is generated
+// for (the host's, AVX2 or SSE2 only), and limits shrinks the unrolling,
+// body and chunk limits so that the other code shapes (loop levels,
+// sequence kernels, vector loops, rep movsb, 4 KiB calls) are generated
+// too. Each type is packed and unpacked against the interpreter at three
+// counts, in random chunks from random offsets, into misaligned buffers
+// (differential). `go test` runs the seed corpus; explore with
+//
+//	go test -run '^$' -fuzz FuzzDifferential -fuzztime 60s ./jit
+func FuzzDifferential(f *testing.F) {
+	for _, s := range []uint64{1, 2, 3, 7, 42, 1234, 99999} {
+		f.Add(s, uint8(s), s%3 == 0)
+	}
+	f.Fuzz(func(t *testing.T, seed uint64, isa uint8, limits bool) {
+		needNative(t)
+		feats := []Features{hostFeatures, {AVX2: hostFeatures.AVX2, ERMS: hostFeatures.ERMS}, {}}[int(isa)%3]
+		if limits {
+			defer func(a, b, c, d, e, g int64) {
+				maxBodyBlocks, unrollLoop, unrollLoopSize, unrollMax, repMin, chunkBytes = a, b, c, d, e, g
+			}(maxBodyBlocks, unrollLoop, unrollLoopSize, unrollMax, repMin, chunkBytes)
+			maxBodyBlocks, unrollLoop, unrollLoopSize, unrollMax, repMin, chunkBytes = 3, 1, 8, 64, 300, 4096
+		}
+		r := rand.New(rand.NewPCG(seed, seed>>9|1))
+		ty := interpType(t, randType(t, r, 3))
+		ir := ty.IR()
+		if ir.Root == nil || ir.TrueExtent > 1<<20 || ir.Size > 1<<18 {
+			return // keep each input fast: typed buffers stay small
+		}
+		k, err := compileIR(ir, feats)
+		if errors.Is(err, ddt.ErrNotCompiled) {
+			return // declined layouts run on the interpreter
+		}
+		if err != nil {
+			t.Fatalf("compile (%v): %v\n%s", feats, err, ir)
+		}
+		for _, count := range []int{1, 1 + r.IntN(5), 1 + r.IntN(60)} {
+			if int64(count)*(ir.Size+abs(ir.Extent)) > 1<<21 {
+				count = max(1, int(1<<21/(ir.Size+abs(ir.Extent))))
+			}
+			differential(t, r, ty, k, count)
+		}
+	})
+}
