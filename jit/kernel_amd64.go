@@ -23,6 +23,11 @@ type kernel struct {
 	// level counters there (the start of every whole pack).
 	origin0 int64
 	args0   callArgs
+	nlv     int // outer levels whose state args0 holds (lv[:nlv])
+	// onePack and oneUnpack: the most units a whole pack (unpack) from
+	// stream offset 0 may have to take the one-call path, oneCall; 0 when
+	// that direction has transpose code (bands) or a unit exceeds the budget.
+	onePack, oneUnpack int64
 }
 
 // ntEntry returns the non-temporal transpose entry for a call moving n
@@ -43,12 +48,41 @@ func (k *kernel) ntEntry(n int64, pack bool) uintptr {
 
 // Pack implements ddt.Kernel.
 func (k *kernel) Pack(packed, typed []byte, base int64, count int, from int64) (int, error) {
+	if from == 0 && count > 0 {
+		if u := int64(count) * k.p.upe; int64(count) <= k.onePack && u <= k.onePack && int64(len(packed)) >= u*k.p.unit {
+			return k.oneCall(packed, typed, base, u, k.pack), nil
+		}
+	}
 	return k.run(packed, typed, base, count, from, true), nil
 }
 
 // Unpack implements ddt.Kernel.
 func (k *kernel) Unpack(typed, packed []byte, base int64, count int, from int64) (int, error) {
+	if from == 0 && count > 0 {
+		if u := int64(count) * k.p.upe; int64(count) <= k.oneUnpack && u <= k.oneUnpack && int64(len(packed)) >= u*k.p.unit {
+			return k.oneCall(packed, typed, base, u, k.unpack), nil
+		}
+	}
 	return k.run(packed, typed, base, count, from, false), nil
+}
+
+// oneCall moves the whole stream of u units from unit 0 in one call into
+// generated code. It is run's common case (a whole pack of a message within
+// the budget) without run's general loop, whose frame and setup cost about
+// as much as a small pack itself.
+func (k *kernel) oneCall(packed, typed []byte, base, u int64, entry uintptr) int {
+	var a callArgs
+	a.ctr0, a.pos0 = k.args0.ctr0, k.args0.pos0
+	copy(a.lv[:k.nlv], k.args0.lv[:k.nlv])
+	a.n = u
+	// no Go call between taking the addresses and the generated code
+	a.typed = uintptr(unsafe.Pointer(unsafe.SliceData(typed))) + uintptr(base+k.origin0)
+	a.packed = uintptr(unsafe.Pointer(unsafe.SliceData(packed)))
+	callCode(entry, &a)
+	runtime.KeepAlive(packed)
+	runtime.KeepAlive(typed)
+	runtime.KeepAlive(k)
+	return int(u * k.p.unit)
 }
 
 func (k *kernel) run(packed, typed []byte, base int64, count int, from int64, pack bool) int {
@@ -117,7 +151,10 @@ func (k *kernel) run(packed, typed []byte, base int64, count int, from int64, pa
 func (k *kernel) origin(u, base int64, a *callArgs) int64 {
 	if u == 0 {
 		if a != nil {
-			*a = k.args0
+			// only what the code reads: the innermost counters and one
+			// state per outer level (a is zero otherwise)
+			a.ctr0, a.pos0 = k.args0.ctr0, k.args0.pos0
+			copy(a.lv[:k.nlv], k.args0.lv[:k.nlv])
 		}
 		return base + k.origin0
 	}
@@ -128,6 +165,15 @@ func (k *kernel) origin(u, base int64, a *callArgs) int64 {
 func (k *kernel) setup() {
 	k.perCall = max(1, k.budget/k.p.unit)
 	k.origin0 = k.p.origin(0, 0, &k.args0)
+	k.nlv = max(0, len(k.p.levels)-1)
+	if k.p.unit <= k.budget {
+		if k.tpack == 0 {
+			k.onePack = k.perCall
+		}
+		if k.tunpack == 0 {
+			k.oneUnpack = k.perCall
+		}
+	}
 }
 
 // bands runs the cache-blocked transpose code over the whole bands that start
