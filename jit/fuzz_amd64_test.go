@@ -32,23 +32,8 @@ func FuzzDifferential(f *testing.F) {
 			maxBodyBlocks, unrollLoop, unrollLoopSize, unrollMax, repMin, chunkBytes = 3, 1, 8, 64, 300, 4096
 		}
 		r := rand.New(rand.NewPCG(seed, seed>>9|1))
-		ty := interpType(t, randType(t, r, 3))
-		ir := ty.IR()
-		if ir.Root == nil || ir.TrueExtent > 1<<20 || ir.Size > 1<<18 {
-			return // keep each input fast: typed buffers stay small
-		}
-		k, err := compileIR(ir, feats)
-		if errors.Is(err, ddt.ErrNotCompiled) {
-			return // declined layouts run on the interpreter
-		}
-		if err != nil {
-			t.Fatalf("compile (%v): %v\n%s", feats, err, ir)
-		}
-		for _, count := range []int{1, 1 + r.IntN(5), 1 + r.IntN(60)} {
-			if int64(count)*(ir.Size+abs(ir.Extent)) > 1<<21 {
-				count = max(1, int(1<<21/(ir.Size+abs(ir.Extent))))
-			}
-			differential(t, r, ty, k, count)
+		if err := diffRandom(t, r, feats); err != nil && err != errSkipped && !errors.Is(err, ddt.ErrNotCompiled) {
+			t.Fatal(err) // declined layouts run on the interpreter
 		}
 	})
 }

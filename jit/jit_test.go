@@ -336,34 +336,50 @@ func fuzzTypes(t *testing.T, isa Features, iters int, stream uint64, minPct int)
 	r := rand.New(rand.NewPCG(seed, stream))
 	compiled, declined := 0, 0
 	for i := range iters {
-		ty := interpType(t, randType(t, r, 3))
-		ir := ty.IR()
-		if ir.Root == nil || ir.TrueExtent > 1<<20 || ir.Size > 1<<18 {
-			continue // keep the test fast: typed buffers stay small
-		}
-		k, err := compileIR(ir, isa)
-		if errors.Is(err, ddt.ErrNotCompiled) {
+		switch err := diffRandom(t, r, isa); {
+		case err == errSkipped:
+		case errors.Is(err, ddt.ErrNotCompiled):
 			declined++
 			if declined <= 3 {
 				t.Logf("declined: %v", err)
 			}
-			continue
-		}
-		if err != nil {
-			t.Fatalf("seed %d iter %d: compile: %v\n%s", seed, i, err, ir)
-		}
-		compiled++
-		for _, count := range []int{1, 1 + r.IntN(5), 1 + r.IntN(60)} {
-			if int64(count)*(ir.Size+abs(ir.Extent)) > 1<<21 {
-				count = max(1, int(1<<21/(ir.Size+abs(ir.Extent))))
-			}
-			differential(t, r, ty, k, count)
+		case err != nil:
+			t.Fatalf("seed %d iter %d: %v", seed, i, err)
+		default:
+			compiled++
 		}
 	}
 	t.Logf("isa %v: %d types compiled, %d declined", isa, compiled, declined)
 	if compiled*100 < iters*minPct {
 		t.Errorf("only %d of %d random types compiled", compiled, iters)
 	}
+}
+
+// errSkipped: diffRandom drew a type too large to test quickly.
+var errSkipped = errors.New("type too large for a quick differential")
+
+// diffRandom draws a random type from r, compiles it for isa and checks it
+// against the interpreter (differential) at three counts. It returns
+// errSkipped for a type whose buffers would be large, the compile error
+// (ddt.ErrNotCompiled for a declined layout), or nil once checked.
+func diffRandom(t *testing.T, r *rand.Rand, isa Features) error {
+	t.Helper()
+	ty := interpType(t, randType(t, r, 3))
+	ir := ty.IR()
+	if ir.Root == nil || ir.TrueExtent > 1<<20 || ir.Size > 1<<18 {
+		return errSkipped // keep the test fast: typed buffers stay small
+	}
+	k, err := compileIR(ir, isa)
+	if err != nil {
+		return fmt.Errorf("compile (%v): %w\n%s", isa, err, ir)
+	}
+	for _, count := range []int{1, 1 + r.IntN(5), 1 + r.IntN(60)} {
+		if int64(count)*(ir.Size+abs(ir.Extent)) > 1<<21 {
+			count = max(1, int(1<<21/(ir.Size+abs(ir.Extent))))
+		}
+		differential(t, r, ty, k, count)
+	}
+	return nil
 }
 
 func abs(v int64) int64 {
