@@ -1,7 +1,6 @@
 package jit
 
 import (
-	"encoding/binary"
 	"sync"
 	"unsafe"
 
@@ -360,20 +359,13 @@ func (g *gen) emitTables() {
 	}
 	g.a.Ud2()
 	g.a.Align(8)
-	var b []byte
 	for _, t := range *g.tables {
 		g.a.Bind(t.l)
-		b = b[:0]
 		if t.w == 4 {
-			for _, v := range t.data {
-				b = binary.LittleEndian.AppendUint32(b, uint32(v))
-			}
+			g.a.Data32(t.data)
 		} else {
-			for _, v := range t.data {
-				b = binary.LittleEndian.AppendUint64(b, uint64(v))
-			}
+			g.a.Data64(t.data)
 		}
-		g.a.Data(b)
 	}
 }
 
