@@ -48,8 +48,8 @@ func (k *kernel) ntEntry(n int64, pack bool) uintptr {
 
 // Pack implements ddt.Kernel.
 func (k *kernel) Pack(packed, typed []byte, base int64, count int, from int64) (int, error) {
-	if from == 0 && count > 0 {
-		if u := int64(count) * k.p.upe; int64(count) <= k.onePack && u <= k.onePack && int64(len(packed)) >= u*k.p.unit {
+	if from == 0 {
+		if u := k.oneUnits(count, len(packed), k.onePack); u > 0 {
 			return k.oneCall(packed, typed, base, u, k.pack), nil
 		}
 	}
@@ -58,12 +58,26 @@ func (k *kernel) Pack(packed, typed []byte, base int64, count int, from int64) (
 
 // Unpack implements ddt.Kernel.
 func (k *kernel) Unpack(typed, packed []byte, base int64, count int, from int64) (int, error) {
-	if from == 0 && count > 0 {
-		if u := int64(count) * k.p.upe; int64(count) <= k.oneUnpack && u <= k.oneUnpack && int64(len(packed)) >= u*k.p.unit {
+	if from == 0 {
+		if u := k.oneUnits(count, len(packed), k.oneUnpack); u > 0 {
 			return k.oneCall(packed, typed, base, u, k.unpack), nil
 		}
 	}
 	return k.run(packed, typed, base, count, from, false), nil
+}
+
+// oneUnits returns the units of the whole stream of count elements when it
+// may take oneCall (at most limit units, all of them fitting a packed buffer
+// of packedLen bytes), else 0.
+func (k *kernel) oneUnits(count, packedLen int, limit int64) int64 {
+	if count <= 0 || int64(count) > limit { // (count ≤ limit keeps count*upe from overflowing)
+		return 0
+	}
+	u := int64(count) * k.p.upe
+	if u > limit || int64(packedLen) < u*k.p.unit {
+		return 0
+	}
+	return u
 }
 
 // oneCall moves the whole stream of u units from unit 0 in one call into
