@@ -87,7 +87,9 @@ func (k *kernel) oneUnits(count, packedLen int, limit int64) int64 {
 func (k *kernel) oneCall(packed, typed []byte, base, u int64, entry uintptr) int {
 	var a callArgs
 	a.ctr0, a.pos0 = k.args0.ctr0, k.args0.pos0
-	copy(a.lv[:k.nlv], k.args0.lv[:k.nlv])
+	for i := range k.nlv { // (a loop: copy would call memmove, spilling every register)
+		a.lv[i] = k.args0.lv[i]
+	}
 	a.n = u
 	// no Go call between taking the addresses and the generated code
 	a.typed = uintptr(unsafe.Pointer(unsafe.SliceData(typed))) + uintptr(base+k.origin0)
