@@ -38,7 +38,11 @@ func (t *Type) Commit() error {
 		var err error
 		switch {
 		case c != nil:
-			k, err = c.Compile(ir)
+			if ec, ok := c.(EagerCompiler); ok && mode == JITOn {
+				k, err = ec.CompileNow(ir)
+			} else {
+				k, err = c.Compile(ir)
+			}
 			if err == nil && k == nil {
 				err = fmt.Errorf("compiler returned no kernel: %w", ErrNotCompiled)
 			}

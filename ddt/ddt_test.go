@@ -423,6 +423,9 @@ func TestJITMode(t *testing.T) {
 		t.Errorf("bad mode: %v", err)
 	}
 	m := mustT(t)
+	// The cases below assume the default mode auto, whatever WEFT_JIT says.
+	defer SetDefaultJITMode(DefaultJITMode())
+	SetDefaultJITMode(JITAuto)
 	// Mode on without a compiler fails Commit; auto falls back.
 	on := m(Vector(3, 1, 2, Float64))
 	if err := on.SetJIT(JITOn); err != nil {
@@ -456,6 +459,36 @@ func TestJITMode(t *testing.T) {
 	if err := d.Commit(); err != nil || d.Compiled() {
 		t.Fatalf("declined compile in auto: %v %v", err, d.Compiled())
 	}
+	// An EagerCompiler is asked to compile now for types with JIT on,
+	// through Compile otherwise.
+	ec := &eagerFake{}
+	SetCompiler(ec)
+	for _, c := range []struct {
+		mode       JITMode
+		calls, now int
+	}{{JITOn, 0, 1}, {JITAuto, 1, 1}, {JITOff, 1, 1}, {JITOn, 1, 2}} {
+		ty := m(Vector(3, 1, 2, Float64))
+		if err := ty.SetJIT(c.mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := ty.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if ec.calls != c.calls || ec.now != c.now || ty.Compiled() != (c.mode != JITOff) {
+			t.Fatalf("mode %v: Compile %d, CompileNow %d, compiled %v; want %d, %d", c.mode, ec.calls, ec.now, ty.Compiled(), c.calls, c.now)
+		}
+	}
+}
+
+// eagerFake is a fakeCompiler that also implements EagerCompiler.
+type eagerFake struct {
+	fakeCompiler
+	now int
+}
+
+func (e *eagerFake) CompileNow(ir *IR) (Kernel, error) {
+	e.now++
+	return fakeKernel{}, nil
 }
 
 var errFake = errors.New("fake kernel ran")

@@ -53,6 +53,15 @@ type Compiler interface {
 	Compile(ir *IR) (Kernel, error)
 }
 
+// An EagerCompiler is a Compiler with a deferral policy of its own (package
+// jit compiles under JIT mode auto only once a type has moved enough data)
+// that can also compile at once. Commit calls CompileNow instead of Compile
+// for a type whose JIT mode is on, set per type (Type.SetJIT) or by default.
+type EagerCompiler interface {
+	Compiler
+	CompileNow(ir *IR) (Kernel, error)
+}
+
 // ErrNotCompiled is returned by a Compiler that declines a type, and by
 // Commit in JIT mode "on" when no Compiler is registered.
 var ErrNotCompiled = errors.New("ddt: type not compiled")

@@ -86,14 +86,20 @@ func GetStats() Stats {
 // ddt.ErrNotCompiled when it declines the type (the interpreter is used), and
 // ErrUnsupported (also wrapping ddt.ErrNotCompiled) when native code cannot
 // run on this machine.
-func (c *Compiler) Compile(ir *ddt.IR) (ddt.Kernel, error) {
+func (c *Compiler) Compile(ir *ddt.IR) (ddt.Kernel, error) { return c.compile(ir, false) }
+
+// CompileNow implements ddt.EagerCompiler: ddt calls it for types whose JIT
+// mode is on, which are compiled at Commit whatever the auto policy says.
+func (c *Compiler) CompileNow(ir *ddt.IR) (ddt.Kernel, error) { return c.compile(ir, true) }
+
+func (c *Compiler) compile(ir *ddt.IR, now bool) (ddt.Kernel, error) {
 	if err := supported(); err != nil {
 		return nil, fmt.Errorf("%w: %w", err, ddt.ErrNotCompiled)
 	}
 	if ir == nil {
 		return nil, errDecline("nil IR")
 	}
-	eager := c.Force || ddt.DefaultJITMode() == ddt.JITOn || autoBlocks == 0 || ir.Contig
+	eager := now || c.Force || ddt.DefaultJITMode() == ddt.JITOn || autoBlocks == 0 || ir.Contig
 	kb := keyPool.Get().(*[]byte)
 	defer func() {
 		if cap(*kb) <= 64<<10 { // keep ordinary buffers only

@@ -172,6 +172,9 @@ func TestForcedFallback(t *testing.T) {
 	ddt.SetCompiler(c)
 	defer Disable()
 	u := must(ddt.Vector(100, 2, 5, ddt.Int32))
+	if err := u.SetJIT(ddt.JITAuto); err != nil { // whatever WEFT_JIT says
+		t.Fatal(err)
+	}
 	if err := u.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -226,6 +229,17 @@ func TestRegistrationAndCache(t *testing.T) {
 	st := GetStats()
 	if st.CacheHits-before.CacheHits < 1 {
 		t.Errorf("identical type not served from the cache: %+v -> %+v", before, st)
+	}
+	// JIT on for one type compiles it at Commit whatever the default mode
+	// (ddt calls CompileNow): native code is cached under the eager key,
+	// not the auto policy's deferred kernel.
+	if cacheEntries > 0 {
+		cacheMu.Lock()
+		got := cache[string(appendKey(nil, a.IR(), HostFeatures(), false))]
+		cacheMu.Unlock()
+		if _, ok := got.(*kernel); !ok {
+			t.Errorf("type with JIT on (default mode %v): cached %T, want native *kernel", ddt.DefaultJITMode(), got)
+		}
 	}
 	ref := mk(ddt.JITOff)
 	typed := make([]byte, 300*7*4)
