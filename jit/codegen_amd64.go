@@ -361,11 +361,7 @@ func (g *gen) emitTables() {
 	g.a.Align(8)
 	for _, t := range *g.tables {
 		g.a.Bind(t.l)
-		if t.w == 4 {
-			g.a.Data32(t.data)
-		} else {
-			g.a.Data64(t.data)
-		}
+		g.a.Table(t.w, t.data)
 	}
 }
 

@@ -86,10 +86,7 @@ func (k *kernel) oneUnits(count, packedLen int, limit int64) int64 {
 // as much as a small pack itself.
 func (k *kernel) oneCall(packed, typed []byte, base, u int64, entry uintptr) int {
 	var a callArgs
-	a.ctr0, a.pos0 = k.args0.ctr0, k.args0.pos0
-	for i := range k.nlv { // (a loop: copy would call memmove, spilling every register)
-		a.lv[i] = k.args0.lv[i]
-	}
+	k.startArgs(&a)
 	a.n = u
 	// no Go call between taking the addresses and the generated code
 	a.typed = uintptr(unsafe.Pointer(unsafe.SliceData(typed))) + uintptr(base+k.origin0)
@@ -167,14 +164,22 @@ func (k *kernel) run(packed, typed []byte, base int64, count int, from int64, pa
 func (k *kernel) origin(u, base int64, a *callArgs) int64 {
 	if u == 0 {
 		if a != nil {
-			// only what the code reads: the innermost counters and one
-			// state per outer level (a is zero otherwise)
-			a.ctr0, a.pos0 = k.args0.ctr0, k.args0.pos0
-			copy(a.lv[:k.nlv], k.args0.lv[:k.nlv])
+			k.startArgs(a)
 		}
 		return base + k.origin0
 	}
 	return k.p.origin(u, base, a)
+}
+
+// startArgs sets the level counters of a for entering the code at unit 0:
+// only what the code reads, the innermost counters and one state per outer
+// level (a copy of all of args0 costs as much as a small pack). A loop, not
+// copy: copy calls memmove, which spills every register of the caller.
+func (k *kernel) startArgs(a *callArgs) {
+	a.ctr0, a.pos0 = k.args0.ctr0, k.args0.pos0
+	for i := range k.nlv {
+		a.lv[i] = k.args0.lv[i]
+	}
 }
 
 // setup fills the per-call constants of k from its plan and budget.

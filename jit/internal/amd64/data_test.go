@@ -6,9 +6,10 @@ import (
 	"testing"
 )
 
-// TestDataTables checks Data32 and Data64 against byte-by-byte encoding,
-// after existing code and with negative values (two's complement, low bits).
-func TestDataTables(t *testing.T) {
+// TestTables checks Table against byte-by-byte encoding at both widths,
+// after existing code and with negative values (two's complement, low
+// bits), and that another width is an error.
+func TestTables(t *testing.T) {
 	vs := []int64{0, 1, -1, 1<<31 - 1, -1 << 31, 1 << 40, 0x0123456789abcdef}
 	for _, w := range []int{4, 8} {
 		a := New(2)
@@ -21,13 +22,8 @@ func TestDataTables(t *testing.T) {
 				want = binary.LittleEndian.AppendUint64(want, uint64(v))
 			}
 		}
-		if w == 4 {
-			a.Data32(vs)
-			a.Data32(nil)
-		} else {
-			a.Data64(vs)
-			a.Data64(nil)
-		}
+		a.Table(w, vs)
+		a.Table(w, nil)
 		got, err := a.Finish()
 		if err != nil {
 			t.Fatal(err)
@@ -35,5 +31,10 @@ func TestDataTables(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("width %d: % x, want % x", w, got, want)
 		}
+	}
+	a := New(2)
+	a.Table(2, vs)
+	if _, err := a.Finish(); err == nil {
+		t.Fatal("Table of width 2 accepted")
 	}
 }

@@ -604,23 +604,21 @@ func (a *Asm) Align(n int) {
 // Data appends raw bytes (tables placed after the code).
 func (a *Asm) Data(b []byte) { a.b = append(a.b, b...) }
 
-// Data32 appends each value of vs as 4 little-endian bytes (its low 32
-// bits), growing the buffer once.
-func (a *Asm) Data32(vs []int64) {
-	n := len(a.b)
-	a.b = slices.Grow(a.b, 4*len(vs))[:n+4*len(vs)]
-	for i, v := range vs {
-		binary.LittleEndian.PutUint32(a.b[n+4*i:], uint32(v))
+// Table appends each value of vs as w (4 or 8) little-endian bytes, its
+// low 32 bits for w = 4, growing the buffer once.
+func (a *Asm) Table(w int, vs []int64) {
+	if w != 4 && w != 8 {
+		a.fail("table width %d", w)
+		return
 	}
-}
-
-// Data64 appends each value of vs as 8 little-endian bytes, growing the
-// buffer once.
-func (a *Asm) Data64(vs []int64) {
 	n := len(a.b)
-	a.b = slices.Grow(a.b, 8*len(vs))[:n+8*len(vs)]
+	a.b = slices.Grow(a.b, w*len(vs))[:n+w*len(vs)]
 	for i, v := range vs {
-		binary.LittleEndian.PutUint64(a.b[n+8*i:], uint64(v))
+		if w == 4 {
+			binary.LittleEndian.PutUint32(a.b[n+4*i:], uint32(v))
+		} else {
+			binary.LittleEndian.PutUint64(a.b[n+8*i:], uint64(v))
+		}
 	}
 }
 
