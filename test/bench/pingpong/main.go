@@ -32,6 +32,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -273,6 +274,9 @@ func last(r []result) result {
 // (latency, or bandwidth when bw).
 func pairedMedian(ours, theirs []result, bw bool) float64 {
 	n := min(len(ours), len(theirs))
+	if n == 0 {
+		return math.NaN() // no repetition with both programs' figures
+	}
 	r := make([]result, n)
 	for i := range n {
 		if bw {

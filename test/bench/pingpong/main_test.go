@@ -50,8 +50,13 @@ func TestRunsSideBySide(t *testing.T) {
 			t.Errorf("-order %s: no weft measurement: %q", order, m[0])
 		}
 		if _, err := exec.LookPath("fi_pingpong"); err == nil {
+			// Two numbers: without a repetition holding both programs'
+			// figures the tool prints NaN. (Not compared with 0.000: with
+			// both programs spinning on a loaded 2-core machine one
+			// fi_pingpong repetition took 1228 µs for 8 B, a real ratio
+			// that prints as 0.000.)
 			paired := regexp.MustCompile(`(?s)paired per repetition.*?\n\s+8\s+(\d+\.\d+)\s+(\d+\.\d+)`).FindSubmatch(out)
-			if paired == nil || string(paired[1]) == "0.000" || string(paired[2]) == "0.000" {
+			if paired == nil {
 				t.Errorf("-order %s: no paired ratios at 8 B", order)
 			}
 		}
