@@ -129,16 +129,8 @@ type fastStack struct {
 // newFastStack maps a stack when fast calls are on for prov; nil otherwise
 // or when the mapping fails (the object then uses cgo).
 func newFastStack(prov string) *fastStack {
-	if !ccall.Supported {
+	if !fastWanted(FastCall(fastMode.Load()), prov, runtime.Version()) {
 		return nil
-	}
-	switch FastCall(fastMode.Load()) {
-	case FastCallOff:
-		return nil
-	case FastCallAuto:
-		if prov != "shm" {
-			return nil
-		}
 	}
 	b := uintptr(C.weft_stack_alloc(fastStackSize))
 	if b == 0 {
@@ -147,6 +139,30 @@ func newFastStack(prov string) *fastStack {
 	}
 	return &fastStack{base: b, top: (b + fastStackSize) &^ 15}
 }
+
+// fastWanted decides whether an object of provider prov gets a fast-call
+// stack under mode m, in a program built by Go release goVersion
+// (runtime.Version()). auto asks for shm and for a Go release whose
+// runtime the trampoline was verified against (ccall.Verified); on only
+// needs the trampoline.
+func fastWanted(m FastCall, prov, goVersion string) bool {
+	switch {
+	case !ccall.Supported || m == FastCallOff:
+		return false
+	case m == FastCallOn:
+		return true
+	case prov != "shm":
+		return false
+	case !ccall.Verified(goVersion):
+		unverifiedOnce.Do(func() {
+			log.Info("fast calls off: the trampoline is not verified on this Go release (WEFT_FASTCALL=on forces them)", "go", goVersion)
+		})
+		return false
+	}
+	return true
+}
+
+var unverifiedOnce sync.Once
 
 // enter starts one polling call on c: it returns c's stack, held, when
 // the call takes the fast path, else nil. Only cgo calls count for the poll

@@ -399,3 +399,30 @@ func TestFastCallProfiling(t *testing.T) {
 		t.Errorf("the poller never took the fast path")
 	}
 }
+
+// TestFastWanted: auto takes fast calls only on shm and only on a Go
+// release the trampoline was verified against; on takes them everywhere
+// the trampoline exists; off never.
+func TestFastWanted(t *testing.T) {
+	if !fastSupported() {
+		t.Skip("no fast-call trampoline on " + runtime.GOARCH)
+	}
+	verified := "go1.26.8"
+	for _, tc := range []struct {
+		m         FastCall
+		prov, ver string
+		want      bool
+	}{
+		{FastCallAuto, "shm", verified, true},
+		{FastCallAuto, "shm", "go1.99.1", false},
+		{FastCallAuto, "shm", "devel go1.27-abc", false},
+		{FastCallAuto, "tcp", verified, false},
+		{FastCallOn, "shm", "go1.99.1", true},
+		{FastCallOn, "tcp", verified, true},
+		{FastCallOff, "shm", verified, false},
+	} {
+		if got := fastWanted(tc.m, tc.prov, tc.ver); got != tc.want {
+			t.Errorf("fastWanted(%v, %s, %s) = %v, want %v", tc.m, tc.prov, tc.ver, got, tc.want)
+		}
+	}
+}
