@@ -1,0 +1,150 @@
+// Package layers checks the package layering that docs/ARCHITECTURE.md
+// states: each library package imports only packages of lower layers, cgo
+// lives only where the design puts it, and fabrun carries no libfabric.
+package layers
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/weft-hpc/weft/"
+
+// layer of each library package (module-relative path). A package may
+// import packages of strictly lower layers only. A new package must be
+// given a layer here (and a line in docs/ARCHITECTURE.md).
+var layer = map[string]int{
+	"internal/wlog":       0,
+	"internal/ccall":      0,
+	"internal/proctest":   0,
+	"jit/internal/amd64":  0,
+	"internal/pmi":        1,
+	"ddt":                 1,
+	"fabric":              1,
+	"internal/bootstrap":  2,
+	"internal/launch":     2,
+	"jit":                 2,
+	"ddt/ddttest":         2,
+	"gpu":                 2,
+	"endpoint":            3,
+	"internal/launchtest": 3,
+	"onesided":            4,
+	"collectives":         5,
+}
+
+// top-level trees that may import any library package but are imported by
+// none.
+var leaves = []string{"cmd/", "examples/", "test/"}
+
+// cgoAllowed are the only packages with cgo files.
+var cgoAllowed = map[string]bool{"fabric": true, "gpu": true}
+
+// testOnly are helpers that no library package may import.
+var testOnly = map[string]bool{"internal/proctest": true, "internal/launchtest": true, "ddt/ddttest": true}
+
+type pkg struct {
+	path    string // module-relative for the module's packages
+	own     bool   // in this module
+	imports []string
+	cgo     bool
+}
+
+func list(t *testing.T, args ...string) []pkg {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the layering check needs the go command: %v", err)
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(gobin, append([]string{"list", "-f", "{{.ImportPath}}|{{join .Imports \",\"}}|{{len .CgoFiles}}"}, args...)...)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var ps []pkg
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(line, "|")
+		if len(f) != 3 {
+			t.Fatalf("go list line %q", line)
+		}
+		rel, own := strings.CutPrefix(f[0], module)
+		p := pkg{path: rel, own: own, cgo: f[2] != "0"}
+		for _, imp := range strings.Split(f[1], ",") {
+			if rel, ok := strings.CutPrefix(imp, module); ok {
+				p.imports = append(p.imports, rel)
+			}
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+func isLeaf(path string) bool {
+	for _, l := range leaves {
+		if strings.HasPrefix(path, l) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestLayering(t *testing.T) {
+	ps := list(t, "./...")
+	if len(ps) < 10 {
+		t.Fatalf("go list found only %d packages", len(ps))
+	}
+	for _, p := range ps {
+		if p.cgo && !cgoAllowed[p.path] {
+			t.Errorf("%s uses cgo; only %v may (RATIONALE.md: why fabric/ is the only cgo package)", p.path, keys(cgoAllowed))
+		}
+		if isLeaf(p.path) {
+			for _, imp := range p.imports {
+				if isLeaf(imp) {
+					t.Errorf("%s imports %s: commands, examples and test tools import libraries only", p.path, imp)
+				}
+			}
+			continue
+		}
+		l, ok := layer[p.path]
+		if !ok {
+			t.Errorf("%s has no layer: add it to this test and to docs/ARCHITECTURE.md", p.path)
+			continue
+		}
+		for _, imp := range p.imports {
+			il, ok := layer[imp]
+			switch {
+			case isLeaf(imp):
+				t.Errorf("library %s imports %s", p.path, imp)
+			case testOnly[imp] && !testOnly[p.path]:
+				t.Errorf("library %s imports the test helper %s", p.path, imp)
+			case ok && il >= l:
+				t.Errorf("%s (layer %d) imports %s (layer %d): imports go down only", p.path, l, imp, il)
+			}
+		}
+	}
+}
+
+// TestFabrunWithoutLibfabric: fabrun and its launcher must start where
+// libfabric is absent (RATIONALE.md, why fabrun info is a separate binary).
+func TestFabrunWithoutLibfabric(t *testing.T) {
+	ps := list(t, "-deps", "./cmd/fabrun")
+	for _, p := range ps {
+		if p.own && (p.path == "fabric" || p.cgo) {
+			t.Errorf("cmd/fabrun depends on %s", p.path)
+		}
+	}
+}
+
+func keys(m map[string]bool) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
