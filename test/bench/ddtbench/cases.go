@@ -93,10 +93,16 @@ var caseBuilders = []struct {
 	{"nas_mg_y", []sizeSpec{{"s", []int{34}}, {"m", []int{66}}, {"l", []int{130}}}, func(n []int) *Case { return nasmg(n, 1) }},
 	{"nas_mg_z", []sizeSpec{{"s", []int{34}}, {"m", []int{66}}, {"l", []int{130}}}, func(n []int) *Case { return nasmg(n, 2) }},
 	{"fft2", []sizeSpec{{"s", []int{64}}, {"m", []int{256}}, {"l", []int{512}}}, fft2},
+	{"fft2_send", []sizeSpec{{"s", []int{128}}, {"m", []int{256}}, {"l", []int{768}}}, fft2Send},
+	{"fft2_recv", []sizeSpec{{"s", []int{128}}, {"m", []int{256}}, {"l", []int{768}}}, fft2Recv},
 	{"specfem3d_oc", []sizeSpec{{"s", []int{1000}}, {"m", []int{10000}}, {"l", []int{50000}}}, func(n []int) *Case { return specfem(n, 1) }},
 	{"specfem3d_cm", []sizeSpec{{"s", []int{1000}}, {"m", []int{10000}}, {"l", []int{50000}}}, func(n []int) *Case { return specfem(n, 3) }},
+	{"specfem3d_mt", []sizeSpec{{"s", []int{1000}}, {"m", []int{7600}}, {"l", []int{76000}}}, specfemMT},
+	{"specfem3d_mt_recv", []sizeSpec{{"s", []int{1000}}, {"m", []int{7600}}, {"l", []int{76000}}}, specfemMTRecv},
 	{"lammps_atomic", []sizeSpec{{"s", []int{500}}, {"m", []int{5000}}, {"l", []int{50000}}}, func(n []int) *Case { return lammps(n, false) }},
+	{"lammps_atomic_recv", []sizeSpec{{"s", []int{500}}, {"m", []int{5000}}, {"l", []int{50000}}}, func(n []int) *Case { return lammpsRecv(n, false) }},
 	{"lammps_full", []sizeSpec{{"s", []int{500}}, {"m", []int{5000}}, {"l", []int{50000}}}, func(n []int) *Case { return lammps(n, true) }},
+	{"lammps_full_recv", []sizeSpec{{"s", []int{500}}, {"m", []int{5000}}, {"l", []int{50000}}}, func(n []int) *Case { return lammpsRecv(n, true) }},
 }
 
 // wrf: NF float32 fields of (nx, nz, ny) points, Fortran order (i fastest),
@@ -386,7 +392,9 @@ func nasmg(n []int, dir int) *Case {
 
 // fft2: the local transpose of an n×n complex128 matrix (row-major): element
 // k of the datatype is column k, a vector(n, 1, n) resized to one element's
-// extent, packed n times.
+// extent, packed n times. This is the receive side of DDTBench's FFT
+// all-to-all on one process (each column then spans all n rows); fft2_send
+// and fft2_recv are its two sides on two processes.
 func fft2(n []int) *Case {
 	m := n[0]
 	col := must(ddt.Vector(m, 1, m, ddt.Complex128))
@@ -409,6 +417,85 @@ func fft2(n []int) *Case {
 				for i := 0; i < m; i++ {
 					a[i*m+j] = p[q]
 					q++
+				}
+			}
+		}
+		return pack, unpack
+	}
+	return c
+}
+
+// fft2Procs is the number of processes of DDTBench's FFT2 case (its name
+// counts them): each holds n/fft2Procs rows of the n×n matrix.
+const fft2Procs = 2
+
+// fft2Send: the send side of the all-to-all of a distributed 2-D FFT. Each
+// process holds b = n/2 rows of an n×n complex128 matrix, row-major (rows n
+// elements long); peer k gets the b×b block of columns k·b … k·b+b-1, row by
+// row. As DDTBench builds it: complex = contiguous(2, float64), the block a
+// vector(b, b, n) of it resized to b complex, sent with count 2 (one per
+// peer).
+func fft2Send(n []int) *Case {
+	m := n[0]
+	b := m / fft2Procs
+	cplx := must(ddt.Contiguous(2, ddt.Float64))
+	blk := must(ddt.Vector(b, b, m, cplx))
+	t := commit(must(ddt.Resized(blk, 0, int64(b*16))))
+	c := &Case{Type: t, Count: fft2Procs, Typed: b * m * 16}
+	c.Bind = func(packed, typed []byte) (func(), func()) {
+		a, p := c128(typed), c128(packed)
+		pack := func() {
+			q := 0
+			for k := 0; k < fft2Procs; k++ {
+				for l := 0; l < b; l++ {
+					src := a[l*m+k*b : l*m+k*b+b]
+					copy(p[q:q+b], src)
+					q += b
+				}
+			}
+		}
+		unpack := func() {
+			q := 0
+			for k := 0; k < fft2Procs; k++ {
+				for l := 0; l < b; l++ {
+					copy(a[l*m+k*b:l*m+k*b+b], p[q:q+b])
+					q += b
+				}
+			}
+		}
+		return pack, unpack
+	}
+	return c
+}
+
+// fft2Recv: the receive side of the same all-to-all: the b×b block from
+// peer k lands transposed in columns k·b … k·b+b-1 of the b×n local matrix.
+// As DDTBench builds it: a column vector(b, 1, n) of complex resized to one
+// complex, contiguous(b) of those per peer, received with count 2. Stream
+// position j·b+i is element (i, j); the hand loops walk the matrix row by
+// row as DDTBench's manual unpack does.
+func fft2Recv(n []int) *Case {
+	m := n[0]
+	b := m / fft2Procs
+	cplx := must(ddt.Contiguous(2, ddt.Float64))
+	col := must(ddt.Resized(must(ddt.Vector(b, 1, m, cplx)), 0, 16))
+	t := commit(must(ddt.Contiguous(b, col)))
+	c := &Case{Type: t, Count: fft2Procs, Typed: b * m * 16}
+	c.Bind = func(packed, typed []byte) (func(), func()) {
+		a, p := c128(typed), c128(packed)
+		pack := func() {
+			for i := 0; i < b; i++ {
+				row := a[i*m : i*m+m]
+				for j, v := range row {
+					p[j*b+i] = v
+				}
+			}
+		}
+		unpack := func() {
+			for i := 0; i < b; i++ {
+				row := a[i*m : i*m+m]
+				for j := range row {
+					row[j] = p[j*b+i]
 				}
 			}
 		}
@@ -471,6 +558,56 @@ func specfem(n []int, comps int) *Case {
 			}
 		}
 		return pack, unpack
+	}
+	return c
+}
+
+// specfemMTStride is DDTBench's DIM2 of SPECFEM3D mt: the send type takes
+// one 3-float element out of every specfemMTStride.
+const specfemMTStride = 2
+
+// specfemMT: DDTBench's SPECFEM3D mt send side: a float32 array of n ×
+// specfemMTStride × 3 (3 fastest), of which the first 3-float element of
+// each group of specfemMTStride is sent: vector(n, 1, 2, contiguous(3,
+// float32)), 12-byte blocks 24 bytes apart.
+func specfemMT(n []int) *Case {
+	cnt := n[0]
+	elem := must(ddt.Contiguous(3, ddt.Float32))
+	t := commit(must(ddt.Vector(cnt, 1, specfemMTStride, elem)))
+	c := &Case{Type: t, Count: 1, Typed: cnt * specfemMTStride * 3 * 4}
+	c.Bind = func(packed, typed []byte) (func(), func()) {
+		a, p := f32(typed), f32(packed)
+		pack := func() {
+			q := 0
+			for k := 0; k < cnt; k++ {
+				b := k * specfemMTStride * 3
+				p[q], p[q+1], p[q+2] = a[b], a[b+1], a[b+2]
+				q += 3
+			}
+		}
+		unpack := func() {
+			q := 0
+			for k := 0; k < cnt; k++ {
+				b := k * specfemMTStride * 3
+				a[b], a[b+1], a[b+2] = p[q], p[q+1], p[q+2]
+				q += 3
+			}
+		}
+		return pack, unpack
+	}
+	return c
+}
+
+// specfemMTRecv: the receive side of SPECFEM3D mt: the n 3-float elements
+// land one after the other, contiguous(3n, float32). The datatype engines
+// meet a contiguous type here; the hand loop is copy().
+func specfemMTRecv(n []int) *Case {
+	cnt := n[0]
+	t := commit(must(ddt.Contiguous(3*cnt, ddt.Float32)))
+	c := &Case{Type: t, Count: 1, Typed: cnt * 3 * 4}
+	c.Bind = func(packed, typed []byte) (func(), func()) {
+		a, p := f32(typed), f32(packed)
+		return func() { copy(p, a) }, func() { copy(a, p) }
 	}
 	return c
 }
@@ -564,6 +701,57 @@ func lammps(n []int, full bool) *Case {
 				for k, i := range list {
 					mol[i] = pm[k]
 				}
+			}
+		}
+		return pack, unpack
+	}
+	return c
+}
+
+// lammpsRecv: the receive side of the border exchange of lammps: the ghost
+// atoms are appended after the local ones in every per-atom array, so each
+// array (local atoms as many as the send side's, then one slot per ghost)
+// receives one contiguous run. As DDTBench builds it: a struct of one
+// contiguous block per array (3 per atom for x), at each array's first ghost
+// slot. The element types are those of the send side (int32 for the integer
+// arrays, as LAMMPS stores them; DDTBench declares every array double), so
+// both sides carry the same stream.
+func lammpsRecv(n []int, full bool) *Case {
+	nghost := n[0]
+	_, nlocal := boundary(nghost, 5)
+	type arr struct {
+		comps int
+		base  *ddt.Type
+		bytes int // per atom
+	}
+	arrs := []arr{{3, ddt.Float64, 24}, {1, ddt.Int32, 4}, {1, ddt.Int32, 4}, {1, ddt.Int32, 4}}
+	if full {
+		arrs = append(arrs, arr{1, ddt.Float64, 8}, arr{1, ddt.Int32, 4})
+	}
+	var bl []int
+	var ds []int64
+	var ts []*ddt.Type
+	runs := make([][2]int, len(arrs)) // byte offset and length of each array's ghost run
+	off := 0
+	for i, a := range arrs {
+		runs[i] = [2]int{off + nlocal*a.bytes, nghost * a.bytes}
+		bl, ds = append(bl, 1), append(ds, int64(runs[i][0]))
+		ts = append(ts, must(ddt.Contiguous(nghost*a.comps, a.base)))
+		off += (nlocal + nghost) * a.bytes
+	}
+	t := commit(must(ddt.Struct(bl, ds, ts)))
+	c := &Case{Type: t, Count: 1, Typed: off}
+	c.Bind = func(packed, typed []byte) (func(), func()) {
+		pack := func() {
+			q := 0
+			for _, r := range runs {
+				q += copy(packed[q:q+r[1]], typed[r[0]:r[0]+r[1]])
+			}
+		}
+		unpack := func() {
+			q := 0
+			for _, r := range runs {
+				q += copy(typed[r[0]:r[0]+r[1]], packed[q:q+r[1]])
 			}
 		}
 		return pack, unpack

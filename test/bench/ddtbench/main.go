@@ -1,9 +1,12 @@
 // Command ddtbench is a DDTBench-like suite for weft's derived datatypes: the
 // application layouts of WRF, MILC, NAS LU and MG, FFT2, SPECFEM3D and LAMMPS,
-// each at several sizes, packed and unpacked by several engines side by side:
-// "manual" (hand-written Go loops), "interp" (ddt's interpreter), "copy"
-// (copy() of the same byte count) and any engine registered by another file
-// of this package (registerEngine, e.g. "jit").
+// each at several sizes, packed and unpacked by several engines side by side.
+// Where an application receives with another datatype than it sends with
+// (FFT2's all-to-all, SPECFEM3D mt, LAMMPS's ghost atoms) the receive side is
+// a case of its own, named with _recv (FFT2's sides are fft2_send and
+// fft2_recv). The engines are "manual" (hand-written Go loops), "interp"
+// (ddt's interpreter), "copy" (copy() of the same byte count) and any engine
+// registered by another file of this package (registerEngine, e.g. "jit").
 //
 // Usage:
 //

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"math"
 	"testing"
 )
 
@@ -92,4 +93,209 @@ func TestCacheModes(t *testing.T) {
 	if err := run([]string{"-cache", "lukewarm"}, &out); err == nil {
 		t.Fatal("-cache lukewarm accepted")
 	}
+}
+
+// caseAt returns the case name at size, with the size parameters it was
+// built from.
+func caseAt(t *testing.T, name, size string) (*Case, []int) {
+	t.Helper()
+	for _, b := range caseBuilders {
+		if b.name != name {
+			continue
+		}
+		for _, s := range b.sizes {
+			if s.name == size {
+				c := b.build(s.n)
+				c.Name, c.Size = b.name, s.name
+				c.Bytes = int64(c.Count) * c.Type.Size()
+				return c, s.n
+			}
+		}
+	}
+	t.Fatalf("no case %s/%s", name, size)
+	return nil, nil
+}
+
+// TestDDTBenchLayouts checks that every layout of DDTBench 1.2 has a case,
+// with a case of its own for each receive side whose datatype differs from
+// the send side, and that a send side and its receive side carry messages of
+// the same size at every size.
+func TestDDTBenchLayouts(t *testing.T) {
+	names := map[string]bool{}
+	for _, b := range caseBuilders {
+		if names[b.name] {
+			t.Fatalf("case %s listed twice", b.name)
+		}
+		names[b.name] = true
+	}
+	for _, n := range []string{
+		"wrf_x_vec", "wrf_x_sa", "wrf_y_vec", "wrf_y_sa", "milc_su3_zd",
+		"nas_lu_x", "nas_lu_y", "nas_mg_x", "nas_mg_y", "nas_mg_z",
+		"fft2_send", "fft2_recv",
+		"specfem3d_oc", "specfem3d_cm", "specfem3d_mt", "specfem3d_mt_recv",
+		"lammps_atomic", "lammps_atomic_recv", "lammps_full", "lammps_full_recv",
+	} {
+		if !names[n] {
+			t.Errorf("no case %s", n)
+		}
+	}
+	pairs := [][2]string{{"fft2_send", "fft2_recv"}, {"specfem3d_mt", "specfem3d_mt_recv"},
+		{"lammps_atomic", "lammps_atomic_recv"}, {"lammps_full", "lammps_full_recv"}}
+	for _, p := range pairs {
+		if !names[p[0]] || !names[p[1]] {
+			continue
+		}
+		for _, size := range []string{"s", "m", "l"} {
+			s, _ := caseAt(t, p[0], size)
+			r, _ := caseAt(t, p[1], size)
+			if s.Bytes != r.Bytes {
+				t.Errorf("%v sends %d bytes, %v receives %d", s, s.Bytes, r, r.Bytes)
+			}
+		}
+	}
+}
+
+// TestCasesRoundTrip checks every case's hand loops at the small size
+// against themselves and the datatype: unpacking a packed stream into a
+// zeroed buffer and packing again gives the stream back (the loops are
+// inverse and no two stream positions share a typed byte), and the
+// datatype's unpack writes exactly the bytes the hand loop writes.
+func TestCasesRoundTrip(t *testing.T) {
+	for _, c := range allCases() {
+		if c.Size != "s" {
+			continue
+		}
+		stream := make([]byte, c.Bytes)
+		fill(stream, 7)
+		hand := make([]byte, c.Typed)
+		_, unpack := c.Bind(stream, hand)
+		unpack()
+		again := make([]byte, c.Bytes)
+		pack, _ := c.Bind(again, hand)
+		pack()
+		if !bytes.Equal(again, stream) {
+			t.Errorf("%v: hand pack after hand unpack does not give the stream back", c)
+			continue
+		}
+		typed := make([]byte, c.Typed)
+		if _, err := c.Type.Unpack(typed, stream, c.Count); err != nil {
+			t.Fatalf("%v: %v", c, err)
+		}
+		if !bytes.Equal(typed, hand) {
+			t.Errorf("%v: datatype unpack and hand unpack write different bytes", c)
+		}
+	}
+}
+
+// TestExchange plays DDTBench's exchanges between the send-side and the
+// receive-side datatypes and checks where every received element lands,
+// with index formulas of its own: FFT2's all-to-all of two processes
+// transposes the global matrix, LAMMPS appends the listed atoms after the
+// local ones, SPECFEM3D mt receives every other 3-float element in a row.
+func TestExchange(t *testing.T) {
+	t.Run("fft2", func(t *testing.T) {
+		send, n := caseAt(t, "fft2_send", "s")
+		recv, _ := caseAt(t, "fft2_recv", "s")
+		const procs = 2
+		nn := n[0]
+		b := nn / procs
+		var streams [procs][]byte
+		var local [procs][]complex128
+		for r := range procs {
+			typed := make([]byte, send.Typed)
+			fill(typed, byte(20+r))
+			local[r] = c128(typed)
+			streams[r] = make([]byte, send.Bytes)
+			if _, err := send.Type.Pack(streams[r], typed, send.Count); err != nil {
+				t.Fatal(err)
+			}
+		}
+		blk := b * b * 16
+		for k := range procs {
+			in := make([]byte, 0, recv.Bytes)
+			for r := range procs {
+				in = append(in, streams[r][k*blk:(k+1)*blk]...)
+			}
+			typed := make([]byte, recv.Typed)
+			if _, err := recv.Type.Unpack(typed, in, recv.Count); err != nil {
+				t.Fatal(err)
+			}
+			got := c128(typed)
+			for i := range b {
+				for j := range nn {
+					// Row k·b+i of the transpose is column k·b+i of the
+					// global matrix, whose row j lives on process j/b.
+					want := local[j/b][(j%b)*nn+k*b+i]
+					if g := got[i*nn+j]; math.Float64bits(real(g)) != math.Float64bits(real(want)) || math.Float64bits(imag(g)) != math.Float64bits(imag(want)) {
+						t.Fatalf("process %d: (%d, %d) = %v, want %v", k, i, j, got[i*nn+j], want)
+					}
+				}
+			}
+		}
+	})
+	for _, full := range []bool{false, true} {
+		name := "lammps_atomic"
+		elems := []int{24, 4, 4, 4}
+		if full {
+			name = "lammps_full"
+			elems = append(elems, 8, 4)
+		}
+		t.Run(name, func(t *testing.T) {
+			send, n := caseAt(t, name, "s")
+			recv, _ := caseAt(t, name+"_recv", "s")
+			list, nlocal := boundary(n[0], 5)
+			a := make([]byte, send.Typed)
+			fill(a, 30)
+			stream := make([]byte, send.Bytes)
+			if _, err := send.Type.Pack(stream, a, 1); err != nil {
+				t.Fatal(err)
+			}
+			b := make([]byte, recv.Typed)
+			fill(b, 31)
+			before := append([]byte(nil), b...)
+			if _, err := recv.Type.Unpack(b, stream, 1); err != nil {
+				t.Fatal(err)
+			}
+			want := before
+			offA, offB := 0, 0
+			for _, e := range elems {
+				for g, i := range list {
+					copy(want[offB+(nlocal+g)*e:offB+(nlocal+g+1)*e], a[offA+i*e:offA+(i+1)*e])
+				}
+				offA += nlocal * e
+				offB += (nlocal + len(list)) * e
+			}
+			if offA != send.Typed || offB != recv.Typed {
+				t.Fatalf("typed sizes %d, %d; want %d, %d", send.Typed, recv.Typed, offA, offB)
+			}
+			if !bytes.Equal(b, want) {
+				t.Fatal("ghost atoms not appended after the local atoms of each array")
+			}
+		})
+	}
+	t.Run("specfem3d_mt", func(t *testing.T) {
+		send, n := caseAt(t, "specfem3d_mt", "s")
+		recv, _ := caseAt(t, "specfem3d_mt_recv", "s")
+		a := make([]byte, send.Typed)
+		fill(a, 40)
+		stream := make([]byte, send.Bytes)
+		if _, err := send.Type.Pack(stream, a, 1); err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, recv.Typed)
+		if _, err := recv.Type.Unpack(b, stream, 1); err != nil {
+			t.Fatal(err)
+		}
+		src, dst := f32(a), f32(b)
+		if len(src) != 6*n[0] || len(dst) != 3*n[0] {
+			t.Fatalf("%d and %d floats, want %d and %d", len(src), len(dst), 6*n[0], 3*n[0])
+		}
+		for k := range n[0] {
+			for c := range 3 {
+				if math.Float32bits(dst[3*k+c]) != math.Float32bits(src[6*k+c]) {
+					t.Fatalf("point %d component %d not received", k, c)
+				}
+			}
+		}
+	})
 }
