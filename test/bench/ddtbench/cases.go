@@ -97,6 +97,7 @@ var caseBuilders = []struct {
 	{"fft2_recv", []sizeSpec{{"s", []int{128}}, {"m", []int{256}}, {"l", []int{768}}}, fft2Recv},
 	{"specfem3d_oc", []sizeSpec{{"s", []int{1000}}, {"m", []int{10000}}, {"l", []int{50000}}}, func(n []int) *Case { return specfem(n, 1) }},
 	{"specfem3d_cm", []sizeSpec{{"s", []int{1000}}, {"m", []int{10000}}, {"l", []int{50000}}}, func(n []int) *Case { return specfem(n, 3) }},
+	{"specfem3d_cm_ic", []sizeSpec{{"s", []int{1000, 250}}, {"m", []int{10000, 2500}}, {"l", []int{50000, 12500}}}, specfemCMIC},
 	{"specfem3d_mt", []sizeSpec{{"s", []int{1000}}, {"m", []int{7600}}, {"l", []int{76000}}}, specfemMT},
 	{"specfem3d_mt_recv", []sizeSpec{{"s", []int{1000}}, {"m", []int{7600}}, {"l", []int{76000}}}, specfemMTRecv},
 	{"lammps_atomic", []sizeSpec{{"s", []int{500}}, {"m", []int{5000}}, {"l", []int{50000}}}, func(n []int) *Case { return lammps(n, false) }},
@@ -555,6 +556,59 @@ func specfem(n []int, comps int) *Case {
 					a[b], a[b+1], a[b+2] = p[q], p[q+1], p[q+2]
 					q += 3
 				}
+			}
+		}
+		return pack, unpack
+	}
+	return c
+}
+
+// specfemCMIC: SPECFEM3D cm as DDTBench builds it: the crust-mantle and the
+// inner-core vector fields (3 float32 per point, two arrays one after the
+// other) exchanged in one message, a struct of two indexed_blocks of 3
+// float32 at 3×point (n[0] crust-mantle points, the list of specfem3d_cm,
+// then n[1] inner-core points). specfem3d_cm is its crust-mantle member
+// alone.
+func specfemCMIC(n []int) *Case {
+	idxCM, nCM := boundary(n[0], 3)
+	idxIC, nIC := boundary(n[1], 4)
+	scaled := func(idx []int) []int {
+		d := make([]int, len(idx))
+		for i, x := range idx {
+			d[i] = 3 * x
+		}
+		return d
+	}
+	cm := must(ddt.IndexedBlock(3, scaled(idxCM), ddt.Float32))
+	ic := must(ddt.IndexedBlock(3, scaled(idxIC), ddt.Float32))
+	t := commit(must(ddt.Struct([]int{1, 1}, []int64{0, int64(nCM * 12)}, []*ddt.Type{cm, ic})))
+	c := &Case{Type: t, Count: 1, Typed: (nCM + nIC) * 12}
+	c.Bind = func(packed, typed []byte) (func(), func()) {
+		acm, aic, p := f32(typed[:nCM*12]), f32(typed[nCM*12:]), f32(packed)
+		pack := func() {
+			q := 0
+			for _, i := range idxCM {
+				b := i * 3
+				p[q], p[q+1], p[q+2] = acm[b], acm[b+1], acm[b+2]
+				q += 3
+			}
+			for _, i := range idxIC {
+				b := i * 3
+				p[q], p[q+1], p[q+2] = aic[b], aic[b+1], aic[b+2]
+				q += 3
+			}
+		}
+		unpack := func() {
+			q := 0
+			for _, i := range idxCM {
+				b := i * 3
+				acm[b], acm[b+1], acm[b+2] = p[q], p[q+1], p[q+2]
+				q += 3
+			}
+			for _, i := range idxIC {
+				b := i * 3
+				aic[b], aic[b+1], aic[b+2] = p[q], p[q+1], p[q+2]
+				q += 3
 			}
 		}
 		return pack, unpack

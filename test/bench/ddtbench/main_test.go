@@ -132,7 +132,7 @@ func TestDDTBenchLayouts(t *testing.T) {
 		"wrf_x_vec", "wrf_x_sa", "wrf_y_vec", "wrf_y_sa", "milc_su3_zd",
 		"nas_lu_x", "nas_lu_y", "nas_mg_x", "nas_mg_y", "nas_mg_z",
 		"fft2_send", "fft2_recv",
-		"specfem3d_oc", "specfem3d_cm", "specfem3d_mt", "specfem3d_mt_recv",
+		"specfem3d_oc", "specfem3d_cm", "specfem3d_cm_ic", "specfem3d_mt", "specfem3d_mt_recv",
 		"lammps_atomic", "lammps_atomic_recv", "lammps_full", "lammps_full_recv",
 	} {
 		if !names[n] {
@@ -298,4 +298,34 @@ func TestExchange(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSpecfemCMIC checks SPECFEM3D cm's two-array message by index formulas:
+// the crust-mantle points of the list first (the stream of specfem3d_cm over
+// the same array), then the inner-core points.
+func TestSpecfemCMIC(t *testing.T) {
+	c, n := caseAt(t, "specfem3d_cm_ic", "s")
+	cm, _ := caseAt(t, "specfem3d_cm", "s")
+	idxCM, nCM := boundary(n[0], 3)
+	idxIC, nIC := boundary(n[1], 4)
+	if n[0] != len(idxCM) || cm.Typed != nCM*12 || c.Typed != (nCM+nIC)*12 || c.Bytes != int64(len(idxCM)+len(idxIC))*12 {
+		t.Fatalf("sizes: typed %d, %d; bytes %d", cm.Typed, c.Typed, c.Bytes)
+	}
+	typed := make([]byte, c.Typed)
+	fill(typed, 50)
+	got := make([]byte, c.Bytes)
+	if _, err := c.Type.Pack(got, typed, 1); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, cm.Bytes, c.Bytes)
+	if _, err := cm.Type.Pack(want, typed[:cm.Typed], 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range idxIC {
+		o := cm.Typed + 12*i
+		want = append(want, typed[o:o+12]...)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("stream is not the crust-mantle points then the inner-core points")
+	}
 }
