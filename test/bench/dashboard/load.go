@@ -59,7 +59,39 @@ func loadDir(dir string) ([]Record, error) {
 	if n == 0 {
 		return nil, fmt.Errorf("%s: no *.json or *.bench files", dir)
 	}
+	inherit(all)
 	return all, nil
+}
+
+// inherit gives the records that lack a machine, commit or Go release
+// (ddtbench's lines, go test -bench output) the one that all the others of
+// the directory agree on: one directory is one run of run.sh.
+func inherit(rs []Record) {
+	one := func(get func(Record) string) string {
+		v := ""
+		for _, r := range rs {
+			switch x := get(r); {
+			case x == "":
+			case v == "":
+				v = x
+			case x != v:
+				return ""
+			}
+		}
+		return v
+	}
+	m, c, g := one(func(r Record) string { return r.Machine }), one(func(r Record) string { return r.Commit }), one(func(r Record) string { return r.Go })
+	for i := range rs {
+		if rs[i].Machine == "" {
+			rs[i].Machine = m
+		}
+		if rs[i].Commit == "" {
+			rs[i].Commit = c
+		}
+		if rs[i].Go == "" {
+			rs[i].Go = g
+		}
+	}
 }
 
 // parseJSON reads one run's JSON lines: Records of the bench tools, or

@@ -1,9 +1,9 @@
 package main
 
 // This file is the same in every bench tool that writes -json (pingpong,
-// endpoint, onesided, onesided/overlap); test/bench/dashboard reads the
-// lines and its tests check that the copies agree. Commands may not import
-// one another (test/layers), hence the copies.
+// endpoint, onesided, onesided/overlap) and in test/bench/dashboard, which
+// reads the lines; the dashboard's tests check that the copies agree.
+// Commands may not import one another (test/layers), hence the copies.
 
 import (
 	"bufio"
@@ -34,7 +34,8 @@ type Record struct {
 	Commit   string  `json:"commit,omitempty"`    // the build's VCS revision (+dirty)
 	Machine  string  `json:"machine,omitempty"`   // CPU model and count
 	Go       string  `json:"go,omitempty"`        // Go release
-	Note     string  `json:"note,omitempty"`
+	Note     string  `json:"note,omitempty"`      // provenance, e.g. transcribed figures
+	Runs     int     `json:"runs,omitempty"`      // runs merged into this record by the dashboard (a tool's line: absent)
 }
 
 // finite maps NaN and ±Inf (not representable in JSON) to 0, which the
