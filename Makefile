@@ -7,7 +7,7 @@ NP        ?= 4
 PROVIDER  ?= shm
 export CGO_ENABLED := 1
 
-.PHONY: demo test deps test-deps build vet bench bench-fabric bench-ddt clean
+.PHONY: demo test deps test-deps build vet bench bench-fabric bench-ddt bench-dashboard clean
 
 deps:
 	@deploy/install-deps.sh build
@@ -43,6 +43,13 @@ bench-fabric: deps
 
 bench-ddt: deps
 	$(GO) run ./test/bench/ddtbench -json
+
+# One reproduce command per area writing JSON into BENCH_OUT, then the
+# tables of docs/PERFORMANCE.md regenerated from it (about 10 minutes on 2
+# cores; run it on an otherwise idle machine).
+BENCH_OUT ?= /tmp/weft-dashboard
+bench-dashboard: deps
+	test/bench/dashboard/run.sh $(BENCH_OUT)
 
 clean:
 	rm -rf $(BIN)

@@ -21,6 +21,14 @@
 //
 // Rank 0 prints a table of medians over -reps repetitions. Flags can also be
 // given as WEFT_BENCH_<FLAG> environment variables (e.g. WEFT_BENCH_REPS=7).
+//
+// With -json rank 0 prints one JSON object per table row instead (the
+// schema is Record in record.go): for pingpong metric lat (µs) with value
+// endpoint/'s median, ref "raw fabric/" and its median, ratio the median of
+// the per-repetition ratios; for rate, depth and inproc metric msgrate
+// (msg/s) with value the private endpoints' median, ref "shared" and ratio
+// private ÷ shared per repetition. Cases: pingpong, rate-g<G>,
+// depth-<queue>-d<D>, inproc-g<G>, inproc-g<G>-<queue>-d<D>.
 package main
 
 import (
@@ -55,6 +63,7 @@ var (
 	rawMsg      = flag.Bool("rawmsg", os.Getenv("WEFT_BENCH_RAWMSG") == "1", "raw fabric ping-pong with untagged fi_injectdata/fi_recv (endpoint/'s wire path) instead of tagged fi_tinject/fi_trecv")
 	cpuprof     = flag.String("cpuprofile", env("CPUPROFILE", ""), "write rank 0's CPU profile here")
 	procs       = flag.Int("procs", envInt("PROCS", 0), "GOMAXPROCS per process (0: Go's default)")
+	jsonOut     = flag.Bool("json", os.Getenv("WEFT_BENCH_JSON") == "1", "rank 0 prints one JSON object per result line instead of the tables")
 	inprocDepth = flag.Bool("inproc-depth", os.Getenv("WEFT_BENCH_INPROC_DEPTH") == "1", "inproc: also measure 2 goroutines vs queue depth (-depths)")
 )
 
@@ -93,6 +102,14 @@ func median(xs []float64) float64 {
 
 func main() {
 	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "endpoint-bench: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
+	if *reps < 1 || *iters < 1 || *window < 1 || *windows < 1 {
+		fmt.Fprintf(os.Stderr, "endpoint-bench: -reps, -iters, -window and -windows want ≥ 1\n")
+		os.Exit(2)
+	}
 	if *procs > 0 {
 		runtime.GOMAXPROCS(*procs)
 	}
@@ -128,7 +145,7 @@ func run() error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if w.Comm().Rank() == 0 {
+	if w.Comm().Rank() == 0 && !*jsonOut {
 		fmt.Printf("# provider %s, %d reps (median), %d CPUs, GOMAXPROCS %d per process\n", w.Info().Provider, *reps, runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	}
 	for _, b := range strings.Split(*benchName, ",") {
@@ -336,7 +353,7 @@ func pingpong(ctx context.Context, w *endpoint.World) error {
 		return fmt.Errorf("raw fabric endpoint: %w", err)
 	}
 	defer r.close()
-	if me == 0 {
+	if me == 0 && !*jsonOut {
 		fmt.Printf("\n## ping-pong (half round trip), endpoint/ private endpoint vs raw fabric/ tagged, same domain\n")
 		fmt.Printf("%10s %12s %12s %8s %12s %12s\n", "bytes", "raw_us", "endpoint_us", "ratio", "raw_MB/s", "endpoint_MB/s")
 	}
@@ -345,7 +362,7 @@ func pingpong(ctx context.Context, w *endpoint.World) error {
 		if size >= 65536 {
 			n = max(20, *iters*4096/size)
 		}
-		var rawT, epT []float64
+		var rawT, epT, q []float64
 		for rep := 0; rep < *reps; rep++ {
 			if err := c.Barrier(ctx); err != nil {
 				return err
@@ -370,8 +387,14 @@ func pingpong(ctx context.Context, w *endpoint.World) error {
 			}
 			rawT = append(rawT, float64(rt.Nanoseconds())/1e3)
 			epT = append(epT, float64(et.Nanoseconds())/1e3)
+			q = append(q, float64(et)/float64(rt))
 		}
-		if me == 0 {
+		if me == 0 && *jsonOut {
+			if err := emit(Record{Case: "pingpong", Size: strconv.Itoa(size), Metric: "lat", Unit: "us",
+				Value: median(epT), Ref: "raw fabric/", RefValue: median(rawT), Ratio: median(q)}); err != nil {
+				return err
+			}
+		} else if me == 0 {
 			rm, em := median(rawT), median(epT)
 			fmt.Printf("%10d %12.3f %12.3f %8.3f %12.1f %12.1f\n", size, rm, em, em/rm, float64(size)/rm, float64(size)/em)
 		}
@@ -506,7 +529,7 @@ func streamOne(ctx context.Context, c *endpoint.Comm, me, i, g, depth int, unexp
 
 func rate(ctx context.Context, w *endpoint.World) error {
 	me := w.Comm().Rank()
-	if me == 0 {
+	if me == 0 && !*jsonOut {
 		fmt.Printf("\n## message rate, 8 B, window %d x %d, goroutines per process (each owns a handle)\n", *window, *windows)
 		fmt.Printf("%10s %14s %14s %8s %12s\n", "goroutines", "private_msg/s", "shared_msg/s", "ratio", "ratio_range")
 	}
@@ -524,8 +547,9 @@ func rate(ctx context.Context, w *endpoint.World) error {
 			p, s, q = append(p, rp), append(s, rs), append(q, rp/rs)
 		}
 		if me == 0 {
-			sort.Float64s(q)
-			fmt.Printf("%10d %14.0f %14.0f %8.2f %5.2f-%5.2f\n", g, median(p), median(s), median(q), q[0], q[len(q)-1])
+			if err := rateRow(fmt.Sprintf("rate-g%d", g), p, s, q, fmt.Sprintf("%10d", g)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -534,7 +558,7 @@ func rate(ctx context.Context, w *endpoint.World) error {
 func depth(ctx context.Context, w *endpoint.World) error {
 	me := w.Comm().Rank()
 	g := 2
-	if me == 0 {
+	if me == 0 && !*jsonOut {
 		fmt.Printf("\n## message rate vs queue depth, 8 B, %d goroutines per process, depth = non-matching entries per handle\n", g)
 		fmt.Printf("%6s %11s %14s %14s %8s %12s\n", "depth", "queue", "private_msg/s", "shared_msg/s", "ratio", "ratio_range")
 	}
@@ -557,12 +581,32 @@ func depth(ctx context.Context, w *endpoint.World) error {
 				p, s, r = append(p, rp), append(s, rs), append(r, rp/rs)
 			}
 			if me == 0 {
-				sort.Float64s(r)
-				fmt.Printf("%6d %11s %14.0f %14.0f %8.2f %5.2f-%5.2f\n", d, q, median(p), median(s), median(r), r[0], r[len(r)-1])
+				if err := rateRow(fmt.Sprintf("depth-%s-d%d", q, d), p, s, r, fmt.Sprintf("%6d %11s", d, q)); err != nil {
+					return err
+				}
 			}
 		}
 	}
 	return nil
+}
+
+// rateRow reports one message-rate result: private and shared rates (p, s)
+// and the per-repetition ratios q, as a JSON record named c or as a table
+// row starting with lead.
+func rateRow(c string, p, s, q []float64, lead string) error {
+	if *jsonOut {
+		return emit(Record{Case: c, Size: "8", Metric: "msgrate", Unit: "msg/s",
+			Value: median(p), Ref: "shared", RefValue: median(s), Ratio: median(q)})
+	}
+	sort.Float64s(q)
+	fmt.Printf("%s %14.0f %14.0f %8.2f %5.2f-%5.2f\n", lead, median(p), median(s), median(q), q[0], q[len(q)-1])
+	return nil
+}
+
+// emit writes one -json record of this tool.
+func emit(r Record) error {
+	r.Tool, r.Area, r.Reps = "endpoint", "endpoint", *reps
+	return writeRecords(os.Stdout, []Record{r})
 }
 
 // ---- in-process message rate -------------------------------------------------
@@ -702,8 +746,10 @@ func inprocOne(ctx context.Context, s, r *endpoint.Comm, i, depth int, unexpecte
 }
 
 func inproc(ctx context.Context, w *endpoint.World) error {
-	fmt.Printf("\n## in-process message rate, 8 B, window %d x %d; G goroutines each drive a sender and a receiver handle (G busy threads)\n", *window, *windows)
-	fmt.Printf("%10s %6s %11s %14s %14s %8s %12s\n", "goroutines", "depth", "queue", "private_msg/s", "shared_msg/s", "ratio", "ratio_range")
+	if !*jsonOut {
+		fmt.Printf("\n## in-process message rate, 8 B, window %d x %d; G goroutines each drive a sender and a receiver handle (G busy threads)\n", *window, *windows)
+		fmt.Printf("%10s %6s %11s %14s %14s %8s %12s\n", "goroutines", "depth", "queue", "private_msg/s", "shared_msg/s", "ratio", "ratio_range")
+	}
 	row := func(g, d int, unexp bool) error {
 		var p, s, q []float64
 		for rep := 0; rep < *reps; rep++ {
@@ -728,9 +774,11 @@ func inproc(ctx context.Context, w *endpoint.World) error {
 		if unexp {
 			queue = "unexpected"
 		}
-		sort.Float64s(q)
-		fmt.Printf("%10d %6d %11s %14.0f %14.0f %8.2f %5.2f-%5.2f\n", g, d, queue, median(p), median(s), median(q), q[0], q[len(q)-1])
-		return nil
+		name := fmt.Sprintf("inproc-g%d", g)
+		if d > 0 {
+			name += fmt.Sprintf("-%s-d%d", queue, d)
+		}
+		return rateRow(name, p, s, q, fmt.Sprintf("%10d %6d %11s", g, d, queue))
 	}
 	for _, g := range ints(*gList) {
 		if err := row(g, 0, false); err != nil {

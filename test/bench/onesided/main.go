@@ -36,6 +36,13 @@
 //	go run ./test/bench/onesided -reps 5 -sizes 8,64,512,4k,32k,256k,1m
 //
 // Flags have WEFT_BENCH_<FLAG> environment equivalents.
+//
+// With -json the tables are replaced by one JSON object per tool, metric
+// and size (the schema is Record in record.go): case is the tool, metric
+// one of the four above, value the median over the repetitions that tool
+// completed (reps); the weft-shm* tools' 8-byte ps_lat also carry ref
+// fi_pingpong, its median, and ratio, the median of the per-repetition
+// ratios.
 package main
 
 import (
@@ -49,6 +56,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -77,6 +85,7 @@ var (
 	binDir   = flag.String("bin", env("BIN", "test/bench/onesided/bin"), "where build.sh put the MPI programs")
 	timeoutF = flag.Duration("timeout", 120*time.Second, "per tool run")
 	verbose  = flag.Bool("v", env("VERBOSE", "") != "", "print every sample on stderr")
+	jsonOut  = flag.Bool("json", env("JSON", "") == "1", "print one JSON object per result line instead of the tables")
 	baseBin  = flag.String("base", env("BASE", ""), "another build of this command whose ranks the base:weft-* tools run")
 )
 
@@ -104,6 +113,14 @@ func parseSizes(s string) ([]int, error) {
 
 func main() {
 	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "onesided bench: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
+	if *reps < 1 || *iters < 1 {
+		fmt.Fprintf(os.Stderr, "onesided bench: -reps %d -iters %d: want ≥ 1\n", *reps, *iters)
+		os.Exit(2)
+	}
 	sizes, err := parseSizes(*sizesF)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "onesided bench:", err)
@@ -254,6 +271,9 @@ func driver(sizes []int) error {
 			}
 		}
 	}
+	if *jsonOut {
+		return writeRecords(os.Stdout, records(res, sizes, want))
+	}
 	printTable(res, sizes, want)
 	for _, t := range shmTools(want) {
 		if r := pairedRatios[t]; len(r) > 0 {
@@ -335,11 +355,36 @@ func fiPingpong(ctx context.Context) ([]byte, error) {
 	return out, fmt.Errorf("fi_pingpong output not understood")
 }
 
-func printTable(res results, sizes []int, tools []string) {
-	metrics := []struct{ name, unit string }{
-		{"put_lat", "µs"}, {"put_bw", "MB/s"}, {"ps_lat", "µs"}, {"ps_issue", "µs"},
+// metricUnits are the metrics in the order the tables show them.
+var metricUnits = []struct{ name, unit string }{
+	{"put_lat", "us"}, {"put_bw", "MB/s"}, {"ps_lat", "us"}, {"ps_issue", "us"},
+}
+
+// records are the -json lines: one per tool, metric and size measured.
+func records(res results, sizes []int, tools []string) []Record {
+	var rs []Record
+	for _, t := range tools {
+		for _, m := range metricUnits {
+			for _, s := range sizes {
+				n := len(res[t][m.name][s])
+				if n == 0 {
+					continue
+				}
+				r := Record{Tool: "onesided", Area: "onesided", Case: t, Size: strconv.Itoa(s), Metric: m.name, Unit: m.unit,
+					Value: res.median(t, m.name, s), Reps: n}
+				if m.name == "ps_lat" && s == 8 && slices.Contains(shmTools(tools), t) && len(pairedRatios[t]) > 0 {
+					p := slices.Sorted(slices.Values(pairedRatios[t]))
+					r.Ref, r.RefValue, r.Ratio = "fi_pingpong", res.median("fi_pingpong", "ps_lat", 8), medianOf(p)
+				}
+				rs = append(rs, r)
+			}
+		}
 	}
-	for _, m := range metrics {
+	return rs
+}
+
+func printTable(res results, sizes []int, tools []string) {
+	for _, m := range metricUnits {
 		var cols []string
 		for _, t := range tools {
 			if res[t][m.name] != nil {
@@ -349,7 +394,7 @@ func printTable(res results, sizes []int, tools []string) {
 		if len(cols) == 0 {
 			continue
 		}
-		fmt.Printf("\n%s (%s, median of %d)\n\n| bytes |", m.name, m.unit, *reps)
+		fmt.Printf("\n%s (%s, median of %d)\n\n| bytes |", m.name, strings.Replace(m.unit, "us", "µs", 1), *reps)
 		for _, c := range cols {
 			fmt.Printf(" %s |", c)
 		}

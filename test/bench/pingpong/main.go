@@ -20,7 +20,19 @@
 // -iters (WEFT_PINGPONG_ITERS: iterations for 8 B; larger sizes scale it
 // down), -path (WEFT_PINGPONG_PATH), -order (WEFT_PINGPONG_ORDER),
 // -spins (WEFT_PINGPONG_SPINS), -warmup (WEFT_PINGPONG_WARMUP),
-// -fi_pingpong (path of fi_pingpong).
+// -fi_pingpong (path of fi_pingpong), -json (WEFT_PINGPONG_JSON).
+//
+// With -json the tables are replaced by one JSON object per line, two per
+// weft path and size (the schema is Record in record.go):
+//
+//	{"tool":"pingpong","area":"fabric","case":"batch","size":"8","metric":"lat","value":1.2,"unit":"us",
+//	 "ref":"fi_pingpong","ref_value":1.1,"ratio":1.09,"reps":9,"stat":"median","commit":"…","machine":"…","go":"…"}
+//
+// metric lat is the half round trip (µs), bw the bandwidth (MB/s); value
+// and ref_value are the medians of weft and fi_pingpong, ratio the median
+// of the per-repetition ratios (absent without fi_pingpong). The case is
+// the path, with -writedata and -recv appended for -op writedata and
+// -order recv.
 package main
 
 import (
@@ -66,7 +78,16 @@ func main() {
 	spins := flag.Int("spins", atoi(envOr("WEFT_PINGPONG_SPINS", "1024")), "empty CQ reads inside one cgo call before returning to Go")
 	op := flag.String("op", envOr("WEFT_PINGPONG_OP", "msg"), "weft's message: msg (inject/send into a posted receive, as fi_pingpong) or writedata (an RMA write into the peer's registered buffer carrying remote CQ data, the shape of a put-with-signal; batch path only)")
 	order := flag.String("order", envOr("WEFT_PINGPONG_ORDER", "send"), "batch path's order after a message arrives: send (the reply, then repost the receive, as osu_latency's MPI_Send; MPI_Recv) or recv (repost, then reply, as fi_pingpong)")
+	jsonOut := flag.Bool("json", envOr("WEFT_PINGPONG_JSON", "") == "1", "print one JSON object per result line instead of the tables")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "pingpong: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
+	if *reps < 1 || *iters < 1 {
+		fmt.Fprintf(os.Stderr, "pingpong: -reps %d -iters %d: want ≥ 1 (a number)\n", *reps, *iters)
+		os.Exit(2)
+	}
 	if *order != "send" && *order != "recv" {
 		fmt.Fprintf(os.Stderr, "pingpong: -order %q: want send or recv\n", *order)
 		os.Exit(2)
@@ -102,7 +123,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "pingpong: -path %q: want batch, plain or both\n", *pathFlag)
 		os.Exit(2)
 	}
-	if err := orchestrate(*provider, sizes, *reps, *iters, *fiPath, paths, rc); err != nil {
+	if err := orchestrate(*provider, sizes, *reps, *iters, *fiPath, paths, rc, *jsonOut); err != nil {
 		fmt.Fprintln(os.Stderr, "pingpong:", err)
 		os.Exit(1)
 	}
@@ -151,7 +172,7 @@ func itersFor(base, size int) int {
 
 type result struct{ usec, mbps float64 }
 
-func orchestrate(prov string, sizes []int, reps, iters int, fiPath string, paths []string, rc roleConfig) error {
+func orchestrate(prov string, sizes []int, reps, iters int, fiPath string, paths []string, rc roleConfig, jsonOut bool) error {
 	haveFI := true
 	if _, err := exec.LookPath(fiPath); err != nil {
 		fmt.Fprintf(os.Stderr, "pingpong: %s not found (%v): measuring weft only\n", fiPath, err)
@@ -184,6 +205,9 @@ func orchestrate(prov string, sizes []int, reps, iters int, fiPath string, paths
 			}
 			fmt.Fprintln(os.Stderr, line)
 		}
+	}
+	if jsonOut {
+		return writeRecords(os.Stdout, records(sizes, reps, paths, rc, theirs, ours))
 	}
 	fmt.Printf("provider %s, %d repetitions, weft op %s, batch order %s, medians (half round trip; MB/s = 10^6 B/s)\n", prov, reps, rc.op(), rc.order())
 	for _, path := range paths {
@@ -241,6 +265,34 @@ func orchestrate(prov string, sizes []int, reps, iters int, fiPath string, paths
 		fmt.Println()
 	}
 	return nil
+}
+
+// records are the -json lines: latency and bandwidth per path and size.
+func records(sizes []int, reps int, paths []string, rc roleConfig, theirs map[int][]result, ours map[string]map[int][]result) []Record {
+	var rs []Record
+	for _, path := range paths {
+		c := path
+		if rc.writeData {
+			c += "-writedata"
+		}
+		if !rc.sendFirst {
+			c += "-recv"
+		}
+		for _, sz := range sizes {
+			for _, bw := range []bool{false, true} {
+				r := Record{Tool: "pingpong", Area: "fabric", Case: c, Size: strconv.Itoa(sz), Metric: "lat", Unit: "us",
+					Value: median(ours[path][sz], bw), Reps: reps}
+				if bw {
+					r.Metric, r.Unit = "bw", "MB/s"
+				}
+				if len(theirs[sz]) > 0 {
+					r.Ref, r.RefValue, r.Ratio = "fi_pingpong", median(theirs[sz], bw), pairedMedian(ours[path][sz], theirs[sz], bw)
+				}
+				rs = append(rs, r)
+			}
+		}
+	}
+	return rs
 }
 
 // best returns the lowest latency (bw false) or the highest bandwidth.

@@ -1,69 +1,134 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
 
-// TestRunsSideBySide builds the tool and runs one short repetition at 8 B
-// on shm: both measurements must come out and the table must have a ratio.
-func TestRunsSideBySide(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the benchmark tool; skipped with -short")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+// buildTool builds this command into a temporary directory.
+func buildTool(t *testing.T, ctx context.Context) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "pingpong")
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	for _, c := range []struct{ order, op string }{{"send", "msg"}, {"recv", "msg"}, {"send", "writedata"}} {
-		order := c.order + " -op " + c.op
-		cmd := exec.CommandContext(ctx, bin, "-provider", "shm", "-sizes", "8,4k", "-reps", "1", "-iters", "200", "-order", c.order, "-op", c.op)
-		cmd.Env = append(os.Environ(), "WEFT_PROVIDER=")
-		out, err := cmd.Output()
-		if err != nil {
-			var stderr []byte
-			if ee, ok := err.(*exec.ExitError); ok {
-				stderr = ee.Stderr
-			}
-			t.Fatalf("run -order %s: %v\n%s\n%s", order, err, out, stderr)
-		}
-		t.Logf("-order %s\n%s", order, out)
-		if !regexp.MustCompile(`weft op ` + c.op + `, batch order ` + c.order + `,`).Match(out) {
-			t.Errorf("-order %s: header does not name the op and order", order)
-		}
-		row := regexp.MustCompile(`(?m)^\s+8\s+(\S+)\s+(\S+)\s+(\S+)`)
-		m := row.FindStringSubmatch(string(out))
-		if m == nil {
-			t.Fatalf("-order %s: no 8-byte row in output", order)
-		}
-		if _, err := exec.LookPath("fi_pingpong"); err == nil && (m[1] == "0.00" || m[3] == "NaN" || m[3] == "+Inf") {
-			t.Errorf("-order %s: fi_pingpong present but no measurement: %q", order, m[0])
-		}
-		if m[2] == "0.00" {
-			t.Errorf("-order %s: no weft measurement: %q", order, m[0])
-		}
-		if _, err := exec.LookPath("fi_pingpong"); err == nil {
-			// Two numbers: without a repetition holding both programs'
-			// figures the tool prints NaN. (Not compared with 0.000: with
-			// both programs spinning on a loaded 2-core machine one
-			// fi_pingpong repetition took 1228 µs for 8 B, a real ratio
-			// that prints as 0.000.)
-			paired := regexp.MustCompile(`(?s)paired per repetition.*?\n\s+8\s+(\d+\.\d+)\s+(\d+\.\d+)`).FindSubmatch(out)
-			if paired == nil {
-				t.Errorf("-order %s: no paired ratios at 8 B", order)
-			}
-		}
+	return bin
+}
+
+// runTool runs the tool with a short configuration and returns its stdout
+// and stderr.
+func runTool(t *testing.T, ctx context.Context, bin string, args ...string) (stdout, stderr string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"-provider", "shm", "-reps", "2", "-iters", "200"}, args...)...)
+	cmd.Env = append(os.Environ(), "WEFT_PROVIDER=", "WEFT_PINGPONG_JSON=")
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v: %v\n%s\n%s", args, err, o.String(), e.String())
 	}
-	for _, bad := range [][]string{{"-order", "sideways"}, {"-op", "atomic"}, {"-op", "writedata", "-path", "plain"}} {
-		if out, err := exec.CommandContext(ctx, bin, bad...).CombinedOutput(); err == nil {
-			t.Errorf("%v accepted:\n%s", bad, out)
-		}
+	return o.String(), e.String()
+}
+
+// TestRunsSideBySide builds the tool and runs short repetitions on shm. It
+// checks what the tool does, not the figures (timings on a shared machine
+// are anything): fi_pingpong and each weft path run in every repetition,
+// the tables have a well-formed row per size, -json writes one
+// well-formed object per path, size and metric, and bad flags are refused.
+func TestRunsSideBySide(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the benchmark tool; skipped with -short")
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := buildTool(t, ctx)
+	_, fiErr := exec.LookPath("fi_pingpong")
+	haveFI := fiErr == nil
+
+	t.Run("text", func(t *testing.T) {
+		out, progress := runTool(t, ctx, bin, "-sizes", "8,4k", "-path", "both")
+		// Side by side: every repetition of every size names each program.
+		for _, rep := range []string{"1", "2"} {
+			for _, size := range []string{"8", "4096"} {
+				line := regexp.MustCompile(`(?m)^rep ` + rep + ` size ` + size + `: fi .*$`).FindString(progress)
+				if line == "" {
+					t.Fatalf("no progress line for rep %s size %s:\n%s", rep, size, progress)
+				}
+				if !strings.Contains(line, "weft plain") || !strings.Contains(line, "weft batch") {
+					t.Errorf("rep %s size %s did not run both weft paths: %q", rep, size, line)
+				}
+			}
+		}
+		if !strings.Contains(out, "weft op msg, batch order send,") {
+			t.Errorf("header does not name the op and order:\n%s", out)
+		}
+		// One row per size under each path's header, seven numbers.
+		num := `(\S+)`
+		row := regexp.MustCompile(`(?m)^\s+(8|4096)` + strings.Repeat(`\s+`+num, 6) + `\s*$`)
+		rows := row.FindAllStringSubmatch(out, -1)
+		if len(rows) < 4 {
+			t.Fatalf("want a row per size for each of 2 paths, got %d:\n%s", len(rows), out)
+		}
+		for _, r := range rows {
+			for _, f := range r[2:] {
+				if _, err := strconv.ParseFloat(f, 64); err != nil {
+					t.Errorf("row %q: field %q is not a number", r[0], f)
+				}
+			}
+		}
+		if haveFI && !strings.Contains(out, "paired per repetition") {
+			t.Errorf("fi_pingpong present but no paired table:\n%s", out)
+		}
+	})
+
+	t.Run("json", func(t *testing.T) {
+		out, _ := runTool(t, ctx, bin, "-sizes", "8", "-op", "writedata", "-order", "recv", "-json")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("want 2 lines (lat and bw at 8 B), got %d:\n%s", len(lines), out)
+		}
+		metrics := map[string]bool{}
+		for _, l := range lines {
+			var r Record
+			dec := json.NewDecoder(strings.NewReader(l))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&r); err != nil {
+				t.Fatalf("line %q: %v", l, err)
+			}
+			if r.Tool != "pingpong" || r.Area != "fabric" || r.Case != "batch-writedata-recv" || r.Size != "8" || r.Unit == "" || r.Reps != 2 || r.Stat != "median" || r.Machine == "" || r.Go == "" {
+				t.Errorf("line %q: fields missing or wrong", l)
+			}
+			if haveFI && r.Ref != "fi_pingpong" {
+				t.Errorf("line %q: fi_pingpong present but no reference", l)
+			}
+			metrics[r.Metric] = true
+		}
+		if !metrics["lat"] || !metrics["bw"] {
+			t.Errorf("metrics %v: want lat and bw", metrics)
+		}
+	})
+
+	t.Run("bad flags", func(t *testing.T) {
+		for _, bad := range [][]string{{"-order", "sideways"}, {"-op", "atomic"}, {"-op", "writedata", "-path", "plain"},
+			{"-path", "sideways"}, {"-sizes", "8,x"}, {"-sizes", "0"}, {"-reps", "0"}, {"-iters", "-3"}, {"stray"}} {
+			out, err := exec.CommandContext(ctx, bin, bad...).CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+				t.Errorf("%v: want exit status 2, got %v:\n%s", bad, err, out)
+				continue
+			}
+			if !strings.HasPrefix(string(out), "pingpong: ") {
+				t.Errorf("%v: no error message: %q", bad, out)
+			}
+		}
+	})
 }

@@ -26,6 +26,12 @@
 // Usage (from the repository root):
 //
 //	go run ./test/bench/onesided/overlap -np 2 -rows 512 -len 1024 -work 2 -reps 5
+//
+// With -json rank 0 prints, instead of the table, one JSON object per
+// scheme and metric (the schema is Record in record.go): case is the
+// scheme, size "<rows>x<len>-w<work>", metric t (ms, the slowest rank's
+// median), norm (T / T_compute) and, for the overlapped schemes,
+// efficiency (max(T_cp, T_cm) / T).
 package main
 
 import (
@@ -65,10 +71,19 @@ var (
 	schemes = flag.String("schemes", env("SCHEMES", "compute,comm,alltoall,isend,put,put-net"), "schemes to run")
 	kFlag   = flag.Int("k", 0, "tile size (0: autotune)")
 	dFlag   = flag.Int("d", 0, "depth (0: autotune)")
+	jsonOut = flag.Bool("json", env("JSON", "") == "1", "print one JSON object per result line instead of the table")
 )
 
 func main() {
 	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "overlap: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
+	if *np < 1 || *rows < 1 || *rowLen < 1 || *work < 0 || *reps < 1 {
+		fmt.Fprintf(os.Stderr, "overlap: -np, -rows, -len and -reps want ≥ 1, -work ≥ 0\n")
+		os.Exit(2)
+	}
 	if *role == "rank" {
 		if err := rank(); err != nil {
 			fmt.Fprintln(os.Stderr, "overlap rank:", err)
@@ -313,6 +328,9 @@ func rank() error {
 		return d[len(d)/2]
 	}
 	tcp, tcm := med("compute"), med("comm")
+	if *jsonOut {
+		return writeRecords(os.Stdout, overlapRecords(strings.Split(*schemes, ","), med, tcp, tcm, fmt.Sprintf("%dx%d-w%d", j.N, j.L, *work)))
+	}
 	fmt.Printf("ranks %d, %d rows × %d complex per rank, %d FFT(s) per row, %d B per row per peer; medians of %d\n\n",
 		P, j.N, j.L, *work, j.bpi, *reps)
 	fmt.Println("| scheme | K, D | T ms | T_cm ms | T / T_compute | efficiency max(T_cp,T_cm)/T |")
@@ -336,6 +354,38 @@ func rank() error {
 		fmt.Printf("| %s | %s | %.3f | %.3f | %s | %s |\n", s, chosen[s], float64(t)/1e6, float64(cm)/1e6, norm, eff)
 	}
 	return nil
+}
+
+// overlapRecords are the -json lines: per scheme its time, its time
+// normalised to compute alone and, for the overlapped schemes, the
+// efficiency max(T_cp, T_cm) / T.
+func overlapRecords(schemes []string, med func(string) time.Duration, tcp, tcm time.Duration, size string) []Record {
+	var rs []Record
+	for _, s := range schemes {
+		t := med(s)
+		if t == 0 {
+			continue
+		}
+		base := Record{Tool: "overlap", Area: "onesided", Case: s, Size: size, Reps: *reps}
+		r := base
+		r.Metric, r.Value, r.Unit = "t", float64(t)/1e6, "ms"
+		rs = append(rs, r)
+		if tcp > 0 {
+			r = base
+			r.Metric, r.Value = "norm", float64(t)/float64(tcp)
+			rs = append(rs, r)
+		}
+		cm := tcm
+		if c := med(s + "/comm"); c > 0 {
+			cm = c
+		}
+		if tcp > 0 && cm > 0 && s != "compute" && s != "comm" {
+			r = base
+			r.Metric, r.Value = "efficiency", float64(max(tcp, cm))/float64(t)
+			rs = append(rs, r)
+		}
+	}
+	return rs
 }
 
 // alltoall exchanges full[p] with every rank p: all receives, all sends, wait.

@@ -1,0 +1,358 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5},
+	} {
+		in := append([]float64(nil), c.in...)
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+		if !slicesEqual(in, c.in) {
+			t.Errorf("median reordered its argument: %v", c.in)
+		}
+	}
+}
+
+func slicesEqual(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+const pingpongRun = `{"tool":"pingpong","area":"fabric","case":"batch","size":"8","metric":"lat","value":1.2,"unit":"us","ref":"fi_pingpong","ref_value":1.1,"ratio":1.09,"reps":9,"stat":"median","commit":"abc","machine":"cpu, 2 CPUs","go":"go1.26.8"}
+
+{"tool":"pingpong","area":"fabric","case":"batch","size":"1048576","metric":"bw","value":11000,"unit":"MB/s","ref":"fi_pingpong","ref_value":11500,"ratio":0.96,"reps":9,"stat":"median"}
+`
+
+func TestParseRecords(t *testing.T) {
+	rs, err := parseJSON(strings.NewReader(pingpongRun))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 {
+		t.Fatalf("got %d records, want 2", len(rs))
+	}
+	r := rs[0]
+	if r.key() != "pingpong/batch/8/lat" || r.Value != 1.2 || r.RefValue != 1.1 || r.Ratio != 1.09 || r.Reps != 9 || r.Commit != "abc" {
+		t.Errorf("record %+v", r)
+	}
+}
+
+func TestParseRejectsBadLines(t *testing.T) {
+	for _, bad := range []string{
+		`not json`,
+		`{"tool":"pingpong","case":"batch","metric":"lat","value":"fast"}`,
+		`{"tool":"pingpong","case":"batch","metric":"lat","value":1,"colour":"red"}`,
+		`{"tool":"pingpong","metric":"lat","value":1}`,
+		`{"something":1}`,
+		`{"case":"fft2","size":"s","engine":"jit","ns":3}`,
+	} {
+		if _, err := parseJSON(strings.NewReader(bad + "\n")); err == nil || !strings.Contains(err.Error(), "line 1") {
+			t.Errorf("%s: err %v, want an error naming line 1", bad, err)
+		}
+	}
+}
+
+// ddtRun is one ddtbench run of two cells.
+const ddtRun = `{"case":"fft2","size":"s","bytes":65536,"engine":"manual","op":"pack","ns":300}
+{"case":"fft2","size":"s","bytes":65536,"engine":"manual","op":"unpack","ns":200}
+{"case":"fft2","size":"s","bytes":65536,"engine":"interp","op":"pack","ns":600}
+{"case":"fft2","size":"s","bytes":65536,"engine":"interp","op":"unpack","ns":400}
+{"case":"fft2","size":"s","bytes":65536,"engine":"jit","op":"pack","ns":100,"compile_ns":2000}
+{"case":"fft2","size":"s","bytes":65536,"engine":"jit","op":"unpack","ns":50,"compile_ns":2000}
+{"case":"milc_su3_zd","size":"s","bytes":4608,"engine":"manual","op":"pack","ns":40}
+{"case":"milc_su3_zd","size":"s","bytes":4608,"engine":"interp","op":"pack","ns":80}
+{"case":"milc_su3_zd","size":"s","bytes":4608,"engine":"jit","op":"pack","ns":20,"compile_ns":4000}
+`
+
+func TestDDTBenchLines(t *testing.T) {
+	rs, err := parseJSON(strings.NewReader(ddtRun))
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := index(rs)
+	if r := by["ddtbench/fft2/s/interp-pack"]; r.Ratio != 2 || r.Ref != "manual" || r.Area != "ddt" {
+		t.Errorf("interp pack: %+v", r)
+	}
+	if r := by["ddtbench/fft2/s/jit-unpack"]; r.Ratio != 0.25 || r.Area != "jit" {
+		t.Errorf("jit unpack: %+v", r)
+	}
+	if r, ok := by["ddtbench/fft2/s/jit-compile"]; !ok || r.Value != 2000 {
+		t.Errorf("jit compile: %+v", r)
+	}
+	n := 0
+	for _, r := range rs {
+		if r.Metric == "jit-compile" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d compile records, want one per case and size", n)
+	}
+	d := index(derive(aggregate(rs)))
+	for k, want := range map[string]float64{
+		"ddtbench/summary/all/interp-worst":       2,
+		"ddtbench/summary/all/interp-geomean":     2,
+		"ddtbench/summary/all/jit-fft2-min":       3, // hand 300 ÷ jit 100 on pack
+		"ddtbench/summary/all/jit-speedup-fft2":   7, // 6 and 8
+		"ddtbench/summary/all/jit-speedup-min":    4, // milc only
+		"ddtbench/summary/all/jit-compile-median": 3, // µs
+		"ddtbench/summary/all/jit-reuses-median":  0, // set below
+	} {
+		r, ok := d[k]
+		if !ok {
+			t.Errorf("%s not derived", k)
+			continue
+		}
+		if k == "ddtbench/summary/all/jit-reuses-median" {
+			want = (2000.0/500 + 4000.0/60) / 2
+		}
+		if math.Abs(r.Value-want) > 1e-9 {
+			t.Errorf("%s = %v, want %v", k, r.Value, want)
+		}
+	}
+	if w := d["ddtbench/summary/all/jit-worst"]; w.Value != 0.5 || w.Note != "milc_su3_zd s pack" {
+		t.Errorf("jit worst %+v", w)
+	}
+}
+
+func TestGoBench(t *testing.T) {
+	out := `goos: linux
+pkg: github.com/weft-hpc/weft/ddt
+BenchmarkCommit/milc-2         	   20000	       730 ns/op	       550.0 cpu-ns/op	     512 B/op	       7 allocs/op
+BenchmarkCommit/specfem-2      	   20000	      4051 ns/op	      2894 cpu-ns/op	     900 B/op	      15 allocs/op
+BenchmarkCommit/specfem-2      	   20000	      4000 ns/op	      2900 cpu-ns/op	     900 B/op	      15 allocs/op
+PASS
+`
+	rs, err := parseGoBench(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := index(derive(aggregate(rs)))
+	r, ok := d["gobench/Commit/all/cpu-us-max"]
+	if !ok || math.Abs(r.Value-2.897) > 1e-9 || r.Note != "specfem" || r.Area != "ddt" {
+		t.Errorf("commit max: %+v", r)
+	}
+	if _, err := parseGoBench(strings.NewReader("BenchmarkX-2 10 5 ns/op 7\n")); err == nil {
+		t.Error("odd value/unit list accepted")
+	}
+}
+
+func TestAggregateMedians(t *testing.T) {
+	var rs []Record
+	for i, v := range []float64{1.3, 1.1, 1.2} {
+		rs = append(rs, Record{Tool: "pingpong", Case: "batch", Size: "8", Metric: "lat", Value: v, RefValue: 1, Ratio: v, Reps: 9, Commit: []string{"a", "b", "a"}[i]})
+	}
+	rs = append(rs, Record{Tool: "pingpong", Case: "batch", Size: "8", Metric: "bw", Value: 5, Reps: 9})
+	a := aggregate(rs)
+	if len(a) != 2 {
+		t.Fatalf("%d groups, want 2", len(a))
+	}
+	if a[0].Value != 1.2 || a[0].Ratio != 1.2 || a[0].RefValue != 1 || a[0].Reps != 27 || a[0].Runs != 3 || a[0].Commit != "a, b" {
+		t.Errorf("aggregate %+v", a[0])
+	}
+	if a[1].Ratio != 0 || a[1].RefValue != 0 {
+		t.Errorf("a record without reference got one: %+v", a[1])
+	}
+}
+
+func TestStatus(t *testing.T) {
+	by := map[string]Record{
+		"k/le": {Ratio: 1.1, Value: 5},
+		"k/ge": {Value: 0.93},
+		"k/no": {Value: 3}, // no ratio
+	}
+	for _, c := range []struct {
+		t    Target
+		want string
+	}{
+		{Target{Key: "k/le", Field: "ratio", Op: "<=", Limit: 1.15}, statusMet},
+		{Target{Key: "k/le", Field: "ratio", Op: "<=", Limit: 1.1}, statusMet}, // the threshold itself meets
+		{Target{Key: "k/le", Field: "ratio", Op: "<=", Limit: 1.05}, statusNotMet},
+		{Target{Key: "k/le", Field: "value", Op: "<=", Limit: 1.05}, statusNotMet},
+		{Target{Key: "k/ge", Field: "value", Op: ">=", Limit: 0.9}, statusMet},
+		{Target{Key: "k/ge", Field: "value", Op: ">=", Limit: 0.95}, statusNotMet},
+		{Target{Key: "k/no", Field: "ratio", Op: "<=", Limit: 2}, statusNoData},
+		{Target{Key: "missing", Field: "value", Op: "<=", Limit: 2}, statusNoData},
+	} {
+		_, got, err := c.t.evaluate(by)
+		if err != nil || got != c.want {
+			t.Errorf("%+v: %q, %v; want %q", c.t, got, err, c.want)
+		}
+	}
+	if _, _, err := (Target{Key: "k/le", Op: "<"}).evaluate(by); err == nil {
+		t.Error("unknown operator accepted")
+	}
+}
+
+// TestTargetsWellFormed: every target reads a ratio or a value with a
+// known operator, names its key as tool/case/size/metric, and the keys
+// are distinct.
+func TestTargetsWellFormed(t *testing.T) {
+	seen := map[string]bool{}
+	for _, tg := range targets {
+		if (tg.Field != "ratio" && tg.Field != "value") || (tg.Op != "<=" && tg.Op != ">=") || strings.Count(tg.Key, "/") != 3 || tg.Limit <= 0 {
+			t.Errorf("target %+v", tg)
+		}
+		if seen[tg.Key] {
+			t.Errorf("key %s used twice", tg.Key)
+		}
+		seen[tg.Key] = true
+	}
+}
+
+const doc = `# page
+
+intro kept as is
+<!-- dashboard:targets begin -->
+stale
+<!-- dashboard:targets end -->
+middle
+<!-- dashboard:fabric begin --><!-- dashboard:fabric end -->
+tail
+`
+
+func TestRewriteIdempotent(t *testing.T) {
+	rs, err := parseJSON(strings.NewReader(pingpongRun))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs = aggregate(rs)
+	once, err := rewrite(doc, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(once, "stale") {
+		t.Errorf("old section text kept:\n%s", once)
+	}
+	for _, want := range []string{"# page\n\nintro kept as is\n", "\nmiddle\n", "\ntail\n",
+		"| fabric | 8 B half round trip ≤ 1.15× fi_pingpong (shm) | `pingpong/batch/8/lat` | ratio | ≤ 1.150 | 1.090 | met |",
+		"| fabric | 1 MiB bandwidth ≥ 0.95× fi_pingpong (shm) | `pingpong/batch/1048576/bw` | ratio | ≥ 0.950 | 0.960 | met |",
+		"| endpoint | 8 B latency ≤ 1.10× raw fabric/ (shm) | `endpoint/pingpong/8/lat` | ratio | ≤ 1.100 | – | no data |",
+		"| batch | 8 | lat | 1.200 | us | fi_pingpong | 1.100 | 1.090 | 9 | – |"} {
+		if !strings.Contains(once, want) {
+			t.Errorf("output lacks %q:\n%s", want, once)
+		}
+	}
+	twice, err := rewrite(once, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if twice != once {
+		t.Errorf("second rewrite changed the page:\n%s\n---\n%s", once, twice)
+	}
+}
+
+func TestRewriteBadMarkers(t *testing.T) {
+	for _, bad := range []string{
+		"no markers",
+		"<!-- dashboard:targets begin -->\n",
+		"<!-- dashboard:targets end -->\n",
+		"<!-- dashboard:targets begin -->\n<!-- dashboard:fabric end -->\n",
+		"<!-- dashboard:nosuch begin -->\n<!-- dashboard:nosuch end -->\n",
+	} {
+		if _, err := rewrite(bad, nil); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestRunCheck runs the command over a directory: it writes the page, a
+// second run with -check finds it up to date, and -check fails on a page
+// edited inside a generated section.
+func TestRunCheck(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{"pingpong.json": pingpongRun, "ddt1.json": ddtRun, "ddt2.json": ddtRun, "notes.txt": "ignored"} {
+		if err := os.WriteFile(filepath.Join(data, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page := filepath.Join(dir, "PERF.md")
+	if err := os.WriteFile(page, []byte(doc+"<!-- dashboard:ddt begin -->\n<!-- dashboard:ddt end -->\n<!-- dashboard:machine begin -->\n<!-- dashboard:machine end -->\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	if err := run([]string{"-doc", page, data}, &stderr); err != nil {
+		t.Fatalf("%v\n%s", err, &stderr)
+	}
+	got, _ := os.ReadFile(page)
+	for _, want := range []string{"| summary | all | jit-geomean |", "| fabric | cpu, 2 CPUs | abc | go1.26.8 |",
+		"| jit | cpu, 2 CPUs | abc | go1.26.8 |"} { // ddtbench lines take the directory's machine
+		if !strings.Contains(string(got), want) {
+			t.Errorf("page lacks %q:\n%s", want, got)
+		}
+	}
+	if err := run([]string{"-doc", page, "-check", data}, &stderr); err != nil {
+		t.Errorf("-check after a write: %v", err)
+	}
+	edited := strings.Replace(string(got), "| met |", "| not quite |", 1)
+	if err := os.WriteFile(page, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run([]string{"-doc", page, "-check", data}, &stderr); !errors.Is(err, errStale) {
+		t.Errorf("-check on an edited page: %v, want %v", err, errStale)
+	}
+	for _, args := range [][]string{{"-doc", page}, {"-doc", page, filepath.Join(dir, "missing")}, {"-doc", page, dir}} {
+		if err := run(args, &stderr); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+// TestRecordCopiesAgree: every bench tool carries the same record.go.
+func TestRecordCopiesAgree(t *testing.T) {
+	want, err := os.ReadFile("record.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"../pingpong", "../endpoint", "../onesided", "../onesided/overlap"} {
+		got, err := os.ReadFile(filepath.Join(p, "record.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s/record.go differs from test/bench/dashboard/record.go", p)
+		}
+	}
+}
+
+// TestBaselineParses: the transcribed figures load and give every target
+// a status.
+func TestBaselineParses(t *testing.T) {
+	rs, err := loadDir("testdata/baseline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs = aggregate(rs)
+	rs = append(rs, derive(rs)...)
+	by := index(rs)
+	for _, tg := range targets {
+		if _, st, err := tg.evaluate(by); err != nil || st == statusNoData {
+			t.Errorf("target %q: %q, %v", tg.What, st, err)
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// structFamilies are the DDTBench layouts of the "nested, struct, indexed"
+// target: nested vectors (MILC), a strided single-element layout (NAS MG
+// x), index lists (SPECFEM3D) and index lists of structs (LAMMPS).
+var structFamilies = []string{"milc_su3_zd", "nas_mg_x", "specfem3d_oc", "specfem3d_cm", "lammps_full", "lammps_atomic"}
+
+// derive computes the summary records the targets name from the per-cell
+// records of ddtbench and go test -bench (after aggregate). A summary that
+// is already among rs (transcribed figures) is not derived again.
+func derive(rs []Record) []Record {
+	have := map[string]bool{}
+	cells := map[string]Record{}
+	for _, r := range rs {
+		have[r.key()] = true
+		cells[r.key()] = r
+	}
+	var out []Record
+	add := func(r Record) {
+		if r.Stat == "" {
+			r.Stat = "median"
+		}
+		if !have[r.key()] {
+			out = append(out, r)
+			have[r.key()] = true
+		}
+	}
+	// ddtbench: geomean and worst ratio to the hand loop per engine.
+	type agg struct {
+		logs  float64
+		n     int
+		worst float64
+		where string
+	}
+	engines := map[string]*agg{}
+	var engOrder []string
+	var compiles, reuses []float64
+	fam := map[string][]float64{}
+	fftMin, fftWhere := math.Inf(1), ""
+	var machines, commits, gos []string
+	for _, r := range rs {
+		if r.Tool != "ddtbench" || r.Case == "summary" {
+			continue
+		}
+		machines, commits, gos = addUniq(machines, r.Machine), addUniq(commits, r.Commit), addUniq(gos, r.Go)
+		eng, op, _ := strings.Cut(r.Metric, "-")
+		if op == "compile" {
+			if eng == "jit" {
+				compiles = append(compiles, r.Value)
+			}
+			continue
+		}
+		if eng == "manual" || r.Ratio <= 0 {
+			continue
+		}
+		a := engines[eng]
+		if a == nil {
+			a = &agg{}
+			engines[eng] = a
+			engOrder = append(engOrder, eng)
+		}
+		a.logs += math.Log(r.Ratio)
+		a.n++
+		if r.Ratio > a.worst {
+			a.worst, a.where = r.Ratio, fmt.Sprintf("%s %s %s", r.Case, r.Size, op)
+		}
+		if eng != "jit" {
+			continue
+		}
+		interp, ok := cells[strings.Join([]string{"ddtbench", r.Case, r.Size, "interp-" + op}, "/")]
+		if ok && r.Value > 0 {
+			fam[r.Case] = append(fam[r.Case], interp.Value/r.Value)
+			comp, ok := cells[strings.Join([]string{"ddtbench", r.Case, r.Size, "jit-compile"}, "/")]
+			if ok && op == "pack" && interp.Value > r.Value {
+				reuses = append(reuses, comp.Value/(interp.Value-r.Value))
+			}
+		}
+		if r.Case == "fft2" && 1/r.Ratio < fftMin {
+			fftMin, fftWhere = 1/r.Ratio, fmt.Sprintf("fft2 %s %s", r.Size, op)
+		}
+	}
+	sum := func(metric string, v float64, unit, note string) Record {
+		return Record{Tool: "ddtbench", Area: "jit", Case: "summary", Size: "all", Metric: metric, Value: v, Unit: unit, Note: note, Reps: 1, Runs: 1,
+			Machine: strings.Join(machines, "; "), Commit: strings.Join(commits, ", "), Go: strings.Join(gos, ", ")}
+	}
+	for _, e := range engOrder {
+		a := engines[e]
+		area := "ddt"
+		if e == "jit" {
+			area = "jit"
+		}
+		g := sum(e+"-geomean", math.Exp(a.logs/float64(a.n)), "", fmt.Sprintf("%d cells", a.n))
+		w := sum(e+"-worst", a.worst, "", a.where)
+		g.Area, w.Area = area, area
+		add(g)
+		add(w)
+	}
+	if len(compiles) > 0 {
+		add(sum("jit-compile-median", median(compiles)/1e3, "us", fmt.Sprintf("%d types", len(compiles))))
+	}
+	if len(reuses) > 0 {
+		add(sum("jit-reuses-median", median(reuses), "", fmt.Sprintf("%d pack cells", len(reuses))))
+	}
+	famMin, famWhere := math.Inf(1), ""
+	for _, f := range structFamilies {
+		if v, ok := fam[f]; ok {
+			m := median(v)
+			add(sum("jit-speedup-"+f, m, "", "interp ÷ jit, median over sizes and ops"))
+			if m < famMin {
+				famMin, famWhere = m, f
+			}
+		}
+	}
+	if v, ok := fam["fft2"]; ok {
+		add(sum("jit-speedup-fft2", median(v), "", "interp ÷ jit, median over sizes and ops"))
+	}
+	if famWhere != "" {
+		add(sum("jit-speedup-min", famMin, "", famWhere))
+	}
+	if fftWhere != "" {
+		add(sum("jit-fft2-min", fftMin, "", fftWhere+" (hand loop ÷ jit)"))
+	}
+	// go test -bench Commit ./ddt: the slowest type's CPU time.
+	var worst Record
+	for _, r := range rs {
+		if r.Tool == "gobench" && r.Case == "Commit" && r.Metric == "cpu-ns/op" && r.Size != "all" && r.Value > worst.Value {
+			worst = r
+		}
+	}
+	if worst.Value > 0 {
+		add(Record{Tool: "gobench", Area: "ddt", Case: "Commit", Size: "all", Metric: "cpu-us-max", Value: worst.Value / 1e3, Unit: "us", Note: worst.Size,
+			Stat: "max", Reps: worst.Reps, Runs: worst.Runs, Machine: worst.Machine, Commit: worst.Commit, Go: worst.Go})
+	}
+	return out
+}

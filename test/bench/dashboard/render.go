@@ -1,0 +1,173 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// sections are the generated parts of the page, by marker name.
+var sections = map[string]func([]Record) (string, error){
+	"targets":  targetsTable,
+	"machine":  machineTable,
+	"fabric":   table(func(r Record) bool { return r.Tool == "pingpong" }),
+	"endpoint": table(func(r Record) bool { return r.Tool == "endpoint" }),
+	"onesided": table(func(r Record) bool { return r.Tool == "onesided" }),
+	"overlap":  table(func(r Record) bool { return r.Tool == "overlap" && r.Metric != "t" }),
+	"ddt": table(func(r Record) bool {
+		return (r.Tool == "ddtbench" && r.Case == "summary") || (r.Tool == "gobench" && r.Size == "all")
+	}),
+}
+
+// num formats a figure with precision to suit its magnitude.
+func num(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case v == 0:
+		return "–"
+	case a >= 1000:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 0.1:
+		return fmt.Sprintf("%.3f", v)
+	default:
+		return fmt.Sprintf("%.4f", v)
+	}
+}
+
+// table renders the records keep selects, in their order.
+func table(keep func(Record) bool) func([]Record) (string, error) {
+	return func(rs []Record) (string, error) {
+		var b strings.Builder
+		b.WriteString("| case | size | metric | value | unit | reference | reference value | ratio | reps | note |\n")
+		b.WriteString("|---|---:|---|---:|---|---|---:|---:|---:|---|\n")
+		n := 0
+		for _, r := range rs {
+			if !keep(r) {
+				continue
+			}
+			n++
+			ref := r.Ref
+			if ref == "" {
+				ref = "–"
+			}
+			unit := r.Unit
+			if unit == "" {
+				unit = "–"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %d | %s |\n",
+				r.Case, orDash(r.Size), r.Metric, num(r.Value), unit, ref, num(r.RefValue), num(r.Ratio), r.Reps, orDash(firstNote(r.Note)))
+		}
+		if n == 0 {
+			return "No data: run `make bench-dashboard`.\n", nil
+		}
+		return b.String(), nil
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}
+
+// machineTable names, per area, the machines, commits and Go releases the
+// figures come from, and says when they were transcribed.
+func machineTable(rs []Record) (string, error) {
+	type prov struct{ machines, commits, gos []string }
+	var areas []string
+	by := map[string]*prov{}
+	transcribed := false
+	for _, r := range rs {
+		if strings.Contains(r.Note, "transcribed") {
+			transcribed = true
+		}
+		p := by[r.Area]
+		if p == nil {
+			p = &prov{}
+			by[r.Area] = p
+			areas = append(areas, r.Area)
+		}
+		for _, m := range strings.Split(r.Machine, "; ") {
+			p.machines = addUniq(p.machines, m)
+		}
+		for _, c := range strings.Split(r.Commit, ", ") {
+			p.commits = addUniq(p.commits, c)
+		}
+		for _, g := range strings.Split(r.Go, ", ") {
+			p.gos = addUniq(p.gos, g)
+		}
+	}
+	slices.Sort(areas)
+	var b strings.Builder
+	if transcribed {
+		b.WriteString("Figures transcribed from the last measured runs; regenerate with `make bench-dashboard`.\n\n")
+	}
+	b.WriteString("| area | machine | commit | Go |\n|---|---|---|---|\n")
+	for _, a := range areas {
+		p := by[a]
+		c := strings.Join(p.commits, ", ")
+		if c == "" {
+			c = "not recorded"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", a, orDash(strings.Join(p.machines, "; ")), c, orDash(strings.Join(p.gos, ", ")))
+	}
+	return b.String(), nil
+}
+
+var marker = regexp.MustCompile(`<!-- dashboard:([a-z]+) (begin|end) -->`)
+
+// rewrite replaces the text between every <!-- dashboard:NAME begin -->
+// and <!-- dashboard:NAME end --> pair of doc with section NAME rendered
+// from rs. Text outside the markers is kept byte for byte, so rewriting
+// its own output with the same records changes nothing.
+func rewrite(doc string, rs []Record) (string, error) {
+	var b strings.Builder
+	locs := marker.FindAllStringSubmatchIndex(doc, -1)
+	if len(locs) == 0 {
+		return "", fmt.Errorf("no <!-- dashboard:NAME begin --> markers")
+	}
+	prev := 0
+	for i := 0; i < len(locs); i += 2 {
+		begin := locs[i]
+		name, kind := doc[begin[2]:begin[3]], doc[begin[4]:begin[5]]
+		if kind != "begin" {
+			return "", fmt.Errorf("marker %q: end without begin", name)
+		}
+		if i+1 >= len(locs) {
+			return "", fmt.Errorf("marker %q: begin without end", name)
+		}
+		end := locs[i+1]
+		if doc[end[2]:end[3]] != name || doc[end[4]:end[5]] != "end" {
+			return "", fmt.Errorf("marker %q: begin followed by %s", name, doc[end[0]:end[1]])
+		}
+		gen, ok := sections[name]
+		if !ok {
+			return "", fmt.Errorf("marker %q: no such section (have %v)", name, sectionNames())
+		}
+		text, err := gen(rs)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(doc[prev:begin[1]])
+		b.WriteString("\n")
+		b.WriteString(text)
+		b.WriteString(doc[end[0]:end[1]])
+		prev = end[1]
+	}
+	b.WriteString(doc[prev:])
+	return b.String(), nil
+}
+
+func sectionNames() []string {
+	var n []string
+	for k := range sections {
+		n = append(n, k)
+	}
+	slices.Sort(n)
+	return n
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# run.sh runs one reproduce command per area, each writing JSON lines (or
+# go test -bench output) into OUTDIR, then regenerates the tables of DOC
+# from them. Run it from anywhere on an otherwise idle machine; on 2 cores
+# the whole run takes about 10 minutes.
+#
+#   test/bench/dashboard/run.sh [-smoke] OUTDIR [DOC]
+#
+# DOC defaults to docs/PERFORMANCE.md. -smoke runs every command with
+# minimal repetitions to check the pipeline; its figures mean nothing, so
+# give it a scratch copy of the page as DOC.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../../.." && pwd)"
+smoke=0
+if [ "${1:-}" = "-smoke" ]; then smoke=1; shift; fi
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+	echo "usage: $0 [-smoke] OUTDIR [DOC]" >&2
+	exit 2
+fi
+out="$1"
+doc="${2:-$root/docs/PERFORMANCE.md}"
+mkdir -p "$out"
+rm -f "$out"/*.json "$out"/*.bench
+bin="$(mktemp -d)"
+trap 'rm -rf "$bin"' EXIT
+cd "$root"
+WEFT_BENCH_COMMIT="$(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo +dirty)"
+export WEFT_BENCH_COMMIT
+go build -o "$bin/" ./cmd/fabrun ./test/bench/pingpong ./test/bench/endpoint ./test/bench/onesided ./test/bench/onesided/overlap ./test/bench/ddtbench
+
+if [ $smoke = 1 ]; then
+	PPI=200 EPI=100 WIN=2 OSI=200 FII=1000 ROWS=64 LEN=256 DDT_RUNS=1 DDT="-reps 1 -mintime 100us -sizes s" BC="-count 1 -benchtime 100x"
+else
+	PPI=100000 EPI=5000 WIN=100 OSI=5000 FII=100000 ROWS=512 LEN=1024 DDT_RUNS=3 DDT="-reps 9" BC="-count 5 -benchtime 20000x"
+fi
+reps() { if [ $smoke = 1 ]; then echo 1; else echo "$1"; fi; }
+
+step() { echo "bench-dashboard: $*" >&2; }
+
+step "fabric: pingpong against fi_pingpong"
+"$bin/pingpong" -provider shm -sizes 8,64,4k,1m -path both -reps "$(reps 9)" -iters $PPI -json >"$out/fabric.json"
+
+step "endpoint: against raw fabric/, private against shared"
+"$bin/fabrun" -n 2 --provider shm "$bin/endpoint" -bench pingpong,rate,depth -sizes 8,64 -goroutines 1,2 \
+	-reps "$(reps 5)" -iters $EPI -windows $WIN -json >"$out/endpoint.json"
+"$bin/fabrun" -n 1 --provider shm "$bin/endpoint" -bench inproc -goroutines 1,2 \
+	-reps "$(reps 7)" -windows $((WIN * 20)) -json >"$out/endpoint-inproc.json"
+
+step "onesided: PutSignal against fi_pingpong"
+"$bin/onesided" -tools weft-direct,weft-shm,fi_pingpong -sizes 8 -reps "$(reps 7)" -iters $OSI -fi_iters $FII -json >"$out/onesided.json"
+"$bin/overlap" -np 2 -rows $ROWS -len $LEN -work 4 -reps "$(reps 5)" -json >"$out/overlap.json"
+
+step "ddt, jit: ddtbench ($DDT_RUNS runs) and commit time"
+for i in $(seq "$DDT_RUNS"); do
+	# shellcheck disable=SC2086
+	"$bin/ddtbench" -json $DDT -engines manual,interp,copy,jit >"$out/ddt$i.json"
+done
+# shellcheck disable=SC2086
+go test -run '^$' -bench '^BenchmarkCommit$' $BC ./ddt >"$out/ddt-commit.bench"
+
+step "tables of $doc"
+go run ./test/bench/dashboard -doc "$doc" "$out"
