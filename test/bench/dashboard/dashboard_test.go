@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"github.com/weft-hpc/weft/internal/benchrec"
 	"math"
 	"os"
 	"path/filepath"
@@ -53,7 +54,7 @@ func TestParseRecords(t *testing.T) {
 		t.Fatalf("got %d records, want 2", len(rs))
 	}
 	r := rs[0]
-	if r.key() != "pingpong/batch/8/lat" || r.Value != 1.2 || r.RefValue != 1.1 || r.Ratio != 1.09 || r.Reps != 9 || r.Commit != "abc" {
+	if r.Key() != "pingpong/batch/8/lat" || r.Value != 1.2 || r.RefValue != 1.1 || r.Ratio != 1.09 || r.Reps != 9 || r.Commit != "abc" {
 		t.Errorf("record %+v", r)
 	}
 }
@@ -159,11 +160,11 @@ PASS
 }
 
 func TestAggregateMedians(t *testing.T) {
-	var rs []Record
+	var rs []benchrec.Record
 	for i, v := range []float64{1.3, 1.1, 1.2} {
-		rs = append(rs, Record{Tool: "pingpong", Case: "batch", Size: "8", Metric: "lat", Value: v, RefValue: 1, Ratio: v, Reps: 9, Commit: []string{"a", "b", "a"}[i]})
+		rs = append(rs, benchrec.Record{Tool: "pingpong", Case: "batch", Size: "8", Metric: "lat", Value: v, RefValue: 1, Ratio: v, Reps: 9, Commit: []string{"a", "b", "a"}[i]})
 	}
-	rs = append(rs, Record{Tool: "pingpong", Case: "batch", Size: "8", Metric: "bw", Value: 5, Reps: 9})
+	rs = append(rs, benchrec.Record{Tool: "pingpong", Case: "batch", Size: "8", Metric: "bw", Value: 5, Reps: 9})
 	a := aggregate(rs)
 	if len(a) != 2 {
 		t.Fatalf("%d groups, want 2", len(a))
@@ -177,7 +178,7 @@ func TestAggregateMedians(t *testing.T) {
 }
 
 func TestStatus(t *testing.T) {
-	by := map[string]Record{
+	by := map[string]benchrec.Record{
 		"k/le": {Ratio: 1.1, Value: 5},
 		"k/ge": {Value: 0.93},
 		"k/no": {Value: 3}, // no ratio
@@ -319,23 +320,6 @@ func TestRunCheck(t *testing.T) {
 	for _, args := range [][]string{{"-doc", page}, {"-doc", page, filepath.Join(dir, "missing")}, {"-doc", page, dir}} {
 		if err := run(args, &stderr); err == nil {
 			t.Errorf("%v accepted", args)
-		}
-	}
-}
-
-// TestRecordCopiesAgree: every bench tool carries the same record.go.
-func TestRecordCopiesAgree(t *testing.T) {
-	want, err := os.ReadFile("record.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []string{"../pingpong", "../endpoint", "../onesided", "../onesided/overlap"} {
-		got, err := os.ReadFile(filepath.Join(p, "record.go"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s/record.go differs from test/bench/dashboard/record.go", p)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/weft-hpc/weft/internal/benchrec"
 	"math"
 	"strings"
 )
@@ -14,21 +15,21 @@ var structFamilies = []string{"milc_su3_zd", "nas_mg_x", "specfem3d_oc", "specfe
 // derive computes the summary records the targets name from the per-cell
 // records of ddtbench and go test -bench (after aggregate). A summary that
 // is already among rs (transcribed figures) is not derived again.
-func derive(rs []Record) []Record {
+func derive(rs []benchrec.Record) []benchrec.Record {
 	have := map[string]bool{}
-	cells := map[string]Record{}
+	cells := map[string]benchrec.Record{}
 	for _, r := range rs {
-		have[r.key()] = true
-		cells[r.key()] = r
+		have[r.Key()] = true
+		cells[r.Key()] = r
 	}
-	var out []Record
-	add := func(r Record) {
+	var out []benchrec.Record
+	add := func(r benchrec.Record) {
 		if r.Stat == "" {
 			r.Stat = "median"
 		}
-		if !have[r.key()] {
+		if !have[r.Key()] {
 			out = append(out, r)
-			have[r.key()] = true
+			have[r.Key()] = true
 		}
 	}
 	// ddtbench: geomean and worst ratio to the hand loop per engine.
@@ -85,8 +86,8 @@ func derive(rs []Record) []Record {
 			fftMin, fftWhere = 1/r.Ratio, fmt.Sprintf("fft2 %s %s", r.Size, op)
 		}
 	}
-	sum := func(metric string, v float64, unit, note string) Record {
-		return Record{Tool: "ddtbench", Area: "jit", Case: "summary", Size: "all", Metric: metric, Value: v, Unit: unit, Note: note, Reps: 1, Runs: 1,
+	sum := func(metric string, v float64, unit, note string) benchrec.Record {
+		return benchrec.Record{Tool: "ddtbench", Area: "jit", Case: "summary", Size: "all", Metric: metric, Value: v, Unit: unit, Note: note, Reps: 1, Runs: 1,
 			Machine: strings.Join(machines, "; "), Commit: strings.Join(commits, ", "), Go: strings.Join(gos, ", ")}
 	}
 	for _, e := range engOrder {
@@ -127,14 +128,14 @@ func derive(rs []Record) []Record {
 		add(sum("jit-fft2-min", fftMin, "", fftWhere+" (hand loop ÷ jit)"))
 	}
 	// go test -bench Commit ./ddt: the slowest type's CPU time.
-	var worst Record
+	var worst benchrec.Record
 	for _, r := range rs {
 		if r.Tool == "gobench" && r.Case == "Commit" && r.Metric == "cpu-ns/op" && r.Size != "all" && r.Value > worst.Value {
 			worst = r
 		}
 	}
 	if worst.Value > 0 {
-		add(Record{Tool: "gobench", Area: "ddt", Case: "Commit", Size: "all", Metric: "cpu-us-max", Value: worst.Value / 1e3, Unit: "us", Note: worst.Size,
+		add(benchrec.Record{Tool: "gobench", Area: "ddt", Case: "Commit", Size: "all", Metric: "cpu-us-max", Value: worst.Value / 1e3, Unit: "us", Note: worst.Size,
 			Stat: "max", Reps: worst.Reps, Runs: worst.Runs, Machine: worst.Machine, Commit: worst.Commit, Go: worst.Go})
 	}
 	return out

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/weft-hpc/weft/internal/benchrec"
 	"io"
 	"os"
 	"path/filepath"
@@ -27,12 +28,12 @@ type ddtLine struct {
 
 // loadDir reads every *.json (bench -json lines) and *.bench (go test
 // -bench output) file of dir.
-func loadDir(dir string) ([]Record, error) {
+func loadDir(dir string) ([]benchrec.Record, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	var all []Record
+	var all []benchrec.Record
 	n := 0
 	for _, e := range ents {
 		name := e.Name()
@@ -43,7 +44,7 @@ func loadDir(dir string) ([]Record, error) {
 		if err != nil {
 			return nil, err
 		}
-		var rs []Record
+		var rs []benchrec.Record
 		if strings.HasSuffix(name, ".json") {
 			rs, err = parseJSON(f)
 		} else {
@@ -66,8 +67,8 @@ func loadDir(dir string) ([]Record, error) {
 // inherit gives the records that lack a machine, commit or Go release
 // (ddtbench's lines, go test -bench output) the one that all the others of
 // the directory agree on: one directory is one run of run.sh.
-func inherit(rs []Record) {
-	one := func(get func(Record) string) string {
+func inherit(rs []benchrec.Record) {
+	one := func(get func(benchrec.Record) string) string {
 		v := ""
 		for _, r := range rs {
 			switch x := get(r); {
@@ -80,7 +81,7 @@ func inherit(rs []Record) {
 		}
 		return v
 	}
-	m, c, g := one(func(r Record) string { return r.Machine }), one(func(r Record) string { return r.Commit }), one(func(r Record) string { return r.Go })
+	m, c, g := one(func(r benchrec.Record) string { return r.Machine }), one(func(r benchrec.Record) string { return r.Commit }), one(func(r benchrec.Record) string { return r.Go })
 	for i := range rs {
 		if rs[i].Machine == "" {
 			rs[i].Machine = m
@@ -95,12 +96,12 @@ func inherit(rs []Record) {
 }
 
 // parseJSON reads one run's JSON lines: Records of the bench tools, or
-// ddtbench's lines, which become one Record per engine, case, size and op
+// ddtbench's lines, which become one benchrec.Record per engine, case, size and op
 // with the hand-written loop ("manual") of the same run as reference, and
 // one per engine, case and size for a compile time. Blank lines are
 // skipped; anything else is an error naming the line.
-func parseJSON(r io.Reader) ([]Record, error) {
-	var out []Record
+func parseJSON(r io.Reader) ([]benchrec.Record, error) {
+	var out []benchrec.Record
 	var ddt []ddtLine
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -124,7 +125,7 @@ func parseJSON(r io.Reader) ([]Record, error) {
 			}
 			ddt = append(ddt, d)
 		case keys["tool"] != nil:
-			var rec Record
+			var rec benchrec.Record
 			if err := strictDecode(line, &rec); err != nil {
 				return nil, fmt.Errorf("line %d: %w", ln, err)
 			}
@@ -155,7 +156,7 @@ func strictDecode(line []byte, v any) error {
 // ddtRecords turns one ddtbench run into Records (tool ddtbench; area jit
 // for the jit engine, ddt otherwise; metric <engine>-<op>, or
 // <engine>-compile for a compile time).
-func ddtRecords(ls []ddtLine) []Record {
+func ddtRecords(ls []ddtLine) []benchrec.Record {
 	type cell struct{ c, s, op string }
 	manual := map[cell]float64{}
 	for _, l := range ls {
@@ -163,14 +164,14 @@ func ddtRecords(ls []ddtLine) []Record {
 			manual[cell{l.Case, l.Size, l.Op}] = l.NS
 		}
 	}
-	var out []Record
+	var out []benchrec.Record
 	compiled := map[cell]bool{}
 	for _, l := range ls {
 		area := "ddt"
 		if l.Engine == "jit" {
 			area = "jit"
 		}
-		r := Record{Tool: "ddtbench", Area: area, Case: l.Case, Size: l.Size, Metric: l.Engine + "-" + l.Op,
+		r := benchrec.Record{Tool: "ddtbench", Area: area, Case: l.Case, Size: l.Size, Metric: l.Engine + "-" + l.Op,
 			Value: l.NS, Unit: "ns", Reps: 1, Stat: "median", Runs: 1}
 		if m, ok := manual[cell{l.Case, l.Size, l.Op}]; ok && l.Engine != "manual" && m > 0 {
 			r.Ref, r.RefValue, r.Ratio = "manual", m, l.NS/m
@@ -178,7 +179,7 @@ func ddtRecords(ls []ddtLine) []Record {
 		out = append(out, r)
 		if k := (cell{l.Case, l.Size, l.Engine}); l.CompileNS > 0 && !compiled[k] {
 			compiled[k] = true
-			out = append(out, Record{Tool: "ddtbench", Area: area, Case: l.Case, Size: l.Size, Metric: l.Engine + "-compile",
+			out = append(out, benchrec.Record{Tool: "ddtbench", Area: area, Case: l.Case, Size: l.Size, Metric: l.Engine + "-compile",
 				Value: float64(l.CompileNS), Unit: "ns", Reps: 1, Stat: "once", Runs: 1})
 		}
 	}
@@ -191,10 +192,10 @@ var (
 )
 
 // parseGoBench reads go test -bench output: every "value unit" pair of a
-// benchmark line becomes a Record (tool gobench, area the package's last
+// benchmark line becomes a benchrec.Record (tool gobench, area the package's last
 // element, case the benchmark, size its sub-benchmark, metric the unit).
-func parseGoBench(r io.Reader) ([]Record, error) {
-	var out []Record
+func parseGoBench(r io.Reader) ([]benchrec.Record, error) {
+	var out []benchrec.Record
 	area := ""
 	sc := bufio.NewScanner(r)
 	for ln := 1; sc.Scan(); ln++ {
@@ -217,32 +218,27 @@ func parseGoBench(r io.Reader) ([]Record, error) {
 			if err != nil {
 				return nil, fmt.Errorf("line %d: %q: %w", ln, f[i], err)
 			}
-			out = append(out, Record{Tool: "gobench", Area: area, Case: name, Size: sub, Metric: f[i+1],
+			out = append(out, benchrec.Record{Tool: "gobench", Area: area, Case: name, Size: sub, Metric: f[i+1],
 				Value: v, Reps: 1, Stat: "median", Runs: 1})
 		}
 	}
 	return out, sc.Err()
 }
 
-// key identifies a result across runs.
-func (r Record) key() string {
-	return strings.Join([]string{r.Tool, r.Case, r.Size, r.Metric}, "/")
-}
-
 // aggregate merges the records of one key over runs: value, ref_value and
 // ratio become the medians over the runs that have them, reps and runs
 // add up, commits, machines and notes are joined.
-func aggregate(rs []Record) []Record {
-	groups := map[string][]Record{}
+func aggregate(rs []benchrec.Record) []benchrec.Record {
+	groups := map[string][]benchrec.Record{}
 	var order []string
 	for _, r := range rs {
-		k := r.key()
+		k := r.Key()
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
 		groups[k] = append(groups[k], r)
 	}
-	out := make([]Record, 0, len(order))
+	out := make([]benchrec.Record, 0, len(order))
 	for _, k := range order {
 		g := groups[k]
 		a := g[0]

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/weft-hpc/weft/internal/benchrec"
 	"io"
 	"os"
 )
@@ -50,7 +51,7 @@ func run(args []string, stderr io.Writer) error {
 	if fs.NArg() == 0 {
 		return fmt.Errorf("no input directory (usage: dashboard [-doc FILE] [-check] DIR...)")
 	}
-	var rs []Record
+	var rs []benchrec.Record
 	for _, d := range fs.Args() {
 		r, err := loadDir(d)
 		if err != nil {

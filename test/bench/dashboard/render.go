@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/weft-hpc/weft/internal/benchrec"
 	"math"
 	"regexp"
 	"slices"
@@ -9,14 +10,14 @@ import (
 )
 
 // sections are the generated parts of the page, by marker name.
-var sections = map[string]func([]Record) (string, error){
+var sections = map[string]func([]benchrec.Record) (string, error){
 	"targets":  targetsTable,
 	"machine":  machineTable,
-	"fabric":   table(func(r Record) bool { return r.Tool == "pingpong" }),
-	"endpoint": table(func(r Record) bool { return r.Tool == "endpoint" }),
-	"onesided": table(func(r Record) bool { return r.Tool == "onesided" }),
-	"overlap":  table(func(r Record) bool { return r.Tool == "overlap" && r.Metric != "t" }),
-	"ddt": table(func(r Record) bool {
+	"fabric":   table(func(r benchrec.Record) bool { return r.Tool == "pingpong" }),
+	"endpoint": table(func(r benchrec.Record) bool { return r.Tool == "endpoint" }),
+	"onesided": table(func(r benchrec.Record) bool { return r.Tool == "onesided" }),
+	"overlap":  table(func(r benchrec.Record) bool { return r.Tool == "overlap" && r.Metric != "t" }),
+	"ddt": table(func(r benchrec.Record) bool {
 		return (r.Tool == "ddtbench" && r.Case == "summary") || (r.Tool == "gobench" && r.Size == "all")
 	}),
 }
@@ -39,8 +40,8 @@ func num(v float64) string {
 }
 
 // table renders the records keep selects, in their order.
-func table(keep func(Record) bool) func([]Record) (string, error) {
-	return func(rs []Record) (string, error) {
+func table(keep func(benchrec.Record) bool) func([]benchrec.Record) (string, error) {
+	return func(rs []benchrec.Record) (string, error) {
 		var b strings.Builder
 		b.WriteString("| case | size | metric | value | unit | reference | reference value | ratio | reps | note |\n")
 		b.WriteString("|---|---:|---|---:|---|---|---:|---:|---:|---|\n")
@@ -77,7 +78,7 @@ func orDash(s string) string {
 
 // machineTable names, per area, the machines, commits and Go releases the
 // figures come from, and says when they were transcribed.
-func machineTable(rs []Record) (string, error) {
+func machineTable(rs []benchrec.Record) (string, error) {
 	type prov struct{ machines, commits, gos []string }
 	var areas []string
 	by := map[string]*prov{}
@@ -125,7 +126,7 @@ var marker = regexp.MustCompile(`<!-- dashboard:([a-z]+) (begin|end) -->`)
 // and <!-- dashboard:NAME end --> pair of doc with section NAME rendered
 // from rs. Text outside the markers is kept byte for byte, so rewriting
 // its own output with the same records changes nothing.
-func rewrite(doc string, rs []Record) (string, error) {
+func rewrite(doc string, rs []benchrec.Record) (string, error) {
 	var b strings.Builder
 	locs := marker.FindAllStringSubmatchIndex(doc, -1)
 	if len(locs) == 0 {

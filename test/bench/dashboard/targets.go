@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/weft-hpc/weft/internal/benchrec"
 	"strings"
 )
 
@@ -45,7 +46,7 @@ const (
 )
 
 // evaluate returns the measured figure of t among rs and its status.
-func (t Target) evaluate(byKey map[string]Record) (float64, string, error) {
+func (t Target) evaluate(byKey map[string]benchrec.Record) (float64, string, error) {
 	r, ok := byKey[t.Key]
 	if !ok {
 		return 0, statusNoData, nil
@@ -73,7 +74,7 @@ func (t Target) evaluate(byKey map[string]Record) (float64, string, error) {
 }
 
 // targetsTable renders the targets with their measured figures and status.
-func targetsTable(rs []Record) (string, error) {
+func targetsTable(rs []benchrec.Record) (string, error) {
 	byKey := index(rs)
 	var b strings.Builder
 	b.WriteString("| area | target | record (tool/case/size/metric) | field | threshold | measured | status |\n")
@@ -107,10 +108,10 @@ func firstNote(n string) string {
 	return strings.Join(keep, "; ")
 }
 
-func index(rs []Record) map[string]Record {
-	m := make(map[string]Record, len(rs))
+func index(rs []benchrec.Record) map[string]benchrec.Record {
+	m := make(map[string]benchrec.Record, len(rs))
 	for _, r := range rs {
-		m[r.key()] = r
+		m[r.Key()] = r
 	}
 	return m
 }

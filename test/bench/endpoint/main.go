@@ -23,7 +23,7 @@
 // given as WEFT_BENCH_<FLAG> environment variables (e.g. WEFT_BENCH_REPS=7).
 //
 // With -json rank 0 prints one JSON object per table row instead (the
-// schema is Record in record.go): for pingpong metric lat (µs) with value
+// schema is benchrec.Record in record.go): for pingpong metric lat (µs) with value
 // endpoint/'s median, ref "raw fabric/" and its median, ratio the median of
 // the per-repetition ratios; for rate, depth and inproc metric msgrate
 // (msg/s) with value the private endpoints' median, ref "shared" and ratio
@@ -36,6 +36,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/weft-hpc/weft/internal/benchrec"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -390,7 +391,7 @@ func pingpong(ctx context.Context, w *endpoint.World) error {
 			q = append(q, float64(et)/float64(rt))
 		}
 		if me == 0 && *jsonOut {
-			if err := emit(Record{Case: "pingpong", Size: strconv.Itoa(size), Metric: "lat", Unit: "us",
+			if err := emit(benchrec.Record{Case: "pingpong", Size: strconv.Itoa(size), Metric: "lat", Unit: "us",
 				Value: median(epT), Ref: "raw fabric/", RefValue: median(rawT), Ratio: median(q)}); err != nil {
 				return err
 			}
@@ -595,7 +596,7 @@ func depth(ctx context.Context, w *endpoint.World) error {
 // row starting with lead.
 func rateRow(c string, p, s, q []float64, lead string) error {
 	if *jsonOut {
-		return emit(Record{Case: c, Size: "8", Metric: "msgrate", Unit: "msg/s",
+		return emit(benchrec.Record{Case: c, Size: "8", Metric: "msgrate", Unit: "msg/s",
 			Value: median(p), Ref: "shared", RefValue: median(s), Ratio: median(q)})
 	}
 	sort.Float64s(q)
@@ -604,9 +605,9 @@ func rateRow(c string, p, s, q []float64, lead string) error {
 }
 
 // emit writes one -json record of this tool.
-func emit(r Record) error {
+func emit(r benchrec.Record) error {
 	r.Tool, r.Area, r.Reps = "endpoint", "endpoint", *reps
-	return writeRecords(os.Stdout, []Record{r})
+	return benchrec.Write(os.Stdout, []benchrec.Record{r})
 }
 
 // ---- in-process message rate -------------------------------------------------

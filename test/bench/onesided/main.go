@@ -38,7 +38,7 @@
 // Flags have WEFT_BENCH_<FLAG> environment equivalents.
 //
 // With -json the tables are replaced by one JSON object per tool, metric
-// and size (the schema is Record in record.go): case is the tool, metric
+// and size (the schema is benchrec.Record in record.go): case is the tool, metric
 // one of the four above, value the median over the repetitions that tool
 // completed (reps); the weft-shm* tools' 8-byte ps_lat also carry ref
 // fi_pingpong, its median, and ratio, the median of the per-repetition
@@ -51,6 +51,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/weft-hpc/weft/internal/benchrec"
 	"math"
 	"os"
 	"os/exec"
@@ -272,7 +273,7 @@ func driver(sizes []int) error {
 		}
 	}
 	if *jsonOut {
-		return writeRecords(os.Stdout, records(res, sizes, want))
+		return benchrec.Write(os.Stdout, records(res, sizes, want))
 	}
 	printTable(res, sizes, want)
 	for _, t := range shmTools(want) {
@@ -361,8 +362,8 @@ var metricUnits = []struct{ name, unit string }{
 }
 
 // records are the -json lines: one per tool, metric and size measured.
-func records(res results, sizes []int, tools []string) []Record {
-	var rs []Record
+func records(res results, sizes []int, tools []string) []benchrec.Record {
+	var rs []benchrec.Record
 	for _, t := range tools {
 		for _, m := range metricUnits {
 			for _, s := range sizes {
@@ -370,7 +371,7 @@ func records(res results, sizes []int, tools []string) []Record {
 				if n == 0 {
 					continue
 				}
-				r := Record{Tool: "onesided", Area: "onesided", Case: t, Size: strconv.Itoa(s), Metric: m.name, Unit: m.unit,
+				r := benchrec.Record{Tool: "onesided", Area: "onesided", Case: t, Size: strconv.Itoa(s), Metric: m.name, Unit: m.unit,
 					Value: res.median(t, m.name, s), Reps: n}
 				if m.name == "ps_lat" && s == 8 && slices.Contains(shmTools(tools), t) && len(pairedRatios[t]) > 0 {
 					p := slices.Sorted(slices.Values(pairedRatios[t]))

@@ -23,7 +23,7 @@
 // -fi_pingpong (path of fi_pingpong), -json (WEFT_PINGPONG_JSON).
 //
 // With -json the tables are replaced by one JSON object per line, two per
-// weft path and size (the schema is Record in record.go):
+// weft path and size (the schema is benchrec.Record in record.go):
 //
 //	{"tool":"pingpong","area":"fabric","case":"batch","size":"8","metric":"lat","value":1.2,"unit":"us",
 //	 "ref":"fi_pingpong","ref_value":1.1,"ratio":1.09,"reps":9,"stat":"median","commit":"…","machine":"…","go":"…"}
@@ -43,6 +43,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/weft-hpc/weft/internal/benchrec"
 	"io"
 	"math"
 	"math/rand"
@@ -207,7 +208,7 @@ func orchestrate(prov string, sizes []int, reps, iters int, fiPath string, paths
 		}
 	}
 	if jsonOut {
-		return writeRecords(os.Stdout, records(sizes, reps, paths, rc, theirs, ours))
+		return benchrec.Write(os.Stdout, records(sizes, reps, paths, rc, theirs, ours))
 	}
 	fmt.Printf("provider %s, %d repetitions, weft op %s, batch order %s, medians (half round trip; MB/s = 10^6 B/s)\n", prov, reps, rc.op(), rc.order())
 	for _, path := range paths {
@@ -268,8 +269,8 @@ func orchestrate(prov string, sizes []int, reps, iters int, fiPath string, paths
 }
 
 // records are the -json lines: latency and bandwidth per path and size.
-func records(sizes []int, reps int, paths []string, rc roleConfig, theirs map[int][]result, ours map[string]map[int][]result) []Record {
-	var rs []Record
+func records(sizes []int, reps int, paths []string, rc roleConfig, theirs map[int][]result, ours map[string]map[int][]result) []benchrec.Record {
+	var rs []benchrec.Record
 	for _, path := range paths {
 		c := path
 		if rc.writeData {
@@ -280,7 +281,7 @@ func records(sizes []int, reps int, paths []string, rc roleConfig, theirs map[in
 		}
 		for _, sz := range sizes {
 			for _, bw := range []bool{false, true} {
-				r := Record{Tool: "pingpong", Area: "fabric", Case: c, Size: strconv.Itoa(sz), Metric: "lat", Unit: "us",
+				r := benchrec.Record{Tool: "pingpong", Area: "fabric", Case: c, Size: strconv.Itoa(sz), Metric: "lat", Unit: "us",
 					Value: median(ours[path][sz], bw), Reps: reps}
 				if bw {
 					r.Metric, r.Unit = "bw", "MB/s"

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/weft-hpc/weft/internal/benchrec"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,7 +99,7 @@ func TestRunsSideBySide(t *testing.T) {
 		}
 		metrics := map[string]bool{}
 		for _, l := range lines {
-			var r Record
+			var r benchrec.Record
 			dec := json.NewDecoder(strings.NewReader(l))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&r); err != nil {

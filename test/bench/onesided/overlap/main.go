@@ -28,7 +28,7 @@
 //	go run ./test/bench/onesided/overlap -np 2 -rows 512 -len 1024 -work 2 -reps 5
 //
 // With -json rank 0 prints, instead of the table, one JSON object per
-// scheme and metric (the schema is Record in record.go): case is the
+// scheme and metric (the schema is benchrec.Record in record.go): case is the
 // scheme, size "<rows>x<len>-w<work>", metric t (ms, the slowest rank's
 // median), norm (T / T_compute) and, for the overlapped schemes,
 // efficiency (max(T_cp, T_cm) / T).
@@ -38,6 +38,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/weft-hpc/weft/internal/benchrec"
 	"math"
 	"math/cmplx"
 	"os"
@@ -329,7 +330,7 @@ func rank() error {
 	}
 	tcp, tcm := med("compute"), med("comm")
 	if *jsonOut {
-		return writeRecords(os.Stdout, overlapRecords(strings.Split(*schemes, ","), med, tcp, tcm, fmt.Sprintf("%dx%d-w%d", j.N, j.L, *work)))
+		return benchrec.Write(os.Stdout, overlapRecords(strings.Split(*schemes, ","), med, tcp, tcm, fmt.Sprintf("%dx%d-w%d", j.N, j.L, *work)))
 	}
 	fmt.Printf("ranks %d, %d rows × %d complex per rank, %d FFT(s) per row, %d B per row per peer; medians of %d\n\n",
 		P, j.N, j.L, *work, j.bpi, *reps)
@@ -359,14 +360,14 @@ func rank() error {
 // overlapRecords are the -json lines: per scheme its time, its time
 // normalised to compute alone and, for the overlapped schemes, the
 // efficiency max(T_cp, T_cm) / T.
-func overlapRecords(schemes []string, med func(string) time.Duration, tcp, tcm time.Duration, size string) []Record {
-	var rs []Record
+func overlapRecords(schemes []string, med func(string) time.Duration, tcp, tcm time.Duration, size string) []benchrec.Record {
+	var rs []benchrec.Record
 	for _, s := range schemes {
 		t := med(s)
 		if t == 0 {
 			continue
 		}
-		base := Record{Tool: "overlap", Area: "onesided", Case: s, Size: size, Reps: *reps}
+		base := benchrec.Record{Tool: "overlap", Area: "onesided", Case: s, Size: size, Reps: *reps}
 		r := base
 		r.Metric, r.Value, r.Unit = "t", float64(t)/1e6, "ms"
 		rs = append(rs, r)

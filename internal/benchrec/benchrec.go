@@ -1,9 +1,7 @@
-package main
-
-// This file is the same in every bench tool that writes -json (pingpong,
-// endpoint, onesided, onesided/overlap) and in test/bench/dashboard, which
-// reads the lines; the dashboard's tests check that the copies agree.
-// Commands may not import one another (test/layers), hence the copies.
+// Package benchrec is the record every bench tool writes with -json
+// (pingpong, endpoint, onesided, onesided/overlap, and ddtbench's lines
+// converted by the dashboard) and test/bench/dashboard reads.
+package benchrec
 
 import (
 	"bufio"
@@ -38,22 +36,22 @@ type Record struct {
 	Runs     int     `json:"runs,omitempty"`      // runs merged into this record by the dashboard (a tool's line: absent)
 }
 
-// finite maps NaN and ±Inf (not representable in JSON) to 0, which the
+// Finite maps NaN and ±Inf (not representable in JSON) to 0, which the
 // omitempty fields leave out.
-func finite(x float64) float64 {
+func Finite(x float64) float64 {
 	if math.IsNaN(x) || math.IsInf(x, 0) {
 		return 0
 	}
 	return x
 }
 
-// writeRecords fills each record's build and machine fields and writes
+// Write fills each record's build and machine fields and writes
 // the records as JSON lines.
-func writeRecords(w io.Writer, rs []Record) error {
+func Write(w io.Writer, rs []Record) error {
 	commit, machine, goVer := buildCommit(), machineName(), runtime.Version()
 	enc := json.NewEncoder(w)
 	for _, r := range rs {
-		r.Value, r.RefValue, r.Ratio = finite(r.Value), finite(r.RefValue), finite(r.Ratio)
+		r.Value, r.RefValue, r.Ratio = Finite(r.Value), Finite(r.RefValue), Finite(r.Ratio)
 		if r.Stat == "" {
 			r.Stat = "median"
 		}
@@ -107,4 +105,9 @@ func machineName() string {
 		}
 	}
 	return fmt.Sprintf("%s, %d CPUs", model, runtime.NumCPU())
+}
+
+// Key identifies a result across runs: tool/case/size/metric.
+func (r Record) Key() string {
+	return strings.Join([]string{r.Tool, r.Case, r.Size, r.Metric}, "/")
 }
