@@ -14,6 +14,9 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv("WEFT_FABRIC_CHILD"); role != "" {
 		os.Exit(childMain(role))
 	}
+	if mode := os.Getenv("WEFT_FABRIC_SIGCHILD"); mode != "" {
+		os.Exit(sigChild(mode))
+	}
 	code := m.Run()
 	if code == 0 {
 		if l := LiveObjects(); len(l) != 0 {

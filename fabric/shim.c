@@ -28,7 +28,9 @@ int weft_getinfo(const char *prov, const struct weft_hints *h, uintptr_t *out) {
 	hints->tx_attr->msg_order = h->msg_order;
 	hints->rx_attr->msg_order = h->msg_order;
 	hints->tx_attr->op_flags = h->op_flags;
+	weft_sig_guard_begin();
 	ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, hints, &info);
+	weft_sig_guard_end();
 	fi_freeinfo(hints);
 	if (ret)
 		return ret;
@@ -108,14 +110,20 @@ const char *weft_info_domain(uintptr_t p) {
 
 int weft_fabric_open(uintptr_t info, uintptr_t *out) {
 	struct fid_fabric *f = NULL;
-	int ret = fi_fabric(((struct fi_info *)info)->fabric_attr, &f, NULL);
+	int ret;
+	weft_sig_guard_begin();
+	ret = fi_fabric(((struct fi_info *)info)->fabric_attr, &f, NULL);
+	weft_sig_guard_end();
 	*out = (uintptr_t)f;
 	return ret;
 }
 
 int weft_domain_open(uintptr_t fabric, uintptr_t info, uintptr_t *out) {
 	struct fid_domain *d = NULL;
-	int ret = fi_domain((struct fid_fabric *)fabric, (struct fi_info *)info, &d, NULL);
+	int ret;
+	weft_sig_guard_begin();
+	ret = fi_domain((struct fid_fabric *)fabric, (struct fi_info *)info, &d, NULL);
+	weft_sig_guard_end();
 	*out = (uintptr_t)d;
 	return ret;
 }

@@ -55,6 +55,14 @@ struct weft_hints {
 	int64_t progress;
 };
 
+// Signal dispositions around libfabric (sigaction.c, sigaction.go).
+void weft_sig_guard_begin(void);
+void weft_sig_guard_end(void);
+uint64_t weft_sig_reset_at_start(void);
+uint64_t weft_sig_grabbed_now(void);
+uint64_t weft_sig_restored(void);
+int weft_sig_guard_selftest(int sig);
+
 int weft_getinfo(const char *prov, const struct weft_hints *h, uintptr_t *out);
 uintptr_t weft_info_next(uintptr_t info);
 uintptr_t weft_dupinfo(uintptr_t info);

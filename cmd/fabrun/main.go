@@ -15,7 +15,8 @@
 // which accepts only this job's ranks: each gets a random job secret in
 // WEFT_PMI_SECRET. With --tag-output every output line is prefixed
 // "[rank] ". Standard input goes to rank 0. SIGINT, SIGTERM and SIGHUP are
-// forwarded to every rank (the third one kills them). When a rank exits
+// forwarded to every rank; ranks still alive after the kill grace get
+// SIGKILL (the third signal kills them at once). When a rank exits
 // non-zero, dies, or calls abort, the other ranks get SIGTERM and, after the
 // kill grace, SIGKILL; fabrun prints which rank failed and exits with its
 // status (128+signal for a signal). --timeout ends the job the same way with

@@ -13,7 +13,8 @@
 //
 //   - "local": fork/exec on this machine. Each rank leads its own session
 //     and process group (setsid, no controlling terminal) and gets SIGKILL
-//     if the launcher dies (Pdeathsig).
+//     if the launcher dies (Pdeathsig); a watchdog process then kills what
+//     the ranks started (watchdog.go).
 //   - "ssh": one ssh client per rank; the remote side runs the program under
 //     a small sh wrapper that kills it (and its process group) when the ssh
 //     connection drops, so killing the local ssh client ends the remote rank.
@@ -25,8 +26,9 @@
 // abort, or leaves a fence it can no longer complete, every other rank is
 // sent SIGTERM and, KillGrace later (default 500 ms), SIGKILL; Wait then
 // returns an *ExitError naming the rank. A Timeout ends the job the same way
-// (ErrTimeout). After the ranks exit, their process groups are swept with
-// SIGKILL so nothing is left behind.
+// (ErrTimeout). A forwarded SIGHUP, SIGINT, SIGQUIT or SIGTERM is followed by
+// SIGKILL KillGrace later. After the ranks exit, their process groups and
+// sessions are swept with SIGKILL so nothing is left behind.
 //
 // Output: each rank's stdout and stderr go to Config.Stdout and
 // Config.Stderr; with TagOutput every line is prefixed "[rank] ". Config.Stdin
@@ -148,6 +150,7 @@ type Job struct {
 	ctx       context.Context
 	srunWatch *srunWatcher
 	lifelines []*os.File // write ends of ssh ranks' stdin
+	wd        *watchdog  // local jobs: kills the job if the launcher dies
 }
 
 func (c *Config) validate() error {
@@ -338,6 +341,11 @@ func (j *Job) startRanks() error {
 	if err != nil {
 		return err
 	}
+	if j.launcher == "local" {
+		if j.wd, err = startWatchdog(secret); err != nil {
+			return err
+		}
+	}
 	j.srv, err = pmi.NewServer(pmi.ServerConfig{
 		Size:           cfg.NP,
 		Secret:         secret,
@@ -414,6 +422,9 @@ func (j *Job) startRanks() error {
 				pmiConn.Close()
 			}
 			return fmt.Errorf("launch: start rank %d: %w", r, err)
+		}
+		if j.wd != nil {
+			j.wd.guard(cmd.Process.Pid) // the rank leads its own session
 		}
 		if pmiConn != nil {
 			go j.srv.ServeConn(pmiConn, r)
@@ -527,7 +538,7 @@ func (j *Job) spawn(id int, cmd *exec.Cmd, stdin int) error {
 		cmd.Stdin = inR
 		defer inR.Close()
 	}
-	err = cmd.Start()
+	err = startDetached(cmd)
 	outW.Close() // the child holds its own copies
 	errW.Close()
 	if err != nil {
@@ -554,8 +565,30 @@ func (j *Job) spawn(id int, cmd *exec.Cmd, stdin int) error {
 	return nil
 }
 
+// startDetached starts cmd from a new goroutine. Pdeathsig fires when the
+// thread that forked the child exits, not the process: a goroutine that is
+// not locked to its thread runs on one of the runtime's pooled threads,
+// which never exit, whereas the caller's goroutine may hold a thread
+// (runtime.LockOSThread) that ends with it.
+func startDetached(cmd *exec.Cmd) error {
+	errc := make(chan error, 1)
+	go func() { errc <- cmd.Start() }()
+	return <-errc
+}
+
+// ending reports whether a forwarded sig asks the ranks to end: those get
+// SIGKILL when still alive KillGrace after it.
+func ending(sig syscall.Signal) bool {
+	switch sig {
+	case syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM:
+		return true
+	}
+	return false
+}
+
 // Signal forwards sig to every rank (their process groups, or the ssh/srun
-// clients that stand for them).
+// clients that stand for them). After SIGHUP, SIGINT, SIGQUIT or SIGTERM,
+// ranks still alive KillGrace later get SIGKILL.
 func (j *Job) Signal(sig os.Signal) {
 	select {
 	case j.sigs <- sig:
@@ -638,6 +671,9 @@ func (j *Job) supervise() error {
 			log.Debug("forwarding signal", "sig", sig)
 			if s, ok := sig.(syscall.Signal); ok {
 				j.killAll(s)
+				if ending(s) && killTimer == nil {
+					killTimer = time.After(j.cfg.KillGrace)
+				}
 			}
 		case <-timeout:
 			failWith(&ExitError{Rank: -1, Code: 124, Reason: fmt.Sprintf("job timed out after %v", j.cfg.Timeout), Err: ErrTimeout})
@@ -713,6 +749,9 @@ func (j *Job) shutdown() {
 	j.cancel()
 	if j.srv != nil {
 		j.srv.Close()
+	}
+	if j.wd != nil {
+		j.wd.stop()
 	}
 	j.out.wait(time.Second)
 }

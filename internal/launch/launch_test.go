@@ -20,7 +20,9 @@ import (
 // TestMain doubles as a rank program: with WEFT_LAUNCH_HELPER set, the test
 // binary acts as one rank instead of running tests.
 func TestMain(m *testing.M) {
-	if mode := os.Getenv("WEFT_LAUNCH_HELPER"); mode != "" {
+	if mode := os.Getenv("WEFT_LAUNCH_HELPER"); mode == "pgroup" {
+		os.Exit(pgroupRank())
+	} else if mode != "" {
 		os.Exit(helper(mode))
 	}
 	os.Exit(m.Run())

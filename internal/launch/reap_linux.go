@@ -2,28 +2,33 @@ package launch
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 )
 
-// groupsAlive counts live (not zombie) processes in the given process groups,
-// read from /proc.
-func groupsAlive(groups map[int]bool) int {
+// jobProcs lists the live (not zombie) processes whose process group or
+// session is one of ids, read from /proc. Every started process leads its
+// own session and process group (setsid), so ids are their pids; a child
+// that moved to a process group of its own stays in the session.
+func jobProcs(ids map[int]bool) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0
+		return nil
 	}
-	n := 0
+	var pids []int
 	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
 			continue
 		}
 		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
 		if err != nil {
 			continue
 		}
-		// pid (comm) state ppid pgrp ...; comm may contain spaces or ')'.
+		// pid (comm) state ppid pgrp session ...; comm may contain spaces or ')'.
 		i := bytes.LastIndexByte(stat, ')')
 		if i < 0 {
 			continue
@@ -32,25 +37,37 @@ func groupsAlive(groups map[int]bool) int {
 		if len(f) < 4 || string(f[0]) == "Z" || string(f[0]) == "X" {
 			continue
 		}
-		if pg, err := strconv.Atoi(string(f[2])); err == nil && groups[pg] {
-			n++
+		pg, err1 := strconv.Atoi(string(f[2]))
+		sid, err2 := strconv.Atoi(string(f[3]))
+		if err1 == nil && ids[pg] || err2 == nil && ids[sid] {
+			pids = append(pids, pid)
 		}
 	}
-	return n
+	return pids
 }
 
-// waitGroupsGone waits up to d for the job's process groups to empty after
-// SIGKILL, so that when Wait returns nothing of the job is still running.
+// waitGroupsGone kills, for up to d, what is left in the job's process
+// groups and sessions after their SIGKILL, so that when Wait returns
+// nothing of the job is still running.
 func (j *Job) waitGroupsGone(d time.Duration) {
-	groups := map[int]bool{}
+	ids := map[int]bool{}
 	for _, p := range j.procs {
-		groups[p.pgid] = true
+		ids[p.pgid] = true
 	}
 	deadline := time.Now().Add(d)
-	for groupsAlive(groups) > 0 {
-		if time.Now().After(deadline) {
-			log.Warn("processes of the job still alive after SIGKILL", "groups", len(groups))
+	for {
+		left := jobProcs(ids)
+		if len(left) == 0 {
 			return
+		}
+		if time.Now().After(deadline) {
+			log.Warn("processes of the job still alive after SIGKILL", "count", len(left))
+			return
+		}
+		for _, pid := range left {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				log.Debug("kill", "pid", pid, "err", err)
+			}
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
