@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 )
@@ -72,20 +73,27 @@ func (h *Heap) Alloc(ctx context.Context, size, align int) (Sym, error) {
 	}
 	off := -1
 	for i, s := range h.free {
-		a := roundUp(s.start, align)
-		if a+size <= s.end {
-			off = a
-			// Split the span into what is left on either side.
-			rest := []span{}
-			if a > s.start {
-				rest = append(rest, span{s.start, a})
-			}
-			if a+size < s.end {
-				rest = append(rest, span{a + size, s.end})
-			}
-			h.free = slices.Replace(h.free, i, i+1, rest...)
-			break
+		// Checked arithmetic: size and align come from the caller, and an
+		// overflowing a+size would pass the test and split the span into
+		// garbage.
+		if s.start > math.MaxInt-(align-1) {
+			continue
 		}
+		a := roundUp(s.start, align)
+		if a > s.end || size > s.end-a {
+			continue
+		}
+		off = a
+		// Split the span into what is left on either side.
+		rest := []span{}
+		if a > s.start {
+			rest = append(rest, span{s.start, a})
+		}
+		if a+size < s.end {
+			rest = append(rest, span{a + size, s.end})
+		}
+		h.free = slices.Replace(h.free, i, i+1, rest...)
+		break
 	}
 	if off < 0 {
 		// Still collective: every rank fails the same way.
@@ -137,7 +145,7 @@ func (h *Heap) Free(ctx context.Context, s Sym) error {
 
 // Local returns this rank's copy of s.
 func (h *Heap) Local(s Sym) []byte {
-	if h.closed || s.Off < 0 || s.Size < 0 || s.Off+s.Size > len(h.w.local) {
+	if h.closed || s.Off < 0 || s.Size < 0 || s.Off > len(h.w.local) || s.Size > len(h.w.local)-s.Off {
 		return nil
 	}
 	return h.w.local[s.Off : s.Off+s.Size : s.Off+s.Size]
