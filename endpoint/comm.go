@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-hpc/weft/fabric"
 	"github.com/weft-hpc/weft/internal/bootstrap"
+	"github.com/weft-hpc/weft/internal/peerwatch"
 	"github.com/weft-hpc/weft/internal/wlog"
 )
 
@@ -32,6 +33,9 @@ type World struct {
 	log    hclog.Logger
 	hosts  []string // host name per world rank
 	closed bool
+	// watch tells blocked waits whether a world rank's process (on this
+	// node) has exited (internal/peerwatch).
+	watch *peerwatch.Watch
 
 	mu       sync.Mutex
 	ctxUsed  [maxContexts / 64]uint64 // bit i set: context id i is in use in this process
@@ -59,6 +63,7 @@ type Comm struct {
 	slots  []uint8       // comm rank → destination slot (shared endpoints)
 	mySlot uint8
 	hosts  []int32 // comm rank → host index (into w.hosts)
+	world  []int32 // comm rank → world rank (its process, for w.watch)
 	lrank  int
 	lsize  int
 	freed  bool
@@ -134,10 +139,13 @@ func (w *World) open(ctx context.Context) error {
 		return err
 	}
 	host, _ := os.Hostname()
-	val := make([]byte, 0, 12+len(host)+len(v.name))
+	// Record: eager limit u32 | host length u32 | host | process identity
+	// (peerwatch) | endpoint name.
+	val := make([]byte, 0, 64+len(host)+len(v.name))
 	val = binary.LittleEndian.AppendUint32(val, uint32(w.cfg.eagerLimit))
 	val = binary.LittleEndian.AppendUint32(val, uint32(len(host)))
 	val = append(val, host...)
+	val = peerwatch.Self().Append(val)
 	val = append(val, v.name...)
 	if err := bs.Put(fmt.Sprintf("weft.ep.%d", rank), val); err != nil {
 		v.release()
@@ -150,6 +158,8 @@ func (w *World) open(ctx context.Context) error {
 	names := make([][]byte, size)
 	w.hosts = make([]string, size)
 	hostIdx := make([]int32, size)
+	ids := make([]peerwatch.Ident, size)
+	worldRanks := make([]int32, size)
 	seen := map[string]int32{}
 	for r := 0; r < size; r++ {
 		b, err := bs.Get(ctx, fmt.Sprintf("weft.ep.%d", r))
@@ -168,7 +178,13 @@ func (w *World) open(ctx context.Context) error {
 		b = b[4:]
 		hl := int(binary.LittleEndian.Uint32(b))
 		h := string(b[4 : 4+hl])
-		names[r] = b[4+hl:]
+		id, name, err := peerwatch.Parse(b[4+hl:])
+		if err != nil {
+			v.release()
+			return fmt.Errorf("endpoint: address record of rank %d: %v: %w", r, err, ErrInvalid)
+		}
+		ids[r], worldRanks[r] = id, int32(r)
+		names[r] = name
 		w.hosts[r] = h
 		if _, ok := seen[h]; !ok {
 			seen[h] = int32(len(seen))
@@ -182,8 +198,9 @@ func (w *World) open(ctx context.Context) error {
 	}
 	// The world endpoint is shared by the process's goroutines (it is the
 	// communicator Init returns, and collectives/onesided use it): locked.
+	w.watch = peerwatch.New(ids)
 	w.comm = &Comm{w: w, v: v, id: 0, ctx: 0, rank: rank, size: size, addrs: addrs,
-		slots: make([]uint8, size), hosts: hostIdx}
+		slots: make([]uint8, size), hosts: hostIdx, world: worldRanks}
 	w.comm.setLocal()
 	w.ctxUsed[0] |= 1
 	w.ctxRefs[0] = 1
@@ -389,9 +406,10 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		return ms[i].rank < ms[j].rank
 	})
 	n := &Comm{w: c.w, v: c.v, id: id, ctx: uint16(2 * id), size: len(ms), mySlot: c.mySlot,
-		addrs: make([]fabric.Addr, len(ms)), slots: make([]uint8, len(ms)), hosts: make([]int32, len(ms))}
+		addrs: make([]fabric.Addr, len(ms)), slots: make([]uint8, len(ms)), hosts: make([]int32, len(ms)),
+		world: make([]int32, len(ms))}
 	for i, m := range ms {
-		n.addrs[i], n.slots[i], n.hosts[i] = c.addrs[m.rank], c.slots[m.rank], c.hosts[m.rank]
+		n.addrs[i], n.slots[i], n.hosts[i], n.world[i] = c.addrs[m.rank], c.slots[m.rank], c.hosts[m.rank], c.world[m.rank]
 		if m.rank == c.rank {
 			n.rank = i
 		}

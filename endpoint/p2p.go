@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/internal/peerwatch"
 )
 
 func (c *Comm) checkPeer(rank int, wildcardOK bool) error {
@@ -153,9 +154,9 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool) (*Re
 	var r *Request
 	if scratch && c.scratch != nil {
 		r, c.scratch = c.scratch, nil
-		*r = Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore}
+		*r = Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore, qrank: src}
 	} else {
-		r = &Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore}
+		r = &Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore, qrank: src}
 	}
 	if u, ok := v.takeUnexpected(want, ignore); ok {
 		v.deliver(r, u.tag, u.data)
@@ -199,7 +200,7 @@ func (c *Comm) Recv(ctx context.Context, buf []byte, src, tag int) (Status, erro
 
 func waitOrCancel(ctx context.Context, r *Request) (Status, error) {
 	st, err := r.Wait(ctx)
-	if err != nil && ctx.Err() != nil && !r.Done() {
+	if err != nil && (ctx.Err() != nil || errors.Is(err, ErrPeerGone)) && !r.Done() {
 		_ = r.Cancel()
 		if !r.Done() { // matched while we gave up: a rendezvous read is in flight
 			if _, werr := r.waitTimeout(r.v.timeout); werr != nil {
@@ -238,6 +239,7 @@ func (c *Comm) Iprobe(src, tag int) (bool, Status, error) {
 // can be received and returns its status, leaving it queued.
 func (c *Comm) Probe(ctx context.Context, src, tag int) (Status, error) {
 	done := ctx.Done()
+	var pace peerwatch.Pacer
 	for spins := 1; ; spins++ {
 		ok, st, err := c.Iprobe(src, tag)
 		if err != nil || ok {
@@ -249,6 +251,15 @@ func (c *Comm) Probe(ctx context.Context, src, tag int) (Status, error) {
 				case <-done:
 					return Status{}, fmt.Errorf("endpoint: probe: %w", ctx.Err())
 				default:
+				}
+			}
+			if spins >= spinFree && src != AnySource && pace.Due() {
+				if err := c.w.watch.Check(int(c.world[src])); err != nil {
+					// What src sent before it went is still received.
+					if ok, st, perr := c.Iprobe(src, tag); perr != nil || ok {
+						return st, perr
+					}
+					return Status{}, fmt.Errorf("endpoint: probe from rank %d: %w", src, err)
 				}
 			}
 			idle(spins)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/internal/peerwatch"
 )
 
 // Status describes a completed receive (or a probed message).
@@ -74,7 +75,7 @@ type Request struct {
 	qtag    uint64
 	qdest   fabric.Addr
 	qdesc   fabric.Desc
-	qrank   int       // destination rank (error messages)
+	qrank   int       // the peer: a send's destination, a receive's source (or AnySource)
 	queued  time.Time // when it was queued
 }
 
@@ -124,6 +125,7 @@ func (r *Request) Wait(ctx context.Context) (Status, error) {
 		return r.st, r.err
 	}
 	done := ctx.Done()
+	var pace peerwatch.Pacer
 	for spins := 1; ; spins++ {
 		v.lock()
 		fin := r.done
@@ -147,9 +149,55 @@ func (r *Request) Wait(ctx context.Context) (Status, error) {
 				default:
 				}
 			}
+			if spins >= spinFree && pace.Due() {
+				if err := r.goneErr(); err != nil {
+					return Status{}, err
+				}
+			}
 			idle(spins)
 		}
 	}
+}
+
+// peerErr returns an error wrapping ErrPeerGone when the process of the
+// one rank r waits for (its destination, or a receive's specific source)
+// has exited. A receive from AnySource depends on no rank in particular.
+func (r *Request) peerErr() error {
+	c := r.c
+	if c == nil || r.qrank < 0 || r.qrank >= len(c.world) {
+		return nil
+	}
+	if err := c.w.watch.Check(int(c.world[r.qrank])); err != nil {
+		dir := "to"
+		if r.kind == kRecv {
+			dir = "from"
+		}
+		return fmt.Errorf("endpoint: %s %s rank %d: %w", r.describe(), dir, r.qrank, err)
+	}
+	return nil
+}
+
+// goneErr is peerErr for a request a wait has seen incomplete: when its
+// peer has exited it drives progress once more (what the peer delivered
+// before it went still counts) and returns the error only if r is still
+// not complete. Called without the endpoint's lock, only from a wait that
+// has been blocked for a while (never on the hot path).
+func (r *Request) goneErr() error {
+	err := r.peerErr()
+	if err == nil {
+		return nil
+	}
+	v := r.v
+	v.lock()
+	if !r.done {
+		_ = v.progress()
+	}
+	fin := r.done
+	v.unlock()
+	if fin {
+		return nil
+	}
+	return err
 }
 
 // idle gives the processor away while a wait makes no progress. The first
@@ -201,6 +249,7 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 	done := ctx.Done()
 	start := 0 // reqs[:start] are complete
 	var prog [8]*vci
+	var pace peerwatch.Pacer
 	for spins := 1; ; spins++ {
 		np, live := 0, false
 		var held *vci // a run of requests on one endpoint takes its lock once
@@ -249,6 +298,16 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 				default:
 				}
 			}
+			if spins >= spinFree && pace.Due() {
+				for _, r := range reqs[start:] {
+					if r == nil || r.v == nil {
+						continue
+					}
+					if err := r.goneErr(); err != nil {
+						return fmt.Errorf("endpoint: wait all: %w", err)
+					}
+				}
+			}
 			idle(spins)
 		}
 	}
@@ -278,6 +337,7 @@ func progressed(vs []*vci, v *vci) bool {
 // non-nil request it returns -1.
 func WaitAny(ctx context.Context, reqs []*Request) (int, Status, error) {
 	done := ctx.Done()
+	var pace peerwatch.Pacer
 	for spins := 1; ; spins++ {
 		live := false
 		for i, r := range reqs {
@@ -300,6 +360,22 @@ func WaitAny(ctx context.Context, reqs []*Request) (int, Status, error) {
 				case <-done:
 					return -1, Status{}, fmt.Errorf("endpoint: wait any: %w", ctx.Err())
 				default:
+				}
+			}
+			if spins >= spinFree && pace.Due() {
+				// Only when every request waits on an exited peer can
+				// none of them complete.
+				var gone error
+				for _, r := range reqs {
+					if r == nil {
+						continue
+					}
+					if gone = r.goneErr(); gone == nil {
+						break
+					}
+				}
+				if gone != nil {
+					return -1, Status{}, fmt.Errorf("endpoint: wait any: %w", gone)
 				}
 			}
 			idle(spins)
