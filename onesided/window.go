@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/weft-hpc/weft/internal/peerwatch"
 	"github.com/weft-hpc/weft/internal/wlog"
 )
 
@@ -200,6 +201,9 @@ type Window struct {
 	// procPeers is the set of this window's ranks in this process when
 	// there are several and the window has a libfabric path (procpeers.go).
 	procPeers *procPeers
+	// watch tells waits whether a rank's process (on this node) has
+	// exited (internal/peerwatch), by window rank.
+	watch *peerwatch.Watch
 }
 
 // netPath is the libfabric side of a window (fabricpath.go).
@@ -280,9 +284,9 @@ func Create(ctx context.Context, g Group, buf []byte, opts ...Option) (*Window, 
 	o.shm = ShmOff
 	w := &Window{g: g, rank: g.Rank(), size: g.Size(), opts: o, log: log}
 	err := func() error {
-		var b [8]byte
-		binary.LittleEndian.PutUint64(b[:], uint64(len(buf)))
-		all, err := g.Allgather(ctx, b[:])
+		// Record: size u64 | process identity (peerwatch).
+		b := binary.LittleEndian.AppendUint64(nil, uint64(len(buf)))
+		all, err := g.Allgather(ctx, peerwatch.Self().Append(b))
 		if err != nil {
 			return fmt.Errorf("exchange sizes: %w", err)
 		}
@@ -290,12 +294,17 @@ func Create(ctx context.Context, g Group, buf []byte, opts ...Option) (*Window, 
 			return fmt.Errorf("allgather returned %d entries for %d ranks: %w", len(all), w.size, ErrInvalid)
 		}
 		w.sizes = make([]int, w.size)
+		ids := make([]peerwatch.Ident, w.size)
 		for r, m := range all {
-			if len(m) != 8 {
+			if len(m) < 8 {
 				return fmt.Errorf("bad size record from rank %d: %w", r, ErrInvalid)
 			}
 			w.sizes[r] = int(binary.LittleEndian.Uint64(m))
+			if ids[r], _, err = peerwatch.Parse(m[8:]); err != nil {
+				return fmt.Errorf("bad size record from rank %d: %v: %w", r, err, ErrInvalid)
+			}
 		}
+		w.watch = peerwatch.New(ids)
 		w.peers = make([][]byte, w.size)
 		w.ctrl = make([][]byte, w.size)
 		w.local = buf[:len(buf):len(buf)]
@@ -322,12 +331,15 @@ func Create(ctx context.Context, g Group, buf []byte, opts ...Option) (*Window, 
 }
 
 func (w *Window) setup(ctx context.Context, size int) error {
-	// Round 1: every rank's size and node.
+	// Round 1: every rank's size, node, process identity and machine:
+	// size u64 | node length u16 | node | identity (peerwatch) | machine.
 	key, mkey := nodeKey(), machineKey()
-	msg := make([]byte, 10, 10+len(key)+len(mkey))
+	msg := make([]byte, 10, 64+len(key)+len(mkey))
 	binary.LittleEndian.PutUint64(msg, uint64(size))
 	binary.LittleEndian.PutUint16(msg[8:], uint16(len(key)))
-	msg = append(append(msg, key...), mkey...)
+	msg = append(msg, key...)
+	msg = peerwatch.Self().Append(msg)
+	msg = append(msg, mkey...)
 	all, err := w.g.Allgather(ctx, msg)
 	if err != nil {
 		return fmt.Errorf("exchange sizes: %w", err)
@@ -337,6 +349,7 @@ func (w *Window) setup(ctx context.Context, size int) error {
 	}
 	w.sizes = make([]int, w.size)
 	nodes := make([]string, w.size)
+	ids := make([]peerwatch.Ident, w.size)
 	sameMachine := 0 // ranks sharing this machine's cores
 	for r, m := range all {
 		if len(m) < 10 || len(m) < 10+int(binary.LittleEndian.Uint16(m[8:])) {
@@ -345,10 +358,16 @@ func (w *Window) setup(ctx context.Context, size int) error {
 		w.sizes[r] = int(binary.LittleEndian.Uint64(m))
 		n := 10 + int(binary.LittleEndian.Uint16(m[8:]))
 		nodes[r] = string(m[10:n])
-		if string(m[n:]) == mkey {
+		id, machine, err := peerwatch.Parse(m[n:])
+		if err != nil {
+			return fmt.Errorf("size record from rank %d: %v: %w", r, err, ErrInvalid)
+		}
+		ids[r] = id
+		if string(machine) == mkey {
 			sameMachine++
 		}
 	}
+	w.watch = peerwatch.New(ids)
 	multiNode := false
 	var local []int // ranks on my node, ascending
 	for r := range nodes {
