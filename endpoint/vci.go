@@ -224,6 +224,8 @@ func (v *vci) release() error {
 	for _, o := range others {
 		errs = append(errs, o.shutdown())
 	}
+	// Closed for good: the world no longer needs to close them.
+	v.w.forget(append(others, v))
 	return errors.Join(errs...)
 }
 
