@@ -223,18 +223,36 @@ func (c *Comm) setLocal() {
 
 // Comm returns the world communicator (every rank of the job). Its
 // endpoint is locked, so it may be used from several goroutines.
-func (w *World) Comm() *Comm { return w.comm }
+func (w *World) Comm() *Comm {
+	if w == nil {
+		return nil
+	}
+	return w.comm
+}
 
 // Bootstrap returns the bootstrap the world was built on.
-func (w *World) Bootstrap() bootstrap.Bootstrap { return w.bs }
+func (w *World) Bootstrap() bootstrap.Bootstrap {
+	if w == nil {
+		return nil
+	}
+	return w.bs
+}
 
 // Info returns the granted provider configuration of the world endpoint.
-func (w *World) Info() *fabric.Info { return w.info }
+func (w *World) Info() *fabric.Info {
+	if w == nil {
+		return nil
+	}
+	return w.info
+}
 
 // Close frees every communicator and endpoint of the world, closes the
 // fabric objects and finalises the bootstrap (when Init started it). It is
 // idempotent. Call it once no goroutine uses the world any more.
 func (w *World) Close() error {
+	if w == nil {
+		return fmt.Errorf("endpoint: Close of a nil world: %w", ErrInvalid)
+	}
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -276,30 +294,73 @@ func (w *World) closeAll() error {
 	return errors.Join(errs...)
 }
 
-// Rank returns this handle's rank in the communicator.
-func (c *Comm) Rank() int { return c.rank }
+// usable returns an error for a nil (or zero) or freed communicator.
+func (c *Comm) usable(op string) error {
+	if c == nil || c.v == nil {
+		return fmt.Errorf("endpoint: %s on a nil communicator: %w", op, ErrInvalid)
+	}
+	if c.freed {
+		return fmt.Errorf("endpoint: %s: %w", op, ErrFreed)
+	}
+	return nil
+}
 
-// Size returns the number of ranks in the communicator.
-func (c *Comm) Size() int { return c.size }
+// Rank returns this handle's rank in the communicator (-1 for a nil
+// communicator).
+func (c *Comm) Rank() int {
+	if c == nil {
+		return -1
+	}
+	return c.rank
+}
+
+// Size returns the number of ranks in the communicator (0 for a nil
+// communicator).
+func (c *Comm) Size() int {
+	if c == nil {
+		return 0
+	}
+	return c.size
+}
 
 // ContextID returns the communicator's context id (unique among the live
-// communicators of every member process).
-func (c *Comm) ContextID() int { return c.id }
+// communicators of every member process; -1 for a nil communicator).
+func (c *Comm) ContextID() int {
+	if c == nil {
+		return -1
+	}
+	return c.id
+}
 
 // Info returns the provider configuration of the communicator's endpoint.
-func (c *Comm) Info() *fabric.Info { return c.v.info }
+func (c *Comm) Info() *fabric.Info {
+	if c == nil || c.v == nil {
+		return nil
+	}
+	return c.v.info
+}
 
 // Domain returns the libfabric domain of the communicator's endpoint. For
 // a private endpoint (CreateEndpoints) the domain is opened with
 // FI_THREAD_DOMAIN and belongs to the goroutine driving the endpoint.
-func (c *Comm) Domain() *fabric.Domain { return c.v.dom }
+func (c *Comm) Domain() *fabric.Domain {
+	if c == nil || c.v == nil {
+		return nil
+	}
+	return c.v.dom
+}
 
 // NodeLocal returns this rank's index among the communicator's ranks on
-// the same host, and how many there are.
-func (c *Comm) NodeLocal() (localRank, localSize int) { return c.lrank, c.lsize }
+// the same host, and how many there are (-1 and 0 for a nil communicator).
+func (c *Comm) NodeLocal() (localRank, localSize int) {
+	if c == nil {
+		return -1, 0
+	}
+	return c.lrank, c.lsize
+}
 
 // Shared reports whether the handle's endpoint is shared (locked).
-func (c *Comm) Shared() bool { return c.v.shared }
+func (c *Comm) Shared() bool { return c != nil && c.v != nil && c.v.shared }
 
 // allocContext agrees on a context id with every rank of c (collective over
 // c's collective context): each contributes its free-mask, the lowest id
@@ -354,8 +415,8 @@ func (w *World) releaseContext(id int) {
 // Dup returns a communicator with the same group and a new context:
 // messages on it never match receives on c. Collective over c.
 func (c *Comm) Dup(ctx context.Context) (*Comm, error) {
-	if c.freed {
-		return nil, fmt.Errorf("endpoint: dup: %w", ErrFreed)
+	if err := c.usable("dup"); err != nil {
+		return nil, err
 	}
 	id, _, err := c.allocContext(ctx, nil)
 	if err != nil {
@@ -371,8 +432,8 @@ func (c *Comm) Dup(ctx context.Context) (*Comm, error) {
 // ordered by key (ties by rank in c). color Undefined returns nil, nil.
 // Collective over c.
 func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
-	if c.freed {
-		return nil, fmt.Errorf("endpoint: split: %w", ErrFreed)
+	if err := c.usable("split"); err != nil {
+		return nil, err
 	}
 	if color < 0 && color != Undefined {
 		return nil, fmt.Errorf("endpoint: split color %d negative: %w", color, ErrInvalid)
@@ -422,9 +483,10 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 // Free releases the handle: its context id and, with the last handle on it,
 // its endpoint. It is local (no communication) and idempotent; operations
 // still in flight on the handle are abandoned. The world communicator is
-// freed by World.Close.
+// freed by World.Close. Freeing a nil communicator (what Split returns for
+// Undefined) does nothing.
 func (c *Comm) Free() error {
-	if c == nil || c.freed {
+	if c == nil || c.v == nil || c.freed {
 		return nil
 	}
 	if c == c.w.comm {
@@ -438,8 +500,8 @@ func (c *Comm) Free() error {
 // Barrier returns once every rank of c has entered it (dissemination
 // algorithm over zero-byte messages on c's collective context).
 func (c *Comm) Barrier(ctx context.Context) error {
-	if c.freed {
-		return fmt.Errorf("endpoint: barrier: %w", ErrFreed)
+	if err := c.usable("barrier"); err != nil {
+		return err
 	}
 	for k, dist := 0, 1; dist < c.size; k, dist = k+1, dist*2 {
 		to := (c.rank + dist) % c.size
@@ -472,8 +534,8 @@ const (
 // Allgather returns every rank's data, indexed by rank (sizes may differ
 // between ranks). Collective over c.
 func (c *Comm) Allgather(ctx context.Context, data []byte) ([][]byte, error) {
-	if c.freed {
-		return nil, fmt.Errorf("endpoint: allgather: %w", ErrFreed)
+	if err := c.usable("allgather"); err != nil {
+		return nil, err
 	}
 	out := make([][]byte, c.size)
 	out[c.rank] = append([]byte(nil), data...)

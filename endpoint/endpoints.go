@@ -25,8 +25,8 @@ import (
 //
 // Free each handle when done (World.Close frees any left).
 func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*Comm, error) {
-	if c.freed {
-		return nil, fmt.Errorf("endpoint: create endpoints: %w", ErrFreed)
+	if err := c.usable("create endpoints"); err != nil {
+		return nil, err
 	}
 	w := c.w
 	cfg := w.cfg

@@ -11,8 +11,8 @@ import (
 )
 
 func (c *Comm) checkPeer(rank int, wildcardOK bool) error {
-	if c.freed {
-		return fmt.Errorf("endpoint: %w", ErrFreed)
+	if err := c.usable("point-to-point"); err != nil {
+		return err
 	}
 	if rank == AnySource && wildcardOK {
 		return nil
@@ -35,6 +35,9 @@ func (c *Comm) checkPeer(rank int, wildcardOK bool) error {
 // endpoint (Wait, Test, WaitAll, any call that drives it); messages from
 // one endpoint go out in the order of their Isend calls.
 func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
+	if err := c.usable("send"); err != nil {
+		return nil, err
+	}
 	return c.isend(buf, dest, tag, c.ctx)
 }
 
@@ -128,6 +131,9 @@ func (c *Comm) isend(buf []byte, dest, tag int, ctx uint16) (*Request, error) {
 // longer message completes the request with ErrTruncated (its first len(buf)
 // bytes are delivered).
 func (c *Comm) Irecv(buf []byte, src, tag int) (*Request, error) {
+	if err := c.usable("receive"); err != nil {
+		return nil, err
+	}
 	return c.irecv(buf, src, tag, c.ctx)
 }
 
@@ -181,6 +187,9 @@ func (c *Comm) Send(ctx context.Context, buf []byte, dest, tag int) error {
 // AnyTag). If ctx ends first the receive is cancelled and the error wraps
 // ctx.Err().
 func (c *Comm) Recv(ctx context.Context, buf []byte, src, tag int) (Status, error) {
+	if err := c.usable("receive"); err != nil {
+		return Status{}, err
+	}
 	r, err := c.irecvReq(buf, src, tag, c.ctx, true)
 	if err != nil {
 		return Status{}, err

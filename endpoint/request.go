@@ -83,8 +83,12 @@ type Request struct {
 // are complete when Isend returns.
 var completedRequest = &Request{done: true, state: stDone}
 
-// Done reports, without driving progress, whether the request has completed.
+// Done reports, without driving progress, whether the request has completed
+// (a nil request has nothing in flight: true).
 func (r *Request) Done() bool {
+	if r == nil {
+		return true // nothing in flight
+	}
 	if r.v != nil && r.v.shared {
 		r.v.mu.Lock()
 		defer r.v.mu.Unlock()
@@ -95,6 +99,9 @@ func (r *Request) Done() bool {
 // Test drives progress once on the request's endpoint and reports whether
 // the request has completed, with its status and error.
 func (r *Request) Test() (bool, Status, error) {
+	if r == nil {
+		return false, Status{}, errNilRequest("test")
+	}
 	v := r.v
 	if v == nil {
 		return r.testResult()
@@ -120,6 +127,9 @@ func (r *Request) testResult() (bool, Status, error) {
 // ends first the request stays in flight (its buffer stays in use) and the
 // error wraps ctx.Err(); Cancel it or Wait again.
 func (r *Request) Wait(ctx context.Context) (Status, error) {
+	if r == nil {
+		return Status{}, errNilRequest("wait")
+	}
 	v := r.v
 	if v == nil {
 		return r.st, r.err
@@ -217,6 +227,10 @@ func idle(spins int) {
 	runtime.Gosched()
 }
 
+func errNilRequest(op string) error {
+	return fmt.Errorf("endpoint: %s on a nil request: %w", op, ErrInvalid)
+}
+
 func (r *Request) describe() string {
 	switch r.kind {
 	case kSendEager, kSendRdv:
@@ -230,6 +244,9 @@ func (r *Request) describe() string {
 // Status.Canceled and ErrCanceled, or completes normally if a message matched
 // first. Sends cannot be cancelled (ErrNotSupported).
 func (r *Request) Cancel() error {
+	if r == nil {
+		return errNilRequest("cancel")
+	}
 	if r.v == nil {
 		return fmt.Errorf("endpoint: cancel of a completed send: %w", ErrNotSupported)
 	}
