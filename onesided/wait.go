@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -182,6 +183,9 @@ type waiter struct {
 	target    int
 	nextWatch time.Duration // elapsed time of the next check; 0: not scheduled
 	gone      error         // exited rank seen: reported at the next check
+	// stop, when not nil, ends the wait with ErrClosed once set (Free
+	// of the window from another goroutine).
+	stop *atomic.Bool
 }
 
 // newWaiter returns a waiter with w's policy that fails after limit (0:
@@ -232,6 +236,9 @@ func (w *waiter) check(ctx context.Context, elapsed time.Duration) error {
 // pause is called after each unsuccessful poll; it returns ctx's error,
 // ErrTimeout or ErrPeerGone when the wait must stop.
 func (w *waiter) pause(ctx context.Context) error {
+	if w.stop != nil && w.stop.Load() {
+		return fmt.Errorf("window freed while waiting: %w", ErrClosed)
+	}
 	w.n++
 	if w.n == 1 {
 		w.start = time.Now()
