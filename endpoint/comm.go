@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-hpc/weft/fabric"
@@ -66,7 +67,7 @@ type Comm struct {
 	world  []int32 // comm rank → world rank (its process, for w.watch)
 	lrank  int
 	lsize  int
-	freed  bool
+	freed  atomic.Bool // Free'd (or, for the world communicator, World.Close)
 	// scratch is the Request blocking Recv reuses (nil while one is in use
 	// or was abandoned in flight); taken and returned under v.lock.
 	scratch *Request
@@ -273,7 +274,7 @@ func (w *World) closeAll() error {
 		errs = append(errs, v.shutdown()) // parked ones too
 	}
 	if w.comm != nil {
-		w.comm.freed = true
+		w.comm.freed.Store(true)
 		w.comm.v.lock()
 		w.comm.v.refs = 1
 		w.comm.v.unlock()
@@ -299,7 +300,7 @@ func (c *Comm) usable(op string) error {
 	if c == nil || c.v == nil {
 		return fmt.Errorf("endpoint: %s on a nil communicator: %w", op, ErrInvalid)
 	}
-	if c.freed {
+	if c.freed.Load() {
 		return fmt.Errorf("endpoint: %s: %w", op, ErrFreed)
 	}
 	return nil
@@ -423,9 +424,9 @@ func (c *Comm) Dup(ctx context.Context) (*Comm, error) {
 		return nil, err
 	}
 	c.v.retain()
-	d := *c
-	d.id, d.ctx = id, uint16(2*id)
-	return &d, nil
+	return &Comm{w: c.w, v: c.v, id: id, ctx: uint16(2 * id), rank: c.rank, size: c.size,
+		addrs: c.addrs, slots: c.slots, mySlot: c.mySlot, hosts: c.hosts, world: c.world,
+		lrank: c.lrank, lsize: c.lsize}, nil
 }
 
 // Split partitions c: ranks passing the same color form a new communicator,
@@ -486,13 +487,13 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 // freed by World.Close. Freeing a nil communicator (what Split returns for
 // Undefined) does nothing.
 func (c *Comm) Free() error {
-	if c == nil || c.v == nil || c.freed {
+	if c == nil || c.v == nil || c.freed.Load() {
 		return nil
 	}
 	if c == c.w.comm {
 		return nil
 	}
-	c.freed = true
+	c.freed.Store(true)
 	c.w.releaseContext(c.id)
 	return c.v.release()
 }

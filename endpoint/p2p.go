@@ -51,7 +51,7 @@ func (c *Comm) isend(buf []byte, dest, tag int, ctx uint16) (*Request, error) {
 	v := c.v
 	v.lock()
 	defer v.unlock()
-	if v.closed {
+	if v.isClosed() {
 		return nil, fmt.Errorf("endpoint: send: %w", ErrFreed)
 	}
 	if len(v.sendq) > 0 {
@@ -153,7 +153,7 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool) (*Re
 	v := c.v
 	v.lock()
 	defer v.unlock()
-	if v.closed {
+	if v.isClosed() {
 		return nil, fmt.Errorf("endpoint: receive: %w", ErrFreed)
 	}
 	want, ignore := matchBits(ctx, c.mySlot, src, tag)
