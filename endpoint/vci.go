@@ -91,9 +91,9 @@ type vci struct {
 	// or libfabric objects while they are being closed.
 	inside  atomic.Int32
 	closing atomic.Bool
-	down   bool // libfabric objects closed (later than closed when parked)
-	log    hclog.Logger
-	name   []byte
+	down    bool // libfabric objects closed (later than closed when parked)
+	log     hclog.Logger
+	name    []byte
 
 	// set is the communicator's endpoints in this process (peerset.go);
 	// nil for the world's own endpoint.
