@@ -236,7 +236,8 @@ func TestPeerExitWindow(t *testing.T) {
 				if err := w.Signal(1, 0, 1); err != nil {
 					t.Fatal(err)
 				}
-				if err := w.Flush(ctx, 1); err != nil {
+				// Rank 1 may be gone before the flush completes.
+				if err := w.Flush(ctx, 1); err != nil && !errors.Is(err, ErrPeerGone) {
 					t.Fatal(err)
 				}
 				start := time.Now()
