@@ -9,10 +9,12 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-hpc/weft/fabric"
 	"github.com/weft-hpc/weft/internal/bootstrap"
+	"github.com/weft-hpc/weft/internal/peerwatch"
 	"github.com/weft-hpc/weft/internal/wlog"
 )
 
@@ -32,6 +34,9 @@ type World struct {
 	log    hclog.Logger
 	hosts  []string // host name per world rank
 	closed bool
+	// watch tells blocked waits whether a world rank's process (on this
+	// node) has exited (internal/peerwatch).
+	watch *peerwatch.Watch
 
 	mu       sync.Mutex
 	ctxUsed  [maxContexts / 64]uint64 // bit i set: context id i is in use in this process
@@ -59,9 +64,10 @@ type Comm struct {
 	slots  []uint8       // comm rank → destination slot (shared endpoints)
 	mySlot uint8
 	hosts  []int32 // comm rank → host index (into w.hosts)
+	world  []int32 // comm rank → world rank (its process, for w.watch)
 	lrank  int
 	lsize  int
-	freed  bool
+	freed  atomic.Bool // Free'd (or, for the world communicator, World.Close)
 	// scratch is the Request blocking Recv reuses (nil while one is in use
 	// or was abandoned in flight); taken and returned under v.lock.
 	scratch *Request
@@ -134,10 +140,13 @@ func (w *World) open(ctx context.Context) error {
 		return err
 	}
 	host, _ := os.Hostname()
-	val := make([]byte, 0, 12+len(host)+len(v.name))
+	// Record: eager limit u32 | host length u32 | host | process identity
+	// (peerwatch) | endpoint name.
+	val := make([]byte, 0, 64+len(host)+len(v.name))
 	val = binary.LittleEndian.AppendUint32(val, uint32(w.cfg.eagerLimit))
 	val = binary.LittleEndian.AppendUint32(val, uint32(len(host)))
 	val = append(val, host...)
+	val = peerwatch.Self().Append(val)
 	val = append(val, v.name...)
 	if err := bs.Put(fmt.Sprintf("weft.ep.%d", rank), val); err != nil {
 		v.release()
@@ -150,6 +159,8 @@ func (w *World) open(ctx context.Context) error {
 	names := make([][]byte, size)
 	w.hosts = make([]string, size)
 	hostIdx := make([]int32, size)
+	ids := make([]peerwatch.Ident, size)
+	worldRanks := make([]int32, size)
 	seen := map[string]int32{}
 	for r := 0; r < size; r++ {
 		b, err := bs.Get(ctx, fmt.Sprintf("weft.ep.%d", r))
@@ -168,7 +179,13 @@ func (w *World) open(ctx context.Context) error {
 		b = b[4:]
 		hl := int(binary.LittleEndian.Uint32(b))
 		h := string(b[4 : 4+hl])
-		names[r] = b[4+hl:]
+		id, name, err := peerwatch.Parse(b[4+hl:])
+		if err != nil {
+			v.release()
+			return fmt.Errorf("endpoint: address record of rank %d: %v: %w", r, err, ErrInvalid)
+		}
+		ids[r], worldRanks[r] = id, int32(r)
+		names[r] = name
 		w.hosts[r] = h
 		if _, ok := seen[h]; !ok {
 			seen[h] = int32(len(seen))
@@ -182,8 +199,9 @@ func (w *World) open(ctx context.Context) error {
 	}
 	// The world endpoint is shared by the process's goroutines (it is the
 	// communicator Init returns, and collectives/onesided use it): locked.
+	w.watch = peerwatch.New(ids)
 	w.comm = &Comm{w: w, v: v, id: 0, ctx: 0, rank: rank, size: size, addrs: addrs,
-		slots: make([]uint8, size), hosts: hostIdx}
+		slots: make([]uint8, size), hosts: hostIdx, world: worldRanks}
 	w.comm.setLocal()
 	w.ctxUsed[0] |= 1
 	w.ctxRefs[0] = 1
@@ -206,18 +224,36 @@ func (c *Comm) setLocal() {
 
 // Comm returns the world communicator (every rank of the job). Its
 // endpoint is locked, so it may be used from several goroutines.
-func (w *World) Comm() *Comm { return w.comm }
+func (w *World) Comm() *Comm {
+	if w == nil {
+		return nil
+	}
+	return w.comm
+}
 
 // Bootstrap returns the bootstrap the world was built on.
-func (w *World) Bootstrap() bootstrap.Bootstrap { return w.bs }
+func (w *World) Bootstrap() bootstrap.Bootstrap {
+	if w == nil {
+		return nil
+	}
+	return w.bs
+}
 
 // Info returns the granted provider configuration of the world endpoint.
-func (w *World) Info() *fabric.Info { return w.info }
+func (w *World) Info() *fabric.Info {
+	if w == nil {
+		return nil
+	}
+	return w.info
+}
 
 // Close frees every communicator and endpoint of the world, closes the
 // fabric objects and finalises the bootstrap (when Init started it). It is
 // idempotent. Call it once no goroutine uses the world any more.
 func (w *World) Close() error {
+	if w == nil {
+		return fmt.Errorf("endpoint: Close of a nil world: %w", ErrInvalid)
+	}
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -238,7 +274,7 @@ func (w *World) closeAll() error {
 		errs = append(errs, v.shutdown()) // parked ones too
 	}
 	if w.comm != nil {
-		w.comm.freed = true
+		w.comm.freed.Store(true)
 		w.comm.v.lock()
 		w.comm.v.refs = 1
 		w.comm.v.unlock()
@@ -259,30 +295,73 @@ func (w *World) closeAll() error {
 	return errors.Join(errs...)
 }
 
-// Rank returns this handle's rank in the communicator.
-func (c *Comm) Rank() int { return c.rank }
+// usable returns an error for a nil (or zero) or freed communicator.
+func (c *Comm) usable(op string) error {
+	if c == nil || c.v == nil {
+		return fmt.Errorf("endpoint: %s on a nil communicator: %w", op, ErrInvalid)
+	}
+	if c.freed.Load() {
+		return fmt.Errorf("endpoint: %s: %w", op, ErrFreed)
+	}
+	return nil
+}
 
-// Size returns the number of ranks in the communicator.
-func (c *Comm) Size() int { return c.size }
+// Rank returns this handle's rank in the communicator (-1 for a nil
+// communicator).
+func (c *Comm) Rank() int {
+	if c == nil {
+		return -1
+	}
+	return c.rank
+}
+
+// Size returns the number of ranks in the communicator (0 for a nil
+// communicator).
+func (c *Comm) Size() int {
+	if c == nil {
+		return 0
+	}
+	return c.size
+}
 
 // ContextID returns the communicator's context id (unique among the live
-// communicators of every member process).
-func (c *Comm) ContextID() int { return c.id }
+// communicators of every member process; -1 for a nil communicator).
+func (c *Comm) ContextID() int {
+	if c == nil {
+		return -1
+	}
+	return c.id
+}
 
 // Info returns the provider configuration of the communicator's endpoint.
-func (c *Comm) Info() *fabric.Info { return c.v.info }
+func (c *Comm) Info() *fabric.Info {
+	if c == nil || c.v == nil {
+		return nil
+	}
+	return c.v.info
+}
 
 // Domain returns the libfabric domain of the communicator's endpoint. For
 // a private endpoint (CreateEndpoints) the domain is opened with
 // FI_THREAD_DOMAIN and belongs to the goroutine driving the endpoint.
-func (c *Comm) Domain() *fabric.Domain { return c.v.dom }
+func (c *Comm) Domain() *fabric.Domain {
+	if c == nil || c.v == nil {
+		return nil
+	}
+	return c.v.dom
+}
 
 // NodeLocal returns this rank's index among the communicator's ranks on
-// the same host, and how many there are.
-func (c *Comm) NodeLocal() (localRank, localSize int) { return c.lrank, c.lsize }
+// the same host, and how many there are (-1 and 0 for a nil communicator).
+func (c *Comm) NodeLocal() (localRank, localSize int) {
+	if c == nil {
+		return -1, 0
+	}
+	return c.lrank, c.lsize
+}
 
 // Shared reports whether the handle's endpoint is shared (locked).
-func (c *Comm) Shared() bool { return c.v.shared }
+func (c *Comm) Shared() bool { return c != nil && c.v != nil && c.v.shared }
 
 // allocContext agrees on a context id with every rank of c (collective over
 // c's collective context): each contributes its free-mask, the lowest id
@@ -337,25 +416,25 @@ func (w *World) releaseContext(id int) {
 // Dup returns a communicator with the same group and a new context:
 // messages on it never match receives on c. Collective over c.
 func (c *Comm) Dup(ctx context.Context) (*Comm, error) {
-	if c.freed {
-		return nil, fmt.Errorf("endpoint: dup: %w", ErrFreed)
+	if err := c.usable("dup"); err != nil {
+		return nil, err
 	}
 	id, _, err := c.allocContext(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
 	c.v.retain()
-	d := *c
-	d.id, d.ctx = id, uint16(2*id)
-	return &d, nil
+	return &Comm{w: c.w, v: c.v, id: id, ctx: uint16(2 * id), rank: c.rank, size: c.size,
+		addrs: c.addrs, slots: c.slots, mySlot: c.mySlot, hosts: c.hosts, world: c.world,
+		lrank: c.lrank, lsize: c.lsize}, nil
 }
 
 // Split partitions c: ranks passing the same color form a new communicator,
 // ordered by key (ties by rank in c). color Undefined returns nil, nil.
 // Collective over c.
 func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
-	if c.freed {
-		return nil, fmt.Errorf("endpoint: split: %w", ErrFreed)
+	if err := c.usable("split"); err != nil {
+		return nil, err
 	}
 	if color < 0 && color != Undefined {
 		return nil, fmt.Errorf("endpoint: split color %d negative: %w", color, ErrInvalid)
@@ -389,9 +468,10 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		return ms[i].rank < ms[j].rank
 	})
 	n := &Comm{w: c.w, v: c.v, id: id, ctx: uint16(2 * id), size: len(ms), mySlot: c.mySlot,
-		addrs: make([]fabric.Addr, len(ms)), slots: make([]uint8, len(ms)), hosts: make([]int32, len(ms))}
+		addrs: make([]fabric.Addr, len(ms)), slots: make([]uint8, len(ms)), hosts: make([]int32, len(ms)),
+		world: make([]int32, len(ms))}
 	for i, m := range ms {
-		n.addrs[i], n.slots[i], n.hosts[i] = c.addrs[m.rank], c.slots[m.rank], c.hosts[m.rank]
+		n.addrs[i], n.slots[i], n.hosts[i], n.world[i] = c.addrs[m.rank], c.slots[m.rank], c.hosts[m.rank], c.world[m.rank]
 		if m.rank == c.rank {
 			n.rank = i
 		}
@@ -404,15 +484,16 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 // Free releases the handle: its context id and, with the last handle on it,
 // its endpoint. It is local (no communication) and idempotent; operations
 // still in flight on the handle are abandoned. The world communicator is
-// freed by World.Close.
+// freed by World.Close. Freeing a nil communicator (what Split returns for
+// Undefined) does nothing.
 func (c *Comm) Free() error {
-	if c == nil || c.freed {
+	if c == nil || c.v == nil || c.freed.Load() {
 		return nil
 	}
 	if c == c.w.comm {
 		return nil
 	}
-	c.freed = true
+	c.freed.Store(true)
 	c.w.releaseContext(c.id)
 	return c.v.release()
 }
@@ -420,8 +501,8 @@ func (c *Comm) Free() error {
 // Barrier returns once every rank of c has entered it (dissemination
 // algorithm over zero-byte messages on c's collective context).
 func (c *Comm) Barrier(ctx context.Context) error {
-	if c.freed {
-		return fmt.Errorf("endpoint: barrier: %w", ErrFreed)
+	if err := c.usable("barrier"); err != nil {
+		return err
 	}
 	for k, dist := 0, 1; dist < c.size; k, dist = k+1, dist*2 {
 		to := (c.rank + dist) % c.size
@@ -454,8 +535,8 @@ const (
 // Allgather returns every rank's data, indexed by rank (sizes may differ
 // between ranks). Collective over c.
 func (c *Comm) Allgather(ctx context.Context, data []byte) ([][]byte, error) {
-	if c.freed {
-		return nil, fmt.Errorf("endpoint: allgather: %w", ErrFreed)
+	if err := c.usable("allgather"); err != nil {
+		return nil, err
 	}
 	out := make([][]byte, c.size)
 	out[c.rank] = append([]byte(nil), data...)

@@ -25,8 +25,8 @@ import (
 //
 // Free each handle when done (World.Close frees any left).
 func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*Comm, error) {
-	if c.freed {
-		return nil, fmt.Errorf("endpoint: create endpoints: %w", ErrFreed)
+	if err := c.usable("create endpoints"); err != nil {
+		return nil, err
 	}
 	w := c.w
 	cfg := w.cfg
@@ -80,8 +80,9 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 		name  []byte
 		slot  uint8
 		host  int32
-		owner int // parent rank
-		addrI int // index of its distinct address
+		world int32 // the owner's world rank
+		owner int   // parent rank
+		addrI int   // index of its distinct address
 	}
 	var eps []epRec
 	var names [][]byte
@@ -115,7 +116,7 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 		base := len(names)
 		names = append(names, pnames...)
 		for i := 0; i < cnt; i++ {
-			e := epRec{slot: 0, host: c.hosts[pr], owner: pr, addrI: base + i}
+			e := epRec{slot: 0, host: c.hosts[pr], world: c.world[pr], owner: pr, addrI: base + i}
 			if shared {
 				e.slot, e.addrI = uint8(i), base+sharedGroup(i, cnt, k)
 			}
@@ -134,9 +135,10 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 		}
 		mk := func(slot int) *Comm {
 			nc := &Comm{w: w, v: v, id: id, ctx: uint16(2 * id), size: len(eps),
-				addrs: make([]fabric.Addr, len(eps)), slots: make([]uint8, len(eps)), hosts: make([]int32, len(eps))}
+				addrs: make([]fabric.Addr, len(eps)), slots: make([]uint8, len(eps)), hosts: make([]int32, len(eps)),
+				world: make([]int32, len(eps))}
 			for r, e := range eps {
-				nc.addrs[r], nc.slots[r], nc.hosts[r] = addrs[e.addrI], e.slot, e.host
+				nc.addrs[r], nc.slots[r], nc.hosts[r], nc.world[r] = addrs[e.addrI], e.slot, e.host, e.world
 			}
 			nc.rank = first + slot
 			nc.mySlot = uint8(slot)

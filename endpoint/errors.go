@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/internal/peerwatch"
 )
 
 // Sentinel errors. Errors returned by this package wrap one of these (or a
@@ -24,4 +25,10 @@ var (
 	// ErrNotSupported reports an operation the endpoint cannot do (for
 	// example cancelling a send).
 	ErrNotSupported = errors.New("operation not supported")
+	// ErrPeerGone reports a blocked operation (Wait, Recv, Send, WaitAll,
+	// Probe, a collective) on a rank whose process, on this node, has
+	// exited: it can never complete. Waits look for this once they have
+	// been blocked for a while, about every 100 ms. It is the same error as
+	// onesided.ErrPeerGone.
+	ErrPeerGone = peerwatch.ErrPeerGone
 )

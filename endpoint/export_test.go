@@ -3,3 +3,6 @@ package endpoint
 // ParkedEndpoints reports how many freed endpoints of w wait for the other
 // endpoints of their communicator in this process (peerset.go).
 func ParkedEndpoints(w *World) int { return w.parkedEndpoints() }
+
+// OpenEndpoints reports how many endpoints of w World.Close would close.
+func OpenEndpoints(w *World) int { return w.vciCount() }

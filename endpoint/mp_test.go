@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -581,3 +582,84 @@ func TestPeerDeath(t *testing.T) {
 }
 
 func isWorkerProcess() bool { return launchtest.IsWorker() }
+
+// TestPeerExitUnblocks: rank 1 goes away without finalising — it exits
+// (os.Exit without World.Close) or is killed (SIGKILL) — while rank 0 is
+// blocked on it: in Recv, in the Wait of a rendezvous send it never
+// receives, in WaitAll, in Probe. Rank 0's operation must fail with
+// ErrPeerGone well within its context's 60 s (and the endpoint timeout),
+// not spin until then. The ranks run unsupervised (launchtest.RunMayDie),
+// as under a launcher that does not end the job when a rank leaves.
+func TestPeerExitUnblocks(t *testing.T) {
+	type blocked func(ctx context.Context, c *endpoint.Comm) error
+	ops := []struct {
+		name  string
+		provs []string
+		op    blocked
+	}{
+		{"recv", providers, func(ctx context.Context, c *endpoint.Comm) error {
+			_, err := c.Recv(ctx, make([]byte, 8), 1, 7)
+			return err
+		}},
+		{"rdv-send", []string{"shm"}, func(ctx context.Context, c *endpoint.Comm) error {
+			return c.Send(ctx, make([]byte, 1<<20), 1, 7)
+		}},
+		{"waitall", []string{"shm"}, func(ctx context.Context, c *endpoint.Comm) error {
+			r, err := c.Irecv(make([]byte, 8), 1, 7)
+			if err != nil {
+				return err
+			}
+			return endpoint.WaitAll(ctx, r)
+		}},
+		{"probe", []string{"shm"}, func(ctx context.Context, c *endpoint.Comm) error {
+			_, err := c.Probe(ctx, 1, 7)
+			return err
+		}},
+	}
+	for _, how := range []string{"exit", "kill"} {
+		for _, o := range ops {
+			for _, p := range o.provs {
+				t.Run(how+"/"+o.name+"/"+provName(p), func(t *testing.T) {
+					if !launchtest.IsWorker() {
+						launchtest.RunMayDie(t, 2, p, 60*time.Second, []int{1}, endpoint.EnvTimeout+"=60s")
+						return
+					}
+					ctx := tctx(t, 60*time.Second)
+					w, err := endpoint.Init(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					c := w.Comm()
+					if err := c.Barrier(ctx); err != nil {
+						t.Fatal(err)
+					}
+					if c.Rank() == 1 {
+						// Leave once rank 0 says it is about to block.
+						if _, err := c.Recv(ctx, make([]byte, 1), 0, 1); err != nil {
+							t.Fatal(err)
+						}
+						if how == "kill" {
+							_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+							select {}
+						}
+						os.Exit(0)
+					}
+					defer w.Close()
+					if err := c.Send(ctx, []byte{1}, 1, 1); err != nil {
+						t.Fatal(err)
+					}
+					start := time.Now()
+					err = o.op(ctx, c)
+					took := time.Since(start)
+					if !errors.Is(err, endpoint.ErrPeerGone) {
+						t.Fatalf("%s blocked on a rank that went away: %v after %v, want ErrPeerGone", o.name, err, took)
+					}
+					if took > 20*time.Second {
+						t.Fatalf("%s took %v to see that rank 1 went away", o.name, took)
+					}
+					t.Logf("%s returned after %v: %v", o.name, took, err)
+				})
+			}
+		}
+	}
+}

@@ -7,11 +7,12 @@ import (
 	"unsafe"
 
 	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/internal/peerwatch"
 )
 
 func (c *Comm) checkPeer(rank int, wildcardOK bool) error {
-	if c.freed {
-		return fmt.Errorf("endpoint: %w", ErrFreed)
+	if err := c.usable("point-to-point"); err != nil {
+		return err
 	}
 	if rank == AnySource && wildcardOK {
 		return nil
@@ -34,6 +35,9 @@ func (c *Comm) checkPeer(rank int, wildcardOK bool) error {
 // endpoint (Wait, Test, WaitAll, any call that drives it); messages from
 // one endpoint go out in the order of their Isend calls.
 func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
+	if err := c.usable("send"); err != nil {
+		return nil, err
+	}
 	return c.isend(buf, dest, tag, c.ctx)
 }
 
@@ -47,7 +51,7 @@ func (c *Comm) isend(buf []byte, dest, tag int, ctx uint16) (*Request, error) {
 	v := c.v
 	v.lock()
 	defer v.unlock()
-	if v.closed {
+	if v.isClosed() {
 		return nil, fmt.Errorf("endpoint: send: %w", ErrFreed)
 	}
 	if len(v.sendq) > 0 {
@@ -127,6 +131,9 @@ func (c *Comm) isend(buf []byte, dest, tag int, ctx uint16) (*Request, error) {
 // longer message completes the request with ErrTruncated (its first len(buf)
 // bytes are delivered).
 func (c *Comm) Irecv(buf []byte, src, tag int) (*Request, error) {
+	if err := c.usable("receive"); err != nil {
+		return nil, err
+	}
 	return c.irecv(buf, src, tag, c.ctx)
 }
 
@@ -146,16 +153,16 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool) (*Re
 	v := c.v
 	v.lock()
 	defer v.unlock()
-	if v.closed {
+	if v.isClosed() {
 		return nil, fmt.Errorf("endpoint: receive: %w", ErrFreed)
 	}
 	want, ignore := matchBits(ctx, c.mySlot, src, tag)
 	var r *Request
 	if scratch && c.scratch != nil {
 		r, c.scratch = c.scratch, nil
-		*r = Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore}
+		*r = Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore, qrank: src}
 	} else {
-		r = &Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore}
+		r = &Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore, qrank: src}
 	}
 	if u, ok := v.takeUnexpected(want, ignore); ok {
 		v.deliver(r, u.tag, u.data)
@@ -180,6 +187,9 @@ func (c *Comm) Send(ctx context.Context, buf []byte, dest, tag int) error {
 // AnyTag). If ctx ends first the receive is cancelled and the error wraps
 // ctx.Err().
 func (c *Comm) Recv(ctx context.Context, buf []byte, src, tag int) (Status, error) {
+	if err := c.usable("receive"); err != nil {
+		return Status{}, err
+	}
 	r, err := c.irecvReq(buf, src, tag, c.ctx, true)
 	if err != nil {
 		return Status{}, err
@@ -199,7 +209,7 @@ func (c *Comm) Recv(ctx context.Context, buf []byte, src, tag int) (Status, erro
 
 func waitOrCancel(ctx context.Context, r *Request) (Status, error) {
 	st, err := r.Wait(ctx)
-	if err != nil && ctx.Err() != nil && !r.Done() {
+	if err != nil && (ctx.Err() != nil || errors.Is(err, ErrPeerGone)) && !r.Done() {
 		_ = r.Cancel()
 		if !r.Done() { // matched while we gave up: a rendezvous read is in flight
 			if _, werr := r.waitTimeout(r.v.timeout); werr != nil {
@@ -238,6 +248,7 @@ func (c *Comm) Iprobe(src, tag int) (bool, Status, error) {
 // can be received and returns its status, leaving it queued.
 func (c *Comm) Probe(ctx context.Context, src, tag int) (Status, error) {
 	done := ctx.Done()
+	var pace peerwatch.Pacer
 	for spins := 1; ; spins++ {
 		ok, st, err := c.Iprobe(src, tag)
 		if err != nil || ok {
@@ -249,6 +260,15 @@ func (c *Comm) Probe(ctx context.Context, src, tag int) (Status, error) {
 				case <-done:
 					return Status{}, fmt.Errorf("endpoint: probe: %w", ctx.Err())
 				default:
+				}
+			}
+			if spins >= spinFree && src != AnySource && pace.Due() {
+				if err := c.w.watch.Check(int(c.world[src])); err != nil {
+					// What src sent before it went is still received.
+					if ok, st, perr := c.Iprobe(src, tag); perr != nil || ok {
+						return st, perr
+					}
+					return Status{}, fmt.Errorf("endpoint: probe from rank %d: %w", src, err)
 				}
 			}
 			idle(spins)

@@ -19,7 +19,10 @@ package endpoint
 // member of the set is released, which closes them all. World.Close closes
 // everything at once.
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // vciSet is the set of endpoints (vcis) created in this process for one
 // communicator.
@@ -81,4 +84,24 @@ func (w *World) parkedEndpoints() int {
 		s.mu.Unlock()
 	}
 	return n
+}
+
+// forget removes closed endpoints from the list World.Close closes, so
+// that a program creating and freeing endpoints over and over does not
+// keep every one of them until Close.
+func (w *World) forget(vs []*vci) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, v := range vs {
+		if i := slices.Index(w.vcis, v); i >= 0 {
+			w.vcis = slices.Delete(w.vcis, i, i+1)
+		}
+	}
+}
+
+// vciCount reports how many endpoints World.Close would close (tests).
+func (w *World) vciCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.vcis)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/internal/peerwatch"
 )
 
 // Status describes a completed receive (or a probed message).
@@ -74,7 +75,7 @@ type Request struct {
 	qtag    uint64
 	qdest   fabric.Addr
 	qdesc   fabric.Desc
-	qrank   int       // destination rank (error messages)
+	qrank   int       // the peer: a send's destination, a receive's source (or AnySource)
 	queued  time.Time // when it was queued
 }
 
@@ -82,8 +83,12 @@ type Request struct {
 // are complete when Isend returns.
 var completedRequest = &Request{done: true, state: stDone}
 
-// Done reports, without driving progress, whether the request has completed.
+// Done reports, without driving progress, whether the request has completed
+// (a nil request has nothing in flight: true).
 func (r *Request) Done() bool {
+	if r == nil {
+		return true // nothing in flight
+	}
 	if r.v != nil && r.v.shared {
 		r.v.mu.Lock()
 		defer r.v.mu.Unlock()
@@ -94,6 +99,9 @@ func (r *Request) Done() bool {
 // Test drives progress once on the request's endpoint and reports whether
 // the request has completed, with its status and error.
 func (r *Request) Test() (bool, Status, error) {
+	if r == nil {
+		return false, Status{}, errNilRequest("test")
+	}
 	v := r.v
 	if v == nil {
 		return r.testResult()
@@ -119,11 +127,15 @@ func (r *Request) testResult() (bool, Status, error) {
 // ends first the request stays in flight (its buffer stays in use) and the
 // error wraps ctx.Err(); Cancel it or Wait again.
 func (r *Request) Wait(ctx context.Context) (Status, error) {
+	if r == nil {
+		return Status{}, errNilRequest("wait")
+	}
 	v := r.v
 	if v == nil {
 		return r.st, r.err
 	}
 	done := ctx.Done()
+	var pace peerwatch.Pacer
 	for spins := 1; ; spins++ {
 		v.lock()
 		fin := r.done
@@ -147,9 +159,55 @@ func (r *Request) Wait(ctx context.Context) (Status, error) {
 				default:
 				}
 			}
+			if spins >= spinFree && pace.Due() {
+				if err := r.goneErr(); err != nil {
+					return Status{}, err
+				}
+			}
 			idle(spins)
 		}
 	}
+}
+
+// peerErr returns an error wrapping ErrPeerGone when the process of the
+// one rank r waits for (its destination, or a receive's specific source)
+// has exited. A receive from AnySource depends on no rank in particular.
+func (r *Request) peerErr() error {
+	c := r.c
+	if c == nil || r.qrank < 0 || r.qrank >= len(c.world) {
+		return nil
+	}
+	if err := c.w.watch.Check(int(c.world[r.qrank])); err != nil {
+		dir := "to"
+		if r.kind == kRecv {
+			dir = "from"
+		}
+		return fmt.Errorf("endpoint: %s %s rank %d: %w", r.describe(), dir, r.qrank, err)
+	}
+	return nil
+}
+
+// goneErr is peerErr for a request a wait has seen incomplete: when its
+// peer has exited it drives progress once more (what the peer delivered
+// before it went still counts) and returns the error only if r is still
+// not complete. Called without the endpoint's lock, only from a wait that
+// has been blocked for a while (never on the hot path).
+func (r *Request) goneErr() error {
+	err := r.peerErr()
+	if err == nil {
+		return nil
+	}
+	v := r.v
+	v.lock()
+	if !r.done {
+		_ = v.progress()
+	}
+	fin := r.done
+	v.unlock()
+	if fin {
+		return nil
+	}
+	return err
 }
 
 // idle gives the processor away while a wait makes no progress. The first
@@ -169,6 +227,10 @@ func idle(spins int) {
 	runtime.Gosched()
 }
 
+func errNilRequest(op string) error {
+	return fmt.Errorf("endpoint: %s on a nil request: %w", op, ErrInvalid)
+}
+
 func (r *Request) describe() string {
 	switch r.kind {
 	case kSendEager, kSendRdv:
@@ -182,6 +244,9 @@ func (r *Request) describe() string {
 // Status.Canceled and ErrCanceled, or completes normally if a message matched
 // first. Sends cannot be cancelled (ErrNotSupported).
 func (r *Request) Cancel() error {
+	if r == nil {
+		return errNilRequest("cancel")
+	}
 	if r.v == nil {
 		return fmt.Errorf("endpoint: cancel of a completed send: %w", ErrNotSupported)
 	}
@@ -201,6 +266,7 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 	done := ctx.Done()
 	start := 0 // reqs[:start] are complete
 	var prog [8]*vci
+	var pace peerwatch.Pacer
 	for spins := 1; ; spins++ {
 		np, live := 0, false
 		var held *vci // a run of requests on one endpoint takes its lock once
@@ -249,6 +315,16 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 				default:
 				}
 			}
+			if spins >= spinFree && pace.Due() {
+				for _, r := range reqs[start:] {
+					if r == nil || r.v == nil {
+						continue
+					}
+					if err := r.goneErr(); err != nil {
+						return fmt.Errorf("endpoint: wait all: %w", err)
+					}
+				}
+			}
 			idle(spins)
 		}
 	}
@@ -278,6 +354,7 @@ func progressed(vs []*vci, v *vci) bool {
 // non-nil request it returns -1.
 func WaitAny(ctx context.Context, reqs []*Request) (int, Status, error) {
 	done := ctx.Done()
+	var pace peerwatch.Pacer
 	for spins := 1; ; spins++ {
 		live := false
 		for i, r := range reqs {
@@ -300,6 +377,22 @@ func WaitAny(ctx context.Context, reqs []*Request) (int, Status, error) {
 				case <-done:
 					return -1, Status{}, fmt.Errorf("endpoint: wait any: %w", ctx.Err())
 				default:
+				}
+			}
+			if spins >= spinFree && pace.Due() {
+				// Only when every request waits on an exited peer can
+				// none of them complete.
+				var gone error
+				for _, r := range reqs {
+					if r == nil {
+						continue
+					}
+					if gone = r.goneErr(); gone == nil {
+						break
+					}
+				}
+				if gone != nil {
+					return -1, Status{}, fmt.Errorf("endpoint: wait any: %w", gone)
 				}
 			}
 			idle(spins)

@@ -19,7 +19,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -81,9 +83,17 @@ type vci struct {
 
 	refs   int
 	closed bool // released: no more operations
-	down   bool // libfabric objects closed (later than closed when parked)
-	log    hclog.Logger
-	name   []byte
+	// A private endpoint has no mutex: inside counts goroutines between
+	// lock and unlock (its driver, and a World.Close from elsewhere), and
+	// closing, once set by shutdown, makes new operations fail at once.
+	// shutdown sets closing and waits for inside to drop to 0 before it
+	// touches anything, so that a driver never reads the endpoint's state
+	// or libfabric objects while they are being closed.
+	inside  atomic.Int32
+	closing atomic.Bool
+	down    bool // libfabric objects closed (later than closed when parked)
+	log     hclog.Logger
+	name    []byte
 
 	// set is the communicator's endpoints in this process (peerset.go);
 	// nil for the world's own endpoint.
@@ -95,12 +105,39 @@ type vci struct {
 func (v *vci) lock() {
 	if v.shared {
 		v.mu.Lock()
+		return
 	}
+	v.inside.Add(1)
 }
 
 func (v *vci) unlock() {
 	if v.shared {
 		v.mu.Unlock()
+		return
+	}
+	v.inside.Add(-1)
+}
+
+// isClosed reports, under lock, whether v takes no more operations. For a
+// private endpoint closing is looked at first: once it is set, shutdown
+// may be writing v's fields.
+func (v *vci) isClosed() bool {
+	return (!v.shared && v.closing.Load()) || v.closed
+}
+
+// drain makes new operations on a private endpoint fail and waits until
+// no goroutine is inside one (a driver leaves within one progress call).
+func (v *vci) drain() {
+	if v.shared {
+		return
+	}
+	v.closing.Store(true)
+	for i := 0; v.inside.Load() > 0; i++ {
+		if i < 100 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(20 * time.Microsecond)
+		}
 	}
 }
 
@@ -201,7 +238,7 @@ func (v *vci) closeFabric() error {
 // (their pins are released when the objects close).
 func (v *vci) release() error {
 	v.lock()
-	if v.closed {
+	if v.isClosed() {
 		v.unlock()
 		return nil
 	}
@@ -224,6 +261,8 @@ func (v *vci) release() error {
 	for _, o := range others {
 		errs = append(errs, o.shutdown())
 	}
+	// Closed for good: the world no longer needs to close them.
+	v.w.forget(append(others, v))
 	return errors.Join(errs...)
 }
 
@@ -231,6 +270,7 @@ func (v *vci) release() error {
 // (idempotent). No goroutine may be inside an operation on v, nor on
 // another endpoint of this process that may still reach v's.
 func (v *vci) shutdown() error {
+	v.drain()
 	v.lock()
 	defer v.unlock()
 	v.closed = true
@@ -423,7 +463,7 @@ func (v *vci) flushSends() {
 
 // progress reads completions and retries deferred work. Caller holds the lock.
 func (v *vci) progress() error {
-	if v.closed {
+	if v.isClosed() {
 		return fmt.Errorf("endpoint: progress: %w", ErrFreed)
 	}
 	if len(v.repost) > 0 {
@@ -492,7 +532,7 @@ func (v *vci) complete(c *fabric.Completion) {
 }
 
 func (v *vci) repostBounce(i int) {
-	if v.closed {
+	if v.isClosed() {
 		return
 	}
 	if err := v.postBounce(i); err != nil {

@@ -1,6 +1,10 @@
 package onesided
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/weft-hpc/weft/internal/peerwatch"
+)
 
 // Sentinel errors. Methods wrap them with context; test with errors.Is.
 var (
@@ -23,10 +27,13 @@ var (
 	// CompareAndSwap, an operation stuck behind a full queue) that outlasted
 	// WEFT_ONESIDED_TIMEOUT: usually a target that stopped making progress.
 	ErrTimeout = errors.New("onesided: operation timed out")
-	// ErrPeerGone reports a wait on a window that another rank of the
-	// window in this process has freed without synchronising (its Free
-	// failed, or its context had ended): that rank will never answer.
-	ErrPeerGone = errors.New("onesided: a rank left the window")
+	// ErrPeerGone reports a wait on a rank of the window that will never
+	// answer: its process, on this node, has exited (waits look for this
+	// once they have been blocked for a while, about every 100 ms), or it
+	// is a rank in this process that freed the window without
+	// synchronising (its Free failed, or its context had ended). It is the
+	// same error as endpoint.ErrPeerGone.
+	ErrPeerGone = peerwatch.ErrPeerGone
 	// ErrOutOfMemory reports a symmetric heap that cannot satisfy Alloc.
 	ErrOutOfMemory = errors.New("onesided: symmetric heap exhausted")
 )

@@ -681,6 +681,7 @@ func (f *fabPath) takeDeferErr() error {
 // wait drives progress until op completes.
 func (f *fabPath) wait(ctx context.Context, op *pendingOp) error {
 	wt := f.w.newWaiter(opTimeout)
+	wt.target = op.target
 	for !op.done {
 		if err := f.progress(); err != nil && op.done {
 			break
@@ -1166,6 +1167,7 @@ func (f *fabPath) flush(ctx context.Context, target int) error {
 		return err
 	}
 	wt := f.w.newWaiter(0)
+	wt.target = target
 	for {
 		if target >= 0 && f.perTarget[target] == 0 || target < 0 && len(f.pending) == 0 {
 			return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 )
@@ -55,14 +56,30 @@ func NewHeap(ctx context.Context, g Group, size int, opts ...Option) (*Heap, err
 }
 
 // Window returns the heap's underlying window.
-func (h *Heap) Window() *Window { return h.w }
+func (h *Heap) Window() *Window {
+	if h == nil {
+		return nil
+	}
+	return h.w
+}
+
+// usable returns an error for a nil or closed heap.
+func (h *Heap) usable(op string) error {
+	if h == nil {
+		return fmt.Errorf("onesided: Heap.%s on a nil heap: %w", op, ErrInvalid)
+	}
+	if h.closed {
+		return fmt.Errorf("onesided: Heap.%s: %w", op, ErrClosed)
+	}
+	return nil
+}
 
 // Alloc reserves size bytes aligned to align (a power of two; 0 means 8)
 // at the same offset on every rank. It is collective and ends with a
 // barrier, so other ranks may access the object as soon as it returns.
 func (h *Heap) Alloc(ctx context.Context, size, align int) (Sym, error) {
-	if h.closed {
-		return Sym{}, fmt.Errorf("onesided: Heap.Alloc: %w", ErrClosed)
+	if err := h.usable("Alloc"); err != nil {
+		return Sym{}, err
 	}
 	if align == 0 {
 		align = 8
@@ -72,20 +89,27 @@ func (h *Heap) Alloc(ctx context.Context, size, align int) (Sym, error) {
 	}
 	off := -1
 	for i, s := range h.free {
-		a := roundUp(s.start, align)
-		if a+size <= s.end {
-			off = a
-			// Split the span into what is left on either side.
-			rest := []span{}
-			if a > s.start {
-				rest = append(rest, span{s.start, a})
-			}
-			if a+size < s.end {
-				rest = append(rest, span{a + size, s.end})
-			}
-			h.free = slices.Replace(h.free, i, i+1, rest...)
-			break
+		// Checked arithmetic: size and align come from the caller, and an
+		// overflowing a+size would pass the test and split the span into
+		// garbage.
+		if s.start > math.MaxInt-(align-1) {
+			continue
 		}
+		a := roundUp(s.start, align)
+		if a > s.end || size > s.end-a {
+			continue
+		}
+		off = a
+		// Split the span into what is left on either side.
+		rest := []span{}
+		if a > s.start {
+			rest = append(rest, span{s.start, a})
+		}
+		if a+size < s.end {
+			rest = append(rest, span{a + size, s.end})
+		}
+		h.free = slices.Replace(h.free, i, i+1, rest...)
+		break
 	}
 	if off < 0 {
 		// Still collective: every rank fails the same way.
@@ -114,8 +138,8 @@ func (h *Heap) Alloc(ctx context.Context, size, align int) (Sym, error) {
 // Free returns s to the heap. It is collective: it completes this rank's
 // operations and waits for every rank before the memory can be reused.
 func (h *Heap) Free(ctx context.Context, s Sym) error {
-	if h.closed {
-		return fmt.Errorf("onesided: Heap.Free: %w", ErrClosed)
+	if err := h.usable("Free"); err != nil {
+		return err
 	}
 	if sz, ok := h.allocs[s.Off]; !ok || sz != s.Size {
 		return fmt.Errorf("onesided: Heap.Free(%+v): not an allocated object: %w", s, ErrInvalid)
@@ -137,15 +161,15 @@ func (h *Heap) Free(ctx context.Context, s Sym) error {
 
 // Local returns this rank's copy of s.
 func (h *Heap) Local(s Sym) []byte {
-	if h.closed || s.Off < 0 || s.Size < 0 || s.Off+s.Size > len(h.w.local) {
+	if h == nil || h.closed || s.Off < 0 || s.Size < 0 || s.Off > len(h.w.local) || s.Size > len(h.w.local)-s.Off {
 		return nil
 	}
 	return h.w.local[s.Off : s.Off+s.Size : s.Off+s.Size]
 }
 
 func (h *Heap) at(op string, s Sym, off, n int) (int, error) {
-	if h.closed {
-		return 0, fmt.Errorf("onesided: Heap.%s: %w", op, ErrClosed)
+	if err := h.usable(op); err != nil {
+		return 0, err
 	}
 	if sz, ok := h.allocs[s.Off]; !ok || sz != s.Size {
 		return 0, fmt.Errorf("onesided: Heap.%s(%+v): not an allocated object: %w", op, s, ErrInvalid)
@@ -221,22 +245,25 @@ func (h *Heap) CompareAndSwap(rank int, s Sym, off int, t Type, compare, swap ui
 // Quiet waits until every operation this rank issued is complete at its
 // target (shmem_quiet).
 func (h *Heap) Quiet(ctx context.Context) error {
-	if h.closed {
-		return fmt.Errorf("onesided: Heap.Quiet: %w", ErrClosed)
+	if err := h.usable("Quiet"); err != nil {
+		return err
 	}
 	return h.w.FlushAll(ctx)
 }
 
 // Barrier is Quiet followed by a barrier of all ranks (shmem_barrier_all).
 func (h *Heap) Barrier(ctx context.Context) error {
-	if h.closed {
-		return fmt.Errorf("onesided: Heap.Barrier: %w", ErrClosed)
+	if err := h.usable("Barrier"); err != nil {
+		return err
 	}
 	return h.w.Fence(ctx)
 }
 
 // Close frees the heap (collective; idempotent).
 func (h *Heap) Close(ctx context.Context) error {
+	if h == nil {
+		return fmt.Errorf("onesided: Close of a nil heap: %w", ErrInvalid)
+	}
 	if h.closed {
 		return nil
 	}

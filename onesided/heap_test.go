@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 )
 
@@ -104,4 +105,67 @@ func heapScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 		return fmt.Errorf("put on closed heap: %v", err)
 	}
 	return nil
+}
+
+// TestHeapAllocHugeSizes: sizes near math.MaxInt (and bad ones) fail
+// cleanly, and the free list is intact after each: a later allocation of
+// everything that is left still succeeds.
+func TestHeapAllocHugeSizes(t *testing.T) {
+	const size = 1 << 16
+	runRanks(t, 2, func(ctx context.Context, g Group) (err error) {
+		h, err := NewHeap(ctx, g, size, WithSharedMemory(ShmOnly))
+		if err != nil {
+			return err
+		}
+		defer cleanup(ctx, &err, h.Close)
+		first, err := h.Alloc(ctx, 64, 0)
+		if err != nil {
+			return err
+		}
+		intact := func(what string) error {
+			if len(h.free) != 1 || h.free[0] != (span{64, size}) {
+				return fmt.Errorf("after %s: free list %v, want [{64 %d}]", what, h.free, size)
+			}
+			return nil
+		}
+		cases := []struct {
+			size, align int
+			want        error
+		}{
+			{math.MaxInt, 0, ErrOutOfMemory},
+			{math.MaxInt - 7, 0, ErrOutOfMemory},
+			{math.MaxInt - 64, 0, ErrOutOfMemory},
+			{math.MaxInt - size + 1, 0, ErrOutOfMemory},
+			{size, 0, ErrOutOfMemory},
+			{64, 1 << 62, ErrOutOfMemory},
+			{-1, 0, ErrInvalid},
+			{math.MinInt, 0, ErrInvalid},
+			{0, 0, ErrInvalid},
+			{64, 3, ErrInvalid},
+			{64, -8, ErrInvalid},
+		}
+		for _, c := range cases {
+			what := fmt.Sprintf("Alloc(%d, align %d)", c.size, c.align)
+			if _, err := h.Alloc(ctx, c.size, c.align); !errors.Is(err, c.want) {
+				return fmt.Errorf("%s: %v, want %v", what, err, c.want)
+			}
+			if err := intact(what); err != nil {
+				return err
+			}
+		}
+		rest, err := h.Alloc(ctx, size-64, 0)
+		if err != nil {
+			return fmt.Errorf("allocating the %d bytes left: %w", size-64, err)
+		}
+		if rest.Off != 64 {
+			return fmt.Errorf("rest at %d, want 64", rest.Off)
+		}
+		if l := h.Local(Sym{Off: 64, Size: math.MaxInt}); l != nil {
+			return fmt.Errorf("Local of an overflowing Sym returned %d bytes", len(l))
+		}
+		if err := h.Free(ctx, rest); err != nil {
+			return err
+		}
+		return h.Free(ctx, first)
+	})
 }

@@ -2,8 +2,10 @@ package onesided
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -179,5 +181,82 @@ func TestOverComm(t *testing.T) {
 				t.Fatalf("rank %d: pipeline: %v", comm.Rank(), err)
 			}
 		})
+	}
+}
+
+// TestPeerExitWindow: rank 1 goes away without freeing the window — it
+// exits (os.Exit) or is killed (SIGKILL) — while rank 0 waits on it: in
+// WaitSignal for a signal it will never send, or (libfabric path) in a
+// FetchAndOp on its memory, which takes no context and waited
+// WEFT_ONESIDED_TIMEOUT. Rank 0 must get ErrPeerGone well within its
+// context's 60 s. Ranks run unsupervised (launchtest.RunMayDie).
+func TestPeerExitWindow(t *testing.T) {
+	cases := []struct {
+		name, provider string
+		env            []string
+		fetch          bool
+	}{
+		{"direct", "", []string{"WEFT_ONESIDED_SHM=on"}, false},
+		{"shm", "shm", []string{"WEFT_ONESIDED_SHM=off"}, false},
+		{"shm-fetch", "shm", []string{"WEFT_ONESIDED_SHM=off"}, true},
+	}
+	for _, how := range []string{"exit", "kill"} {
+		for _, c := range cases {
+			t.Run(how+"/"+c.name, func(t *testing.T) {
+				if !launchtest.IsWorker() {
+					if c.provider != "" {
+						requireProvider(t, c.provider)
+					}
+					launchtest.RunMayDie(t, 2, c.provider, 60*time.Second, []int{1}, c.env...)
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				bs, err := bootstrap.Init(ctx)
+				if err != nil {
+					t.Fatalf("bootstrap: %v", err)
+				}
+				defer bs.Finalize()
+				w, err := Allocate(ctx, BootstrapGroup(bs), 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if bs.Rank() == 1 {
+					// Leave once rank 0 says it is about to block.
+					if _, err := w.WaitSignal(ctx, 0, CmpGE, 1); err != nil {
+						t.Fatal(err)
+					}
+					if how == "kill" {
+						_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+						select {}
+					}
+					os.Exit(0)
+				}
+				defer func() { t.Logf("Free: %v", w.Free(ctx)) }()
+				if err := w.Signal(1, 0, 1); err != nil {
+					t.Fatal(err)
+				}
+				// Rank 1 may be gone before the flush completes.
+				if err := w.Flush(ctx, 1); err != nil && !errors.Is(err, ErrPeerGone) {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				op := "WaitSignal"
+				if c.fetch {
+					op = "FetchAndOp"
+					_, err = w.FetchAndOp(1, 8, Uint64, OpSum, 1)
+				} else {
+					_, err = w.WaitSignal(ctx, 8, CmpGE, 1)
+				}
+				took := time.Since(start)
+				if !errors.Is(err, ErrPeerGone) {
+					t.Fatalf("%s on a rank that went away: %v after %v, want ErrPeerGone", op, err, took)
+				}
+				if took > 20*time.Second {
+					t.Fatalf("%s took %v to see that rank 1 went away", op, took)
+				}
+				t.Logf("%s returned after %v: %v", op, took, err)
+			})
+		}
 	}
 }

@@ -112,13 +112,24 @@ func NewPipeline(ctx context.Context, tr Transport, cfg PipelineConfig) (*Pipeli
 }
 
 // Config returns the pipeline's shape.
-func (p *Pipeline) Config() PipelineConfig { return p.cfg }
+func (p *Pipeline) Config() PipelineConfig {
+	if p == nil {
+		return PipelineConfig{}
+	}
+	return p.cfg
+}
 
 // Run executes one pass of the tiled loop: for each tile it calls compute,
 // then consumes the tile from D tiles ago, then sends the new tile; at the
 // end it consumes the last D tiles. Every rank must call Run the same
 // number of times. Consume is called once per tile, in tile order.
 func (p *Pipeline) Run(ctx context.Context, compute ComputeFunc, consume ConsumeFunc) error {
+	if p == nil || p.tr == nil {
+		return fmt.Errorf("onesided: Run of a nil pipeline: %w", ErrInvalid)
+	}
+	if compute == nil || consume == nil {
+		return fmt.Errorf("onesided: pipeline Run: nil compute or consume function: %w", ErrInvalid)
+	}
 	cfg := p.cfg
 	P, me := p.tr.Size(), p.tr.Rank()
 	D := uint64(cfg.D)

@@ -7,8 +7,11 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/weft-hpc/weft/internal/peerwatch"
 )
 
 // The wait policy. Every loop that waits for something another rank (or
@@ -172,12 +175,23 @@ type waiter struct {
 	// peers, when not nil, are the window's ranks in this process: the
 	// wait fails once one of them has left without synchronising.
 	peers *procPeers
+	// watch, when not nil, tells whether a rank's process has exited
+	// (internal/peerwatch); target is the rank the wait depends on, or -1
+	// for every rank of the window. It is asked every peerwatch.Interval
+	// once the spin phase is over.
+	watch     *peerwatch.Watch
+	target    int
+	nextWatch time.Duration // elapsed time of the next check; 0: not scheduled
+	gone      error         // exited rank seen: reported at the next check
+	// stop, when not nil, ends the wait with ErrClosed once set (Free
+	// of the window from another goroutine).
+	stop *atomic.Bool
 }
 
 // newWaiter returns a waiter with w's policy that fails after limit (0:
 // never) and when a rank of w in this process has gone (procpeers.go).
 func (w *Window) newWaiter(limit time.Duration) waiter {
-	return waiter{p: &w.wait, limit: limit, peers: w.procPeers}
+	return waiter{p: &w.wait, limit: limit, peers: w.procPeers, watch: w.watch, target: -1}
 }
 
 // spinning reports whether the waiter is still in its spin phase (callers
@@ -192,7 +206,29 @@ func (w *waiter) check(ctx context.Context, elapsed time.Duration) error {
 		return fmt.Errorf("%w after %v (WEFT_ONESIDED_TIMEOUT)", ErrTimeout, w.limit)
 	}
 	if w.peers != nil {
-		return w.peers.goneErr()
+		if err := w.peers.goneErr(); err != nil {
+			return err
+		}
+	}
+	if w.gone != nil {
+		return w.gone
+	}
+	if w.watch != nil && w.phase != phaseSpin {
+		switch {
+		case w.nextWatch == 0:
+			w.nextWatch = elapsed + peerwatch.Interval
+		case elapsed >= w.nextWatch:
+			w.nextWatch = elapsed + peerwatch.Interval
+			var err error
+			if w.target >= 0 {
+				err = w.watch.Check(w.target)
+			} else {
+				err = w.watch.CheckAll()
+			}
+			// Report it at the next pause: the caller polls once more
+			// first, so what the rank delivered before it went counts.
+			w.gone = err
+		}
 	}
 	return nil
 }
@@ -200,6 +236,9 @@ func (w *waiter) check(ctx context.Context, elapsed time.Duration) error {
 // pause is called after each unsuccessful poll; it returns ctx's error,
 // ErrTimeout or ErrPeerGone when the wait must stop.
 func (w *waiter) pause(ctx context.Context) error {
+	if w.stop != nil && w.stop.Load() {
+		return fmt.Errorf("window freed while waiting: %w", ErrClosed)
+	}
 	w.n++
 	if w.n == 1 {
 		w.start = time.Now()

@@ -5,12 +5,15 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/weft-hpc/weft/internal/peerwatch"
 	"github.com/weft-hpc/weft/internal/wlog"
 )
 
@@ -200,6 +203,14 @@ type Window struct {
 	// procPeers is the set of this window's ranks in this process when
 	// there are several and the window has a libfabric path (procpeers.go).
 	procPeers *procPeers
+	// watch tells waits whether a rank's process (on this node) has
+	// exited (internal/peerwatch), by window rank.
+	watch *peerwatch.Watch
+	// waiters counts goroutines inside WaitSignal and TestSignal; Free
+	// sets freeing, makes them leave (with ErrClosed) and waits until
+	// they have before it unmaps anything.
+	waiters atomic.Int32
+	freeing atomic.Bool
 }
 
 // netPath is the libfabric side of a window (fabricpath.go).
@@ -280,9 +291,9 @@ func Create(ctx context.Context, g Group, buf []byte, opts ...Option) (*Window, 
 	o.shm = ShmOff
 	w := &Window{g: g, rank: g.Rank(), size: g.Size(), opts: o, log: log}
 	err := func() error {
-		var b [8]byte
-		binary.LittleEndian.PutUint64(b[:], uint64(len(buf)))
-		all, err := g.Allgather(ctx, b[:])
+		// Record: size u64 | process identity (peerwatch).
+		b := binary.LittleEndian.AppendUint64(nil, uint64(len(buf)))
+		all, err := g.Allgather(ctx, peerwatch.Self().Append(b))
 		if err != nil {
 			return fmt.Errorf("exchange sizes: %w", err)
 		}
@@ -290,12 +301,17 @@ func Create(ctx context.Context, g Group, buf []byte, opts ...Option) (*Window, 
 			return fmt.Errorf("allgather returned %d entries for %d ranks: %w", len(all), w.size, ErrInvalid)
 		}
 		w.sizes = make([]int, w.size)
+		ids := make([]peerwatch.Ident, w.size)
 		for r, m := range all {
-			if len(m) != 8 {
+			if len(m) < 8 {
 				return fmt.Errorf("bad size record from rank %d: %w", r, ErrInvalid)
 			}
 			w.sizes[r] = int(binary.LittleEndian.Uint64(m))
+			if ids[r], _, err = peerwatch.Parse(m[8:]); err != nil {
+				return fmt.Errorf("bad size record from rank %d: %v: %w", r, err, ErrInvalid)
+			}
 		}
+		w.watch = peerwatch.New(ids)
 		w.peers = make([][]byte, w.size)
 		w.ctrl = make([][]byte, w.size)
 		w.local = buf[:len(buf):len(buf)]
@@ -322,12 +338,15 @@ func Create(ctx context.Context, g Group, buf []byte, opts ...Option) (*Window, 
 }
 
 func (w *Window) setup(ctx context.Context, size int) error {
-	// Round 1: every rank's size and node.
+	// Round 1: every rank's size, node, process identity and machine:
+	// size u64 | node length u16 | node | identity (peerwatch) | machine.
 	key, mkey := nodeKey(), machineKey()
-	msg := make([]byte, 10, 10+len(key)+len(mkey))
+	msg := make([]byte, 10, 64+len(key)+len(mkey))
 	binary.LittleEndian.PutUint64(msg, uint64(size))
 	binary.LittleEndian.PutUint16(msg[8:], uint16(len(key)))
-	msg = append(append(msg, key...), mkey...)
+	msg = append(msg, key...)
+	msg = peerwatch.Self().Append(msg)
+	msg = append(msg, mkey...)
 	all, err := w.g.Allgather(ctx, msg)
 	if err != nil {
 		return fmt.Errorf("exchange sizes: %w", err)
@@ -337,6 +356,7 @@ func (w *Window) setup(ctx context.Context, size int) error {
 	}
 	w.sizes = make([]int, w.size)
 	nodes := make([]string, w.size)
+	ids := make([]peerwatch.Ident, w.size)
 	sameMachine := 0 // ranks sharing this machine's cores
 	for r, m := range all {
 		if len(m) < 10 || len(m) < 10+int(binary.LittleEndian.Uint16(m[8:])) {
@@ -345,10 +365,16 @@ func (w *Window) setup(ctx context.Context, size int) error {
 		w.sizes[r] = int(binary.LittleEndian.Uint64(m))
 		n := 10 + int(binary.LittleEndian.Uint16(m[8:]))
 		nodes[r] = string(m[10:n])
-		if string(m[n:]) == mkey {
+		id, machine, err := peerwatch.Parse(m[n:])
+		if err != nil {
+			return fmt.Errorf("size record from rank %d: %v: %w", r, err, ErrInvalid)
+		}
+		ids[r] = id
+		if string(machine) == mkey {
 			sameMachine++
 		}
 	}
+	w.watch = peerwatch.New(ids)
 	multiNode := false
 	var local []int // ranks on my node, ascending
 	for r := range nodes {
@@ -522,9 +548,13 @@ func (w *Window) release(synced bool) {
 // within a process). The memory of Create's buf may be written by such
 // ranks until then.
 func (w *Window) Free(ctx context.Context) error {
+	if w == nil {
+		return fmt.Errorf("onesided: Free of a nil window: %w", ErrInvalid)
+	}
 	if w.closed {
 		return nil
 	}
+	w.drainWaiters()
 	if err := ctx.Err(); err != nil {
 		w.closed = true
 		w.release(false)
@@ -545,15 +575,55 @@ func (w *Window) Free(ctx context.Context) error {
 	return nil
 }
 
-// Rank is this process's rank in the window's group.
-func (w *Window) Rank() int { return w.rank }
+// drainWaiters makes goroutines waiting in WaitSignal or TestSignal on w
+// return ErrClosed, and returns once none is left inside.
+func (w *Window) drainWaiters() {
+	w.freeing.Store(true)
+	for i := 0; w.waiters.Load() > 0; i++ {
+		if i < 100 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+}
+
+// enterWait registers a goroutine about to read the window in WaitSignal
+// or TestSignal; a nil error must be paired with exitWait.
+func (w *Window) enterWait(op string) error {
+	if w == nil {
+		return fmt.Errorf("onesided: %s on a nil window: %w", op, ErrInvalid)
+	}
+	w.waiters.Add(1)
+	if w.freeing.Load() {
+		w.waiters.Add(-1)
+		return fmt.Errorf("onesided: %s: %w", op, ErrClosed)
+	}
+	return nil
+}
+
+func (w *Window) exitWait() { w.waiters.Add(-1) }
+
+// Rank is this process's rank in the window's group (-1 for a nil
+// window).
+func (w *Window) Rank() int {
+	if w == nil {
+		return -1
+	}
+	return w.rank
+}
 
 // Size is the number of ranks in the window's group.
-func (w *Window) Size() int { return w.size }
+func (w *Window) Size() int {
+	if w == nil {
+		return 0
+	}
+	return w.size
+}
 
 // Len returns the size in bytes of rank's region.
 func (w *Window) Len(rank int) int {
-	if rank < 0 || rank >= len(w.sizes) {
+	if w == nil || rank < 0 || rank >= len(w.sizes) {
 		return 0
 	}
 	return w.sizes[rank]
@@ -562,18 +632,23 @@ func (w *Window) Len(rank int) int {
 // Bytes returns this rank's region. Other ranks may write it at any time;
 // read signal words with WaitSignal/TestSignal (or sync/atomic), and data
 // only after a signal or a Fence says it is there.
-func (w *Window) Bytes() []byte { return w.local }
+func (w *Window) Bytes() []byte {
+	if w == nil {
+		return nil
+	}
+	return w.local
+}
 
 // Direct reports whether operations on target are direct stores through
 // shared memory (true) or go through libfabric (false).
 func (w *Window) Direct(target int) bool {
-	return target >= 0 && target < len(w.peers) && w.peers[target] != nil
+	return w != nil && target >= 0 && target < len(w.peers) && w.peers[target] != nil
 }
 
 // Provider names the libfabric provider the window uses, or "" when every
 // target is reached by direct stores.
 func (w *Window) Provider() string {
-	if w.net == nil {
+	if w == nil || w.net == nil {
 		return ""
 	}
 	return w.net.provider()
@@ -582,13 +657,16 @@ func (w *Window) Provider() string {
 // Ordering reports the signal ordering the libfabric path uses (OrderAuto
 // when the window has no libfabric path).
 func (w *Window) Ordering() SignalOrdering {
-	if w.net == nil {
+	if w == nil || w.net == nil {
 		return OrderAuto
 	}
 	return w.net.ordering()
 }
 
 func (w *Window) check(op string, target, off, n int) error {
+	if w == nil {
+		return fmt.Errorf("onesided: %s on a nil window: %w", op, ErrInvalid)
+	}
 	if w.closed {
 		return fmt.Errorf("onesided: %s: %w", op, ErrClosed)
 	}
@@ -690,6 +768,10 @@ func (w *Window) Signal(target, signalOffset int, value uint64) error {
 // TestSignal reads this rank's signal word at signalOffset and reports
 // whether cmp(word, value) holds. It drives libfabric progress once.
 func (w *Window) TestSignal(signalOffset int, cmp Cmp, value uint64) (bool, uint64, error) {
+	if err := w.enterWait("TestSignal"); err != nil {
+		return false, 0, err
+	}
+	defer w.exitWait()
 	if err := w.checkAligned("TestSignal", w.rank, signalOffset, 8, 8); err != nil {
 		return false, 0, err
 	}
@@ -714,6 +796,10 @@ func (w *Window) TestSignal(signalOffset int, cmp Cmp, value uint64) (bool, uint
 // at signalOffset, driving libfabric progress meanwhile, and returns the
 // word. It returns ctx.Err() (wrapped) if ctx ends first.
 func (w *Window) WaitSignal(ctx context.Context, signalOffset int, cmp Cmp, value uint64) (uint64, error) {
+	if err := w.enterWait("WaitSignal"); err != nil {
+		return 0, err
+	}
+	defer w.exitWait()
 	if err := w.checkAligned("WaitSignal", w.rank, signalOffset, 8, 8); err != nil {
 		return 0, err
 	}
@@ -722,12 +808,13 @@ func (w *Window) WaitSignal(ctx context.Context, signalOffset int, cmp Cmp, valu
 	}
 	p := (*uint64)(unsafe.Pointer(&w.local[signalOffset]))
 	if cmp == CmpGE {
-		if err := w.waitGE(ctx, p, value); err != nil {
+		if err := w.waitGE(ctx, p, value, &w.freeing); err != nil {
 			return atomic.LoadUint64(p), fmt.Errorf("onesided: WaitSignal(offset %d, %d): %w", signalOffset, value, err)
 		}
 		return atomic.LoadUint64(p), nil
 	}
 	wt := w.newWaiter(0)
+	wt.stop = &w.freeing
 	for {
 		v := atomic.LoadUint64(p)
 		if cmp.test(v, value) {
@@ -749,15 +836,17 @@ func (w *Window) WaitSignal(ctx context.Context, signalOffset int, cmp Cmp, valu
 // often.
 const waitSpins = 32
 
-// waitGE waits until the word at p (this rank's memory) is at least want.
+// waitGE waits until the word at p (this rank's memory) is at least want,
+// or until *stop (when not nil) is set.
 // With a libfabric path every poll also drives progress, inside fabric's
 // CQ.WaitWord: one cgo call per waitSpins polls while spinning, one per
 // poll afterwards.
-func (w *Window) waitGE(ctx context.Context, p *uint64, want uint64) error {
+func (w *Window) waitGE(ctx context.Context, p *uint64, want uint64, stop *atomic.Bool) error {
 	if atomic.LoadUint64(p) >= want {
 		return nil
 	}
 	wt := w.newWaiter(0)
+	wt.stop = stop
 	for {
 		if w.net != nil {
 			spins := 1
@@ -851,6 +940,9 @@ func (w *Window) Flush(ctx context.Context, target int) error {
 
 // FlushAll is Flush for every target.
 func (w *Window) FlushAll(ctx context.Context) error {
+	if w == nil {
+		return fmt.Errorf("onesided: FlushAll on a nil window: %w", ErrInvalid)
+	}
 	if w.closed {
 		return fmt.Errorf("onesided: FlushAll: %w", ErrClosed)
 	}
@@ -888,7 +980,7 @@ func (w *Window) barrier(ctx context.Context) error {
 			}
 		}
 		p := (*uint64)(unsafe.Pointer(&w.myCtrl[8*k]))
-		if err := w.waitGE(ctx, p, e); err != nil {
+		if err := w.waitGE(ctx, p, e, nil); err != nil {
 			return fmt.Errorf("onesided: barrier (epoch %d, round %d): %w", e, k, err)
 		}
 	}

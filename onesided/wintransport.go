@@ -27,18 +27,47 @@ func NewWindowTransport(g Group, opts ...Option) *WindowTransport {
 	return &WindowTransport{g: g, opts: opts}
 }
 
-// Rank implements Transport.
-func (t *WindowTransport) Rank() int { return t.g.Rank() }
+// Rank implements Transport (-1 for a nil transport or group).
+func (t *WindowTransport) Rank() int {
+	if t == nil || t.g == nil {
+		return -1
+	}
+	return t.g.Rank()
+}
 
-// Size implements Transport.
-func (t *WindowTransport) Size() int { return t.g.Size() }
+// Size implements Transport (0 for a nil transport or group).
+func (t *WindowTransport) Size() int {
+	if t == nil || t.g == nil {
+		return 0
+	}
+	return t.g.Size()
+}
 
 // Window returns the window the transport currently uses (nil before Prepare).
-func (t *WindowTransport) Window() *Window { return t.w }
+func (t *WindowTransport) Window() *Window {
+	if t == nil {
+		return nil
+	}
+	return t.w
+}
+
+// ready returns an error for a nil transport or one not prepared yet.
+func (t *WindowTransport) ready(op string) error {
+	if t == nil || t.g == nil {
+		return fmt.Errorf("onesided: WindowTransport.%s on a nil transport or group: %w", op, ErrInvalid)
+	}
+	if t.w == nil {
+		return fmt.Errorf("onesided: WindowTransport.%s before Prepare: %w", op, ErrInvalid)
+	}
+	return nil
+}
 
 // Prepare implements Transport. It reuses the window when it is large
 // enough, and otherwise frees it and allocates a new one.
 func (t *WindowTransport) Prepare(ctx context.Context, tileBytes, sendSlots, recvSlots int) error {
+	if t == nil || t.g == nil {
+		return fmt.Errorf("onesided: WindowTransport.Prepare on a nil transport or group: %w", ErrInvalid)
+	}
 	if tileBytes <= 0 || sendSlots <= 0 || recvSlots <= 0 {
 		return fmt.Errorf("WindowTransport.Prepare(%d, %d, %d): %w", tileBytes, sendSlots, recvSlots, ErrInvalid)
 	}
@@ -72,14 +101,22 @@ func (t *WindowTransport) Prepare(ctx context.Context, tileBytes, sendSlots, rec
 	return t.w.Fence(ctx)
 }
 
-// SendBuf implements Transport.
+// SendBuf implements Transport (nil before Prepare, or for a slot or peer
+// out of range).
 func (t *WindowTransport) SendBuf(slot, peer int) []byte {
+	if t.ready("SendBuf") != nil || slot < 0 || slot >= t.sendSlots || peer < 0 || peer >= t.g.Size() {
+		return nil
+	}
 	o := t.sendOff + (slot*t.g.Size()+peer)*t.stride
 	return t.w.local[o : o+t.tileBytes : o+t.tileBytes]
 }
 
-// RecvBuf implements Transport.
+// RecvBuf implements Transport (nil before Prepare, or for a slot or peer
+// out of range).
 func (t *WindowTransport) RecvBuf(slot, peer int) []byte {
+	if t.ready("RecvBuf") != nil || slot < 0 || slot >= t.recvSlots || peer < 0 || peer >= t.g.Size() {
+		return nil
+	}
 	o := t.recvOff + (slot*t.g.Size()+peer)*t.stride
 	return t.w.local[o : o+t.tileBytes : o+t.tileBytes]
 }
@@ -89,6 +126,13 @@ func (t *WindowTransport) Expect(int, uint64) error { return nil }
 
 // Send implements Transport.
 func (t *WindowTransport) Send(peer, sendSlot, recvSlot, n int, seq uint64) error {
+	if err := t.ready("Send"); err != nil {
+		return err
+	}
+	if sendSlot < 0 || sendSlot >= t.sendSlots || recvSlot < 0 || recvSlot >= t.recvSlots ||
+		peer < 0 || peer >= t.g.Size() || n < 0 || n > t.tileBytes {
+		return fmt.Errorf("onesided: WindowTransport.Send(peer %d, slots %d/%d, %d bytes): %w", peer, sendSlot, recvSlot, n, ErrInvalid)
+	}
 	me := t.g.Rank()
 	P := t.g.Size()
 	if err := t.w.PutSignal(peer, t.SendBuf(sendSlot, peer)[:n],
@@ -103,6 +147,12 @@ func (t *WindowTransport) Send(peer, sendSlot, recvSlot, n int, seq uint64) erro
 
 // Wait implements Transport.
 func (t *WindowTransport) Wait(ctx context.Context, peer, recvSlot int, seq uint64) error {
+	if err := t.ready("Wait"); err != nil {
+		return err
+	}
+	if recvSlot < 0 || recvSlot >= t.recvSlots || peer < 0 || peer >= t.g.Size() {
+		return fmt.Errorf("onesided: WindowTransport.Wait(peer %d, slot %d): %w", peer, recvSlot, ErrInvalid)
+	}
 	v, err := t.w.WaitSignal(ctx, t.sigOff+(recvSlot*t.g.Size()+peer)*8, CmpGE, seq)
 	if err != nil {
 		return err
@@ -116,6 +166,12 @@ func (t *WindowTransport) Wait(ctx context.Context, peer, recvSlot int, seq uint
 
 // SendDone implements Transport.
 func (t *WindowTransport) SendDone(ctx context.Context, sendSlot int) error {
+	if err := t.ready("SendDone"); err != nil {
+		return err
+	}
+	if sendSlot < 0 || sendSlot >= t.sendSlots {
+		return fmt.Errorf("onesided: WindowTransport.SendDone(slot %d): %w", sendSlot, ErrInvalid)
+	}
 	if t.w.net == nil || t.issued[sendSlot] == 0 {
 		return nil
 	}
@@ -124,6 +180,9 @@ func (t *WindowTransport) SendDone(ctx context.Context, sendSlot int) error {
 
 // Close frees the transport's window (collective).
 func (t *WindowTransport) Close(ctx context.Context) error {
+	if t == nil {
+		return fmt.Errorf("onesided: Close of a nil WindowTransport: %w", ErrInvalid)
+	}
 	if t.w == nil {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -94,4 +95,30 @@ func TestPattern(t *testing.T) {
 	if got := Pattern("TestA/b.c/(x)"); got != `^TestA$/^b\.c$/^\(x\)$` {
 		t.Errorf("Pattern = %s", got)
 	}
+}
+
+// TestMayDie: rank 1 kills itself and rank 2 exits without finalising
+// while rank 0 still runs; rank 0 passes, so the job does.
+func TestMayDie(t *testing.T) {
+	if !IsWorker() {
+		RunMayDie(t, 3, "", 30*time.Second, []int{1, 2})
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	bs, err := bootstrap.Init(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bs.Fence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	switch bs.Rank() {
+	case 1:
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	case 2:
+		os.Exit(0)
+	}
+	defer bs.Finalize()
 }

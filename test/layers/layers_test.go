@@ -20,6 +20,7 @@ var layer = map[string]int{
 	"internal/ccall":      0,
 	"internal/proctest":   0,
 	"internal/benchrec":   0,
+	"internal/peerwatch":  0,
 	"jit/internal/amd64":  0,
 	"internal/pmi":        1,
 	"ddt":                 1,
