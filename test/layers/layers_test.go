@@ -21,6 +21,7 @@ var layer = map[string]int{
 	"internal/proctest":   0,
 	"internal/benchrec":   0,
 	"internal/peerwatch":  0,
+	"internal/testenv":    0,
 	"jit/internal/amd64":  0,
 	"internal/pmi":        1,
 	"ddt":                 1,
@@ -44,7 +45,7 @@ var leaves = []string{"cmd/", "examples/", "test/"}
 var cgoAllowed = map[string]bool{"fabric": true, "gpu": true}
 
 // testOnly are helpers that no library package may import.
-var testOnly = map[string]bool{"internal/benchrec": true, "internal/proctest": true, "internal/launchtest": true, "ddt/ddttest": true}
+var testOnly = map[string]bool{"internal/benchrec": true, "internal/testenv": true, "internal/proctest": true, "internal/launchtest": true, "ddt/ddttest": true}
 
 type pkg struct {
 	path    string // module-relative for the module's packages
