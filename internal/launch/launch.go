@@ -352,6 +352,9 @@ func (j *Job) startRanks() error {
 			}
 			j.report(&ExitError{Rank: rank, Code: code, Reason: reason})
 		},
+		OnLost: func(rank int) {
+			j.report(&ExitError{Rank: rank, Code: 1, Reason: "closed its PMI connection without PMI finalize", Err: errLost})
+		},
 		OnStall: func(rank int) {
 			j.report(&ExitError{Rank: rank, Code: 1, Reason: "left the job without PMI finalize while other ranks wait in a fence", Err: errStall})
 		},
@@ -416,7 +419,9 @@ func (j *Job) startRanks() error {
 			return fmt.Errorf("launch: start rank %d: %w", r, err)
 		}
 		if pmiConn != nil {
-			go j.srv.ServeConn(pmiConn, r)
+			if err := j.srv.Attach(pmiConn, r); err != nil {
+				return fmt.Errorf("launch: rank %d: %w", r, err)
+			}
 		}
 	}
 	return nil
@@ -471,7 +476,16 @@ func pmiSocketpair() (net.Conn, *os.File, error) {
 	return conn, child, nil
 }
 
-var errStall = errors.New("launch: PMI fence stalled")
+var (
+	errStall = errors.New("launch: PMI fence stalled")
+	errLost  = errors.New("launch: PMI connection lost without finalize")
+)
+
+// exitedWithoutFinalize is the failure of a rank that spoke PMI and exited
+// 0 without finalizing.
+func exitedWithoutFinalize(rank int) *ExitError {
+	return &ExitError{Rank: rank, Code: 1, Reason: "exited without PMI finalize"}
+}
 
 // report hands a failure from a PMI server goroutine to the supervisor
 // without ever blocking (only the first failure matters).
@@ -580,10 +594,17 @@ func (j *Job) supervise() error {
 	var first *ExitError
 	live := len(j.procs)
 	var killTimer <-chan time.Time
-	stallPending := map[int]*ExitError{}
-	stallSince := map[int]time.Time{}
-	stallTick := time.NewTicker(200 * time.Millisecond)
-	defer stallTick.Stop()
+	// Ranks whose PMI connection ended without finalize (errLost) or that
+	// left a fence waiting (errStall) while their process still ran: their
+	// own exit status is preferred if it arrives within pmiGrace.
+	pending := map[int]*ExitError{}
+	pendingSince := map[int]time.Time{}
+	pmiGrace := 150 * time.Millisecond
+	if j.launcher == "ssh" {
+		pmiGrace = time.Second // the ssh client exits a round trip after the remote rank
+	}
+	pendingTick := time.NewTicker(50 * time.Millisecond)
+	defer pendingTick.Stop()
 	failWith := func(e *ExitError) {
 		if first != nil {
 			return
@@ -613,24 +634,39 @@ func (j *Job) supervise() error {
 					}
 				}
 				failWith(e)
-			} else if s, ok := stallPending[ev.p.id]; ok {
-				failWith(s)
+			} else if e, ok := pending[ev.p.id]; ok {
+				if errors.Is(e.Err, errLost) {
+					e = exitedWithoutFinalize(ev.p.id)
+				}
+				e.Err = nil
+				failWith(e)
+			} else if j.srv != nil && ev.p.id >= 0 && j.srv.Spoke(ev.p.id) && !j.srv.Finalized(ev.p.id) {
+				failWith(exitedWithoutFinalize(ev.p.id))
 			}
 		case e := <-j.fail:
-			if errors.Is(e.Err, errStall) {
-				// Prefer the rank's own exit status if it is about to arrive.
-				e.Err = nil
-				if p := j.procByID(e.Rank); p != nil && !p.done {
-					stallPending[e.Rank] = e
-					stallSince[e.Rank] = time.Now()
+			if errors.Is(e.Err, errStall) || errors.Is(e.Err, errLost) {
+				p := j.procByID(e.Rank)
+				switch {
+				case p != nil && !p.done:
+					// Prefer the rank's own exit status if it is about to arrive.
+					if _, ok := pending[e.Rank]; !ok {
+						pending[e.Rank] = e
+						pendingSince[e.Rank] = time.Now()
+					}
 					continue
+				case errors.Is(e.Err, errLost) && p != nil:
+					e = exitedWithoutFinalize(e.Rank) // exited 0, or it would have failed already
 				}
+				e.Err = nil
 			}
 			failWith(e)
-		case <-stallTick.C:
-			for r, e := range stallPending {
-				// Still running a while after leaving PMI: the stall is real.
-				if p := j.procByID(r); p != nil && !p.done && first == nil && time.Since(stallSince[r]) >= 150*time.Millisecond {
+		case <-pendingTick.C:
+			for r, e := range pending {
+				// Still running a while after leaving PMI: the rank is gone
+				// from the job for good. A zombie's exit event is on its way.
+				p := j.procByID(r)
+				if p != nil && !p.done && first == nil && time.Since(pendingSince[r]) >= pmiGrace && !isZombie(p.cmd.Process.Pid) {
+					e.Err = nil
 					failWith(e)
 				}
 			}
@@ -653,11 +689,57 @@ func (j *Job) supervise() error {
 	// Sweep anything left in the ranks' process groups.
 	j.killAll(syscall.SIGKILL)
 	j.waitGroupsGone(time.Second)
+	if first == nil {
+		first = j.lostAfterExit()
+	}
 	j.shutdown()
 	if first != nil {
 		return first
 	}
 	return nil
+}
+
+// lostAfterExit runs once every rank exited 0: it lets the PMI server read
+// what the ranks sent before exiting (a rank may send init and exit before
+// the server has read it) and reports a rank that spoke PMI without
+// finalizing.
+func (j *Job) lostAfterExit() *ExitError {
+	if j.srv == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	err := j.srv.WaitRanks(ctx)
+	cancel()
+	if err != nil {
+		log.Debug("PMI connections outlive the ranks", "err", err)
+	}
+	for {
+		select {
+		case e := <-j.fail:
+			if errors.Is(e.Err, errLost) {
+				return exitedWithoutFinalize(e.Rank)
+			}
+			e.Err = nil
+			return e // a stall, or an abort read after its rank exited
+		default:
+			for _, p := range j.procs {
+				if p.id >= 0 && j.srv.Spoke(p.id) && !j.srv.Finalized(p.id) {
+					return exitedWithoutFinalize(p.id)
+				}
+			}
+			return nil
+		}
+	}
+}
+
+// isZombie reports whether pid has exited and awaits its wait.
+func isZombie(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true // gone already
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X')
 }
 
 // exitFailure turns a non-zero exit into an ExitError.

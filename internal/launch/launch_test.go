@@ -47,6 +47,28 @@ func helper(mode string) int {
 		if me == 1 {
 			return 0 // exits without finalize while rank 0 waits in the fence
 		}
+	case "vanish", "nofinalize":
+		// Everyone trades a value; then rank 1 exits 0 without finalize.
+		// In "vanish" rank 0 meanwhile waits for something other than PMI
+		// (as it would in a receive from rank 1); in "nofinalize" it
+		// finalizes and exits 0.
+		if err := b.Fence(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			return 2
+		}
+		switch {
+		case me == 1:
+			return 0
+		case mode == "vanish":
+			<-ctx.Done()
+			fmt.Println("rank 0 waited in vain")
+			return 0
+		}
+		if err := b.Finalize(); err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			return 2
+		}
+		return 0
 	}
 	if err := b.Put("r."+strconv.Itoa(me), []byte{byte(me), 0, '\n', ' ', ';', '='}); err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
@@ -273,7 +295,7 @@ func TestAbortAndStall(t *testing.T) {
 		reason string
 	}{
 		{"abort", 7, "rank 1 called abort with status 7: rank one gives up"},
-		{"leave", 1, "rank 1 left the job without PMI finalize"},
+		{"leave", 1, "rank 1 exited without PMI finalize"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		var out proctest.Buffer
@@ -354,5 +376,41 @@ func TestChooseLauncher(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("ChooseLauncher(%q, %v, %v) = %q, %v; want %q", c.name, c.hosts, c.env, got, err, c.want)
 		}
+	}
+}
+
+// TestExitWithoutFinalize: a rank that spoke PMI and exits 0 without
+// finalize ends the job with an error naming it, whatever the other ranks
+// are doing: waiting outside PMI ("vanish", as in a receive from the gone
+// rank) or finishing normally ("nofinalize"). Other ranks are killed and
+// nothing is left behind.
+func TestExitWithoutFinalize(t *testing.T) {
+	for _, mode := range []string{"vanish", "nofinalize"} {
+		t.Run(mode, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var out proctest.Buffer
+			start := time.Now()
+			j, err := Start(ctx, Config{NP: 3, Stdout: &out, Stderr: &out, Timeout: 10 * time.Second, Argv: []string{self(t)},
+				Env: []string{"WEFT_LAUNCH_HELPER=" + mode}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = j.Wait()
+			took := time.Since(start)
+			var ee *ExitError
+			if !errors.As(err, &ee) || ee.Rank != 1 || ee.Code != 1 || err.Error() != "rank 1 exited without PMI finalize" {
+				t.Fatalf("err = %v (%+v), want rank 1 exited without PMI finalize\n%s", err, ee, out.String())
+			}
+			if took > 5*time.Second {
+				t.Errorf("job took %v to end", took)
+			}
+			if strings.Contains(out.String(), "waited in vain") {
+				t.Errorf("rank 0 was not ended:\n%s", out.String())
+			}
+			if left := leftovers(j); len(left) > 0 {
+				t.Errorf("processes left behind: %v", left)
+			}
+		})
 	}
 }
