@@ -148,6 +148,8 @@ type Job struct {
 	ctx       context.Context
 	srunWatch *srunWatcher
 	lifelines []*os.File // write ends of ssh ranks' stdin
+	secret    string     // the job secret
+	pmiAddrs  []string   // where the PMI server listens (ssh jobs)
 }
 
 func (c *Config) validate() error {
@@ -362,9 +364,11 @@ func (j *Job) startRanks() error {
 	if err != nil {
 		return err
 	}
-	var port, advertise string
+	j.secret = secret
+	var port string
+	var dial []string // per host: the address its ranks dial
 	if j.launcher == "ssh" {
-		if port, advertise, err = j.listenPMI(hosts); err != nil {
+		if port, dial, err = j.listenPMI(hosts); err != nil {
 			return err
 		}
 	}
@@ -378,7 +382,6 @@ func (j *Job) startRanks() error {
 		renv := []string{
 			"PMI_RANK=" + strconv.Itoa(r),
 			"PMI_SIZE=" + strconv.Itoa(cfg.NP),
-			"WEFT_PMI_SECRET=" + secret, // also tells the bootstrap it runs under fabrun
 			"WEFT_LOCAL_RANK=" + strconv.Itoa(lrank[r]),
 			"WEFT_LOCAL_SIZE=" + strconv.Itoa(lsize[r]),
 		}
@@ -393,11 +396,13 @@ func (j *Job) startRanks() error {
 				return fmt.Errorf("launch: rank %d: %w", r, err)
 			}
 			cmd = exec.Command(prog, cfg.Argv[1:]...)
-			cmd.Env = append(append(append([]string{}, env...), renv...), "PMI_FD=3")
+			// The secret also tells the bootstrap it runs under fabrun. An
+			// environment is readable by its owner only.
+			cmd.Env = append(append(append([]string{}, env...), renv...), "PMI_FD=3", "WEFT_PMI_SECRET="+secret)
 			cmd.Dir = cfg.Dir
 			cmd.ExtraFiles = []*os.File{childEnd}
 		} else {
-			renv = append(renv, "PMI_PORT="+net.JoinHostPort(advertise, port), "PMI_ID="+strconv.Itoa(r))
+			renv = append(renv, "PMI_PORT="+net.JoinHostPort(dial[node[r]], port), "PMI_ID="+strconv.Itoa(r))
 			cmd = sshCommand(cfg, hosts[node[r]].Name, append(append([]string{}, cfg.Env...), providerEnv(cfg)...), renv)
 			cmd.Env = env
 		}
@@ -409,6 +414,13 @@ func (j *Job) startRanks() error {
 			in = stdinForward
 		}
 		err := j.spawn(r, cmd, in)
+		if err == nil && in == stdinLifeline {
+			// The remote wrapper's first line: the job secret, kept out of
+			// every command line. A pipe takes these few bytes at once.
+			if _, werr := j.lifelines[len(j.lifelines)-1].Write([]byte(secret + "\n")); werr != nil {
+				log.Debug("job secret to ssh rank", "rank", r, "err", werr)
+			}
+		}
 		if childEnd != nil {
 			childEnd.Close() // the rank has its copy
 		}
@@ -427,35 +439,28 @@ func (j *Job) startRanks() error {
 	return nil
 }
 
-// listenPMI starts the PMI server's TCP listener for ssh ranks and returns
-// the port and the address ranks should dial.
-func (j *Job) listenPMI(hosts []Host) (port, advertise string, err error) {
-	advertise = j.cfg.PMIHost
-	if advertise == "" {
-		advertise = "127.0.0.1"
-		for _, h := range hosts {
-			if !isLocalHost(h.Name) && !isLoopbackSSHTarget(h.Name) {
-				if advertise, err = os.Hostname(); err != nil {
-					return "", "", fmt.Errorf("launch: hostname for PMI_PORT: %w", err)
-				}
-				break
-			}
-		}
-	}
-	listen := ":0" // remote ranks dial in; the job secret keeps others out
-	if advertise == "127.0.0.1" {
-		listen = "127.0.0.1:0"
-	}
-	l, err := net.Listen("tcp", listen)
+// listenPMI starts the PMI server's TCP listeners for ssh ranks and returns
+// their common port and, per host, the address that host's ranks dial.
+func (j *Job) listenPMI(hosts []Host) (port string, dial []string, err error) {
+	listen, dial, err := pmiAddresses(hosts, j.cfg.PMIHost, lookupIP, routeSource)
 	if err != nil {
-		return "", "", fmt.Errorf("launch: PMI server: %w", err)
+		return "", nil, err
 	}
-	go func() {
-		if err := j.srv.Serve(j.ctx, l); err != nil {
-			log.Error("PMI server", "err", err)
-		}
-	}()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), advertise, nil
+	ls, err := listenAll(listen)
+	if err != nil {
+		return "", nil, err
+	}
+	j.pmiAddrs = nil
+	for _, l := range ls {
+		j.pmiAddrs = append(j.pmiAddrs, l.Addr().String())
+		go func() {
+			if err := j.srv.Serve(j.ctx, l); err != nil {
+				j.report(&ExitError{Rank: -1, Code: 1, Reason: "PMI server failed: " + err.Error()})
+			}
+		}()
+	}
+	log.Debug("PMI server listening", "addrs", j.pmiAddrs, "dial", dial)
+	return strconv.Itoa(ls[0].Addr().(*net.TCPAddr).Port), dial, nil
 }
 
 // pmiSocketpair returns the launcher's end of a new Unix socketpair as a
