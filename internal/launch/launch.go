@@ -6,8 +6,10 @@
 // socketpair as PMI_FD=3 (what MPICH's own PMI client expects too, so MPICH
 // programs run under fabrun); an ssh rank dials PMI_PORT with PMI_ID and the
 // job secret. Every rank gets PMI_RANK, PMI_SIZE, WEFT_LOCAL_RANK,
-// WEFT_LOCAL_SIZE and a random per-job WEFT_PMI_SECRET; the TCP server
-// refuses any connection that does not present the secret.
+// WEFT_LOCAL_SIZE and a random per-job WEFT_PMI_SECRET (ssh ranks read it
+// from stdin, so it is in no command line); the TCP server refuses any
+// connection that does not present the secret, and listens only on the
+// address that routes to the remote hosts (Config.PMIHost's when set).
 //
 // Three ways to start ranks:
 //
@@ -22,9 +24,11 @@
 //     use Slurm's own PMI-2 server (bootstrap kind "slurm").
 //
 // Supervision: when a rank exits non-zero, dies from a signal, calls PMI
-// abort, or leaves a fence it can no longer complete, every other rank is
-// sent SIGTERM and, KillGrace later (default 500 ms), SIGKILL; Wait then
-// returns an *ExitError naming the rank. A Timeout ends the job the same way
+// abort, spoke PMI and exits (or drops its PMI connection) without PMI
+// finalize, or never spoke PMI but leaves while others wait in a fence,
+// every other rank is sent SIGTERM and, KillGrace later (default 500 ms),
+// SIGKILL; Wait then returns an *ExitError naming the rank. Ranks that never
+// speak PMI (plain programs) may exit 0 as they like. A Timeout ends the job the same way
 // (ErrTimeout). After the ranks exit, their process groups are swept with
 // SIGKILL so nothing is left behind.
 //
@@ -74,7 +78,7 @@ type Config struct {
 	Stdin     io.Reader     // to rank 0; nil means /dev/null
 	KillGrace time.Duration // SIGTERM→SIGKILL delay, default 500 ms
 	SSH       []string      // ssh command and options, default ["ssh"]
-	PMIHost   string        // address remote ranks use to reach the PMI server
+	PMIHost   string        // address remote ranks use to reach the PMI server, which listens on what it resolves to
 	Dir       string        // working directory of the ranks (default: the current one)
 	Srun      []string      // srun command and extra options, default ["srun"]
 }
