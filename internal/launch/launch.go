@@ -28,9 +28,9 @@
 // finalize, or never spoke PMI but leaves while others wait in a fence,
 // every other rank is sent SIGTERM and, KillGrace later (default 500 ms),
 // SIGKILL; Wait then returns an *ExitError naming the rank. Ranks that never
-// speak PMI (plain programs) may exit 0 as they like. A Timeout ends the job the same way
-// (ErrTimeout). After the ranks exit, their process groups are swept with
-// SIGKILL so nothing is left behind.
+// speak PMI (plain programs) may exit 0 as they like. A Timeout ends the job
+// the same way (ErrTimeout). After the ranks exit, their process groups are
+// swept with SIGKILL so nothing is left behind.
 //
 // Output: each rank's stdout and stderr go to Config.Stdout and
 // Config.Stderr; with TagOutput every line is prefixed "[rank] ". Config.Stdin
