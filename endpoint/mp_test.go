@@ -534,6 +534,7 @@ func TestPeerDeath(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer w.Close() // finalizes: a rank that leaves without it fails the job
 			c := w.Comm()
 			if err := c.Barrier(ctx); err != nil {
 				t.Fatal(err)

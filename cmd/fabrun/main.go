@@ -13,13 +13,15 @@
 // Local ranks reach fabrun's PMI-1 server through a private socketpair
 // (PMI_FD, which MPICH programs understand too); ssh ranks dial its TCP port,
 // which accepts only this job's ranks: each gets a random job secret in
-// WEFT_PMI_SECRET. With --tag-output every output line is prefixed
-// "[rank] ". Standard input goes to rank 0. SIGINT, SIGTERM and SIGHUP are
-// forwarded to every rank; ranks still alive after the kill grace get
-// SIGKILL (the third signal kills them at once). When a rank exits
-// non-zero, dies, or calls abort, the other ranks get SIGTERM and, after the
+// WEFT_PMI_SECRET (ssh ranks receive it on stdin, never in a command line).
+// With --tag-output every output line is prefixed "[rank] ". Standard input
+// goes to rank 0. SIGINT, SIGTERM and SIGHUP are forwarded to every rank;
+// ranks still alive after the kill grace get SIGKILL (the third signal kills
+// them at once). When a rank exits non-zero, dies, calls abort, or spoke PMI
+// and exits without PMI finalize, the other ranks get SIGTERM and, after the
 // kill grace, SIGKILL; fabrun prints which rank failed and exits with its
-// status (128+signal for a signal). --timeout ends the job the same way with
+// status (128+signal for a signal, 1 for a missing finalize). --timeout ends
+// the job the same way with
 // status 124. Usage errors exit with status 2.
 //
 // Every flag has an environment variable, used when the flag is not given:
@@ -33,7 +35,7 @@
 //	--tag-output   WEFT_TAG_OUTPUT  prefix output lines with "[rank] "
 //	--kill-grace   WEFT_KILL_GRACE  SIGTERM to SIGKILL delay (default 500ms)
 //	--ssh          WEFT_SSH         ssh command and options (default "ssh")
-//	--pmi-host     WEFT_PMI_HOST    address ssh ranks use to reach fabrun
+//	--pmi-host     WEFT_PMI_HOST    address ssh ranks use to reach fabrun (and fabrun listens on)
 //	--srun         WEFT_SRUN        srun command and options (default "srun")
 //	--env K=V      (repeatable)     extra environment for every rank
 //	(fabrun info)  WEFT_FABRUN_INFO the fabrun-info program (default: next to fabrun, then PATH)

@@ -2,16 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/weft-hpc/weft/internal/bootstrap"
 	"github.com/weft-hpc/weft/internal/proctest"
 )
 
@@ -25,9 +28,37 @@ func binaries(t testing.TB) (fabrun, hello string) {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv("WEFT_FABRUN_TEST_RANK") == "vanish" {
+		os.Exit(vanishRank())
+	}
 	code := m.Run()
 	bins.Close()
 	os.Exit(code)
+}
+
+// vanishRank is a rank of TestExitWithoutFinalize: every rank trades a
+// value through PMI; rank 1 then exits 0 without finalize while the others
+// wait on something other than PMI (as in a receive from rank 1).
+func vanishRank() int {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b, err := bootstrap.Init(ctx)
+	if err == nil {
+		err = b.Put("r"+strconv.Itoa(b.Rank()), []byte("x"))
+	}
+	if err == nil {
+		err = b.Fence(ctx)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rank:", err)
+		return 2
+	}
+	if b.Rank() == 1 {
+		return 0
+	}
+	<-ctx.Done()
+	fmt.Println("waited in vain")
+	return 0
 }
 
 type result = proctest.Result
@@ -78,6 +109,27 @@ func TestFailFast(t *testing.T) {
 		t.Errorf("took %v", r.Took)
 	}
 	if left := proctest.Marked(mark); len(left) > 0 {
+		t.Errorf("processes left behind: %v", left)
+	}
+}
+
+// TestExitWithoutFinalize: rank 1 exits 0 without PMI finalize while the
+// others block outside PMI; fabrun ends the job at once, names the rank and
+// exits non-zero, leaving nothing behind.
+func TestExitWithoutFinalize(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := proctest.Marker()
+	r := runFabrun(t, []string{"WEFT_FABRUN_TEST_RANK=vanish"}, "", "-n", "3", "--timeout", "30s", "--env", mark, self)
+	if r.Code != 1 || !strings.Contains(r.Stderr, "fabrun: rank 1 exited without PMI finalize") {
+		t.Fatalf("exit %d after %v, want 1 and the rank named\n%s%s", r.Code, r.Took, r.Stdout, r.Stderr)
+	}
+	if r.Took > 5*time.Second || strings.Contains(r.Stdout, "waited in vain") {
+		t.Errorf("took %v\n%s", r.Took, r.Stdout)
+	}
+	if left := proctest.WaitGone(mark, 3*time.Second); len(left) > 0 {
 		t.Errorf("processes left behind: %v", left)
 	}
 }

@@ -6,8 +6,10 @@
 // socketpair as PMI_FD=3 (what MPICH's own PMI client expects too, so MPICH
 // programs run under fabrun); an ssh rank dials PMI_PORT with PMI_ID and the
 // job secret. Every rank gets PMI_RANK, PMI_SIZE, WEFT_LOCAL_RANK,
-// WEFT_LOCAL_SIZE and a random per-job WEFT_PMI_SECRET; the TCP server
-// refuses any connection that does not present the secret.
+// WEFT_LOCAL_SIZE and a random per-job WEFT_PMI_SECRET (ssh ranks read it
+// from stdin, so it is in no command line); the TCP server refuses any
+// connection that does not present the secret, and listens only on the
+// address that routes to the remote hosts (Config.PMIHost's when set).
 //
 // Three ways to start ranks:
 //
@@ -23,12 +25,14 @@
 //     use Slurm's own PMI-2 server (bootstrap kind "slurm").
 //
 // Supervision: when a rank exits non-zero, dies from a signal, calls PMI
-// abort, or leaves a fence it can no longer complete, every other rank is
-// sent SIGTERM and, KillGrace later (default 500 ms), SIGKILL; Wait then
-// returns an *ExitError naming the rank. A Timeout ends the job the same way
-// (ErrTimeout). A forwarded SIGHUP, SIGINT, SIGQUIT or SIGTERM is followed by
-// SIGKILL KillGrace later. After the ranks exit, their process groups and
-// sessions are swept with SIGKILL so nothing is left behind.
+// abort, spoke PMI and exits (or drops its PMI connection) without PMI
+// finalize, or never spoke PMI but leaves while others wait in a fence,
+// every other rank is sent SIGTERM and, KillGrace later (default 500 ms),
+// SIGKILL; Wait then returns an *ExitError naming the rank. Ranks that never
+// speak PMI (plain programs) may exit 0 as they like. A Timeout ends the job
+// the same way (ErrTimeout). A forwarded SIGHUP, SIGINT, SIGQUIT or SIGTERM
+// is followed by SIGKILL KillGrace later. After the ranks exit, their process
+// groups and sessions are swept with SIGKILL so nothing is left behind.
 //
 // Output: each rank's stdout and stderr go to Config.Stdout and
 // Config.Stderr; with TagOutput every line is prefixed "[rank] ". Config.Stdin
@@ -76,7 +80,7 @@ type Config struct {
 	Stdin     io.Reader     // to rank 0; nil means /dev/null
 	KillGrace time.Duration // SIGTERM→SIGKILL delay, default 500 ms
 	SSH       []string      // ssh command and options, default ["ssh"]
-	PMIHost   string        // address remote ranks use to reach the PMI server
+	PMIHost   string        // address remote ranks use to reach the PMI server, which listens on what it resolves to
 	Dir       string        // working directory of the ranks (default: the current one)
 	Srun      []string      // srun command and extra options, default ["srun"]
 }
@@ -151,6 +155,8 @@ type Job struct {
 	srunWatch *srunWatcher
 	lifelines []*os.File // write ends of ssh ranks' stdin
 	wd        *watchdog  // local jobs: kills the job if the launcher dies
+	secret    string     // the job secret
+	pmiAddrs  []string   // where the PMI server listens (ssh jobs)
 }
 
 func (c *Config) validate() error {
@@ -360,6 +366,9 @@ func (j *Job) startRanks() error {
 			}
 			j.report(&ExitError{Rank: rank, Code: code, Reason: reason})
 		},
+		OnLost: func(rank int) {
+			j.report(&ExitError{Rank: rank, Code: 1, Reason: "closed its PMI connection without PMI finalize", Err: errLost})
+		},
 		OnStall: func(rank int) {
 			j.report(&ExitError{Rank: rank, Code: 1, Reason: "left the job without PMI finalize while other ranks wait in a fence", Err: errStall})
 		},
@@ -367,9 +376,11 @@ func (j *Job) startRanks() error {
 	if err != nil {
 		return err
 	}
-	var port, advertise string
+	j.secret = secret
+	var port string
+	var dial []string // per host: the address its ranks dial
 	if j.launcher == "ssh" {
-		if port, advertise, err = j.listenPMI(hosts); err != nil {
+		if port, dial, err = j.listenPMI(hosts); err != nil {
 			return err
 		}
 	}
@@ -383,7 +394,6 @@ func (j *Job) startRanks() error {
 		renv := []string{
 			"PMI_RANK=" + strconv.Itoa(r),
 			"PMI_SIZE=" + strconv.Itoa(cfg.NP),
-			"WEFT_PMI_SECRET=" + secret, // also tells the bootstrap it runs under fabrun
 			"WEFT_LOCAL_RANK=" + strconv.Itoa(lrank[r]),
 			"WEFT_LOCAL_SIZE=" + strconv.Itoa(lsize[r]),
 		}
@@ -398,11 +408,13 @@ func (j *Job) startRanks() error {
 				return fmt.Errorf("launch: rank %d: %w", r, err)
 			}
 			cmd = exec.Command(prog, cfg.Argv[1:]...)
-			cmd.Env = append(append(append([]string{}, env...), renv...), "PMI_FD=3")
+			// The secret also tells the bootstrap it runs under fabrun. An
+			// environment is readable by its owner only.
+			cmd.Env = append(append(append([]string{}, env...), renv...), "PMI_FD=3", "WEFT_PMI_SECRET="+secret)
 			cmd.Dir = cfg.Dir
 			cmd.ExtraFiles = []*os.File{childEnd}
 		} else {
-			renv = append(renv, "PMI_PORT="+net.JoinHostPort(advertise, port), "PMI_ID="+strconv.Itoa(r))
+			renv = append(renv, "PMI_PORT="+net.JoinHostPort(dial[node[r]], port), "PMI_ID="+strconv.Itoa(r))
 			cmd = sshCommand(cfg, hosts[node[r]].Name, append(append([]string{}, cfg.Env...), providerEnv(cfg)...), renv)
 			cmd.Env = env
 		}
@@ -414,6 +426,13 @@ func (j *Job) startRanks() error {
 			in = stdinForward
 		}
 		err := j.spawn(r, cmd, in)
+		if err == nil && in == stdinLifeline {
+			// The remote wrapper's first line: the job secret, kept out of
+			// every command line. A pipe takes these few bytes at once.
+			if _, werr := j.lifelines[len(j.lifelines)-1].Write([]byte(secret + "\n")); werr != nil {
+				log.Debug("job secret to ssh rank", "rank", r, "err", werr)
+			}
+		}
 		if childEnd != nil {
 			childEnd.Close() // the rank has its copy
 		}
@@ -427,41 +446,36 @@ func (j *Job) startRanks() error {
 			j.wd.guard(cmd.Process.Pid) // the rank leads its own session
 		}
 		if pmiConn != nil {
-			go j.srv.ServeConn(pmiConn, r)
+			if err := j.srv.Attach(pmiConn, r); err != nil {
+				return fmt.Errorf("launch: rank %d: %w", r, err)
+			}
 		}
 	}
 	return nil
 }
 
-// listenPMI starts the PMI server's TCP listener for ssh ranks and returns
-// the port and the address ranks should dial.
-func (j *Job) listenPMI(hosts []Host) (port, advertise string, err error) {
-	advertise = j.cfg.PMIHost
-	if advertise == "" {
-		advertise = "127.0.0.1"
-		for _, h := range hosts {
-			if !isLocalHost(h.Name) && !isLoopbackSSHTarget(h.Name) {
-				if advertise, err = os.Hostname(); err != nil {
-					return "", "", fmt.Errorf("launch: hostname for PMI_PORT: %w", err)
-				}
-				break
-			}
-		}
-	}
-	listen := ":0" // remote ranks dial in; the job secret keeps others out
-	if advertise == "127.0.0.1" {
-		listen = "127.0.0.1:0"
-	}
-	l, err := net.Listen("tcp", listen)
+// listenPMI starts the PMI server's TCP listeners for ssh ranks and returns
+// their common port and, per host, the address that host's ranks dial.
+func (j *Job) listenPMI(hosts []Host) (port string, dial []string, err error) {
+	listen, dial, err := pmiAddresses(hosts, j.cfg.PMIHost, lookupIP, routeSource)
 	if err != nil {
-		return "", "", fmt.Errorf("launch: PMI server: %w", err)
+		return "", nil, err
 	}
-	go func() {
-		if err := j.srv.Serve(j.ctx, l); err != nil {
-			log.Error("PMI server", "err", err)
-		}
-	}()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), advertise, nil
+	ls, err := listenAll(listen)
+	if err != nil {
+		return "", nil, err
+	}
+	j.pmiAddrs = nil
+	for _, l := range ls {
+		j.pmiAddrs = append(j.pmiAddrs, l.Addr().String())
+		go func() {
+			if err := j.srv.Serve(j.ctx, l); err != nil {
+				j.report(&ExitError{Rank: -1, Code: 1, Reason: "PMI server failed: " + err.Error()})
+			}
+		}()
+	}
+	log.Debug("PMI server listening", "addrs", j.pmiAddrs, "dial", dial)
+	return strconv.Itoa(ls[0].Addr().(*net.TCPAddr).Port), dial, nil
 }
 
 // pmiSocketpair returns the launcher's end of a new Unix socketpair as a
@@ -482,7 +496,16 @@ func pmiSocketpair() (net.Conn, *os.File, error) {
 	return conn, child, nil
 }
 
-var errStall = errors.New("launch: PMI fence stalled")
+var (
+	errStall = errors.New("launch: PMI fence stalled")
+	errLost  = errors.New("launch: PMI connection lost without finalize")
+)
+
+// exitedWithoutFinalize is the failure of a rank that spoke PMI and exited
+// 0 without finalizing.
+func exitedWithoutFinalize(rank int) *ExitError {
+	return &ExitError{Rank: rank, Code: 1, Reason: "exited without PMI finalize"}
+}
 
 // report hands a failure from a PMI server goroutine to the supervisor
 // without ever blocking (only the first failure matters).
@@ -613,10 +636,17 @@ func (j *Job) supervise() error {
 	var first *ExitError
 	live := len(j.procs)
 	var killTimer <-chan time.Time
-	stallPending := map[int]*ExitError{}
-	stallSince := map[int]time.Time{}
-	stallTick := time.NewTicker(200 * time.Millisecond)
-	defer stallTick.Stop()
+	// Ranks whose PMI connection ended without finalize (errLost) or that
+	// left a fence waiting (errStall) while their process still ran: their
+	// own exit status is preferred if it arrives within pmiGrace.
+	pending := map[int]*ExitError{}
+	pendingSince := map[int]time.Time{}
+	pmiGrace := 150 * time.Millisecond
+	if j.launcher == "ssh" {
+		pmiGrace = time.Second // the ssh client exits a round trip after the remote rank
+	}
+	pendingTick := time.NewTicker(50 * time.Millisecond)
+	defer pendingTick.Stop()
 	failWith := func(e *ExitError) {
 		if first != nil {
 			return
@@ -646,24 +676,39 @@ func (j *Job) supervise() error {
 					}
 				}
 				failWith(e)
-			} else if s, ok := stallPending[ev.p.id]; ok {
-				failWith(s)
+			} else if e, ok := pending[ev.p.id]; ok {
+				if errors.Is(e.Err, errLost) {
+					e = exitedWithoutFinalize(ev.p.id)
+				}
+				e.Err = nil
+				failWith(e)
+			} else if j.srv != nil && ev.p.id >= 0 && j.srv.Spoke(ev.p.id) && !j.srv.Finalized(ev.p.id) {
+				failWith(exitedWithoutFinalize(ev.p.id))
 			}
 		case e := <-j.fail:
-			if errors.Is(e.Err, errStall) {
-				// Prefer the rank's own exit status if it is about to arrive.
-				e.Err = nil
-				if p := j.procByID(e.Rank); p != nil && !p.done {
-					stallPending[e.Rank] = e
-					stallSince[e.Rank] = time.Now()
+			if errors.Is(e.Err, errStall) || errors.Is(e.Err, errLost) {
+				p := j.procByID(e.Rank)
+				switch {
+				case p != nil && !p.done:
+					// Prefer the rank's own exit status if it is about to arrive.
+					if _, ok := pending[e.Rank]; !ok {
+						pending[e.Rank] = e
+						pendingSince[e.Rank] = time.Now()
+					}
 					continue
+				case errors.Is(e.Err, errLost) && p != nil:
+					e = exitedWithoutFinalize(e.Rank) // exited 0, or it would have failed already
 				}
+				e.Err = nil
 			}
 			failWith(e)
-		case <-stallTick.C:
-			for r, e := range stallPending {
-				// Still running a while after leaving PMI: the stall is real.
-				if p := j.procByID(r); p != nil && !p.done && first == nil && time.Since(stallSince[r]) >= 150*time.Millisecond {
+		case <-pendingTick.C:
+			for r, e := range pending {
+				// Still running a while after leaving PMI: the rank is gone
+				// from the job for good. A zombie's exit event is on its way.
+				p := j.procByID(r)
+				if p != nil && !p.done && first == nil && time.Since(pendingSince[r]) >= pmiGrace && !isZombie(p.cmd.Process.Pid) {
+					e.Err = nil
 					failWith(e)
 				}
 			}
@@ -689,11 +734,57 @@ func (j *Job) supervise() error {
 	// Sweep anything left in the ranks' process groups.
 	j.killAll(syscall.SIGKILL)
 	j.waitGroupsGone(time.Second)
+	if first == nil {
+		first = j.lostAfterExit()
+	}
 	j.shutdown()
 	if first != nil {
 		return first
 	}
 	return nil
+}
+
+// lostAfterExit runs once every rank exited 0: it lets the PMI server read
+// what the ranks sent before exiting (a rank may send init and exit before
+// the server has read it) and reports a rank that spoke PMI without
+// finalizing.
+func (j *Job) lostAfterExit() *ExitError {
+	if j.srv == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	err := j.srv.WaitRanks(ctx)
+	cancel()
+	if err != nil {
+		log.Debug("PMI connections outlive the ranks", "err", err)
+	}
+	for {
+		select {
+		case e := <-j.fail:
+			if errors.Is(e.Err, errLost) {
+				return exitedWithoutFinalize(e.Rank)
+			}
+			e.Err = nil
+			return e // a stall, or an abort read after its rank exited
+		default:
+			for _, p := range j.procs {
+				if p.id >= 0 && j.srv.Spoke(p.id) && !j.srv.Finalized(p.id) {
+					return exitedWithoutFinalize(p.id)
+				}
+			}
+			return nil
+		}
+	}
+}
+
+// isZombie reports whether pid has exited and awaits its wait.
+func isZombie(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true // gone already
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X')
 }
 
 // exitFailure turns a non-zero exit into an ExitError.

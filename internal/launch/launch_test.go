@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -49,6 +50,28 @@ func helper(mode string) int {
 		if me == 1 {
 			return 0 // exits without finalize while rank 0 waits in the fence
 		}
+	case "vanish", "nofinalize":
+		// Everyone trades a value; then rank 1 exits 0 without finalize.
+		// In "vanish" rank 0 meanwhile waits for something other than PMI
+		// (as it would in a receive from rank 1); in "nofinalize" it
+		// finalizes and exits 0.
+		if err := b.Fence(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			return 2
+		}
+		switch {
+		case me == 1:
+			return 0
+		case mode == "vanish":
+			<-ctx.Done()
+			fmt.Println("rank 0 waited in vain")
+			return 0
+		}
+		if err := b.Finalize(); err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			return 2
+		}
+		return 0
 	}
 	if err := b.Put("r."+strconv.Itoa(me), []byte{byte(me), 0, '\n', ' ', ';', '='}); err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
@@ -275,7 +298,7 @@ func TestAbortAndStall(t *testing.T) {
 		reason string
 	}{
 		{"abort", 7, "rank 1 called abort with status 7: rank one gives up"},
-		{"leave", 1, "rank 1 left the job without PMI finalize"},
+		{"leave", 1, "rank 1 exited without PMI finalize"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		var out proctest.Buffer
@@ -356,5 +379,222 @@ func TestChooseLauncher(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("ChooseLauncher(%q, %v, %v) = %q, %v; want %q", c.name, c.hosts, c.env, got, err, c.want)
 		}
+	}
+}
+
+// TestExitWithoutFinalize: a rank that spoke PMI and exits 0 without
+// finalize ends the job with an error naming it, whatever the other ranks
+// are doing: waiting outside PMI ("vanish", as in a receive from the gone
+// rank) or finishing normally ("nofinalize"). Other ranks are killed and
+// nothing is left behind.
+func TestExitWithoutFinalize(t *testing.T) {
+	for _, mode := range []string{"vanish", "nofinalize"} {
+		t.Run(mode, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var out proctest.Buffer
+			start := time.Now()
+			j, err := Start(ctx, Config{NP: 3, Stdout: &out, Stderr: &out, Timeout: 10 * time.Second, Argv: []string{self(t)},
+				Env: []string{"WEFT_LAUNCH_HELPER=" + mode}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = j.Wait()
+			took := time.Since(start)
+			var ee *ExitError
+			if !errors.As(err, &ee) || ee.Rank != 1 || ee.Code != 1 || err.Error() != "rank 1 exited without PMI finalize" {
+				t.Fatalf("err = %v (%+v), want rank 1 exited without PMI finalize\n%s", err, ee, out.String())
+			}
+			if took > 5*time.Second {
+				t.Errorf("job took %v to end", took)
+			}
+			if strings.Contains(out.String(), "waited in vain") {
+				t.Errorf("rank 0 was not ended:\n%s", out.String())
+			}
+			if left := leftovers(j); len(left) > 0 {
+				t.Errorf("processes left behind: %v", left)
+			}
+		})
+	}
+}
+
+// fakeSSH is an "ssh" that runs the remote command on this machine with
+// sh, as sshd would: sh -c SCRIPT fakessh -o BatchMode=yes HOST COMMAND. Like
+// a real ssh client it stays alive, with its arguments, while the command
+// runs.
+var fakeSSH = []string{"sh", "-c", `sh -c "$4"`, "fakessh"}
+
+// localNonLoopback returns an IPv4 address of this machine that is not a
+// loopback one: a host name fabrun treats as remote.
+func localNonLoopback(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			return n.IP.String()
+		}
+	}
+	t.Skip("no non-loopback IPv4 address on this machine")
+	return ""
+}
+
+// TestSSHPathAddressAndSecret runs ssh-launched jobs (through fakeSSH) on a
+// host named by a non-loopback address of this machine, so the job takes
+// the remote path: the PMI server listens on that address, not on every
+// interface; a real PMI job completes over it; and while ranks run, the job
+// secret is in no process's command line.
+func TestSSHPathAddressAndSecret(t *testing.T) {
+	ip := localNonLoopback(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out proctest.Buffer
+	j, err := Start(ctx, Config{NP: 2, Launcher: "ssh", Hosts: []Host{{Name: ip, Slots: 2}}, SSH: fakeSSH,
+		Stdout: &out, Stderr: &out, Argv: []string{self(t)}, Env: []string{"WEFT_LAUNCH_HELPER=ok"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := j.pmiAddrs
+	if err := j.Wait(); err != nil {
+		t.Fatalf("PMI job over the ssh path: %v\n%s", err, out.String())
+	}
+	if strings.Count(out.String(), "(fabrun, local") != 2 {
+		t.Errorf("ranks did not report:\n%s", out.String())
+	}
+	if len(addrs) != 1 {
+		t.Fatalf("PMI listeners %v, want one", addrs)
+	}
+	host, _, _ := net.SplitHostPort(addrs[0])
+	if hip := net.ParseIP(host); hip == nil || hip.IsUnspecified() || host != ip {
+		t.Errorf("PMI server listens on %s, want %s (the address that routes to the host)", addrs[0], ip)
+	}
+
+	// The secret: ranks wait until released, the test looks at /proc.
+	done := filepath.Join(t.TempDir(), "done")
+	out = proctest.Buffer{}
+	j, err = Start(ctx, Config{NP: 2, Launcher: "ssh", Hosts: []Host{{Name: ip, Slots: 2}}, SSH: fakeSSH, Stdout: &out, Stderr: &out,
+		TagOutput: true, Argv: []string{"sh", "-c", `echo "secret:$WEFT_PMI_SECRET"; while [ ! -e "$1" ]; do sleep 0.02; done`, "rank", done}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { os.WriteFile(done, nil, 0o600); j.Wait() }()
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Count(out.String(), "secret:") < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for r := range 2 {
+		if want := fmt.Sprintf("[%d] secret:%s\n", r, j.secret); !strings.Contains(out.String(), want) {
+			t.Errorf("rank %d did not get the job secret (want %q):\n%s", r, want, out.String())
+		}
+	}
+	if leaks, seen := secretExposed(j.secret); len(leaks) > 0 || seen == 0 {
+		t.Errorf("job secret readable by other users in %v (found in %d owner-only files)", leaks, seen)
+	}
+	os.WriteFile(done, nil, 0o600)
+	if err := j.Wait(); err != nil {
+		t.Errorf("%v\n%s", err, out.String())
+	}
+}
+
+// secretExposed lists /proc files (command lines, environments) that hold
+// secret and that users other than the owner may read; seen counts the
+// owner-only ones that hold it (the ranks' environments).
+func secretExposed(secret string) (leaks []string, seen int) {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		for _, f := range []string{"cmdline", "environ"} {
+			path := filepath.Join("/proc", e.Name(), f)
+			b, err := os.ReadFile(path)
+			if err != nil || !strings.Contains(string(b), secret) {
+				continue
+			}
+			if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o044 != 0 {
+				leaks = append(leaks, path+": "+strings.ReplaceAll(string(b), "\x00", " "))
+			} else {
+				seen++
+			}
+		}
+	}
+	return leaks, seen
+}
+
+func TestPMIAddresses(t *testing.T) {
+	ip := func(s string) net.IP { return net.ParseIP(s) }
+	lookup := func(name string) ([]net.IP, error) {
+		switch name {
+		case "node7":
+			return []net.IP{ip("fd00::7"), ip("10.1.0.7")}, nil
+		case "node8":
+			return []net.IP{ip("10.2.0.8")}, nil
+		case "head":
+			return []net.IP{ip("10.1.0.1")}, nil
+		case "any":
+			return []net.IP{ip("0.0.0.0")}, nil
+		}
+		if h, _ := os.Hostname(); name == h {
+			return []net.IP{ip("127.0.1.1"), ip("10.1.0.1")}, nil
+		}
+		return nil, errors.New("no such host")
+	}
+	route := func(dst net.IP) (net.IP, error) {
+		switch dst.String() {
+		case "10.1.0.7":
+			return ip("10.1.0.1"), nil
+		case "10.2.0.8":
+			return ip("10.2.0.1"), nil
+		}
+		return nil, errors.New("unreachable")
+	}
+	self, _ := os.Hostname()
+	for _, c := range []struct {
+		hosts  []string
+		pmi    string
+		listen string
+		dial   string
+	}{
+		{[]string{"localhost", "root@127.0.0.1"}, "", "127.0.0.1", "127.0.0.1 127.0.0.1"},
+		{[]string{"user@node7", "node8", "localhost"}, "", "10.1.0.1 10.2.0.1 127.0.0.1", "10.1.0.1 10.2.0.1 127.0.0.1"},
+		{[]string{"node7", "alias"}, "", "10.1.0.1", "10.1.0.1 " + self},
+		{[]string{"node7", "node8"}, "head", "10.1.0.1", "head head"},
+	} {
+		var hosts []Host
+		for _, h := range c.hosts {
+			hosts = append(hosts, Host{Name: h, Slots: 1})
+		}
+		listen, dial, err := pmiAddresses(hosts, c.pmi, lookup, route)
+		if err != nil {
+			t.Errorf("%v pmi %q: %v", c.hosts, c.pmi, err)
+			continue
+		}
+		if got := strings.Join(listen, " "); got != c.listen {
+			t.Errorf("%v pmi %q: listen on %q, want %q", c.hosts, c.pmi, got, c.listen)
+		}
+		if got := strings.Join(dial, " "); got != c.dial {
+			t.Errorf("%v pmi %q: dial %q, want %q", c.hosts, c.pmi, got, c.dial)
+		}
+		for _, a := range listen {
+			if net.ParseIP(a).IsUnspecified() {
+				t.Errorf("%v: wildcard listen address", c.hosts)
+			}
+		}
+	}
+	for _, pmi := range []string{"any", "nowhere"} {
+		if _, _, err := pmiAddresses([]Host{{"node7", 1}}, pmi, lookup, route); !errors.Is(err, ErrUsage) {
+			t.Errorf("--pmi-host %s: %v, want ErrUsage", pmi, err)
+		}
+	}
+	noSelf := func(name string) ([]net.IP, error) {
+		if name == self {
+			return []net.IP{ip("127.0.1.1")}, nil
+		}
+		return lookup(name)
+	}
+	if _, _, err := pmiAddresses([]Host{{"alias", 1}}, "", noSelf, route); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "--pmi-host") {
+		t.Errorf("unresolvable host, loopback-only hostname: %v", err)
 	}
 }

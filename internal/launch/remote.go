@@ -5,11 +5,15 @@ import (
 	"strings"
 )
 
-// remoteWrapper runs the rank program in its own process group on the remote
-// host and kills that group when the ssh connection's stdin reaches EOF
-// (the local ssh client exited or was killed). It exits with the program's
-// status.
-const remoteWrapper = `exec 3<&0
+// remoteWrapper first reads the job secret, the one line fabrun writes to
+// the ssh client's stdin, into the rank's environment (so it never appears
+// in a command line). It then runs the rank program in its own process group
+// on the remote host and kills that group when the ssh connection's stdin
+// reaches EOF (the local ssh client exited or was killed). It exits with the
+// program's status.
+const remoteWrapper = `IFS= read -r WEFT_PMI_SECRET || { echo "weft-rank: no job secret on stdin" >&2; exit 125; }
+export WEFT_PMI_SECRET
+exec 3<&0
 if command -v setsid >/dev/null 2>&1; then setsid "$@" </dev/null & else "$@" </dev/null & fi
 p=$!
 { cat <&3 >/dev/null; kill -TERM -$p || kill -TERM $p; sleep 1; kill -KILL -$p || kill -KILL $p; } >/dev/null 2>&1 &
@@ -31,7 +35,9 @@ func shellQuote(s string) string {
 
 // sshCommand builds the ssh client command that runs one rank on host. The
 // rank's environment travels in the remote command line ("env K=V ...")
-// because sshd does not accept arbitrary variables.
+// because sshd does not accept arbitrary variables; the job secret does not
+// (it goes through stdin, see remoteWrapper), as command lines are readable
+// by every user of both machines.
 func sshCommand(cfg Config, host string, env, rankEnv []string) *exec.Cmd {
 	words := []string{"cd", shellQuote(cfg.Dir), "2>/dev/null;", "exec", "env"}
 	for _, kv := range append(append([]string{}, env...), rankEnv...) {

@@ -24,6 +24,10 @@
 // weft's Server extends the PMI_PORT handshake with a job secret: a client
 // launched by fabrun finds it in WEFT_PMI_SECRET and adds secret=... to its
 // cmd=initack line; the server drops every connection that does not present it.
+// Until a connection has authenticated it may send one line of at most 512
+// bytes within ServerConfig.HandshakeTimeout, and at most
+// ServerConfig.MaxPending such connections are served at once. A rank id is
+// claimed by its first authenticated connection only.
 //
 // Every call that waits on the network takes a context.Context; cancelling it
 // (or its deadline passing) interrupts the read or write with an error that

@@ -11,6 +11,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/weft-hpc/weft/internal/wlog"
@@ -36,13 +37,25 @@ type ServerConfig struct {
 	// HandshakeTimeout bounds how long an accepted connection may take to
 	// authenticate (default 10 s).
 	HandshakeTimeout time.Duration
+	// MaxPending bounds the accepted PMI_PORT connections that have not yet
+	// authenticated (default 128). While that many are pending, Serve
+	// accepts no more: later connections wait in the kernel's backlog.
+	MaxPending int
 	// OnAbort is called (once per abort request, from a server goroutine)
 	// when a rank sends cmd=abort.
 	OnAbort func(rank, code int, msg string)
-	// OnStall is called when a barrier can never complete because rank left
-	// (its connection closed) without finalizing.
+	// OnLost is called when a rank that has spoken PMI (authenticated, or
+	// sent a command on its PMI_FD connection) closes its connection
+	// without finalizing.
+	OnLost func(rank int)
+	// OnStall is called when a barrier can never complete because a rank
+	// that never spoke PMI left (its connection closed).
 	OnStall func(rank int)
 }
+
+// maxHandshakeLine is the longest line accepted before a PMI_PORT
+// connection has authenticated; an initack line is well under 100 bytes.
+const maxHandshakeLine = 512
 
 // Server is weft's PMI-1 server: it serves one job's ranks over TCP (PMI_PORT
 // mode, authenticated by PMI_ID plus a job secret) or over connections the
@@ -52,15 +65,19 @@ type Server struct {
 
 	mu        sync.Mutex
 	kvs       map[string]string
-	joined    []bool // rank has connected
+	joined    []bool // rank has connected (authenticated, or handed over by ServeConn)
+	spoke     []bool // rank has sent a PMI command
 	finalized []bool
-	lost      []bool // connection closed without finalize
+	lost      []bool        // connection closed without finalize
+	active    int           // rank connections being served
+	changed   chan struct{} // closed and replaced when active drops
 	barIn     int
 	barCh     chan struct{} // closed when the current barrier completes
 	closed    bool
 	quit      chan struct{} // closed by Close
 	conns     map[net.Conn]struct{}
 	wg        sync.WaitGroup
+	pending   chan struct{} // one token per unauthenticated connection
 }
 
 // NewSecret returns a random 128-bit job secret in hex.
@@ -86,6 +103,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.HandshakeTimeout == 0 {
 		cfg.HandshakeTimeout = 10 * time.Second
 	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = 128
+	}
 	if cfg.KVSName == "" {
 		s, err := NewSecret()
 		if err != nil {
@@ -97,16 +117,22 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		cfg:       cfg,
 		kvs:       make(map[string]string),
 		joined:    make([]bool, cfg.Size),
+		spoke:     make([]bool, cfg.Size),
 		finalized: make([]bool, cfg.Size),
 		lost:      make([]bool, cfg.Size),
+		changed:   make(chan struct{}),
 		barCh:     make(chan struct{}),
 		quit:      make(chan struct{}),
 		conns:     make(map[net.Conn]struct{}),
+		pending:   make(chan struct{}, cfg.MaxPending),
 	}, nil
 }
 
 // Serve accepts PMI_PORT connections on l until ctx ends or Close is called.
-// It returns nil after Close or cancellation.
+// It returns nil after Close or cancellation. Transient accept errors (out
+// of descriptors or memory, an aborted connection) are retried with a
+// growing pause, as net/http does; any other accept error is returned.
+// Serve may run on several listeners at once; they share MaxPending.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
@@ -117,19 +143,35 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		}
 		l.Close()
 	}()
+	var backoff time.Duration
 	for {
+		// A slot for one more unauthenticated connection, before accepting.
+		select {
+		case s.pending <- struct{}{}:
+		case <-s.quit:
+			return nil
+		}
 		c, err := l.Accept()
 		if err != nil {
+			<-s.pending
 			if s.isClosed() || ctx.Err() != nil {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if !retryableAccept(err) {
+				return fmt.Errorf("pmi: accept: %w", err)
 			}
-			return fmt.Errorf("pmi: accept: %w", err)
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			slog.Warn("PMI accept failed; retrying", "err", err, "in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-s.quit:
+				return nil
+			}
+			continue
 		}
+		backoff = 0
 		if !s.track(c) {
+			<-s.pending
 			c.Close()
 			return nil
 		}
@@ -142,22 +184,71 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	}
 }
 
+// retryableAccept reports whether an Accept error is worth retrying: a
+// timeout, or a resource shortage or aborted connection that may pass.
+func retryableAccept(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM,
+		syscall.ECONNABORTED, syscall.ECONNRESET, syscall.EINTR, syscall.EAGAIN, syscall.EPROTO, syscall.EPERM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // ServeConn serves one already-authenticated rank over c (PMI_FD mode: the
 // client skips the initack handshake). It returns when the client finalizes
 // or disconnects, or the server closes.
 func (s *Server) ServeConn(c net.Conn, rank int) error {
+	if err := s.attach(c, rank); err != nil {
+		return err
+	}
+	defer s.wg.Done()
+	defer s.untrack(c)
+	s.handle(c, rank)
+	return nil
+}
+
+// Attach is ServeConn in the background: it registers rank's connection
+// before returning (so WaitRanks waits for it) and serves it from a new
+// goroutine.
+func (s *Server) Attach(c net.Conn, rank int) error {
+	if err := s.attach(c, rank); err != nil {
+		return err
+	}
+	go func() {
+		defer s.wg.Done()
+		defer s.untrack(c)
+		s.handle(c, rank)
+	}()
+	return nil
+}
+
+// attach registers a PMI_FD rank connection; on success the caller owes
+// s.wg.Done and s.untrack(c) after handle.
+func (s *Server) attach(c net.Conn, rank int) error {
 	if rank < 0 || rank >= s.cfg.Size {
 		c.Close()
 		return fmt.Errorf("pmi: rank %d out of range [0,%d)", rank, s.cfg.Size)
 	}
-	if !s.track(c) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
 		c.Close()
 		return net.ErrClosed
 	}
+	if s.joined[rank] {
+		c.Close()
+		return fmt.Errorf("%w: rank %d connected twice", ErrRefused, rank)
+	}
+	s.conns[c] = struct{}{}
+	s.joined[rank] = true
+	s.active++
 	s.wg.Add(1)
-	defer s.wg.Done()
-	defer s.untrack(c)
-	s.handle(c, rank)
 	return nil
 }
 
@@ -177,6 +268,32 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	s.wg.Wait()
 	return nil
+}
+
+// WaitRanks waits until no rank connection is being served any more (every
+// rank finalized or closed its connection), or ctx ends.
+func (s *Server) WaitRanks(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		n, ch := s.active, s.changed
+		s.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("pmi: %d rank connections still open: %w", n, ctx.Err())
+		}
+	}
+}
+
+// Spoke reports whether rank has spoken PMI: authenticated on PMI_PORT, or
+// sent a command on its PMI_FD connection.
+func (s *Server) Spoke(rank int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return rank >= 0 && rank < len(s.spoke) && s.spoke[rank]
 }
 
 // Finalized reports whether rank has sent cmd=finalize.
@@ -210,46 +327,69 @@ func (s *Server) untrack(c net.Conn) {
 }
 
 // authenticate reads the initack line and answers it with rank and size.
+// Until it succeeds the connection holds one pending slot and may send at
+// most maxHandshakeLine bytes within HandshakeTimeout.
 func (s *Server) authenticate(c net.Conn, r *bufio.Reader) (int, error) {
 	_ = c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
 	defer c.SetDeadline(time.Time{})
-	line, err := readLine(r)
+	line, err := readLineMax(r, maxHandshakeLine)
 	if err != nil {
 		return -1, err
 	}
-	m, err := ParseLine(line)
+	id, err := checkInitack(line, s.cfg.Size, s.cfg.Secret)
 	if err != nil {
 		return -1, err
 	}
-	if m.Cmd != "initack" {
-		return -1, fmt.Errorf("%w: first command %q is not initack", ErrProtocol, m.Cmd)
-	}
-	id, err := m.Int("pmiid")
-	if err != nil {
-		return -1, err
-	}
-	if s.cfg.Secret != "" {
-		got, _ := m.Get("secret")
-		if subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Secret)) != 1 {
-			return -1, fmt.Errorf("%w: bad job secret from %s", ErrRefused, c.RemoteAddr())
-		}
-	}
-	if id < 0 || id >= s.cfg.Size {
-		return -1, fmt.Errorf("%w: pmiid %d out of range [0,%d)", ErrRefused, id, s.cfg.Size)
-	}
+	// Only an authenticated connection can claim a rank; the first one
+	// keeps it, and a later one is refused without disturbing it.
 	s.mu.Lock()
 	dup := s.joined[id]
-	s.joined[id] = true
+	if !dup && !s.closed {
+		s.joined[id] = true
+		s.spoke[id] = true
+		s.active++
+	}
+	closed := s.closed
 	s.mu.Unlock()
 	if dup {
 		return -1, fmt.Errorf("%w: rank %d connected twice", ErrRefused, id)
+	}
+	if closed {
+		return -1, net.ErrClosed
 	}
 	out := NewMsg("initack", "rc", "0").String() +
 		NewMsg("set", "size", strconv.Itoa(s.cfg.Size)).String() +
 		NewMsg("set", "rank", strconv.Itoa(id)).String() +
 		NewMsg("set", "debug", "0").String()
 	if _, err := c.Write([]byte(out)); err != nil {
+		return id, err // the rank is claimed: leave() accounts for it
+	}
+	return id, nil
+}
+
+// checkInitack parses a PMI_PORT client's first line, cmd=initack
+// pmiid=ID [secret=S], and returns the rank it claims when the line is
+// well-formed, the id is in [0,size) and the secret matches.
+func checkInitack(line string, size int, secret string) (int, error) {
+	m, err := ParseLine(line)
+	if err != nil {
 		return -1, err
+	}
+	if m.Cmd != "initack" {
+		return -1, fmt.Errorf("%w: first command %q is not initack", ErrProtocol, trim(m.Cmd))
+	}
+	id, err := m.Int("pmiid")
+	if err != nil {
+		return -1, err
+	}
+	if secret != "" {
+		got, _ := m.Get("secret")
+		if subtle.ConstantTimeCompare([]byte(got), []byte(secret)) != 1 {
+			return -1, fmt.Errorf("%w: bad job secret", ErrRefused)
+		}
+	}
+	if id < 0 || id >= size {
+		return -1, fmt.Errorf("%w: pmiid %d out of range [0,%d)", ErrRefused, id, size)
 	}
 	return id, nil
 }
@@ -258,14 +398,15 @@ func (s *Server) handle(c net.Conn, rank int) {
 	r := bufio.NewReaderSize(c, 4096)
 	if rank < 0 {
 		var err error
-		if rank, err = s.authenticate(c, r); err != nil {
+		rank, err = s.authenticate(c, r)
+		<-s.pending // authenticated or dropped: the slot is free again
+		if err != nil {
+			if rank >= 0 {
+				s.leave(rank)
+			}
 			slog.Warn("rejected PMI connection", "remote", c.RemoteAddr().String(), "err", err)
 			return
 		}
-	} else {
-		s.mu.Lock()
-		s.joined[rank] = true
-		s.mu.Unlock()
 	}
 	log := slog.With("rank", rank)
 	defer s.leave(rank)
@@ -285,6 +426,9 @@ func (s *Server) handle(c net.Conn, rank int) {
 			}
 			continue
 		}
+		s.mu.Lock()
+		s.spoke[rank] = true
+		s.mu.Unlock()
 		reply, done := s.dispatch(rank, m)
 		if reply != "" {
 			if _, err := c.Write([]byte(reply)); err != nil {
@@ -297,17 +441,28 @@ func (s *Server) handle(c net.Conn, rank int) {
 	}
 }
 
-// leave marks a rank's connection as gone and detects barriers that can no
-// longer complete.
+// leave marks a rank's connection as gone. A rank that spoke PMI and leaves
+// without finalizing is reported to OnLost; one that never spoke is
+// reported to OnStall if a barrier waits for it.
 func (s *Server) leave(rank int) {
 	s.mu.Lock()
-	stalled := false
+	lost, stalled := false, false
 	if !s.finalized[rank] && !s.closed {
 		s.lost[rank] = true
-		stalled = s.barIn > 0
+		if s.spoke[rank] {
+			lost = true
+		} else {
+			stalled = s.barIn > 0
+		}
 	}
+	s.active--
+	close(s.changed)
+	s.changed = make(chan struct{})
 	s.mu.Unlock()
-	if stalled && s.cfg.OnStall != nil {
+	switch {
+	case lost && s.cfg.OnLost != nil:
+		s.cfg.OnLost(rank)
+	case stalled && s.cfg.OnStall != nil:
 		s.cfg.OnStall(rank)
 	}
 }
@@ -405,8 +560,9 @@ func (s *Server) barrier(rank int) string {
 		close(s.barCh)
 		s.barCh = make(chan struct{})
 	} else {
+		// A rank that spoke and left was reported to OnLost already.
 		for r, l := range s.lost {
-			if l {
+			if l && !s.spoke[r] {
 				stalled = r
 				break
 			}

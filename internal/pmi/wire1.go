@@ -144,14 +144,19 @@ func trim(s string) string {
 }
 
 // readLine reads one newline-terminated line of at most MaxLine bytes.
-func readLine(r *bufio.Reader) (string, error) {
+func readLine(r *bufio.Reader) (string, error) { return readLineMax(r, MaxLine) }
+
+// readLineMax reads one newline-terminated line of at most max bytes
+// (newline included); longer input is a protocol error, and no more than
+// max plus one buffer's worth of bytes is ever held.
+func readLineMax(r *bufio.Reader, max int) (string, error) {
 	var b []byte
 	for {
 		chunk, err := r.ReadSlice('\n')
-		b = append(b, chunk...)
-		if len(b) > MaxLine {
-			return "", fmt.Errorf("%w: line longer than %d bytes", ErrProtocol, MaxLine)
+		if len(b)+len(chunk) > max {
+			return "", fmt.Errorf("%w: line longer than %d bytes", ErrProtocol, max)
 		}
+		b = append(b, chunk...)
 		if err == nil {
 			return string(b), nil
 		}

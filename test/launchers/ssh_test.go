@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -144,4 +145,86 @@ func TestSSHFailureCleansUp(t *testing.T) {
 	if left := proctest.WaitGone(mark, 3*time.Second); len(left) > 0 {
 		t.Errorf("remote processes left behind after timeout: %v", left)
 	}
+}
+
+// TestSSHSecretNotExposed: during an ssh job the job secret is in no
+// process's command line (on either side of ssh: here both are this
+// machine) nor in any other /proc file that users other than the owner can
+// read; the ranks still get it, in their environment.
+func TestSSHSecretNotExposed(t *testing.T) {
+	ssh := startSSHD(t)
+	fab, _ := binaries(t)
+	done := filepath.Join(t.TempDir(), "done")
+	cmd := exec.Command(fab, "--ssh", ssh, "--launcher", "ssh", "-n", "2", "--hosts", "127.0.0.1:2", "--tag-output",
+		"sh", "-c", `echo "secret:$WEFT_PMI_SECRET"; while [ ! -e "$1" ]; do sleep 0.02; done`, "rank", done)
+	var out, errb proctest.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var waitErr error
+	ended := false
+	wait := func(d time.Duration) bool {
+		if !ended {
+			select {
+			case waitErr = <-exited:
+				ended = true
+			case <-time.After(d):
+			}
+		}
+		return ended
+	}
+	defer func() {
+		os.WriteFile(done, nil, 0o600)
+		if !wait(10 * time.Second) {
+			cmd.Process.Kill()
+			wait(time.Minute)
+		}
+	}()
+	secret := regexp.MustCompile(`\[0\] secret:(\S*)\n`)
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Count(out.String(), "secret:") < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	m := secret.FindStringSubmatch(out.String())
+	if m == nil || len(m[1]) != 32 || !strings.Contains(out.String(), "[1] secret:"+m[1]+"\n") {
+		t.Fatalf("ranks did not both get a job secret:\n%s%s", out.String(), errb.String())
+	}
+	if leaks, seen := secretExposed(m[1]); len(leaks) > 0 || seen == 0 {
+		t.Errorf("job secret readable by other users in %v (found in %d owner-only files)", leaks, seen)
+	}
+	os.WriteFile(done, nil, 0o600)
+	if !wait(20 * time.Second) {
+		t.Errorf("fabrun did not end after the ranks were released")
+	} else if waitErr != nil {
+		t.Errorf("fabrun: %v\n%s%s", waitErr, out.String(), errb.String())
+	}
+}
+
+// secretExposed lists /proc files (command lines, environments) that hold
+// secret and that users other than the owner may read; seen counts the
+// owner-only ones that hold it (the ranks' environments).
+func secretExposed(secret string) (leaks []string, seen int) {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		for _, f := range []string{"cmdline", "environ"} {
+			path := filepath.Join("/proc", e.Name(), f)
+			b, err := os.ReadFile(path)
+			if err != nil || !strings.Contains(string(b), secret) {
+				continue
+			}
+			if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o044 != 0 {
+				leaks = append(leaks, path+": "+strings.ReplaceAll(string(b), "\x00", " "))
+			} else {
+				seen++
+			}
+		}
+	}
+	return leaks, seen
 }
