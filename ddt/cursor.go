@@ -134,7 +134,14 @@ func (t *Type) Flatten(count, maxSegs int) ([]Segment, error) {
 		out = append(out, Segment{off, l})
 	}
 	for k := int64(0); k < int64(count) && !over; k++ {
+		before := len(out)
 		walkBlocks(ir.Root, k*ir.Extent, emit, &over)
+		if k > 0 && len(out) == before && !over {
+			// Element k only extended the last segment; the layout repeats,
+			// so every later element does too (count may be huge).
+			out[before-1].Len += (int64(count) - 1 - k) * ir.Size
+			break
+		}
 	}
 	if over {
 		return nil, fmt.Errorf("ddt: Flatten %s: more than %d segments: %w", t.Name(), maxSegs, ErrInvalid)
