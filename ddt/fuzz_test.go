@@ -17,7 +17,7 @@ import (
 // every entry point (whole, chunked pack, chunked unpack) against the naive
 // reference packer. `go test` runs the seed corpus; run
 // `go test -fuzz FuzzPackRange ./ddt` to explore. Crashers found so far are
-// kept as named tests (none so far: see docs/ddt.md).
+// kept as named tests (TestRegression* in this file).
 func FuzzPackRange(f *testing.F) {
 	for _, s := range []uint64{0, 1, 2, 42, 1234, 99999} {
 		f.Add(s, uint8(2), uint16(7), uint16(3))
