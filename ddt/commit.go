@@ -51,6 +51,9 @@ func (t *Type) Commit() error {
 		}
 		if err != nil {
 			if mode == JITOn {
+				if !errors.Is(err, ErrNotCompiled) { // a compiler failure: still "not compiled"
+					err = fmt.Errorf("%w: %w", ErrNotCompiled, err)
+				}
 				return fmt.Errorf("ddt: Commit %s with WEFT_JIT=on: %w", t.Name(), err)
 			}
 			if c != nil && !errors.Is(err, ErrNotCompiled) {
@@ -63,20 +66,28 @@ func (t *Type) Commit() error {
 	return nil
 }
 
-// Committed reports whether Commit has succeeded on t.
-func (t *Type) Committed() bool { return t.st.Load() != nil }
+// Committed reports whether Commit has succeeded on t (false for a nil
+// *Type).
+func (t *Type) Committed() bool { return t != nil && t.st.Load() != nil }
 
-// IR returns the normalised IR of a committed type, or nil before Commit.
-// The IR is shared and must not be modified.
+// IR returns the normalised IR of a committed type, or nil before Commit
+// (and for a nil *Type). The IR is shared and must not be modified.
 func (t *Type) IR() *IR {
+	if t == nil {
+		return nil
+	}
 	if s := t.st.Load(); s != nil {
 		return s.ir
 	}
 	return nil
 }
 
-// Compiled reports whether Pack/Unpack of t run a compiled Kernel.
+// Compiled reports whether Pack/Unpack of t run a compiled Kernel (false for
+// a nil *Type).
 func (t *Type) Compiled() bool {
+	if t == nil {
+		return false
+	}
 	s := t.st.Load()
 	return s != nil && s.kernel != nil
 }
@@ -84,6 +95,9 @@ func (t *Type) Compiled() bool {
 // SetJIT sets the JIT mode of t, overriding WEFT_JIT. It must be called
 // before Commit; afterwards it returns ErrInvalid.
 func (t *Type) SetJIT(m JITMode) error {
+	if t == nil {
+		return fmt.Errorf("ddt: SetJIT: nil type: %w", ErrInvalid)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.st.Load() != nil {

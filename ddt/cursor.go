@@ -46,6 +46,9 @@ func (t *Type) newCursor(op string, typed []byte, base int64, count int, un bool
 // packer) or unpacks them from buf (an unpacker) and returns that number.
 // It returns 0, nil when the stream is complete.
 func (c *Cursor) Next(buf []byte) (int, error) {
+	if c == nil {
+		return 0, fmt.Errorf("ddt: Cursor.Next: nil cursor: %w", ErrInvalid)
+	}
 	n := min(int64(len(buf)), c.total-c.pos)
 	if n <= 0 {
 		return 0, nil
@@ -55,18 +58,34 @@ func (c *Cursor) Next(buf []byte) (int, error) {
 	return k, err
 }
 
-// Offset returns the stream offset of the next byte Next moves.
-func (c *Cursor) Offset() int64 { return c.pos }
+// Offset returns the stream offset of the next byte Next moves (0 for a nil
+// cursor).
+func (c *Cursor) Offset() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.pos
+}
 
-// Remaining returns the number of stream bytes not yet moved.
-func (c *Cursor) Remaining() int64 { return c.total - c.pos }
+// Remaining returns the number of stream bytes not yet moved (0 for a nil
+// cursor).
+func (c *Cursor) Remaining() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.total - c.pos
+}
 
-// Done reports whether the whole stream has been moved.
-func (c *Cursor) Done() bool { return c.pos == c.total }
+// Done reports whether the whole stream has been moved (true for a nil
+// cursor, which has nothing to move).
+func (c *Cursor) Done() bool { return c == nil || c.pos == c.total }
 
 // SetOffset moves the cursor to stream offset off (0 ≤ off ≤ total), for example
 // to retransmit a segment.
 func (c *Cursor) SetOffset(off int64) error {
+	if c == nil {
+		return fmt.Errorf("ddt: Cursor.SetOffset: nil cursor: %w", ErrInvalid)
+	}
 	if off < 0 || off > c.total {
 		return fmt.Errorf("ddt: SetOffset %d outside [0,%d]: %w", off, c.total, ErrInvalid)
 	}
@@ -83,7 +102,8 @@ type Segment struct {
 // Flatten returns the contiguous blocks of count elements of a committed
 // type, in packing order, with touching neighbours merged, for zero-copy
 // I/O vectors. At most maxSegs segments are produced (≤ 0: no limit); a type
-// with more returns ErrInvalid, so callers can fall back to packing.
+// with more returns ErrInvalid, so callers can fall back to packing. Count
+// elements whose offsets do not fit in an int64 return ErrOverflow.
 func (t *Type) Flatten(count, maxSegs int) ([]Segment, error) {
 	s, err := t.committedState("Flatten")
 	if err != nil {
@@ -96,6 +116,10 @@ func (t *Type) Flatten(count, maxSegs int) ([]Segment, error) {
 	var out []Segment
 	if ir.Root == nil || count == 0 {
 		return out, nil
+	}
+	if _, _, ok := span(ir, count); !ok {
+		return nil, fmt.Errorf("ddt: Flatten %s: %d elements of extent %d: offsets overflow int64: %w",
+			t.Name(), count, ir.Extent, ErrOverflow)
 	}
 	over := false
 	emit := func(off, l int64) {
@@ -110,7 +134,14 @@ func (t *Type) Flatten(count, maxSegs int) ([]Segment, error) {
 		out = append(out, Segment{off, l})
 	}
 	for k := int64(0); k < int64(count) && !over; k++ {
+		before := len(out)
 		walkBlocks(ir.Root, k*ir.Extent, emit, &over)
+		if k > 0 && len(out) == before && !over {
+			// Element k only extended the last segment; the layout repeats,
+			// so every later element does too (count may be huge).
+			out[before-1].Len += (int64(count) - 1 - k) * ir.Size
+			break
+		}
 	}
 	if over {
 		return nil, fmt.Errorf("ddt: Flatten %s: more than %d segments: %w", t.Name(), maxSegs, ErrInvalid)

@@ -444,8 +444,8 @@ func TestJITMode(t *testing.T) {
 	if err := k.Commit(); err != nil || !k.Compiled() || fc.calls != 1 {
 		t.Fatalf("auto with compiler: %v compiled=%v calls=%d", err, k.Compiled(), fc.calls)
 	}
-	if _, err := k.Pack(make([]byte, 24), make([]byte, 40), 1); !errors.Is(err, errFake) {
-		t.Fatalf("kernel error not returned: %v", err)
+	if _, err := k.Pack(make([]byte, 24), make([]byte, 40), 1); !errors.Is(err, errFake) || !errors.Is(err, ErrInternal) {
+		t.Fatalf("kernel error not returned wrapped in ErrInternal: %v", err)
 	}
 	off := m(Vector(3, 1, 2, Float64))
 	if err := off.SetJIT(JITOff); err != nil {

@@ -15,4 +15,8 @@ var (
 	// ErrBounds reports a buffer too small for count elements of the type
 	// (checked against the true extent before any byte moves).
 	ErrBounds = errors.New("ddt: buffer out of bounds")
+	// ErrInternal reports a failed internal consistency check: a bug in
+	// ddt or in a registered Compiler's Kernel, never bad input. The
+	// destination of the failed call may have been partly written.
+	ErrInternal = errors.New("ddt: internal error")
 )

@@ -2,6 +2,8 @@ package ddt
 
 import (
 	"fmt"
+
+	"github.com/weft-hpc/weft/internal/checked"
 )
 
 // The interpreter walks the IR directly. Every entry point checks the typed
@@ -10,13 +12,38 @@ import (
 // touch memory it must not. Inner loops are specialised by block length
 // (1, 2, 4, 8, 16 bytes; copy() above).
 
+// span returns the bytes [lo, hi) that count ≥ 1 elements touch, relative
+// to displacement 0 of element 0:
+// [TrueLB + min(0, (count-1)·Extent), TrueLB + TrueExtent + max(0, (count-1)·Extent)).
+// ok is false when that does not fit in an int64.
+func span(ir *IR, count int) (lo, hi int64, ok bool) {
+	s, ok := checked.Mul(int64(count-1), ir.Extent)
+	if !ok {
+		return 0, 0, false
+	}
+	lo = ir.TrueLB
+	if hi, ok = checked.Add(lo, ir.TrueExtent); !ok {
+		return 0, 0, false
+	}
+	if s < 0 {
+		lo, ok = checked.Add(lo, s)
+	} else {
+		hi, ok = checked.Add(hi, s)
+	}
+	if !ok {
+		return 0, 0, false
+	}
+	return lo, hi, true
+}
+
 // check validates a Pack/Unpack call and returns the packed length of count
-// elements.
+// elements. It is the one bounds check every entry point makes before any
+// byte moves (the interpreter's leaves and compiled kernels rely on it).
 func (t *Type) check(op string, ir *IR, typedLen int, base int64, count int, from int64) (int64, error) {
 	if count < 0 {
 		return 0, fmt.Errorf("ddt: %s %s: negative count %d: %w", op, t.Name(), count, ErrInvalid)
 	}
-	total, ok := mulC(int64(count), ir.Size)
+	total, ok := checked.Mul(int64(count), ir.Size)
 	if !ok {
 		return 0, fmt.Errorf("ddt: %s %s: %d elements of %d bytes: %w", op, t.Name(), count, ir.Size, ErrOverflow)
 	}
@@ -26,15 +53,14 @@ func (t *Type) check(op string, ir *IR, typedLen int, base int64, count int, fro
 	if total == 0 {
 		return 0, nil
 	}
-	span, ok := mulC(int64(count-1), ir.Extent)
-	lo, ok1 := addC(base, ir.TrueLB)
-	hi, ok2 := addC(lo, ir.TrueExtent)
-	if span < 0 {
-		lo, ok = addC(lo, span)
-	} else {
-		hi, ok = addC(hi, span)
+	lo, hi, ok := span(ir, count)
+	if !ok {
+		return 0, fmt.Errorf("ddt: %s %s: %d elements of extent %d: typed offsets overflow int64: %w",
+			op, t.Name(), count, ir.Extent, ErrOverflow)
 	}
-	if !ok || !ok1 || !ok2 || lo < 0 || hi > int64(typedLen) {
+	lo, ok1 := checked.Add(base, lo)
+	hi, ok2 := checked.Add(base, hi)
+	if !ok1 || !ok2 || lo < 0 || hi > int64(typedLen) {
 		return 0, fmt.Errorf("ddt: %s %s: %d elements at base %d need typed bytes [%d,%d), buffer has %d: %w",
 			op, t.Name(), count, base, lo, hi, typedLen, ErrBounds)
 	}
@@ -55,10 +81,13 @@ func (t *Type) committedState(op string) (*state, error) {
 // PackSize returns the number of packed bytes of count elements
 // (MPI_Pack_size without the header).
 func (t *Type) PackSize(count int) (int64, error) {
+	if t == nil {
+		return 0, fmt.Errorf("ddt: PackSize: nil type: %w", ErrInvalid)
+	}
 	if count < 0 {
 		return 0, fmt.Errorf("ddt: PackSize %s: negative count %d: %w", t.Name(), count, ErrInvalid)
 	}
-	n, ok := mulC(int64(count), t.size)
+	n, ok := checked.Mul(int64(count), t.size)
 	if !ok {
 		return 0, fmt.Errorf("ddt: PackSize %s: %w", t.Name(), ErrOverflow)
 	}
@@ -153,7 +182,7 @@ func (t *Type) run(s *state, un bool, p, typed []byte, base int64, count int, fr
 			n, err = s.kernel.Pack(p, typed, base, count, from)
 		}
 		if err != nil {
-			return n, fmt.Errorf("ddt: compiled kernel for %s: %w", t.Name(), err)
+			return n, fmt.Errorf("ddt: compiled kernel for %s: %w: %w", t.Name(), ErrInternal, err)
 		}
 		return n, nil
 	}
@@ -161,7 +190,8 @@ func (t *Type) run(s *state, un bool, p, typed []byte, base int64, count int, fr
 }
 
 // interpSafe runs the interpreter and turns a failed internal range check
-// (a bug, never bad input: check ran first) into an error.
+// (a bug, never bad input: check ran first) into an error wrapping
+// ErrInternal.
 func interpSafe(t *Type, ir *IR, un bool, p, typed []byte, base int64, count int, from int64) (n int, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -169,7 +199,7 @@ func interpSafe(t *Type, ir *IR, un bool, p, typed []byte, base int64, count int
 			if !ok {
 				panic(r)
 			}
-			n, err = 0, fmt.Errorf("ddt: %s: %w", t.Name(), e)
+			n, err = 0, fmt.Errorf("ddt: %s: %w: %w", t.Name(), ErrInternal, e)
 		}
 	}()
 	interpRun(ir, un, p, typed, base, count, from)

@@ -165,8 +165,11 @@ type IR struct {
 //	    block len=8 size=8 align=8
 //
 // The text is canonical: two IRs with the same String copy the same bytes in
-// the same order, so it can key a code cache.
+// the same order, so it can key a code cache. A nil *IR prints "<nil>".
 func (ir *IR) String() string {
+	if ir == nil {
+		return "<nil>"
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "ir size=%d extent=%d lb=%d true_lb=%d true_extent=%d align=%d elem=%d",
 		ir.Size, ir.Extent, ir.LB, ir.TrueLB, ir.TrueExtent, ir.Align, ir.ElemSize)
@@ -180,8 +183,12 @@ func (ir *IR) String() string {
 	return b.String()
 }
 
-// String prints the node and its subtree in IR text form.
+// String prints the node and its subtree in IR text form ("<nil>" for a nil
+// *Node).
 func (n *Node) String() string {
+	if n == nil {
+		return "<nil>"
+	}
 	var b strings.Builder
 	n.format(&b, 0)
 	return b.String()
@@ -228,8 +235,12 @@ func fmtList(v []int64) string {
 }
 
 // Walk calls fn for n and every node below it, parents before children,
-// in packing order.
+// in packing order; a node shared by several parents is visited once per
+// parent. It does nothing for a nil *Node.
 func (n *Node) Walk(fn func(*Node)) {
+	if n == nil {
+		return
+	}
 	fn(n)
 	switch n.Op {
 	case OpLoop, OpIndex:
@@ -241,7 +252,8 @@ func (n *Node) Walk(fn func(*Node)) {
 	}
 }
 
-// Nodes returns the number of nodes in the tree rooted at n.
+// Nodes returns the number of nodes in the tree rooted at n, counting a
+// shared node once per parent as Walk does (0 for a nil *Node).
 func (n *Node) Nodes() int {
 	c := 0
 	n.Walk(func(*Node) { c++ })

@@ -25,6 +25,8 @@ package ddt
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/weft-hpc/weft/internal/checked"
 )
 
 // leafBoundsError is the panic value of a leaf loop whose range check fails.
@@ -45,14 +47,22 @@ func checkRange(what string, lo, hi int64, n int) {
 }
 
 // checkStrided checks count blocks of l bytes at a + i*stride in t and the
-// packed run count*l in p.
+// packed run count*l in p, with overflow-checked arithmetic.
 func checkStrided(p, t []byte, a, stride, count, l int64) {
-	if count > int64(len(p)) {
+	n, ok := checked.Mul(count, l)
+	if !ok {
 		panic(&leafBoundsError{"packed", 0, count, int64(len(p))})
 	}
-	checkRange("packed", 0, count*l, len(p))
-	last := a + (count-1)*stride
-	checkRange("typed", min(a, last), max(a, last)+l, len(t))
+	checkRange("packed", 0, n, len(p))
+	last, ok := checked.MulAdd(count-1, stride, a)
+	var hi int64
+	if ok {
+		hi, ok = checked.Add(max(a, last), l)
+	}
+	if !ok {
+		panic(&leafBoundsError{"typed", a, a, int64(len(t))})
+	}
+	checkRange("typed", min(a, last), hi, len(t))
 }
 
 func ptr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
@@ -194,11 +204,11 @@ func unpackStrided(p, t []byte, a, stride, count, l int64) {
 // checkIndexed checks blocks of l bytes at o + offs[i], all inside the
 // typed range [lo, hi) (the node's bounds), and the packed run.
 func checkIndexed(p, t []byte, offs []int64, l, lo, hi int64) {
-	n := int64(len(offs))
-	if n > int64(len(p)) {
-		panic(&leafBoundsError{"packed", 0, n, int64(len(p))})
+	n, ok := checked.Mul(int64(len(offs)), l)
+	if !ok {
+		panic(&leafBoundsError{"packed", 0, int64(len(offs)), int64(len(p))})
 	}
-	checkRange("packed", 0, n*l, len(p))
+	checkRange("packed", 0, n, len(p))
 	checkRange("typed", lo, hi, len(t))
 }
 

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"sync/atomic"
+
+	"github.com/weft-hpc/weft/internal/checked"
 )
 
 // This file builds the IR of a type (Commit time). Every mk* function is a
@@ -55,7 +58,7 @@ func mkLoop(disp, count, stride int64, child *Node) *Node {
 		}
 	case OpLoop:
 		// The inner loop tiles the outer stride exactly: one longer loop.
-		if child.Count*child.Stride == stride {
+		if tile, ok := checked.Mul(child.Count, child.Stride); ok && tile == stride {
 			return mkLoop(disp+child.Disp, count*child.Count, child.Stride, child.Child)
 		}
 	}
@@ -72,9 +75,12 @@ func constStride(offs []int64) (int64, bool) {
 	if len(offs) < 2 {
 		return 0, false
 	}
-	s := offs[1] - offs[0]
+	s, ok := checked.Sub(offs[1], offs[0])
+	if !ok {
+		return 0, false
+	}
 	for i := 2; i < len(offs); i++ {
-		if offs[i]-offs[i-1] != s {
+		if d, ok := checked.Sub(offs[i], offs[i-1]); !ok || d != s {
 			return 0, false
 		}
 	}
@@ -281,17 +287,34 @@ func mkStruct(disp int64, es []entry) *Node {
 	return n
 }
 
+// normSteps counts the nodes built and checked by all Commits (a test hook:
+// it shows that shared sub-types are normalised once).
+var normSteps atomic.Int64
+
+// norm is the state of one normalisation: the node already built for each
+// uncommitted sub-type, so a sub-type that occurs several times in a tree
+// (Struct{t, t} nested n deep) is normalised once, not 2^n times.
+type norm struct {
+	memo map[*Type]*Node
+}
+
 // nodeOf returns the IR root of a component type, reusing it when the
-// component is committed.
-func nodeOf(t *Type) *Node {
+// component is committed or was already normalised by this Commit.
+func (nm *norm) nodeOf(t *Type) *Node {
 	if ir := t.IR(); ir != nil {
 		return ir.Root
 	}
-	return t.node()
+	if n, ok := nm.memo[t]; ok {
+		return n
+	}
+	n := nm.node(t)
+	nm.memo[t] = n
+	return n
 }
 
 // node builds the normalised IR node of one element of t (nil if empty).
-func (t *Type) node() *Node {
+func (nm *norm) node(t *Type) *Node {
+	normSteps.Add(1)
 	if t.size == 0 {
 		return nil
 	}
@@ -300,7 +323,7 @@ func (t *Type) node() *Node {
 		return mkBlock(0, t.size)
 	case CombinerContiguous:
 		old := t.types[0]
-		return mkLoop(0, int64(t.ints[0]), old.Extent(), nodeOf(old))
+		return mkLoop(0, int64(t.ints[0]), old.Extent(), nm.nodeOf(old))
 	case CombinerVector, CombinerHVector:
 		old := t.types[0]
 		var stride int64
@@ -309,7 +332,7 @@ func (t *Type) node() *Node {
 		} else {
 			stride = t.addrs[0]
 		}
-		inner := mkLoop(0, int64(t.ints[1]), old.Extent(), nodeOf(old))
+		inner := mkLoop(0, int64(t.ints[1]), old.Extent(), nm.nodeOf(old))
 		return mkLoop(0, int64(t.ints[0]), stride, inner)
 	case CombinerIndexed, CombinerHIndexed, CombinerIndexedBlock, CombinerHIndexedBlock:
 		old := t.types[0]
@@ -331,7 +354,7 @@ func (t *Type) node() *Node {
 			}
 			return t.addrs[i]
 		}
-		on := nodeOf(old)
+		on := nm.nodeOf(old)
 		es := make([]entry, 0, nb)
 		for i := 0; i < nb; i++ {
 			if b := bl(i); b > 0 {
@@ -343,21 +366,22 @@ func (t *Type) node() *Node {
 		es := make([]entry, 0, len(t.types))
 		for i, tt := range t.types {
 			if b := int64(t.ints[1+i]); b > 0 {
-				es = append(es, entry{t.addrs[i], mkLoop(0, b, tt.Extent(), nodeOf(tt))})
+				es = append(es, entry{t.addrs[i], mkLoop(0, b, tt.Extent(), nm.nodeOf(tt))})
 			}
 		}
 		return mkStruct(0, es)
 	case CombinerSubarray:
-		return nodeOf(t.impl)
+		return nm.nodeOf(t.impl)
 	case CombinerResized, CombinerDup:
-		return nodeOf(t.types[0])
+		return nm.nodeOf(t.types[0])
 	}
 	return nil
 }
 
 // buildIR normalises t into its IR.
 func (t *Type) buildIR() *IR {
-	root := t.node()
+	nm := &norm{memo: map[*Type]*Node{}}
+	root := nm.node(t)
 	ir := &IR{Root: root, Size: t.size, Extent: t.Extent(), LB: t.lb, TrueLB: t.trueLB,
 		TrueExtent: t.TrueExtent(), Align: MaxAlign}
 	if t.elem > 0 {
@@ -374,92 +398,164 @@ func (t *Type) buildIR() *IR {
 func (t *Type) checkIR(ir *IR) error {
 	if ir.Root == nil {
 		if t.size != 0 {
-			return fmt.Errorf("ddt: internal: empty IR for size %d", t.size)
+			return fmt.Errorf("ddt: Commit %s: empty IR for size %d: %w", t.Name(), t.size, ErrInternal)
 		}
 		return nil
 	}
-	if err := validate(ir.Root); err != nil {
-		return err
+	if err := validate(ir.Root, map[*Node]bool{}); err != nil {
+		return fmt.Errorf("ddt: Commit %s: %w", t.Name(), err)
 	}
 	if ir.Root.Size != t.size || ir.Root.Lo != t.trueLB || ir.Root.Hi != t.trueUB {
-		return fmt.Errorf("ddt: internal: IR size %d [%d,%d) disagrees with type size %d [%d,%d)",
-			ir.Root.Size, ir.Root.Lo, ir.Root.Hi, t.size, t.trueLB, t.trueUB)
+		return fmt.Errorf("ddt: Commit %s: IR size %d [%d,%d) disagrees with type size %d [%d,%d): %w",
+			t.Name(), ir.Root.Size, ir.Root.Lo, ir.Root.Hi, t.size, t.trueLB, t.trueUB, ErrInternal)
 	}
 	return nil
 }
 
 // validate re-derives every node's Size, Lo, Hi and Prefix from its fields
-// and children and reports the first disagreement. Commit runs it so that the
-// per-node bounds the leaf loops check against, and a compiler relies on,
-// are exact.
-func validate(n *Node) error {
+// and children, with overflow-checked arithmetic, and reports the first
+// disagreement (ErrInternal) or overflow (ErrOverflow). Commit runs it so
+// that the per-node bounds the leaf loops check against, and a compiler
+// relies on, are exact. done holds the nodes already validated: a node
+// shared by several parents is checked once.
+func validate(n *Node, done map[*Node]bool) error {
+	if done[n] {
+		return nil
+	}
+	normSteps.Add(1)
 	bad := func(what string) error {
-		return fmt.Errorf("ddt: internal: %s node %s: %s", n.Op, n.String(), what)
+		return fmt.Errorf("IR %s node: %s: %w", n.Op, what, ErrInternal)
+	}
+	over := func(what string) error {
+		return fmt.Errorf("IR %s node: %s overflows int64: %w", n.Op, what, ErrOverflow)
 	}
 	var size, lo, hi int64
+	var ok bool
 	switch n.Op {
 	case OpBlock:
 		if n.Len <= 0 {
 			return bad("non-positive length")
 		}
-		size, lo, hi = n.Len, n.Disp, n.Disp+n.Len
+		size, lo = n.Len, n.Disp
+		if hi, ok = checked.Add(n.Disp, n.Len); !ok {
+			return over("block end")
+		}
 	case OpLoop:
 		if n.Count < 1 || n.Child == nil {
 			return bad("bad count or child")
 		}
-		if err := validate(n.Child); err != nil {
+		if err := validate(n.Child, done); err != nil {
 			return err
 		}
-		span := (n.Count - 1) * n.Stride
-		size = n.Count * n.Child.Size
-		lo, hi = n.Disp+n.Child.Lo+min(0, span), n.Disp+n.Child.Hi+max(0, span)
+		span, ok := checked.Mul(n.Count-1, n.Stride)
+		if !ok {
+			return over("loop span")
+		}
+		if size, ok = checked.Mul(n.Count, n.Child.Size); !ok {
+			return over("loop size")
+		}
+		var ok1, ok2 bool
+		lo, ok1 = addAll(n.Disp, n.Child.Lo, min(0, span))
+		hi, ok2 = addAll(n.Disp, n.Child.Hi, max(0, span))
+		if !ok1 || !ok2 {
+			return over("loop bounds")
+		}
 	case OpIndex:
 		if len(n.Offsets) == 0 || n.Child == nil {
 			return bad("empty index")
 		}
-		if err := validate(n.Child); err != nil {
+		if err := validate(n.Child, done); err != nil {
 			return err
 		}
 		lo, hi = n.Offsets[0], n.Offsets[0]
 		for _, o := range n.Offsets {
 			lo, hi = min(lo, o), max(hi, o)
 		}
-		size = int64(len(n.Offsets)) * n.Child.Size
-		lo, hi = n.Disp+lo+n.Child.Lo, n.Disp+hi+n.Child.Hi
+		if size, ok = checked.Mul(int64(len(n.Offsets)), n.Child.Size); !ok {
+			return over("index size")
+		}
+		var ok1, ok2 bool
+		lo, ok1 = addAll(n.Disp, lo, n.Child.Lo)
+		hi, ok2 = addAll(n.Disp, hi, n.Child.Hi)
+		if !ok1 || !ok2 {
+			return over("index bounds")
+		}
 	case OpBlocks:
 		if len(n.Offsets) == 0 || len(n.Lens) != len(n.Offsets) || len(n.Prefix) != len(n.Offsets)+1 || n.Prefix[0] != 0 {
 			return bad("malformed lists")
 		}
-		lo, hi = n.Offsets[0], n.Offsets[0]+n.Lens[0]
 		for i, o := range n.Offsets {
-			if n.Lens[i] <= 0 || n.Prefix[i+1] != n.Prefix[i]+n.Lens[i] {
+			end, ok1 := checked.Add(o, n.Lens[i])
+			next, ok2 := checked.Add(n.Prefix[i], n.Lens[i])
+			if !ok1 || !ok2 {
+				return over("block list")
+			}
+			if n.Lens[i] <= 0 || n.Prefix[i+1] != next {
 				return bad("bad length or prefix")
 			}
-			lo, hi = min(lo, o), max(hi, o+n.Lens[i])
+			if i == 0 {
+				lo, hi = o, end
+			}
+			lo, hi = min(lo, o), max(hi, end)
 		}
-		size, lo, hi = n.Prefix[len(n.Offsets)], n.Disp+lo, n.Disp+hi
+		var ok1, ok2 bool
+		size = n.Prefix[len(n.Offsets)]
+		lo, ok1 = checked.Add(n.Disp, lo)
+		hi, ok2 = checked.Add(n.Disp, hi)
+		if !ok1 || !ok2 {
+			return over("block list bounds")
+		}
 	case OpStruct:
 		if len(n.Offsets) == 0 || len(n.Children) != len(n.Offsets) || len(n.Prefix) != len(n.Offsets)+1 || n.Prefix[0] != 0 {
 			return bad("malformed lists")
 		}
 		for i, c := range n.Children {
-			if err := validate(c); err != nil {
+			if c == nil {
+				return bad("nil child")
+			}
+			if err := validate(c, done); err != nil {
 				return err
 			}
-			if n.Prefix[i+1] != n.Prefix[i]+c.Size {
+			next, ok := checked.Add(n.Prefix[i], c.Size)
+			if !ok {
+				return over("struct size")
+			}
+			if n.Prefix[i+1] != next {
 				return bad("bad prefix")
 			}
-			if i == 0 {
-				lo, hi = n.Offsets[i]+c.Lo, n.Offsets[i]+c.Hi
+			clo, ok1 := checked.Add(n.Offsets[i], c.Lo)
+			chi, ok2 := checked.Add(n.Offsets[i], c.Hi)
+			if !ok1 || !ok2 {
+				return over("struct member bounds")
 			}
-			lo, hi = min(lo, n.Offsets[i]+c.Lo), max(hi, n.Offsets[i]+c.Hi)
+			if i == 0 {
+				lo, hi = clo, chi
+			}
+			lo, hi = min(lo, clo), max(hi, chi)
 		}
-		size, lo, hi = n.Prefix[len(n.Offsets)], n.Disp+lo, n.Disp+hi
+		var ok1, ok2 bool
+		size = n.Prefix[len(n.Offsets)]
+		lo, ok1 = checked.Add(n.Disp, lo)
+		hi, ok2 = checked.Add(n.Disp, hi)
+		if !ok1 || !ok2 {
+			return over("struct bounds")
+		}
 	default:
 		return bad("unknown op")
 	}
 	if size != n.Size || lo != n.Lo || hi != n.Hi || n.Size <= 0 {
 		return bad(fmt.Sprintf("size/bounds %d [%d,%d), recomputed %d [%d,%d)", n.Size, n.Lo, n.Hi, size, lo, hi))
 	}
+	done[n] = true
 	return nil
+}
+
+// addAll returns a + b + c, false when a partial or the final sum does not
+// fit in an int64.
+func addAll(a, b, c int64) (int64, bool) {
+	s, ok := checked.Add(a, b)
+	if !ok {
+		return 0, false
+	}
+	return checked.Add(s, c)
 }

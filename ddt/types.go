@@ -5,6 +5,8 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+
+	"github.com/weft-hpc/weft/internal/checked"
 )
 
 // Combiner names the constructor that made a type (MPI_COMBINER_*).
@@ -113,82 +115,107 @@ var (
 )
 
 // Name returns the name of a predefined type, or the combiner name of a
-// derived one.
+// derived one ("<nil>" for a nil *Type).
 func (t *Type) Name() string {
-	if t.comb == CombinerNamed {
+	switch {
+	case t == nil:
+		return "<nil>"
+	case t.comb == CombinerNamed:
 		return t.name
 	}
 	return t.comb.String()
 }
 
-// String describes the type briefly: its name, size and extent.
+// String describes the type briefly: its name, size and extent ("<nil>" for
+// a nil *Type).
 func (t *Type) String() string {
+	if t == nil {
+		return "<nil>"
+	}
 	return fmt.Sprintf("%s(size=%d extent=%d)", t.Name(), t.size, t.ub-t.lb)
 }
 
-// Size returns the number of data bytes in one element (MPI_Type_size).
-func (t *Type) Size() int64 { return t.size }
+// The getters below return 0 (or an empty value) for a nil *Type.
 
-// Extent returns ub - lb (MPI_Type_get_extent).
-func (t *Type) Extent() int64 { return t.ub - t.lb }
+// Size returns the number of data bytes in one element (MPI_Type_size).
+func (t *Type) Size() int64 {
+	if t == nil {
+		return 0
+	}
+	return t.size
+}
+
+// Extent returns ub - lb (MPI_Type_get_extent). Constructors guarantee that
+// it fits in an int64 and is not math.MinInt64.
+func (t *Type) Extent() int64 {
+	if t == nil {
+		return 0
+	}
+	return t.ub - t.lb
+}
 
 // LB returns the lower bound.
-func (t *Type) LB() int64 { return t.lb }
+func (t *Type) LB() int64 {
+	if t == nil {
+		return 0
+	}
+	return t.lb
+}
 
 // UB returns the upper bound.
-func (t *Type) UB() int64 { return t.ub }
+func (t *Type) UB() int64 {
+	if t == nil {
+		return 0
+	}
+	return t.ub
+}
 
 // TrueLB returns the lowest displacement of a byte the type touches
 // (MPI_Type_get_true_extent); 0 for an empty type.
-func (t *Type) TrueLB() int64 { return t.trueLB }
+func (t *Type) TrueLB() int64 {
+	if t == nil {
+		return 0
+	}
+	return t.trueLB
+}
 
 // TrueExtent returns the span of the bytes the type touches.
-func (t *Type) TrueExtent() int64 { return t.trueUB - t.trueLB }
+func (t *Type) TrueExtent() int64 {
+	if t == nil {
+		return 0
+	}
+	return t.trueUB - t.trueLB
+}
 
-// Combiner returns the constructor that made the type.
-func (t *Type) Combiner() Combiner { return t.comb }
+// Combiner returns the constructor that made the type (0 for a nil *Type).
+func (t *Type) Combiner() Combiner {
+	if t == nil {
+		return 0
+	}
+	return t.comb
+}
 
 // Envelope returns the numbers of integer, address and type arguments of the
 // constructor and the combiner (MPI_Type_get_envelope).
 func (t *Type) Envelope() (nInts, nAddrs, nTypes int, c Combiner) {
+	if t == nil {
+		return 0, 0, 0, 0
+	}
 	return len(t.ints), len(t.addrs), len(t.types), t.comb
 }
 
 // Contents returns copies of the constructor's arguments
 // (MPI_Type_get_contents). Predefined types have empty contents.
 func (t *Type) Contents() Contents {
+	if t == nil {
+		return Contents{}
+	}
 	return Contents{
 		Combiner: t.comb,
 		Ints:     append([]int(nil), t.ints...),
 		Addrs:    append([]int64(nil), t.addrs...),
 		Types:    append([]*Type(nil), t.types...),
 	}
-}
-
-// ---------------------------------------------------------------------------
-// checked arithmetic
-
-func addC(a, b int64) (int64, bool) {
-	c := a + b
-	if (c > a) != (b > 0) {
-		return 0, false
-	}
-	return c, true
-}
-
-func mulC(a, b int64) (int64, bool) {
-	const lim = 1<<31 - 1
-	if uint64(a+lim) <= 2*lim && uint64(b+lim) <= 2*lim {
-		return a * b, true // |a|, |b| < 2^31: no overflow, no division
-	}
-	if a == 0 || b == 0 {
-		return 0, true
-	}
-	c := a * b
-	if c/b != a || (a == -1 && b == math.MinInt64) || (b == -1 && a == math.MinInt64) {
-		return 0, false
-	}
-	return c, true
 }
 
 // calc accumulates bounds while a constructor lists its component copies.
@@ -224,34 +251,34 @@ func (c *calc) add(child *Type, n, d0, stride int64) {
 	if c.err != nil || n == 0 {
 		return
 	}
-	span, ok := mulC(n-1, stride)
+	span, ok := checked.Mul(n-1, stride)
 	if !ok {
 		c.overflow("displacement span")
 		return
 	}
 	dmin, dmax := d0, d0
 	if span < 0 {
-		dmin, ok = addC(d0, span)
+		dmin, ok = checked.Add(d0, span)
 	} else {
-		dmax, ok = addC(d0, span)
+		dmax, ok = checked.Add(d0, span)
 	}
 	if !ok {
 		c.overflow("displacement")
 		return
 	}
-	sz, ok := mulC(n, child.size)
+	sz, ok := checked.Mul(n, child.size)
 	if !ok {
 		c.overflow("size")
 		return
 	}
-	if c.size, ok = addC(c.size, sz); !ok {
+	if c.size, ok = checked.Add(c.size, sz); !ok {
 		c.overflow("size")
 		return
 	}
-	lo1, ok1 := addC(dmin, child.lb)
-	hi1, ok2 := addC(dmax, child.ub)
-	lo2, ok3 := addC(dmax, child.lb)
-	hi2, ok4 := addC(dmin, child.ub)
+	lo1, ok1 := checked.Add(dmin, child.lb)
+	hi1, ok2 := checked.Add(dmax, child.ub)
+	lo2, ok3 := checked.Add(dmax, child.lb)
+	hi2, ok4 := checked.Add(dmin, child.ub)
 	if !(ok1 && ok2 && ok3 && ok4) {
 		c.overflow("bounds")
 		return
@@ -277,8 +304,8 @@ func (c *calc) add(child *Type, n, d0, stride int64) {
 	}
 	c.anyBound = true
 	if child.size > 0 {
-		tlo, ok1 := addC(dmin, child.trueLB)
-		thi, ok2 := addC(dmax, child.trueUB)
+		tlo, ok1 := checked.Add(dmin, child.trueLB)
+		thi, ok2 := checked.Add(dmax, child.trueUB)
 		if !(ok1 && ok2) {
 			c.overflow("true bounds")
 			return
@@ -320,23 +347,37 @@ func (c *calc) finish(t *Type, pad bool) (*Type, error) {
 		ext := t.ub - t.lb
 		if r := ext % c.align; r != 0 {
 			var ok bool
-			if t.ub, ok = addC(t.ub, c.align-r); !ok {
+			if t.ub, ok = checked.Add(t.ub, c.align-r); !ok {
 				return nil, fmt.Errorf("ddt: %s: padded upper bound: %w", c.what, ErrOverflow)
 			}
 		}
 	}
-	if _, ok := addC(t.ub, -t.lb); !ok || t.ub-t.lb == math.MinInt64 {
-		return nil, fmt.Errorf("ddt: %s: extent: %w", c.what, ErrOverflow)
-	}
 	if c.any {
 		t.trueLB, t.trueUB = c.trueLB, c.trueUB
-		if _, ok := addC(t.trueUB, -t.trueLB); !ok {
-			return nil, fmt.Errorf("ddt: %s: true extent: %w", c.what, ErrOverflow)
-		}
+	}
+	if err := checkBounds(c.what, t); err != nil {
+		return nil, err
 	}
 	t.align = max(c.align, 1)
 	t.elem = c.elem
 	return t, nil
+}
+
+// checkBounds verifies the invariants every constructor guarantees: the
+// extent ub-lb and the true extent fit in an int64 (the extent is not
+// math.MinInt64, so it can be negated), and the size is not negative.
+func checkBounds(what string, t *Type) error {
+	ext, ok := checked.Sub(t.ub, t.lb)
+	if !ok || ext == math.MinInt64 {
+		return fmt.Errorf("ddt: %s: extent of bounds [%d,%d): %w", what, t.lb, t.ub, ErrOverflow)
+	}
+	if _, ok := checked.Sub(t.trueUB, t.trueLB); !ok {
+		return fmt.Errorf("ddt: %s: true extent of [%d,%d): %w", what, t.trueLB, t.trueUB, ErrOverflow)
+	}
+	if t.size < 0 {
+		return fmt.Errorf("ddt: %s: size %d: %w", what, t.size, ErrOverflow)
+	}
+	return nil
 }
 
 func checkType(what string, t *Type) error {
@@ -370,7 +411,7 @@ func Vector(count, blocklen, stride int, old *Type) (*Type, error) {
 	if err := checkType(c.what, old); err != nil {
 		return nil, err
 	}
-	bs, ok := mulC(int64(stride), old.Extent())
+	bs, ok := checked.Mul(int64(stride), old.Extent())
 	if !ok {
 		return nil, fmt.Errorf("ddt: Vector: stride %d × extent %d: %w", stride, old.Extent(), ErrOverflow)
 	}
@@ -403,19 +444,19 @@ func hvector(c *calc, count, blocklen int, stride int64, old *Type) (*Type, erro
 		// the first and last columns bound the others, and the size counts all.
 		c.add(old, int64(count), 0, stride)
 		if blocklen > 1 {
-			d, ok := mulC(int64(blocklen-1), old.Extent())
+			d, ok := checked.Mul(int64(blocklen-1), old.Extent())
 			if !ok {
 				c.overflow("block displacement")
 			}
 			c.add(old, int64(count), d, stride)
 		}
 		if c.err == nil && blocklen > 2 {
-			sz, ok := mulC(int64(count), int64(blocklen-2))
+			sz, ok := checked.Mul(int64(count), int64(blocklen-2))
 			if ok {
-				sz, ok = mulC(sz, old.size)
+				sz, ok = checked.Mul(sz, old.size)
 			}
 			if ok {
-				c.size, ok = addC(c.size, sz)
+				c.size, ok = checked.Add(c.size, sz)
 			}
 			if !ok {
 				c.overflow("size")
@@ -445,7 +486,7 @@ func indexedCalc(c *calc, blocklens []int, disps []int64, old *Type) {
 func scaleDisps(c *calc, disps []int, ext int64) []int64 {
 	out := make([]int64, len(disps))
 	for i, d := range disps {
-		v, ok := mulC(int64(d), ext)
+		v, ok := checked.Mul(int64(d), ext)
 		if !ok {
 			c.overflow(fmt.Sprintf("displacement %d × extent %d", d, ext))
 			return out
@@ -584,12 +625,12 @@ func Subarray(sizes, subsizes, starts []int, order Order, old *Type) (*Type, err
 		if err != nil {
 			return nil, fmt.Errorf("ddt: %s: %w", what, err)
 		}
-		off, ok := mulC(int64(starts[d]), stride)
+		off, ok := checked.Mul(int64(starts[d]), stride)
 		if ok {
-			disp, ok = addC(disp, off)
+			disp, ok = checked.Add(disp, off)
 		}
 		if ok {
-			stride, ok = mulC(stride, int64(sizes[d]))
+			stride, ok = checked.Mul(stride, int64(sizes[d]))
 		}
 		if !ok {
 			return nil, fmt.Errorf("ddt: %s: array size: %w", what, ErrOverflow)
@@ -619,13 +660,16 @@ func Resized(old *Type, lb, extent int64) (*Type, error) {
 	if err := checkType("Resized", old); err != nil {
 		return nil, err
 	}
-	ub, ok := addC(lb, extent)
+	ub, ok := checked.Add(lb, extent)
 	if !ok {
 		return nil, fmt.Errorf("ddt: Resized: lb %d + extent %d: %w", lb, extent, ErrOverflow)
 	}
 	t := &Type{comb: CombinerResized, addrs: []int64{lb, extent}, types: []*Type{old},
 		size: old.size, lb: lb, ub: ub, trueLB: old.trueLB, trueUB: old.trueUB,
 		stickyLB: true, stickyUB: true, align: old.align, elem: old.elem}
+	if err := checkBounds("Resized", t); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 

@@ -471,7 +471,7 @@ func (g *gen) tightLoops(p *plan, in level, inIsElem bool, tab0 table, stride in
 	// indexed bodies chain through the delta table.
 	unrolled := false
 	if k := int64(unrollBy); p.unit <= unrollUnitMax && len(p.blocks) <= 2 &&
-		(in.offs != nil || fits32(k*stride+p.blocks[len(p.blocks)-1].off+p.unit) && fits32(k*stride+p.blocks[0].off)) && fits32(k*p.unit) {
+		(in.offs != nil || unrollFits(k, stride, p.blocks, p.unit)) && fits32(k*p.unit) {
 		quad, tail := a.NewLabel(), a.NewLabel()
 		a.OpRI(x86.CMP, rM, int32(k))
 		a.Jcc(x86.CondB, tail)
@@ -519,6 +519,18 @@ func (g *gen) tightLoops(p *plan, in level, inIsElem bool, tab0 table, stride in
 	a.Dec(rM)
 	a.Jcc(x86.CondNE, inner)
 	a.Bind(after)
+}
+
+// unrollFits reports whether the k× unrolled strided body can address unit
+// j < k at j×stride + block offset with 32-bit displacements, and step by
+// k×stride: both ends, computed exactly, fit in an int32 (a product that
+// wrapped around int64 must not pass).
+func unrollFits(k, stride int64, blocks []blk, unit int64) bool {
+	if len(blocks) == 0 {
+		return false
+	}
+	last := blocks[len(blocks)-1].off + unit // (offsets fit in 32 bits: newPlan)
+	return lin32(k, stride, blocks[0].off) && lin32(k, stride, last)
 }
 
 // absMode reports whether the innermost level is an index list over a small

@@ -52,7 +52,8 @@ var log = wlog.Named("jit")
 var ErrUnsupported = errors.New("jit: native code generation unsupported")
 
 // Compiler is the ddt.Compiler of this package. The zero value is ready to
-// use; all its methods are safe for concurrent use.
+// use, and a nil *Compiler behaves like the zero value; all its methods are
+// safe for concurrent use.
 type Compiler struct {
 	// Force compiles every type it can, ignoring the auto policy.
 	Force bool
@@ -99,7 +100,10 @@ func (c *Compiler) compile(ir *ddt.IR, now bool) (ddt.Kernel, error) {
 	if ir == nil {
 		return nil, errDecline("nil IR")
 	}
-	eager := now || c.Force || ddt.DefaultJITMode() == ddt.JITOn || autoBlocks == 0 || ir.Contig
+	if err := checkTree(ir); err != nil {
+		return nil, err
+	}
+	eager := now || (c != nil && c.Force) || ddt.DefaultJITMode() == ddt.JITOn || autoBlocks == 0 || ir.Contig
 	kb := keyPool.Get().(*[]byte)
 	defer func() {
 		if cap(*kb) <= 64<<10 { // keep ordinary buffers only
@@ -152,6 +156,12 @@ func (c *Compiler) compile(ir *ddt.IR, now bool) (ddt.Kernel, error) {
 func CompileIR(ir *ddt.IR) (ddt.Kernel, time.Duration, error) {
 	if err := supported(); err != nil {
 		return nil, 0, fmt.Errorf("%w: %w", err, ddt.ErrNotCompiled)
+	}
+	if ir == nil {
+		return nil, 0, errDecline("nil IR")
+	}
+	if err := checkTree(ir); err != nil {
+		return nil, 0, err
 	}
 	t0 := time.Now()
 	k, err := compileIR(ir, HostFeatures())

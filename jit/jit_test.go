@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/ddt/ddttest"
 )
 
 func TestMain(m *testing.M) {
@@ -325,8 +327,9 @@ func TestDifferentialTinyBodies(t *testing.T) {
 	}
 }
 
-// fuzzTypes compiles iters random types for isa and checks each against the
-// interpreter; at least minPct percent of them must compile.
+// fuzzTypes compiles iters random types for isa (every fourth with extreme
+// extents, strides or displacements) and checks each against the
+// interpreter; at least minPct percent of those not skipped must compile.
 func fuzzTypes(t *testing.T, isa Features, iters int, stream uint64, minPct int) {
 	t.Helper()
 	seed := uint64(1)
@@ -334,10 +337,11 @@ func fuzzTypes(t *testing.T, isa Features, iters int, stream uint64, minPct int)
 		fmt.Sscan(s, &seed)
 	}
 	r := rand.New(rand.NewPCG(seed, stream))
-	compiled, declined := 0, 0
+	compiled, declined, skipped := 0, 0, 0
 	for i := range iters {
-		switch err := diffRandom(t, r, isa); {
+		switch err := diffRandom(t, r, isa, i%4 == 3); {
 		case err == errSkipped:
+			skipped++
 		case errors.Is(err, ddt.ErrNotCompiled):
 			declined++
 			if declined <= 3 {
@@ -349,9 +353,9 @@ func fuzzTypes(t *testing.T, isa Features, iters int, stream uint64, minPct int)
 			compiled++
 		}
 	}
-	t.Logf("isa %v: %d types compiled, %d declined", isa, compiled, declined)
-	if compiled*100 < iters*minPct {
-		t.Errorf("only %d of %d random types compiled", compiled, iters)
+	t.Logf("isa %v: %d types compiled, %d declined, %d skipped", isa, compiled, declined, skipped)
+	if compiled*100 < (iters-skipped)*minPct {
+		t.Errorf("only %d of %d random types compiled (%d skipped)", compiled, iters, skipped)
 	}
 }
 
@@ -359,11 +363,15 @@ func fuzzTypes(t *testing.T, isa Features, iters int, stream uint64, minPct int)
 var errSkipped = errors.New("type too large for a quick differential")
 
 // diffRandom draws a random type from r, compiles it for isa and checks it
-// against the interpreter (differential) at three counts. It returns
+// against the interpreter (differential) at three counts. With extreme, the
+// type is first moved or spread by extreme amounts (diffExtreme). It returns
 // errSkipped for a type whose buffers would be large, the compile error
 // (ddt.ErrNotCompiled for a declined layout), or nil once checked.
-func diffRandom(t *testing.T, r *rand.Rand, isa Features) error {
+func diffRandom(t *testing.T, r *rand.Rand, isa Features, extreme bool) error {
 	t.Helper()
+	if extreme {
+		return diffExtreme(t, r, isa)
+	}
 	ty := interpType(t, randType(t, r, 3))
 	ir := ty.IR()
 	if ir.Root == nil || ir.TrueExtent > 1<<20 || ir.Size > 1<<18 {
@@ -379,6 +387,95 @@ func diffRandom(t *testing.T, r *rand.Rand, isa Features) error {
 		}
 		differential(t, r, ty, k, count)
 	}
+	return nil
+}
+
+// extremes are extents, strides and displacements near the ends of int64.
+var extremes = []int64{1 << 62, 1<<62 + 16, -(1 << 62), 1 << 61, 1<<61 + 8, math.MaxInt64, math.MaxInt64 - 7,
+	math.MinInt64 + 1, math.MinInt64 + 8, math.MaxInt64/3 + 1, 1<<32 + 8, -(1 << 31)}
+
+// diffExtreme draws a random type and gives it an extreme extent, extreme
+// displacements that cancel, or copies an extreme stride apart (wrapping
+// ddttest.RandomExtremeType's types too, now and then). One element, when
+// it fits a small buffer, is packed natively and compared with the
+// interpreter; more elements, whose offsets overflow int64 or lie beyond any
+// buffer, must be rejected by ddt before a kernel runs, with JIT on and
+// auto, without writing outside the buffer.
+func diffExtreme(t *testing.T, r *rand.Rand, isa Features) error {
+	t.Helper()
+	var old *ddt.Type
+	if r.IntN(4) == 0 {
+		x, err := ddttest.RandomExtremeType(r, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old = x
+	} else {
+		old = randType(t, r, 2)
+	}
+	e := extremes[r.IntN(len(extremes))]
+	var ty *ddt.Type
+	var err error
+	switch r.IntN(3) {
+	case 0:
+		ty, err = ddt.Resized(old, int64(r.IntN(16))-8, e)
+	case 1: // displacements ±e that cancel
+		var in *ddt.Type
+		if in, err = ddt.HIndexed([]int{1 + r.IntN(2)}, []int64{-e}, old); err == nil {
+			ty, err = ddt.Struct([]int{1}, []int64{e + int64(r.IntN(8))}, []*ddt.Type{in})
+		}
+	default:
+		ty, err = ddt.HVector(2+r.IntN(3), 1+r.IntN(2), e, old)
+	}
+	if err != nil {
+		if !errors.Is(err, ddt.ErrOverflow) {
+			t.Fatalf("extreme constructor: %v", err)
+		}
+		return errSkipped
+	}
+	for _, mode := range []ddt.JITMode{ddt.JITOn, ddt.JITAuto} {
+		jt := must(ddt.Dup(ty))
+		if err := jt.SetJIT(mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := jt.Commit(); err != nil {
+			if !errors.Is(err, ddt.ErrOverflow) && !errors.Is(err, ddt.ErrNotCompiled) {
+				t.Fatalf("extreme commit (JIT %v): %v", mode, err)
+			}
+			return errSkipped
+		}
+		const guard = 256
+		all := make([]byte, 2*guard+64)
+		typed := all[guard : guard+64 : guard+64]
+		src := make([]byte, 1<<12)
+		fill(r, src)
+		for _, count := range []int{2, 3, 4, 5, 1 << 20} {
+			base := int64(r.IntN(64))
+			if n, err := jt.UnpackRange(typed, src, base, count, 0); err != nil {
+				if n != 0 || errors.Is(err, ddt.ErrInternal) {
+					t.Fatalf("extreme unpack (JIT %v) of %v count %d: %d, %v", mode, jt, count, n, err)
+				}
+			}
+			if n, err := jt.PackRange(src, typed, base, count, 0); err != nil && (n != 0 || errors.Is(err, ddt.ErrInternal)) {
+				t.Fatalf("extreme pack (JIT %v) of %v count %d: %d, %v", mode, jt, count, n, err)
+			}
+		}
+		for i, b := range all {
+			if b != 0 && (i < guard || i >= guard+64) {
+				t.Fatalf("extreme type %v (JIT %v) wrote %d bytes outside the buffer", jt, mode, i-guard)
+			}
+		}
+	}
+	it := interpType(t, must(ddt.Dup(ty)))
+	ir := it.IR()
+	if ir.Root == nil || ir.TrueExtent > 1<<16 || ir.Size > 1<<16 {
+		return errSkipped
+	}
+	k, err := compileIR(ir, isa)
+	if err != nil {
+		return fmt.Errorf("compile (%v): %w\n%s", isa, err, ir)
+	}
+	differential(t, r, it, k, 1)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/checked"
 )
 
 // autoBlocks is the auto policy's threshold (WEFT_JIT_AUTO_BLOCKS): blocks a
@@ -39,7 +40,7 @@ func (l *lazyKernel) run(packed, typed []byte, base int64, count int, from int64
 	}
 	// Count this call's blocks first: a single large pack pays for the
 	// compilation by itself, so it already runs native code.
-	if l.native.Load() == nil && !l.failed.Load() && l.work.Add(n*ir.Root.Blocks/ir.Size+1) >= autoBlocks {
+	if l.native.Load() == nil && !l.failed.Load() && l.work.Add(callBlocks(n, ir)) >= autoBlocks {
 		l.once.Do(func() {
 			k, err := compileIR(ir, HostFeatures())
 			if err != nil {
@@ -59,6 +60,17 @@ func (l *lazyKernel) run(packed, typed []byte, base int64, count int, from int64
 	el := ddt.Node{Op: ddt.OpLoop, Count: int64(count), Stride: ir.Extent, Child: ir.Root, Size: int64(count) * ir.Size}
 	walk(&el, base, from, from+n, packed, typed, pack)
 	return int(n), nil
+}
+
+// callBlocks estimates the blocks moved by a call of n stream bytes:
+// n × Blocks / Size + 1, capped at autoBlocks (the product may not fit in
+// an int64).
+func callBlocks(n int64, ir *ddt.IR) int64 {
+	b, ok := checked.Mul(n, ir.Root.Blocks)
+	if !ok {
+		return max(autoBlocks, 1)
+	}
+	return min(b/ir.Size+1, max(autoBlocks, 1))
 }
 
 // Pack implements ddt.Kernel.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/checked"
 )
 
 // A plan is the machine-independent lowering of an IR: a chain of repetition
@@ -114,6 +115,63 @@ func errDecline(format string, args ...any) error {
 }
 
 func fits32(v int64) bool { return v >= -1<<31 && v < 1<<31 }
+
+// Compile-time arithmetic on strides, counts and offsets goes through the
+// overflow-checked helpers below: a product that wraps around int64 could
+// otherwise pass fits32 and be encoded as a wrong 32-bit displacement.
+
+// lin32 reports whether a×b + c, computed exactly, fits in an int32.
+func lin32(a, b, c int64) bool {
+	v, ok := checked.MulAdd(a, b, c)
+	return ok && fits32(v)
+}
+
+// prod32 reports whether the product of vs, computed exactly, fits in an
+// int32.
+func prod32(vs ...int64) bool {
+	p := int64(1)
+	for _, v := range vs {
+		var ok bool
+		if p, ok = checked.Mul(p, v); !ok {
+			return false
+		}
+	}
+	return fits32(p)
+}
+
+// maxTreeNodes bounds the IR trees the compiler walks. ddt shares a
+// sub-tree between parents (a struct of t and a loop over t), and the
+// compiler's passes walk the IR as a tree, so a DAG of n nodes can be a tree
+// of 2^n; such types are declined and run on the interpreter, whose work is
+// proportional to the bytes moved.
+const maxTreeNodes = 1 << 16
+
+// checkTree declines an IR whose tree exceeds maxTreeNodes.
+func checkTree(ir *ddt.IR) error {
+	if budget := maxTreeNodes; ir.Root != nil && !treeFits(ir.Root, &budget) {
+		return errDecline("IR tree of more than %d nodes", maxTreeNodes)
+	}
+	return nil
+}
+
+// treeFits reports whether the IR tree under n, shared sub-trees counted
+// once per parent, has at most budget nodes; it stops walking early.
+func treeFits(n *ddt.Node, budget *int) bool {
+	if *budget--; *budget < 0 {
+		return false
+	}
+	switch n.Op {
+	case ddt.OpLoop, ddt.OpIndex:
+		return treeFits(n.Child, budget)
+	case ddt.OpStruct:
+		for _, c := range n.Children {
+			if !treeFits(c, budget) {
+				return false
+			}
+		}
+	}
+	return true
+}
 
 func newPlan(ir *ddt.IR) (*plan, error) {
 	if ir == nil || ir.Root == nil || ir.Size <= 0 {
@@ -312,7 +370,7 @@ func (t *transposePlan) useRegTile(f Features) {
 	// bands of tall tiles measured ≈ 25 % faster than the 8 × 8 shape; beyond
 	// it (FFT2 l, rows 8 KiB apart) the narrow shape is faster.
 	pb, pt := regTileBand, regTileRows
-	if t.c0*t.s0 <= regTileSmall {
+	if rows, ok := checked.Mul(t.c0, t.s0); ok && rows <= regTileSmall {
 		pb, pt = regTileSBand, regTileSRows
 	}
 	var d [3][3]int64
@@ -322,13 +380,11 @@ func (t *transposePlan) useRegTile(f Features) {
 		if tile/4 > regTileQuads {
 			return
 		}
-		bandSize := band * t.c0 * t.l
-		for _, v := range []int64{t.s0 * (tile*(regTilePF+1) + 4), band * t.s1, bandSize} {
-			if !fits32(v) {
-				return
-			}
+		ahead, ok := checked.MulAdd(tile, regTilePF+1, 4)
+		if !ok || !prod32(t.s0, ahead) || !prod32(band, t.s1) || !prod32(band, t.c0, t.l) {
+			return
 		}
-		d[i] = [3]int64{band, tile, bandSize}
+		d[i] = [3]int64{band, tile, band * t.c0 * t.l}
 	}
 	t.reg, t.pf = true, regTilePF
 	t.band, t.tile, t.bandSize = d[0][0], d[0][1], d[0][2]
@@ -359,12 +415,10 @@ func (p *plan) transpose() *transposePlan {
 	}
 	t.band = max(2, transposeBandBytes/t.s1)
 	t.tile = min(transposeTile, t.c0)
-	t.bandSize = t.band * t.c0 * t.l
-	for _, v := range []int64{t.s0 * t.tile, t.band * t.s1, t.bandSize, t.c0 * t.l} {
-		if !fits32(v) {
-			return nil
-		}
+	if !prod32(t.s0, t.tile) || !prod32(t.band, t.s1) || !prod32(t.band, t.c0, t.l) || !prod32(t.c0, t.l) {
+		return nil
 	}
+	t.bandSize = t.band * t.c0 * t.l
 	t.uband, t.utile, t.ubandSize = t.band, t.tile, t.bandSize
 	t.ntband, t.nttile, t.ntbandSize = t.band, t.tile, t.bandSize
 	return t

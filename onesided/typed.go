@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/checked"
 )
 
 // PutTyped is Put with derived datatypes on both sides (MPI_Put with origin
@@ -118,13 +119,17 @@ func (w *Window) typedPrep(op string, target, originCount int, originType *ddt.T
 func (w *Window) typedSegments(op string, target, offset, count int, t *ddt.Type) ([]ddt.Segment, error) {
 	segs, err := t.Flatten(count, 0)
 	if err != nil {
-		if errors.Is(err, ddt.ErrNotCommitted) {
-			return nil, fmt.Errorf("onesided: %s: %w: %w", op, ErrInvalid, err)
+		if errors.Is(err, ddt.ErrOverflow) { // offsets past int64: past any region
+			return nil, fmt.Errorf("onesided: %s: %w: %w", op, ErrOutOfRange, err)
 		}
-		return nil, fmt.Errorf("onesided: %s: %w", op, err)
+		return nil, fmt.Errorf("onesided: %s: %w: %w", op, ErrInvalid, err)
 	}
 	for _, s := range segs {
-		if err := w.check(op, target, offset+int(s.Off), int(s.Len)); err != nil {
+		off, ok := checked.Add(int64(offset), s.Off)
+		if !ok || off != int64(int(off)) || s.Len != int64(int(s.Len)) {
+			return nil, fmt.Errorf("onesided: %s: block at %d+%d outside rank %d's region: %w", op, offset, s.Off, target, ErrOutOfRange)
+		}
+		if err := w.check(op, target, int(off), int(s.Len)); err != nil {
 			return nil, err
 		}
 	}

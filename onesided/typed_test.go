@@ -1,6 +1,7 @@
 package onesided
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -82,6 +83,29 @@ func typedScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 	}
 	if err := w.PutTyped(right, origin, 2, ot, 0, 1, tt); !errors.Is(err, ErrInvalid) {
 		return fmt.Errorf("typed put with mismatched sizes: %v", err)
+	}
+	// A target type whose count × extent overflows int64: the span check
+	// must reject it before anything is written (it once let a direct
+	// store write past the target's window).
+	huge, err := ddt.Resized(ddt.Byte, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	if err := huge.Commit(); err != nil {
+		return err
+	}
+	before := append([]byte(nil), w.Bytes()...)
+	if err := w.PutTyped(right, origin, 5, ddt.Byte, 0, 5, huge); !errors.Is(err, ErrOutOfRange) && !errors.Is(err, ErrInvalid) {
+		return fmt.Errorf("typed put of an overflowing span: %v", err)
+	}
+	if err := w.GetTyped(ctx, origin, 5, ddt.Byte, right, 0, 5, huge); !errors.Is(err, ErrOutOfRange) && !errors.Is(err, ErrInvalid) {
+		return fmt.Errorf("typed get of an overflowing span: %v", err)
+	}
+	if err := w.Fence(ctx); err != nil {
+		return err
+	}
+	if !bytes.Equal(w.Bytes(), before) {
+		return fmt.Errorf("a rejected typed put changed a window")
 	}
 	raw, _ := ddt.Vector(2, 1, 2, ddt.Int64)
 	if err := w.PutTyped(right, origin, 1, raw, 0, 2, ddt.Int64); !errors.Is(err, ErrInvalid) {

@@ -10,7 +10,9 @@ package ddttest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -23,6 +25,9 @@ type Entry struct{ Disp, Size int64 }
 // TypeMap returns the MPI type map of one element of t, in packing order,
 // computed from the constructor arguments (never from the IR).
 func TypeMap(t *ddt.Type) []Entry {
+	if t.Size() == 0 { // empty, however large its (zero-size) parts' counts
+		return nil
+	}
 	c := t.Contents()
 	switch c.Combiner {
 	case ddt.CombinerNamed:
@@ -41,6 +46,9 @@ func TypeMap(t *ddt.Type) []Entry {
 		nb := c.Ints[0]
 		m := TypeMap(o)
 		var out []Entry
+		if len(m) == 0 {
+			return out
+		}
 		for i := 0; i < nb; i++ {
 			var bl, d int64
 			switch c.Combiner {
@@ -64,6 +72,9 @@ func TypeMap(t *ddt.Type) []Entry {
 		var out []Entry
 		for i, tt := range c.Types {
 			m := TypeMap(tt)
+			if len(m) == 0 {
+				continue
+			}
 			for j := int64(0); j < int64(c.Ints[1+i]); j++ {
 				for _, e := range m {
 					out = append(out, Entry{c.Addrs[i] + j*tt.Extent() + e.Disp, e.Size})
@@ -120,6 +131,9 @@ func TypeMap(t *ddt.Type) []Entry {
 
 func repl(m []Entry, ext, count, bl, stride int64) []Entry {
 	var out []Entry
+	if len(m) == 0 { // an empty type: no loop over (possibly huge) counts
+		return out
+	}
 	for i := int64(0); i < count; i++ {
 		for j := int64(0); j < bl; j++ {
 			for _, e := range m {
@@ -187,10 +201,51 @@ func RandomType(r *rand.Rand, depth int) *ddt.Type {
 	return g.typ(depth)
 }
 
+// RandomExtremeType is RandomType with extreme arguments mixed in: extents,
+// strides and displacements near ±2^62, ±2^31, math.MinInt64 and
+// math.MaxInt64, displacements that cancel one drawn earlier (so that a
+// type can touch few bytes while its parts lie 2^62 apart), and large counts
+// and block lengths. Its types are for testing that overflow is caught:
+// most cannot be packed in any real buffer, some only one element at a time.
+//
+// Constructors and Commit reject many such arguments. Each rejection must
+// wrap ddt.ErrOverflow (the generator then keeps the sub-type it had);
+// RandomExtremeType returns the first error that does not, together with
+// the type built so far. The type is not committed itself.
+func RandomExtremeType(r *rand.Rand, depth int) (*ddt.Type, error) {
+	g := &gen{r: r, extreme: true}
+	t := g.typ(depth)
+	return t, g.err
+}
+
 type gen struct {
 	r     *rand.Rand
 	nodes int
+	// extreme mode (RandomExtremeType)
+	extreme bool
+	last    int64 // the last extreme value drawn, for cancelling pairs
+	err     error // the first rejection that does not wrap ErrOverflow
 }
+
+var extremes = []int64{1 << 62, 1<<62 + 16, -(1 << 62), -(1<<62 + 16), 1 << 61, 1<<61 + 8, 1 << 31, -(1 << 31),
+	1<<32 + 8, math.MaxInt64, math.MinInt64, math.MaxInt64 - 7, math.MinInt64 + 8, math.MaxInt64/3 + 1, math.MaxInt64 / 2}
+
+// x returns v, or in extreme mode now and then an extreme value instead.
+func (g *gen) x(v int64) int64 {
+	if !g.extreme || g.r.IntN(5) != 0 {
+		return v
+	}
+	if g.last != 0 && g.last != math.MinInt64 && g.r.IntN(3) == 0 {
+		v = -g.last
+	} else {
+		v = extremes[g.r.IntN(len(extremes))]
+	}
+	g.last = v
+	return v
+}
+
+// xi is x for int arguments.
+func (g *gen) xi(v int) int { return int(g.x(int64(v))) }
 
 func (g *gen) small(n int) int { return g.r.IntN(n) }
 
@@ -198,7 +253,33 @@ func (g *gen) cnt(n int) int {
 	if g.r.IntN(10) == 0 {
 		return 0
 	}
+	if g.extreme && g.r.IntN(8) == 0 {
+		return []int{1 << 16, 1<<31 - 1, 1 << 40, math.MaxInt32 + 1, math.MaxInt64 / 3}[g.r.IntN(5)]
+	}
 	return 1 + g.r.IntN(n)
+}
+
+// length draws a list length: cnt without extremes.
+func (g *gen) length(n int) int {
+	if g.r.IntN(10) == 0 {
+		return 0
+	}
+	return 1 + g.r.IntN(n)
+}
+
+// reject handles a constructor or Commit error in extreme mode and reports
+// whether the new type is to be dropped.
+func (g *gen) reject(err error) bool {
+	if err == nil {
+		return false
+	}
+	if !g.extreme {
+		panic(fmt.Sprintf("ddttest: generator made a bad type: %v", err))
+	}
+	if !errors.Is(err, ddt.ErrOverflow) && g.err == nil {
+		g.err = fmt.Errorf("ddttest: extreme arguments rejected without ErrOverflow: %w", err)
+	}
+	return true
 }
 
 func (g *gen) typ(d int) *ddt.Type {
@@ -208,32 +289,32 @@ func (g *gen) typ(d int) *ddt.Type {
 		return basics[g.r.IntN(len(basics))]
 	}
 	old := g.typ(d - 1)
-	disp := func() int64 { return int64(g.r.IntN(64)) - 16 }
+	disp := func() int64 { return g.x(int64(g.r.IntN(64)) - 16) }
 	var t *ddt.Type
 	var err error
 	switch g.r.IntN(13) {
 	case 0:
 		t, err = ddt.Contiguous(g.cnt(3), old)
 	case 1:
-		t, err = ddt.Vector(g.cnt(3), g.cnt(2), g.small(7)-3, old)
+		t, err = ddt.Vector(g.cnt(3), g.cnt(2), g.xi(g.small(7)-3), old)
 	case 2:
-		t, err = ddt.HVector(g.cnt(3), g.cnt(2), int64(g.r.IntN(80)-30), old)
+		t, err = ddt.HVector(g.cnt(3), g.cnt(2), g.x(int64(g.r.IntN(80)-30)), old)
 	case 3:
-		n := g.cnt(4)
+		n := g.length(4)
 		bl, ds := make([]int, n), make([]int, n)
 		for i := range bl {
-			bl[i], ds[i] = g.cnt(2), g.small(12)-3
+			bl[i], ds[i] = g.cnt(2), g.xi(g.small(12)-3)
 		}
 		t, err = ddt.Indexed(bl, ds, old)
 	case 4:
-		n := g.cnt(4)
+		n := g.length(4)
 		bl, ds := make([]int, n), make([]int64, n)
 		for i := range bl {
 			bl[i], ds[i] = g.cnt(2), disp()
 		}
 		t, err = ddt.HIndexed(bl, ds, old)
 	case 5:
-		n := g.cnt(4)
+		n := g.length(4)
 		ds := make([]int64, n)
 		for i := range ds {
 			ds[i] = disp()
@@ -259,7 +340,7 @@ func (g *gen) typ(d int) *ddt.Type {
 		}
 		t, err = ddt.Subarray(sz, sub, st, ddt.Order(g.small(2)), old)
 	case 8:
-		t, err = ddt.Resized(old, int64(g.r.IntN(20)-8), int64(g.r.IntN(40)-8))
+		t, err = ddt.Resized(old, g.x(int64(g.r.IntN(20)-8)), g.x(int64(g.r.IntN(40)-8)))
 	case 9:
 		t, err = ddt.Dup(old)
 	default:
@@ -267,7 +348,7 @@ func (g *gen) typ(d int) *ddt.Type {
 		ds := make([]int, n)
 		x := g.small(4) - 2
 		for i := range ds {
-			ds[i] = x
+			ds[i] = g.xi(x)
 			if g.r.IntN(3) == 0 {
 				x += 2 + g.small(5)
 			} else {
@@ -279,12 +360,16 @@ func (g *gen) typ(d int) *ddt.Type {
 		}
 		t, err = ddt.IndexedBlock(1+g.small(2), ds, old)
 	}
-	if err != nil {
-		panic(fmt.Sprintf("ddttest: generator made a bad type: %v", err))
+	if g.reject(err) {
+		return old
 	}
 	if g.r.IntN(4) == 0 {
 		if err := t.Commit(); err != nil {
-			panic(err)
+			if !g.extreme {
+				panic(err)
+			}
+			g.reject(err)
+			return old
 		}
 	}
 	return t

@@ -1,6 +1,7 @@
 package ddttest_test
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -50,4 +51,30 @@ func ExampleTypeMap() {
 	v, _ := ddt.Vector(2, 2, 3, ddt.Int16)
 	fmt.Println(ddttest.TypeMap(v))
 	// Output: [{0 2} {2 2} {6 2} {8 2}]
+}
+
+// TestRandomExtremeType: the extreme generator's rejections all wrap
+// ErrOverflow, and its committed types have consistent IR facts.
+func TestRandomExtremeType(t *testing.T) {
+	committed := 0
+	for seed := uint64(0); seed < 500; seed++ {
+		r := rand.New(rand.NewPCG(seed, 91))
+		ty, err := ddttest.RandomExtremeType(r, 4)
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if err := ty.Commit(); err != nil {
+			if !errors.Is(err, ddt.ErrOverflow) {
+				t.Fatalf("seed %d: Commit %v: %v", seed, ty, err)
+			}
+			continue
+		}
+		committed++
+		if ir := ty.IR(); ir.Size != ty.Size() || ir.Extent != ty.Extent() || ir.TrueExtent != ty.TrueExtent() {
+			t.Fatalf("seed %d: IR %v disagrees with %v", seed, ir, ty)
+		}
+	}
+	if committed < 250 {
+		t.Fatalf("only %d of 500 extreme types committed", committed)
+	}
 }

@@ -22,6 +22,7 @@ var layer = map[string]int{
 	"internal/benchrec":   0,
 	"internal/peerwatch":  0,
 	"internal/testenv":    0,
+	"internal/checked":    0,
 	"jit/internal/amd64":  0,
 	"internal/pmi":        1,
 	"ddt":                 1,

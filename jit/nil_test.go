@@ -1,0 +1,33 @@
+package jit
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/weft-hpc/weft/ddt"
+)
+
+// TestNilCompiler: a nil *Compiler behaves like the zero value (the only
+// receiver type of the package a user can hold).
+func TestNilCompiler(t *testing.T) {
+	ty, err := ddt.Vector(10, 1, 2, ddt.Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ty.SetJIT(ddt.JITOff); err != nil {
+		t.Fatal(err)
+	}
+	if err := ty.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	var c *Compiler
+	for name, f := range map[string]func(*ddt.IR) (ddt.Kernel, error){"Compile": c.Compile, "CompileNow": c.CompileNow} {
+		k, err := f(ty.IR())
+		switch {
+		case err != nil && !errors.Is(err, ddt.ErrNotCompiled):
+			t.Errorf("%s: %v", name, err)
+		case err == nil && k == nil:
+			t.Errorf("%s: no kernel and no error", name)
+		}
+	}
+}
