@@ -17,6 +17,17 @@ type guardedPath struct {
 	f   *fabPath
 	g   progress.Guard
 	src *progress.Source
+	// ferr is an error a foreign poll met (remote CQ data that is no
+	// signal, a failed operation): the window's next progress-driving
+	// call returns it, as if it had read the completion itself.
+	ferr error
+}
+
+// takeErr returns and clears the error of a foreign poll. Caller is inside.
+func (p *guardedPath) takeErr() error {
+	err := p.ferr
+	p.ferr = nil
+	return err
 }
 
 func guardPath(f *fabPath) *guardedPath {
@@ -38,7 +49,9 @@ func (p *guardedPath) pollForeign() {
 		return
 	}
 	f.foreign = true
-	_ = f.progress()
+	if err := f.progress(); err != nil && p.ferr == nil {
+		p.ferr = err
+	}
 	f.foreign = false
 }
 
@@ -92,6 +105,9 @@ func (p *guardedPath) cas(target, off int, t Type, cmp, swap uint64) (uint64, er
 func (p *guardedPath) flush(ctx context.Context, target int) error {
 	p.g.Enter()
 	defer p.g.Exit()
+	if err := p.takeErr(); err != nil {
+		return err
+	}
 	return p.f.flush(ctx, target)
 }
 
@@ -104,18 +120,27 @@ func (p *guardedPath) issued() uint64 {
 func (p *guardedPath) waitIssued(ctx context.Context, n uint64) error {
 	p.g.Enter()
 	defer p.g.Exit()
+	if err := p.takeErr(); err != nil {
+		return err
+	}
 	return p.f.waitIssued(ctx, n)
 }
 
 func (p *guardedPath) progress() error {
 	p.g.Enter()
 	defer p.g.Exit()
+	if err := p.takeErr(); err != nil {
+		return err
+	}
 	return p.f.progress()
 }
 
 func (p *guardedPath) waitWord(w *uint64, want uint64, spins int) (bool, error) {
 	p.g.Enter()
 	defer p.g.Exit()
+	if err := p.takeErr(); err != nil {
+		return false, err
+	}
 	return p.f.waitWord(w, want, spins)
 }
 
