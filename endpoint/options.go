@@ -9,6 +9,7 @@ import (
 
 	"github.com/weft-hpc/weft/fabric"
 	"github.com/weft-hpc/weft/internal/bootstrap"
+	"github.com/weft-hpc/weft/internal/wait"
 )
 
 // Environment variables read by Init and CreateEndpoints (options override them).
@@ -60,6 +61,11 @@ var spinYield = func() int {
 	}
 	return 16
 }()
+
+// waitPolicy is the endpoint waits' wait.Policy: spin for spinFree polls,
+// then yield every spinYield-th poll, every osYieldEvery-th of those to
+// other processes; never nap (docs/perf/endpoint.md).
+var waitPolicy = wait.Policy{Name: "endpoint", SpinPolls: spinFree, YieldEvery: spinYield, OSYieldEvery: osYieldEvery}
 
 const (
 	defaultEagerLimit = 16 << 10

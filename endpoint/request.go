@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"syscall"
 	"time"
 
 	"github.com/weft-hpc/weft/fabric"
 	"github.com/weft-hpc/weft/internal/peerwatch"
+	"github.com/weft-hpc/weft/internal/progress"
 )
 
 // Status describes a completed receive (or a probed message).
@@ -89,9 +89,11 @@ func (r *Request) Done() bool {
 	if r == nil {
 		return true // nothing in flight
 	}
-	if r.v != nil && r.v.shared {
-		r.v.mu.Lock()
-		defer r.v.mu.Unlock()
+	if r.v != nil {
+		// Also for a private endpoint: a call blocked elsewhere in the
+		// process may be driving its progress (internal/progress).
+		r.v.lock()
+		defer r.v.unlock()
 	}
 	return r.done
 }
@@ -210,21 +212,21 @@ func (r *Request) goneErr() error {
 	return err
 }
 
-// idle gives the processor away while a wait makes no progress. The first
-// spinFree polls only spin (a yield costs a futex wake-up when other Ps are
-// idle, far more than a short wait); after that every spinYield-th poll
-// yields to other goroutines, and every osYieldEvery-th of those yields to
-// other processes (sched_yield), so that busy-polling endpoints share
-// oversubscribed cores with the peers they wait for.
+// idle gives the processor away while a wait makes no progress, with the
+// endpoint wait policy (waitPolicy): the first spinFree polls only spin (a
+// yield costs a futex wake-up when other Ps are idle, far more than a
+// short wait); after that every spinYield-th poll yields to other
+// goroutines, and every osYieldEvery-th of those yields to other
+// processes (sched_yield), so that busy-polling endpoints share
+// oversubscribed cores with the peers they wait for. Past the spin budget
+// it also drives the progress of the process's other endpoints and
+// windows (internal/progress), which the peer being waited for may need.
 func idle(spins int) {
-	if spins < spinFree {
+	if !waitPolicy.Spun(spins) {
 		return
 	}
-	if osYieldEvery > 0 && spins%(spinYield*osYieldEvery) == 0 {
-		syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
-		return
-	}
-	runtime.Gosched()
+	progress.PollAll()
+	waitPolicy.Idle(nil, spins)
 }
 
 func errNilRequest(op string) error {

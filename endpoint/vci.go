@@ -27,6 +27,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/internal/progress"
 )
 
 const bounceBit = uint64(1) << 41
@@ -88,10 +89,14 @@ type vci struct {
 	// closing, once set by shutdown, makes new operations fail at once.
 	// shutdown sets closing and waits for inside to drop to 0 before it
 	// touches anything, so that a driver never reads the endpoint's state
-	// or libfabric objects while they are being closed.
-	inside  atomic.Int32
+	// or libfabric objects while they are being closed. A call blocked
+	// elsewhere in the process claims an idle endpoint through inside for
+	// one progress call (pollForeign); a driver arriving meanwhile waits
+	// for that call to end.
+	inside  progress.Guard
 	closing atomic.Bool
-	down    bool // libfabric objects closed (later than closed when parked)
+	src     *progress.Source // registered for foreign progress
+	down    bool             // libfabric objects closed (later than closed when parked)
 	log     hclog.Logger
 	name    []byte
 
@@ -107,7 +112,7 @@ func (v *vci) lock() {
 		v.mu.Lock()
 		return
 	}
-	v.inside.Add(1)
+	v.inside.Enter()
 }
 
 func (v *vci) unlock() {
@@ -115,7 +120,26 @@ func (v *vci) unlock() {
 		v.mu.Unlock()
 		return
 	}
-	v.inside.Add(-1)
+	v.inside.Exit()
+}
+
+// pollForeign drives v's progress once for a call blocked elsewhere in
+// the process (internal/progress), if nobody is using v; it never waits.
+func (v *vci) pollForeign() {
+	if v.shared {
+		if !v.mu.TryLock() {
+			return
+		}
+		defer v.mu.Unlock()
+	} else {
+		if !v.inside.TryForeign() {
+			return
+		}
+		defer v.inside.EndForeign()
+	}
+	if !v.isClosed() {
+		_ = v.progress()
+	}
 }
 
 // isClosed reports, under lock, whether v takes no more operations. For a
@@ -132,7 +156,7 @@ func (v *vci) drain() {
 		return
 	}
 	v.closing.Store(true)
-	for i := 0; v.inside.Load() > 0; i++ {
+	for i := 0; v.inside.Busy(); i++ {
 		if i < 100 {
 			runtime.Gosched()
 		} else {
@@ -202,6 +226,7 @@ func openVCI(info *fabric.Info, dom *fabric.Domain, cfg *config, avCount int, sh
 			return nil, fmt.Errorf("endpoint: post bounce buffer %d: %w", i, err)
 		}
 	}
+	v.src = progress.Register(v.pollForeign)
 	return v, nil
 }
 
@@ -270,6 +295,7 @@ func (v *vci) release() error {
 // (idempotent). No goroutine may be inside an operation on v, nor on
 // another endpoint of this process that may still reach v's.
 func (v *vci) shutdown() error {
+	progress.Unregister(v.src)
 	v.drain()
 	v.lock()
 	defer v.unlock()

@@ -22,7 +22,7 @@ var cqCases = []providerCase{
 }
 
 func fabOf(w *Window) *fabPath {
-	f, _ := w.net.(*fabPath)
+	f := netFab(w.net)
 	return f
 }
 

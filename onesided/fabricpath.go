@@ -98,9 +98,21 @@ type fabPath struct {
 	deferErr    error
 	firstErr    error
 	closedPaths bool
+	// foreign is set while a call blocked elsewhere in the process polls
+	// this path (progress.go): completions are handled, deferred signals
+	// are left to the window's own next call.
+	foreign bool
 }
 
-func init() { newNetPath = openFabPath }
+func init() {
+	newNetPath = func(ctx context.Context, w *Window, region []byte, ownCtrl bool) (netPath, error) {
+		np, err := openFabPath(ctx, w, region, ownCtrl)
+		if f, ok := np.(*fabPath); ok && f != nil && err == nil {
+			return guardPath(f), nil
+		}
+		return np, err
+	}
+}
 
 func rmaHints(o options, withAtomic, withOrder bool) *fabric.Hints {
 	h := &fabric.Hints{
@@ -585,7 +597,7 @@ func (f *fabPath) completed(n int, err error) error {
 		}
 		return fmt.Errorf("onesided: read completions: %w", err)
 	}
-	if len(f.deferred) > 0 {
+	if len(f.deferred) > 0 && !f.foreign {
 		f.drainDeferred()
 		return f.takeDeferErr()
 	}

@@ -161,7 +161,7 @@ func TestOverComm(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Allocate over Comm: %v", err)
 			}
-			if fp, ok := win.net.(*fabPath); ok {
+			if fp := netFab(win.net); fp != nil {
 				if own := fp.fab != nil; own != (c.name == "own-domain") {
 					t.Errorf("window opened its own domain: %v (case %s)", own, c.name)
 				}

@@ -8,10 +8,11 @@ import (
 	"runtime"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/weft-hpc/weft/internal/peerwatch"
+	"github.com/weft-hpc/weft/internal/progress"
+	"github.com/weft-hpc/weft/internal/wait"
 )
 
 // The wait policy. Every loop that waits for something another rank (or
@@ -68,25 +69,21 @@ import (
 // rescheduled has its P retaken by the Go runtime's sysmon over and over
 // (every 20–200 µs), each time handing the thread off, which doubled
 // ping-pong latencies on a 2-CPU machine.
-type waitPolicy struct {
-	name      string
-	spinPolls int // ≥ 0: the spin phase is this many polls
-	spinFor   time.Duration
-	yieldFor  time.Duration
-	sleepMax  time.Duration
-}
+type waitPolicy = wait.Policy
 
 var (
-	spinPolicy  = waitPolicy{name: "spin", spinPolls: -1, spinFor: 50 * time.Microsecond, yieldFor: 100 * time.Millisecond, sleepMax: 200 * time.Microsecond}
-	yieldPolicy = waitPolicy{name: "yield", spinPolls: -1, spinFor: 2 * time.Microsecond, yieldFor: time.Millisecond, sleepMax: 200 * time.Microsecond}
+	spinPolicy = waitPolicy{Name: "spin", SpinPolls: -1, SpinFor: 50 * time.Microsecond, YieldFor: 100 * time.Millisecond,
+		NapMax: 200 * time.Microsecond, OSYieldEvery: 2, Contended: contended, GoschedEvery: spinGosched}
+	yieldPolicy = waitPolicy{Name: "yield", SpinPolls: -1, SpinFor: 2 * time.Microsecond, YieldFor: time.Millisecond,
+		NapMax: 200 * time.Microsecond, OSYieldEvery: 2, Contended: contended, GoschedEvery: spinGosched}
 )
 
 // withEnv applies the WEFT_ONESIDED_SPIN* / YIELD_US / SLEEP_US overrides.
-func (p waitPolicy) withEnv() waitPolicy {
-	p.spinPolls = envCount("WEFT_ONESIDED_SPIN", p.spinPolls)
-	p.spinFor = envMicros("WEFT_ONESIDED_SPIN_US", p.spinFor)
-	p.yieldFor = envMicros("WEFT_ONESIDED_YIELD_US", p.yieldFor)
-	p.sleepMax = envMicros("WEFT_ONESIDED_SLEEP_US", p.sleepMax)
+func withEnv(p waitPolicy) waitPolicy {
+	p.SpinPolls = envCount("WEFT_ONESIDED_SPIN", p.SpinPolls)
+	p.SpinFor = envMicros("WEFT_ONESIDED_SPIN_US", p.SpinFor)
+	p.YieldFor = envMicros("WEFT_ONESIDED_YIELD_US", p.YieldFor)
+	p.NapMax = envMicros("WEFT_ONESIDED_SLEEP_US", p.NapMax)
 	return p
 }
 
@@ -96,13 +93,13 @@ func choosePolicy(localRanks int) (waitPolicy, error) {
 	switch v := os.Getenv("WEFT_ONESIDED_WAIT"); v {
 	case "", "auto":
 		if localRanks > runtime.NumCPU() {
-			return yieldPolicy.withEnv(), nil
+			return withEnv(yieldPolicy), nil
 		}
-		return spinPolicy.withEnv(), nil
+		return withEnv(spinPolicy), nil
 	case "spin":
-		return spinPolicy.withEnv(), nil
+		return withEnv(spinPolicy), nil
 	case "yield":
-		return yieldPolicy.withEnv(), nil
+		return withEnv(yieldPolicy), nil
 	default:
 		return waitPolicy{}, fmt.Errorf("WEFT_ONESIDED_WAIT=%q: want auto, spin or yield: %w", v, ErrInvalid)
 	}
@@ -110,7 +107,7 @@ func choosePolicy(localRanks int) (waitPolicy, error) {
 
 // defaultPolicy paces waits outside a window's own (none today; kept so a
 // zero waiter is usable).
-var defaultPolicy = spinPolicy.withEnv()
+var defaultPolicy = withEnv(spinPolicy)
 
 // contended: a yield that took longer than this gave the processor to
 // someone else (another rank, another job), so the waiter goes to sleep.
@@ -119,10 +116,6 @@ const contended = 20 * time.Microsecond
 // spinGosched bounds the time a spinning waiter goes without
 // runtime.Gosched.
 const spinGosched = 500 * time.Microsecond
-
-// firstNap is the first sleep of the sleep phase (Go's timers make any
-// sleep last much longer on some kernels; the doubling then caps it).
-const firstNap = 10 * time.Microsecond
 
 // opTimeout bounds the waits of calls that take no context (FetchAndOp,
 // CompareAndSwap, an operation stuck behind a full queue):
@@ -156,22 +149,12 @@ func envMicros(name string, def time.Duration) time.Duration {
 	return time.Duration(min(v, float64(math.MaxInt64/2/1000)) * 1000)
 }
 
-const (
-	phaseSpin = iota
-	phaseYield
-	phaseSleep
-)
-
-// waiter paces one polling loop; the zero value uses defaultPolicy. Call
-// pause after each unsuccessful poll.
+// waiter paces one polling loop with the window's wait.Policy (the zero
+// value uses defaultPolicy) and adds the checks of a blocked window wait.
+// Call pause after each unsuccessful poll.
 type waiter struct {
-	p     *waitPolicy
-	n     int
-	phase int
-	start time.Time
-	nap   time.Duration
+	wt    wait.Waiter
 	limit time.Duration // > 0: fail with ErrTimeout after this long
-	gosch time.Duration // spin phase: when runtime.Gosched was last called
 	// peers, when not nil, are the window's ranks in this process: the
 	// wait fails once one of them has left without synchronising.
 	peers *procPeers
@@ -191,12 +174,12 @@ type waiter struct {
 // newWaiter returns a waiter with w's policy that fails after limit (0:
 // never) and when a rank of w in this process has gone (procpeers.go).
 func (w *Window) newWaiter(limit time.Duration) waiter {
-	return waiter{p: &w.wait, limit: limit, peers: w.procPeers, watch: w.watch, target: -1}
+	return waiter{wt: wait.Waiter{P: &w.wait}, limit: limit, peers: w.procPeers, watch: w.watch, target: -1}
 }
 
 // spinning reports whether the waiter is still in its spin phase (callers
 // that poll inside one cgo call may then poll many times per pause).
-func (w *waiter) spinning() bool { return w.phase == phaseSpin }
+func (w *waiter) spinning() bool { return w.wt.Spinning() }
 
 func (w *waiter) check(ctx context.Context, elapsed time.Duration) error {
 	if err := ctx.Err(); err != nil {
@@ -213,7 +196,7 @@ func (w *waiter) check(ctx context.Context, elapsed time.Duration) error {
 	if w.gone != nil {
 		return w.gone
 	}
-	if w.watch != nil && w.phase != phaseSpin {
+	if w.watch != nil && !w.wt.Spinning() {
 		switch {
 		case w.nextWatch == 0:
 			w.nextWatch = elapsed + peerwatch.Interval
@@ -234,79 +217,21 @@ func (w *waiter) check(ctx context.Context, elapsed time.Duration) error {
 }
 
 // pause is called after each unsuccessful poll; it returns ctx's error,
-// ErrTimeout or ErrPeerGone when the wait must stop.
+// ErrTimeout or ErrPeerGone when the wait must stop. Past the spin phase
+// it also drives the progress of this process's other endpoints and
+// windows (internal/progress), which the rank being waited for may need.
 func (w *waiter) pause(ctx context.Context) error {
 	if w.stop != nil && w.stop.Load() {
 		return fmt.Errorf("window freed while waiting: %w", ErrClosed)
 	}
-	w.n++
-	if w.n == 1 {
-		w.start = time.Now()
-		if w.p == nil {
-			w.p = &defaultPolicy
-		}
+	if w.wt.P == nil {
+		w.wt.P = &defaultPolicy
 	}
-	p := w.p
-	switch w.phase {
-	case phaseSpin:
-		if w.n&15 != 0 {
-			return nil
-		}
-		el := time.Since(w.start)
-		if w.n&63 == 0 {
-			if err := w.check(ctx, el); err != nil {
-				return err
-			}
-		}
-		if el-w.gosch >= spinGosched {
-			runtime.Gosched()
-			w.gosch = el
-		}
-		if p.spinPolls >= 0 && w.n < p.spinPolls || p.spinPolls < 0 && el < p.spinFor {
-			return nil
-		}
-		w.phase = phaseYield
-		return nil
-	case phaseYield:
-		el := time.Since(w.start)
-		if err := w.check(ctx, el); err != nil {
-			return err
-		}
-		if p.sleepMax > 0 && el >= p.spinFor+p.yieldFor {
-			w.phase, w.nap = phaseSleep, firstNap
-			return nil
-		}
-		t0 := time.Now()
-		if w.n&1 == 0 {
-			runtime.Gosched()
-		} else {
-			syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
-		}
-		if p.sleepMax > 0 && time.Since(t0) > contended {
-			// Something else ran meanwhile: the core is contended, and
-			// polling only delays whoever we are waiting for. Sleep.
-			w.phase, w.nap = phaseSleep, firstNap
-		}
-		return nil
-	default:
-		if err := w.check(ctx, time.Since(w.start)); err != nil {
-			return err
-		}
-		// nanosleep, not time.Sleep: Go's timers round short sleeps up to
-		// about a millisecond on some kernels, and a sleeping rank of a
-		// manual-progress provider stalls every peer that targets it.
-		ts := syscall.NsecToTimespec(int64(min(w.nap, p.sleepMax)))
-		_ = syscall.Nanosleep(&ts, nil)
-		w.nap = min(2*w.nap, p.sleepMax)
-		if el := time.Since(w.start); el < p.spinFor+p.yieldFor {
-			// Still inside the yield budget: if the core has become
-			// free (a yield returns at once), poll again.
-			t0 := time.Now()
-			syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
-			if time.Since(t0) <= contended {
-				w.phase = phaseYield
-			}
-		}
+	if !w.wt.Pause() {
 		return nil
 	}
+	if !w.wt.Spinning() {
+		progress.PollAll()
+	}
+	return w.check(ctx, w.wt.Elapsed())
 }

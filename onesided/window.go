@@ -471,7 +471,7 @@ func (w *Window) setup(ctx context.Context, size int) error {
 		w.peers[w.rank] = w.local
 	}
 	w.log.Debug("window allocated", "rank", w.rank, "size", size, "shm", w.opts.shm,
-		"net", w.net != nil, "local_ranks", len(local), "wait", w.wait.name)
+		"net", w.net != nil, "local_ranks", len(local), "wait", w.wait.Name)
 	return nil
 }
 
