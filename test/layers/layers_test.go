@@ -23,6 +23,8 @@ var layer = map[string]int{
 	"internal/peerwatch":  0,
 	"internal/testenv":    0,
 	"internal/checked":    0,
+	"internal/wait":       0,
+	"internal/progress":   0,
 	"jit/internal/amd64":  0,
 	"internal/pmi":        1,
 	"ddt":                 1,
