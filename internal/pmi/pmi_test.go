@@ -614,8 +614,10 @@ func TestServerPendingBounded(t *testing.T) {
 			if err != nil {
 				t.Fatalf("real rank behind %d silent connections: %v", len(silent), err)
 			}
-			if peak > maxPending {
-				t.Errorf("%d connections accepted at once, MaxPending is %d", peak, maxPending)
+			// The real rank's connection stays open once authenticated, and
+			// its freed slot admits one more silent connection.
+			if peak > maxPending+1 {
+				t.Errorf("%d connections open at once, MaxPending is %d (+1 authenticated)", peak, maxPending)
 			}
 			return
 		case <-time.After(2 * time.Millisecond):

@@ -399,6 +399,9 @@ func (s *Server) handle(c net.Conn, rank int) {
 	if rank < 0 {
 		var err error
 		rank, err = s.authenticate(c, r)
+		if err != nil {
+			s.untrack(c) // closed before its slot goes to the next connection
+		}
 		<-s.pending // authenticated or dropped: the slot is free again
 		if err != nil {
 			if rank >= 0 {
