@@ -141,7 +141,8 @@ type prepared struct {
 
 func bench(o options, out io.Writer) ([]Result, error) {
 	// The interp engine measures the interpreter: types are committed
-	// without a compiler; a compiling engine compiles c.Type.IR() itself.
+	// interpreted (default JIT mode off); a compiling engine commits its own
+	// copy of c.Type.
 	ddt.SetDefaultJITMode(ddt.JITOff)
 	re, err := regexp.Compile(o.cases)
 	if err != nil {
