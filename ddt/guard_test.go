@@ -186,3 +186,64 @@ func TestGuardSurvivesMutation(t *testing.T) {
 	check("Packer", cursor(false))
 	check("Unpacker", cursor(true))
 }
+
+// TestIntegerTypes pins the integer types of the exported API: counts,
+// blocklengths and element-unit displacements are int, byte displacements,
+// strides, bounds, extents, sizes and stream offsets int64.
+func TestIntegerTypes(t *testing.T) {
+	ty := reflect.TypeOf(ddt.Float64)
+	method := func(name string) reflect.Type {
+		m, ok := ty.MethodByName(name)
+		if !ok {
+			t.Fatalf("no method %s", name)
+		}
+		return m.Type
+	}
+	for name, c := range map[string]struct {
+		got  reflect.Type
+		want string
+	}{
+		"Contiguous":    {reflect.TypeOf(ddt.Contiguous), "func(int, *ddt.Type) (*ddt.Type, error)"},
+		"Vector":        {reflect.TypeOf(ddt.Vector), "func(int, int, int, *ddt.Type) (*ddt.Type, error)"},
+		"HVector":       {reflect.TypeOf(ddt.HVector), "func(int, int, int64, *ddt.Type) (*ddt.Type, error)"},
+		"Indexed":       {reflect.TypeOf(ddt.Indexed), "func([]int, []int, *ddt.Type) (*ddt.Type, error)"},
+		"HIndexed":      {reflect.TypeOf(ddt.HIndexed), "func([]int, []int64, *ddt.Type) (*ddt.Type, error)"},
+		"IndexedBlock":  {reflect.TypeOf(ddt.IndexedBlock), "func(int, []int, *ddt.Type) (*ddt.Type, error)"},
+		"HIndexedBlock": {reflect.TypeOf(ddt.HIndexedBlock), "func(int, []int64, *ddt.Type) (*ddt.Type, error)"},
+		"Struct":        {reflect.TypeOf(ddt.Struct), "func([]int, []int64, []*ddt.Type) (*ddt.Type, error)"},
+		"Subarray":      {reflect.TypeOf(ddt.Subarray), "func([]int, []int, []int, ddt.Order, *ddt.Type) (*ddt.Type, error)"},
+		"Resized":       {reflect.TypeOf(ddt.Resized), "func(*ddt.Type, int64, int64) (*ddt.Type, error)"},
+		"Size":          {method("Size"), "func(*ddt.Type) int64"},
+		"Extent":        {method("Extent"), "func(*ddt.Type) int64"},
+		"LB":            {method("LB"), "func(*ddt.Type) int64"},
+		"UB":            {method("UB"), "func(*ddt.Type) int64"},
+		"TrueLB":        {method("TrueLB"), "func(*ddt.Type) int64"},
+		"TrueExtent":    {method("TrueExtent"), "func(*ddt.Type) int64"},
+		"PackSize":      {method("PackSize"), "func(*ddt.Type, int) (int64, error)"},
+		"Pack":          {method("Pack"), "func(*ddt.Type, []uint8, []uint8, int) (int, error)"},
+		"Unpack":        {method("Unpack"), "func(*ddt.Type, []uint8, []uint8, int) (int, error)"},
+		"PackRange":     {method("PackRange"), "func(*ddt.Type, []uint8, []uint8, int64, int, int64) (int, error)"},
+		"UnpackRange":   {method("UnpackRange"), "func(*ddt.Type, []uint8, []uint8, int64, int, int64) (int, error)"},
+		"NewPacker":     {method("NewPacker"), "func(*ddt.Type, []uint8, int64, int) (*ddt.Cursor, error)"},
+		"NewUnpacker":   {method("NewUnpacker"), "func(*ddt.Type, []uint8, int64, int) (*ddt.Cursor, error)"},
+		"Flatten":       {method("Flatten"), "func(*ddt.Type, int, int) ([]ddt.Segment, error)"},
+		"Envelope":      {method("Envelope"), "func(*ddt.Type) (int, int, int, ddt.Combiner)"},
+		"Segment":       {reflect.TypeOf(ddt.Segment{}), "ddt.Segment"},
+	} {
+		if got := c.got.String(); got != c.want {
+			t.Errorf("%s: %s, want %s", name, got, c.want)
+		}
+	}
+	seg := reflect.TypeOf(ddt.Segment{})
+	for i := range seg.NumField() {
+		if f := seg.Field(i); f.Type.Kind() != reflect.Int64 {
+			t.Errorf("Segment.%s is %s, want int64", f.Name, f.Type)
+		}
+	}
+	cont := reflect.TypeOf(ddt.Contents{})
+	for name, want := range map[string]string{"Ints": "[]int", "Addrs": "[]int64"} {
+		if f, _ := cont.FieldByName(name); f.Type.String() != want {
+			t.Errorf("Contents.%s is %s, want %s", name, f.Type, want)
+		}
+	}
+}
