@@ -1,7 +1,7 @@
 package main
 
 // Engine "jit": the type compiled to native code by package jit, packed
-// through ddt's API like engine "interp" (a duplicate of the case's type
+// through ddt's API like engine "interp" (a copy of the case's type, same bounds,
 // committed with JIT mode on). compile_ns is the median of several fresh
 // compilations of the type (code cache bypassed, so each one plans,
 // generates code and places it in W^X executable memory). The "reuses to
@@ -21,7 +21,7 @@ const jitCompileSamples = 15
 func init() {
 	// Importing jit registers it as ddt's compiler; the suite's types stay
 	// interpreted for engine "interp" because bench sets the default JIT
-	// mode to off. This engine commits a duplicate with JIT mode on.
+	// mode to off. This engine commits a copy with JIT mode on.
 	registerEngine("jit", func(c *Case, packed, typed []byte) (func() error, func() error, int64, error) {
 		ns := make([]int64, 0, jitCompileSamples)
 		for range jitCompileSamples {
@@ -32,7 +32,7 @@ func init() {
 			ns = append(ns, d.Nanoseconds())
 		}
 		slices.Sort(ns)
-		ty, err := ddt.Dup(c.Type)
+		ty, err := ddt.Resized(c.Type, c.Type.LB(), c.Type.Extent())
 		if err != nil {
 			return nil, nil, 0, fmt.Errorf("%v: %w", c, err)
 		}

@@ -233,6 +233,9 @@ func benchCase(c *Case, names []string, o options) ([]Result, error) {
 		}
 		ps = append(ps, p)
 	}
+	if len(ps) == 0 { // every engine declined this case
+		return nil, nil
+	}
 	// Calibrate iterations per sample on the manual engine's pack (or the
 	// first engine), then time interleaved.
 	iters := calibrate(ps[0].pack, o.mintime)
