@@ -3,12 +3,18 @@ package ddt
 import (
 	"errors"
 	"fmt"
+
+	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
 // Commit validates and normalises the type into its IR (MPI_Type_commit),
-// then, unless the JIT mode is off, compiles it with the registered
-// Compiler. Committing twice is a no-op. Commit of a predefined type does
-// nothing.
+// then, unless the JIT mode is off, compiles it with the registered compiler
+// (package jit). Committing twice is a no-op. Commit of a predefined type
+// does nothing.
+//
+// The mode is the type's own (SetJIT), else the default (WEFT_JIT or
+// SetDefaultJITMode); WEFT_JIT=off at process start overrides both
+// (JITDisabled).
 //
 // Errors: ErrInvalid or ErrOverflow for a type whose bounds cannot be
 // represented, ErrNotCompiled in JIT mode on when no kernel can be made.
@@ -28,51 +34,68 @@ func (t *Type) Commit() error {
 	if err := t.checkIR(ir); err != nil {
 		return err
 	}
-	mode := DefaultJITMode()
-	if t.jitSet {
-		mode = t.jit
-	}
-	var k Kernel
-	if mode != JITOff && ir.Root != nil {
-		c := RegisteredCompiler()
-		var err error
-		switch {
-		case c != nil:
-			if ec, ok := c.(EagerCompiler); ok && mode == JITOn {
-				k, err = ec.CompileNow(ir)
-			} else {
-				k, err = c.Compile(ir)
-			}
-			if err == nil && k == nil {
-				err = fmt.Errorf("compiler returned no kernel: %w", ErrNotCompiled)
-			}
-		default:
-			err = fmt.Errorf("no compiler registered: %w", ErrNotCompiled)
-		}
-		if err != nil {
-			if mode == JITOn {
-				if !errors.Is(err, ErrNotCompiled) { // a compiler failure: still "not compiled"
-					err = fmt.Errorf("%w: %w", ErrNotCompiled, err)
-				}
-				return fmt.Errorf("ddt: Commit %s with WEFT_JIT=on: %w", t.Name(), err)
-			}
-			if c != nil && !errors.Is(err, ErrNotCompiled) {
-				log.Debug("compile failed, using the interpreter", "type", t.String(), "error", err)
-			}
-			k = nil
-		}
+	k, err := t.compile(ir, ddtir.Registered())
+	if err != nil {
+		return err
 	}
 	t.st.Store(&state{ir: ir, kernel: k})
 	return nil
+}
+
+// jitMode returns the mode Commit applies to t: off when JITDisabled, else
+// t's own mode, else the default.
+func (t *Type) jitMode() JITMode {
+	switch {
+	case JITDisabled():
+		return JITOff
+	case t.jitSet:
+		return t.jit
+	}
+	return DefaultJITMode()
+}
+
+// compile asks c (nil: none registered) for a kernel for ir according to t's
+// JIT mode. A nil kernel and nil error mean the interpreter runs t.
+func (t *Type) compile(ir *ddtir.IR, c ddtir.Compiler) (ddtir.Kernel, error) {
+	mode := t.jitMode()
+	if mode == JITOff || ir.Root == nil {
+		return nil, nil
+	}
+	var k ddtir.Kernel
+	var err error
+	switch {
+	case c == nil:
+		err = fmt.Errorf("no compiler registered: %w", ErrNotCompiled)
+	case mode == JITOn:
+		k, err = c.CompileNow(ir)
+	default:
+		k, err = c.Compile(ir)
+	}
+	if err == nil && k == nil {
+		err = fmt.Errorf("compiler returned no kernel: %w", ErrNotCompiled)
+	}
+	if err == nil {
+		return k, nil
+	}
+	if mode == JITOn {
+		if !errors.Is(err, ErrNotCompiled) { // a compiler failure: still "not compiled"
+			err = fmt.Errorf("%w: %w", ErrNotCompiled, err)
+		}
+		return nil, fmt.Errorf("ddt: Commit %s with JIT mode on: %w", t.Name(), err)
+	}
+	if c != nil && !errors.Is(err, ErrNotCompiled) {
+		log.Debug("compile failed, using the interpreter", "type", t.String(), "error", err)
+	}
+	return nil, nil
 }
 
 // Committed reports whether Commit has succeeded on t (false for a nil
 // *Type).
 func (t *Type) Committed() bool { return t != nil && t.st.Load() != nil }
 
-// IR returns the normalised IR of a committed type, or nil before Commit
-// (and for a nil *Type). The IR is shared and must not be modified.
-func (t *Type) IR() *IR {
+// ir returns the IR of a committed type, or nil. The IR never leaves the
+// module: the bounds check reads it before unchecked code runs.
+func (t *Type) ir() *ddtir.IR {
 	if t == nil {
 		return nil
 	}
@@ -82,14 +105,52 @@ func (t *Type) IR() *IR {
 	return nil
 }
 
-// Compiled reports whether Pack/Unpack of t run a compiled Kernel (false for
-// a nil *Type).
+// DumpIR returns the normalised IR of a committed type in the text form of
+// docs/ddt-ir.md, for example
+//
+//	ir size=72 extent=8192 lb=0 true_lb=0 true_extent=7784 align=8 elem=8
+//	  loop count=9 stride=968 size=72 align=8
+//	    block len=8 size=8 align=8
+//
+// or "" before Commit (and for a nil *Type). The text is canonical: two
+// types with the same DumpIR copy the same bytes in the same order.
+func (t *Type) DumpIR() string {
+	ir := t.ir()
+	if ir == nil {
+		return ""
+	}
+	return ir.String()
+}
+
+// Compiled reports whether Pack/Unpack of t run native code now (false for
+// a nil *Type). Under JIT mode auto a type may start interpreted and become
+// compiled after it has moved enough data (JITPending).
 func (t *Type) Compiled() bool {
 	if t == nil {
 		return false
 	}
 	s := t.st.Load()
-	return s != nil && s.kernel != nil
+	if s == nil || s.kernel == nil {
+		return false
+	}
+	if d, ok := s.kernel.(ddtir.Deferred); ok {
+		return d.Native()
+	}
+	return true
+}
+
+// JITPending reports whether t is not compiled yet but will be once it has
+// moved enough data under JIT mode auto (false for a nil *Type).
+func (t *Type) JITPending() bool {
+	if t == nil {
+		return false
+	}
+	s := t.st.Load()
+	if s == nil || s.kernel == nil {
+		return false
+	}
+	d, ok := s.kernel.(ddtir.Deferred)
+	return ok && d.Pending()
 }
 
 // SetJIT sets the JIT mode of t, overriding WEFT_JIT. It must be called

@@ -1,6 +1,10 @@
 package ddt
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/weft-hpc/weft/internal/ddtir"
+)
 
 // Cursor packs or unpacks count elements of a typed buffer piece by piece: each
 // call moves at most len(buf) bytes of the packed stream and continues where
@@ -149,27 +153,27 @@ func (t *Type) Flatten(count, maxSegs int) ([]Segment, error) {
 	return out, nil
 }
 
-func walkBlocks(n *Node, o int64, emit func(off, l int64), stop *bool) {
+func walkBlocks(n *ddtir.Node, o int64, emit func(off, l int64), stop *bool) {
 	if *stop {
 		return
 	}
 	o += n.Disp
 	switch n.Op {
-	case OpBlock:
+	case ddtir.OpBlock:
 		emit(o, n.Len)
-	case OpLoop:
+	case ddtir.OpLoop:
 		for i := int64(0); i < n.Count && !*stop; i++ {
 			walkBlocks(n.Child, o+i*n.Stride, emit, stop)
 		}
-	case OpIndex:
+	case ddtir.OpIndex:
 		for _, off := range n.Offsets {
 			walkBlocks(n.Child, o+off, emit, stop)
 		}
-	case OpBlocks:
+	case ddtir.OpBlocks:
 		for i, off := range n.Offsets {
 			emit(o+off, n.Lens[i])
 		}
-	case OpStruct:
+	case ddtir.OpStruct:
 		for i, c := range n.Children {
 			walkBlocks(c, o+n.Offsets[i], emit, stop)
 		}

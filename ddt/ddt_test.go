@@ -3,14 +3,17 @@ package ddt_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 
 	. "github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/ddt/ddttest"
+	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
 type bounds struct{ size, lb, ub, tlb, text int64 }
@@ -183,7 +186,7 @@ func TestNormalisation(t *testing.T) {
 		if err := tt.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		return tt.IR().String()
+		return tt.DumpIR()
 	}
 	body := func(s string) string { // drop the header line
 		_, b, _ := strings.Cut(s, "\n")
@@ -223,8 +226,8 @@ func TestNormalisation(t *testing.T) {
 		}
 		checkAgainstRef(t, c.t, 2, []int{3})
 	}
-	if n := m(Vector(1, 1, 1, Float64)); commitIR(n) == "" || !n.IR().Contig {
-		t.Errorf("single element vector should be contiguous: %s", n.IR())
+	if n := m(Vector(1, 1, 1, Float64)); commitIR(n) == "" || !IROf(n).Contig {
+		t.Errorf("single element vector should be contiguous: %s", n.DumpIR())
 	}
 }
 
@@ -291,7 +294,7 @@ func TestOf(t *testing.T) {
 	if _, err := Of[[]int](); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("slice: %v", err)
 	}
-	if a, err := Of[[4][2]uint16](); err != nil || a.Size() != 16 || !a.IR().Contig {
+	if a, err := Of[[4][2]uint16](); err != nil || a.Size() != 16 || !IROf(a).Contig {
 		t.Fatalf("array: %v %v", a, err)
 	}
 }
@@ -413,109 +416,153 @@ func TestCursor(t *testing.T) {
 	}
 }
 
+// TestJITMode runs Commit under every combination of the process-wide
+// switch (WEFT_JIT=off), the default mode, the type's own mode and the
+// registered compiler, and checks which compiler entry is called, whether
+// Commit fails, and what Compiled and JITPending report.
 func TestJITMode(t *testing.T) {
-	for s, want := range map[string]JITMode{"": JITAuto, "auto": JITAuto, "off": JITOff, "ON": JITOn, "0": JITOff, "true": JITOn} {
-		if got, err := ParseJITMode(s); err != nil || got != want {
-			t.Errorf("ParseJITMode(%q) = %v, %v", s, got, err)
+	m := mustT(t)
+	defer SetDefaultJITMode(DefaultJITMode())
+	defer ddtir.SetCompiler(ddtir.Registered())
+	modes := []JITMode{JITAuto, JITOn, JITOff}
+	for _, envOff := range []bool{false, true} {
+		for _, def := range modes {
+			for own := -1; own < len(modes); own++ {
+				for _, withCompiler := range []bool{false, true} {
+					name := fmt.Sprintf("envOff=%v/default=%v/own=%d/compiler=%v", envOff, def, own, withCompiler)
+					restore := SetJITDisabled(envOff)
+					SetDefaultJITMode(def)
+					fc := &fakeCompiler{}
+					if withCompiler {
+						ddtir.SetCompiler(fc)
+					} else {
+						ddtir.SetCompiler(nil)
+					}
+					ty := m(Vector(3, 1, 2, Float64))
+					mode := def
+					if own >= 0 {
+						mode = modes[own]
+						if err := ty.SetJIT(mode); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if envOff {
+						mode = JITOff
+					}
+					err := ty.Commit()
+					restore()
+					if JITDisabled() {
+						t.Fatalf("%s: the test hook did not restore the switch", name)
+					}
+					wantErr := mode == JITOn && !withCompiler
+					if wantErr != errors.Is(err, ErrNotCompiled) || (!wantErr && err != nil) {
+						t.Errorf("%s: Commit: %v", name, err)
+						continue
+					}
+					if wantErr {
+						continue
+					}
+					wantCalls, wantNow := 0, 0
+					if withCompiler && mode == JITAuto {
+						wantCalls = 1
+					}
+					if withCompiler && mode == JITOn {
+						wantNow = 1
+					}
+					if fc.calls != wantCalls || fc.now != wantNow {
+						t.Errorf("%s: Compile called %d times, CompileNow %d; want %d, %d", name, fc.calls, fc.now, wantCalls, wantNow)
+					}
+					// Compile returns a deferred kernel (as jit's auto policy
+					// does): pending, not compiled, until it goes native.
+					if got, want := ty.Compiled(), wantNow == 1; got != want {
+						t.Errorf("%s: Compiled %v, want %v", name, got, want)
+					}
+					if got, want := ty.JITPending(), wantCalls == 1; got != want {
+						t.Errorf("%s: JITPending %v, want %v", name, got, want)
+					}
+					if wantCalls == 1 {
+						fc.kernel.native.Store(true)
+						if !ty.Compiled() || ty.JITPending() {
+							t.Errorf("%s: after going native: Compiled %v, JITPending %v", name, ty.Compiled(), ty.JITPending())
+						}
+					}
+					// A kernel's error comes back wrapped in ErrInternal; the
+					// interpreter packs correctly.
+					_, perr := ty.Pack(make([]byte, 24), make([]byte, 40), 1)
+					if compiled := wantCalls+wantNow == 1; compiled != errors.Is(perr, errFake) || (compiled && !errors.Is(perr, ErrInternal)) || (!compiled && perr != nil) {
+						t.Errorf("%s: Pack: %v", name, perr)
+					}
+				}
+			}
 		}
 	}
-	if _, err := ParseJITMode("sometimes"); !errors.Is(err, ErrInvalid) {
-		t.Errorf("bad mode: %v", err)
-	}
-	m := mustT(t)
-	// The cases below assume the default mode auto, whatever WEFT_JIT says.
-	defer SetDefaultJITMode(DefaultJITMode())
+	// A compiler that declines leaves the type interpreted under auto and
+	// fails Commit under on.
+	ddtir.SetCompiler(&fakeCompiler{decline: true})
 	SetDefaultJITMode(JITAuto)
-	// Mode on without a compiler fails Commit; auto falls back.
+	d := m(Vector(3, 1, 2, Float64))
+	if err := d.Commit(); err != nil || d.Compiled() || d.JITPending() {
+		t.Fatalf("declined compile in auto: %v %v", err, d.Compiled())
+	}
 	on := m(Vector(3, 1, 2, Float64))
 	if err := on.SetJIT(JITOn); err != nil {
 		t.Fatal(err)
 	}
-	if RegisteredCompiler() == nil {
-		if err := on.Commit(); !errors.Is(err, ErrNotCompiled) {
-			t.Fatalf("JIT on without compiler: %v", err)
-		}
+	if err := on.Commit(); !errors.Is(err, ErrNotCompiled) {
+		t.Fatalf("declined compile in on: %v", err)
 	}
-	// A registered compiler's kernel is used, and its errors are wrapped.
-	fc := &fakeCompiler{}
-	SetCompiler(fc)
-	defer SetCompiler(nil)
-	k := m(Vector(3, 1, 2, Float64))
-	if err := k.Commit(); err != nil || !k.Compiled() || fc.calls != 1 {
-		t.Fatalf("auto with compiler: %v compiled=%v calls=%d", err, k.Compiled(), fc.calls)
-	}
-	if _, err := k.Pack(make([]byte, 24), make([]byte, 40), 1); !errors.Is(err, errFake) || !errors.Is(err, ErrInternal) {
-		t.Fatalf("kernel error not returned wrapped in ErrInternal: %v", err)
-	}
-	off := m(Vector(3, 1, 2, Float64))
-	if err := off.SetJIT(JITOff); err != nil {
-		t.Fatal(err)
-	}
-	if err := off.Commit(); err != nil || off.Compiled() || fc.calls != 1 {
-		t.Fatalf("off: %v %v %d", err, off.Compiled(), fc.calls)
-	}
-	fc.decline = true
-	d := m(Vector(3, 1, 2, Float64))
-	if err := d.Commit(); err != nil || d.Compiled() {
-		t.Fatalf("declined compile in auto: %v %v", err, d.Compiled())
-	}
-	// An EagerCompiler is asked to compile now for types with JIT on,
-	// through Compile otherwise.
-	ec := &eagerFake{}
-	SetCompiler(ec)
-	for _, c := range []struct {
-		mode       JITMode
-		calls, now int
-	}{{JITOn, 0, 1}, {JITAuto, 1, 1}, {JITOff, 1, 1}, {JITOn, 1, 2}} {
-		ty := m(Vector(3, 1, 2, Float64))
-		if err := ty.SetJIT(c.mode); err != nil {
-			t.Fatal(err)
-		}
-		if err := ty.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		if ec.calls != c.calls || ec.now != c.now || ty.Compiled() != (c.mode != JITOff) {
-			t.Fatalf("mode %v: Compile %d, CompileNow %d, compiled %v; want %d, %d", c.mode, ec.calls, ec.now, ty.Compiled(), c.calls, c.now)
-		}
-	}
-}
-
-// eagerFake is a fakeCompiler that also implements EagerCompiler.
-type eagerFake struct {
-	fakeCompiler
-	now int
-}
-
-func (e *eagerFake) CompileNow(ir *IR) (Kernel, error) {
-	e.now++
-	return fakeKernel{}, nil
 }
 
 var errFake = errors.New("fake kernel ran")
 
-// fakeCompiler records calls; its kernel returns errFake so the test can see
-// that Pack went through it. (The real compiler is package jit, which
-// imports ddt and is tested against the interpreter there.)
+// fakeCompiler records calls; its kernels return errFake so the test can
+// see that Pack went through them. Compile returns a deferred kernel (like
+// jit's auto policy), CompileNow a native one. (The real compiler is
+// package jit, tested against the interpreter there.)
 type fakeCompiler struct {
-	calls   int
-	decline bool
+	calls, now int
+	decline    bool
+	kernel     *fakeKernel
 }
 
-func (f *fakeCompiler) Compile(ir *IR) (Kernel, error) {
+func (f *fakeCompiler) Compile(ir *ddtir.IR) (ddtir.Kernel, error) {
 	f.calls++
 	if f.decline {
 		return nil, ErrNotCompiled
 	}
-	return fakeKernel{}, nil
+	f.kernel = &fakeKernel{}
+	return f.kernel, nil
 }
 
-type fakeKernel struct{}
+func (f *fakeCompiler) CompileNow(ir *ddtir.IR) (ddtir.Kernel, error) {
+	f.now++
+	if f.decline {
+		return nil, ErrNotCompiled
+	}
+	return nativeFake{}, nil
+}
 
-func (fakeKernel) Pack(packed, typed []byte, base int64, count int, from int64) (int, error) {
+// fakeKernel is a deferred kernel: native once its flag is set.
+type fakeKernel struct{ native atomic.Bool }
+
+func (k *fakeKernel) Native() bool  { return k.native.Load() }
+func (k *fakeKernel) Pending() bool { return !k.native.Load() }
+
+func (*fakeKernel) Pack(packed, typed []byte, base int64, count int, from int64) (int, error) {
 	return 0, errFake
 }
 
-func (fakeKernel) Unpack(typed, packed []byte, base int64, count int, from int64) (int, error) {
+func (*fakeKernel) Unpack(typed, packed []byte, base int64, count int, from int64) (int, error) {
+	return 0, errFake
+}
+
+type nativeFake struct{}
+
+func (nativeFake) Pack(packed, typed []byte, base int64, count int, from int64) (int, error) {
+	return 0, errFake
+}
+
+func (nativeFake) Unpack(typed, packed []byte, base int64, count int, from int64) (int, error) {
 	return 0, errFake
 }
 

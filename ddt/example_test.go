@@ -34,7 +34,7 @@ func Example() {
 		}
 	}
 	fmt.Println()
-	fmt.Print(col.IR())
+	fmt.Print(col.DumpIR())
 	// Output:
 	// 1 4 7 10
 	// ir size=32 extent=80 lb=0 true_lb=0 true_extent=80 align=8 elem=8

@@ -1,5 +1,7 @@
 package ddt
 
+import "github.com/weft-hpc/weft/internal/ddtir"
+
 // Hooks for the external tests of package ddt_test.
 
 // Fresh returns an uncommitted copy of t (same children), so a benchmark can
@@ -10,9 +12,19 @@ func Fresh(t *Type) *Type {
 		stickyUB: t.stickyUB, align: t.align, elem: t.elem, jit: JITOff, jitSet: true}
 }
 
+// IROf returns the IR of a committed type (nil before Commit).
+func IROf(t *Type) *ddtir.IR { return t.ir() }
+
 // Validate checks the structural invariants of an IR tree.
-func Validate(n *Node) error { return validate(n, map[*Node]bool{}) }
+func Validate(n *ddtir.Node) error { return validate(n, map[*ddtir.Node]bool{}) }
 
 // NormSteps returns the number of normalisation and validation steps
 // (nodes built or checked) taken by all Commits so far.
 func NormSteps() int64 { return normSteps.Load() }
+
+// SetJITDisabled sets the process-wide WEFT_JIT=off switch and returns a
+// function restoring the previous value.
+func SetJITDisabled(off bool) (restore func()) {
+	old := jitOff.Swap(off)
+	return func() { jitOff.Store(old) }
+}

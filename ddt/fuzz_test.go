@@ -11,6 +11,7 @@ import (
 
 	. "github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/ddt/ddttest"
+	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
 // FuzzPackRange builds a random type tree from the fuzzer's seed and checks
@@ -41,7 +42,7 @@ func FuzzIRInvariants(f *testing.F) {
 		if err := tt.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		ir := tt.IR()
+		ir := IROf(tt)
 		if ir.Size != tt.Size() || ir.Extent != tt.Extent() || ir.TrueLB != tt.TrueLB() || ir.TrueExtent != tt.TrueExtent() {
 			t.Fatalf("IR facts %v disagree with %v", ir, tt)
 		}
@@ -52,37 +53,37 @@ func FuzzIRInvariants(f *testing.F) {
 			// Alignment facts hold for every block.
 			checkAlign(t, ir.Root, 0)
 		}
-		if ir.String() != tt.IR().String() {
+		if ir.String() != tt.DumpIR() {
 			t.Fatalf("IR text not stable")
 		}
 	})
 }
 
 // checkAlign verifies Node.Align against every block the node copies.
-func checkAlign(t *testing.T, n *Node, o int64) {
-	var walk func(m *Node, o int64)
-	walk = func(m *Node, o int64) {
+func checkAlign(t *testing.T, n *ddtir.Node, o int64) {
+	var walk func(m *ddtir.Node, o int64)
+	walk = func(m *ddtir.Node, o int64) {
 		o += m.Disp
 		switch m.Op {
-		case OpBlock:
+		case ddtir.OpBlock:
 			if o%n.Align != 0 || m.Len%n.Align != 0 {
 				t.Fatalf("node align %d violated by block at %d len %d", n.Align, o, m.Len)
 			}
-		case OpLoop:
+		case ddtir.OpLoop:
 			for i := int64(0); i < m.Count; i++ {
 				walk(m.Child, o+i*m.Stride)
 			}
-		case OpIndex:
+		case ddtir.OpIndex:
 			for _, off := range m.Offsets {
 				walk(m.Child, o+off)
 			}
-		case OpBlocks:
+		case ddtir.OpBlocks:
 			for i, off := range m.Offsets {
 				if (o+off)%n.Align != 0 || m.Lens[i]%n.Align != 0 {
 					t.Fatalf("node align %d violated by block at %d len %d", n.Align, o+off, m.Lens[i])
 				}
 			}
-		case OpStruct:
+		case ddtir.OpStruct:
 			for i, c := range m.Children {
 				walk(c, o+m.Offsets[i])
 			}
@@ -90,9 +91,9 @@ func checkAlign(t *testing.T, n *Node, o int64) {
 	}
 	walk(n, o)
 	switch n.Op {
-	case OpLoop, OpIndex:
+	case ddtir.OpLoop, ddtir.OpIndex:
 		checkAlign(t, n.Child, 0)
-	case OpStruct:
+	case ddtir.OpStruct:
 		for _, c := range n.Children {
 			checkAlign(t, c, 0)
 		}
@@ -166,7 +167,7 @@ func FuzzExtremeTypes(f *testing.F) {
 // checkExtreme runs the entry points of a committed type on guarded buffers.
 func checkExtreme(t *testing.T, tt *Type, countSel uint8, base int64, typedLen, packedLen uint16) {
 	t.Helper()
-	ir := tt.IR()
+	ir := IROf(tt)
 	if ir.Size != tt.Size() || ir.Extent != tt.Extent() || ir.TrueLB != tt.TrueLB() || ir.TrueExtent != tt.TrueExtent() {
 		t.Fatalf("IR facts %v disagree with %v", ir, tt)
 	}

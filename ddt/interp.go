@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/weft-hpc/weft/internal/checked"
+	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
 // The interpreter walks the IR directly. Every entry point checks the typed
@@ -16,7 +17,7 @@ import (
 // to displacement 0 of element 0:
 // [TrueLB + min(0, (count-1)·Extent), TrueLB + TrueExtent + max(0, (count-1)·Extent)).
 // ok is false when that does not fit in an int64.
-func span(ir *IR, count int) (lo, hi int64, ok bool) {
+func span(ir *ddtir.IR, count int) (lo, hi int64, ok bool) {
 	s, ok := checked.Mul(int64(count-1), ir.Extent)
 	if !ok {
 		return 0, 0, false
@@ -39,7 +40,7 @@ func span(ir *IR, count int) (lo, hi int64, ok bool) {
 // check validates a Pack/Unpack call and returns the packed length of count
 // elements. It is the one bounds check every entry point makes before any
 // byte moves (the interpreter's leaves and compiled kernels rely on it).
-func (t *Type) check(op string, ir *IR, typedLen int, base int64, count int, from int64) (int64, error) {
+func (t *Type) check(op string, ir *ddtir.IR, typedLen int, base int64, count int, from int64) (int64, error) {
 	if count < 0 {
 		return 0, fmt.Errorf("ddt: %s %s: negative count %d: %w", op, t.Name(), count, ErrInvalid)
 	}
@@ -192,7 +193,7 @@ func (t *Type) run(s *state, un bool, p, typed []byte, base int64, count int, fr
 // interpSafe runs the interpreter and turns a failed internal range check
 // (a bug, never bad input: check ran first) into an error wrapping
 // ErrInternal.
-func interpSafe(t *Type, ir *IR, un bool, p, typed []byte, base int64, count int, from int64) (n int, err error) {
+func interpSafe(t *Type, ir *ddtir.IR, un bool, p, typed []byte, base int64, count int, from int64) (n int, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			e, ok := r.(error)
@@ -208,7 +209,7 @@ func interpSafe(t *Type, ir *IR, un bool, p, typed []byte, base int64, count int
 
 // interpRun is the interpreter entry point: it moves stream bytes
 // [from, from+len(p)) of count elements between p and typed.
-func interpRun(ir *IR, un bool, p, typed []byte, base int64, count int, from int64) {
+func interpRun(ir *ddtir.IR, un bool, p, typed []byte, base int64, count int, from int64) {
 	hi := from + int64(len(p))
 	if ir.Contig {
 		a := base + ir.TrueLB + from
@@ -226,22 +227,22 @@ func interpRun(ir *IR, un bool, p, typed []byte, base int64, count int, from int
 // full instances
 
 // moveFull moves one whole instance of n with origin o; len(p) == n.Size.
-func moveFull(n *Node, p, t []byte, o int64, un bool) {
+func moveFull(n *ddtir.Node, p, t []byte, o int64, un bool) {
 	o += n.Disp
 	switch n.Op {
-	case OpBlock:
+	case ddtir.OpBlock:
 		if un {
 			copy(t[o:o+n.Len], p)
 		} else {
 			copy(p, t[o:o+n.Len])
 		}
-	case OpLoop:
+	case ddtir.OpLoop:
 		loopFull(n.Child, n.Count, n.Stride, p, t, o, un)
-	case OpIndex:
+	case ddtir.OpIndex:
 		indexFull(n, n.Offsets, p, t, o, un)
-	case OpBlocks:
+	case ddtir.OpBlocks:
 		moveBlocks(p, t, o, n.Offsets, n.Lens, o-n.Disp+n.Lo, o-n.Disp+n.Hi, un)
-	case OpStruct:
+	case ddtir.OpStruct:
 		for i, c := range n.Children {
 			moveFull(c, p[n.Prefix[i]:n.Prefix[i+1]], t, o+n.Offsets[i], un)
 		}
@@ -249,8 +250,8 @@ func moveFull(n *Node, p, t []byte, o int64, un bool) {
 }
 
 // loopFull moves count whole instances of child, origins o + i*stride.
-func loopFull(child *Node, count, stride int64, p, t []byte, o int64, un bool) {
-	if child.Op == OpBlock {
+func loopFull(child *ddtir.Node, count, stride int64, p, t []byte, o int64, un bool) {
+	if child.Op == ddtir.OpBlock {
 		a := o + child.Disp
 		if un {
 			unpackStrided(p, t, a, stride, count, child.Len)
@@ -270,9 +271,9 @@ func loopFull(child *Node, count, stride int64, p, t []byte, o int64, un bool) {
 
 // indexFull moves whole instances of n.Child at origins o + offs[i], where
 // offs is n.Offsets or a part of it and o includes n.Disp.
-func indexFull(n *Node, offs []int64, p, t []byte, o int64, un bool) {
+func indexFull(n *ddtir.Node, offs []int64, p, t []byte, o int64, un bool) {
 	child := n.Child
-	if child.Op == OpBlock {
+	if child.Op == ddtir.OpBlock {
 		lo, hi := o-n.Disp+n.Lo, o-n.Disp+n.Hi
 		o += child.Disp
 		if un {
@@ -295,25 +296,25 @@ func indexFull(n *Node, offs []int64, p, t []byte, o int64, un bool) {
 
 // moveRange moves stream bytes [lo, hi) of one instance of n with origin o;
 // len(p) == hi-lo, 0 ≤ lo < hi ≤ n.Size.
-func moveRange(n *Node, p, t []byte, o, lo, hi int64, un bool) {
+func moveRange(n *ddtir.Node, p, t []byte, o, lo, hi int64, un bool) {
 	if lo == 0 && hi == n.Size {
 		moveFull(n, p, t, o, un)
 		return
 	}
 	o += n.Disp
 	switch n.Op {
-	case OpBlock:
+	case ddtir.OpBlock:
 		a := o + lo
 		if un {
 			copy(t[a:a+hi-lo], p)
 		} else {
 			copy(p, t[a:a+hi-lo])
 		}
-	case OpLoop:
+	case ddtir.OpLoop:
 		loopRange(n.Child, n.Count, n.Stride, p, t, o, lo, hi, un)
-	case OpIndex:
+	case ddtir.OpIndex:
 		indexRange(n, p, t, o, lo, hi, un)
-	case OpBlocks:
+	case ddtir.OpBlocks:
 		i := search(n.Prefix, lo)
 		q := int64(0)
 		for ; i < len(n.Offsets) && n.Prefix[i] < hi; i++ {
@@ -327,7 +328,7 @@ func moveRange(n *Node, p, t []byte, o, lo, hi int64, un bool) {
 			}
 			q += e - s
 		}
-	case OpStruct:
+	case ddtir.OpStruct:
 		i := search(n.Prefix, lo)
 		q := int64(0)
 		for ; i < len(n.Children) && n.Prefix[i] < hi; i++ {
@@ -355,7 +356,7 @@ func search(prefix []int64, x int64) int {
 
 // loopRange moves stream bytes [lo, hi) of count instances of child at
 // origins o + i*stride (also used for the count elements of a type).
-func loopRange(child *Node, count, stride int64, p, t []byte, o, lo, hi int64, un bool) {
+func loopRange(child *ddtir.Node, count, stride int64, p, t []byte, o, lo, hi int64, un bool) {
 	cs := child.Size
 	i := lo / cs
 	q := int64(0)
@@ -376,7 +377,7 @@ func loopRange(child *Node, count, stride int64, p, t []byte, o, lo, hi int64, u
 }
 
 // indexRange is loopRange over the offset list of n; o includes n.Disp.
-func indexRange(n *Node, p, t []byte, o, lo, hi int64, un bool) {
+func indexRange(n *ddtir.Node, p, t []byte, o, lo, hi int64, un bool) {
 	child, offs := n.Child, n.Offsets
 	cs := child.Size
 	i := lo / cs

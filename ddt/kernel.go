@@ -6,88 +6,40 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+
+	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
-// Kernel is compiled pack/unpack code for one committed type, produced by a
-// registered Compiler. Its results must be byte-for-byte identical to the
-// interpreter's (Type.PackRange / Type.UnpackRange), which is the oracle.
+// Kernel packs and unpacks any window of the packed stream of a committed
+// type. Type.Interpreter returns one that runs the interpreter; test kits
+// (package ddttest) drive any Kernel against the reference.
 //
 // Arguments, identical for both methods:
 //
 //   - typed is the user's typed buffer (src of Pack, dst of Unpack);
 //     packed is the packed stream window (dst of Pack, src of Unpack).
 //   - base is the index in typed of displacement 0 of element 0. Byte d of
-//     the type map of element k lives at typed[base + k*ir.Extent + d].
-//     base may exceed len(typed) or be negative only when no touched byte
-//     falls outside typed (the caller checked).
+//     the type map of element k lives at typed[base + k*Extent + d].
 //   - count is the number of elements (≥ 0).
 //   - from is the offset in the packed stream of count elements
-//     (0 ≤ from ≤ count*ir.Size) that packed[0] corresponds to.
+//     (0 ≤ from ≤ count*Size) that packed[0] corresponds to.
 //
 // Pack copies stream bytes [from, from+n) into packed[0:n] and Unpack copies
 // packed[0:n] to stream bytes [from, from+n), where
-// n = min(len(packed), count*ir.Size - from); both return n. A call may start
+// n = min(len(packed), count*Size - from); both return n. A call may start
 // and stop anywhere, including inside a basic element: the stream is plain
 // bytes, and the next call with from+n continues exactly where this one
-// stopped.
-//
-// Preconditions the ddt package has checked before it calls a Kernel (a
-// Kernel may rely on them and skip all checks): count ≥ 0, 0 ≤ from ≤
-// count*Size, and every byte the type map touches for elements 0..count-1
-// (the bytes in [Lo, Hi) of every block) is inside typed. Pack may read
-// typed bytes between blocks inside those bounds; Unpack writes only the
-// blocks' bytes, never the gaps. typed and packed do not overlap.
-//
-// A Kernel must be safe for concurrent use and must not retain the slices.
-// An error from a Kernel is returned to the caller of Pack/Unpack wrapped.
+// stopped. The Kernels this module hands out check their arguments like
+// PackRange does (ErrInvalid, ErrOverflow, ErrBounds).
 type Kernel interface {
 	Pack(packed, typed []byte, base int64, count int, from int64) (int, error)
 	Unpack(typed, packed []byte, base int64, count int, from int64) (int, error)
 }
 
-// Compiler turns the IR of a committed type into a Kernel. The IR is
-// read-only and may be retained by the Kernel. Returning an error wrapping
-// ErrNotCompiled declines the type quietly (the interpreter is used);
-// any other error is logged (JIT mode auto) or returned by Commit (mode on).
-type Compiler interface {
-	Compile(ir *IR) (Kernel, error)
-}
-
-// An EagerCompiler is a Compiler with a deferral policy of its own (package
-// jit compiles under JIT mode auto only once a type has moved enough data)
-// that can also compile at once. Commit calls CompileNow instead of Compile
-// for a type whose JIT mode is on, set per type (Type.SetJIT) or by default.
-type EagerCompiler interface {
-	Compiler
-	CompileNow(ir *IR) (Kernel, error)
-}
-
-// ErrNotCompiled is returned by a Compiler that declines a type, and by
-// Commit in JIT mode "on" when no Compiler is registered.
+// ErrNotCompiled is returned by Commit in JIT mode on when no native code can
+// be made for the type (no compiler registered, an architecture without a
+// code generator, a declined shape).
 var ErrNotCompiled = errors.New("ddt: type not compiled")
-
-type compilerBox struct{ c Compiler }
-
-var compiler atomic.Pointer[compilerBox]
-
-// SetCompiler registers the Compiler used by Commit for types committed
-// afterwards (nil unregisters it). Package jit calls it from its Enable
-// function or init. Types committed earlier keep what they had.
-func SetCompiler(c Compiler) {
-	if c == nil {
-		compiler.Store(nil)
-		return
-	}
-	compiler.Store(&compilerBox{c})
-}
-
-// RegisteredCompiler returns the Compiler set by SetCompiler, or nil.
-func RegisteredCompiler() Compiler {
-	if b := compiler.Load(); b != nil {
-		return b.c
-	}
-	return nil
-}
 
 // JITMode selects whether Commit compiles types with the registered Compiler.
 type JITMode uint8
@@ -128,7 +80,12 @@ func ParseJITMode(s string) (JITMode, error) {
 	return JITAuto, fmt.Errorf("ddt: WEFT_JIT=%q: want auto, on or off: %w", s, ErrInvalid)
 }
 
-var defaultJIT atomic.Uint32
+var (
+	defaultJIT atomic.Uint32
+	// jitOff is the process-wide off switch, WEFT_JIT=off: no type gets a
+	// compiled kernel, whatever its own mode or the default mode say.
+	jitOff atomic.Bool
+)
 
 func init() {
 	m, err := ParseJITMode(os.Getenv("WEFT_JIT"))
@@ -136,10 +93,24 @@ func init() {
 		log.Warn("ignoring bad WEFT_JIT", "error", err)
 	}
 	defaultJIT.Store(uint32(m))
+	jitOff.Store(m == JITOff)
+	ddtir.TypeIR = func(v any) *ddtir.IR {
+		if t, ok := v.(*Type); ok {
+			return t.ir()
+		}
+		return nil
+	}
 }
 
+// JITDisabled reports whether WEFT_JIT=off was set when the process started.
+// It is a process-wide switch: no type is compiled, not even one set to
+// JITOn with SetJIT or through SetDefaultJITMode, and Commit of such a type
+// succeeds with the interpreter.
+func JITDisabled() bool { return jitOff.Load() }
+
 // SetDefaultJITMode sets the mode used by Commit for types without their own
-// mode (initially from WEFT_JIT, default auto).
+// mode (initially from WEFT_JIT, default auto). It cannot lift the
+// process-wide WEFT_JIT=off (JITDisabled).
 func SetDefaultJITMode(m JITMode) { defaultJIT.Store(uint32(m)) }
 
 // DefaultJITMode returns the mode set by WEFT_JIT or SetDefaultJITMode.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	. "github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
 // TestNilReceivers calls every exported method of the package's pointer
@@ -16,8 +17,8 @@ import (
 func TestNilReceivers(t *testing.T) {
 	var ty *Type
 	var c *Cursor
-	var ir *IR
-	var n *Node
+	var ir *ddtir.IR
+	var n *ddtir.Node
 	buf := make([]byte, 8)
 	isInvalid := func(err error) error {
 		if !errors.Is(err, ErrInvalid) {
@@ -45,12 +46,13 @@ func TestNilReceivers(t *testing.T) {
 			a, b, c, d := ty.Envelope()
 			return zero([]any{a, b, c, d}, []any{0, 0, 0, Combiner(0)})
 		},
-		"Type.Contents":  func() error { return zero(ty.Contents(), Contents{}) },
-		"Type.Commit":    func() error { return isInvalid(ty.Commit()) },
-		"Type.Committed": func() error { return zero(ty.Committed(), false) },
-		"Type.IR":        func() error { return zero(ty.IR(), (*IR)(nil)) },
-		"Type.Compiled":  func() error { return zero(ty.Compiled(), false) },
-		"Type.SetJIT":    func() error { return isInvalid(ty.SetJIT(JITOff)) },
+		"Type.Contents":   func() error { return zero(ty.Contents(), Contents{}) },
+		"Type.Commit":     func() error { return isInvalid(ty.Commit()) },
+		"Type.Committed":  func() error { return zero(ty.Committed(), false) },
+		"Type.DumpIR":     func() error { return zero(ty.DumpIR(), "") },
+		"Type.Compiled":   func() error { return zero(ty.Compiled(), false) },
+		"Type.JITPending": func() error { return zero(ty.JITPending(), false) },
+		"Type.SetJIT":     func() error { return isInvalid(ty.SetJIT(JITOff)) },
 		"Type.PackSize": func() error {
 			_, err := ty.PackSize(1)
 			return isInvalid(err)
@@ -99,7 +101,7 @@ func TestNilReceivers(t *testing.T) {
 		"Node.String":      func() error { return zero(n.String(), "<nil>") },
 		"Node.Walk": func() error {
 			called := false
-			n.Walk(func(*Node) { called = true })
+			n.Walk(func(*ddtir.Node) { called = true })
 			return zero(called, false)
 		},
 		"Node.Nodes": func() error { return zero(n.Nodes(), 0) },

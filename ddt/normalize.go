@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/weft-hpc/weft/internal/checked"
+	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
 // This file builds the IR of a type (Commit time). Every mk* function is a
@@ -17,22 +18,22 @@ import (
 // (MaxAlign for v == 0).
 func pow2(v int64) int64 {
 	if v == 0 {
-		return MaxAlign
+		return ddtir.MaxAlign
 	}
 	a := int64(1) << bits.TrailingZeros64(uint64(v))
-	return min(a, MaxAlign)
+	return min(a, ddtir.MaxAlign)
 }
 
-func mkBlock(disp, n int64) *Node {
+func mkBlock(disp, n int64) *ddtir.Node {
 	if n <= 0 {
 		return nil
 	}
-	return &Node{Op: OpBlock, Disp: disp, Len: n, Size: n, Lo: disp, Hi: disp + n,
+	return &ddtir.Node{Op: ddtir.OpBlock, Disp: disp, Len: n, Size: n, Lo: disp, Hi: disp + n,
 		Align: min(pow2(disp), pow2(n)), MinBlock: n, MaxBlock: n, Blocks: 1}
 }
 
 // shift returns n moved by d bytes.
-func shift(n *Node, d int64) *Node {
+func shift(n *ddtir.Node, d int64) *ddtir.Node {
 	if n == nil || d == 0 {
 		return n
 	}
@@ -44,7 +45,7 @@ func shift(n *Node, d int64) *Node {
 	return &m
 }
 
-func mkLoop(disp, count, stride int64, child *Node) *Node {
+func mkLoop(disp, count, stride int64, child *ddtir.Node) *ddtir.Node {
 	if child == nil || count <= 0 {
 		return nil
 	}
@@ -52,18 +53,18 @@ func mkLoop(disp, count, stride int64, child *Node) *Node {
 		return shift(child, disp)
 	}
 	switch child.Op {
-	case OpBlock:
+	case ddtir.OpBlock:
 		if stride == child.Len {
 			return mkBlock(disp+child.Disp, count*child.Len)
 		}
-	case OpLoop:
+	case ddtir.OpLoop:
 		// The inner loop tiles the outer stride exactly: one longer loop.
 		if tile, ok := checked.Mul(child.Count, child.Stride); ok && tile == stride {
 			return mkLoop(disp+child.Disp, count*child.Count, child.Stride, child.Child)
 		}
 	}
 	span := (count - 1) * stride
-	n := &Node{Op: OpLoop, Disp: disp, Count: count, Stride: stride, Child: child,
+	n := &ddtir.Node{Op: ddtir.OpLoop, Disp: disp, Count: count, Stride: stride, Child: child,
 		Size: count * child.Size, Lo: disp + child.Lo + min(0, span), Hi: disp + child.Hi + max(0, span),
 		Align:    min(pow2(disp), pow2(stride), child.Align),
 		MinBlock: child.MinBlock, MaxBlock: child.MaxBlock, Blocks: count * child.Blocks}
@@ -87,7 +88,7 @@ func constStride(offs []int64) (int64, bool) {
 	return s, true
 }
 
-func mkIndex(disp int64, offs []int64, child *Node) *Node {
+func mkIndex(disp int64, offs []int64, child *ddtir.Node) *ddtir.Node {
 	if child == nil || len(offs) == 0 {
 		return nil
 	}
@@ -97,7 +98,7 @@ func mkIndex(disp int64, offs []int64, child *Node) *Node {
 	if s, ok := constStride(offs); ok {
 		return mkLoop(disp+offs[0], int64(len(offs)), s, child)
 	}
-	if child.Op == OpBlock && mergesPay(offs, child.Len) {
+	if child.Op == ddtir.OpBlock && mergesPay(offs, child.Len) {
 		bo := make([]int64, len(offs))
 		bl := make([]int64, len(offs))
 		for i, o := range offs {
@@ -122,7 +123,7 @@ func mergesPay(offs []int64, l int64) bool {
 	return 2*touching >= len(offs)
 }
 
-func newIndex(disp int64, offs []int64, child *Node) *Node {
+func newIndex(disp int64, offs []int64, child *ddtir.Node) *ddtir.Node {
 	lo, hi := offs[0], offs[0]
 	al := min(pow2(disp), child.Align)
 	for _, o := range offs {
@@ -130,7 +131,7 @@ func newIndex(disp int64, offs []int64, child *Node) *Node {
 		al = min(al, pow2(o))
 	}
 	n := int64(len(offs))
-	return &Node{Op: OpIndex, Disp: disp, Offsets: offs, Child: child, Size: n * child.Size,
+	return &ddtir.Node{Op: ddtir.OpIndex, Disp: disp, Offsets: offs, Child: child, Size: n * child.Size,
 		Lo: disp + lo + child.Lo, Hi: disp + hi + child.Hi, Align: al,
 		MinBlock: child.MinBlock, MaxBlock: child.MaxBlock, Blocks: n * child.Blocks}
 }
@@ -138,7 +139,7 @@ func newIndex(disp int64, offs []int64, child *Node) *Node {
 // mkBlocks builds a list of byte blocks, merging neighbours that touch in
 // order and choosing loop or index forms when the lengths agree. offs and
 // lens are owned by the callee.
-func mkBlocks(disp int64, offs, lens []int64) *Node {
+func mkBlocks(disp int64, offs, lens []int64) *ddtir.Node {
 	w := 0
 	for i := range offs {
 		if lens[i] <= 0 {
@@ -171,7 +172,7 @@ func mkBlocks(disp int64, offs, lens []int64) *Node {
 		}
 		return newIndex(disp, offs, mkBlock(0, lens[0]))
 	}
-	n := &Node{Op: OpBlocks, Disp: disp, Offsets: offs, Lens: lens, Prefix: make([]int64, w+1),
+	n := &ddtir.Node{Op: ddtir.OpBlocks, Disp: disp, Offsets: offs, Lens: lens, Prefix: make([]int64, w+1),
 		Align: pow2(disp), MinBlock: lens[0], MaxBlock: lens[0], Blocks: int64(w)}
 	n.Lo, n.Hi = offs[0], offs[0]+lens[0]
 	for i, o := range offs {
@@ -188,12 +189,12 @@ func mkBlocks(disp int64, offs, lens []int64) *Node {
 
 type entry struct {
 	off  int64
-	node *Node
+	node *ddtir.Node
 }
 
 // sameShape reports whether a and b copy the same pattern, ignoring their
 // top-level Disp.
-func sameShape(a, b *Node) bool {
+func sameShape(a, b *ddtir.Node) bool {
 	if a == b {
 		return true
 	}
@@ -212,14 +213,14 @@ func sameShape(a, b *Node) bool {
 	return true
 }
 
-func mkStruct(disp int64, es []entry) *Node {
+func mkStruct(disp int64, es []entry) *ddtir.Node {
 	// Drop empty members and splice nested structs in.
 	var flat []entry
 	for _, e := range es {
 		if e.node == nil {
 			continue
 		}
-		if e.node.Op == OpStruct {
+		if e.node.Op == ddtir.OpStruct {
 			for i, c := range e.node.Children {
 				flat = append(flat, entry{e.off + e.node.Disp + e.node.Offsets[i], c})
 			}
@@ -238,7 +239,7 @@ func mkStruct(disp int64, es []entry) *Node {
 		if !sameShape(e.node, flat[0].node) {
 			same = false
 		}
-		if e.node.Op != OpBlock && e.node.Op != OpBlocks {
+		if e.node.Op != ddtir.OpBlock && e.node.Op != ddtir.OpBlocks {
 			leafy = false
 		}
 	}
@@ -254,7 +255,7 @@ func mkStruct(disp int64, es []entry) *Node {
 		var offs, lens []int64
 		for _, e := range flat {
 			n := e.node
-			if n.Op == OpBlock {
+			if n.Op == ddtir.OpBlock {
 				offs = append(offs, e.off+n.Disp)
 				lens = append(lens, n.Len)
 				continue
@@ -266,7 +267,7 @@ func mkStruct(disp int64, es []entry) *Node {
 		}
 		return mkBlocks(disp, offs, lens)
 	}
-	n := &Node{Op: OpStruct, Disp: disp, Offsets: make([]int64, len(flat)), Children: make([]*Node, len(flat)),
+	n := &ddtir.Node{Op: ddtir.OpStruct, Disp: disp, Offsets: make([]int64, len(flat)), Children: make([]*ddtir.Node, len(flat)),
 		Prefix: make([]int64, len(flat)+1), Align: pow2(disp)}
 	for i, e := range flat {
 		c := e.node
@@ -295,13 +296,13 @@ var normSteps atomic.Int64
 // uncommitted sub-type, so a sub-type that occurs several times in a tree
 // (Struct{t, t} nested n deep) is normalised once, not 2^n times.
 type norm struct {
-	memo map[*Type]*Node
+	memo map[*Type]*ddtir.Node
 }
 
 // nodeOf returns the IR root of a component type, reusing it when the
 // component is committed or was already normalised by this Commit.
-func (nm *norm) nodeOf(t *Type) *Node {
-	if ir := t.IR(); ir != nil {
+func (nm *norm) nodeOf(t *Type) *ddtir.Node {
+	if ir := t.ir(); ir != nil {
 		return ir.Root
 	}
 	if n, ok := nm.memo[t]; ok {
@@ -313,7 +314,7 @@ func (nm *norm) nodeOf(t *Type) *Node {
 }
 
 // node builds the normalised IR node of one element of t (nil if empty).
-func (nm *norm) node(t *Type) *Node {
+func (nm *norm) node(t *Type) *ddtir.Node {
 	normSteps.Add(1)
 	if t.size == 0 {
 		return nil
@@ -379,30 +380,30 @@ func (nm *norm) node(t *Type) *Node {
 }
 
 // buildIR normalises t into its IR.
-func (t *Type) buildIR() *IR {
-	nm := &norm{memo: map[*Type]*Node{}}
+func (t *Type) buildIR() *ddtir.IR {
+	nm := &norm{memo: map[*Type]*ddtir.Node{}}
 	root := nm.node(t)
-	ir := &IR{Root: root, Size: t.size, Extent: t.Extent(), LB: t.lb, TrueLB: t.trueLB,
-		TrueExtent: t.TrueExtent(), Align: MaxAlign}
+	ir := &ddtir.IR{Root: root, Size: t.size, Extent: t.Extent(), LB: t.lb, TrueLB: t.trueLB,
+		TrueExtent: t.TrueExtent(), Align: ddtir.MaxAlign}
 	if t.elem > 0 {
 		ir.ElemSize = t.elem
 	}
 	if root != nil {
 		ir.Align = min(root.Align, pow2(ir.Extent))
-		ir.Contig = root.Op == OpBlock && ir.Extent == ir.Size
+		ir.Contig = root.Op == ddtir.OpBlock && ir.Extent == ir.Size
 	}
 	return ir
 }
 
 // checkIR verifies the IR against the bounds computed by the constructors.
-func (t *Type) checkIR(ir *IR) error {
+func (t *Type) checkIR(ir *ddtir.IR) error {
 	if ir.Root == nil {
 		if t.size != 0 {
 			return fmt.Errorf("ddt: Commit %s: empty IR for size %d: %w", t.Name(), t.size, ErrInternal)
 		}
 		return nil
 	}
-	if err := validate(ir.Root, map[*Node]bool{}); err != nil {
+	if err := validate(ir.Root, map[*ddtir.Node]bool{}); err != nil {
 		return fmt.Errorf("ddt: Commit %s: %w", t.Name(), err)
 	}
 	if ir.Root.Size != t.size || ir.Root.Lo != t.trueLB || ir.Root.Hi != t.trueUB {
@@ -418,7 +419,7 @@ func (t *Type) checkIR(ir *IR) error {
 // that the per-node bounds the leaf loops check against, and a compiler
 // relies on, are exact. done holds the nodes already validated: a node
 // shared by several parents is checked once.
-func validate(n *Node, done map[*Node]bool) error {
+func validate(n *ddtir.Node, done map[*ddtir.Node]bool) error {
 	if done[n] {
 		return nil
 	}
@@ -432,7 +433,7 @@ func validate(n *Node, done map[*Node]bool) error {
 	var size, lo, hi int64
 	var ok bool
 	switch n.Op {
-	case OpBlock:
+	case ddtir.OpBlock:
 		if n.Len <= 0 {
 			return bad("non-positive length")
 		}
@@ -440,7 +441,7 @@ func validate(n *Node, done map[*Node]bool) error {
 		if hi, ok = checked.Add(n.Disp, n.Len); !ok {
 			return over("block end")
 		}
-	case OpLoop:
+	case ddtir.OpLoop:
 		if n.Count < 1 || n.Child == nil {
 			return bad("bad count or child")
 		}
@@ -460,7 +461,7 @@ func validate(n *Node, done map[*Node]bool) error {
 		if !ok1 || !ok2 {
 			return over("loop bounds")
 		}
-	case OpIndex:
+	case ddtir.OpIndex:
 		if len(n.Offsets) == 0 || n.Child == nil {
 			return bad("empty index")
 		}
@@ -480,7 +481,7 @@ func validate(n *Node, done map[*Node]bool) error {
 		if !ok1 || !ok2 {
 			return over("index bounds")
 		}
-	case OpBlocks:
+	case ddtir.OpBlocks:
 		if len(n.Offsets) == 0 || len(n.Lens) != len(n.Offsets) || len(n.Prefix) != len(n.Offsets)+1 || n.Prefix[0] != 0 {
 			return bad("malformed lists")
 		}
@@ -505,7 +506,7 @@ func validate(n *Node, done map[*Node]bool) error {
 		if !ok1 || !ok2 {
 			return over("block list bounds")
 		}
-	case OpStruct:
+	case ddtir.OpStruct:
 		if len(n.Offsets) == 0 || len(n.Children) != len(n.Offsets) || len(n.Prefix) != len(n.Offsets)+1 || n.Prefix[0] != 0 {
 			return bad("malformed lists")
 		}

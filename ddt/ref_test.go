@@ -54,7 +54,7 @@ func checkAgainstRef(tb testing.TB, t *Type, count int, chunks []int) {
 	got := make([]byte, len(want)+7)
 	nn, err := t.PackRange(got, typed, base, count, 0)
 	if err != nil || nn != len(want) || !bytes.Equal(got[:nn], want) {
-		tb.Fatalf("%v count %d: PackRange n=%d err=%v\n got %x\nwant %x\nIR:\n%s", t, count, nn, err, got[:nn], want, t.IR())
+		tb.Fatalf("%v count %d: PackRange n=%d err=%v\n got %x\nwant %x\nIR:\n%s", t, count, nn, err, got[:nn], want, t.DumpIR())
 	}
 	// Chunked packing, resuming at each offset.
 	for _, ch := range chunks {
@@ -72,7 +72,7 @@ func checkAgainstRef(tb testing.TB, t *Type, count int, chunks []int) {
 			from += k
 		}
 		if !bytes.Equal(buf, want) {
-			tb.Fatalf("%v count %d chunk %d: chunked pack differs\n got %x\nwant %x\nIR:\n%s", t, count, ch, buf, want, t.IR())
+			tb.Fatalf("%v count %d chunk %d: chunked pack differs\n got %x\nwant %x\nIR:\n%s", t, count, ch, buf, want, t.DumpIR())
 		}
 	}
 	// Unpack of a fresh stream into a patterned buffer, whole and chunked.
@@ -92,7 +92,7 @@ func checkAgainstRef(tb testing.TB, t *Type, count int, chunks []int) {
 			from = e
 		}
 		if !bytes.Equal(dst, wantT) {
-			tb.Fatalf("%v count %d chunk %d: unpack differs\nIR:\n%s", t, count, ch, t.IR())
+			tb.Fatalf("%v count %d chunk %d: unpack differs\nIR:\n%s", t, count, ch, t.DumpIR())
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/weft-hpc/weft/internal/checked"
+	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
 // Combiner names the constructor that made a type (MPI_COMBINER_*).
@@ -76,8 +77,8 @@ type Type struct {
 
 // state is what Commit produced; read lock-free on the Pack/Unpack path.
 type state struct {
-	ir     *IR
-	kernel Kernel
+	ir     *ddtir.IR
+	kernel ddtir.Kernel
 }
 
 // Contents is the constructor call that made a type, as MPI_Type_get_contents

@@ -44,7 +44,7 @@ func BenchmarkCompile(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			ty := mk(b)
 			for b.Loop() {
-				if _, _, err := CompileIR(ty.IR()); err != nil {
+				if _, _, err := compileFresh(irOf(ty)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -56,11 +56,11 @@ func BenchmarkCompile(b *testing.B) {
 // cases_test.go with the interpreter and with compiled code, side by side.
 func BenchmarkAppCases(b *testing.B) {
 	for name, c := range appCases(b) {
-		ir := c.ty.IR()
+		ir := irOf(c.ty)
 		base, tl := layout(ir, c.count)
 		typed := make([]byte, base+tl)
 		packed := make([]byte, int64(c.count)*ir.Size)
-		k, _, err := CompileIR(ir)
+		k, _, err := compileFresh(ir)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -117,7 +117,7 @@ func BenchmarkTranspose(b *testing.B) {
 		for _, cfg := range [][2]int64{{4, 64}, {8, 128}, {8, 256}, {16, 128}, {16, 256}, {32, 512}} {
 			ot, ob := transposeTile, transposeBandBytes
 			transposeTile, transposeBandBytes = cfg[0], cfg[1]
-			k, err := compileIR(ty.IR(), hostFeatures)
+			k, err := compileIR(irOf(ty), hostFeatures)
 			transposeTile, transposeBandBytes = ot, ob
 			if err != nil {
 				b.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
 // gaps returns n increasing indices with gaps of 1 to 6 (some neighbours
@@ -61,7 +62,7 @@ func TestShortIndexBodies(t *testing.T) {
 						indexBody, pairMoves = ib, pm
 						name := fmt.Sprintf("n%d-shuf%v-bl%d-ib%d-pair%v", n, shuffle, bl, ib, pm)
 						for _, isa := range []Features{hostFeatures, {AVX2: hostFeatures.AVX2, ERMS: true}, {}} {
-							k, err := compileIR(ty.IR(), isa)
+							k, err := compileIR(irOf(ty), isa)
 							if err != nil {
 								t.Fatalf("%s: %v", name, err)
 							}
@@ -93,7 +94,7 @@ func TestShortIndexBodies(t *testing.T) {
 func TestShortIndexOffsets(t *testing.T) {
 	defer func(ib int64) { indexBody = ib }(indexBody)
 	indexBody = 1024
-	blk := &ddt.Node{Op: ddt.OpBlock, Len: 4, Size: 4, Blocks: 1}
+	blk := &ddtir.Node{Op: ddtir.OpBlock, Len: 4, Size: 4, Blocks: 1}
 	for _, c := range []struct {
 		offs []int64
 		body bool
@@ -103,7 +104,7 @@ func TestShortIndexOffsets(t *testing.T) {
 		{[]int64{0, 8, 1<<31 - 2}, false}, // the block's end is beyond
 		{[]int64{-1 << 31, 0, 8}, true},
 	} {
-		n := &ddt.Node{Op: ddt.OpIndex, Offsets: c.offs, Child: blk, Size: 4 * int64(len(c.offs)), Blocks: int64(len(c.offs))}
+		n := &ddtir.Node{Op: ddtir.OpIndex, Offsets: c.offs, Child: blk, Size: 4 * int64(len(c.offs)), Blocks: int64(len(c.offs))}
 		if got := shortIndex(n); got != c.body {
 			t.Errorf("offsets %v: short index %v, want %v", c.offs, got, c.body)
 		}
@@ -144,7 +145,7 @@ func TestPairMoves(t *testing.T) {
 	} {
 		for _, pm := range []bool{true, false} {
 			pairMoves = pm
-			k, err := compileIR(c.ty.IR(), hostFeatures)
+			k, err := compileIR(irOf(c.ty), hostFeatures)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +153,7 @@ func TestPairMoves(t *testing.T) {
 				pk, _ := codeHas(t, kk.p, hostFeatures, shlR9By32)
 				_, up := codeHas(t, kk.p, hostFeatures, shrRAXBy32)
 				if pk != (pm && c.pack) || up != (pm && c.unpack) {
-					t.Fatalf("%s pair %v: pack pairs %v, unpack pairs %v\n%s", c.name, pm, pk, up, c.ty.IR())
+					t.Fatalf("%s pair %v: pack pairs %v, unpack pairs %v\n%s", c.name, pm, pk, up, irOf(c.ty))
 				}
 			} else {
 				t.Fatalf("%s: not a loop kernel (%T)", c.name, k)

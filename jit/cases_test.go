@@ -80,12 +80,12 @@ func TestAppCases(t *testing.T) {
 	for name, c := range appCases(t) {
 		t.Run(name, func(t *testing.T) {
 			for _, isa := range []Features{hostFeatures, {AVX2: hostFeatures.AVX2, ERMS: true}, {}} {
-				k, err := compileIR(c.ty.IR(), isa)
+				k, err := compileIR(irOf(c.ty), isa)
 				if err != nil {
-					t.Fatalf("compile: %v\n%s", err, c.ty.IR())
+					t.Fatalf("compile: %v\n%s", err, irOf(c.ty))
 				}
 				if kk, ok := k.(*kernel); ok && name[:4] == "fft2" && kk.tpack == 0 {
-					t.Errorf("fft2 not compiled to cache-blocked code:\n%s", c.ty.IR())
+					t.Errorf("fft2 not compiled to cache-blocked code:\n%s", irOf(c.ty))
 				}
 				for range 3 {
 					differential(t, r, c.ty, k, c.count)
@@ -94,7 +94,7 @@ func TestAppCases(t *testing.T) {
 			if hostFeatures.AVX512 { // the optional gather path
 				defer func(g bool) { gatherOn = g }(gatherOn)
 				gatherOn = true
-				k, err := compileIR(c.ty.IR(), hostFeatures)
+				k, err := compileIR(irOf(c.ty), hostFeatures)
 				if err != nil {
 					t.Fatal(err)
 				}

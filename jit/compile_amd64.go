@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
 var (
@@ -35,7 +36,7 @@ func supported() error {
 	return probeErr
 }
 
-func compileIR(ir *ddt.IR, f Features) (ddt.Kernel, error) {
+func compileIR(ir *ddtir.IR, f Features) (ddtir.Kernel, error) {
 	if ir == nil || ir.Root == nil || ir.Size == 0 {
 		return nil, errDecline("empty type")
 	}
@@ -82,7 +83,7 @@ func compilePlan(p *plan, f Features) (*kernel, error) {
 
 // contigKernel packs contiguous types: one copy, in chunks so a huge pack
 // still returns to Go (memmove is not preemptible either).
-type contigKernel struct{ ir *ddt.IR }
+type contigKernel struct{ ir *ddtir.IR }
 
 func (c contigKernel) run(packed, typed []byte, base int64, count int, from int64, pack bool) int {
 	n := min(int64(len(packed)), int64(count)*c.ir.Size-from)
@@ -102,12 +103,12 @@ func (c contigKernel) run(packed, typed []byte, base int64, count int, from int6
 	return int(n)
 }
 
-// Pack implements ddt.Kernel.
+// Pack implements ddtir.Kernel.
 func (c contigKernel) Pack(packed, typed []byte, base int64, count int, from int64) (int, error) {
 	return c.run(packed, typed, base, count, from, true), nil
 }
 
-// Unpack implements ddt.Kernel.
+// Unpack implements ddtir.Kernel.
 func (c contigKernel) Unpack(typed, packed []byte, base int64, count int, from int64) (int, error) {
 	return c.run(packed, typed, base, count, from, false), nil
 }

@@ -6,12 +6,13 @@ import (
 	"fmt"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
 func supported() error {
 	return fmt.Errorf("%w: no code generator for this architecture", ErrUnsupported)
 }
 
-func compileIR(ir *ddt.IR, f Features) (ddt.Kernel, error) {
+func compileIR(ir *ddtir.IR, f Features) (ddtir.Kernel, error) {
 	return nil, fmt.Errorf("%w: %w", supported(), ddt.ErrNotCompiled)
 }

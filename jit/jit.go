@@ -21,8 +21,9 @@
 // Go driver loops; units cut by the ends of a pack window are finished by a Go
 // walker, which makes packs resumable at any byte like the interpreter's.
 //
-// Policy. WEFT_JIT=off|on|auto (ddt reads it; Type.SetJIT overrides per type).
-// In on mode (or with Compiler.Force) Commit generates code at once. In auto
+// Policy. WEFT_JIT=off|on|auto (ddt reads it; Type.SetJIT overrides per type,
+// except that WEFT_JIT=off is a process-wide switch no type overrides).
+// In on mode Commit generates code at once. In auto
 // mode Commit only plans the type (so unsupported shapes still fall back at
 // Commit) and the kernel first packs with the package's Go walker, counting
 // the blocks it moves (the current call included, so one large pack compiles
@@ -42,6 +43,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/ddtir"
 	"github.com/weft-hpc/weft/internal/wlog"
 )
 
@@ -51,17 +53,17 @@ var log = wlog.Named("jit")
 // another architecture, or executable memory refused by the kernel.
 var ErrUnsupported = errors.New("jit: native code generation unsupported")
 
-// Compiler is the ddt.Compiler of this package. The zero value is ready to
-// use, and a nil *Compiler behaves like the zero value; all its methods are
-// safe for concurrent use.
-type Compiler struct {
-	// Force compiles every type it can, ignoring the auto policy.
-	Force bool
+// compiler is the ddtir.Compiler this package registers with ddt. The zero
+// value is ready to use, and a nil *compiler behaves like the zero value;
+// all its methods are safe for concurrent use.
+type compiler struct {
+	// force compiles every type it can, ignoring the auto policy.
+	force bool
 }
 
 var (
 	cacheMu sync.Mutex
-	cache   = map[string]ddt.Kernel{}
+	cache   = map[string]ddtir.Kernel{}
 
 	statsMu  sync.Mutex
 	compiles int64
@@ -83,17 +85,17 @@ func GetStats() Stats {
 	return Stats{Compiles: compiles, CacheHits: hits, LastNS: lastNS}
 }
 
-// Compile implements ddt.Compiler. It returns an error wrapping
+// Compile implements ddtir.Compiler. It returns an error wrapping
 // ddt.ErrNotCompiled when it declines the type (the interpreter is used), and
 // ErrUnsupported (also wrapping ddt.ErrNotCompiled) when native code cannot
 // run on this machine.
-func (c *Compiler) Compile(ir *ddt.IR) (ddt.Kernel, error) { return c.compile(ir, false) }
+func (c *compiler) Compile(ir *ddtir.IR) (ddtir.Kernel, error) { return c.compile(ir, false) }
 
-// CompileNow implements ddt.EagerCompiler: ddt calls it for types whose JIT
+// CompileNow implements ddtir.Compiler: ddt calls it for types whose JIT
 // mode is on, which are compiled at Commit whatever the auto policy says.
-func (c *Compiler) CompileNow(ir *ddt.IR) (ddt.Kernel, error) { return c.compile(ir, true) }
+func (c *compiler) CompileNow(ir *ddtir.IR) (ddtir.Kernel, error) { return c.compile(ir, true) }
 
-func (c *Compiler) compile(ir *ddt.IR, now bool) (ddt.Kernel, error) {
+func (c *compiler) compile(ir *ddtir.IR, now bool) (ddtir.Kernel, error) {
 	if err := supported(); err != nil {
 		return nil, fmt.Errorf("%w: %w", err, ddt.ErrNotCompiled)
 	}
@@ -103,7 +105,7 @@ func (c *Compiler) compile(ir *ddt.IR, now bool) (ddt.Kernel, error) {
 	if err := checkTree(ir); err != nil {
 		return nil, err
 	}
-	eager := now || (c != nil && c.Force) || ddt.DefaultJITMode() == ddt.JITOn || autoBlocks == 0 || ir.Contig
+	eager := now || (c != nil && c.force) || ddt.DefaultJITMode() == ddt.JITOn || autoBlocks == 0 || ir.Contig
 	kb := keyPool.Get().(*[]byte)
 	defer func() {
 		if cap(*kb) <= 64<<10 { // keep ordinary buffers only
@@ -150,10 +152,26 @@ func (c *Compiler) compile(ir *ddt.IR, now bool) (ddt.Kernel, error) {
 	return k, nil
 }
 
-// CompileIR compiles ir without the cache and without the auto policy and
-// returns the Kernel and the compile time. It is meant for tools and
-// benchmarks (ddtbench's compile_ns).
-func CompileIR(ir *ddt.IR) (ddt.Kernel, time.Duration, error) {
+// CompileTime generates native code for the committed type t once, without
+// the code cache and without the auto policy, discards it, and returns how
+// long the generation took (planning, code generation and placement in
+// executable memory). It is meant for tools and benchmarks (ddtbench's
+// compile_ns). Errors: ddt.ErrNotCommitted, ddt.ErrInvalid (nil t), and
+// errors wrapping ddt.ErrNotCompiled (ErrUnsupported, a declined shape).
+func CompileTime(t *ddt.Type) (time.Duration, error) {
+	if t == nil {
+		return 0, fmt.Errorf("jit: CompileTime: nil type: %w", ddt.ErrInvalid)
+	}
+	ir := irOf(t)
+	if ir == nil {
+		return 0, fmt.Errorf("jit: CompileTime %s: %w", t.Name(), ddt.ErrNotCommitted)
+	}
+	_, d, err := compileFresh(ir)
+	return d, err
+}
+
+// compileFresh compiles ir without the cache and the auto policy.
+func compileFresh(ir *ddtir.IR) (ddtir.Kernel, time.Duration, error) {
 	if err := supported(); err != nil {
 		return nil, 0, fmt.Errorf("%w: %w", err, ddt.ErrNotCompiled)
 	}
@@ -168,25 +186,29 @@ func CompileIR(ir *ddt.IR) (ddt.Kernel, time.Duration, error) {
 	return k, time.Since(t0), err
 }
 
-var defaultCompiler = &Compiler{}
+// irOf returns the IR of a committed type (nil before Commit).
+func irOf(t *ddt.Type) *ddtir.IR { return ddtir.TypeIR(t) }
 
-// Enable registers the package's Compiler with ddt (importing the package
+var defaultCompiler = &compiler{}
+
+// Enable registers the package's compiler with ddt (importing the package
 // already does, unless WEFT_JIT=off). It returns ErrUnsupported when native
-// code cannot run here; ddt then keeps its interpreter.
+// code cannot run here; ddt then keeps its interpreter. Under WEFT_JIT=off
+// (ddt.JITDisabled) registering has no effect: ddt compiles nothing.
 func Enable() error {
 	if err := supported(); err != nil {
 		return err
 	}
-	ddt.SetCompiler(defaultCompiler)
+	ddtir.SetCompiler(defaultCompiler)
 	return nil
 }
 
 // Disable unregisters the compiler: types committed afterwards use the
 // interpreter. Types already committed keep their kernels.
-func Disable() { ddt.SetCompiler(nil) }
+func Disable() { ddtir.SetCompiler(nil) }
 
 func init() {
-	if ddt.DefaultJITMode() == ddt.JITOff {
+	if ddt.JITDisabled() {
 		return
 	}
 	if err := Enable(); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/ddt/ddttest"
+	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
 func TestMain(m *testing.M) {
@@ -176,7 +177,7 @@ func randType(t *testing.T, r *rand.Rand, depth int) *ddt.Type {
 }
 
 // layout returns base and typed length for count elements of ir.
-func layout(ir *ddt.IR, count int) (base, n int64) {
+func layout(ir *ddtir.IR, count int) (base, n int64) {
 	lo, hi := int64(0), int64(0)
 	for _, k := range []int64{0, int64(count - 1)} {
 		lo = min(lo, k*ir.Extent+ir.TrueLB)
@@ -198,9 +199,9 @@ func fill(r *rand.Rand, b []byte) {
 // differential packs and unpacks count elements of ty with the interpreter
 // (ty has JIT off) and with kernel k, in random chunk sizes from random
 // offsets, into misaligned buffers, and compares every byte.
-func differential(t *testing.T, r *rand.Rand, ty *ddt.Type, k ddt.Kernel, count int) {
+func differential(t *testing.T, r *rand.Rand, ty *ddt.Type, k ddtir.Kernel, count int) {
 	t.Helper()
-	ir := ty.IR()
+	ir := irOf(ty)
 	base, tl := layout(ir, count)
 	mis := int64(r.IntN(64))
 	typedAll := make([]byte, mis+base+tl+64)
@@ -316,7 +317,7 @@ func TestDifferentialTinyBodies(t *testing.T) {
 		fuzzTypes(t, isa, iters/2, 4, 75)
 		for _, bl := range []int{256, 257, 1000, 4099} { // every large-block path
 			ty := interpType(t, must(ddt.Vector(5, 1, 2, must(ddt.Contiguous(bl, ddt.Byte)))))
-			k, err := compileIR(ty.IR(), isa)
+			k, err := compileIR(irOf(ty), isa)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -373,7 +374,7 @@ func diffRandom(t *testing.T, r *rand.Rand, isa Features, extreme bool) error {
 		return diffExtreme(t, r, isa)
 	}
 	ty := interpType(t, randType(t, r, 3))
-	ir := ty.IR()
+	ir := irOf(ty)
 	if ir.Root == nil || ir.TrueExtent > 1<<20 || ir.Size > 1<<18 {
 		return errSkipped // keep the test fast: typed buffers stay small
 	}
@@ -467,7 +468,7 @@ func diffExtreme(t *testing.T, r *rand.Rand, isa Features) error {
 		}
 	}
 	it := interpType(t, must(ddt.Dup(ty)))
-	ir := it.IR()
+	ir := irOf(it)
 	if ir.Root == nil || ir.TrueExtent > 1<<16 || ir.Size > 1<<16 {
 		return errSkipped
 	}
@@ -496,7 +497,7 @@ func TestRegressionNestedBigBody(t *testing.T) {
 	inner := must(ddt.Struct([]int{1, 2, 1, 3, 1}, []int64{0, 8, 24, 40, 64}, []*ddt.Type{ddt.Int32, ddt.Int16, ddt.Float64, ddt.Byte, ddt.Int32}))
 	loop := must(ddt.HVector(3, 1, 96, inner))
 	ty := interpType(t, must(ddt.Struct([]int{1, 1, 2}, []int64{0, 400, 512}, []*ddt.Type{loop, ddt.Float64, inner})))
-	k, err := compileIR(ty.IR(), hostFeatures)
+	k, err := compileIR(irOf(ty), hostFeatures)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -509,7 +510,7 @@ func TestRegressionNestedBigBody(t *testing.T) {
 		}
 	}
 	if !nested {
-		t.Fatalf("expected a sequence part that is itself a sequence kernel, got %T\n%s", k, ty.IR())
+		t.Fatalf("expected a sequence part that is itself a sequence kernel, got %T\n%s", k, irOf(ty))
 	}
 	r := rand.New(rand.NewPCG(9, 9))
 	for _, count := range []int{1, 2, 7} {

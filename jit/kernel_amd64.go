@@ -5,7 +5,7 @@ import (
 	"unsafe"
 )
 
-// kernel is the ddt.Kernel of one compiled type.
+// kernel is the ddtir.Kernel of one compiled type.
 type kernel struct {
 	p       *plan
 	code    *codeMem
@@ -46,7 +46,7 @@ func (k *kernel) ntEntry(n int64, pack bool) uintptr {
 	return k.tunpackNT
 }
 
-// Pack implements ddt.Kernel.
+// Pack implements ddtir.Kernel.
 func (k *kernel) Pack(packed, typed []byte, base int64, count int, from int64) (int, error) {
 	if from == 0 {
 		if u := k.oneUnits(count, len(packed), k.onePack); u > 0 {
@@ -56,7 +56,7 @@ func (k *kernel) Pack(packed, typed []byte, base int64, count int, from int64) (
 	return k.run(packed, typed, base, count, from, true), nil
 }
 
-// Unpack implements ddt.Kernel.
+// Unpack implements ddtir.Kernel.
 func (k *kernel) Unpack(typed, packed []byte, base int64, count int, from int64) (int, error) {
 	if from == 0 {
 		if u := k.oneUnits(count, len(packed), k.oneUnpack); u > 0 {

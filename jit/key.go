@@ -4,18 +4,18 @@ import (
 	"encoding/binary"
 	"sync"
 
-	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
 // The code cache key: a compact binary form of everything the IR's text
-// form (ddt.IR.String) prints, plus the features and the policy. Building
+// form (ddtir.IR.String) prints, plus the features and the policy. Building
 // it allocates nothing (the buffer is pooled and the map is probed with
 // string(b), which Go does not copy), so a cache hit costs one pass over
 // the IR instead of formatting it as text.
 
 var keyPool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
-func appendKey(b []byte, ir *ddt.IR, f Features, lazy bool) []byte {
+func appendKey(b []byte, ir *ddtir.IR, f Features, lazy bool) []byte {
 	var flags byte
 	if f.AVX512 {
 		flags |= 1
@@ -42,29 +42,29 @@ func appendKey(b []byte, ir *ddt.IR, f Features, lazy bool) []byte {
 	return appendNodeKey(b, ir.Root)
 }
 
-func appendNodeKey(b []byte, n *ddt.Node) []byte {
+func appendNodeKey(b []byte, n *ddtir.Node) []byte {
 	b = binary.AppendUvarint(b, uint64(n.Op))
 	for _, v := range [...]int64{n.Disp, n.Size, n.Align} {
 		b = binary.AppendVarint(b, v)
 	}
 	switch n.Op {
-	case ddt.OpBlock:
+	case ddtir.OpBlock:
 		b = binary.AppendVarint(b, n.Len)
-	case ddt.OpLoop:
+	case ddtir.OpLoop:
 		b = binary.AppendVarint(b, n.Count)
 		b = binary.AppendVarint(b, n.Stride)
-	case ddt.OpIndex, ddt.OpStruct:
+	case ddtir.OpIndex, ddtir.OpStruct:
 		b = appendList(b, n.Offsets)
-	case ddt.OpBlocks:
+	case ddtir.OpBlocks:
 		b = appendList(b, n.Offsets)
 		b = appendList(b, n.Lens)
 	default: // an op this file does not know: its full text form
 		return append(b, n.String()...)
 	}
 	switch n.Op {
-	case ddt.OpLoop, ddt.OpIndex:
+	case ddtir.OpLoop, ddtir.OpIndex:
 		b = appendNodeKey(b, n.Child)
-	case ddt.OpStruct:
+	case ddtir.OpStruct:
 		b = binary.AppendUvarint(b, uint64(len(n.Children)))
 		for _, c := range n.Children {
 			b = appendNodeKey(b, c)

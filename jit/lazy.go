@@ -4,8 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/internal/checked"
+	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
 // autoBlocks is the auto policy's threshold (WEFT_JIT_AUTO_BLOCKS): blocks a
@@ -17,15 +17,15 @@ var autoBlocks = int64(2000)
 // autoBlocks blocks (counting the current call, so one big pack compiles at
 // once), then compile once and switch to native code.
 type lazyKernel struct {
-	ir     *ddt.IR
-	elem   ddt.Node // the element loop, Count set per call
+	ir     *ddtir.IR
+	elem   ddtir.Node // the element loop, Count set per call
 	work   atomic.Int64
-	native atomic.Pointer[ddt.Kernel]
+	native atomic.Pointer[ddtir.Kernel]
 	once   sync.Once
 	failed atomic.Bool
 }
 
-func newLazy(ir *ddt.IR) (ddt.Kernel, error) {
+func newLazy(ir *ddtir.IR) (ddtir.Kernel, error) {
 	if _, err := newPlan(ir); err != nil { // decline unsupported shapes at Commit
 		return nil, err
 	}
@@ -57,15 +57,23 @@ func (l *lazyKernel) run(packed, typed []byte, base int64, count int, from int64
 		}
 		return (*k).Unpack(typed, packed, base, count, from)
 	}
-	el := ddt.Node{Op: ddt.OpLoop, Count: int64(count), Stride: ir.Extent, Child: ir.Root, Size: int64(count) * ir.Size}
+	el := ddtir.Node{Op: ddtir.OpLoop, Count: int64(count), Stride: ir.Extent, Child: ir.Root, Size: int64(count) * ir.Size}
 	walk(&el, base, from, from+n, packed, typed, pack)
 	return int(n), nil
 }
 
+// Native implements ddtir.Deferred: whether the native code exists now.
+func (l *lazyKernel) Native() bool { return l.native.Load() != nil }
+
+// Pending implements ddtir.Deferred: native code will be generated once the
+// type has moved enough data (false once it exists or its compilation
+// failed).
+func (l *lazyKernel) Pending() bool { return l.native.Load() == nil && !l.failed.Load() }
+
 // callBlocks estimates the blocks moved by a call of n stream bytes:
 // n × Blocks / Size + 1, capped at autoBlocks (the product may not fit in
 // an int64).
-func callBlocks(n int64, ir *ddt.IR) int64 {
+func callBlocks(n int64, ir *ddtir.IR) int64 {
 	b, ok := checked.Mul(n, ir.Root.Blocks)
 	if !ok {
 		return max(autoBlocks, 1)
@@ -73,12 +81,12 @@ func callBlocks(n int64, ir *ddt.IR) int64 {
 	return min(b/ir.Size+1, max(autoBlocks, 1))
 }
 
-// Pack implements ddt.Kernel.
+// Pack implements ddtir.Kernel.
 func (l *lazyKernel) Pack(packed, typed []byte, base int64, count int, from int64) (int, error) {
 	return l.run(packed, typed, base, count, from, true)
 }
 
-// Unpack implements ddt.Kernel.
+// Unpack implements ddtir.Kernel.
 func (l *lazyKernel) Unpack(typed, packed []byte, base int64, count int, from int64) (int, error) {
 	return l.run(packed, typed, base, count, from, false)
 }

@@ -5,10 +5,10 @@ import (
 	"testing"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
-// TestNilCompiler: a nil *Compiler behaves like the zero value (the only
-// receiver type of the package a user can hold).
+// TestNilCompiler: a nil *compiler behaves like the zero value.
 func TestNilCompiler(t *testing.T) {
 	ty, err := ddt.Vector(10, 1, 2, ddt.Float64)
 	if err != nil {
@@ -20,9 +20,9 @@ func TestNilCompiler(t *testing.T) {
 	if err := ty.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	var c *Compiler
-	for name, f := range map[string]func(*ddt.IR) (ddt.Kernel, error){"Compile": c.Compile, "CompileNow": c.CompileNow} {
-		k, err := f(ty.IR())
+	var c *compiler
+	for name, f := range map[string]func(*ddtir.IR) (ddtir.Kernel, error){"Compile": c.Compile, "CompileNow": c.CompileNow} {
+		k, err := f(irOf(ty))
 		switch {
 		case err != nil && !errors.Is(err, ddt.ErrNotCompiled):
 			t.Errorf("%s: %v", name, err)

@@ -20,7 +20,7 @@ func TestOneCallPath(t *testing.T) {
 	took := 0
 	for i := 0; i < 300; i++ {
 		ty := interpType(t, randType(t, r, 3))
-		ir := ty.IR()
+		ir := irOf(ty)
 		if ir.Root == nil || ir.TrueExtent > 1<<20 || ir.Size > 1<<18 {
 			continue
 		}
@@ -81,7 +81,7 @@ func TestOneCallPath(t *testing.T) {
 	}
 	// a pack that does not start at 0, or a short buffer, takes the general path
 	ty := interpType(t, must(ddt.Vector(4, 2, 5, ddt.Int32)))
-	kk, err := compileIR(ty.IR(), hostFeatures)
+	kk, err := compileIR(irOf(ty), hostFeatures)
 	if err != nil {
 		t.Fatal(err)
 	}

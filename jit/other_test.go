@@ -22,7 +22,7 @@ func TestUnsupportedArch(t *testing.T) {
 	if err := ty.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (&Compiler{}).Compile(ty.IR()); !errors.Is(err, ddt.ErrNotCompiled) {
+	if _, err := (&compiler{}).Compile(irOf(ty)); !errors.Is(err, ddt.ErrNotCompiled) {
 		t.Fatalf("Compile: %v, want ErrNotCompiled", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/internal/checked"
+	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
 // A plan is the machine-independent lowering of an IR: a chain of repetition
@@ -15,9 +16,9 @@ import (
 // the start or end of a pack window is finished by the Go walker (walk), so
 // resumption is byte-exact without any cost inside the loops.
 type plan struct {
-	ir     *ddt.IR
+	ir     *ddtir.IR
 	levels []level // innermost first; the element loop is implicit (outermost)
-	body   *ddt.Node
+	body   *ddtir.Node
 	blocks []blk   // the body flattened: offsets relative to the body origin
 	unit   int64   // packed bytes per unit (body.Size)
 	below  []int64 // below[j]: units per instance of levels[j]'s child... see unitsBelow
@@ -147,7 +148,7 @@ func prod32(vs ...int64) bool {
 const maxTreeNodes = 1 << 16
 
 // checkTree declines an IR whose tree exceeds maxTreeNodes.
-func checkTree(ir *ddt.IR) error {
+func checkTree(ir *ddtir.IR) error {
 	if budget := maxTreeNodes; ir.Root != nil && !treeFits(ir.Root, &budget) {
 		return errDecline("IR tree of more than %d nodes", maxTreeNodes)
 	}
@@ -156,14 +157,14 @@ func checkTree(ir *ddt.IR) error {
 
 // treeFits reports whether the IR tree under n, shared sub-trees counted
 // once per parent, has at most budget nodes; it stops walking early.
-func treeFits(n *ddt.Node, budget *int) bool {
+func treeFits(n *ddtir.Node, budget *int) bool {
 	if *budget--; *budget < 0 {
 		return false
 	}
 	switch n.Op {
-	case ddt.OpLoop, ddt.OpIndex:
+	case ddtir.OpLoop, ddtir.OpIndex:
 		return treeFits(n.Child, budget)
-	case ddt.OpStruct:
+	case ddtir.OpStruct:
 		for _, c := range n.Children {
 			if !treeFits(c, budget) {
 				return false
@@ -173,7 +174,7 @@ func treeFits(n *ddt.Node, budget *int) bool {
 	return true
 }
 
-func newPlan(ir *ddt.IR) (*plan, error) {
+func newPlan(ir *ddtir.IR) (*plan, error) {
 	if ir == nil || ir.Root == nil || ir.Size <= 0 {
 		return nil, errDecline("empty type")
 	}
@@ -182,31 +183,31 @@ func newPlan(ir *ddt.IR) (*plan, error) {
 	n := ir.Root
 	for {
 		switch {
-		case (n.Op == ddt.OpLoop || n.Op == ddt.OpIndex) && !(n.Blocks <= min(unrollLoop, maxBodyBlocks) && n.Size <= unrollLoopSize) && !shortIndex(n):
+		case (n.Op == ddtir.OpLoop || n.Op == ddtir.OpIndex) && !(n.Blocks <= min(unrollLoop, maxBodyBlocks) && n.Size <= unrollLoopSize) && !shortIndex(n):
 			if len(outer) == maxLevels {
 				return nil, errDecline("more than %d loop levels", maxLevels)
 			}
 			l := level{count: n.Count, stride: n.Stride, disp: n.Disp}
-			if n.Op == ddt.OpIndex {
+			if n.Op == ddtir.OpIndex {
 				l.count = int64(len(n.Offsets))
 				l.offs = n.Offsets
 			}
 			outer = append(outer, l)
 			n = n.Child
 			continue
-		case n.Op == ddt.OpBlocks && n.Blocks > maxBodyBlocks && equalLens(n.Lens):
+		case n.Op == ddtir.OpBlocks && n.Blocks > maxBodyBlocks && equalLens(n.Lens):
 			if len(outer) == maxLevels {
 				return nil, errDecline("more than %d loop levels", maxLevels)
 			}
 			outer = append(outer, level{count: int64(len(n.Offsets)), offs: n.Offsets, disp: n.Disp})
-			n = &ddt.Node{Op: ddt.OpBlock, Len: n.Lens[0], Size: n.Lens[0], Blocks: 1}
+			n = &ddtir.Node{Op: ddtir.OpBlock, Len: n.Lens[0], Size: n.Lens[0], Blocks: 1}
 			continue
 		}
 		break
 	}
 	p.body = n
 	if n.Blocks > maxBodyBlocks {
-		if n.Op != ddt.OpStruct && n.Op != ddt.OpBlocks {
+		if n.Op != ddtir.OpStruct && n.Op != ddtir.OpBlocks {
 			return nil, errDecline("body of %d blocks", n.Blocks)
 		}
 		p.bigBody = true // compiled as a sequence of parts (seq.go)
@@ -243,9 +244,9 @@ func newPlan(ir *ddt.IR) (*plan, error) {
 // offset table load per block (≈ 1.8× faster than the table loop on
 // 1000-entry lists of 4- and 8-byte blocks; beyond ~2000 entries the code
 // no longer fits the instruction caches and the table loop is as fast).
-func shortIndex(n *ddt.Node) bool {
-	if n.Op != ddt.OpIndex || int64(len(n.Offsets)) > min(indexBody, maxBodyBlocks) ||
-		n.Child.Op != ddt.OpBlock || n.Child.Len > unrollUnitMax {
+func shortIndex(n *ddtir.Node) bool {
+	if n.Op != ddtir.OpIndex || int64(len(n.Offsets)) > min(indexBody, maxBodyBlocks) ||
+		n.Child.Op != ddtir.OpBlock || n.Child.Len > unrollUnitMax {
 		return false
 	}
 	for _, o := range n.Offsets {
@@ -267,7 +268,7 @@ func equalLens(l []int64) bool {
 
 // flatten appends the blocks of one instance of n at origin o, merging blocks
 // that continue each other.
-func flatten(n *ddt.Node, o int64, out []blk) []blk {
+func flatten(n *ddtir.Node, o int64, out []blk) []blk {
 	o += n.Disp
 	add := func(off, l int64) {
 		if k := len(out) - 1; k >= 0 && out[k].off+out[k].len == off {
@@ -277,21 +278,21 @@ func flatten(n *ddt.Node, o int64, out []blk) []blk {
 		out = append(out, blk{off, l})
 	}
 	switch n.Op {
-	case ddt.OpBlock:
+	case ddtir.OpBlock:
 		add(o, n.Len)
-	case ddt.OpBlocks:
+	case ddtir.OpBlocks:
 		for i, off := range n.Offsets {
 			add(o+off, n.Lens[i])
 		}
-	case ddt.OpLoop:
+	case ddtir.OpLoop:
 		for i := int64(0); i < n.Count; i++ {
 			out = flatten(n.Child, o+i*n.Stride, out)
 		}
-	case ddt.OpIndex:
+	case ddtir.OpIndex:
 		for _, off := range n.Offsets {
 			out = flatten(n.Child, o+off, out)
 		}
-	case ddt.OpStruct:
+	case ddtir.OpStruct:
 		for i, off := range n.Offsets {
 			out = flatten(n.Children[i], o+off, out)
 		}

@@ -70,13 +70,13 @@ func TestRegTileTranspose(t *testing.T) {
 		regTileSmall, regTileSBand, regTileSRows, regTileNTBand, regTileNTRows = cfg[6], cfg[7], cfg[8], cfg[9], cfg[10]
 		for _, s := range shapes {
 			t.Run(fmt.Sprintf("%s/%dx%d-%dx%d-pf%d-nt%v-small%d:%dx%d-nt%dx%d", s.name, cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[5] == 0, cfg[6], cfg[7], cfg[8], cfg[9], cfg[10]), func(t *testing.T) {
-				kk, err := compileIR(s.ty.IR(), hostFeatures)
+				kk, err := compileIR(irOf(s.ty), hostFeatures)
 				if err != nil {
 					t.Fatal(err)
 				}
 				k := kk.(*kernel)
 				if reg := k.p.tr != nil && k.p.tr.reg && k.tpackNT != 0; reg != (k.p.tr != nil && k.p.tr.c0%4 == 0) || k.p.tr == nil {
-					t.Fatalf("not register-tiled: %+v\n%s", k.p.tr, s.ty.IR())
+					t.Fatalf("not register-tiled: %+v\n%s", k.p.tr, irOf(s.ty))
 				}
 				if tr := k.p.tr; tr.reg {
 					wb, wt := cfg[0], cfg[1]
@@ -92,7 +92,7 @@ func TestRegTileTranspose(t *testing.T) {
 				}
 				differential(t, rnd, s.ty, k, s.count)
 				// whole pack and unpack, aligned buffers
-				ir := s.ty.IR()
+				ir := irOf(s.ty)
 				base, tl := layout(ir, s.count)
 				typed := aligned64(int(base + tl))
 				fill(rnd, typed)
@@ -145,7 +145,7 @@ func TestRegTileNTThresholds(t *testing.T) {
 	defer func(p, u int64) { regTileNTMin, regTileUNTMin = p, u }(regTileNTMin, regTileUNTMin)
 	const n = 64
 	ty := interpType(t, must(ddt.Resized(must(ddt.Vector(n, 1, n, ddt.Complex128)), 0, 16)))
-	kk, err := compileIR(ty.IR(), hostFeatures)
+	kk, err := compileIR(irOf(ty), hostFeatures)
 	if err != nil {
 		t.Fatal(err)
 	}

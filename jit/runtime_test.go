@@ -16,6 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
 // bigStrided is a transpose-free strided type large enough that one pack
@@ -31,11 +32,11 @@ func bigStrided(t *testing.T) *ddt.Type {
 func TestConcurrentShared(t *testing.T) {
 	needNative(t)
 	ty := bigStrided(t)
-	k, _, err := CompileIR(ty.IR())
+	k, _, err := compileFresh(irOf(ty))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ir := ty.IR()
+	ir := irOf(ty)
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for g := range 16 {
@@ -90,8 +91,8 @@ func TestConcurrentShared(t *testing.T) {
 func TestGCDuringLongPacks(t *testing.T) {
 	needNative(t)
 	ty := interpType(t, must(ddt.Vector(1<<20, 2, 3, ddt.Float64))) // 16 MiB packed per element
-	ir := ty.IR()
-	k, _, err := CompileIR(ir)
+	ir := irOf(ty)
+	k, _, err := compileFresh(ir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,9 +159,9 @@ func TestGCDuringLongPacks(t *testing.T) {
 func TestForcedFallback(t *testing.T) {
 	forceNoExec = true
 	defer func() { forceNoExec = false }()
-	c := &Compiler{Force: true}
+	c := &compiler{force: true}
 	ty := interpType(t, must(ddt.Vector(100, 2, 5, ddt.Int32)))
-	_, err := c.Compile(ty.IR())
+	_, err := c.Compile(irOf(ty))
 	if !errors.Is(err, ddt.ErrNotCompiled) || !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("Compile with exec refused: %v, want ErrNotCompiled and ErrUnsupported", err)
 	}
@@ -169,7 +170,7 @@ func TestForcedFallback(t *testing.T) {
 	}
 	// A type committed in auto mode with the (refusing) compiler registered
 	// falls back to the interpreter and still packs correctly.
-	ddt.SetCompiler(c)
+	ddtir.SetCompiler(c)
 	defer Disable()
 	u := must(ddt.Vector(100, 2, 5, ddt.Int32))
 	if err := u.SetJIT(ddt.JITAuto); err != nil { // whatever WEFT_JIT says
@@ -235,7 +236,7 @@ func TestRegistrationAndCache(t *testing.T) {
 	// not the auto policy's deferred kernel.
 	if cacheEntries > 0 {
 		cacheMu.Lock()
-		got := cache[string(appendKey(nil, a.IR(), HostFeatures(), false))]
+		got := cache[string(appendKey(nil, irOf(a), HostFeatures(), false))]
 		cacheMu.Unlock()
 		if _, ok := got.(*kernel); !ok {
 			t.Errorf("type with JIT on (default mode %v): cached %T, want native *kernel", ddt.DefaultJITMode(), got)
@@ -250,8 +251,12 @@ func TestRegistrationAndCache(t *testing.T) {
 	if _, err := ref.Pack(want, typed, 1); err != nil {
 		t.Fatal(err)
 	}
-	// auto: interpreted by the Go walker at first, compiled after use.
+	// auto: interpreted by the Go walker at first, compiled after use;
+	// Compiled says so only once the native code exists.
 	c := mk(ddt.JITAuto)
+	if autoBlocks > 0 && (c.Compiled() || !c.JITPending()) {
+		t.Fatalf("auto before use: Compiled %v, JITPending %v; want false, true", c.Compiled(), c.JITPending())
+	}
 	got := make([]byte, len(want))
 	for i := range 40 { // 40 × 300 blocks > the 2000-block threshold
 		clear(got)
@@ -262,13 +267,8 @@ func TestRegistrationAndCache(t *testing.T) {
 			t.Fatalf("auto pack %d differs", i)
 		}
 	}
-	cache := c.IR() // the kernel is internal to ddt; check the lazy kernel directly
-	k, err := (&Compiler{}).Compile(cache)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lk, ok := k.(*lazyKernel); ok && lk.native.Load() == nil && autoBlocks > 0 {
-		t.Errorf("auto kernel still interpreted after %d blocks", lk.work.Load())
+	if !c.Compiled() || c.JITPending() {
+		t.Errorf("auto after use: Compiled %v, JITPending %v; want true, false", c.Compiled(), c.JITPending())
 	}
 }
 
@@ -277,13 +277,13 @@ func TestRegistrationAndCache(t *testing.T) {
 // packs correctly while warming up, and ends up on native code.
 func TestAutoPolicyLayouts(t *testing.T) {
 	needNative(t)
-	c := &Compiler{}
+	c := &compiler{}
 	for name, ac := range appCases(t) {
-		k, err := c.Compile(ac.ty.IR())
+		k, err := c.Compile(irOf(ac.ty))
 		if err != nil {
 			t.Fatalf("%s: auto Compile: %v", name, err)
 		}
-		ir := ac.ty.IR()
+		ir := irOf(ac.ty)
 		base, tl := layout(ir, ac.count)
 		typed := make([]byte, base+tl)
 		for i := range typed {
@@ -358,7 +358,7 @@ func TestCacheKey(t *testing.T) {
 	byKey := map[string]string{}
 	byText := map[string]string{}
 	for range 600 {
-		ir := interpType(t, randType(t, r, 3)).IR()
+		ir := irOf(interpType(t, randType(t, r, 3)))
 		for _, f := range []Features{{}, {AVX2: true, ERMS: true}, {AVX2: true, AVX512: true}} {
 			for _, lazy := range []bool{false, true} {
 				key := string(appendKey(nil, ir, f, lazy))

@@ -3,7 +3,7 @@ package jit
 import (
 	"sort"
 
-	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
 // A seqKernel packs units (one instance of a plan's body, under the plan's
@@ -21,21 +21,21 @@ type seqKernel struct {
 type seqPart struct {
 	lo, hi int64 // stream range inside one element
 	disp   int64 // origin of the part relative to the element origin
-	k      ddt.Kernel
+	k      ddtir.Kernel
 }
 
 // seqParts cuts one instance of n (origin shift disp, stream offset at) into
 // nodes that newPlan accepts.
-func seqParts(n *ddt.Node, disp, at int64, out []seqNode) []seqNode {
+func seqParts(n *ddtir.Node, disp, at int64, out []seqNode) []seqNode {
 	disp += n.Disp
 	switch n.Op {
-	case ddt.OpStruct:
+	case ddtir.OpStruct:
 		var group []int // consecutive small children
 		flush := func() {
 			if len(group) == 0 {
 				return
 			}
-			g := &ddt.Node{Op: ddt.OpStruct}
+			g := &ddtir.Node{Op: ddtir.OpStruct}
 			for _, i := range group {
 				g.Offsets = append(g.Offsets, n.Offsets[i])
 				g.Children = append(g.Children, n.Children[i])
@@ -52,7 +52,7 @@ func seqParts(n *ddt.Node, disp, at int64, out []seqNode) []seqNode {
 			if c.Blocks > maxBodyBlocks {
 				flush()
 				blocks = 0
-				if c.Op == ddt.OpStruct || c.Op == ddt.OpBlocks {
+				if c.Op == ddtir.OpStruct || c.Op == ddtir.OpBlocks {
 					out = seqParts(c, disp+n.Offsets[i], at+n.Prefix[i], out)
 				} else {
 					out = append(out, seqNode{node: c, disp: disp + n.Offsets[i], at: at + n.Prefix[i]})
@@ -67,10 +67,10 @@ func seqParts(n *ddt.Node, disp, at int64, out []seqNode) []seqNode {
 			blocks += c.Blocks
 		}
 		flush()
-	case ddt.OpBlocks:
+	case ddtir.OpBlocks:
 		for lo := 0; lo < len(n.Offsets); lo += int(maxBodyBlocks) {
 			hi := min(len(n.Offsets), lo+int(maxBodyBlocks))
-			g := &ddt.Node{Op: ddt.OpBlocks, Offsets: n.Offsets[lo:hi], Lens: n.Lens[lo:hi], Blocks: int64(hi - lo)}
+			g := &ddtir.Node{Op: ddtir.OpBlocks, Offsets: n.Offsets[lo:hi], Lens: n.Lens[lo:hi], Blocks: int64(hi - lo)}
 			for _, l := range g.Lens {
 				g.Prefix = append(g.Prefix, g.Size)
 				g.Size += l
@@ -85,7 +85,7 @@ func seqParts(n *ddt.Node, disp, at int64, out []seqNode) []seqNode {
 }
 
 type seqNode struct {
-	node *ddt.Node
+	node *ddtir.Node
 	disp int64
 	at   int64
 }
@@ -93,12 +93,12 @@ type seqNode struct {
 func newSeq(p *plan, f Features) (*seqKernel, error) {
 	s := &seqKernel{p: p}
 	for _, sn := range seqParts(p.body, 0, 0, nil) {
-		sub := &ddt.IR{Root: sn.node, Size: sn.node.Size, Extent: sn.node.Size}
+		sub := &ddtir.IR{Root: sn.node, Size: sn.node.Size, Extent: sn.node.Size}
 		p, err := newPlan(sub)
 		if err != nil {
 			return nil, err
 		}
-		var k ddt.Kernel
+		var k ddtir.Kernel
 		if p.bigBody { // a big struct under a loop inside the part
 			k, err = newSeq(p, f)
 		} else {
@@ -139,12 +139,12 @@ func (s *seqKernel) run(packed, typed []byte, base int64, count int, from int64,
 	return int(n), nil
 }
 
-// Pack implements ddt.Kernel.
+// Pack implements ddtir.Kernel.
 func (s *seqKernel) Pack(packed, typed []byte, base int64, count int, from int64) (int, error) {
 	return s.run(packed, typed, base, count, from, true)
 }
 
-// Unpack implements ddt.Kernel.
+// Unpack implements ddtir.Kernel.
 func (s *seqKernel) Unpack(typed, packed []byte, base int64, count int, from int64) (int, error) {
 	return s.run(packed, typed, base, count, from, false)
 }

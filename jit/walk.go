@@ -3,7 +3,7 @@ package jit
 import (
 	"sort"
 
-	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
 // walk copies packed-stream bytes [lo, hi) of one instance of n whose origin
@@ -11,21 +11,21 @@ import (
 // resume path for units cut by the ends of a pack window, and runs in Go so it
 // is preemptible. Large blocks are copied with copy in pieces of at most
 // chunk bytes.
-func walk(n *ddt.Node, o, lo, hi int64, p, t []byte, pack bool) {
+func walk(n *ddtir.Node, o, lo, hi int64, p, t []byte, pack bool) {
 	o += n.Disp
 	switch n.Op {
-	case ddt.OpBlock:
+	case ddtir.OpBlock:
 		a := o + lo
 		if pack {
 			copy(p[:hi-lo], t[a:a+hi-lo])
 		} else {
 			copy(t[a:a+hi-lo], p[:hi-lo])
 		}
-	case ddt.OpLoop, ddt.OpIndex:
+	case ddtir.OpLoop, ddtir.OpIndex:
 		cs := n.Child.Size
 		for i := lo / cs; lo < hi; i++ {
 			off := i * n.Stride
-			if n.Op == ddt.OpIndex {
+			if n.Op == ddtir.OpIndex {
 				off = n.Offsets[i]
 			}
 			l, h := lo-i*cs, min(hi-i*cs, cs)
@@ -33,12 +33,12 @@ func walk(n *ddt.Node, o, lo, hi int64, p, t []byte, pack bool) {
 			p = p[h-l:]
 			lo += h - l
 		}
-	case ddt.OpBlocks, ddt.OpStruct:
+	case ddtir.OpBlocks, ddtir.OpStruct:
 		i := sort.Search(len(n.Offsets), func(i int) bool { return n.Prefix[i+1] > lo })
 		for ; lo < hi; i++ {
 			start, size := n.Prefix[i], n.Prefix[i+1]-n.Prefix[i]
 			l, h := lo-start, min(hi-start, size)
-			if n.Op == ddt.OpBlocks {
+			if n.Op == ddtir.OpBlocks {
 				a := o + n.Offsets[i] + l
 				if pack {
 					copy(p[:h-l], t[a:a+h-l])

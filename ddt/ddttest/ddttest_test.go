@@ -8,6 +8,7 @@ import (
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/ddt/ddttest"
+	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
 // TestInterpreterConforms runs the conformance kit on the interpreter over
@@ -70,7 +71,7 @@ func TestRandomExtremeType(t *testing.T) {
 			continue
 		}
 		committed++
-		if ir := ty.IR(); ir.Size != ty.Size() || ir.Extent != ty.Extent() || ir.TrueExtent != ty.TrueExtent() {
+		if ir := ddtir.TypeIR(ty); ir.Size != ty.Size() || ir.Extent != ty.Extent() || ir.TrueExtent != ty.TrueExtent() {
 			t.Fatalf("seed %d: IR %v disagrees with %v", seed, ir, ty)
 		}
 	}

@@ -65,8 +65,8 @@ func init() {
 		p, u := c.Bind(packed, typed)
 		return func() error { p(); return nil }, func() error { u(); return nil }, 0, nil
 	})
-	// interp: ddt's interpreter (the type's kernel when WEFT_JIT enables one;
-	// ddtbench registers no compiler, so this is the interpreter).
+	// interp: ddt's interpreter (bench sets the default JIT mode to off, so
+	// the case types are never compiled).
 	registerEngine("interp", func(c *Case, packed, typed []byte) (func() error, func() error, int64, error) {
 		if c.Type.Compiled() {
 			return nil, nil, 0, fmt.Errorf("%v: type unexpectedly compiled", c)

@@ -141,7 +141,8 @@ type prepared struct {
 
 func bench(o options, out io.Writer) ([]Result, error) {
 	// The interp engine measures the interpreter: types are committed
-	// without a compiler; a compiling engine compiles c.Type.IR() itself.
+	// interpreted (default JIT mode off); a compiling engine commits its own
+	// copy of c.Type.
 	ddt.SetDefaultJITMode(ddt.JITOff)
 	re, err := regexp.Compile(o.cases)
 	if err != nil {
@@ -231,6 +232,9 @@ func benchCase(c *Case, names []string, o options) ([]Result, error) {
 			}
 		}
 		ps = append(ps, p)
+	}
+	if len(ps) == 0 { // every engine declined this case
+		return nil, nil
 	}
 	// Calibrate iterations per sample on the manual engine's pack (or the
 	// first engine), then time interleaved.

@@ -1,4 +1,8 @@
-package ddt
+// Package ddtir holds what packages ddt and jit share and users must not
+// touch: the normalised loop IR of a committed datatype, the Kernel and
+// Compiler interfaces, and the registry through which jit becomes ddt's
+// compiler.
+package ddtir
 
 import (
 	"fmt"
@@ -6,10 +10,12 @@ import (
 	"strings"
 )
 
-// This file defines the normalised loop IR that Commit produces and that
-// both the interpreter and external compilers (package jit) walk. The IR is
-// part of the package's stable API: fields may be added, never removed or
-// changed in meaning. docs/ddt-ir.md is the long-form specification.
+// This file defines the normalised loop IR that ddt's Commit produces and
+// that both ddt's interpreter and package jit walk. docs/ddt-ir.md is the
+// long-form specification. The IR is internal on purpose: ddt's bounds check
+// reads IR.TrueLB, IR.TrueExtent, IR.Extent and IR.Size before the unchecked
+// loops and generated code run, so no code outside this module may hold a
+// mutable IR (users see its text through ddt.Type.DumpIR).
 //
 // Addressing model, in one paragraph. A committed type describes ONE element.
 // Its IR root is a tree of nodes; every node describes the bytes of one
