@@ -59,7 +59,7 @@ func TestNilReceivers(t *testing.T) {
 		})
 	}
 	lr, ls := c.NodeLocal()
-	if w.Comm() != nil || w.Bootstrap() != nil || w.Info() != nil ||
+	if w.Comm() != nil || w.Job() != nil || w.Info() != nil ||
 		c.Rank() != -1 || c.Size() != 0 || c.ContextID() != -1 || c.Info() != nil ||
 		c.Domain() != nil || c.Shared() || lr != -1 || ls != 0 || !r.Done() {
 		t.Error("a nil receiver's accessor returned something")

@@ -36,11 +36,11 @@
 package jit
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/weft-hpc/weft/errs"
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/internal/wlog"
 )
@@ -48,8 +48,9 @@ import (
 var log = wlog.Named("jit")
 
 // ErrUnsupported is returned by Enable when generated code cannot run here:
-// another architecture, or executable memory refused by the kernel.
-var ErrUnsupported = errors.New("jit: native code generation unsupported")
+// another architecture, or executable memory refused by the kernel. It
+// wraps the shared errs.ErrNotSupported.
+var ErrUnsupported = fmt.Errorf("jit: native code generation %w", errs.ErrNotSupported)
 
 // Compiler is the ddt.Compiler of this package. The zero value is ready to
 // use, and a nil *Compiler behaves like the zero value; all its methods are

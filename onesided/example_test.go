@@ -6,7 +6,7 @@ import (
 	"log"
 	"time"
 
-	"github.com/weft-hpc/weft/internal/bootstrap"
+	"github.com/weft-hpc/weft/job"
 	"github.com/weft-hpc/weft/onesided"
 )
 
@@ -16,12 +16,12 @@ import (
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	bs, err := bootstrap.Init(ctx)
+	bs, err := job.Init(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer bs.Finalize()
-	g := onesided.BootstrapGroup(bs)
+	g := onesided.JobGroup(bs)
 
 	w, err := onesided.Allocate(ctx, g, 64)
 	if err != nil {
@@ -46,12 +46,12 @@ func Example() {
 func ExamplePipeline() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	bs, err := bootstrap.Init(ctx)
+	bs, err := job.Init(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer bs.Finalize()
-	g := onesided.BootstrapGroup(bs)
+	g := onesided.JobGroup(bs)
 	tr := onesided.NewWindowTransport(g)
 	defer tr.Close(ctx)
 	p, err := onesided.NewPipeline(ctx, tr, onesided.PipelineConfig{N: 10, K: 3, D: 2, BytesPerIter: 8})
@@ -85,12 +85,12 @@ func ExamplePipeline() {
 func ExampleHeap() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	bs, err := bootstrap.Init(ctx)
+	bs, err := job.Init(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer bs.Finalize()
-	h, err := onesided.NewHeap(ctx, onesided.BootstrapGroup(bs), 1<<20)
+	h, err := onesided.NewHeap(ctx, onesided.JobGroup(bs), 1<<20)
 	if err != nil {
 		log.Fatal(err)
 	}

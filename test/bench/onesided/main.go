@@ -63,8 +63,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weft-hpc/weft/internal/bootstrap"
 	"github.com/weft-hpc/weft/internal/launch"
+	"github.com/weft-hpc/weft/job"
 	"github.com/weft-hpc/weft/onesided"
 )
 
@@ -434,7 +434,7 @@ func printTable(res results, sizes []int, tools []string) {
 func rankMain(sizes []int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	bs, err := bootstrap.Init(ctx)
+	bs, err := job.Init(ctx)
 	if err != nil {
 		return err
 	}
@@ -442,7 +442,7 @@ func rankMain(sizes []int) error {
 	if bs.Size() != 2 {
 		return fmt.Errorf("needs 2 ranks, got %d", bs.Size())
 	}
-	g := onesided.BootstrapGroup(bs)
+	g := onesided.JobGroup(bs)
 	var opts []onesided.Option
 	switch *path {
 	case "direct":
