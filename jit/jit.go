@@ -40,8 +40,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/weft-hpc/weft/errs"
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/errs"
 	"github.com/weft-hpc/weft/internal/wlog"
 )
 
