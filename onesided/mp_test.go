@@ -244,7 +244,7 @@ func TestPeerExitWindow(t *testing.T) {
 				op := "WaitSignal"
 				if c.fetch {
 					op = "FetchAndOp"
-					_, err = w.FetchAndOp(1, 8, Uint64, OpSum, 1)
+					_, err = w.FetchAndOp(1, 8, AtomicUint64, OpSum, 1)
 				} else {
 					_, err = w.WaitSignal(ctx, 8, CmpGE, 1)
 				}
