@@ -39,6 +39,8 @@ func TestNilReceivers(t *testing.T) {
 		"Comm.Probe":           func() error { _, err := c.Probe(ctx, 0, 0); return err },
 		"SendSlice":            func() error { return endpoint.SendSlice(ctx, c, []int32{1}, 0, 0) },
 		"RecvSlice":            func() error { _, err := endpoint.RecvSlice(ctx, c, []int32{1}, 0, 0); return err },
+		"IsendSlice":           func() error { _, err := endpoint.IsendSlice(c, []int32{1}, 0, 0); return err },
+		"IrecvSlice":           func() error { _, err := endpoint.IrecvSlice(c, []int32{1}, 0, 0); return err },
 		"Request.Test":         func() error { _, _, err := r.Test(); return err },
 		"Request.Wait":         func() error { _, err := r.Wait(ctx); return err },
 		"Request.Cancel":       r.Cancel,
