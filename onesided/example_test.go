@@ -146,3 +146,26 @@ func ExampleAllocate() {
 	fmt.Println(w.Bytes()[data] == byte(left))
 	// Output: true
 }
+
+// A window read and written as []float64, with no unsafe in the caller.
+func ExampleView() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	j, err := job.Init(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Finalize()
+	w, err := onesided.Allocate(ctx, onesided.JobGroup(j), 32)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer w.Free(ctx)
+	v, err := onesided.View[float64](w)
+	if err != nil {
+		log.Fatal(err)
+	}
+	v[0] = 1.5
+	fmt.Println(len(v), v[0])
+	// Output: 4 1.5
+}
