@@ -57,7 +57,6 @@ func TestViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Close(ctx)
 	s, err := h.Alloc(ctx, 32, 8)
 	if err != nil {
 		t.Fatal(err)
@@ -72,5 +71,8 @@ func TestViews(t *testing.T) {
 	}
 	if _, err := LocalView[float64](h, Sym{Off: s.Off + 8, Size: 8}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("foreign symbol: %v, want ErrInvalid", err)
+	}
+	if err := h.Close(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
