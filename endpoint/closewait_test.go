@@ -12,7 +12,7 @@ import (
 
 // TestCloseWhileWaiting: World.Close while goroutines wait in Recv — on
 // the world communicator and on private and shared endpoints — makes
-// their waits fail with ErrFreed; nothing races with the shutdown or
+// their waits fail with ErrClosed; nothing races with the shutdown or
 // reads closed libfabric objects.
 func TestCloseWhileWaiting(t *testing.T) {
 	if isWorkerProcess() {
@@ -56,8 +56,8 @@ func TestCloseWhileWaiting(t *testing.T) {
 	}
 	wg.Wait()
 	for i, err := range errs {
-		if !errors.Is(err, endpoint.ErrFreed) {
-			t.Errorf("Recv %d after Close: %v, want ErrFreed", i, err)
+		if !errors.Is(err, endpoint.ErrClosed) {
+			t.Errorf("Recv %d after Close: %v, want ErrClosed", i, err)
 		}
 	}
 }

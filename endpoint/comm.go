@@ -13,19 +13,19 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-hpc/weft/fabric"
-	"github.com/weft-hpc/weft/internal/bootstrap"
 	"github.com/weft-hpc/weft/internal/peerwatch"
 	"github.com/weft-hpc/weft/internal/wlog"
+	"github.com/weft-hpc/weft/job"
 )
 
 // Undefined is the color that makes Split return a nil communicator.
 const Undefined = -1
 
-// World is this process's membership in a job: the bootstrap, the libfabric
+// World is this process's membership in a job: its job.Job, the libfabric
 // fabric and domain chosen for it, and the world communicator.
 type World struct {
 	cfg    config
-	bs     bootstrap.Bootstrap
+	bs     job.Job
 	ownBS  bool
 	info   *fabric.Info
 	fab    *fabric.Fabric
@@ -75,7 +75,7 @@ type Comm struct {
 
 func (c *Comm) collCtx() uint16 { return c.ctx + 1 }
 
-// Init joins the job: it initialises the bootstrap (PMI-1, PMI-2 or
+// Init joins the job: it calls job.Init (PMI-1, PMI-2 or
 // singleton), selects a provider (fabric.Select: shm when all ranks share a
 // node; WEFT_PROVIDER or WithProvider override), opens one endpoint and
 // exchanges addresses. ctx bounds the exchange.
@@ -88,10 +88,10 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 		return nil, err
 	}
 	w := &World{cfg: cfg, log: wlog.Named("endpoint"), ctxRefs: map[int]int{}}
-	w.bs = cfg.bs
+	w.bs = cfg.job
 	if w.bs == nil {
-		if w.bs, err = bootstrap.Init(ctx); err != nil {
-			return nil, fmt.Errorf("endpoint: bootstrap: %w", err)
+		if w.bs, err = job.Init(ctx); err != nil {
+			return nil, fmt.Errorf("endpoint: job: %w", err)
 		}
 		w.ownBS = true
 	}
@@ -231,8 +231,8 @@ func (w *World) Comm() *Comm {
 	return w.comm
 }
 
-// Bootstrap returns the bootstrap the world was built on.
-func (w *World) Bootstrap() bootstrap.Bootstrap {
+// Job returns the job the world was built on.
+func (w *World) Job() job.Job {
 	if w == nil {
 		return nil
 	}
@@ -248,7 +248,7 @@ func (w *World) Info() *fabric.Info {
 }
 
 // Close frees every communicator and endpoint of the world, closes the
-// fabric objects and finalises the bootstrap (when Init started it). It is
+// fabric objects and finalises the job (when Init started it). It is
 // idempotent. Call it once no goroutine uses the world any more.
 func (w *World) Close() error {
 	if w == nil {
@@ -301,7 +301,7 @@ func (c *Comm) usable(op string) error {
 		return fmt.Errorf("endpoint: %s on a nil communicator: %w", op, ErrInvalid)
 	}
 	if c.freed.Load() {
-		return fmt.Errorf("endpoint: %s: %w", op, ErrFreed)
+		return fmt.Errorf("endpoint: %s: %w", op, ErrClosed)
 	}
 	return nil
 }

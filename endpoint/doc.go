@@ -6,7 +6,7 @@
 //
 // # Communicators
 //
-// Init joins the job through internal/bootstrap, picks a provider with
+// Init joins the job through package job, picks a provider with
 // fabric.Select and exchanges endpoint names; World.Comm is the world
 // communicator. Comm.Dup, Comm.Split and Comm.CreateEndpoints are
 // collective and derive new communicators; each gets a context id agreed
@@ -84,5 +84,5 @@
 // request stays in flight and can be cancelled). A peer that dies is seen
 // as a Wait that times out, or as a send whose queue towards it stays full
 // for WEFT_ENDPOINT_TIMEOUT (its request then completes with an error). Errors wrap the sentinels of this package and
-// of fabric (ErrTruncated, ErrCanceled, ErrInvalid, ErrFreed, ...).
+// of fabric (ErrTruncated, ErrCanceled, ErrInvalid, ErrClosed, ...).
 package endpoint

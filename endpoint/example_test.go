@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/job"
 )
 
 // Two goroutines of one process each own an endpoint (a rank of the new
@@ -60,4 +61,26 @@ func Example() {
 	// Output:
 	// rank 0 got [1.5 2] (16 bytes) from rank 1
 	// rank 1 got [0.5 2] (16 bytes) from rank 0
+}
+
+// A program that needs the job before the fabric (to read its rank, or to
+// trade its own values through the launcher) hands the job to Init. Close
+// then leaves Finalize to the caller.
+func ExampleWithJob() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	j, err := job.Init(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer j.Finalize()
+	w, err := endpoint.Init(ctx, endpoint.WithJob(j))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Close()
+	fmt.Println(w.Job() == j, w.Comm().Size() == j.Size())
+	// Output: true true
 }

@@ -146,7 +146,7 @@ func TestMatchingOrder(t *testing.T) {
 		}
 		a.Free()
 		b.Free()
-		if _, err := a.Isend(nil, 1, 0); !errors.Is(err, endpoint.ErrFreed) {
+		if _, err := a.Isend(nil, 1, 0); !errors.Is(err, endpoint.ErrClosed) {
 			t.Fatalf("send on a freed handle: %v", err)
 		}
 	}

@@ -39,6 +39,8 @@ func TestNilReceivers(t *testing.T) {
 		"Comm.Probe":           func() error { _, err := c.Probe(ctx, 0, 0); return err },
 		"SendSlice":            func() error { return endpoint.SendSlice(ctx, c, []int32{1}, 0, 0) },
 		"RecvSlice":            func() error { _, err := endpoint.RecvSlice(ctx, c, []int32{1}, 0, 0); return err },
+		"IsendSlice":           func() error { _, err := endpoint.IsendSlice(c, []int32{1}, 0, 0); return err },
+		"IrecvSlice":           func() error { _, err := endpoint.IrecvSlice(c, []int32{1}, 0, 0); return err },
 		"Request.Test":         func() error { _, _, err := r.Test(); return err },
 		"Request.Wait":         func() error { _, err := r.Wait(ctx); return err },
 		"Request.Cancel":       r.Cancel,
@@ -59,7 +61,7 @@ func TestNilReceivers(t *testing.T) {
 		})
 	}
 	lr, ls := c.NodeLocal()
-	if w.Comm() != nil || w.Bootstrap() != nil || w.Info() != nil ||
+	if w.Comm() != nil || w.Job() != nil || w.Info() != nil ||
 		c.Rank() != -1 || c.Size() != 0 || c.ContextID() != -1 || c.Info() != nil ||
 		c.Domain() != nil || c.Shared() || lr != -1 || ls != 0 || !r.Done() {
 		t.Error("a nil receiver's accessor returned something")

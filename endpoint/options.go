@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/fabric"
-	"github.com/weft-hpc/weft/internal/bootstrap"
 	"github.com/weft-hpc/weft/internal/wait"
+	"github.com/weft-hpc/weft/job"
 )
 
 // Environment variables read by Init and CreateEndpoints (options override them).
@@ -81,7 +81,7 @@ type config struct {
 	shared     bool
 	sharedEPs  int // locked endpoints the shared handles are spread over (≥ 1)
 	provider   string
-	bs         bootstrap.Bootstrap
+	job        job.Job
 	extraCaps  fabric.Caps
 	order      fabric.Order
 }
@@ -147,10 +147,11 @@ func SharedEndpoints(k int) Option {
 // ...); WEFT_PROVIDER is honoured by fabric.Select when this is not given.
 func WithProvider(name string) Option { return func(c *config) error { c.provider = name; return nil } }
 
-// WithBootstrap makes Init use an already initialised bootstrap instead of
-// calling bootstrap.Init. World.Close then leaves it to the caller to finalise.
-func WithBootstrap(bs bootstrap.Bootstrap) Option {
-	return func(c *config) error { c.bs = bs; return nil }
+// WithJob makes Init use an already initialised job (job.Init) instead of
+// calling job.Init itself. World.Close then leaves it to the caller to
+// finalise.
+func WithJob(j job.Job) Option {
+	return func(c *config) error { c.job = j; return nil }
 }
 
 // WithCaps adds libfabric capabilities to the ones Init asks for (tagged

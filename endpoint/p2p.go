@@ -52,7 +52,7 @@ func (c *Comm) isend(buf []byte, dest, tag int, ctx uint16) (*Request, error) {
 	v.lock()
 	defer v.unlock()
 	if v.isClosed() {
-		return nil, fmt.Errorf("endpoint: send: %w", ErrFreed)
+		return nil, fmt.Errorf("endpoint: send: %w", ErrClosed)
 	}
 	if len(v.sendq) > 0 {
 		v.flushSends() // nothing overtakes a queued send (MPI order)
@@ -154,7 +154,7 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool) (*Re
 	v.lock()
 	defer v.unlock()
 	if v.isClosed() {
-		return nil, fmt.Errorf("endpoint: receive: %w", ErrFreed)
+		return nil, fmt.Errorf("endpoint: receive: %w", ErrClosed)
 	}
 	want, ignore := matchBits(ctx, c.mySlot, src, tag)
 	var r *Request

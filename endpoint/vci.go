@@ -490,7 +490,7 @@ func (v *vci) flushSends() {
 // progress reads completions and retries deferred work. Caller holds the lock.
 func (v *vci) progress() error {
 	if v.isClosed() {
-		return fmt.Errorf("endpoint: progress: %w", ErrFreed)
+		return fmt.Errorf("endpoint: progress: %w", ErrClosed)
 	}
 	if len(v.repost) > 0 {
 		rp := v.repost

@@ -41,7 +41,6 @@ type EndpointOption func(*epConfig)
 
 type epConfig struct {
 	counters []cntrBind
-	rxCQ     *CQ
 }
 
 type cntrBind struct {
@@ -54,12 +53,6 @@ type cntrBind struct {
 // AccessRemoteRead, AccessRemoteWrite (remote accesses, needs CapRMAEvent).
 func WithCounter(c *Counter, events Access) EndpointOption {
 	return func(cfg *epConfig) { cfg.counters = append(cfg.counters, cntrBind{c, events}) }
-}
-
-// WithRecvCQ binds receive completions to a separate CQ (the cq argument
-// of OpenEndpoint then only gets transmit completions).
-func WithRecvCQ(cq *CQ) EndpointOption {
-	return func(cfg *epConfig) { cfg.rxCQ = cq }
 }
 
 // OpenEndpoint opens an endpoint described by info, binds its transmit and
@@ -78,7 +71,7 @@ func (d *Domain) OpenEndpoint(info *Info, cq *CQ, av *AV, opts ...EndpointOption
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cq.closed.Load() || (av != nil && av.closed.Load()) || (cfg.rxCQ != nil && cfg.rxCQ.closed.Load()) {
+	if cq.closed.Load() || (av != nil && av.closed.Load()) {
 		return nil, fmt.Errorf("fabric: OpenEndpoint: CQ or AV: %w", ErrClosed)
 	}
 	if info.Provider == "shm" {
@@ -98,14 +91,7 @@ func (d *Domain) OpenEndpoint(info *Info, cq *CQ, av *AV, opts ...EndpointOption
 		e.close()
 		return nil, fmt.Errorf("fabric: open endpoint (%s): %w", info.Provider, err)
 	}
-	if cfg.rxCQ != nil {
-		if ret := C.weft_ep_bind(fid, C.uintptr_t(cq.fid), C.FI_TRANSMIT); ret != 0 {
-			return fail("fi_ep_bind(cq, FI_TRANSMIT)", ret)
-		}
-		if ret := C.weft_ep_bind(fid, C.uintptr_t(cfg.rxCQ.fid), C.FI_RECV); ret != 0 {
-			return fail("fi_ep_bind(cq, FI_RECV)", ret)
-		}
-	} else if ret := C.weft_ep_bind(fid, C.uintptr_t(cq.fid), C.FI_TRANSMIT|C.FI_RECV); ret != 0 {
+	if ret := C.weft_ep_bind(fid, C.uintptr_t(cq.fid), C.FI_TRANSMIT|C.FI_RECV); ret != 0 {
 		return fail("fi_ep_bind(cq)", ret)
 	}
 	if av != nil {

@@ -9,27 +9,31 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+
+	"github.com/weft-hpc/weft/errs"
 )
 
 // Sentinel errors. Every error returned by this package that stems from a
 // libfabric return code is an *Error or *CQError; errors.Is matches them
-// against these sentinels and against the raw syscall.Errno.
+// against these sentinels and against the raw syscall.Errno. ErrTruncated,
+// ErrCanceled, ErrClosed, ErrNotSupported and ErrInvalid are the shared
+// sentinels of package errs.
 var (
 	// ErrAgain means the provider has no resources right now: read the
 	// completion queue (which drives progress) and retry the operation.
 	ErrAgain = errors.New("fabric: resource temporarily unavailable (poll the CQ and retry)")
 	// ErrTruncated means a receive buffer was smaller than the message.
-	ErrTruncated = errors.New("fabric: message truncated")
+	ErrTruncated = errs.ErrTruncated
 	// ErrCanceled means an operation was canceled (Endpoint.Cancel).
-	ErrCanceled = errors.New("fabric: operation canceled")
+	ErrCanceled = errs.ErrCanceled
 	// ErrClosed means the object (or one of its parents) was closed.
-	ErrClosed = errors.New("fabric: object closed")
+	ErrClosed = errs.ErrClosed
 	// ErrNotSupported means the provider did not grant the capability.
-	ErrNotSupported = errors.New("fabric: not supported by provider")
+	ErrNotSupported = errs.ErrNotSupported
 	// ErrNoProvider means no provider matched the hints.
 	ErrNoProvider = errors.New("fabric: no provider matches the hints")
 	// ErrInvalid means an argument was invalid.
-	ErrInvalid = errors.New("fabric: invalid argument")
+	ErrInvalid = errs.ErrInvalid
 	// ErrAddrNotAvail means an address could not be resolved or inserted.
 	ErrAddrNotAvail = errors.New("fabric: address not available")
 )

@@ -37,12 +37,12 @@
 package jit
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/errs"
 	"github.com/weft-hpc/weft/internal/ddtir"
 	"github.com/weft-hpc/weft/internal/wlog"
 )
@@ -50,8 +50,9 @@ import (
 var log = wlog.Named("jit")
 
 // ErrUnsupported is returned by Enable when generated code cannot run here:
-// another architecture, or executable memory refused by the kernel.
-var ErrUnsupported = errors.New("jit: native code generation unsupported")
+// another architecture, or executable memory refused by the kernel. It
+// wraps the shared errs.ErrNotSupported.
+var ErrUnsupported = fmt.Errorf("jit: native code generation %w", errs.ErrNotSupported)
 
 // compiler is the ddtir.Compiler this package registers with ddt. The zero
 // value is ready to use, and a nil *compiler behaves like the zero value;

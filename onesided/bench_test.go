@@ -50,7 +50,7 @@ func BenchmarkPutSignalDirect(b *testing.B) {
 			return
 		}
 		for i := 0; i < b.N; i++ {
-			if err := w.PutSignal(1, data, 16, 0, uint64(i)); err != nil {
+			if err := w.PutSignal(1, 16, data, 0, uint64(i)); err != nil {
 				b.Error(err)
 				return
 			}
@@ -73,7 +73,7 @@ func BenchmarkPutSignalShm(b *testing.B) {
 			return
 		}
 		for i := 1; i <= b.N; i++ {
-			if err := w.PutSignal(1, data, 16, 0, uint64(i)); err != nil {
+			if err := w.PutSignal(1, 16, data, 0, uint64(i)); err != nil {
 				b.Error(err)
 				return
 			}
@@ -98,7 +98,7 @@ func benchPingPong(b *testing.B, opts ...Option) {
 	benchPair(b, 64, func(ctx context.Context, w *Window, rank int) {
 		for i := 1; i <= b.N; i++ {
 			if rank == 0 {
-				_ = w.PutSignal(1, data, 16, 0, uint64(i))
+				_ = w.PutSignal(1, 16, data, 0, uint64(i))
 				if _, err := w.WaitSignal(ctx, 0, CmpGE, uint64(i)); err != nil {
 					b.Error(err)
 					return
@@ -108,7 +108,7 @@ func benchPingPong(b *testing.B, opts ...Option) {
 					b.Error(err)
 					return
 				}
-				_ = w.PutSignal(0, data, 16, 0, uint64(i))
+				_ = w.PutSignal(0, 16, data, 0, uint64(i))
 			}
 		}
 	}, opts...)
@@ -121,7 +121,7 @@ func BenchmarkFetchAddDirect(b *testing.B) {
 			return
 		}
 		for i := 0; i < b.N; i++ {
-			if _, err := w.FetchAndOp(1, 8, Uint64, OpSum, 1); err != nil {
+			if _, err := w.FetchAndOp(1, 8, AtomicUint64, OpSum, 1); err != nil {
 				b.Error(err)
 				return
 			}

@@ -191,7 +191,7 @@ func lastWins(ctx context.Context, g Group, rounds int, opts ...Option) (err err
 			for i, v := range seq {
 				var err error
 				if i == len(seq)-1 {
-					err = w.PutSignal(1, buf[:size], data, word, v)
+					err = w.PutSignal(1, data, buf[:size], word, v)
 				} else {
 					err = w.Signal(1, word, v)
 				}
@@ -257,7 +257,7 @@ func TestNetCQDataEncodingEdges(t *testing.T) {
 				return err
 			}
 			if g.Rank() == 0 {
-				if err := w.PutSignal(1, []byte{byte(i), 1, 2}, 64, last, c.v); err != nil {
+				if err := w.PutSignal(1, 64, []byte{byte(i), 1, 2}, last, c.v); err != nil {
 					return err
 				}
 			} else {
@@ -330,7 +330,7 @@ func TestNetCQDataPassiveTarget(t *testing.T) {
 		msg := []byte("passive target")
 		for round := uint64(1); round <= 50; round++ {
 			if g.Rank() == 0 {
-				if err := w.PutSignal(1, msg, 64, 0, round); err != nil {
+				if err := w.PutSignal(1, 64, msg, 0, round); err != nil {
 					return err
 				}
 				if err := w.Flush(ctx, 1); err != nil {
@@ -356,7 +356,7 @@ func TestNetCQDataPassiveTarget(t *testing.T) {
 		// Fence alone makes it visible.
 		for round := uint64(100); round < 150; round++ {
 			if g.Rank() == 0 {
-				if err := w.PutSignal(1, msg, 64, 16, round); err != nil {
+				if err := w.PutSignal(1, 64, msg, 16, round); err != nil {
 					return err
 				}
 			}
@@ -376,7 +376,7 @@ func TestNetCQDataPassiveTarget(t *testing.T) {
 			}
 		}
 		// A PutSignal to itself is a store (direct), in either mode.
-		if err := w.PutSignal(g.Rank(), msg, 1024, 24, 5); err != nil {
+		if err := w.PutSignal(g.Rank(), 1024, msg, 24, 5); err != nil {
 			return err
 		}
 		if v, err := w.WaitSignal(ctx, 24, CmpEQ, 5); err != nil || v != 5 || string(w.Bytes()[1024:1024+len(msg)]) != string(msg) {

@@ -26,7 +26,7 @@ func createScenario(ctx context.Context, g Group, opts ...Option) error {
 	}
 	right, left := (me+1)%n, (me+n-1)%n
 	msg := bytes.Repeat([]byte{byte(me + 1)}, 3000)
-	if err := w.PutSignal(right, msg, 64, 0, 7); err != nil {
+	if err := w.PutSignal(right, 64, msg, 0, 7); err != nil {
 		return err
 	}
 	if _, err := w.WaitSignal(ctx, 0, CmpEQ, 7); err != nil {
@@ -36,7 +36,7 @@ func createScenario(ctx context.Context, g Group, opts ...Option) error {
 		return fmt.Errorf("data from rank %d not in the caller's buffer", left)
 	}
 	for r := 0; r < n; r++ {
-		if _, err := w.FetchAndOp(r, 8, Uint64, OpSum, uint64(me+1)); err != nil {
+		if _, err := w.FetchAndOp(r, 8, AtomicUint64, OpSum, uint64(me+1)); err != nil {
 			return err
 		}
 	}

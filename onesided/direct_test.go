@@ -73,7 +73,7 @@ func putSignalStressSizesHook(ctx context.Context, g Group, iters int, sizes []i
 			}
 		}
 		fill(buf, me, it)
-		if err := w.PutSignal(right, buf, data+slot*payload, sig, uint64(it)); err != nil {
+		if err := w.PutSignal(right, data+slot*payload, buf, sig, uint64(it)); err != nil {
 			return err
 		}
 		if _, err := w.WaitSignal(ctx, sig, CmpGE, uint64(it)); err != nil {
@@ -131,7 +131,7 @@ func atomicsContention(ctx context.Context, g Group, iters int, opts ...Option) 
 	}
 	seen := make(map[uint64]bool, iters)
 	for i := 0; i < iters; i++ {
-		old, err := w.FetchAndOp(0, 0, Uint64, OpSum, 1)
+		old, err := w.FetchAndOp(0, 0, AtomicUint64, OpSum, 1)
 		if err != nil {
 			return err
 		}
@@ -140,11 +140,11 @@ func atomicsContention(ctx context.Context, g Group, iters int, opts ...Option) 
 		}
 		seen[old] = true
 		for {
-			cur, err := w.FetchAndOp(0, 8, Uint64, OpNoOp, 0)
+			cur, err := w.FetchAndOp(0, 8, AtomicUint64, OpNoOp, 0)
 			if err != nil {
 				return err
 			}
-			prev, err := w.CompareAndSwap(0, 8, Uint64, cur, cur+1)
+			prev, err := w.CompareAndSwap(0, 8, AtomicUint64, cur, cur+1)
 			if err != nil {
 				return err
 			}
@@ -160,16 +160,16 @@ func atomicsContention(ctx context.Context, g Group, iters int, opts ...Option) 
 		off int
 		op  Op
 	}{{16, OpSum}, {24, OpMax}, {32, OpMin}, {40, OpBxor}} {
-		if err := w.Accumulate(0, o.off, Int64, o.op, b[:]); err != nil {
+		if err := w.Accumulate(0, o.off, AtomicInt64, o.op, b[:]); err != nil {
 			return err
 		}
 	}
 	binary.LittleEndian.PutUint64(b[:], math.Float64bits(0.5))
-	if err := w.Accumulate(0, 48, Float64, OpSum, b[:]); err != nil {
+	if err := w.Accumulate(0, 48, AtomicFloat64, OpSum, b[:]); err != nil {
 		return err
 	}
 	binary.LittleEndian.PutUint32(b[:], 3)
-	if err := w.Accumulate(0, 56, Uint32, OpSum, b[:4]); err != nil {
+	if err := w.Accumulate(0, 56, AtomicUint32, OpSum, b[:4]); err != nil {
 		return err
 	}
 	if err := w.Fence(ctx); err != nil {
@@ -226,16 +226,16 @@ func windowErrors(ctx context.Context, g Group, opts ...Option) error {
 		{"get past end", w.Get(0, 128, b[:1]), ErrOutOfRange},
 		{"unknown rank", w.Put(g.Size(), 0, b), ErrUnknownRank},
 		{"negative rank", w.Get(-1, 0, b), ErrUnknownRank},
-		{"misaligned signal", w.PutSignal(1, b, 16, 4, 1), ErrInvalid},
-		{"signal overlaps data", w.PutSignal(1, b, 16, 24, 1), ErrInvalid},
-		{"signal out of range", w.PutSignal(1, b, 16, 128, 1), ErrOutOfRange},
-		{"bitwise float", w.Accumulate(1, 0, Float64, OpBor, b[:8]), ErrInvalid},
-		{"partial element", w.Accumulate(1, 0, Int64, OpSum, b[:7]), ErrInvalid},
-		{"misaligned atomic", w.Accumulate(1, 4, Int64, OpSum, b[:8]), ErrInvalid},
-		{"bad type", w.Accumulate(1, 0, Type(99), OpSum, b[:8]), ErrInvalid},
+		{"misaligned signal", w.PutSignal(1, 16, b, 4, 1), ErrInvalid},
+		{"signal overlaps data", w.PutSignal(1, 16, b, 24, 1), ErrInvalid},
+		{"signal out of range", w.PutSignal(1, 16, b, 128, 1), ErrOutOfRange},
+		{"bitwise float", w.Accumulate(1, 0, AtomicFloat64, OpBor, b[:8]), ErrInvalid},
+		{"partial element", w.Accumulate(1, 0, AtomicInt64, OpSum, b[:7]), ErrInvalid},
+		{"misaligned atomic", w.Accumulate(1, 4, AtomicInt64, OpSum, b[:8]), ErrInvalid},
+		{"bad type", w.Accumulate(1, 0, AtomicType(99), OpSum, b[:8]), ErrInvalid},
 		{"flush unknown", w.Flush(ctx, 7), ErrUnknownRank},
 	}
-	_, err = w.FetchAndOp(1, 128, Uint64, OpSum, 1)
+	_, err = w.FetchAndOp(1, 128, AtomicUint64, OpSum, 1)
 	cases = append(cases, struct {
 		name string
 		err  error

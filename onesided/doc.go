@@ -8,7 +8,7 @@
 //
 // Every collective call here runs over a [Group]: anything with a rank, a
 // size, a barrier and an allgather. endpoint.Comm satisfies it, and
-// [BootstrapGroup] builds one from the process-manager bootstrap so windows
+// [JobGroup] builds one from the launcher's exchange (package job) so windows
 // work before (or without) an endpoint communicator.
 //
 // # Paths

@@ -6,7 +6,8 @@ import (
 	"log"
 	"time"
 
-	"github.com/weft-hpc/weft/internal/bootstrap"
+	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/job"
 	"github.com/weft-hpc/weft/onesided"
 )
 
@@ -16,12 +17,12 @@ import (
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	bs, err := bootstrap.Init(ctx)
+	j, err := job.Init(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer bs.Finalize()
-	g := onesided.BootstrapGroup(bs)
+	defer j.Finalize()
+	g := onesided.JobGroup(j)
 
 	w, err := onesided.Allocate(ctx, g, 64)
 	if err != nil {
@@ -31,7 +32,7 @@ func Example() {
 	const sig, data = 0, 8
 	right := (g.Rank() + 1) % g.Size()
 	msg := []byte(fmt.Sprintf("hello from %d", g.Rank()))
-	if err := w.PutSignal(right, msg, data, sig, 1); err != nil {
+	if err := w.PutSignal(right, data, msg, sig, 1); err != nil {
 		log.Fatal(err)
 	}
 	if _, err := w.WaitSignal(ctx, sig, onesided.CmpEQ, 1); err != nil {
@@ -46,12 +47,12 @@ func Example() {
 func ExamplePipeline() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	bs, err := bootstrap.Init(ctx)
+	j, err := job.Init(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer bs.Finalize()
-	g := onesided.BootstrapGroup(bs)
+	defer j.Finalize()
+	g := onesided.JobGroup(j)
 	tr := onesided.NewWindowTransport(g)
 	defer tr.Close(ctx)
 	p, err := onesided.NewPipeline(ctx, tr, onesided.PipelineConfig{N: 10, K: 3, D: 2, BytesPerIter: 8})
@@ -85,12 +86,12 @@ func ExamplePipeline() {
 func ExampleHeap() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	bs, err := bootstrap.Init(ctx)
+	j, err := job.Init(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer bs.Finalize()
-	h, err := onesided.NewHeap(ctx, onesided.BootstrapGroup(bs), 1<<20)
+	defer j.Finalize()
+	h, err := onesided.NewHeap(ctx, onesided.JobGroup(j), 1<<20)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -100,17 +101,71 @@ func ExampleHeap() {
 		log.Fatal(err)
 	}
 	for i := 0; i < 5; i++ {
-		if _, err := h.Atomic(0, counter, 0, onesided.Uint64, onesided.OpSum, 2); err != nil {
+		if _, err := h.Atomic(0, counter, 0, onesided.AtomicUint64, onesided.OpSum, 2); err != nil {
 			log.Fatal(err)
 		}
 	}
 	if err := h.Barrier(ctx); err != nil {
 		log.Fatal(err)
 	}
-	old, err := h.Atomic(0, counter, 0, onesided.Uint64, onesided.OpNoOp, 0)
+	old, err := h.Atomic(0, counter, 0, onesided.AtomicUint64, onesided.OpNoOp, 0)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("offset", counter.Off, "counter", old)
 	// Output: offset 0 counter 10
+}
+
+// A window over an endpoint communicator: a program that already has a
+// World needs nothing else. Each rank puts its rank into its right
+// neighbour's window with a signal and reads its left neighbour's.
+func ExampleAllocate() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	world, err := endpoint.Init(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer world.Close()
+	comm := world.Comm()
+
+	w, err := onesided.Allocate(ctx, comm, 16)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer w.Free(ctx)
+	const sig, data = 0, 8
+	right := (comm.Rank() + 1) % comm.Size()
+	if err := w.PutSignal(right, data, []byte{byte(comm.Rank())}, sig, 1); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := w.WaitSignal(ctx, sig, onesided.CmpEQ, 1); err != nil {
+		log.Fatal(err)
+	}
+	left := (comm.Rank() + comm.Size() - 1) % comm.Size()
+	fmt.Println(w.Bytes()[data] == byte(left))
+	// Output: true
+}
+
+// A window read and written as []float64, with no unsafe in the caller.
+func ExampleView() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	j, err := job.Init(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Finalize()
+	w, err := onesided.Allocate(ctx, onesided.JobGroup(j), 32)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer w.Free(ctx)
+	v, err := onesided.View[float64](w)
+	if err != nil {
+		log.Fatal(err)
+	}
+	v[0] = 1.5
+	fmt.Println(len(v), v[0])
+	// Output: 4 1.5
 }

@@ -103,7 +103,7 @@ func flushCoversPutSignal(ctx context.Context, g Group, opts ...Option) (err err
 				if i%2 == 0 {
 					err = w.Put(1, 64+i*size, b)
 				} else {
-					err = w.PutSignal(1, b, 64+i*size, 8*(i%4), uint64(round*n+i))
+					err = w.PutSignal(1, 64+i*size, b, 8*(i%4), uint64(round*n+i))
 				}
 				if err != nil {
 					return err
@@ -182,7 +182,7 @@ func putSignalOneWay(ctx context.Context, g Group, iters int, sizes []int, opts 
 				}
 			}
 			fill(src[slot][:n], 0, it)
-			if err := w.PutSignal(1, src[slot][:n], data+slot*payload, sig, uint64(it)); err != nil {
+			if err := w.PutSignal(1, data+slot*payload, src[slot][:n], sig, uint64(it)); err != nil {
 				return err
 			}
 			continue
@@ -301,7 +301,7 @@ func TestNetTimeout(t *testing.T) {
 			return err
 		}
 		if g.Rank() == 0 {
-			_, err := w.FetchAndOp(1, 0, Uint64, OpSum, 1)
+			_, err := w.FetchAndOp(1, 0, AtomicUint64, OpSum, 1)
 			if !errors.Is(err, ErrTimeout) {
 				return fmt.Errorf("FetchAndOp on a silent target: %v, want ErrTimeout", err)
 			}
@@ -320,7 +320,7 @@ func TestNetTimeout(t *testing.T) {
 		// issued (shm answers EAGAIN until the peer has progressed once) or
 		// has landed by now.
 		if g.Rank() == 0 {
-			old, err := w.FetchAndOp(1, 0, Uint64, OpSum, 5)
+			old, err := w.FetchAndOp(1, 0, AtomicUint64, OpSum, 5)
 			if err != nil {
 				return err
 			}

@@ -1002,17 +1002,17 @@ func (f *fabPath) putSignal(target, off int, data []byte, sigOff int, val uint64
 	return err
 }
 
-func fabType(t Type) fabric.Datatype {
+func fabType(t AtomicType) fabric.Datatype {
 	switch t {
-	case Int32:
+	case AtomicInt32:
 		return fabric.Int32
-	case Uint32:
+	case AtomicUint32:
 		return fabric.Uint32
-	case Int64:
+	case AtomicInt64:
 		return fabric.Int64
-	case Uint64:
+	case AtomicUint64:
 		return fabric.Uint64
-	case Float32:
+	case AtomicFloat32:
 		return fabric.Float32
 	}
 	return fabric.Float64
@@ -1039,24 +1039,24 @@ func fabOp(o Op) fabric.AtomicOp {
 }
 
 // casType is the unsigned type of the same size, for the CAS-loop fallback.
-func casType(t Type) Type {
+func casType(t AtomicType) AtomicType {
 	if t.Size() == 4 {
-		return Uint32
+		return AtomicUint32
 	}
-	return Uint64
+	return AtomicUint64
 }
 
-func (f *fabPath) fetchValid(t Type, o Op) bool {
+func (f *fabPath) fetchValid(t AtomicType, o Op) bool {
 	n, err := f.ep.FetchAtomicValid(fabType(t), fabOp(o))
 	return err == nil && n >= 1
 }
 
-func (f *fabPath) casValid(t Type) bool {
+func (f *fabPath) casValid(t AtomicType) bool {
 	n, err := f.ep.CompareAtomicValid(fabType(t), fabric.OpCswap)
 	return err == nil && n >= 1
 }
 
-func (f *fabPath) accumulate(target, off int, t Type, o Op, data []byte) error {
+func (f *fabPath) accumulate(target, off int, t AtomicType, o Op, data []byte) error {
 	sz := t.Size()
 	// fi_atomic completes at the origin before the target has applied it
 	// (transmit completion) and the fabric API offers no delivery-complete
@@ -1098,7 +1098,7 @@ func (f *fabPath) accumulate(target, off int, t Type, o Op, data []byte) error {
 // every atomic.
 var forceCASFallback bool
 
-func (f *fabPath) fetchOp(target, off int, t Type, o Op, v uint64) (uint64, error) {
+func (f *fabPath) fetchOp(target, off int, t AtomicType, o Op, v uint64) (uint64, error) {
 	if f.fetchValid(t, o) && !(forceCASFallback && o != OpNoOp) {
 		return f.fetchAtomic(target, off, t, o, v)
 	}
@@ -1124,7 +1124,7 @@ func (f *fabPath) fetchOp(target, off int, t Type, o Op, v uint64) (uint64, erro
 	}
 }
 
-func (f *fabPath) fetchAtomic(target, off int, t Type, o Op, v uint64) (uint64, error) {
+func (f *fabPath) fetchAtomic(target, off int, t AtomicType, o Op, v uint64) (uint64, error) {
 	s, i, err := f.slot()
 	if err != nil {
 		return 0, err
@@ -1147,7 +1147,7 @@ func (f *fabPath) fetchAtomic(target, off int, t Type, o Op, v uint64) (uint64, 
 	return loadElem(res[8:], sz), nil
 }
 
-func (f *fabPath) cas(target, off int, t Type, cmp, swap uint64) (uint64, error) {
+func (f *fabPath) cas(target, off int, t AtomicType, cmp, swap uint64) (uint64, error) {
 	if !f.casValid(t) {
 		return 0, fmt.Errorf("onesided: compare-and-swap on %v: provider %s does not grant it: %w", t, f.info.Provider, ErrNotSupported)
 	}

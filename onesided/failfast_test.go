@@ -51,7 +51,7 @@ func TestRunRanksFailFast(t *testing.T) {
 			// No context: only the failed rank's release (ErrPeerGone)
 			// or the run's abort (direct stores never wait) stops it.
 			for i := uint64(1); ; i++ {
-				if err := w.PutSignal(0, make([]byte, 512), 64, 8, i); err != nil {
+				if err := w.PutSignal(0, 64, make([]byte, 512), 8, i); err != nil {
 					return err
 				}
 				if err := ctx.Err(); err != nil {
@@ -61,7 +61,7 @@ func TestRunRanksFailFast(t *testing.T) {
 		}},
 		{"fetch-and-op", func(ctx context.Context, g Group, w *Window) error {
 			for ctx.Err() == nil {
-				if _, err := w.FetchAndOp(0, 0, Uint64, OpSum, 1); err != nil {
+				if _, err := w.FetchAndOp(0, 0, AtomicUint64, OpSum, 1); err != nil {
 					return err
 				}
 			}

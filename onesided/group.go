@@ -9,7 +9,7 @@ import (
 // made by every member, in the same order.
 //
 // endpoint.Comm implements Group; so does the value returned by
-// BootstrapGroup.
+// JobGroup.
 type Group interface {
 	// Rank is this process's index in the group, in [0, Size()).
 	Rank() int

@@ -210,7 +210,7 @@ func (h *Heap) PutSignal(rank int, s Sym, off int, data []byte, sig Sym, sigOff 
 	if err != nil {
 		return err
 	}
-	return h.w.PutSignal(rank, data, o, so, value)
+	return h.w.PutSignal(rank, o, data, so, value)
 }
 
 // WaitSignal waits until cmp(word, value) holds for this rank's signal word
@@ -225,7 +225,7 @@ func (h *Heap) WaitSignal(ctx context.Context, sig Sym, sigOff int, cmp Cmp, val
 
 // Atomic applies op with operand to the element of type t at off in rank's
 // copy of s and returns the previous value (see Window.FetchAndOp).
-func (h *Heap) Atomic(rank int, s Sym, off int, t Type, op Op, operand uint64) (uint64, error) {
+func (h *Heap) Atomic(rank int, s Sym, off int, t AtomicType, op Op, operand uint64) (uint64, error) {
 	o, err := h.at("Atomic", s, off, t.Size())
 	if err != nil {
 		return 0, err
@@ -234,7 +234,7 @@ func (h *Heap) Atomic(rank int, s Sym, off int, t Type, op Op, operand uint64) (
 }
 
 // CompareAndSwap is Window.CompareAndSwap on rank's copy of s at off.
-func (h *Heap) CompareAndSwap(rank int, s Sym, off int, t Type, compare, swap uint64) (uint64, error) {
+func (h *Heap) CompareAndSwap(rank int, s Sym, off int, t AtomicType, compare, swap uint64) (uint64, error) {
 	o, err := h.at("CompareAndSwap", s, off, t.Size())
 	if err != nil {
 		return 0, err

@@ -61,7 +61,7 @@ func heapScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 		if err := h.Put(r, c, 8*me, v[:]); err != nil {
 			return err
 		}
-		if _, err := h.Atomic(0, d, 0, Uint64, OpSum, uint64(r)); err != nil {
+		if _, err := h.Atomic(0, d, 0, AtomicUint64, OpSum, uint64(r)); err != nil {
 			return err
 		}
 	}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/fabric"
-	"github.com/weft-hpc/weft/internal/bootstrap"
 	"github.com/weft-hpc/weft/internal/launchtest"
+	"github.com/weft-hpc/weft/job"
 )
 
 // mpCase is one multi-process configuration: ranks, provider and the
@@ -46,7 +46,7 @@ var mpCases = []mpCase{
 func mpWorker(t *testing.T, c mpCase, body func(ctx context.Context, g Group) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	bs, err := bootstrap.Init(ctx)
+	bs, err := job.Init(ctx)
 	if err != nil {
 		t.Fatalf("bootstrap: %v", err)
 	}
@@ -59,7 +59,7 @@ func mpWorker(t *testing.T, c mpCase, body func(ctx context.Context, g Group) er
 	}
 	ctx, stop := abortable(ctx, bs.Rank())
 	defer stop()
-	if err := body(ctx, BootstrapGroup(bs)); err != nil {
+	if err := body(ctx, JobGroup(bs)); err != nil {
 		t.Fatalf("rank %d: %v", bs.Rank(), err)
 	}
 }
@@ -212,12 +212,12 @@ func TestPeerExitWindow(t *testing.T) {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 				defer cancel()
-				bs, err := bootstrap.Init(ctx)
+				bs, err := job.Init(ctx)
 				if err != nil {
 					t.Fatalf("bootstrap: %v", err)
 				}
 				defer bs.Finalize()
-				w, err := Allocate(ctx, BootstrapGroup(bs), 64)
+				w, err := Allocate(ctx, JobGroup(bs), 64)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -244,7 +244,7 @@ func TestPeerExitWindow(t *testing.T) {
 				op := "WaitSignal"
 				if c.fetch {
 					op = "FetchAndOp"
-					_, err = w.FetchAndOp(1, 8, Uint64, OpSum, 1)
+					_, err = w.FetchAndOp(1, 8, AtomicUint64, OpSum, 1)
 				} else {
 					_, err = w.WaitSignal(ctx, 8, CmpGE, 1)
 				}

@@ -7,50 +7,50 @@ import (
 	"unsafe"
 )
 
-// Type is the element type of an atomic operation.
-type Type int
+// AtomicType is the element type of an atomic operation.
+type AtomicType int
 
 // Element types for Accumulate, FetchAndOp and CompareAndSwap.
 const (
-	Int32 Type = iota + 1
-	Uint32
-	Int64
-	Uint64
-	Float32
-	Float64
+	AtomicInt32 AtomicType = iota + 1
+	AtomicUint32
+	AtomicInt64
+	AtomicUint64
+	AtomicFloat32
+	AtomicFloat64
 )
 
 // Size is the element size in bytes.
-func (t Type) Size() int {
+func (t AtomicType) Size() int {
 	switch t {
-	case Int32, Uint32, Float32:
+	case AtomicInt32, AtomicUint32, AtomicFloat32:
 		return 4
-	case Int64, Uint64, Float64:
+	case AtomicInt64, AtomicUint64, AtomicFloat64:
 		return 8
 	}
 	return 0
 }
 
 // String names the type ("int64", ...).
-func (t Type) String() string {
+func (t AtomicType) String() string {
 	switch t {
-	case Int32:
+	case AtomicInt32:
 		return "int32"
-	case Uint32:
+	case AtomicUint32:
 		return "uint32"
-	case Int64:
+	case AtomicInt64:
 		return "int64"
-	case Uint64:
+	case AtomicUint64:
 		return "uint64"
-	case Float32:
+	case AtomicFloat32:
 		return "float32"
-	case Float64:
+	case AtomicFloat64:
 		return "float64"
 	}
-	return fmt.Sprintf("Type(%d)", int(t))
+	return fmt.Sprintf("AtomicType(%d)", int(t))
 }
 
-func (t Type) isFloat() bool { return t == Float32 || t == Float64 }
+func (t AtomicType) isFloat() bool { return t == AtomicFloat32 || t == AtomicFloat64 }
 
 // Op is a reduction operation for Accumulate and FetchAndOp.
 type Op int
@@ -91,7 +91,7 @@ func (o Op) String() string {
 }
 
 // checkOp validates an (op, type) pair.
-func checkOp(t Type, o Op) error {
+func checkOp(t AtomicType, o Op) error {
 	if t.Size() == 0 {
 		return fmt.Errorf("type %v: %w", t, ErrInvalid)
 	}
@@ -108,7 +108,7 @@ func checkOp(t Type, o Op) error {
 }
 
 // combine computes op(old, v) for values held as raw bits of type t.
-func combine(t Type, o Op, old, v uint64) uint64 {
+func combine(t AtomicType, o Op, old, v uint64) uint64 {
 	switch o {
 	case OpReplace:
 		return v
@@ -122,19 +122,19 @@ func combine(t Type, o Op, old, v uint64) uint64 {
 		return old ^ v
 	}
 	switch t {
-	case Int32:
+	case AtomicInt32:
 		a, b := int32(uint32(old)), int32(uint32(v))
 		return uint64(uint32(pick(o, a, b)))
-	case Uint32:
+	case AtomicUint32:
 		return uint64(pick(o, uint32(old), uint32(v)))
-	case Int64:
+	case AtomicInt64:
 		return uint64(pick(o, int64(old), int64(v)))
-	case Uint64:
+	case AtomicUint64:
 		return pick(o, old, v)
-	case Float32:
+	case AtomicFloat32:
 		a, b := math.Float32frombits(uint32(old)), math.Float32frombits(uint32(v))
 		return uint64(math.Float32bits(pick(o, a, b)))
-	case Float64:
+	case AtomicFloat64:
 		a, b := math.Float64frombits(old), math.Float64frombits(v)
 		return math.Float64bits(pick(o, a, b))
 	}
@@ -161,7 +161,7 @@ func pick[T int32 | uint32 | int64 | uint64 | float32 | float64](o Op, a, b T) T
 
 // atomicApply performs op on the element at p (which must be aligned to
 // t.Size()) with a hardware atomic and returns the previous value.
-func atomicApply(p unsafe.Pointer, t Type, o Op, v uint64) uint64 {
+func atomicApply(p unsafe.Pointer, t AtomicType, o Op, v uint64) uint64 {
 	if t.Size() == 4 {
 		a := (*uint32)(p)
 		switch {
@@ -206,7 +206,7 @@ func atomicApply(p unsafe.Pointer, t Type, o Op, v uint64) uint64 {
 
 // atomicCAS compares the element at p with cmp and, if equal, stores swap;
 // it returns the previous value.
-func atomicCAS(p unsafe.Pointer, t Type, cmp, swap uint64) uint64 {
+func atomicCAS(p unsafe.Pointer, t AtomicType, cmp, swap uint64) uint64 {
 	if t.Size() == 4 {
 		a := (*uint32)(p)
 		for {

@@ -51,7 +51,7 @@ func TestFreeWithoutPeers(t *testing.T) {
 						}
 						<-freed
 						start := time.Now()
-						if _, err := w.FetchAndOp(0, 0, Uint64, OpSum, 1); !errors.Is(err, ErrPeerGone) {
+						if _, err := w.FetchAndOp(0, 0, AtomicUint64, OpSum, 1); !errors.Is(err, ErrPeerGone) {
 							return fmt.Errorf("FetchAndOp on a rank that left: %v, want ErrPeerGone", err)
 						}
 						if _, err := w.WaitSignal(ctx, 0, CmpGE, 1); !errors.Is(err, ErrPeerGone) {

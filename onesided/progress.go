@@ -84,19 +84,19 @@ func (p *guardedPath) putSignal(target, off int, data []byte, sigOff int, val ui
 	return p.f.putSignal(target, off, data, sigOff, val)
 }
 
-func (p *guardedPath) accumulate(target, off int, t Type, o Op, data []byte) error {
+func (p *guardedPath) accumulate(target, off int, t AtomicType, o Op, data []byte) error {
 	p.g.Enter()
 	defer p.g.Exit()
 	return p.f.accumulate(target, off, t, o, data)
 }
 
-func (p *guardedPath) fetchOp(target, off int, t Type, o Op, v uint64) (uint64, error) {
+func (p *guardedPath) fetchOp(target, off int, t AtomicType, o Op, v uint64) (uint64, error) {
 	p.g.Enter()
 	defer p.g.Exit()
 	return p.f.fetchOp(target, off, t, o, v)
 }
 
-func (p *guardedPath) cas(target, off int, t Type, cmp, swap uint64) (uint64, error) {
+func (p *guardedPath) cas(target, off int, t AtomicType, cmp, swap uint64) (uint64, error) {
 	p.g.Enter()
 	defer p.g.Exit()
 	return p.f.cas(target, off, t, cmp, swap)

@@ -114,7 +114,7 @@ var crossScenarios = []crossScenario{
 		defer h.Free(ctx, s)
 		if c.Rank() == 0 {
 			for i := uint64(0); i < 3; i++ {
-				old, err := h.Atomic(1, s, 0, Uint64, OpSum, 1)
+				old, err := h.Atomic(1, s, 0, AtomicUint64, OpSum, 1)
 				if err != nil {
 					return fmt.Errorf("fetch-and-add: %w", err)
 				}
@@ -122,7 +122,7 @@ var crossScenarios = []crossScenario{
 					return fmt.Errorf("fetch-and-add %d returned %d", i, old)
 				}
 			}
-			if _, err := h.CompareAndSwap(1, s, 0, Uint64, 3, 7); err != nil {
+			if _, err := h.CompareAndSwap(1, s, 0, AtomicUint64, 3, 7); err != nil {
 				return fmt.Errorf("compare-and-swap: %w", err)
 			}
 		}

@@ -19,8 +19,8 @@ import (
 // region. The libfabric path packs the origin once and issues one RMA write
 // per contiguous block of the target type (ddt Flatten). The packed copy
 // is owned by the window, so origin may be reused when PutTyped returns.
-func (w *Window) PutTyped(target int, origin []byte, originCount int, originType *ddt.Type,
-	offset int, targetCount int, targetType *ddt.Type) error {
+func (w *Window) PutTyped(target, offset int, origin []byte, originCount int, originType *ddt.Type,
+	targetCount int, targetType *ddt.Type) error {
 	packed, err := w.typedPrep("PutTyped", target, originCount, originType, offset, targetCount, targetType)
 	if err != nil {
 		return err
@@ -53,8 +53,8 @@ func (w *Window) PutTyped(target int, origin []byte, originCount int, originType
 // region are read into originCount elements of originType in origin. Unlike
 // Get it waits until origin holds the data (on the libfabric path it
 // flushes target, then unpacks).
-func (w *Window) GetTyped(ctx context.Context, origin []byte, originCount int, originType *ddt.Type,
-	target, offset int, targetCount int, targetType *ddt.Type) error {
+func (w *Window) GetTyped(ctx context.Context, target, offset int, origin []byte, originCount int,
+	originType *ddt.Type, targetCount int, targetType *ddt.Type) error {
 	packed, err := w.typedPrep("GetTyped", target, originCount, originType, offset, targetCount, targetType)
 	if err != nil {
 		return err

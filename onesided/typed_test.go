@@ -42,7 +42,7 @@ func typedScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 		binary.LittleEndian.PutUint64(origin[8*i:], uint64(me*1000+i))
 	}
 	const off = 16
-	if err := w.PutTyped(right, origin, 1, ot, off, 1, tt); err != nil {
+	if err := w.PutTyped(right, off, origin, 1, ot, 1, tt); err != nil {
 		return err
 	}
 	if err := w.Fence(ctx); err != nil {
@@ -67,7 +67,7 @@ func typedScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 	}
 	// Read right's copy back into a fresh origin layout.
 	back := make([]byte, len(origin))
-	if err := w.GetTyped(ctx, back, 1, ot, right, off, 1, tt); err != nil {
+	if err := w.GetTyped(ctx, right, off, back, 1, ot, 1, tt); err != nil {
 		return err
 	}
 	for b := 0; b < 6; b++ {
@@ -78,10 +78,10 @@ func typedScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 			}
 		}
 	}
-	if err := w.PutTyped(right, origin, 1, ot, 8*40-64, 1, tt); !errors.Is(err, ErrOutOfRange) {
+	if err := w.PutTyped(right, 8*40-64, origin, 1, ot, 1, tt); !errors.Is(err, ErrOutOfRange) {
 		return fmt.Errorf("typed put past the end: %v", err)
 	}
-	if err := w.PutTyped(right, origin, 2, ot, 0, 1, tt); !errors.Is(err, ErrInvalid) {
+	if err := w.PutTyped(right, 0, origin, 2, ot, 1, tt); !errors.Is(err, ErrInvalid) {
 		return fmt.Errorf("typed put with mismatched sizes: %v", err)
 	}
 	// A target type whose count × extent overflows int64: the span check
@@ -95,10 +95,10 @@ func typedScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 		return err
 	}
 	before := append([]byte(nil), w.Bytes()...)
-	if err := w.PutTyped(right, origin, 5, ddt.Byte, 0, 5, huge); !errors.Is(err, ErrOutOfRange) && !errors.Is(err, ErrInvalid) {
+	if err := w.PutTyped(right, 0, origin, 5, ddt.Byte, 5, huge); !errors.Is(err, ErrOutOfRange) && !errors.Is(err, ErrInvalid) {
 		return fmt.Errorf("typed put of an overflowing span: %v", err)
 	}
-	if err := w.GetTyped(ctx, origin, 5, ddt.Byte, right, 0, 5, huge); !errors.Is(err, ErrOutOfRange) && !errors.Is(err, ErrInvalid) {
+	if err := w.GetTyped(ctx, right, 0, origin, 5, ddt.Byte, 5, huge); !errors.Is(err, ErrOutOfRange) && !errors.Is(err, ErrInvalid) {
 		return fmt.Errorf("typed get of an overflowing span: %v", err)
 	}
 	if err := w.Fence(ctx); err != nil {
@@ -108,7 +108,7 @@ func typedScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 		return fmt.Errorf("a rejected typed put changed a window")
 	}
 	raw, _ := ddt.Vector(2, 1, 2, ddt.Int64)
-	if err := w.PutTyped(right, origin, 1, raw, 0, 2, ddt.Int64); !errors.Is(err, ErrInvalid) {
+	if err := w.PutTyped(right, 0, origin, 1, raw, 2, ddt.Int64); !errors.Is(err, ErrInvalid) {
 		return fmt.Errorf("typed put with uncommitted type: %v", err)
 	}
 	return w.Fence(ctx)

@@ -186,7 +186,7 @@ func (w *waiter) check(ctx context.Context, elapsed time.Duration) error {
 		return err
 	}
 	if w.limit > 0 && elapsed > w.limit {
-		return fmt.Errorf("%w after %v (WEFT_ONESIDED_TIMEOUT)", ErrTimeout, w.limit)
+		return fmt.Errorf("onesided: operation %w after %v (WEFT_ONESIDED_TIMEOUT)", ErrTimeout, w.limit)
 	}
 	if w.peers != nil {
 		if err := w.peers.goneErr(); err != nil {

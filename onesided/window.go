@@ -218,9 +218,9 @@ type netPath interface {
 	put(target int, off int, data []byte) error
 	get(target int, off int, dst []byte) error
 	putSignal(target int, off int, data []byte, sigOff int, val uint64) error
-	accumulate(target int, off int, t Type, o Op, data []byte) error
-	fetchOp(target int, off int, t Type, o Op, v uint64) (uint64, error)
-	cas(target int, off int, t Type, cmp, swap uint64) (uint64, error)
+	accumulate(target int, off int, t AtomicType, o Op, data []byte) error
+	fetchOp(target int, off int, t AtomicType, o Op, v uint64) (uint64, error)
+	cas(target int, off int, t AtomicType, cmp, swap uint64) (uint64, error)
 	flush(ctx context.Context, target int) error // target < 0: all
 	// issued counts operations issued so far; waitIssued(n) returns once
 	// the first n are locally complete.
@@ -738,7 +738,7 @@ func (w *Window) Get(target, offset int, dst []byte) error {
 // window that drives progress, and every Fence); write signal words only
 // with PutSignal and Signal then (a later Put or atomic to the word from
 // the same origin may land before the signal).
-func (w *Window) PutSignal(target int, data []byte, offset, signalOffset int, value uint64) error {
+func (w *Window) PutSignal(target, offset int, data []byte, signalOffset int, value uint64) error {
 	if err := w.check("PutSignal", target, offset, len(data)); err != nil {
 		return err
 	}
@@ -762,7 +762,7 @@ func (w *Window) PutSignal(target int, data []byte, offset, signalOffset int, va
 // Signal stores value into the signal word at signalOffset of target's
 // region, ordered after every PutSignal this rank issued before to target.
 func (w *Window) Signal(target, signalOffset int, value uint64) error {
-	return w.PutSignal(target, nil, 0, signalOffset, value)
+	return w.PutSignal(target, 0, nil, signalOffset, value)
 }
 
 // TestSignal reads this rank's signal word at signalOffset and reports
@@ -873,7 +873,7 @@ func (w *Window) waitGE(ctx context.Context, p *uint64, want uint64, stop *atomi
 // region at offset with op: each element is updated atomically. The update
 // is complete at the target after a flush. offset must be aligned to
 // t.Size(). OpNoOp is not allowed.
-func (w *Window) Accumulate(target, offset int, t Type, op Op, data []byte) error {
+func (w *Window) Accumulate(target, offset int, t AtomicType, op Op, data []byte) error {
 	if err := checkOp(t, op); err != nil || op == OpNoOp {
 		return fmt.Errorf("onesided: Accumulate(%v, %v): %w", op, t, ErrInvalid)
 	}
@@ -897,7 +897,7 @@ func (w *Window) Accumulate(target, offset int, t Type, op Op, data []byte) erro
 // at offset in target's region and returns the element's previous value
 // (as raw bits: use math.Float64frombits and friends for floats, and
 // int64(v) / int32(uint32(v)) for signed types). It waits for the result.
-func (w *Window) FetchAndOp(target, offset int, t Type, op Op, operand uint64) (uint64, error) {
+func (w *Window) FetchAndOp(target, offset int, t AtomicType, op Op, operand uint64) (uint64, error) {
 	if err := checkOp(t, op); err != nil {
 		return 0, fmt.Errorf("onesided: FetchAndOp: %w", err)
 	}
@@ -913,7 +913,7 @@ func (w *Window) FetchAndOp(target, offset int, t Type, op Op, operand uint64) (
 // CompareAndSwap atomically replaces the element of type t at offset in
 // target's region with swap if it equals compare, and returns the previous
 // value. It waits for the result. Floats compare bitwise.
-func (w *Window) CompareAndSwap(target, offset int, t Type, compare, swap uint64) (uint64, error) {
+func (w *Window) CompareAndSwap(target, offset int, t AtomicType, compare, swap uint64) (uint64, error) {
 	if t.Size() == 0 {
 		return 0, fmt.Errorf("onesided: CompareAndSwap: type %v: %w", t, ErrInvalid)
 	}

@@ -135,8 +135,8 @@ func (t *WindowTransport) Send(peer, sendSlot, recvSlot, n int, seq uint64) erro
 	}
 	me := t.g.Rank()
 	P := t.g.Size()
-	if err := t.w.PutSignal(peer, t.SendBuf(sendSlot, peer)[:n],
-		t.recvOff+(recvSlot*P+me)*t.stride, t.sigOff+(recvSlot*P+me)*8, seq); err != nil {
+	if err := t.w.PutSignal(peer, t.recvOff+(recvSlot*P+me)*t.stride,
+		t.SendBuf(sendSlot, peer)[:n], t.sigOff+(recvSlot*P+me)*8, seq); err != nil {
 		return err
 	}
 	if t.w.net != nil {

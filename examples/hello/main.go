@@ -1,7 +1,7 @@
 // Command hello is weft's smallest complete program: every rank opens a
 // libfabric endpoint on the selected provider, publishes its address through
-// the bootstrap, fences, reads every peer's address, and passes a token
-// around a ring over libfabric. Each rank then prints
+// the job's key-value exchange (package job), fences, reads every peer's
+// address, and passes a token around a ring over libfabric. Each rank then prints
 //
 //	rank R of N on HOST: ring ok
 //
@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/fabric"
-	"github.com/weft-hpc/weft/internal/bootstrap"
+	"github.com/weft-hpc/weft/job"
 )
 
 func main() {
@@ -54,17 +54,17 @@ func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 
-	bs, err := bootstrap.Init(ctx)
+	j, err := job.Init(ctx)
 	if err != nil {
 		return err
 	}
-	rank, size := bs.Rank(), bs.Size()
+	rank, size := j.Rank(), j.Size()
 	fail := func(err error) error {
-		_ = bs.Abort(1, err.Error())
+		_ = j.Abort(1, err.Error())
 		return err
 	}
 
-	info, err := fabric.Select(&fabric.Hints{Caps: fabric.CapMsg}, bs.LocalSize() == size)
+	info, err := fabric.Select(&fabric.Hints{Caps: fabric.CapMsg}, j.LocalSize() == size)
 	if err != nil {
 		return fail(err)
 	}
@@ -99,15 +99,15 @@ func run() error {
 	if err != nil {
 		return fail(err)
 	}
-	if err := bs.Put("hello.ep."+strconv.Itoa(rank), name); err != nil {
+	if err := j.Put("hello.ep."+strconv.Itoa(rank), name); err != nil {
 		return fail(err)
 	}
-	if err := bs.Fence(ctx); err != nil {
+	if err := j.Fence(ctx); err != nil {
 		return fail(err)
 	}
 	names := make([][]byte, size)
 	for r := range size {
-		if names[r], err = bs.Get(ctx, "hello.ep."+strconv.Itoa(r)); err != nil {
+		if names[r], err = j.Get(ctx, "hello.ep."+strconv.Itoa(r)); err != nil {
 			return fail(err)
 		}
 	}
@@ -178,12 +178,12 @@ func run() error {
 		}
 	}
 	// Nobody tears down its endpoint while a peer may still need it.
-	if err := bs.Fence(ctx); err != nil {
+	if err := j.Fence(ctx); err != nil {
 		return fail(err)
 	}
 	host, _ := os.Hostname()
 	fmt.Printf("rank %d of %d on %s: ring ok\n", rank, size, host)
-	return bs.Finalize()
+	return j.Finalize()
 }
 
 // drain polls the CQ once (waiting up to a short while for a completion) and

@@ -52,7 +52,7 @@ func run() error {
 
 	// Every rank adds its rank+1 to the counter of every rank.
 	for r := 0; r < n; r++ {
-		if _, err := heap.Atomic(r, counter, 0, onesided.Uint64, onesided.OpSum, uint64(me+1)); err != nil {
+		if _, err := heap.Atomic(r, counter, 0, onesided.AtomicUint64, onesided.OpSum, uint64(me+1)); err != nil {
 			return err
 		}
 	}

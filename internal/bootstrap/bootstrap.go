@@ -36,13 +36,13 @@ package bootstrap
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/weft-hpc/weft/errs"
 	"github.com/weft-hpc/weft/internal/pmi"
 	"github.com/weft-hpc/weft/internal/wlog"
 )
@@ -80,11 +80,15 @@ type Bootstrap interface {
 }
 
 // Errors returned by Bootstrap methods (wrapped; test with errors.Is).
+// ErrFinalized and ErrBadKey are the shared errs.ErrClosed and
+// errs.ErrInvalid.
 var (
 	ErrNotFound  = pmi.ErrNotFound
-	ErrFinalized = errors.New("bootstrap: finalized")
-	ErrBadKey    = errors.New("bootstrap: invalid key")
+	ErrFinalized = errs.ErrClosed
+	ErrBadKey    = errs.ErrInvalid
 )
+
+var errFinalized = fmt.Errorf("bootstrap: finalized: %w", ErrFinalized)
 
 // backend is one launcher protocol.
 type backend interface {
@@ -273,11 +277,11 @@ func LocalFromMapping(mapping string, rank, size int) (localRank, localSize int,
 // validKey reports whether key is usable (see package doc).
 func validKey(key string) error {
 	if key == "" {
-		return fmt.Errorf("%w: empty key", ErrBadKey)
+		return fmt.Errorf("bootstrap: %w: empty key", ErrBadKey)
 	}
 	for _, c := range key {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("_-.:/", c)) {
-			return fmt.Errorf("%w: %q contains %q (allowed: letters, digits, _-.:/)", ErrBadKey, key, c)
+			return fmt.Errorf("bootstrap: %w: %q contains %q (allowed: letters, digits, _-.:/)", ErrBadKey, key, c)
 		}
 	}
 	return nil
@@ -294,10 +298,10 @@ func (b *boot) Put(key string, value []byte) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.done {
-		return ErrFinalized
+		return errFinalized
 	}
 	if b.mine[key] {
-		return fmt.Errorf("%w: %q was already put by this rank", ErrBadKey, key)
+		return fmt.Errorf("bootstrap: %w: %q was already put by this rank", ErrBadKey, key)
 	}
 	maxKey, maxVal := b.b.maxes()
 	enc := base64.RawURLEncoding.EncodeToString(value)
@@ -307,7 +311,7 @@ func (b *boot) Put(key string, value []byte) error {
 	}
 	n := max(1, (len(enc)+room-1)/room)
 	if len(chunkKey(key, n)) > maxKey || n == 1 && len(key) > maxKey {
-		return fmt.Errorf("%w: %q (with %d parts) exceeds the launcher's keylen_max %d", ErrBadKey, key, n, maxKey)
+		return fmt.Errorf("bootstrap: %w: %q (with %d parts) exceeds the launcher's keylen_max %d", ErrBadKey, key, n, maxKey)
 	}
 	ctx := context.Background()
 	for i := range n {
@@ -331,7 +335,7 @@ func (b *boot) Fence(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.done {
-		return ErrFinalized
+		return errFinalized
 	}
 	if err := b.b.fence(ctx); err != nil {
 		return fmt.Errorf("bootstrap: fence: %w", err)
@@ -347,7 +351,7 @@ func (b *boot) Get(ctx context.Context, key string) ([]byte, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.done {
-		return nil, ErrFinalized
+		return nil, errFinalized
 	}
 	if v, ok := b.cache[key]; ok {
 		return append([]byte(nil), v...), nil

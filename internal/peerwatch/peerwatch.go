@@ -22,12 +22,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/weft-hpc/weft/errs"
 )
 
 // ErrPeerGone reports a wait on a rank that can never answer: its process
 // has exited (or, within one process, the rank has released the
-// communicator or window without synchronising).
-var ErrPeerGone = errors.New("peer rank gone")
+// communicator or window without synchronising). It is errs.ErrPeerGone.
+var ErrPeerGone = errs.ErrPeerGone
 
 // Interval is how often a blocked wait checks its peers' processes.
 const Interval = 100 * time.Millisecond

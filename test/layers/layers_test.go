@@ -16,11 +16,12 @@ const module = "github.com/weft-hpc/weft/"
 // import packages of strictly lower layers only. A new package must be
 // given a layer here (and a line in docs/ARCHITECTURE.md).
 var layer = map[string]int{
+	"errs":                0,
 	"internal/wlog":       0,
 	"internal/ccall":      0,
 	"internal/proctest":   0,
 	"internal/benchrec":   0,
-	"internal/peerwatch":  0,
+	"internal/peerwatch":  1,
 	"internal/testenv":    0,
 	"internal/checked":    0,
 	"internal/wait":       0,
@@ -35,10 +36,11 @@ var layer = map[string]int{
 	"jit":                 2,
 	"ddt/ddttest":         2,
 	"gpu":                 2,
-	"endpoint":            3,
+	"job":                 3,
+	"endpoint":            4,
 	"internal/launchtest": 3,
-	"onesided":            4,
-	"collectives":         5,
+	"onesided":            5,
+	"collectives":         6,
 }
 
 // top-level trees that may import any library package but are imported by

@@ -63,8 +63,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weft-hpc/weft/internal/bootstrap"
 	"github.com/weft-hpc/weft/internal/launch"
+	"github.com/weft-hpc/weft/job"
 	"github.com/weft-hpc/weft/onesided"
 )
 
@@ -434,7 +434,7 @@ func printTable(res results, sizes []int, tools []string) {
 func rankMain(sizes []int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	bs, err := bootstrap.Init(ctx)
+	bs, err := job.Init(ctx)
 	if err != nil {
 		return err
 	}
@@ -442,7 +442,7 @@ func rankMain(sizes []int) error {
 	if bs.Size() != 2 {
 		return fmt.Errorf("needs 2 ranks, got %d", bs.Size())
 	}
-	g := onesided.BootstrapGroup(bs)
+	g := onesided.JobGroup(bs)
 	var opts []onesided.Option
 	switch *path {
 	case "direct":
@@ -539,7 +539,7 @@ func rankMain(sizes []int) error {
 			}
 			seq++
 			if me == 0 {
-				if err := w.PutSignal(peer, src[:size], dataOff, sigOff, seq); err != nil {
+				if err := w.PutSignal(peer, dataOff, src[:size], sigOff, seq); err != nil {
 					return err
 				}
 				if _, err := w.WaitSignal(ctx, sigOff, onesided.CmpGE, seq); err != nil {
@@ -549,7 +549,7 @@ func rankMain(sizes []int) error {
 				if _, err := w.WaitSignal(ctx, sigOff, onesided.CmpGE, seq); err != nil {
 					return err
 				}
-				if err := w.PutSignal(peer, src[:size], dataOff, sigOff, seq); err != nil {
+				if err := w.PutSignal(peer, dataOff, src[:size], sigOff, seq); err != nil {
 					return err
 				}
 			}
@@ -567,7 +567,7 @@ func rankMain(sizes []int) error {
 		base := seq + 1
 		t0 := time.Now()
 		for i := uint64(0); i < n; i++ {
-			if err := w.PutSignal(1, src[:8], dataOff, sigOff+8, base+i); err != nil {
+			if err := w.PutSignal(1, dataOff, src[:8], sigOff+8, base+i); err != nil {
 				return err
 			}
 		}

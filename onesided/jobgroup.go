@@ -6,27 +6,27 @@ import (
 	"strconv"
 	"sync/atomic"
 
-	"github.com/weft-hpc/weft/internal/bootstrap"
+	"github.com/weft-hpc/weft/job"
 )
 
 var bootGroups atomic.Int64
 
-// bootGroup is a Group over the launcher's key-value exchange.
+// bootGroup is a Group over the job's key-value exchange.
 type bootGroup struct {
-	bs     bootstrap.Bootstrap
+	bs     job.Job
 	prefix string
 	seq    int
 }
 
-// BootstrapGroup returns a Group spanning every rank of the job, built on
+// JobGroup returns a Group spanning every rank of the job, built on
 // the launcher's put/fence/get exchange: Barrier is a fence and Allgather
 // is a put, a fence and one get per rank. It is slow (milliseconds) but
 // needs nothing beyond the launcher, so windows work before any
 // communicator exists. Groups must be created in the same order on every
 // rank. The Group is for one goroutine at a time.
-func BootstrapGroup(bs bootstrap.Bootstrap) Group {
+func JobGroup(j job.Job) Group {
 	id := bootGroups.Add(1)
-	return &bootGroup{bs: bs, prefix: "os.g" + strconv.FormatInt(id, 10) + "."}
+	return &bootGroup{bs: j, prefix: "os.g" + strconv.FormatInt(id, 10) + "."}
 }
 
 // Rank implements Group.
