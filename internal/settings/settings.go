@@ -221,7 +221,7 @@ func Check(pkg string) error {
 			return err
 		}
 	}
-	_, err := Tune()
+	_, err := ParseTune(os.Getenv(TuneEnv)) // not Tune's cached parse: the environment may have changed
 	return err
 }
 
