@@ -31,6 +31,8 @@ func (t *Type) Commit() error {
 	mode := DefaultJITMode()
 	if t.jitSet {
 		mode = t.jit
+	} else if err := defaultJITErr(); err != nil {
+		return err
 	}
 	var k Kernel
 	if mode != JITOff && ir.Root != nil {

@@ -423,9 +423,7 @@ func TestJITMode(t *testing.T) {
 		t.Errorf("bad mode: %v", err)
 	}
 	m := mustT(t)
-	// The cases below assume the default mode auto, whatever WEFT_JIT says.
-	defer SetDefaultJITMode(DefaultJITMode())
-	SetDefaultJITMode(JITAuto)
+	// The cases below set each type's mode (whatever WEFT_JIT says).
 	// Mode on without a compiler fails Commit; auto falls back.
 	on := m(Vector(3, 1, 2, Float64))
 	if err := on.SetJIT(JITOn); err != nil {
@@ -441,6 +439,9 @@ func TestJITMode(t *testing.T) {
 	SetCompiler(fc)
 	defer SetCompiler(nil)
 	k := m(Vector(3, 1, 2, Float64))
+	if err := k.SetJIT(JITAuto); err != nil {
+		t.Fatal(err)
+	}
 	if err := k.Commit(); err != nil || !k.Compiled() || fc.calls != 1 {
 		t.Fatalf("auto with compiler: %v compiled=%v calls=%d", err, k.Compiled(), fc.calls)
 	}
@@ -456,6 +457,9 @@ func TestJITMode(t *testing.T) {
 	}
 	fc.decline = true
 	d := m(Vector(3, 1, 2, Float64))
+	if err := d.SetJIT(JITAuto); err != nil {
+		t.Fatal(err)
+	}
 	if err := d.Commit(); err != nil || d.Compiled() {
 		t.Fatalf("declined compile in auto: %v %v", err, d.Compiled())
 	}

@@ -3,9 +3,10 @@ package ddt
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync/atomic"
+
+	"github.com/weft-hpc/weft/internal/settings"
 )
 
 // Kernel is compiled pack/unpack code for one committed type, produced by a
@@ -128,19 +129,47 @@ func ParseJITMode(s string) (JITMode, error) {
 	return JITAuto, fmt.Errorf("ddt: WEFT_JIT=%q: want auto, on or off: %w", s, ErrInvalid)
 }
 
-var defaultJIT atomic.Uint32
+var (
+	defaultJIT atomic.Uint32
+	// envJITErr is a bad WEFT_JIT (internal/settings), which Commit reports
+	// for types without their own mode until SetDefaultJITMode replaces it.
+	envJITErr atomic.Pointer[error]
+)
 
 func init() {
-	m, err := ParseJITMode(os.Getenv("WEFT_JIT"))
+	m, err := jitFromEnv()
 	if err != nil {
-		log.Warn("ignoring bad WEFT_JIT", "error", err)
+		envJITErr.Store(&err)
 	}
 	defaultJIT.Store(uint32(m))
 }
 
+// jitFromEnv reads WEFT_JIT; a bad value gives JITAuto and an error
+// wrapping ErrInvalid that names the variable and the allowed values.
+func jitFromEnv() (JITMode, error) {
+	v, _, err := settings.Str("WEFT_JIT")
+	if err != nil {
+		return JITAuto, fmt.Errorf("ddt: %w: %w", err, ErrInvalid)
+	}
+	m, _ := ParseJITMode(v)
+	return m, nil
+}
+
+// defaultJITErr is the error of a bad WEFT_JIT, or nil.
+func defaultJITErr() error {
+	if p := envJITErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // SetDefaultJITMode sets the mode used by Commit for types without their own
-// mode (initially from WEFT_JIT, default auto).
-func SetDefaultJITMode(m JITMode) { defaultJIT.Store(uint32(m)) }
+// mode (initially from WEFT_JIT, default auto; a bad WEFT_JIT makes Commit
+// fail with ErrInvalid until this is called).
+func SetDefaultJITMode(m JITMode) {
+	envJITErr.Store(nil)
+	defaultJIT.Store(uint32(m))
+}
 
 // DefaultJITMode returns the mode set by WEFT_JIT or SetDefaultJITMode.
 func DefaultJITMode() JITMode { return JITMode(defaultJIT.Load()) }

@@ -63,6 +63,7 @@ type Tuning struct {
 	JITRTUTile   int64
 	JITRTNTMin   int64
 	JITRTUNTMin  int64
+	JITDualMap   bool
 
 	set []string // keys given in WEFT_TUNE
 }
@@ -128,6 +129,7 @@ var Knobs = []Knob{
 	{Key: "jitrtutile", Pkg: "jit", Kind: Int, Default: "8", Min: 4, Max: 256, Old: "WEFT_JIT_RT_UTILE", Doc: "register-tiled unpack: rows per tile", field: func(t *Tuning) any { return &t.JITRTUTile }},
 	{Key: "jitrtntmin", Pkg: "jit", Kind: Int, Default: "auto", Min: 0, Max: 1 << 62, Old: "WEFT_JIT_RT_NT_MIN", Doc: "register-tiled pack: non-temporal stores from this many bytes per call (default: twice the L2 size)", field: func(t *Tuning) any { return &t.JITRTNTMin }},
 	{Key: "jitrtuntmin", Pkg: "jit", Kind: Int, Default: "auto", Min: 0, Max: 1 << 62, Old: "WEFT_JIT_RT_UNT_MIN", Doc: "register-tiled unpack: non-temporal stores from this many bytes per call (default: the last-level cache size)", field: func(t *Tuning) any { return &t.JITRTUNTMin }},
+	{Key: "jitdualmap", Pkg: "jit", Kind: Bool, Default: "1", Old: "WEFT_JIT_DUAL_MAP", Doc: "W^X by two views (RW, RX) of one memfd, no system call per compile; 0: mprotect per compile, no writable alias of code ever", field: func(t *Tuning) any { return &t.JITDualMap }},
 }
 
 // Defaults returns the tuning with every knob at its default.
