@@ -104,11 +104,13 @@
 //
 // # Environment
 //
-// WEFT_PROVIDER overrides Select's automatic choice; WEFT_TUNE mrcache sets
-// how many unreferenced registrations a domain keeps (default 64);
-// WEFT_TUNE=hugepages=0 disables huge pages in Alloc; WEFT_TUNE pollyield sets the
-// polling yield interval (SetPollYield; "off" disables it); WEFT_LOG_LEVEL
-// sets the log level (internal/wlog).
+// WEFT_PROVIDER overrides Select's automatic choice; WEFT_FASTCALL sets the
+// initial SetFastCall mode; WEFT_LOG_LEVEL sets the log level
+// (internal/wlog). Tuning knobs are keys of WEFT_TUNE (docs/tuning.md):
+// mrcache (unreferenced registrations a domain keeps, default 64),
+// hugepages=0 (no huge pages in Alloc), pollyield and pollpace (the initial
+// SetPollYield and SetPollPace), shmsweep. A bad value of any of them, or of
+// WEFT_TUNE, makes GetInfo and Select fail with ErrInvalid.
 package fabric
 
 // #cgo LDFLAGS: -lfabric

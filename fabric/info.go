@@ -216,6 +216,9 @@ func hintsString(h *Hints) string {
 // when CPUs are oversubscribed). The first matching configuration is
 // returned; the error wraps ErrNoProvider when none matches.
 func Select(h *Hints, allOnOneNode bool) (*Info, error) {
+	if err := checkSettings(); err != nil {
+		return nil, err
+	}
 	var hh Hints
 	if h != nil {
 		hh = *h
