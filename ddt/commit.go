@@ -34,6 +34,11 @@ func (t *Type) Commit() error {
 	if err := t.checkIR(ir); err != nil {
 		return err
 	}
+	if !t.jitSet && !JITDisabled() {
+		if err := defaultJITErr(); err != nil {
+			return err
+		}
+	}
 	k, err := t.compile(ir, ddtir.Registered())
 	if err != nil {
 		return err

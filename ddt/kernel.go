@@ -3,11 +3,11 @@ package ddt
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync/atomic"
 
 	"github.com/weft-hpc/weft/internal/ddtir"
+	"github.com/weft-hpc/weft/internal/settings"
 )
 
 // Kernel packs and unpacks any window of the packed stream of a committed
@@ -85,12 +85,15 @@ var (
 	// jitOff is the process-wide off switch, WEFT_JIT=off: no type gets a
 	// compiled kernel, whatever its own mode or the default mode say.
 	jitOff atomic.Bool
+	// envJITErr is a bad WEFT_JIT (internal/settings), which Commit reports
+	// for types without their own mode until SetDefaultJITMode replaces it.
+	envJITErr atomic.Pointer[error]
 )
 
 func init() {
-	m, err := ParseJITMode(os.Getenv("WEFT_JIT"))
+	m, err := jitFromEnv()
 	if err != nil {
-		log.Warn("ignoring bad WEFT_JIT", "error", err)
+		envJITErr.Store(&err)
 	}
 	defaultJIT.Store(uint32(m))
 	jitOff.Store(m == JITOff)
@@ -108,10 +111,33 @@ func init() {
 // succeeds with the interpreter.
 func JITDisabled() bool { return jitOff.Load() }
 
+// jitFromEnv reads WEFT_JIT; a bad value gives JITAuto and an error
+// wrapping ErrInvalid that names the variable and the allowed values.
+func jitFromEnv() (JITMode, error) {
+	v, _, err := settings.Str("WEFT_JIT")
+	if err != nil {
+		return JITAuto, fmt.Errorf("ddt: %w: %w", err, ErrInvalid)
+	}
+	m, _ := ParseJITMode(v)
+	return m, nil
+}
+
+// defaultJITErr is the error of a bad WEFT_JIT, or nil.
+func defaultJITErr() error {
+	if p := envJITErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // SetDefaultJITMode sets the mode used by Commit for types without their own
-// mode (initially from WEFT_JIT, default auto). It cannot lift the
+// mode (initially from WEFT_JIT, default auto; a bad WEFT_JIT makes Commit
+// fail with ErrInvalid until this is called). It cannot lift the
 // process-wide WEFT_JIT=off (JITDisabled).
-func SetDefaultJITMode(m JITMode) { defaultJIT.Store(uint32(m)) }
+func SetDefaultJITMode(m JITMode) {
+	envJITErr.Store(nil)
+	defaultJIT.Store(uint32(m))
+}
 
 // DefaultJITMode returns the mode set by WEFT_JIT or SetDefaultJITMode.
 func DefaultJITMode() JITMode { return JITMode(defaultJIT.Load()) }

@@ -2,17 +2,17 @@ package endpoint
 
 import (
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/internal/settings"
 	"github.com/weft-hpc/weft/internal/wait"
 	"github.com/weft-hpc/weft/job"
 )
 
-// Environment variables read by Init and CreateEndpoints (options override them).
+// Environment variables read by Init and CreateEndpoints (options override
+// them). They are entries of weft's settings registry (README.md,
+// "Settings"): a bad value makes Init fail with ErrInvalid.
 const (
 	// EnvEagerLimit is the largest message, in bytes, sent eagerly; larger
 	// messages use the rendezvous protocol (the receiver reads the sender's
@@ -31,41 +31,24 @@ const (
 	// CreateEndpoints call spreads its handles over (see SharedEndpoints).
 	// Default 1.
 	EnvSharedEndpoints = "WEFT_ENDPOINT_SHARED_EPS"
-	// EnvSpin is how many empty progress polls a waiting call makes between
-	// context checks and, after its first 256 polls, between yields of the
-	// processor to other goroutines (runtime.Gosched). Lower values help when
-	// goroutines outnumber cores; the default is 16.
-	EnvSpin = "WEFT_ENDPOINT_SPIN"
-	// EnvOSYield makes every N-th of those yields a sched_yield system call,
-	// so that busy-polling endpoints leave oversubscribed cores to the peer
-	// processes they wait for; 0 disables it. Default 4.
-	EnvOSYield = "WEFT_ENDPOINT_OSYIELD"
 )
 
-// osYieldEvery: every osYieldEvery-th yield of a wait is a sched_yield
-// system call instead of runtime.Gosched (0: never); from EnvOSYield.
-var osYieldEvery = func() int {
-	if n, err := strconv.Atoi(os.Getenv(EnvOSYield)); err == nil && n >= 0 {
-		return n
-	}
-	return 4
-}()
+// tune is WEFT_TUNE, parsed once (a bad value leaves the defaults here and
+// fails Init through envConfig).
+var tune, _ = settings.Tune()
 
 // spinFree is the number of polls a wait makes before it starts yielding.
 const spinFree = 256
 
-// spinYield is read once from EnvSpin (process-wide, like GOMAXPROCS).
-var spinYield = func() int {
-	if n, err := strconv.Atoi(os.Getenv(EnvSpin)); err == nil && n >= 1 {
-		return n
-	}
-	return 16
-}()
+// spinYield: every spinYield-th poll of a wait checks the context and,
+// after spinFree polls, yields (WEFT_TUNE's epspin, process-wide like
+// GOMAXPROCS).
+var spinYield = int(tune.EPSpin)
 
 // waitPolicy is the endpoint waits' wait.Policy: spin for spinFree polls,
-// then yield every spinYield-th poll, every osYieldEvery-th of those to
-// other processes; never nap (docs/perf/endpoint.md).
-var waitPolicy = wait.Policy{Name: "endpoint", SpinPolls: spinFree, YieldEvery: spinYield, OSYieldEvery: osYieldEvery}
+// then yield every spinYield-th poll, every eposyield-th of those to other
+// processes (sched_yield); never nap (docs/perf/endpoint.md).
+var waitPolicy = wait.Policy{Name: "endpoint", SpinPolls: spinFree, YieldEvery: spinYield, OSYieldEvery: int(tune.EPOSYield)}
 
 const (
 	defaultEagerLimit = 16 << 10
@@ -166,49 +149,23 @@ func WithOrder(o fabric.Order) Option { return func(c *config) error { c.order |
 
 func envConfig() (config, error) {
 	c := config{eagerLimit: defaultEagerLimit, cqSize: defaultCQSize, timeout: defaultTimeout, sharedEPs: 1}
-	if s := os.Getenv(EnvEagerLimit); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return c, fmt.Errorf("endpoint: %s=%q: %w", EnvEagerLimit, s, ErrInvalid)
-		}
-		if err := WithEagerLimit(n)(&c); err != nil {
-			return c, fmt.Errorf("%s: %w", EnvEagerLimit, err)
-		}
+	// Every library setting and WEFT_TUNE, not only endpoint's: Init is
+	// where a program starts using weft, so a bad value anywhere fails here.
+	if err := settings.Check(""); err != nil {
+		return c, fmt.Errorf("endpoint: %w: %w", err, ErrInvalid)
 	}
-	if s := os.Getenv(EnvCQSize); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return c, fmt.Errorf("endpoint: %s=%q: %w", EnvCQSize, s, ErrInvalid)
-		}
-		if err := WithCQSize(n)(&c); err != nil {
-			return c, fmt.Errorf("%s: %w", EnvCQSize, err)
-		}
+	n, _, _ := settings.IntValue(EnvEagerLimit)
+	c.eagerLimit = int(n)
+	n, _, _ = settings.IntValue(EnvCQSize)
+	c.cqSize = int(n)
+	c.timeout, _, _ = settings.DurationValue(EnvTimeout)
+	n, _, _ = settings.IntValue(EnvSharedEndpoints)
+	c.sharedEPs = int(n)
+	if c.sharedEPs > MaxSharedHandles {
+		return c, fmt.Errorf("endpoint: %s=%d above %d: %w", EnvSharedEndpoints, c.sharedEPs, MaxSharedHandles, ErrInvalid)
 	}
-	if s := os.Getenv(EnvTimeout); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return c, fmt.Errorf("endpoint: %s=%q: %w", EnvTimeout, s, ErrInvalid)
-		}
-		if err := WithTimeout(d)(&c); err != nil {
-			return c, fmt.Errorf("%s: %w", EnvTimeout, err)
-		}
-	}
-	if s := os.Getenv(EnvSharedEndpoints); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return c, fmt.Errorf("endpoint: %s=%q: %w", EnvSharedEndpoints, s, ErrInvalid)
-		}
-		if err := SharedEndpoints(n)(&c); err != nil {
-			return c, fmt.Errorf("%s: %w", EnvSharedEndpoints, err)
-		}
-	}
-	switch strings.ToLower(os.Getenv(EnvShared)) {
-	case "", "0", "false", "no", "private":
-	case "1", "true", "yes", "shared":
-		c.shared = true
-	default:
-		return c, fmt.Errorf("endpoint: %s=%q (want true or false): %w", EnvShared, os.Getenv(EnvShared), ErrInvalid)
-	}
+	mode, _, _ := settings.Str(EnvShared)
+	c.shared = mode == "shared"
 	return c, nil
 }
 

@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -110,13 +111,27 @@ func TestEnvConfig(t *testing.T) {
 		t.Fatalf("config %+v", c)
 	}
 	t.Setenv(EnvEagerLimit, "8")
-	if _, err := envConfig(); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("eager limit below header size accepted: %v", err)
+	if _, err := envConfig(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), EnvEagerLimit) || !strings.Contains(err.Error(), "32..1G") {
+		t.Fatalf("eager limit below header size: %v, want ErrInvalid naming %s and 32..1G", err, EnvEagerLimit)
+	}
+	t.Setenv(EnvEagerLimit, "64K")
+	if c, err := envConfig(); err != nil || c.eagerLimit != 64<<10 {
+		t.Fatalf("%s=64K: %d, %v", EnvEagerLimit, c.eagerLimit, err)
 	}
 	t.Setenv(EnvEagerLimit, "")
 	t.Setenv(EnvShared, "maybe")
 	if _, err := envConfig(); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("bad %s accepted: %v", EnvShared, err)
+	}
+	t.Setenv(EnvShared, "")
+	// Settings of other packages and the tuning knobs fail Init too.
+	for _, kv := range [][2]string{{"WEFT_ONESIDED_WAIT", "sometimes"}, {"WEFT_JIT", "maybe"}, {"WEFT_FASTCALL", "fast"}, {"WEFT_TUNE", "epspin=0"}, {"WEFT_TUNE", "nosuchknob=1"}} {
+		t.Run(kv[0]+"="+kv[1], func(t *testing.T) {
+			t.Setenv(kv[0], kv[1])
+			if _, err := envConfig(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), kv[0]) {
+				t.Fatalf("envConfig = %v, want ErrInvalid naming %s", err, kv[0])
+			}
+		})
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+
+	"github.com/weft-hpc/weft/internal/settings"
 )
 
 // Buffer is registered memory outside the Go heap: an anonymous mmap,
@@ -20,8 +22,8 @@ type Buffer struct {
 const hugePage = 2 << 20
 
 // Alloc maps size bytes (rounded up to whole pages) and registers them with
-// AccessAll. Close unregisters and unmaps. WEFT_HUGEPAGES=off disables huge
-// pages.
+// AccessAll. Close unregisters and unmaps. WEFT_TUNE=hugepages=0 disables
+// huge pages.
 func (d *Domain) Alloc(size int) (*Buffer, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("fabric: Alloc(%d): %w", size, ErrInvalid)
@@ -31,7 +33,8 @@ func (d *Domain) Alloc(size int) (*Buffer, error) {
 	}
 	page := os.Getpagesize()
 	n := (size + page - 1) / page * page
-	useHuge := os.Getenv("WEFT_HUGEPAGES") != "off"
+	tune, _ := settings.Tune()
+	useHuge := tune.HugePages
 	var mem []byte
 	var err error
 	huge := false

@@ -38,14 +38,14 @@
 // that finds nothing to do, and the poller must get a P back on each return
 // from C: on a 2-vCPU machine this doubled the 8-byte shm ping-pong latency.
 // These calls therefore yield (runtime.Gosched) once per SetPollYield
-// interval, 1 ms by default (WEFT_POLL_YIELD), which starts a new
+// interval, 1 ms by default (WEFT_TUNE pollyield), which starts a new
 // scheduling slice and keeps the P where it is. The check costs one atomic
 // add per call and a clock read every 64 calls. Fast calls (below) do not
 // count: to the scheduler they are Go code, which it preempts by itself
 // every 10 ms without taking the P away.
 //
 // Inside C, the spinning loops pace their polls: after a poll that found
-// nothing they read the monotonic clock once (SetPollPace, WEFT_POLL_PACE)
+// nothing they read the monotonic clock once (SetPollPace, WEFT_TUNE pollpace)
 // before polling again. On shm a poll takes locks in shared memory that the
 // peer needs to deliver the awaited message; back-to-back polls slowed the
 // 8-byte ping-pong by ~8% when the two processes ran on nearby cores.
@@ -104,11 +104,13 @@
 //
 // # Environment
 //
-// WEFT_PROVIDER overrides Select's automatic choice; WEFT_MR_CACHE_SIZE sets
-// how many unreferenced registrations a domain keeps (default 64);
-// WEFT_HUGEPAGES=off disables huge pages in Alloc; WEFT_POLL_YIELD sets the
-// polling yield interval (SetPollYield; "off" disables it); WEFT_LOG_LEVEL
-// sets the log level (internal/wlog).
+// WEFT_PROVIDER overrides Select's automatic choice; WEFT_FASTCALL sets the
+// initial SetFastCall mode; WEFT_LOG_LEVEL sets the log level
+// (internal/wlog). Tuning knobs are keys of WEFT_TUNE (docs/tuning.md):
+// mrcache (unreferenced registrations a domain keeps, default 64),
+// hugepages=0 (no huge pages in Alloc), pollyield and pollpace (the initial
+// SetPollYield and SetPollPace), shmsweep. A bad value of any of them, or of
+// WEFT_TUNE, makes GetInfo and Select fail with ErrInvalid.
 package fabric
 
 // #cgo LDFLAGS: -lfabric

@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"errors"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -298,6 +299,30 @@ func TestInjectTooLarge(t *testing.T) {
 				if !errors.Is(err, ErrInvalid) {
 					t.Errorf("%s of %d bytes (inject size %d): %v, want ErrInvalid", name, len(big), p.info.InjectSize, err)
 				}
+			}
+		})
+	}
+}
+
+// TestBadSettings: a bad fabric setting or WEFT_TUNE fails the first use of
+// the package (GetInfo, Select) with ErrInvalid naming the variable and the
+// allowed values, instead of a warning and the default.
+func TestBadSettings(t *testing.T) {
+	for _, c := range [][3]string{
+		{"WEFT_FASTCALL", "fast", "auto, on, off"},
+		{"WEFT_LOG_LEVEL", "loud", "trace, debug"},
+		{"WEFT_TUNE", "pollpace=9", "0..8"},
+		{"WEFT_TUNE", "pollyield=soon", "a duration"},
+		{"WEFT_TUNE", "WEFT_POLL_PACE=1", "key=value"},
+	} {
+		t.Run(c[0]+"="+c[1], func(t *testing.T) {
+			t.Setenv(c[0], c[1])
+			_, err := GetInfo(&Hints{Provider: "shm"})
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c[0]) || !strings.Contains(err.Error(), c[2]) {
+				t.Fatalf("GetInfo: %v, want ErrInvalid naming %s and %q", err, c[0], c[2])
+			}
+			if _, err := Select(nil, true); !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Select: %v, want ErrInvalid", err)
 			}
 		})
 	}

@@ -8,7 +8,6 @@ import "C"
 import (
 	"cmp"
 	"fmt"
-	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/weft-hpc/weft/internal/ccall"
+	"github.com/weft-hpc/weft/internal/settings"
 )
 
 // FastCall selects how the polling and batch calls enter C: CQ.Read,
@@ -50,20 +50,21 @@ func (m FastCall) String() string {
 // opened.
 var fastMode atomic.Int32
 
-func init() { fastMode.Store(int32(fastCallFromEnv(os.Getenv("WEFT_FASTCALL")))) }
+// The initial mode is WEFT_FASTCALL's; a bad value leaves auto and makes
+// GetInfo fail (settings.Check).
+func init() {
+	v, _, _ := settings.Str("WEFT_FASTCALL")
+	fastMode.Store(int32(parseFastCall(v)))
+}
 
-// fastCallFromEnv parses WEFT_FASTCALL; "" or a value that does not parse
-// gives FastCallAuto.
-func fastCallFromEnv(v string) FastCall {
+// parseFastCall maps the canonical WEFT_FASTCALL words to a mode.
+func parseFastCall(v string) FastCall {
 	switch v {
-	case "", "auto":
-		return FastCallAuto
-	case "on", "1":
+	case "on":
 		return FastCallOn
-	case "off", "0":
+	case "off":
 		return FastCallOff
 	}
-	log.Warn("ignoring WEFT_FASTCALL", "value", v)
 	return FastCallAuto
 }
 

@@ -28,10 +28,10 @@ func fastUsed(f *fastStack) uint64 {
 	return f.used
 }
 
-func TestFastCallFromEnv(t *testing.T) {
-	for v, want := range map[string]FastCall{"": FastCallAuto, "auto": FastCallAuto, "on": FastCallOn, "1": FastCallOn, "off": FastCallOff, "0": FastCallOff, "bogus": FastCallAuto} {
-		if got := fastCallFromEnv(v); got != want {
-			t.Errorf("fastCallFromEnv(%q) = %v, want %v", v, got, want)
+func TestFastCallNames(t *testing.T) {
+	for v, want := range map[string]FastCall{"auto": FastCallAuto, "on": FastCallOn, "off": FastCallOff} {
+		if got := parseFastCall(v); got != want || got.String() != v {
+			t.Errorf("parseFastCall(%q) = %v, want %v", v, got, want)
 		}
 	}
 	if FastCallOn.String() != "on" || FastCall(9).String() != "FastCall(9)" {
@@ -80,9 +80,9 @@ func TestFastCallMemoryRule(t *testing.T) {
 	if !fastSupported() {
 		t.Skip("no fast-call trampoline on " + runtime.GOARCH)
 	}
-	t.Setenv("WEFT_MR_CACHE_SIZE", "0") // a closed MR deregisters at once
 	withFastCall(t, FastCallAuto)
 	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg})
+	setMRCache(p.dom, 0) // a closed MR deregisters at once
 	alloc, err := p.dom.Alloc(64)
 	if err != nil {
 		t.Fatal(err)

@@ -195,3 +195,11 @@ func waitFor(t testing.TB, cond func() bool, cqs ...*CQ) {
 		}
 	}
 }
+
+// setMRCache sets the MR cache size of one domain (WEFT_TUNE's mrcache is
+// the process-wide default), before the test registers anything.
+func setMRCache(d *Domain, n int) {
+	d.cache.mu.Lock()
+	d.cache.max = n
+	d.cache.mu.Unlock()
+}

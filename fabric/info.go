@@ -8,11 +8,12 @@ import "C"
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
 	"syscall"
 	"unsafe"
+
+	"github.com/weft-hpc/weft/internal/settings"
 )
 
 // Hints describe what the application needs from a provider (fi_getinfo
@@ -138,6 +139,9 @@ func (i *Info) HasCaps(c Caps) bool { return i.Caps.Has(c) }
 // the hints (see the package documentation) and recorded in Info.Notes.
 // When nothing matches the error wraps ErrNoProvider.
 func GetInfo(h *Hints) ([]*Info, error) {
+	if err := checkSettings(); err != nil {
+		return nil, err
+	}
 	var hh Hints
 	if h != nil {
 		hh = *h
@@ -212,6 +216,9 @@ func hintsString(h *Hints) string {
 // when CPUs are oversubscribed). The first matching configuration is
 // returned; the error wraps ErrNoProvider when none matches.
 func Select(h *Hints, allOnOneNode bool) (*Info, error) {
+	if err := checkSettings(); err != nil {
+		return nil, err
+	}
 	var hh Hints
 	if h != nil {
 		hh = *h
@@ -220,8 +227,8 @@ func Select(h *Hints, allOnOneNode bool) (*Info, error) {
 	switch {
 	case hh.Provider != "":
 		order = []string{hh.Provider}
-	case os.Getenv("WEFT_PROVIDER") != "":
-		order = []string{os.Getenv("WEFT_PROVIDER")}
+	case envProvider() != "":
+		order = []string{envProvider()}
 	case allOnOneNode:
 		order = []string{"shm", "verbs;ofi_rxm", "tcp;ofi_rxm"}
 	default:
@@ -241,4 +248,20 @@ func Select(h *Hints, allOnOneNode bool) (*Info, error) {
 		errs = append(errs, err.Error())
 	}
 	return nil, fmt.Errorf("fabric: select provider (tried %s): %s: %w", strings.Join(order, ", "), strings.Join(errs, "; "), ErrNoProvider)
+}
+
+// checkSettings validates fabric's settings, WEFT_LOG_LEVEL and WEFT_TUNE
+// (internal/settings): a bad value fails the first use of the package
+// instead of being ignored.
+func checkSettings() error {
+	if err := settings.Check("fabric"); err != nil {
+		return fmt.Errorf("fabric: %w: %w", err, ErrInvalid)
+	}
+	return nil
+}
+
+// envProvider is WEFT_PROVIDER.
+func envProvider() string {
+	p, _, _ := settings.Str("WEFT_PROVIDER")
+	return p
 }

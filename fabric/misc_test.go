@@ -139,8 +139,8 @@ func TestCounter(t *testing.T) {
 }
 
 func TestMRCache(t *testing.T) {
-	t.Setenv("WEFT_MR_CACHE_SIZE", "2")
 	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg | CapRMA})
+	setMRCache(p.dom, 2)
 	buf := make([]byte, 1<<16)
 	m1, err := p.dom.Register(buf, AccessRemoteWrite|AccessRemoteRead)
 	if err != nil {

@@ -18,11 +18,11 @@ import "C"
 import (
 	"container/list"
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
 	"sync"
 	"unsafe"
+
+	"github.com/weft-hpc/weft/internal/settings"
 )
 
 // mrEntry is one libfabric registration, shared by every MR handle that
@@ -106,21 +106,15 @@ type mrCache struct {
 }
 
 // DefaultMRCacheSize is the number of unreferenced registrations a domain
-// keeps; WEFT_MR_CACHE_SIZE overrides it (0 disables keeping them).
+// keeps; WEFT_TUNE's mrcache overrides it (0 disables keeping them).
 const DefaultMRCacheSize = 64
 
 func (c *mrCache) init(d *Domain) {
 	c.dom = d
 	c.entries = map[*mrEntry]struct{}{}
 	c.lru = list.New()
-	c.max = DefaultMRCacheSize
-	if s := os.Getenv("WEFT_MR_CACHE_SIZE"); s != "" {
-		if n, err := strconv.Atoi(s); err == nil && n >= 0 {
-			c.max = n
-		} else {
-			log.Warn("ignoring bad WEFT_MR_CACHE_SIZE", "value", s)
-		}
-	}
+	t, _ := settings.Tune()
+	c.max = int(t.MRCache)
 }
 
 // MRCacheStats reports cache hits and misses of Register on this domain.

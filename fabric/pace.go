@@ -5,10 +5,7 @@ package fabric
 */
 import "C"
 
-import (
-	"os"
-	"strconv"
-)
+import "github.com/weft-hpc/weft/internal/settings"
 
 // DefaultPollPace is the default of SetPollPace: one clock read between
 // two empty polls.
@@ -19,23 +16,11 @@ const DefaultPollPace = 1
 // and longer pauses between polls only add latency.
 const maxPollPace = 8
 
-func init() { SetPollPace(pollPaceFromEnv(os.Getenv("WEFT_POLL_PACE"))) }
-
-// pollPaceFromEnv parses WEFT_POLL_PACE: a count of clock reads ("off" is
-// 0); "" or a value that does not parse gives DefaultPollPace.
-func pollPaceFromEnv(v string) int {
-	switch v {
-	case "":
-		return DefaultPollPace
-	case "off":
-		return 0
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 || n > maxPollPace {
-		log.Warn("ignoring WEFT_POLL_PACE", "value", v)
-		return DefaultPollPace
-	}
-	return n
+// The initial pace is WEFT_TUNE's pollpace (a bad WEFT_TUNE leaves the
+// default; the first GetInfo reports the error).
+func init() {
+	t, _ := settings.Tune()
+	SetPollPace(int(t.PollPace))
 }
 
 // SetPollPace sets how the spinning calls (CQ.ReadSpin, CQ.WaitWord,
@@ -44,8 +29,8 @@ func pollPaceFromEnv(v string) int {
 // after a poll that found nothing they read the monotonic clock reads times
 // (about 20 ns each on x86-64 Linux) before polling again. 0 polls back to
 // back; values are clamped to [0, 8]. The default is DefaultPollPace, or
-// the environment variable WEFT_POLL_PACE (a count; "off" is 0). The
-// setting is process-wide and takes effect at once.
+// the pollpace knob of WEFT_TUNE (docs/tuning.md). The setting is
+// process-wide and takes effect at once.
 //
 // Why: on shm a poll takes the provider's locks and reads its queues in
 // shared memory, which the peer delivering the awaited message also

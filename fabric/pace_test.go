@@ -6,20 +6,6 @@ import (
 	"time"
 )
 
-func TestPollPaceFromEnv(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want int
-	}{
-		{"", DefaultPollPace}, {"off", 0}, {"0", 0}, {"1", 1}, {"8", 8},
-		{"9", DefaultPollPace}, {"-1", DefaultPollPace}, {"fast", DefaultPollPace},
-	} {
-		if got := pollPaceFromEnv(c.in); got != c.want {
-			t.Errorf("pollPaceFromEnv(%q) = %d, want %d", c.in, got, c.want)
-		}
-	}
-}
-
 func TestSetPollPace(t *testing.T) {
 	orig := SetPollPace(3)
 	t.Cleanup(func() { SetPollPace(orig) })

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/weft-hpc/weft/internal/settings"
 )
 
 // The shm provider of libfabric 1.17 names each endpoint's region
@@ -17,7 +19,7 @@ import (
 // endpoints. Before the first shm endpoint of a process is opened, the regions
 // left by dead processes (kill(pid, 0) reports ESRCH) and by an earlier owner
 // of this pid (this process has opened no shm endpoint yet, so none of them
-// is its own) are removed. WEFT_SHM_SWEEP=off disables it.
+// is its own) are removed. WEFT_TUNE=shmsweep=0 disables it.
 
 var shmSweepOnce sync.Once
 
@@ -27,7 +29,7 @@ var shmDir = "/dev/shm"
 // sweepStaleShm removes stale shm-provider regions once per process.
 func sweepStaleShm() {
 	shmSweepOnce.Do(func() {
-		if v := os.Getenv("WEFT_SHM_SWEEP"); v == "off" || v == "0" {
+		if t, _ := settings.Tune(); !t.ShmSweep {
 			return
 		}
 		n := removeStaleShm(shmDir, os.Getpid())

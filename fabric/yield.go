@@ -1,10 +1,11 @@
 package fabric
 
 import (
-	"os"
 	"runtime"
 	"sync/atomic"
 	"time"
+
+	"github.com/weft-hpc/weft/internal/settings"
 )
 
 // A goroutine that busy-polls a CQ calls into C over and over and, between
@@ -34,33 +35,17 @@ type pollYield struct {
 const pollCheckEvery = 64
 
 // pollYieldNanos is the poll-yield interval; 0 turns yielding off. From
-// WEFT_POLL_YIELD (a Go duration, default 1ms; "0" or "off" disables), or
+// WEFT_TUNE's pollyield (a Go duration, default 1ms; 0 disables), or
 // SetPollYield.
 var pollYieldNanos atomic.Int64
 
 func init() {
-	pollYieldNanos.Store(int64(pollYieldFromEnv(os.Getenv("WEFT_POLL_YIELD"))))
+	t, _ := settings.Tune() // a bad WEFT_TUNE leaves the default; GetInfo reports it
+	pollYieldNanos.Store(int64(t.PollYield))
 }
 
 // DefaultPollYield is the default interval of SetPollYield.
 const DefaultPollYield = time.Millisecond
-
-// pollYieldFromEnv parses WEFT_POLL_YIELD; a value that does not parse, or
-// a negative one, gives the default.
-func pollYieldFromEnv(v string) time.Duration {
-	switch v {
-	case "":
-		return DefaultPollYield
-	case "0", "off":
-		return 0
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		log.Warn("ignoring WEFT_POLL_YIELD", "value", v)
-		return DefaultPollYield
-	}
-	return d
-}
 
 // SetPollYield sets how often a goroutine that keeps polling completion
 // queues (CQ.Read, CQ.ReadSpin, CQ.WaitWord, CQ.ReadSignals,
@@ -70,8 +55,7 @@ func pollYieldFromEnv(v string) time.Duration {
 // poller that spends nearly all its time inside libfabric, which costs
 // thread switches on every later poll (see the package documentation,
 // "Polling"). d ≤ 0 turns it off. The default is DefaultPollYield, or the
-// environment variable WEFT_POLL_YIELD (a Go duration; "0" or "off" turns
-// it off). Intervals well under the runtime's 10 ms preemption slice work;
+// pollyield knob of WEFT_TUNE (a Go duration; 0 turns it off). Intervals well under the runtime's 10 ms preemption slice work;
 // the cost is one Gosched per interval. The interval is process-wide.
 func SetPollYield(d time.Duration) time.Duration {
 	return time.Duration(pollYieldNanos.Swap(int64(max(d, 0))))

@@ -15,25 +15,6 @@ func countYields(t *testing.T) *int {
 	return &n
 }
 
-func TestPollYieldFromEnv(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want time.Duration
-	}{
-		{"", DefaultPollYield},
-		{"off", 0},
-		{"0", 0},
-		{"250us", 250 * time.Microsecond},
-		{"5ms", 5 * time.Millisecond},
-		{"soon", DefaultPollYield},
-		{"-1ms", DefaultPollYield},
-	} {
-		if got := pollYieldFromEnv(c.in); got != c.want {
-			t.Errorf("WEFT_POLL_YIELD=%q: %v, want %v", c.in, got, c.want)
-		}
-	}
-}
-
 func TestPollYieldTick(t *testing.T) {
 	n := countYields(t)
 	old := SetPollYield(time.Nanosecond)

@@ -91,15 +91,6 @@ func TestAppCases(t *testing.T) {
 					differential(t, r, c.ty, k, c.count)
 				}
 			}
-			if hostFeatures.AVX512 { // the optional gather path
-				defer func(g bool) { gatherOn = g }(gatherOn)
-				gatherOn = true
-				k, err := compileIR(irOf(c.ty), hostFeatures)
-				if err != nil {
-					t.Fatal(err)
-				}
-				differential(t, r, c.ty, k, c.count)
-			}
 		})
 	}
 }

@@ -460,16 +460,14 @@ func (g *gen) loopCode(p *plan) {
 }
 
 // tightLoops emits the innermost loops (loop level, delta-table index level
-// or the element loop): optional gathers, a 4× unrolled loop for small units,
+// or the element loop): a 4× unrolled loop for small units,
 // then a one-unit loop.
 func (g *gen) tightLoops(p *plan, in level, inIsElem bool, tab0 table, stride int64) {
 	a := g.a
 	inner := a.NewLabel()
 	after := a.NewLabel()
-	gathered := g.gather(p, in, inIsElem, after)
 	// Unroll small bodies 4×: strided bodies address k*stride directly,
 	// indexed bodies chain through the delta table.
-	unrolled := false
 	if k := int64(unrollBy); p.unit <= unrollUnitMax && len(p.blocks) <= 2 &&
 		(in.offs != nil || unrollFits(k, stride, p.blocks, p.unit)) && fits32(k*p.unit) {
 		quad, tail := a.NewLabel(), a.NewLabel()
@@ -495,11 +493,6 @@ func (g *gen) tightLoops(p *plan, in level, inIsElem bool, tab0 table, stride in
 		a.OpRI(x86.CMP, rM, int32(k))
 		a.Jcc(x86.CondAE, quad)
 		a.Bind(tail)
-		a.Test(rM, rM)
-		a.Jcc(x86.CondE, after)
-		unrolled = true
-	}
-	if gathered && !unrolled {
 		a.Test(rM, rM)
 		a.Jcc(x86.CondE, after)
 	}
@@ -541,9 +534,6 @@ func unrollFits(k, stride int64, blocks []blk, unit int64) bool {
 func (g *gen) absMode(p *plan, in level, inIsElem bool) bool {
 	if inIsElem || in.offs == nil || p.unit > unrollUnitMax || len(p.blocks) > 2 {
 		return false
-	}
-	if g.pack && g.f.AVX512 && gatherOn && (p.unit == 4 || p.unit == 8) && len(p.blocks) == 1 {
-		return false // the gather path uses the delta table layout
 	}
 	for i := int64(0); i < in.count; i++ {
 		if !fits32(in.offs[i] - in.offs[0]) {
@@ -611,55 +601,6 @@ func (g *gen) absLoops(p *plan, tab table) {
 	a.Lea(rT, x86.MI(x86.R13, x86.RAX, 1, 0))
 }
 
-// gather emits, for packs of an innermost index level over one 4- or 8-byte
-// block on AVX-512, a loop that gathers 16 (or 8) entries per instruction
-// from an absolute offset table and stores them with one 64-byte move. It
-// consumes multiples of 16 (8) of the current tight-loop count and leaves the
-// rest to the scalar loops, with rT, rPos, rP updated as they expect.
-func (g *gen) gather(p *plan, in level, inIsElem bool, after x86.Label) bool {
-	if !g.pack || !g.f.AVX512 || !gatherOn || inIsElem || in.offs == nil || len(p.blocks) != 1 || (p.unit != 4 && p.unit != 8) {
-		return false
-	}
-	boff := p.blocks[0].off
-	abs := make([]int64, in.count+1)
-	for i := int64(0); i < in.count; i++ {
-		abs[i] = in.offs[i] - in.offs[0] + boff
-		if !fits32(abs[i]) {
-			return false
-		}
-	}
-	abs[in.count] = boff
-	t := table{l: g.a.NewLabel(), data: abs, w: 4}
-	*g.tables = append(*g.tables, t)
-	a := g.a
-	G := int64(64 / p.unit)
-	skip := a.NewLabel()
-	a.OpRI(x86.CMP, rM, int32(G))
-	a.Jcc(x86.CondB, skip)
-	a.LeaLabel(x86.R13, t.l)
-	a.LoadSX32(x86.RAX, x86.MI(x86.R13, rPos, 4, 0))
-	a.MovRR(x86.R12, rT)
-	a.OpRR(x86.SUB, x86.R12, x86.RAX)
-	g.addImm(x86.R12, boff)
-	loop := a.NewLabel()
-	a.Align(16)
-	a.Bind(loop)
-	a.Kxnorw(1, 1, 1)
-	a.VLoad(int(4*G), 1, x86.MI(x86.R13, rPos, 4, 0))
-	a.VGather(int(p.unit), 0, x86.R12, 1, 1, 1)
-	a.VStore(64, x86.M(rP, 0), 0)
-	a.OpRI(x86.ADD, rP, 64)
-	a.OpRI(x86.ADD, rPos, int32(G))
-	a.OpRI(x86.SUB, rM, int32(G))
-	a.OpRI(x86.CMP, rM, int32(G))
-	a.Jcc(x86.CondAE, loop)
-	a.LoadSX32(x86.RAX, x86.MI(x86.R13, rPos, 4, 0))
-	a.Lea(rT, x86.MI(x86.R12, x86.RAX, 1, int32(-boff)))
-	a.Bind(skip)
-	g.usedVec = true
-	return true
-}
-
 // transposeCode emits the cache-blocked function: n bands, each band being
 // t.band parent instances × t.c0 inner rows, copied tile by tile.
 func (g *gen) transposeCode(t *transposePlan) {
@@ -686,7 +627,7 @@ func (g *gen) transposeCode(t *transposePlan) {
 
 func (g *gen) regTransposeCode(t *transposePlan, nt bool) {
 	a := g.a
-	tband, ttile, _ := t.dims(g.pack, nt)
+	tband, _, _ := t.dims(g.pack, nt)
 	col := t.c0 * t.l // packed bytes per column (one parent instance)
 	store := func(m x86.Mem, v x86.VReg) {
 		if nt {
@@ -728,14 +669,6 @@ func (g *gen) regTransposeCode(t *transposePlan, nt bool) {
 		}
 	}
 	g.bandLoops(t, nt, func(rows int64) {
-		if t.pf > 0 {
-			ahead := t.pf * ttile * t.s0
-			for k := int64(0); k < rows; k++ {
-				for c := int64(0); c < tband*t.l; c += 64 {
-					a.Prefetcht0(x86.M(x86.R9, int32(ahead+k*t.s0+c)))
-				}
-			}
-		}
 		// column groups (4 columns = 64 bytes of a row) in a loop: the
 		// code stays small (compile time) at no measurable cost
 		groups := tband / 4

@@ -1,13 +1,12 @@
 package jit
 
 import (
-	"os"
 	"strings"
 )
 
 // Features are the CPU capabilities code generation may use. They come from
 // golang.org/x/sys/cpu (which also checks that the OS saves the wider
-// registers) and can be narrowed with WEFT_JIT_ISA=sse2|avx2|avx512 to test
+// registers) and can be narrowed with WEFT_TUNE=jitisa=sse2|avx2|avx512 to test
 // or benchmark the narrower code paths on a wide machine.
 type Features struct {
 	AVX2   bool // 32-byte moves (vmovdqu ymm), vzeroupper on return
@@ -40,7 +39,7 @@ func limitISA(f Features, env string) Features {
 	return f
 }
 
-var hostFeatures = limitISA(detectFeatures(), os.Getenv("WEFT_JIT_ISA"))
+var hostFeatures = limitISA(detectFeatures(), tune.JITISA)
 
 // HostFeatures returns the features generated code uses on this machine.
 func HostFeatures() Features { return hostFeatures }

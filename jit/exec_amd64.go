@@ -5,7 +5,7 @@ package jit
 // No page is ever writable and executable in the same mapping. Two ways,
 // chosen once per process:
 //
-// Dual mapping (default, WEFT_JIT_DUAL_MAP=1). Code lives in 1 MiB chunks of
+// Dual mapping (default, WEFT_TUNE=jitdualmap=1). Code lives in 1 MiB chunks of
 // anonymous shared memory (memfd_create) mapped twice: once read+write, once
 // read+execute, at unrelated addresses. Code is written through the RW view
 // and called through the RX view, so a compile costs no system call at all
@@ -17,9 +17,9 @@ package jit
 // an atomic pointer, so a caller never sees a piece before its bytes. The
 // trade-off versus mprotect: the RW alias exists for the life of the chunk
 // (at an address nothing else refers to); a process that must never have a
-// writable alias of code sets WEFT_JIT_DUAL_MAP=0.
+// writable alias of code sets WEFT_TUNE=jitdualmap=0.
 //
-// mprotect (WEFT_JIT_DUAL_MAP=0, or when memfd_create or the RX mapping is
+// mprotect (WEFT_TUNE=jitdualmap=0, or when memfd_create or the RX mapping is
 // refused). Code is written into a private RW mapping and switched to RX with
 // one mprotect per compile. Code up to 64 KiB is carved page-aligned from
 // 1 MiB RW chunks (prefaulted); larger code gets its own mapping. Released
@@ -65,7 +65,7 @@ var (
 	arena []byte
 
 	// Dual mapping state (under poolMu).
-	dualMap  = true                  // WEFT_JIT_DUAL_MAP; cleared when refused
+	dualMap  = true                  // WEFT_TUNE jitdualmap; cleared when refused
 	dualRW   []byte                  // unused tail of the current chunk, RW view
 	dualRX   []byte                  // the same tail, RX view
 	dualFree [dualClasses][]*codeMem // released pieces per size class
@@ -258,5 +258,5 @@ func (m *codeMem) release() {
 }
 
 func init() {
-	dualMap = envInt("WEFT_JIT_DUAL_MAP", 1, 0, 1) == 1
+	dualMap = tune.JITDualMap
 }

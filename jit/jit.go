@@ -17,7 +17,7 @@
 // call.
 //
 // Resumption and the garbage collector. Generated code cannot be preempted, so
-// each call copies at most WEFT_JIT_CHUNK bytes (1 MiB) of whole units and the
+// each call copies at most WEFT_TUNE jitchunk bytes (1 MiB) of whole units and the
 // Go driver loops; units cut by the ends of a pack window are finished by a Go
 // walker, which makes packs resumable at any byte like the interpreter's.
 //
@@ -27,7 +27,7 @@
 // mode Commit only plans the type (so unsupported shapes still fall back at
 // Commit) and the kernel first packs with the package's Go walker, counting
 // the blocks it moves (the current call included, so one large pack compiles
-// at once); once that count reaches WEFT_JIT_AUTO_BLOCKS (the
+// at once); once that count reaches WEFT_TUNE jitauto (the
 // point where the estimated saving of about 1.5 ns per block has paid for a
 // compilation of about 2 µs, about 2000 blocks) the type is compiled and later packs run
 // native code. Contiguous types are one copy either way.

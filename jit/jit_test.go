@@ -288,11 +288,6 @@ func TestDifferentialRandom(t *testing.T) {
 		}
 		fuzzTypes(t, isa, iters, 1, 90)
 	}
-	if hostFeatures.AVX512 { // the optional gather path
-		defer func(g bool) { gatherOn = g }(gatherOn)
-		gatherOn = true
-		fuzzTypes(t, hostFeatures, iters/2, 3, 75)
-	}
 }
 
 // TestDifferentialTinyBodies forces the other code shapes on random types:

@@ -8,7 +8,7 @@ import (
 	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
-// autoBlocks is the auto policy's threshold (WEFT_JIT_AUTO_BLOCKS): blocks a
+// autoBlocks is the auto policy's threshold (WEFT_TUNE jitauto): blocks a
 // type moves through the Go walker before it is compiled. 0 compiles at
 // Commit.
 var autoBlocks = int64(2000)

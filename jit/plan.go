@@ -78,10 +78,8 @@ type transposePlan struct {
 	bandSize int64 // packed bytes per band
 	// reg: register-tiled code (AVX-512, 16-byte elements in adjacent
 	// columns): 4×4 element quads are moved as four 64-byte loads, two rounds
-	// of lane shuffles and four 64-byte stores. pf: prefetch distance in
-	// tiles (0: none).
+	// of lane shuffles and four 64-byte stores.
 	reg bool
-	pf  int64
 	// unpack's band, tile and band size (equal to pack's unless register
 	// tiled: unpack reads columns and writes rows, so wider bands suit it)
 	uband, utile, ubandSize int64
@@ -300,7 +298,7 @@ func flatten(n *ddtir.Node, o int64, out []blk) []blk {
 	return out
 }
 
-// Copy thresholds (environment: WEFT_JIT_UNROLL_MAX, WEFT_JIT_REP_MIN).
+// Copy thresholds (WEFT_TUNE jitunroll, jitrepmin, jitntmin).
 var (
 	unrollMax = int64(512)     // blocks up to this size are copied by unrolled moves
 	repMin    = int64(4096)    // blocks from this size use rep movsb (with ERMS)
@@ -325,12 +323,6 @@ var pairMoves = true
 // pairPackBlocks: pack bodies of more blocks do not pair (see bodyAt).
 const pairPackBlocks = 1024
 
-// gatherOn enables AVX-512 gathers for packs of index lists of 4- and 8-byte
-// blocks (WEFT_JIT_GATHER=1). Off by default: on the Zen 4 and Zen 5
-// development machines gathers measured slower than scalar moves, even with
-// no dependency between iterations (docs/perf/jit.md).
-var gatherOn = false
-
 // Transpose tunables.
 var (
 	transposeMinStride = int64(1024) // inner stride that makes a nest transpose-shaped
@@ -338,10 +330,8 @@ var (
 	transposeTile      = int64(8)    // inner rows per tile (L1 is 8-way: rows 4 KiB apart share a set)
 )
 
-// Register-tiled transpose tunables (WEFT_JIT_RT, WEFT_JIT_RT_BAND,
-// WEFT_JIT_RT_TILE, WEFT_JIT_RT_SMALL, WEFT_JIT_RT_SBAND, WEFT_JIT_RT_STILE,
-// WEFT_JIT_RT_UBAND, WEFT_JIT_RT_UTILE, WEFT_JIT_RT_PREFETCH,
-// WEFT_JIT_RT_NT_MIN, WEFT_JIT_RT_UNT_MIN).
+// Register-tiled transpose tunables (WEFT_TUNE's jitrt* knobs,
+// docs/tuning.md).
 var (
 	regTileOn     = true
 	regTileBand   = int64(8)                 // pack: columns (parent instances) per band, multiple of 4
@@ -353,7 +343,6 @@ var (
 	regTileNTRows = int64(8)                 // pack with non-temporal stores: rows per tile
 	regTileUBand  = int64(32)                // unpack: columns per band
 	regTileURows  = int64(8)                 // unpack: rows per tile
-	regTilePF     = int64(0)                 // prefetch distance in tiles (0: off)
 	regTileNTMin  = 2 * cacheSize(2, 1<<20)  // bytes per Pack call from which stores are non-temporal (packed data that cannot stay in the core's L2)
 	regTileUNTMin = lastLevelCache(32 << 20) // bytes per Unpack call from which stores are non-temporal (typed data beyond the LLC)
 	regTileGroups = int64(4)                 // column groups (4 columns each) unrolled per loop iteration
@@ -381,13 +370,13 @@ func (t *transposePlan) useRegTile(f Features) {
 		if tile/4 > regTileQuads {
 			return
 		}
-		ahead, ok := checked.MulAdd(tile, regTilePF+1, 4)
+		ahead, ok := checked.MulAdd(tile, 1, 4)
 		if !ok || !prod32(t.s0, ahead) || !prod32(band, t.s1) || !prod32(band, t.c0, t.l) {
 			return
 		}
 		d[i] = [3]int64{band, tile, band * t.c0 * t.l}
 	}
-	t.reg, t.pf = true, regTilePF
+	t.reg = true
 	t.band, t.tile, t.bandSize = d[0][0], d[0][1], d[0][2]
 	t.uband, t.utile, t.ubandSize = d[1][0], d[1][1], d[1][2]
 	t.ntband, t.nttile, t.ntbandSize = d[2][0], d[2][1], d[2][2]

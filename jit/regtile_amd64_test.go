@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"unsafe"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/settings"
 )
 
 // aligned64 returns n bytes starting at a 64-byte aligned address.
@@ -21,7 +21,7 @@ func aligned64(n int) []byte {
 // TestRegTileTranspose checks the register-tiled transpose (4×4 quads of
 // 16-byte elements, optional prefetch and non-temporal stores) against the
 // interpreter: square and rectangular matrices, a parent loop level instead
-// of the element loop, several band/tile/prefetch settings, random chunks
+// of the element loop, several band/tile settings, random chunks
 // and misaligned buffers (differential) and whole aligned packs and unpacks
 // (the non-temporal path).
 func TestRegTileTranspose(t *testing.T) {
@@ -46,30 +46,30 @@ func TestRegTileTranspose(t *testing.T) {
 	hv := must(ddt.HVector(40, 1, 16, c))
 	shapes = append(shapes, shape{"parent64x40", interpType(t, must(ddt.Resized(hv, 0, 40*16))), 2})
 
-	defer func(b, r, ub, ur, pf, nt, unt, sm, sb, sr, nb, nr int64) {
-		regTileBand, regTileRows, regTileUBand, regTileURows, regTilePF, regTileNTMin, regTileUNTMin = b, r, ub, ur, pf, nt, unt
+	defer func(b, r, ub, ur, nt, unt, sm, sb, sr, nb, nr int64) {
+		regTileBand, regTileRows, regTileUBand, regTileURows, regTileNTMin, regTileUNTMin = b, r, ub, ur, nt, unt
 		regTileSmall, regTileSBand, regTileSRows, regTileNTBand, regTileNTRows = sm, sb, sr, nb, nr
-	}(regTileBand, regTileRows, regTileUBand, regTileURows, regTilePF, regTileNTMin, regTileUNTMin, regTileSmall, regTileSBand, regTileSRows, regTileNTBand, regTileNTRows)
+	}(regTileBand, regTileRows, regTileUBand, regTileURows, regTileNTMin, regTileUNTMin, regTileSmall, regTileSBand, regTileSRows, regTileNTBand, regTileNTRows)
 	rnd := rand.New(rand.NewPCG(6, 6))
-	// band, tile (pack), band, tile (unpack), prefetch, NT threshold, then
+	// band, tile (pack), band, tile (unpack), NT threshold, then
 	// the in-cache pack shape: span threshold, band, tile (the shapes
 	// below span 20–200 KiB: threshold 0 never uses it, 1 MiB always),
 	// then the non-temporal pack shape: band, tile
-	for _, cfg := range [][11]int64{
-		{8, 8, 32, 8, 0, 1 << 62, 0, 16, 32, 32, 8},
-		{4, 4, 4, 4, 1, 0, 0, 16, 32, 4, 4},
-		{16, 8, 8, 16, 2, 0, 0, 16, 32, 12, 16},
-		{8, 16, 32, 8, 0, 0, 0, 16, 32, 32, 8},
-		{12, 12, 20, 4, 1, 1 << 62, 0, 16, 32, 32, 8},
-		{8, 8, 32, 8, 0, 1 << 62, 1 << 20, 16, 32, 32, 8}, // the defaults
-		{8, 8, 32, 8, 0, 0, 1 << 20, 16, 32, 32, 8},
-		{8, 8, 32, 8, 1, 1 << 62, 1 << 20, 32, 64, 32, 8},
-		{8, 8, 32, 8, 0, 0, 1 << 20, 12, 20, 64, 4},
+	for _, cfg := range [][10]int64{
+		{8, 8, 32, 8, 1 << 62, 0, 16, 32, 32, 8},
+		{4, 4, 4, 4, 0, 0, 16, 32, 4, 4},
+		{16, 8, 8, 16, 0, 0, 16, 32, 12, 16},
+		{8, 16, 32, 8, 0, 0, 16, 32, 32, 8},
+		{12, 12, 20, 4, 1 << 62, 0, 16, 32, 32, 8},
+		{8, 8, 32, 8, 1 << 62, 1 << 20, 16, 32, 32, 8}, // the defaults
+		{8, 8, 32, 8, 0, 1 << 20, 16, 32, 32, 8},
+		{8, 8, 32, 8, 1 << 62, 1 << 20, 32, 64, 32, 8},
+		{8, 8, 32, 8, 0, 1 << 20, 12, 20, 64, 4},
 	} {
-		regTileBand, regTileRows, regTileUBand, regTileURows, regTilePF, regTileNTMin, regTileUNTMin = cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[5], cfg[5]
-		regTileSmall, regTileSBand, regTileSRows, regTileNTBand, regTileNTRows = cfg[6], cfg[7], cfg[8], cfg[9], cfg[10]
+		regTileBand, regTileRows, regTileUBand, regTileURows, regTileNTMin, regTileUNTMin = cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[4]
+		regTileSmall, regTileSBand, regTileSRows, regTileNTBand, regTileNTRows = cfg[5], cfg[6], cfg[7], cfg[8], cfg[9]
 		for _, s := range shapes {
-			t.Run(fmt.Sprintf("%s/%dx%d-%dx%d-pf%d-nt%v-small%d:%dx%d-nt%dx%d", s.name, cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[5] == 0, cfg[6], cfg[7], cfg[8], cfg[9], cfg[10]), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%dx%d-%dx%d-nt%v-small%d:%dx%d-nt%dx%d", s.name, cfg[0], cfg[1], cfg[2], cfg[3], cfg[4] == 0, cfg[5], cfg[6], cfg[7], cfg[8], cfg[9]), func(t *testing.T) {
 				kk, err := compileIR(irOf(s.ty), hostFeatures)
 				if err != nil {
 					t.Fatal(err)
@@ -80,14 +80,14 @@ func TestRegTileTranspose(t *testing.T) {
 				}
 				if tr := k.p.tr; tr.reg {
 					wb, wt := cfg[0], cfg[1]
-					if tr.c0*tr.s0 <= cfg[6] {
-						wb, wt = cfg[7], cfg[8]
+					if tr.c0*tr.s0 <= cfg[5] {
+						wb, wt = cfg[6], cfg[7]
 					}
 					if wt = min(wt/4*4, tr.c0); tr.band != wb/4*4 || tr.tile != wt {
 						t.Fatalf("pack shape %d × %d, want %d × %d", tr.band, tr.tile, wb/4*4, wt)
 					}
-					if nt := min(cfg[10]/4*4, tr.c0); tr.ntband != cfg[9]/4*4 || tr.nttile != nt {
-						t.Fatalf("non-temporal pack shape %d × %d, want %d × %d", tr.ntband, tr.nttile, cfg[9]/4*4, nt)
+					if nt := min(cfg[9]/4*4, tr.c0); tr.ntband != cfg[8]/4*4 || tr.nttile != nt {
+						t.Fatalf("non-temporal pack shape %d × %d, want %d × %d", tr.ntband, tr.nttile, cfg[8]/4*4, nt)
 					}
 				}
 				differential(t, rnd, s.ty, k, s.count)
@@ -136,10 +136,10 @@ func TestRegTileNTThresholds(t *testing.T) {
 	if !hostFeatures.AVX512 {
 		t.Skip("register-tiled transposes need AVX-512; this CPU has", hostFeatures)
 	}
-	if want := 2 * cacheSize(2, 1<<20); regTileNTMin != want && os.Getenv("WEFT_JIT_RT_NT_MIN") == "" {
+	if want := 2 * cacheSize(2, 1<<20); regTileNTMin != want && tune.JITRTNTMin == settings.Auto {
 		t.Fatalf("default pack threshold %d, want twice the L2 (%d)", regTileNTMin, want)
 	}
-	if want := lastLevelCache(32 << 20); regTileUNTMin != want && os.Getenv("WEFT_JIT_RT_UNT_MIN") == "" {
+	if want := lastLevelCache(32 << 20); regTileUNTMin != want && tune.JITRTUNTMin == settings.Auto {
 		t.Fatalf("default unpack threshold %d, want the LLC size (%d)", regTileUNTMin, want)
 	}
 	defer func(p, u int64) { regTileNTMin, regTileUNTMin = p, u }(regTileNTMin, regTileUNTMin)

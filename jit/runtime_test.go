@@ -145,7 +145,7 @@ func TestGCDuringLongPacks(t *testing.T) {
 		worst = max(worst, p)
 	}
 	t.Logf("%d packs of %d MiB under continuous GC; %d GCs, worst pause %v", packs, ir.Size>>20, ms.NumGC, time.Duration(worst))
-	// Each call into generated code is bounded (WEFT_JIT_CHUNK, ~100 µs),
+	// Each call into generated code is bounded (WEFT_TUNE jitchunk, ~100 µs),
 	// so the collector waits at most that long for this goroutine. On a
 	// loaded shared machine pauses of tens of ms happen anyway (CPU
 	// contention), so only a pause that only a stuck goroutine explains fails.
@@ -311,7 +311,7 @@ func TestAutoPolicyLayouts(t *testing.T) {
 }
 
 // TestExecMemoryModes runs the differential fuzzer with code placed by the
-// mprotect path (WEFT_JIT_DUAL_MAP=0) as well as the default dual mapping,
+// mprotect path (WEFT_TUNE=jitdualmap=0) as well as the default dual mapping,
 // and checks W^X in /proc/self/maps: no mapping is writable and executable.
 func TestExecMemoryModes(t *testing.T) {
 	needNative(t)

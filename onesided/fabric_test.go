@@ -278,15 +278,12 @@ func TestNetHeap(t *testing.T) {
 }
 
 // TestNetTimeout: an atomic against a rank that makes no progress fails
-// with ErrTimeout (WEFT_ONESIDED_TIMEOUT) instead of hanging, and the
+// with ErrTimeout (WithTimeout) instead of hanging, and the
 // window stays usable.
 func TestNetTimeout(t *testing.T) {
 	requireProvider(t, "shm")
-	old := opTimeout
-	opTimeout = 300 * time.Millisecond
-	defer func() { opTimeout = old }()
 	runRanks(t, 2, func(ctx context.Context, g Group) error {
-		w, err := Allocate(ctx, g, 64, providerCase{"shm", OrderAuto}.opts()...)
+		w, err := Allocate(ctx, g, 64, append(providerCase{"shm", OrderAuto}.opts(), WithTimeout(300*time.Millisecond))...)
 		if err != nil {
 			return err
 		}

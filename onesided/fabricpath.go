@@ -16,7 +16,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"unsafe"
 
 	"github.com/weft-hpc/weft/fabric"
@@ -169,7 +168,7 @@ func cqDataLacks(i *fabric.Info) string {
 	case i.CQDataSize < 8:
 		return fmt.Sprintf("grants %d bytes of remote CQ data, not 8", i.CQDataSize)
 	case noInject:
-		return "needs injected writes (WEFT_ONESIDED_INJECT=0)"
+		return "needs injected writes (WEFT_TUNE=osinject=0)"
 	}
 	return ""
 }
@@ -433,7 +432,7 @@ func (f *fabPath) inRegion(b []byte) int {
 
 // slot takes a scratch slot, driving progress until one is free.
 func (f *fabPath) slot() ([]byte, int, error) {
-	wt := f.w.newWaiter(opTimeout)
+	wt := f.w.newWaiter(f.w.opts.timeout)
 	for len(f.freeSlots) == 0 {
 		if err := f.progress(); err != nil {
 			return nil, -1, err
@@ -499,7 +498,7 @@ func (f *fabPath) postSignalBatch(ops []fabric.Op) error {
 }
 
 func (f *fabPath) post(id uint64, fn func() error) error {
-	wt := f.w.newWaiter(opTimeout)
+	wt := f.w.newWaiter(f.w.opts.timeout)
 	for {
 		err := fn()
 		if err == nil {
@@ -692,7 +691,7 @@ func (f *fabPath) takeDeferErr() error {
 
 // wait drives progress until op completes.
 func (f *fabPath) wait(ctx context.Context, op *pendingOp) error {
-	wt := f.w.newWaiter(opTimeout)
+	wt := f.w.newWaiter(f.w.opts.timeout)
 	wt.target = op.target
 	for !op.done {
 		if err := f.progress(); err != nil && op.done {
@@ -839,10 +838,10 @@ func (f *fabPath) get(target, off int, dst []byte) error {
 	})
 }
 
-// noInject (WEFT_ONESIDED_INJECT=0) turns the injected PutSignal off: every
+// noInject (WEFT_TUNE=osinject=0) turns the injected PutSignal off: every
 // write is then tracked with its own delivery completion, as on the other
 // ordering paths (a diagnostic and a comparison point for benchmarks).
-var noInject = os.Getenv("WEFT_ONESIDED_INJECT") == "0"
+var noInject = !tune.OSInject
 
 // maxInject caps the PutSignal data that is injected: larger data is
 // cheaper through the tracked write than copied by the provider.

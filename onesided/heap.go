@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 )
 
@@ -33,7 +32,7 @@ type Sym struct {
 }
 
 // NewHeap allocates a symmetric heap of size bytes on every rank of g
-// (collective; size must be the same everywhere). Setting WEFT_HEAP_CHECK=1
+// (collective; size must be the same everywhere). Setting WEFT_TUNE=heapcheck=1
 // makes Alloc verify through an Allgather that every rank got the same
 // offset.
 func NewHeap(ctx context.Context, g Group, size int, opts ...Option) (*Heap, error) {
@@ -52,7 +51,7 @@ func NewHeap(ctx context.Context, g Group, size int, opts ...Option) (*Heap, err
 		}
 	}
 	return &Heap{w: w, free: []span{{0, size}}, allocs: map[int]int{},
-		check: os.Getenv("WEFT_HEAP_CHECK") == "1"}, nil
+		check: w.opts.heapCheck}, nil
 }
 
 // Window returns the heap's underlying window.

@@ -10,11 +10,14 @@ import (
 )
 
 func TestHeapAllocatorSameOffsets(t *testing.T) {
-	t.Setenv("WEFT_HEAP_CHECK", "1")
 	runRanks(t, 3, func(ctx context.Context, g Group) error {
-		return heapScenario(ctx, g, WithSharedMemory(ShmOnly))
+		return heapScenario(ctx, g, WithSharedMemory(ShmOnly), withHeapCheck())
 	})
 }
+
+// withHeapCheck turns the heap's header checks on for one heap (WEFT_TUNE's
+// heapcheck does it for all).
+func withHeapCheck() Option { return func(o *options) { o.heapCheck = true } }
 
 // heapScenario allocates, frees and reallocates objects, checks offsets,
 // does puts/gets/atomics by (rank, Sym) and the error paths.

@@ -19,6 +19,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/weft-hpc/weft/internal/settings"
 )
 
 // shmSeg is one mapped shared-memory file.
@@ -29,10 +31,8 @@ type shmSeg struct {
 
 // shmDir is where node-shared files live.
 func shmDir() string {
-	if d := os.Getenv("WEFT_SHM_DIR"); d != "" {
-		return d
-	}
-	return "/dev/shm"
+	d, _, _ := settings.Str("WEFT_SHM_DIR")
+	return d
 }
 
 // nodeKey identifies the node this process runs on: the hostname plus the
@@ -40,7 +40,7 @@ func shmDir() string {
 // are told apart. WEFT_NODE_ID overrides it (for tests that want to pretend
 // ranks live on different nodes).
 func nodeKey() string {
-	if v := os.Getenv("WEFT_NODE_ID"); v != "" {
+	if v, _, _ := settings.Str("WEFT_NODE_ID"); v != "" {
 		return v
 	}
 	return machineKey()

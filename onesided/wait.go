@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"runtime"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/weft-hpc/weft/internal/peerwatch"
 	"github.com/weft-hpc/weft/internal/progress"
+	"github.com/weft-hpc/weft/internal/settings"
 	"github.com/weft-hpc/weft/internal/wait"
 )
 
@@ -52,9 +51,8 @@ import (
 //	spin    50 µs       100 ms       200 µs
 //	yield   2 µs        1 ms         200 µs
 //
-// WEFT_ONESIDED_SPIN_US, WEFT_ONESIDED_YIELD_US and WEFT_ONESIDED_SLEEP_US
-// (microseconds) override the phases of either policy;
-// WEFT_ONESIDED_SPIN (a count, "1e9" accepted) makes the spin phase a
+// WEFT_TUNE's osspinfor, osyieldfor and osnapmax (durations) override the
+// phases of either policy; osspin (a count, "1e9" accepted) makes the spin phase a
 // number of polls instead of a time, as it always meant (1e9 = spin for
 // ever; on the libfabric path one "poll" of a signal wait is one
 // CQ.WaitWord call of up to 32 checks).
@@ -63,8 +61,7 @@ import (
 // every poll after that; a waiter with a limit fails with ErrTimeout once
 // the wait has lasted that long.
 //
-// A spin phase longer than spinGosched (WEFT_ONESIDED_SPIN, a long
-// WEFT_ONESIDED_SPIN_US) calls runtime.Gosched at least that often: a
+// A spin phase longer than spinGosched (osspin, a long osspinfor) calls runtime.Gosched at least that often: a
 // goroutine that spins in cgo calls for more than 10 ms without being
 // rescheduled has its P retaken by the Go runtime's sysmon over and over
 // (every 20–200 µs), each time handing the thread off, which doubled
@@ -78,36 +75,49 @@ var (
 		NapMax: 200 * time.Microsecond, OSYieldEvery: 2, Contended: contended, GoschedEvery: spinGosched}
 )
 
-// withEnv applies the WEFT_ONESIDED_SPIN* / YIELD_US / SLEEP_US overrides.
-func withEnv(p waitPolicy) waitPolicy {
-	p.SpinPolls = envCount("WEFT_ONESIDED_SPIN", p.SpinPolls)
-	p.SpinFor = envMicros("WEFT_ONESIDED_SPIN_US", p.SpinFor)
-	p.YieldFor = envMicros("WEFT_ONESIDED_YIELD_US", p.YieldFor)
-	p.NapMax = envMicros("WEFT_ONESIDED_SLEEP_US", p.NapMax)
+// tune is WEFT_TUNE, parsed once (a bad value leaves the defaults here and
+// fails window creation through resolveOptions).
+var tune, _ = settings.Tune()
+
+// withTune applies WEFT_TUNE's osspin, osspinfor, osyieldfor and osnapmax.
+func withTune(p waitPolicy) waitPolicy {
+	if tune.OSSpin != settings.Auto {
+		p.SpinPolls = int(min(tune.OSSpin, math.MaxInt32))
+	}
+	if tune.OSSpinFor != settings.Auto {
+		p.SpinFor = tune.OSSpinFor
+	}
+	if tune.OSYieldFor != settings.Auto {
+		p.YieldFor = tune.OSYieldFor
+	}
+	if tune.OSNapMax != settings.Auto {
+		p.NapMax = tune.OSNapMax
+	}
 	return p
 }
 
-// choosePolicy returns the wait policy for a window with localRanks ranks
-// on this machine (WEFT_ONESIDED_WAIT: auto, spin or yield).
-func choosePolicy(localRanks int) (waitPolicy, error) {
-	switch v := os.Getenv("WEFT_ONESIDED_WAIT"); v {
+// choosePolicy returns the wait policy name ("auto", "spin" or "yield";
+// WEFT_ONESIDED_WAIT, WithWaitPolicy) for a window with localRanks ranks on
+// this machine.
+func choosePolicy(name string, localRanks int) (waitPolicy, error) {
+	switch name {
 	case "", "auto":
 		if localRanks > runtime.NumCPU() {
-			return withEnv(yieldPolicy), nil
+			return withTune(yieldPolicy), nil
 		}
-		return withEnv(spinPolicy), nil
+		return withTune(spinPolicy), nil
 	case "spin":
-		return withEnv(spinPolicy), nil
+		return withTune(spinPolicy), nil
 	case "yield":
-		return withEnv(yieldPolicy), nil
+		return withTune(yieldPolicy), nil
 	default:
-		return waitPolicy{}, fmt.Errorf("WEFT_ONESIDED_WAIT=%q: want auto, spin or yield: %w", v, ErrInvalid)
+		return waitPolicy{}, fmt.Errorf("wait policy %q: want auto, spin or yield: %w", name, ErrInvalid)
 	}
 }
 
 // defaultPolicy paces waits outside a window's own (none today; kept so a
 // zero waiter is usable).
-var defaultPolicy = withEnv(spinPolicy)
+var defaultPolicy = withTune(spinPolicy)
 
 // contended: a yield that took longer than this gave the processor to
 // someone else (another rank, another job), so the waiter goes to sleep.
@@ -116,38 +126,6 @@ const contended = 20 * time.Microsecond
 // spinGosched bounds the time a spinning waiter goes without
 // runtime.Gosched.
 const spinGosched = 500 * time.Microsecond
-
-// opTimeout bounds the waits of calls that take no context (FetchAndOp,
-// CompareAndSwap, an operation stuck behind a full queue):
-// WEFT_ONESIDED_TIMEOUT, a Go duration, default 2m. They then fail with
-// ErrTimeout.
-var opTimeout = envDuration("WEFT_ONESIDED_TIMEOUT", 2*time.Minute)
-
-func envDuration(name string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(name)); err == nil && d > 0 {
-		return d
-	}
-	return def
-}
-
-// envCount reads a non-negative count, also in float notation ("1e9").
-func envCount(name string, def int) int {
-	v, err := strconv.ParseFloat(os.Getenv(name), 64)
-	if err != nil || v < 0 || math.IsNaN(v) {
-		return def
-	}
-	return int(min(v, math.MaxInt32))
-}
-
-// envMicros reads a non-negative number of microseconds (float notation
-// accepted).
-func envMicros(name string, def time.Duration) time.Duration {
-	v, err := strconv.ParseFloat(os.Getenv(name), 64)
-	if err != nil || v < 0 || math.IsNaN(v) {
-		return def
-	}
-	return time.Duration(min(v, float64(math.MaxInt64/2/1000)) * 1000)
-}
 
 // waiter paces one polling loop with the window's wait.Policy (the zero
 // value uses defaultPolicy) and adds the checks of a blocked window wait.
@@ -186,7 +164,7 @@ func (w *waiter) check(ctx context.Context, elapsed time.Duration) error {
 		return err
 	}
 	if w.limit > 0 && elapsed > w.limit {
-		return fmt.Errorf("onesided: operation %w after %v (WEFT_ONESIDED_TIMEOUT)", ErrTimeout, w.limit)
+		return fmt.Errorf("onesided: operation %w after %v (WEFT_ONESIDED_TIMEOUT, WithTimeout)", ErrTimeout, w.limit)
 	}
 	if w.peers != nil {
 		if err := w.peers.goneErr(); err != nil {

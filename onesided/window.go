@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -12,8 +11,8 @@ import (
 	"unsafe"
 
 	"github.com/hashicorp/go-hclog"
-
 	"github.com/weft-hpc/weft/internal/peerwatch"
+	"github.com/weft-hpc/weft/internal/settings"
 	"github.com/weft-hpc/weft/internal/wlog"
 )
 
@@ -130,10 +129,13 @@ func ParseSignalOrdering(s string) (SignalOrdering, error) {
 }
 
 type options struct {
-	shm      ShmMode
-	order    SignalOrdering
-	provider string
-	err      error
+	shm       ShmMode
+	order     SignalOrdering
+	provider  string
+	wait      string        // wait policy: auto, spin or yield
+	timeout   time.Duration // opTimeout of the window's calls that take no context
+	heapCheck bool          // NewHeap: check block headers on every call (WEFT_TUNE heapcheck)
+	err       error
 }
 
 // Option configures Allocate, Create and NewHeap.
@@ -153,24 +155,55 @@ func WithSignalOrdering(s SignalOrdering) Option { return func(o *options) { o.o
 // "sockets"); WEFT_PROVIDER applies otherwise.
 func WithProvider(name string) Option { return func(o *options) { o.provider = name } }
 
+// WithWaitPolicy picks how the window's waits pace themselves: "auto"
+// (the default: "yield" when the group's ranks on this machine outnumber its
+// cores, else "spin"), "spin" or "yield" (see WEFT_ONESIDED_WAIT); it
+// overrides WEFT_ONESIDED_WAIT.
+func WithWaitPolicy(name string) Option {
+	return func(o *options) {
+		switch name {
+		case "auto", "spin", "yield":
+			o.wait = name
+		default:
+			o.err = fmt.Errorf("onesided: wait policy %q (want auto, spin or yield): %w", name, ErrInvalid)
+		}
+	}
+}
+
+// WithTimeout bounds the waits of the window's calls that take no context
+// (FetchAndOp, CompareAndSwap, an operation stuck behind a full queue),
+// which then fail with ErrTimeout; it overrides WEFT_ONESIDED_TIMEOUT
+// (default 2 minutes).
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 {
+			o.err = fmt.Errorf("onesided: timeout %v not positive: %w", d, ErrInvalid)
+			return
+		}
+		o.timeout = d
+	}
+}
+
+// resolveOptions starts from the settings (internal/settings: the
+// WEFT_ONESIDED_* variables and WEFT_TUNE) and applies opts. A bad setting,
+// like a bad option, is o.err, wrapping ErrInvalid.
 func resolveOptions(opts []Option) options {
 	var o options
-	if v := os.Getenv("WEFT_ONESIDED_SHM"); v != "" {
-		m, err := ParseShmMode(v)
-		if err != nil {
-			o.err = err
-		}
-		o.shm = m
+	if err := settings.Check(""); err != nil {
+		o.err = fmt.Errorf("onesided: %w: %w", err, ErrInvalid)
+		return o
 	}
-	if v := os.Getenv("WEFT_ONESIDED_ORDER"); v != "" {
-		s, err := ParseSignalOrdering(v)
-		if err != nil {
-			o.err = err
-		}
-		o.order = s
-	}
+	v, _, _ := settings.Str("WEFT_ONESIDED_SHM")
+	o.shm, _ = ParseShmMode(v)
+	v, _, _ = settings.Str("WEFT_ONESIDED_ORDER")
+	o.order, _ = ParseSignalOrdering(v)
+	o.wait, _, _ = settings.Str("WEFT_ONESIDED_WAIT")
+	o.timeout, _, _ = settings.DurationValue("WEFT_ONESIDED_TIMEOUT")
+	o.heapCheck = tune.HeapCheck
 	for _, f := range opts {
-		f(&o)
+		if f != nil {
+			f(&o)
+		}
 	}
 	return o
 }
@@ -384,7 +417,7 @@ func (w *Window) setup(ctx context.Context, size int) error {
 			multiNode = true
 		}
 	}
-	if w.wait, err = choosePolicy(sameMachine); err != nil {
+	if w.wait, err = choosePolicy(w.opts.wait, sameMachine); err != nil {
 		return err
 	}
 	if w.opts.shm == ShmOnly && multiNode {

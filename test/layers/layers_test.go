@@ -27,6 +27,7 @@ var layer = map[string]int{
 	"internal/wait":       0,
 	"internal/progress":   0,
 	"internal/ddtir":      0,
+	"internal/settings":   0,
 	"jit/internal/amd64":  0,
 	"internal/pmi":        1,
 	"ddt":                 1,

@@ -14,7 +14,7 @@
 //
 //	weft-direct   window over /dev/shm, puts and signals are stores
 //	weft-shm      window through libfabric's shm provider (WEFT_ONESIDED_SHM=off)
-//	weft-*-spin   the same with pure spinning waiters (WEFT_ONESIDED_SPIN=1e9);
+//	weft-*-spin   the same with pure spinning waiters (WEFT_TUNE=osspin=1e9);
 //	              without -spin the ranks use the library's default wait
 //	              policy (or whatever WEFT_ONESIDED_* the caller exported)
 //	weft-shm-waw, weft-shm-cqdata (also with -spin)
@@ -215,7 +215,7 @@ func driver(sizes []int) error {
 				if strings.HasSuffix(p, "-spin") {
 					// Pure spinning: the waiter never gives its core away.
 					p = strings.TrimSuffix(p, "-spin")
-					renv = append(renv, "WEFT_ONESIDED_SPIN=1000000000")
+					renv = append(renv, "WEFT_TUNE=osspin=1000000000")
 				}
 				for _, o := range []string{"waw", "cqdata"} {
 					if strings.HasSuffix(p, "-"+o) {
