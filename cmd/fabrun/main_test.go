@@ -28,8 +28,11 @@ func binaries(t testing.TB) (fabrun, hello string) {
 }
 
 func TestMain(m *testing.M) {
-	if os.Getenv("WEFT_FABRUN_TEST_RANK") == "vanish" {
+	switch os.Getenv("WEFT_FABRUN_TEST_RANK") {
+	case "vanish":
 		os.Exit(vanishRank())
+	case "hang":
+		os.Exit(hangRank())
 	}
 	code := m.Run()
 	bins.Close()
