@@ -50,12 +50,17 @@ func (j *Job) askStacks(sig syscall.Signal) []int {
 	for _, p := range j.procs {
 		ids[p.pgid] = true
 	}
-	j.out.forceTag()
-	var asked []int
+	var catchers, asked []int
 	for _, pid := range jobProcs(ids) {
-		if !catches(pid, sig) {
-			continue
+		if catches(pid, sig) {
+			catchers = append(catchers, pid)
 		}
+	}
+	if len(catchers) == 0 {
+		return nil
+	}
+	j.out.forceTag()
+	for _, pid := range catchers {
 		if err := syscall.Kill(pid, sig); err != nil {
 			if !errors.Is(err, syscall.ESRCH) {
 				log.Debug("stack request", "pid", pid, "sig", sig, "err", err)
