@@ -178,6 +178,7 @@ func TestUsageErrors(t *testing.T) {
 		{nil, []string{"-n", "2", "--hostfile", "/no/such/file", "true"}, 2, "no such file"},
 		{[]string{"WEFT_TIMEOUT=soon"}, []string{"-n", "2", "true"}, 2, `WEFT_TIMEOUT="soon" is not a duration`},
 		{[]string{"WEFT_NP=x"}, []string{"true"}, 2, `WEFT_NP="x" is not an integer`},
+		{[]string{"WEFT_TIMEOUT_STACKS=maybe"}, []string{"-n", "2", "true"}, 2, `WEFT_TIMEOUT_STACKS="maybe" is not a boolean`},
 	} {
 		r := runFabrun(t, c.env, "", c.args...)
 		if r.Code != c.code || !strings.Contains(r.Stderr, c.msg) {
