@@ -21,8 +21,12 @@
 // and exits without PMI finalize, the other ranks get SIGTERM and, after the
 // kill grace, SIGKILL; fabrun prints which rank failed and exits with its
 // status (128+signal for a signal, 1 for a missing finalize). --timeout ends
-// the job the same way with
-// status 124. Usage errors exit with status 2.
+// the job the same way with status 124, after asking local ranks for their
+// goroutine stacks (SIGQUIT to each of their processes that catches it, as
+// every Go program does; --timeout-stacks=false skips this). SIGUSR1 to
+// fabrun asks local weft ranks for their stacks without ending the job.
+// From a stack request on, output lines are tagged "[rank] ". Usage errors
+// exit with status 2.
 //
 // Every flag has an environment variable, used when the flag is not given:
 //
@@ -32,6 +36,7 @@
 //	--launcher     WEFT_LAUNCHER    auto (default), local, ssh, slurm
 //	--provider     WEFT_PROVIDER    libfabric provider for the ranks (exported to them)
 //	--timeout      WEFT_TIMEOUT     job time limit, e.g. 90s (0: none)
+//	--timeout-stacks WEFT_TIMEOUT_STACKS  on timeout, ranks dump their goroutine stacks first (default true)
 //	--tag-output   WEFT_TAG_OUTPUT  prefix output lines with "[rank] "
 //	--kill-grace   WEFT_KILL_GRACE  SIGTERM to SIGKILL delay (default 500ms)
 //	--ssh          WEFT_SSH         ssh command and options (default "ssh")
@@ -84,6 +89,7 @@ type options struct {
 	launcher  string
 	provider  string
 	timeout   time.Duration
+	stacks    bool // --timeout-stacks
 	tag       bool
 	killGrace time.Duration
 	ssh       string
@@ -101,7 +107,7 @@ const usageText = `usage: fabrun -n N [--hosts h1:slots,h2 | --hostfile F] [--la
 
 // parse reads flags, with WEFT_* environment variables as defaults.
 func parse(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
-	o := &options{launcher: "auto", killGrace: 500 * time.Millisecond, ssh: "ssh", srun: "srun"}
+	o := &options{launcher: "auto", killGrace: 500 * time.Millisecond, ssh: "ssh", srun: "srun", stacks: true}
 	fs := flag.NewFlagSet("fabrun", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -144,13 +150,17 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	envStr("WEFT_SSH", &o.ssh)
 	envStr("WEFT_PMI_HOST", &o.pmiHost)
 	envStr("WEFT_SRUN", &o.srun)
-	if v := getenv("WEFT_TAG_OUTPUT"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil && envErr == nil {
-			envErr = fmt.Errorf("WEFT_TAG_OUTPUT=%q is not a boolean", v)
+	envBool := func(name string, dst *bool) {
+		if v := getenv(name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil && envErr == nil {
+				envErr = fmt.Errorf("%s=%q is not a boolean", name, v)
+			}
+			*dst = b
 		}
-		o.tag = b
 	}
+	envBool("WEFT_TAG_OUTPUT", &o.tag)
+	envBool("WEFT_TIMEOUT_STACKS", &o.stacks)
 	if envErr != nil {
 		return nil, envErr
 	}
@@ -162,6 +172,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	fs.StringVar(&o.launcher, "launcher", o.launcher, "auto, local, ssh or slurm (WEFT_LAUNCHER)")
 	fs.StringVar(&o.provider, "provider", o.provider, "libfabric provider for the ranks (WEFT_PROVIDER)")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "end the job after this long, 0 for never (WEFT_TIMEOUT)")
+	fs.BoolVar(&o.stacks, "timeout-stacks", o.stacks, "on timeout, ask local ranks for their goroutine stacks (SIGQUIT) before ending them (WEFT_TIMEOUT_STACKS)")
 	fs.BoolVar(&o.tag, "tag-output", o.tag, `prefix every output line with "[rank] " (WEFT_TAG_OUTPUT)`)
 	fs.DurationVar(&o.killGrace, "kill-grace", o.killGrace, "delay between SIGTERM and SIGKILL when ending ranks (WEFT_KILL_GRACE)")
 	fs.StringVar(&o.ssh, "ssh", o.ssh, "ssh command and options (WEFT_SSH)")
@@ -305,7 +316,7 @@ func (o *options) config(getenv func(string) string) (launch.Config, error) {
 	}
 	return launch.Config{
 		NP: np, Argv: o.argv, Env: o.env, Launcher: o.launcher, Hosts: hosts,
-		Provider: o.provider, Timeout: o.timeout, TagOutput: o.tag, KillGrace: o.killGrace,
+		Provider: o.provider, Timeout: o.timeout, TimeoutStacks: o.stacks, TagOutput: o.tag, KillGrace: o.killGrace,
 		SSH: ssh, PMIHost: o.pmiHost, Srun: srun,
 	}, nil
 }
@@ -331,9 +342,10 @@ func fabrun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg.Stdin, cfg.Stdout, cfg.Stderr = stdin, stdout, stderr
 
 	// Catch signals before any rank exists, so none can kill fabrun and
-	// orphan the job; they are forwarded once the job runs.
+	// orphan the job; they are forwarded once the job runs. SIGUSR1 asks
+	// the ranks for their stacks.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1)
 	defer signal.Stop(sigs)
 	ctx := context.Background()
 	job, err := launch.Start(ctx, cfg)
@@ -350,6 +362,12 @@ func fabrun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	go func() {
 		n := 0
 		for sig := range sigs {
+			if sig == syscall.SIGUSR1 {
+				if job.DumpStacks() == 0 {
+					fmt.Fprintln(stderr, "fabrun: SIGUSR1: no process of the job catches SIGUSR1 (stack dumps reach local weft ranks only)")
+				}
+				continue
+			}
 			n++
 			if n >= 3 {
 				sig = syscall.SIGKILL

@@ -28,8 +28,11 @@ func binaries(t testing.TB) (fabrun, hello string) {
 }
 
 func TestMain(m *testing.M) {
-	if os.Getenv("WEFT_FABRUN_TEST_RANK") == "vanish" {
+	switch os.Getenv("WEFT_FABRUN_TEST_RANK") {
+	case "vanish":
 		os.Exit(vanishRank())
+	case "hang":
+		os.Exit(hangRank())
 	}
 	code := m.Run()
 	bins.Close()
@@ -175,6 +178,7 @@ func TestUsageErrors(t *testing.T) {
 		{nil, []string{"-n", "2", "--hostfile", "/no/such/file", "true"}, 2, "no such file"},
 		{[]string{"WEFT_TIMEOUT=soon"}, []string{"-n", "2", "true"}, 2, `WEFT_TIMEOUT="soon" is not a duration`},
 		{[]string{"WEFT_NP=x"}, []string{"true"}, 2, `WEFT_NP="x" is not an integer`},
+		{[]string{"WEFT_TIMEOUT_STACKS=maybe"}, []string{"-n", "2", "true"}, 2, `WEFT_TIMEOUT_STACKS="maybe" is not a boolean`},
 	} {
 		r := runFabrun(t, c.env, "", c.args...)
 		if r.Code != c.code || !strings.Contains(r.Stderr, c.msg) {

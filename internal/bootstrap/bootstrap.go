@@ -31,6 +31,11 @@
 //
 // A Bootstrap is safe for concurrent use; requests to the launcher are
 // serialised.
+//
+// With WEFT_SIGUSR1_STACKS=1 in the environment (fabrun sets it for its
+// local ranks), Init installs a SIGUSR1 handler that writes every
+// goroutine's stack to stderr, headed by the rank, and lets the program
+// carry on: fabrun forwards its own SIGUSR1 this way to inspect a hung job.
 package bootstrap
 
 import (
@@ -109,6 +114,7 @@ func Init(ctx context.Context) (Bootstrap, error) {
 }
 
 func initFrom(ctx context.Context, getenv func(string) string) (Bootstrap, error) {
+	setupStacks(getenv) // first: a rank that hangs in Init can be inspected too
 	mode := strings.ToLower(getenv("WEFT_PMI"))
 	if mode == "" {
 		switch {

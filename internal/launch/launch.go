@@ -30,7 +30,9 @@
 // every other rank is sent SIGTERM and, KillGrace later (default 500 ms),
 // SIGKILL; Wait then returns an *ExitError naming the rank. Ranks that never
 // speak PMI (plain programs) may exit 0 as they like. A Timeout ends the job
-// the same way (ErrTimeout). A forwarded SIGHUP, SIGINT, SIGQUIT or SIGTERM
+// the same way (ErrTimeout), after asking local ranks for their goroutine
+// stacks when Config.TimeoutStacks is set; Job.DumpStacks asks for them
+// without ending the job (stacks.go). A forwarded SIGHUP, SIGINT, SIGQUIT or SIGTERM
 // is followed by SIGKILL KillGrace later. After the ranks exit, their process
 // groups and sessions are swept with SIGKILL so nothing is left behind.
 //
@@ -67,22 +69,28 @@ type Host struct {
 
 // Config describes one job.
 type Config struct {
-	NP        int      // number of ranks (> 0)
-	Argv      []string // program and its arguments
-	Env       []string // extra KEY=VALUE for every rank
-	Launcher  string   // "auto" (default), "local", "ssh" or "slurm"
-	Hosts     []Host   // hosts for "ssh" (and "auto"); ranks fill each host's slots in order, wrapping around
-	Provider  string   // when set, exported to ranks as WEFT_PROVIDER
-	Timeout   time.Duration
-	TagOutput bool
-	Stdout    io.Writer     // default os.Stdout
-	Stderr    io.Writer     // default os.Stderr
-	Stdin     io.Reader     // to rank 0; nil means /dev/null
-	KillGrace time.Duration // SIGTERM→SIGKILL delay, default 500 ms
-	SSH       []string      // ssh command and options, default ["ssh"]
-	PMIHost   string        // address remote ranks use to reach the PMI server, which listens on what it resolves to
-	Dir       string        // working directory of the ranks (default: the current one)
-	Srun      []string      // srun command and extra options, default ["srun"]
+	NP       int      // number of ranks (> 0)
+	Argv     []string // program and its arguments
+	Env      []string // extra KEY=VALUE for every rank
+	Launcher string   // "auto" (default), "local", "ssh" or "slurm"
+	Hosts    []Host   // hosts for "ssh" (and "auto"); ranks fill each host's slots in order, wrapping around
+	Provider string   // when set, exported to ranks as WEFT_PROVIDER
+	Timeout  time.Duration
+	// TimeoutStacks: when the Timeout passes, local ranks are first asked
+	// for their goroutine stacks (SIGQUIT to each of their processes that
+	// catches it, as every Go program does) and given up to a second, or
+	// KillGrace when longer, to write them and exit before the job is
+	// ended. Their output is tagged from then on.
+	TimeoutStacks bool
+	TagOutput     bool
+	Stdout        io.Writer     // default os.Stdout
+	Stderr        io.Writer     // default os.Stderr
+	Stdin         io.Reader     // to rank 0; nil means /dev/null
+	KillGrace     time.Duration // SIGTERM→SIGKILL delay, default 500 ms
+	SSH           []string      // ssh command and options, default ["ssh"]
+	PMIHost       string        // address remote ranks use to reach the PMI server, which listens on what it resolves to
+	Dir           string        // working directory of the ranks (default: the current one)
+	Srun          []string      // srun command and extra options, default ["srun"]
 }
 
 // ErrTimeout is wrapped by the ExitError of a job that ran past its Timeout.
@@ -384,7 +392,9 @@ func (j *Job) startRanks() error {
 			return err
 		}
 	}
-	env := baseEnv()
+	// Launcher defaults first: the launcher's environment and Config.Env
+	// override them.
+	env := append([]string{StacksEnv + "=1"}, baseEnv()...)
 	if cfg.Provider != "" {
 		env = append(env, "WEFT_PROVIDER="+cfg.Provider)
 	}
@@ -647,14 +657,25 @@ func (j *Job) supervise() error {
 	}
 	pendingTick := time.NewTicker(50 * time.Millisecond)
 	defer pendingTick.Stop()
+	endRanks := func() {
+		j.killAll(syscall.SIGTERM)
+		killTimer = time.After(j.cfg.KillGrace)
+	}
 	failWith := func(e *ExitError) {
 		if first != nil {
 			return
 		}
 		first = e
 		log.Debug("job failing", "err", e)
-		j.killAll(syscall.SIGTERM)
-		killTimer = time.After(j.cfg.KillGrace)
+		endRanks()
+	}
+	// After a timeout with TimeoutStacks: the processes asked for their
+	// stacks; the job is ended once they are gone or at dumpEnd.
+	var dumping []int
+	var dumpEnd <-chan time.Time
+	endDump := func() {
+		dumping, dumpEnd = nil, nil
+		endRanks()
 	}
 	ctxDone := j.ctx.Done()
 	for live > 0 {
@@ -703,6 +724,9 @@ func (j *Job) supervise() error {
 			}
 			failWith(e)
 		case <-pendingTick.C:
+			if dumping != nil && allGone(dumping) {
+				endDump()
+			}
 			for r, e := range pending {
 				// Still running a while after leaving PMI: the rank is gone
 				// from the job for good. A zombie's exit event is on its way.
@@ -721,8 +745,20 @@ func (j *Job) supervise() error {
 				}
 			}
 		case <-timeout:
-			failWith(&ExitError{Rank: -1, Code: 124, Reason: fmt.Sprintf("job timed out after %v", j.cfg.Timeout), Err: ErrTimeout})
+			e := &ExitError{Rank: -1, Code: 124, Reason: fmt.Sprintf("job timed out after %v", j.cfg.Timeout), Err: ErrTimeout}
 			timeout = nil
+			if first == nil && j.cfg.TimeoutStacks {
+				if dumping = j.askStacks(syscall.SIGQUIT); dumping != nil {
+					first = e
+					log.Debug("job timed out; waiting for stacks", "pids", dumping)
+					dumpEnd = time.After(stackWait(j.cfg.KillGrace))
+					continue
+				}
+			}
+			failWith(e)
+		case <-dumpEnd:
+			log.Debug("stacks: processes still alive", "pids", dumping)
+			endDump()
 		case <-ctxDone:
 			failWith(&ExitError{Rank: -1, Code: 130, Reason: "job cancelled: " + context.Cause(j.ctx).Error(), Err: j.ctx.Err()})
 			ctxDone = nil

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +19,7 @@ type outputs struct {
 	stdout  io.Writer
 	stderr  io.Writer
 	tag     bool
+	forced  atomic.Bool // tag rank lines from now on (stack dumps), even without tag
 	wg      sync.WaitGroup
 	readers []*os.File
 }
@@ -57,14 +59,28 @@ func (o *outputs) write(w io.Writer, p ...[]byte) {
 	}
 }
 
+// forceTag makes every rank's output tagged line by line from now on, as
+// with tag; data already read is written as it was. Stack dumps of several
+// ranks arrive at once, in many small writes each: only whole tagged lines
+// keep them apart.
+func (o *outputs) forceTag() { o.forced.Store(true) }
+
 func (o *outputs) copy(r *os.File, w io.Writer, id int) {
 	defer o.wg.Done()
+	var src io.Reader = r
+	startOfLine := true
 	if !o.tag {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := r.Read(buf)
+			if n > 0 && id >= 0 && o.forced.Load() {
+				// Tag from here on, starting with what was just read.
+				src = io.MultiReader(bytes.NewReader(append([]byte(nil), buf[:n]...)), r)
+				break
+			}
 			if n > 0 {
 				o.write(w, buf[:n])
+				startOfLine = buf[n-1] == '\n'
 			}
 			if err != nil {
 				return
@@ -72,8 +88,7 @@ func (o *outputs) copy(r *os.File, w io.Writer, id int) {
 		}
 	}
 	prefix := []byte("[" + strconv.Itoa(id) + "] ")
-	br := bufio.NewReaderSize(r, 64<<10)
-	startOfLine := true
+	br := bufio.NewReaderSize(src, 64<<10)
 	for {
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {

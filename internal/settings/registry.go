@@ -62,6 +62,7 @@ var Registry = []Setting{
 	{Env: "WEFT_HOSTFILE", Package: "fabrun", Kind: String, Option: "--hostfile", Doc: `one "host", "host:N" or "host slots=N" per line`},
 	{Env: "WEFT_LAUNCHER", Package: "fabrun", Kind: Enum, Default: "auto", Allowed: []string{"auto", "local", "ssh", "slurm"}, Option: "--launcher", Doc: "how ranks are started"},
 	{Env: "WEFT_TIMEOUT", Package: "fabrun", Kind: Duration, Default: "0s", Min: 0, Max: int64(100 * 24 * time.Hour), Option: "--timeout", Doc: "job time limit (0: none)"},
+	{Env: "WEFT_TIMEOUT_STACKS", Package: "fabrun", Kind: Bool, Default: "true", Option: "--timeout-stacks", Doc: "on timeout, local ranks write their goroutine stacks (SIGQUIT) before the job is ended"},
 	{Env: "WEFT_TAG_OUTPUT", Package: "fabrun", Kind: Bool, Default: "false", Option: "--tag-output", Doc: `prefix output lines with "[rank] "`},
 	{Env: "WEFT_KILL_GRACE", Package: "fabrun", Kind: Duration, Default: "500ms", Min: 0, Max: int64(time.Hour), Option: "--kill-grace", Doc: "delay between SIGTERM and SIGKILL when ending ranks"},
 	{Env: "WEFT_SSH", Package: "fabrun", Kind: String, Default: "ssh", Option: "--ssh", Doc: "ssh command and options"},
