@@ -241,8 +241,123 @@ func (h *Heap) CompareAndSwap(rank int, s Sym, off int, t AtomicType, compare, s
 	return h.w.CompareAndSwap(rank, o, t, compare, swap)
 }
 
+// Non-fetching atomics (shmem_atomic_add, _inc, _set, _and, _or, _xor and
+// their vector forms). Each updates elements of type t in rank's copy of s
+// at byte offset off (which, added to s.Off, must be aligned to t.Size())
+// and returns once the update is issued, without waiting for the target:
+// the update is complete at the target after Quiet or Barrier, as a Put
+// is (on the direct-store path at once). The operands are copied before
+// the call returns. Operands are raw bits, as for Atomic: the low four
+// bytes for 4-byte types, math.Float64bits and friends for floats,
+// uint64(v) for a signed v. Each element is updated atomically with
+// respect to every other atomic on it (fetching or not, from any rank);
+// the elements of a vector form are not updated as one unit.
+//
+// On the libfabric path a vector form is one fetch-atomic of N elements
+// (split where N exceeds what the provider grants in one operation or
+// what the window's registered staging slots hold), the fetched values
+// discarded:
+// its completion, unlike fi_atomic's, means applied at the target. On the
+// direct-store path it is a loop of hardware atomics.
+
+// AtomicAdd adds v to the element of type t at off in rank's copy of s
+// (shmem_atomic_add). Floats are added as floats.
+func (h *Heap) AtomicAdd(rank int, s Sym, off int, t AtomicType, v uint64) error {
+	return h.update("AtomicAdd", rank, s, off, t, OpSum, []uint64{v})
+}
+
+// AtomicInc adds one to the element of type t at off in rank's copy of s
+// (shmem_atomic_inc); for floats, 1.0.
+func (h *Heap) AtomicInc(rank int, s Sym, off int, t AtomicType) error {
+	one := uint64(1)
+	switch t {
+	case AtomicFloat32:
+		one = uint64(math.Float32bits(1))
+	case AtomicFloat64:
+		one = math.Float64bits(1)
+	}
+	return h.update("AtomicInc", rank, s, off, t, OpSum, []uint64{one})
+}
+
+// AtomicSet atomically stores v into the element of type t at off in
+// rank's copy of s (shmem_atomic_set).
+func (h *Heap) AtomicSet(rank int, s Sym, off int, t AtomicType, v uint64) error {
+	return h.update("AtomicSet", rank, s, off, t, OpReplace, []uint64{v})
+}
+
+// AtomicAnd applies a bitwise AND with v to the integer element of type t
+// at off in rank's copy of s (shmem_atomic_and).
+func (h *Heap) AtomicAnd(rank int, s Sym, off int, t AtomicType, v uint64) error {
+	return h.update("AtomicAnd", rank, s, off, t, OpBand, []uint64{v})
+}
+
+// AtomicOr applies a bitwise OR with v to the integer element of type t at
+// off in rank's copy of s (shmem_atomic_or).
+func (h *Heap) AtomicOr(rank int, s Sym, off int, t AtomicType, v uint64) error {
+	return h.update("AtomicOr", rank, s, off, t, OpBor, []uint64{v})
+}
+
+// AtomicXor applies a bitwise XOR with v to the integer element of type t
+// at off in rank's copy of s (shmem_atomic_xor).
+func (h *Heap) AtomicXor(rank int, s Sym, off int, t AtomicType, v uint64) error {
+	return h.update("AtomicXor", rank, s, off, t, OpBxor, []uint64{v})
+}
+
+// AtomicAddN adds vals[i] to element i of the len(vals) consecutive
+// elements of type t starting at off in rank's copy of s.
+func (h *Heap) AtomicAddN(rank int, s Sym, off int, t AtomicType, vals []uint64) error {
+	return h.update("AtomicAddN", rank, s, off, t, OpSum, vals)
+}
+
+// AtomicN applies op with operand vals[i] to element i of the len(vals)
+// consecutive elements of type t starting at off in rank's copy of s: the
+// vector form of every non-fetching atomic (OpSum, OpMin, OpMax,
+// OpReplace, and on integer types OpBor, OpBand, OpBxor; not OpNoOp).
+func (h *Heap) AtomicN(rank int, s Sym, off int, t AtomicType, op Op, vals []uint64) error {
+	return h.update("AtomicN", rank, s, off, t, op, vals)
+}
+
+// update is the common path of the non-fetching atomics: it validates the
+// arguments against the heap and the object, packs the operands and hands
+// them to Window.Accumulate.
+func (h *Heap) update(name string, rank int, s Sym, off int, t AtomicType, op Op, vals []uint64) error {
+	if err := h.usable(name); err != nil {
+		return err
+	}
+	if err := checkOp(t, op); err != nil {
+		return fmt.Errorf("onesided: Heap.%s: %w", name, err)
+	}
+	if op == OpNoOp {
+		return fmt.Errorf("onesided: Heap.%s: op %v does not update: %w", name, op, ErrInvalid)
+	}
+	if len(vals) == 0 {
+		return fmt.Errorf("onesided: Heap.%s: no elements: %w", name, ErrInvalid)
+	}
+	sz := t.Size()
+	if len(vals) > math.MaxInt/sz {
+		return fmt.Errorf("onesided: Heap.%s: %d elements: %w", name, len(vals), ErrOutOfRange)
+	}
+	o, err := h.at(name, s, off, len(vals)*sz)
+	if err != nil {
+		return err
+	}
+	if o%sz != 0 {
+		return fmt.Errorf("onesided: Heap.%s: offset %d of an object at %d is not %d-byte aligned for %v: %w",
+			name, off, s.Off, sz, t, ErrInvalid)
+	}
+	data := make([]byte, len(vals)*sz)
+	for i, v := range vals {
+		if sz == 4 {
+			binary.NativeEndian.PutUint32(data[i*sz:], uint32(v))
+		} else {
+			binary.NativeEndian.PutUint64(data[i*sz:], v)
+		}
+	}
+	return h.w.Accumulate(rank, o, t, op, data)
+}
+
 // Quiet waits until every operation this rank issued is complete at its
-// target (shmem_quiet).
+// target (shmem_quiet), the non-fetching atomics included.
 func (h *Heap) Quiet(ctx context.Context) error {
 	if err := h.usable("Quiet"); err != nil {
 		return err

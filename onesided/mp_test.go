@@ -99,6 +99,18 @@ func TestMultiProcess(t *testing.T) {
 				if err := heapScenario(ctx, g); err != nil {
 					return fmt.Errorf("heap: %w", err)
 				}
+				heapIters := 100
+				if c.provider == "sockets" {
+					heapIters = 3
+				} else if c.provider != "" {
+					heapIters = 10
+				}
+				if err := heapAtomicsScenario(ctx, g, heapIters); err != nil {
+					return fmt.Errorf("heap atomics: %w", err)
+				}
+				if err := heapAtomicErrors(ctx, g); err != nil {
+					return fmt.Errorf("heap atomic errors: %w", err)
+				}
 				shapes := pipelineShapes(true)
 				if !c.full && c.provider == "sockets" {
 					shapes = []PipelineConfig{{N: 9, K: 4, D: 2, BytesPerIter: 512}}
