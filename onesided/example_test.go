@@ -116,6 +116,60 @@ func ExampleHeap() {
 	// Output: offset 0 counter 10
 }
 
+// Non-fetching atomics on the heap (shmem_atomic_add, _inc, _or and a
+// vector add): every rank updates rank 0's histogram without waiting for
+// each update, and a Barrier completes them all.
+func ExampleHeap_AtomicAddN() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	j, err := job.Init(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Finalize()
+	h, err := onesided.NewHeap(ctx, onesided.JobGroup(j), 1<<16)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer h.Close(ctx)
+	hist, err := h.Alloc(ctx, 4*8, 8) // four int64 bins
+	if err != nil {
+		log.Fatal(err)
+	}
+	flags, err := h.Alloc(ctx, 8, 8)
+	if err != nil {
+		log.Fatal(err)
+	}
+	me := uint64(j.Rank())
+	// Bin i gets i+1 from every rank, bin 0 one more; flags gets bit me.
+	if err := h.AtomicAddN(0, hist, 0, onesided.AtomicInt64, []uint64{1, 2, 3, 4}); err != nil {
+		log.Fatal(err)
+	}
+	if err := h.AtomicInc(0, hist, 0, onesided.AtomicInt64); err != nil {
+		log.Fatal(err)
+	}
+	if err := h.AtomicOr(0, flags, 0, onesided.AtomicUint64, 1<<me); err != nil {
+		log.Fatal(err)
+	}
+	// Quiet would complete this rank's updates; Barrier also waits for
+	// every other rank's.
+	if err := h.Barrier(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if j.Rank() == 0 {
+		bins, err := onesided.LocalView[int64](h, hist)
+		if err != nil {
+			log.Fatal(err)
+		}
+		f, err := onesided.LocalView[uint64](h, flags)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("bins %v, flags %b\n", bins, f[0])
+	}
+	// Output: bins [2 2 3 4], flags 1
+}
+
 // A window over an endpoint communicator: a program that already has a
 // World needs nothing else. Each rank puts its rank into its right
 // neighbour's window with a signal and reads its left neighbour's.

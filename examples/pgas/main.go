@@ -1,7 +1,8 @@
 // Command pgas is a small PGAS program on weft's symmetric heap: every rank
 // allocates the same objects, adds to a counter on every rank with remote
-// atomics, passes a token around the ring with put-with-signal, and checks
-// the results after a barrier.
+// atomics, adds to a vector and sets a bit of a mask on every rank with
+// non-fetching atomics, passes a token around the ring with
+// put-with-signal, and checks the results after a barrier.
 //
 //	fabrun -n 4 bin/pgas
 //	WEFT_ONESIDED_SHM=off fabrun -n 4 --provider tcp\;ofi_rxm bin/pgas
@@ -49,10 +50,35 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	const bins = 4
+	vec, err := heap.Alloc(ctx, 8*bins, 8)
+	if err != nil {
+		return err
+	}
+	mask, err := heap.Alloc(ctx, 8, 8)
+	if err != nil {
+		return err
+	}
 
 	// Every rank adds its rank+1 to the counter of every rank.
 	for r := 0; r < n; r++ {
 		if _, err := heap.Atomic(r, counter, 0, onesided.AtomicUint64, onesided.OpSum, uint64(me+1)); err != nil {
+			return err
+		}
+	}
+
+	// Non-fetching atomics: issued without waiting, complete at the
+	// barrier below. Bin k of every rank's vector gets (me+1)*(k+1), in
+	// one vector operation per target; bit me of every rank's mask is set.
+	add := make([]uint64, bins)
+	for k := range add {
+		add[k] = uint64((me + 1) * (k + 1))
+	}
+	for r := 0; r < n; r++ {
+		if err := heap.AtomicAddN(r, vec, 0, onesided.AtomicInt64, add); err != nil {
+			return err
+		}
+		if err := heap.AtomicOr(r, mask, 0, onesided.AtomicUint64, 1<<me); err != nil {
 			return err
 		}
 	}
@@ -82,6 +108,15 @@ func run() error {
 	if want := uint64(n * (n + 1) / 2); got != want {
 		return fmt.Errorf("rank %d: counter %d, want %d", me, got, want)
 	}
+	v := heap.Local(vec)
+	for k := 0; k < bins; k++ {
+		if got, want := binary.LittleEndian.Uint64(v[8*k:]), uint64(n*(n+1)/2*(k+1)); got != want {
+			return fmt.Errorf("rank %d: bin %d = %d, want %d", me, k, got, want)
+		}
+	}
+	if got, want := binary.LittleEndian.Uint64(heap.Local(mask)), uint64(1)<<n-1; got != want {
+		return fmt.Errorf("rank %d: mask %#x, want %#x", me, got, want)
+	}
 	if me == 0 {
 		if want := uint64(n * (n - 1) / 2); sum != want {
 			return fmt.Errorf("token came back with %d, want %d", sum, want)
@@ -90,7 +125,8 @@ func run() error {
 		if w := heap.Window(); w.Provider() != "" {
 			path = "libfabric " + w.Provider() + ", signal ordering " + w.Ordering().String()
 		}
-		fmt.Printf("pgas: %d ranks, counter %d on every rank, ring token %d (%s)\n", n, got, sum, path)
+		fmt.Printf("pgas: %d ranks, counter %d and bins %d..%d on every rank, ring token %d (%s)\n",
+			n, got, n*(n+1)/2, n*(n+1)/2*bins, sum, path)
 	}
 	return nil
 }
