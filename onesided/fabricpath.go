@@ -79,6 +79,7 @@ type fabPath struct {
 	scratch   *fabric.Buffer
 	freeSlots []int
 
+	atomics atomicCounts
 	// pend tracks the operations with a completion (fabops.go).
 	pend opTable
 	comp []fabric.Completion
@@ -432,14 +433,47 @@ func casType(t AtomicType) AtomicType {
 	return AtomicUint64
 }
 
-func (f *fabPath) fetchValid(t AtomicType, o Op) bool {
-	n, err := f.ep.FetchAtomicValid(fabType(t), fabOp(o))
-	return err == nil && n >= 1
+// atomicCounts caches the provider's answers to fi_fetch_atomicvalid and
+// fi_compare_atomicvalid, which do not change while the endpoint is open
+// (each query is a cgo call that also allocates): 0 not asked yet, -1 not
+// granted, else the elements one operation may carry.
+type atomicCounts struct {
+	fetch [AtomicFloat64 + 1][OpNoOp + 1]int32
+	cas   [AtomicFloat64 + 1]int32
 }
 
+// validCount turns a validity query's answer into a cached count.
+func validCount(n int, err error) int32 {
+	if err != nil || n < 1 {
+		return -1
+	}
+	return int32(min(n, 1<<30))
+}
+
+// fetchCount is how many elements of t one fetching atomic o may carry
+// on this provider, or -1.
+func (f *fabPath) fetchCount(t AtomicType, o Op) int {
+	if t < AtomicInt32 || t > AtomicFloat64 || o < OpSum || o > OpNoOp {
+		return int(validCount(f.ep.FetchAtomicValid(fabType(t), fabOp(o))))
+	}
+	c := &f.atomics.fetch[t][o]
+	if *c == 0 {
+		*c = validCount(f.ep.FetchAtomicValid(fabType(t), fabOp(o)))
+	}
+	return int(*c)
+}
+
+func (f *fabPath) fetchValid(t AtomicType, o Op) bool { return f.fetchCount(t, o) >= 1 }
+
 func (f *fabPath) casValid(t AtomicType) bool {
-	n, err := f.ep.CompareAtomicValid(fabType(t), fabric.OpCswap)
-	return err == nil && n >= 1
+	if t < AtomicInt32 || t > AtomicFloat64 {
+		return validCount(f.ep.CompareAtomicValid(fabType(t), fabric.OpCswap)) >= 1
+	}
+	c := &f.atomics.cas[t]
+	if *c == 0 {
+		*c = validCount(f.ep.CompareAtomicValid(fabType(t), fabric.OpCswap))
+	}
+	return *c >= 1
 }
 
 func (f *fabPath) accumulate(target, off int, t AtomicType, o Op, data []byte) error {
@@ -448,7 +482,7 @@ func (f *fabPath) accumulate(target, off int, t AtomicType, o Op, data []byte) e
 	// (transmit completion) and the fabric API offers no delivery-complete
 	// flag for it, so Accumulate uses fi_fetch_atomic, whose completion
 	// means applied, and discards the fetched values.
-	if n, err := f.ep.FetchAtomicValid(fabType(t), fabOp(o)); err == nil && n >= 1 && !forceCASFallback {
+	if n := f.fetchCount(t, o); n >= 1 && !forceCASFallback {
 		chunk := min(n*sz, slotSize/2)
 		for i := 0; i < len(data); i += chunk {
 			part := data[i:min(len(data), i+chunk)]

@@ -126,12 +126,20 @@ func (f *fabPath) writeHeld(target, off int, data []byte) (opHandle, error) {
 }
 
 // writeSignal writes val to target's word at sigOff with a tracked
-// write (flags added to delivery completion).
+// write (flags added to delivery completion), from a scratch slot (an
+// 8-byte array handed to write would escape to the heap).
 func (f *fabPath) writeSignal(target, sigOff int, val uint64, flags fabric.OpFlag) error {
-	var sig [8]byte
-	binary.NativeEndian.PutUint64(sig[:], val)
-	_, err := f.write(target, sigOff, sig[:], flags, false)
-	return err
+	s, i, err := f.slot()
+	if err != nil {
+		return err
+	}
+	binary.NativeEndian.PutUint64(s, val)
+	id := f.pend.track(target, i, nil)
+	desc := f.scratch.Desc()
+	return f.post(id, func() error {
+		return f.ep.WriteMsg(s[:8], desc, f.addrs[target], f.raddr(target, sigOff), f.keys[target], id,
+			flags|fabric.OpDeliveryComplete|fabric.OpCompletion)
+	})
 }
 
 // deferredSig is a signal write waiting for its data's delivery.
