@@ -168,7 +168,7 @@ func TestNetPutFlushAllocs(t *testing.T) {
 	for _, c := range []providerCase{{"shm", OrderWAW}, {"shm", OrderDelivery}, {"sockets", OrderFence}} {
 		t.Run(c.name(), func(t *testing.T) {
 			requireProvider(t, c.prov)
-			runRanks(t, 1, func(ctx context.Context, g Group) error {
+			runRanks(t, 1, func(ctx context.Context, g Group) (err error) {
 				w, err := Allocate(ctx, g, 16384, c.opts()...)
 				if errors.Is(err, ErrNotSupported) {
 					t.Logf("not supported here: %v", err)
@@ -177,7 +177,7 @@ func TestNetPutFlushAllocs(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				defer w.Free(ctx)
+				defer cleanup(ctx, &err, w.Free)
 				f := fabOf(w)
 				small := make([]byte, 64)            // Go memory: injected or bounced
 				large := w.Bytes()[8192 : 8192+5000] // region memory: a tracked write

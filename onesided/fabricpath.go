@@ -9,7 +9,13 @@ package onesided
 // completion arrives. Larger Put sources and Get destinations in Go memory
 // are registered with Domain.Register, which pins them, and the handle is
 // closed when the completion arrives. Operation contexts given to libfabric
-// are integer ids, never pointers.
+// are integer handles into the path's slot table (fabops.go), never
+// pointers.
+//
+// The path is split over files: set-up (fabsetup.go) and the record each
+// rank sends the others (fabpeer.go), PutSignal's signallers and deferred
+// signals (fabsignal.go), the operation tracker (fabops.go), and here the
+// other operations, progress, and close.
 
 import (
 	"context"
