@@ -163,7 +163,8 @@ func fetchErr(_ uint64, err error) error { return err }
 // TestNetPutFlushAllocs: a Put / PutSignal / Flush / FetchAndOp loop on the libfabric
 // path allocates nothing per operation, injected (WAW) or tracked
 // (delivery ordering): the tracker is a slot table, contexts are
-// integer handles.
+// integer handles. Under -race the loop runs but the count is not
+// checked.
 func TestNetPutFlushAllocs(t *testing.T) {
 	for _, c := range []providerCase{{"shm", OrderWAW}, {"shm", OrderDelivery}, {"sockets", OrderFence}} {
 		t.Run(c.name(), func(t *testing.T) {
@@ -201,7 +202,7 @@ func TestNetPutFlushAllocs(t *testing.T) {
 					return stepErr
 				}
 				t.Logf("%v: %v allocations per round", w.Ordering(), n)
-				if n != 0 {
+				if n != 0 && !raceEnabled { // the race detector's instrumentation allocates
 					return fmt.Errorf("%v allocations per Put/Put/PutSignal/Flush/FetchAndOp round, want 0", n)
 				}
 				return nil
