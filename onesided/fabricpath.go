@@ -9,7 +9,13 @@ package onesided
 // completion arrives. Larger Put sources and Get destinations in Go memory
 // are registered with Domain.Register, which pins them, and the handle is
 // closed when the completion arrives. Operation contexts given to libfabric
-// are integer ids, never pointers.
+// are integer handles into the path's slot table (fabops.go), never
+// pointers.
+//
+// The path is split over files: set-up (fabsetup.go) and the record each
+// rank sends the others (fabpeer.go), PutSignal's signallers and deferred
+// signals (fabsignal.go), the operation tracker (fabops.go), and here the
+// other operations, progress, and close.
 
 import (
 	"context"
@@ -36,15 +42,6 @@ const (
 	slotSize  = 256  // bytes per scratch slot (signals, atomics, small bounces)
 	slotCount = 1024 // scratch slots per window
 )
-
-type pendingOp struct {
-	target int
-	slot   int        // scratch slot to free, or -1
-	mr     *fabric.MR // registration to release, or nil
-	copyTo []byte     // Get bounce: copy slot bytes here on completion
-	done   bool
-	err    error
-}
 
 type fabPath struct {
 	w     *Window
@@ -88,11 +85,16 @@ type fabPath struct {
 	scratch   *fabric.Buffer
 	freeSlots []int
 
-	nextID      uint64
-	pending     map[uint64]*pendingOp
-	perTarget   []int
-	comp        []fabric.Completion
-	deferred    map[int][]deferredSig // per target, in issue order
+	atomics atomicCounts
+	// pend tracks the operations with a completion (fabops.go).
+	pend opTable
+	comp []fabric.Completion
+	// signal[t] issues a PutSignal to t (fabsignal.go), chosen at set-up.
+	signal []signalFunc
+	// deferred[t]: signals to t waiting for their data's delivery, in
+	// issue order; nDeferred counts the targets with any.
+	deferred    [][]deferredSig
+	nDeferred   int
 	draining    bool
 	deferErr    error
 	firstErr    error
@@ -103,319 +105,9 @@ type fabPath struct {
 	foreign bool
 }
 
-func init() {
-	newNetPath = func(ctx context.Context, w *Window, region []byte, ownCtrl bool) (netPath, error) {
-		np, err := openFabPath(ctx, w, region, ownCtrl)
-		if f, ok := np.(*fabPath); ok && f != nil && err == nil {
-			return guardPath(f), nil
-		}
-		return np, err
-	}
-}
-
-func rmaHints(o options, withAtomic, withOrder bool) *fabric.Hints {
-	h := &fabric.Hints{
-		Provider: o.provider,
-		EPType:   fabric.EPRDM,
-		Caps:     fabric.CapRMA | fabric.CapRead | fabric.CapWrite | fabric.CapRemoteRead | fabric.CapRemoteWrite,
-	}
-	if withAtomic {
-		h.Caps |= fabric.CapAtomic
-	}
-	if o.order == OrderFence {
-		h.Caps |= fabric.CapFence
-	}
-	if withOrder {
-		h.MsgOrder = fabric.OrderRMAWAW
-	}
-	if o.order == OrderCQData {
-		h.Caps |= fabric.CapRemoteCQData // keeps providers with CQ data only
-	}
-	return h
-}
-
-// selectInfo finds a provider configuration for RMA, preferring atomics and
-// write-after-write ordering, dropping them when no provider grants them.
-func selectInfo(o options, oneNode bool) (*fabric.Info, error) {
-	var errs []error
-	for _, c := range []struct{ atomic, order bool }{{true, true}, {true, false}, {false, true}, {false, false}} {
-		if (o.order == OrderWAW || o.order == OrderCQData) && !c.order {
-			continue
-		}
-		info, err := fabric.Select(rmaHints(o, c.atomic, c.order), oneNode)
-		if err == nil {
-			return info, nil
-		}
-		errs = append(errs, err)
-	}
-	err := fmt.Errorf("no RMA provider: %w", errors.Join(errs...))
-	if o.order == OrderFence || o.order == OrderWAW || o.order == OrderCQData {
-		err = fmt.Errorf("signal ordering %v: %w: %w", o.order, ErrNotSupported, err)
-	}
-	return nil, err
-}
-
-func grantsWAW(i *fabric.Info) bool {
-	return i.MsgOrder.Has(fabric.OrderRMAWAW) || i.MsgOrder.Has(fabric.OrderWAW)
-}
-
-// cqDataLacks says why the provider cannot carry signals in remote CQ
-// data ("" when it can).
-func cqDataLacks(i *fabric.Info) string {
-	switch {
-	case !grantsWAW(i):
-		return fmt.Sprintf("does not grant write-after-write ordering (%v)", i.MsgOrder)
-	case i.CQDataSize < 8:
-		return fmt.Sprintf("grants %d bytes of remote CQ data, not 8", i.CQDataSize)
-	case noInject:
-		return "needs injected writes (WEFT_TUNE=osinject=0)"
-	}
-	return ""
-}
-
-func openFabPath(ctx context.Context, w *Window, region []byte, ownCtrl bool) (np netPath, err error) {
-	f := &fabPath{w: w, pending: map[uint64]*pendingOp{}, perTarget: make([]int, w.size), deferred: map[int][]deferredSig{},
-		comp: make([]fabric.Completion, 64), local: region, dirty: make([]bool, w.size), injMax: -1,
-		cqSig: make([]bool, w.size), slotBits: make([]int, w.size)}
-	defer func() {
-		if err == nil {
-			return
-		}
-		if p := w.procPeers; p != nil {
-			// Ranks of this process may already have this rank's
-			// address (see procpeers.go).
-			w.procPeers = nil
-			p.leave(w.rank, func() { _ = f.close() })
-			return
-		}
-		_ = f.close()
-	}()
-	oneNode := true
-	for r := range w.peers {
-		if w.peers[r] == nil && w.opts.shm != ShmOff {
-			oneNode = false
-		}
-	}
-	if fg, ok := w.g.(FabricGroup); ok && fg.Domain() != nil && fg.Info() != nil &&
-		fg.Info().Caps.Has(fabric.CapRMA|fabric.CapAtomic|fabric.CapRemoteWrite|fabric.CapRemoteRead) &&
-		w.opts.provider == "" && (w.opts.order != OrderFence || fg.Info().Caps.Has(fabric.CapFence)) {
-		f.dom, f.info = fg.Domain(), fg.Info()
-	} else {
-		if f.info, err = selectInfo(w.opts, oneNode); err != nil {
-			return nil, err
-		}
-		if f.fab, err = fabric.OpenFabric(f.info); err != nil {
-			return nil, err
-		}
-		if f.dom, err = f.fab.OpenDomain(f.info); err != nil {
-			return nil, err
-		}
-	}
-	info := f.info
-	forced := w.opts.order
-	// Decide the signal ordering.
-	f.wawMax = info.MaxOrderWAWSize
-	switch w.opts.order {
-	case OrderWAW:
-		if !grantsWAW(info) {
-			return nil, fmt.Errorf("provider %s does not grant write-after-write ordering (%v): %w",
-				info.Provider, info.MsgOrder, ErrNotSupported)
-		}
-	case OrderFence:
-		if !info.Caps.Has(fabric.CapFence) {
-			return nil, fmt.Errorf("provider %s does not support FI_FENCE: %w", info.Provider, ErrNotSupported)
-		}
-	case OrderDelivery:
-	case OrderCQData:
-		if why := cqDataLacks(info); why != "" {
-			return nil, fmt.Errorf("signals in remote CQ data: provider %s %s: %w", info.Provider, why, ErrNotSupported)
-		}
-	default:
-		switch {
-		case grantsWAW(info) && cqDataLacks(info) == "" && info.DataProgress == fabric.ProgressManual:
-			// Manual progress only: there a plain signal write is not
-			// applied before the target reads its CQ either, so a signal
-			// in CQ data is seen exactly as early.
-			w.opts.order = OrderCQData
-		case grantsWAW(info):
-			w.opts.order = OrderWAW
-		case info.Caps.Has(fabric.CapFence):
-			w.opts.order = OrderFence
-		default:
-			w.opts.order = OrderDelivery
-		}
-	}
-	if w.opts.order == OrderCQData {
-		// This rank takes signals in CQ data into its registered region.
-		if f.sink, err = fabric.NewSignalSink(region, w.size); err != nil {
-			if forced == OrderCQData {
-				return nil, fmt.Errorf("signals in remote CQ data: %w: %w", ErrNotSupported, err)
-			}
-			w.opts.order = OrderWAW
-		}
-	}
-	f.order = w.opts.order
-	if (f.order == OrderWAW || f.order == OrderCQData) && !noInject {
-		f.injMax = min(info.InjectSize, maxInject)
-		if f.wawMax >= 0 {
-			f.injMax = min(f.injMax, f.wawMax)
-		}
-	}
-
-	if f.cq, err = f.dom.OpenCQ(4096); err != nil {
-		return nil, err
-	}
-	if f.av, err = f.dom.OpenAV(w.size); err != nil {
-		return nil, err
-	}
-	if f.ep, err = f.dom.OpenEndpoint(info, f.cq, f.av); err != nil {
-		return nil, err
-	}
-	if f.mr, err = f.dom.Register(region, fabric.AccessAll); err != nil {
-		return nil, err
-	}
-	if f.scratch, err = f.dom.Alloc(slotSize * slotCount); err != nil {
-		return nil, err
-	}
-	for i := slotCount - 1; i >= 0; i-- {
-		f.freeSlots = append(f.freeSlots, i)
-	}
-	if f.injMax >= 0 {
-		if f.stage, err = f.dom.Alloc(8 + max(f.injMax, 8)); err != nil {
-			return nil, err
-		}
-	}
-	name, err := f.ep.Name()
-	if err != nil {
-		return nil, err
-	}
-	ckey, cbase := f.mr.Key(), f.mr.RemoteAddr(region)
-	if ownCtrl {
-		if f.ctrlBuf, err = f.dom.Alloc(ctrlBytes); err != nil {
-			return nil, err
-		}
-		ckey, cbase = f.ctrlBuf.MR().Key(), f.ctrlBuf.MR().RemoteAddr(f.ctrlBuf.Bytes())
-	}
-	// Record: region key and base, control key and base, provider name
-	// length, flags (1: takes signals in CQ data), registered region
-	// length, process key and path number (procpeers.go), provider name,
-	// endpoint name.
-	const hdr = 58
-	rec := make([]byte, hdr, hdr+len(info.Provider)+len(name))
-	binary.LittleEndian.PutUint64(rec, f.mr.Key())
-	binary.LittleEndian.PutUint64(rec[8:], f.mr.RemoteAddr(region))
-	binary.LittleEndian.PutUint64(rec[16:], ckey)
-	binary.LittleEndian.PutUint64(rec[24:], cbase)
-	rec[32] = byte(len(info.Provider))
-	if f.sink != nil {
-		rec[33] = 1
-	}
-	binary.LittleEndian.PutUint64(rec[34:], uint64(len(region)))
-	binary.LittleEndian.PutUint64(rec[42:], procKey())
-	binary.LittleEndian.PutUint64(rec[50:], windowSeq.Add(1))
-	rec = append(rec, info.Provider...)
-	rec = append(rec, name...)
-	all, err := w.g.Allgather(ctx, rec)
-	if err != nil {
-		return nil, fmt.Errorf("exchange endpoint names: %w", err)
-	}
-	w.procPeers = sameProcess(all, hdr)
-	names := make([][]byte, w.size)
-	f.keys = make([]uint64, w.size)
-	f.bases = make([]uint64, w.size)
-	f.ckeys = make([]uint64, w.size)
-	f.cbases = make([]uint64, w.size)
-	for r, m := range all {
-		if len(m) < hdr || len(m) < hdr+int(m[32]) {
-			return nil, fmt.Errorf("short endpoint record from rank %d: %w", r, ErrInvalid)
-		}
-		prov := string(m[hdr : hdr+int(m[32])])
-		if prov != info.Provider {
-			return nil, fmt.Errorf("rank %d uses provider %q, this rank %q: %w", r, prov, info.Provider, ErrInvalid)
-		}
-		f.keys[r] = binary.LittleEndian.Uint64(m)
-		f.bases[r] = binary.LittleEndian.Uint64(m[8:])
-		f.ckeys[r] = binary.LittleEndian.Uint64(m[16:])
-		f.cbases[r] = binary.LittleEndian.Uint64(m[24:])
-		f.slotBits[r] = fabric.SignalSlotBits(int(binary.LittleEndian.Uint64(m[34:])))
-		f.cqSig[r] = f.order == OrderCQData && m[33]&1 != 0 && r != w.rank
-		names[r] = m[hdr+int(m[32]):]
-	}
-	// One name at a time: names may differ in length (shm's carry a pid).
-	f.addrs = make([]fabric.Addr, w.size)
-	for r, n := range names {
-		a, err := f.av.Insert(n)
-		if err != nil {
-			return nil, fmt.Errorf("insert rank %d's address: %w", r, err)
-		}
-		f.addrs[r] = a[0]
-	}
-	if err := w.g.Barrier(ctx); err != nil {
-		return nil, err
-	}
-	if info.Provider == "sockets" {
-		if err := f.connectInOrder(ctx); err != nil {
-			return nil, err
-		}
-	}
-	w.log.Debug("libfabric path", "provider", info.Provider, "order", f.order, "msg_order", info.MsgOrder,
-		"waw_max", f.wawMax, "inject_max", f.injMax, "cq_data", info.CQDataSize, "signal_sink", f.sink != nil, "atomic", info.Caps.Has(fabric.CapAtomic), "progress", info.DataProgress)
-	return f, nil
-}
-
-// sameProcess joins the set of the window's ranks in this process, read
-// from the exchanged records (process key at byte 42, path number at 50),
-// or returns nil when this rank is alone in its process. Every rank of
-// this process sees the same records, so they all join the same set.
-func sameProcess(all [][]byte, hdr int) *procPeers {
-	me := procKey()
-	n, key := 0, uint64(0)
-	for _, m := range all {
-		if len(m) < hdr || binary.LittleEndian.Uint64(m[42:]) != me {
-			continue
-		}
-		if n == 0 {
-			key = binary.LittleEndian.Uint64(m[50:]) // the lowest such rank's
-		}
-		n++
-	}
-	if n < 2 {
-		return nil
-	}
-	return joinProcPeers(key, n)
-}
-
-// connectInOrder establishes the connections of a sockets endpoint in two
-// phases (lower to higher ranks, a barrier, then higher to lower), each by a
-// write to the peer's spare control word. The sockets provider of libfabric
-// 1.17 intermittently fails operations with EIO, or loses them, when two
-// endpoints connect to each other at the same moment (seen in the put-signal
-// stress test); connecting in a fixed order avoids that.
-func (f *fabPath) connectInOrder(ctx context.Context) error {
-	const spare = ctrlBytes - 8
-	me := f.w.rank
-	for phase := 0; phase < 2; phase++ {
-		for r := 0; r < f.w.size; r++ {
-			if r == me || (phase == 0) != (r > me) {
-				continue
-			}
-			if err := f.ctrlSignal(r, spare, 1); err != nil {
-				return fmt.Errorf("connect to rank %d: %w", r, err)
-			}
-		}
-		if err := f.flush(ctx, -1); err != nil {
-			return fmt.Errorf("connect: %w", err)
-		}
-		if err := f.w.g.Barrier(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func (f *fabPath) provider() string         { return f.info.Provider }
 func (f *fabPath) ordering() SignalOrdering { return f.order }
-func (f *fabPath) issued() uint64           { return f.nextID }
+func (f *fabPath) issued() uint64           { return f.pend.seq }
 
 // inRegion returns b's offset in the registered region, or -1.
 func (f *fabPath) inRegion(b []byte) int {
@@ -446,58 +138,9 @@ func (f *fabPath) slot() ([]byte, int, error) {
 	return f.scratch.Bytes()[i*slotSize : (i+1)*slotSize], i, nil
 }
 
-// track registers a new operation and returns its context id.
-func (f *fabPath) track(op *pendingOp) uint64 {
-	f.nextID++
-	f.pending[f.nextID] = op
-	if op.target >= 0 {
-		f.perTarget[op.target]++
-	}
-	return f.nextID
-}
-
-func (f *fabPath) untrack(id uint64) *pendingOp {
-	op := f.pending[id]
-	if op == nil {
-		return nil
-	}
-	delete(f.pending, id)
-	if op.target >= 0 {
-		f.perTarget[op.target]--
-	}
-	if op.copyTo != nil && op.slot >= 0 && op.err == nil {
-		copy(op.copyTo, f.scratch.Bytes()[op.slot*slotSize:])
-	}
-	if op.slot >= 0 {
-		f.freeSlots = append(f.freeSlots, op.slot)
-	}
-	if op.mr != nil {
-		_ = op.mr.Close()
-	}
-	op.done = true
-	return op
-}
-
-// untracked is the id post gets for an operation with no completion
-// (injected): track never hands it out.
-const untracked = 0
-
 // post retries an operation while the provider answers EAGAIN; on failure
-// it untracks id.
-// postSignalBatch posts a PutSignal's untracked batch; on EAGAIN the rest
-// is posted after progress.
-func (f *fabPath) postSignalBatch(ops []fabric.Op) error {
-	if err := f.post(untracked, func() error {
-		n, err := f.ep.PostBatch(ops)
-		ops = ops[n:]
-		return err
-	}); err != nil {
-		return fmt.Errorf("onesided: PutSignal: %w", err)
-	}
-	return nil
-}
-
-func (f *fabPath) post(id uint64, fn func() error) error {
+// it drops id.
+func (f *fabPath) post(id opHandle, fn func() error) error {
 	wt := f.w.newWaiter(f.w.opts.timeout)
 	for {
 		err := fn()
@@ -505,16 +148,16 @@ func (f *fabPath) post(id uint64, fn func() error) error {
 			return nil
 		}
 		if !errors.Is(err, fabric.ErrAgain) {
-			f.untrack(id)
+			f.drop(id, err)
 			return err
 		}
 		if err := f.progress(); err != nil {
-			f.untrack(id)
+			f.drop(id, err)
 			return err
 		}
 		// The queue is full until the peer makes progress: give way.
 		if err := wt.pause(context.Background()); err != nil {
-			f.untrack(id)
+			f.drop(id, err)
 			return err
 		}
 	}
@@ -574,7 +217,7 @@ func (f *fabPath) completed(n int, err error) error {
 			}
 			continue
 		}
-		f.untrack(c.Context)
+		f.complete(c.Context, nil)
 	}
 	if bad != nil {
 		if f.firstErr == nil {
@@ -585,9 +228,7 @@ func (f *fabPath) completed(n int, err error) error {
 	if err != nil {
 		var ce *fabric.CQError
 		if errors.As(err, &ce) {
-			if op := f.untrack(ce.Context); op != nil {
-				op.err = err
-			}
+			f.complete(ce.Context, err)
 			err = fmt.Errorf("onesided: operation failed: %w", err)
 			if f.firstErr == nil {
 				f.firstErr = err
@@ -596,105 +237,21 @@ func (f *fabPath) completed(n int, err error) error {
 		}
 		return fmt.Errorf("onesided: read completions: %w", err)
 	}
-	if len(f.deferred) > 0 && !f.foreign {
+	if f.nDeferred > 0 && !f.foreign {
 		f.drainDeferred()
 		return f.takeDeferErr()
 	}
 	return nil
 }
 
-// deferredSig is a signal write waiting for its data's delivery.
-type deferredSig struct {
-	data *pendingOp // nil: no data (ordered behind earlier signals only)
-	id   uint64
-	op   *pendingOp
-	off  int
-	val  uint64
-}
-
-// drainDeferred issues, per target and in order, the deferred signals
-// whose data has been delivered.
-func (f *fabPath) drainDeferred() {
-	if f.draining {
-		return
-	}
-	f.draining = true
-	defer func() { f.draining = false }()
-	// Issuing a signal drives progress, which may complete the data of a
-	// queue already visited: repeat until a pass issues nothing.
-	for again := true; again; {
-		again = false
-		for t, q := range f.deferred {
-			n := len(q)
-			q = f.drainTarget(t, q)
-			if len(q) != n {
-				again = true
-			}
-			if len(q) == 0 {
-				delete(f.deferred, t)
-			} else {
-				f.deferred[t] = q
-			}
-		}
-	}
-}
-
-// drainTarget issues target t's ready signals and returns what is left.
-func (f *fabPath) drainTarget(t int, q []deferredSig) []deferredSig {
-	for len(q) > 0 {
-		h := q[0]
-		if h.data != nil && !h.data.done {
-			break
-		}
-		q = q[1:]
-		if h.data != nil && h.data.err != nil {
-			if op := f.untrack(h.id); op != nil {
-				op.err = h.data.err
-			}
-			f.deferErr = fmt.Errorf("onesided: data of a PutSignal failed, its signal is dropped: %w", h.data.err)
-			continue
-		}
-		if f.cqSig[t] {
-			// The data is delivered: the signal goes as CQ data, after
-			// every earlier write to t (WAW).
-			f.untrack(h.id)
-			if err := f.cqSignal(f.dops[:0], t, 0, nil, h.off, h.val); err != nil {
-				f.deferErr = err
-			}
-			continue
-		}
-		s, i, err := f.slot()
-		if err != nil {
-			f.untrack(h.id)
-			f.deferErr = err
-			continue
-		}
-		h.op.slot = i
-		binary.NativeEndian.PutUint64(s, h.val)
-		desc := f.scratch.Desc()
-		id := h.id
-		if err := f.post(id, func() error {
-			return f.ep.WriteMsg(s[:8], desc, f.addrs[t], f.raddr(t, h.off), f.keys[t], id,
-				fabric.OpDeliveryComplete|fabric.OpCompletion)
-		}); err != nil {
-			f.deferErr = err
-		}
-	}
-	return q
-}
-
-func (f *fabPath) takeDeferErr() error {
-	err := f.deferErr
-	f.deferErr = nil
-	return err
-}
-
-// wait drives progress until op completes.
-func (f *fabPath) wait(ctx context.Context, op *pendingOp) error {
+// wait drives progress until the held operation h completes, and returns
+// its error. The caller releases h afterwards (also when wait fails: the
+// slot is then freed when the completion arrives).
+func (f *fabPath) wait(ctx context.Context, h opHandle) error {
 	wt := f.w.newWaiter(f.w.opts.timeout)
-	wt.target = op.target
-	for !op.done {
-		if err := f.progress(); err != nil && op.done {
+	wt.target = int(f.pend.op(h).target)
+	for !f.pend.done(h) {
+		if err := f.progress(); err != nil && f.pend.done(h) {
 			break
 		} else if err != nil {
 			return err
@@ -703,51 +260,51 @@ func (f *fabPath) wait(ctx context.Context, op *pendingOp) error {
 			return err
 		}
 	}
-	return op.err
+	return f.pend.op(h).err
 }
 
 // source returns a buffer and descriptor libfabric may read data from until
-// the operation completes, recording what must be released on op.
-func (f *fabPath) source(data []byte, op *pendingOp) ([]byte, fabric.Desc, error) {
-	if len(data) == 0 {
-		return data, f.mr.Desc(), nil
-	}
-	if f.inRegion(data) >= 0 {
-		return data, f.mr.Desc(), nil
+// the operation completes, and what the completion must release: a
+// scratch slot (or -1) and a registration (or nil).
+func (f *fabPath) source(data []byte) (buf []byte, desc fabric.Desc, scratch int, mr *fabric.MR, err error) {
+	if len(data) == 0 || f.inRegion(data) >= 0 {
+		return data, f.mr.Desc(), -1, nil, nil
 	}
 	if len(data) <= slotSize {
 		s, i, err := f.slot()
 		if err != nil {
-			var none fabric.Desc
-			return nil, none, err
+			return nil, desc, -1, nil, err
 		}
-		op.slot = i
 		copy(s, data)
-		return s[:len(data)], f.scratch.Desc(), nil
+		return s[:len(data)], f.scratch.Desc(), i, nil, nil
 	}
-	mr, err := f.dom.Register(data, fabric.AccessAll)
-	if err != nil {
-		var none fabric.Desc
-		return nil, none, err
+	if mr, err = f.dom.Register(data, fabric.AccessAll); err != nil {
+		return nil, desc, -1, nil, err
 	}
-	op.mr = mr
-	return data, mr.Desc(), nil
+	return data, mr.Desc(), -1, mr, nil
 }
 
 func (f *fabPath) raddr(target, off int) uint64 { return f.bases[target] + uint64(off) }
 
-func (f *fabPath) write(target, off int, data []byte, flags fabric.OpFlag) (*pendingOp, error) {
-	op := &pendingOp{target: target, slot: -1}
-	buf, desc, err := f.source(data, op)
+// write issues a tracked write of data (flags added to delivery
+// completion) and returns its handle; with hold the slot is held for the
+// caller (opTable.hold), who releases it. On error nothing stays tracked.
+func (f *fabPath) write(target, off int, data []byte, flags fabric.OpFlag, hold bool) (opHandle, error) {
+	buf, desc, scratch, mr, err := f.source(data)
 	if err != nil {
-		return nil, err
+		return untracked, err
 	}
-	id := f.track(op)
-	err = f.post(id, func() error {
+	id := f.pend.track(target, scratch, mr)
+	if hold {
+		f.pend.hold(id)
+	}
+	if err := f.post(id, func() error {
 		return f.ep.WriteMsg(buf, desc, f.addrs[target], f.raddr(target, off), f.keys[target], id,
 			flags|fabric.OpDeliveryComplete|fabric.OpCompletion)
-	})
-	return op, err
+	}); err != nil {
+		return untracked, err
+	}
+	return id, nil
 }
 
 func (f *fabPath) ctrlMem() []byte {
@@ -765,8 +322,7 @@ func (f *fabPath) ctrlSignal(target, off int, val uint64) error {
 		return err
 	}
 	binary.NativeEndian.PutUint64(s, val)
-	op := &pendingOp{target: target, slot: i}
-	id := f.track(op)
+	id := f.pend.track(target, i, nil)
 	desc := f.scratch.Desc()
 	return f.post(id, func() error {
 		return f.ep.WriteMsg(s[:8], desc, f.addrs[target], f.cbases[target]+uint64(off), f.ckeys[target], id,
@@ -783,7 +339,7 @@ func (f *fabPath) put(target, off int, data []byte) error {
 		// marker covers it.
 		return f.injectPut(target, off, data)
 	}
-	_, err := f.write(target, off, data, 0)
+	_, err := f.write(target, off, data, 0, false)
 	return err
 }
 
@@ -798,22 +354,14 @@ func (f *fabPath) injectPut(target, off int, data []byte) error {
 	return nil
 }
 
-// markDirty records an injected write to t that the next flush marker
-// must cover.
-func (f *fabPath) markDirty(t int) {
-	if !f.dirty[t] {
-		f.dirty[t] = true
-		f.nDirty++
-	}
-}
-
 func (f *fabPath) get(target, off int, dst []byte) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	op := &pendingOp{target: target, slot: -1}
-	var buf []byte
+	var buf, copyTo []byte
 	var desc fabric.Desc
+	var mr *fabric.MR
+	scratch := -1
 	switch {
 	case f.inRegion(dst) >= 0:
 		buf, desc = dst, f.mr.Desc()
@@ -822,17 +370,17 @@ func (f *fabPath) get(target, off int, dst []byte) error {
 		if err != nil {
 			return err
 		}
-		op.slot, op.copyTo = i, dst
+		scratch, copyTo = i, dst
 		buf, desc = s[:len(dst)], f.scratch.Desc()
 	default:
-		mr, err := f.dom.Register(dst, fabric.AccessAll)
-		if err != nil {
+		var err error
+		if mr, err = f.dom.Register(dst, fabric.AccessAll); err != nil {
 			return err
 		}
-		op.mr = mr
 		buf, desc = dst, mr.Desc()
 	}
-	id := f.track(op)
+	id := f.pend.track(target, scratch, mr)
+	f.pend.ops[id-1].copyTo = copyTo
 	return f.post(id, func() error {
 		return f.ep.Read(buf, desc, f.addrs[target], f.raddr(target, off), f.keys[target], id)
 	})
@@ -846,160 +394,6 @@ var noInject = !tune.OSInject
 // maxInject caps the PutSignal data that is injected: larger data is
 // cheaper through the tracked write than copied by the provider.
 const maxInject = 4096
-
-// flushMarkers gives every target (or only target, when ≥ 0) that has
-// received injected writes since its last marker an 8-byte write, with
-// delivery completion, to its spare control word. The provider orders
-// writes to one target (WAW; injection is only used then), so when the
-// marker's delivery completion arrives every injected write before it has
-// been delivered too; flush then waits for the markers like for any other
-// tracked operation.
-func (f *fabPath) flushMarkers(target int) error {
-	if f.nDirty == 0 {
-		return nil
-	}
-	for t := range f.dirty {
-		if !f.dirty[t] || target >= 0 && t != target {
-			continue
-		}
-		f.dirty[t] = false
-		f.nDirty--
-		if err := f.ctrlSignal(t, ctrlBytes-8, 0); err != nil {
-			return fmt.Errorf("onesided: flush marker to rank %d: %w", t, err)
-		}
-	}
-	return nil
-}
-
-// injectSignal injects data (copied into the staging buffer: batched
-// operations may only point at C memory) and then the signal word, in one
-// PostBatch.
-func (f *fabPath) injectSignal(target, off int, data []byte, sigOff int, val uint64) error {
-	f.markDirty(target)
-	st := f.stage.Bytes()
-	binary.NativeEndian.PutUint64(st, val)
-	dst, key := f.addrs[target], f.keys[target]
-	n := min(len(data), 1) + 1                        // data (if any), then the signal
-	ops := append(f.ops[:0], make([]fabric.Op, n)...) // zeroed, filled in place
-	if len(data) > 0 {
-		copy(st[8:], data)
-		setInjectWrite(&ops[0], fabric.OpKindInjectWrite, st[8:8+len(data)], 0, dst, f.raddr(target, off), key)
-	}
-	setInjectWrite(&ops[n-1], fabric.OpKindInjectWrite, st[:8], 0, dst, f.raddr(target, sigOff), key)
-	return f.postSignalBatch(ops)
-}
-
-// sigWords encodes a signal to target's word at sigOff (region offset) in
-// CQ data into words: one word, or three parts when val does not fit. It
-// returns how many. (It fills the caller's array: an array returned by
-// value was copied with wide loads right after its narrow stores, a store
-// forwarding stall on every PutSignal.)
-func (f *fabPath) sigWords(words *[3]uint64, target, sigOff int, val uint64) (int, error) {
-	if d, ok := fabric.EncodeSignal(f.slotBits[target], sigOff, val); ok {
-		words[0] = d
-		return 1, nil
-	}
-	p, ok := fabric.EncodeSignalParts(f.slotBits[target], f.w.rank, sigOff, val)
-	if !ok {
-		return 0, fmt.Errorf("onesided: PutSignal: signal offset %d of rank %d cannot be encoded in CQ data: %w", sigOff-f.w.netOff, target, ErrInvalid)
-	}
-	*words = p
-	return 3, nil
-}
-
-// setInjectWrite fills a zeroed op like fabric.InjectWriteOp (kind
-// OpKindInjectWrite) or fabric.InjectWriteDataOp (OpKindInjectWriteData),
-// field by field: an Op value (it holds a pointer) is built in a
-// temporary and copied into a slice element with wide loads right after
-// its narrow stores, a store-forwarding stall on every PutSignal.
-func setInjectWrite(o *fabric.Op, kind fabric.OpKind, buf []byte, data uint64, dst fabric.Addr, raddr, key uint64) {
-	o.Kind, o.Buf, o.Len = kind, unsafe.Pointer(unsafe.SliceData(buf)), uintptr(len(buf))
-	o.Addr, o.Data, o.RAddr, o.Key = dst, data, raddr, key
-}
-
-// cqSignal issues a PutSignal whose signal travels as remote CQ data: data
-// (at most injMax bytes, staged: batched operations may only point at C
-// memory) and signal in one fi_inject_writedata, or the signal alone in a
-// write of 0 bytes when data is empty (Signal, or data already written by
-// a tracked write that WAW keeps in front). A value too large for one
-// word adds two more 0-byte writes (the parts). One PostBatch; no
-// completion to track; the next flush marker covers it. ops is the
-// scratch the batch is built in: f.ops, or f.dops for deferred signals,
-// which progress may issue while a PutSignal's batch waits in post.
-func (f *fabPath) cqSignal(ops []fabric.Op, target, off int, data []byte, sigOff int, val uint64) error {
-	var words [3]uint64
-	nw, err := f.sigWords(&words, target, sigOff, val)
-	if err != nil {
-		return err
-	}
-	f.markDirty(target)
-	dst, key := f.addrs[target], f.keys[target]
-	ops = append(ops[:0], make([]fabric.Op, nw)...) // zeroed, filled in place
-	if len(data) > 0 {
-		st := f.stage.Bytes()[8:]
-		copy(st, data)
-		setInjectWrite(&ops[0], fabric.OpKindInjectWriteData, st[:len(data)], words[0], dst, f.raddr(target, off), key)
-	} else {
-		setInjectWrite(&ops[0], fabric.OpKindInjectWriteData, nil, words[0], dst, f.raddr(target, sigOff), key)
-	}
-	for i := 1; i < nw; i++ {
-		setInjectWrite(&ops[i], fabric.OpKindInjectWriteData, nil, words[i], dst, f.raddr(target, sigOff), key)
-	}
-	return f.postSignalBatch(ops)
-}
-
-func (f *fabPath) putSignal(target, off int, data []byte, sigOff int, val uint64) error {
-	order := f.order
-	cq := f.cqSig[target]
-	if order == OrderCQData {
-		order = OrderWAW // its data goes the WAW way; cq says how the signal goes
-	}
-	if order == OrderWAW && len(data) <= f.injMax && (len(f.deferred) == 0 || len(f.deferred[target]) == 0) {
-		if cq {
-			// One injected write: the data, with the signal in its CQ
-			// data.
-			return f.cqSignal(f.ops[:0], target, off, data, sigOff, val)
-		}
-		// Data and signal injected back to back in one batch (one cgo
-		// call): no scratch slot, no completion to track, WAW keeps them
-		// in order.
-		return f.injectSignal(target, off, data, sigOff, val)
-	}
-	if order == OrderWAW && f.wawMax >= 0 && len(data) > f.wawMax {
-		order = OrderDelivery // too large for the provider's WAW guarantee
-	}
-	var dataOp *pendingOp
-	if len(data) > 0 {
-		op, err := f.write(target, off, data, 0)
-		if err != nil {
-			return err
-		}
-		dataOp = op
-	}
-	if order == OrderDelivery && dataOp != nil || len(f.deferred[target]) > 0 {
-		// The signal goes out once the data's delivery completion has
-		// arrived (progress issues it); signals to one target leave in
-		// the order they were asked for. Flush waits for them.
-		sop := &pendingOp{target: target, slot: -1}
-		id := f.track(sop)
-		f.deferred[target] = append(f.deferred[target], deferredSig{data: dataOp, id: id, op: sop, off: sigOff, val: val})
-		f.drainDeferred()
-		return f.takeDeferErr()
-	}
-	if cq {
-		// The tracked data write is in front (WAW); the signal follows
-		// as CQ data.
-		return f.cqSignal(f.ops[:0], target, 0, nil, sigOff, val)
-	}
-	var sig [8]byte
-	binary.NativeEndian.PutUint64(sig[:], val)
-	var flags fabric.OpFlag
-	if order == OrderFence && len(data) > 0 {
-		flags = fabric.OpFence
-	}
-	_, err := f.write(target, sigOff, sig[:], flags)
-	return err
-}
 
 func fabType(t AtomicType) fabric.Datatype {
 	switch t {
@@ -1045,14 +439,47 @@ func casType(t AtomicType) AtomicType {
 	return AtomicUint64
 }
 
-func (f *fabPath) fetchValid(t AtomicType, o Op) bool {
-	n, err := f.ep.FetchAtomicValid(fabType(t), fabOp(o))
-	return err == nil && n >= 1
+// atomicCounts caches the provider's answers to fi_fetch_atomicvalid and
+// fi_compare_atomicvalid, which do not change while the endpoint is open
+// (each query is a cgo call that also allocates): 0 not asked yet, -1 not
+// granted, else the elements one operation may carry.
+type atomicCounts struct {
+	fetch [AtomicFloat64 + 1][OpNoOp + 1]int32
+	cas   [AtomicFloat64 + 1]int32
 }
 
+// validCount turns a validity query's answer into a cached count.
+func validCount(n int, err error) int32 {
+	if err != nil || n < 1 {
+		return -1
+	}
+	return int32(min(n, 1<<30))
+}
+
+// fetchCount is how many elements of t one fetching atomic o may carry
+// on this provider, or -1.
+func (f *fabPath) fetchCount(t AtomicType, o Op) int {
+	if t < AtomicInt32 || t > AtomicFloat64 || o < OpSum || o > OpNoOp {
+		return int(validCount(f.ep.FetchAtomicValid(fabType(t), fabOp(o))))
+	}
+	c := &f.atomics.fetch[t][o]
+	if *c == 0 {
+		*c = validCount(f.ep.FetchAtomicValid(fabType(t), fabOp(o)))
+	}
+	return int(*c)
+}
+
+func (f *fabPath) fetchValid(t AtomicType, o Op) bool { return f.fetchCount(t, o) >= 1 }
+
 func (f *fabPath) casValid(t AtomicType) bool {
-	n, err := f.ep.CompareAtomicValid(fabType(t), fabric.OpCswap)
-	return err == nil && n >= 1
+	if t < AtomicInt32 || t > AtomicFloat64 {
+		return validCount(f.ep.CompareAtomicValid(fabType(t), fabric.OpCswap)) >= 1
+	}
+	c := &f.atomics.cas[t]
+	if *c == 0 {
+		*c = validCount(f.ep.CompareAtomicValid(fabType(t), fabric.OpCswap))
+	}
+	return *c >= 1
 }
 
 func (f *fabPath) accumulate(target, off int, t AtomicType, o Op, data []byte) error {
@@ -1061,7 +488,7 @@ func (f *fabPath) accumulate(target, off int, t AtomicType, o Op, data []byte) e
 	// (transmit completion) and the fabric API offers no delivery-complete
 	// flag for it, so Accumulate uses fi_fetch_atomic, whose completion
 	// means applied, and discards the fetched values.
-	if n, err := f.ep.FetchAtomicValid(fabType(t), fabOp(o)); err == nil && n >= 1 && !forceCASFallback {
+	if n := f.fetchCount(t, o); n >= 1 && !forceCASFallback {
 		chunk := min(n*sz, slotSize/2)
 		for i := 0; i < len(data); i += chunk {
 			part := data[i:min(len(data), i+chunk)]
@@ -1070,8 +497,7 @@ func (f *fabPath) accumulate(target, off int, t AtomicType, o Op, data []byte) e
 				return err
 			}
 			copy(s, part)
-			op := &pendingOp{target: target, slot: slot}
-			id := f.track(op)
+			id := f.pend.track(target, slot, nil)
 			o2 := off + i
 			desc := f.scratch.Desc()
 			if err := f.post(id, func() error {
@@ -1130,9 +556,9 @@ func (f *fabPath) fetchAtomic(target, off int, t AtomicType, o Op, v uint64) (ui
 	}
 	sz := t.Size()
 	putElem(s, sz, v)
-	res := make([]byte, 16)
-	op := &pendingOp{target: target, slot: i, copyTo: res}
-	id := f.track(op)
+	// Held: the result stays in the scratch slot until release.
+	id := f.pend.track(target, i, nil)
+	f.pend.hold(id)
 	desc := f.scratch.Desc()
 	if err := f.post(id, func() error {
 		return f.ep.FetchAtomic(s[:sz], desc, s[8:8+sz], desc, fabType(t), fabOp(o),
@@ -1140,10 +566,11 @@ func (f *fabPath) fetchAtomic(target, off int, t AtomicType, o Op, v uint64) (ui
 	}); err != nil {
 		return 0, err
 	}
-	if err := f.wait(context.Background(), op); err != nil {
+	defer f.release(id)
+	if err := f.wait(context.Background(), id); err != nil {
 		return 0, err
 	}
-	return loadElem(res[8:], sz), nil
+	return loadElem(s[8:], sz), nil
 }
 
 func (f *fabPath) cas(target, off int, t AtomicType, cmp, swap uint64) (uint64, error) {
@@ -1157,9 +584,9 @@ func (f *fabPath) cas(target, off int, t AtomicType, cmp, swap uint64) (uint64, 
 	sz := t.Size()
 	putElem(s, sz, swap)
 	putElem(s[8:], sz, cmp)
-	res := make([]byte, 24)
-	op := &pendingOp{target: target, slot: i, copyTo: res}
-	id := f.track(op)
+	// Held: the result stays in the scratch slot until release.
+	id := f.pend.track(target, i, nil)
+	f.pend.hold(id)
 	desc := f.scratch.Desc()
 	if err := f.post(id, func() error {
 		return f.ep.CompareAtomic(s[:sz], desc, s[8:8+sz], desc, s[16:16+sz], desc, fabType(t), fabric.OpCswap,
@@ -1167,10 +594,11 @@ func (f *fabPath) cas(target, off int, t AtomicType, cmp, swap uint64) (uint64, 
 	}); err != nil {
 		return 0, err
 	}
-	if err := f.wait(context.Background(), op); err != nil {
+	defer f.release(id)
+	if err := f.wait(context.Background(), id); err != nil {
 		return 0, err
 	}
-	return loadElem(res[16:], sz), nil
+	return loadElem(s[16:], sz), nil
 }
 
 func (f *fabPath) flush(ctx context.Context, target int) error {
@@ -1180,7 +608,7 @@ func (f *fabPath) flush(ctx context.Context, target int) error {
 	wt := f.w.newWaiter(0)
 	wt.target = target
 	for {
-		if target >= 0 && f.perTarget[target] == 0 || target < 0 && len(f.pending) == 0 {
+		if target >= 0 && f.pend.perTarget[target] == 0 || target < 0 && f.pend.live == 0 {
 			return nil
 		}
 		if err := f.progress(); err != nil {
@@ -1194,17 +622,7 @@ func (f *fabPath) flush(ctx context.Context, target int) error {
 
 func (f *fabPath) waitIssued(ctx context.Context, n uint64) error {
 	wt := f.w.newWaiter(0)
-	for {
-		done := true
-		for id := range f.pending {
-			if id <= n {
-				done = false
-				break
-			}
-		}
-		if done {
-			return nil
-		}
+	for f.pend.issuedBefore(n) {
 		if err := f.progress(); err != nil {
 			return err
 		}
@@ -1212,6 +630,7 @@ func (f *fabPath) waitIssued(ctx context.Context, n uint64) error {
 			return err
 		}
 	}
+	return nil
 }
 
 func (f *fabPath) close() error {
@@ -1230,8 +649,8 @@ func (f *fabPath) close() error {
 	if f.ep != nil {
 		closeIt(f.ep)
 	}
-	for id := range f.pending {
-		f.untrack(id)
+	for i := range f.pend.ops {
+		f.complete(opHandle(i)+1, nil)
 	}
 	if f.mr != nil {
 		closeIt(f.mr)
