@@ -156,9 +156,12 @@ func TestGCDuringLongPacks(t *testing.T) {
 
 // TestForcedFallback simulates a kernel that refuses executable memory: the
 // compiler declines, ddt keeps interpreting, results are unchanged. It
-// registers its compiler with ddt (process-wide), so it does not run in
-// parallel (an exception listed in TestNoGlobalMutation).
+// registers its compiler with ddt, which is process-wide, so the body runs
+// in a child process (inChild).
 func TestForcedFallback(t *testing.T) {
+	if !inChild(t, "TestForcedFallback") {
+		return
+	}
 	c := &compiler{force: true, noExec: true}
 	ty := interpType(t, must(ddt.Vector(100, 2, 5, ddt.Int32)))
 	_, err := c.Compile(irOf(ty))
