@@ -419,8 +419,12 @@ func TestCursor(t *testing.T) {
 // TestJITMode runs Commit under every combination of the process-wide
 // switch (WEFT_JIT=off), the default mode, the type's own mode and the
 // registered compiler, and checks which compiler entry is called, whether
-// Commit fails, and what Compiled and JITPending report.
+// Commit fails, and what Compiled and JITPending report. Those settings are
+// process-wide, so the body runs in a child process (inChild).
 func TestJITMode(t *testing.T) {
+	if !inChild(t, "TestJITMode") {
+		return
+	}
 	m := mustT(t)
 	defer SetDefaultJITMode(DefaultJITMode())
 	defer ddtir.SetCompiler(ddtir.Registered())

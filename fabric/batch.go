@@ -345,7 +345,7 @@ func (e *Endpoint) PostAndRead(ops []Op, cq *CQ, out []Completion, spins int) (p
 		}
 		comp, cnt := compArg(out)
 		ret = C.weft_post_read(C.uintptr_t(e.fid), op, C.size_t(len(ops)),
-			C.uintptr_t(cq.fid), comp, cnt, spinArg(spins))
+			C.uintptr_t(cq.fid), comp, cnt, spinArg(spins), cq.pace)
 	}
 	if ret >= 0 {
 		v := uint64(ret)
@@ -399,7 +399,7 @@ func (c *CQ) WaitWord(word *uint64, want uint64, out []Completion, spins int) (r
 		runtime.KeepAlive(out)
 	} else {
 		comp, cnt := compArg(out)
-		ret = C.weft_cq_wait_word(C.uintptr_t(c.fid), (*C.uint64_t)(unsafe.Pointer(word)), C.uint64_t(want), comp, cnt, spinArg(spins))
+		ret = C.weft_cq_wait_word(C.uintptr_t(c.fid), (*C.uint64_t)(unsafe.Pointer(word)), C.uint64_t(want), comp, cnt, spinArg(spins), c.pace)
 	}
 	if ret >= 0 {
 		return ret>>32 != 0, int(ret & 0xffffffff), nil

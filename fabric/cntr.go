@@ -15,7 +15,8 @@ import (
 // WithCounter when opening the endpoint.
 type Counter struct {
 	*obj
-	dom *Domain
+	dom  *Domain
+	pace C.int // clock reads between empty polls of Wait (WithPollPace)
 }
 
 // OpenCounter opens a counter that counts completions.
@@ -27,7 +28,7 @@ func (d *Domain) OpenCounter() (*Counter, error) {
 	if ret := C.weft_cntr_open(C.uintptr_t(d.fid), &fid); ret != 0 {
 		return nil, fmt.Errorf("fabric: open counter: %w", mkErr("fi_cntr_open", int(ret)))
 	}
-	c := &Counter{obj: new(obj), dom: d}
+	c := &Counter{obj: new(obj), dom: d, pace: C.int(d.cfg.pace)}
 	c.init("cntr", uintptr(fid), orderQueue)
 	if err := d.adopt(c.obj); err != nil {
 		c.close()
@@ -83,7 +84,7 @@ func (c *Counter) Wait(ctx context.Context, threshold uint64) (uint64, error) {
 		if c == nil || c.closed.Load() {
 			return 0, fmt.Errorf("fabric: Counter.Wait: %w", ErrClosed)
 		}
-		v := uint64(C.weft_cntr_spin(C.uintptr_t(c.fid), C.uint64_t(threshold), 256))
+		v := uint64(C.weft_cntr_spin(C.uintptr_t(c.fid), C.uint64_t(threshold), 256, c.pace))
 		if v >= threshold {
 			return v, nil
 		}

@@ -43,6 +43,7 @@ type CQ struct {
 	*obj
 	dom   *Domain
 	yield pollYield // see SetPollYield
+	pace  C.int     // clock reads between empty polls (WithPollPace)
 }
 
 // OpenCQ opens a completion queue with room for size entries (0 = provider
@@ -58,8 +59,9 @@ func (d *Domain) OpenCQ(size int) (*CQ, error) {
 	if ret := C.weft_cq_open(C.uintptr_t(d.fid), C.size_t(size), &fid); ret != 0 {
 		return nil, fmt.Errorf("fabric: open CQ: %w", mkErr("fi_cq_open", int(ret)))
 	}
-	cq := &CQ{obj: new(obj), dom: d}
-	cq.fast = newFastStack(d.info.Provider)
+	cq := &CQ{obj: new(obj), dom: d, pace: C.int(d.cfg.pace)}
+	cq.yield.every, cq.yield.hook = int64(d.cfg.yield), d.cfg.yieldHook
+	cq.fast = newFastStack(&d.cfg, d.info.Provider)
 	cq.init("cq", uintptr(fid), orderQueue)
 	if err := d.adopt(cq.obj); err != nil {
 		cq.close()
@@ -103,7 +105,7 @@ func (c *CQ) read(out []Completion, spins int) (int, error) {
 		runtime.KeepAlive(out)
 	} else {
 		comp, cnt := compArg(out)
-		ret = C.weft_cq_read(C.uintptr_t(c.fid), comp, cnt, spinArg(spins))
+		ret = C.weft_cq_read(C.uintptr_t(c.fid), comp, cnt, spinArg(spins), c.pace)
 	}
 	if len(out) == 0 {
 		return 0, nil

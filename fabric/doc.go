@@ -37,16 +37,17 @@
 // monitor thread takes its processor (P) away at every tick, waking a thread
 // that finds nothing to do, and the poller must get a P back on each return
 // from C: on a 2-vCPU machine this doubled the 8-byte shm ping-pong latency.
-// These calls therefore yield (runtime.Gosched) once per SetPollYield
-// interval, 1 ms by default (WEFT_TUNE pollyield), which starts a new
+// These calls therefore yield (runtime.Gosched) once per poll-yield
+// interval of the domain (WithPollYield; 1 ms by default, WEFT_TUNE
+// pollyield), which starts a new
 // scheduling slice and keeps the P where it is. The check costs one atomic
 // add per call and a clock read every 64 calls. Fast calls (below) do not
 // count: to the scheduler they are Go code, which it preempts by itself
 // every 10 ms without taking the P away.
 //
 // Inside C, the spinning loops pace their polls: after a poll that found
-// nothing they read the monotonic clock once (SetPollPace, WEFT_TUNE pollpace)
-// before polling again. On shm a poll takes locks in shared memory that the
+// nothing they read the monotonic clock once (the domain's WithPollPace;
+// WEFT_TUNE pollpace) before polling again. On shm a poll takes locks in shared memory that the
 // peer needs to deliver the awaited message; back-to-back polls slowed the
 // 8-byte ping-pong by ~8% when the two processes ran on nearby cores.
 //
@@ -63,8 +64,14 @@
 // goroutine per CQ or endpoint at a time (a concurrent call takes cgo), and
 // to operations whose every buffer lies in a live registration of the
 // domain (Domain.Alloc, Domain.Register), since no cgo pointer check runs
-// there; other operations take cgo and its check. SetFastCall and WEFT_FASTCALL
-// (auto, on, off) choose; off restores plain cgo everywhere.
+// there; other operations take cgo and its check. WithFastCall chooses per
+// domain (auto, on, off); off restores plain cgo for the domain's objects.
+//
+// Each domain keeps its fast-call mode, poll pace and poll yield
+// (DomainOption); its CQs, counters and endpoints take them when they open.
+// Options left out take the process-wide defaults of the moment the domain
+// opens: WEFT_FASTCALL and WEFT_TUNE's pollpace and pollyield, or what
+// SetFastCall, SetPollPace and SetPollYield last set.
 //
 // # Errors
 //
@@ -105,11 +112,11 @@
 // # Environment
 //
 // WEFT_PROVIDER overrides Select's automatic choice; WEFT_FASTCALL sets the
-// initial SetFastCall mode; WEFT_LOG_LEVEL sets the log level
+// initial default fast-call mode (SetFastCall); WEFT_LOG_LEVEL sets the log level
 // (internal/wlog). Tuning knobs are keys of WEFT_TUNE (docs/tuning.md):
 // mrcache (unreferenced registrations a domain keeps, default 64),
 // hugepages=0 (no huge pages in Alloc), pollyield and pollpace (the initial
-// SetPollYield and SetPollPace), shmsweep. A bad value of any of them, or of
+// defaults of WithPollYield and WithPollPace), shmsweep. A bad value of any of them, or of
 // WEFT_TUNE, makes GetInfo and Select fail with ErrInvalid.
 package fabric
 

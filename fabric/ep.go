@@ -84,7 +84,7 @@ func (d *Domain) OpenEndpoint(info *Info, cq *CQ, av *AV, opts ...EndpointOption
 		return nil, fmt.Errorf("fabric: open endpoint (%s): %w", info.Provider, mkErr("fi_endpoint", int(ret)))
 	}
 	e := &Endpoint{obj: new(obj), dom: d, info: info, cq: cq, av: av, cfg: cfg, injectMax: info.InjectSize}
-	e.fast = newFastStack(info.Provider)
+	e.fast = newFastStack(&d.cfg, info.Provider)
 	e.init("ep", uintptr(fid), orderEP)
 	fail := func(what string, ret C.int) (*Endpoint, error) {
 		err := mkErr(what, int(ret))

@@ -125,14 +125,27 @@ func Example() {
 	// window: remot
 }
 
-// Fast calls are chosen when a CQ or endpoint opens; a program that wants
-// every call to go through cgo (for instance to keep cgo's pointer checks on
-// all batches while debugging) turns them off first.
-func ExampleSetFastCall() {
-	old := fabric.SetFastCall(fabric.FastCallAuto) // the default, unless WEFT_FASTCALL says otherwise
-	defer fabric.SetFastCall(old)
-	prev := fabric.SetFastCall(fabric.FastCallOff)
-	fmt.Println("was:", prev, "now:", fabric.FastCallOff)
+// Fast calls, the poll pace and the poll yield are chosen per domain when it
+// opens; a program that wants every call of one domain to go through cgo
+// (for instance to keep cgo's pointer checks on all batches while
+// debugging) says so in its options. Options left out take the process-wide
+// defaults (WEFT_FASTCALL, WEFT_TUNE, SetFastCall, SetPollPace,
+// SetPollYield).
+func ExampleWithFastCall() {
+	info, err := fabric.Select(&fabric.Hints{Provider: "shm", Caps: fabric.CapMsg}, true)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fab, err := fabric.OpenFabric(info)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer fab.Close()
+	dom, err := fab.OpenDomain(info, fabric.WithFastCall(fabric.FastCallOff), fabric.WithPollPace(0))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("fast calls:", dom.FastCall(), "pace:", dom.PollPace())
 	// Output:
-	// was: auto now: off
+	// fast calls: off pace: 0
 }

@@ -57,12 +57,24 @@ type Domain struct {
 	spans   regSpans // live registrations, for fast calls
 	keyMu   sync.Mutex
 	nextKey uint64
+	cfg     domainConfig // polling and fast calls of the objects opened from it
 }
 
-// OpenDomain opens the domain described by info in the fabric.
-func (f *Fabric) OpenDomain(info *Info) (*Domain, error) {
+// OpenDomain opens the domain described by info in the fabric. The options
+// set how the domain's CQs, counters and endpoints poll and enter C; what
+// they leave unset takes the process-wide defaults of now (DomainOption).
+func (f *Fabric) OpenDomain(info *Info, opts ...DomainOption) (*Domain, error) {
 	if info == nil || info.c == 0 {
 		return nil, fmt.Errorf("fabric: OpenDomain: nil info: %w", ErrInvalid)
+	}
+	cfg := defaultDomainConfig()
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	if cfg.err != nil {
+		return nil, cfg.err
 	}
 	if f == nil || f.closed.Load() {
 		return nil, fmt.Errorf("fabric: OpenDomain: %w", ErrClosed)
@@ -81,6 +93,7 @@ func (f *Fabric) OpenDomain(info *Info) (*Domain, error) {
 		provKey: info.MRMode&MRProvKey != 0,
 		mrLocal: info.MRMode&MRLocal != 0,
 		nextKey: 1,
+		cfg:     cfg,
 	}
 	d.init("domain", uintptr(fid), orderDomain)
 	d.cache.init(d)

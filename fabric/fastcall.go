@@ -46,8 +46,8 @@ func (m FastCall) String() string {
 	return fmt.Sprintf("FastCall(%d)", int(m))
 }
 
-// fastMode is the process-wide FastCall, read when a CQ or an endpoint is
-// opened.
+// fastMode is the process-wide default FastCall, read when a domain is
+// opened (defaultDomainConfig).
 var fastMode atomic.Int32
 
 // The initial mode is WEFT_FASTCALL's; a bad value leaves auto and makes
@@ -68,9 +68,12 @@ func parseFastCall(v string) FastCall {
 	return FastCallAuto
 }
 
-// SetFastCall sets how CQs and endpoints opened from now on enter C on
-// their hot paths, and returns the previous mode. The default is
+// SetFastCall sets the process-wide default of how CQs and endpoints enter
+// C on their hot paths, and returns the previous default. It applies to
+// domains opened from now on that do not set their own (WithFastCall);
+// objects already open keep their mode. The initial default is
 // FastCallAuto, or the environment variable WEFT_FASTCALL (auto, on, off).
+// A mode out of range sets FastCallAuto.
 //
 // A fast call runs the C shim on a stack that belongs to the CQ or
 // endpoint, without the cgo transition of the Go scheduler (package
@@ -127,10 +130,12 @@ type fastStack struct {
 	top      uintptr // 16-byte aligned
 }
 
-// newFastStack maps a stack when fast calls are on for prov; nil otherwise
-// or when the mapping fails (the object then uses cgo).
-func newFastStack(prov string) *fastStack {
-	if !fastWanted(FastCall(fastMode.Load()), prov, runtime.Version()) {
+// newFastStack maps a stack when the domain configuration cfg turns fast
+// calls on for prov; nil otherwise or when the mapping fails (the object
+// then uses cgo). The argument block's pace is set here once: the spinning
+// shims read it from the block, so a call pays nothing for it.
+func newFastStack(cfg *domainConfig, prov string) *fastStack {
+	if !fastWanted(cfg.fast, prov, runtime.Version()) {
 		return nil
 	}
 	b := uintptr(C.weft_stack_alloc(fastStackSize))
@@ -138,7 +143,9 @@ func newFastStack(prov string) *fastStack {
 		log.Debug("no C stack for fast calls; using cgo")
 		return nil
 	}
-	return &fastStack{base: b, top: (b + fastStackSize) &^ 15}
+	f := &fastStack{base: b, top: (b + fastStackSize) &^ 15}
+	f.args.pace = C.int64_t(cfg.pace)
+	return f
 }
 
 // fastWanted decides whether an object of provider prov gets a fast-call
@@ -167,7 +174,7 @@ var unverifiedOnce sync.Once
 
 // enter starts one polling call on c: it returns c's stack, held, when
 // the call takes the fast path, else nil. Only cgo calls count for the poll
-// yield (SetPollYield): a goroutine in a fast call is running Go code as
+// yield (WithPollYield): a goroutine in a fast call is running Go code as
 // far as the scheduler knows, so the runtime's own preemption gives it a
 // new slice every 10 ms and its processor is never taken away.
 func (c *CQ) enter(spins int) *fastStack {

@@ -12,13 +12,6 @@ import (
 	"unsafe"
 )
 
-// withFastCall sets the fast-call mode for the test.
-func withFastCall(t *testing.T, m FastCall) {
-	t.Helper()
-	old := SetFastCall(m)
-	t.Cleanup(func() { SetFastCall(old) })
-}
-
 // fastUsed reads a stack's count of fast calls (the holder's plain
 // counter: read only while no call on it runs).
 func fastUsed(f *fastStack) uint64 {
@@ -29,6 +22,7 @@ func fastUsed(f *fastStack) uint64 {
 }
 
 func TestFastCallNames(t *testing.T) {
+	t.Parallel()
 	for v, want := range map[string]FastCall{"auto": FastCallAuto, "on": FastCallOn, "off": FastCallOff} {
 		if got := parseFastCall(v); got != want || got.String() != v {
 			t.Errorf("parseFastCall(%q) = %v, want %v", v, got, want)
@@ -36,10 +30,6 @@ func TestFastCallNames(t *testing.T) {
 	}
 	if FastCallOn.String() != "on" || FastCall(9).String() != "FastCall(9)" {
 		t.Errorf("names: %v %v", FastCallOn, FastCall(9))
-	}
-	old := SetFastCall(FastCall(-3)) // out of range: auto
-	if got := SetFastCall(old); got != FastCallAuto {
-		t.Errorf("SetFastCall(-3) stored %v, want auto", got)
 	}
 }
 
@@ -60,8 +50,7 @@ func TestFastCallSelection(t *testing.T) {
 		{FastCallOff, "shm", false},
 	} {
 		t.Run(tc.mode.String()+"/"+tc.prov, func(t *testing.T) {
-			withFastCall(t, tc.mode)
-			p := newPair(t, Hints{Provider: tc.prov, Caps: CapMsg})
+			p := newPair(t, Hints{Provider: tc.prov, Caps: CapMsg}, WithFastCall(tc.mode))
 			if got := p.a.cq.fast != nil && p.a.ep.fast != nil; got != tc.want {
 				t.Errorf("fast stacks: %v, want %v", got, tc.want)
 			}
@@ -80,8 +69,7 @@ func TestFastCallMemoryRule(t *testing.T) {
 	if !fastSupported() {
 		t.Skip("no fast-call trampoline on " + runtime.GOARCH)
 	}
-	withFastCall(t, FastCallAuto)
-	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg})
+	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg}, WithFastCall(FastCallAuto))
 	setMRCache(p.dom, 0) // a closed MR deregisters at once
 	alloc, err := p.dom.Alloc(64)
 	if err != nil {
@@ -145,8 +133,7 @@ func TestFastCallMemoryRule(t *testing.T) {
 func TestFastCallSingleOpErrors(t *testing.T) {
 	var msgs [2]string
 	for i, mode := range []FastCall{FastCallAuto, FastCallOff} {
-		withFastCall(t, mode)
-		p := newPair(t, Hints{Provider: "shm", Caps: CapMsg})
+		p := newPair(t, Hints{Provider: "shm", Caps: CapMsg}, WithFastCall(mode))
 		buf, err := p.dom.Alloc(64)
 		if err != nil {
 			t.Fatal(err)
@@ -184,8 +171,7 @@ func TestFastCallSingleOpErrors(t *testing.T) {
 // (PostAndRead: repost, inject, spin on the peer's CQ) and checks every
 // payload.
 func TestFastCallPingPong(t *testing.T) {
-	withFastCall(t, FastCallAuto)
-	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg | CapTagged})
+	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg | CapTagged}, WithFastCall(FastCallAuto))
 	buf, err := p.dom.Alloc(64)
 	if err != nil {
 		t.Fatal(err)
@@ -216,8 +202,7 @@ func TestFastCallPingPong(t *testing.T) {
 // one endpoint at once: one of them holds the stack, the others take cgo,
 // and no completion is lost or doubled.
 func TestFastCallConcurrent(t *testing.T) {
-	withFastCall(t, FastCallAuto)
-	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg})
+	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg}, WithFastCall(FastCallAuto))
 	buf, err := p.dom.Alloc(4096)
 	if err != nil {
 		t.Fatal(err)
@@ -298,8 +283,7 @@ func TestFastCallConcurrent(t *testing.T) {
 // TestFastCallGC runs full collections while a goroutine polls through
 // the fast path: each collection waits for at most one bounded call.
 func TestFastCallGC(t *testing.T) {
-	withFastCall(t, FastCallAuto)
-	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg})
+	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg}, WithFastCall(FastCallAuto))
 	stop := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -378,8 +362,7 @@ func TestRegSpans(t *testing.T) {
 // through the fast path: SIGPROF lands in C code on the CQ's stack, which
 // the runtime must record as external code without unwinding it.
 func TestFastCallProfiling(t *testing.T) {
-	withFastCall(t, FastCallAuto)
-	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg})
+	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg}, WithFastCall(FastCallAuto))
 	var prof bytes.Buffer
 	if err := pprof.StartCPUProfile(&prof); err != nil {
 		t.Skipf("CPU profiling unavailable: %v", err) // another profile is running (go test -cpuprofile)

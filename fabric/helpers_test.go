@@ -14,6 +14,9 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv("WEFT_FABRIC_CHILD"); role != "" {
 		os.Exit(childMain(role))
 	}
+	if os.Getenv(defaultsChildEnv) != "" {
+		os.Exit(defaultsChild())
+	}
 	if mode := os.Getenv("WEFT_FABRIC_SIGCHILD"); mode != "" {
 		os.Exit(sigChild(mode))
 	}
@@ -56,9 +59,9 @@ type pair struct {
 	a, b side
 }
 
-// newPair opens two endpoints in one domain, each with its own CQ and AV,
-// both AVs holding [a, b] in that order.
-func newPair(t testing.TB, h Hints) *pair {
+// newPair opens two endpoints in one domain (opened with opts), each with
+// its own CQ and AV, both AVs holding [a, b] in that order.
+func newPair(t testing.TB, h Hints, opts ...DomainOption) *pair {
 	t.Helper()
 	infos, err := GetInfo(&h)
 	skipNoProvider(t, h.Provider, err)
@@ -71,7 +74,7 @@ func newPair(t testing.TB, h Hints) *pair {
 			t.Errorf("fabric close: %v", err)
 		}
 	})
-	if p.dom, err = p.fab.OpenDomain(p.info); err != nil {
+	if p.dom, err = p.fab.OpenDomain(p.info, opts...); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []*side{&p.a, &p.b} {

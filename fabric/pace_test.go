@@ -1,19 +1,62 @@
 package fabric
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
 )
 
-func TestSetPollPace(t *testing.T) {
-	orig := SetPollPace(3)
-	t.Cleanup(func() { SetPollPace(orig) })
-	for _, c := range []struct{ set, want int }{{7, 3}, {-5, 7}, {1000, 0}, {1, maxPollPace}} {
-		if got := SetPollPace(c.set); got != c.want {
-			t.Errorf("SetPollPace(%d) returned %d, want the previous setting %d", c.set, got, c.want)
+// TestDomainOptions: each domain carries its own fast-call mode, poll pace
+// and poll yield into the CQs, counters and endpoints opened from it (the
+// C stack's argument block included), two domains with different settings
+// live side by side, and a bad option fails OpenDomain with ErrInvalid.
+func TestDomainOptions(t *testing.T) {
+	t.Parallel()
+	slow := newPair(t, Hints{Provider: "shm", Caps: CapMsg}, WithFastCall(FastCallAuto), WithPollPace(maxPollPace), WithPollYield(3*time.Millisecond))
+	fast := newPair(t, Hints{Provider: "shm", Caps: CapMsg}, WithFastCall(FastCallOff), WithPollPace(0), WithPollYield(0))
+	if d := slow.dom; d.FastCall() != FastCallAuto || d.PollPace() != maxPollPace || d.PollYield() != 3*time.Millisecond {
+		t.Errorf("domain settings %v, %d, %v", d.FastCall(), d.PollPace(), d.PollYield())
+	}
+	if d := fast.dom; d.FastCall() != FastCallOff || d.PollPace() != 0 || d.PollYield() != 0 {
+		t.Errorf("domain settings %v, %d, %v", d.FastCall(), d.PollPace(), d.PollYield())
+	}
+	for _, c := range []struct {
+		p          *pair
+		pace       int
+		yield      time.Duration
+		wantStacks bool
+	}{{slow, maxPollPace, 3 * time.Millisecond, fastSupported()}, {fast, 0, 0, false}} {
+		cq := c.p.a.cq
+		if int(cq.pace) != c.pace || cq.yield.every != int64(c.yield) {
+			t.Errorf("CQ: pace %d, yield %v; want %d, %v", cq.pace, time.Duration(cq.yield.every), c.pace, c.yield)
+		}
+		if (cq.fast != nil) != c.wantStacks || (c.p.a.ep.fast != nil) != c.wantStacks {
+			t.Errorf("fast stacks %v %v, want %v", cq.fast != nil, c.p.a.ep.fast != nil, c.wantStacks)
+		}
+		if cq.fast != nil && int(cq.fast.args.pace) != c.pace {
+			t.Errorf("fast stack's pace %d, want %d", cq.fast.args.pace, c.pace)
+		}
+		cn, err := c.p.dom.OpenCounter()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(cn.pace) != c.pace {
+			t.Errorf("counter pace %d, want %d", cn.pace, c.pace)
 		}
 	}
+	for _, bad := range []DomainOption{WithFastCall(FastCall(7)), WithFastCall(-1), WithPollPace(-1), WithPollPace(maxPollPace + 1), WithPollYield(-time.Second)} {
+		d, err := slow.fab.OpenDomain(slow.info, bad)
+		if !errors.Is(err, ErrInvalid) {
+			d.Close()
+			t.Errorf("bad option: %v, want ErrInvalid", err)
+		}
+	}
+	d, err := slow.fab.OpenDomain(slow.info, nil) // a nil option is ignored
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
 }
 
 // TestPollPaceSpacesEmptyPolls spins on an empty CQ with the longest pace
@@ -24,14 +67,9 @@ func TestSetPollPace(t *testing.T) {
 func TestPollPaceSpacesEmptyPolls(t *testing.T) {
 	for _, mode := range []FastCall{FastCallOn, FastCallOff} {
 		t.Run(mode.String(), func(t *testing.T) {
-			prev := SetFastCall(mode)
-			p := newPair(t, Hints{Provider: "shm", Caps: CapMsg})
-			SetFastCall(prev)
-			orig := SetPollPace(0)
-			t.Cleanup(func() { SetPollPace(orig) })
 			var out [4]Completion
 			spin := func(reads int) time.Duration {
-				SetPollPace(reads)
+				p := newPair(t, Hints{Provider: "shm", Caps: CapMsg}, WithFastCall(mode), WithPollPace(reads))
 				var ds []time.Duration
 				for range 5 {
 					t0 := time.Now()

@@ -208,20 +208,16 @@ int weft_mr_reg(uintptr_t domain, uintptr_t buf, size_t len, uint64_t access,
 	return 0;
 }
 
-int weft_poll_pace = 1;
-
-int weft_set_poll_pace(int reads) { return __atomic_exchange_n(&weft_poll_pace, reads, __ATOMIC_RELAXED); }
-
 /* poll_pace runs between two polls of a spinning loop that found nothing:
- * weft_poll_pace reads of the monotonic clock (a vDSO call of ~20 ns on
+ * pace reads of the monotonic clock (a vDSO call of ~20 ns on
  * x86-64). A loop that polls back to back takes the provider's locks and
  * touches its shared-memory queues as fast as it can, which measured slower
  * when the peer delivering the awaited message runs on a nearby core (see
  * pace.go). Returns 1 so it can end a loop condition. */
-static inline int poll_pace(void) {
+static inline int poll_pace(int pace) {
 	struct timespec ts;
-	int k = __atomic_load_n(&weft_poll_pace, __ATOMIC_RELAXED);
-	for (; k > 0; k--)
+	int k;
+	for (k = pace; k > 0; k--)
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 	return 1;
 }
@@ -242,14 +238,14 @@ static inline ssize_t read_once(struct fid_cq *cq, struct weft_comp *out, size_t
 	return n;
 }
 
-ssize_t weft_cq_read(uintptr_t cqp, struct weft_comp *out, size_t count, int spins) {
+ssize_t weft_cq_read(uintptr_t cqp, struct weft_comp *out, size_t count, int spins, int pace) {
 	struct fid_cq *cq = (struct fid_cq *)cqp;
 	ssize_t n;
 	if (count > 64)
 		count = 64;
 	do {
 		n = read_once(cq, out, count);
-	} while (n == -FI_EAGAIN && --spins > 0 && poll_pace());
+	} while (n == -FI_EAGAIN && --spins > 0 && poll_pace(pace));
 	return n;
 }
 
@@ -283,11 +279,11 @@ uint64_t weft_cntr_read(uintptr_t c) { return fi_cntr_read((struct fid_cntr *)c)
 uint64_t weft_cntr_readerr(uintptr_t c) { return fi_cntr_readerr((struct fid_cntr *)c); }
 int weft_cntr_add(uintptr_t c, uint64_t v) { return fi_cntr_add((struct fid_cntr *)c, v); }
 int weft_cntr_set(uintptr_t c, uint64_t v) { return fi_cntr_set((struct fid_cntr *)c, v); }
-uint64_t weft_cntr_spin(uintptr_t c, uint64_t threshold, int spins) {
+uint64_t weft_cntr_spin(uintptr_t c, uint64_t threshold, int spins, int pace) {
 	uint64_t v;
 	do {
 		v = fi_cntr_read((struct fid_cntr *)c);
-	} while (v < threshold && --spins > 0 && poll_pace());
+	} while (v < threshold && --spins > 0 && poll_pace(pace));
 	return v;
 }
 
@@ -552,7 +548,7 @@ int64_t weft_post_batch(uintptr_t ep, const struct weft_op *ops, size_t n) {
 }
 
 int64_t weft_post_read(uintptr_t ep, const struct weft_op *ops, size_t n,
-		uintptr_t cqp, struct weft_comp *out, size_t count, int spins) {
+		uintptr_t cqp, struct weft_comp *out, size_t count, int spins, int pace) {
 	struct fid_cq *cq = (struct fid_cq *)cqp;
 	size_t i;
 	ssize_t ret = 0;
@@ -570,7 +566,7 @@ int64_t weft_post_read(uintptr_t ep, const struct weft_op *ops, size_t n,
 		count = 64;
 	do {
 		ret = read_once(cq, out, count);
-	} while (ret == -FI_EAGAIN && --spins > 0 && poll_pace());
+	} while (ret == -FI_EAGAIN && --spins > 0 && poll_pace(pace));
 	if (ret == -FI_EAGAIN || (again && ret < 0))
 		ret = 0;
 	if (ret < 0)
@@ -579,7 +575,7 @@ int64_t weft_post_read(uintptr_t ep, const struct weft_op *ops, size_t n,
 }
 
 int64_t weft_cq_wait_word(uintptr_t cqp, const volatile uint64_t *word, uint64_t want,
-		struct weft_comp *out, size_t count, int spins) {
+		struct weft_comp *out, size_t count, int spins, int pace) {
 	struct fid_cq *cq = (struct fid_cq *)cqp;
 	ssize_t ret;
 	if (count > 64)
@@ -596,7 +592,7 @@ int64_t weft_cq_wait_word(uintptr_t cqp, const volatile uint64_t *word, uint64_t
 			return ((int64_t)1 << 32) | (ret > 0 ? ret : 0);
 		if (ret > 0)
 			return ret;
-	} while (--spins > 0 && poll_pace());
+	} while (--spins > 0 && poll_pace(pace));
 	return 0;
 }
 
@@ -692,7 +688,7 @@ static ssize_t sig_drain(struct fid_cq *cq, struct weft_comp *out, size_t count,
 int64_t weft_cq_signals(uintptr_t cqp, uint64_t *mem, uint64_t nslots, int slot_bits,
 		uint64_t *stage, uint64_t norigins, uint64_t *applied,
 		const volatile uint64_t *word, uint64_t want,
-		struct weft_comp *out, size_t count, int spins) {
+		struct weft_comp *out, size_t count, int spins, int pace) {
 	struct fid_cq *cq = (struct fid_cq *)cqp;
 	uint64_t before;
 	ssize_t ret;
@@ -715,7 +711,7 @@ int64_t weft_cq_signals(uintptr_t cqp, uint64_t *mem, uint64_t nslots, int slot_
 			return ret;
 		if (!word && *applied != before)
 			return 0; /* a plain read returns once something happened */
-	} while (--spins > 0 && poll_pace());
+	} while (--spins > 0 && poll_pace(pace));
 	return 0;
 }
 
@@ -723,21 +719,22 @@ int64_t weft_fast_call(struct weft_fast *a) {
 	const struct weft_op *ops = (const struct weft_op *)a->ops;
 	struct weft_comp *out = (struct weft_comp *)a->out;
 	const volatile uint64_t *word = (const volatile uint64_t *)a->word;
+	int pace = (int)a->pace;
 	switch (a->kind) {
 	case WEFT_FAST_POST_BATCH:
 		return weft_post_batch(a->ep, ops, a->n);
 	case WEFT_FAST_POST_ONE:
 		return weft_post_one(a->ep, ops);
 	case WEFT_FAST_POST_READ:
-		return weft_post_read(a->ep, ops, a->n, a->cq, out, a->count, (int)a->spins);
+		return weft_post_read(a->ep, ops, a->n, a->cq, out, a->count, (int)a->spins, pace);
 	case WEFT_FAST_CQ_READ:
-		return weft_cq_read(a->cq, out, a->count, (int)a->spins);
+		return weft_cq_read(a->cq, out, a->count, (int)a->spins, pace);
 	case WEFT_FAST_CQ_WAIT_WORD:
-		return weft_cq_wait_word(a->cq, word, a->want, out, a->count, (int)a->spins);
+		return weft_cq_wait_word(a->cq, word, a->want, out, a->count, (int)a->spins, pace);
 	case WEFT_FAST_CQ_SIGNALS:
 		return weft_cq_signals(a->cq, (uint64_t *)a->mem, a->nslots, (int)a->slot_bits,
 				(uint64_t *)a->stage, a->norigins, &a->applied, word, a->want, out, a->count,
-				(int)a->spins);
+				(int)a->spins, pace);
 	}
 	return -FI_EINVAL;
 }

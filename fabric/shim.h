@@ -123,21 +123,18 @@ int weft_av_remove(uintptr_t av, uint64_t *addrs, size_t count);
 int weft_mr_reg(uintptr_t domain, uintptr_t buf, size_t len, uint64_t access,
 		uint64_t key, uintptr_t *out, uint64_t *outkey, uintptr_t *outdesc);
 
-// weft_poll_pace is how many CLOCK_MONOTONIC reads the spinning loops
-// (weft_cq_read, weft_post_read, weft_cq_wait_word, weft_cq_signals,
-// weft_cntr_spin) make after an empty poll before the next one; 0 polls back
-// to back. weft_set_poll_pace sets it and returns the previous value.
-extern int weft_poll_pace;
-int weft_set_poll_pace(int reads);
-
-ssize_t weft_cq_read(uintptr_t cq, struct weft_comp *out, size_t count, int spins);
+// The pace argument of the spinning loops (weft_cq_read, weft_post_read,
+// weft_cq_wait_word, weft_cq_signals, weft_cntr_spin) is how many
+// CLOCK_MONOTONIC reads they make after an empty poll before the next one;
+// 0 polls back to back. Each CQ and counter carries its own (pace.go).
+ssize_t weft_cq_read(uintptr_t cq, struct weft_comp *out, size_t count, int spins, int pace);
 ssize_t weft_cq_readerr(uintptr_t cq, struct weft_cqerr *err);
 
 uint64_t weft_cntr_read(uintptr_t cntr);
 uint64_t weft_cntr_readerr(uintptr_t cntr);
 int weft_cntr_add(uintptr_t cntr, uint64_t v);
 int weft_cntr_set(uintptr_t cntr, uint64_t v);
-uint64_t weft_cntr_spin(uintptr_t cntr, uint64_t threshold, int spins);
+uint64_t weft_cntr_spin(uintptr_t cntr, uint64_t threshold, int spins, int pace);
 
 ssize_t weft_send(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t dest, uint64_t ctx);
 ssize_t weft_senddata(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t data, uint64_t dest, uint64_t ctx);
@@ -219,13 +216,13 @@ int64_t weft_post_batch(uintptr_t ep, const struct weft_op *ops, size_t n);
 // a failed post (the CQ is not read), i == n for a failed CQ read
 // (-FI_EAVAIL: read the error entry).
 int64_t weft_post_read(uintptr_t ep, const struct weft_op *ops, size_t n,
-		uintptr_t cq, struct weft_comp *out, size_t count, int spins);
+		uintptr_t cq, struct weft_comp *out, size_t count, int spins, int pace);
 // weft_cq_wait_word spins at most spins times: it returns (1 << 32) | n as
 // soon as *word >= want, else reads cq (driving progress) and returns n
 // when it yielded n > 0 completions; 0 when spins ran out; a negative
 // libfabric code when the read failed (-FI_EAVAIL: read the error entry).
 int64_t weft_cq_wait_word(uintptr_t cq, const volatile uint64_t *word, uint64_t want,
-		struct weft_comp *out, size_t count, int spins);
+		struct weft_comp *out, size_t count, int spins, int pace);
 
 // Signals in remote CQ data (signal.go). weft_sig_apply stores the valid
 // signals among c[0..n) into mem (nslots 8-byte words; stage holds two
@@ -244,7 +241,7 @@ size_t weft_sig_apply(struct weft_comp *c, size_t n, uint64_t *mem, uint64_t nsl
 int64_t weft_cq_signals(uintptr_t cq, uint64_t *mem, uint64_t nslots, int slot_bits,
 		uint64_t *stage, uint64_t norigins, uint64_t *applied,
 		const volatile uint64_t *word, uint64_t want,
-		struct weft_comp *out, size_t count, int spins);
+		struct weft_comp *out, size_t count, int spins, int pace);
 
 const char *weft_strerror(int err);
 
@@ -280,6 +277,7 @@ struct weft_fast {
 	uintptr_t stage; /* uint64_t * */
 	uint64_t norigins;
 	uint64_t applied;
+	int64_t pace; /* set once when the stack is made: the owner's poll pace */
 };
 int64_t weft_fast_call(struct weft_fast *a);
 uintptr_t weft_fast_fn(void);

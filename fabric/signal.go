@@ -226,7 +226,7 @@ func (c *CQ) signals(s *SignalSink, word *uint64, want uint64, out []Completion,
 	} else {
 		comp, cnt := compArg(out)
 		ret = C.weft_cq_signals(C.uintptr_t(c.fid), mem, nslots, sb, stage, norig, &applied,
-			(*C.uint64_t)(unsafe.Pointer(word)), C.uint64_t(want), comp, cnt, spinArg(spins))
+			(*C.uint64_t)(unsafe.Pointer(word)), C.uint64_t(want), comp, cnt, spinArg(spins), c.pace)
 	}
 	s.applied += uint64(applied)
 	if ret >= 0 {

@@ -27,6 +27,8 @@ import (
 type pollYield struct {
 	calls atomic.Uint32
 	last  atomic.Int64 // monoNanos of the last yield
+	every int64        // the interval in nanoseconds (WithPollYield); 0: off
+	hook  func()       // the yield; nil: runtime.Gosched (tests count yields)
 }
 
 // pollCheckEvery is how many polls pass between two looks at the clock. A
@@ -34,7 +36,8 @@ type pollYield struct {
 // about 35 µs here), so 64 polls stay well inside the runtime's 10 ms.
 const pollCheckEvery = 64
 
-// pollYieldNanos is the poll-yield interval; 0 turns yielding off. From
+// pollYieldNanos is the process-wide default poll-yield interval, read when
+// a domain is opened (defaultDomainConfig); 0 turns yielding off. From
 // WEFT_TUNE's pollyield (a Go duration, default 1ms; 0 disables), or
 // SetPollYield.
 var pollYieldNanos atomic.Int64
@@ -44,19 +47,22 @@ func init() {
 	pollYieldNanos.Store(int64(t.PollYield))
 }
 
-// DefaultPollYield is the default interval of SetPollYield.
+// DefaultPollYield is the initial default interval of SetPollYield.
 const DefaultPollYield = time.Millisecond
 
-// SetPollYield sets how often a goroutine that keeps polling completion
-// queues (CQ.Read, CQ.ReadSpin, CQ.WaitWord, CQ.ReadSignals,
-// CQ.WaitWordSignals, Endpoint.PostAndRead) yields
-// the processor with runtime.Gosched, and returns the previous interval.
+// SetPollYield sets the process-wide default of how often a goroutine that
+// keeps polling completion queues (CQ.Read, CQ.ReadSpin, CQ.WaitWord,
+// CQ.ReadSignals, CQ.WaitWordSignals, Endpoint.PostAndRead) yields the
+// processor with runtime.Gosched, and returns the previous default.
 // The yield keeps the Go runtime from taking the processor away from a
 // poller that spends nearly all its time inside libfabric, which costs
 // thread switches on every later poll (see the package documentation,
 // "Polling"). d ≤ 0 turns it off. The default is DefaultPollYield, or the
-// pollyield knob of WEFT_TUNE (a Go duration; 0 turns it off). Intervals well under the runtime's 10 ms preemption slice work;
-// the cost is one Gosched per interval. The interval is process-wide.
+// pollyield knob of WEFT_TUNE (a Go duration; 0 turns it off). Intervals
+// well under the runtime's 10 ms preemption slice work; the cost is one
+// Gosched per interval. It applies to domains opened from now on that do
+// not set their own (WithPollYield); the CQs of a domain keep the interval
+// the domain was opened with.
 func SetPollYield(d time.Duration) time.Duration {
 	return time.Duration(pollYieldNanos.Swap(int64(max(d, 0))))
 }
@@ -79,7 +85,7 @@ func (y *pollYield) tick() {
 //
 //go:noinline
 func (y *pollYield) check() {
-	every := pollYieldNanos.Load()
+	every := y.every
 	if every <= 0 {
 		return
 	}
@@ -88,8 +94,9 @@ func (y *pollYield) check() {
 		return
 	}
 	y.last.Store(now)
-	yieldHook()
+	if y.hook != nil {
+		y.hook()
+		return
+	}
+	runtime.Gosched()
 }
-
-// yieldHook is runtime.Gosched; tests count calls through it.
-var yieldHook = runtime.Gosched

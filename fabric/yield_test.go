@@ -5,22 +5,16 @@ import (
 	"time"
 )
 
-// countYields replaces the yield with a counter for the test's duration.
-func countYields(t *testing.T) *int {
-	t.Helper()
-	n := 0
-	old := yieldHook
-	yieldHook = func() { n++ }
-	t.Cleanup(func() { yieldHook = old })
-	return &n
+// withYieldHook makes the poll yield of the domain's CQs call f instead of
+// runtime.Gosched.
+func withYieldHook(f func()) DomainOption {
+	return func(c *domainConfig) { c.yieldHook = f }
 }
 
 func TestPollYieldTick(t *testing.T) {
-	n := countYields(t)
-	old := SetPollYield(time.Nanosecond)
-	t.Cleanup(func() { SetPollYield(old) })
-
-	var y pollYield
+	t.Parallel()
+	n := new(int)
+	y := pollYield{every: int64(time.Nanosecond), hook: func() { *n++ }}
 	for range pollCheckEvery - 1 {
 		y.tick()
 	}
@@ -32,7 +26,7 @@ func TestPollYieldTick(t *testing.T) {
 		t.Fatalf("interval passed: %d yields after %d calls, want 1", *n, pollCheckEvery)
 	}
 
-	SetPollYield(time.Hour) // the interval has not passed since the last yield
+	y.every = int64(time.Hour) // the interval has not passed since the last yield
 	for range 4 * pollCheckEvery {
 		y.tick()
 	}
@@ -40,18 +34,13 @@ func TestPollYieldTick(t *testing.T) {
 		t.Fatalf("interval not passed: %d yields, want 1", *n)
 	}
 
-	if prev := SetPollYield(0); prev != time.Hour {
-		t.Fatalf("SetPollYield returned %v, want 1h", prev)
-	}
+	y.every = 0
 	y.last.Store(0)
 	for range 4 * pollCheckEvery {
 		y.tick()
 	}
 	if *n != 1 {
 		t.Fatalf("yield off: %d yields, want 1", *n)
-	}
-	if SetPollYield(-time.Second); pollYieldNanos.Load() != 0 {
-		t.Fatalf("negative interval stored as %d", pollYieldNanos.Load())
 	}
 }
 
@@ -60,6 +49,7 @@ func TestPollYieldTick(t *testing.T) {
 // through cgo, and never when it takes the fast path (the runtime preempts
 // a goroutine in a fast call by itself).
 func TestPollingYields(t *testing.T) {
+	t.Parallel()
 	t.Run("cgo", func(t *testing.T) { testPollingYields(t, FastCallOff, 1) })
 	if fastSupported() {
 		t.Run("fast", func(t *testing.T) { testPollingYields(t, FastCallAuto, 0) })
@@ -67,11 +57,9 @@ func TestPollingYields(t *testing.T) {
 }
 
 func testPollingYields(t *testing.T, mode FastCall, want int) {
-	withFastCall(t, mode)
-	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg})
-	n := countYields(t)
-	old := SetPollYield(time.Nanosecond)
-	t.Cleanup(func() { SetPollYield(old) })
+	n := new(int)
+	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg}, WithFastCall(mode),
+		WithPollYield(time.Nanosecond), withYieldHook(func() { *n++ }))
 
 	var comps [4]Completion
 	var word uint64

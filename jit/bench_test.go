@@ -115,10 +115,8 @@ func BenchmarkTranspose(b *testing.B) {
 			}
 		})
 		for _, cfg := range [][2]int64{{4, 64}, {8, 128}, {8, 256}, {16, 128}, {16, 256}, {32, 512}} {
-			ot, ob := transposeTile, transposeBandBytes
-			transposeTile, transposeBandBytes = cfg[0], cfg[1]
-			k, err := compileIR(irOf(ty), hostFeatures)
-			transposeTile, transposeBandBytes = ot, ob
+			conf := defaultConfig.with(func(c *config) { c.transposeTile, c.transposeBandBytes = cfg[0], cfg[1] })
+			k, err := compileWith(irOf(ty), hostFeatures, conf)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -135,7 +133,7 @@ func BenchmarkTranspose(b *testing.B) {
 // BenchmarkTrampoline measures one call into generated code that only
 // returns (the fixed cost of every call into a kernel's code).
 func BenchmarkTrampoline(b *testing.B) {
-	m, err := newCode([]byte{0xc3})
+	m, err := newCode([]byte{0xc3}, defaultConfig.dualMap)
 	if err != nil {
 		b.Skip("native code unavailable:", err)
 	}

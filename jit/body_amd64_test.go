@@ -49,8 +49,8 @@ var (
 // table loop they replace (longer lists, larger blocks, indexBody = 0), with
 // and without pair moves, on every vector width, against the interpreter.
 func TestShortIndexBodies(t *testing.T) {
+	t.Parallel()
 	needNative(t)
-	defer func(ib int64, pm bool) { indexBody, pairMoves = ib, pm }(indexBody, pairMoves)
 	r := rand.New(rand.NewPCG(8, 8))
 	for _, n := range []int{40, 1000, 1025} {
 		for _, shuffle := range []bool{false, true} {
@@ -59,10 +59,10 @@ func TestShortIndexBodies(t *testing.T) {
 				ty := interpType(t, must(ddt.IndexedBlock(1, idx, must(ddt.Contiguous(bl, ddt.Byte)))))
 				for _, ib := range []int64{1024, 0} {
 					for _, pm := range []bool{true, false} {
-						indexBody, pairMoves = ib, pm
+						cfg := defaultConfig.with(func(c *config) { c.indexBody, c.pairMoves = ib, pm })
 						name := fmt.Sprintf("n%d-shuf%v-bl%d-ib%d-pair%v", n, shuffle, bl, ib, pm)
 						for _, isa := range []Features{hostFeatures, {AVX2: hostFeatures.AVX2, ERMS: true}, {}} {
-							k, err := compileIR(irOf(ty), isa)
+							k, err := compileWith(irOf(ty), isa, cfg)
 							if err != nil {
 								t.Fatalf("%s: %v", name, err)
 							}
@@ -92,8 +92,8 @@ func TestShortIndexBodies(t *testing.T) {
 // TestShortIndexOffsets: an index list whose offsets do not fit in 32-bit
 // displacements stays a table loop (the plan is checked; nothing runs).
 func TestShortIndexOffsets(t *testing.T) {
-	defer func(ib int64) { indexBody = ib }(indexBody)
-	indexBody = 1024
+	t.Parallel()
+	cfg := defaultConfig.with(func(c *config) { c.indexBody = 1024 })
 	blk := &ddtir.Node{Op: ddtir.OpBlock, Len: 4, Size: 4, Blocks: 1}
 	for _, c := range []struct {
 		offs []int64
@@ -105,7 +105,7 @@ func TestShortIndexOffsets(t *testing.T) {
 		{[]int64{-1 << 31, 0, 8}, true},
 	} {
 		n := &ddtir.Node{Op: ddtir.OpIndex, Offsets: c.offs, Child: blk, Size: 4 * int64(len(c.offs)), Blocks: int64(len(c.offs))}
-		if got := shortIndex(n); got != c.body {
+		if got := shortIndex(n, cfg); got != c.body {
 			t.Errorf("offsets %v: short index %v, want %v", c.offs, got, c.body)
 		}
 	}
@@ -117,8 +117,8 @@ func TestShortIndexOffsets(t *testing.T) {
 // [R13+R12+off]), and 4-byte blocks mixed with other sizes, against the
 // interpreter.
 func TestPairMoves(t *testing.T) {
+	t.Parallel()
 	needNative(t)
-	defer func(pm bool) { pairMoves = pm }(pairMoves)
 	r := rand.New(rand.NewPCG(9, 9))
 	idx := gaps(r, 500, false)
 	var bl []int
@@ -144,8 +144,8 @@ func TestPairMoves(t *testing.T) {
 		{"mixed", mixed, true, true},
 	} {
 		for _, pm := range []bool{true, false} {
-			pairMoves = pm
-			k, err := compileIR(irOf(c.ty), hostFeatures)
+			cfg := defaultConfig.with(func(c *config) { c.pairMoves = pm })
+			k, err := compileWith(irOf(c.ty), hostFeatures, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -49,6 +49,7 @@ const (
 
 type gen struct {
 	a       *x86.Asm
+	cfg     *config
 	f       Features
 	pack    bool
 	usedVec bool
@@ -195,15 +196,15 @@ func (g *gen) small(tb x86.Reg, to int64, pb x86.Reg, po int64, l int64) {
 func (g *gen) copyBlock(tb x86.Reg, to int64, pb x86.Reg, po int64, l int64) {
 	w := g.vwidth()
 	switch {
-	case l <= unrollMax || l < 4*w:
+	case l <= g.cfg.unrollMax || l < 4*w:
 		for l > 2*w {
 			g.mv(int(w), tb, to, pb, po)
 			to, po, l = to+w, po+w, l-w
 		}
 		g.small(tb, to, pb, po, l)
-	case l >= ntMin && l >= 4*w && w >= 16:
+	case l >= g.cfg.ntMin && l >= 4*w && w >= 16:
 		g.ntCopy(tb, to, pb, po, l)
-	case l >= repMin && g.f.ERMS:
+	case l >= g.cfg.repMin && g.f.ERMS:
 		g.rep(tb, to, pb, po, l)
 	default:
 		g.vloop(tb, to, pb, po, l)
@@ -330,7 +331,7 @@ func (g *gen) bodyAt(p *plan, tb x86.Reg, to int64, pb x86.Reg, po int64) {
 	// 1000-entry 4-byte list), and measured slower on a 2000-block body
 	// (LAMMPS s), whose ≈ 32 KB of code is decoded every pass. An unpack
 	// pair has four instructions either way.
-	pairs := pairMoves && (!g.pack || len(bs) <= pairPackBlocks)
+	pairs := g.cfg.pairMoves && (!g.pack || len(bs) <= pairPackBlocks)
 	for i := 0; i < len(bs); i++ {
 		if b := bs[i]; pairs && b.len == 4 && i+1 < len(bs) && bs[i+1].len == 4 {
 			g.mvPair4(tb, to+b.off, to+bs[i+1].off, pb, po)
@@ -762,7 +763,7 @@ func generate(p *plan, f Features) ([]byte, entries, *x86.Asm, error) {
 	var tables []table
 	byLevel := map[int]table{}
 	for _, pack := range []bool{true, false} {
-		g := &gen{a: a, f: f, pack: pack, tables: &tables, byLevel: byLevel, tIdx: x86.NoReg}
+		g := &gen{a: a, cfg: p.cfg, f: f, pack: pack, tables: &tables, byLevel: byLevel, tIdx: x86.NoReg}
 		a.Align(16)
 		if pack {
 			e.pack = a.Len()
@@ -771,7 +772,7 @@ func generate(p *plan, f Features) ([]byte, entries, *x86.Asm, error) {
 		}
 		g.loopCode(p)
 		if p.tr != nil {
-			g2 := &gen{a: a, f: f, pack: pack, tIdx: x86.NoReg}
+			g2 := &gen{a: a, cfg: p.cfg, f: f, pack: pack, tIdx: x86.NoReg}
 			a.Align(16)
 			if pack {
 				e.tpack = a.Len()
@@ -780,7 +781,7 @@ func generate(p *plan, f Features) ([]byte, entries, *x86.Asm, error) {
 			}
 			if p.tr.reg {
 				g2.regTransposeCode(p.tr, false)
-				g3 := &gen{a: a, f: f, pack: pack, tIdx: x86.NoReg}
+				g3 := &gen{a: a, cfg: p.cfg, f: f, pack: pack, tIdx: x86.NoReg}
 				a.Align(16)
 				if pack {
 					e.tpackNT = a.Len()
@@ -793,7 +794,7 @@ func generate(p *plan, f Features) ([]byte, entries, *x86.Asm, error) {
 			}
 		}
 	}
-	(&gen{a: a, tables: &tables, tIdx: x86.NoReg}).emitTables()
+	(&gen{a: a, cfg: p.cfg, tables: &tables, tIdx: x86.NoReg}).emitTables()
 	b, err := a.Finish()
 	return b, e, a, err
 }

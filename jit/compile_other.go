@@ -14,5 +14,9 @@ func supported() error {
 }
 
 func compileIR(ir *ddtir.IR, f Features) (ddtir.Kernel, error) {
+	return compileWith(ir, f, defaultConfig)
+}
+
+func compileWith(ir *ddtir.IR, f Features, cfg *config) (ddtir.Kernel, error) {
 	return nil, fmt.Errorf("%w: %w", supported(), ddt.ErrNotCompiled)
 }

@@ -65,10 +65,10 @@ var (
 	arena []byte
 
 	// Dual mapping state (under poolMu).
-	dualMap  = true                  // WEFT_TUNE jitdualmap; cleared when refused
-	dualRW   []byte                  // unused tail of the current chunk, RW view
-	dualRX   []byte                  // the same tail, RX view
-	dualFree [dualClasses][]*codeMem // released pieces per size class
+	dualRefused bool                    // the kernel refused a dual mapping: every compile uses mprotect
+	dualRW      []byte                  // unused tail of the current chunk, RW view
+	dualRX      []byte                  // the same tail, RX view
+	dualFree    [dualClasses][]*codeMem // released pieces per size class
 )
 
 const (
@@ -155,11 +155,15 @@ func dualMapping(size int, populate bool) (rw, rx []byte, err error) {
 }
 
 // takeDual returns a dual-mapped piece of at least n bytes, or nil (and the
-// caller falls back to mprotect) when dual mapping is off or refused.
-func takeDual(n int) *codeMem {
+// caller falls back to mprotect) when dual is false or dual mapping was
+// refused.
+func takeDual(n int, dual bool) *codeMem {
+	if !dual {
+		return nil
+	}
 	poolMu.Lock()
 	defer poolMu.Unlock()
-	if !dualMap {
+	if dualRefused {
 		return nil
 	}
 	if n > arenaMax {
@@ -183,7 +187,7 @@ func takeDual(n int) *codeMem {
 		rw, rx, err := dualMapping(arenaChunk, true)
 		if err != nil {
 			log.Debug("dual mapping refused; using mprotect", "error", err)
-			dualMap = false
+			dualRefused = true
 			return nil
 		}
 		// The old tail stays mapped (pieces around it are live); it is at
@@ -195,9 +199,11 @@ func takeDual(n int) *codeMem {
 	return m
 }
 
-// newCode copies code into executable memory and returns it.
-func newCode(code []byte) (*codeMem, error) {
-	if m := takeDual(len(code)); m != nil {
+// newCode copies code into executable memory and returns it: a piece of a
+// dual mapping when dual is set (config.dualMap) and the kernel allows it,
+// else memory sealed by mprotect.
+func newCode(code []byte, dual bool) (*codeMem, error) {
+	if m := takeDual(len(code), dual); m != nil {
 		n := copy(m.rw, code)
 		fillInt3(m.rw[n:]) // a stray jump traps
 		return m, nil
@@ -255,8 +261,4 @@ func (m *codeMem) release() {
 		return
 	}
 	m.unmap()
-}
-
-func init() {
-	dualMap = tune.JITDualMap
 }

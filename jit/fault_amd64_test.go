@@ -21,7 +21,7 @@ func TestFaultInGeneratedCodeRecovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := newCode(code)
+	m, err := newCode(code, defaultConfig.dualMap)
 	if err != nil {
 		t.Fatal(err)
 	}

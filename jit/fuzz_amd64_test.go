@@ -27,14 +27,12 @@ func FuzzDifferential(f *testing.F) {
 	f.Fuzz(func(t *testing.T, seed uint64, isa uint8, limits bool) {
 		needNative(t)
 		feats := []Features{hostFeatures, {AVX2: hostFeatures.AVX2, ERMS: hostFeatures.ERMS}, {}}[int(isa)%3]
+		cfg := defaultConfig
 		if limits {
-			defer func(a, b, c, d, e, g int64) {
-				maxBodyBlocks, unrollLoop, unrollLoopSize, unrollMax, repMin, chunkBytes = a, b, c, d, e, g
-			}(maxBodyBlocks, unrollLoop, unrollLoopSize, unrollMax, repMin, chunkBytes)
-			maxBodyBlocks, unrollLoop, unrollLoopSize, unrollMax, repMin, chunkBytes = 3, 1, 8, 64, 300, 4096
+			cfg = defaultConfig.with(tinyLimits)
 		}
 		r := rand.New(rand.NewPCG(seed, seed>>9|1))
-		if err := diffRandom(t, r, feats, seed%4 == 3); err != nil && err != errSkipped && !errors.Is(err, ddt.ErrNotCompiled) {
+		if err := diffRandom(t, r, feats, cfg, seed%4 == 3); err != nil && err != errSkipped && !errors.Is(err, ddt.ErrNotCompiled) {
 			t.Fatal(err) // declined layouts run on the interpreter
 		}
 	})

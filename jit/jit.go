@@ -60,6 +60,18 @@ var ErrUnsupported = fmt.Errorf("jit: native code generation %w", errs.ErrNotSup
 type compiler struct {
 	// force compiles every type it can, ignoring the auto policy.
 	force bool
+	// cfg is the code shape (nil: defaultConfig, from WEFT_TUNE).
+	cfg *config
+	// noExec simulates a kernel that refuses executable memory (tests).
+	noExec bool
+}
+
+// config returns c's configuration.
+func (c *compiler) config() *config {
+	if c == nil || c.cfg == nil {
+		return defaultConfig
+	}
+	return c.cfg
 }
 
 var (
@@ -96,24 +108,34 @@ func (c *compiler) Compile(ir *ddtir.IR) (ddtir.Kernel, error) { return c.compil
 // mode is on, which are compiled at Commit whatever the auto policy says.
 func (c *compiler) CompileNow(ir *ddtir.IR) (ddtir.Kernel, error) { return c.compile(ir, true) }
 
+// supported is the package's supported, or a refusal when c simulates a
+// kernel that refuses executable memory.
+func (c *compiler) supported() error {
+	if c != nil && c.noExec {
+		return fmt.Errorf("%w: executable memory refused (forced)", ErrUnsupported)
+	}
+	return supported()
+}
+
 func (c *compiler) compile(ir *ddtir.IR, now bool) (ddtir.Kernel, error) {
-	if err := supported(); err != nil {
+	if err := c.supported(); err != nil {
 		return nil, fmt.Errorf("%w: %w", err, ddt.ErrNotCompiled)
 	}
+	cfg := c.config()
 	if ir == nil {
 		return nil, errDecline("nil IR")
 	}
 	if err := checkTree(ir); err != nil {
 		return nil, err
 	}
-	eager := now || (c != nil && c.force) || ddt.DefaultJITMode() == ddt.JITOn || autoBlocks == 0 || ir.Contig
+	eager := now || (c != nil && c.force) || ddt.DefaultJITMode() == ddt.JITOn || cfg.autoBlocks == 0 || ir.Contig
 	kb := keyPool.Get().(*[]byte)
 	defer func() {
 		if cap(*kb) <= 64<<10 { // keep ordinary buffers only
 			keyPool.Put(kb)
 		}
 	}()
-	*kb = appendKey((*kb)[:0], ir, HostFeatures(), !eager)
+	*kb = appendKey((*kb)[:0], ir, HostFeatures(), !eager, cfg)
 	cacheMu.Lock()
 	k, ok := cache[string(*kb)]
 	cacheMu.Unlock()
@@ -126,9 +148,9 @@ func (c *compiler) compile(ir *ddtir.IR, now bool) (ddtir.Kernel, error) {
 	t0 := time.Now()
 	var err error
 	if eager {
-		k, err = compileIR(ir, HostFeatures())
+		k, err = compileWith(ir, HostFeatures(), cfg)
 	} else {
-		k, err = newLazy(ir)
+		k, err = newLazy(ir, cfg)
 	}
 	if err != nil {
 		return nil, err
@@ -196,11 +218,14 @@ var defaultCompiler = &compiler{}
 // already does, unless WEFT_JIT=off). It returns ErrUnsupported when native
 // code cannot run here; ddt then keeps its interpreter. Under WEFT_JIT=off
 // (ddt.JITDisabled) registering has no effect: ddt compiles nothing.
-func Enable() error {
-	if err := supported(); err != nil {
+func Enable() error { return defaultCompiler.enable() }
+
+// enable registers c with ddt, unless its code cannot run here.
+func (c *compiler) enable() error {
+	if err := c.supported(); err != nil {
 		return err
 	}
-	ddtir.SetCompiler(defaultCompiler)
+	ddtir.SetCompiler(c)
 	return nil
 }
 

@@ -277,6 +277,7 @@ func interpType(t testing.TB, ty *ddt.Type) *ddt.Type {
 }
 
 func TestDifferentialRandom(t *testing.T) {
+	t.Parallel()
 	needNative(t)
 	iters := 400
 	if testing.Short() {
@@ -286,7 +287,7 @@ func TestDifferentialRandom(t *testing.T) {
 		if isa.AVX512 && !hostFeatures.AVX512 || isa.AVX2 && !hostFeatures.AVX2 {
 			continue
 		}
-		fuzzTypes(t, isa, iters, 1, 90)
+		fuzzTypes(t, isa, defaultConfig, iters, 1, 90)
 	}
 }
 
@@ -295,24 +296,22 @@ func TestDifferentialRandom(t *testing.T) {
 // blocks above 64 bytes take the vector loop or rep movsb, and packs are cut
 // into 4 KiB calls.
 func TestDifferentialTinyBodies(t *testing.T) {
+	t.Parallel()
 	needNative(t)
-	defer func(a, b, c, d, e, f, g int64) {
-		maxBodyBlocks, unrollLoop, unrollLoopSize, unrollMax, repMin, chunkBytes, ntMin = a, b, c, d, e, f, g
-	}(maxBodyBlocks, unrollLoop, unrollLoopSize, unrollMax, repMin, chunkBytes, ntMin)
-	maxBodyBlocks, unrollLoop, unrollLoopSize, unrollMax, repMin, chunkBytes = 3, 1, 8, 64, 300, 4096
+	tiny := defaultConfig.with(tinyLimits)
 	iters := 300
 	if testing.Short() {
 		iters = 80
 	}
-	fuzzTypes(t, hostFeatures, iters, 2, 75)
+	fuzzTypes(t, hostFeatures, tiny, iters, 2, 75)
 	// non-temporal stores for every block of 256 bytes and more, all widths
-	ntMin = 256
+	nt := tiny.with(func(c *config) { c.ntMin = 256 })
 	r := rand.New(rand.NewPCG(5, 5))
 	for _, isa := range []Features{hostFeatures, {AVX2: hostFeatures.AVX2}, {}} {
-		fuzzTypes(t, isa, iters/2, 4, 75)
+		fuzzTypes(t, isa, nt, iters/2, 4, 75)
 		for _, bl := range []int{256, 257, 1000, 4099} { // every large-block path
 			ty := interpType(t, must(ddt.Vector(5, 1, 2, must(ddt.Contiguous(bl, ddt.Byte)))))
-			k, err := compileIR(irOf(ty), isa)
+			k, err := compileWith(irOf(ty), isa, nt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -323,10 +322,18 @@ func TestDifferentialTinyBodies(t *testing.T) {
 	}
 }
 
+// tinyLimits shrinks the unrolling, body and chunk limits so that the other
+// code shapes are generated: nearly every loop becomes a level, big bodies
+// become sequences of parts, blocks above 64 bytes take the vector loop or
+// rep movsb, and packs are cut into 4 KiB calls.
+func tinyLimits(c *config) {
+	c.maxBodyBlocks, c.unrollLoop, c.unrollLoopSize, c.unrollMax, c.repMin, c.chunkBytes = 3, 1, 8, 64, 300, 4096
+}
+
 // fuzzTypes compiles iters random types for isa (every fourth with extreme
 // extents, strides or displacements) and checks each against the
 // interpreter; at least minPct percent of those not skipped must compile.
-func fuzzTypes(t *testing.T, isa Features, iters int, stream uint64, minPct int) {
+func fuzzTypes(t *testing.T, isa Features, cfg *config, iters int, stream uint64, minPct int) {
 	t.Helper()
 	seed := uint64(1)
 	if s := os.Getenv("WEFT_JIT_SEED"); s != "" {
@@ -335,7 +342,7 @@ func fuzzTypes(t *testing.T, isa Features, iters int, stream uint64, minPct int)
 	r := rand.New(rand.NewPCG(seed, stream))
 	compiled, declined, skipped := 0, 0, 0
 	for i := range iters {
-		switch err := diffRandom(t, r, isa, i%4 == 3); {
+		switch err := diffRandom(t, r, isa, cfg, i%4 == 3); {
 		case err == errSkipped:
 			skipped++
 		case errors.Is(err, ddt.ErrNotCompiled):
@@ -363,17 +370,17 @@ var errSkipped = errors.New("type too large for a quick differential")
 // type is first moved or spread by extreme amounts (diffExtreme). It returns
 // errSkipped for a type whose buffers would be large, the compile error
 // (ddt.ErrNotCompiled for a declined layout), or nil once checked.
-func diffRandom(t *testing.T, r *rand.Rand, isa Features, extreme bool) error {
+func diffRandom(t *testing.T, r *rand.Rand, isa Features, cfg *config, extreme bool) error {
 	t.Helper()
 	if extreme {
-		return diffExtreme(t, r, isa)
+		return diffExtreme(t, r, isa, cfg)
 	}
 	ty := interpType(t, randType(t, r, 3))
 	ir := irOf(ty)
 	if ir.Root == nil || ir.TrueExtent > 1<<20 || ir.Size > 1<<18 {
 		return errSkipped // keep the test fast: typed buffers stay small
 	}
-	k, err := compileIR(ir, isa)
+	k, err := compileWith(ir, isa, cfg)
 	if err != nil {
 		return fmt.Errorf("compile (%v): %w\n%s", isa, err, ir)
 	}
@@ -397,7 +404,7 @@ var extremes = []int64{1 << 62, 1<<62 + 16, -(1 << 62), 1 << 61, 1<<61 + 8, math
 // interpreter; more elements, whose offsets overflow int64 or lie beyond any
 // buffer, must be rejected by ddt before a kernel runs, with JIT on and
 // auto, without writing outside the buffer.
-func diffExtreme(t *testing.T, r *rand.Rand, isa Features) error {
+func diffExtreme(t *testing.T, r *rand.Rand, isa Features, cfg *config) error {
 	t.Helper()
 	var old *ddt.Type
 	if r.IntN(4) == 0 {
@@ -467,7 +474,7 @@ func diffExtreme(t *testing.T, r *rand.Rand, isa Features) error {
 	if ir.Root == nil || ir.TrueExtent > 1<<16 || ir.Size > 1<<16 {
 		return errSkipped
 	}
-	k, err := compileIR(ir, isa)
+	k, err := compileWith(ir, isa, cfg)
 	if err != nil {
 		return fmt.Errorf("compile (%v): %w\n%s", isa, err, ir)
 	}
@@ -486,13 +493,13 @@ func abs(v int64) int64 {
 // struct too large to unroll was once compiled with an empty body (found by
 // the fuzzer with tiny limits).
 func TestRegressionNestedBigBody(t *testing.T) {
+	t.Parallel()
 	needNative(t)
-	defer func(m int64) { maxBodyBlocks = m }(maxBodyBlocks)
-	maxBodyBlocks = 3
+	cfg := defaultConfig.with(func(c *config) { c.maxBodyBlocks = 3 })
 	inner := must(ddt.Struct([]int{1, 2, 1, 3, 1}, []int64{0, 8, 24, 40, 64}, []*ddt.Type{ddt.Int32, ddt.Int16, ddt.Float64, ddt.Byte, ddt.Int32}))
 	loop := must(ddt.HVector(3, 1, 96, inner))
 	ty := interpType(t, must(ddt.Struct([]int{1, 1, 2}, []int64{0, 400, 512}, []*ddt.Type{loop, ddt.Float64, inner})))
-	k, err := compileIR(irOf(ty), hostFeatures)
+	k, err := compileWith(irOf(ty), hostFeatures, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

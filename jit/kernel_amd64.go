@@ -14,9 +14,10 @@ type kernel struct {
 	tpack   uintptr // 0 when the type has no transpose code
 	tunpack uintptr
 	// register-tiled transposes with non-temporal stores (0: none); used
-	// for calls of at least regTileNTMin (pack) or regTileUNTMin (unpack)
-	// bytes with 64-byte aligned stores
+	// for calls of at least ntPack (pack) or ntUnpack (unpack) bytes with
+	// 64-byte aligned stores (config.regTileNTMin, regTileUNTMin)
 	tpackNT, tunpackNT uintptr
+	ntPack, ntUnpack   int64
 	budget             int64 // packed bytes per call into generated code
 	perCall            int64 // whole units per call: max(1, budget/unit)
 	// origin0 is the typed origin of unit 0 relative to base, and args0 the
@@ -32,15 +33,15 @@ type kernel struct {
 
 // ntEntry returns the non-temporal transpose entry for a call moving n
 // bytes, or 0 when the call is below its direction's threshold
-// (regTileNTMin for pack, regTileUNTMin for unpack) or the type has none.
+// (ntPack for pack, ntUnpack for unpack) or the type has none.
 func (k *kernel) ntEntry(n int64, pack bool) uintptr {
 	if pack {
-		if n < regTileNTMin {
+		if n < k.ntPack {
 			return 0
 		}
 		return k.tpackNT
 	}
-	if n < regTileUNTMin {
+	if n < k.ntUnpack {
 		return 0
 	}
 	return k.tunpackNT

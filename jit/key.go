@@ -8,14 +8,16 @@ import (
 )
 
 // The code cache key: a compact binary form of everything the IR's text
-// form (ddtir.IR.String) prints, plus the features and the policy. Building
+// form (ddtir.IR.String) prints, plus the features, the policy and the
+// configuration (config.key). Building
 // it allocates nothing (the buffer is pooled and the map is probed with
 // string(b), which Go does not copy), so a cache hit costs one pass over
 // the IR instead of formatting it as text.
 
 var keyPool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
-func appendKey(b []byte, ir *ddtir.IR, f Features, lazy bool) []byte {
+func appendKey(b []byte, ir *ddtir.IR, f Features, lazy bool, cfg *config) []byte {
+	b = append(b, cfg.key...)
 	var flags byte
 	if f.AVX512 {
 		flags |= 1

@@ -8,16 +8,12 @@ import (
 	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
-// autoBlocks is the auto policy's threshold (WEFT_TUNE jitauto): blocks a
-// type moves through the Go walker before it is compiled. 0 compiles at
-// Commit.
-var autoBlocks = int64(2000)
-
 // lazyKernel implements the auto policy: walk in Go until the type has moved
-// autoBlocks blocks (counting the current call, so one big pack compiles at
+// cfg.autoBlocks blocks (WEFT_TUNE jitauto) (counting the current call, so one big pack compiles at
 // once), then compile once and switch to native code.
 type lazyKernel struct {
 	ir     *ddtir.IR
+	cfg    *config
 	elem   ddtir.Node // the element loop, Count set per call
 	work   atomic.Int64
 	native atomic.Pointer[ddtir.Kernel]
@@ -25,11 +21,11 @@ type lazyKernel struct {
 	failed atomic.Bool
 }
 
-func newLazy(ir *ddtir.IR) (ddtir.Kernel, error) {
-	if _, err := newPlan(ir); err != nil { // decline unsupported shapes at Commit
+func newLazy(ir *ddtir.IR, cfg *config) (ddtir.Kernel, error) {
+	if _, err := newPlan(ir, cfg); err != nil { // decline unsupported shapes at Commit
 		return nil, err
 	}
-	return &lazyKernel{ir: ir}, nil
+	return &lazyKernel{ir: ir, cfg: cfg}, nil
 }
 
 func (l *lazyKernel) run(packed, typed []byte, base int64, count int, from int64, pack bool) (int, error) {
@@ -40,9 +36,9 @@ func (l *lazyKernel) run(packed, typed []byte, base int64, count int, from int64
 	}
 	// Count this call's blocks first: a single large pack pays for the
 	// compilation by itself, so it already runs native code.
-	if l.native.Load() == nil && !l.failed.Load() && l.work.Add(callBlocks(n, ir)) >= autoBlocks {
+	if l.native.Load() == nil && !l.failed.Load() && l.work.Add(callBlocks(n, ir, l.cfg.autoBlocks)) >= l.cfg.autoBlocks {
 		l.once.Do(func() {
-			k, err := compileIR(ir, HostFeatures())
+			k, err := compileWith(ir, HostFeatures(), l.cfg)
 			if err != nil {
 				log.Debug("deferred compile failed; staying interpreted", "error", err)
 				l.failed.Store(true)
@@ -73,7 +69,7 @@ func (l *lazyKernel) Pending() bool { return l.native.Load() == nil && !l.failed
 // callBlocks estimates the blocks moved by a call of n stream bytes:
 // n × Blocks / Size + 1, capped at autoBlocks (the product may not fit in
 // an int64).
-func callBlocks(n int64, ir *ddtir.IR) int64 {
+func callBlocks(n int64, ir *ddtir.IR, autoBlocks int64) int64 {
 	b, ok := checked.Mul(n, ir.Root.Blocks)
 	if !ok {
 		return max(autoBlocks, 1)

@@ -16,6 +16,7 @@ import (
 // the start or end of a pack window is finished by the Go walker (walk), so
 // resumption is byte-exact without any cost inside the loops.
 type plan struct {
+	cfg    *config // the code shape asked for
 	ir     *ddtir.IR
 	levels []level // innermost first; the element loop is implicit (outermost)
 	body   *ddtir.Node
@@ -100,14 +101,9 @@ func (t *transposePlan) dims(pack, nt bool) (band, tile, bandSize int64) {
 	return t.uband, t.utile, t.ubandSize
 }
 
-// Tunables (each has an environment variable, see config.go).
-var (
-	maxBodyBlocks  = int64(2048) // blocks unrolled into one body
-	indexBody      = int64(1024) // index lists over one small block of at most this many entries are unrolled into the body
-	unrollLoop     = int64(16)   // a loop/index of at most this many blocks is unrolled into the body...
-	unrollLoopSize = int64(1024) // ...when it copies at most this many bytes
-	maxLevels      = 8
-)
+// maxLevels bounds the loop levels of a plan. The body limits are in
+// config (maxBodyBlocks, indexBody, unrollLoop, unrollLoopSize).
+const maxLevels = 8
 
 func errDecline(format string, args ...any) error {
 	return fmt.Errorf("jit: "+format+": %w", append(args, ddt.ErrNotCompiled)...)
@@ -172,16 +168,16 @@ func treeFits(n *ddtir.Node, budget *int) bool {
 	return true
 }
 
-func newPlan(ir *ddtir.IR) (*plan, error) {
+func newPlan(ir *ddtir.IR, cfg *config) (*plan, error) {
 	if ir == nil || ir.Root == nil || ir.Size <= 0 {
 		return nil, errDecline("empty type")
 	}
-	p := &plan{ir: ir}
+	p := &plan{ir: ir, cfg: cfg}
 	var outer []level // outermost first
 	n := ir.Root
 	for {
 		switch {
-		case (n.Op == ddtir.OpLoop || n.Op == ddtir.OpIndex) && !(n.Blocks <= min(unrollLoop, maxBodyBlocks) && n.Size <= unrollLoopSize) && !shortIndex(n):
+		case (n.Op == ddtir.OpLoop || n.Op == ddtir.OpIndex) && !(n.Blocks <= min(cfg.unrollLoop, cfg.maxBodyBlocks) && n.Size <= cfg.unrollLoopSize) && !shortIndex(n, cfg):
 			if len(outer) == maxLevels {
 				return nil, errDecline("more than %d loop levels", maxLevels)
 			}
@@ -193,7 +189,7 @@ func newPlan(ir *ddtir.IR) (*plan, error) {
 			outer = append(outer, l)
 			n = n.Child
 			continue
-		case n.Op == ddtir.OpBlocks && n.Blocks > maxBodyBlocks && equalLens(n.Lens):
+		case n.Op == ddtir.OpBlocks && n.Blocks > cfg.maxBodyBlocks && equalLens(n.Lens):
 			if len(outer) == maxLevels {
 				return nil, errDecline("more than %d loop levels", maxLevels)
 			}
@@ -204,7 +200,7 @@ func newPlan(ir *ddtir.IR) (*plan, error) {
 		break
 	}
 	p.body = n
-	if n.Blocks > maxBodyBlocks {
+	if n.Blocks > cfg.maxBodyBlocks {
 		if n.Op != ddtir.OpStruct && n.Op != ddtir.OpBlocks {
 			return nil, errDecline("body of %d blocks", n.Blocks)
 		}
@@ -242,8 +238,8 @@ func newPlan(ir *ddtir.IR) (*plan, error) {
 // offset table load per block (≈ 1.8× faster than the table loop on
 // 1000-entry lists of 4- and 8-byte blocks; beyond ~2000 entries the code
 // no longer fits the instruction caches and the table loop is as fast).
-func shortIndex(n *ddtir.Node) bool {
-	if n.Op != ddtir.OpIndex || int64(len(n.Offsets)) > min(indexBody, maxBodyBlocks) ||
+func shortIndex(n *ddtir.Node, cfg *config) bool {
+	if n.Op != ddtir.OpIndex || int64(len(n.Offsets)) > min(cfg.indexBody, cfg.maxBodyBlocks) ||
 		n.Child.Op != ddtir.OpBlock || n.Child.Len > unrollUnitMax {
 		return false
 	}
@@ -298,13 +294,6 @@ func flatten(n *ddtir.Node, o int64, out []blk) []blk {
 	return out
 }
 
-// Copy thresholds (WEFT_TUNE jitunroll, jitrepmin, jitntmin).
-var (
-	unrollMax = int64(512)     // blocks up to this size are copied by unrolled moves
-	repMin    = int64(4096)    // blocks from this size use rep movsb (with ERMS)
-	ntMin     = int64(1) << 62 // blocks from this size use non-temporal stores (off by default)
-)
-
 // Tight-loop unrolling: units of at most unrollUnitMax bytes (and at most
 // two blocks) are copied unrollBy at a time, or absUnroll at a time through
 // an absolute offset table (index lists: 8 measured ~15 % faster than 4 on
@@ -315,56 +304,41 @@ var (
 	unrollUnitMax = int64(64)
 )
 
-// pairMoves: in bodies, two 4-byte blocks that follow each other in the
-// stream are moved as one 8-byte packed access (pack: two loads combined by
-// shl/or into one store; unpack: one load split into two stores).
-var pairMoves = true
+// config.pairMoves: in bodies, two 4-byte blocks that follow each other in
+// the stream are moved as one 8-byte packed access (pack: two loads
+// combined by shl/or into one store; unpack: one load split into two
+// stores).
 
 // pairPackBlocks: pack bodies of more blocks do not pair (see bodyAt).
 const pairPackBlocks = 1024
 
-// Transpose tunables.
-var (
-	transposeMinStride = int64(1024) // inner stride that makes a nest transpose-shaped
-	transposeBandBytes = int64(128)  // band*blocklen target
-	transposeTile      = int64(8)    // inner rows per tile (L1 is 8-way: rows 4 KiB apart share a set)
-)
+// transposeMinStride is the inner stride that makes a nest
+// transpose-shaped; the tile and band sizes are in config.
+var transposeMinStride = int64(1024)
 
-// Register-tiled transpose tunables (WEFT_TUNE's jitrt* knobs,
-// docs/tuning.md).
+// Register-tiled transpose limits; the band and tile sizes (WEFT_TUNE's
+// jitrt* knobs, docs/tuning.md) are in config.
 var (
-	regTileOn     = true
-	regTileBand   = int64(8)                 // pack: columns (parent instances) per band, multiple of 4
-	regTileRows   = int64(8)                 // pack: rows per tile, multiple of 4
-	regTileSmall  = cacheSize(2, 1<<20)      // pack: rows spanning at most this many typed bytes (rows × row stride) use the in-cache shape below
-	regTileSBand  = int64(16)                // pack, in-cache shape: columns per band
-	regTileSRows  = int64(32)                // pack, in-cache shape: rows per tile
-	regTileNTBand = int64(32)                // pack with non-temporal stores: columns per band
-	regTileNTRows = int64(8)                 // pack with non-temporal stores: rows per tile
-	regTileUBand  = int64(32)                // unpack: columns per band
-	regTileURows  = int64(8)                 // unpack: rows per tile
-	regTileNTMin  = 2 * cacheSize(2, 1<<20)  // bytes per Pack call from which stores are non-temporal (packed data that cannot stay in the core's L2)
-	regTileUNTMin = lastLevelCache(32 << 20) // bytes per Unpack call from which stores are non-temporal (typed data beyond the LLC)
-	regTileGroups = int64(4)                 // column groups (4 columns each) unrolled per loop iteration
-	regTileQuads  = int64(64)                // at most this many 4×4 quads unrolled (rows/4 per column group)
+	regTileGroups = int64(4)  // column groups (4 columns each) unrolled per loop iteration
+	regTileQuads  = int64(64) // at most this many 4×4 quads unrolled (rows/4 per column group)
 )
 
 // useRegTile switches t to register-tiled code when the CPU and the shape
 // allow it: AVX-512, 16-byte blocks in adjacent columns (parent stride =
 // block length, so four columns are one 64-byte vector), rows a multiple of 4.
-func (t *transposePlan) useRegTile(f Features) {
-	if t == nil || !regTileOn || !f.AVX512 || t.l != 16 || t.s1 != 16 || t.c0%4 != 0 {
+func (t *transposePlan) useRegTile(f Features, cfg *config) {
+	if t == nil || !cfg.regTileOn || !f.AVX512 || t.l != 16 || t.s1 != 16 || t.c0%4 != 0 {
 		return
 	}
 	// Pack: while the rows a band walks stay in the L2 (FFT2 s and m), wide
 	// bands of tall tiles measured ≈ 25 % faster than the 8 × 8 shape; beyond
 	// it (FFT2 l, rows 8 KiB apart) the narrow shape is faster.
-	pb, pt := regTileBand, regTileRows
-	if rows, ok := checked.Mul(t.c0, t.s0); ok && rows <= regTileSmall {
-		pb, pt = regTileSBand, regTileSRows
+	pb, pt := cfg.regTileBand, cfg.regTileRows
+	if rows, ok := checked.Mul(t.c0, t.s0); ok && rows <= cfg.regTileSmall {
+		pb, pt = cfg.regTileSBand, cfg.regTileSRows
 	}
 	var d [3][3]int64
-	for i, bt := range [3][2]int64{{pb, pt}, {regTileUBand, regTileURows}, {regTileNTBand, regTileNTRows}} {
+	for i, bt := range [3][2]int64{{pb, pt}, {cfg.regTileUBand, cfg.regTileURows}, {cfg.regTileNTBand, cfg.regTileNTRows}} {
 		band := max(4, bt[0]/4*4)
 		tile := min(max(4, bt[1]/4*4), t.c0)
 		if tile/4 > regTileQuads {
@@ -403,8 +377,8 @@ func (p *plan) transpose() *transposePlan {
 	if t.s1 < t.l || t.s1 > 256 || t.s1*4 > t.s0 {
 		return nil
 	}
-	t.band = max(2, transposeBandBytes/t.s1)
-	t.tile = min(transposeTile, t.c0)
+	t.band = max(2, p.cfg.transposeBandBytes/t.s1)
+	t.tile = min(p.cfg.transposeTile, t.c0)
 	if !prod32(t.s0, t.tile) || !prod32(t.band, t.s1) || !prod32(t.band, t.c0, t.l) || !prod32(t.c0, t.l) {
 		return nil
 	}

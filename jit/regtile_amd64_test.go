@@ -25,6 +25,7 @@ func aligned64(n int) []byte {
 // and misaligned buffers (differential) and whole aligned packs and unpacks
 // (the non-temporal path).
 func TestRegTileTranspose(t *testing.T) {
+	t.Parallel()
 	needNative(t)
 	if !hostFeatures.AVX512 {
 		t.Skip("register-tiled transposes need AVX-512; this CPU has", hostFeatures)
@@ -46,10 +47,6 @@ func TestRegTileTranspose(t *testing.T) {
 	hv := must(ddt.HVector(40, 1, 16, c))
 	shapes = append(shapes, shape{"parent64x40", interpType(t, must(ddt.Resized(hv, 0, 40*16))), 2})
 
-	defer func(b, r, ub, ur, nt, unt, sm, sb, sr, nb, nr int64) {
-		regTileBand, regTileRows, regTileUBand, regTileURows, regTileNTMin, regTileUNTMin = b, r, ub, ur, nt, unt
-		regTileSmall, regTileSBand, regTileSRows, regTileNTBand, regTileNTRows = sm, sb, sr, nb, nr
-	}(regTileBand, regTileRows, regTileUBand, regTileURows, regTileNTMin, regTileUNTMin, regTileSmall, regTileSBand, regTileSRows, regTileNTBand, regTileNTRows)
 	rnd := rand.New(rand.NewPCG(6, 6))
 	// band, tile (pack), band, tile (unpack), NT threshold, then
 	// the in-cache pack shape: span threshold, band, tile (the shapes
@@ -66,11 +63,13 @@ func TestRegTileTranspose(t *testing.T) {
 		{8, 8, 32, 8, 1 << 62, 1 << 20, 32, 64, 32, 8},
 		{8, 8, 32, 8, 0, 1 << 20, 12, 20, 64, 4},
 	} {
-		regTileBand, regTileRows, regTileUBand, regTileURows, regTileNTMin, regTileUNTMin = cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[4]
-		regTileSmall, regTileSBand, regTileSRows, regTileNTBand, regTileNTRows = cfg[5], cfg[6], cfg[7], cfg[8], cfg[9]
+		conf := defaultConfig.with(func(c *config) {
+			c.regTileBand, c.regTileRows, c.regTileUBand, c.regTileURows, c.regTileNTMin, c.regTileUNTMin = cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[4]
+			c.regTileSmall, c.regTileSBand, c.regTileSRows, c.regTileNTBand, c.regTileNTRows = cfg[5], cfg[6], cfg[7], cfg[8], cfg[9]
+		})
 		for _, s := range shapes {
 			t.Run(fmt.Sprintf("%s/%dx%d-%dx%d-nt%v-small%d:%dx%d-nt%dx%d", s.name, cfg[0], cfg[1], cfg[2], cfg[3], cfg[4] == 0, cfg[5], cfg[6], cfg[7], cfg[8], cfg[9]), func(t *testing.T) {
-				kk, err := compileIR(irOf(s.ty), hostFeatures)
+				kk, err := compileWith(irOf(s.ty), hostFeatures, conf)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -132,31 +131,31 @@ func TestRegTileTranspose(t *testing.T) {
 // on next), and that packs and unpacks through each entry give the
 // interpreter's bytes.
 func TestRegTileNTThresholds(t *testing.T) {
+	t.Parallel()
 	needNative(t)
 	if !hostFeatures.AVX512 {
 		t.Skip("register-tiled transposes need AVX-512; this CPU has", hostFeatures)
 	}
-	if want := 2 * cacheSize(2, 1<<20); regTileNTMin != want && tune.JITRTNTMin == settings.Auto {
-		t.Fatalf("default pack threshold %d, want twice the L2 (%d)", regTileNTMin, want)
+	if want := 2 * cacheSize(2, 1<<20); defaultConfig.regTileNTMin != want && tune.JITRTNTMin == settings.Auto {
+		t.Fatalf("default pack threshold %d, want twice the L2 (%d)", defaultConfig.regTileNTMin, want)
 	}
-	if want := lastLevelCache(32 << 20); regTileUNTMin != want && tune.JITRTUNTMin == settings.Auto {
-		t.Fatalf("default unpack threshold %d, want the LLC size (%d)", regTileUNTMin, want)
+	if want := lastLevelCache(32 << 20); defaultConfig.regTileUNTMin != want && tune.JITRTUNTMin == settings.Auto {
+		t.Fatalf("default unpack threshold %d, want the LLC size (%d)", defaultConfig.regTileUNTMin, want)
 	}
-	defer func(p, u int64) { regTileNTMin, regTileUNTMin = p, u }(regTileNTMin, regTileUNTMin)
 	const n = 64
 	ty := interpType(t, must(ddt.Resized(must(ddt.Vector(n, 1, n, ddt.Complex128)), 0, 16)))
-	kk, err := compileIR(irOf(ty), hostFeatures)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := kk.(*kernel)
-	if k.tpackNT == 0 || k.tunpackNT == 0 {
-		t.Fatalf("no non-temporal entries (%#x, %#x) for a %d × %d complex transpose", k.tpackNT, k.tunpackNT, n, n)
-	}
 	total := int64(n * n * 16)
 	rnd := rand.New(rand.NewPCG(7, 7))
 	for _, c := range []struct{ nt, unt int64 }{{total, total + 1}, {total + 1, total}, {total, total}, {total + 1, total + 1}} {
-		regTileNTMin, regTileUNTMin = c.nt, c.unt
+		conf := defaultConfig.with(func(cf *config) { cf.regTileNTMin, cf.regTileUNTMin = c.nt, c.unt })
+		kk, err := compileWith(irOf(ty), hostFeatures, conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := kk.(*kernel)
+		if k.tpackNT == 0 || k.tunpackNT == 0 {
+			t.Fatalf("no non-temporal entries (%#x, %#x) for a %d × %d complex transpose", k.tpackNT, k.tunpackNT, n, n)
+		}
 		if got, want := k.ntEntry(total, true) != 0, total >= c.nt; got != want {
 			t.Fatalf("thresholds %+v: pack of %d bytes non-temporal %v, want %v", c, total, got, want)
 		}

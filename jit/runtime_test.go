@@ -155,17 +155,20 @@ func TestGCDuringLongPacks(t *testing.T) {
 }
 
 // TestForcedFallback simulates a kernel that refuses executable memory: the
-// compiler declines, ddt keeps interpreting, results are unchanged.
+// compiler declines, ddt keeps interpreting, results are unchanged. It
+// registers its compiler with ddt, which is process-wide, so the body runs
+// in a child process (inChild).
 func TestForcedFallback(t *testing.T) {
-	forceNoExec = true
-	defer func() { forceNoExec = false }()
-	c := &compiler{force: true}
+	if !inChild(t, "TestForcedFallback") {
+		return
+	}
+	c := &compiler{force: true, noExec: true}
 	ty := interpType(t, must(ddt.Vector(100, 2, 5, ddt.Int32)))
 	_, err := c.Compile(irOf(ty))
 	if !errors.Is(err, ddt.ErrNotCompiled) || !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("Compile with exec refused: %v, want ErrNotCompiled and ErrUnsupported", err)
 	}
-	if err := Enable(); !errors.Is(err, ErrUnsupported) {
+	if err := c.enable(); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("Enable with exec refused: %v", err)
 	}
 	// A type committed in auto mode with the (refusing) compiler registered
@@ -236,7 +239,7 @@ func TestRegistrationAndCache(t *testing.T) {
 	// not the auto policy's deferred kernel.
 	if cacheEntries > 0 {
 		cacheMu.Lock()
-		got := cache[string(appendKey(nil, irOf(a), HostFeatures(), false))]
+		got := cache[string(appendKey(nil, irOf(a), HostFeatures(), false, defaultConfig))]
 		cacheMu.Unlock()
 		if _, ok := got.(*kernel); !ok {
 			t.Errorf("type with JIT on (default mode %v): cached %T, want native *kernel", ddt.DefaultJITMode(), got)
@@ -254,7 +257,7 @@ func TestRegistrationAndCache(t *testing.T) {
 	// auto: interpreted by the Go walker at first, compiled after use;
 	// Compiled says so only once the native code exists.
 	c := mk(ddt.JITAuto)
-	if autoBlocks > 0 && (c.Compiled() || !c.JITPending()) {
+	if defaultConfig.autoBlocks > 0 && (c.Compiled() || !c.JITPending()) {
 		t.Fatalf("auto before use: Compiled %v, JITPending %v; want false, true", c.Compiled(), c.JITPending())
 	}
 	got := make([]byte, len(want))
@@ -294,7 +297,7 @@ func TestAutoPolicyLayouts(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := make([]byte, len(want))
-		packs := int(autoBlocks/(ir.Root.Blocks*int64(ac.count))) + 2
+		packs := int(defaultConfig.autoBlocks/(ir.Root.Blocks*int64(ac.count))) + 2
 		for i := 0; i < packs; i++ {
 			clear(got)
 			if _, err := k.Pack(got, typed, base, ac.count, 0); err != nil {
@@ -319,20 +322,17 @@ func TestExecMemoryModes(t *testing.T) {
 	if testing.Short() {
 		iters = 20
 	}
-	poolMu.Lock()
-	saved := dualMap
-	poolMu.Unlock()
-	defer func() { poolMu.Lock(); dualMap = saved; poolMu.Unlock() }()
 	for _, dual := range []bool{true, false} {
-		poolMu.Lock()
-		dualMap = dual && saved
-		poolMu.Unlock()
-		fuzzTypes(t, hostFeatures, iters, 7, 90)
-		m, err := newCode([]byte{0xc3})
+		cfg := defaultConfig.with(func(c *config) { c.dualMap = dual })
+		fuzzTypes(t, hostFeatures, cfg, iters, 7, 90)
+		m, err := newCode([]byte{0xc3}, cfg.dualMap)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, want := m.rw != nil, dual && saved; got != want {
+		poolMu.Lock()
+		refused := dualRefused
+		poolMu.Unlock()
+		if got, want := m.rw != nil, dual && !refused; got != want {
 			t.Errorf("dual=%v: piece has RW view %v", dual, got)
 		}
 		var a callArgs
@@ -361,7 +361,7 @@ func TestCacheKey(t *testing.T) {
 		ir := irOf(interpType(t, randType(t, r, 3)))
 		for _, f := range []Features{{}, {AVX2: true, ERMS: true}, {AVX2: true, AVX512: true}} {
 			for _, lazy := range []bool{false, true} {
-				key := string(appendKey(nil, ir, f, lazy))
+				key := string(appendKey(nil, ir, f, lazy, defaultConfig))
 				text := fmt.Sprint(f, lazy, "\n", ir.String())
 				if old, ok := byKey[key]; ok && old != text {
 					t.Fatalf("two IRs share a key:\n%s\n%s", old, text)

@@ -26,7 +26,7 @@ type seqPart struct {
 
 // seqParts cuts one instance of n (origin shift disp, stream offset at) into
 // nodes that newPlan accepts.
-func seqParts(n *ddtir.Node, disp, at int64, out []seqNode) []seqNode {
+func seqParts(n *ddtir.Node, disp, at, maxBodyBlocks int64, out []seqNode) []seqNode {
 	disp += n.Disp
 	switch n.Op {
 	case ddtir.OpStruct:
@@ -53,7 +53,7 @@ func seqParts(n *ddtir.Node, disp, at int64, out []seqNode) []seqNode {
 				flush()
 				blocks = 0
 				if c.Op == ddtir.OpStruct || c.Op == ddtir.OpBlocks {
-					out = seqParts(c, disp+n.Offsets[i], at+n.Prefix[i], out)
+					out = seqParts(c, disp+n.Offsets[i], at+n.Prefix[i], maxBodyBlocks, out)
 				} else {
 					out = append(out, seqNode{node: c, disp: disp + n.Offsets[i], at: at + n.Prefix[i]})
 				}
@@ -92,9 +92,9 @@ type seqNode struct {
 
 func newSeq(p *plan, f Features) (*seqKernel, error) {
 	s := &seqKernel{p: p}
-	for _, sn := range seqParts(p.body, 0, 0, nil) {
+	for _, sn := range seqParts(p.body, 0, 0, p.cfg.maxBodyBlocks, nil) {
 		sub := &ddtir.IR{Root: sn.node, Size: sn.node.Size, Extent: sn.node.Size}
-		p, err := newPlan(sub)
+		p, err := newPlan(sub, p.cfg)
 		if err != nil {
 			return nil, err
 		}

@@ -14,7 +14,7 @@ var Registry = []Setting{
 		Doc:     "level of the library's log on standard error"},
 	{Env: "WEFT_FASTCALL", Package: "fabric", Kind: Enum, Default: "auto",
 		Allowed: []string{"auto", "on|1|true", "off|0|false"},
-		Option:  "fabric.SetFastCall",
+		Option:  "fabric.WithFastCall, fabric.SetFastCall",
 		Doc:     "enter the C shim without cgo on hot paths: auto (shm on a verified Go release), on, off"},
 	{Env: "WEFT_EAGER_LIMIT", Package: "endpoint", Kind: Int, Default: "16K", Min: 32, Max: 1 << 30,
 		Option: "endpoint.WithEagerLimit",
