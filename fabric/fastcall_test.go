@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // withFastCall sets the fast-call mode for the test.
@@ -47,7 +49,7 @@ func TestFastCallNames(t *testing.T) {
 // leaves other providers on cgo; on gives every provider one; off none.
 func TestFastCallSelection(t *testing.T) {
 	if !fastSupported() {
-		t.Skip("no fast-call trampoline on " + runtime.GOARCH)
+		testenv.Skip(t, "amd64", "no fast-call trampoline on %s", runtime.GOARCH)
 	}
 	for _, tc := range []struct {
 		mode FastCall
@@ -78,7 +80,7 @@ func fastSupported() bool { return runtime.GOARCH == "amd64" }
 // that goes away stops being trusted.
 func TestFastCallMemoryRule(t *testing.T) {
 	if !fastSupported() {
-		t.Skip("no fast-call trampoline on " + runtime.GOARCH)
+		testenv.Skip(t, "amd64", "no fast-call trampoline on %s", runtime.GOARCH)
 	}
 	withFastCall(t, FastCallAuto)
 	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg})
@@ -382,7 +384,7 @@ func TestFastCallProfiling(t *testing.T) {
 	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg})
 	var prof bytes.Buffer
 	if err := pprof.StartCPUProfile(&prof); err != nil {
-		t.Skipf("CPU profiling unavailable: %v", err) // another profile is running (go test -cpuprofile)
+		testenv.Skip(t, "profiling", "CPU profiling unavailable: %v", err) // another profile is running (go test -cpuprofile)
 	}
 	var out [4]Completion
 	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
@@ -405,7 +407,7 @@ func TestFastCallProfiling(t *testing.T) {
 // the trampoline exists; off never.
 func TestFastWanted(t *testing.T) {
 	if !fastSupported() {
-		t.Skip("no fast-call trampoline on " + runtime.GOARCH)
+		testenv.Skip(t, "amd64", "no fast-call trampoline on %s", runtime.GOARCH)
 	}
 	verified := "go1.26.8"
 	for _, tc := range []struct {
