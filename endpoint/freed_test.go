@@ -20,9 +20,7 @@ import (
 // endpoint is now parked until the last handle of the communicator in this
 // process is freed.
 func TestFreedPeerInProcess(t *testing.T) {
-	if isWorkerProcess() {
-		t.Skip("single-process test")
-	}
+	singleton(t)
 	for _, mode := range []struct {
 		name string
 		opts []endpoint.Option
@@ -39,7 +37,7 @@ func TestFreedPeerInProcess(t *testing.T) {
 			}
 			defer w.Close()
 			if w.Comm().Size() != 1 {
-				t.Skipf("not a singleton (size %d): this test runs without a launcher", w.Comm().Size())
+				t.Fatalf("WEFT_PMI=singleton gave a job of %d ranks", w.Comm().Size())
 			}
 			eps, err := w.Comm().CreateEndpoints(ctx, 2, mode.opts...)
 			if err != nil {

@@ -85,9 +85,7 @@ func runHandles(t reporter, ctx context.Context, eps []*endpoint.Comm, body func
 // with handle 0's error reported first and alone, and nothing may crash
 // while the handles are freed.
 func TestRunHandlesFailFast(t *testing.T) {
-	if isWorkerProcess() {
-		t.Skip("single-process test")
-	}
+	singleton(t)
 	errOnPurpose := errors.New("handle fails on purpose")
 	for _, wait := range []struct {
 		name string
@@ -112,7 +110,7 @@ func TestRunHandlesFailFast(t *testing.T) {
 			}
 			defer w.Close()
 			if w.Comm().Size() != 1 {
-				t.Skipf("not a singleton (size %d): this test runs without a launcher", w.Comm().Size())
+				t.Fatalf("WEFT_PMI=singleton gave a job of %d ranks", w.Comm().Size())
 			}
 			eps, err := w.Comm().CreateEndpoints(ctx, 3)
 			if err != nil {

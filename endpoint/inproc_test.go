@@ -24,9 +24,7 @@ import (
 // goroutines run at once, and a blocking Send between two endpoints of one
 // goroutine is checked with a peer goroutine too.
 func TestOneGoroutineDrivesPair(t *testing.T) {
-	if isWorkerProcess() {
-		t.Skip("single-process test")
-	}
+	singleton(t)
 	const (
 		goroutines = 2
 		window     = 1500 // > shm's default queue of 1024 entries per peer
@@ -53,7 +51,7 @@ func TestOneGoroutineDrivesPair(t *testing.T) {
 				}
 			}()
 			if w.Comm().Size() != 1 {
-				t.Skipf("not a singleton (size %d): this test runs without a launcher", w.Comm().Size())
+				t.Fatalf("WEFT_PMI=singleton gave a job of %d ranks", w.Comm().Size())
 			}
 			// handles 0..G-1 send, G..2G-1 receive; goroutine i owns i and G+i
 			// shared2: senders share one locked endpoint, receivers another.

@@ -14,9 +14,7 @@ import (
 // stays empty and the heap does not grow with the number of rounds (each
 // round used to keep about 13 KB until World.Close).
 func TestCreateFreeEndpointsBounded(t *testing.T) {
-	if isWorkerProcess() {
-		t.Skip("single-process test")
-	}
+	singleton(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	w, err := endpoint.Init(ctx, endpoint.WithProvider("shm"))
@@ -25,7 +23,7 @@ func TestCreateFreeEndpointsBounded(t *testing.T) {
 	}
 	defer w.Close()
 	if w.Comm().Size() != 1 {
-		t.Skipf("not a singleton (size %d): this test runs without a launcher", w.Comm().Size())
+		t.Fatalf("WEFT_PMI=singleton gave a job of %d ranks", w.Comm().Size())
 	}
 	round := func(opts ...endpoint.Option) {
 		eps, err := w.Comm().CreateEndpoints(ctx, 2, opts...)

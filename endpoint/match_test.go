@@ -13,6 +13,7 @@ import (
 // matching engine runs for real over shm, without launching processes.
 func singletonPair(t *testing.T, opts ...endpoint.Option) (a, b *endpoint.Comm, ctx context.Context) {
 	t.Helper()
+	singleton(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	w, err := endpoint.Init(ctx, endpoint.WithProvider("shm"))
@@ -21,7 +22,7 @@ func singletonPair(t *testing.T, opts ...endpoint.Option) (a, b *endpoint.Comm, 
 	}
 	t.Cleanup(func() { w.Close() })
 	if w.Comm().Size() != 1 {
-		t.Skipf("not a singleton (size %d): this test runs without a launcher", w.Comm().Size())
+		t.Fatalf("WEFT_PMI=singleton gave a job of %d ranks", w.Comm().Size())
 	}
 	eps, err := w.Comm().CreateEndpoints(ctx, 2, opts...)
 	if err != nil {
@@ -33,9 +34,6 @@ func singletonPair(t *testing.T, opts ...endpoint.Option) (a, b *endpoint.Comm, 
 // Posted receives match in posting order, wildcards included; unexpected
 // messages are consumed in arrival order.
 func TestMatchingOrder(t *testing.T) {
-	if isWorkerProcess() {
-		t.Skip("single-process test")
-	}
 	for _, shared := range []bool{false, true} {
 		a, b, ctx := singletonPair(t, endpoint.Shared(shared))
 		// a is driven by its own goroutine (shm needs the peer endpoint to be

@@ -582,8 +582,6 @@ func TestPeerDeath(t *testing.T) {
 	}
 }
 
-func isWorkerProcess() bool { return launchtest.IsWorker() }
-
 // TestPeerExitUnblocks: rank 1 goes away without finalising — it exits
 // (os.Exit without World.Close) or is killed (SIGKILL) — while rank 0 is
 // blocked on it: in Recv, in the Wait of a rendezvous send it never

@@ -11,17 +11,16 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // A shared-memory region left in /dev/shm by a dead process whose pid this
 // process now has (libfabric shm names regions <pid>:<n>:<m>) must not stop
 // Init: the next endpoint name is tried.
 func TestStaleShmRegion(t *testing.T) {
-	if isWorkerProcess() {
-		t.Skip("single-process test")
-	}
+	singleton(t)
 	if _, err := os.Stat("/dev/shm"); err != nil {
-		t.Skip("no /dev/shm: ", err)
+		testenv.Skip(t, "dev-shm", "no /dev/shm: %v", err)
 	}
 	pid := strconv.Itoa(os.Getpid())
 	// the highest endpoint index this process has used so far
@@ -39,7 +38,7 @@ func TestStaleShmRegion(t *testing.T) {
 	for i := next; i < next+3; i++ {
 		p := filepath.Join("/dev/shm", fmt.Sprintf("%s:0:%d", pid, i))
 		if err := os.WriteFile(p, []byte("stale"), 0o600); err != nil {
-			t.Skip("cannot plant a stale region: ", err)
+			testenv.Skip(t, "dev-shm", "cannot write a stale region into /dev/shm: %v", err)
 		}
 		made = append(made, p)
 	}

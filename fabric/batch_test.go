@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // batchProviders are the providers the batch tests run on.
@@ -192,7 +194,7 @@ func TestBatchWriteThenFlag(t *testing.T) {
 		t.Run(prov, func(t *testing.T) {
 			p := newPair(t, Hints{Provider: prov, Caps: CapMsg | CapRMA, MsgOrder: OrderWAW})
 			if !p.info.MsgOrder.Has(OrderWAW) {
-				t.Skipf("%s did not grant FI_ORDER_WAW (granted %s): the flag may overtake the data", prov, p.info.MsgOrder)
+				testenv.Skip(t, "fi-order-waw:"+prov, "%s did not grant FI_ORDER_WAW (granted %s): the flag may overtake the data", prov, p.info.MsgOrder)
 			}
 			const dataLen = 64 << 10
 			target, err := p.dom.Alloc(dataLen + 64)

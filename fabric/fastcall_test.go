@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // fastUsed reads a stack's count of fast calls (the holder's plain
@@ -37,7 +39,7 @@ func TestFastCallNames(t *testing.T) {
 // leaves other providers on cgo; on gives every provider one; off none.
 func TestFastCallSelection(t *testing.T) {
 	if !fastSupported() {
-		t.Skip("no fast-call trampoline on " + runtime.GOARCH)
+		testenv.Skip(t, "amd64", "no fast-call trampoline on %s", runtime.GOARCH)
 	}
 	for _, tc := range []struct {
 		mode FastCall
@@ -67,7 +69,7 @@ func fastSupported() bool { return runtime.GOARCH == "amd64" }
 // that goes away stops being trusted.
 func TestFastCallMemoryRule(t *testing.T) {
 	if !fastSupported() {
-		t.Skip("no fast-call trampoline on " + runtime.GOARCH)
+		testenv.Skip(t, "amd64", "no fast-call trampoline on %s", runtime.GOARCH)
 	}
 	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg}, WithFastCall(FastCallAuto))
 	setMRCache(p.dom, 0) // a closed MR deregisters at once
@@ -365,7 +367,7 @@ func TestFastCallProfiling(t *testing.T) {
 	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg}, WithFastCall(FastCallAuto))
 	var prof bytes.Buffer
 	if err := pprof.StartCPUProfile(&prof); err != nil {
-		t.Skipf("CPU profiling unavailable: %v", err) // another profile is running (go test -cpuprofile)
+		testenv.Skip(t, "profiling", "CPU profiling unavailable: %v", err) // another profile is running (go test -cpuprofile)
 	}
 	var out [4]Completion
 	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
@@ -388,7 +390,7 @@ func TestFastCallProfiling(t *testing.T) {
 // the trampoline exists; off never.
 func TestFastWanted(t *testing.T) {
 	if !fastSupported() {
-		t.Skip("no fast-call trampoline on " + runtime.GOARCH)
+		testenv.Skip(t, "amd64", "no fast-call trampoline on %s", runtime.GOARCH)
 	}
 	verified := "go1.26.8"
 	for _, tc := range []struct {

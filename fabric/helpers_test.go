@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -30,15 +32,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// skipNoProvider skips when the provider is absent on this machine; it
-// fails when WEFT_REQUIRE_PROVIDERS says the provider must be there.
+// skipNoProvider skips when the provider is absent on this machine (feature
+// "provider:<prov>" of internal/testenv, which fails instead when
+// WEFT_REQUIRE or WEFT_REQUIRE_PROVIDERS claims it) and fails on any other
+// error.
 func skipNoProvider(t testing.TB, prov string, err error) {
 	t.Helper()
 	if errors.Is(err, ErrNoProvider) {
-		if os.Getenv("WEFT_REQUIRE_PROVIDERS") != "" {
-			t.Fatalf("provider %s required (WEFT_REQUIRE_PROVIDERS) but absent: %v", prov, err)
-		}
-		t.Skipf("provider %s not available here: %v", prov, err)
+		testenv.Skip(t, "provider:"+prov, "libfabric provider %s not available here: %v", prov, err)
 	}
 	if err != nil {
 		t.Fatal(err)

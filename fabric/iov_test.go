@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 func TestVectored(t *testing.T) {
@@ -11,7 +13,7 @@ func TestVectored(t *testing.T) {
 		t.Run(prov, func(t *testing.T) {
 			p := newPair(t, Hints{Provider: prov, Caps: CapMsg | CapTagged | CapRMA})
 			if p.info.IOVLimit < 2 {
-				t.Skipf("%s: iov limit %d", prov, p.info.IOVLimit)
+				testenv.Skip(t, "iov:"+prov, "%s: iov limit %d, fewer than 2", prov, p.info.IOVLimit)
 			}
 			src, err := p.dom.Alloc(4096)
 			if err != nil {

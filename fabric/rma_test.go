@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
+
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 func TestRMAWriteRead(t *testing.T) {
@@ -154,7 +156,7 @@ func TestAtomics(t *testing.T) {
 				t.Fatalf("atomics hinted but not granted: %s", p.info)
 			}
 			if _, err := p.a.ep.FetchAtomicValid(Uint64, OpSum); err != nil {
-				t.Skipf("%s: fetch-add on uint64 not supported: %v", prov, err)
+				testenv.Skip(t, "atomic-fetch-add-u64:"+prov, "%s: fetch-add on uint64 not supported: %v", prov, err)
 			}
 			t.Logf("granted order with atomics: %s; notes %v", p.info.MsgOrder, p.info.Notes)
 			target, err := p.dom.Alloc(64)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // words returns n zeroed 8-byte-aligned words as bytes.
@@ -176,7 +178,7 @@ func TestSignalsOverProvider(t *testing.T) {
 		t.Run(prov, func(t *testing.T) {
 			p := newPair(t, Hints{Provider: prov, Caps: CapMsg | CapRMA | CapRemoteCQData, MsgOrder: OrderWAW})
 			if p.info.CQDataSize < 8 {
-				t.Skipf("%s grants %d bytes of CQ data", prov, p.info.CQDataSize)
+				testenv.Skip(t, "cq-data:"+prov, "%s grants %d bytes of CQ data, fewer than 8", prov, p.info.CQDataSize)
 			}
 			const dataLen = 64 << 10
 			target, err := p.dom.Alloc(dataLen + 4096)

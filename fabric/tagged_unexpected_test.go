@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 	"time"
+
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // TestTaggedUnexpectedIgnore sends first and posts the receive (with an
@@ -16,7 +18,7 @@ func TestTaggedUnexpectedIgnore(t *testing.T) {
 		t.Run(prov, func(t *testing.T) {
 			p := newPair(t, Hints{Provider: prov, Caps: CapMsg | CapTagged, MsgOrder: OrderSAS})
 			if !p.info.MsgOrder.Has(OrderSAS) {
-				t.Skipf("%s did not grant FI_ORDER_SAS (granted %s): no completion tells when the message is unexpected", prov, p.info.MsgOrder)
+				testenv.Skip(t, "fi-order-sas:"+prov, "%s did not grant FI_ORDER_SAS (granted %s): no completion tells when the message is unexpected", prov, p.info.MsgOrder)
 			}
 			msg, marker, probe := []byte("unexpected"), []byte("marker"), []byte("probe")
 			retry(t, func() error { return p.a.ep.TInject(msg, p.a.addr[1], 0x1234) }, p.a.cq, p.b.cq)

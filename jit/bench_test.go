@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 func benchIndexType(b *testing.B, n int) *ddt.Type {
@@ -135,7 +136,7 @@ func BenchmarkTranspose(b *testing.B) {
 func BenchmarkTrampoline(b *testing.B) {
 	m, err := newCode([]byte{0xc3}, defaultConfig.dualMap)
 	if err != nil {
-		b.Skip("native code unavailable:", err)
+		testenv.Skip(b, "exec-memory", "native code unavailable: %v", err)
 	}
 	defer m.release()
 	entry := uintptr(unsafe.Pointer(&m.mem[0]))

@@ -17,6 +17,7 @@ import (
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/ddt/ddttest"
 	"github.com/weft-hpc/weft/internal/ddtir"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -35,7 +36,10 @@ func needNative(t *testing.T) {
 		if runtime.GOARCH == "amd64" && os.Getenv("WEFT_JIT_EXPECT_NOEXEC") == "" {
 			t.Fatalf("amd64 but native code unavailable (set WEFT_JIT_EXPECT_NOEXEC=1 if the kernel forbids PROT_EXEC): %v", err)
 		}
-		t.Skipf("native code unavailable: %v", err)
+		if runtime.GOARCH != "amd64" {
+			testenv.Skip(t, "amd64", "no code generator for %s: %v", runtime.GOARCH, err)
+		}
+		testenv.Skip(t, "exec-memory", "native code unavailable (WEFT_JIT_EXPECT_NOEXEC): %v", err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/internal/settings"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // aligned64 returns n bytes starting at a 64-byte aligned address.
@@ -28,7 +29,7 @@ func TestRegTileTranspose(t *testing.T) {
 	t.Parallel()
 	needNative(t)
 	if !hostFeatures.AVX512 {
-		t.Skip("register-tiled transposes need AVX-512; this CPU has", hostFeatures)
+		testenv.Skip(t, "avx512", "register-tiled transposes need AVX-512; this CPU has %v", hostFeatures)
 	}
 	type shape struct {
 		name  string
@@ -134,7 +135,7 @@ func TestRegTileNTThresholds(t *testing.T) {
 	t.Parallel()
 	needNative(t)
 	if !hostFeatures.AVX512 {
-		t.Skip("register-tiled transposes need AVX-512; this CPU has", hostFeatures)
+		testenv.Skip(t, "avx512", "register-tiled transposes need AVX-512; this CPU has %v", hostFeatures)
 	}
 	if want := 2 * cacheSize(2, 1<<20); defaultConfig.regTileNTMin != want && tune.JITRTNTMin == settings.Auto {
 		t.Fatalf("default pack threshold %d, want twice the L2 (%d)", defaultConfig.regTileNTMin, want)

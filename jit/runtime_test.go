@@ -17,6 +17,7 @@ import (
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/internal/ddtir"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // bigStrided is a transpose-free strided type large enough that one pack
@@ -340,7 +341,7 @@ func TestExecMemoryModes(t *testing.T) {
 		m.release()
 		maps, err := os.ReadFile("/proc/self/maps")
 		if err != nil {
-			t.Skipf("no /proc/self/maps: %v", err)
+			testenv.Skip(t, "procfs", "no /proc/self/maps: %v", err)
 		}
 		for _, line := range strings.Split(string(maps), "\n") {
 			if f := strings.Fields(line); len(f) > 1 && strings.Contains(f[1], "w") && strings.Contains(f[1], "x") {

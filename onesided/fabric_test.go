@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // providerCase is one libfabric configuration the network path is tested on.
@@ -41,12 +42,14 @@ func (c providerCase) opts() []Option {
 
 func (c providerCase) name() string { return c.prov + "/" + c.order.String() }
 
-// requireProvider skips when the provider is absent from this libfabric.
+// requireProvider skips when the provider is absent from this libfabric
+// (feature "provider:<prov>" of internal/testenv: a failure instead when
+// WEFT_REQUIRE or WEFT_REQUIRE_PROVIDERS claims it).
 func requireProvider(t *testing.T, prov string) {
 	t.Helper()
 	if _, err := fabric.GetInfo(&fabric.Hints{Provider: prov, Caps: fabric.CapRMA}); err != nil {
 		if errors.Is(err, fabric.ErrNoProvider) {
-			t.Skipf("libfabric provider %q is not available here: %v", prov, err)
+			testenv.Skip(t, "provider:"+prov, "libfabric provider %q is not available here: %v", prov, err)
 		}
 		t.Fatalf("GetInfo(%s): %v", prov, err)
 	}
@@ -147,10 +150,13 @@ func TestNetFenceSockets(t *testing.T) {
 // signal 1; never an ordering violation, and the same test passes every time
 // without the fence flag, or with fenced writes in one direction only, as in
 // TestNetFenceSockets). It is opt-in: WEFT_TEST_SOCKETS_FENCE=1 runs it.
+// Otherwise it skips as feature "sockets-fence-both-ways" (a working
+// provider, not a package of this machine), which WEFT_REQUIRE=all turns
+// into a failure: that libfabric does not have it.
 func TestNetFenceSocketsBothWays(t *testing.T) {
 	requireProvider(t, "sockets")
 	if os.Getenv("WEFT_TEST_SOCKETS_FENCE") != "1" {
-		t.Skip("libfabric 1.17 sockets stalls fenced writes sent both ways at once (see the test comment); WEFT_TEST_SOCKETS_FENCE=1 runs it")
+		testenv.Skip(t, "sockets-fence-both-ways", "libfabric 1.17 sockets stalls fenced writes sent both ways at once (see the test comment); WEFT_TEST_SOCKETS_FENCE=1 runs it")
 	}
 	runRanks(t, 2, func(ctx context.Context, g Group) error {
 		return putSignalStress(ctx, g, 30, 8<<10, providerCase{"sockets", OrderFence}.opts()...)

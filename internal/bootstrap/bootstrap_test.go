@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/internal/pmi"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // testValue returns deterministic binary bytes of length n for rank r,
@@ -230,10 +231,11 @@ func TestLocalFromMapping(t *testing.T) {
 
 // TestLauncherWorker is the body run by every rank under a real launcher
 // (TestHydra here; srun in test/launchers): all ranks on this host, kind as
-// WEFT_EXPECT_KIND says.
+// WEFT_EXPECT_KIND says. Outside such a rank it has nothing to do: the
+// launching tests check its result (every rank's "ok" line).
 func TestLauncherWorker(t *testing.T) {
 	if os.Getenv("WEFT_BOOTSTRAP_WORKER") != "1" {
-		t.Skip("runs only as a rank started by a launcher (TestHydra, test/launchers)")
+		return // not a rank: TestHydra and test/launchers run this body
 	}
 	want := os.Getenv("WEFT_EXPECT_KIND")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -256,7 +258,7 @@ func TestLauncherWorker(t *testing.T) {
 func TestHydra(t *testing.T) {
 	hydra, err := exec.LookPath("mpiexec.hydra")
 	if err != nil {
-		t.Skipf("mpiexec.hydra not installed (Debian package mpich): %v", err)
+		testenv.Skip(t, "hydra", "mpiexec.hydra not installed (Debian package mpich): %v", err)
 	}
 	exe, err := os.Executable()
 	if err != nil {

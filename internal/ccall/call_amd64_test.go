@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"unsafe"
+
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // code maps machine code executable and returns its address.
@@ -22,7 +24,7 @@ func code(t *testing.T, b []byte) uintptr {
 	t.Cleanup(func() { syscall.Munmap(m) })
 	copy(m, b)
 	if err := syscall.Mprotect(m, syscall.PROT_READ|syscall.PROT_EXEC); err != nil {
-		t.Skipf("no executable memory: %v", err)
+		testenv.Skip(t, "exec-memory", "no executable memory: %v", err)
 	}
 	return uintptr(unsafe.Pointer(&m[0]))
 }

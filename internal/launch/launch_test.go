@@ -16,6 +16,7 @@ import (
 	"github.com/weft-hpc/weft/internal/bootstrap"
 
 	"github.com/weft-hpc/weft/internal/proctest"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // TestMain doubles as a rank program: with WEFT_LAUNCH_HELPER set, the test
@@ -430,14 +431,14 @@ func localNonLoopback(t *testing.T) string {
 	t.Helper()
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
-		t.Skip(err)
+		testenv.Skip(t, "ipv4", "no interface addresses: %v", err)
 	}
 	for _, a := range addrs {
 		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
 			return n.IP.String()
 		}
 	}
-	t.Skip("no non-loopback IPv4 address on this machine")
+	testenv.Skip(t, "ipv4", "no non-loopback IPv4 address on this machine")
 	return ""
 }
 

@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 func TestIdentRoundTrip(t *testing.T) {
@@ -31,7 +33,7 @@ func TestIdentRoundTrip(t *testing.T) {
 func TestExited(t *testing.T) {
 	cmd := exec.Command("sleep", "60")
 	if err := cmd.Start(); err != nil {
-		t.Skipf("no sleep: %v", err)
+		testenv.Skip(t, "sleep", "cannot start sleep(1): %v", err)
 	}
 	defer cmd.Process.Kill()
 	start, _, err := stat(cmd.Process.Pid)

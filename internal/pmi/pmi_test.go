@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 func TestParseLine(t *testing.T) {
@@ -629,9 +631,7 @@ func TestServerPendingBounded(t *testing.T) {
 // large line without a newline do not make the server hold their bytes, and
 // the real job completes meanwhile.
 func TestServerFloodMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("opens a thousand connections")
-	}
+	testenv.Short(t, "opens a thousand connections")
 	const (
 		n       = 4
 		flood   = 1000

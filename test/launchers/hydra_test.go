@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // TestHydraHello runs examples/hello under MPICH's mpiexec.hydra, whose
@@ -13,7 +15,7 @@ import (
 func TestHydraHello(t *testing.T) {
 	hydra, err := exec.LookPath("mpiexec.hydra")
 	if err != nil {
-		t.Skipf("mpiexec.hydra not installed (Debian package mpich): %v", err)
+		testenv.Skip(t, "hydra", "mpiexec.hydra not installed (Debian package mpich): %v", err)
 	}
 	_, hello := binaries(t)
 	for _, mode := range [][]string{nil, {"-pmi-port"}} {
@@ -29,7 +31,7 @@ func TestHydraHello(t *testing.T) {
 func TestHydraFailure(t *testing.T) {
 	hydra, err := exec.LookPath("mpiexec.hydra")
 	if err != nil {
-		t.Skipf("mpiexec.hydra not installed (Debian package mpich): %v", err)
+		testenv.Skip(t, "hydra", "mpiexec.hydra not installed (Debian package mpich): %v", err)
 	}
 	_, hello := binaries(t)
 	r := run(t, 60*time.Second, []string{"WEFT_PROVIDER=no-such-provider"}, hydra, "-launcher", "fork", "-n", "2", hello)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // TestMPICHUnderFabrun runs a real MPICH program (testdata/mpiring.c) under
@@ -15,14 +17,14 @@ func TestMPICHUnderFabrun(t *testing.T) {
 	mpicc, err := exec.LookPath("mpicc.mpich")
 	if err != nil {
 		if mpicc, err = exec.LookPath("mpicc"); err != nil {
-			t.Skipf("no MPICH compiler (Debian package libmpich-dev / mpich): %v", err)
+			testenv.Skip(t, "mpich", "no MPICH compiler (Debian package libmpich-dev / mpich): %v", err)
 		}
 	}
 	fab, _ := binaries(t)
 	prog := filepath.Join(t.TempDir(), "mpiring")
 	if out, err := exec.Command(mpicc, "-O", "-o", prog, filepath.Join("testdata", "mpiring.c")).CombinedOutput(); err != nil {
 		if strings.Contains(string(out), "mpi.h") {
-			t.Skipf("MPICH headers absent (Debian package libmpich-dev, only recommended by mpich): %s", out)
+			testenv.Skip(t, "mpich", "MPICH headers absent (Debian package libmpich-dev, only recommended by mpich): %s", out)
 		}
 		t.Fatalf("%s: %v\n%s", mpicc, err, out)
 	}

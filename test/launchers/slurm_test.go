@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/internal/proctest"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // startSlurm brings up a private single-node Slurm with
@@ -20,16 +21,16 @@ func startSlurm(t *testing.T) string {
 	t.Helper()
 	for _, b := range []string{"/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged"} {
 		if _, err := os.Stat(b); err != nil {
-			t.Skipf("%s not installed (Debian packages slurmctld, slurmd, munge): %v", b, err)
+			testenv.Skip(t, "slurm", "%s not installed (Debian packages slurmctld, slurmd, munge): %v", b, err)
 		}
 	}
 	for _, b := range []string{"srun", "salloc", "sinfo"} {
 		if _, err := exec.LookPath(b); err != nil {
-			t.Skipf("%s not installed (Debian package slurm-client): %v", b, err)
+			testenv.Skip(t, "slurm", "%s not installed (Debian package slurm-client): %v", b, err)
 		}
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("the private Slurm runs slurmd as root; not running as root")
+		testenv.Skip(t, "root", "the private Slurm runs slurmd as root; not running as root")
 	}
 	// The munge user must reach the socket directory: t.TempDir's parent is
 	// private, so make a world-traversable directory.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/internal/proctest"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // startSSHD runs a private sshd on a localhost port with generated host and
@@ -23,14 +24,14 @@ func startSSHD(t *testing.T) string {
 	sshd, err := exec.LookPath("sshd")
 	if err != nil {
 		if sshd, err = exec.LookPath("/usr/sbin/sshd"); err != nil {
-			t.Skipf("sshd not installed (Debian package openssh-server): %v", err)
+			testenv.Skip(t, "sshd", "sshd not installed (Debian package openssh-server): %v", err)
 		}
 	}
 	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Skipf("ssh client not installed: %v", err)
+		testenv.Skip(t, "sshd", "ssh client not installed (Debian package openssh-client): %v", err)
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("the test sshd logs in as root with a key; not running as root")
+		testenv.Skip(t, "root", "the test sshd logs in as root with a key; not running as root")
 	}
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
@@ -40,7 +41,7 @@ func startSSHD(t *testing.T) string {
 		}
 	}
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
-		t.Skipf("cannot create sshd's privilege separation directory: %v", err)
+		testenv.Skip(t, "sshd", "cannot create sshd's privilege separation directory: %v", err)
 	}
 	os.Chmod("/run/sshd", 0o755)
 	port := freePorts(t, 1)[0]
@@ -68,7 +69,7 @@ PrintMotd no
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		t.Skipf("sshd cannot start: %v", err)
+		testenv.Skip(t, "sshd", "sshd cannot start: %v", err)
 	}
 	pid := cmd.Process.Pid
 	t.Cleanup(func() {
@@ -96,7 +97,7 @@ PrintMotd no
 		}
 		if time.Now().After(deadline) {
 			b, _ := os.ReadFile(filepath.Join(dir, "sshd.log"))
-			t.Skipf("sshd did not listen on port %d within 10 s: %s", port, b)
+			testenv.Skip(t, "sshd", "sshd did not listen on port %d within 10 s: %s", port, b)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/weft-hpc/weft/internal/benchrec"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weft-hpc/weft/internal/benchrec"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // buildTool builds this command into a temporary directory.
@@ -46,9 +48,7 @@ func runTool(t *testing.T, ctx context.Context, bin string, args ...string) (std
 // the tables have a well-formed row per size, -json writes one
 // well-formed object per path, size and metric, and bad flags are refused.
 func TestRunsSideBySide(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the benchmark tool; skipped with -short")
-	}
+	testenv.Short(t, "builds and runs the benchmark tool")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	bin := buildTool(t, ctx)
