@@ -28,3 +28,6 @@ func SetJITDisabled(off bool) (restore func()) {
 	old := jitOff.Swap(off)
 	return func() { jitOff.Store(old) }
 }
+
+// GridTile is gridTile: the columns per tile of a grid walk (0: none).
+var GridTile = gridTile

@@ -149,3 +149,23 @@ func moveBlocks(p, t []byte, o int64, offs, lens []int64, lo, hi int64, un bool)
 		q += l
 	}
 }
+
+// moveGrid moves cols columns (column stride cs) of rows blocks of l bytes
+// (row stride rs) between t and p: block (c, r) at t[a + c*cs + r*rs] is
+// p[(c*rows + r)*l]. It walks tiles of tw columns row by row.
+func moveGrid(p, t []byte, a, cs, cols, rs, rows, l, tw int64, un bool) {
+	rl := rows * l
+	for c0 := int64(0); c0 < cols; c0 += tw {
+		c1 := min(cols, c0+tw)
+		for r := int64(0); r < rows; r++ {
+			for c := c0; c < c1; c++ {
+				ta, pa := a+c*cs+r*rs, c*rl+r*l
+				if un {
+					copy(t[ta:ta+l], p[pa:pa+l])
+				} else {
+					copy(p[pa:pa+l], t[ta:ta+l])
+				}
+			}
+		}
+	}
+}

@@ -201,6 +201,74 @@ func unpackStrided(p, t []byte, a, stride, count, l int64) {
 	}
 }
 
+// checkGrid checks cols × rows blocks of l bytes at t[a + c*cs + r*rs]
+// (cs, rs > 0) and the packed run cols*rows*l.
+func checkGrid(p, t []byte, a, cs, cols, rs, rows, l int64) {
+	n, ok := checked.Mul(cols, rows)
+	if ok {
+		n, ok = checked.Mul(n, l)
+	}
+	if !ok {
+		panic(&leafBoundsError{"packed", 0, cols, int64(len(p))})
+	}
+	checkRange("packed", 0, n, len(p))
+	hi, ok := checked.MulAdd(cols-1, cs, a)
+	if ok {
+		hi, ok = checked.MulAdd(rows-1, rs, hi)
+	}
+	if ok {
+		hi, ok = checked.Add(hi, l)
+	}
+	if !ok || cs <= 0 || rs <= 0 {
+		panic(&leafBoundsError{"typed", a, a, int64(len(t))})
+	}
+	checkRange("typed", a, hi, len(t))
+}
+
+// moveGrid moves cols columns (column stride cs) of rows blocks of l bytes
+// (row stride rs) between t and p: block (c, r) at t[a + c*cs + r*rs] is
+// p[(c*rows + r)*l]. It walks tiles of tw columns row by row.
+func moveGrid(p, t []byte, a, cs, cols, rs, rows, l, tw int64, un bool) {
+	checkGrid(p, t, a, cs, cols, rs, rows, l)
+	pp, tp := ptr(p), ptr(t)
+	rl := rows * l
+	for c0 := int64(0); c0 < cols; c0 += tw {
+		n := min(cols-c0, tw)
+		for r := int64(0); r < rows; r++ {
+			ts := unsafe.Add(tp, a+c0*cs+r*rs)
+			ps := unsafe.Add(pp, c0*rl+r*l)
+			switch {
+			case l == 16 && un:
+				for c := int64(0); c < n; c++ {
+					q, s := unsafe.Add(ts, c*cs), unsafe.Add(ps, c*rl)
+					*(*uint64)(q), *(*uint64)(unsafe.Add(q, 8)) = *(*uint64)(s), *(*uint64)(unsafe.Add(s, 8))
+				}
+			case l == 16:
+				for c := int64(0); c < n; c++ {
+					q, s := unsafe.Add(ps, c*rl), unsafe.Add(ts, c*cs)
+					*(*uint64)(q), *(*uint64)(unsafe.Add(q, 8)) = *(*uint64)(s), *(*uint64)(unsafe.Add(s, 8))
+				}
+			case l == 8 && un:
+				for c := int64(0); c < n; c++ {
+					*(*uint64)(unsafe.Add(ts, c*cs)) = *(*uint64)(unsafe.Add(ps, c*rl))
+				}
+			case l == 8:
+				for c := int64(0); c < n; c++ {
+					*(*uint64)(unsafe.Add(ps, c*rl)) = *(*uint64)(unsafe.Add(ts, c*cs))
+				}
+			case un:
+				for c := int64(0); c < n; c++ {
+					mv(unsafe.Add(ts, c*cs), unsafe.Add(ps, c*rl), l)
+				}
+			default:
+				for c := int64(0); c < n; c++ {
+					mv(unsafe.Add(ps, c*rl), unsafe.Add(ts, c*cs), l)
+				}
+			}
+		}
+	}
+}
+
 // checkIndexed checks blocks of l bytes at o + offs[i], all inside the
 // typed range [lo, hi) (the node's bounds), and the packed run.
 func checkIndexed(p, t []byte, offs []int64, l, lo, hi int64) {

@@ -746,6 +746,7 @@ type entries struct {
 	pack, unpack       int // offsets of the loop functions
 	tpack, tunpack     int // transpose functions, -1 when absent
 	tpackNT, tunpackNT int // non-temporal register-tiled transposes, -1 when absent
+	tables             int // end of the instructions: index tables follow
 }
 
 // asmPool keeps assemblers (and their code, label and fixup buffers) between
@@ -759,6 +760,7 @@ var asmPool = sync.Pool{New: func() any { return x86.New(4096) }}
 func generate(p *plan, f Features) ([]byte, entries, *x86.Asm, error) {
 	a := asmPool.Get().(*x86.Asm)
 	a.Reset()
+	a.VEX128 = f.AVX2 || f.AVX512 // no legacy SSE next to ymm/zmm code
 	e := entries{tpack: -1, tunpack: -1, tpackNT: -1, tunpackNT: -1}
 	var tables []table
 	byLevel := map[int]table{}
@@ -794,6 +796,7 @@ func generate(p *plan, f Features) ([]byte, entries, *x86.Asm, error) {
 			}
 		}
 	}
+	e.tables = a.Len()
 	(&gen{a: a, cfg: p.cfg, tables: &tables, tIdx: x86.NoReg}).emitTables()
 	b, err := a.Finish()
 	return b, e, a, err

@@ -102,6 +102,16 @@ type Asm struct {
 	labels []int // -1 = unbound
 	fix    []fixup
 	err    error
+
+	// VEX128 makes 16-byte vector moves VEX-encoded (vmovdqu xmm,
+	// vmovntdq xmm) instead of legacy SSE (movdqu, movntdq). Code that also
+	// uses 32- or 64-byte moves must set it: on Intel cores a legacy SSE
+	// instruction after a VEX or EVEX write of the upper register halves
+	// pays a state transition or a merge with the dirty upper half (a
+	// 2000-block body mixing 16- and 32-byte moves ran 20 times slower).
+	// VEX.128 zeroes the upper halves, so there is nothing to merge.
+	// Requires AVX.
+	VEX128 bool
 }
 
 // New returns an assembler with room for capHint bytes.
@@ -113,6 +123,7 @@ func (a *Asm) Reset() {
 	a.labels = a.labels[:0]
 	a.fix = a.fix[:0]
 	a.err = nil
+	a.VEX128 = false
 }
 
 // Len is the number of bytes emitted so far.
@@ -656,8 +667,9 @@ func (a *Asm) checkV(v VReg, max VReg) {
 	}
 }
 
-// VLoad emits an unaligned vector load of width 16 (movdqu xmm), 32 (vmovdqu
-// ymm) or 64 (vmovdqu64 zmm) bytes from m into v.
+// VLoad emits an unaligned vector load of width 16 (movdqu xmm, or vmovdqu
+// xmm under VEX128), 32 (vmovdqu ymm) or 64 (vmovdqu64 zmm) bytes from m
+// into v.
 func (a *Asm) VLoad(width int, v VReg, m Mem) { a.vmov(width, v, m, 0x6f) }
 
 // VStore emits an unaligned vector store of width 16, 32 or 64 bytes.
@@ -668,9 +680,14 @@ func (a *Asm) vmov(width int, v VReg, m Mem, op byte) {
 	switch width {
 	case 16:
 		a.checkV(v, 15)
-		a.emit(0xf3)
-		a.rex(false, byte(v), x, b, false)
-		a.emit(0x0f, op)
+		if a.VEX128 {
+			a.vex(false, 2, byte(v), x, b)
+			a.emit(op)
+		} else {
+			a.emit(0xf3)
+			a.rex(false, byte(v), x, b, false)
+			a.emit(0x0f, op)
+		}
 		a.modrmMem(byte(v), m, 1)
 	case 32:
 		a.checkV(v, 15)
@@ -694,9 +711,14 @@ func (a *Asm) VStoreNT(width int, m Mem, v VReg) {
 	switch width {
 	case 16:
 		a.checkV(v, 15)
-		a.emit(0x66)
-		a.rex(false, byte(v), x, b, false)
-		a.emit(0x0f, 0xe7)
+		if a.VEX128 {
+			a.vex(false, 1, byte(v), x, b)
+			a.emit(0xe7)
+		} else {
+			a.emit(0x66)
+			a.rex(false, byte(v), x, b, false)
+			a.emit(0x0f, 0xe7)
+		}
 		a.modrmMem(byte(v), m, 1)
 	case 32:
 		a.checkV(v, 15)
