@@ -351,9 +351,7 @@ func TestNetTimeout(t *testing.T) {
 // compare-and-swap, retry).
 func TestNetAtomicsCASFallback(t *testing.T) {
 	requireProvider(t, "shm")
-	forceCASFallback = true
-	defer func() { forceCASFallback = false }()
 	runRanks(t, 3, func(ctx context.Context, g Group) error {
-		return atomicsContention(ctx, g, 100, providerCase{"shm", OrderAuto}.opts()...)
+		return atomicsContention(ctx, g, 100, append(providerCase{"shm", OrderAuto}.opts(), withCASFallback())...)
 	})
 }

@@ -488,7 +488,7 @@ func (f *fabPath) accumulate(target, off int, t AtomicType, o Op, data []byte) e
 	// (transmit completion) and the fabric API offers no delivery-complete
 	// flag for it, so Accumulate uses fi_fetch_atomic, whose completion
 	// means applied, and discards the fetched values.
-	if n := f.fetchCount(t, o); n >= 1 && !forceCASFallback {
+	if n := f.fetchCount(t, o); n >= 1 && !f.w.opts.casFallback {
 		chunk := min(n*sz, slotSize/2)
 		for i := 0; i < len(data); i += chunk {
 			part := data[i:min(len(data), i+chunk)]
@@ -518,13 +518,8 @@ func (f *fabPath) accumulate(target, off int, t AtomicType, o Op, data []byte) e
 	return nil
 }
 
-// forceCASFallback makes every atomic except reads take the
-// compare-and-swap fallback, so tests cover it on providers that grant
-// every atomic.
-var forceCASFallback bool
-
 func (f *fabPath) fetchOp(target, off int, t AtomicType, o Op, v uint64) (uint64, error) {
-	if f.fetchValid(t, o) && !(forceCASFallback && o != OpNoOp) {
+	if f.fetchValid(t, o) && !(f.w.opts.casFallback && o != OpNoOp) {
 		return f.fetchAtomic(target, off, t, o, v)
 	}
 	// Fallback: read, combine at the origin, compare-and-swap; retry if

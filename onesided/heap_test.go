@@ -19,6 +19,10 @@ func TestHeapAllocatorSameOffsets(t *testing.T) {
 // heapcheck does it for all).
 func withHeapCheck() Option { return func(o *options) { o.heapCheck = true } }
 
+// withCASFallback sends every atomic but reads through the compare-and-swap
+// fallback of the libfabric path.
+func withCASFallback() Option { return func(o *options) { o.casFallback = true } }
+
 // heapScenario allocates, frees and reallocates objects, checks offsets,
 // does puts/gets/atomics by (rank, Sym) and the error paths.
 func heapScenario(ctx context.Context, g Group, opts ...Option) (err error) {

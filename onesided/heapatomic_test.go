@@ -31,10 +31,8 @@ func TestNetHeapAtomics(t *testing.T) {
 // through the compare-and-swap fallback (element by element).
 func TestNetHeapAtomicsCASFallback(t *testing.T) {
 	requireProvider(t, "shm")
-	forceCASFallback = true
-	defer func() { forceCASFallback = false }()
 	runRanks(t, 3, func(ctx context.Context, g Group) error {
-		return heapAtomicsScenario(ctx, g, 5, providerCase{"shm", OrderAuto}.opts()...)
+		return heapAtomicsScenario(ctx, g, 5, append(providerCase{"shm", OrderAuto}.opts(), withCASFallback())...)
 	})
 }
 

@@ -135,7 +135,11 @@ type options struct {
 	wait      string        // wait policy: auto, spin or yield
 	timeout   time.Duration // opTimeout of the window's calls that take no context
 	heapCheck bool          // NewHeap: check block headers on every call (WEFT_TUNE heapcheck)
-	err       error
+	// casFallback makes the libfabric path take the compare-and-swap
+	// fallback for every atomic except reads, so tests cover it on
+	// providers that grant every atomic (no public option).
+	casFallback bool
+	err         error
 }
 
 // Option configures Allocate, Create and NewHeap.

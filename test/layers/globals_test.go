@@ -29,11 +29,10 @@ var processSetters = map[string]bool{
 // change process-wide state, each with its reason. A child-process body
 // runs in a re-executed test binary of its own.
 var globalExceptions = map[string]string{
-	"fabric/checkDefaults":               "child process of TestProcessDefaults",
-	"ddt/TestJITMode":                    "body runs in a child process (inChild)",
-	"jit/TestForcedFallback":             "body runs in a child process (inChild)",
-	"jit/weftJITOffChild":                "child process of TestWEFTJITOff",
-	"onesided/TestNetAtomicsCASFallback": "sets onesided's forceCASFallback test hook; not parallel",
+	"fabric/checkDefaults":   "child process of TestProcessDefaults",
+	"ddt/TestJITMode":        "body runs in a child process (inChild)",
+	"jit/TestForcedFallback": "body runs in a child process (inChild)",
+	"jit/weftJITOffChild":    "child process of TestWEFTJITOff",
 }
 
 // TestNoGlobalMutation: no _test.go file calls a process-wide setter
