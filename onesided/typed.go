@@ -111,6 +111,13 @@ func (w *Window) typedPrep(op string, target, originCount int, originType *ddt.T
 	if offset < 0 || offset > w.sizes[target] {
 		return nil, fmt.Errorf("onesided: %s: offset %d outside rank %d's %d bytes: %w", op, offset, target, w.sizes[target], ErrOutOfRange)
 	}
+	// A target layout's entries must not overlap (as in MPI), so it cannot
+	// carry more bytes than the target holds from offset; checking before
+	// the packed buffer is made keeps an overlapping layout from asking for
+	// more memory than exists.
+	if room := int64(w.sizes[target] - offset); on > room {
+		return nil, fmt.Errorf("onesided: %s: the layouts carry %d bytes, more than rank %d's %d bytes from offset %d: %w", op, on, target, room, offset, ErrOutOfRange)
+	}
 	return make([]byte, on), nil
 }
 

@@ -107,6 +107,22 @@ func typedScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 	if !bytes.Equal(w.Bytes(), before) {
 		return fmt.Errorf("a rejected typed put changed a window")
 	}
+	// A target layout whose entries overlap carries more bytes than any
+	// window holds: refused before a packed buffer of that size is made
+	// (2^50 bytes here; allocating it would end the process).
+	same, err := ddt.IndexedBlock(1, make([]int, 1<<10), ddt.Byte)
+	if err != nil {
+		return err
+	}
+	if err := same.Commit(); err != nil {
+		return err
+	}
+	if err := w.PutTyped(right, 0, origin, 1<<50, ddt.Byte, 1<<40, same); !errors.Is(err, ErrOutOfRange) {
+		return fmt.Errorf("typed put of a 2^50-byte overlapping layout: %v", err)
+	}
+	if err := w.GetTyped(ctx, right, 0, origin, 1<<50, ddt.Byte, 1<<40, same); !errors.Is(err, ErrOutOfRange) {
+		return fmt.Errorf("typed get of a 2^50-byte overlapping layout: %v", err)
+	}
 	raw, _ := ddt.Vector(2, 1, 2, ddt.Int64)
 	if err := w.PutTyped(right, 0, origin, 1, raw, 2, ddt.Int64); !errors.Is(err, ErrInvalid) {
 		return fmt.Errorf("typed put with uncommitted type: %v", err)
