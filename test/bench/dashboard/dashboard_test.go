@@ -324,7 +324,7 @@ func TestRunCheck(t *testing.T) {
 	}
 }
 
-// TestBaselineParses: the transcribed figures load and give every target
+// TestBaselineParses: the committed run's figures load and give every target
 // a status.
 func TestBaselineParses(t *testing.T) {
 	rs, err := loadDir("testdata/baseline")
@@ -338,5 +338,14 @@ func TestBaselineParses(t *testing.T) {
 		if _, st, err := tg.evaluate(by); err != nil || st == statusNoData {
 			t.Errorf("target %q: %q, %v", tg.What, st, err)
 		}
+	}
+}
+
+// TestPageMatchesBaseline: docs/PERFORMANCE.md shows exactly the figures of
+// the run committed in testdata/baseline, so no table is edited by hand.
+func TestPageMatchesBaseline(t *testing.T) {
+	var stderr bytes.Buffer
+	if err := run([]string{"-check", "-doc", "../../../docs/PERFORMANCE.md", "testdata/baseline"}, &stderr); err != nil {
+		t.Fatalf("docs/PERFORMANCE.md differs from testdata/baseline: %v\n%s", err, &stderr)
 	}
 }
