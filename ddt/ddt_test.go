@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/weft-hpc/weft/internal/testenv"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -422,7 +423,7 @@ func TestCursor(t *testing.T) {
 // Commit fails, and what Compiled and JITPending report. Those settings are
 // process-wide, so the body runs in a child process (inChild).
 func TestJITMode(t *testing.T) {
-	if !inChild(t, "TestJITMode") {
+	if !testenv.InChild(t, "TestJITMode") {
 		return
 	}
 	m := mustT(t)

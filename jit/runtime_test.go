@@ -160,7 +160,7 @@ func TestGCDuringLongPacks(t *testing.T) {
 // registers its compiler with ddt, which is process-wide, so the body runs
 // in a child process (inChild).
 func TestForcedFallback(t *testing.T) {
-	if !inChild(t, "TestForcedFallback") {
+	if !testenv.InChild(t, "TestForcedFallback") {
 		return
 	}
 	c := &compiler{force: true, noExec: true}

@@ -490,38 +490,13 @@ func TestSSHPathAddressAndSecret(t *testing.T) {
 			t.Errorf("rank %d did not get the job secret (want %q):\n%s", r, want, out.String())
 		}
 	}
-	if leaks, seen := secretExposed(j.secret); len(leaks) > 0 || seen == 0 {
+	if leaks, seen := proctest.SecretExposed(j.secret); len(leaks) > 0 || seen == 0 {
 		t.Errorf("job secret readable by other users in %v (found in %d owner-only files)", leaks, seen)
 	}
 	os.WriteFile(done, nil, 0o600)
 	if err := j.Wait(); err != nil {
 		t.Errorf("%v\n%s", err, out.String())
 	}
-}
-
-// secretExposed lists /proc files (command lines, environments) that hold
-// secret and that users other than the owner may read; seen counts the
-// owner-only ones that hold it (the ranks' environments).
-func secretExposed(secret string) (leaks []string, seen int) {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		for _, f := range []string{"cmdline", "environ"} {
-			path := filepath.Join("/proc", e.Name(), f)
-			b, err := os.ReadFile(path)
-			if err != nil || !strings.Contains(string(b), secret) {
-				continue
-			}
-			if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o044 != 0 {
-				leaks = append(leaks, path+": "+strings.ReplaceAll(string(b), "\x00", " "))
-			} else {
-				seen++
-			}
-		}
-	}
-	return leaks, seen
 }
 
 func TestPMIAddresses(t *testing.T) {

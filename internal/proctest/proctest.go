@@ -17,6 +17,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -193,4 +194,29 @@ func (r *Recorder) Logf(format string, args ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.Logs = append(r.Logs, fmt.Sprintf(format, args...))
+}
+
+// SecretExposed lists the /proc files (command lines, environments) that
+// hold secret and that users other than the owner may read; seen counts the
+// owner-only ones that hold it (a rank's own environment).
+func SecretExposed(secret string) (leaks []string, seen int) {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		for _, f := range []string{"cmdline", "environ"} {
+			path := filepath.Join("/proc", e.Name(), f)
+			b, err := os.ReadFile(path)
+			if err != nil || !strings.Contains(string(b), secret) {
+				continue
+			}
+			if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o044 != 0 {
+				leaks = append(leaks, path+": "+strings.ReplaceAll(string(b), "\x00", " "))
+			} else {
+				seen++
+			}
+		}
+	}
+	return leaks, seen
 }

@@ -194,7 +194,7 @@ func TestSSHSecretNotExposed(t *testing.T) {
 	if m == nil || len(m[1]) != 32 || !strings.Contains(out.String(), "[1] secret:"+m[1]+"\n") {
 		t.Fatalf("ranks did not both get a job secret:\n%s%s", out.String(), errb.String())
 	}
-	if leaks, seen := secretExposed(m[1]); len(leaks) > 0 || seen == 0 {
+	if leaks, seen := proctest.SecretExposed(m[1]); len(leaks) > 0 || seen == 0 {
 		t.Errorf("job secret readable by other users in %v (found in %d owner-only files)", leaks, seen)
 	}
 	os.WriteFile(done, nil, 0o600)
@@ -203,29 +203,4 @@ func TestSSHSecretNotExposed(t *testing.T) {
 	} else if waitErr != nil {
 		t.Errorf("fabrun: %v\n%s%s", waitErr, out.String(), errb.String())
 	}
-}
-
-// secretExposed lists /proc files (command lines, environments) that hold
-// secret and that users other than the owner may read; seen counts the
-// owner-only ones that hold it (the ranks' environments).
-func secretExposed(secret string) (leaks []string, seen int) {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		for _, f := range []string{"cmdline", "environ"} {
-			path := filepath.Join("/proc", e.Name(), f)
-			b, err := os.ReadFile(path)
-			if err != nil || !strings.Contains(string(b), secret) {
-				continue
-			}
-			if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o044 != 0 {
-				leaks = append(leaks, path+": "+strings.ReplaceAll(string(b), "\x00", " "))
-			} else {
-				seen++
-			}
-		}
-	}
-	return leaks, seen
 }

@@ -30,8 +30,8 @@ var processSetters = map[string]bool{
 // runs in a re-executed test binary of its own.
 var globalExceptions = map[string]string{
 	"fabric/checkDefaults":   "child process of TestProcessDefaults",
-	"ddt/TestJITMode":        "body runs in a child process (inChild)",
-	"jit/TestForcedFallback": "body runs in a child process (inChild)",
+	"ddt/TestJITMode":        "body runs in a child process (testenv.InChild)",
+	"jit/TestForcedFallback": "body runs in a child process (testenv.InChild)",
 	"jit/weftJITOffChild":    "child process of TestWEFTJITOff",
 }
 

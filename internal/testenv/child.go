@@ -1,4 +1,4 @@
-package jit
+package testenv
 
 import (
 	"bytes"
@@ -9,15 +9,16 @@ import (
 	"time"
 )
 
-// childEnv marks a test binary run by inChild.
-const childEnv = "WEFT_JIT_TEST_CHILD"
+// childEnv marks a test binary run by InChild.
+const childEnv = "WEFT_TEST_CHILD"
 
-// inChild lets a test that changes process-wide settings (the registered
-// compiler, ddt's default JIT mode) run its body in a child process: in the
-// test process it runs the binary again with only the test name (in
-// parallel with other tests), checks that the child passed and returns
-// false; in the child it returns true and the caller goes on.
-func inChild(t *testing.T, name string) bool {
+// InChild lets a test that changes process-wide settings (a default mode,
+// a registered compiler) run its body in a child process, so the parallel
+// tests of the parent see nothing of it. In the test process it runs the
+// binary again with only the test name (in parallel with other tests),
+// checks that the child passed and returns false; in the child it returns
+// true and the caller goes on.
+func InChild(t *testing.T, name string) bool {
 	t.Helper()
 	if os.Getenv(childEnv) == name {
 		return true
