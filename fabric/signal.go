@@ -117,7 +117,7 @@ type SignalSink struct {
 	mem      []byte
 	slotBits int
 	stage    []uint64 // per origin: high half, low half (bit 32: present)
-	applied  uint64
+	applied  atomic.Uint64
 }
 
 // NewSignalSink makes a sink over mem, which must be 8-byte aligned and is
@@ -145,7 +145,10 @@ func NewSignalSink(mem []byte, origins int) (*SignalSink, error) {
 func (s *SignalSink) SlotBits() int { return s.slotBits }
 
 // Applied counts the signals stored so far.
-func (s *SignalSink) Applied() uint64 { return s.applied }
+//
+// It may be read while another goroutine polls a CQ into the sink (a
+// blocked call of another layer driving this one's progress).
+func (s *SignalSink) Applied() uint64 { return s.applied.Load() }
 
 // args are the sink's C arguments: memory, slots, slot bits, stage, origins.
 func (s *SignalSink) args() (*C.uint64_t, C.uint64_t, C.int, *C.uint64_t, C.uint64_t) {
@@ -163,7 +166,9 @@ func (s *SignalSink) Apply(c []Completion) int {
 	mem, nslots, sb, stage, norig := s.args()
 	var applied C.uint64_t
 	k := C.weft_sig_apply((*C.struct_weft_comp)(unsafe.Pointer(&c[0])), C.size_t(len(c)), mem, nslots, sb, stage, norig, &applied)
-	s.applied += uint64(applied)
+	if applied != 0 {
+		s.applied.Add(uint64(applied))
+	}
 	return int(k)
 }
 
@@ -228,7 +233,9 @@ func (c *CQ) signals(s *SignalSink, word *uint64, want uint64, out []Completion,
 		ret = C.weft_cq_signals(C.uintptr_t(c.fid), mem, nslots, sb, stage, norig, &applied,
 			(*C.uint64_t)(unsafe.Pointer(word)), C.uint64_t(want), comp, cnt, spinArg(spins), c.pace)
 	}
-	s.applied += uint64(applied)
+	if applied != 0 {
+		s.applied.Add(uint64(applied))
+	}
 	if ret >= 0 {
 		return ret>>32 != 0, int(ret & 0xffffffff), nil
 	}
