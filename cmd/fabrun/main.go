@@ -21,10 +21,11 @@
 // and exits without PMI finalize, the other ranks get SIGTERM and, after the
 // kill grace, SIGKILL; fabrun prints which rank failed and exits with its
 // status (128+signal for a signal, 1 for a missing finalize). --timeout ends
-// the job the same way with status 124, after asking local ranks for their
-// goroutine stacks (SIGQUIT to each of their processes that catches it, as
-// every Go program does; --timeout-stacks=false skips this). SIGUSR1 to
-// fabrun asks local weft ranks for their stacks without ending the job.
+// the job the same way with status 124, after asking the ranks for their
+// goroutine stacks (SIGQUIT to each rank process that catches it, as every
+// Go program does, through the remote wrapper for ssh ranks; SIGUSR1 through
+// srun under Slurm; --timeout-stacks=false skips this). SIGUSR1 to fabrun
+// asks weft ranks for their stacks without ending the job.
 // From a stack request on, output lines are tagged "[rank] ". Usage errors
 // exit with status 2.
 //
@@ -364,7 +365,7 @@ func fabrun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		for sig := range sigs {
 			if sig == syscall.SIGUSR1 {
 				if job.DumpStacks() == 0 {
-					fmt.Fprintln(stderr, "fabrun: SIGUSR1: no process of the job catches SIGUSR1 (stack dumps reach local weft ranks only)")
+					fmt.Fprintln(stderr, "fabrun: SIGUSR1: no rank was asked for its stacks (no local rank process catches SIGUSR1, or every rank has ended)")
 				}
 				continue
 			}

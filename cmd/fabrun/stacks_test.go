@@ -22,8 +22,10 @@ import (
 // prints "rank N up" and blocks in hangHere. With
 // WEFT_FABRUN_TEST_RELEASE=1, rank 0 leaves hangHere when a line arrives on
 // its stdin and the others once rank 0 joins their fence; the job then
-// finalizes and every rank prints "rank N done". Without it, hangHere
-// blocks until the rank is killed (or 60 s pass).
+// finalizes and every rank prints "rank N done". WEFT_FABRUN_TEST_RELEASE_FILE
+// does the same with rank 0 waiting for that file to exist instead (ssh
+// ranks have no stdin). Without either, hangHere blocks until the rank is
+// killed (or 60 s pass).
 func hangRank() int {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -33,7 +35,7 @@ func hangRank() int {
 		return 2
 	}
 	fmt.Printf("rank %d up\n", b.Rank())
-	if err := hangHere(ctx, b, os.Getenv("WEFT_FABRUN_TEST_RELEASE") == "1"); err != nil {
+	if err := hangHere(ctx, b, os.Getenv("WEFT_FABRUN_TEST_RELEASE") == "1", os.Getenv("WEFT_FABRUN_TEST_RELEASE_FILE")); err != nil {
 		fmt.Fprintln(os.Stderr, "rank:", err)
 		return 2
 	}
@@ -48,12 +50,23 @@ func hangRank() int {
 // hangHere is the function the stack dumps must show.
 //
 //go:noinline
-func hangHere(ctx context.Context, b bootstrap.Bootstrap, release bool) error {
-	if !release {
+func hangHere(ctx context.Context, b bootstrap.Bootstrap, release bool, releaseFile string) error {
+	if !release && releaseFile == "" {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	if b.Rank() == 0 {
+	if b.Rank() == 0 && releaseFile != "" {
+		for {
+			if _, err := os.Stat(releaseFile); err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for %s: %w", releaseFile, ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	} else if b.Rank() == 0 {
 		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
 			return fmt.Errorf("waiting for the release line: %w", err)
 		}

@@ -394,7 +394,7 @@ func (j *Job) startRanks() error {
 	}
 	// Launcher defaults first: the launcher's environment and Config.Env
 	// override them.
-	env := append([]string{StacksEnv + "=1"}, baseEnv()...)
+	env := append([]string{stacksEnvEntry()}, baseEnv()...)
 	if cfg.Provider != "" {
 		env = append(env, "WEFT_PROVIDER="+cfg.Provider)
 	}

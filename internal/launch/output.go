@@ -69,7 +69,7 @@ func (o *outputs) copy(r *os.File, w io.Writer, id int) {
 	defer o.wg.Done()
 	var src io.Reader = r
 	startOfLine := true
-	if !o.tag {
+	if !o.tag && id >= 0 {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := r.Read(buf)
@@ -94,7 +94,11 @@ func (o *outputs) copy(r *os.File, w io.Writer, id int) {
 		if len(line) > 0 {
 			p := prefix
 			if id < 0 && startOfLine {
-				p, line = relabel(line)
+				// srun always labels its tasks' lines; untagged output
+				// drops the label until a stack dump forces tags.
+				if p, line = relabel(line); !o.tag && !o.forced.Load() {
+					p = nil
+				}
 			}
 			if !startOfLine {
 				p = nil

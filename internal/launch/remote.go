@@ -8,15 +8,26 @@ import (
 // remoteWrapper first reads the job secret, the one line fabrun writes to
 // the ssh client's stdin, into the rank's environment (so it never appears
 // in a command line). It then runs the rank program in its own process group
-// on the remote host and kills that group when the ssh connection's stdin
-// reaches EOF (the local ssh client exited or was killed). It exits with the
-// program's status.
+// on the remote host and keeps reading stdin, the lifeline, line by line:
+// "quit" sends SIGQUIT and "usr1" sends SIGUSR1 to the program, but only
+// when the program catches that signal (its /proc/PID/status SigCgt mask
+// says so: a Go program does, a shell or a C program would die, or dump
+// core); other lines are ignored. When the lifeline reaches EOF (the local
+// ssh client exited or was killed, or fabrun closed it) the wrapper kills
+// the program's group. It exits with the program's status.
 const remoteWrapper = `IFS= read -r WEFT_PMI_SECRET || { echo "weft-rank: no job secret on stdin" >&2; exit 125; }
 export WEFT_PMI_SECRET
 exec 3<&0
 if command -v setsid >/dev/null 2>&1; then setsid "$@" </dev/null & else "$@" </dev/null & fi
 p=$!
-{ cat <&3 >/dev/null; kill -TERM -$p || kill -TERM $p; sleep 1; kill -KILL -$p || kill -KILL $p; } >/dev/null 2>&1 &
+{
+while IFS= read -r c <&3; do
+case $c in quit) s=QUIT b=4;; usr1) s=USR1 b=512;; *) continue;; esac
+m=$(sed -n 's/^SigCgt:[[:space:]]*//p' /proc/$p/status 2>/dev/null)
+m=${m#"${m%???}"}
+case $m in ???) [ $((0x$m & b)) -ne 0 ] && kill -$s $p;; esac
+done
+kill -TERM -$p || kill -TERM $p; sleep 1; kill -KILL -$p || kill -KILL $p; } >/dev/null 2>&1 &
 w=$!
 exec 3<&-
 wait $p
@@ -24,6 +35,13 @@ s=$?
 kill $w 2>/dev/null
 kill -KILL -$p 2>/dev/null
 exit $s`
+
+// Lifeline commands: a line fabrun writes to an ssh rank's stdin after the
+// job secret asks the remote wrapper to signal the rank (remoteWrapper).
+const (
+	lifelineQuit = "quit\n" // SIGQUIT: a Go program writes its stacks and exits
+	lifelineUSR1 = "usr1\n" // SIGUSR1: a weft rank writes its stacks and carries on
+)
 
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string {
@@ -40,7 +58,7 @@ func shellQuote(s string) string {
 // by every user of both machines.
 func sshCommand(cfg Config, host string, env, rankEnv []string) *exec.Cmd {
 	words := []string{"cd", shellQuote(cfg.Dir), "2>/dev/null;", "exec", "env"}
-	for _, kv := range append(append([]string{}, env...), rankEnv...) {
+	for _, kv := range append(append([]string{stacksEnvEntry()}, env...), rankEnv...) {
 		words = append(words, shellQuote(kv))
 	}
 	words = append(words, "sh", "-c", shellQuote(remoteWrapper), "weft-rank")
@@ -54,10 +72,9 @@ func sshCommand(cfg Config, host string, env, rankEnv []string) *exec.Cmd {
 // slurmCommand builds the srun command line for the slurm launcher.
 func slurmCommand(cfg Config) *exec.Cmd {
 	args := append([]string{}, cfg.Srun[1:]...)
-	args = append(args, "--mpi=pmi2", "--kill-on-bad-exit=1", "--input=0", "-n", itoa(cfg.NP))
-	if cfg.TagOutput {
-		args = append(args, "--label")
-	}
+	// Always --label: the output copier drops the labels unless the output
+	// is tagged, which a stack dump turns on while the job runs.
+	args = append(args, "--mpi=pmi2", "--kill-on-bad-exit=1", "--input=0", "--label", "-n", itoa(cfg.NP))
 	args = append(args, "--")
 	args = append(args, cfg.Argv...)
 	return exec.Command(cfg.Srun[0], args...)

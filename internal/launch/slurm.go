@@ -15,7 +15,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // task that failed, so the job's error can name that rank and status.
 func (j *Job) startSlurm() error {
 	cmd := slurmCommand(j.cfg)
-	env := baseEnv()
+	env := append([]string{stacksEnvEntry()}, baseEnv()...)
 	env = append(env, providerEnv(j.cfg)...)
 	env = append(env, j.cfg.Env...)
 	cmd.Env = env
