@@ -74,25 +74,6 @@ func hangHere(ctx context.Context, b bootstrap.Bootstrap, release bool, releaseF
 	return b.Fence(ctx)
 }
 
-// missingStacks returns the ranks below np for which out has no line
-// tagged "[rank] " that shows a hangHere frame.
-func missingStacks(out string, np int) []int {
-	var missing []int
-	for r := range np {
-		found := false
-		for _, l := range strings.Split(out, "\n") {
-			if strings.HasPrefix(l, fmt.Sprintf("[%d] ", r)) && strings.Contains(l, ".hangHere(") {
-				found = true
-				break
-			}
-		}
-		if !found {
-			missing = append(missing, r)
-		}
-	}
-	return missing
-}
-
 // TestTimeoutDumpsStacks: when --timeout ends a hung job, every rank first
 // writes its goroutine stacks, each line tagged with its rank even without
 // --tag-output; fabrun still exits 124 and leaves nothing behind.
@@ -106,7 +87,7 @@ func TestTimeoutDumpsStacks(t *testing.T) {
 	if r.Code != 124 || !strings.Contains(r.Stderr, "fabrun: job timed out after 2s") {
 		t.Fatalf("exit %d after %v, want 124 and the timeout named\n%s%s", r.Code, r.Took, r.Stdout, r.Stderr)
 	}
-	if m := missingStacks(r.Stderr, 3); len(m) > 0 {
+	if m := stacksMissing(r.Stderr, 3); len(m) > 0 {
 		t.Errorf("no tagged stack with hangHere from ranks %v in:\n%s", m, r.Stderr)
 	}
 	if r.Took > 6*time.Second {
@@ -198,7 +179,7 @@ func TestSIGUSR1DumpsStacks(t *testing.T) {
 		killMarked(mark)
 	})
 	out := watchLines(so, func(s string) bool { return strings.Count(s, " up\n") == np })
-	errs := watchLines(se, func(s string) bool { return len(missingStacks(s, np)) == 0 })
+	errs := watchLines(se, func(s string) bool { return len(stacksMissing(s, np)) == 0 })
 	deadline := time.After(10 * time.Second)
 	select {
 	case <-out.hit:
@@ -211,7 +192,7 @@ func TestSIGUSR1DumpsStacks(t *testing.T) {
 	select {
 	case <-errs.hit:
 	case <-deadline:
-		t.Fatalf("no tagged stacks with hangHere from ranks %v after SIGUSR1\n%s%s", missingStacks(errs.String(), np), out, errs)
+		t.Fatalf("no tagged stacks with hangHere from ranks %v after SIGUSR1\n%s%s", stacksMissing(errs.String(), np), out, errs)
 	}
 	if _, err := io.WriteString(stdin, "go\n"); err != nil {
 		t.Fatal(err)
@@ -239,3 +220,7 @@ func TestSIGUSR1DumpsStacks(t *testing.T) {
 		t.Errorf("processes left behind: %v", left)
 	}
 }
+
+// stacksMissing returns the ranks below np without a line tagged "[rank] "
+// that shows a hangHere frame.
+func stacksMissing(out string, np int) []int { return proctest.RanksWithout(out, ".hangHere(", np) }

@@ -220,3 +220,24 @@ func SecretExposed(secret string) (leaks []string, seen int) {
 	}
 	return leaks, seen
 }
+
+// RanksWithout returns the ranks below np for which out has no line tagged
+// "[rank] " that contains frame (a function of a goroutine stack dump,
+// e.g. ".hangHere(").
+func RanksWithout(out, frame string, np int) []int {
+	var missing []int
+	lines := strings.Split(out, "\n")
+	for r := range np {
+		tag, found := fmt.Sprintf("[%d] ", r), false
+		for _, l := range lines {
+			if strings.HasPrefix(l, tag) && strings.Contains(l, frame) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			missing = append(missing, r)
+		}
+	}
+	return missing
+}

@@ -126,7 +126,7 @@ func TestSlurm(t *testing.T) {
 	if r.Code != 124 || !strings.Contains(r.Stderr, "fabrun: job timed out after 4s") {
 		t.Errorf("hung job under Slurm: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if m := missingStacks(r.Stderr, 2); len(m) > 0 {
+	if m := stacksMissing(r.Stderr, 2); len(m) > 0 {
 		t.Errorf("no tagged stack with hangHere from Slurm ranks %v in:\n%s%s", m, r.Stdout, r.Stderr)
 	}
 	t.Logf("salloc fabrun --timeout 4s, hung weft ranks: %v", r.Took)

@@ -39,25 +39,6 @@ func hangBinary(t *testing.T) string {
 	return hangPath
 }
 
-// missingStacks returns the ranks below np without a line tagged "[rank] "
-// that shows a hangHere frame.
-func missingStacks(out string, np int) []int {
-	var missing []int
-	for r := range np {
-		found := false
-		for _, l := range strings.Split(out, "\n") {
-			if strings.HasPrefix(l, fmt.Sprintf("[%d] ", r)) && strings.Contains(l, ".hangHere(") {
-				found = true
-				break
-			}
-		}
-		if !found {
-			missing = append(missing, r)
-		}
-	}
-	return missing
-}
-
 // TestSSHTimeoutDumpsStacks: --timeout on a hung ssh job makes every remote
 // rank write its goroutine stacks (the remote wrapper forwards SIGQUIT),
 // tagged with its rank; fabrun exits 124 and nothing is left behind.
@@ -71,7 +52,7 @@ func TestSSHTimeoutDumpsStacks(t *testing.T) {
 	if r.Code != 124 || !strings.Contains(r.Stderr, "fabrun: job timed out after 4s") {
 		t.Fatalf("exit %d after %v, want 124\n%s%s", r.Code, r.Took, r.Stdout, r.Stderr)
 	}
-	if m := missingStacks(r.Stderr, 2); len(m) > 0 {
+	if m := stacksMissing(r.Stderr, 2); len(m) > 0 {
 		t.Errorf("no tagged stack with hangHere from ssh ranks %v in:\n%s%s", m, r.Stdout, r.Stderr)
 	}
 	if r.Took > 9*time.Second {
@@ -131,8 +112,8 @@ func TestSSHSIGUSR1DumpsStacks(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
-	if !waitFor(func() bool { return len(missingStacks(errb.String(), np)) == 0 }) {
-		t.Fatalf("no tagged stacks with hangHere from ssh ranks %v after SIGUSR1\n%s%s", missingStacks(errb.String(), np), out.String(), errb.String())
+	if !waitFor(func() bool { return len(stacksMissing(errb.String(), np)) == 0 }) {
+		t.Fatalf("no tagged stacks with hangHere from ssh ranks %v after SIGUSR1\n%s%s", stacksMissing(errb.String(), np), out.String(), errb.String())
 	}
 	if err := os.WriteFile(release, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -152,3 +133,7 @@ func TestSSHSIGUSR1DumpsStacks(t *testing.T) {
 		}
 	}
 }
+
+// stacksMissing returns the ranks below np without a line tagged "[rank] "
+// that shows a hangHere frame.
+func stacksMissing(out string, np int) []int { return proctest.RanksWithout(out, ".hangHere(", np) }
