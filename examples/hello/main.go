@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -133,22 +134,17 @@ func run() error {
 	if err := ep.Recv(recvBuf.Bytes(), recvBuf.Desc(), fabric.AddrUnspec, ctxRecv); err != nil {
 		return fail(fmt.Errorf("post receive: %w", err))
 	}
+	var got struct{ recv, send bool }
 	send := func(v uint64) error {
 		binary.LittleEndian.PutUint64(sendBuf.Bytes(), v)
-		for {
-			err := ep.Send(sendBuf.Bytes(), sendBuf.Desc(), right, ctxSend)
-			if err == nil {
-				return nil
-			}
-			if !errors.Is(err, fabric.ErrAgain) {
-				return fmt.Errorf("send to rank %d: %w", (rank+1)%size, err)
-			}
-			if _, err := drain(ctx, cq, nil); err != nil {
-				return err
-			}
+		err := retrySend(ctx, cq, &got, func() error {
+			return ep.Send(sendBuf.Bytes(), sendBuf.Desc(), right, ctxSend)
+		})
+		if err != nil {
+			return fmt.Errorf("send to rank %d: %w", (rank+1)%size, err)
 		}
+		return nil
 	}
-	var got struct{ recv, send bool }
 	if rank == 0 {
 		if err := send(1); err != nil {
 			return fail(err)
@@ -186,6 +182,36 @@ func run() error {
 	return j.Finalize()
 }
 
+// cqReader is the non-blocking half of *fabric.CQ that retrySend uses.
+type cqReader interface {
+	Read(out []fabric.Completion) (int, error)
+}
+
+// retrySend posts with post until the provider stops answering ErrAgain.
+// In between it reads the CQ once without waiting: that drives the
+// provider's progress (shm answers ErrAgain to the first send to a peer
+// until its connection request has been handled) and records completions
+// in got. Waiting for a completion instead would stall every refused send
+// for the whole wait, since the refused send itself never completes.
+func retrySend(ctx context.Context, cq cqReader, got *struct{ recv, send bool }, post func() error) error {
+	var comps [8]fabric.Completion
+	for {
+		err := post()
+		if err == nil || !errors.Is(err, fabric.ErrAgain) {
+			return err
+		}
+		n, err := cq.Read(comps[:])
+		if err != nil {
+			return fmt.Errorf("completion queue: %w", err)
+		}
+		record(comps[:n], got)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		runtime.Gosched()
+	}
+}
+
 // drain polls the CQ once (waiting up to a short while for a completion) and
 // records which operations finished.
 func drain(ctx context.Context, cq *fabric.CQ, got *struct{ recv, send bool }) (int, error) {
@@ -199,10 +225,13 @@ func drain(ctx context.Context, cq *fabric.CQ, got *struct{ recv, send bool }) (
 		}
 		return 0, fmt.Errorf("completion queue: %w", err)
 	}
-	for _, c := range comps[:n] {
-		if got == nil {
-			continue
-		}
+	record(comps[:n], got)
+	return n, nil
+}
+
+// record notes in got which operations the completions cs finished.
+func record(cs []fabric.Completion, got *struct{ recv, send bool }) {
+	for _, c := range cs {
 		switch c.Context {
 		case ctxRecv:
 			got.recv = true
@@ -210,5 +239,4 @@ func drain(ctx context.Context, cq *fabric.CQ, got *struct{ recv, send bool }) (
 			got.send = true
 		}
 	}
-	return n, nil
 }
