@@ -1,0 +1,416 @@
+// Package shmring is a single-producer single-consumer ring of 64-byte
+// cells in a caller-provided memory region: a /dev/shm or memfd mapping
+// shared by two processes of one node, or ordinary memory shared by two
+// goroutines of one process. Small messages travel inline in the cells, so
+// nothing is registered and nothing is allocated on the hot path.
+//
+// # Memory layout
+//
+// A region of Layout(cells) bytes, 64-byte aligned, holds (offsets in
+// bytes, every integer little-endian as the machine stores it):
+//
+//	0    config line (written by Init, read once by each attach)
+//	     0  magic      uint64  "weftring"
+//	     8  version    uint32
+//	     12 cell size  uint32  always 64
+//	     16 cells      uint32  a power of two, at least 2
+//	     20 max inline uint32  largest payload, in bytes
+//	64   read line: the consumer's position (uint64, cells consumed so
+//	     far); written only by the consumer, read by the producer only
+//	     when the ring looks full (it keeps a cached copy)
+//	128  spare line (keeps the read line apart from the cells)
+//	192  cells[cells], 64 bytes each
+//
+// Positions count cells from 0 and never wrap; position p lives in cell
+// p mod cells. Every cell starts with a sequence word, p+1 for the cell
+// written at position p, so a cell left from an earlier lap (or the zeroes
+// of Init) never matches. A message of n bytes at position p takes
+// CellsFor(n) consecutive cells (wrapping past the last cell to the first):
+//
+//	first cell   0 seq uint64 | 8 user uint64 | 16 length uint32 | 20 flags
+//	             uint32 (0) | 24 the first 40 payload bytes
+//	next cells   0 seq uint64 | 8 the next 56 payload bytes
+//
+// # Ordering and crash safety
+//
+// The producer writes every cell of a message, then publishes it with one
+// atomic store: the sequence word of its first cell. The consumer observes
+// a message with one atomic load of that word; it reads nothing else until
+// the load shows p+1, so it never delivers a message half written: a
+// producer that dies before the final store leaves nothing visible. A
+// batch (TrySendv) writes every message, the later ones' sequence words
+// included, and stores the first message's sequence word last, so one
+// store publishes them all. The consumer stores its position once per
+// message received; the producer reads it only when its cached copy says
+// the ring is full.
+//
+// The producer keeps no state in the region: NewProducer finds its
+// position by walking the published messages from the consumer's
+// position, then clears the sequence words of every cell past them (a
+// producer that died mid-batch may have left words valid for this lap
+// there), so a producer may attach after Init, after a previous producer
+// stopped, or after one died mid-message.
+//
+// At most one Producer and one Consumer may use a region at a time; the
+// package does not check that.
+package shmring
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/weft-hpc/weft/errs"
+)
+
+// Layout constants.
+const (
+	// CellSize is the size of one cell, one cache line.
+	CellSize = 64
+	// FirstPayload is the payload a message's first cell carries.
+	FirstPayload = CellSize - 24
+	// NextPayload is the payload each further cell carries.
+	NextPayload = CellSize - 8
+	// DefaultMaxInline is a usual maximum message size: 4 KiB.
+	DefaultMaxInline = 4096
+	// MaxCells bounds the number of cells of a ring (1 GiB of cells).
+	MaxCells = 1 << 24
+
+	headerBytes = 3 * CellSize
+	offRead     = CellSize
+	magic       = 0x676e697274666577 // "weftring" little-endian
+	version     = 1
+)
+
+var (
+	// ErrInvalid reports a bad argument or a region that is not a valid
+	// initialised ring (wrong magic, version, sizes or alignment).
+	ErrInvalid = errs.ErrInvalid
+	// ErrTruncated reports a received message longer than the buffer; the
+	// message was consumed and the buffer holds its first bytes.
+	ErrTruncated = errs.ErrTruncated
+	// ErrTooLarge reports a message longer than the ring's maximum inline
+	// size. It wraps ErrInvalid.
+	ErrTooLarge = fmt.Errorf("shmring: message too large: %w", errs.ErrInvalid)
+	// ErrCorrupt reports a published message whose header is impossible
+	// (a length past the maximum): the region was overwritten by something
+	// other than a Producer. It wraps ErrInvalid.
+	ErrCorrupt = fmt.Errorf("shmring: corrupt ring: %w", errs.ErrInvalid)
+)
+
+// Layout returns the size in bytes of a region holding a ring of cells
+// cells, or -1 when cells is not a power of two between 2 and MaxCells.
+func Layout(cells int) int {
+	if !validCells(cells) {
+		return -1
+	}
+	return headerBytes + cells*CellSize
+}
+
+// CellsFor returns the number of cells a message of n payload bytes takes.
+func CellsFor(n int) int {
+	if n <= FirstPayload {
+		return 1
+	}
+	return 1 + (n-FirstPayload+NextPayload-1)/NextPayload
+}
+
+// MaxInlineFor returns the largest maxInline Init accepts for cells cells:
+// the largest message that fits in half of the ring.
+func MaxInlineFor(cells int) int {
+	if !validCells(cells) {
+		return -1
+	}
+	return FirstPayload + (cells/2-1)*NextPayload
+}
+
+func validCells(cells int) bool {
+	return cells >= 2 && cells <= MaxCells && bits.OnesCount(uint(cells)) == 1
+}
+
+// Init initialises mem as an empty ring of cells cells whose messages hold
+// up to maxInline bytes. mem must be 64-byte aligned and at least
+// Layout(cells) bytes; maxInline must lie in [0, MaxInlineFor(cells)]. Init
+// zeroes the region's first Layout(cells) bytes; no Producer or Consumer
+// may be attached while it runs.
+func Init(mem []byte, cells, maxInline int) error {
+	if !validCells(cells) {
+		return fmt.Errorf("shmring: Init: %d cells: want a power of two in [2, %d]: %w", cells, MaxCells, ErrInvalid)
+	}
+	if maxInline < 0 || maxInline > MaxInlineFor(cells) {
+		return fmt.Errorf("shmring: Init: max inline %d: want [0, %d] for %d cells: %w", maxInline, MaxInlineFor(cells), cells, ErrInvalid)
+	}
+	size := Layout(cells)
+	if err := checkMem(mem, size); err != nil {
+		return fmt.Errorf("shmring: Init: %w", err)
+	}
+	clear(mem[:size])
+	binary.LittleEndian.PutUint32(mem[8:], version)
+	binary.LittleEndian.PutUint32(mem[12:], CellSize)
+	binary.LittleEndian.PutUint32(mem[16:], uint32(cells))
+	binary.LittleEndian.PutUint32(mem[20:], uint32(maxInline))
+	// The magic last: a region whose Init was cut short does not attach.
+	atomic.StoreUint64(word(mem, 0), magic)
+	return nil
+}
+
+func checkMem(mem []byte, size int) error {
+	if len(mem) < size {
+		return fmt.Errorf("region of %d bytes, want at least %d: %w", len(mem), size, ErrInvalid)
+	}
+	if uintptr(unsafe.Pointer(unsafe.SliceData(mem)))%CellSize != 0 {
+		return fmt.Errorf("region not %d-byte aligned: %w", CellSize, ErrInvalid)
+	}
+	return nil
+}
+
+// word returns the uint64 at byte offset off of mem (8-byte aligned, in
+// bounds: the callers check).
+func word(mem []byte, off int) *uint64 {
+	return (*uint64)(unsafe.Pointer(&mem[off]))
+}
+
+// ring is the state both ends derive from a validated region.
+type ring struct {
+	mem       []byte // exactly Layout(cells) bytes
+	cells     []byte // mem[headerBytes:]
+	mask      uint64
+	maxInline int
+	read      *uint64
+}
+
+func attach(mem []byte, who string) (ring, error) {
+	if err := checkMem(mem, headerBytes); err != nil {
+		return ring{}, fmt.Errorf("shmring: %s: %w", who, err)
+	}
+	if m := atomic.LoadUint64(word(mem, 0)); m != magic {
+		return ring{}, fmt.Errorf("shmring: %s: bad magic %#x (region not initialised): %w", who, m, ErrInvalid)
+	}
+	if v := binary.LittleEndian.Uint32(mem[8:]); v != version {
+		return ring{}, fmt.Errorf("shmring: %s: version %d, want %d: %w", who, v, version, ErrInvalid)
+	}
+	if c := binary.LittleEndian.Uint32(mem[12:]); c != CellSize {
+		return ring{}, fmt.Errorf("shmring: %s: cell size %d, want %d: %w", who, c, CellSize, ErrInvalid)
+	}
+	cells := int(binary.LittleEndian.Uint32(mem[16:]))
+	if !validCells(cells) {
+		return ring{}, fmt.Errorf("shmring: %s: %d cells: %w", who, cells, ErrInvalid)
+	}
+	maxInline := int(binary.LittleEndian.Uint32(mem[20:]))
+	if maxInline > MaxInlineFor(cells) {
+		return ring{}, fmt.Errorf("shmring: %s: max inline %d past %d for %d cells: %w", who, maxInline, MaxInlineFor(cells), cells, ErrInvalid)
+	}
+	size := Layout(cells)
+	if len(mem) < size {
+		return ring{}, fmt.Errorf("shmring: %s: region of %d bytes, want %d for %d cells: %w", who, len(mem), size, cells, ErrInvalid)
+	}
+	mem = mem[:size:size]
+	return ring{
+		mem:       mem,
+		cells:     mem[headerBytes:],
+		mask:      uint64(cells - 1),
+		maxInline: maxInline,
+		read:      word(mem, offRead),
+	}, nil
+}
+
+// nCells returns the number of cells of the ring.
+func (r *ring) nCells() int { return int(r.mask) + 1 }
+
+// cellOff returns the byte offset in r.cells of position p's cell.
+func (r *ring) cellOff(p uint64) int { return int(p&r.mask) * CellSize }
+
+func (r *ring) seq(p uint64) *uint64 { return word(r.cells, r.cellOff(p)) }
+
+// Producer is the sending end of a ring. Its methods must not be called
+// concurrently.
+type Producer struct {
+	r      ring
+	write  uint64 // next position to write
+	cached uint64 // last seen consumer position
+}
+
+// NewProducer attaches the sending end to an initialised region. It finds
+// the position after the last published message; a region that is not a
+// valid ring gives an error wrapping ErrInvalid.
+func NewProducer(mem []byte) (*Producer, error) {
+	r, err := attach(mem, "NewProducer")
+	if err != nil {
+		return nil, err
+	}
+	read := atomic.LoadUint64(r.read)
+	p := read
+	for p-read < uint64(r.nCells()) && atomic.LoadUint64(r.seq(p)) == p+1 {
+		n := int(binary.LittleEndian.Uint32(r.cells[r.cellOff(p)+16:]))
+		if n > r.maxInline {
+			return nil, fmt.Errorf("shmring: NewProducer: message of %d bytes at position %d: %w", n, p, ErrCorrupt)
+		}
+		p += uint64(CellsFor(n))
+	}
+	if p-read > uint64(r.nCells()) {
+		return nil, fmt.Errorf("shmring: NewProducer: messages past the ring's end: %w", ErrCorrupt)
+	}
+	// Cells past the last published message may hold what a producer
+	// that stopped mid-message or mid-batch wrote without publishing:
+	// sequence words valid for this lap. A shorter message written there
+	// now would leave the consumer at such a word, so clear them all.
+	for q := p; q-read < uint64(r.nCells()); q++ {
+		atomic.StoreUint64(r.seq(q), 0)
+	}
+	return &Producer{r: r, write: p, cached: read}, nil
+}
+
+// MaxInline returns the largest message the ring carries.
+func (pr *Producer) MaxInline() int { return pr.r.maxInline }
+
+// Cells returns the number of cells of the ring.
+func (pr *Producer) Cells() int { return pr.r.nCells() }
+
+// room reports whether k more cells fit, refreshing the cached consumer
+// position only when the cached one says they do not.
+func (pr *Producer) room(k int) bool {
+	size := uint64(pr.r.nCells())
+	if pr.write+uint64(k)-pr.cached <= size {
+		return true
+	}
+	pr.cached = atomic.LoadUint64(pr.r.read)
+	return pr.write+uint64(k)-pr.cached <= size
+}
+
+// fill writes a message at position p, its first sequence word last and
+// only when seqFirst is set (a plain store: a batch's later messages,
+// published by the store of the first one's). It returns the number of
+// cells used.
+func (pr *Producer) fill(p uint64, user uint64, payload []byte, seqFirst bool) int {
+	r := &pr.r
+	off := r.cellOff(p)
+	c := r.cells[off : off+CellSize : off+CellSize]
+	binary.LittleEndian.PutUint64(c[8:], user)
+	binary.LittleEndian.PutUint32(c[16:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(c[20:], 0)
+	n := copy(c[24:], payload)
+	k := 1
+	for rest := payload[n:]; len(rest) > 0; k++ {
+		q := p + uint64(k)
+		off := r.cellOff(q)
+		c := r.cells[off : off+CellSize : off+CellSize]
+		binary.LittleEndian.PutUint64(c[0:], q+1)
+		rest = rest[copy(c[8:], rest):]
+	}
+	if seqFirst {
+		binary.LittleEndian.PutUint64(c[0:], p+1)
+	}
+	return k
+}
+
+// TrySend sends one message of payload with the user word user (matching
+// data: tag, context, source). It returns false, and sends nothing, when
+// the ring has no room; a payload longer than MaxInline gives ErrTooLarge.
+func (pr *Producer) TrySend(user uint64, payload []byte) (bool, error) {
+	if len(payload) > pr.r.maxInline {
+		return false, fmt.Errorf("shmring: TrySend of %d bytes, max %d: %w", len(payload), pr.r.maxInline, ErrTooLarge)
+	}
+	k := CellsFor(len(payload))
+	if !pr.room(k) {
+		return false, nil
+	}
+	p := pr.write
+	pr.fill(p, user, payload, false)
+	pr.write = p + uint64(k)
+	atomic.StoreUint64(pr.r.seq(p), p+1) // publish
+	return true, nil
+}
+
+// TrySendv sends the messages payloads[i] with user words users[i], in
+// order, as many as fit, and publishes them with one store. It returns the
+// number sent (0 when the ring is full). A payload past MaxInline gives
+// ErrTooLarge and sends nothing; slices of different lengths give
+// ErrInvalid.
+func (pr *Producer) TrySendv(users []uint64, payloads [][]byte) (int, error) {
+	if len(users) != len(payloads) {
+		return 0, fmt.Errorf("shmring: TrySendv: %d user words for %d payloads: %w", len(users), len(payloads), ErrInvalid)
+	}
+	for i, b := range payloads {
+		if len(b) > pr.r.maxInline {
+			return 0, fmt.Errorf("shmring: TrySendv: message %d of %d bytes, max %d: %w", i, len(b), pr.r.maxInline, ErrTooLarge)
+		}
+	}
+	first := pr.write
+	sent := 0
+	for i, b := range payloads {
+		k := CellsFor(len(b))
+		if !pr.room(k) {
+			break
+		}
+		pr.write += uint64(pr.fill(pr.write, users[i], b, i > 0))
+		sent++
+	}
+	if sent > 0 {
+		atomic.StoreUint64(pr.r.seq(first), first+1) // publish all
+	}
+	return sent, nil
+}
+
+// Consumer is the receiving end of a ring. Its methods must not be called
+// concurrently.
+type Consumer struct {
+	r    ring
+	read uint64
+}
+
+// NewConsumer attaches the receiving end to an initialised region; a
+// region that is not a valid ring gives an error wrapping ErrInvalid.
+func NewConsumer(mem []byte) (*Consumer, error) {
+	r, err := attach(mem, "NewConsumer")
+	if err != nil {
+		return nil, err
+	}
+	return &Consumer{r: r, read: atomic.LoadUint64(r.read)}, nil
+}
+
+// MaxInline returns the largest message the ring carries.
+func (co *Consumer) MaxInline() int { return co.r.maxInline }
+
+// Peek reports the next message, user word and length, without consuming
+// it; ok is false when the ring is empty.
+func (co *Consumer) Peek() (user uint64, n int, ok bool, err error) {
+	r := &co.r
+	p := co.read
+	if atomic.LoadUint64(r.seq(p)) != p+1 {
+		return 0, 0, false, nil
+	}
+	off := r.cellOff(p)
+	n = int(binary.LittleEndian.Uint32(r.cells[off+16:]))
+	if n > r.maxInline {
+		return 0, 0, false, fmt.Errorf("shmring: message of %d bytes at position %d, max %d: %w", n, p, r.maxInline, ErrCorrupt)
+	}
+	return binary.LittleEndian.Uint64(r.cells[off+8:]), n, true, nil
+}
+
+// TryRecv receives the next message into buf, returning its user word and
+// full length n; ok is false when the ring is empty. When n > len(buf) the
+// message is consumed, buf holds its first len(buf) bytes and err wraps
+// ErrTruncated.
+func (co *Consumer) TryRecv(buf []byte) (user uint64, n int, ok bool, err error) {
+	user, n, ok, err = co.Peek()
+	if !ok {
+		return 0, 0, false, err
+	}
+	r := &co.r
+	p := co.read
+	off := r.cellOff(p)
+	got := copy(buf, r.cells[off+24:off+24+min(n, FirstPayload)])
+	k := CellsFor(n)
+	for i := 1; i < k && got < len(buf); i++ {
+		off := r.cellOff(p + uint64(i))
+		got += copy(buf[got:], r.cells[off+8:off+8+min(n-FirstPayload-(i-1)*NextPayload, NextPayload)])
+	}
+	co.read = p + uint64(k)
+	atomic.StoreUint64(r.read, co.read) // hand the cells back
+	if n > len(buf) {
+		return user, n, true, fmt.Errorf("shmring: message of %d bytes into a buffer of %d: %w", n, len(buf), ErrTruncated)
+	}
+	return user, n, true, nil
+}
