@@ -23,6 +23,7 @@ var layer = map[string]int{
 	"internal/benchrec":   0,
 	"internal/peerwatch":  1,
 	"internal/shmring":    1,
+	"internal/cma":        1,
 	"internal/testenv":    0,
 	"internal/checked":    0,
 	"internal/wait":       0,
