@@ -37,8 +37,9 @@ const iovMax = 1024
 // maxChunk is the most bytes one iovec asks for. The kernel caps one call
 // at MAX_RW_COUNT (INT_MAX rounded down to a page), so a longer transfer is
 // split into iovecs of at most maxChunk bytes, iovMax of them per call. A
-// variable so that tests can exercise the splitting with small buffers.
-var maxChunk = 1 << 30
+// parameter of transfer, so that tests can exercise the splitting with
+// small buffers.
+const maxChunk = 1 << 30
 
 // yamaPath holds Yama's ptrace policy where the module is loaded.
 const yamaPath = "/proc/sys/kernel/yama/ptrace_scope"
@@ -47,20 +48,21 @@ const yamaPath = "/proc/sys/kernel/yama/ptrace_scope"
 // local. It returns the bytes copied, len(local) when err is nil; on an
 // error the first n bytes of local hold the peer's first n bytes.
 func Read(pid int, local []byte, remoteAddr uintptr) (int, error) {
-	return transfer("read", pid, local, remoteAddr)
+	return transfer("read", pid, local, remoteAddr, maxChunk)
 }
 
 // Write copies local to address remoteAddr of process pid. It returns the
 // bytes copied, len(local) when err is nil; on an error the first n bytes
 // reached the peer.
 func Write(pid int, local []byte, remoteAddr uintptr) (int, error) {
-	return transfer("write", pid, local, remoteAddr)
+	return transfer("write", pid, local, remoteAddr, maxChunk)
 }
 
 // transfer loops on partial transfers: the kernel stops at the first page
 // it cannot reach, so a short count is followed by one more call that
-// reports why (or goes on, if the peer mapped the page meanwhile).
-func transfer(op string, pid int, local []byte, remoteAddr uintptr) (int, error) {
+// reports why (or goes on, if the peer mapped the page meanwhile). Each
+// iovec covers at most chunk bytes.
+func transfer(op string, pid int, local []byte, remoteAddr uintptr, chunk int) (int, error) {
 	if pid <= 0 {
 		return 0, fmt.Errorf("cma: %s: pid %d: %w", op, pid, errs.ErrInvalid)
 	}
@@ -70,13 +72,13 @@ func transfer(op string, pid int, local []byte, remoteAddr uintptr) (int, error)
 	if remoteAddr+uintptr(len(local)) < remoteAddr {
 		return 0, fmt.Errorf("cma: %s: pid %d: range %#x+%d wraps the address space: %w", op, pid, remoteAddr, len(local), errs.ErrInvalid)
 	}
-	liov := make([]unix.Iovec, 0, min(iovMax, (len(local)+maxChunk-1)/maxChunk))
+	liov := make([]unix.Iovec, 0, min(iovMax, (len(local)+chunk-1)/chunk))
 	riov := make([]unix.RemoteIovec, 0, cap(liov))
 	done := 0
 	for done < len(local) {
 		liov, riov = liov[:0], riov[:0]
-		for off := done; off < len(local) && len(liov) < iovMax; off += maxChunk {
-			n := min(maxChunk, len(local)-off)
+		for off := done; off < len(local) && len(liov) < iovMax; off += chunk {
+			n := min(chunk, len(local)-off)
 			v := unix.Iovec{Base: &local[off]}
 			v.SetLen(n)
 			liov = append(liov, v)

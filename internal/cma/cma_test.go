@@ -190,14 +190,11 @@ func TestSplitting(t *testing.T) {
 	page := os.Getpagesize()
 	size := (iovMax+iovMax/2)*page + 77
 	p := startPeer(t, "hold", size)
-	old := maxChunk
-	maxChunk = page
-	defer func() { maxChunk = old }()
 	got := make([]byte, size)
-	if n, err := Read(p.pid, got, p.addr); err != nil || n != size || !bytes.Equal(got, pattern(1, size)) {
+	if n, err := transfer("read", p.pid, got, p.addr, page); err != nil || n != size || !bytes.Equal(got, pattern(1, size)) {
 		t.Fatalf("Read in %d-byte iovecs = %d, %v (bytes equal: %v)", page, n, err, bytes.Equal(got, pattern(1, size)))
 	}
-	if n, err := Write(p.pid, pattern(2, size), p.addr); err != nil || n != size {
+	if n, err := transfer("write", p.pid, pattern(2, size), p.addr, page); err != nil || n != size {
 		t.Fatalf("Write in %d-byte iovecs = %d, %v", page, n, err)
 	}
 	if n, err := Read(p.pid, got, p.addr); err != nil || n != size || !bytes.Equal(got, pattern(2, size)) {
