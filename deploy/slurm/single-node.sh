@@ -9,7 +9,8 @@
 #       idle (at most WEFT_SLURM_WAIT seconds, default 30), and prints
 #       SLURM_CONF=DIR/slurm.conf. Daemon PIDs go to DIR/pids.
 #   deploy/slurm/single-node.sh stop DIR
-#       kills the daemons listed in DIR/pids (SIGTERM, then SIGKILL).
+#       kills the daemons listed in DIR/pids (SIGTERM, then SIGKILL), then
+#       any step daemon of this instance still running, with its tasks.
 #
 # Then: SLURM_CONF=DIR/slurm.conf srun --mpi=pmi2 -n 2 prog
 # Needs root (SlurmdUser=root) and the Debian packages slurmd, slurmctld,
@@ -32,6 +33,28 @@ stop() {
 	done
 	for p in $pids; do kill -KILL "$p" 2>/dev/null || true; done
 	rm -f "$dir/pids"
+	sweep_steps
+}
+
+# sweep_steps kills the step daemons of this instance that outlive slurmd
+# (they are reparented to init and keep running a step's tasks), with the
+# tasks under them. They are recognised by slurmd's SLURM_CONF, which they
+# inherit.
+sweep_steps() {
+	local p steps="" tree=""
+	for p in $(pgrep -x slurmstepd 2>/dev/null); do
+		tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_CONF=$dir/slurm.conf" && steps="$steps $p"
+	done
+	[ -n "$steps" ] || return 0
+	descendants() {
+		local c
+		for c in $(pgrep -P "$1" 2>/dev/null); do
+			tree="$tree $c"
+			descendants "$c"
+		done
+	}
+	for p in $steps; do descendants "$p"; done
+	for p in $tree $steps; do kill -KILL "$p" 2>/dev/null || true; done
 }
 
 case "$cmd" in

@@ -45,6 +45,9 @@ func startSlurm(t *testing.T) string {
 		if out, err := exec.Command(script, "stop", dir).CombinedOutput(); err != nil {
 			t.Errorf("stopping Slurm: %v\n%s", err, out)
 		}
+		if left := stepDaemons(filepath.Join(dir, "slurm.conf")); len(left) > 0 {
+			t.Errorf("step daemons of the private Slurm still running after stop: %v", left)
+		}
 		if t.Failed() {
 			for _, f := range []string{"log/slurmctld.log", "log/slurmd.log"} {
 				b, _ := os.ReadFile(filepath.Join(dir, f))
@@ -133,4 +136,27 @@ func TestSlurm(t *testing.T) {
 	if left := proctest.WaitGone(mark, 5*time.Second); len(left) > 0 {
 		t.Errorf("ranks left behind after a timeout under Slurm: %v", left)
 	}
+}
+
+// stepDaemons lists the slurmstepd processes that carry SLURM_CONF=conf.
+func stepDaemons(conf string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if strings.TrimSpace(string(comm)) != "slurmstepd" {
+			continue
+		}
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if kv == "SLURM_CONF="+conf {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
 }
