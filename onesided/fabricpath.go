@@ -317,17 +317,7 @@ func (f *fabPath) ctrlMem() []byte {
 // ctrlSignal writes a control word (the window barrier). Control writes
 // need no ordering against data: Fence flushes all data first.
 func (f *fabPath) ctrlSignal(target, off int, val uint64) error {
-	s, i, err := f.slot()
-	if err != nil {
-		return err
-	}
-	binary.NativeEndian.PutUint64(s, val)
-	id := f.pend.track(target, i, nil)
-	desc := f.scratch.Desc()
-	return f.post(id, func() error {
-		return f.ep.WriteMsg(s[:8], desc, f.addrs[target], f.cbases[target]+uint64(off), f.ckeys[target], id,
-			fabric.OpDeliveryComplete|fabric.OpCompletion)
-	})
+	return f.writeWord(target, f.cbases[target]+uint64(off), f.ckeys[target], val, 0)
 }
 
 func (f *fabPath) put(target, off int, data []byte) error {

@@ -126,9 +126,15 @@ func (f *fabPath) writeHeld(target, off int, data []byte) (opHandle, error) {
 }
 
 // writeSignal writes val to target's word at sigOff with a tracked
-// write (flags added to delivery completion), from a scratch slot (an
-// 8-byte array handed to write would escape to the heap).
+// write (flags added to delivery completion).
 func (f *fabPath) writeSignal(target, sigOff int, val uint64, flags fabric.OpFlag) error {
+	return f.writeWord(target, f.raddr(target, sigOff), f.keys[target], val, flags)
+}
+
+// writeWord writes the 8-byte val to target's address raddr (key rkey)
+// with a tracked, delivery-complete write from a scratch slot (an 8-byte
+// array handed to write would escape to the heap).
+func (f *fabPath) writeWord(target int, raddr, rkey uint64, val uint64, flags fabric.OpFlag) error {
 	s, i, err := f.slot()
 	if err != nil {
 		return err
@@ -137,7 +143,7 @@ func (f *fabPath) writeSignal(target, sigOff int, val uint64, flags fabric.OpFla
 	id := f.pend.track(target, i, nil)
 	desc := f.scratch.Desc()
 	return f.post(id, func() error {
-		return f.ep.WriteMsg(s[:8], desc, f.addrs[target], f.raddr(target, sigOff), f.keys[target], id,
+		return f.ep.WriteMsg(s[:8], desc, f.addrs[target], raddr, rkey, id,
 			flags|fabric.OpDeliveryComplete|fabric.OpCompletion)
 	})
 }

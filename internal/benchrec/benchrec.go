@@ -111,3 +111,15 @@ func machineName() string {
 func (r Record) Key() string {
 	return strings.Join([]string{r.Tool, r.Case, r.Size, r.Metric}, "/")
 }
+
+// DDTResult is one line of ddtbench -json: one engine packing or unpacking
+// one layout at one size. The dashboard turns these into Records.
+type DDTResult struct {
+	Case      string  `json:"case"`
+	Size      string  `json:"size"`
+	Bytes     int64   `json:"bytes"`
+	Engine    string  `json:"engine"`
+	Op        string  `json:"op"`
+	NS        float64 `json:"ns"`
+	CompileNS int64   `json:"compile_ns,omitempty"`
+}

@@ -15,17 +15,6 @@ import (
 	"strings"
 )
 
-// ddtLine is one line of ddtbench -json.
-type ddtLine struct {
-	Case      string  `json:"case"`
-	Size      string  `json:"size"`
-	Bytes     int64   `json:"bytes"`
-	Engine    string  `json:"engine"`
-	Op        string  `json:"op"`
-	NS        float64 `json:"ns"`
-	CompileNS int64   `json:"compile_ns"`
-}
-
 // loadDir reads every *.json (bench -json lines) and *.bench (go test
 // -bench output) file of dir.
 func loadDir(dir string) ([]benchrec.Record, error) {
@@ -102,7 +91,7 @@ func inherit(rs []benchrec.Record) {
 // skipped; anything else is an error naming the line.
 func parseJSON(r io.Reader) ([]benchrec.Record, error) {
 	var out []benchrec.Record
-	var ddt []ddtLine
+	var ddt []benchrec.DDTResult
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for ln := 1; sc.Scan(); ln++ {
@@ -116,7 +105,7 @@ func parseJSON(r io.Reader) ([]benchrec.Record, error) {
 		}
 		switch {
 		case keys["engine"] != nil:
-			var d ddtLine
+			var d benchrec.DDTResult
 			if err := strictDecode(line, &d); err != nil {
 				return nil, fmt.Errorf("line %d: %w", ln, err)
 			}
@@ -156,7 +145,7 @@ func strictDecode(line []byte, v any) error {
 // ddtRecords turns one ddtbench run into Records (tool ddtbench; area jit
 // for the jit engine, ddt otherwise; metric <engine>-<op>, or
 // <engine>-compile for a compile time).
-func ddtRecords(ls []ddtLine) []benchrec.Record {
+func ddtRecords(ls []benchrec.DDTResult) []benchrec.Record {
 	type cell struct{ c, s, op string }
 	manual := map[cell]float64{}
 	for _, l := range ls {

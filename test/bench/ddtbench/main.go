@@ -45,6 +45,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/weft-hpc/weft/internal/benchrec"
 	"io"
 	"math"
 	"os"
@@ -75,16 +76,8 @@ func envOr(name, def string) string {
 	return def
 }
 
-// Result is one output line.
-type Result struct {
-	Case      string  `json:"case"`
-	Size      string  `json:"size"`
-	Bytes     int64   `json:"bytes"`
-	Engine    string  `json:"engine"`
-	Op        string  `json:"op"`
-	NS        float64 `json:"ns"`
-	CompileNS int64   `json:"compile_ns,omitempty"`
-}
+// Result is one output line (its -json form is benchrec.DDTResult).
+type Result = benchrec.DDTResult
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {
