@@ -185,3 +185,50 @@ func (r *rawFab) close() {
 	r.cq.Close()
 	r.buf.Close()
 }
+
+// BenchmarkRate8B is the per-message cost of both ends in one goroutine:
+// per window, 64 receives posted on y, 64 sends of 8 bytes from x, one
+// WaitAll over the receives; ns/op is per message (send + receive).
+func BenchmarkRate8B(b *testing.B) {
+	for _, tr := range []string{"native", "fabric"} {
+		b.Run(tr, func(b *testing.B) {
+			singleton(b)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			w, err := endpoint.Init(ctx, endpoint.WithProvider("shm"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Close()
+			eps, err := w.Comm().CreateEndpoints(ctx, 2, endpoint.WithNodeTransport(tr == "native"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			x, y := eps[0], eps[1]
+			const window = 64
+			msg := make([]byte, 8)
+			bufs := make([][]byte, window)
+			for i := range bufs {
+				bufs[i] = make([]byte, 8)
+			}
+			reqs := make([]*endpoint.Request, window)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for done := 0; done < b.N; done += window {
+				for i := range reqs {
+					if reqs[i], err = y.Irecv(bufs[i], 0, 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for range reqs {
+					if _, err := x.Isend(msg, 1, 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := endpoint.WaitAll(ctx, reqs...); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/internal/nodeseg"
 	"github.com/weft-hpc/weft/internal/peerwatch"
 	"github.com/weft-hpc/weft/internal/wlog"
 	"github.com/weft-hpc/weft/job"
@@ -37,6 +37,7 @@ type World struct {
 	// watch tells blocked waits whether a world rank's process (on this
 	// node) has exited (internal/peerwatch).
 	watch *peerwatch.Watch
+	ids   []peerwatch.Ident // process identity per world rank
 
 	mu       sync.Mutex
 	ctxUsed  [maxContexts / 64]uint64 // bit i set: context id i is in use in this process
@@ -67,7 +68,11 @@ type Comm struct {
 	world  []int32 // comm rank → world rank (its process, for w.watch)
 	lrank  int
 	lsize  int
-	freed  atomic.Bool // Free'd (or, for the world communicator, World.Close)
+	// links maps comm rank → member of the endpoint's node group it talks
+	// to through the node transport (node.go), -1 for libfabric; nil when
+	// no peer uses the node transport.
+	links []int32
+	freed atomic.Bool // Free'd (or, for the world communicator, World.Close)
 	// scratch is the Request blocking Recv reuses (nil while one is in use
 	// or was abandoned in flight); taken and returned under v.lock.
 	scratch *Request
@@ -139,14 +144,22 @@ func (w *World) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	host, _ := os.Hostname()
-	// Record: eager limit u32 | host length u32 | host | process identity
-	// (peerwatch) | endpoint name.
-	val := make([]byte, 0, 64+len(host)+len(v.name))
+	host := nodeseg.NodeKey()
+	var ni nodeInfo
+	if w.cfg.native {
+		if ni, err = v.openNodeSeg(max(bs.LocalSize(), 1)); err != nil {
+			w.log.Warn("node transport off for this rank", "err", err)
+			ni = nodeInfo{}
+		}
+	}
+	// Record: eager limit u32 | node length u32 | node key | process
+	// identity (peerwatch) | node transport (node.go) | endpoint name.
+	val := make([]byte, 0, 128+len(host)+len(v.name))
 	val = binary.LittleEndian.AppendUint32(val, uint32(w.cfg.eagerLimit))
 	val = binary.LittleEndian.AppendUint32(val, uint32(len(host)))
 	val = append(val, host...)
 	val = peerwatch.Self().Append(val)
+	val = ni.append(val)
 	val = append(val, v.name...)
 	if err := bs.Put(fmt.Sprintf("weft.ep.%d", rank), val); err != nil {
 		v.release()
@@ -157,11 +170,13 @@ func (w *World) open(ctx context.Context) error {
 		return fmt.Errorf("endpoint: address exchange fence: %w", err)
 	}
 	names := make([][]byte, size)
+	var name []byte
 	w.hosts = make([]string, size)
 	hostIdx := make([]int32, size)
 	ids := make([]peerwatch.Ident, size)
 	worldRanks := make([]int32, size)
 	seen := map[string]int32{}
+	nodes := make([]nodeInfo, size)
 	for r := 0; r < size; r++ {
 		b, err := bs.Get(ctx, fmt.Sprintf("weft.ep.%d", r))
 		if err != nil {
@@ -179,7 +194,12 @@ func (w *World) open(ctx context.Context) error {
 		b = b[4:]
 		hl := int(binary.LittleEndian.Uint32(b))
 		h := string(b[4 : 4+hl])
-		id, name, err := peerwatch.Parse(b[4+hl:])
+		id, rest, err := peerwatch.Parse(b[4+hl:])
+		if err != nil {
+			v.release()
+			return fmt.Errorf("endpoint: address record of rank %d: %v: %w", r, err, ErrInvalid)
+		}
+		nodes[r], name, err = parseNodeInfo(rest)
 		if err != nil {
 			v.release()
 			return fmt.Errorf("endpoint: address record of rank %d: %v: %w", r, err, ErrInvalid)
@@ -200,9 +220,14 @@ func (w *World) open(ctx context.Context) error {
 	// The world endpoint is shared by the process's goroutines (it is the
 	// communicator Init returns, and collectives/onesided use it): locked.
 	w.watch = peerwatch.New(ids)
+	w.ids = ids
 	w.comm = &Comm{w: w, v: v, id: 0, ctx: 0, rank: rank, size: size, addrs: addrs,
 		slots: make([]uint8, size), hosts: hostIdx, world: worldRanks}
 	w.comm.setLocal()
+	if err := w.connectWorld(v, nodes, ids); err != nil {
+		v.release()
+		return err
+	}
 	w.ctxUsed[0] |= 1
 	w.ctxRefs[0] = 1
 	w.log.Debug("world up", "rank", rank, "size", size, "provider", info.Provider)
@@ -426,7 +451,7 @@ func (c *Comm) Dup(ctx context.Context) (*Comm, error) {
 	c.v.retain()
 	return &Comm{w: c.w, v: c.v, id: id, ctx: uint16(2 * id), rank: c.rank, size: c.size,
 		addrs: c.addrs, slots: c.slots, mySlot: c.mySlot, hosts: c.hosts, world: c.world,
-		lrank: c.lrank, lsize: c.lsize}, nil
+		lrank: c.lrank, lsize: c.lsize, links: c.links}, nil
 }
 
 // Split partitions c: ranks passing the same color form a new communicator,
@@ -470,8 +495,14 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	n := &Comm{w: c.w, v: c.v, id: id, ctx: uint16(2 * id), size: len(ms), mySlot: c.mySlot,
 		addrs: make([]fabric.Addr, len(ms)), slots: make([]uint8, len(ms)), hosts: make([]int32, len(ms)),
 		world: make([]int32, len(ms))}
+	if c.links != nil {
+		n.links = make([]int32, len(ms))
+	}
 	for i, m := range ms {
 		n.addrs[i], n.slots[i], n.hosts[i], n.world[i] = c.addrs[m.rank], c.slots[m.rank], c.hosts[m.rank], c.world[m.rank]
+		if c.links != nil {
+			n.links[i] = c.links[m.rank]
+		}
 		if m.rank == c.rank {
 			n.rank = i
 		}

@@ -86,6 +86,7 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 	}
 	var eps []epRec
 	var names [][]byte
+	var addrOwner, addrIdx []int // per distinct address: parent rank, index among its endpoints
 	first := -1
 	for pr, b := range all {
 		if len(b) < 6 {
@@ -115,6 +116,9 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 		}
 		base := len(names)
 		names = append(names, pnames...)
+		for i := range pnames {
+			addrOwner, addrIdx = append(addrOwner, pr), append(addrIdx, i)
+		}
 		for i := 0; i < cnt; i++ {
 			e := epRec{slot: 0, host: c.hosts[pr], world: c.world[pr], owner: pr, addrI: base + i}
 			if shared {
@@ -126,6 +130,14 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 	}
 	if len(eps) > MaxRanks {
 		return fail(fmt.Errorf("endpoint: %d endpoints exceed the tag layout's %d ranks: %w", len(eps), MaxRanks, ErrInvalid))
+	}
+	rankAddr := make([]int, len(eps))
+	for r, e := range eps {
+		rankAddr[r] = e.addrI
+	}
+	links, err := w.connectEndpoints(ctx, c, cfg.native, vcis, addrOwner, addrIdx, rankAddr)
+	if err != nil {
+		return fail(err)
 	}
 	out := make([]*Comm, n)
 	for li, v := range vcis {
@@ -140,6 +152,7 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 			for r, e := range eps {
 				nc.addrs[r], nc.slots[r], nc.hosts[r], nc.world[r] = addrs[e.addrI], e.slot, e.host, e.world
 			}
+			nc.links = links
 			nc.rank = first + slot
 			nc.mySlot = uint8(slot)
 			if !cfg.shared {

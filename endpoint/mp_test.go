@@ -2,7 +2,11 @@ package endpoint_test
 
 // Multi-process tests: each test re-executes the test binary as N ranks
 // through launchtest.Run (weft's local launcher); the worker branch is the
-// rank's body. They run on shm and on tcp;ofi_rxm.
+// rank's body. They run on the node transport ("native": peers on this
+// node talk through weft's rings, libfabric shm is opened but idle), on
+// libfabric's shm provider and on tcp;ofi_rxm (both with
+// WEFT_NODE_TRANSPORT=fabric, so that every message goes through the
+// provider).
 
 import (
 	"bytes"
@@ -19,7 +23,7 @@ import (
 	"github.com/weft-hpc/weft/internal/launchtest"
 )
 
-var providers = []string{"shm", "tcp;ofi_rxm"}
+var providers = []string{"native", "shm", "tcp;ofi_rxm"}
 
 func provName(p string) string {
 	if p == "tcp;ofi_rxm" {
@@ -35,8 +39,18 @@ func launch(t *testing.T, n int, provider string, timeout time.Duration, env ...
 	if launchtest.IsWorker() {
 		return false
 	}
+	provider, env = provEnv(provider, env)
 	launchtest.Run(t, n, provider, timeout, env...)
 	return true
+}
+
+// provEnv maps an entry of providers to the libfabric provider and the
+// environment of its ranks.
+func provEnv(p string, env []string) (string, []string) {
+	if p == "native" {
+		return "shm", append(env, endpoint.EnvNodeTransport+"=native")
+	}
+	return p, append(env, endpoint.EnvNodeTransport+"=fabric")
 }
 
 func initWorld(t *testing.T) *endpoint.World {
@@ -600,17 +614,17 @@ func TestPeerExitUnblocks(t *testing.T) {
 			_, err := c.Recv(ctx, make([]byte, 8), 1, 7)
 			return err
 		}},
-		{"rdv-send", []string{"shm"}, func(ctx context.Context, c *endpoint.Comm) error {
+		{"rdv-send", []string{"native", "shm"}, func(ctx context.Context, c *endpoint.Comm) error {
 			return c.Send(ctx, make([]byte, 1<<20), 1, 7)
 		}},
-		{"waitall", []string{"shm"}, func(ctx context.Context, c *endpoint.Comm) error {
+		{"waitall", []string{"native", "shm"}, func(ctx context.Context, c *endpoint.Comm) error {
 			r, err := c.Irecv(make([]byte, 8), 1, 7)
 			if err != nil {
 				return err
 			}
 			return endpoint.WaitAll(ctx, r)
 		}},
-		{"probe", []string{"shm"}, func(ctx context.Context, c *endpoint.Comm) error {
+		{"probe", []string{"native", "shm"}, func(ctx context.Context, c *endpoint.Comm) error {
 			_, err := c.Probe(ctx, 1, 7)
 			return err
 		}},
@@ -620,7 +634,8 @@ func TestPeerExitUnblocks(t *testing.T) {
 			for _, p := range o.provs {
 				t.Run(how+"/"+o.name+"/"+provName(p), func(t *testing.T) {
 					if !launchtest.IsWorker() {
-						launchtest.RunMayDie(t, 2, p, 60*time.Second, []int{1}, endpoint.EnvTimeout+"=60s")
+						prov, env := provEnv(p, []string{endpoint.EnvTimeout + "=60s"})
+						launchtest.RunMayDie(t, 2, prov, 60*time.Second, []int{1}, env...)
 						return
 					}
 					ctx := tctx(t, 60*time.Second)

@@ -31,6 +31,10 @@ const (
 	// CreateEndpoints call spreads its handles over (see SharedEndpoints).
 	// Default 1.
 	EnvSharedEndpoints = "WEFT_ENDPOINT_SHARED_EPS"
+	// EnvNodeTransport chooses how ranks of one node exchange messages:
+	// "native" (the default: weft's shared-memory rings, and single-copy
+	// rendezvous) or "fabric" (libfabric, as between nodes).
+	EnvNodeTransport = "WEFT_NODE_TRANSPORT"
 )
 
 // tune is WEFT_TUNE, parsed once (a bad value leaves the defaults here and
@@ -67,6 +71,7 @@ type config struct {
 	job        job.Job
 	extraCaps  fabric.Caps
 	order      fabric.Order
+	native     bool // node transport for peers on this node
 }
 
 // Option changes how Init or CreateEndpoints set an endpoint up.
@@ -126,6 +131,15 @@ func SharedEndpoints(k int) Option {
 	}
 }
 
+// WithNodeTransport chooses how the endpoints created with it talk to
+// ranks of the same node (see EnvNodeTransport): true for weft's node
+// transport (shared-memory rings, single-copy rendezvous), false for
+// libfabric. Two endpoints use the node transport only when both have it
+// on; ranks on other nodes always use libfabric.
+func WithNodeTransport(native bool) Option {
+	return func(c *config) error { c.native = native; return nil }
+}
+
 // WithProvider asks for a libfabric provider by name ("shm", "tcp;ofi_rxm",
 // ...); WEFT_PROVIDER is honoured by fabric.Select when this is not given.
 func WithProvider(name string) Option { return func(c *config) error { c.provider = name; return nil } }
@@ -166,6 +180,8 @@ func envConfig() (config, error) {
 	}
 	mode, _, _ := settings.Str(EnvShared)
 	c.shared = mode == "shared"
+	mode, _, _ = settings.Str(EnvNodeTransport)
+	c.native = mode != "fabric"
 	return c, nil
 }
 

@@ -58,6 +58,9 @@ func (c *Comm) isend(buf []byte, dest, tag int, ctx uint16) (*Request, error) {
 		v.flushSends() // nothing overtakes a queued send (MPI order)
 	}
 	t := packTag(ctx, c.slots[dest], c.rank, tag)
+	if l := c.link(dest); l != nil {
+		return v.nodeSend(c, l, buf, t, dest)
+	}
 	addr := c.addrs[dest]
 	if len(buf) <= v.injectLimit {
 		if len(v.sendq) == 0 {
@@ -75,12 +78,12 @@ func (c *Comm) isend(buf []byte, dest, tag int, ctx uint16) (*Request, error) {
 		// The provider cannot take it now (full queue, or on shm a
 		// connection the receiver has not accepted yet): queue a copy, as an
 		// inject would have copied it; progress posts it.
-		r := &Request{v: v, c: c, kind: kSendEager, state: stPosted, buf: buf,
-			qinject: true, qdata: append([]byte(nil), buf...), qtag: t, qdest: addr, qrank: dest}
+		r := &Request{v: v, c: c, kind: kSendEager, state: stPosted, buf: buf, qrank: dest,
+			reqExt: &reqExt{qinject: true, qdata: append([]byte(nil), buf...), qtag: t, qdest: addr}}
 		v.enqueue(r)
 		return r, nil
 	}
-	r := &Request{v: v, c: c, state: stPosted, buf: buf, qtag: t, qdest: addr, qrank: dest}
+	r := &Request{v: v, c: c, state: stPosted, buf: buf, qrank: dest, reqExt: &reqExt{qtag: t, qdest: addr}}
 	if len(buf) <= v.eagerLimit {
 		r.kind = kSendEager
 		if v.mrLocal {
@@ -108,13 +111,13 @@ func (c *Comm) isend(buf []byte, dest, tag int, ctx uint16) (*Request, error) {
 	r.mr = mr
 	v.seq++
 	r.seq = v.seq
-	r.hdr = make([]byte, rdvHeaderSize)
-	rdvHeader{addr: mr.RemoteAddr(buf), key: mr.Key(), size: uint64(len(buf)), seq: r.seq}.put(r.hdr)
-	r.qdata, r.qtag = r.hdr, t|rtsBit
+	r.qdata = make([]byte, rdvHeaderSize) // the header, sent from memory unless injected
+	rdvHeader{addr: mr.RemoteAddr(buf), key: mr.Key(), size: uint64(len(buf)), seq: r.seq}.put(r.qdata)
+	r.qtag = t | rtsBit
 	if rdvHeaderSize <= v.info.InjectSize {
 		r.qinject = true
 	} else {
-		r.pinBuf(r.hdr)
+		r.pinBuf(r.qdata)
 	}
 	v.rdvSends[r.seq] = r
 	if err := v.submit(r); err != nil {

@@ -41,33 +41,41 @@ const (
 // shared mode). A request is complete once Wait returns or Test reports true;
 // after that its buffer may be reused.
 type Request struct {
-	v     *vci
-	c     *Comm
-	kind  reqKind
-	state reqState
-	done  bool // logically complete and nothing references it any more
-	err   error
-	st    Status
+	v      *vci
+	c      *Comm
+	kind   reqKind
+	state  reqState
+	done   bool // logically complete and nothing references it any more
+	listed bool // in v.posted (an unmatched receive)
+	slot   int32 // index+1 in v.slots; 0 = none
+	err    error
+	st     Status
 
-	buf     []byte
-	rbuf    []byte // the part of buf a rendezvous read fills
-	hdr     []byte // rendezvous header sent from memory (inject size < header)
-	pin     runtime.Pinner
-	pinned  bool
-	slot    int32 // index+1 in v.slots; 0 = none
-	pending int   // fabric operations that still reference the slot
-	mr      *fabric.MR
-
+	buf          []byte
 	want, ignore uint64   // receive match bits
 	qprev, qnext *Request // neighbours in v.posted while listed
-	listed       bool     // in v.posted (an unmatched receive)
-	seq          uint64   // rendezvous sequence (send side)
-	finNeeded    bool     // receive side still owes the sender a FIN
-	finSeq       uint64
-	finStatus    uint64
-	finDest      fabric.Addr
-	mrAddr       uint64 // rendezvous source address and key (receive side)
-	mrKey        uint64
+	qrank        int      // the peer: a send's destination, a receive's source (or AnySource)
+
+	// What only sends and rendezvous receives need, allocated for them
+	// alone: an eager receive (the message-rate path) stays small.
+	*reqExt
+}
+
+// reqExt is the part of a Request that sends and rendezvous receives use.
+type reqExt struct {
+	rbuf    []byte // the part of buf a rendezvous read fills
+	pin     runtime.Pinner
+	pinned  bool
+	pending int // fabric operations that still reference the slot
+	mr      *fabric.MR
+
+	seq       uint64 // rendezvous sequence (send side)
+	finNeeded bool   // receive side still owes the sender a FIN
+	finSeq    uint64
+	finStatus uint64
+	finDest   fabric.Addr
+	mrAddr    uint64 // rendezvous source address and key (receive side)
+	mrKey     uint64
 
 	// a send as handed to the provider (kept while it waits in v.sendq)
 	qinject bool
@@ -75,8 +83,19 @@ type Request struct {
 	qtag    uint64
 	qdest   fabric.Addr
 	qdesc   fabric.Desc
-	qrank   int       // the peer: a send's destination, a receive's source (or AnySource)
 	queued  time.Time // when it was queued
+
+	link   *nodeLink // a send over the node transport (node.go)
+	staged bool      // buf is a staging copy (node.go), recycled when done
+	lkey uint64    // key of a same-process rendezvous buffer in localBufs
+}
+
+// ext returns r's extension, allocating it on first use.
+func (r *Request) ext() *reqExt {
+	if r.reqExt == nil {
+		r.reqExt = &reqExt{}
+	}
+	return r.reqExt
 }
 
 // completedRequest is returned by Isend for messages sent with inject: they

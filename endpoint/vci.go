@@ -27,6 +27,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/internal/nodeseg"
 	"github.com/weft-hpc/weft/internal/progress"
 )
 
@@ -105,6 +106,19 @@ type vci struct {
 	set   *vciSet
 	setID int
 	w     *World
+
+	// node transport (node.go): v's segment of rings, the peers' segments
+	// it maps, one link per member of its node group (nil: not paired),
+	// the FINs a full ring held back, and whether any peer of v's
+	// communicators uses libfabric (else progress never reads the CQ).
+	seg        *nodeseg.Seg
+	segInfo    nodeInfo
+	peerSegs   []*nodeseg.Seg
+	links      []*nodeLink
+	attachWant uint64
+	nodeFins   []nodeFin
+	noNet      bool
+	stages     [][]byte // staging buffers for reuse
 }
 
 func (v *vci) lock() {
@@ -304,7 +318,7 @@ func (v *vci) shutdown() error {
 		return nil
 	}
 	v.down = true
-	err := v.closeFabric()
+	err := errors.Join(v.closeFabric(), v.closeNode())
 	for i, r := range v.slots {
 		if r != nil {
 			r.unpinAll()
@@ -361,11 +375,15 @@ func (r *Request) pinBuf(b []byte) {
 	if len(b) == 0 {
 		return
 	}
-	r.pin.Pin(&b[0])
-	r.pinned = true
+	x := r.ext()
+	x.pin.Pin(&b[0])
+	x.pinned = true
 }
 
 func (r *Request) unpinAll() {
+	if r.reqExt == nil {
+		return
+	}
 	if r.pinned {
 		r.pin.Unpin()
 		r.pinned = false
@@ -373,6 +391,10 @@ func (r *Request) unpinAll() {
 	if r.mr != nil {
 		r.mr.Close()
 		r.mr = nil
+	}
+	if r.lkey != 0 {
+		localDel(r.lkey)
+		r.lkey = 0
 	}
 }
 
@@ -390,10 +412,18 @@ func (v *vci) finish(r *Request, err error) {
 }
 
 func (v *vci) maybeRetire(r *Request) {
-	if r.state == stDone && r.pending == 0 && !r.finNeeded {
+	if r.state == stDone && (r.reqExt == nil || r.pending == 0 && !r.finNeeded) {
 		r.unpinAll()
 		v.freeSlot(r)
 		r.done = true
+		if r.reqExt != nil && r.staged {
+			if r.err != nil {
+				v.log.Warn("eager send failed after it completed", "to", r.qrank, "err", r.err)
+			}
+			r.staged = false
+			v.unstage(r.buf)
+			r.buf = nil
+		}
 	}
 }
 
@@ -441,6 +471,9 @@ func (v *vci) enqueue(r *Request) {
 
 // postSend hands send r (eager data or a rendezvous header) to the provider.
 func (v *vci) postSend(r *Request) error {
+	if r.link != nil {
+		return v.postNode(r)
+	}
 	if r.qinject {
 		if err := v.ep.InjectData(r.qdata, r.qtag, r.qdest); err != nil {
 			return err
@@ -500,7 +533,10 @@ func (v *vci) progress() error {
 		}
 		v.repostSpare = rp[:0]
 	}
-	for {
+	if v.links != nil {
+		v.pollNode()
+	}
+	for !v.noNet {
 		n, err := v.cq.Read(v.comps[:])
 		for i := 0; i < n; i++ {
 			v.complete(&v.comps[i])
@@ -522,6 +558,9 @@ func (v *vci) progress() error {
 	}
 	if len(v.deferFin)+len(v.deferRead) > 0 {
 		v.runDeferred()
+	}
+	if len(v.nodeFins) > 0 {
+		v.retryNodeFins()
 	}
 	if len(v.sendq) > 0 {
 		v.flushSends()
@@ -659,6 +698,10 @@ func (v *vci) peekUnexpected(want, ignore uint64) (unexp, bool) {
 // rendezvous read).
 func (v *vci) deliver(r *Request, t uint64, payload []byte) {
 	if tagIsRTS(t) {
+		if l := r.c.link(tagSource(t)); l != nil {
+			v.nodeRead(r, l, t, parseHeader(payload))
+			return
+		}
 		v.startRead(r, t, parseHeader(payload))
 		return
 	}
@@ -716,6 +759,7 @@ func (v *vci) startRead(r *Request, t uint64, h rdvHeader) {
 		n = int(h.size)
 	}
 	r.st.Count = n
+	r.ext()
 	r.finNeeded = true
 	r.finSeq = h.seq
 	r.finDest = r.c.addrs[src]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/weft-hpc/weft/internal/nodeseg"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -229,7 +230,7 @@ type Window struct {
 	myCtrl []byte   // this rank's control words (in front of local)
 	epoch  uint64   // barriers completed
 	netOff int      // offset of the user region in the registered one
-	seg    *shmSeg
+	seg    *nodeseg.Seg
 	anon   []byte
 	net    netPath // nil when every target is direct store
 	// atomicsNet sends every atomic, even to ranks on this node, through
@@ -377,7 +378,7 @@ func Create(ctx context.Context, g Group, buf []byte, opts ...Option) (*Window, 
 func (w *Window) setup(ctx context.Context, size int) error {
 	// Round 1: every rank's size, node, process identity and machine:
 	// size u64 | node length u16 | node | identity (peerwatch) | machine.
-	key, mkey := nodeKey(), machineKey()
+	key, mkey := nodeseg.NodeKey(), nodeseg.MachineKey()
 	msg := make([]byte, 10, 64+len(key)+len(mkey))
 	binary.LittleEndian.PutUint64(msg, uint64(size))
 	binary.LittleEndian.PutUint16(msg[8:], uint16(len(key)))
@@ -438,26 +439,24 @@ func (w *Window) setup(ctx context.Context, size int) error {
 		leader := local[0] == w.rank
 		var name string
 		if leader {
-			if name, err = newShmName(); err != nil {
-				return err
+			if w.seg, err = nodeseg.Create("win", total); err != nil {
+				return fmt.Errorf("onesided: %w", err)
 			}
-			if w.seg, err = createShm(name, total); err != nil {
-				return err
-			}
+			name = w.seg.Name()
 		}
 		names, err := w.g.Allgather(ctx, []byte(name))
 		if err != nil {
 			return fmt.Errorf("exchange shm names: %w", err)
 		}
 		if !leader {
-			if w.seg, err = openShm(string(names[local[0]]), total); err != nil {
-				return err
+			if w.seg, err = nodeseg.Open(string(names[local[0]]), total); err != nil {
+				return fmt.Errorf("onesided: %w", err)
 			}
 		}
 		for i, r := range local {
 			o := offs[i] + ctrlBytes
-			w.peers[r] = w.seg.mem[o : o+w.sizes[r] : o+w.sizes[r]]
-			w.ctrl[r] = w.seg.mem[offs[i] : offs[i]+ctrlBytes : offs[i]+ctrlBytes]
+			w.peers[r] = w.seg.Bytes()[o : o+w.sizes[r] : o+w.sizes[r]]
+			w.ctrl[r] = w.seg.Bytes()[offs[i] : offs[i]+ctrlBytes : offs[i]+ctrlBytes]
 		}
 		w.local = w.peers[w.rank]
 		w.myCtrl = w.ctrl[w.rank]
@@ -475,7 +474,7 @@ func (w *Window) setup(ctx context.Context, size int) error {
 		return fmt.Errorf("barrier after mapping: %w", err)
 	}
 	if w.seg != nil && local[0] == w.rank {
-		if err := w.seg.unlink(); err != nil {
+		if err := w.seg.Unlink(); err != nil {
 			w.log.Warn("unlink shared segment", "err", err)
 		}
 	}
@@ -488,7 +487,7 @@ func (w *Window) setup(ctx context.Context, size int) error {
 		if w.seg != nil {
 			i := indexOf(local, w.rank)
 			off := offsOf(local, w.sizes)[i]
-			region = w.seg.mem[off : off+regionBytes(size)]
+			region = w.seg.Bytes()[off : off+regionBytes(size)]
 		} else {
 			region = w.anon
 		}
@@ -543,7 +542,7 @@ func (w *Window) release(synced bool) {
 	w.local = nil
 	w.peers = nil
 	if seg != nil {
-		_ = seg.unlink() // the name only; the mapping goes with the rest
+		_ = seg.Unlink() // the name only; the mapping goes with the rest
 	}
 	free := func() {
 		if net != nil {
@@ -552,7 +551,7 @@ func (w *Window) release(synced bool) {
 			}
 		}
 		if seg != nil {
-			_ = seg.close()
+			_ = seg.Close()
 		}
 		if anon != nil {
 			_ = syscallMunmap(anon)

@@ -55,6 +55,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/weft-hpc/weft/internal/nodeseg"
 	"github.com/weft-hpc/weft/internal/pmi"
 	"github.com/weft-hpc/weft/internal/wlog"
 )
@@ -632,7 +633,16 @@ func (j *Job) Signal(sig os.Signal) {
 // Wait waits for the job to end and returns nil when every rank exited 0, or
 // an *ExitError naming the first rank that failed.
 func (j *Job) Wait() error {
-	j.waitOnce.Do(func() { j.result = j.supervise() })
+	j.waitOnce.Do(func() {
+		j.result = j.supervise()
+		if j.launcher == "local" {
+			// Node segments a rank could not remove (it was killed before
+			// its peers mapped them): their creators are gone now.
+			if n, err := nodeseg.Sweep(); n > 0 || err != nil {
+				log.Debug("removed node segments of ended ranks", "files", n, "err", err)
+			}
+		}
+	})
 	return j.result
 }
 

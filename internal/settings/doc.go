@@ -57,7 +57,11 @@ func TuneTable() string {
 	b.WriteString("| key | package | values | default | replaces | meaning |\n|---|---|---|---|---|---|\n")
 	for i := range Knobs {
 		k := &Knobs[i]
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | `%s` | %s |\n", k.Key, k.Pkg, cell(k.Want()), cell(showDefault(k.Default)), k.Old, cell(k.Doc))
+		old := "—"
+		if k.Old != "" {
+			old = "`" + k.Old + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", k.Key, k.Pkg, cell(k.Want()), cell(showDefault(k.Default)), old, cell(k.Doc))
 	}
 	return b.String()
 }

@@ -40,9 +40,12 @@
 // producer that dies before the final store leaves nothing visible. A
 // batch (TrySendv) writes every message, the later ones' sequence words
 // included, and stores the first message's sequence word last, so one
-// store publishes them all. The consumer stores its position once per
-// message received; the producer reads it only when its cached copy says
-// the ring is full.
+// store publishes them all. The consumer stores its position when it has
+// consumed an eighth of the ring since its last store, and whenever it
+// finds the ring empty, so the position the producer sees lags by less
+// than an eighth of the ring and a message of up to half the ring always
+// fits once the consumer has caught up; the producer reads it only when
+// its cached copy says the ring is full.
 //
 // The producer keeps no state in the region: NewProducer finds its
 // position by walking the published messages from the consumer's
@@ -358,6 +361,8 @@ func (pr *Producer) TrySendv(users []uint64, payloads [][]byte) (int, error) {
 type Consumer struct {
 	r    ring
 	read uint64
+	pub  uint64 // position last stored in the read line
+	lag  uint64 // cells consumed before the position is stored again
 }
 
 // NewConsumer attaches the receiving end to an initialised region; a
@@ -367,7 +372,8 @@ func NewConsumer(mem []byte) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{r: r, read: atomic.LoadUint64(r.read)}, nil
+	read := atomic.LoadUint64(r.read)
+	return &Consumer{r: r, read: read, pub: read, lag: uint64(max(r.nCells()/8, 1))}, nil
 }
 
 // MaxInline returns the largest message the ring carries.
@@ -379,6 +385,10 @@ func (co *Consumer) Peek() (user uint64, n int, ok bool, err error) {
 	r := &co.r
 	p := co.read
 	if atomic.LoadUint64(r.seq(p)) != p+1 {
+		if co.pub != p { // idle: hand back what was consumed since the last store
+			co.pub = p
+			atomic.StoreUint64(r.read, p)
+		}
 		return 0, 0, false, nil
 	}
 	off := r.cellOff(p)
@@ -408,7 +418,10 @@ func (co *Consumer) TryRecv(buf []byte) (user uint64, n int, ok bool, err error)
 		got += copy(buf[got:], r.cells[off+8:off+8+min(n-FirstPayload-(i-1)*NextPayload, NextPayload)])
 	}
 	co.read = p + uint64(k)
-	atomic.StoreUint64(r.read, co.read) // hand the cells back
+	if co.read-co.pub >= co.lag { // hand the cells back, a few at a time
+		co.pub = co.read
+		atomic.StoreUint64(r.read, co.read)
+	}
 	if n > len(buf) {
 		return user, n, true, fmt.Errorf("shmring: message of %d bytes into a buffer of %d: %w", n, len(buf), ErrTruncated)
 	}

@@ -24,6 +24,7 @@ var layer = map[string]int{
 	"internal/peerwatch":  1,
 	"internal/shmring":    1,
 	"internal/cma":        1,
+	"internal/nodeseg":    1,
 	"internal/testenv":    0,
 	"internal/checked":    0,
 	"internal/wait":       0,

@@ -1,0 +1,710 @@
+package endpoint
+
+// The node transport: point-to-point between endpoints of one node without
+// libfabric.
+//
+// Every endpoint (vci) that takes part owns one shared-memory segment
+// (internal/nodeseg) holding one single-producer single-consumer ring
+// (internal/shmring) per endpoint of its node group, itself included: ring
+// i carries the messages that member i sends to the owner. The owner
+// consumes its rings; each sender produces into its ring in every peer's
+// segment. A ring has one producer and one consumer, each driven by its
+// endpoint's driver (or under the lock of a shared endpoint), so nothing on
+// this path takes a lock or makes a system call.
+//
+// Messages up to the ring's inline limit travel in the cells, their match
+// word (tag.go) as the cell's user word; the receiver matches on the word
+// before it copies, so a matched message is copied once, from the cells
+// into the user's buffer. Larger messages use rendezvous: the sender puts
+// a 32-byte header (address, size, sequence) in the ring; the matching
+// receive copies the data straight out of the sender's buffer, with
+// process_vm_readv (internal/cma) from another process or with copy()
+// from an endpoint of the same process, then answers with a FIN through
+// its own ring towards the sender. Matching, ordering, probes, cancels and
+// truncation are the ones of the libfabric path: both feed the same
+// per-endpoint queues (vci.go), and a pair of endpoints uses one transport
+// for everything, so MPI's per-pair order holds.
+//
+// A pair uses the node transport when both endpoints have it on
+// (WEFT_NODE_TRANSPORT, WithNodeTransport), share the node (same node key
+// in the bootstrap records, internal/nodeseg.NodeKey), and either live in
+// one process or may read each other's memory with cross-memory attach
+// (same pid namespace, CMA allowed by the kernel's ptrace policy). The
+// decision is computed by every rank from the same published records, so
+// both ends agree; other pairs keep libfabric.
+//
+// A segment's file is unlinked as soon as every peer has mapped it (each
+// peer counts itself in the segment header), at the latest when the
+// endpoint closes; nodeseg.Sweep removes the files of processes that died
+// before that.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/internal/cma"
+	"github.com/weft-hpc/weft/internal/nodeseg"
+	"github.com/weft-hpc/weft/internal/peerwatch"
+	"github.com/weft-hpc/weft/internal/shmring"
+)
+
+// Segment header (one cache line, then the rings).
+const (
+	nodeMagic   = 0x65646f6e74666577 // "weftnode"
+	nodeHdr     = 64
+	offAttached = 8 // uint64: peers that mapped the segment
+)
+
+// nodeBurst bounds the messages taken from one ring per progress call, so
+// that one busy sender does not starve the others.
+const nodeBurst = 64
+
+// nodeLink is one endpoint's connection to a member of its node group.
+type nodeLink struct {
+	out    *shmring.Producer // our ring in the peer's segment
+	in     *shmring.Consumer // the peer's ring in our segment
+	inline int               // out's inline limit
+	pid    int               // the peer's process, for CMA
+	local  bool              // same process: rendezvous by copy()
+	member int
+}
+
+// trySend sends one message, fabric.ErrAgain when the ring is full.
+func (l *nodeLink) trySend(t uint64, b []byte) error {
+	ok, err := l.out.TrySend(t, b)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fabric.ErrAgain
+	}
+	return nil
+}
+
+// nodeInfo is what an endpoint publishes about its node transport.
+type nodeInfo struct {
+	native bool   // node transport on
+	cma    bool   // its process allows cross-memory attach
+	cap    int    // rings in its segment
+	cells  int    // cells per ring
+	seg    string // segment file name
+}
+
+func (n nodeInfo) append(b []byte) []byte {
+	var f byte
+	if n.native {
+		f |= 1
+	}
+	if n.cma {
+		f |= 2
+	}
+	b = append(b, f)
+	b = binary.LittleEndian.AppendUint32(b, uint32(n.cap))
+	b = binary.LittleEndian.AppendUint32(b, uint32(n.cells))
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(n.seg)))
+	return append(b, n.seg...)
+}
+
+func parseNodeInfo(b []byte) (nodeInfo, []byte, error) {
+	if len(b) < 11 {
+		return nodeInfo{}, nil, fmt.Errorf("node transport record of %d bytes", len(b))
+	}
+	n := nodeInfo{native: b[0]&1 != 0, cma: b[0]&2 != 0,
+		cap: int(binary.LittleEndian.Uint32(b[1:])), cells: int(binary.LittleEndian.Uint32(b[5:]))}
+	l := int(binary.LittleEndian.Uint16(b[9:]))
+	if l > len(b)-11 {
+		return nodeInfo{}, nil, fmt.Errorf("node transport record: %d-byte name in %d bytes", l, len(b)-11)
+	}
+	n.seg = string(b[11 : 11+l])
+	if n.native && (shmring.Layout(n.cells) < 0 || n.cap < 1 || n.cap > MaxRanks) {
+		return nodeInfo{}, nil, fmt.Errorf("node transport record: %d rings of %d cells", n.cap, n.cells)
+	}
+	return n, b[11+l:], nil
+}
+
+func (n nodeInfo) segBytes() int { return nodeHdr + n.cap*shmring.Layout(n.cells) }
+
+func (n nodeInfo) ring(mem []byte, i int) []byte {
+	sz := shmring.Layout(n.cells)
+	o := nodeHdr + i*sz
+	return mem[o : o+sz : o+sz]
+}
+
+// cmaUsable reports whether this process may use cross-memory attach
+// towards its peers: the kernel has the calls (no seccomp refusal), and
+// Yama, where loaded, lets any process of the same uid read another.
+var cmaUsable = sync.OnceValue(func() bool {
+	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil && strings.TrimSpace(string(b)) != "0" {
+		return false
+	}
+	return cma.Available(os.Getpid()) == nil
+})
+
+// nodeGeometry returns the cells per ring and the inline limit for a
+// segment of n rings: WEFT_TUNE's nodecells and nodeinline, with fewer
+// cells when many rings would make the segment large.
+func nodeGeometry(n int) (cells, inline int) {
+	cells = int(tune.NodeCells)
+	for cells > 64 && n*shmring.Layout(cells) > 16<<20 {
+		cells /= 2
+	}
+	inline = min(int(tune.NodeInline), shmring.MaxInlineFor(cells))
+	return cells, inline
+}
+
+// openNodeSeg creates v's segment with n rings, every ring initialised.
+func (v *vci) openNodeSeg(n int) (nodeInfo, error) {
+	cells, inline := nodeGeometry(n)
+	info := nodeInfo{native: true, cma: cmaUsable(), cap: n, cells: cells}
+	seg, err := nodeseg.Create("ep", info.segBytes())
+	if err != nil {
+		return nodeInfo{}, fmt.Errorf("endpoint: node transport segment: %w", err)
+	}
+	mem := seg.Bytes()
+	for i := 0; i < n; i++ {
+		if err := shmring.Init(info.ring(mem, i), cells, inline); err != nil {
+			seg.Unlink()
+			seg.Close()
+			return nodeInfo{}, fmt.Errorf("endpoint: node transport ring: %w", err)
+		}
+	}
+	binary.LittleEndian.PutUint64(mem, nodeMagic)
+	v.seg, v.segInfo = seg, info
+	info.seg = seg.Name()
+	return info, nil
+}
+
+// nodeMember is one endpoint of a node group as the records describe it.
+type nodeMember struct {
+	info nodeInfo
+	proc string // identity of its process (same string: same process)
+	ns   string // its node and pid namespace (CMA needs the same)
+	pid  int
+}
+
+// nodePaired reports whether members a and b of a group of size n talk
+// through the node transport; every rank computes the same answer from
+// the same records.
+func nodePaired(a, b *nodeMember, n int) bool {
+	if !a.info.native || !b.info.native || a.info.cap < n || b.info.cap < n {
+		return false
+	}
+	if a.proc == b.proc {
+		return true
+	}
+	return a.info.cma && b.info.cma && a.ns == b.ns && a.pid > 0 && b.pid > 0
+}
+
+// connectNode attaches v (member me of group) to every member it pairs
+// with and returns which ones it does. On error v keeps no peer mapping.
+func (v *vci) connectNode(group []nodeMember, me int) ([]bool, error) {
+	paired := make([]bool, len(group))
+	if v.seg == nil {
+		return paired, nil
+	}
+	mine := &group[me]
+	links := make([]*nodeLink, len(group))
+	want := 0
+	fail := func(err error) ([]bool, error) {
+		for _, s := range v.peerSegs {
+			s.Close()
+		}
+		v.peerSegs = nil
+		return nil, err
+	}
+	for m := range group {
+		if !nodePaired(mine, &group[m], len(group)) {
+			continue
+		}
+		paired[m] = true
+		in, err := shmring.NewConsumer(v.segInfo.ring(v.seg.Bytes(), m))
+		if err != nil {
+			return fail(fmt.Errorf("endpoint: node ring from member %d: %w", m, err))
+		}
+		var outMem []byte
+		if m == me {
+			outMem = v.segInfo.ring(v.seg.Bytes(), me)
+		} else {
+			want++
+			peer, err := nodeseg.Open(group[m].info.seg, group[m].info.segBytes())
+			if err != nil {
+				return fail(fmt.Errorf("endpoint: node segment of member %d (is the node identity right? %s): %w", m, "WEFT_NODE_ID", err))
+			}
+			v.peerSegs = append(v.peerSegs, peer)
+			pm := peer.Bytes()
+			if binary.LittleEndian.Uint64(pm) != nodeMagic {
+				return fail(fmt.Errorf("endpoint: node segment %s of member %d is not an endpoint segment: %w", group[m].info.seg, m, ErrInvalid))
+			}
+			atomic.AddUint64((*uint64)(unsafe.Pointer(&pm[offAttached])), 1)
+			outMem = group[m].info.ring(pm, me)
+		}
+		out, err := shmring.NewProducer(outMem)
+		if err != nil {
+			return fail(fmt.Errorf("endpoint: node ring to member %d: %w", m, err))
+		}
+		links[m] = &nodeLink{out: out, in: in, inline: out.MaxInline(), pid: group[m].pid,
+			local: group[m].proc == mine.proc, member: m}
+	}
+	v.links, v.attachWant = links, uint64(want)
+	v.maybeUnlink()
+	return paired, nil
+}
+
+// maybeUnlink removes v's segment file once every paired peer has mapped it.
+func (v *vci) maybeUnlink() {
+	if !v.seg.Linked() {
+		return
+	}
+	mem := v.seg.Bytes()
+	if atomic.LoadUint64((*uint64)(unsafe.Pointer(&mem[offAttached]))) >= v.attachWant {
+		if err := v.seg.Unlink(); err != nil {
+			v.log.Warn("unlink node segment", "err", err)
+		}
+	}
+}
+
+// closeNode unlinks and unmaps v's segments (idempotent).
+func (v *vci) closeNode() error {
+	var errs []error
+	if v.seg != nil {
+		errs = append(errs, v.seg.Unlink(), v.seg.Close())
+		v.seg = nil
+	}
+	for _, s := range v.peerSegs {
+		errs = append(errs, s.Close())
+	}
+	v.peerSegs, v.links = nil, nil
+	return errors.Join(errs...)
+}
+
+// link returns the node link a message to or from rank r of c uses, or nil.
+func (c *Comm) link(r int) *nodeLink {
+	if r < 0 || r >= len(c.links) {
+		return nil
+	}
+	if m := c.links[r]; m >= 0 {
+		return c.v.links[m]
+	}
+	return nil
+}
+
+// pollNode takes what arrived in v's rings. Caller holds the lock.
+func (v *vci) pollNode() {
+	if v.seg.Linked() {
+		v.maybeUnlink()
+	}
+	for _, l := range v.links {
+		if l == nil {
+			continue
+		}
+		for k := 0; k < nodeBurst; k++ {
+			t, n, ok, err := l.in.Peek()
+			if err != nil {
+				v.log.Error("node ring corrupt; messages from this peer are lost", "member", l.member, "err", err)
+				break
+			}
+			if !ok {
+				break
+			}
+			v.nodeMessage(l, t, n)
+		}
+	}
+}
+
+// nodeMessage handles the message of n bytes with match word t at the
+// head of l's ring: into the first matching posted receive, else into the
+// unexpected queue.
+func (v *vci) nodeMessage(l *nodeLink, t uint64, n int) {
+	if tagIsCtrl(t) || tagIsRTS(t) {
+		var b [rdvHeaderSize]byte
+		_, m, _, _ := l.in.TryRecv(b[:])
+		v.incoming(t, b[:min(m, len(b))])
+		return
+	}
+	for r := v.posted.head; r != nil; r = r.qnext {
+		if tagMatches(t, r.want, r.ignore) {
+			v.posted.remove(r)
+			_, m, _, err := l.in.TryRecv(r.buf)
+			r.st = Status{Source: tagSource(t), Tag: tagUser(t), Count: min(m, len(r.buf))}
+			if err != nil {
+				err = fmt.Errorf("endpoint: message of %d bytes from rank %d into %d: %w", m, r.st.Source, len(r.buf), ErrTruncated)
+			}
+			v.finish(r, err)
+			return
+		}
+	}
+	data := make([]byte, n)
+	l.in.TryRecv(data)
+	v.unexpected = append(v.unexpected, unexp{tag: t, data: data})
+}
+
+// nodeSend sends buf to rank dest of c over link l (caller holds the lock
+// and has flushed v.sendq as far as it goes).
+func (v *vci) nodeSend(c *Comm, l *nodeLink, buf []byte, t uint64, dest int) (*Request, error) {
+	if len(buf) <= l.inline {
+		if len(v.sendq) == 0 {
+			err := l.trySend(t, buf)
+			if errors.Is(err, fabric.ErrAgain) {
+				err = v.tryPost(func() error { return l.trySend(t, buf) })
+			}
+			if err == nil {
+				return completedRequest, nil
+			}
+			if !errors.Is(err, fabric.ErrAgain) {
+				return nil, fmt.Errorf("endpoint: send %d bytes to rank %d: %w", len(buf), dest, err)
+			}
+		}
+		// The peer's ring is full: queue a copy; progress sends it.
+		r := &Request{v: v, c: c, kind: kSendEager, state: stPosted, buf: buf, qrank: dest,
+			reqExt: &reqExt{link: l, qinject: true, qdata: append([]byte(nil), buf...), qtag: t}}
+		v.enqueue(r)
+		return r, nil
+	}
+	// Rendezvous: the receiver copies from buf and answers with a FIN. Up
+	// to the eager limit the data is first copied into a staging buffer
+	// and the send is complete at once (eager semantics); the staging
+	// buffer is recycled when the FIN comes.
+	user := completedRequest
+	staged := len(buf) <= v.eagerLimit
+	if staged {
+		b := v.stage(len(buf))
+		copy(b, buf)
+		buf = b
+	}
+	r := &Request{v: v, c: c, kind: kSendRdv, state: stPosted, buf: buf, qrank: dest,
+		reqExt: &reqExt{link: l, qinject: true, qtag: t | rtsBit, staged: staged}}
+	if !staged {
+		user = r
+	}
+	v.seq++
+	r.seq = v.seq
+	var addr uint64
+	if l.local {
+		r.lkey = localPut(buf)
+		addr = r.lkey
+	} else {
+		r.pinBuf(buf)
+		addr = uint64(cma.Addr(buf))
+	}
+	r.qdata = make([]byte, rdvHeaderSize)
+	rdvHeader{addr: addr, size: uint64(len(buf)), seq: r.seq}.put(r.qdata)
+	v.rdvSends[r.seq] = r
+	if err := v.submit(r); err != nil {
+		delete(v.rdvSends, r.seq)
+		r.unpinAll()
+		return nil, fmt.Errorf("endpoint: rendezvous header to rank %d: %w", dest, err)
+	}
+	return user, nil
+}
+
+// maxStages bounds the staging buffers an endpoint keeps for reuse.
+const maxStages = 64
+
+// stage returns a staging buffer of n bytes (n ≤ the eager limit).
+func (v *vci) stage(n int) []byte {
+	if k := len(v.stages); k > 0 {
+		b := v.stages[k-1]
+		v.stages[k-1] = nil
+		v.stages = v.stages[:k-1]
+		return b[:n]
+	}
+	return make([]byte, n, v.eagerLimit)
+}
+
+// unstage takes back the staging buffer of a finished send.
+func (v *vci) unstage(b []byte) {
+	if len(v.stages) < maxStages && cap(b) >= v.eagerLimit {
+		v.stages = append(v.stages, b[:0])
+	}
+}
+
+// postNode hands queued send r to its ring (fabric.ErrAgain when full).
+func (v *vci) postNode(r *Request) error {
+	if err := r.link.trySend(r.qtag, r.qdata); err != nil {
+		return err
+	}
+	if r.kind == kSendEager {
+		v.finish(r, nil)
+	} // a rendezvous send completes on its FIN
+	return nil
+}
+
+// nodeRead serves receive r matched with rendezvous header h that came
+// over link l: the data is copied straight from the sender's buffer, the
+// receive completes and a FIN goes back (now, or from progress when the
+// ring towards the sender is full).
+func (v *vci) nodeRead(r *Request, l *nodeLink, t uint64, h rdvHeader) {
+	src := tagSource(t)
+	n := len(r.buf)
+	if uint64(n) > h.size {
+		n = int(h.size)
+	}
+	r.st = Status{Source: src, Tag: tagUser(t), Count: n}
+	status := uint64(finOK)
+	var err error
+	if n > 0 {
+		if l.local {
+			err = localCopy(h.addr, r.buf[:n])
+		} else {
+			_, err = cma.Read(l.pid, r.buf[:n], uintptr(h.addr))
+		}
+	}
+	switch {
+	case err != nil:
+		status = finFailed
+		err = fmt.Errorf("endpoint: rendezvous copy from rank %d: %w", src, err)
+	case uint64(len(r.buf)) < h.size:
+		status = finTruncated
+		err = fmt.Errorf("endpoint: rendezvous message of %d bytes from rank %d into %d: %w", h.size, src, len(r.buf), ErrTruncated)
+	}
+	f := nodeFin{link: l, seq: h.seq, status: status}
+	if f.send() != nil {
+		v.nodeFins = append(v.nodeFins, f)
+	}
+	v.finish(r, err)
+}
+
+// nodeFin is a FIN owed to a sender over the node transport.
+type nodeFin struct {
+	link   *nodeLink
+	seq    uint64
+	status uint64
+}
+
+func (f nodeFin) send() error {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], f.status)
+	return f.link.trySend(ctrlTag(f.seq), b[:])
+}
+
+// retryNodeFins sends the FINs a full ring held back.
+func (v *vci) retryNodeFins() {
+	n := 0
+	for _, f := range v.nodeFins {
+		if err := f.send(); err != nil {
+			v.nodeFins[n] = f
+			n++
+		}
+	}
+	clear(v.nodeFins[n:])
+	v.nodeFins = v.nodeFins[:n]
+}
+
+// localBufs holds the buffers of rendezvous sends between endpoints of
+// this process: the receiver finds the buffer by key and copies from it
+// (the key, not an address, crosses the ring, so no pointer is rebuilt
+// from an integer). An entry lives until its send completes or fails.
+var localBufs struct {
+	sync.Mutex
+	next uint64
+	m    map[uint64][]byte
+}
+
+func localPut(b []byte) uint64 {
+	localBufs.Lock()
+	defer localBufs.Unlock()
+	if localBufs.m == nil {
+		localBufs.m = map[uint64][]byte{}
+	}
+	localBufs.next++
+	localBufs.m[localBufs.next] = b
+	return localBufs.next
+}
+
+func localDel(k uint64) {
+	localBufs.Lock()
+	delete(localBufs.m, k)
+	localBufs.Unlock()
+}
+
+func localCopy(k uint64, dst []byte) error {
+	localBufs.Lock()
+	b, ok := localBufs.m[k]
+	localBufs.Unlock()
+	if !ok || len(b) < len(dst) {
+		return fmt.Errorf("endpoint: rendezvous buffer of this process gone (sending endpoint closed): %w", ErrPeerGone)
+	}
+	copy(dst, b)
+	return nil
+}
+
+// procKey names a process: its node, pid namespace, pid and start time.
+func procKey(id peerwatch.Ident) string {
+	return id.Node + "/" + strconv.Itoa(id.PID) + "/" + strconv.FormatUint(id.Start, 10)
+}
+
+// connectWorld pairs the world endpoint v with the world ranks of its node
+// (the records' node keys) and sets the world communicator's links.
+func (w *World) connectWorld(v *vci, nodes []nodeInfo, ids []peerwatch.Ident) error {
+	c := w.comm
+	var group []nodeMember
+	var ranks []int
+	me := -1
+	for r := range nodes {
+		if c.hosts[r] != c.hosts[c.rank] {
+			continue
+		}
+		if r == c.rank {
+			me = len(group)
+		}
+		group = append(group, nodeMember{info: nodes[r], proc: procKey(ids[r]), ns: ids[r].Node, pid: ids[r].PID})
+		ranks = append(ranks, r)
+	}
+	paired, err := v.connectNode(group, me)
+	if err != nil {
+		return err
+	}
+	c.links = nil
+	n := 0
+	for m, r := range ranks {
+		if paired[m] {
+			if c.links == nil {
+				c.links = make([]int32, c.size)
+				for i := range c.links {
+					c.links[i] = -1
+				}
+			}
+			c.links[r] = int32(m)
+			n++
+		}
+	}
+	v.noNet = n == c.size
+	if v.seg != nil && n == 0 {
+		v.closeNode() // nobody to talk to this way
+	}
+	w.log.Debug("node transport", "peers", n, "of", len(group), "on this node")
+	return nil
+}
+
+// connectEndpoints sets up the node transport of the endpoints vcis this
+// process opened for a new communicator of CreateEndpoints. It is
+// collective over the parent c: every rank creates its endpoints'
+// segments, sized for the endpoints of its node, and an allgather carries
+// their names. addrOwner[a] is the parent rank owning distinct address a,
+// addrIdx[a] its index among that rank's endpoints, rankAddr[r] the
+// address of rank r of the new communicator. It returns the new
+// communicator's links (nil when no pair uses the node transport).
+func (w *World) connectEndpoints(ctx context.Context, c *Comm, native bool, vcis []*vci, addrOwner, addrIdx, rankAddr []int) ([]int32, error) {
+	myHost := c.hosts[c.rank]
+	pos := make([]int, len(addrOwner))
+	var group []nodeMember
+	var groupAddr []int
+	for a, pr := range addrOwner {
+		pos[a] = -1
+		if c.hosts[pr] == myHost {
+			pos[a] = len(group)
+			id := w.ids[c.world[pr]]
+			group = append(group, nodeMember{proc: procKey(id), ns: id.Node, pid: id.PID})
+			groupAddr = append(groupAddr, a)
+		}
+	}
+	rec := binary.LittleEndian.AppendUint32(nil, uint32(len(vcis)))
+	for _, v := range vcis {
+		var ni nodeInfo
+		if native {
+			var err error
+			if ni, err = v.openNodeSeg(len(group)); err != nil {
+				w.log.Warn("node transport off for an endpoint", "err", err)
+				ni = nodeInfo{}
+			}
+		}
+		rec = ni.append(rec)
+	}
+	all, err := c.Allgather(ctx, rec)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint: exchange node transport records: %w", err)
+	}
+	infos := make([][]nodeInfo, len(all))
+	for pr, b := range all {
+		if len(b) < 4 {
+			return nil, fmt.Errorf("endpoint: node transport record of rank %d is %d bytes: %w", pr, len(b), ErrInvalid)
+		}
+		cnt := int(binary.LittleEndian.Uint32(b))
+		b = b[4:]
+		for i := 0; i < cnt; i++ {
+			ni, rest, err := parseNodeInfo(b)
+			if err != nil {
+				return nil, fmt.Errorf("endpoint: node transport record of rank %d: %v: %w", pr, err, ErrInvalid)
+			}
+			infos[pr] = append(infos[pr], ni)
+			b = rest
+		}
+	}
+	for m, a := range groupAddr {
+		pr, i := addrOwner[a], addrIdx[a]
+		if i >= len(infos[pr]) {
+			return nil, fmt.Errorf("endpoint: rank %d published %d node transport records, endpoint %d missing: %w", pr, len(infos[pr]), i, ErrInvalid)
+		}
+		group[m].info = infos[pr][i]
+	}
+	var paired []bool
+	for li, v := range vcis {
+		me := -1
+		for a := range addrOwner {
+			if addrOwner[a] == c.rank && addrIdx[a] == li {
+				me = pos[a]
+			}
+		}
+		if me < 0 {
+			return nil, fmt.Errorf("endpoint: endpoint %d of this rank missing from its node group: %w", li, ErrInvalid)
+		}
+		p, err := v.connectNode(group, me)
+		if err != nil {
+			return nil, err
+		}
+		if paired == nil {
+			paired = p
+		}
+	}
+	var links []int32
+	n := 0
+	for r, a := range rankAddr {
+		if m := pos[a]; m >= 0 && paired != nil && paired[m] {
+			if links == nil {
+				links = make([]int32, len(rankAddr))
+				for i := range links {
+					links[i] = -1
+				}
+			}
+			links[r] = int32(m)
+			n++
+		}
+	}
+	for _, v := range vcis {
+		v.noNet = n == len(rankAddr)
+		if v.seg != nil && n == 0 {
+			v.closeNode()
+		}
+	}
+	return links, nil
+}
+
+// Transports a peer may be reached through (Comm.Transport).
+const (
+	// TransportNode is weft's node transport: shared-memory rings between
+	// ranks of one node, single-copy rendezvous for large messages.
+	TransportNode = "node"
+	// TransportFabric is libfabric, through the communicator's provider.
+	TransportFabric = "fabric"
+)
+
+// Transport reports how this handle exchanges point-to-point messages
+// with rank r of the communicator: TransportNode or TransportFabric.
+func (c *Comm) Transport(r int) (string, error) {
+	if err := c.checkPeer(r, false); err != nil {
+		return "", err
+	}
+	if c.link(r) != nil {
+		return TransportNode, nil
+	}
+	return TransportFabric, nil
+}

@@ -1,0 +1,297 @@
+package endpoint_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/launchtest"
+	"github.com/weft-hpc/weft/internal/nodeseg"
+	"github.com/weft-hpc/weft/internal/settings"
+	"github.com/weft-hpc/weft/job"
+)
+
+// wantTransport is the transport every peer of a one-node job should use
+// in this worker.
+func wantTransport() string {
+	if os.Getenv(endpoint.EnvNodeTransport) == "fabric" {
+		return endpoint.TransportFabric
+	}
+	return endpoint.TransportNode
+}
+
+func checkTransports(t *testing.T, c *endpoint.Comm, want func(r int) string) {
+	t.Helper()
+	for r := 0; r < c.Size(); r++ {
+		got, err := c.Transport(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := want(r); got != w {
+			t.Fatalf("rank %d reaches rank %d through %s, want %s", c.Rank(), r, got, w)
+		}
+	}
+	if _, err := c.Transport(c.Size()); !errors.Is(err, endpoint.ErrInvalid) {
+		t.Fatalf("Transport of rank %d: %v", c.Size(), err)
+	}
+}
+
+// ownSegments lists the node segment files of this process in the shm
+// directory.
+func ownSegments(t *testing.T) []string {
+	t.Helper()
+	ents, err := os.ReadDir(nodeseg.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if nodeseg.Owned(e.Name(), os.Getpid()) {
+			out = append(out, filepath.Join(nodeseg.Dir(), e.Name()))
+		}
+	}
+	return out
+}
+
+// TestNodeThresholds: every endpoint (2 processes × 2 endpoints: peers in
+// the same process and in the other one) sends to every other one
+// messages around each size where the node transport changes protocol
+// (first cell, second cell, ring inline limit, eager limit), content
+// checked; then receives of one byte less than the message report
+// truncation with the right count. The peers use the node transport
+// (native) or libfabric (shm, tcp), and say so.
+func TestNodeThresholds(t *testing.T) {
+	tu, err := settings.Tune()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inline := int(tu.NodeInline)
+	eager := 16 << 10
+	sizes := []int{0, 1, 39, 40, 41, 96, 97, inline - 1, inline, inline + 1, eager - 1, eager, eager + 1, 3<<20 + 5}
+	for _, p := range providers {
+		t.Run(provName(p), func(t *testing.T) {
+			if launch(t, 2, p, 90*time.Second) {
+				return
+			}
+			w := initWorld(t)
+			ctx := tctx(t, 60*time.Second)
+			checkTransports(t, w.Comm(), func(int) string { return wantTransport() })
+			eps, err := w.Comm().CreateEndpoints(ctx, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range eps {
+				checkTransports(t, e, func(int) string { return wantTransport() })
+			}
+			allPairs(t, eps, sizes)
+			runHandles(t, ctx, eps, func(ctx context.Context, c *endpoint.Comm) error {
+				me, n := c.Rank(), c.Size()
+				to, from := (me+1)%n, (me+n-1)%n
+				for i, sz := range sizes[1:] {
+					msg := make([]byte, sz)
+					pattern(msg, me, to, i)
+					s, err := c.Isend(msg, to, i)
+					if err != nil {
+						return err
+					}
+					buf := make([]byte, sz-1)
+					st, rerr := c.Recv(ctx, buf, from, i)
+					if !errors.Is(rerr, endpoint.ErrTruncated) || st.Count != sz-1 || st.Source != from {
+						return fmt.Errorf("%d bytes into %d: status %+v, err %v", sz, sz-1, st, rerr)
+					}
+					want := make([]byte, sz)
+					pattern(want, from, me, i)
+					if !bytes.Equal(buf, want[:sz-1]) {
+						return fmt.Errorf("%d bytes into %d: wrong data", sz, sz-1)
+					}
+					if _, err := s.Wait(ctx); err != nil {
+						return fmt.Errorf("truncated send of %d bytes: %w", sz, err)
+					}
+				}
+				return c.Barrier(ctx)
+			})
+			for _, e := range eps {
+				if err := e.Free(); err != nil {
+					t.Error(err)
+				}
+			}
+			// Every peer has mapped this process's segments by now: none
+			// is left in the directory.
+			if err := w.Comm().Barrier(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Comm().Barrier(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if left := ownSegments(t); len(left) > 0 {
+				t.Fatalf("segment files still linked after set-up: %v", left)
+			}
+		})
+	}
+}
+
+// TestMixedTransports: one communicator whose peers are reached three
+// ways. Four processes pretend to be two nodes (WEFT_NODE_ID), ranks 0-1
+// on one and 2-3 on the other, over tcp;ofi_rxm; each creates 2
+// endpoints. Every endpoint then has a peer in its own process and one
+// in the other process of its node (node transport) and four on the other
+// node (libfabric). Endpoint 0 receives everything with AnySource (half
+// with AnyTag): each sender's messages, of sizes in every protocol, must
+// arrive complete and in the order they were sent.
+func TestMixedTransports(t *testing.T) {
+	if !launchtest.IsWorker() {
+		launchtest.Run(t, 4, "tcp;ofi_rxm", 90*time.Second, endpoint.EnvNodeTransport+"=native")
+		return
+	}
+	ctx := tctx(t, 60*time.Second)
+	j, err := job.Init(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Finalize()
+	node := j.Rank() / 2
+	t.Setenv("WEFT_NODE_ID", "pretend-node-"+strconv.Itoa(node))
+	w, err := endpoint.Init(ctx, endpoint.WithJob(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if lr, ls := w.Comm().NodeLocal(); ls != 2 || lr != j.Rank()%2 {
+		t.Fatalf("NodeLocal = %d, %d; want %d, 2", lr, ls, j.Rank()%2)
+	}
+	eps, err := w.Comm().CreateEndpoints(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onNode := func(r int) string { // endpoint rank r belongs to world rank r/2
+		if r/4 == node {
+			return endpoint.TransportNode
+		}
+		return endpoint.TransportFabric
+	}
+	for _, e := range eps {
+		checkTransports(t, e, onNode)
+	}
+	sizes := []int{8, 1500, 6000, 40000}
+	const per = 24
+	runHandles(t, ctx, eps, func(ctx context.Context, c *endpoint.Comm) error {
+		me, n := c.Rank(), c.Size()
+		if me != 0 {
+			var reqs []*endpoint.Request
+			for k := 0; k < per; k++ {
+				b := make([]byte, sizes[k%len(sizes)])
+				pattern(b, me, 0, k)
+				r, err := c.Isend(b, 0, k)
+				if err != nil {
+					return err
+				}
+				reqs = append(reqs, r)
+			}
+			return endpoint.WaitAll(ctx, reqs...)
+		}
+		next := make([]int, n) // next message index expected per source
+		buf := make([]byte, 64<<10)
+		rr := 0
+		for got := 0; got < (n-1)*per; got++ {
+			src, tag := endpoint.AnySource, endpoint.AnyTag
+			if got%2 == 1 { // every other receive names its source and tag
+				for rr = rr%(n-1) + 1; next[rr] == per; rr = rr%(n-1) + 1 {
+				}
+				src, tag = rr, next[rr]
+			}
+			st, err := c.Recv(ctx, buf, src, tag)
+			if err != nil {
+				return err
+			}
+			k := next[st.Source]
+			if st.Tag != k || st.Count != sizes[k%len(sizes)] {
+				return fmt.Errorf("from rank %d: tag %d, %d bytes; want message %d of %d bytes (order broken)", st.Source, st.Tag, st.Count, k, sizes[k%len(sizes)])
+			}
+			want := make([]byte, st.Count)
+			pattern(want, st.Source, 0, k)
+			if !bytes.Equal(buf[:st.Count], want) {
+				return fmt.Errorf("message %d from rank %d corrupted", k, st.Source)
+			}
+			next[st.Source]++
+		}
+		return nil
+	})
+	for _, e := range eps {
+		if err := e.Free(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestNodeSenderGone: a sender posts a large (rendezvous) message to a
+// peer on its node and is killed before the peer receives it. The
+// receive, which would copy straight out of the dead process, fails with
+// ErrPeerGone; it neither hangs nor delivers garbage. The send's header
+// and a small message sent after it were complete in the ring before the
+// kill: the small one is still delivered.
+func TestNodeSenderGone(t *testing.T) {
+	if !launchtest.IsWorker() {
+		prov, env := provEnv("native", nil)
+		launchtest.RunMayDie(t, 2, prov, 60*time.Second, []int{1}, env...)
+		return
+	}
+	ctx := tctx(t, 45*time.Second)
+	w, err := endpoint.Init(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := w.Comm()
+	if tr, _ := c.Transport(1 - c.Rank()); tr != endpoint.TransportNode {
+		t.Fatalf("peer reached through %s", tr)
+	}
+	const big = 8 << 20
+	if c.Rank() == 1 {
+		msg := make([]byte, big)
+		if _, err := c.Isend(msg, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Send(ctx, []byte(strconv.Itoa(os.Getpid())), 0, 2); err != nil {
+			t.Fatal(err)
+		}
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+	defer w.Close()
+	small := make([]byte, 16)
+	st, err := c.Recv(ctx, small, 1, 2)
+	pid, perr := strconv.Atoi(string(small[:st.Count]))
+	if err != nil || perr != nil {
+		t.Fatalf("small message: %q, %v", small[:st.Count], err)
+	}
+	// Wait for the sender's process to be gone (a zombie has no memory
+	// left to copy from either).
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil || bytes.Contains(b, []byte(") Z ")) || bytes.Contains(b, []byte(") X ")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sender never went away")
+		}
+	}
+	buf := make([]byte, big)
+	for i := range buf {
+		buf[i] = 0xee
+	}
+	start := time.Now()
+	st, err = c.Recv(ctx, buf, 1, 1)
+	if !errors.Is(err, endpoint.ErrPeerGone) {
+		t.Fatalf("receive from a dead sender: status %+v, err %v; want ErrPeerGone", st, err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("receive from a dead sender took %v", took)
+	}
+}
