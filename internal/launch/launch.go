@@ -638,7 +638,13 @@ func (j *Job) Wait() error {
 		if j.launcher == "local" {
 			// Node segments a rank could not remove (it was killed before
 			// its peers mapped them): their creators are gone now.
-			if n, err := nodeseg.Sweep(); n > 0 || err != nil {
+			dir := nodeseg.Dir()
+			for _, kv := range j.cfg.Env {
+				if v, ok := strings.CutPrefix(kv, "WEFT_SHM_DIR="); ok && v != "" {
+					dir = v
+				}
+			}
+			if n, err := nodeseg.SweepDir(dir); n > 0 || err != nil {
 				log.Debug("removed node segments of ended ranks", "files", n, "err", err)
 			}
 		}

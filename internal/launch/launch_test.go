@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/internal/bootstrap"
-
+	"github.com/weft-hpc/weft/internal/nodeseg"
 	"github.com/weft-hpc/weft/internal/proctest"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
@@ -24,6 +24,8 @@ import (
 func TestMain(m *testing.M) {
 	if mode := os.Getenv("WEFT_LAUNCH_HELPER"); mode == "pgroup" {
 		os.Exit(pgroupRank())
+	} else if mode == "segment" {
+		os.Exit(segmentRank())
 	} else if mode != "" {
 		os.Exit(helper(mode))
 	}
@@ -572,5 +574,42 @@ func TestPMIAddresses(t *testing.T) {
 	}
 	if _, _, err := pmiAddresses([]Host{{"alias", 1}}, "", noSelf, route); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "--pmi-host") {
 		t.Errorf("unresolvable host, loopback-only hostname: %v", err)
+	}
+}
+
+// segmentRank creates a node segment, as endpoint and onesided do, and is
+// killed before anyone could unlink it.
+func segmentRank() int {
+	s, err := nodeseg.Create("ep", 4096)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "segment:", err)
+		return 2
+	}
+	fmt.Println("created", s.Name())
+	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {}
+}
+
+// TestSweepsNodeSegments: the node segments of ranks that died before
+// removing them are gone once the job has ended.
+func TestSweepsNodeSegments(t *testing.T) {
+	dir := t.TempDir()
+	var out proctest.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := Run(ctx, Config{NP: 2, Stdout: &out, Stderr: &out, Argv: []string{self(t)},
+		Env: []string{"WEFT_LAUNCH_HELPER=segment", "WEFT_SHM_DIR=" + dir}})
+	if err == nil {
+		t.Fatalf("job of killed ranks succeeded:\n%s", out.String())
+	}
+	if n := strings.Count(out.String(), "created weft-ep-"); n == 0 {
+		t.Fatalf("no rank created its segment (err %v):\n%s", err, out.String())
+	}
+	ents, rerr := os.ReadDir(dir)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	for _, e := range ents {
+		t.Errorf("left in %s after the job: %s", dir, e.Name())
 	}
 }

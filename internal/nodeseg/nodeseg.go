@@ -202,8 +202,12 @@ var sweepOnce = sync.OnceFunc(func() { _, _ = Sweep() })
 // process's /proc: processes of another pid namespace that share Dir look
 // gone, and their files are removed too (their mappings stay valid; only
 // a peer that has not opened a file yet would miss it).
-func Sweep() (int, error) {
-	ents, err := os.ReadDir(Dir())
+func Sweep() (int, error) { return SweepDir(Dir()) }
+
+// SweepDir is Sweep of directory dir (a launcher sweeps the directory its
+// ranks were given).
+func SweepDir(dir string) (int, error) {
+	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return 0, fmt.Errorf("nodeseg: sweep: %w", err)
 	}
@@ -213,7 +217,7 @@ func Sweep() (int, error) {
 		if !ok || alive(pid, start) {
 			continue
 		}
-		if os.Remove(filepath.Join(Dir(), e.Name())) == nil {
+		if os.Remove(filepath.Join(dir, e.Name())) == nil {
 			n++
 		}
 	}
