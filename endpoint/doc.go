@@ -51,6 +51,19 @@
 // shared matching queue. The shared mode exists as the baseline the private
 // design is measured against (docs/perf/endpoint.md).
 //
+// # Transports
+//
+// Ranks on the same node (by the node key in the bootstrap records) talk
+// through weft's node transport: per-pair shared-memory rings of 64-byte
+// cells carry small messages inline; larger ones are copied once, straight
+// from the sender's buffer (or, up to the eager limit, from a staging copy
+// made at send time) into the receiver's, with process_vm_readv between
+// processes and copy() between endpoints of one process. Every other rank
+// is reached through libfabric. Comm.Transport reports which one a peer
+// uses; WEFT_NODE_TRANSPORT=fabric (WithNodeTransport(false)) puts every
+// peer on libfabric. Both transports feed the same matching queues, and a
+// pair always uses one of them, so everything below holds for both.
+//
 // # Messages
 //
 // Every message is an untagged libfabric message whose 64-bit remote CQ

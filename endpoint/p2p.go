@@ -29,7 +29,8 @@ func (c *Comm) checkPeer(rank int, wildcardOK bool) error {
 // to the eager limit are sent from the pinned buffer; larger still are
 // announced, and the receiver reads them straight from buf (rendezvous), so
 // the request completes only once the receiver has matched and read it.
-// Isend does not wait for the receiver: a message the provider cannot take
+// Towards a peer on the node transport (Comm.Transport) every message up
+// to the eager limit is copied out at once. Isend does not wait for the receiver: a message the provider cannot take
 // now (full queue, connection not yet accepted) is queued in the request,
 // copied if it is inject-sized, and posted by later progress on this
 // endpoint (Wait, Test, WaitAll, any call that drives it); messages from
