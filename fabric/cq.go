@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"runtime"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -44,6 +45,8 @@ type CQ struct {
 	dom   *Domain
 	yield pollYield // see SetPollYield
 	pace  C.int     // clock reads between empty polls (WithPollPace)
+	// napHook replaces Poll's sleep between bursts (tests); nil: nanosleep.
+	napHook func(time.Duration)
 }
 
 // OpenCQ opens a completion queue with room for size entries (0 = provider
@@ -61,6 +64,7 @@ func (d *Domain) OpenCQ(size int) (*CQ, error) {
 	}
 	cq := &CQ{obj: new(obj), dom: d, pace: C.int(d.cfg.pace)}
 	cq.yield.every, cq.yield.hook = int64(d.cfg.yield), d.cfg.yieldHook
+	cq.napHook = d.cfg.napHook
 	cq.fast = newFastStack(&d.cfg, d.info.Provider)
 	cq.init("cq", uintptr(fid), orderQueue)
 	if err := d.adopt(cq.obj); err != nil {
@@ -169,9 +173,18 @@ func (c *CQ) readErr() error {
 }
 
 // Poll reads completions like Read but waits until at least one completion
-// or error is available, or ctx is done (then it returns ctx.Err()). It
-// busy-polls in C in short bursts and yields the processor between them.
+// or error is available, or ctx is done (then it returns ctx.Err()). For
+// the first 100 µs of the wait it busy-polls in C in short bursts and
+// yields to other goroutines between them. After that it sleeps between
+// bursts, 20 µs at first and twice as long each time up to 1 ms, so that
+// a process waiting for a peer leaves the processor to that peer (and to
+// the launcher) when a node runs more processes than it has cores. A
+// completion that arrives during a sleep is seen up to that sleep's length
+// late: loops that want the lowest latency poll with Read, ReadSpin or
+// WaitWord instead.
 func (c *CQ) Poll(ctx context.Context, out []Completion) (int, error) {
+	var since time.Time
+	var nap time.Duration
 	for {
 		n, err := c.read(out, 256)
 		if n > 0 || err != nil {
@@ -180,8 +193,43 @@ func (c *CQ) Poll(ctx context.Context, out []Completion) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
+		switch {
+		case since.IsZero():
+			since = time.Now()
+		case nap > 0 || time.Since(since) >= pollBusy:
+			nap = min(max(2*nap, pollNapMin), pollNapMax)
+			d := nap
+			if dl, ok := ctx.Deadline(); ok {
+				d = min(d, time.Until(dl))
+			}
+			if d > 0 {
+				c.sleep(d)
+			}
+			continue
+		}
 		runtime.Gosched()
 	}
+}
+
+// How CQ.Poll waits: it spins for pollBusy, then sleeps between bursts,
+// pollNapMin first, doubling up to pollNapMax (docs/perf/startup.md).
+const (
+	pollBusy   = 100 * time.Microsecond
+	pollNapMin = 20 * time.Microsecond
+	pollNapMax = time.Millisecond
+)
+
+// sleep is CQ.Poll's sleep between bursts: the domain's test hook, or a
+// nanosleep of the calling thread. time.Sleep would park only the
+// goroutine, but when nothing else is runnable the runtime rounds a timer
+// under a millisecond up to one.
+func (c *CQ) sleep(d time.Duration) {
+	if c.napHook != nil {
+		c.napHook(d)
+		return
+	}
+	ts := syscall.NsecToTimespec(int64(d))
+	_ = syscall.Nanosleep(&ts, nil) // EINTR: a shorter sleep is harmless
 }
 
 // Close closes the CQ. Endpoints bound to it must be closed first (closing

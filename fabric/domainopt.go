@@ -21,7 +21,10 @@ type domainConfig struct {
 	// yieldHook replaces runtime.Gosched in the poll yield of the
 	// domain's CQs (tests count yields through it); nil: Gosched.
 	yieldHook func()
-	err       error // the first bad option
+	// napHook replaces the sleep of CQ.Poll between bursts in the
+	// domain's CQs (tests record sleeps through it); nil: nanosleep.
+	napHook func(time.Duration)
+	err     error // the first bad option
 }
 
 // defaultDomainConfig returns the process-wide defaults of now.

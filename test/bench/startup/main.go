@@ -2,16 +2,27 @@
 // weft's hello (which starts a job, selects a provider, exchanges endpoint
 // addresses, passes a token round a ring and fences) against MPICH's
 // mpiexec.hydra -n N of an MPI hello built with mpicc (MPI_Init, one line,
-// MPI_Finalize). The two alternate round by round so that load on the
-// machine hits both alike; the figures are medians.
+// MPI_Finalize), and against the libfabric floor: fabrun -n N of a C
+// program that only loads the system's libfabric and calls fi_getinfo once
+// (floor/floor.c), which is what any libfabric program pays before it does
+// anything (docs/perf/startup.md). The jobs alternate round by round so that
+// load on the machine hits them alike; the figures are medians, and the
+// ratios medians of the per-round ratios.
 //
 //	go build -o bin/ ./cmd/... ./examples/...
 //	go run ./test/bench/startup -bin bin -n 1,4 -rounds 11 [-json]
 //
-// With -json it writes one benchrec.Record a line per rank count (tool
-// "startup", metric "wall", unit ms, ref "mpiexec.hydra", ratio the median
-// of the per-round ratios); otherwise a table. Without mpicc or
-// mpiexec.hydra it times fabrun alone.
+// -bin may name several build directories separated by commas (say, this
+// build and one of the previous commit): each one's hello joins the
+// rotation, and the first is the one reported as weft's. With -json it
+// writes benchrec records (JSON lines) per rank count: tool "startup",
+// metric "wall" (ms) of case fabrun-hello-PROVIDER against ref
+// "mpiexec.hydra", the same for libfabric-floor-PROVIDER, and metric
+// "over-floor" of fabrun-hello-PROVIDER: the median per-round excess over
+// the floor in ms, with ratio hello ÷ floor; the hello of a further build
+// has case fabrun-hello-PROVIDER@DIR. Otherwise it prints a table. Without
+// mpicc or mpiexec.hydra it leaves MPICH out; without a C compiler, the
+// floor.
 package main
 
 import (
@@ -31,8 +42,12 @@ import (
 	"github.com/weft-hpc/weft/internal/benchrec"
 )
 
-//go:embed mpi/hello.c
-var mpiHello []byte
+var (
+	//go:embed mpi/hello.c
+	mpiHello []byte
+	//go:embed floor/floor.c
+	floorSrc []byte
+)
 
 func main() {
 	if err := run(); err != nil {
@@ -41,8 +56,15 @@ func main() {
 	}
 }
 
+// job is one command timed in every round, with its times.
+type job struct {
+	label, build string // build: the -bin directory of a weft hello
+	argv         []string
+	times        []float64
+}
+
 func run() error {
-	bin := flag.String("bin", "bin", "directory holding fabrun and hello")
+	bins := flag.String("bin", "bin", "directories holding fabrun and hello, separated by commas (the first is reported as weft's)")
 	ranks := flag.String("n", "1,4", "comma-separated rank counts")
 	rounds := flag.Int("rounds", 11, "jobs per launcher and rank count")
 	provider := flag.String("provider", "shm", "provider for the weft job")
@@ -59,89 +81,159 @@ func run() error {
 		}
 		ns = append(ns, n)
 	}
-	fabrun, hello := filepath.Join(*bin, "fabrun"), filepath.Join(*bin, "hello")
-	for _, p := range []string{fabrun, hello} {
-		if _, err := os.Stat(p); err != nil {
-			return fmt.Errorf("%w (build with: go build -o %s/ ./cmd/... ./examples/...)", err, *bin)
+	var dirs []string
+	for d := range strings.SplitSeq(*bins, ",") {
+		if d = strings.TrimSpace(d); d == "" {
+			return fmt.Errorf("-bin %q: empty directory name", *bins)
 		}
+		for _, p := range []string{filepath.Join(d, "fabrun"), filepath.Join(d, "hello")} {
+			if _, err := os.Stat(p); err != nil {
+				return fmt.Errorf("%w (build with: go build -o %s/ ./cmd/... ./examples/...)", err, d)
+			}
+		}
+		dirs = append(dirs, d)
 	}
-	mpiProg, cleanup, err := buildMPIHello()
+	tmp, err := os.MkdirTemp("", "weft-startup-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	mpiProg, err := buildMPIHello(tmp)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "startup: no MPICH reference: %v\n", err)
 	}
-	defer cleanup()
+	floorProg, err := buildFloor(tmp)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "startup: no libfabric floor: %v\n", err)
+	}
 
+	fabrun := filepath.Join(dirs[0], "fabrun")
 	var rs []benchrec.Record
+	var table [][]string
 	for _, n := range ns {
-		weft := []string{fabrun, "-n", strconv.Itoa(n), "--provider", *provider, hello}
-		var mpi []string
-		if mpiProg != "" {
-			mpi = []string{"mpiexec.hydra", "-launcher", "fork", "-n", strconv.Itoa(n), mpiProg}
+		np := strconv.Itoa(n)
+		var jobs []*job
+		for _, d := range dirs {
+			jobs = append(jobs, &job{label: "fabrun hello", build: d,
+				argv: []string{filepath.Join(d, "fabrun"), "-n", np, "--provider", *provider, filepath.Join(d, "hello")}})
 		}
-		var ours, theirs, ratios []float64
+		var floor, mpi *job
+		if floorProg != "" {
+			floor = &job{label: "fabrun libfabric floor", argv: []string{fabrun, "-n", np, floorProg, *provider}}
+			jobs = append(jobs, floor)
+		}
+		if mpiProg != "" {
+			mpi = &job{label: "mpiexec.hydra MPI hello", argv: []string{"mpiexec.hydra", "-launcher", "fork", "-n", np, mpiProg}}
+			jobs = append(jobs, mpi)
+		}
 		for range *rounds {
-			d, err := timeJob(weft)
-			if err != nil {
-				return err
-			}
-			ours = append(ours, d)
-			if mpi != nil {
-				d, err := timeJob(mpi)
+			for _, j := range jobs {
+				d, err := timeJob(j.argv)
 				if err != nil {
 					return err
 				}
-				theirs = append(theirs, d)
-				ratios = append(ratios, ours[len(ours)-1]/d)
+				j.times = append(j.times, d)
 			}
 		}
-		r := benchrec.Record{Tool: "startup", Area: "launch", Case: "fabrun-hello-" + *provider, Size: strconv.Itoa(n),
-			Metric: "wall", Unit: "ms", Value: median(ours), Reps: *rounds, Stat: "median"}
-		if mpi != nil {
-			r.Ref, r.RefValue, r.Ratio = "mpiexec.hydra", median(theirs), benchrec.Finite(median(ratios))
+		for i, j := range jobs {
+			label := j.label
+			if len(dirs) > 1 && j.build != "" {
+				label += " (" + j.build + ")"
+			}
+			table = append(table, []string{np, label, fmt.Sprintf("%.0f", median(j.times)),
+				ratioCell(j, mpi), ratioCell(j, floor)})
+			var cs string
+			switch {
+			case j == floor:
+				cs = "libfabric-floor-" + *provider
+			case j == mpi:
+				continue
+			case i == 0:
+				cs = "fabrun-hello-" + *provider
+			default:
+				cs = "fabrun-hello-" + *provider + "@" + j.build
+			}
+			r := benchrec.Record{Tool: "startup", Area: "launch", Case: cs, Size: np,
+				Metric: "wall", Unit: "ms", Value: median(j.times), Reps: *rounds, Stat: "median"}
+			if mpi != nil {
+				r.Ref, r.RefValue, r.Ratio = "mpiexec.hydra", median(mpi.times), benchrec.Finite(median(ratios(j, mpi)))
+			}
+			rs = append(rs, r)
+			if i == 0 && floor != nil {
+				over := make([]float64, len(j.times))
+				for k := range over {
+					over[k] = j.times[k] - floor.times[k]
+				}
+				rs = append(rs, benchrec.Record{Tool: "startup", Area: "launch", Case: cs, Size: np,
+					Metric: "over-floor", Unit: "ms", Value: median(over), Reps: *rounds, Stat: "median",
+					Ref: "libfabric-floor", RefValue: median(floor.times), Ratio: benchrec.Finite(median(ratios(j, floor)))})
+			}
 		}
-		rs = append(rs, r)
 	}
 	if *jsonOut {
 		return benchrec.Write(os.Stdout, rs)
 	}
-	fmt.Printf("%-6s %-22s %-22s %s\n", "ranks", "fabrun hello (ms)", "mpiexec.hydra (ms)", "ratio")
-	for _, r := range rs {
-		ref := "-"
-		if r.Ref != "" {
-			ref = fmt.Sprintf("%.0f", r.RefValue)
-		}
-		fmt.Printf("%-6s %-22.0f %-22s %.2f\n", r.Size, r.Value, ref, r.Ratio)
+	fmt.Printf("%-6s %-40s %-9s %-9s %s\n", "ranks", "job", "ms", "÷hydra", "÷floor")
+	for _, row := range table {
+		fmt.Printf("%-6s %-40s %-9s %-9s %s\n", row[0], row[1], row[2], row[3], row[4])
 	}
 	return nil
 }
 
-// buildMPIHello compiles mpi/hello.c with MPICH's mpicc into a temporary
-// directory; cleanup removes it.
-func buildMPIHello() (prog string, cleanup func(), err error) {
-	cleanup = func() {}
+// ratios is j's time ÷ ref's, round by round.
+func ratios(j, ref *job) []float64 {
+	r := make([]float64, len(j.times))
+	for k := range r {
+		r[k] = j.times[k] / ref.times[k]
+	}
+	return r
+}
+
+// ratioCell is the median of j's per-round ratios to ref for the table, or
+// "-" without ref.
+func ratioCell(j, ref *job) string {
+	if ref == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", median(ratios(j, ref)))
+}
+
+// buildMPIHello compiles mpi/hello.c with MPICH's mpicc into dir.
+func buildMPIHello(dir string) (string, error) {
 	if _, err := exec.LookPath("mpiexec.hydra"); err != nil {
-		return "", cleanup, err
+		return "", err
 	}
 	mpicc, err := exec.LookPath("mpicc.mpich")
 	if err != nil {
 		if mpicc, err = exec.LookPath("mpicc"); err != nil {
-			return "", cleanup, err
+			return "", err
 		}
 	}
-	dir, err := os.MkdirTemp("", "weft-startup-")
+	return compile(dir, "mpihello", mpiHello, mpicc)
+}
+
+// buildFloor compiles floor/floor.c against the system's libfabric into
+// dir.
+func buildFloor(dir string) (string, error) {
+	cc, err := exec.LookPath("cc")
 	if err != nil {
-		return "", cleanup, err
+		return "", err
 	}
-	cleanup = func() { os.RemoveAll(dir) }
-	src := filepath.Join(dir, "mpihello.c")
-	if err := os.WriteFile(src, mpiHello, 0o600); err != nil {
-		return "", cleanup, err
+	return compile(dir, "floor", floorSrc, cc, "-lfabric")
+}
+
+// compile writes src to dir/name.c and compiles it with cc into dir/name.
+func compile(dir, name string, src []byte, cc string, libs ...string) (string, error) {
+	file := filepath.Join(dir, name+".c")
+	if err := os.WriteFile(file, src, 0o600); err != nil {
+		return "", err
 	}
-	prog = filepath.Join(dir, "mpihello")
-	if out, err := exec.Command(mpicc, "-O", "-o", prog, src).CombinedOutput(); err != nil {
-		return "", cleanup, fmt.Errorf("%s: %w: %s", mpicc, err, out)
+	prog := filepath.Join(dir, name)
+	args := append([]string{"-O", "-o", prog, file}, libs...)
+	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%s: %w: %s", cc, err, out)
 	}
-	return prog, cleanup, nil
+	return prog, nil
 }
 
 // timeJob runs argv to completion and returns its wall time in ms; a job
