@@ -125,6 +125,7 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 		}
 	}
 	if cfg.jsonOut {
+		rep.print(stderr) // the tables, for the log of a -json run
 		return writeRecords(stdout, rep.records())
 	}
 	rep.print(stdout)

@@ -45,13 +45,13 @@
 //
 //	go run ./test/bench/p2p -reps 5 [-weft native,fabric] [-json]
 //
-// With -json it prints benchrec.Record lines instead of the tables (tool
-// p2p, area p2p): per contender, case the contender's column name, size
+// With -json it prints benchrec.Record lines on stdout (tool p2p, area
+// p2p) and the tables on stderr: per contender, case the column name, size
 // the message bytes, metric lat (us) or bw (MB/s); and case
-// <column>-rate<case>, size 8, metric msgrate (msg/s). The weft columns
-// carry ref "best MPI" (lat, msgrate; for 2ep the best MPI 2-sender rate)
-// or "best of MPI, fi_pingpong" (bw), ref_value the median of the
-// per-repetition best reference and ratio the median of the
+// <column>-rate<case>, size the rate's message bytes, metric msgrate
+// (msg/s). The weft columns carry ref "best MPI" (lat, msgrate; for 2ep
+// "best MPI 2 senders") or "best of MPI, fi_pingpong" (bw), ref_value the
+// median of the per-repetition best reference and ratio the median of the
 // per-repetition ratios.
 package main
 
@@ -106,7 +106,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	sizes := fs.String("sizes", "8,64,512,4k,32k,64k,256k,1m,4m", "ping-pong message sizes (k, m suffixes); empty: no ping-pong")
 	rates := fs.String("rates", "1,2,2ep", "message-rate cases: 1, 2 (senders), 2ep (weft: two endpoints of one process); empty: none")
 	reps := fs.Int("reps", 5, "repetitions; medians are reported")
-	iters := fs.Int("iters", 20000, "ping-pong round trips at ≤ 4 KiB (scaled down by size above, at least 100); the warm-up is a tenth")
+	iters := fs.Int("iters", 50000, "ping-pong round trips at ≤ 4 KiB (scaled down by size above, at least 100); the warm-up is a tenth")
 	window := fs.Int("window", 64, "messages per window in the rate cases")
 	windows := fs.Int("windows", 2000, "timed windows per rate measurement (a tenth more untimed first)")
 	msgSize := fs.Int("msgsize", 8, "message bytes in the rate cases")
@@ -116,7 +116,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fabrun := fs.String("fabrun", "", "fabrun binary (default: go build ./cmd/fabrun into a temporary directory)")
 	fiPath := fs.String("fi_pingpong", "fi_pingpong", "libfabric's fi_pingpong")
 	timeout := fs.Duration("timeout", 2*time.Minute, "limit per job")
-	jsonOut := fs.Bool("json", false, "print benchrec records (JSON lines) instead of the tables")
+	jsonOut := fs.Bool("json", false, "print benchrec records (JSON lines) on stdout, the tables on stderr")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
