@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,9 +39,12 @@ type contender struct {
 	name string
 	kind int
 	env  []string // weft: the job's extra environment
-	// MPI: the built programs and the launcher's argv for np ranks.
+	// MPI: the built programs.
 	pingpong, msgrate string
-	launch            func(np int) []string
+	// launch is the argv that starts np ranks (weft: of this command, to
+	// which the role's arguments are appended; MPI: of the program that
+	// follows).
+	launch func(np int) []string
 }
 
 // runs reports whether c takes part in a measurement: ping-pong (rate
@@ -76,7 +80,7 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 	// asked for.
 	rateLabels := []string{}
 	for _, l := range []string{"1", "2", "2ep"} {
-		if contains(cfg.rates, l) || (l == "2" && contains(cfg.rates, "2ep")) {
+		if slices.Contains(cfg.rates, l) || (l == "2" && slices.Contains(cfg.rates, "2ep")) {
 			rateLabels = append(rateLabels, l)
 		}
 	}
@@ -100,7 +104,7 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 		for _, l := range rateLabels {
 			line := fmt.Sprintf("rep %d rate %s:", rep+1, l)
 			for _, c := range rotate(cs, rep) {
-				if !c.runs(l) || (l == "2" && c.kind == kindWeft && !contains(cfg.rates, "2")) {
+				if !c.runs(l) || (l == "2" && c.kind == kindWeft && !slices.Contains(cfg.rates, "2")) {
 					continue
 				}
 				v, err := msgrate(ctx, cfg, c, l)
@@ -130,15 +134,6 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 	}
 	rep.print(stdout)
 	return nil
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // rotate returns cs starting at element rep mod len(cs), so that no

@@ -62,6 +62,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -82,21 +83,20 @@ var errUsage = errors.New("usage")
 
 // config is the parsed command line of the driver.
 type config struct {
-	sizes      []int
-	rates      []string // "1", "2", "2ep"
-	reps       int
-	iters      int // ping-pong iterations at ≤ 4 KiB (scaled down above)
-	window     int
-	windows    int
-	msgSize    int
-	weft       []string // WEFT_NODE_TRANSPORT values, one column each
-	refs       []string // fi_pingpong, mpich, openmpi
-	provider   string
-	fabrun     string
-	fiPath     string
-	timeout    time.Duration
-	jsonOut    bool
-	ompiShmBTL string
+	sizes    []int
+	rates    []string // "1", "2", "2ep"
+	reps     int
+	iters    int // ping-pong iterations at ≤ 4 KiB (scaled down above)
+	window   int
+	windows  int
+	msgSize  int
+	weft     []string // WEFT_NODE_TRANSPORT values, one column each
+	refs     []string // fi_pingpong, mpich, openmpi
+	provider string
+	fabrun   string
+	fiPath   string
+	timeout  time.Duration
+	jsonOut  bool
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -195,10 +195,8 @@ func list(s string) []string {
 }
 
 func appendUniq(s []string, v string) []string {
-	for _, x := range s {
-		if x == v {
-			return s
-		}
+	if slices.Contains(s, v) {
+		return s
 	}
 	return append(s, v)
 }
