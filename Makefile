@@ -7,7 +7,7 @@ NP        ?= 4
 PROVIDER  ?= shm
 export CGO_ENABLED := 1
 
-.PHONY: demo test deps test-deps build vet bench bench-fabric bench-ddt bench-dashboard clean
+.PHONY: demo test deps test-deps build vet bench bench-fabric bench-ddt bench-p2p bench-dashboard clean
 
 deps:
 	@deploy/install-deps.sh build
@@ -46,6 +46,11 @@ bench-fabric: deps
 
 bench-ddt: deps
 	$(GO) run ./test/bench/ddtbench -json
+
+# Point to point on one node: weft (both intra-node transports) against
+# fi_pingpong, MPICH and Open MPI (each left out when not installed).
+bench-p2p: deps
+	$(GO) run ./test/bench/p2p -reps 5 -weft native,fabric
 
 # One reproduce command per area writing JSON into BENCH_OUT, then the
 # tables of docs/PERFORMANCE.md regenerated from it (about 10 minutes on 2

@@ -324,12 +324,20 @@ func TestRunCheck(t *testing.T) {
 	}
 }
 
-// TestBaselineParses: the committed run's figures load and give every target
+// dashboardDirs hold the committed runs whose figures docs/PERFORMANCE.md
+// shows: the last full run and the p2p run measured after it.
+var dashboardDirs = []string{"testdata/baseline", "testdata/p2p"}
+
+// TestBaselineParses: the committed runs' figures load and give every target
 // a status.
 func TestBaselineParses(t *testing.T) {
-	rs, err := loadDir("testdata/baseline")
-	if err != nil {
-		t.Fatal(err)
+	var rs []benchrec.Record
+	for _, d := range dashboardDirs {
+		r, err := loadDir(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r...)
 	}
 	rs = aggregate(rs)
 	rs = append(rs, derive(rs)...)
@@ -342,10 +350,61 @@ func TestBaselineParses(t *testing.T) {
 }
 
 // TestPageMatchesBaseline: docs/PERFORMANCE.md shows exactly the figures of
-// the run committed in testdata/baseline, so no table is edited by hand.
+// the runs committed in dashboardDirs, so no table is edited by hand.
 func TestPageMatchesBaseline(t *testing.T) {
 	var stderr bytes.Buffer
-	if err := run([]string{"-check", "-doc", "../../../docs/PERFORMANCE.md", "testdata/baseline"}, &stderr); err != nil {
-		t.Fatalf("docs/PERFORMANCE.md differs from testdata/baseline: %v\n%s", err, &stderr)
+	if err := run(append([]string{"-check", "-doc", "../../../docs/PERFORMANCE.md"}, dashboardDirs...), &stderr); err != nil {
+		t.Fatalf("docs/PERFORMANCE.md differs from %v: %v\n%s", dashboardDirs, err, &stderr)
+	}
+}
+
+// p2pRun is one run of test/bench/p2p: two sizes, one rate case.
+const p2pRun = `{"tool":"p2p","area":"p2p","case":"weft","size":"8","metric":"lat","value":0.9,"unit":"us","ref":"best MPI","ref_value":0.3,"ratio":3,"reps":5,"stat":"median"}
+{"tool":"p2p","area":"p2p","case":"mpich","size":"8","metric":"lat","value":0.35,"unit":"us","reps":5,"stat":"median"}
+{"tool":"p2p","area":"p2p","case":"openmpi","size":"8","metric":"lat","value":0.3,"unit":"us","reps":5,"stat":"median"}
+{"tool":"p2p","area":"p2p","case":"weft","size":"65536","metric":"bw","value":9000,"unit":"MB/s","ref":"best of MPI, fi_pingpong","ref_value":18000,"ratio":0.5,"reps":5,"stat":"median"}
+{"tool":"p2p","area":"p2p","case":"weft","size":"4194304","metric":"bw","value":12000,"unit":"MB/s","ref":"best of MPI, fi_pingpong","ref_value":15000,"ratio":0.8,"reps":5,"stat":"median"}
+{"tool":"p2p","area":"p2p","case":"weft","size":"4096","metric":"bw","value":100,"unit":"MB/s","ref":"best of MPI, fi_pingpong","ref_value":1000,"ratio":0.1,"reps":5,"stat":"median"}
+{"tool":"p2p","area":"p2p","case":"fi_pingpong","size":"65536","metric":"bw","value":14000,"unit":"MB/s","reps":5,"stat":"median"}
+{"tool":"p2p","area":"p2p","case":"weft-rate2ep","size":"8","metric":"msgrate","value":3000000,"unit":"msg/s","ref":"best MPI 2 senders","ref_value":2000000,"ratio":1.6,"reps":5,"stat":"median"}
+`
+
+// TestP2P: the weakest bandwidth ratio at 64 KiB and above is derived for
+// its target (4 KiB does not count), and the p2p section has one row per
+// figure with a column per contender.
+func TestP2P(t *testing.T) {
+	rs, err := parseJSON(strings.NewReader(p2pRun))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs = aggregate(rs)
+	rs = append(rs, derive(rs)...)
+	by := index(rs)
+	if r := by["p2p/weft/64k-up/bw-ratio-min"]; r.Value != 0.5 || r.Note != "at 65536 B" || r.Area != "p2p" {
+		t.Errorf("derived bandwidth ratio %+v", r)
+	}
+	if _, st, _ := (Target{Key: "p2p/weft-rate2ep/8/msgrate", Field: "ratio", Op: ">=", Limit: 1.5}).evaluate(by); st != statusMet {
+		t.Errorf("2ep target: %s", st)
+	}
+	tab, err := p2pTable(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| metric | size or case | weft | weft ÷ reference | fi_pingpong | mpich | openmpi | reference | reference value | reps |",
+		"| lat (us) | 8 | 0.900 | 3.000 | – | 0.350 | 0.300 | best MPI | 0.300 | 5 |",
+		"| bw (MB/s) | 65536 | 9000 | 0.500 | 14000 | – | – | best of MPI, fi_pingpong | 18000 | 5 |",
+		"| msgrate (msg/s) | 2ep | 3000000 | 1.600 | – | – | – | best MPI 2 senders | 2000000 | 5 |",
+	} {
+		if !strings.Contains(tab, want) {
+			t.Errorf("table lacks %q:\n%s", want, tab)
+		}
+	}
+	if strings.Contains(tab, "64k-up") {
+		t.Errorf("derived record shown as a row:\n%s", tab)
+	}
+	page, err := rewrite("<!-- dashboard:p2p begin -->\n<!-- dashboard:p2p end -->\n", rs)
+	if err != nil || !strings.Contains(page, tab) {
+		t.Errorf("p2p section (a marker name with a digit) not filled: %v\n%s", err, page)
 	}
 }

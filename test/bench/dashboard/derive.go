@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/weft-hpc/weft/internal/benchrec"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -126,6 +127,20 @@ func derive(rs []benchrec.Record) []benchrec.Record {
 	}
 	if fftWhere != "" {
 		add(sum("jit-fft2-min", fftMin, "", fftWhere+" (hand loop ÷ jit)"))
+	}
+	// p2p: the weakest bandwidth ratio of weft at 64 KiB and above.
+	var weakest benchrec.Record
+	for _, r := range rs {
+		if r.Tool != "p2p" || r.Case != "weft" || r.Metric != "bw" || r.Ratio <= 0 {
+			continue
+		}
+		if n, err := strconv.Atoi(r.Size); err == nil && n >= 64<<10 && (weakest.Ratio == 0 || r.Ratio < weakest.Ratio) {
+			weakest = r
+		}
+	}
+	if weakest.Ratio > 0 {
+		add(benchrec.Record{Tool: "p2p", Area: "p2p", Case: "weft", Size: "64k-up", Metric: "bw-ratio-min", Value: weakest.Ratio,
+			Note: "at " + weakest.Size + " B", Stat: "min", Reps: weakest.Reps, Runs: weakest.Runs, Machine: weakest.Machine, Commit: weakest.Commit, Go: weakest.Go})
 	}
 	// go test -bench Commit ./ddt: the slowest type's CPU time.
 	var worst benchrec.Record

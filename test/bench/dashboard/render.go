@@ -17,6 +17,7 @@ var sections = map[string]func([]benchrec.Record) (string, error){
 	"endpoint": table(func(r benchrec.Record) bool { return r.Tool == "endpoint" }),
 	"onesided": table(func(r benchrec.Record) bool { return r.Tool == "onesided" }),
 	"overlap":  table(func(r benchrec.Record) bool { return r.Tool == "overlap" && r.Metric != "t" }),
+	"p2p":      p2pTable,
 	"ddt": table(func(r benchrec.Record) bool {
 		return (r.Tool == "ddtbench" && r.Case == "summary") || (r.Tool == "gobench" && r.Size == "all")
 	}),
@@ -67,6 +68,77 @@ func table(keep func(benchrec.Record) bool) func([]benchrec.Record) (string, err
 		}
 		return b.String(), nil
 	}
+}
+
+// p2pTable renders the records of test/bench/p2p as one row per figure
+// (metric and size, or rate case) and one column per contender: each weft
+// column with its ratio to the row's reference, then fi_pingpong and the
+// MPIs, then the reference and its median.
+func p2pTable(rs []benchrec.Record) (string, error) {
+	type row struct{ metric, label string }
+	var rows []row
+	var wefts, refs []string
+	vals := map[row]map[string]benchrec.Record{}
+	for _, r := range rs {
+		if r.Tool != "p2p" || r.Stat == "min" {
+			continue
+		}
+		col, label := r.Case, r.Size
+		if i := strings.LastIndex(col, "-rate"); i >= 0 && r.Metric == "msgrate" {
+			col, label = col[:i], col[i+len("-rate"):]
+		}
+		k := row{r.Metric, label}
+		if vals[k] == nil {
+			vals[k] = map[string]benchrec.Record{}
+			rows = append(rows, k)
+		}
+		vals[k][col] = r
+		if strings.HasPrefix(col, "weft") {
+			wefts = addUniq(wefts, col)
+		} else {
+			refs = addUniq(refs, col)
+		}
+	}
+	if len(rows) == 0 {
+		return "No data: run `make bench-dashboard`.\n", nil
+	}
+	order := map[string]int{"fi_pingpong": 1, "mpich": 2, "openmpi": 3}
+	slices.SortStableFunc(refs, func(a, b string) int { return order[a] - order[b] })
+	var b strings.Builder
+	b.WriteString("| metric | size or case |")
+	for _, w := range wefts {
+		fmt.Fprintf(&b, " %s | %s ÷ reference |", w, w)
+	}
+	for _, r := range refs {
+		fmt.Fprintf(&b, " %s |", r)
+	}
+	b.WriteString(" reference | reference value | reps |\n|---|---:|")
+	b.WriteString(strings.Repeat("---:|---:|", len(wefts)) + strings.Repeat("---:|", len(refs)) + "---|---:|---:|\n")
+	for _, k := range rows {
+		v := vals[k]
+		unit := ""
+		for _, r := range v {
+			unit = r.Unit
+		}
+		fmt.Fprintf(&b, "| %s (%s) | %s |", k.metric, unit, k.label)
+		var lead benchrec.Record
+		for _, w := range wefts {
+			r, ok := v[w]
+			if !ok {
+				b.WriteString(" – | – |")
+				continue
+			}
+			if lead.Ref == "" {
+				lead = r
+			}
+			fmt.Fprintf(&b, " %s | %s |", num(r.Value), num(r.Ratio))
+		}
+		for _, c := range refs {
+			fmt.Fprintf(&b, " %s |", num(v[c].Value))
+		}
+		fmt.Fprintf(&b, " %s | %s | %d |\n", orDash(lead.Ref), num(lead.RefValue), lead.Reps)
+	}
+	return b.String(), nil
 }
 
 func orDash(s string) string {
@@ -120,7 +192,7 @@ func machineTable(rs []benchrec.Record) (string, error) {
 	return b.String(), nil
 }
 
-var marker = regexp.MustCompile(`<!-- dashboard:([a-z]+) (begin|end) -->`)
+var marker = regexp.MustCompile(`<!-- dashboard:([a-z0-9]+) (begin|end) -->`)
 
 // rewrite replaces the text between every <!-- dashboard:NAME begin -->
 // and <!-- dashboard:NAME end --> pair of doc with section NAME rendered

@@ -26,12 +26,14 @@ trap 'rm -rf "$bin"' EXIT
 cd "$root"
 WEFT_BENCH_COMMIT="$(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo +dirty)"
 export WEFT_BENCH_COMMIT
-go build -o "$bin/" ./cmd/fabrun ./test/bench/pingpong ./test/bench/endpoint ./test/bench/onesided ./test/bench/onesided/overlap ./test/bench/ddtbench
+go build -o "$bin/" ./cmd/fabrun ./test/bench/pingpong ./test/bench/endpoint ./test/bench/onesided ./test/bench/onesided/overlap ./test/bench/ddtbench ./test/bench/p2p
 
 if [ $smoke = 1 ]; then
 	PPI=200 EPI=100 WIN=2 OSI=200 FII=1000 ROWS=64 LEN=256 DDT_RUNS=1 DDT="-reps 1 -mintime 100us -sizes s" BC="-count 1 -benchtime 100x"
+	P2P="-sizes 8,64k -iters 200 -windows 20"
 else
 	PPI=100000 EPI=5000 WIN=100 OSI=5000 FII=100000 ROWS=512 LEN=1024 DDT_RUNS=3 DDT="-reps 9" BC="-count 5 -benchtime 20000x"
+	P2P=""
 fi
 reps() { if [ $smoke = 1 ]; then echo 1; else echo "$1"; fi; }
 
@@ -49,6 +51,10 @@ step "endpoint: against raw fabric/, private against shared"
 step "onesided: PutSignal against fi_pingpong"
 "$bin/onesided" -tools weft-direct,weft-shm,fi_pingpong -sizes 8 -reps "$(reps 7)" -iters $OSI -fi_iters $FII -json >"$out/onesided.json"
 "$bin/overlap" -np 2 -rows $ROWS -len $LEN -work 4 -reps "$(reps 5)" -json >"$out/overlap.json"
+
+step "p2p: endpoint against fi_pingpong, MPICH and Open MPI"
+# shellcheck disable=SC2086
+"$bin/p2p" -fabrun "$bin/fabrun" -weft native,fabric -reps "$(reps 5)" $P2P -json >"$out/p2p.json"
 
 step "ddt, jit: ddtbench ($DDT_RUNS runs) and commit time"
 for i in $(seq "$DDT_RUNS"); do

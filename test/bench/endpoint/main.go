@@ -48,6 +48,7 @@ import (
 
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/test/bench/internal/eploop"
 )
 
 var (
@@ -314,26 +315,8 @@ func pingpongEP(ctx context.Context, c *endpoint.Comm, me, size, n int) (time.Du
 		defer b.Close()
 		sb, rb = b.Bytes()[:size], b.Bytes()[size:2*size]
 	}
-	peer := 1 - me
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		if me == 0 {
-			if err := c.Send(ctx, sb, peer, 1); err != nil {
-				return 0, err
-			}
-			if _, err := c.Recv(ctx, rb, peer, 1); err != nil {
-				return 0, err
-			}
-		} else {
-			if _, err := c.Recv(ctx, rb, peer, 1); err != nil {
-				return 0, err
-			}
-			if err := c.Send(ctx, sb, peer, 1); err != nil {
-				return 0, err
-			}
-		}
-	}
-	return time.Since(start) / time.Duration(2*n), nil
+	el, err := eploop.PingPong(ctx, c, 1-me, me == 0, sb, rb, n)
+	return el / time.Duration(2*n), err
 }
 
 func pingpong(ctx context.Context, w *endpoint.World) error {
@@ -446,16 +429,11 @@ const junkTag = 999
 
 func streamOne(ctx context.Context, c *endpoint.Comm, me, i, g, depth int, unexpected bool) (time.Duration, error) {
 	msg := make([]byte, 8)
-	ack := make([]byte, 1)
 	peer := i + g
 	if me == 1 {
 		peer = i
 	}
-	reqs := make([]*endpoint.Request, *window)
-	bufs := make([][]byte, *window)
-	for k := range bufs {
-		bufs[k] = make([]byte, 8)
-	}
+	st := eploop.NewStream(c, peer, me == 0, *window, 8, 1)
 	var junk []*endpoint.Request
 	// set up the queue depth
 	if me == 1 && !unexpected {
@@ -482,34 +460,8 @@ func streamOne(ctx context.Context, c *endpoint.Comm, me, i, g, depth int, unexp
 			}
 			start = time.Now()
 		}
-		if me == 0 {
-			for k := 0; k < *window; k++ {
-				r, err := c.Isend(msg, peer, 1)
-				if err != nil {
-					return 0, err
-				}
-				reqs[k] = r
-			}
-			if err := endpoint.WaitAll(ctx, reqs...); err != nil {
-				return 0, err
-			}
-			if _, err := c.Recv(ctx, ack, peer, 2); err != nil {
-				return 0, err
-			}
-		} else {
-			for k := 0; k < *window; k++ {
-				r, err := c.Irecv(bufs[k], peer, 1)
-				if err != nil {
-					return 0, err
-				}
-				reqs[k] = r
-			}
-			if err := endpoint.WaitAll(ctx, reqs...); err != nil {
-				return 0, err
-			}
-			if err := c.Send(ctx, ack, peer, 2); err != nil {
-				return 0, err
-			}
+		if err := st.Window(ctx); err != nil {
+			return 0, err
 		}
 	}
 	el := time.Since(start)

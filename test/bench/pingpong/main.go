@@ -46,10 +46,8 @@ import (
 	"github.com/weft-hpc/weft/internal/benchrec"
 	"io"
 	"math"
-	"math/rand"
 	"os"
 	"os/exec"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -57,6 +55,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/test/bench/internal/fipingpong"
 )
 
 func envOr(name, def string) string {
@@ -360,43 +359,12 @@ func median(rs []result, bw bool) float64 {
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
-var fiLine = regexp.MustCompile(`(?m)^\S+\s+\S+\s+=?\S+\s+\S+\s+(\S+)s\s+(\S+)\s+(\S+)\s+\S+\s*$`)
-
-// runFI runs fi_pingpong's server and client on a random control port and
-// parses the client's line.
+// runFI runs fi_pingpong's server and client (package fipingpong).
 func runFI(path, prov string, size, iters int) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	port := strconv.Itoa(20000 + rand.Intn(20000))
-	args := []string{"-p", prov, "-e", "rdm", "-S", strconv.Itoa(size), "-I", strconv.Itoa(iters)}
-	srv := exec.CommandContext(ctx, path, append(args, "-B", port)...)
-	var srvOut bytes.Buffer
-	srv.Stdout, srv.Stderr = &srvOut, &srvOut
-	if err := srv.Start(); err != nil {
-		return result{}, err
-	}
-	defer srv.Wait()
-	var out []byte
-	var err error
-	for try := 0; try < 50; try++ { // the server needs a moment to listen
-		time.Sleep(100 * time.Millisecond)
-		cli := exec.CommandContext(ctx, path, append(args, "-P", port, "127.0.0.1")...)
-		out, err = cli.CombinedOutput()
-		if err == nil {
-			break
-		}
-	}
-	if err != nil {
-		srv.Process.Kill()
-		return result{}, fmt.Errorf("%v: %s / server: %s", err, out, srvOut.String())
-	}
-	m := fiLine.FindStringSubmatch(string(out))
-	if m == nil {
-		return result{}, fmt.Errorf("cannot parse fi_pingpong output %q", out)
-	}
-	mbps, _ := strconv.ParseFloat(m[2], 64)
-	usec, _ := strconv.ParseFloat(m[3], 64)
-	return result{usec: usec, mbps: mbps}, nil
+	r, err := fipingpong.Run(ctx, path, prov, size, iters)
+	return result{usec: r.Usec, mbps: r.MBps}, err
 }
 
 // runOurs starts this program twice (-role server, -role client), relays

@@ -1,0 +1,100 @@
+// Package eploop holds the measurement loops that the bench tools run on
+// weft's endpoint package (test/bench/endpoint, test/bench/p2p): a
+// blocking ping-pong and one side of a windowed message stream, the same
+// code for every tool so that their figures measure the same thing.
+package eploop
+
+import (
+	"context"
+	"time"
+
+	"github.com/weft-hpc/weft/endpoint"
+)
+
+// Tags of the loops' messages: data, and the acknowledgement that closes
+// a window.
+const (
+	DataTag = 1
+	AckTag  = 2
+)
+
+// PingPong runs n round trips between c's rank and peer with blocking
+// Send and Recv of len(sb)-byte messages (received into rb): when first,
+// this side sends and then receives, otherwise it receives and answers.
+// It returns the elapsed time; the half round trip is elapsed / (2n).
+func PingPong(ctx context.Context, c *endpoint.Comm, peer int, first bool, sb, rb []byte, n int) (time.Duration, error) {
+	start := time.Now()
+	for range n {
+		if first {
+			if err := c.Send(ctx, sb, peer, DataTag); err != nil {
+				return 0, err
+			}
+			if _, err := c.Recv(ctx, rb, peer, DataTag); err != nil {
+				return 0, err
+			}
+		} else {
+			if _, err := c.Recv(ctx, rb, peer, DataTag); err != nil {
+				return 0, err
+			}
+			if err := c.Send(ctx, sb, peer, DataTag); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return time.Since(start), nil
+}
+
+// Stream is one side of a windowed message stream between c's rank and
+// peer, the pattern of OSU's osu_mbw_mr: per window the sender starts
+// Window Isends of one message and completes them with one WaitAll, then
+// receives an acknowledgement; the receiver starts Window Irecvs into
+// distinct buffers, completes them with one WaitAll and sends the
+// acknowledgement.
+type Stream struct {
+	c      *endpoint.Comm
+	peer   int
+	sender bool
+	msg    []byte
+	bufs   [][]byte
+	ack    []byte
+	reqs   []*endpoint.Request
+}
+
+// NewStream prepares one side of a stream of size-byte messages, window
+// messages per window, acknowledged with ackSize bytes.
+func NewStream(c *endpoint.Comm, peer int, sender bool, window, size, ackSize int) *Stream {
+	s := &Stream{c: c, peer: peer, sender: sender, msg: make([]byte, size), ack: make([]byte, ackSize),
+		reqs: make([]*endpoint.Request, window)}
+	if !sender {
+		s.bufs = make([][]byte, window)
+		for k := range s.bufs {
+			s.bufs[k] = make([]byte, size)
+		}
+	}
+	return s
+}
+
+// Window runs one window.
+func (s *Stream) Window(ctx context.Context) error {
+	for k := range s.reqs {
+		var r *endpoint.Request
+		var err error
+		if s.sender {
+			r, err = s.c.Isend(s.msg, s.peer, DataTag)
+		} else {
+			r, err = s.c.Irecv(s.bufs[k], s.peer, DataTag)
+		}
+		if err != nil {
+			return err
+		}
+		s.reqs[k] = r
+	}
+	if err := endpoint.WaitAll(ctx, s.reqs...); err != nil {
+		return err
+	}
+	if s.sender {
+		_, err := s.c.Recv(ctx, s.ack, s.peer, AckTag)
+		return err
+	}
+	return s.c.Send(ctx, s.ack, s.peer, AckTag)
+}

@@ -1,0 +1,237 @@
+// Command p2p compares weft's point-to-point messaging (package endpoint)
+// with libfabric's fi_pingpong, MPICH and Open MPI on one node, side by
+// side in one run (issue 19):
+//
+//	pingpong  half round trip (µs) and bandwidth (size ÷ half round trip,
+//	          MB/s = 10^6 B/s) of blocking send/receive, 8 B to 4 MiB, as
+//	          OSU's osu_latency measures it
+//	msgrate   8-byte messages per second, window 64, as OSU's osu_mbw_mr
+//	          measures it: per window the sender starts 64 non-blocking
+//	          sends and waits for them all, the receiver starts 64
+//	          non-blocking receives, waits for them all and answers with a
+//	          zero-byte acknowledgement. Cases: 1 (one sender process, one
+//	          receiver process), 2 (two sender processes, two receivers:
+//	          4 ranks, pairs 0→2 and 1→3, rates added) and, weft only, 2ep
+//	          (two processes, each with two endpoint handles from
+//	          Comm.CreateEndpoints and a goroutine per handle, pairs
+//	          sending at once; compared with the MPIs' case 2)
+//
+// Contenders, each run as separate processes of this node:
+//
+//	weft         this command re-executed as the ranks of a fabrun job
+//	             (-role), with WEFT_NODE_TRANSPORT=native; -weft
+//	             native,fabric adds a weft-fabric column
+//	             (WEFT_NODE_TRANSPORT=fabric), and any other value v a
+//	             weft-v column. Ping-pong and the 1- and 2-sender rates
+//	             run on a private endpoint per rank (CreateEndpoints(1)).
+//	fi_pingpong  libfabric's fi_pingpong -p shm -e rdm (ping-pong only)
+//	mpich        mpi/pingpong.c and mpi/msgrate.c built with mpicc.mpich,
+//	             run with mpiexec.hydra -launcher fork
+//	openmpi      the same built with mpicc.openmpi, run with
+//	             mpirun.openmpi --oversubscribe --mca pml ob1 --mca btl
+//	             self,<its shared-memory BTL: vader, or sm from 5.0 on>
+//
+// A contender whose programs are missing is left out with a note on
+// stderr. Each repetition runs every contender once per size and rate
+// case, the contenders one after the other and in a rotated order from
+// one repetition to the next; all get the same iteration counts. The VM
+// this runs on switches between a fast and a slow latency regime from one
+// process launch to the next, so the medians of each contender apart may
+// compare one regime with the other: the ratios are taken within each
+// repetition (weft against the best reference of the same repetition,
+// run back to back) and their median reported.
+//
+// Usage (from the repository root):
+//
+//	go run ./test/bench/p2p -reps 5 [-weft native,fabric] [-json]
+//
+// With -json it prints benchrec.Record lines on stdout (tool p2p, area
+// p2p) and the tables on stderr: per contender, case the column name, size
+// the message bytes, metric lat (us) or bw (MB/s); and case
+// <column>-rate<case>, size the rate's message bytes, metric msgrate
+// (msg/s). The weft columns carry ref "best MPI" (lat, msgrate; for 2ep
+// "best MPI 2 senders") or "best of MPI, fi_pingpong" (bw), ref_value the
+// median of the per-repetition best reference and ratio the median of the
+// per-repetition ratios.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "p2p:", err)
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// errUsage marks a bad command line (exit status 2).
+var errUsage = errors.New("usage")
+
+// config is the parsed command line of the driver.
+type config struct {
+	sizes    []int
+	rates    []string // "1", "2", "2ep"
+	reps     int
+	iters    int // ping-pong iterations at ≤ 4 KiB (scaled down above)
+	window   int
+	windows  int
+	msgSize  int
+	weft     []string // WEFT_NODE_TRANSPORT values, one column each
+	refs     []string // fi_pingpong, mpich, openmpi
+	provider string
+	fabrun   string
+	fiPath   string
+	timeout  time.Duration
+	jsonOut  bool
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("p2p", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	role := fs.String("role", "", "internal: pingpong or msgrate, a rank of the weft job")
+	sizes := fs.String("sizes", "8,64,512,4k,32k,64k,256k,1m,4m", "ping-pong message sizes (k, m suffixes); empty: no ping-pong")
+	rates := fs.String("rates", "1,2,2ep", "message-rate cases: 1, 2 (senders), 2ep (weft: two endpoints of one process); empty: none")
+	reps := fs.Int("reps", 5, "repetitions; medians are reported")
+	iters := fs.Int("iters", 50000, "ping-pong round trips at ≤ 4 KiB (scaled down by size above, at least 100); the warm-up is a tenth")
+	window := fs.Int("window", 64, "messages per window in the rate cases")
+	windows := fs.Int("windows", 2000, "timed windows per rate measurement (a tenth more untimed first)")
+	msgSize := fs.Int("msgsize", 8, "message bytes in the rate cases")
+	weft := fs.String("weft", "native", "WEFT_NODE_TRANSPORT values, one weft column each (native: weft, fabric: weft-fabric)")
+	refs := fs.String("ref", "fi_pingpong,mpich,openmpi", "references to run: fi_pingpong, mpich, openmpi")
+	provider := fs.String("provider", "shm", "libfabric provider of the weft job and fi_pingpong")
+	fabrun := fs.String("fabrun", "", "fabrun binary (default: go build ./cmd/fabrun into a temporary directory)")
+	fiPath := fs.String("fi_pingpong", "fi_pingpong", "libfabric's fi_pingpong")
+	timeout := fs.Duration("timeout", 2*time.Minute, "limit per job")
+	jsonOut := fs.Bool("json", false, "print benchrec records (JSON lines) on stdout, the tables on stderr")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *role != "" {
+		return rankMain(*role, fs.Args(), stdout)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	cfg, err := parseConfig(*sizes, *rates, *weft, *refs, *reps, *iters, *window, *windows, *msgSize)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *timeout <= 0 {
+		return fmt.Errorf("%w: -timeout %v: want > 0", errUsage, *timeout)
+	}
+	cfg.provider, cfg.fabrun, cfg.fiPath, cfg.timeout, cfg.jsonOut = *provider, *fabrun, *fiPath, *timeout, *jsonOut
+	return drive(context.Background(), cfg, stdout, stderr)
+}
+
+// parseConfig checks the driver's flags.
+func parseConfig(sizes, rates, weft, refs string, reps, iters, window, windows, msgSize int) (*config, error) {
+	cfg := &config{reps: reps, iters: iters, window: window, windows: windows, msgSize: msgSize}
+	var err error
+	if cfg.sizes, err = parseSizes(sizes); err != nil {
+		return nil, err
+	}
+	for _, r := range list(rates) {
+		switch r {
+		case "1", "2", "2ep":
+		default:
+			return nil, fmt.Errorf("-rates %q: want 1, 2 or 2ep", r)
+		}
+		cfg.rates = appendUniq(cfg.rates, r)
+	}
+	for _, w := range list(weft) {
+		if strings.ContainsAny(w, "= \t") {
+			return nil, fmt.Errorf("-weft %q: not a WEFT_NODE_TRANSPORT value", w)
+		}
+		cfg.weft = appendUniq(cfg.weft, w)
+	}
+	for _, r := range list(refs) {
+		switch r {
+		case "fi_pingpong", "mpich", "openmpi":
+		default:
+			return nil, fmt.Errorf("-ref %q: want fi_pingpong, mpich or openmpi", r)
+		}
+		cfg.refs = appendUniq(cfg.refs, r)
+	}
+	switch {
+	case reps < 1:
+		return nil, fmt.Errorf("-reps %d: want ≥ 1", reps)
+	case iters < 1:
+		return nil, fmt.Errorf("-iters %d: want ≥ 1", iters)
+	case window < 1 || windows < 1:
+		return nil, fmt.Errorf("-window %d -windows %d: want ≥ 1", window, windows)
+	case msgSize < 0:
+		return nil, fmt.Errorf("-msgsize %d: want ≥ 0", msgSize)
+	case len(cfg.sizes) == 0 && len(cfg.rates) == 0:
+		return nil, fmt.Errorf("nothing to measure: -sizes and -rates are both empty")
+	case len(cfg.weft) == 0 && len(cfg.refs) == 0:
+		return nil, fmt.Errorf("nothing to run: -weft and -ref are both empty")
+	}
+	return cfg, nil
+}
+
+// list splits a comma-separated flag value, dropping empty fields.
+func list(s string) []string {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func appendUniq(s []string, v string) []string {
+	if slices.Contains(s, v) {
+		return s
+	}
+	return append(s, v)
+}
+
+// parseSizes reads a comma-separated list of byte counts with optional k
+// (KiB) and m (MiB) suffixes.
+func parseSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range list(s) {
+		g := strings.ToLower(f)
+		mult := 1
+		switch {
+		case strings.HasSuffix(g, "k"):
+			mult, g = 1<<10, g[:len(g)-1]
+		case strings.HasSuffix(g, "m"):
+			mult, g = 1<<20, g[:len(g)-1]
+		}
+		n, err := strconv.Atoi(g)
+		if err != nil || n <= 0 || n > (1<<30)/mult {
+			return nil, fmt.Errorf("-sizes: bad size %q (want 1 to 1g bytes, k and m suffixes)", f)
+		}
+		out = append(out, n*mult)
+	}
+	return out, nil
+}
+
+// itersFor scales the ping-pong iterations down for messages above 4 KiB
+// so that every size takes a similar time, keeping at least 100.
+func itersFor(base, size int) int {
+	n := base
+	if size > 4096 {
+		n = int(int64(base) * 4096 / int64(size))
+	}
+	return max(n, min(base, 100))
+}
+
+// warmupFor is the untimed part before n timed iterations.
+func warmupFor(n int) int { return max(n/10, 1) }
