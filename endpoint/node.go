@@ -178,7 +178,9 @@ func (v *vci) openNodeSeg(n int) (nodeInfo, error) {
 		}
 	}
 	binary.LittleEndian.PutUint64(mem, nodeMagic)
+	v.lock() // v is registered for foreign progress already
 	v.seg, v.segInfo = seg, info
+	v.unlock()
 	info.seg = seg.Name()
 	return info, nil
 }
@@ -206,19 +208,24 @@ func nodePaired(a, b *nodeMember, n int) bool {
 
 // connectNode attaches v (member me of group) to every member it pairs
 // with and returns which ones it does. On error v keeps no peer mapping.
+// It takes v's lock to install the links (foreign progress may be
+// polling v).
 func (v *vci) connectNode(group []nodeMember, me int) ([]bool, error) {
 	paired := make([]bool, len(group))
-	if v.seg == nil {
+	v.lock()
+	seg, info := v.seg, v.segInfo
+	v.unlock()
+	if seg == nil {
 		return paired, nil
 	}
+	var peerSegs []*nodeseg.Seg
 	mine := &group[me]
 	links := make([]*nodeLink, len(group))
 	want := 0
 	fail := func(err error) ([]bool, error) {
-		for _, s := range v.peerSegs {
+		for _, s := range peerSegs {
 			s.Close()
 		}
-		v.peerSegs = nil
 		return nil, err
 	}
 	for m := range group {
@@ -226,20 +233,20 @@ func (v *vci) connectNode(group []nodeMember, me int) ([]bool, error) {
 			continue
 		}
 		paired[m] = true
-		in, err := shmring.NewConsumer(v.segInfo.ring(v.seg.Bytes(), m))
+		in, err := shmring.NewConsumer(info.ring(seg.Bytes(), m))
 		if err != nil {
 			return fail(fmt.Errorf("endpoint: node ring from member %d: %w", m, err))
 		}
 		var outMem []byte
 		if m == me {
-			outMem = v.segInfo.ring(v.seg.Bytes(), me)
+			outMem = info.ring(seg.Bytes(), me)
 		} else {
 			want++
 			peer, err := nodeseg.Open(group[m].info.seg, group[m].info.segBytes())
 			if err != nil {
 				return fail(fmt.Errorf("endpoint: node segment of member %d (is the node identity right? %s): %w", m, "WEFT_NODE_ID", err))
 			}
-			v.peerSegs = append(v.peerSegs, peer)
+			peerSegs = append(peerSegs, peer)
 			pm := peer.Bytes()
 			if binary.LittleEndian.Uint64(pm) != nodeMagic {
 				return fail(fmt.Errorf("endpoint: node segment %s of member %d is not an endpoint segment: %w", group[m].info.seg, m, ErrInvalid))
@@ -254,8 +261,10 @@ func (v *vci) connectNode(group []nodeMember, me int) ([]bool, error) {
 		links[m] = &nodeLink{out: out, in: in, inline: out.MaxInline(), pid: group[m].pid,
 			local: group[m].proc == mine.proc, member: m}
 	}
-	v.links, v.attachWant = links, uint64(want)
+	v.lock()
+	v.links, v.attachWant, v.peerSegs = links, uint64(want), peerSegs
 	v.maybeUnlink()
+	v.unlock()
 	return paired, nil
 }
 
@@ -577,10 +586,12 @@ func (w *World) connectWorld(v *vci, nodes []nodeInfo, ids []peerwatch.Ident) er
 			n++
 		}
 	}
+	v.lock()
 	v.noNet = n == c.size
 	if v.seg != nil && n == 0 {
 		v.closeNode() // nobody to talk to this way
 	}
+	v.unlock()
 	w.log.Debug("node transport", "peers", n, "of", len(group), "on this node")
 	return nil
 }
@@ -680,10 +691,12 @@ func (w *World) connectEndpoints(ctx context.Context, c *Comm, native bool, vcis
 		}
 	}
 	for _, v := range vcis {
+		v.lock()
 		v.noNet = n == len(rankAddr)
 		if v.seg != nil && n == 0 {
 			v.closeNode()
 		}
+		v.unlock()
 	}
 	return links, nil
 }

@@ -165,6 +165,11 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool) (*Re
 	if scratch && c.scratch != nil {
 		r, c.scratch = c.scratch, nil
 		*r = Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore, qrank: src}
+	} else if n := len(v.freeReqs); n > 0 {
+		r = v.freeReqs[n-1]
+		v.freeReqs[n-1] = nil
+		v.freeReqs = v.freeReqs[:n-1]
+		*r = Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore, qrank: src}
 	} else {
 		r = &Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore, qrank: src}
 	}

@@ -178,3 +178,85 @@ func TestSendRecvNoAllocs(t *testing.T) {
 		t.Errorf("%v allocations per Send+Recv, want 0", allocs)
 	}
 }
+
+// TestReleaseReuses: a window of Irecv + Isend + WaitAll whose receives are
+// released allocates nothing per message once warm, on both transports;
+// Release refuses a request in flight and a second Release.
+func TestReleaseReuses(t *testing.T) {
+	for _, native := range []bool{true, false} {
+		x, y, ctx := singletonPair(t, endpoint.WithNodeTransport(native))
+		msg := []byte("12345678")
+		bufs := make([][]byte, 16)
+		for i := range bufs {
+			bufs[i] = make([]byte, 8)
+		}
+		reqs := make([]*endpoint.Request, len(bufs))
+		var ferr error
+		window := func() {
+			for i := range reqs {
+				var err error
+				if reqs[i], err = y.Irecv(bufs[i], 0, 3); err != nil {
+					ferr = err
+					return
+				}
+			}
+			for range reqs {
+				if _, err := x.Isend(msg, 1, 3); err != nil {
+					ferr = err
+					return
+				}
+			}
+			if err := endpoint.WaitAll(ctx, reqs...); err != nil {
+				ferr = err
+				return
+			}
+			for _, r := range reqs {
+				if err := r.Release(); err != nil {
+					ferr = err
+					return
+				}
+			}
+		}
+		window() // connects, warms the free list
+		if native {
+			if allocs := testing.AllocsPerRun(200, window); allocs != 0 {
+				t.Errorf("native: %.1f allocations per window of %d messages, want 0", allocs, len(reqs))
+			}
+		} else {
+			for i := 0; i < 200; i++ {
+				window()
+			}
+		}
+		if ferr != nil {
+			t.Fatal(ferr)
+		}
+		for i, b := range bufs {
+			if string(b) != string(msg) {
+				t.Fatalf("native=%v: buffer %d holds %q", native, i, b)
+			}
+		}
+		r, err := y.Irecv(make([]byte, 8), 0, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Release(); !errors.Is(err, endpoint.ErrInvalid) {
+			t.Fatalf("native=%v: Release in flight: %v", native, err)
+		}
+		if err := x.Send(ctx, msg, 1, 4); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Release(); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Release(); !errors.Is(err, endpoint.ErrInvalid) {
+			t.Fatalf("native=%v: second Release: %v", native, err)
+		}
+		var nilReq *endpoint.Request
+		if nilReq.Release() != nil {
+			t.Fatal("Release of nil")
+		}
+	}
+}

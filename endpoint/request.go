@@ -45,8 +45,9 @@ type Request struct {
 	c      *Comm
 	kind   reqKind
 	state  reqState
-	done   bool // logically complete and nothing references it any more
-	listed bool // in v.posted (an unmatched receive)
+	done     bool // logically complete and nothing references it any more
+	listed   bool // in v.posted (an unmatched receive)
+	released bool // handed back by Release; may be reused
 	slot   int32 // index+1 in v.slots; 0 = none
 	err    error
 	st     Status
@@ -258,6 +259,39 @@ func (r *Request) describe() string {
 		return "send"
 	}
 	return "receive"
+}
+
+// maxFreeReqs bounds the released requests an endpoint keeps for reuse.
+const maxFreeReqs = 1024
+
+// Release hands a completed request back to its endpoint, which may reuse
+// it for a later operation, as MPI_Wait frees an MPI request: programs
+// that post many receives (a message-rate loop) then allocate nothing per
+// message. After Release the request must not be used at all, not even
+// for Done or Test: it may already stand for another operation. Releasing
+// a request that has not completed returns an error wrapping ErrInvalid
+// and leaves it in flight; releasing it twice returns ErrInvalid too.
+// Releasing nil, or the shared request Isend returns for a send complete
+// at once, does nothing.
+func (r *Request) Release() error {
+	if r == nil || r.v == nil {
+		return nil
+	}
+	v := r.v
+	v.lock()
+	defer v.unlock()
+	switch {
+	case r.released:
+		return fmt.Errorf("endpoint: request released twice: %w", ErrInvalid)
+	case !r.done:
+		return fmt.Errorf("endpoint: release of a %s still in flight: %w", r.describe(), ErrInvalid)
+	}
+	r.released = true
+	if r.reqExt == nil && len(v.freeReqs) < maxFreeReqs && !v.isClosed() {
+		r.buf, r.err, r.c = nil, nil, nil // drop references until reused
+		v.freeReqs = append(v.freeReqs, r)
+	}
+	return nil
 }
 
 // Cancel asks for a receive that has not matched yet to be removed. The

@@ -85,16 +85,17 @@ type vci struct {
 
 	refs   int
 	closed bool // released: no more operations
-	// A private endpoint has no mutex: inside counts goroutines between
-	// lock and unlock (its driver, and a World.Close from elsewhere), and
-	// closing, once set by shutdown, makes new operations fail at once.
-	// shutdown sets closing and waits for inside to drop to 0 before it
-	// touches anything, so that a driver never reads the endpoint's state
+	// A private endpoint has no mutex: inside admits one goroutine at a
+	// time between lock and unlock (its driver, or a World.Close from
+	// elsewhere) at the cost of one compare-and-swap and one plain store,
+	// and closing, once set by shutdown, makes new operations fail at
+	// once. shutdown sets closing and waits for inside to be idle before
+	// it touches anything, so that a driver never reads the endpoint's state
 	// or libfabric objects while they are being closed. A call blocked
 	// elsewhere in the process claims an idle endpoint through inside for
 	// one progress call (pollForeign); a driver arriving meanwhile waits
 	// for that call to end.
-	inside  progress.Guard
+	inside  progress.Excl
 	closing atomic.Bool
 	src     *progress.Source // registered for foreign progress
 	down    bool             // libfabric objects closed (later than closed when parked)
@@ -118,7 +119,8 @@ type vci struct {
 	attachWant uint64
 	nodeFins   []nodeFin
 	noNet      bool
-	stages     [][]byte // staging buffers for reuse
+	stages     [][]byte   // staging buffers for reuse
+	freeReqs   []*Request // released requests for reuse (Request.Release)
 }
 
 func (v *vci) lock() {

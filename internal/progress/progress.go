@@ -21,6 +21,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/weft-hpc/weft/internal/release"
 )
 
 // foreign is the Guard count a foreign poller adds: far above any number
@@ -127,3 +129,48 @@ func PollAll() {
 		s.poll()
 	}
 }
+
+// Excl is Guard for an object that one goroutine at a time may be inside
+// (an endpoint its driver owns): Enter is one compare-and-swap, Exit a
+// plain release store (internal/release), where Guard's counting costs
+// two atomic read-modify-writes per call. A second goroutine that Enters
+// (a Close from elsewhere) waits for the first to Exit, as it does for a
+// foreign poll. The zero Excl is idle.
+type Excl struct{ w uint64 }
+
+// Excl states.
+const (
+	exclIdle    = 0
+	exclOwner   = 1
+	exclForeign = 2
+)
+
+// Enter takes the object for an owner goroutine, waiting while another
+// goroutine is inside.
+func (g *Excl) Enter() {
+	if !atomic.CompareAndSwapUint64(&g.w, exclIdle, exclOwner) {
+		g.waitEnter()
+	}
+}
+
+//go:noinline
+func (g *Excl) waitEnter() {
+	for !atomic.CompareAndSwapUint64(&g.w, exclIdle, exclOwner) {
+		runtime.Gosched()
+	}
+}
+
+// Exit ends what Enter began.
+func (g *Excl) Exit() { release.Store(&g.w, exclIdle) }
+
+// Busy reports whether a goroutine (owner or foreign poller) is inside.
+func (g *Excl) Busy() bool { return atomic.LoadUint64(&g.w) != exclIdle }
+
+// TryForeign claims the object for one foreign poll if nobody is inside;
+// a true result must be paired with EndForeign. It never waits.
+func (g *Excl) TryForeign() bool {
+	return atomic.LoadUint64(&g.w) == exclIdle && atomic.CompareAndSwapUint64(&g.w, exclIdle, exclForeign)
+}
+
+// EndForeign ends a poll that TryForeign began.
+func (g *Excl) EndForeign() { release.Store(&g.w, exclIdle) }

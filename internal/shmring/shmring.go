@@ -66,6 +66,7 @@ import (
 	"unsafe"
 
 	"github.com/weft-hpc/weft/errs"
+	"github.com/weft-hpc/weft/internal/release"
 )
 
 // Layout constants.
@@ -322,7 +323,7 @@ func (pr *Producer) TrySend(user uint64, payload []byte) (bool, error) {
 	p := pr.write
 	pr.fill(p, user, payload, false)
 	pr.write = p + uint64(k)
-	atomic.StoreUint64(pr.r.seq(p), p+1) // publish
+	release.Store(pr.r.seq(p), p+1) // publish
 	return true, nil
 }
 
@@ -351,7 +352,7 @@ func (pr *Producer) TrySendv(users []uint64, payloads [][]byte) (int, error) {
 		sent++
 	}
 	if sent > 0 {
-		atomic.StoreUint64(pr.r.seq(first), first+1) // publish all
+		release.Store(pr.r.seq(first), first+1) // publish all
 	}
 	return sent, nil
 }
@@ -387,7 +388,7 @@ func (co *Consumer) Peek() (user uint64, n int, ok bool, err error) {
 	if atomic.LoadUint64(r.seq(p)) != p+1 {
 		if co.pub != p { // idle: hand back what was consumed since the last store
 			co.pub = p
-			atomic.StoreUint64(r.read, p)
+			release.Store(r.read, p)
 		}
 		return 0, 0, false, nil
 	}
@@ -420,7 +421,7 @@ func (co *Consumer) TryRecv(buf []byte) (user uint64, n int, ok bool, err error)
 	co.read = p + uint64(k)
 	if co.read-co.pub >= co.lag { // hand the cells back, a few at a time
 		co.pub = co.read
-		atomic.StoreUint64(r.read, co.read)
+		release.Store(r.read, co.read)
 	}
 	if n > len(buf) {
 		return user, n, true, fmt.Errorf("shmring: message of %d bytes into a buffer of %d: %w", n, len(buf), ErrTruncated)

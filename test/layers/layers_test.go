@@ -25,6 +25,7 @@ var layer = map[string]int{
 	"internal/shmring":    1,
 	"internal/cma":        1,
 	"internal/nodeseg":    1,
+	"internal/release":    0,
 	"internal/testenv":    0,
 	"internal/checked":    0,
 	"internal/wait":       0,

@@ -63,7 +63,7 @@ var (
 	timeout     = flag.Duration("timeout", 5*time.Minute, "overall limit")
 	useAlloc    = flag.Bool("alloc", os.Getenv("WEFT_BENCH_ALLOC") == "1", "endpoint/ ping-pong buffers from Domain.Alloc (mmap, huge pages when available) instead of Go slices")
 	rawMsg      = flag.Bool("rawmsg", os.Getenv("WEFT_BENCH_RAWMSG") == "1", "raw fabric ping-pong with untagged fi_injectdata/fi_recv (endpoint/'s wire path) instead of tagged fi_tinject/fi_trecv")
-	cpuprof     = flag.String("cpuprofile", env("CPUPROFILE", ""), "write rank 0's CPU profile here")
+	cpuprof     = flag.String("cpuprofile", env("CPUPROFILE", ""), "write rank 0's CPU profile here (rank r's to this name plus .r<r>)")
 	procs       = flag.Int("procs", envInt("PROCS", 0), "GOMAXPROCS per process (0: Go's default)")
 	jsonOut     = flag.Bool("json", os.Getenv("WEFT_BENCH_JSON") == "1", "rank 0 prints one JSON object per result line instead of the tables")
 	inprocDepth = flag.Bool("inproc-depth", os.Getenv("WEFT_BENCH_INPROC_DEPTH") == "1", "inproc: also measure 2 goroutines vs queue depth (-depths)")
@@ -136,8 +136,12 @@ func run() error {
 	if w.Comm().Size() != want {
 		return fmt.Errorf("-bench %s: run with exactly %d process(es) (got %d)", *benchName, want, w.Comm().Size())
 	}
-	if *cpuprof != "" && w.Comm().Rank() == 0 {
-		f, err := os.Create(*cpuprof)
+	if *cpuprof != "" {
+		name := *cpuprof
+		if r := w.Comm().Rank(); r > 0 {
+			name += ".r" + strconv.Itoa(r)
+		}
+		f, err := os.Create(name)
 		if err != nil {
 			return err
 		}
