@@ -44,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -587,6 +588,7 @@ func (w *World) connectWorld(v *vci, nodes []nodeInfo, ids []peerwatch.Ident) er
 		}
 	}
 	v.lock()
+	v.crowded = crowdedNode(len(group))
 	v.noNet = n == c.size
 	if v.seg != nil && n == 0 {
 		v.closeNode() // nobody to talk to this way
@@ -692,6 +694,7 @@ func (w *World) connectEndpoints(ctx context.Context, c *Comm, native bool, vcis
 	}
 	for _, v := range vcis {
 		v.lock()
+		v.crowded = crowdedNode(len(group))
 		v.noNet = n == len(rankAddr)
 		if v.seg != nil && n == 0 {
 			v.closeNode()
@@ -720,4 +723,16 @@ func (c *Comm) Transport(r int) (string, error) {
 		return TransportNode, nil
 	}
 	return TransportFabric, nil
+}
+
+// crowdedNode reports whether n busy endpoints on this machine outnumber
+// its cores (WEFT_TUNE epwait: auto decides so, spin never, yield always).
+func crowdedNode(n int) bool {
+	switch tune.EPWait {
+	case "spin":
+		return false
+	case "yield":
+		return true
+	}
+	return n > runtime.NumCPU()
 }

@@ -280,7 +280,9 @@ func (c *Comm) Probe(ctx context.Context, src, tag int) (Status, error) {
 					return Status{}, fmt.Errorf("endpoint: probe from rank %d: %w", src, err)
 				}
 			}
-			idle(spins)
+			idle(spins, c.v.crowded)
+		} else if c.v.crowded {
+			idle(spins, true)
 		}
 	}
 }

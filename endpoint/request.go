@@ -9,6 +9,7 @@ import (
 	"github.com/weft-hpc/weft/fabric"
 	"github.com/weft-hpc/weft/internal/peerwatch"
 	"github.com/weft-hpc/weft/internal/progress"
+	"github.com/weft-hpc/weft/internal/wait"
 )
 
 // Status describes a completed receive (or a probed message).
@@ -41,16 +42,16 @@ const (
 // shared mode). A request is complete once Wait returns or Test reports true;
 // after that its buffer may be reused.
 type Request struct {
-	v      *vci
-	c      *Comm
-	kind   reqKind
-	state  reqState
-	done     bool // logically complete and nothing references it any more
-	listed   bool // in v.posted (an unmatched receive)
-	released bool // handed back by Release; may be reused
-	slot   int32 // index+1 in v.slots; 0 = none
-	err    error
-	st     Status
+	v        *vci
+	c        *Comm
+	kind     reqKind
+	state    reqState
+	done     bool  // logically complete and nothing references it any more
+	listed   bool  // in v.posted (an unmatched receive)
+	released bool  // handed back by Release; may be reused
+	slot     int32 // index+1 in v.slots; 0 = none
+	err      error
+	st       Status
 
 	buf          []byte
 	want, ignore uint64   // receive match bits
@@ -88,7 +89,7 @@ type reqExt struct {
 
 	link   *nodeLink // a send over the node transport (node.go)
 	staged bool      // buf is a staging copy (node.go), recycled when done
-	lkey uint64    // key of a same-process rendezvous buffer in localBufs
+	lkey   uint64    // key of a same-process rendezvous buffer in localBufs
 }
 
 // ext returns r's extension, allocating it on first use.
@@ -158,6 +159,7 @@ func (r *Request) Wait(ctx context.Context) (Status, error) {
 	}
 	done := ctx.Done()
 	var pace peerwatch.Pacer
+	crowded := v.crowded
 	for spins := 1; ; spins++ {
 		v.lock()
 		fin := r.done
@@ -186,7 +188,9 @@ func (r *Request) Wait(ctx context.Context) (Status, error) {
 					return Status{}, err
 				}
 			}
-			idle(spins)
+			idle(spins, crowded)
+		} else if crowded {
+			idle(spins, crowded)
 		}
 	}
 }
@@ -241,12 +245,38 @@ func (r *Request) goneErr() error {
 // oversubscribed cores with the peers they wait for. Past the spin budget
 // it also drives the progress of the process's other endpoints and
 // windows (internal/progress), which the peer being waited for may need.
-func idle(spins int) {
+//
+// On a crowded node (more endpoints of a communicator on this machine
+// than cores, crowded) spinning only keeps the peer being waited for off
+// the core: every empty poll then gives the core to other processes
+// (sched_yield), as Open MPI does on oversubscribed nodes; callers call
+// idle on every poll then.
+func idle(spins int, crowded bool) {
+	if crowded {
+		if spins >= spinFree {
+			progress.PollAll()
+		}
+		crowdedPolicy.Idle(nil, spins)
+		return
+	}
 	if !waitPolicy.Spun(spins) {
 		return
 	}
 	progress.PollAll()
 	waitPolicy.Idle(nil, spins)
+}
+
+// crowdedPolicy yields to other processes on every poll.
+var crowdedPolicy = wait.Policy{Name: "endpoint-crowded", YieldEvery: 1, OSYieldEvery: 1}
+
+// anyCrowded reports whether a request of reqs is on a crowded endpoint.
+func anyCrowded(reqs []*Request) bool {
+	for _, r := range reqs {
+		if r != nil && r.v != nil && r.v.crowded {
+			return true
+		}
+	}
+	return false
 }
 
 func errNilRequest(op string) error {
@@ -322,6 +352,7 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 	start := 0 // reqs[:start] are complete
 	var prog [8]*vci
 	var pace peerwatch.Pacer
+	crowded := anyCrowded(reqs)
 	for spins := 1; ; spins++ {
 		np, live := 0, false
 		var held *vci // a run of requests on one endpoint takes its lock once
@@ -380,7 +411,9 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 					}
 				}
 			}
-			idle(spins)
+			idle(spins, crowded)
+		} else if crowded {
+			idle(spins, crowded)
 		}
 	}
 	for _, r := range reqs {
@@ -410,6 +443,7 @@ func progressed(vs []*vci, v *vci) bool {
 func WaitAny(ctx context.Context, reqs []*Request) (int, Status, error) {
 	done := ctx.Done()
 	var pace peerwatch.Pacer
+	crowded := anyCrowded(reqs)
 	for spins := 1; ; spins++ {
 		live := false
 		for i, r := range reqs {
@@ -450,7 +484,9 @@ func WaitAny(ctx context.Context, reqs []*Request) (int, Status, error) {
 					return -1, Status{}, fmt.Errorf("endpoint: wait any: %w", gone)
 				}
 			}
-			idle(spins)
+			idle(spins, crowded)
+		} else if crowded {
+			idle(spins, crowded)
 		}
 	}
 }

@@ -119,6 +119,7 @@ type vci struct {
 	attachWant uint64
 	nodeFins   []nodeFin
 	noNet      bool
+	crowded    bool       // more endpoints of its node group on this machine than cores: waits yield (request.go)
 	stages     [][]byte   // staging buffers for reuse
 	freeReqs   []*Request // released requests for reuse (Request.Release)
 }
