@@ -39,6 +39,9 @@ func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
 	if err := c.usable("send"); err != nil {
 		return nil, err
 	}
+	if dest == ProcNull {
+		return completedRequest, nil
+	}
 	return c.isend(buf, dest, tag, c.ctx)
 }
 
@@ -138,6 +141,9 @@ func (c *Comm) Irecv(buf []byte, src, tag int) (*Request, error) {
 	if err := c.usable("receive"); err != nil {
 		return nil, err
 	}
+	if src == ProcNull {
+		return procNullRecv(), nil
+	}
 	return c.irecv(buf, src, tag, c.ctx)
 }
 
@@ -169,7 +175,12 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool) (*Re
 		r = v.freeReqs[n-1]
 		v.freeReqs[n-1] = nil
 		v.freeReqs = v.freeReqs[:n-1]
+		x := r.reqExt // kept, cleared, for the next receive that needs one
 		*r = Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore, qrank: src}
+		if x != nil {
+			*x = reqExt{}
+			r.reqExt = x
+		}
 	} else {
 		r = &Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore, qrank: src}
 	}
@@ -198,6 +209,9 @@ func (c *Comm) Send(ctx context.Context, buf []byte, dest, tag int) error {
 func (c *Comm) Recv(ctx context.Context, buf []byte, src, tag int) (Status, error) {
 	if err := c.usable("receive"); err != nil {
 		return Status{}, err
+	}
+	if src == ProcNull {
+		return procNullRecv().st, nil
 	}
 	r, err := c.irecvReq(buf, src, tag, c.ctx, true)
 	if err != nil {
@@ -234,6 +248,12 @@ func waitOrCancel(ctx context.Context, r *Request) (Status, error) {
 // (Count is the message's full length). The message stays queued for the
 // next matching receive.
 func (c *Comm) Iprobe(src, tag int) (bool, Status, error) {
+	if src == ProcNull {
+		if err := c.usable("probe"); err != nil {
+			return false, Status{}, err
+		}
+		return true, procNullRecv().st, nil
+	}
 	if err := c.checkPeer(src, true); err != nil {
 		return false, Status{}, err
 	}

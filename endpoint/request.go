@@ -87,7 +87,8 @@ type reqExt struct {
 	qdesc   fabric.Desc
 	queued  time.Time // when it was queued
 
-	link   *nodeLink // a send over the node transport (node.go)
+	unpack *typedRecv // a typed receive's unpack, done when it completes (typed.go)
+	link   *nodeLink  // a send over the node transport (node.go)
 	staged bool      // buf is a staging copy (node.go), recycled when done
 	lkey   uint64    // key of a same-process rendezvous buffer in localBufs
 }
@@ -317,7 +318,7 @@ func (r *Request) Release() error {
 		return fmt.Errorf("endpoint: release of a %s still in flight: %w", r.describe(), ErrInvalid)
 	}
 	r.released = true
-	if r.reqExt == nil && len(v.freeReqs) < maxFreeReqs && !v.isClosed() {
+	if len(v.freeReqs) < maxFreeReqs && !v.isClosed() {
 		r.buf, r.err, r.c = nil, nil, nil // drop references until reused
 		v.freeReqs = append(v.freeReqs, r)
 	}
@@ -333,6 +334,9 @@ func (r *Request) Cancel() error {
 		return errNilRequest("cancel")
 	}
 	if r.v == nil {
+		if r.st.Source == ProcNull {
+			return nil // a receive from ProcNull: complete, nothing to cancel
+		}
 		return fmt.Errorf("endpoint: cancel of a completed send: %w", ErrNotSupported)
 	}
 	v := r.v

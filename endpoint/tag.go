@@ -52,9 +52,14 @@ const (
 )
 
 // AnySource matches a message from any rank; AnyTag matches any tag.
+// ProcNull is the null peer (MPI_PROC_NULL): a send to it and a receive
+// from it complete at once and move nothing (the receive's Status has
+// Source ProcNull, Tag AnyTag, Count 0); probing it finds such a message
+// at once. Topologies use it for the neighbour past a non-periodic border.
 const (
 	AnySource = -1
 	AnyTag    = -1
+	ProcNull  = -2
 )
 
 // packTag builds the match word of a user (or collective) message.

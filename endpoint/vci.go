@@ -419,6 +419,10 @@ func (v *vci) maybeRetire(r *Request) {
 		r.unpinAll()
 		v.freeSlot(r)
 		r.done = true
+		if r.reqExt != nil && r.unpack != nil {
+			r.unpackTyped(r.unpack)
+			r.unpack = nil
+		}
 		if r.reqExt != nil && r.staged {
 			if r.err != nil {
 				v.log.Warn("eager send failed after it completed", "to", r.qrank, "err", r.err)

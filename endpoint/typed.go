@@ -1,0 +1,294 @@
+package endpoint
+
+// Typed point-to-point: messages described by a derived datatype (ddt).
+//
+// A message is the packed stream of count elements of the type: the sender
+// packs, the receiver unpacks, so sender and receiver may use different
+// layouts of the same data (a column sent, a row received). A type whose
+// count elements form one contiguous block is sent and received in place,
+// with no pack at all; any other layout is packed (by the type's compiled
+// code when the JIT has compiled it, else the interpreter) into a buffer
+// the transport sends from, and a receive lands in a buffer that is
+// unpacked into the user's layout when the message has arrived.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/checked"
+	// The JIT compiles the types typed messages pack (WEFT_JIT decides
+	// when); importing it here registers it for every program that sends
+	// typed messages.
+	_ "github.com/weft-hpc/weft/jit"
+)
+
+// typedRecv is the unpack a typed receive owes when its message is in.
+type typedRecv struct {
+	buf   []byte // the user's typed buffer
+	count int
+	t     *ddt.Type
+}
+
+// typedView returns, for count elements of t in buf, the contiguous part
+// of buf they occupy (contig, ok true), or ok false when they must be
+// packed; n is the packed size. Errors: nil or uncommitted type, negative
+// count, elements outside buf.
+func typedView(buf []byte, count int, t *ddt.Type) (contig []byte, ok bool, n int, err error) {
+	if t == nil {
+		return nil, false, 0, fmt.Errorf("endpoint: nil datatype: %w", ErrInvalid)
+	}
+	if count < 0 {
+		return nil, false, 0, fmt.Errorf("endpoint: count %d: %w", count, ErrInvalid)
+	}
+	size, err := t.PackSize(count)
+	if err != nil {
+		return nil, false, 0, fmt.Errorf("endpoint: %w", err)
+	}
+	if size > int64(maxMessage) {
+		return nil, false, 0, fmt.Errorf("endpoint: %d elements of %s are %d bytes: %w", count, t, size, ErrInvalid)
+	}
+	n = int(size)
+	if n == 0 {
+		return buf[:0], true, 0, nil
+	}
+	segs, ferr := t.Flatten(count, 1)
+	if ferr != nil {
+		if errors.Is(ferr, ErrInvalid) { // more than one block: pack
+			if err := inBounds(buf, count, t); err != nil {
+				return nil, false, 0, err
+			}
+			return nil, false, n, nil
+		}
+		return nil, false, 0, fmt.Errorf("endpoint: %w", ferr)
+	}
+	s := segs[0]
+	if s.Off < 0 || s.Off > int64(len(buf)) || s.Len > int64(len(buf))-s.Off {
+		return nil, false, 0, fmt.Errorf("endpoint: %d elements of %s span bytes [%d, %d) of a %d-byte buffer: %w",
+			count, t, s.Off, s.Off+s.Len, len(buf), ddt.ErrBounds)
+	}
+	return buf[s.Off : s.Off+s.Len : s.Off+s.Len], true, n, nil
+}
+
+// inBounds checks that count elements of t, element k at displacement
+// k·extent, touch only bytes of buf (the receive side would otherwise
+// find out only when it unpacks).
+func inBounds(buf []byte, count int, t *ddt.Type) error {
+	last, ok1 := checked.Mul(int64(count-1), t.Extent())
+	lo, ok2 := checked.Add(t.TrueLB(), min(last, 0))
+	hi, ok3 := checked.Add(t.TrueLB(), t.TrueExtent())
+	hi, ok4 := checked.Add(hi, max(last, 0))
+	if !ok1 || !ok2 || !ok3 || !ok4 || lo < 0 || hi > int64(len(buf)) {
+		return fmt.Errorf("endpoint: %d elements of %s span bytes [%d, %d) of a %d-byte buffer: %w", count, t, lo, hi, len(buf), ddt.ErrBounds)
+	}
+	return nil
+}
+
+// maxMessage bounds the size of one typed message.
+const maxMessage = 1<<63 - 1
+
+// IsendTyped starts sending count elements of datatype t laid out in buf
+// (buf[0] is displacement 0 of the first element) to rank dest with tag. A
+// contiguous layout is sent from buf as Isend sends it; any other is packed
+// first, and buf may then be reused as soon as IsendTyped returns. dest may
+// be ProcNull.
+func (c *Comm) IsendTyped(buf []byte, count int, t *ddt.Type, dest, tag int) (*Request, error) {
+	if err := c.usable("send"); err != nil {
+		return nil, err
+	}
+	if dest == ProcNull {
+		return completedRequest, nil
+	}
+	contig, ok, n, err := typedView(buf, count, t)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		return c.isend(contig, dest, tag, c.ctx)
+	}
+	packed := make([]byte, n)
+	if _, err := t.Pack(packed, buf, count); err != nil {
+		return nil, fmt.Errorf("endpoint: pack %d elements of %s: %w", count, t, err)
+	}
+	return c.isend(packed, dest, tag, c.ctx)
+}
+
+// IrecvTyped starts receiving into buf a message of at most count elements
+// of datatype t from src (AnySource, ProcNull) with tag (AnyTag). The
+// message's bytes are the sender's packed stream: any layout whose data
+// agree may have sent it. A message shorter than count elements fills the
+// first elements (Status.Count says how many bytes came; CountOf turns
+// them into elements); a longer one completes with ErrTruncated after
+// filling all count elements.
+func (c *Comm) IrecvTyped(buf []byte, count int, t *ddt.Type, src, tag int) (*Request, error) {
+	if err := c.usable("receive"); err != nil {
+		return nil, err
+	}
+	if src == ProcNull {
+		return procNullRecv(), nil
+	}
+	contig, ok, n, err := typedView(buf, count, t)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		return c.irecv(contig, src, tag, c.ctx)
+	}
+	r, err := c.irecv(make([]byte, n), src, tag, c.ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.setUnpack(&typedRecv{buf: buf, count: count, t: t})
+	return r, nil
+}
+
+// setUnpack makes receive r unpack into u's layout when it completes (at
+// once if it already has).
+func (r *Request) setUnpack(u *typedRecv) {
+	v := r.v
+	v.lock()
+	if r.done { // matched an unexpected eager message at once
+		r.unpackTyped(u)
+	} else {
+		r.ext().unpack = u
+	}
+	v.unlock()
+}
+
+// unpackTyped unpacks what a typed receive got into the user's layout; an
+// unpack error becomes the request's error.
+func (r *Request) unpackTyped(u *typedRecv) {
+	if r.st.Canceled || r.st.Count == 0 {
+		return
+	}
+	if _, err := u.t.UnpackRange(u.buf, r.buf[:r.st.Count], 0, u.count, 0); err != nil && r.err == nil {
+		r.err = fmt.Errorf("endpoint: unpack %d bytes into %s: %w", r.st.Count, u.t, err)
+	}
+}
+
+// SendTyped sends count elements of t from buf to dest and returns once
+// buf may be reused (see IsendTyped) or ctx ends.
+func (c *Comm) SendTyped(ctx context.Context, buf []byte, count int, t *ddt.Type, dest, tag int) error {
+	r, err := c.IsendTyped(buf, count, t, dest, tag)
+	if err != nil {
+		return err
+	}
+	_, err = r.Wait(ctx)
+	r.Release()
+	return err
+}
+
+// RecvTyped receives at most count elements of t into buf (see
+// IrecvTyped). If ctx ends first the receive is cancelled and the error
+// wraps ctx.Err().
+func (c *Comm) RecvTyped(ctx context.Context, buf []byte, count int, t *ddt.Type, src, tag int) (Status, error) {
+	r, err := c.IrecvTyped(buf, count, t, src, tag)
+	if err != nil {
+		return Status{}, err
+	}
+	st, err := waitOrCancel(ctx, r)
+	if r.Done() {
+		r.Release()
+	}
+	return st, err
+}
+
+// Sendrecv sends count elements of stype from sbuf to dest with stag and
+// receives at most rcount elements of rtype into rbuf from src with rtag,
+// both at once, so that ranks exchanging with each other cannot deadlock
+// (MPI_Sendrecv). dest and src may be ProcNull.
+func (c *Comm) Sendrecv(ctx context.Context, sbuf []byte, scount int, stype *ddt.Type, dest, stag int,
+	rbuf []byte, rcount int, rtype *ddt.Type, src, rtag int) (Status, error) {
+	rr, err := c.IrecvTyped(rbuf, rcount, rtype, src, rtag)
+	if err != nil {
+		return Status{}, err
+	}
+	sr, err := c.IsendTyped(sbuf, scount, stype, dest, stag)
+	if err != nil {
+		_ = rr.Cancel()
+		_, _ = rr.waitTimeout(c.v.timeout)
+		return Status{}, err
+	}
+	if err := WaitAll(ctx, sr, rr); err != nil {
+		if !rr.Done() {
+			_ = rr.Cancel()
+		}
+		return Status{}, err
+	}
+	_, st, _ := rr.testResult()
+	sr.Release()
+	rr.Release()
+	return st, nil
+}
+
+// CountOf returns the number of whole elements of t a receive's Count
+// bytes make (MPI_Get_count); a Count that is not a whole number of
+// elements gives an error wrapping ErrInvalid.
+func (s Status) CountOf(t *ddt.Type) (int, error) {
+	if t == nil || t.Size() <= 0 {
+		if s.Count == 0 {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("endpoint: count of %d bytes in a type of no data: %w", s.Count, ErrInvalid)
+	}
+	if int64(s.Count)%t.Size() != 0 {
+		return 0, fmt.Errorf("endpoint: %d bytes are not a whole number of %d-byte %s elements: %w", s.Count, t.Size(), t, ErrInvalid)
+	}
+	return int(int64(s.Count) / t.Size()), nil
+}
+
+// procNullRecv is a receive from ProcNull: complete, nothing received.
+func procNullRecv() *Request {
+	return &Request{done: true, state: stDone, st: Status{Source: ProcNull, Tag: AnyTag}}
+}
+
+// sliceBytes views the memory of a slice of pointer-free T as bytes.
+func sliceBytes[T any](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	var z T
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
+}
+
+// IsendOf starts sending the elements of s, a slice of a pointer-free Go
+// type (numbers, arrays, structs of those), as the datatype ddt.Of[T]: a
+// struct's fields go, its padding does not.
+func IsendOf[T any](c *Comm, s []T, dest, tag int) (*Request, error) {
+	t, err := ddt.Of[T]()
+	if err != nil {
+		return nil, fmt.Errorf("endpoint: %w", err)
+	}
+	return c.IsendTyped(sliceBytes(s), len(s), t, dest, tag)
+}
+
+// IrecvOf starts receiving at most len(s) elements of T into s (see
+// IsendOf and IrecvTyped).
+func IrecvOf[T any](c *Comm, s []T, src, tag int) (*Request, error) {
+	t, err := ddt.Of[T]()
+	if err != nil {
+		return nil, fmt.Errorf("endpoint: %w", err)
+	}
+	return c.IrecvTyped(sliceBytes(s), len(s), t, src, tag)
+}
+
+// SendOf sends the elements of s (see IsendOf and SendTyped).
+func SendOf[T any](ctx context.Context, c *Comm, s []T, dest, tag int) error {
+	t, err := ddt.Of[T]()
+	if err != nil {
+		return fmt.Errorf("endpoint: %w", err)
+	}
+	return c.SendTyped(ctx, sliceBytes(s), len(s), t, dest, tag)
+}
+
+// RecvOf receives at most len(s) elements of T into s; Status.CountOf
+// with ddt.Of[T] gives how many came.
+func RecvOf[T any](ctx context.Context, c *Comm, s []T, src, tag int) (Status, error) {
+	t, err := ddt.Of[T]()
+	if err != nil {
+		return Status{}, fmt.Errorf("endpoint: %w", err)
+	}
+	return c.RecvTyped(ctx, sliceBytes(s), len(s), t, src, tag)
+}

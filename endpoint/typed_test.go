@@ -1,0 +1,395 @@
+package endpoint_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/endpoint"
+)
+
+// column returns the committed type of one column of a rows×cols float64
+// matrix stored by rows (a vector of rows blocks of 1, stride cols).
+func column(t testing.TB, rows, cols int) *ddt.Type {
+	t.Helper()
+	c, err := ddt.Vector(rows, 1, cols, ddt.Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func f64s(b []byte) []float64 {
+	out := make([]float64, len(b)/8)
+	for i := range out {
+		out[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return out
+}
+
+func putF64s(b []byte, v func(i int) float64) {
+	for i := 0; i < len(b)/8; i++ {
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v(i)))
+	}
+}
+
+// srcMatrix is the rows×cols float64 matrix the typed tests send from.
+func srcMatrix(rows, cols int) []byte {
+	m := make([]byte, rows*cols*8)
+	putF64s(m, func(i int) float64 { return float64(i) + 0.5 })
+	return m
+}
+
+func at(m []byte, cs, r, k int) float64 {
+	return math.Float64frombits(binary.LittleEndian.Uint64(m[8*(r*cs+k):]))
+}
+
+func committed(t *ddt.Type, err error) (*ddt.Type, error) {
+	if err != nil {
+		return nil, err
+	}
+	return t, t.Commit()
+}
+
+// typedSend sends the last column of a rows×cols matrix to rank to four
+// times (tags 1-4; the third time as a contiguous row), for typedRecv.
+func typedSend(ctx context.Context, a *endpoint.Comm, to, rows, cols int) error {
+	src := srcMatrix(rows, cols)
+	k := cols - 1
+	col, err := committed(ddt.Vector(rows, 1, cols, ddt.Float64))
+	if err != nil {
+		return err
+	}
+	row := make([]byte, rows*8)
+	putF64s(row, func(r int) float64 { return at(src, cols, r, k) })
+	for tag := 1; tag <= 4; tag++ {
+		if tag == 3 {
+			err = a.SendTyped(ctx, row, rows, ddt.Float64, to, tag)
+		} else {
+			err = a.SendTyped(ctx, src[8*k:], 1, col, to, tag)
+		}
+		if err != nil {
+			return fmt.Errorf("send %d: %w", tag, err)
+		}
+	}
+	return nil
+}
+
+// typedRecv receives typedSend's messages from rank from: the column as a
+// contiguous row, as column 1 of a rows×cols2 matrix (another layout of
+// the same data), the row into that column, and the column into one
+// element fewer (truncation).
+func typedRecv(ctx context.Context, b *endpoint.Comm, from, rows, cols, cols2 int) error {
+	src := srcMatrix(rows, cols)
+	k, j := cols-1, 1
+	row := make([]byte, rows*8)
+	st, err := b.RecvTyped(ctx, row, rows, ddt.Float64, from, 1)
+	if err != nil || st.Count != rows*8 {
+		return fmt.Errorf("column into row: %+v %v", st, err)
+	}
+	for r, x := range f64s(row) {
+		if x != at(src, cols, r, k) {
+			return fmt.Errorf("column into row: element %d = %v, want %v", r, x, at(src, cols, r, k))
+		}
+	}
+	recvCol, err := committed(ddt.Vector(rows, 1, cols2, ddt.Float64))
+	if err != nil {
+		return err
+	}
+	for _, tag := range []int{2, 3} {
+		dst := make([]byte, rows*cols2*8)
+		st, err := b.RecvTyped(ctx, dst[8*j:], 1, recvCol, from, tag)
+		if err != nil {
+			return fmt.Errorf("tag %d into a column: %w", tag, err)
+		}
+		if n, err := st.CountOf(recvCol); err != nil || n != 1 {
+			return fmt.Errorf("tag %d: CountOf = %d, %v", tag, n, err)
+		}
+		for r := 0; r < rows; r++ {
+			for c := 0; c < cols2; c++ {
+				want := 0.0
+				if c == j {
+					want = at(src, cols, r, k)
+				}
+				if got := at(dst, cols2, r, c); got != want {
+					return fmt.Errorf("tag %d into a column: [%d][%d] = %v, want %v", tag, r, c, got, want)
+				}
+			}
+		}
+	}
+	dst := make([]byte, rows*cols2*8)
+	short := ddt.Float64
+	n := rows - 1
+	if rows > 1 {
+		if short, err = committed(ddt.Vector(rows-1, 1, cols2, ddt.Float64)); err != nil {
+			return err
+		}
+		n = 1
+	}
+	st, err = b.RecvTyped(ctx, dst, n, short, from, 4)
+	if !errors.Is(err, endpoint.ErrTruncated) || st.Count != (rows-1)*8 {
+		return fmt.Errorf("column into one element fewer: %+v %v", st, err)
+	}
+	for r := 0; r < rows-1; r++ {
+		if got := at(dst, cols2, r, 0); got != at(src, cols, r, k) {
+			return fmt.Errorf("truncated column: row %d = %v", r, got)
+		}
+	}
+	return nil
+}
+
+// typedRows puts the packed column on both sides of the node transport's
+// inline limit, the eager limit and well into rendezvous.
+var typedRows = []int{1, 3, 255, 256, 257, 2047, 2048, 2049, 50000}
+
+// TestTyped: typed messages between two endpoints of one process, on the
+// node transport and on libfabric shm, interpreter and JIT.
+func TestTyped(t *testing.T) {
+	for _, native := range []bool{true, false} {
+		for _, jit := range []ddt.JITMode{ddt.JITOff, ddt.JITOn} {
+			t.Run(fmt.Sprintf("native=%v/jit=%v", native, jit), func(t *testing.T) {
+				prev := ddt.DefaultJITMode()
+				ddt.SetDefaultJITMode(jit)
+				defer ddt.SetDefaultJITMode(prev)
+				a, b, ctx := singletonPair(t, endpoint.WithNodeTransport(native))
+				for _, rows := range typedRows {
+					errc := make(chan error, 1)
+					go func() { errc <- typedSend(ctx, a, 1, rows, 5) }() // a has a goroutine of its own
+					if err := typedRecv(ctx, b, 0, rows, 5, 3); err != nil {
+						t.Fatalf("rows %d: %v", rows, err)
+					}
+					if err := <-errc; err != nil {
+						t.Fatalf("rows %d: %v", rows, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+type particle struct {
+	X, Y, Z float64
+	ID      int32
+	Kind    uint8
+}
+
+// TestTypedStructsAndProcNull: slices of structs go without their
+// padding; ProcNull is accepted by every point-to-point call.
+func TestTypedStructsAndProcNull(t *testing.T) {
+	a, b, ctx := singletonPair(t)
+	ps := make([]particle, 1000)
+	for i := range ps {
+		ps[i] = particle{X: float64(i), Y: -float64(i), Z: 0.25, ID: int32(i), Kind: uint8(i)}
+	}
+	r, err := endpoint.IsendOf(a, ps, 1, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]particle, 1200)
+	st, err := endpoint.RecvOf(ctx, b, got, 0, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pt, _ := ddt.Of[particle]()
+	if n, err := st.CountOf(pt); err != nil || n != len(ps) || st.Count != len(ps)*(3*8+4+1) {
+		t.Fatalf("CountOf = %d, %v; Count %d (the padding must not travel)", n, err, st.Count)
+	}
+	for i := range ps {
+		if got[i] != ps[i] {
+			t.Fatalf("particle %d: %+v, want %+v", i, got[i], ps[i])
+		}
+	}
+	// ProcNull everywhere
+	if r, err := a.Isend([]byte("x"), endpoint.ProcNull, 1); err != nil || !r.Done() {
+		t.Fatalf("Isend to ProcNull: %v", err)
+	}
+	if err := a.Send(ctx, []byte("x"), endpoint.ProcNull, 1); err != nil {
+		t.Fatal(err)
+	}
+	r, err = a.Irecv(make([]byte, 4), endpoint.ProcNull, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := r.Wait(ctx); err != nil || st.Source != endpoint.ProcNull || st.Count != 0 {
+		t.Fatalf("Irecv from ProcNull: %+v %v", st, err)
+	}
+	if err := r.Cancel(); err != nil {
+		t.Fatalf("Cancel of a ProcNull receive: %v", err)
+	}
+	if st, err := a.Recv(ctx, make([]byte, 4), endpoint.ProcNull, endpoint.AnyTag); err != nil || st.Source != endpoint.ProcNull {
+		t.Fatalf("Recv from ProcNull: %+v %v", st, err)
+	}
+	if ok, st, err := a.Iprobe(endpoint.ProcNull, 3); !ok || err != nil || st.Source != endpoint.ProcNull {
+		t.Fatalf("Iprobe ProcNull: %v %+v %v", ok, st, err)
+	}
+	st, err = a.Sendrecv(ctx, []byte("abcdefgh"), 1, ddt.Float64, endpoint.ProcNull, 1,
+		make([]byte, 8), 1, ddt.Float64, endpoint.ProcNull, 1)
+	if err != nil || st.Source != endpoint.ProcNull {
+		t.Fatalf("Sendrecv with ProcNull: %+v %v", st, err)
+	}
+	// bad arguments
+	if _, err := a.IsendTyped(make([]byte, 8), 1, nil, 1, 1); !errors.Is(err, endpoint.ErrInvalid) {
+		t.Fatalf("nil type: %v", err)
+	}
+	if _, err := a.IsendTyped(make([]byte, 8), -1, ddt.Float64, 1, 1); !errors.Is(err, endpoint.ErrInvalid) {
+		t.Fatalf("negative count: %v", err)
+	}
+	if _, err := a.IsendTyped(make([]byte, 8), 2, ddt.Float64, 1, 1); !errors.Is(err, ddt.ErrBounds) {
+		t.Fatalf("2 float64 from 8 bytes: %v", err)
+	}
+	if _, err := b.IrecvTyped(make([]byte, 8*8), 1, column(t, 3, 4), 0, 1); !errors.Is(err, ddt.ErrBounds) {
+		t.Fatalf("column past the buffer: %v", err)
+	}
+	uncommitted, _ := ddt.Vector(2, 1, 2, ddt.Float64)
+	if _, err := a.IsendTyped(make([]byte, 64), 1, uncommitted, 1, 1); err == nil {
+		t.Fatal("uncommitted type accepted")
+	}
+	if _, err := (endpoint.Status{Count: 12}).CountOf(ddt.Float64); !errors.Is(err, endpoint.ErrInvalid) {
+		t.Fatalf("CountOf 12 bytes of float64: %v", err)
+	}
+}
+
+// TestPersistent: a persistent halo-style exchange (a column each way)
+// restarted 10 000 times moves the right data, allocates nothing per
+// round once warm and does not grow the heap.
+func TestPersistent(t *testing.T) {
+	for _, native := range []bool{true, false} {
+		a, b, ctx := singletonPair(t, endpoint.WithNodeTransport(native))
+		const rows, cols = 64, 8
+		ct := column(t, rows, cols)
+		ma, mb := make([]byte, rows*cols*8), make([]byte, rows*cols*8)
+		sa, err := a.SendInit(ma[8*(cols-1):], 1, ct, 1, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ra, err := a.RecvInit(ma, 1, ct, 1, 6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := b.SendInit(mb[8*(cols-1):], 1, ct, 0, 6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, err := b.RecvInit(mb, 1, ct, 0, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps := []*endpoint.Persistent{ra, rb, sa, sb}
+		reqs := make([]*endpoint.Request, len(ps))
+		round := 0
+		var ferr error
+		step := func() {
+			round++
+			for r := 0; r < rows; r++ { // the columns the others will receive
+				binary.LittleEndian.PutUint64(ma[8*(r*cols+cols-1):], uint64(round*1000+r))
+				binary.LittleEndian.PutUint64(mb[8*(r*cols+cols-1):], uint64(round*2000+r))
+			}
+			if err := endpoint.StartAllInto(reqs, ps...); err != nil {
+				ferr = err
+				return
+			}
+			if err := endpoint.WaitAll(ctx, reqs...); err != nil {
+				ferr = err
+				return
+			}
+			for r := 0; r < rows; r++ {
+				if got := binary.LittleEndian.Uint64(mb[8*r*cols:]); got != uint64(round*1000+r) {
+					ferr = fmt.Errorf("round %d: b's halo row %d = %d", round, r, got)
+				}
+				if got := binary.LittleEndian.Uint64(ma[8*r*cols:]); got != uint64(round*2000+r) {
+					ferr = fmt.Errorf("round %d: a's halo row %d = %d", round, r, got)
+				}
+			}
+		}
+		for i := 0; i < 100; i++ {
+			step()
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		allocs := testing.AllocsPerRun(10000, step)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if ferr != nil {
+			t.Fatalf("native=%v: %v", native, ferr)
+		}
+		if native && allocs > 0 {
+			t.Errorf("native: %.2f allocations per round", allocs)
+		}
+		if grow := int64(after.HeapAlloc) - int64(before.HeapAlloc); grow > 1<<20 {
+			t.Errorf("native=%v: heap grew %d bytes over 10 000 rounds", native, grow)
+		}
+		r, err := ra.Start()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ra.Start(); !errors.Is(err, endpoint.ErrInvalid) {
+			t.Fatalf("restart of a receive in flight: %v", err)
+		}
+		if err := rb.Free(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rb.Start(); !errors.Is(err, endpoint.ErrInvalid) {
+			t.Fatalf("start after Free: %v", err)
+		}
+		_ = r.Cancel()
+		r.Wait(ctx)
+	}
+}
+
+// TestTypedAcrossProcesses: typed exchanges between endpoints of two
+// processes (2 endpoints each, so also within a process), on every
+// transport, interpreter and JIT.
+func TestTypedAcrossProcesses(t *testing.T) {
+	for _, p := range providers {
+		for _, jit := range []string{"off", "on"} {
+			t.Run(provName(p)+"/jit-"+jit, func(t *testing.T) {
+				if launch(t, 2, p, 90*time.Second, "WEFT_JIT="+jit) {
+					return
+				}
+				if (os.Getenv("WEFT_JIT") == "off") != ddt.JITDisabled() {
+					t.Fatalf("WEFT_JIT=%s but JITDisabled = %v", os.Getenv("WEFT_JIT"), ddt.JITDisabled())
+				}
+				w := initWorld(t)
+				ctx := tctx(t, 60*time.Second)
+				eps, err := w.Comm().CreateEndpoints(ctx, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				runHandles(t, ctx, eps, func(ctx context.Context, c *endpoint.Comm) error {
+					me, n := c.Rank(), c.Size()
+					to, from := (me+1)%n, (me+n-1)%n
+					for _, rows := range []int{3, 257, 2049, 50000} {
+						// Even ranks send first, odd ranks receive first:
+						// blocking rendezvous sends cannot wait on each other.
+						for phase := 0; phase < 2; phase++ {
+							var err error
+							if me%2 == phase {
+								err = typedSend(ctx, c, to, rows, 5)
+							} else {
+								err = typedRecv(ctx, c, from, rows, 5, 3)
+							}
+							if err != nil {
+								return fmt.Errorf("rows %d: %w", rows, err)
+							}
+						}
+					}
+					return c.Barrier(ctx)
+				})
+			})
+		}
+	}
+}
