@@ -516,34 +516,49 @@ func (v *vci) retryNodeFins() {
 var localBufs struct {
 	sync.Mutex
 	next uint64
-	m    map[uint64][]byte
+	m    map[uint64]*localBuf
+}
+
+// localBuf is one buffer of localBufs. read is set once the receiver has
+// copied it. The FIN that lets the sender reuse the buffer already orders
+// the copy before the reuse, but through a ring in shared memory, which
+// the race detector does not follow; storing read after the copy and
+// loading it when the entry goes makes the same order visible to it.
+type localBuf struct {
+	b    []byte
+	read atomic.Bool
 }
 
 func localPut(b []byte) uint64 {
 	localBufs.Lock()
 	defer localBufs.Unlock()
 	if localBufs.m == nil {
-		localBufs.m = map[uint64][]byte{}
+		localBufs.m = map[uint64]*localBuf{}
 	}
 	localBufs.next++
-	localBufs.m[localBufs.next] = b
+	localBufs.m[localBufs.next] = &localBuf{b: b}
 	return localBufs.next
 }
 
 func localDel(k uint64) {
 	localBufs.Lock()
+	e := localBufs.m[k]
 	delete(localBufs.m, k)
 	localBufs.Unlock()
+	if e != nil {
+		_ = e.read.Load()
+	}
 }
 
 func localCopy(k uint64, dst []byte) error {
 	localBufs.Lock()
-	b, ok := localBufs.m[k]
+	e := localBufs.m[k]
 	localBufs.Unlock()
-	if !ok || len(b) < len(dst) {
+	if e == nil || len(e.b) < len(dst) {
 		return fmt.Errorf("endpoint: rendezvous buffer of this process gone (sending endpoint closed): %w", ErrPeerGone)
 	}
-	copy(dst, b)
+	copy(dst, e.b)
+	e.read.Store(true)
 	return nil
 }
 

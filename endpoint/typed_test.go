@@ -153,14 +153,12 @@ func typedRecv(ctx context.Context, b *endpoint.Comm, from, rows, cols, cols2 in
 var typedRows = []int{1, 3, 255, 256, 257, 2047, 2048, 2049, 50000}
 
 // TestTyped: typed messages between two endpoints of one process, on the
-// node transport and on libfabric shm, interpreter and JIT.
+// node transport and on libfabric shm (TestTypedAcrossProcesses runs the
+// interpreter and the JIT apart).
 func TestTyped(t *testing.T) {
 	for _, native := range []bool{true, false} {
-		for _, jit := range []ddt.JITMode{ddt.JITOff, ddt.JITOn} {
-			t.Run(fmt.Sprintf("native=%v/jit=%v", native, jit), func(t *testing.T) {
-				prev := ddt.DefaultJITMode()
-				ddt.SetDefaultJITMode(jit)
-				defer ddt.SetDefaultJITMode(prev)
+		{
+			t.Run(fmt.Sprintf("native=%v", native), func(t *testing.T) {
 				a, b, ctx := singletonPair(t, endpoint.WithNodeTransport(native))
 				for _, rows := range typedRows {
 					errc := make(chan error, 1)
