@@ -8,11 +8,6 @@ import (
 	"slices"
 )
 
-// ProcNull is the null peer: point-to-point operations with it complete at
-// once and move nothing (MPI_PROC_NULL). Cart.Shift returns it for the
-// missing neighbour at the border of a non-periodic dimension.
-const ProcNull = -2
-
 // maxDimsNodes bounds DimsCreate's nnodes: MPI counts processes in a C int,
 // and factorising up to it by trial division is quick.
 const maxDimsNodes = math.MaxInt32
