@@ -343,10 +343,17 @@ func (v *vci) nodeMessage(l *nodeLink, t uint64, n int) {
 	for r := v.posted.head; r != nil; r = r.qnext {
 		if tagMatches(t, r.want, r.ignore) {
 			v.posted.remove(r)
-			_, m, _, err := l.in.TryRecv(r.buf)
-			r.st = Status{Source: tagSource(t), Tag: tagUser(t), Count: min(m, len(r.buf))}
-			if err != nil {
-				err = fmt.Errorf("endpoint: message of %d bytes from rank %d into %d: %w", m, r.st.Source, len(r.buf), ErrTruncated)
+			var m int
+			if r.reqExt != nil && r.typed != nil {
+				_, m, _, _ = l.in.TryRecvFunc(r.take) // unpacked straight from the cells
+			} else {
+				_, m, _, _ = l.in.TryRecv(r.buf)
+			}
+			c := r.capacity()
+			r.st = Status{Source: tagSource(t), Tag: tagUser(t), Count: min(m, c)}
+			var err error
+			if m > c {
+				err = fmt.Errorf("endpoint: message of %d bytes from rank %d into %d: %w", m, r.st.Source, c, ErrTruncated)
 			}
 			v.finish(r, err)
 			return
@@ -454,27 +461,33 @@ func (v *vci) postNode(r *Request) error {
 // ring towards the sender is full).
 func (v *vci) nodeRead(r *Request, l *nodeLink, t uint64, h rdvHeader) {
 	src := tagSource(t)
-	n := len(r.buf)
+	c := r.capacity()
+	n := c
 	if uint64(n) > h.size {
 		n = int(h.size)
 	}
 	r.st = Status{Source: src, Tag: tagUser(t), Count: n}
 	status := uint64(finOK)
 	var err error
-	if n > 0 {
-		if l.local {
-			err = localCopy(h.addr, r.buf[:n])
-		} else {
-			_, err = cma.Read(l.pid, r.buf[:n], uintptr(h.addr))
-		}
+	typed := r.reqExt != nil && r.typed != nil
+	switch {
+	case n == 0:
+	case l.local && typed:
+		err = localTake(h.addr, n, r.take) // unpacked straight from the sender's buffer
+	case l.local:
+		err = localCopy(h.addr, r.buf[:n])
+	case typed:
+		err = v.cmaTake(r, l.pid, uintptr(h.addr), n)
+	default:
+		_, err = cma.Read(l.pid, r.buf[:n], uintptr(h.addr))
 	}
 	switch {
 	case err != nil:
 		status = finFailed
 		err = fmt.Errorf("endpoint: rendezvous copy from rank %d: %w", src, err)
-	case uint64(len(r.buf)) < h.size:
+	case uint64(c) < h.size:
 		status = finTruncated
-		err = fmt.Errorf("endpoint: rendezvous message of %d bytes from rank %d into %d: %w", h.size, src, len(r.buf), ErrTruncated)
+		err = fmt.Errorf("endpoint: rendezvous message of %d bytes from rank %d into %d: %w", h.size, src, c, ErrTruncated)
 	}
 	f := nodeFin{link: l, seq: h.seq, status: status}
 	if f.send() != nil {
@@ -548,6 +561,41 @@ func localDel(k uint64) {
 	if e != nil {
 		_ = e.read.Load()
 	}
+}
+
+// localTake hands the first n bytes of the buffer with key k to take.
+func localTake(k uint64, n int, take func(off int, b []byte)) error {
+	localBufs.Lock()
+	e := localBufs.m[k]
+	localBufs.Unlock()
+	if e == nil || len(e.b) < n {
+		return fmt.Errorf("endpoint: rendezvous buffer of this process gone (sending endpoint closed): %w", ErrPeerGone)
+	}
+	take(0, e.b[:n])
+	e.read.Store(true)
+	return nil
+}
+
+// chunkBytes is the piece a typed receive copies from another process at
+// a time before unpacking it: small enough to stay in the cache between
+// the copy and the unpack.
+const chunkBytes = 128 << 10
+
+// cmaTake copies n bytes from address addr of process pid into typed
+// receive r, a chunk at a time through v's chunk buffer, unpacking each.
+func (v *vci) cmaTake(r *Request, pid int, addr uintptr, n int) error {
+	if v.chunk == nil {
+		v.chunk = make([]byte, chunkBytes)
+	}
+	for off := 0; off < n; {
+		k := min(n-off, len(v.chunk))
+		if _, err := cma.Read(pid, v.chunk[:k], addr+uintptr(off)); err != nil {
+			return err
+		}
+		r.take(off, v.chunk[:k])
+		off += k
+	}
+	return nil
 }
 
 func localCopy(k uint64, dst []byte) error {

@@ -148,12 +148,13 @@ func (c *Comm) Irecv(buf []byte, src, tag int) (*Request, error) {
 }
 
 func (c *Comm) irecv(buf []byte, src, tag int, ctx uint16) (*Request, error) {
-	return c.irecvReq(buf, src, tag, ctx, false)
+	return c.irecvReq(buf, src, tag, ctx, false, nil)
 }
 
 // irecvReq posts a receive; with scratch it reuses c.scratch when free
-// (blocking Recv: the request never escapes to the caller).
-func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool) (*Request, error) {
+// (blocking Recv: the request never escapes to the caller). With u the
+// receive unpacks into u's typed layout as the data arrives (buf nil).
+func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *typedRecv) (*Request, error) {
 	if err := c.checkPeer(src, true); err != nil {
 		return nil, err
 	}
@@ -184,8 +185,11 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool) (*Re
 	} else {
 		r = &Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore, qrank: src}
 	}
-	if u, ok := v.takeUnexpected(want, ignore); ok {
-		v.deliver(r, u.tag, u.data)
+	if u != nil {
+		r.ext().typed = u
+	}
+	if m, ok := v.takeUnexpected(want, ignore); ok {
+		v.deliver(r, m.tag, m.data)
 		return r, nil
 	}
 	v.posted.push(r)
@@ -213,7 +217,7 @@ func (c *Comm) Recv(ctx context.Context, buf []byte, src, tag int) (Status, erro
 	if src == ProcNull {
 		return procNullRecv().st, nil
 	}
-	r, err := c.irecvReq(buf, src, tag, c.ctx, true)
+	r, err := c.irecvReq(buf, src, tag, c.ctx, true, nil)
 	if err != nil {
 		return Status{}, err
 	}

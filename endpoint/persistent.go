@@ -21,10 +21,11 @@ type Persistent struct {
 	t      *ddt.Type
 	peer   int
 	tag    int
-	packed []byte     // packing buffer of a non-contiguous send or receive
-	contig []byte     // the bytes of a contiguous layout (packed is nil)
-	u      *typedRecv // a non-contiguous receive's unpack
+	packed []byte     // packing buffer of a non-contiguous send
+	contig []byte     // the bytes of a contiguous layout
+	u      *typedRecv // a non-contiguous receive's layout (it unpacks as data arrives)
 	r      *Request // the round in flight (or last completed), nil before Start
+	null   *Request // the completed receive a ProcNull peer gives, reused
 	freed  bool
 }
 
@@ -57,9 +58,12 @@ func (c *Comm) persistent(send bool, buf []byte, count int, t *ddt.Type, peer, t
 		return nil, err
 	}
 	p := &Persistent{c: c, send: send, buf: buf, count: count, t: t, peer: peer, tag: tag, contig: contig}
-	if !ok {
+	switch {
+	case ok:
+	case send:
 		p.packed = make([]byte, n)
-		p.u = &typedRecv{buf: buf, count: count, t: t}
+	default:
+		p.u = &typedRecv{buf: buf, count: count, t: t, n: n}
 	}
 	return p, nil
 }
@@ -96,12 +100,15 @@ func (p *Persistent) Start() (*Request, error) {
 		}
 	case p.send:
 		r, err = p.c.Isend(p.contig, p.peer, p.tag)
-	case p.packed == nil:
-		r, err = p.c.Irecv(p.contig, p.peer, p.tag)
-	default:
-		if r, err = p.c.Irecv(p.packed, p.peer, p.tag); err == nil && r.v != nil {
-			r.setUnpack(p.u)
+	case !p.send && p.peer == ProcNull:
+		if p.null == nil {
+			p.null = procNullRecv()
 		}
+		r = p.null
+	case p.u != nil:
+		r, err = p.c.irecvReq(nil, p.peer, p.tag, p.c.ctx, false, p.u)
+	default:
+		r, err = p.c.Irecv(p.contig, p.peer, p.tag)
 	}
 	if err != nil {
 		return nil, err

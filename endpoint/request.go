@@ -87,7 +87,8 @@ type reqExt struct {
 	qdesc   fabric.Desc
 	queued  time.Time // when it was queued
 
-	unpack *typedRecv // a typed receive's unpack, done when it completes (typed.go)
+	typed  *typedRecv // a typed receive unpacking as the data arrives (r.buf nil; typed.go)
+	unpack *typedRecv // a typed receive's unpack from r.buf, done when it completes (typed.go)
 	link   *nodeLink  // a send over the node transport (node.go)
 	staged bool      // buf is a staging copy (node.go), recycled when done
 	lkey   uint64    // key of a same-process rendezvous buffer in localBufs

@@ -30,6 +30,7 @@ type typedRecv struct {
 	buf   []byte // the user's typed buffer
 	count int
 	t     *ddt.Type
+	n     int // packed size: the bytes the receive takes
 }
 
 // typedView returns, for count elements of t in buf, the contiguous part
@@ -136,26 +137,37 @@ func (c *Comm) IrecvTyped(buf []byte, count int, t *ddt.Type, src, tag int) (*Re
 	if ok {
 		return c.irecv(contig, src, tag, c.ctx)
 	}
-	r, err := c.irecv(make([]byte, n), src, tag, c.ctx)
-	if err != nil {
-		return nil, err
-	}
-	r.setUnpack(&typedRecv{buf: buf, count: count, t: t})
-	return r, nil
+	return c.irecvReq(nil, src, tag, c.ctx, false, &typedRecv{buf: buf, count: count, t: t, n: n})
 }
 
-// setUnpack makes receive r unpack into u's layout when it completes (at
-// once if it already has).
-func (r *Request) setUnpack(u *typedRecv) {
-	v := r.v
-	v.lock()
-	if r.done { // matched an unexpected eager message at once
-		r.unpackTyped(u)
-	} else {
-		r.ext().unpack = u
+// capacity is the number of bytes receive r takes.
+func (r *Request) capacity() int {
+	if r.reqExt != nil && r.typed != nil {
+		return r.typed.n
 	}
-	v.unlock()
+	return len(r.buf)
 }
+
+// take stores piece, the message's bytes from offset off, into receive r:
+// copied into r.buf, or for a typed receive unpacked straight into the
+// user's layout. Bytes past the capacity are dropped (truncation is the
+// caller's to report); an unpack error becomes r's error.
+func (r *Request) take(off int, piece []byte) {
+	c := r.capacity()
+	if off >= c || len(piece) == 0 {
+		return
+	}
+	piece = piece[:min(len(piece), c-off)]
+	if r.reqExt != nil && r.typed != nil {
+		u := r.typed
+		if _, err := u.t.UnpackRange(u.buf, piece, 0, u.count, int64(off)); err != nil && r.err == nil {
+			r.err = fmt.Errorf("endpoint: unpack into %s: %w", u.t, err)
+		}
+		return
+	}
+	copy(r.buf[off:], piece)
+}
+
 
 // unpackTyped unpacks what a typed receive got into the user's layout; an
 // unpack error becomes the request's error.

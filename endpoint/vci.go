@@ -122,6 +122,7 @@ type vci struct {
 	crowded    bool       // more endpoints of its node group on this machine than cores: waits yield (request.go)
 	stages     [][]byte   // staging buffers for reuse
 	freeReqs   []*Request // released requests for reuse (Request.Release)
+	chunk      []byte     // a typed receive's copy-then-unpack piece (node.go)
 }
 
 func (v *vci) lock() {
@@ -712,11 +713,12 @@ func (v *vci) deliver(r *Request, t uint64, payload []byte) {
 		v.startRead(r, t, parseHeader(payload))
 		return
 	}
-	m := copy(r.buf, payload)
-	r.st = Status{Source: tagSource(t), Tag: tagUser(t), Count: m}
+	r.take(0, payload)
+	c := r.capacity()
+	r.st = Status{Source: tagSource(t), Tag: tagUser(t), Count: min(len(payload), c)}
 	var err error
-	if len(payload) > len(r.buf) {
-		err = fmt.Errorf("endpoint: message of %d bytes from rank %d into %d: %w", len(payload), r.st.Source, len(r.buf), ErrTruncated)
+	if len(payload) > c {
+		err = fmt.Errorf("endpoint: message of %d bytes from rank %d into %d: %w", len(payload), r.st.Source, c, ErrTruncated)
 	}
 	v.finish(r, err)
 }
@@ -760,6 +762,12 @@ func (v *vci) startRead(r *Request, t uint64, h rdvHeader) {
 	if src >= len(r.c.addrs) {
 		v.finish(r, fmt.Errorf("endpoint: rendezvous from unknown rank %d", src))
 		return
+	}
+	if r.reqExt != nil && r.typed != nil {
+		// fi_read needs one buffer: read the stream into one, unpack it
+		// when the receive completes.
+		r.buf = make([]byte, min(uint64(r.typed.n), h.size))
+		r.unpack, r.typed = r.typed, nil
 	}
 	n := len(r.buf)
 	if uint64(n) > h.size {

@@ -428,3 +428,36 @@ func (co *Consumer) TryRecv(buf []byte) (user uint64, n int, ok bool, err error)
 	}
 	return user, n, true, nil
 }
+
+// TryRecvFunc receives the next message by handing its payload to f,
+// piece by piece in order (off is the piece's offset in the payload; the
+// pieces are the cells' payload areas, up to 56 bytes each), instead of
+// copying it into one buffer: a receiver can unpack a message straight
+// from the cells. f must not keep the pieces. It returns the user word and
+// the payload's length; ok is false, and f is not called, when the ring is
+// empty.
+func (co *Consumer) TryRecvFunc(f func(off int, piece []byte)) (user uint64, n int, ok bool, err error) {
+	user, n, ok, err = co.Peek()
+	if !ok {
+		return 0, 0, false, err
+	}
+	r := &co.r
+	p := co.read
+	off := r.cellOff(p)
+	first := min(n, FirstPayload)
+	if first > 0 {
+		f(0, r.cells[off+24:off+24+first])
+	}
+	k := CellsFor(n)
+	for i := 1; i < k; i++ {
+		o := FirstPayload + (i-1)*NextPayload
+		off := r.cellOff(p + uint64(i))
+		f(o, r.cells[off+8:off+8+min(n-o, NextPayload)])
+	}
+	co.read = p + uint64(k)
+	if co.read-co.pub >= co.lag {
+		co.pub = co.read
+		release.Store(r.read, co.read)
+	}
+	return user, n, true, nil
+}

@@ -404,3 +404,43 @@ func TestBadRegions(t *testing.T) {
 		t.Errorf("NewProducer over a corrupt message: %v, want ErrCorrupt", err)
 	}
 }
+
+// TestTryRecvFunc: the pieces a message is handed over in cover its
+// payload exactly, in order, for lengths around every cell boundary.
+func TestTryRecvFunc(t *testing.T) {
+	const cells = 64
+	mem := alignedMem(Layout(cells))
+	if err := Init(mem, cells, MaxInlineFor(cells)); err != nil {
+		t.Fatal(err)
+	}
+	pr, err := NewProducer(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	co, err := NewConsumer(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, 1, 39, 40, 41, 95, 96, 97, 152, 153, 1000, MaxInlineFor(cells)} {
+		msg := make([]byte, n)
+		for i := range msg {
+			msg[i] = byte(i*7 + n)
+		}
+		if ok, err := pr.TrySend(uint64(n)+1, msg); !ok || err != nil {
+			t.Fatalf("send %d: %v %v", n, ok, err)
+		}
+		got := make([]byte, 0, n)
+		user, m, ok, err := co.TryRecvFunc(func(off int, piece []byte) {
+			if off != len(got) {
+				t.Fatalf("%d bytes: piece at %d after %d bytes", n, off, len(got))
+			}
+			got = append(got, piece...)
+		})
+		if !ok || err != nil || user != uint64(n)+1 || m != n || !bytes.Equal(got, msg) {
+			t.Fatalf("%d bytes: user %d len %d ok %v err %v, payload equal %v", n, user, m, ok, err, bytes.Equal(got, msg))
+		}
+	}
+	if _, _, ok, _ := co.TryRecvFunc(func(int, []byte) { t.Fatal("called on an empty ring") }); ok {
+		t.Fatal("empty ring gave a message")
+	}
+}
