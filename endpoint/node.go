@@ -367,7 +367,13 @@ func (v *vci) nodeMessage(l *nodeLink, t uint64, n int) {
 // nodeSend sends buf to rank dest of c over link l (caller holds the lock
 // and has flushed v.sendq as far as it goes).
 func (v *vci) nodeSend(c *Comm, l *nodeLink, buf []byte, t uint64, dest int) (*Request, error) {
-	if len(buf) <= l.inline {
+	return v.nodeSendStaged(c, l, buf, t, dest, false)
+}
+
+// nodeSendStaged is nodeSend; with staged buf is a staging buffer of v's
+// already holding the message (a typed send packed it there).
+func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest int, staged bool) (*Request, error) {
+	if len(buf) <= l.inline && !staged {
 		if len(v.sendq) == 0 {
 			err := l.trySend(t, buf)
 			if errors.Is(err, fabric.ErrAgain) {
@@ -391,11 +397,10 @@ func (v *vci) nodeSend(c *Comm, l *nodeLink, buf []byte, t uint64, dest int) (*R
 	// and the send is complete at once (eager semantics); the staging
 	// buffer is recycled when the FIN comes.
 	user := completedRequest
-	staged := len(buf) <= v.eagerLimit
-	if staged {
+	if !staged && len(buf) <= v.eagerLimit {
 		b := v.stage(len(buf))
 		copy(b, buf)
-		buf = b
+		buf, staged = b, true
 	}
 	r := &Request{v: v, c: c, kind: kSendRdv, state: stPosted, buf: buf, qrank: dest,
 		reqExt: &reqExt{link: l, qinject: true, qtag: t | rtsBit, staged: staged}}

@@ -87,17 +87,19 @@ func (p *Persistent) Start() (*Request, error) {
 	var r *Request
 	var err error
 	switch {
+	case p.send && p.packed != nil && p.peer == ProcNull:
+		r = completedRequest
 	case p.send && p.packed != nil:
+		var done bool
+		if r, done, err = p.c.isendTypedNode(p.buf, p.count, p.t, len(p.packed), p.peer, p.tag); done {
+			break // packed into the ring or a staging buffer
+		}
 		if _, err = p.t.Pack(p.packed, p.buf, p.count); err != nil {
 			return nil, fmt.Errorf("endpoint: pack %d elements of %s: %w", p.count, p.t, err)
 		}
 		// packed is reused by the next round, which starts only once this
 		// one is complete: sent as user memory, not handed over.
-		if p.peer == ProcNull {
-			r = completedRequest
-		} else {
-			r, err = p.c.Isend(p.packed, p.peer, p.tag)
-		}
+		r, err = p.c.Isend(p.packed, p.peer, p.tag)
 	case p.send:
 		r, err = p.c.Isend(p.contig, p.peer, p.tag)
 	case !p.send && p.peer == ProcNull:

@@ -109,11 +109,67 @@ func (c *Comm) IsendTyped(buf []byte, count int, t *ddt.Type, dest, tag int) (*R
 	if ok {
 		return c.isend(contig, dest, tag, c.ctx)
 	}
+	if r, done, err := c.isendTypedNode(buf, count, t, n, dest, tag); done {
+		return r, err
+	}
 	packed := make([]byte, n)
 	if _, err := t.Pack(packed, buf, count); err != nil {
 		return nil, fmt.Errorf("endpoint: pack %d elements of %s: %w", count, t, err)
 	}
 	return c.isend(packed, dest, tag, c.ctx)
+}
+
+// isendTypedNode sends a non-contiguous typed message to a peer on the
+// node transport without a buffer of its own: packed straight into the
+// ring's cells when it fits inline, else into a staging buffer up to the
+// eager limit. done is false when the message takes another path (a
+// libfabric peer, a larger message, a ring full or busy with queued sends).
+func (c *Comm) isendTypedNode(buf []byte, count int, t *ddt.Type, n, dest, tag int) (r *Request, done bool, err error) {
+	if err := c.checkPeer(dest, false); err != nil {
+		return nil, true, err
+	}
+	if err := checkTag(tag, false); err != nil {
+		return nil, true, err
+	}
+	l := c.link(dest)
+	if l == nil || n > c.v.eagerLimit {
+		return nil, false, nil
+	}
+	v := c.v
+	v.lock()
+	defer v.unlock()
+	if v.isClosed() {
+		return nil, true, fmt.Errorf("endpoint: send: %w", ErrClosed)
+	}
+	if len(v.sendq) > 0 {
+		v.flushSends()
+		if len(v.sendq) > 0 {
+			return nil, false, nil // keep the order: the byte path queues
+		}
+	}
+	w := packTag(c.ctx, c.slots[dest], c.rank, tag)
+	if n <= l.inline {
+		var perr error
+		ok, err := l.out.TrySendFunc(w, n, func(off int, piece []byte) {
+			if _, e := t.PackRange(piece, buf, 0, count, int64(off)); e != nil && perr == nil {
+				perr = e
+			}
+		})
+		if err != nil || perr != nil {
+			return nil, true, fmt.Errorf("endpoint: pack %d elements of %s into the ring: %w", count, t, errors.Join(err, perr))
+		}
+		if ok {
+			return completedRequest, true, nil
+		}
+		return nil, false, nil // ring full: the byte path retries and queues
+	}
+	b := v.stage(n)
+	if _, err := t.Pack(b, buf, count); err != nil {
+		v.unstage(b)
+		return nil, true, fmt.Errorf("endpoint: pack %d elements of %s: %w", count, t, err)
+	}
+	r, err = v.nodeSendStaged(c, l, b, w, dest, true)
+	return r, true, err
 }
 
 // IrecvTyped starts receiving into buf a message of at most count elements

@@ -461,3 +461,41 @@ func (co *Consumer) TryRecvFunc(f func(off int, piece []byte)) (user uint64, n i
 	}
 	return user, n, true, nil
 }
+
+// TrySendFunc sends a message of n payload bytes with the user word user,
+// letting fill write the payload straight into the cells, piece by piece
+// in order (off is the piece's offset in the payload; pieces are up to 56
+// bytes): a sender can pack a message into the ring without a buffer of
+// its own. fill must write every byte of each piece and must not keep it.
+// It returns false, without calling fill, when the ring has no room; n
+// past MaxInline gives ErrTooLarge.
+func (pr *Producer) TrySendFunc(user uint64, n int, fill func(off int, piece []byte)) (bool, error) {
+	if n < 0 || n > pr.r.maxInline {
+		return false, fmt.Errorf("shmring: TrySendFunc of %d bytes, max %d: %w", n, pr.r.maxInline, ErrTooLarge)
+	}
+	k := CellsFor(n)
+	if !pr.room(k) {
+		return false, nil
+	}
+	r := &pr.r
+	p := pr.write
+	off := r.cellOff(p)
+	c := r.cells[off : off+CellSize : off+CellSize]
+	binary.LittleEndian.PutUint64(c[8:], user)
+	binary.LittleEndian.PutUint32(c[16:], uint32(n))
+	binary.LittleEndian.PutUint32(c[20:], 0)
+	if first := min(n, FirstPayload); first > 0 {
+		fill(0, c[24:24+first])
+	}
+	for i := 1; i < k; i++ {
+		q := p + uint64(i)
+		off := r.cellOff(q)
+		cc := r.cells[off : off+CellSize : off+CellSize]
+		binary.LittleEndian.PutUint64(cc[0:], q+1)
+		o := FirstPayload + (i-1)*NextPayload
+		fill(o, cc[8:8+min(n-o, NextPayload)])
+	}
+	pr.write = p + uint64(k)
+	release.Store(r.seq(p), p+1) // publish
+	return true, nil
+}

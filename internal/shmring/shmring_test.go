@@ -444,3 +444,50 @@ func TestTryRecvFunc(t *testing.T) {
 		t.Fatal("empty ring gave a message")
 	}
 }
+
+// TestTrySendFunc: a message filled piece by piece arrives as the same
+// bytes TrySend would have sent, around every cell boundary; a full ring
+// refuses without calling fill.
+func TestTrySendFunc(t *testing.T) {
+	const cells = 64
+	mem := alignedMem(Layout(cells))
+	if err := Init(mem, cells, MaxInlineFor(cells)); err != nil {
+		t.Fatal(err)
+	}
+	pr, err := NewProducer(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	co, err := NewConsumer(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, 1, 39, 40, 41, 95, 96, 97, 1000, MaxInlineFor(cells)} {
+		msg := pattern(uint64(n), n)
+		next := 0
+		ok, err := pr.TrySendFunc(7, n, func(off int, piece []byte) {
+			if off != next {
+				t.Fatalf("%d bytes: piece at %d, want %d", n, off, next)
+			}
+			next += copy(piece, msg[off:])
+		})
+		if !ok || err != nil || next != n {
+			t.Fatalf("%d bytes: %v %v, filled %d", n, ok, err, next)
+		}
+		buf := make([]byte, n)
+		if user, m, ok, err := co.TryRecv(buf); !ok || err != nil || user != 7 || m != n || !bytes.Equal(buf, msg) {
+			t.Fatalf("%d bytes: received %v %v %d %d, equal %v", n, ok, err, user, m, bytes.Equal(buf, msg))
+		}
+	}
+	for { // fill the ring
+		if ok, _ := pr.TrySend(1, make([]byte, 200)); !ok {
+			break
+		}
+	}
+	if ok, err := pr.TrySendFunc(1, 200, func(int, []byte) { t.Fatal("fill called on a full ring") }); ok || err != nil {
+		t.Fatalf("full ring: %v %v", ok, err)
+	}
+	if _, err := pr.TrySendFunc(1, MaxInlineFor(cells)+1, nil); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("too large: %v", err)
+	}
+}
