@@ -51,6 +51,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/fabric"
 	"github.com/weft-hpc/weft/internal/cma"
 	"github.com/weft-hpc/weft/internal/nodeseg"
@@ -477,6 +478,8 @@ func (v *vci) nodeRead(r *Request, l *nodeLink, t uint64, h rdvHeader) {
 	typed := r.reqExt != nil && r.typed != nil
 	switch {
 	case n == 0:
+	case h.key&iovBit != 0:
+		err = v.nodeGather(r, l, h, n)
 	case l.local && typed:
 		err = localTake(h.addr, n, r.take) // unpacked straight from the sender's buffer
 	case l.local:
@@ -544,17 +547,20 @@ var localBufs struct {
 // loading it when the entry goes makes the same order visible to it.
 type localBuf struct {
 	b    []byte
+	segs []ddt.Segment // a gather send: the blocks of b, in stream order
 	read atomic.Bool
 }
 
-func localPut(b []byte) uint64 {
+func localPut(b []byte) uint64 { return localPutSegs(b, nil) }
+
+func localPutSegs(b []byte, segs []ddt.Segment) uint64 {
 	localBufs.Lock()
 	defer localBufs.Unlock()
 	if localBufs.m == nil {
 		localBufs.m = map[uint64]*localBuf{}
 	}
 	localBufs.next++
-	localBufs.m[localBufs.next] = &localBuf{b: b}
+	localBufs.m[localBufs.next] = &localBuf{b: b, segs: segs}
 	return localBufs.next
 }
 
@@ -803,4 +809,147 @@ func crowdedNode(n int) bool {
 		return true
 	}
 	return n > runtime.NumCPU()
+}
+
+// Gather rendezvous: a large typed message whose blocks are big enough is
+// not packed by its sender at all. The header names the sender's block
+// table (iovBit | number of blocks in the key field); the receiver reads
+// the table, then the blocks themselves, in one process_vm_readv each
+// (straight into its buffer, or a chunk at a time to unpack into its own
+// layout), or, in one process, unpacks straight from the sender's blocks.
+const (
+	iovBit = uint64(1) << 63
+	// maxIovSegs bounds the block table (16 bytes a block).
+	maxIovSegs = 1 << 16
+	// minIovBlock is the average block size from which gathering the
+	// blocks beats packing them: below it the kernel's per-iovec cost
+	// exceeds a pack's.
+	minIovBlock = 256
+)
+
+// isendTypedGather sends count elements of t in buf (n packed bytes) to a
+// node peer by gather rendezvous; done is false when the message is not
+// one for it (not a node peer, up to the eager limit, too many or too
+// small blocks).
+func (c *Comm) isendTypedGather(buf []byte, count int, t *ddt.Type, n, dest, tag int) (*Request, bool, error) {
+	l := c.link(dest)
+	if l == nil || n <= c.v.eagerLimit {
+		return nil, false, nil
+	}
+	segs, err := t.Flatten(count, maxIovSegs)
+	if err != nil || len(segs) == 0 || n/len(segs) < minIovBlock {
+		return nil, false, nil
+	}
+	v := c.v
+	v.lock()
+	defer v.unlock()
+	if v.isClosed() {
+		return nil, true, fmt.Errorf("endpoint: send: %w", ErrClosed)
+	}
+	if len(v.sendq) > 0 {
+		v.flushSends() // nothing overtakes a queued send
+	}
+	w := packTag(c.ctx, c.slots[dest], c.rank, tag)
+	r := &Request{v: v, c: c, kind: kSendRdv, state: stPosted, buf: buf, qrank: dest,
+		reqExt: &reqExt{link: l, qinject: true, qtag: w | rtsBit}}
+	v.seq++
+	r.seq = v.seq
+	var addr uint64
+	if l.local {
+		r.lkey = localPutSegs(buf, segs)
+		addr = r.lkey
+	} else {
+		base := uint64(cma.Addr(buf))
+		tbl := make([]uint64, 2*len(segs))
+		for i, s := range segs {
+			tbl[2*i], tbl[2*i+1] = base+uint64(s.Off), uint64(s.Len)
+		}
+		r.pinBuf(buf)
+		r.pin.Pin(&tbl[0])
+		r.iov = tbl
+		addr = uint64(uintptr(unsafe.Pointer(&tbl[0])))
+	}
+	r.qdata = make([]byte, rdvHeaderSize)
+	rdvHeader{addr: addr, key: iovBit | uint64(len(segs)), size: uint64(n), seq: r.seq}.put(r.qdata)
+	v.rdvSends[r.seq] = r
+	if err := v.submit(r); err != nil {
+		delete(v.rdvSends, r.seq)
+		r.unpinAll()
+		return nil, true, fmt.Errorf("endpoint: rendezvous header to rank %d: %w", dest, err)
+	}
+	return r, true, nil
+}
+
+// nodeGather serves receive r from gather header h over link l: n bytes
+// of the stream.
+func (v *vci) nodeGather(r *Request, l *nodeLink, h rdvHeader, n int) error {
+	nsegs := int(h.key &^ iovBit)
+	if nsegs <= 0 || nsegs > maxIovSegs {
+		return fmt.Errorf("endpoint: gather of %d blocks: %w", nsegs, ErrInvalid)
+	}
+	if l.local {
+		localBufs.Lock()
+		e := localBufs.m[h.addr]
+		localBufs.Unlock()
+		if e == nil {
+			return fmt.Errorf("endpoint: rendezvous buffer of this process gone (sending endpoint closed): %w", ErrPeerGone)
+		}
+		off := 0
+		for _, s := range e.segs {
+			if off >= n {
+				break
+			}
+			k := min(int(s.Len), n-off)
+			r.take(off, e.b[s.Off:s.Off+int64(k)])
+			off += k
+		}
+		e.read.Store(true)
+		return nil
+	}
+	tbl := make([]byte, 16*nsegs)
+	if _, err := cma.Read(l.pid, tbl, uintptr(h.addr)); err != nil {
+		return err
+	}
+	segs := make([]cma.Seg, nsegs)
+	total := 0
+	for i := range segs {
+		a, ln := binary.LittleEndian.Uint64(tbl[16*i:]), binary.LittleEndian.Uint64(tbl[16*i+8:])
+		if ln > uint64(h.size) {
+			return fmt.Errorf("endpoint: gather block of %d bytes in a message of %d: %w", ln, h.size, ErrInvalid)
+		}
+		segs[i] = cma.Seg{Addr: uintptr(a), Len: int(ln)}
+		total += int(ln)
+	}
+	if total < n {
+		return fmt.Errorf("endpoint: gather blocks hold %d bytes of %d: %w", total, n, ErrInvalid)
+	}
+	if r.reqExt == nil || r.typed == nil {
+		_, err := cma.ReadSegs(l.pid, r.buf[:n], segs)
+		return err
+	}
+	if v.chunk == nil {
+		v.chunk = make([]byte, chunkBytes)
+	}
+	si, skip := 0, 0
+	window := make([]cma.Seg, 0, 64)
+	for off := 0; off < n; {
+		k := min(n-off, len(v.chunk))
+		window = window[:0]
+		for got := 0; got < k; si, skip = si+1, 0 {
+			s := segs[si]
+			take := min(s.Len-skip, k-got)
+			window = append(window, cma.Seg{Addr: s.Addr + uintptr(skip), Len: take})
+			got += take
+			if skip+take < s.Len { // this block goes on in the next chunk
+				skip += take
+				break
+			}
+		}
+		if _, err := cma.ReadSegs(l.pid, v.chunk[:k], window); err != nil {
+			return err
+		}
+		r.take(off, v.chunk[:k])
+		off += k
+	}
+	return nil
 }

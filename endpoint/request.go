@@ -92,6 +92,7 @@ type reqExt struct {
 	link   *nodeLink  // a send over the node transport (node.go)
 	staged bool      // buf is a staging copy (node.go), recycled when done
 	lkey   uint64    // key of a same-process rendezvous buffer in localBufs
+	iov    []uint64  // a gather send's block table (address, length pairs), pinned
 }
 
 // ext returns r's extension, allocating it on first use.

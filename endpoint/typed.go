@@ -112,6 +112,9 @@ func (c *Comm) IsendTyped(buf []byte, count int, t *ddt.Type, dest, tag int) (*R
 	if r, done, err := c.isendTypedNode(buf, count, t, n, dest, tag); done {
 		return r, err
 	}
+	if r, done, err := c.isendTypedGather(buf, count, t, n, dest, tag); done {
+		return r, err
+	}
 	packed := make([]byte, n)
 	if _, err := t.Pack(packed, buf, count); err != nil {
 		return nil, fmt.Errorf("endpoint: pack %d elements of %s: %w", count, t, err)

@@ -385,9 +385,112 @@ func TestTypedAcrossProcesses(t *testing.T) {
 							}
 						}
 					}
+					for _, rows := range []int{40, 600} { // gathered blocks
+						for phase := 0; phase < 2; phase++ {
+							var err error
+							if me%2 == phase {
+								err = gatherSend(ctx, c, to, rows)
+							} else {
+								err = gatherRecv(ctx, c, from, rows)
+							}
+							if err != nil {
+								return fmt.Errorf("gather rows %d: %w", rows, err)
+							}
+						}
+					}
 					return c.Barrier(ctx)
 				})
 			})
+		}
+	}
+}
+
+// blockType is rows blocks of blk float64 every stride float64s.
+func blockType(rows, blk, stride int) (*ddt.Type, error) {
+	return committed(ddt.Vector(rows, blk, stride, ddt.Float64))
+}
+
+// gatherSend sends rows blocks of 64 float64s (512 bytes) every 100 from a
+// matrix three times (tags 11-13): large enough for a rendezvous, blocks
+// large enough for the node transport to gather them without packing.
+func gatherSend(ctx context.Context, a *endpoint.Comm, to, rows int) error {
+	src := srcMatrix(rows, 100)
+	bt, err := blockType(rows, 64, 100)
+	if err != nil {
+		return err
+	}
+	for tag := 11; tag <= 13; tag++ {
+		if err := a.SendTyped(ctx, src, 1, bt, to, tag); err != nil {
+			return fmt.Errorf("gather send %d: %w", tag, err)
+		}
+	}
+	return nil
+}
+
+// gatherRecv receives gatherSend's messages: contiguously, into blocks of
+// another stride, and into one block fewer (truncation).
+func gatherRecv(ctx context.Context, b *endpoint.Comm, from, rows int) error {
+	src := srcMatrix(rows, 100)
+	want := func(i int) float64 { return at(src, 100, i/64, i%64) } // i-th float of the stream
+	flat := make([]byte, rows*64*8)
+	st, err := b.RecvTyped(ctx, flat, rows*64, ddt.Float64, from, 11)
+	if err != nil || st.Count != len(flat) {
+		return fmt.Errorf("gather into contiguous: %+v %v", st, err)
+	}
+	for i, x := range f64s(flat) {
+		if x != want(i) {
+			return fmt.Errorf("gather into contiguous: float %d = %v, want %v", i, x, want(i))
+		}
+	}
+	other, err := blockType(rows, 64, 70)
+	if err != nil {
+		return err
+	}
+	dst := make([]byte, rows*70*8)
+	if _, err := b.RecvTyped(ctx, dst, 1, other, from, 12); err != nil {
+		return fmt.Errorf("gather into stride 70: %w", err)
+	}
+	for r := 0; r < rows; r++ {
+		for c := 0; c < 70; c++ {
+			w := 0.0
+			if c < 64 {
+				w = want(r*64 + c)
+			}
+			if got := at(dst, 70, r, c); got != w {
+				return fmt.Errorf("gather into stride 70: [%d][%d] = %v, want %v", r, c, got, w)
+			}
+		}
+	}
+	short, err := blockType(rows-1, 64, 70)
+	if err != nil {
+		return err
+	}
+	clear(dst)
+	st, err = b.RecvTyped(ctx, dst, 1, short, from, 13)
+	if !errors.Is(err, endpoint.ErrTruncated) || st.Count != (rows-1)*64*8 {
+		return fmt.Errorf("gather into one block fewer: %+v %v", st, err)
+	}
+	if got := at(dst, 70, rows-2, 63); got != want((rows-1)*64-1) {
+		return fmt.Errorf("gather truncated: last float %v", got)
+	}
+	return nil
+}
+
+// TestTypedGather: large typed messages with big blocks, between two
+// endpoints of one process (the receiver unpacks straight from the
+// sender's blocks) on both transports.
+func TestTypedGather(t *testing.T) {
+	for _, native := range []bool{true, false} {
+		a, b, ctx := singletonPair(t, endpoint.WithNodeTransport(native))
+		for _, rows := range []int{40, 600} { // 20 KiB, 300 KiB
+			errc := make(chan error, 1)
+			go func() { errc <- gatherSend(ctx, a, 1, rows) }()
+			if err := gatherRecv(ctx, b, 0, rows); err != nil {
+				t.Fatalf("native=%v rows %d: %v", native, rows, err)
+			}
+			if err := <-errc; err != nil {
+				t.Fatalf("native=%v rows %d: %v", native, rows, err)
+			}
 		}
 	}
 }

@@ -185,3 +185,76 @@ func Addr(b []byte) uintptr {
 	}
 	return uintptr(unsafe.Pointer(&b[0]))
 }
+
+// Seg is one block of a peer's memory: Len bytes at address Addr.
+type Seg struct {
+	Addr uintptr
+	Len  int
+}
+
+// ReadSegs fills local with the bytes of the peer's blocks segs, in order,
+// as if they were one stream: a gather from the peer's memory in one copy
+// (process_vm_readv with one remote iovec per block, up to the kernel's
+// 1024 per call). The blocks must hold at least len(local) bytes. It
+// returns the bytes copied, len(local) when err is nil.
+func ReadSegs(pid int, local []byte, segs []Seg) (int, error) {
+	if pid <= 0 {
+		return 0, fmt.Errorf("cma: read: pid %d: %w", pid, errs.ErrInvalid)
+	}
+	total := 0
+	for _, s := range segs {
+		if s.Len < 0 || s.Addr+uintptr(s.Len) < s.Addr {
+			return 0, fmt.Errorf("cma: read: block %#x+%d: %w", s.Addr, s.Len, errs.ErrInvalid)
+		}
+		total += s.Len
+		if total >= len(local) {
+			break
+		}
+	}
+	if total < len(local) {
+		return 0, fmt.Errorf("cma: read %d bytes from blocks of %d: %w", len(local), total, errs.ErrInvalid)
+	}
+	var liov [1]unix.Iovec
+	riov := make([]unix.RemoteIovec, 0, min(iovMax, len(segs)))
+	done, si, skip := 0, 0, 0 // next block, bytes of it already read
+	for done < len(local) {
+		riov = riov[:0]
+		want := 0
+		for i := si; i < len(segs) && len(riov) < iovMax && want < len(local)-done; i++ {
+			s := segs[i]
+			off := 0
+			if i == si {
+				off = skip
+			}
+			n := min(s.Len-off, maxChunk, len(local)-done-want)
+			if n <= 0 {
+				continue
+			}
+			riov = append(riov, unix.RemoteIovec{Base: s.Addr + uintptr(off), Len: n})
+			want += n
+		}
+		liov[0] = unix.Iovec{Base: &local[done]}
+		liov[0].SetLen(want)
+		n, err := unix.ProcessVMReadv(pid, liov[:], riov, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return done, wrap("read", pid, riov[0].Base, want, err)
+		}
+		if n == 0 {
+			return done, fmt.Errorf("cma: read %d bytes from pid %d: no progress: %w", want, pid, errs.ErrInvalid)
+		}
+		done += n
+		for n > 0 { // advance through the blocks by what was read
+			left := segs[si].Len - skip
+			if n < left {
+				skip += n
+				break
+			}
+			n -= left
+			si, skip = si+1, 0
+		}
+	}
+	return done, nil
+}

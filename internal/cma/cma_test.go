@@ -281,3 +281,39 @@ func TestRefusedMessage(t *testing.T) {
 		t.Fatalf("ENOSYS: %v", err)
 	}
 }
+
+// TestReadSegs gathers blocks of this process's memory, also past the
+// kernel's 1024 iovecs per call and starting mid-stream, and checks the
+// bytes; bad arguments give errors.
+func TestReadSegs(t *testing.T) {
+	// This process is its own peer: the kernel treats pid == self like any
+	// other process it may read.
+	src := make([]byte, 3<<20)
+	for i := range src {
+		src[i] = byte(i*7 + i>>11)
+	}
+	var segs []Seg
+	var want []byte
+	for off := 0; off+40 <= len(src) && len(segs) < 3000; off += 1000 {
+		segs = append(segs, Seg{Addr: Addr(src[off:]), Len: 40 + off%23})
+		want = append(want, src[off:off+40+off%23]...)
+	}
+	got := make([]byte, len(want))
+	n, err := ReadSegs(os.Getpid(), got, segs)
+	if err != nil || n != len(want) || !bytes.Equal(got, want) {
+		t.Fatalf("ReadSegs: %d of %d bytes, err %v, equal %v", n, len(want), err, bytes.Equal(got, want))
+	}
+	part := make([]byte, 100) // a prefix ending inside a block
+	if n, err := ReadSegs(os.Getpid(), part, segs); err != nil || n != 100 || !bytes.Equal(part, want[:100]) {
+		t.Fatalf("prefix: %d %v", n, err)
+	}
+	if _, err := ReadSegs(os.Getpid(), make([]byte, len(want)+1), segs); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("more than the blocks hold: %v", err)
+	}
+	if _, err := ReadSegs(0, got, segs); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("pid 0: %v", err)
+	}
+	if _, err := ReadSegs(os.Getpid(), make([]byte, 8), []Seg{{Addr: 0, Len: 8}}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("unmapped block: %v", err)
+	}
+}
