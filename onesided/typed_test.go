@@ -142,3 +142,106 @@ func TestTypedNet(t *testing.T) {
 		return typedScenario(ctx, g, providerCase{"shm", OrderAuto}.opts()...)
 	})
 }
+
+// largeTypedScenario: typed puts and gets of 240 KiB (several of the
+// direct path's 64 KiB pieces) between layouts of every kind: strided to
+// differently strided, contiguous to strided and strided to contiguous;
+// each checked element by element after a fence.
+func largeTypedScenario(ctx context.Context, g Group, opts ...Option) (err error) {
+	me, n := g.Rank(), g.Size()
+	right, left := (me+1)%n, (me+n-1)%n
+	const elems = 30 << 10 // int64s moved per transfer
+	strided := func(blk, stride int) (*ddt.Type, error) {
+		t, err := ddt.Vector(elems/blk, blk, stride, ddt.Int64)
+		if err != nil {
+			return nil, err
+		}
+		return t, t.Commit()
+	}
+	ot, err := strided(3, 5) // origin: 3 of every 5
+	if err != nil {
+		return err
+	}
+	tt, err := strided(5, 7) // target: 5 of every 7
+	if err != nil {
+		return err
+	}
+	contig, err := ddt.Contiguous(elems, ddt.Int64)
+	if err != nil {
+		return err
+	}
+	if err := contig.Commit(); err != nil {
+		return err
+	}
+	w, err := Allocate(ctx, g, 8*(elems/5*7+8), opts...)
+	if err != nil {
+		return err
+	}
+	defer cleanup(ctx, &err, w.Free)
+	origin := make([]byte, 8*(elems/3*5))
+	for i := 0; i < len(origin)/8; i++ {
+		binary.LittleEndian.PutUint64(origin[8*i:], uint64(me<<32|i))
+	}
+	// stream[k] is the k-th origin element of rank r's strided layout.
+	stream := func(r, k int) uint64 { return uint64(r<<32 | (k/3*5 + k%3)) }
+	region := func(k int) int { return k/5*7 + k%5 } // k-th target element's index
+	check := func(what string, get func(k int) uint64, from int) error {
+		for k := 0; k < elems; k++ {
+			if got, want := get(k), stream(from, k); got != want {
+				return fmt.Errorf("%s: element %d = %#x, want %#x", what, k, got, want)
+			}
+		}
+		return nil
+	}
+	for _, c := range []struct {
+		name   string
+		ot, tt *ddt.Type
+	}{{"strided→strided", ot, tt}, {"strided→contiguous", ot, contig}} {
+		if err := w.PutTyped(right, 8, origin, 1, c.ot, 1, c.tt); err != nil {
+			return fmt.Errorf("%s put: %w", c.name, err)
+		}
+		if err := w.Fence(ctx); err != nil {
+			return err
+		}
+		local := w.Bytes()
+		idx := region
+		if c.tt == contig {
+			idx = func(k int) int { return k }
+		}
+		if err := check(c.name+" put", func(k int) uint64 { return binary.LittleEndian.Uint64(local[8+8*idx(k):]) }, left); err != nil {
+			return err
+		}
+		// Get it back into a contiguous buffer and into the strided origin layout.
+		flat := make([]byte, 8*elems)
+		if err := w.GetTyped(ctx, right, 8, flat, 1, contig, 1, c.tt); err != nil {
+			return fmt.Errorf("%s get: %w", c.name, err)
+		}
+		if err := check(c.name+" get into contiguous", func(k int) uint64 { return binary.LittleEndian.Uint64(flat[8*k:]) }, me); err != nil {
+			return err
+		}
+		back := make([]byte, len(origin))
+		if err := w.GetTyped(ctx, right, 8, back, 1, ot, 1, c.tt); err != nil {
+			return fmt.Errorf("%s get strided: %w", c.name, err)
+		}
+		if err := check(c.name+" get into strided", func(k int) uint64 { return binary.LittleEndian.Uint64(back[8*(k/3*5+k%3):]) }, me); err != nil {
+			return err
+		}
+		if err := w.Fence(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestTypedLargeDirect(t *testing.T) {
+	runRanks(t, 2, func(ctx context.Context, g Group) error {
+		return largeTypedScenario(ctx, g, WithSharedMemory(ShmOnly))
+	})
+}
+
+func TestTypedLargeNet(t *testing.T) {
+	requireProvider(t, "shm")
+	runRanks(t, 2, func(ctx context.Context, g Group) error {
+		return largeTypedScenario(ctx, g, providerCase{"shm", OrderAuto}.opts()...)
+	})
+}
