@@ -24,8 +24,9 @@ type Persistent struct {
 	packed []byte     // packing buffer of a non-contiguous send
 	contig []byte     // the bytes of a contiguous layout
 	u      *typedRecv // a non-contiguous receive's layout (it unpacks as data arrives)
-	r      *Request // the round in flight (or last completed), nil before Start
-	null   *Request // the completed receive a ProcNull peer gives, reused
+	r      *Request   // the round in flight (or last completed), nil before Start
+	null   *Request   // the completed receive a ProcNull peer gives, reused
+	layout *typedRecv // a non-contiguous send's layout
 	freed  bool
 }
 
@@ -62,6 +63,7 @@ func (c *Comm) persistent(send bool, buf []byte, count int, t *ddt.Type, peer, t
 	case ok:
 	case send:
 		p.packed = make([]byte, n)
+		p.layout = &typedRecv{buf: buf, count: count, t: t, n: n}
 	default:
 		p.u = &typedRecv{buf: buf, count: count, t: t, n: n}
 	}
@@ -91,7 +93,7 @@ func (p *Persistent) Start() (*Request, error) {
 		r = completedRequest
 	case p.send && p.packed != nil:
 		var done bool
-		if r, done, err = p.c.isendTypedNode(p.buf, p.count, p.t, len(p.packed), p.peer, p.tag); done {
+		if r, done, err = p.c.isendPackedNode(p.layout, p.peer, p.tag); done {
 			break // packed into the ring or a staging buffer
 		}
 		if _, err = p.t.Pack(p.packed, p.buf, p.count); err != nil {

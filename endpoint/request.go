@@ -90,9 +90,9 @@ type reqExt struct {
 	typed  *typedRecv // a typed receive unpacking as the data arrives (r.buf nil; typed.go)
 	unpack *typedRecv // a typed receive's unpack from r.buf, done when it completes (typed.go)
 	link   *nodeLink  // a send over the node transport (node.go)
-	staged bool      // buf is a staging copy (node.go), recycled when done
-	lkey   uint64    // key of a same-process rendezvous buffer in localBufs
-	iov    []uint64  // a gather send's block table (address, length pairs), pinned
+	staged bool       // buf is a staging copy (node.go), recycled when done
+	lkey   uint64     // key of a same-process rendezvous buffer in localBufs
+	iov    []uint64   // a gather send's block table (address, length pairs), pinned
 }
 
 // ext returns r's extension, allocating it on first use.

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"unsafe"
 
 	"github.com/weft-hpc/weft/ddt"
@@ -25,12 +26,169 @@ import (
 	_ "github.com/weft-hpc/weft/jit"
 )
 
-// typedRecv is the unpack a typed receive owes when its message is in.
+// typedRecv is the layout a typed receive unpacks into: one part, or
+// the parts of a multi-part receive, back to back in the stream.
 type typedRecv struct {
-	buf   []byte // the user's typed buffer
+	buf   []byte // the user's typed buffer (one part)
 	count int
 	t     *ddt.Type
-	n     int // packed size: the bytes the receive takes
+	n     int    // packed size: the bytes the receive takes
+	parts []Part // more than one part: these instead of buf, count, t
+	ends  []int  // ends[i]: stream offset where part i ends
+}
+
+// unpack unpacks piece, the stream's bytes from off, into the layout.
+func (u *typedRecv) unpack(off int, piece []byte) error {
+	if u.parts == nil {
+		_, err := u.t.UnpackRange(u.buf, piece, 0, u.count, int64(off))
+		return err
+	}
+	return u.each(off, piece, func(p Part, from int64, b []byte) error {
+		_, err := p.Type.UnpackRange(p.Buf, b, 0, p.Count, from)
+		return err
+	})
+}
+
+// pack packs the stream's bytes from off into piece.
+func (u *typedRecv) pack(off int, piece []byte) error {
+	if u.parts == nil {
+		_, err := u.t.PackRange(piece, u.buf, 0, u.count, int64(off))
+		return err
+	}
+	return u.each(off, piece, func(p Part, from int64, b []byte) error {
+		_, err := p.Type.PackRange(b, p.Buf, 0, p.Count, from)
+		return err
+	})
+}
+
+// each calls f for every part piece overlaps, with the part's offset and
+// the bytes of piece that belong to it.
+func (u *typedRecv) each(off int, piece []byte, f func(p Part, from int64, b []byte) error) error {
+	i := sort.SearchInts(u.ends, off+1) // first part ending after off
+	for len(piece) > 0 && i < len(u.parts) {
+		start := 0
+		if i > 0 {
+			start = u.ends[i-1]
+		}
+		k := min(len(piece), u.ends[i]-off)
+		if k > 0 {
+			if err := f(u.parts[i], int64(off-start), piece[:k]); err != nil {
+				return fmt.Errorf("part %d: %w", i, err)
+			}
+			piece, off = piece[k:], off+k
+		}
+		i++
+	}
+	return nil
+}
+
+func (u *typedRecv) String() string {
+	if u.parts == nil {
+		return u.t.String()
+	}
+	return fmt.Sprintf("%d parts", len(u.parts))
+}
+
+// Part is one piece of a message gathered from, or scattered into,
+// several Go slices (the particle arrays of a molecular-dynamics code, the
+// fields of a weather model): Count elements of Type laid out in Buf,
+// Buf[0] being displacement 0 of the first element. A multi-part message
+// is the parts' packed streams back to back; each part is checked against
+// its own slice, and no absolute address is involved (what MPI programs
+// do with MPI_BOTTOM and absolute displacements).
+type Part struct {
+	Buf   []byte
+	Count int
+	Type  *ddt.Type
+}
+
+// newParts validates parts and returns their layout and packed size.
+func newParts(parts []Part) (*typedRecv, error) {
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("endpoint: a message of no parts: %w", ErrInvalid)
+	}
+	u := &typedRecv{parts: parts, ends: make([]int, len(parts))}
+	for i, p := range parts {
+		_, _, n, err := typedView(p.Buf, p.Count, p.Type)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint: part %d: %w", i, err)
+		}
+		if u.n > maxInt-n {
+			return nil, fmt.Errorf("endpoint: parts of more than %d bytes: %w", maxInt, ErrInvalid)
+		}
+		u.n += n
+		u.ends[i] = u.n
+	}
+	return u, nil
+}
+
+const maxInt = int(^uint(0) >> 1)
+
+// IsendParts starts sending one message made of parts (see Part) to dest
+// with tag. The parts are packed at once, so their slices may be reused
+// when IsendParts returns. The receiver may take the message with any
+// layout of the same data: one typed buffer, other parts, bytes.
+func (c *Comm) IsendParts(parts []Part, dest, tag int) (*Request, error) {
+	if err := c.usable("send"); err != nil {
+		return nil, err
+	}
+	if dest == ProcNull {
+		return completedRequest, nil
+	}
+	u, err := newParts(parts)
+	if err != nil {
+		return nil, err
+	}
+	if r, done, err := c.isendPackedNode(u, dest, tag); done {
+		return r, err
+	}
+	packed := make([]byte, u.n)
+	if err := u.pack(0, packed); err != nil {
+		return nil, fmt.Errorf("endpoint: pack %s: %w", u, err)
+	}
+	return c.isend(packed, dest, tag, c.ctx)
+}
+
+// IrecvParts starts receiving one message into parts (see Part), from src
+// (AnySource, ProcNull) with tag (AnyTag): its stream fills the parts in
+// order; a shorter message fills a prefix, a longer one completes with
+// ErrTruncated.
+func (c *Comm) IrecvParts(parts []Part, src, tag int) (*Request, error) {
+	if err := c.usable("receive"); err != nil {
+		return nil, err
+	}
+	if src == ProcNull {
+		return procNullRecv(), nil
+	}
+	u, err := newParts(parts)
+	if err != nil {
+		return nil, err
+	}
+	return c.irecvReq(nil, src, tag, c.ctx, false, u)
+}
+
+// SendParts sends one message made of parts (see IsendParts).
+func (c *Comm) SendParts(ctx context.Context, parts []Part, dest, tag int) error {
+	r, err := c.IsendParts(parts, dest, tag)
+	if err != nil {
+		return err
+	}
+	_, err = r.Wait(ctx)
+	r.Release()
+	return err
+}
+
+// RecvParts receives one message into parts (see IrecvParts).
+func (c *Comm) RecvParts(ctx context.Context, parts []Part, src, tag int) (Status, error) {
+	r, err := c.IrecvParts(parts, src, tag)
+	if err != nil {
+		return Status{}, err
+	}
+	st, err := waitOrCancel(ctx, r)
+	if r.Done() {
+		r.Release()
+	}
+	return st, err
 }
 
 // typedView returns, for count elements of t in buf, the contiguous part
@@ -109,7 +267,7 @@ func (c *Comm) IsendTyped(buf []byte, count int, t *ddt.Type, dest, tag int) (*R
 	if ok {
 		return c.isend(contig, dest, tag, c.ctx)
 	}
-	if r, done, err := c.isendTypedNode(buf, count, t, n, dest, tag); done {
+	if r, done, err := c.isendPackedNode(&typedRecv{buf: buf, count: count, t: t, n: n}, dest, tag); done {
 		return r, err
 	}
 	if r, done, err := c.isendTypedGather(buf, count, t, n, dest, tag); done {
@@ -122,12 +280,13 @@ func (c *Comm) IsendTyped(buf []byte, count int, t *ddt.Type, dest, tag int) (*R
 	return c.isend(packed, dest, tag, c.ctx)
 }
 
-// isendTypedNode sends a non-contiguous typed message to a peer on the
-// node transport without a buffer of its own: packed straight into the
-// ring's cells when it fits inline, else into a staging buffer up to the
-// eager limit. done is false when the message takes another path (a
+// isendPackedNode sends the non-contiguous message of layout u to a peer
+// on the node transport without a buffer of its own: packed straight into
+// the ring's cells when it fits inline, else into a staging buffer up to
+// the eager limit. done is false when the message takes another path (a
 // libfabric peer, a larger message, a ring full or busy with queued sends).
-func (c *Comm) isendTypedNode(buf []byte, count int, t *ddt.Type, n, dest, tag int) (r *Request, done bool, err error) {
+func (c *Comm) isendPackedNode(u *typedRecv, dest, tag int) (r *Request, done bool, err error) {
+	n := u.n
 	if err := c.checkPeer(dest, false); err != nil {
 		return nil, true, err
 	}
@@ -154,12 +313,12 @@ func (c *Comm) isendTypedNode(buf []byte, count int, t *ddt.Type, n, dest, tag i
 	if n <= l.inline {
 		var perr error
 		ok, err := l.out.TrySendFunc(w, n, func(off int, piece []byte) {
-			if _, e := t.PackRange(piece, buf, 0, count, int64(off)); e != nil && perr == nil {
+			if e := u.pack(off, piece); e != nil && perr == nil {
 				perr = e
 			}
 		})
 		if err != nil || perr != nil {
-			return nil, true, fmt.Errorf("endpoint: pack %d elements of %s into the ring: %w", count, t, errors.Join(err, perr))
+			return nil, true, fmt.Errorf("endpoint: pack %s into the ring: %w", u, errors.Join(err, perr))
 		}
 		if ok {
 			return completedRequest, true, nil
@@ -167,9 +326,9 @@ func (c *Comm) isendTypedNode(buf []byte, count int, t *ddt.Type, n, dest, tag i
 		return nil, false, nil // ring full: the byte path retries and queues
 	}
 	b := v.stage(n)
-	if _, err := t.Pack(b, buf, count); err != nil {
+	if err := u.pack(0, b); err != nil {
 		v.unstage(b)
-		return nil, true, fmt.Errorf("endpoint: pack %d elements of %s: %w", count, t, err)
+		return nil, true, fmt.Errorf("endpoint: pack %s: %w", u, err)
 	}
 	r, err = v.nodeSendStaged(c, l, b, w, dest, true)
 	return r, true, err
@@ -219,14 +378,13 @@ func (r *Request) take(off int, piece []byte) {
 	piece = piece[:min(len(piece), c-off)]
 	if r.reqExt != nil && r.typed != nil {
 		u := r.typed
-		if _, err := u.t.UnpackRange(u.buf, piece, 0, u.count, int64(off)); err != nil && r.err == nil {
-			r.err = fmt.Errorf("endpoint: unpack into %s: %w", u.t, err)
+		if err := u.unpack(off, piece); err != nil && r.err == nil {
+			r.err = fmt.Errorf("endpoint: unpack into %s: %w", u, err)
 		}
 		return
 	}
 	copy(r.buf[off:], piece)
 }
-
 
 // unpackTyped unpacks what a typed receive got into the user's layout; an
 // unpack error becomes the request's error.
@@ -234,8 +392,8 @@ func (r *Request) unpackTyped(u *typedRecv) {
 	if r.st.Canceled || r.st.Count == 0 {
 		return
 	}
-	if _, err := u.t.UnpackRange(u.buf, r.buf[:r.st.Count], 0, u.count, 0); err != nil && r.err == nil {
-		r.err = fmt.Errorf("endpoint: unpack %d bytes into %s: %w", r.st.Count, u.t, err)
+	if err := u.unpack(0, r.buf[:r.st.Count]); err != nil && r.err == nil {
+		r.err = fmt.Errorf("endpoint: unpack %d bytes into %s: %w", r.st.Count, u, err)
 	}
 }
 

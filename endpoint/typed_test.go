@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
@@ -493,4 +494,122 @@ func TestTypedGather(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestParts: one message gathered from four Go slices of different types
+// (positions, ids, a struct slice, a strided column), at sizes for every
+// protocol, received into parts of another split of the same data and
+// into plain bytes; truncation, ProcNull and bad parts.
+func TestParts(t *testing.T) {
+	type vel struct {
+		VX, VY float32
+		Flag   uint8
+	}
+	vt, err := ddt.Of[vel]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, native := range []bool{true, false} {
+		a, b, ctx := singletonPair(t, endpoint.WithNodeTransport(native))
+		for _, n := range []int{1, 20, 700, 9000} { // 29 B to 261 KB
+			pos := make([]float64, 3*n)
+			ids := make([]int32, n)
+			vs := make([]vel, n)
+			grid := make([]byte, 8*4*n) // column 2 of an n×4 float64 matrix
+			for i := range pos {
+				pos[i] = float64(i) * 1.5
+			}
+			for i := range ids {
+				ids[i] = int32(-i)
+				vs[i] = vel{float32(i), -float32(i), uint8(i)}
+				binary.LittleEndian.PutUint64(grid[8*(4*i+2):], uint64(i*i))
+			}
+			colT, err := committed(ddt.Vector(n, 1, 4, ddt.Float64))
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts := []endpoint.Part{
+				{Buf: endpoint.AsBytes(pos), Count: len(pos), Type: ddt.Float64},
+				{Buf: endpoint.AsBytes(ids), Count: len(ids), Type: ddt.Int32},
+				{Buf: unsafeBytes(vs), Count: len(vs), Type: vt},
+				{Buf: grid[16:], Count: 1, Type: colT},
+			}
+			total := 8*3*n + 4*n + 9*n + 8*n
+			// other split: positions into two halves, the rest as bytes
+			p1, p2 := make([]float64, 3*n/2), make([]float64, 3*n-3*n/2)
+			rest := make([]byte, total-8*3*n+5)
+			recv := []endpoint.Part{
+				{Buf: endpoint.AsBytes(p1), Count: len(p1), Type: ddt.Float64},
+				{Buf: endpoint.AsBytes(p2), Count: len(p2), Type: ddt.Float64},
+				{Buf: rest, Count: len(rest), Type: ddt.Byte},
+			}
+			errc := make(chan error, 1)
+			go func() { errc <- a.SendParts(ctx, parts, 1, 30) }()
+			st, err := b.RecvParts(ctx, recv, 0, 30)
+			if err != nil || st.Count != total {
+				t.Fatalf("native=%v n=%d: %+v %v (want %d bytes)", native, n, st, err, total)
+			}
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			for i := range pos {
+				got := p1
+				j := i
+				if i >= len(p1) {
+					got, j = p2, i-len(p1)
+				}
+				if got[j] != pos[i] {
+					t.Fatalf("native=%v n=%d: position %d = %v", native, n, i, got[j])
+				}
+			}
+			off := 0
+			for i := range ids {
+				if int32(binary.LittleEndian.Uint32(rest[off+4*i:])) != ids[i] {
+					t.Fatalf("native=%v n=%d: id %d", native, n, i)
+				}
+			}
+			off += 4 * n
+			for i := range vs {
+				b := rest[off+9*i:]
+				if math.Float32frombits(binary.LittleEndian.Uint32(b)) != vs[i].VX || b[8] != vs[i].Flag {
+					t.Fatalf("native=%v n=%d: struct %d packed wrong", native, n, i)
+				}
+			}
+			off += 9 * n
+			for i := 0; i < n; i++ {
+				if binary.LittleEndian.Uint64(rest[off+8*i:]) != uint64(i*i) {
+					t.Fatalf("native=%v n=%d: column element %d", native, n, i)
+				}
+			}
+			// the same parts on both sides, one byte short: truncation
+			short := append([]endpoint.Part(nil), recv...)
+			short[2].Buf, short[2].Count = rest[:len(rest)-6], len(rest)-6
+			go func() { errc <- a.SendParts(ctx, parts, 1, 31) }()
+			st, err = b.RecvParts(ctx, short, 0, 31)
+			if !errors.Is(err, endpoint.ErrTruncated) || st.Count != total-1 {
+				t.Fatalf("native=%v n=%d: truncated parts: %+v %v", native, n, st, err)
+			}
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r, err := a.IsendParts([]endpoint.Part{{Buf: make([]byte, 8), Count: 1, Type: ddt.Float64}}, endpoint.ProcNull, 1); err != nil || !r.Done() {
+			t.Fatalf("parts to ProcNull: %v", err)
+		}
+		if _, err := a.IsendParts(nil, 1, 1); !errors.Is(err, endpoint.ErrInvalid) {
+			t.Fatalf("no parts: %v", err)
+		}
+		bad := []endpoint.Part{{Buf: make([]byte, 8), Count: 1, Type: ddt.Float64}, {Buf: make([]byte, 8), Count: 2, Type: ddt.Float64}}
+		if _, err := a.IsendParts(bad, 1, 1); !errors.Is(err, ddt.ErrBounds) {
+			t.Fatalf("part past its slice: %v", err)
+		}
+		if _, err := b.IrecvParts(bad, 0, 1); !errors.Is(err, ddt.ErrBounds) {
+			t.Fatalf("receive part past its slice: %v", err)
+		}
+	}
+}
+
+func unsafeBytes[T any](s []T) []byte {
+	var z T
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
 }
