@@ -360,9 +360,9 @@ func (v *vci) nodeMessage(l *nodeLink, t uint64, n int) {
 			return
 		}
 	}
-	data := make([]byte, n)
+	data := v.smallBuf(n)
 	l.in.TryRecv(data)
-	v.unexpected = append(v.unexpected, unexp{tag: t, data: data})
+	v.appendUnexpected(unexp{tag: t, data: data})
 }
 
 // nodeSend sends buf to rank dest of c over link l (caller holds the lock

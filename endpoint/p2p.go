@@ -190,6 +190,7 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *t
 	}
 	if m, ok := v.takeUnexpected(want, ignore); ok {
 		v.deliver(r, m.tag, m.data)
+		v.recycle(m.data) // deliver copied or parsed it
 		return r, nil
 	}
 	v.posted.push(r)

@@ -217,10 +217,41 @@ func TestReleaseReuses(t *testing.T) {
 				}
 			}
 		}
+		// The same with the messages arriving before their receives
+		// (unexpected): their payload buffers and queue are reused too.
+		late := func() {
+			for range reqs {
+				if _, err := x.Isend(msg, 1, 3); err != nil {
+					ferr = err
+					return
+				}
+			}
+			for i := range reqs {
+				var err error
+				if reqs[i], err = y.Irecv(bufs[i], 0, 3); err != nil {
+					ferr = err
+					return
+				}
+			}
+			if err := endpoint.WaitAll(ctx, reqs...); err != nil {
+				ferr = err
+				return
+			}
+			for _, r := range reqs {
+				if err := r.Release(); err != nil {
+					ferr = err
+					return
+				}
+			}
+		}
 		window() // connects, warms the free list
+		late()
 		if native {
 			if allocs := testing.AllocsPerRun(200, window); allocs != 0 {
 				t.Errorf("native: %.1f allocations per window of %d messages, want 0", allocs, len(reqs))
+			}
+			if allocs := testing.AllocsPerRun(200, late); allocs != 0 {
+				t.Errorf("native, unexpected: %.1f allocations per window of %d messages, want 0", allocs, len(reqs))
 			}
 		} else {
 			for i := 0; i < 200; i++ {

@@ -72,7 +72,9 @@ type vci struct {
 	repostSpare []int
 
 	posted     rqueue  // user receives, in post order
-	unexpected []unexp // arrived, unmatched messages, in arrival order
+	unexpected []unexp  // arrived, unmatched messages, in arrival order
+	unexpBase  []unexp  // the backing array unexpected restarts from when empty
+	smallFree  [][]byte // recycled payload buffers of small unexpected messages
 	rdvSends   map[uint64]*Request
 	slots      []*Request // ops with a completion of their own
 	free       []int32
@@ -671,7 +673,55 @@ func (v *vci) incoming(t uint64, payload []byte) {
 			return
 		}
 	}
-	v.unexpected = append(v.unexpected, unexp{tag: t, data: append([]byte(nil), payload...)})
+	v.pushUnexpected(t, payload)
+}
+
+// smallPayload is the largest unexpected payload whose buffer is
+// recycled; maxSmallFree bounds the buffers kept.
+const (
+	smallPayload = 256
+	maxSmallFree = 256
+)
+
+// pushUnexpected queues a copy of payload as an unexpected message.
+func (v *vci) pushUnexpected(t uint64, payload []byte) {
+	b := v.smallBuf(len(payload))
+	copy(b, payload)
+	v.appendUnexpected(unexp{tag: t, data: b})
+}
+
+// appendUnexpected queues u. When the queue's array is full it moves to
+// a larger one, which unexpBase then names: an emptied queue starts again
+// at its beginning, so a steady stream of unexpected messages allocates
+// no array.
+func (v *vci) appendUnexpected(u unexp) {
+	if len(v.unexpected) == cap(v.unexpected) {
+		q := make([]unexp, len(v.unexpected), max(2*cap(v.unexpected), 16))
+		copy(q, v.unexpected)
+		v.unexpected, v.unexpBase = q, q[:0]
+	}
+	v.unexpected = append(v.unexpected, u)
+}
+
+// smallBuf returns a buffer of n bytes for an unexpected payload: a
+// recycled one for small payloads.
+func (v *vci) smallBuf(n int) []byte {
+	if n <= smallPayload {
+		if k := len(v.smallFree); k > 0 {
+			b := v.smallFree[k-1]
+			v.smallFree = v.smallFree[:k-1]
+			return b[:n]
+		}
+		return make([]byte, n, smallPayload)
+	}
+	return make([]byte, n)
+}
+
+// recycle takes back the payload buffer of a consumed unexpected message.
+func (v *vci) recycle(b []byte) {
+	if cap(b) == smallPayload && len(v.smallFree) < maxSmallFree {
+		v.smallFree = append(v.smallFree, b)
+	}
 }
 
 // takeUnexpected removes and returns the oldest unexpected message that
@@ -682,6 +732,9 @@ func (v *vci) takeUnexpected(want, ignore uint64) (unexp, bool) {
 			if i == 0 { // the usual case (arrival order): no shifting
 				v.unexpected[0] = unexp{}
 				v.unexpected = v.unexpected[1:]
+				if len(v.unexpected) == 0 {
+					v.unexpected = v.unexpBase[:0] // reuse the array from its start
+				}
 				return u, true
 			}
 			copy(v.unexpected[i:], v.unexpected[i+1:])
