@@ -226,6 +226,10 @@ func TestReleaseReuses(t *testing.T) {
 					return
 				}
 			}
+			if _, _, err := y.Iprobe(0, 999); err != nil { // drains them into the unexpected queue
+				ferr = err
+				return
+			}
 			for i := range reqs {
 				var err error
 				if reqs[i], err = y.Irecv(bufs[i], 0, 3); err != nil {
