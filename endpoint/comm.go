@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -123,27 +124,18 @@ func (w *World) open(ctx context.Context) error {
 	if size > MaxRanks {
 		return fmt.Errorf("endpoint: %d ranks exceed the tag layout's %d: %w", size, MaxRanks, ErrInvalid)
 	}
-	info, err := fabric.Select(w.hints(fabric.ThreadSafe), bs.LocalSize() == size)
-	if err != nil {
-		return fmt.Errorf("endpoint: select provider: %w", err)
+	// libfabric is opened only when some peer needs it. A job whose ranks
+	// all share this node and can use the node transport never opens it
+	// (Comm.Domain and Info open it on demand); otherwise it is opened now,
+	// or after the exchange below when the records show a peer needs it.
+	v := newVCI(&w.cfg, true, w.log)
+	if !w.cfg.native || bs.LocalSize() != size || (bs.LocalSize() > 1 && !cmaUsable()) {
+		if err := w.attachWorldFabric(v); err != nil {
+			v.release()
+			return err
+		}
 	}
-	if !info.MsgOrder.Has(fabric.OrderSAS) {
-		return fmt.Errorf("endpoint: provider %s does not order sends (FI_ORDER_SAS), MPI matching order would break: %w", info.Provider, ErrNotSupported)
-	}
-	if info.CQDataSize < 8 {
-		return fmt.Errorf("endpoint: provider %s carries %d bytes of CQ data, the match word needs 8: %w", info.Provider, info.CQDataSize, ErrNotSupported)
-	}
-	w.info = info
-	if w.fab, err = fabric.OpenFabric(info); err != nil {
-		return fmt.Errorf("endpoint: open fabric: %w", err)
-	}
-	if w.dom, err = w.fab.OpenDomain(info); err != nil {
-		return fmt.Errorf("endpoint: open domain: %w", err)
-	}
-	v, err := openVCI(info, w.dom, &w.cfg, size, true, w.log)
-	if err != nil {
-		return err
-	}
+	var err error
 	host := nodeseg.NodeKey()
 	var ni nodeInfo
 	if w.cfg.native {
@@ -212,26 +204,110 @@ func (w *World) open(ctx context.Context) error {
 		}
 		hostIdx[r] = seen[h]
 	}
-	addrs, err := v.av.Insert(names...)
-	if err != nil {
-		v.release()
-		return fmt.Errorf("endpoint: insert %d addresses: %w", size, err)
-	}
 	// The world endpoint is shared by the process's goroutines (it is the
 	// communicator Init returns, and collectives/onesided use it): locked.
 	w.watch = peerwatch.New(ids)
 	w.ids = ids
-	w.comm = &Comm{w: w, v: v, id: 0, ctx: 0, rank: rank, size: size, addrs: addrs,
+	w.comm = &Comm{w: w, v: v, id: 0, ctx: 0, rank: rank, size: size,
 		slots: make([]uint8, size), hosts: hostIdx, world: worldRanks}
 	w.comm.setLocal()
 	if err := w.connectWorld(v, nodes, ids); err != nil {
 		v.release()
 		return err
 	}
+	if v.noNet {
+		w.comm.addrs = make([]fabric.Addr, size) // never used: every peer is on the node transport
+	} else {
+		if slices.ContainsFunc(names, func(b []byte) bool { return len(b) == 0 }) {
+			// Some rank guessed it would not need libfabric: every rank
+			// (they all see the same records) opens it and trades names again.
+			if v.ep == nil {
+				if err := w.attachWorldFabric(v); err != nil {
+					v.release()
+					return err
+				}
+			}
+			if names, err = w.exchange(ctx, "weft.ep2", v.name); err != nil {
+				v.release()
+				return err
+			}
+		}
+		addrs, err := v.av.Insert(names...)
+		if err != nil {
+			v.release()
+			return fmt.Errorf("endpoint: insert %d addresses: %w", size, err)
+		}
+		w.comm.addrs = addrs
+	}
 	w.ctxUsed[0] |= 1
 	w.ctxRefs[0] = 1
-	w.log.Debug("world up", "rank", rank, "size", size, "provider", info.Provider)
+	prov := "none (node transport only)"
+	if w.info != nil {
+		prov = w.info.Provider
+	}
+	w.log.Debug("world up", "rank", rank, "size", size, "provider", prov)
 	return nil
+}
+
+// ensureFabric opens the world's libfabric fabric and domain (provider
+// selection included) if they are not open yet. Caller holds w.mu (or is
+// Init, before anyone else can reach w).
+func (w *World) ensureFabric() error {
+	if w.dom != nil {
+		return nil
+	}
+	size := w.bs.Size()
+	info, err := fabric.Select(w.hints(fabric.ThreadSafe), w.bs.LocalSize() == size)
+	if err != nil {
+		return fmt.Errorf("endpoint: select provider: %w", err)
+	}
+	if !info.MsgOrder.Has(fabric.OrderSAS) {
+		return fmt.Errorf("endpoint: provider %s does not order sends (FI_ORDER_SAS), MPI matching order would break: %w", info.Provider, ErrNotSupported)
+	}
+	if info.CQDataSize < 8 {
+		return fmt.Errorf("endpoint: provider %s carries %d bytes of CQ data, the match word needs 8: %w", info.Provider, info.CQDataSize, ErrNotSupported)
+	}
+	fab, err := fabric.OpenFabric(info)
+	if err != nil {
+		return fmt.Errorf("endpoint: open fabric: %w", err)
+	}
+	dom, err := fab.OpenDomain(info)
+	if err != nil {
+		fab.Close()
+		return fmt.Errorf("endpoint: open domain: %w", err)
+	}
+	w.info, w.fab, w.dom = info, fab, dom
+	return nil
+}
+
+// attachWorldFabric opens libfabric for the world endpoint v.
+func (w *World) attachWorldFabric(v *vci) error {
+	w.mu.Lock()
+	err := w.ensureFabric()
+	w.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return v.attachFabric(w.info, w.dom, &w.cfg, w.bs.Size())
+}
+
+// exchange publishes val under key.<rank> and returns every rank's value.
+func (w *World) exchange(ctx context.Context, key string, val []byte) ([][]byte, error) {
+	if err := w.bs.Put(fmt.Sprintf("%s.%d", key, w.bs.Rank()), val); err != nil {
+		return nil, fmt.Errorf("endpoint: publish address: %w", err)
+	}
+	if err := w.bs.Fence(ctx); err != nil {
+		return nil, fmt.Errorf("endpoint: address exchange fence: %w", err)
+	}
+	out := make([][]byte, w.bs.Size())
+	for r := range out {
+		b, err := w.bs.Get(ctx, fmt.Sprintf("%s.%d", key, r))
+		if err != nil {
+			return nil, fmt.Errorf("endpoint: address of rank %d: %w", r, err)
+		}
+		out[r] = b
+	}
+	return out, nil
 }
 
 func (c *Comm) setLocal() {
@@ -264,9 +340,17 @@ func (w *World) Job() job.Job {
 	return w.bs
 }
 
-// Info returns the granted provider configuration of the world endpoint.
+// Info returns the granted provider configuration of the world's
+// libfabric domain. A job whose peers all use the node transport has not
+// opened libfabric; Info opens it then (nil if that fails).
 func (w *World) Info() *fabric.Info {
 	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.ensureFabric(); err != nil {
+		w.log.Warn("open libfabric", "err", err)
 		return nil
 	}
 	return w.info
@@ -359,21 +443,78 @@ func (c *Comm) ContextID() int {
 }
 
 // Info returns the provider configuration of the communicator's endpoint.
+// An endpoint whose peers all use the node transport has no libfabric
+// objects; Info (like Domain) opens its domain then, nil if that fails.
 func (c *Comm) Info() *fabric.Info {
 	if c == nil || c.v == nil {
 		return nil
 	}
-	return c.v.info
+	_, info := c.w.domainOf(c.v)
+	return info
 }
 
 // Domain returns the libfabric domain of the communicator's endpoint. For
 // a private endpoint (CreateEndpoints) the domain is opened with
-// FI_THREAD_DOMAIN and belongs to the goroutine driving the endpoint.
+// FI_THREAD_DOMAIN and belongs to the goroutine driving the endpoint. An
+// endpoint whose peers all use the node transport has none until Domain
+// opens one (nil if that fails).
 func (c *Comm) Domain() *fabric.Domain {
 	if c == nil || c.v == nil {
 		return nil
 	}
-	return c.v.dom
+	d, _ := c.w.domainOf(c.v)
+	return d
+}
+
+// domainOf returns v's libfabric domain and info, opening them if v has
+// none: the world's domain for the world endpoint and shared ones, a
+// domain of its own (FI_THREAD_DOMAIN) for a private endpoint.
+func (w *World) domainOf(v *vci) (*fabric.Domain, *fabric.Info) {
+	v.lock()
+	d, info := v.dom, v.info
+	v.unlock()
+	if d != nil {
+		return d, info
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.ensureFabric(); err != nil {
+		w.log.Warn("open libfabric", "err", err)
+		return nil, nil
+	}
+	own := false
+	switch {
+	case w.comm != nil && v == w.comm.v:
+		d, info = w.dom, w.info
+	case v.shared: // a domain of its own on the world's fabric, as openVCIs gives
+		var err error
+		if d, err = w.fab.OpenDomain(w.info); err != nil {
+			w.log.Warn("open libfabric domain", "err", err)
+			return nil, nil
+		}
+		info, own = w.info, true
+	default:
+		if err := w.ensurePrivFab(); err != nil {
+			w.log.Warn("open libfabric", "err", err)
+			return nil, nil
+		}
+		var err error
+		if d, err = w.privFab.OpenDomain(w.privInfo); err != nil {
+			w.log.Warn("open libfabric domain", "err", err)
+			return nil, nil
+		}
+		info, own = w.privInfo, true
+	}
+	v.lock()
+	defer v.unlock()
+	if v.dom != nil || v.isClosed() { // opened meanwhile, or closing
+		if own {
+			d.Close()
+		}
+		return v.dom, v.info
+	}
+	v.dom, v.info, v.ownDom = d, info, own
+	return d, info
 }
 
 // NodeLocal returns this rank's index among the communicator's ranks on

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/weft-hpc/weft/fabric"
 )
@@ -139,11 +140,20 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 	if err != nil {
 		return fail(err)
 	}
+	allNode := links != nil && !slices.Contains(links, -1)
 	out := make([]*Comm, n)
 	for li, v := range vcis {
-		addrs, err := v.av.Insert(names...)
-		if err != nil {
-			return fail(fmt.Errorf("endpoint: insert %d endpoint addresses: %w", len(names), err))
+		var addrs []fabric.Addr
+		switch {
+		case v.av != nil:
+			if addrs, err = v.av.Insert(names...); err != nil {
+				return fail(fmt.Errorf("endpoint: insert %d endpoint addresses: %w", len(names), err))
+			}
+		case allNode:
+			addrs = make([]fabric.Addr, len(names)) // never used
+		default:
+			// Every rank sees the same records: all of them fail here.
+			return fail(fmt.Errorf("endpoint: a peer of the new endpoints cannot use the node transport, and libfabric was not opened (set %s alike on every rank): %w", EnvNodeTransport, ErrNotSupported))
 		}
 		mk := func(slot int) *Comm {
 			nc := &Comm{w: w, v: v, id: id, ctx: uint16(2 * id), size: len(eps),
@@ -195,28 +205,62 @@ func (w *World) openEndpoints(n int, cfg *config) ([]*vci, error) {
 		return nil, nil
 	}
 	avCount := 64
+	k := n
 	if cfg.shared {
-		return w.openVCIs(w.fab, w.info, min(max(cfg.sharedEPs, 1), n), cfg, avCount, true)
+		k = min(max(cfg.sharedEPs, 1), n)
 	}
 	w.mu.Lock()
-	if w.privInfo == nil {
-		h := w.hints(fabric.ThreadDomain)
-		h.Provider = w.info.Provider
-		info, err := fabric.GetInfo(h)
-		if err != nil || len(info) == 0 {
-			w.mu.Unlock()
-			return nil, fmt.Errorf("endpoint: provider %s with FI_THREAD_DOMAIN: %w", w.info.Provider, err)
+	noFabric := w.dom == nil && cfg.native
+	w.mu.Unlock()
+	if noFabric {
+		// The world needed no libfabric: all of its ranks share this node
+		// and the node transport, so the new endpoints will too.
+		out := make([]*vci, k)
+		for i := range out {
+			out[i] = newVCI(cfg, cfg.shared, w.log)
 		}
-		fab, err := fabric.OpenFabric(info[0])
-		if err != nil {
-			w.mu.Unlock()
-			return nil, fmt.Errorf("endpoint: open fabric for private endpoints: %w", err)
-		}
-		w.privInfo, w.privFab = info[0], fab
+		return out, nil
 	}
+	if cfg.shared {
+		w.mu.Lock()
+		err := w.ensureFabric()
+		w.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		return w.openVCIs(w.fab, w.info, k, cfg, avCount, true)
+	}
+	w.mu.Lock()
+	err := w.ensurePrivFab()
 	info, fab := w.privInfo, w.privFab
 	w.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	return w.openVCIs(fab, info, n, cfg, avCount, false)
+}
+
+// ensurePrivFab opens the FI_THREAD_DOMAIN fabric private endpoints live
+// in (and the world's, which it follows). Caller holds w.mu.
+func (w *World) ensurePrivFab() error {
+	if w.privInfo != nil {
+		return nil
+	}
+	if err := w.ensureFabric(); err != nil {
+		return err
+	}
+	h := w.hints(fabric.ThreadDomain)
+	h.Provider = w.info.Provider
+	info, err := fabric.GetInfo(h)
+	if err != nil || len(info) == 0 {
+		return fmt.Errorf("endpoint: provider %s with FI_THREAD_DOMAIN: %w", w.info.Provider, err)
+	}
+	fab, err := fabric.OpenFabric(info[0])
+	if err != nil {
+		return fmt.Errorf("endpoint: open fabric for private endpoints: %w", err)
+	}
+	w.privInfo, w.privFab = info[0], fab
+	return nil
 }
 
 // openVCIs opens n endpoints, each in a domain of its own on fab; shared

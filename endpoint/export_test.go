@@ -6,3 +6,10 @@ func ParkedEndpoints(w *World) int { return w.parkedEndpoints() }
 
 // OpenEndpoints reports how many endpoints of w World.Close would close.
 func OpenEndpoints(w *World) int { return w.vciCount() }
+
+// FabricOpen reports whether w has opened libfabric.
+func FabricOpen(w *World) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.dom != nil
+}

@@ -295,3 +295,48 @@ func TestNodeSenderGone(t *testing.T) {
 		t.Fatalf("receive from a dead sender took %v", took)
 	}
 }
+
+// TestFabricOnDemand: a one-node job on the node transport never opens
+// libfabric (its start-up pays no provider discovery); Comm.Domain and
+// Info open it when asked. With the node transport off it is open from
+// Init.
+func TestFabricOnDemand(t *testing.T) {
+	for _, p := range []string{"native", "shm"} {
+		t.Run(p, func(t *testing.T) {
+			if launch(t, 2, p, 60*time.Second) {
+				return
+			}
+			w := initWorld(t)
+			ctx := tctx(t, 30*time.Second)
+			native := os.Getenv(endpoint.EnvNodeTransport) != "fabric"
+			if got := endpoint.FabricOpen(w); got == native {
+				t.Fatalf("libfabric open after Init: %v (node transport %v)", got, native)
+			}
+			eps, err := w.Comm().CreateEndpoints(ctx, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			allPairs(t, eps, []int{8, 20000, 100000})
+			if got := endpoint.FabricOpen(w); got == native {
+				t.Fatalf("libfabric open after CreateEndpoints and traffic: %v", got)
+			}
+			if eps[0].Domain() == nil || eps[0].Info() == nil || w.Comm().Domain() == nil || w.Info() == nil {
+				t.Fatal("Domain/Info did not open libfabric on demand")
+			}
+			if !endpoint.FabricOpen(w) {
+				t.Fatal("libfabric still closed after Domain")
+			}
+			if eps[0].Domain() == eps[1].Domain() {
+				t.Fatal("two private endpoints got one domain")
+			}
+			for _, e := range eps {
+				if err := e.Free(); err != nil {
+					t.Error(err)
+				}
+			}
+			if err := w.Comm().Barrier(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

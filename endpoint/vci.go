@@ -187,28 +187,52 @@ func (v *vci) drain() {
 
 // openVCI opens CQ, AV and endpoint in dom and posts the bounce buffers.
 func openVCI(info *fabric.Info, dom *fabric.Domain, cfg *config, avCount int, shared bool, log hclog.Logger) (*vci, error) {
+	v := newVCI(cfg, shared, log)
+	if err := v.attachFabric(info, dom, cfg, avCount); err != nil {
+		progress.Unregister(v.src)
+		return nil, err
+	}
+	return v, nil
+}
+
+// newVCI makes an endpoint with its matching state and no libfabric
+// objects (a peer of the node transport only, until attachFabric).
+func newVCI(cfg *config, shared bool, log hclog.Logger) *vci {
 	v := &vci{
 		shared:     shared,
-		info:       info,
-		dom:        dom,
 		eagerLimit: cfg.eagerLimit,
 		timeout:    cfg.timeout,
 		log:        log,
 		refs:       1,
 		rdvSends:   map[uint64]*Request{},
 	}
+	v.src = progress.Register(v.pollForeign)
+	return v
+}
+
+// attachFabric opens v's CQ, AV and libfabric endpoint in dom and posts
+// the bounce buffers; on error v has none of them.
+func (v *vci) attachFabric(info *fabric.Info, dom *fabric.Domain, cfg *config, avCount int) error {
+	v.lock() // v may be polled by foreign progress already
+	defer v.unlock()
+	v.info, v.dom = info, dom
 	v.mrLocal = info.MRMode&fabric.MRLocal != 0
 	v.injectLimit = info.InjectSize
 	if v.injectLimit > v.eagerLimit {
 		v.injectLimit = v.eagerLimit
 	}
 	var err error
+	fail := func(err error) error {
+		v.closeFabric()
+		v.cq, v.av, v.ep, v.bounce, v.bounces, v.name = nil, nil, nil, nil, nil, nil
+		v.info, v.dom = nil, nil
+		return err
+	}
 	if v.cq, err = dom.OpenCQ(cfg.cqSize); err != nil {
-		return nil, fmt.Errorf("endpoint: open CQ: %w", err)
+		return fail(fmt.Errorf("endpoint: open CQ: %w", err))
 	}
 	if v.av, err = dom.OpenAV(avCount); err != nil {
-		v.closeFabric()
-		return nil, fmt.Errorf("endpoint: open AV: %w", err)
+		return fail(fmt.Errorf("endpoint: open AV: %w", err))
 	}
 	for try := 0; ; try++ {
 		v.ep, err = dom.OpenEndpoint(info, v.cq, v.av)
@@ -218,15 +242,14 @@ func openVCI(info *fabric.Info, dom *fabric.Domain, cfg *config, avCount int, sh
 		if err == nil || !errors.Is(err, syscall.EBUSY) || try == 16 {
 			break
 		}
-		log.Warn("endpoint name taken (stale shared-memory region of a dead process?); retrying", "err", err)
+		v.log.Warn("endpoint name taken (stale shared-memory region of a dead process?); retrying", "err", err)
 	}
 	if err != nil {
-		v.closeFabric()
-		return nil, fmt.Errorf("endpoint: open endpoint: %w", err)
+		v.ep = nil
+		return fail(fmt.Errorf("endpoint: open endpoint: %w", err))
 	}
 	if v.name, err = v.ep.Name(); err != nil {
-		v.closeFabric()
-		return nil, fmt.Errorf("endpoint: endpoint name: %w", err)
+		return fail(fmt.Errorf("endpoint: endpoint name: %w", err))
 	}
 	size := v.eagerLimit
 	if size < rdvHeaderSize {
@@ -234,20 +257,18 @@ func openVCI(info *fabric.Info, dom *fabric.Domain, cfg *config, avCount int, sh
 	}
 	n := defaultBounces
 	if v.bounce, err = dom.Alloc(n * size); err != nil {
-		v.closeFabric()
-		return nil, fmt.Errorf("endpoint: allocate %d bounce buffers of %d bytes: %w", n, size, err)
+		v.bounce = nil
+		return fail(fmt.Errorf("endpoint: allocate %d bounce buffers of %d bytes: %w", n, size, err))
 	}
 	v.bounceDesc = v.bounce.Desc()
 	all := v.bounce.Bytes()
 	for i := 0; i < n; i++ {
 		v.bounces = append(v.bounces, all[i*size:(i+1)*size:(i+1)*size])
 		if err := v.postBounce(i); err != nil {
-			v.closeFabric()
-			return nil, fmt.Errorf("endpoint: post bounce buffer %d: %w", i, err)
+			return fail(fmt.Errorf("endpoint: post bounce buffer %d: %w", i, err))
 		}
 	}
-	v.src = progress.Register(v.pollForeign)
-	return v, nil
+	return nil
 }
 
 func (v *vci) postBounce(i int) error {
@@ -546,7 +567,7 @@ func (v *vci) progress() error {
 	if v.links != nil {
 		v.pollNode()
 	}
-	for !v.noNet {
+	for !v.noNet && v.cq != nil {
 		n, err := v.cq.Read(v.comps[:])
 		for i := 0; i < n; i++ {
 			v.complete(&v.comps[i])
