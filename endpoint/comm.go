@@ -81,10 +81,12 @@ type Comm struct {
 
 func (c *Comm) collCtx() uint16 { return c.ctx + 1 }
 
-// Init joins the job: it calls job.Init (PMI-1, PMI-2 or
-// singleton), selects a provider (fabric.Select: shm when all ranks share a
-// node; WEFT_PROVIDER or WithProvider override), opens one endpoint and
-// exchanges addresses. ctx bounds the exchange.
+// Init joins the job: it calls job.Init (PMI-1, PMI-2 or singleton),
+// opens this rank's endpoint and exchanges addresses with every rank,
+// choosing per peer the node transport or libfabric (see Comm.Transport).
+// libfabric is opened, and a provider selected (fabric.Select: shm when
+// all ranks share a node; WEFT_PROVIDER or WithProvider override), only
+// when some peer needs it. ctx bounds the exchange.
 func Init(ctx context.Context, opts ...Option) (*World, error) {
 	cfg, err := envConfig()
 	if err != nil {

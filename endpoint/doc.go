@@ -6,9 +6,9 @@
 //
 // # Communicators
 //
-// Init joins the job through package job, picks a provider with
-// fabric.Select and exchanges endpoint names; World.Comm is the world
-// communicator. Comm.Dup, Comm.Split and Comm.CreateEndpoints are
+// Init joins the job through package job, exchanges endpoint records
+// and, when some peer is reached through libfabric, picks a provider with
+// fabric.Select; World.Comm is the world communicator. Comm.Dup, Comm.Split and Comm.CreateEndpoints are
 // collective and derive new communicators; each gets a context id agreed
 // with an allgather of every member's free-id mask, so ids are unique among
 // the live communicators of all members. Free releases a handle.
