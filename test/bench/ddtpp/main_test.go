@@ -197,8 +197,8 @@ func TestReadRecipeRejects(t *testing.T) {
 		"",
 		"ddtpp 2\n",
 		"weft 1\n",
-		"ddtpp 1\ncase a s 1 8 4 4 8 10 1\n",                      // short case line
-		"ddtpp 1\ncase a s 1 8 4 4 8 10 1 x\n",                    // not a number
+		"ddtpp 1\ncase a s 1 8 4 4 8 10 1\n",   // short case line
+		"ddtpp 1\ncase a s 1 8 4 4 8 10 1 x\n", // not a number
 		"ddtpp 1\ncase a s 1 8 4 4 8 0 1 1\ntype 0 named int32\n", // no iterations
 		"ddtpp 1\ncase a s 1 8 4 4 8 10 1 2\ntype 0 named int32\n",
 		"ddtpp 1\ncase a s 1 8 4 4 8 10 1 1\ntype 1 named int32\n",
