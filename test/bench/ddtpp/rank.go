@@ -91,7 +91,6 @@ func runCase(ctx context.Context, c *endpoint.Comm, cs *ddtcases.Case, rc recipe
 	me := c.Rank()
 	peer := 1 - me
 	sb, rb := make([]byte, cs.Typed), make([]byte, cs.Typed)
-	stream := make([]byte, cs.Bytes)
 	var hpack, hunpack uint64
 	// 1. The packed stream, 2. the unpacked layout.
 	if me == 0 {
@@ -114,6 +113,7 @@ func runCase(ctx context.Context, c *endpoint.Comm, cs *ddtcases.Case, rc recipe
 		hunpack = hash(rb)
 		clear(rb)
 	} else {
+		stream := make([]byte, cs.Bytes)
 		st, err := c.Recv(ctx, stream, peer, tagPack)
 		if err != nil {
 			return err
