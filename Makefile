@@ -7,7 +7,7 @@ NP        ?= 4
 PROVIDER  ?= shm
 export CGO_ENABLED := 1
 
-.PHONY: demo test deps test-deps build vet bench bench-fabric bench-ddt bench-p2p bench-dashboard clean
+.PHONY: demo test deps test-deps build vet bench bench-fabric bench-ddt bench-p2p bench-ddtpp bench-dashboard clean
 
 deps:
 	@deploy/install-deps.sh build
@@ -52,8 +52,15 @@ bench-ddt: deps
 bench-p2p: deps
 	$(GO) run ./test/bench/p2p -reps 5 -weft native,fabric
 
+# The DDTBench layouts as typed messages on one node: a ping-pong of each
+# layout and size with weft's SendTyped/RecvTyped, the hand-written pack
+# loop with a contiguous send, a contiguous send of as many bytes, and
+# MPICH and Open MPI sending the same MPI datatype.
+bench-ddtpp: deps
+	$(GO) run ./test/bench/ddtpp -reps 5
+
 # One reproduce command per area writing JSON into BENCH_OUT, then the
-# tables of docs/PERFORMANCE.md regenerated from it (about 10 minutes on 2
+# tables of docs/PERFORMANCE.md regenerated from it (about 16 minutes on 2
 # cores; run it on an otherwise idle machine).
 BENCH_OUT ?= /tmp/weft-dashboard
 bench-dashboard: deps

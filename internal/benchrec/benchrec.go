@@ -1,5 +1,5 @@
 // Package benchrec is the record every bench tool writes with -json
-// (pingpong, endpoint, onesided, onesided/overlap, p2p, and ddtbench's lines
+// (pingpong, endpoint, onesided, onesided/overlap, p2p, ddtpp, and ddtbench's lines
 // converted by the dashboard) and test/bench/dashboard reads.
 package benchrec
 
@@ -17,10 +17,11 @@ import (
 
 // Record is one -json output line: one measured figure of one case.
 type Record struct {
-	Tool     string  `json:"tool"`                // the command: pingpong, endpoint, onesided, overlap, p2p
+	Tool     string  `json:"tool"`                // the command: pingpong, endpoint, onesided, overlap, p2p, ddtpp
 	Area     string  `json:"area"`                // the area measured: fabric, endpoint, onesided, p2p
 	Case     string  `json:"case"`                // what ran, e.g. batch, inproc-g2, weft-shm, put
 	Size     string  `json:"size,omitempty"`      // message bytes, or the case's size label
+	Bytes    int64   `json:"bytes,omitempty"`     // message bytes where Size is a label (ddtpp)
 	Metric   string  `json:"metric"`              // lat, bw, msgrate, ps_lat, efficiency, ...
 	Value    float64 `json:"value"`               // the median of our figure over Reps
 	Unit     string  `json:"unit,omitempty"`      // us, MB/s, msg/s, ms, or empty for a ratio

@@ -325,8 +325,8 @@ func TestRunCheck(t *testing.T) {
 }
 
 // dashboardDirs hold the committed runs whose figures docs/PERFORMANCE.md
-// shows: the last full run and the p2p run measured after it.
-var dashboardDirs = []string{"testdata/baseline", "testdata/p2p"}
+// shows: the last full run and the p2p and ddtpp runs measured after it.
+var dashboardDirs = []string{"testdata/baseline", "testdata/p2p", "testdata/ddtpp"}
 
 // TestBaselineParses: the committed runs' figures load and give every target
 // a status.
@@ -406,5 +406,86 @@ func TestP2P(t *testing.T) {
 	page, err := rewrite("<!-- dashboard:p2p begin -->\n<!-- dashboard:p2p end -->\n", rs)
 	if err != nil || !strings.Contains(page, tab) {
 		t.Errorf("p2p section (a marker name with a digit) not filled: %v\n%s", err, page)
+	}
+}
+
+// ddtppRun is one run of test/bench/ddtpp: two cells, one below 64 KiB.
+const ddtppRun = `{"tool":"ddtpp","area":"ddtpp","case":"milc_su3_zd","size":"s","bytes":1536,"metric":"typed","value":2,"unit":"us","reps":5,"stat":"median","note":"jit compiled"}
+{"tool":"ddtpp","area":"ddtpp","case":"milc_su3_zd","size":"s","bytes":1536,"metric":"manual","value":1,"unit":"us","reps":5,"stat":"median"}
+{"tool":"ddtpp","area":"ddtpp","case":"milc_su3_zd","size":"s","bytes":1536,"metric":"contig","value":0.5,"unit":"us","reps":5,"stat":"median"}
+{"tool":"ddtpp","area":"ddtpp","case":"milc_su3_zd","size":"s","bytes":1536,"metric":"mpich","value":4,"unit":"us","reps":5,"stat":"median"}
+{"tool":"ddtpp","area":"ddtpp","case":"milc_su3_zd","size":"s","bytes":1536,"metric":"openmpi","value":5,"unit":"us","reps":5,"stat":"median"}
+{"tool":"ddtpp","area":"ddtpp","case":"milc_su3_zd","size":"s","bytes":1536,"metric":"typed-vs-manual","value":2,"unit":"us","ref":"manual","ref_value":1,"ratio":2,"reps":5,"stat":"median"}
+{"tool":"ddtpp","area":"ddtpp","case":"milc_su3_zd","size":"s","bytes":1536,"metric":"typed-vs-contig","value":2,"unit":"us","ref":"contig","ref_value":0.5,"ratio":4,"reps":5,"stat":"median"}
+{"tool":"ddtpp","area":"ddtpp","case":"milc_su3_zd","size":"s","bytes":1536,"metric":"typed-vs-mpi","value":2,"unit":"us","ref":"best MPI","ref_value":4,"ratio":0.5,"reps":5,"stat":"median"}
+{"tool":"ddtpp","area":"ddtpp","case":"fft2","size":"s","bytes":65536,"metric":"typed","value":10,"unit":"us","reps":5,"stat":"median","note":"jit interpreted"}
+{"tool":"ddtpp","area":"ddtpp","case":"fft2","size":"s","bytes":65536,"metric":"typed-vs-manual","value":10,"unit":"us","ref":"manual","ref_value":20,"ratio":0.5,"reps":5,"stat":"median"}
+{"tool":"ddtpp","area":"ddtpp","case":"fft2","size":"s","bytes":65536,"metric":"typed-vs-contig","value":10,"unit":"us","ref":"contig","ref_value":8,"ratio":1.2,"reps":5,"stat":"median"}
+{"tool":"ddtpp","area":"ddtpp","case":"fft2","size":"s","bytes":65536,"metric":"typed-vs-mpi","value":10,"unit":"us","ref":"best MPI","ref_value":20,"ratio":0.125,"reps":5,"stat":"median"}
+`
+
+// TestDDTPP: the summaries of the typed contender are derived over the
+// cells (typed ÷ contig only from 64 KiB up) and meet or miss their
+// targets, and the ddtpp section has a row per cell with every contender
+// and the three ratios, then the summaries.
+func TestDDTPP(t *testing.T) {
+	rs, err := parseJSON(strings.NewReader(ddtppRun))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs = aggregate(rs)
+	rs = append(rs, derive(rs)...)
+	by := index(rs)
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	for k, want := range map[string]float64{
+		"ddtpp/summary/all/typed-manual-worst":      2,
+		"ddtpp/summary/all/typed-manual-geomean":    1, // √(2 × 0.5)
+		"ddtpp/summary/64k-up/typed-contig-geomean": 1.2,
+		"ddtpp/summary/64k-up/typed-contig-worst":   1.2,
+		"ddtpp/summary/all/typed-mpi-geomean":       0.25, // √(0.5 × 0.125)
+	} {
+		if r, ok := by[k]; !ok || !near(r.Value, want) || r.Area != "ddtpp" {
+			t.Errorf("%s = %+v, want %v", k, r, want)
+		}
+	}
+	if r := by["ddtpp/summary/all/typed-manual-worst"]; r.Note != "milc_su3_zd s" {
+		t.Errorf("worst cell named %q", r.Note)
+	}
+	for key, want := range map[string]string{
+		"ddtpp/summary/all/typed-manual-worst":      statusNotMet,
+		"ddtpp/summary/64k-up/typed-contig-geomean": statusNotMet,
+		"ddtpp/summary/all/typed-mpi-geomean":       statusMet,
+	} {
+		found := false
+		for _, tg := range targets {
+			if tg.Key != key {
+				continue
+			}
+			found = true
+			if _, st, err := tg.evaluate(by); err != nil || st != want {
+				t.Errorf("target %q: %q, %v; want %q", tg.What, st, err, want)
+			}
+		}
+		if !found {
+			t.Errorf("no target reads %s", key)
+		}
+	}
+	tab, err := ddtppTable(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| case | size | bytes | typed (µs) | manual (µs) | contig (µs) | mpich (µs) | openmpi (µs) | typed ÷ manual | typed ÷ contig | typed ÷ best MPI | reps | typed's type |",
+		"| milc_su3_zd | s | 1536 | 2.000 | 1.000 | 0.500 | 4.000 | 5.000 | 2.000 | 4.000 | 0.500 | 5 | compiled |",
+		"| fft2 | s | 65536 | 10.0 | – | – | – | – | 0.500 | 1.200 | 0.125 | 5 | interpreted |",
+		"| summary | 64k-up | typed-contig-geomean | 1.200 |",
+	} {
+		if !strings.Contains(tab, want) {
+			t.Errorf("table lacks %q:\n%s", want, tab)
+		}
+	}
+	page, err := rewrite("<!-- dashboard:ddtpp begin -->\n<!-- dashboard:ddtpp end -->\n", rs)
+	if err != nil || !strings.Contains(page, tab) {
+		t.Errorf("ddtpp section not filled: %v\n%s", err, page)
 	}
 }

@@ -142,6 +142,12 @@ func derive(rs []benchrec.Record) []benchrec.Record {
 		add(benchrec.Record{Tool: "p2p", Area: "p2p", Case: "weft", Size: "64k-up", Metric: "bw-ratio-min", Value: weakest.Ratio,
 			Note: "at " + weakest.Size + " B", Stat: "min", Reps: weakest.Reps, Runs: weakest.Runs, Machine: weakest.Machine, Commit: weakest.Commit, Go: weakest.Go})
 	}
+	// ddtpp: typed messages against hand packing, a contiguous send and the
+	// best MPI, over the cells (each cell's ratio already the median over
+	// repetitions and runs).
+	for _, r := range deriveDDTPP(rs) {
+		add(r)
+	}
 	// go test -bench Commit ./ddt: the slowest type's CPU time.
 	var worst benchrec.Record
 	for _, r := range rs {
@@ -152,6 +158,70 @@ func derive(rs []benchrec.Record) []benchrec.Record {
 	if worst.Value > 0 {
 		add(benchrec.Record{Tool: "gobench", Area: "ddt", Case: "Commit", Size: "all", Metric: "cpu-us-max", Value: worst.Value / 1e3, Unit: "us", Note: worst.Size,
 			Stat: "max", Reps: worst.Reps, Runs: worst.Runs, Machine: worst.Machine, Commit: worst.Commit, Go: worst.Go})
+	}
+	return out
+}
+
+// deriveDDTPP summarises test/bench/ddtpp's typed-vs-* records: the worst
+// and the geometric mean of typed ÷ manual over all cells, of typed ÷
+// contig over the cells of at least 64 KiB, and of typed ÷ best MPI over
+// all cells.
+func deriveDDTPP(rs []benchrec.Record) []benchrec.Record {
+	type agg struct {
+		logs    float64
+		n       int
+		worst   float64
+		where   string
+		machine []string
+		commit  []string
+		gos     []string
+		reps    int
+	}
+	aggs := map[string]*agg{}
+	for _, r := range rs {
+		if r.Tool != "ddtpp" || r.Case == "summary" || r.Ratio <= 0 {
+			continue
+		}
+		key := ""
+		switch r.Metric {
+		case "typed-vs-manual":
+			key = "all/typed-manual"
+		case "typed-vs-contig":
+			if r.Bytes < 64<<10 {
+				continue
+			}
+			key = "64k-up/typed-contig"
+		case "typed-vs-mpi":
+			key = "all/typed-mpi"
+		default:
+			continue
+		}
+		a := aggs[key]
+		if a == nil {
+			a = &agg{}
+			aggs[key] = a
+		}
+		a.logs += math.Log(r.Ratio)
+		a.n++
+		if r.Ratio > a.worst {
+			a.worst, a.where = r.Ratio, r.Case+" "+r.Size
+		}
+		a.machine, a.commit, a.gos = addUniq(a.machine, r.Machine), addUniq(a.commit, r.Commit), addUniq(a.gos, r.Go)
+		a.reps = max(a.reps, r.Reps)
+	}
+	var out []benchrec.Record
+	for _, key := range []string{"all/typed-manual", "64k-up/typed-contig", "all/typed-mpi"} {
+		a := aggs[key]
+		if a == nil {
+			continue
+		}
+		size, metric, _ := strings.Cut(key, "/")
+		rec := func(m string, v float64, stat, note string) benchrec.Record {
+			return benchrec.Record{Tool: "ddtpp", Area: "ddtpp", Case: "summary", Size: size, Metric: m, Value: v, Note: note,
+				Stat: stat, Reps: a.reps, Runs: 1, Machine: strings.Join(a.machine, "; "), Commit: strings.Join(a.commit, ", "), Go: strings.Join(a.gos, ", ")}
+		}
+		out = append(out, rec(metric+"-geomean", math.Exp(a.logs/float64(a.n)), "geomean", fmt.Sprintf("%d cells", a.n)),
+			rec(metric+"-worst", a.worst, "max", a.where))
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 // Command dashboard regenerates the tables of docs/PERFORMANCE.md from the
 // JSON lines the bench tools write with -json (pingpong, endpoint,
-// onesided, onesided/overlap, p2p, ddtbench) and from go test -bench output.
+// onesided, onesided/overlap, p2p, ddtpp, ddtbench) and from go test -bench
+// output.
 //
 // Usage:
 //
@@ -15,8 +16,9 @@
 // <!-- dashboard:NAME begin --> and <!-- dashboard:NAME end --> in the
 // document is replaced: targets (every target with its record key,
 // threshold, measured figure and status), machine (where the figures come
-// from), fabric, endpoint, onesided, overlap, p2p and ddt. With -check the
-// document is left alone and the command fails if it is not up to date.
+// from), fabric, endpoint, onesided, overlap, p2p, ddtpp and ddt. With
+// -check the document is left alone and the command fails if it is not up
+// to date.
 package main
 
 import (

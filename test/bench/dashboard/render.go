@@ -18,6 +18,7 @@ var sections = map[string]func([]benchrec.Record) (string, error){
 	"onesided": table(func(r benchrec.Record) bool { return r.Tool == "onesided" }),
 	"overlap":  table(func(r benchrec.Record) bool { return r.Tool == "overlap" && r.Metric != "t" }),
 	"p2p":      p2pTable,
+	"ddtpp":    ddtppTable,
 	"ddt": table(func(r benchrec.Record) bool {
 		return (r.Tool == "ddtbench" && r.Case == "summary") || (r.Tool == "gobench" && r.Size == "all")
 	}),
@@ -139,6 +140,60 @@ func p2pTable(rs []benchrec.Record) (string, error) {
 		fmt.Fprintf(&b, " %s | %s | %d |\n", orDash(lead.Ref), num(lead.RefValue), lead.Reps)
 	}
 	return b.String(), nil
+}
+
+// ddtppTable renders the records of test/bench/ddtpp: one row per layout
+// and size with every contender's half round trip and the typed
+// contender's three ratios, then the summaries over the cells.
+func ddtppTable(rs []benchrec.Record) (string, error) {
+	type cell struct{ c, s string }
+	var cells []cell
+	var mpis []string
+	vals := map[cell]map[string]benchrec.Record{}
+	for _, r := range rs {
+		if r.Tool != "ddtpp" || r.Case == "summary" {
+			continue
+		}
+		k := cell{r.Case, r.Size}
+		if vals[k] == nil {
+			vals[k] = map[string]benchrec.Record{}
+			cells = append(cells, k)
+		}
+		vals[k][r.Metric] = r
+		if r.Metric != "typed" && r.Metric != "manual" && r.Metric != "contig" && !strings.HasPrefix(r.Metric, "typed-vs-") {
+			mpis = addUniq(mpis, r.Metric)
+		}
+	}
+	if len(cells) == 0 {
+		return "No data: run `make bench-ddtpp`.\n", nil
+	}
+	order := map[string]int{"mpich": 1, "openmpi": 2}
+	slices.SortStableFunc(mpis, func(a, b string) int { return order[a] - order[b] })
+	cols := append([]string{"typed", "manual", "contig"}, mpis...)
+	var b strings.Builder
+	b.WriteString("| case | size | bytes |")
+	for _, c := range cols {
+		fmt.Fprintf(&b, " %s (µs) |", c)
+	}
+	b.WriteString(" typed ÷ manual | typed ÷ contig | typed ÷ best MPI | reps | typed's type |\n|---|---|---:|")
+	b.WriteString(strings.Repeat("---:|", len(cols)+4) + "---|\n")
+	for _, k := range cells {
+		v := vals[k]
+		t := v["typed"]
+		fmt.Fprintf(&b, "| %s | %s | %d |", k.c, k.s, t.Bytes)
+		for _, c := range cols {
+			fmt.Fprintf(&b, " %s |", num(v[c].Value))
+		}
+		for _, m := range []string{"typed-vs-manual", "typed-vs-contig", "typed-vs-mpi"} {
+			fmt.Fprintf(&b, " %s |", num(v[m].Ratio))
+		}
+		fmt.Fprintf(&b, " %d | %s |\n", t.Reps, orDash(strings.TrimPrefix(firstNote(t.Note), "jit ")))
+	}
+	sum, err := table(func(r benchrec.Record) bool { return r.Tool == "ddtpp" && r.Case == "summary" })(rs)
+	if err != nil {
+		return "", err
+	}
+	return b.String() + "\n" + sum, nil
 }
 
 func orDash(s string) string {

@@ -2,7 +2,7 @@
 # run.sh runs one reproduce command per area, each writing JSON lines (or
 # go test -bench output) into OUTDIR, then regenerates the tables of DOC
 # from them. Run it from anywhere on an otherwise idle machine; on 2 cores
-# the whole run takes about 10 minutes.
+# the whole run takes about 16 minutes.
 #
 #   test/bench/dashboard/run.sh [-smoke] OUTDIR [DOC]
 #
@@ -26,14 +26,16 @@ trap 'rm -rf "$bin"' EXIT
 cd "$root"
 WEFT_BENCH_COMMIT="$(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo +dirty)"
 export WEFT_BENCH_COMMIT
-go build -o "$bin/" ./cmd/fabrun ./test/bench/pingpong ./test/bench/endpoint ./test/bench/onesided ./test/bench/onesided/overlap ./test/bench/ddtbench ./test/bench/p2p
+go build -o "$bin/" ./cmd/fabrun ./test/bench/pingpong ./test/bench/endpoint ./test/bench/onesided ./test/bench/onesided/overlap ./test/bench/ddtbench ./test/bench/p2p ./test/bench/ddtpp
 
 if [ $smoke = 1 ]; then
 	PPI=200 EPI=100 WIN=2 OSI=200 FII=1000 ROWS=64 LEN=256 DDT_RUNS=1 DDT="-reps 1 -mintime 100us -sizes s" BC="-count 1 -benchtime 100x"
 	P2P="-sizes 8,64k -iters 200 -windows 20"
+	DDTPP="-sizes s -iters 20 -miniters 5"
 else
 	PPI=100000 EPI=5000 WIN=100 OSI=5000 FII=100000 ROWS=512 LEN=1024 DDT_RUNS=3 DDT="-reps 9" BC="-count 5 -benchtime 20000x"
 	P2P=""
+	DDTPP=""
 fi
 reps() { if [ $smoke = 1 ]; then echo 1; else echo "$1"; fi; }
 
@@ -55,6 +57,10 @@ step "onesided: PutSignal against fi_pingpong"
 step "p2p: endpoint against fi_pingpong, MPICH and Open MPI"
 # shellcheck disable=SC2086
 "$bin/p2p" -fabrun "$bin/fabrun" -weft native,fabric -reps "$(reps 5)" $P2P -json >"$out/p2p.json"
+
+step "ddtpp: DDTBench layouts as typed messages against hand packing and MPI datatypes"
+# shellcheck disable=SC2086
+"$bin/ddtpp" -fabrun "$bin/fabrun" -reps "$(reps 5)" $DDTPP -json >"$out/ddtpp.json"
 
 step "ddt, jit: ddtbench ($DDT_RUNS runs) and commit time"
 for i in $(seq "$DDT_RUNS"); do

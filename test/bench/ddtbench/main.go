@@ -57,6 +57,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/test/bench/internal/ddtcases"
 )
 
 type options struct {
@@ -75,6 +76,10 @@ func envOr(name, def string) string {
 	}
 	return def
 }
+
+// Case is one layout at one size (the catalogue is package ddtcases,
+// shared with test/bench/ddtpp).
+type Case = ddtcases.Case
 
 // Result is one output line (its -json form is benchrec.DDTResult).
 type Result = benchrec.DDTResult
@@ -154,7 +159,7 @@ func bench(o options, out io.Writer) ([]Result, error) {
 	}
 	var all []Result
 	enc := json.NewEncoder(out)
-	for _, c := range allCases() {
+	for _, c := range ddtcases.All() {
 		if !re.MatchString(c.Name) || !slices.Contains(sizes, c.Size) {
 			continue
 		}
@@ -174,23 +179,15 @@ func bench(o options, out io.Writer) ([]Result, error) {
 	return all, nil
 }
 
-func fill(b []byte, seed byte) {
-	x := uint32(seed) * 2654435761
-	for i := range b {
-		x = x*1664525 + 1013904223
-		b[i] = byte(x >> 24)
-	}
-}
-
 func benchCase(c *Case, names []string, o options) ([]Result, error) {
 	// Reference: the manual loop's output.
 	refTyped := make([]byte, c.Typed)
-	fill(refTyped, 1)
+	ddtcases.Fill(refTyped, 1)
 	refPacked := make([]byte, c.Bytes)
 	mp, _ := c.Bind(refPacked, refTyped)
 	mp()
 	stream := make([]byte, c.Bytes)
-	fill(stream, 2)
+	ddtcases.Fill(stream, 2)
 	refUnpacked := append([]byte(nil), refTyped...)
 	_, mu := c.Bind(stream, refUnpacked)
 	mu()

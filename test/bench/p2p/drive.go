@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	_ "embed"
 	"errors"
@@ -15,10 +14,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/weft-hpc/weft/test/bench/internal/fipingpong"
+	"github.com/weft-hpc/weft/test/bench/internal/mpijob"
 )
 
 //go:embed mpi/pingpong.c
@@ -87,7 +85,7 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 	for rep := range cfg.reps {
 		for _, size := range cfg.sizes {
 			line := fmt.Sprintf("rep %d size %d:", rep+1, size)
-			for _, c := range rotate(cs, rep) {
+			for _, c := range mpijob.Rotate(cs, rep) {
 				if !c.runs("") {
 					continue
 				}
@@ -103,7 +101,7 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 		}
 		for _, l := range rateLabels {
 			line := fmt.Sprintf("rep %d rate %s:", rep+1, l)
-			for _, c := range rotate(cs, rep) {
+			for _, c := range mpijob.Rotate(cs, rep) {
 				if !c.runs(l) || (l == "2" && c.kind == kindWeft && !slices.Contains(cfg.rates, "2")) {
 					continue
 				}
@@ -136,13 +134,6 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// rotate returns cs starting at element rep mod len(cs), so that no
-// contender always runs first.
-func rotate(cs []*contender, rep int) []*contender {
-	k := rep % len(cs)
-	return append(append([]*contender(nil), cs[k:]...), cs[:k]...)
-}
-
 // weftColumn names the column of WEFT_NODE_TRANSPORT value v.
 func weftColumn(v string) string {
 	if v == "native" {
@@ -160,25 +151,14 @@ func setup(ctx context.Context, cfg *config, tmp string, stderr io.Writer) ([]*c
 		if err != nil {
 			return nil, err
 		}
-		fabrun := cfg.fabrun
-		if fabrun == "" {
-			fabrun = filepath.Join(tmp, "fabrun")
-			out, err := exec.CommandContext(ctx, "go", "build", "-o", fabrun, "github.com/weft-hpc/weft/cmd/fabrun").CombinedOutput()
-			if err != nil {
-				return nil, fmt.Errorf("building fabrun (or give -fabrun): %w\n%s", err, out)
-			}
-		} else if _, err := os.Stat(fabrun); err != nil {
-			return nil, fmt.Errorf("-fabrun: %w", err)
+		fabrun, err := mpijob.Fabrun(ctx, cfg.fabrun, tmp)
+		if err != nil {
+			return nil, err
 		}
 		for _, v := range cfg.weft {
 			c := &contender{name: weftColumn(v), kind: kindWeft, env: []string{"WEFT_NODE_TRANSPORT=" + v}}
 			c.launch = func(np int) []string {
-				argv := []string{fabrun, "-n", strconv.Itoa(np), "--launcher", "local", "--provider", cfg.provider,
-					"--timeout", cfg.timeout.String()}
-				for _, e := range c.env {
-					argv = append(argv, "--env", e)
-				}
-				return append(argv, self)
+				return append(mpijob.FabrunLaunch(fabrun, np, cfg.provider, cfg.timeout, c.env), self)
 			}
 			cs = append(cs, c)
 		}
@@ -194,12 +174,8 @@ func setup(ctx context.Context, cfg *config, tmp string, stderr io.Writer) ([]*c
 			if _, err = exec.LookPath(cfg.fiPath); err == nil {
 				c = &contender{name: r, kind: kindFI}
 			}
-		case "mpich":
-			c, err = buildMPI(ctx, tmp, r, "mpicc.mpich", "mpiexec.hydra", func(np int) []string {
-				return []string{"mpiexec.hydra", "-launcher", "fork", "-n", strconv.Itoa(np)}
-			})
-		case "openmpi":
-			c, err = buildOpenMPI(ctx, tmp)
+		case "mpich", "openmpi":
+			c, err = buildMPI(ctx, tmp, r)
 		}
 		if err != nil || c == nil {
 			fmt.Fprintf(stderr, "p2p: %s left out: %v\n", r, err)
@@ -210,58 +186,22 @@ func setup(ctx context.Context, cfg *config, tmp string, stderr io.Writer) ([]*c
 	return cs, nil
 }
 
-// buildMPI compiles the MPI programs with compiler into tmp for the
-// contender name launched by launcher (the first word of launch's argv).
-func buildMPI(ctx context.Context, tmp, name, compiler, launcher string, launch func(np int) []string) (*contender, error) {
-	for _, p := range []string{compiler, launcher} {
-		if _, err := exec.LookPath(p); err != nil {
-			return nil, err
-		}
-	}
-	c := &contender{name: name, kind: kindMPI, launch: launch}
-	for _, prog := range []struct {
-		src  []byte
-		name string
-		dst  *string
-	}{{mpiPingpong, "pingpong", &c.pingpong}, {mpiMsgrate, "msgrate", &c.msgrate}} {
-		src := filepath.Join(tmp, name+"-"+prog.name+".c")
-		if err := os.WriteFile(src, prog.src, 0o600); err != nil {
-			return nil, err
-		}
-		*prog.dst = filepath.Join(tmp, name+"-"+prog.name)
-		if out, err := exec.CommandContext(ctx, compiler, "-O2", "-o", *prog.dst, src).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("%s %s: %w\n%s", compiler, prog.name, err, out)
-		}
-	}
-	return c, nil
-}
-
-// buildOpenMPI builds the programs with Open MPI's compiler and launches
-// them on its shared-memory transport: pml ob1 with the self and
-// shared-memory BTLs (vader up to 4.x, sm from 5.0), oversubscribing the
-// cores for the 4-rank case, as root if need be.
-func buildOpenMPI(ctx context.Context, tmp string) (*contender, error) {
-	if _, err := exec.LookPath("ompi_info"); err != nil {
+// buildMPI finds MPI implementation name (mpijob.Find) and compiles the
+// MPI programs with it into tmp.
+func buildMPI(ctx context.Context, tmp, name string) (*contender, error) {
+	m, err := mpijob.Find(ctx, name)
+	if err != nil {
 		return nil, err
 	}
-	out, err := exec.CommandContext(ctx, "ompi_info", "--parsable").Output()
-	if err != nil {
-		return nil, fmt.Errorf("ompi_info: %w", err)
+	c := &contender{name: name, kind: kindMPI, launch: m.Launch,
+		pingpong: filepath.Join(tmp, name+"-pingpong"), msgrate: filepath.Join(tmp, name+"-msgrate")}
+	if err := m.Build(ctx, mpiPingpong, c.pingpong); err != nil {
+		return nil, err
 	}
-	btl := ""
-	for _, b := range []string{"vader", "sm"} {
-		if bytes.Contains(out, []byte("mca:btl:"+b+":")) {
-			btl = b
-			break
-		}
+	if err := m.Build(ctx, mpiMsgrate, c.msgrate); err != nil {
+		return nil, err
 	}
-	if btl == "" {
-		return nil, errors.New("ompi_info lists no shared-memory BTL (vader or sm)")
-	}
-	return buildMPI(ctx, tmp, "openmpi", "mpicc.openmpi", "mpirun.openmpi", func(np int) []string {
-		return []string{"mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "-n", strconv.Itoa(np),
-			"--mca", "pml", "ob1", "--mca", "btl", "self," + btl}
-	})
+	return c, nil
 }
 
 // pingpong runs one ping-pong job of c at size bytes and returns the half
@@ -281,7 +221,7 @@ func pingpong(ctx context.Context, cfg *config, c *contender, size int) (lat, bw
 	} else {
 		argv = append(append(c.launch(2), c.pingpong), args...)
 	}
-	out, err := runJob(ctx, cfg.timeout, argv)
+	out, err := mpijob.Run(ctx, cfg.timeout, argv)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -314,7 +254,7 @@ func msgrate(ctx context.Context, cfg *config, c *contender, l string) (float64,
 	} else {
 		argv = append(append(c.launch(np), c.msgrate), args...)
 	}
-	out, err := runJob(ctx, cfg.timeout, argv)
+	out, err := mpijob.Run(ctx, cfg.timeout, argv)
 	if err != nil {
 		return 0, err
 	}
@@ -327,29 +267,6 @@ func msgrate(ctx context.Context, cfg *config, c *contender, l string) (float64,
 		return 0, fmt.Errorf("no msgrate result in %q", out)
 	}
 	return v, nil
-}
-
-// runJob runs argv in a process group of its own and returns its output
-// (stdout and stderr); a job that fails or outlives timeout (its whole
-// process group is then killed) is an error carrying the output.
-func runJob(ctx context.Context, timeout time.Duration, argv []string) ([]byte, error) {
-	// fabrun gets -timeout itself; the grace lets it end its ranks first.
-	ctx, cancel := context.WithTimeout(ctx, timeout+10*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		return nil, fmt.Errorf("%s: no end after %v, killed: %s", strings.Join(argv, " "), timeout, out.Bytes())
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, out.Bytes())
-	}
-	return out.Bytes(), nil
 }
 
 // resultKey names one RESULT line: metric and message bytes.

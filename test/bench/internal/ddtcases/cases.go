@@ -1,4 +1,9 @@
-package main
+// Package ddtcases holds the DDTBench-like application layouts the bench
+// tools measure (test/bench/ddtbench packs them, test/bench/ddtpp sends
+// them): WRF, MILC, NAS LU and MG, FFT2, SPECFEM3D and LAMMPS, each at
+// sizes s, m and l, as a committed derived datatype together with the
+// hand-written Go loops an application would use instead of it.
+package ddtcases
 
 import (
 	"fmt"
@@ -76,12 +81,15 @@ type sizeSpec struct {
 	n    []int
 }
 
-// caseBuilders lists every layout; each is built at each of its sizes.
-var caseBuilders = []struct {
+// caseBuilder builds one layout at each of its sizes.
+type caseBuilder struct {
 	name  string
 	sizes []sizeSpec
 	build func(n []int) *Case
-}{
+}
+
+// caseBuilders lists every layout.
+var caseBuilders = []caseBuilder{
 	{"wrf_x_vec", []sizeSpec{{"s", []int{32, 16, 32}}, {"m", []int{64, 32, 64}}, {"l", []int{128, 48, 128}}}, func(n []int) *Case { return wrf(n, true, false) }},
 	{"wrf_x_sa", []sizeSpec{{"s", []int{32, 16, 32}}, {"m", []int{64, 32, 64}}, {"l", []int{128, 48, 128}}}, func(n []int) *Case { return wrf(n, true, true) }},
 	{"wrf_y_vec", []sizeSpec{{"s", []int{32, 16, 32}}, {"m", []int{64, 32, 64}}, {"l", []int{128, 48, 128}}}, func(n []int) *Case { return wrf(n, false, false) }},
@@ -813,19 +821,74 @@ func lammpsRecv(n []int, full bool) *Case {
 	return c
 }
 
-// allCases builds every case at every size.
-func allCases() []*Case {
+// All builds every case at every size, in the order of Names and of the
+// sizes s, m, l.
+func All() []*Case {
 	var out []*Case
 	for _, b := range caseBuilders {
 		for _, s := range b.sizes {
-			c := b.build(s.n)
-			c.Name, c.Size = b.name, s.name
-			c.Bytes = int64(c.Count) * c.Type.Size()
-			out = append(out, c)
+			out = append(out, b.make(s))
 		}
 	}
 	return out
 }
 
+// Names lists the layouts, in the order All builds them.
+func Names() []string {
+	out := make([]string, len(caseBuilders))
+	for i, b := range caseBuilders {
+		out[i] = b.name
+	}
+	return out
+}
+
+// Sizes are the size labels every layout is built at, smallest first.
+var Sizes = []string{"s", "m", "l"}
+
+// Build builds layout name at size label size; an unknown name or size is
+// an error.
+func Build(name, size string) (*Case, error) {
+	c, _, err := build(name, size)
+	return c, err
+}
+
+// build is Build that also returns the size parameters the case was built
+// from.
+func build(name, size string) (*Case, []int, error) {
+	for _, b := range caseBuilders {
+		if b.name != name {
+			continue
+		}
+		for _, s := range b.sizes {
+			if s.name == size {
+				return b.make(s), s.n, nil
+			}
+		}
+		return nil, nil, fmt.Errorf("ddtcases: layout %s has no size %q (want s, m or l)", name, size)
+	}
+	return nil, nil, fmt.Errorf("ddtcases: no layout %q", name)
+}
+
+// make builds b at size s and names it.
+func (b caseBuilder) make(s sizeSpec) *Case {
+	c := b.build(s.n)
+	c.Name, c.Size = b.name, s.name
+	c.Bytes = int64(c.Count) * c.Type.Size()
+	return c
+}
+
 // String names the case and size, e.g. "wrf_x_vec/m".
 func (c *Case) String() string { return fmt.Sprintf("%s/%s", c.Name, c.Size) }
+
+// Fill writes a deterministic byte pattern, chosen by seed, into b: the
+// bytes of a linear congruential generator (x ← 1664525·x + 1013904223
+// mod 2^32, starting from seed·2654435761, each byte the top 8 bits of
+// the next x). Programs in other languages reproduce it to compare
+// packed streams with these cases.
+func Fill(b []byte, seed byte) {
+	x := uint32(seed) * 2654435761
+	for i := range b {
+		x = x*1664525 + 1013904223
+		b[i] = byte(x >> 24)
+	}
+}
