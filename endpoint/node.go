@@ -346,7 +346,11 @@ func (v *vci) nodeMessage(l *nodeLink, t uint64, n int) {
 			v.posted.remove(r)
 			var m int
 			if r.reqExt != nil && r.typed != nil {
-				_, m, _, _ = l.in.TryRecvFunc(r.take) // unpacked straight from the cells
+				// Gathered out of the cells, then unpacked in one call: an
+				// unpack per 56-byte cell costs more than the copy.
+				b := v.inlineScratch(n)
+				_, m, _, _ = l.in.TryRecv(b)
+				r.take(0, b[:min(m, len(b))])
 			} else {
 				_, m, _, _ = l.in.TryRecv(r.buf)
 			}
@@ -434,18 +438,24 @@ const maxStages = 64
 
 // stage returns a staging buffer of n bytes (n ≤ the eager limit).
 func (v *vci) stage(n int) []byte {
-	if k := len(v.stages); k > 0 {
-		b := v.stages[k-1]
-		v.stages[k-1] = nil
-		v.stages = v.stages[:k-1]
-		return b[:n]
+	for i := len(v.stages) - 1; i >= 0; i-- {
+		if b := v.stages[i]; cap(b) >= n {
+			last := len(v.stages) - 1
+			v.stages[i] = v.stages[last]
+			v.stages[last] = nil
+			v.stages = v.stages[:last]
+			return b[:n]
+		}
 	}
-	return make([]byte, n, v.eagerLimit)
+	return make([]byte, n, max(n, v.eagerLimit))
 }
+
+// maxStageBytes bounds the size of a staging buffer kept for reuse.
+const maxStageBytes = 8 << 20
 
 // unstage takes back the staging buffer of a finished send.
 func (v *vci) unstage(b []byte) {
-	if len(v.stages) < maxStages && cap(b) >= v.eagerLimit {
+	if len(v.stages) < maxStages && cap(b) >= v.eagerLimit && cap(b) <= maxStageBytes {
 		v.stages = append(v.stages, b[:0])
 	}
 }
@@ -836,7 +846,10 @@ func (c *Comm) isendTypedGather(buf []byte, count int, t *ddt.Type, n, dest, tag
 	if l == nil || n <= c.v.eagerLimit {
 		return nil, false, nil
 	}
-	segs, err := t.Flatten(count, maxIovSegs)
+	// Only layouts whose blocks average minIovBlock bytes qualify:
+	// Flatten gives up past the block count that allows, so a layout of
+	// many small blocks costs next to nothing here.
+	segs, err := t.Flatten(count, min(maxIovSegs, n/minIovBlock))
 	if err != nil || len(segs) == 0 || n/len(segs) < minIovBlock {
 		return nil, false, nil
 	}
@@ -952,4 +965,12 @@ func (v *vci) nodeGather(r *Request, l *nodeLink, h rdvHeader, n int) error {
 		off += k
 	}
 	return nil
+}
+
+// inlineScratch returns v's buffer for one inline message of n bytes.
+func (v *vci) inlineScratch(n int) []byte {
+	if cap(v.scratch) < n {
+		v.scratch = make([]byte, n)
+	}
+	return v.scratch[:n]
 }

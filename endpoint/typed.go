@@ -267,10 +267,10 @@ func (c *Comm) IsendTyped(buf []byte, count int, t *ddt.Type, dest, tag int) (*R
 	if ok {
 		return c.isend(contig, dest, tag, c.ctx)
 	}
-	if r, done, err := c.isendPackedNode(&typedRecv{buf: buf, count: count, t: t, n: n}, dest, tag); done {
+	if r, done, err := c.isendTypedGather(buf, count, t, n, dest, tag); done {
 		return r, err
 	}
-	if r, done, err := c.isendTypedGather(buf, count, t, n, dest, tag); done {
+	if r, done, err := c.isendPackedNode(&typedRecv{buf: buf, count: count, t: t, n: n}, dest, tag); done {
 		return r, err
 	}
 	packed := make([]byte, n)
@@ -281,10 +281,11 @@ func (c *Comm) IsendTyped(buf []byte, count int, t *ddt.Type, dest, tag int) (*R
 }
 
 // isendPackedNode sends the non-contiguous message of layout u to a peer
-// on the node transport without a buffer of its own: packed straight into
-// the ring's cells when it fits inline, else into a staging buffer up to
-// the eager limit. done is false when the message takes another path (a
-// libfabric peer, a larger message, a ring full or busy with queued sends).
+// on the node transport without a buffer of its own: packed into the
+// ring's cells when it fits inline, else into a staging buffer of the
+// endpoint's (reused), from which the receiver copies it once; the send is
+// complete at once. done is false when the message takes another path (a
+// libfabric peer, a ring full or busy with queued sends).
 func (c *Comm) isendPackedNode(u *typedRecv, dest, tag int) (r *Request, done bool, err error) {
 	n := u.n
 	if err := c.checkPeer(dest, false); err != nil {
@@ -294,7 +295,7 @@ func (c *Comm) isendPackedNode(u *typedRecv, dest, tag int) (r *Request, done bo
 		return nil, true, err
 	}
 	l := c.link(dest)
-	if l == nil || n > c.v.eagerLimit {
+	if l == nil {
 		return nil, false, nil
 	}
 	v := c.v
@@ -311,14 +312,15 @@ func (c *Comm) isendPackedNode(u *typedRecv, dest, tag int) (r *Request, done bo
 	}
 	w := packTag(c.ctx, c.slots[dest], c.rank, tag)
 	if n <= l.inline {
-		var perr error
-		ok, err := l.out.TrySendFunc(w, n, func(off int, piece []byte) {
-			if e := u.pack(off, piece); e != nil && perr == nil {
-				perr = e
-			}
-		})
-		if err != nil || perr != nil {
-			return nil, true, fmt.Errorf("endpoint: pack %s into the ring: %w", u, errors.Join(err, perr))
+		// Packed in one call into scratch, then copied into the cells: a
+		// pack per 56-byte cell costs more than the copy.
+		b := v.inlineScratch(n)
+		if err := u.pack(0, b); err != nil {
+			return nil, true, fmt.Errorf("endpoint: pack %s: %w", u, err)
+		}
+		ok, err := l.out.TrySend(w, b)
+		if err != nil {
+			return nil, true, fmt.Errorf("endpoint: send %d bytes to rank %d: %w", n, dest, err)
 		}
 		if ok {
 			return completedRequest, true, nil

@@ -125,6 +125,7 @@ type vci struct {
 	stages     [][]byte   // staging buffers for reuse
 	freeReqs   []*Request // released requests for reuse (Request.Release)
 	chunk      []byte     // a typed receive's copy-then-unpack piece (node.go)
+	scratch    []byte     // one inline message, packed or to unpack (node.go)
 }
 
 func (v *vci) lock() {
