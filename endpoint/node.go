@@ -856,11 +856,8 @@ func (c *Comm) isendTypedGather(buf []byte, count int, t *ddt.Type, n, dest, tag
 	v := c.v
 	v.lock()
 	defer v.unlock()
-	if v.isClosed() {
-		return nil, true, fmt.Errorf("endpoint: send: %w", ErrClosed)
-	}
-	if len(v.sendq) > 0 {
-		v.flushSends() // nothing overtakes a queued send
+	if _, err := v.beginSend(); err != nil { // a queued header still goes after the queue (submit)
+		return nil, true, err
 	}
 	w := packTag(c.ctx, c.slots[dest], c.rank, tag)
 	r := &Request{v: v, c: c, kind: kSendRdv, state: stPosted, buf: buf, qrank: dest,

@@ -55,11 +55,8 @@ func (c *Comm) isend(buf []byte, dest, tag int, ctx uint16) (*Request, error) {
 	v := c.v
 	v.lock()
 	defer v.unlock()
-	if v.isClosed() {
-		return nil, fmt.Errorf("endpoint: send: %w", ErrClosed)
-	}
-	if len(v.sendq) > 0 {
-		v.flushSends() // nothing overtakes a queued send (MPI order)
+	if _, err := v.beginSend(); err != nil {
+		return nil, err
 	}
 	t := packTag(ctx, c.slots[dest], c.rank, tag)
 	if l := c.link(dest); l != nil {
@@ -131,6 +128,20 @@ func (c *Comm) isend(buf []byte, dest, tag int, ctx uint16) (*Request, error) {
 		return nil, fmt.Errorf("endpoint: rendezvous header to rank %d: %w", dest, err)
 	}
 	return r, nil
+}
+
+// beginSend prepares a send on v, locked by the caller: it fails on a
+// closed endpoint and first posts what progress left queued, since
+// nothing may overtake a queued send (MPI order); queued reports whether
+// some sends are still waiting (a new one must then be queued after them).
+func (v *vci) beginSend() (queued bool, err error) {
+	if v.isClosed() {
+		return false, fmt.Errorf("endpoint: send: %w", ErrClosed)
+	}
+	if len(v.sendq) > 0 {
+		v.flushSends()
+	}
+	return len(v.sendq) > 0, nil
 }
 
 // Irecv starts receiving into buf a message from rank src (or AnySource) with

@@ -135,6 +135,12 @@ func (c *Comm) IsendParts(parts []Part, dest, tag int) (*Request, error) {
 	if dest == ProcNull {
 		return completedRequest, nil
 	}
+	if err := c.checkPeer(dest, false); err != nil {
+		return nil, err
+	}
+	if err := checkTag(tag, false); err != nil {
+		return nil, err
+	}
 	u, err := newParts(parts)
 	if err != nil {
 		return nil, err
@@ -260,6 +266,12 @@ func (c *Comm) IsendTyped(buf []byte, count int, t *ddt.Type, dest, tag int) (*R
 	if dest == ProcNull {
 		return completedRequest, nil
 	}
+	if err := c.checkPeer(dest, false); err != nil {
+		return nil, err
+	}
+	if err := checkTag(tag, false); err != nil {
+		return nil, err
+	}
 	contig, ok, n, err := typedView(buf, count, t)
 	if err != nil {
 		return nil, err
@@ -288,12 +300,6 @@ func (c *Comm) IsendTyped(buf []byte, count int, t *ddt.Type, dest, tag int) (*R
 // libfabric peer, a ring full or busy with queued sends).
 func (c *Comm) isendPackedNode(u *typedRecv, dest, tag int) (r *Request, done bool, err error) {
 	n := u.n
-	if err := c.checkPeer(dest, false); err != nil {
-		return nil, true, err
-	}
-	if err := checkTag(tag, false); err != nil {
-		return nil, true, err
-	}
 	l := c.link(dest)
 	if l == nil {
 		return nil, false, nil
@@ -301,14 +307,8 @@ func (c *Comm) isendPackedNode(u *typedRecv, dest, tag int) (r *Request, done bo
 	v := c.v
 	v.lock()
 	defer v.unlock()
-	if v.isClosed() {
-		return nil, true, fmt.Errorf("endpoint: send: %w", ErrClosed)
-	}
-	if len(v.sendq) > 0 {
-		v.flushSends()
-		if len(v.sendq) > 0 {
-			return nil, false, nil // keep the order: the byte path queues
-		}
+	if queued, err := v.beginSend(); err != nil || queued {
+		return nil, err != nil, err // still queued: the byte path queues after them
 	}
 	w := packTag(c.ctx, c.slots[dest], c.rank, tag)
 	if n <= l.inline {

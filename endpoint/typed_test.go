@@ -256,6 +256,22 @@ func TestTypedStructsAndProcNull(t *testing.T) {
 	if _, err := a.IsendTyped(make([]byte, 64), 1, uncommitted, 1, 1); err == nil {
 		t.Fatal("uncommitted type accepted")
 	}
+	// bad peers and tags on every typed path (inline, staged, gathered)
+	for _, rows := range []int{2, 20, 100} {
+		bt, err := blockType(rows, 64, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := srcMatrix(rows, 100)
+		for _, c := range []struct{ dest, tag int }{{1, -5}, {1, endpoint.TagUB + 1}, {2, 1}, {-3, 1}} {
+			if _, err := a.IsendTyped(src, 1, bt, c.dest, c.tag); !errors.Is(err, endpoint.ErrInvalid) {
+				t.Fatalf("rows %d, dest %d tag %d: %v", rows, c.dest, c.tag, err)
+			}
+			if _, err := a.IsendParts([]endpoint.Part{{Buf: src, Count: 1, Type: bt}}, c.dest, c.tag); !errors.Is(err, endpoint.ErrInvalid) {
+				t.Fatalf("parts rows %d, dest %d tag %d: %v", rows, c.dest, c.tag, err)
+			}
+		}
+	}
 	if _, err := (endpoint.Status{Count: 12}).CountOf(ddt.Float64); !errors.Is(err, endpoint.ErrInvalid) {
 		t.Fatalf("CountOf 12 bytes of float64: %v", err)
 	}
