@@ -71,7 +71,7 @@ type vci struct {
 	repost      []int // consumed bounces, reposted by the next progress call
 	repostSpare []int
 
-	posted     rqueue  // user receives, in post order
+	posted     rqueue   // user receives, in post order
 	unexpected []unexp  // arrived, unmatched messages, in arrival order
 	unexpBase  []unexp  // the backing array unexpected restarts from when empty
 	smallFree  [][]byte // recycled payload buffers of small unexpected messages
