@@ -22,6 +22,9 @@ func OpenFabric(info *Info) (*Fabric, error) {
 	if info == nil || info.c == 0 {
 		return nil, fmt.Errorf("fabric: OpenFabric: nil info: %w", ErrInvalid)
 	}
+	if err := loadLib(); err != nil {
+		return nil, err
+	}
 	var fid C.uintptr_t
 	ret := C.weft_fabric_open(C.uintptr_t(info.c), &fid)
 	runtime.KeepAlive(info)

@@ -22,6 +22,9 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv("WEFT_FABRIC_SIGCHILD"); mode != "" {
 		os.Exit(sigChild(mode))
 	}
+	if mode := os.Getenv("WEFT_FABRIC_DLCHILD"); mode != "" {
+		os.Exit(dlChild(mode))
+	}
 	code := m.Run()
 	if code == 0 {
 		if l := LiveObjects(); len(l) != 0 {

@@ -137,9 +137,14 @@ func (i *Info) HasCaps(c Caps) bool { return i.Caps.Has(c) }
 // GetInfo returns the provider configurations that satisfy h, best first.
 // A nil h is the zero Hints. The known libfabric 1.17 quirks are applied to
 // the hints (see the package documentation) and recorded in Info.Notes.
-// When nothing matches the error wraps ErrNoProvider.
+// When nothing matches the error wraps ErrNoProvider. The first call in a
+// process loads libfabric (see Loaded); when it cannot be loaded the error
+// wraps ErrNotSupported.
 func GetInfo(h *Hints) ([]*Info, error) {
 	if err := checkSettings(); err != nil {
+		return nil, err
+	}
+	if err := loadLib(); err != nil {
 		return nil, err
 	}
 	var hh Hints
@@ -214,9 +219,13 @@ func hintsString(h *Hints) string {
 // every rank is on one node (allOnOneNode), else "verbs;ofi_rxm", then
 // "tcp;ofi_rxm". "sockets" is never chosen automatically (it degrades badly
 // when CPUs are oversubscribed). The first matching configuration is
-// returned; the error wraps ErrNoProvider when none matches.
+// returned; the error wraps ErrNoProvider when none matches, and
+// ErrNotSupported when libfabric cannot be loaded.
 func Select(h *Hints, allOnOneNode bool) (*Info, error) {
 	if err := checkSettings(); err != nil {
+		return nil, err
+	}
+	if err := loadLib(); err != nil {
 		return nil, err
 	}
 	var hh Hints

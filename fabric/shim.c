@@ -10,10 +10,17 @@
 #define EP(x) ((struct fid_ep *)(x))
 #define VOIDP(x) ((void *)(uintptr_t)(x))
 
+// The shims that call libfabric's own functions (weft_fi) return
+// -FI_ENOSYS before the library is loaded; Go loads it before any of them
+// can be reached (dl.go).
+
 int weft_getinfo(const char *prov, const struct weft_hints *h, uintptr_t *out) {
-	struct fi_info *hints = fi_allocinfo();
+	struct fi_info *hints;
 	struct fi_info *info = NULL;
 	int ret;
+	if (!weft_dl_loaded())
+		return -FI_ENOSYS;
+	hints = weft_fi.dupinfo(NULL); /* fi_allocinfo */
 	if (!hints)
 		return -FI_ENOMEM;
 	if (prov && prov[0])
@@ -29,9 +36,9 @@ int weft_getinfo(const char *prov, const struct weft_hints *h, uintptr_t *out) {
 	hints->rx_attr->msg_order = h->msg_order;
 	hints->tx_attr->op_flags = h->op_flags;
 	weft_sig_guard_begin();
-	ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, hints, &info);
+	ret = weft_fi.getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, hints, &info);
 	weft_sig_guard_end();
-	fi_freeinfo(hints);
+	weft_fi.freeinfo(hints);
 	if (ret)
 		return ret;
 	*out = (uintptr_t)info;
@@ -44,13 +51,18 @@ uintptr_t weft_dupinfo(uintptr_t info) {
 	struct fi_info *src = (struct fi_info *)info;
 	struct fi_info *next = src->next;
 	struct fi_info *dup;
+	if (!weft_dl_loaded())
+		return 0;
 	src->next = NULL;
-	dup = fi_dupinfo(src);
+	dup = weft_fi.dupinfo(src);
 	src->next = next;
 	return (uintptr_t)dup;
 }
 
-void weft_freeinfo(uintptr_t info) { fi_freeinfo((struct fi_info *)info); }
+void weft_freeinfo(uintptr_t info) {
+	if (weft_dl_loaded())
+		weft_fi.freeinfo((struct fi_info *)info);
+}
 
 void weft_info_get(uintptr_t p, struct weft_info_facts *f) {
 	struct fi_info *i = (struct fi_info *)p;
@@ -111,8 +123,10 @@ const char *weft_info_domain(uintptr_t p) {
 int weft_fabric_open(uintptr_t info, uintptr_t *out) {
 	struct fid_fabric *f = NULL;
 	int ret;
+	if (!weft_dl_loaded())
+		return -FI_ENOSYS;
 	weft_sig_guard_begin();
-	ret = fi_fabric(((struct fi_info *)info)->fabric_attr, &f, NULL);
+	ret = weft_fi.fabric(((struct fi_info *)info)->fabric_attr, &f, NULL);
 	weft_sig_guard_end();
 	*out = (uintptr_t)f;
 	return ret;
@@ -491,8 +505,6 @@ ssize_t weft_readv(uintptr_t ep, const uint64_t *segs, size_t n, uint64_t src, u
 }
 
 ssize_t weft_cancel(uintptr_t ep, uint64_t ctx) { return fi_cancel(&EP(ep)->fid, VOIDP(ctx)); }
-
-const char *weft_strerror(int err) { return fi_strerror(err); }
 
 static ssize_t weft_post_one(uintptr_t ep, const struct weft_op *o) {
 	switch (o->kind) {

@@ -55,10 +55,31 @@ struct weft_hints {
 	int64_t progress;
 };
 
+// libfabric is not linked: dl.c opens it on first use (dl.go) and resolves
+// the few functions of the library itself that the shims call. Everything
+// else (fi_domain, fi_send, fi_cq_read, ...) is an inline call through the
+// ops tables of objects those functions return. Each pointer has the type
+// of the declaration in libfabric's headers.
+struct weft_fi_fns {
+	__typeof__(fi_getinfo) *getinfo;
+	__typeof__(fi_freeinfo) *freeinfo;
+	__typeof__(fi_dupinfo) *dupinfo;
+	__typeof__(fi_fabric) *fabric;
+	__typeof__(fi_strerror) *strerror;
+};
+extern struct weft_fi_fns weft_fi;
+int weft_dl_load(const char *name, int quiet_ipath);
+const char *weft_dl_error(void);
+int weft_dl_loaded(void);
+uint64_t weft_dl_loads(void);
+
 // Signal dispositions around libfabric (sigaction.c, sigaction.go).
+void weft_sig_load_begin(void);
+void weft_sig_load_end(void);
+int weft_sig_load_restored(int sig);
+int weft_sig_in_self(int sig);
 void weft_sig_guard_begin(void);
 void weft_sig_guard_end(void);
-uint64_t weft_sig_reset_at_start(void);
 uint64_t weft_sig_grabbed_now(void);
 uint64_t weft_sig_restored(void);
 int weft_sig_guard_selftest(int sig);

@@ -9,20 +9,11 @@
 
 // Libraries that install process-wide handlers for terminating and crash
 // signals from their ELF constructors, whose handlers call exit() from
-// signal context. libfabric links them directly (its psm and psm2
-// providers), so they run before any code of this program.
+// signal context. libfabric links them (its psm and psm2 providers), so
+// their constructors run when libfabric is loaded.
 static const char *const weft_sig_grabbers[] = {
 	"libinfinipath.", "libpsm_infinipath.", "libpsm2.", "libpsm3.", "libhfi1.", NULL,
 };
-
-static uint64_t weft_sig_reset_mask;
-
-// Filled by weft_sig_preinit (sigpreinit.c), which runs before any
-// library's constructor: the dispositions the process started with, and
-// its signal mask before the terminating signals were blocked.
-int weft_sig_pre_taken;
-struct sigaction weft_sig_pre[64];
-sigset_t weft_sig_pre_mask;
 
 static void *weft_sig_fn(const struct sigaction *sa) {
 	if (sa->sa_flags & SA_SIGINFO)
@@ -46,35 +37,103 @@ static int weft_sig_grabbed(void *fn) {
 	return 0;
 }
 
-// weft_sig_reset runs after the libraries' constructors and before the Go
-// runtime installs its signal handlers (the program's own ELF constructors
-// run in between), so the runtime records the disposition the process
-// started with, not the library's handler, as the one to forward to. A
-// terminating signal that arrived during the libraries' constructors was
-// kept pending by weft_sig_preinit and is delivered here, under that
-// disposition.
-__attribute__((constructor)) static void weft_sig_reset(void) {
-	for (int s = 1; s < 64 && s < NSIG; s++) {
-		struct sigaction sa;
-		if (s == SIGKILL || s == SIGSTOP || sigaction(s, NULL, &sa) != 0)
-			continue;
-		if (!weft_sig_grabbed(weft_sig_fn(&sa)))
-			continue;
-		if (weft_sig_pre_taken && !weft_sig_grabbed(weft_sig_fn(&weft_sig_pre[s]))) {
-			sa = weft_sig_pre[s];
-		} else {
-			memset(&sa, 0, sizeof(sa));
-			sa.sa_handler = SIG_DFL;
-			sigemptyset(&sa.sa_mask);
-		}
-		if (sigaction(s, &sa, NULL) == 0)
-			weft_sig_reset_mask |= 1ULL << s;
-	}
-	if (weft_sig_pre_taken)
-		pthread_sigmask(SIG_SETMASK, &weft_sig_pre_mask, NULL);
+static void *weft_sig_self_base(void) {
+	Dl_info d;
+	if (dladdr((void *)weft_sig_self_base, &d))
+		return d.dli_fbase;
+	return NULL;
 }
 
-uint64_t weft_sig_reset_at_start(void) { return weft_sig_reset_mask; }
+// weft_sig_own reports whether fn lies in this program (the executable, or
+// the shared object fabric is linked into): the Go runtime's handler, or
+// one the program installed itself.
+static int weft_sig_own(void *fn) {
+	Dl_info d;
+	void *self = weft_sig_self_base();
+	return fn && self && dladdr(fn, &d) && d.dli_fbase == self;
+}
+
+// Guarded calls, and the load, are serialised so that one's saved state
+// never holds another's change.
+static pthread_mutex_t weft_sig_guard_mu = PTHREAD_MUTEX_INITIALIZER;
+
+// The load: every disposition is saved before libfabric is opened and put
+// back afterwards where the load changed it, unless the new handler lies
+// in this program (another thread of the program installed it meanwhile,
+// as signal.Notify does). SIGHUP, SIGINT, SIGQUIT and SIGTERM are blocked
+// in the loading thread meanwhile, so that this thread, which holds the
+// dynamic loader's lock during the load, never runs a library's handler;
+// in a program with other threads that is all a mask can do (dl.go).
+#define WEFT_SIG_ALL 65 /* signals 1..64 */
+static struct sigaction weft_sig_load_saved[WEFT_SIG_ALL];
+static unsigned char weft_sig_load_have[WEFT_SIG_ALL];
+static unsigned char weft_sig_load_undone[WEFT_SIG_ALL];
+static sigset_t weft_sig_load_mask;
+static int weft_sig_load_masked;
+
+static int weft_sig_same(const struct sigaction *a, const struct sigaction *b) {
+	if (a->sa_handler != b->sa_handler || a->sa_flags != b->sa_flags)
+		return 0;
+	for (int s = 1; s < WEFT_SIG_ALL && s < NSIG; s++)
+		if (sigismember(&a->sa_mask, s) != sigismember(&b->sa_mask, s))
+			return 0;
+	return 1;
+}
+
+void weft_sig_load_begin(void) {
+	sigset_t block;
+	pthread_mutex_lock(&weft_sig_guard_mu);
+	for (int s = 1; s < WEFT_SIG_ALL && s < NSIG; s++) {
+		memset(&weft_sig_load_saved[s], 0, sizeof(weft_sig_load_saved[s]));
+		weft_sig_load_have[s] = s != SIGKILL && s != SIGSTOP &&
+				sigaction(s, NULL, &weft_sig_load_saved[s]) == 0;
+	}
+	sigemptyset(&block);
+	sigaddset(&block, SIGHUP);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGQUIT);
+	sigaddset(&block, SIGTERM);
+	weft_sig_load_masked = pthread_sigmask(SIG_BLOCK, &block, &weft_sig_load_mask) == 0;
+}
+
+void weft_sig_load_end(void) {
+	for (int s = 1; s < WEFT_SIG_ALL && s < NSIG; s++) {
+		struct sigaction cur;
+		if (!weft_sig_load_have[s])
+			continue;
+		memset(&cur, 0, sizeof(cur));
+		if (sigaction(s, NULL, &cur) != 0 || weft_sig_same(&cur, &weft_sig_load_saved[s]))
+			continue;
+		if (weft_sig_own(weft_sig_fn(&cur)))
+			continue;
+		if (sigaction(s, &weft_sig_load_saved[s], NULL) == 0)
+			weft_sig_load_undone[s] = 1;
+	}
+	// A signal this thread kept pending is delivered here, under the
+	// disposition just put back.
+	if (weft_sig_load_masked)
+		pthread_sigmask(SIG_SETMASK, &weft_sig_load_mask, NULL);
+	pthread_mutex_unlock(&weft_sig_guard_mu);
+}
+
+int weft_sig_load_restored(int sig) {
+	int r;
+	if (sig <= 0 || sig >= WEFT_SIG_ALL)
+		return 0;
+	pthread_mutex_lock(&weft_sig_guard_mu);
+	r = weft_sig_load_undone[sig];
+	pthread_mutex_unlock(&weft_sig_guard_mu);
+	return r;
+}
+
+// weft_sig_in_self reports whether sig's handler now lies in this program.
+int weft_sig_in_self(int sig) {
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	if (sig <= 0 || sig >= NSIG || sigaction(sig, NULL, &sa) != 0)
+		return 0;
+	return weft_sig_own(weft_sig_fn(&sa));
+}
 
 uint64_t weft_sig_grabbed_now(void) {
 	uint64_t m = 0;
@@ -91,19 +150,10 @@ uint64_t weft_sig_grabbed_now(void) {
 // The guard: the dispositions of the classic signals are saved before a
 // libfabric call that may load or initialise providers and restored after
 // it where the call installed a handler from outside this program (a
-// provider library loaded or initialised by the call). Guarded calls are
-// serialised so that one call's saved state never holds another's change.
+// provider library loaded or initialised by the call).
 #define WEFT_SIG_GUARD_MAX 32
-static pthread_mutex_t weft_sig_guard_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct sigaction weft_sig_saved[WEFT_SIG_GUARD_MAX];
 static uint64_t weft_sig_restored_mask;
-
-static void *weft_sig_self_base(void) {
-	Dl_info d;
-	if (dladdr((void *)weft_sig_self_base, &d))
-		return d.dli_fbase;
-	return NULL;
-}
 
 void weft_sig_guard_begin(void) {
 	pthread_mutex_lock(&weft_sig_guard_mu);
@@ -113,19 +163,15 @@ void weft_sig_guard_begin(void) {
 }
 
 void weft_sig_guard_end(void) {
-	void *self = NULL;
 	for (int s = 1; s < WEFT_SIG_GUARD_MAX; s++) {
 		struct sigaction cur;
 		void *fn;
-		Dl_info d;
 		if (s == SIGKILL || s == SIGSTOP || weft_sig_saved[s].sa_handler == SIG_ERR || sigaction(s, NULL, &cur) != 0)
 			continue;
 		fn = weft_sig_fn(&cur);
 		if (!fn || fn == weft_sig_fn(&weft_sig_saved[s]))
 			continue;
-		if (!self)
-			self = weft_sig_self_base();
-		if (dladdr(fn, &d) && d.dli_fbase == self)
+		if (weft_sig_own(fn))
 			continue; // this program's own (the Go runtime's) handler
 		if (sigaction(s, &weft_sig_saved[s], NULL) == 0)
 			weft_sig_restored_mask |= 1ULL << s;

@@ -63,24 +63,15 @@ func openClose(info *Info) error {
 	return f.Close()
 }
 
-// TestSignalHandlersNotGrabbed checks the process's dispositions: no
-// signal is handled by the libraries that libfabric loads (libinfinipath
-// installs its handler for SIGINT and SIGTERM from its constructor), also
-// after the calls that initialise providers; and the guard around those
-// calls undoes a foreign handler installed during one.
+// TestSignalHandlersNotGrabbed checks the process's dispositions after the
+// calls that load libfabric and initialise providers: no signal is handled
+// by the libraries that libfabric loads (libinfinipath installs handlers
+// for SIGINT and SIGTERM from its constructor unless told not to), and the
+// guard around those calls undoes a foreign handler installed during one.
+// (libfabric's shm provider installs handlers of its own when it opens an
+// endpoint, which remove its shared-memory files and pass the signal on
+// to the handler they replaced; TestSignalAfterInit covers them.)
 func TestSignalHandlersNotGrabbed(t *testing.T) {
-	maps, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bytes.Contains(maps, []byte("libinfinipath.")) {
-		want := uint64(1)<<syscall.SIGINT | 1<<syscall.SIGTERM
-		if got := sigResetAtStart(); got&want != want {
-			t.Errorf("libinfinipath is loaded, but the handlers reset at start are %#x, want SIGINT and SIGTERM (%#x) among them", got, want)
-		}
-	} else {
-		t.Logf("libinfinipath not loaded; handlers reset at start: %#x", sigResetAtStart())
-	}
 	infos, err := GetInfo(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -99,8 +90,9 @@ func TestSignalHandlersNotGrabbed(t *testing.T) {
 
 // TestSignalDuringInit sends SIGTERM or SIGINT to real processes at
 // staggered moments of their start and of the fabric's initialisation
-// (inside the libraries' constructors, the Go runtime's start, GetInfo,
-// OpenFabric, OpenDomain): every one must die from that signal, promptly.
+// (the Go runtime's start, the load of libfabric and its libraries'
+// constructors in the first GetInfo, GetInfo, OpenFabric, OpenDomain):
+// every one must die from that signal, promptly.
 func TestSignalDuringInit(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -137,9 +129,10 @@ func TestSignalDuringInit(t *testing.T) {
 				sig = syscall.SIGINT
 			}
 			// A third of the signals are sent at a delay after the start
-			// (0 to 290 ms: the libraries' constructors and the runtime's
-			// start), the rest at 0 to 60 ms after the child reported it
-			// is in the initialisation loop.
+			// (0 to 290 ms: the runtime's start, then the first GetInfo,
+			// which loads libfabric), the rest at 0 to 60 ms after the
+			// child reported it is in the initialisation loop (most
+			// during the load, which takes ≈ 200 ms).
 			early := i%3 == 0
 			delay := time.Duration(i*10%300) * time.Millisecond
 			if !early {
