@@ -16,7 +16,7 @@
 // build and one of the previous commit): each one's hello joins the
 // rotation, and the first is the one reported as weft's. With -json it
 // writes benchrec records (JSON lines) per rank count: tool "startup",
-// metric "wall" (ms) of case fabrun-hello-PROVIDER against ref
+// metric "wall" (ms) of case fabrun-PROG-PROVIDER (PROG: -prog) against ref
 // "mpiexec.hydra", the same for libfabric-floor-PROVIDER, and metric
 // "over-floor" of fabrun-hello-PROVIDER: the median per-round excess over
 // the floor in ms, with ratio hello ÷ floor; the hello of a further build
@@ -68,6 +68,7 @@ func run() error {
 	ranks := flag.String("n", "1,4", "comma-separated rank counts")
 	rounds := flag.Int("rounds", 11, "jobs per launcher and rank count")
 	provider := flag.String("provider", "shm", "provider for the weft job")
+	prog := flag.String("prog", "hello", "the weft program in each -bin directory: hello (examples/hello, libfabric directly) or ephello (test/bench/startup/ephello, the endpoint package)")
 	jsonOut := flag.Bool("json", false, "write benchrec records (JSON lines)")
 	flag.Parse()
 	if *rounds < 1 {
@@ -86,7 +87,7 @@ func run() error {
 		if d = strings.TrimSpace(d); d == "" {
 			return fmt.Errorf("-bin %q: empty directory name", *bins)
 		}
-		for _, p := range []string{filepath.Join(d, "fabrun"), filepath.Join(d, "hello")} {
+		for _, p := range []string{filepath.Join(d, "fabrun"), filepath.Join(d, *prog)} {
 			if _, err := os.Stat(p); err != nil {
 				return fmt.Errorf("%w (build with: go build -o %s/ ./cmd/... ./examples/...)", err, d)
 			}
@@ -114,8 +115,8 @@ func run() error {
 		np := strconv.Itoa(n)
 		var jobs []*job
 		for _, d := range dirs {
-			jobs = append(jobs, &job{label: "fabrun hello", build: d,
-				argv: []string{filepath.Join(d, "fabrun"), "-n", np, "--provider", *provider, filepath.Join(d, "hello")}})
+			jobs = append(jobs, &job{label: "fabrun " + *prog, build: d,
+				argv: []string{filepath.Join(d, "fabrun"), "-n", np, "--provider", *provider, filepath.Join(d, *prog)}})
 		}
 		var floor, mpi *job
 		if floorProg != "" {
@@ -149,9 +150,9 @@ func run() error {
 			case j == mpi:
 				continue
 			case i == 0:
-				cs = "fabrun-hello-" + *provider
+				cs = "fabrun-" + *prog + "-" + *provider
 			default:
-				cs = "fabrun-hello-" + *provider + "@" + j.build
+				cs = "fabrun-" + *prog + "-" + *provider + "@" + j.build
 			}
 			r := benchrec.Record{Tool: "startup", Area: "launch", Case: cs, Size: np,
 				Metric: "wall", Unit: "ms", Value: median(j.times), Reps: *rounds, Stat: "median"}
