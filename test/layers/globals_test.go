@@ -33,6 +33,7 @@ var globalExceptions = map[string]string{
 	"ddt/TestJITMode":        "body runs in a child process (testenv.InChild)",
 	"jit/TestForcedFallback": "body runs in a child process (testenv.InChild)",
 	"jit/weftJITOffChild":    "child process of TestWEFTJITOff",
+	"fabric/dlChild":         "child process of the libfabric load tests (TestLoad*)",
 }
 
 // TestNoGlobalMutation: no _test.go file calls a process-wide setter
