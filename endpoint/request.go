@@ -252,8 +252,8 @@ func (r *Request) goneErr() error {
 // On a crowded node (more endpoints of a communicator on this machine
 // than cores, crowded) spinning only keeps the peer being waited for off
 // the core: every empty poll then gives the core to other processes
-// (sched_yield), as Open MPI does on oversubscribed nodes; callers call
-// idle on every poll then.
+// (sched_yield) or to the process's other goroutines, in turn, as Open
+// MPI yields on oversubscribed nodes; callers call idle on every poll then.
 func idle(spins int, crowded bool) {
 	if crowded {
 		if spins >= spinFree {
@@ -269,8 +269,11 @@ func idle(spins int, crowded bool) {
 	waitPolicy.Idle(nil, spins)
 }
 
-// crowdedPolicy yields to other processes on every poll.
-var crowdedPolicy = wait.Policy{Name: "endpoint-crowded", YieldEvery: 1, OSYieldEvery: 1}
+// crowdedPolicy yields on every poll, alternately to the goroutines of
+// this process (endpoints of one process are each other's peers: a wait
+// that only gave the core to other processes would keep its P until the
+// runtime preempted it, milliseconds later) and to other processes.
+var crowdedPolicy = wait.Policy{Name: "endpoint-crowded", YieldEvery: 1, OSYieldEvery: 2}
 
 // anyCrowded reports whether a request of reqs is on a crowded endpoint.
 func anyCrowded(reqs []*Request) bool {
