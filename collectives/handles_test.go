@@ -1,0 +1,54 @@
+package collectives_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	C "github.com/weft-hpc/weft/collectives"
+)
+
+// TestBatteryHandles: every collective over the endpoint handles of one
+// process, communicator sizes 1 to 8.
+func TestBatteryHandles(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 4, 5, 7, 8} {
+		t.Run(fmt.Sprintf("p%d", n), func(t *testing.T) {
+			eps := handles(t, n)
+			runHandles(t, tctx(t, 120*time.Second), eps, nil, func(ctx context.Context, c *C.Coll) error {
+				return battery(ctx, c, false)
+			})
+		})
+	}
+}
+
+// TestBigHandles: the ~1 MiB cases (uint8 data movers, float64 sums).
+func TestBigHandles(t *testing.T) {
+	for _, n := range []int{2, 3, 4, 5, 7, 8} {
+		t.Run(fmt.Sprintf("p%d", n), func(t *testing.T) {
+			eps := handles(t, n)
+			runHandles(t, tctx(t, 120*time.Second), eps, nil, func(ctx context.Context, c *C.Coll) error {
+				e := newEnv(ctx, c)
+				if err := movers(e, "uint8", genUint8, []int{1 << 20}); err != nil {
+					return err
+				}
+				return reductions(e, "float64", genFloat, C.Sum[float64](), []int{1<<17 + 1}, false)
+			})
+		})
+	}
+}
+
+// TestDeterministic: in deterministic mode every reduction algorithm
+// gives the serial rank-order fold bit for bit, on float64 values of
+// widely spread magnitudes (where the order of additions shows) and on a
+// non-commutative operation.
+func TestDeterministic(t *testing.T) {
+	for _, n := range []int{2, 3, 4, 5, 7, 8} {
+		t.Run(fmt.Sprintf("p%d", n), func(t *testing.T) {
+			eps := handles(t, n)
+			runHandles(t, tctx(t, 120*time.Second), eps, []C.Option{C.Deterministic(true)}, func(ctx context.Context, c *C.Coll) error {
+				return detBattery(ctx, c, []int{0, 1, 37, 1000})
+			})
+		})
+	}
+}
