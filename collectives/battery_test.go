@@ -56,12 +56,22 @@ func (e *env) roots() []int {
 	return rs
 }
 
+// noise is a table of pseudo-random words; mix picks from it by rank,
+// index and call, cheaply enough for the 1 MiB cases.
+var noise = func() []uint64 {
+	t := make([]uint64, 4099) // prime: the rank and call offsets below stay distinct
+	x := uint64(0x9E3779B97F4A7C15)
+	for i := range t {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		t[i] = x
+	}
+	return t
+}()
+
 func mix(r, i, salt int) uint64 {
-	x := uint64(r)*0x9E3779B97F4A7C15 ^ uint64(i)*0xC2B2AE3D27D4EB4F ^ uint64(salt)*0x165667B19E3779F9
-	x ^= x >> 29
-	x *= 0xBF58476D1CE4E5B9
-	x ^= x >> 32
-	return x
+	return noise[(uint(i)+uint(r)*613+uint(salt)*1409)%uint(len(noise))] ^ uint64(r)<<40
 }
 
 // gen makes element i of rank r's data for call salt.
@@ -526,9 +536,14 @@ func reductions[T comparable](e *env, tname string, g gen[T], op C.Op[T], counts
 				}
 			}
 		}
+		nb := n // ReduceScatterBlock's block; the whole input is p·nb
+		if n > 4096 {
+			nb = n / p
+		}
 		for _, alg := range []C.Algorithm{C.Ring, C.Pairwise} {
 			_ = c.SetAlgorithm(C.CollReduceScatter, alg)
 			for _, inPlace := range []bool{false, true} {
+				n := nb
 				salt := e.next("ReduceScatterBlock[%s,%s] n=%d %s inplace=%v", tname, op, n, alg, inPlace)
 				xs := contributions(g, p, p*n, salt)
 				full := foldRanks(op, xs, 0, p)
@@ -614,11 +629,6 @@ func battery(ctx context.Context, c *C.Coll, big bool) error {
 	if err := movers(e, "uint8", genUint8, counts); err != nil {
 		return err
 	}
-	if big {
-		if err := movers(e, "uint8", genUint8, []int{1 << 20}); err != nil {
-			return err
-		}
-	}
 	for _, op := range []C.Op[int32]{C.Sum[int32](), C.Prod[int32](), C.Min[int32](), C.Max[int32](), C.BXor[int32](), C.LAnd[int32](), C.LOr[int32]()} {
 		if err := reductions(e, "int32", genInt[int32], op, counts, false); err != nil {
 			return err
@@ -649,9 +659,42 @@ func battery(ctx context.Context, c *C.Coll, big bool) error {
 		return err
 	}
 	if big {
-		if err := reductions(e, "float64", genFloat, C.Sum[float64](), []int{1 << 17}, false); err != nil {
+		if err := bigBattery(ctx, c); err != nil {
 			return err
 		}
+	}
+	return C.Barrier(ctx, c) // see detBattery
+}
+
+// bigBattery runs the ~1 MiB cases: Bcast and the reductions (float64
+// sums) of 1 MiB messages, the other data movers with results of ~1 MiB
+// (blocks of 1 MiB / p per rank) of uint8.
+func bigBattery(ctx context.Context, c *C.Coll) error {
+	e := newEnv(ctx, c)
+	n := 1<<20 + 3
+	for _, alg := range []C.Algorithm{C.Binomial, C.ScatterAllgather, C.Linear} {
+		_ = c.SetAlgorithm(C.CollBcast, alg)
+		for _, root := range e.roots() {
+			salt := e.next("Bcast[uint8] n=%d %s root=%d", n, alg, root)
+			buf, want := make([]uint8, n), make([]uint8, n)
+			fillGen(want, genUint8, root, salt)
+			if e.r == root {
+				copy(buf, want)
+			}
+			if err := e.call(C.Bcast(ctx, c, buf, root)); err != nil {
+				return err
+			}
+			if err := check(e, buf, want); err != nil {
+				return err
+			}
+		}
+	}
+	_ = c.SetAlgorithm(C.CollBcast, C.Auto)
+	if err := movers(e, "uint8", genUint8, []int{(1<<20)/e.p + 1}); err != nil {
+		return err
+	}
+	if err := reductions(e, "float64", genFloat, C.Sum[float64](), []int{1<<17 + 1}, false); err != nil {
+		return err
 	}
 	return C.Barrier(ctx, c)
 }
@@ -667,5 +710,11 @@ func detBattery(ctx context.Context, c *C.Coll, counts []int) error {
 	if err := reductions(e, "float64", genWide, C.Sum[float64](), counts, true); err != nil {
 		return err
 	}
-	return reductions(e, "aff", genAff, compose, counts, true)
+	if err := reductions(e, "aff", genAff, compose, counts, true); err != nil {
+		return err
+	}
+	// A process that returns from its last collective may still owe a
+	// peer the data of a send (read from it after the send completed): a
+	// barrier before World.Close.
+	return C.Barrier(ctx, c)
 }

@@ -145,25 +145,53 @@ func (c *Coll) Algorithm(k Collective, nbytes int) Algorithm {
 // Free releases the handle's private communicator. It is local and
 // idempotent. If a message of a collective that no call of this rank
 // matched is waiting (another rank called a collective this one did
-// not, or with other arguments), Free still releases everything and
-// returns an error wrapping ErrInvalid that says so.
+// not, or with other arguments), Free returns an error wrapping
+// ErrInvalid that says so.
+//
+// After a failed collective, or with such a message waiting, the handle's
+// communicator may still receive messages of the failed call: Free then
+// drops what has arrived but keeps the communicator's context id in use
+// (it is released by World.Close), so that a late message can never match
+// a communicator made later.
 func (c *Coll) Free() error {
 	if c == nil || c.freed {
 		return nil
 	}
 	c.freed = true
+	c.scratch = [3][]uint64{}
 	var err error
-	if c.broken == nil {
+	keep := c.broken != nil
+	if !keep {
 		if ok, st, perr := c.comm.Iprobe(endpoint.AnySource, endpoint.AnyTag); perr == nil && ok {
 			err = fmt.Errorf("collectives: free: a message from rank %d matched no collective of this rank (%s): %w",
 				st.Source, describeTag(st.Tag, c.seq), ErrInvalid)
+			keep = true
 		}
 	}
-	c.scratch = [3][]uint64{}
-	if ferr := c.comm.Free(); ferr != nil {
-		err = errors.Join(err, fmt.Errorf("collectives: free: %w", ferr))
+	if keep {
+		c.drain()
+		return err
 	}
-	return err
+	if ferr := c.comm.Free(); ferr != nil {
+		return fmt.Errorf("collectives: free: %w", ferr)
+	}
+	return nil
+}
+
+// drain receives and drops the messages waiting on the private
+// communicator (bounded in time).
+func (c *Coll) drain() {
+	ctx, cancel := context.WithTimeout(context.Background(), abortWaitTime)
+	defer cancel()
+	for ctx.Err() == nil {
+		ok, st, err := c.comm.Iprobe(endpoint.AnySource, endpoint.AnyTag)
+		if err != nil || !ok {
+			return
+		}
+		if _, err := c.comm.Recv(ctx, make([]byte, st.Count), st.Source, st.Tag); err != nil {
+			return
+		}
+	}
 }
 
 // callID is a public collective function (one per entry point).
@@ -278,6 +306,9 @@ func (c *Coll) enter(id callID) error {
 // ready fixes the call's signature and tag and, in checked mode, agrees
 // on it with every rank.
 func (c *Coll) ready(ctx context.Context, s callSig) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("context ended before the call: %w", err)
+	}
 	c.sig = s.hash()
 	c.tag = int(c.seq&seqMask)<<sigBits | (int(c.sig%sigMask) + 1)
 	if !c.cfg.check || c.size == 1 {

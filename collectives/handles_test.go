@@ -22,17 +22,17 @@ func TestBatteryHandles(t *testing.T) {
 	}
 }
 
-// TestBigHandles: the ~1 MiB cases (uint8 data movers, float64 sums).
+// TestBigHandles: the ~1 MiB cases (see bigBattery).
 func TestBigHandles(t *testing.T) {
-	for _, n := range []int{2, 3, 4, 5, 7, 8} {
+	sizes := []int{2, 3, 4, 5, 7, 8}
+	if testing.Short() {
+		sizes = []int{3} // -short (the race detector's run): one size past a power of two
+	}
+	for _, n := range sizes {
 		t.Run(fmt.Sprintf("p%d", n), func(t *testing.T) {
 			eps := handles(t, n)
 			runHandles(t, tctx(t, 120*time.Second), eps, nil, func(ctx context.Context, c *C.Coll) error {
-				e := newEnv(ctx, c)
-				if err := movers(e, "uint8", genUint8, []int{1 << 20}); err != nil {
-					return err
-				}
-				return reductions(e, "float64", genFloat, C.Sum[float64](), []int{1<<17 + 1}, false)
+				return bigBattery(ctx, c)
 			})
 		})
 	}
