@@ -381,7 +381,7 @@ func (c *Coll) fail(err error) error {
 	var pa *peerAbort
 	if !errors.As(err, &pa) {
 		code := byte(abortAbandon)
-		if errors.Is(err, ErrInvalid) || errors.Is(err, ErrTruncated) {
+		if errors.Is(err, ErrInvalid) || errors.Is(err, ErrTruncated) || errors.Is(err, ErrOutOfRange) {
 			code = abortInvalid
 		}
 		c.abort(code)

@@ -22,4 +22,7 @@ var (
 	ErrCanceled = errs.ErrCanceled
 	// ErrPeerGone reports a wait on a rank whose process has exited.
 	ErrPeerGone = errs.ErrPeerGone
+	// ErrOutOfRange reports elements of a datatype outside their buffer
+	// (ddt.ErrBounds).
+	ErrOutOfRange = errs.ErrOutOfRange
 )
