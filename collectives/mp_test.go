@@ -8,6 +8,7 @@ package collectives_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -148,5 +149,40 @@ func TestDeterministicProcs(t *testing.T) {
 	}
 	if err := c.Free(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPeerExit: a rank whose process exits while the others wait for it
+// in a collective makes their calls fail with ErrPeerGone (or with the
+// abort notice of a rank that saw it first) within seconds, not at their
+// contexts' deadline. The ranks run unsupervised (launchtest.RunMayDie).
+func TestPeerExit(t *testing.T) {
+	testenv.Short(t, "a process leaving mid-collective")
+	if !launchtest.IsWorker() {
+		launchtest.RunMayDie(t, 3, "shm", 60*time.Second, []int{2}, endpoint.EnvNodeTransport+"=native")
+		return
+	}
+	w := initWorld(t)
+	ctx := tctx(t, 50*time.Second)
+	c, err := C.New(ctx, w.Comm())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := C.Barrier(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Rank() == 2 {
+		time.Sleep(50 * time.Millisecond) // the others are waiting in Allreduce
+		os.Exit(0)
+	}
+	start := time.Now()
+	err = C.Allreduce(ctx, c, nil, make([]float64, 4), C.Sum[float64]())
+	took := time.Since(start)
+	t.Logf("rank %d: %v after %v", c.Rank(), err, took)
+	if !errors.Is(err, C.ErrPeerGone) && !errors.Is(err, C.ErrCanceled) {
+		t.Fatalf("Allreduce with rank 2 gone: %v, want ErrPeerGone", err)
+	}
+	if took > 10*time.Second {
+		t.Fatalf("Allreduce with rank 2 gone took %v", took)
 	}
 }
