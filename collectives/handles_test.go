@@ -7,6 +7,7 @@ import (
 	"time"
 
 	C "github.com/weft-hpc/weft/collectives"
+	"github.com/weft-hpc/weft/endpoint"
 )
 
 // TestBatteryHandles: every collective over the endpoint handles of one
@@ -51,4 +52,23 @@ func TestDeterministic(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestBatteryShared: the battery over handles that share one locked
+// endpoint (CreateEndpoints with endpoint.Shared).
+func TestBatteryShared(t *testing.T) {
+	ctx := tctx(t, 60*time.Second)
+	handles(t, 1) // the singleton world
+	eps, err := single.w.Comm().CreateEndpoints(ctx, 4, endpoint.Shared(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, e := range eps {
+			e.Free()
+		}
+	}()
+	runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+		return battery(ctx, c, false)
+	})
 }

@@ -74,9 +74,11 @@ func scanChain[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], exc
 	var out []T // prefix of 0..r, for r+1
 	switch {
 	case !excl:
-		copy(res, src)
 		if r > 0 {
-			op.right(res, prev)
+			op.left(prev, src) // the prefix on the left, as the serial fold
+			copy(res, prev)
+		} else {
+			copy(res, src)
 		}
 		out = res
 	case r == 0:
