@@ -31,6 +31,7 @@ const (
 var collNames = [numColl]string{"", "barrier", "bcast", "reduce", "allreduce", "gather", "scatter",
 	"allgather", "allgatherv", "alltoall", "reducescatter", "scan"}
 
+// String returns the collective's name, as in WEFT_TUNE's coll* keys.
 func (k Collective) String() string {
 	if k == 0 || k >= numColl {
 		return fmt.Sprintf("Collective(%d)", int(k))
@@ -61,6 +62,7 @@ const (
 var algNames = [numAlg]string{"auto", "linear", "binomial", "dissemination", "scatterallgather",
 	"recdbl", "rabenseifner", "ring", "bruck", "pairwise", "rsgather"}
 
+// String returns the algorithm's name, as WEFT_TUNE's coll* keys take it.
 func (a Algorithm) String() string {
 	if a >= numAlg {
 		return fmt.Sprintf("Algorithm(%d)", int(a))
