@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/errs"
@@ -28,6 +29,7 @@ func TestSentinelIdentity(t *testing.T) {
 			{"ddt.ErrInvalid", ddt.ErrInvalid},
 			{"fabric.ErrInvalid", fabric.ErrInvalid},
 			{"job.ErrInvalid", job.ErrInvalid},
+			{"collectives.ErrInvalid", collectives.ErrInvalid},
 		},
 		errs.ErrNotSupported: {
 			{"endpoint.ErrNotSupported", endpoint.ErrNotSupported},
@@ -39,12 +41,13 @@ func TestSentinelIdentity(t *testing.T) {
 			{"onesided.ErrClosed", onesided.ErrClosed},
 			{"fabric.ErrClosed", fabric.ErrClosed},
 			{"job.ErrClosed", job.ErrClosed},
+			{"collectives.ErrClosed", collectives.ErrClosed},
 		},
 		errs.ErrTimeout:    {{"onesided.ErrTimeout", onesided.ErrTimeout}},
-		errs.ErrPeerGone:   {{"endpoint.ErrPeerGone", endpoint.ErrPeerGone}, {"onesided.ErrPeerGone", onesided.ErrPeerGone}},
-		errs.ErrTruncated:  {{"endpoint.ErrTruncated", endpoint.ErrTruncated}, {"fabric.ErrTruncated", fabric.ErrTruncated}},
-		errs.ErrCanceled:   {{"endpoint.ErrCanceled", endpoint.ErrCanceled}, {"fabric.ErrCanceled", fabric.ErrCanceled}},
-		errs.ErrOutOfRange: {{"onesided.ErrOutOfRange", onesided.ErrOutOfRange}, {"ddt.ErrBounds", ddt.ErrBounds}},
+		errs.ErrPeerGone:   {{"endpoint.ErrPeerGone", endpoint.ErrPeerGone}, {"onesided.ErrPeerGone", onesided.ErrPeerGone}, {"collectives.ErrPeerGone", collectives.ErrPeerGone}},
+		errs.ErrTruncated:  {{"endpoint.ErrTruncated", endpoint.ErrTruncated}, {"fabric.ErrTruncated", fabric.ErrTruncated}, {"collectives.ErrTruncated", collectives.ErrTruncated}},
+		errs.ErrCanceled:   {{"endpoint.ErrCanceled", endpoint.ErrCanceled}, {"fabric.ErrCanceled", fabric.ErrCanceled}, {"collectives.ErrCanceled", collectives.ErrCanceled}},
+		errs.ErrOutOfRange: {{"onesided.ErrOutOfRange", onesided.ErrOutOfRange}, {"ddt.ErrBounds", ddt.ErrBounds}, {"collectives.ErrOutOfRange", collectives.ErrOutOfRange}},
 	}
 	for want, names := range same {
 		for _, n := range names {

@@ -59,6 +59,12 @@ var Registry = []Setting{
 		Doc: "directory of the files node-local windows map"},
 	{Env: "WEFT_NODE_ID", Package: "onesided", Kind: String, Default: "",
 		Doc: "overrides the node identity (hostname and boot id) that decides which ranks share memory"},
+	{Env: "WEFT_COLL_DETERMINISTIC", Package: "collectives", Kind: Bool, Default: "false",
+		Option: "collectives.Deterministic",
+		Doc:    "reductions combine in rank order, so a result is bitwise the same whatever the algorithm"},
+	{Env: "WEFT_COLL_CHECK", Package: "collectives", Kind: Bool, Default: "false",
+		Option: "collectives.WithChecks",
+		Doc:    "every collective first checks that all ranks called it with the same arguments (one extra round)"},
 
 	// fabrun's own variables: each is the default of the flag named in Option.
 	{Env: "WEFT_NP", Package: "fabrun", Kind: Int, Default: "", Min: 1, Max: 1 << 20, Option: "-n, -np", Doc: "number of ranks"},

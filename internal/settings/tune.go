@@ -68,6 +68,25 @@ type Tuning struct {
 	JITRTUNTMin  int64
 	JITDualMap   bool
 
+	// collectives: algorithm per collective ("auto": by size) and the
+	// size from which the large-message algorithm is used
+	CollBcast          string
+	CollReduce         string
+	CollAllreduce      string
+	CollGather         string
+	CollScatter        string
+	CollAllgather      string
+	CollAllgatherv     string
+	CollAlltoall       string
+	CollReduceScatter  string
+	CollScan           string
+	CollBcastLarge     int64
+	CollReduceLarge    int64
+	CollAllreduceLarge int64
+	CollGatherLarge    int64
+	CollAllgatherLarge int64
+	CollAlltoallLarge  int64
+
 	set []string // keys given in WEFT_TUNE
 }
 
@@ -137,6 +156,23 @@ var Knobs = []Knob{
 	{Key: "jitrtntmin", Pkg: "jit", Kind: Int, Default: "auto", Min: 0, Max: 1 << 62, Old: "WEFT_JIT_RT_NT_MIN", Doc: "register-tiled pack: non-temporal stores from this many bytes per call (default: twice the L2 size)", field: func(t *Tuning) any { return &t.JITRTNTMin }},
 	{Key: "jitrtuntmin", Pkg: "jit", Kind: Int, Default: "auto", Min: 0, Max: 1 << 62, Old: "WEFT_JIT_RT_UNT_MIN", Doc: "register-tiled unpack: non-temporal stores from this many bytes per call (default: the last-level cache size)", field: func(t *Tuning) any { return &t.JITRTUNTMin }},
 	{Key: "jitdualmap", Pkg: "jit", Kind: Bool, Default: "1", Old: "WEFT_JIT_DUAL_MAP", Doc: "W^X by two views (RW, RX) of one memfd, no system call per compile; 0: mprotect per compile, no writable alias of code ever", field: func(t *Tuning) any { return &t.JITDualMap }},
+
+	{Key: "collbcast", Pkg: "collectives", Kind: Enum, Default: "auto", Allowed: []string{"auto", "binomial", "scatterallgather", "linear"}, Doc: "Bcast algorithm (auto: binomial, scatter + ring allgather from collbcastlarge on 3 ranks or more)", field: func(t *Tuning) any { return &t.CollBcast }},
+	{Key: "collreduce", Pkg: "collectives", Kind: Enum, Default: "auto", Allowed: []string{"auto", "binomial", "rsgather", "linear"}, Doc: "Reduce algorithm (auto: binomial, ring reduce-scatter + gather from collreducelarge)", field: func(t *Tuning) any { return &t.CollReduce }},
+	{Key: "collallreduce", Pkg: "collectives", Kind: Enum, Default: "auto", Allowed: []string{"auto", "recdbl", "rabenseifner", "ring"}, Doc: "Allreduce algorithm (auto: recursive doubling, Rabenseifner from collallreducelarge)", field: func(t *Tuning) any { return &t.CollAllreduce }},
+	{Key: "collgather", Pkg: "collectives", Kind: Enum, Default: "auto", Allowed: []string{"auto", "binomial", "linear"}, Doc: "Gather algorithm (auto: binomial, linear from collgatherlarge)", field: func(t *Tuning) any { return &t.CollGather }},
+	{Key: "collscatter", Pkg: "collectives", Kind: Enum, Default: "auto", Allowed: []string{"auto", "binomial", "linear"}, Doc: "Scatter algorithm (auto: binomial, linear from collgatherlarge)", field: func(t *Tuning) any { return &t.CollScatter }},
+	{Key: "collallgather", Pkg: "collectives", Kind: Enum, Default: "auto", Allowed: []string{"auto", "bruck", "ring"}, Doc: "Allgather algorithm (auto: Bruck, ring from collallgatherlarge)", field: func(t *Tuning) any { return &t.CollAllgather }},
+	{Key: "collallgatherv", Pkg: "collectives", Kind: Enum, Default: "auto", Allowed: []string{"auto", "linear", "ring"}, Doc: "Allgatherv algorithm (auto: linear, ring from collallgatherlarge)", field: func(t *Tuning) any { return &t.CollAllgatherv }},
+	{Key: "collalltoall", Pkg: "collectives", Kind: Enum, Default: "auto", Allowed: []string{"auto", "linear", "pairwise"}, Doc: "Alltoall and Alltoallv algorithm (auto: linear, pairwise from collalltoalllarge)", field: func(t *Tuning) any { return &t.CollAlltoall }},
+	{Key: "collreducescatter", Pkg: "collectives", Kind: Enum, Default: "auto", Allowed: []string{"auto", "ring", "pairwise"}, Doc: "ReduceScatterBlock algorithm (auto: ring; pairwise, in rank order, for non-commutative operations and deterministic mode)", field: func(t *Tuning) any { return &t.CollReduceScatter }},
+	{Key: "collscan", Pkg: "collectives", Kind: Enum, Default: "auto", Allowed: []string{"auto", "recdbl", "linear"}, Doc: "Scan and Exscan algorithm (auto: recursive doubling; a linear chain in deterministic mode)", field: func(t *Tuning) any { return &t.CollScan }},
+	{Key: "collbcastlarge", Pkg: "collectives", Kind: Int, Default: "256K", Min: 0, Max: maxCount, Doc: "bytes from which Bcast scatters and allgathers", field: func(t *Tuning) any { return &t.CollBcastLarge }},
+	{Key: "collreducelarge", Pkg: "collectives", Kind: Int, Default: "64K", Min: 0, Max: maxCount, Doc: "bytes from which Reduce reduce-scatters and gathers", field: func(t *Tuning) any { return &t.CollReduceLarge }},
+	{Key: "collallreducelarge", Pkg: "collectives", Kind: Int, Default: "8K", Min: 0, Max: maxCount, Doc: "bytes from which Allreduce uses Rabenseifner's algorithm", field: func(t *Tuning) any { return &t.CollAllreduceLarge }},
+	{Key: "collgatherlarge", Pkg: "collectives", Kind: Int, Default: "4K", Min: 0, Max: maxCount, Doc: "bytes per rank from which Gather and Scatter are linear", field: func(t *Tuning) any { return &t.CollGatherLarge }},
+	{Key: "collallgatherlarge", Pkg: "collectives", Kind: Int, Default: "64K", Min: 0, Max: maxCount, Doc: "bytes of the whole result from which Allgather and Allgatherv use the ring", field: func(t *Tuning) any { return &t.CollAllgatherLarge }},
+	{Key: "collalltoalllarge", Pkg: "collectives", Kind: Int, Default: "16K", Min: 0, Max: maxCount, Doc: "bytes per block from which Alltoall and Alltoallv exchange pairwise", field: func(t *Tuning) any { return &t.CollAlltoallLarge }},
 }
 
 // Defaults returns the tuning with every knob at its default.

@@ -1,0 +1,670 @@
+package collectives
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+	"unsafe"
+
+	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/progress"
+	"github.com/weft-hpc/weft/internal/settings"
+	"github.com/weft-hpc/weft/internal/wait"
+)
+
+// Coll is a collectives handle over a communicator: every collective of
+// this package takes one. New duplicates the communicator, and the
+// handle's messages travel on that private duplicate, so they never match
+// the user's point-to-point messages on the communicator, nor those of
+// another handle over it.
+//
+// A handle is a rank of its communicator and, like an endpoint handle,
+// is driven by one goroutine at a time: over the handles of
+// endpoint.Comm.CreateEndpoints, each handle's goroutine creates its own
+// Coll and calls the collectives on it. Every rank calls the same
+// collectives in the same order, with matching arguments (MPI's rule);
+// see docs/collectives.md for what a mismatch does.
+type Coll struct {
+	parent *endpoint.Comm
+	comm   *endpoint.Comm // private duplicate of parent: all traffic
+	rank   int
+	size   int
+	cfg    config
+
+	seq  uint32 // calls so far
+	call callID // the call in progress
+	tag  int    // its message tag
+	sig  uint64 // its arguments' signature
+
+	// the round in flight
+	reqs []*endpoint.Request
+	peer []int // per request: destination or source rank
+	want []int // per request: bytes a receive expects; -1 for a send
+
+	crowded bool  // more ranks of the communicator on this machine than cores: waits yield every poll
+	broken  error // the failure that left the communicator unknown
+	freed   bool
+	scratch [3][]uint64
+}
+
+// New returns a collectives handle over comm; it is collective over comm
+// (it calls comm.Dup) and bounded by ctx. Options configure algorithm
+// selection and the deterministic and checked modes; every rank must
+// give the same. Free releases the handle.
+func New(ctx context.Context, comm *endpoint.Comm, opts ...Option) (*Coll, error) {
+	if comm == nil || comm.Size() == 0 {
+		return nil, fmt.Errorf("collectives: New on a nil communicator: %w", ErrInvalid)
+	}
+	cfg, err := defaults()
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("collectives: nil option: %w", ErrInvalid)
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	d, err := comm.Dup(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("collectives: duplicate the communicator: %w", err)
+	}
+	return &Coll{parent: comm, comm: d, rank: d.Rank(), size: d.Size(), cfg: cfg, crowded: crowded(d)}, nil
+}
+
+// crowded reports whether the communicator's ranks on this machine
+// outnumber its cores (WEFT_TUNE epwait, as endpoint's waits: auto decides
+// so, spin never, yield always).
+func crowded(c *endpoint.Comm) bool {
+	t, _ := settings.Tune()
+	switch t.EPWait {
+	case "spin":
+		return false
+	case "yield":
+		return true
+	}
+	_, n := c.NodeLocal()
+	return n > runtime.NumCPU()
+}
+
+// Rank returns this handle's rank (its rank in the communicator); -1 for
+// a nil handle.
+func (c *Coll) Rank() int {
+	if c == nil {
+		return -1
+	}
+	return c.rank
+}
+
+// Size returns the number of ranks; 0 for a nil handle.
+func (c *Coll) Size() int {
+	if c == nil {
+		return 0
+	}
+	return c.size
+}
+
+// Comm returns the communicator the handle was created over (not its
+// private duplicate).
+func (c *Coll) Comm() *endpoint.Comm {
+	if c == nil {
+		return nil
+	}
+	return c.parent
+}
+
+// Deterministic reports whether the handle's reductions combine in rank
+// order (see the Deterministic option).
+func (c *Coll) Deterministic() bool { return c != nil && c.cfg.det }
+
+// SetAlgorithm forces collective k to use algorithm a from the next call
+// on (Auto: by size again), as the WithAlgorithm option does at New. It is
+// local: every rank must make the same change between the same two
+// collectives.
+func (c *Coll) SetAlgorithm(k Collective, a Algorithm) error {
+	if c == nil {
+		return fmt.Errorf("collectives: SetAlgorithm on a nil handle: %w", ErrInvalid)
+	}
+	return c.cfg.setAlg(k, a)
+}
+
+// Algorithm returns the algorithm collective k would use now for a
+// message of nbytes (the forced one, or the choice by size).
+func (c *Coll) Algorithm(k Collective, nbytes int) Algorithm {
+	if c == nil || k == 0 || k >= numColl {
+		return Auto
+	}
+	return c.cfg.pick(k, nbytes, c.size)
+}
+
+// Free releases the handle's private communicator. It is local and
+// idempotent. If a message of a collective that no call of this rank
+// matched is waiting (another rank called a collective this one did
+// not, or with other arguments), Free returns an error wrapping
+// ErrInvalid that says so.
+//
+// After a failed collective, or with such a message waiting, the handle's
+// communicator may still receive messages of the failed call: Free then
+// drops what has arrived but keeps the communicator's context id in use
+// (it is released by World.Close), so that a late message can never match
+// a communicator made later.
+func (c *Coll) Free() error {
+	if c == nil || c.freed {
+		return nil
+	}
+	c.freed = true
+	c.scratch = [3][]uint64{}
+	var err error
+	keep := c.broken != nil
+	if !keep {
+		if ok, st, perr := c.comm.Iprobe(endpoint.AnySource, endpoint.AnyTag); perr == nil && ok {
+			err = fmt.Errorf("collectives: free: a message from rank %d matched no collective of this rank (%s): %w",
+				st.Source, describeTag(st.Tag, c.seq), ErrInvalid)
+			keep = true
+		}
+	}
+	if keep {
+		c.drain()
+		return err
+	}
+	if ferr := c.comm.Free(); ferr != nil {
+		return fmt.Errorf("collectives: free: %w", ferr)
+	}
+	return nil
+}
+
+// drain receives and drops the messages waiting on the private
+// communicator (bounded in time).
+func (c *Coll) drain() {
+	ctx, cancel := context.WithTimeout(context.Background(), abortWaitTime)
+	defer cancel()
+	for ctx.Err() == nil {
+		ok, st, err := c.comm.Iprobe(endpoint.AnySource, endpoint.AnyTag)
+		if err != nil || !ok {
+			return
+		}
+		if _, err := c.comm.Recv(ctx, make([]byte, st.Count), st.Source, st.Tag); err != nil {
+			return
+		}
+	}
+}
+
+// callID is a public collective function (one per entry point).
+type callID uint8
+
+const (
+	callBarrier callID = iota + 1
+	callBcast
+	callReduce
+	callAllreduce
+	callGather
+	callGatherv
+	callScatter
+	callScatterv
+	callAllgather
+	callAllgatherv
+	callAlltoall
+	callAlltoallv
+	callReduceScatterBlock
+	callScan
+	callExscan
+	callBcastTyped
+)
+
+var callNames = map[callID]string{
+	callBarrier: "Barrier", callBcast: "Bcast", callReduce: "Reduce", callAllreduce: "Allreduce",
+	callGather: "Gather", callGatherv: "Gatherv", callScatter: "Scatter", callScatterv: "Scatterv",
+	callAllgather: "Allgather", callAllgatherv: "Allgatherv", callAlltoall: "Alltoall",
+	callAlltoallv: "Alltoallv", callReduceScatterBlock: "ReduceScatterBlock", callScan: "Scan",
+	callExscan: "Exscan", callBcastTyped: "BcastTyped",
+}
+
+func (id callID) String() string { return callNames[id] }
+
+// Message tags on the private communicator (22 bits): a flag for abort
+// notices, then the call's sequence number modulo 128 and a 14-bit
+// signature of its arguments. Every message of one call carries the same
+// tag: between two ranks the messages of a call match in the order they
+// were sent (MPI's non-overtaking rule), and a message with another tag
+// from a rank this one waits on shows a mismatch (check).
+const (
+	sigBits   = 14
+	seqBits   = 7
+	sigMask   = 1<<sigBits - 1
+	seqMask   = 1<<seqBits - 1
+	abortTag  = 1 << (sigBits + seqBits)
+	verifySig = 0 // the argument check's own messages
+
+	abortInvalid  = 1 // the aborting rank saw a mismatch or a bad argument
+	abortAbandon  = 2 // its context ended, or it failed otherwise
+	abortWaitTime = 200 * time.Millisecond
+	cleanupWait   = 5 * time.Second
+	firstCheck    = time.Millisecond
+	maxCheck      = 100 * time.Millisecond
+	keepScratch   = 4 << 20 // scratch buffers larger than this are dropped after a call
+)
+
+// describeTag says, for an error message, which call a tag belongs to as
+// seen from a handle that has made seq calls.
+func describeTag(tag int, seq uint32) string {
+	if tag&abortTag != 0 {
+		return "an abort notice"
+	}
+	s := uint32(tag>>sigBits) & seqMask
+	if s == seq&seqMask {
+		return fmt.Sprintf("call %d, with other arguments or another collective", seq)
+	}
+	return fmt.Sprintf("call %d modulo %d", s, seqMask+1)
+}
+
+// callSig is what every rank must agree on for a call.
+type callSig struct {
+	call  callID
+	root  int
+	count int // elements, or -1 where ranks' counts may differ
+	esize int
+	op    uint8
+	alg   Algorithm
+}
+
+func (s callSig) hash() uint64 {
+	h := uint64(14695981039346656037)
+	for _, v := range [...]uint64{uint64(s.call), uint64(int64(s.root)), uint64(int64(s.count)),
+		uint64(s.esize), uint64(s.op), uint64(s.alg)} {
+		for i := 0; i < 8; i++ {
+			h ^= v & 0xff
+			h *= 1099511628211
+			v >>= 8
+		}
+	}
+	return h
+}
+
+// enter starts a call: it refuses a nil, freed or broken handle (nothing
+// is sent then) and numbers the call. Every error after enter goes
+// through fail.
+func (c *Coll) enter(id callID) error {
+	if c == nil || c.comm == nil {
+		return fmt.Errorf("collectives: %s on a nil handle: %w", id, ErrInvalid)
+	}
+	if c.freed {
+		return fmt.Errorf("collectives: %s on a freed handle: %w", id, ErrClosed)
+	}
+	if c.broken != nil {
+		return fmt.Errorf("collectives: %s on a handle whose earlier collective failed (%v): %w", id, c.broken, ErrClosed)
+	}
+	c.seq++
+	c.call = id
+	return nil
+}
+
+// ready fixes the call's signature and tag and, in checked mode, agrees
+// on it with every rank.
+func (c *Coll) ready(ctx context.Context, s callSig) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("context ended before the call: %w", err)
+	}
+	c.sig = s.hash()
+	c.tag = int(c.seq&seqMask)<<sigBits | (int(c.sig%sigMask) + 1)
+	if !c.cfg.check || c.size == 1 {
+		return nil
+	}
+	tag := c.tag
+	c.tag = int(c.seq&seqMask)<<sigBits | verifySig
+	// Max of (sig, ^sig) over all ranks gives the largest and the smallest
+	// signature: dissemination, as max is idempotent.
+	var mine, in [2]uint64
+	mine[0], mine[1] = c.sig, ^c.sig
+	mb := unsafe.Slice((*byte)(unsafe.Pointer(&mine[0])), 16)
+	ib := unsafe.Slice((*byte)(unsafe.Pointer(&in[0])), 16)
+	for dist := 1; dist < c.size; dist <<= 1 {
+		if err := c.recv(ib, (c.rank-dist+c.size)%c.size); err != nil {
+			return err
+		}
+		if err := c.send(mb, (c.rank+dist)%c.size); err != nil {
+			return err
+		}
+		if err := c.wait(ctx); err != nil {
+			return err
+		}
+		mine[0], mine[1] = max(mine[0], in[0]), max(mine[1], in[1])
+	}
+	c.tag = tag
+	if mine[0] != c.sig || ^mine[1] != c.sig {
+		return &verifyErr{fmt.Errorf("ranks called %s #%d with different collectives or arguments (root, count, element size, operation or algorithm): %w", c.call, c.seq, ErrInvalid)}
+	}
+	return nil
+}
+
+// verifyErr is a mismatch every rank found in the argument check: the
+// communicator is clean, nothing to abort.
+type verifyErr struct{ error }
+
+func (e *verifyErr) Unwrap() error { return e.error }
+
+// peerAbort is the abort notice of another rank.
+type peerAbort struct{ error }
+
+func (e *peerAbort) Unwrap() error { return e.error }
+
+// done ends a call: nil, or the failure (see fail).
+func (c *Coll) done(err error) error {
+	if err != nil {
+		return c.fail(err)
+	}
+	for i := range c.scratch {
+		if cap(c.scratch[i])*8 > keepScratch {
+			c.scratch[i] = nil
+		}
+	}
+	return nil
+}
+
+// fail ends a failed call: receives still posted are cancelled (and waited
+// for, so that nothing is written into the caller's buffers after the
+// call returns), the other ranks get an abort notice so that their waits
+// for this rank end, and the handle is marked broken (its communicator
+// may hold messages of the failed call). A mismatch every rank saw in the
+// argument check leaves the handle usable.
+func (c *Coll) fail(err error) error {
+	err = fmt.Errorf("collectives: %s (call %d, rank %d of %d): %w", c.call, c.seq, c.rank, c.size, err)
+	c.abandon()
+	var ve *verifyErr
+	if errors.As(err, &ve) {
+		return err
+	}
+	var pa *peerAbort
+	if !errors.As(err, &pa) {
+		code := byte(abortAbandon)
+		if errors.Is(err, ErrInvalid) || errors.Is(err, ErrTruncated) || errors.Is(err, ErrOutOfRange) {
+			code = abortInvalid
+		}
+		c.abort(code)
+	}
+	c.broken = err
+	return err
+}
+
+// abandon cancels the receives of the round in flight and waits, bounded,
+// for them to end; sends cannot be cancelled and are left to complete.
+func (c *Coll) abandon() {
+	for i, r := range c.reqs {
+		if c.want[i] >= 0 && !r.Done() {
+			_ = r.Cancel()
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupWait)
+	defer cancel()
+	for i, r := range c.reqs {
+		if c.want[i] >= 0 {
+			_, _ = r.Wait(ctx)
+		}
+	}
+	c.reqs, c.peer, c.want = c.reqs[:0], c.peer[:0], c.want[:0]
+}
+
+// abort tells every other rank that this one gave up call c.seq.
+func (c *Coll) abort(code byte) {
+	if c.size == 1 {
+		return
+	}
+	msg := make([]byte, 8)
+	binary.LittleEndian.PutUint32(msg, c.seq)
+	msg[4] = code
+	rs := make([]*endpoint.Request, 0, c.size-1)
+	for r := 0; r < c.size; r++ {
+		if r == c.rank {
+			continue
+		}
+		if q, err := c.comm.Isend(msg, r, abortTag); err == nil {
+			rs = append(rs, q)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), abortWaitTime)
+	defer cancel()
+	_ = endpoint.WaitAll(ctx, rs...)
+}
+
+// send posts a send of b to rank dst in the round in flight.
+func (c *Coll) send(b []byte, dst int) error {
+	r, err := c.comm.Isend(b, dst, c.tag)
+	if err != nil {
+		return err
+	}
+	c.reqs, c.peer, c.want = append(c.reqs, r), append(c.peer, dst), append(c.want, -1)
+	return nil
+}
+
+// recv posts a receive of exactly len(b) bytes from rank src.
+func (c *Coll) recv(b []byte, src int) error {
+	r, err := c.comm.Irecv(b, src, c.tag)
+	if err != nil {
+		return err
+	}
+	c.reqs, c.peer, c.want = append(c.reqs, r), append(c.peer, src), append(c.want, len(b))
+	return nil
+}
+
+// sendrecv posts a receive from src and a send to dst, and waits for both.
+func (c *Coll) sendrecv(ctx context.Context, sb []byte, dst int, rb []byte, src int) error {
+	if err := c.recv(rb, src); err != nil {
+		return err
+	}
+	if err := c.send(sb, dst); err != nil {
+		return err
+	}
+	return c.wait(ctx)
+}
+
+// wait completes the round in flight: every request, each receive with
+// exactly the bytes it expects. It polls the requests itself, giving the
+// processor to other goroutines between polls (the handles of one process
+// are goroutines, and a poll loop that only yields to other processes
+// would keep the one it waits for off its P until the runtime preempts,
+// milliseconds later), and to other processes on a crowded node. From
+// time to time it looks for what would keep it waiting for ever (check),
+// and after a second for a peer process that exited (a bounded
+// endpoint.WaitAll, which watches for that).
+func (c *Coll) wait(ctx context.Context) error {
+	start := 0 // c.reqs[:start] are complete
+	done := ctx.Done()
+	var t0 time.Time
+	next, peerCheck := firstCheck, peerCheckAfter
+	for spins := 1; ; spins++ {
+		for start < len(c.reqs) {
+			if ok, _, _ := c.reqs[start].Test(); !ok {
+				break
+			}
+			start++
+		}
+		if start == len(c.reqs) {
+			break
+		}
+		if spins%pollClock == 0 {
+			if done != nil {
+				select {
+				case <-done:
+					return fmt.Errorf("waiting for %s: %w", c.waitingFor(), ctx.Err())
+				default:
+				}
+			}
+			if t0.IsZero() {
+				t0 = time.Now()
+			} else if el := time.Since(t0); el >= next {
+				if err := c.check(); err != nil {
+					return err
+				}
+				next = el + min(el, maxCheck)
+				if el >= peerCheck {
+					if err := c.peerGone(ctx); err != nil {
+						return err
+					}
+					peerCheck = el + peerCheckAfter
+				}
+			}
+		}
+		c.pause(spins)
+	}
+	for i, r := range c.reqs {
+		_, st, err := r.Test()
+		if err != nil {
+			return c.reqErr(i, err)
+		}
+		if c.want[i] >= 0 && st.Count != c.want[i] {
+			return fmt.Errorf("rank %d sent %d bytes where %d were expected (counts differ between ranks): %w",
+				c.peer[i], st.Count, c.want[i], ErrInvalid)
+		}
+	}
+	for _, r := range c.reqs {
+		_ = r.Release()
+	}
+	c.reqs, c.peer, c.want = c.reqs[:0], c.peer[:0], c.want[:0]
+	return nil
+}
+
+// Wait pacing: see wait.
+const (
+	pollClock      = 64          // polls between two looks at the context and the clock
+	spinPolls      = 256         // polls before an uncrowded wait starts yielding
+	peerCheckAfter = time.Second // waiting time between two checks for exited peers
+	peerCheckSpan  = 150 * time.Millisecond
+)
+
+var (
+	crowdedPolicy = wait.Policy{Name: "collectives-crowded", YieldEvery: 1, OSYieldEvery: 2}
+	spinPolicy    = wait.Policy{Name: "collectives", SpinPolls: spinPolls, YieldEvery: 16, OSYieldEvery: 4}
+)
+
+// pause paces the poll loop of wait after poll spins.
+func (c *Coll) pause(spins int) {
+	if c.crowded {
+		if spins >= spinPolls {
+			progress.PollAll()
+		}
+		crowdedPolicy.Idle(nil, spins)
+		return
+	}
+	if spins%spinPolicy.YieldEvery != 0 || !spinPolicy.Spun(spins) {
+		return
+	}
+	progress.PollAll()
+	spinPolicy.Idle(nil, spins)
+}
+
+// peerGone waits on the round for a while through endpoint.WaitAll, which
+// reports a peer whose process has exited (ErrPeerGone).
+func (c *Coll) peerGone(ctx context.Context) error {
+	wctx, cancel := context.WithTimeout(ctx, peerCheckSpan)
+	defer cancel()
+	err := endpoint.WaitAll(wctx, c.reqs...)
+	if err == nil || ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+		return nil // the caller's loop sees completion and the context
+	}
+	return c.requestErr(err)
+}
+
+// waitingFor names, for an error, the ranks the round still waits on.
+func (c *Coll) waitingFor() string {
+	var rs []int
+	for i, r := range c.reqs {
+		if !r.Done() && len(rs) < 8 {
+			rs = append(rs, c.peer[i])
+		}
+	}
+	if len(rs) == 0 {
+		return "the round to complete"
+	}
+	return fmt.Sprintf("ranks %v", rs)
+}
+
+// requestErr turns WaitAll's error into the failed request's.
+func (c *Coll) requestErr(err error) error {
+	for i, r := range c.reqs {
+		if ok, _, rerr := r.Test(); ok && rerr != nil {
+			return c.reqErr(i, rerr)
+		}
+	}
+	return err
+}
+
+func (c *Coll) reqErr(i int, err error) error {
+	if c.want[i] < 0 {
+		return fmt.Errorf("send to rank %d: %w", c.peer[i], err)
+	}
+	if errors.Is(err, ErrTruncated) {
+		return fmt.Errorf("rank %d sent more than the %d bytes expected (counts differ between ranks): %w", c.peer[i], c.want[i], err)
+	}
+	return fmt.Errorf("receive from rank %d: %w", c.peer[i], err)
+}
+
+// check looks, while a round waits, for what would keep it waiting: an
+// abort notice from any rank, a request that failed, or, from a rank a
+// receive waits on, a message of another call or another collective
+// (between two ranks the messages of one call come in order and carry
+// the same tag, so one with another tag ahead of the one awaited means
+// that the ranks disagree).
+func (c *Coll) check() error {
+	ok, st, err := c.comm.Iprobe(endpoint.AnySource, abortTag)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return c.aborted(st.Source)
+	}
+	for i, r := range c.reqs {
+		done, _, rerr := r.Test()
+		if done {
+			if rerr != nil {
+				return c.reqErr(i, rerr)
+			}
+			continue
+		}
+		if c.want[i] < 0 {
+			continue
+		}
+		ok, st, err := c.comm.Iprobe(c.peer[i], endpoint.AnyTag)
+		if err != nil {
+			return err
+		}
+		// Iprobe drove progress: the awaited message may have matched
+		// the receive just before a later one was queued.
+		if ok && st.Tag != c.tag && !r.Done() {
+			return fmt.Errorf("rank %d sent a message of %s where this rank is at %s #%d: %w",
+				c.peer[i], describeTag(st.Tag, c.seq), c.call, c.seq, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// aborted receives rank src's abort notice and returns it as an error.
+func (c *Coll) aborted(src int) error {
+	var b [8]byte
+	ctx, cancel := context.WithTimeout(context.Background(), abortWaitTime)
+	defer cancel()
+	if _, err := c.comm.Recv(ctx, b[:], src, abortTag); err != nil {
+		return fmt.Errorf("abort notice from rank %d: %w", src, err)
+	}
+	seq := binary.LittleEndian.Uint32(b[:])
+	if b[4] == abortInvalid {
+		return &peerAbort{fmt.Errorf("rank %d gave up its call %d on a mismatch or a bad argument: %w", src, seq, ErrInvalid)}
+	}
+	return &peerAbort{fmt.Errorf("rank %d abandoned its call %d: %w", src, seq, ErrCanceled)}
+}
+
+// buf returns scratch buffer i of n bytes, 8-byte aligned, reused between
+// calls (its contents are undefined).
+func (c *Coll) buf(i, n int) []byte {
+	w := (n + 7) / 8
+	if cap(c.scratch[i]) < w {
+		c.scratch[i] = make([]uint64, w)
+	}
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(c.scratch[i][:w]))), n)
+}

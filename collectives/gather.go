@@ -1,0 +1,513 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+	"sort"
+)
+
+// Gather collects every rank's send, in rank order, into root's recv:
+// len(recv) at the root is Size()·len(send), and len(send) is the same on
+// every rank. recv is not used on other ranks. In place: the root passes
+// send == nil, its own part already at recv[root·n:(root+1)·n]. Small
+// blocks are gathered up a binomial tree, large ones straight to the root.
+func Gather[T any](ctx context.Context, c *Coll, send, recv []T, root int) error {
+	if err := c.enter(callGather); err != nil {
+		return err
+	}
+	es, err := elemSize[T]()
+	if err != nil {
+		return c.fail(err)
+	}
+	if err := c.checkRoot(root); err != nil {
+		return c.fail(err)
+	}
+	n, inPlace := len(send), false
+	if c.rank == root {
+		if send == nil {
+			if len(recv)%c.size != 0 {
+				return c.fail(fmt.Errorf("in-place gather into %d elements, not a multiple of %d ranks: %w", len(recv), c.size, ErrInvalid))
+			}
+			n, inPlace = len(recv)/c.size, true
+		} else if err := checkLen("recv", len(recv), c.size*n); err != nil {
+			return c.fail(err)
+		} else if overlap(bytesOf(send), bytesOf(recv)) {
+			return c.fail(errAlias)
+		}
+	}
+	alg := c.cfg.pick(CollGather, n*es, c.size)
+	if err := c.ready(ctx, callSig{call: callGather, root: root, count: n, esize: es, alg: alg}); err != nil {
+		return c.fail(err)
+	}
+	var all []byte
+	if c.rank == root {
+		all = bytesOf(recv)
+	}
+	mine := bytesOf(send)
+	if inPlace {
+		mine = all[root*n*es : (root+1)*n*es]
+	}
+	if alg == Linear {
+		return c.done(c.gatherLinear(ctx, mine, all, root))
+	}
+	return c.done(c.gatherBinomial(ctx, mine, all, root))
+}
+
+var errAlias = fmt.Errorf("send and recv overlap (pass send == nil for the in-place form): %w", ErrInvalid)
+
+func checkLen(what string, got, want int) error {
+	if got != want {
+		return fmt.Errorf("len(%s) = %d, want %d: %w", what, got, want, ErrInvalid)
+	}
+	return nil
+}
+
+// gatherLinear: the root receives each rank's block straight into all.
+func (c *Coll) gatherLinear(ctx context.Context, mine, all []byte, root int) error {
+	if c.rank != root {
+		if err := c.send(mine, root); err != nil {
+			return err
+		}
+		return c.wait(ctx)
+	}
+	n := len(mine)
+	for r := 0; r < c.size; r++ {
+		if r != root {
+			if err := c.recv(all[r*n:(r+1)*n], r); err != nil {
+				return err
+			}
+		}
+	}
+	copy(all[root*n:], mine)
+	return c.wait(ctx)
+}
+
+// lowbit is the lowest set bit of v; for the root (v = 0) a power of two
+// at least p.
+func lowbit(v, p int) int {
+	if v == 0 {
+		m := 1
+		for m < p {
+			m <<= 1
+		}
+		return m
+	}
+	return v & -v
+}
+
+// gatherBinomial: in ranks relative to the root, rank v collects the
+// blocks of its subtree, v .. v+lowbit(v)-1, from its children v+2^j and
+// sends them to v - lowbit(v); the root puts them in rank order into all.
+func (c *Coll) gatherBinomial(ctx context.Context, mine, all []byte, root int) error {
+	p, n := c.size, len(mine)
+	if p == 1 {
+		copy(all, mine)
+		return nil
+	}
+	v := (c.rank - root + p) % p
+	lb := lowbit(v, p)
+	sub := min(lb, p-v) // blocks of my subtree
+	var tmp []byte
+	switch {
+	case sub == 1:
+		tmp = mine
+	case v == 0 && root == 0:
+		tmp = all
+		copy(tmp, mine)
+	default:
+		tmp = c.buf(0, sub*n)
+		copy(tmp, mine)
+	}
+	for mask := 1; mask < lb && v+mask < p; mask <<= 1 {
+		cn := min(mask, p-v-mask)
+		if err := c.recv(tmp[mask*n:(mask+cn)*n], (v+mask+root)%p); err != nil {
+			return err
+		}
+	}
+	if err := c.wait(ctx); err != nil {
+		return err
+	}
+	if v != 0 {
+		if err := c.send(tmp[:sub*n], (v-lb+root)%p); err != nil {
+			return err
+		}
+		return c.wait(ctx)
+	}
+	if root != 0 {
+		for i := 0; i < p; i++ {
+			copy(all[((i+root)%p)*n:], tmp[i*n:(i+1)*n])
+		}
+	}
+	return nil
+}
+
+// Scatter sends block r of root's send, send[r·n:(r+1)·n], to rank r's
+// recv, n = len(recv) the same on every rank; len(send) at the root is
+// Size()·n, and send is not used elsewhere. In place: the root passes
+// recv == nil and its block stays where it is in send. Small blocks go
+// down a binomial tree, large ones straight from the root.
+func Scatter[T any](ctx context.Context, c *Coll, send, recv []T, root int) error {
+	if err := c.enter(callScatter); err != nil {
+		return err
+	}
+	es, err := elemSize[T]()
+	if err != nil {
+		return c.fail(err)
+	}
+	if err := c.checkRoot(root); err != nil {
+		return c.fail(err)
+	}
+	n, inPlace := len(recv), false
+	if c.rank == root {
+		if recv == nil {
+			if len(send)%c.size != 0 {
+				return c.fail(fmt.Errorf("in-place scatter of %d elements, not a multiple of %d ranks: %w", len(send), c.size, ErrInvalid))
+			}
+			n, inPlace = len(send)/c.size, true
+		} else if err := checkLen("send", len(send), c.size*n); err != nil {
+			return c.fail(err)
+		} else if overlap(bytesOf(send), bytesOf(recv)) {
+			return c.fail(errAlias)
+		}
+	}
+	alg := c.cfg.pick(CollScatter, n*es, c.size)
+	if err := c.ready(ctx, callSig{call: callScatter, root: root, count: n, esize: es, alg: alg}); err != nil {
+		return c.fail(err)
+	}
+	var all []byte
+	if c.rank == root {
+		all = bytesOf(send)
+	}
+	mine := bytesOf(recv)
+	if inPlace {
+		mine = all[root*n*es : (root+1)*n*es]
+	}
+	if alg == Linear {
+		return c.done(c.scatterLinear(ctx, all, mine, root))
+	}
+	return c.done(c.scatterBinomial(ctx, all, mine, root))
+}
+
+func (c *Coll) scatterLinear(ctx context.Context, all, mine []byte, root int) error {
+	if c.rank != root {
+		if err := c.recv(mine, root); err != nil {
+			return err
+		}
+		return c.wait(ctx)
+	}
+	n := len(mine)
+	for i := 1; i < c.size; i++ {
+		r := (root + i) % c.size
+		if err := c.send(all[r*n:(r+1)*n], r); err != nil {
+			return err
+		}
+	}
+	copy(mine, all[root*n:(root+1)*n])
+	return c.wait(ctx)
+}
+
+// scatterBinomial mirrors gatherBinomial: rank v receives the blocks of
+// its subtree from v - lowbit(v) and hands each child v+2^j its part.
+func (c *Coll) scatterBinomial(ctx context.Context, all, mine []byte, root int) error {
+	p, n := c.size, len(mine)
+	if p == 1 {
+		copy(mine, all)
+		return nil
+	}
+	v := (c.rank - root + p) % p
+	lb := lowbit(v, p)
+	sub := min(lb, p-v)
+	var tmp []byte
+	switch {
+	case sub == 1:
+		tmp = mine
+	case v == 0 && root == 0:
+		tmp = all
+	case v == 0:
+		tmp = c.buf(0, p*n)
+		for i := 0; i < p; i++ {
+			copy(tmp[i*n:(i+1)*n], all[((i+root)%p)*n:])
+		}
+	default:
+		tmp = c.buf(0, sub*n)
+	}
+	if v != 0 {
+		if err := c.recv(tmp[:sub*n], (v-lb+root)%p); err != nil {
+			return err
+		}
+		if err := c.wait(ctx); err != nil {
+			return err
+		}
+	}
+	for mask := lb >> 1; mask > 0; mask >>= 1 {
+		if v+mask < p {
+			cn := min(mask, p-v-mask)
+			if err := c.send(tmp[mask*n:(mask+cn)*n], (v+mask+root)%p); err != nil {
+				return err
+			}
+		}
+	}
+	if sub > 1 {
+		copy(mine, tmp[:n])
+	}
+	return c.wait(ctx)
+}
+
+// Allgather collects every rank's send, in rank order, into every rank's
+// recv: len(recv) is Size()·len(send), len(send) the same on every rank.
+// In place: send == nil, each rank's own block already at
+// recv[rank·n:(rank+1)·n]. Small results use Bruck's algorithm (⌈log₂ p⌉
+// rounds), large ones the ring (p-1 steps of one block).
+func Allgather[T any](ctx context.Context, c *Coll, send, recv []T) error {
+	if err := c.enter(callAllgather); err != nil {
+		return err
+	}
+	es, err := elemSize[T]()
+	if err != nil {
+		return c.fail(err)
+	}
+	n := len(send)
+	if send == nil {
+		if len(recv)%c.size != 0 {
+			return c.fail(fmt.Errorf("in-place allgather into %d elements, not a multiple of %d ranks: %w", len(recv), c.size, ErrInvalid))
+		}
+		n = len(recv) / c.size
+	} else if err := checkLen("recv", len(recv), c.size*n); err != nil {
+		return c.fail(err)
+	} else if overlap(bytesOf(send), bytesOf(recv)) {
+		return c.fail(errAlias)
+	}
+	alg := c.cfg.pick(CollAllgather, c.size*n*es, c.size)
+	if err := c.ready(ctx, callSig{call: callAllgather, root: -1, count: n, esize: es, alg: alg}); err != nil {
+		return c.fail(err)
+	}
+	all := bytesOf(recv)
+	nb := n * es
+	if send != nil {
+		copy(all[c.rank*nb:], bytesOf(send))
+	}
+	if c.size == 1 {
+		return c.done(nil)
+	}
+	if alg == Ring {
+		return c.done(c.ringAllgather(ctx, all, func(i int) int { return i * nb }, 0))
+	}
+	tmp, err := c.bruck(ctx, all[c.rank*nb:(c.rank+1)*nb])
+	if err == nil {
+		for i := 0; i < c.size; i++ {
+			if r := (c.rank + i) % c.size; r != c.rank {
+				copy(all[r*nb:(r+1)*nb], tmp[i*nb:])
+			}
+		}
+	}
+	return c.done(err)
+}
+
+// bruck gathers every rank's block of len(mine) bytes in ⌈log₂ p⌉ rounds:
+// in round k each rank sends the min(2^k, p-2^k) blocks it has to rank
+// -2^k and receives as many from rank +2^k. It returns scratch buffer 2
+// holding block i of rank (rank+i)%p at i·len(mine).
+func (c *Coll) bruck(ctx context.Context, mine []byte) ([]byte, error) {
+	p, n := c.size, len(mine)
+	tmp := c.buf(2, p*n)
+	copy(tmp, mine)
+	for dist := 1; dist < p; dist <<= 1 {
+		cnt := min(dist, p-dist)
+		if err := c.sendrecv(ctx, tmp[:cnt*n], (c.rank-dist+p)%p, tmp[dist*n:(dist+cnt)*n], (c.rank+dist)%p); err != nil {
+			return nil, err
+		}
+	}
+	return tmp, nil
+}
+
+// vlayout checks a v-collective's counts and displacements against a
+// buffer of size elements: p entries each, counts non-negative, every
+// region inside the buffer and, for a buffer written into (dst), no two
+// regions overlapping.
+func vlayout(what string, counts, displs []int, p, size int, dst bool) error {
+	if len(counts) != p || len(displs) != p {
+		return fmt.Errorf("%s: %d counts and %d displacements for %d ranks: %w", what, len(counts), len(displs), p, ErrInvalid)
+	}
+	for i := range counts {
+		if counts[i] < 0 || displs[i] < 0 || displs[i] > size || counts[i] > size-displs[i] {
+			return fmt.Errorf("%s: block %d (%d elements at %d) outside a buffer of %d: %w", what, i, counts[i], displs[i], size, ErrInvalid)
+		}
+	}
+	if !dst {
+		return nil
+	}
+	idx := make([]int, 0, p)
+	for i := range counts {
+		if counts[i] > 0 {
+			idx = append(idx, i)
+		}
+	}
+	sort.Slice(idx, func(a, b int) bool { return displs[idx[a]] < displs[idx[b]] })
+	for k := 1; k < len(idx); k++ {
+		a, b := idx[k-1], idx[k]
+		if displs[a]+counts[a] > displs[b] {
+			return fmt.Errorf("%s: blocks %d and %d overlap: %w", what, a, b, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// Gatherv collects rank r's send into root's recv at displs[r], counts[r]
+// elements (len(send) on rank r must be counts[r]). counts and displs are
+// used at the root only; regions must not overlap. In place: the root
+// passes send == nil, its part already at recv[displs[root]:]. Linear:
+// the root receives from every rank at once.
+func Gatherv[T any](ctx context.Context, c *Coll, send, recv []T, counts, displs []int, root int) error {
+	if err := c.enter(callGatherv); err != nil {
+		return err
+	}
+	es, err := elemSize[T]()
+	if err != nil {
+		return c.fail(err)
+	}
+	if err := c.checkRoot(root); err != nil {
+		return c.fail(err)
+	}
+	if c.rank == root {
+		if err := vlayout("gatherv recv", counts, displs, c.size, len(recv), true); err != nil {
+			return c.fail(err)
+		}
+		if send != nil {
+			if err := checkLen("send", len(send), counts[root]); err != nil {
+				return c.fail(err)
+			}
+			if overlap(bytesOf(send), bytesOf(recv)) {
+				return c.fail(errAlias)
+			}
+		}
+	}
+	if err := c.ready(ctx, callSig{call: callGatherv, root: root, count: -1, esize: es, alg: Linear}); err != nil {
+		return c.fail(err)
+	}
+	if c.rank != root {
+		if err := c.send(bytesOf(send), root); err != nil {
+			return c.fail(err)
+		}
+		return c.done(c.wait(ctx))
+	}
+	for r := 0; r < c.size; r++ {
+		if r != root {
+			if err := c.recv(bytesOf(recv[displs[r]:displs[r]+counts[r]]), r); err != nil {
+				return c.fail(err)
+			}
+		}
+	}
+	if send != nil {
+		copy(recv[displs[root]:], send)
+	}
+	return c.done(c.wait(ctx))
+}
+
+// Scatterv sends send[displs[r]:displs[r]+counts[r]] of the root to rank
+// r's recv (len(recv) must be counts[r]). counts and displs are used at
+// the root only. In place: the root passes recv == nil and keeps its part
+// in send. Linear.
+func Scatterv[T any](ctx context.Context, c *Coll, send []T, counts, displs []int, recv []T, root int) error {
+	if err := c.enter(callScatterv); err != nil {
+		return err
+	}
+	es, err := elemSize[T]()
+	if err != nil {
+		return c.fail(err)
+	}
+	if err := c.checkRoot(root); err != nil {
+		return c.fail(err)
+	}
+	if c.rank == root {
+		if err := vlayout("scatterv send", counts, displs, c.size, len(send), false); err != nil {
+			return c.fail(err)
+		}
+		if recv != nil {
+			if err := checkLen("recv", len(recv), counts[root]); err != nil {
+				return c.fail(err)
+			}
+			if overlap(bytesOf(send), bytesOf(recv)) {
+				return c.fail(errAlias)
+			}
+		}
+	}
+	if err := c.ready(ctx, callSig{call: callScatterv, root: root, count: -1, esize: es, alg: Linear}); err != nil {
+		return c.fail(err)
+	}
+	if c.rank != root {
+		if err := c.recv(bytesOf(recv), root); err != nil {
+			return c.fail(err)
+		}
+		return c.done(c.wait(ctx))
+	}
+	for i := 1; i < c.size; i++ {
+		r := (root + i) % c.size
+		if err := c.send(bytesOf(send[displs[r]:displs[r]+counts[r]]), r); err != nil {
+			return c.fail(err)
+		}
+	}
+	if recv != nil {
+		copy(recv, send[displs[root]:displs[root]+counts[root]])
+	}
+	return c.done(c.wait(ctx))
+}
+
+// Allgatherv collects rank r's send (counts[r] elements) into every
+// rank's recv at displs[r]; counts and displs are the same on every rank
+// and the regions must not overlap. In place: send == nil, each rank's
+// part already at recv[displs[rank]:]. Small results: every rank sends to
+// every other at once; large ones: the ring.
+func Allgatherv[T any](ctx context.Context, c *Coll, send, recv []T, counts, displs []int) error {
+	if err := c.enter(callAllgatherv); err != nil {
+		return err
+	}
+	es, err := elemSize[T]()
+	if err != nil {
+		return c.fail(err)
+	}
+	if err := vlayout("allgatherv recv", counts, displs, c.size, len(recv), true); err != nil {
+		return c.fail(err)
+	}
+	me := c.rank
+	if send != nil {
+		if err := checkLen("send", len(send), counts[me]); err != nil {
+			return c.fail(err)
+		}
+		if overlap(bytesOf(send), bytesOf(recv)) {
+			return c.fail(errAlias)
+		}
+	}
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
+	alg := c.cfg.pick(CollAllgatherv, total*es, c.size)
+	if err := c.ready(ctx, callSig{call: callAllgatherv, root: -1, count: -1, esize: es, alg: alg}); err != nil {
+		return c.fail(err)
+	}
+	if send != nil {
+		copy(recv[displs[me]:], send)
+	}
+	block := func(r int) []byte { return bytesOf(recv[displs[r] : displs[r]+counts[r]]) }
+	if alg == Ring {
+		p, left, right := c.size, (me-1+c.size)%c.size, (me+1)%c.size
+		for s := 0; s < p-1; s++ {
+			sb, rb := (me-s+p)%p, (me-s-1+p)%p
+			if err := c.sendrecv(ctx, block(sb), right, block(rb), left); err != nil {
+				return c.fail(err)
+			}
+		}
+		return c.done(nil)
+	}
+	for i := 1; i < c.size; i++ {
+		if err := c.recv(block((me-i+c.size)%c.size), (me-i+c.size)%c.size); err != nil {
+			return c.fail(err)
+		}
+	}
+	for i := 1; i < c.size; i++ {
+		if err := c.send(block(me), (me+i)%c.size); err != nil {
+			return c.fail(err)
+		}
+	}
+	return c.done(c.wait(ctx))
+}

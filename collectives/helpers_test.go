@@ -1,0 +1,158 @@
+package collectives_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weft-hpc/weft/collectives"
+	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/launchtest"
+)
+
+// The tests run collectives over two kinds of ranks: the endpoint handles
+// of one process (CreateEndpoints, one goroutine per handle: cheap, so
+// they cover communicator sizes 1 to 8), and real processes started by
+// launchtest (mp_test.go).
+
+var single struct {
+	once sync.Once
+	w    *endpoint.World
+	err  error
+	mu   sync.Mutex
+	eps  map[int][]*endpoint.Comm
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if single.w != nil {
+		for _, eps := range single.eps {
+			for _, e := range eps {
+				e.Free()
+			}
+		}
+		if err := single.w.Close(); err != nil && code == 0 {
+			fmt.Fprintln(os.Stderr, "World.Close:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// handles returns n endpoint handles of a one-rank (singleton) world on
+// this process, made once per n and kept for the whole test binary.
+func handles(t *testing.T, n int) []*endpoint.Comm {
+	t.Helper()
+	if launchtest.IsWorker() {
+		t.Fatal("handles called in a launchtest worker")
+	}
+	single.once.Do(func() {
+		old, had := os.LookupEnv("WEFT_PMI")
+		os.Setenv("WEFT_PMI", "singleton")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		single.w, single.err = endpoint.Init(ctx, endpoint.WithProvider("shm"))
+		if had {
+			os.Setenv("WEFT_PMI", old)
+		} else {
+			os.Unsetenv("WEFT_PMI")
+		}
+		single.eps = map[int][]*endpoint.Comm{}
+	})
+	if single.err != nil {
+		t.Fatalf("singleton Init: %v", single.err)
+	}
+	single.mu.Lock()
+	defer single.mu.Unlock()
+	if eps, ok := single.eps[n]; ok {
+		return eps
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eps, err := single.w.Comm().CreateEndpoints(ctx, n)
+	if err != nil {
+		t.Fatalf("CreateEndpoints(%d): %v", n, err)
+	}
+	single.eps[n] = eps
+	return eps
+}
+
+// onHandles runs body on every handle of eps, each in its own goroutine
+// with its own collectives handle (made with opts, freed afterwards), and
+// returns every handle's error (nil entries for success). When one body
+// fails, the context of the others is cancelled, so that they stop
+// waiting for it.
+func onHandles(ctx context.Context, eps []*endpoint.Comm, opts []collectives.Option, body func(ctx context.Context, c *collectives.Coll) error) []error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(eps))
+	var wg sync.WaitGroup
+	for i, e := range eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					errs[i] = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+				}
+				if errs[i] != nil {
+					cancel()
+				}
+			}()
+			c, err := collectives.New(ctx, e, opts...)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			errs[i] = body(ctx, c)
+			if ferr := c.Free(); ferr != nil && errs[i] == nil {
+				errs[i] = ferr
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// runHandles is onHandles failing t with the first error of the handle
+// that failed first (errors saying only that the context was cancelled
+// after it go to the log).
+func runHandles(t *testing.T, ctx context.Context, eps []*endpoint.Comm, opts []collectives.Option, body func(ctx context.Context, c *collectives.Coll) error) {
+	t.Helper()
+	errs := onHandles(ctx, eps, opts, body)
+	var first error
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+			t.Logf("handle %d: %v", i, err)
+			continue
+		}
+		if first == nil {
+			first = fmt.Errorf("handle %d: %w", i, err)
+		}
+	}
+	if first == nil {
+		for i, err := range errs {
+			if err != nil {
+				first = fmt.Errorf("handle %d: %w", i, err)
+				break
+			}
+		}
+	}
+	if first != nil {
+		t.Fatal(first)
+	}
+}
+
+func tctx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

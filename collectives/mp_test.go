@@ -1,0 +1,188 @@
+package collectives_test
+
+// Multi-process tests: each re-executes the test binary as N ranks
+// through launchtest (weft's local launcher); the worker branch is the
+// rank's body. "native" is weft's node transport (rings and single-copy
+// between the processes of this node); "tcp" is libfabric's tcp;ofi_rxm
+// with every peer on libfabric (WEFT_NODE_TRANSPORT=fabric).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	C "github.com/weft-hpc/weft/collectives"
+	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/launchtest"
+	"github.com/weft-hpc/weft/internal/testenv"
+)
+
+var providers = []string{"native", "tcp;ofi_rxm"}
+
+func provName(p string) string {
+	if p == "tcp;ofi_rxm" {
+		return "tcp"
+	}
+	return p
+}
+
+// launch runs the calling test as n ranks, or returns false in a worker.
+func launch(t *testing.T, n int, provider string, timeout time.Duration, env ...string) bool {
+	t.Helper()
+	if launchtest.IsWorker() {
+		return false
+	}
+	if provider == "native" {
+		provider, env = "shm", append(env, endpoint.EnvNodeTransport+"=native")
+	} else {
+		env = append(env, endpoint.EnvNodeTransport+"=fabric")
+	}
+	launchtest.Run(t, n, provider, timeout, env...)
+	return true
+}
+
+func initWorld(t *testing.T) *endpoint.World {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := endpoint.Init(ctx)
+	if err != nil {
+		t.Fatalf("Init: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := w.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return w
+}
+
+// TestBatteryProcs: the battery over the world communicator of 2 and 4
+// processes, on the node transport and on tcp; the 1 MiB cases on the
+// node transport.
+func TestBatteryProcs(t *testing.T) {
+	for _, p := range providers {
+		for _, np := range []int{2, 4} {
+			t.Run(fmt.Sprintf("%s/n%d", provName(p), np), func(t *testing.T) {
+				big := "WEFT_TEST_BIG=0"
+				if p == "native" && !testing.Short() {
+					big = "WEFT_TEST_BIG=1"
+				}
+				if launch(t, np, p, 120*time.Second, big) {
+					return
+				}
+				w := initWorld(t)
+				ctx := tctx(t, 100*time.Second)
+				c, err := C.New(ctx, w.Comm())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := battery(ctx, c, os.Getenv("WEFT_TEST_BIG") == "1"); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Free(); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// TestBatteryProcsEndpoints: 2 processes × 2 endpoint handles each (a
+// communicator of 4 ranks, two per process), and the communicators Split
+// makes of it (even and odd ranks: one handle of each process each).
+func TestBatteryProcsEndpoints(t *testing.T) {
+	if launch(t, 2, "native", 120*time.Second) {
+		return
+	}
+	w := initWorld(t)
+	ctx := tctx(t, 100*time.Second)
+	eps, err := w.Comm().CreateEndpoints(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, e := range eps {
+			e.Free()
+		}
+	}()
+	runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+		if c.Size() != 4 {
+			return fmt.Errorf("size %d, want 4", c.Size())
+		}
+		if err := battery(ctx, c, false); err != nil {
+			return err
+		}
+		sub, err := c.Comm().Split(ctx, c.Rank()%2, 0)
+		if err != nil {
+			return err
+		}
+		defer sub.Free()
+		sc, err := C.New(ctx, sub)
+		if err != nil {
+			return err
+		}
+		if err := battery(ctx, sc, false); err != nil {
+			return fmt.Errorf("split communicator: %w", err)
+		}
+		return sc.Free()
+	})
+}
+
+// TestDeterministicProcs: deterministic mode across processes.
+func TestDeterministicProcs(t *testing.T) {
+	testenv.Short(t, "deterministic mode over 3 processes")
+	if launch(t, 3, "native", 60*time.Second) {
+		return
+	}
+	w := initWorld(t)
+	ctx := tctx(t, 50*time.Second)
+	c, err := C.New(ctx, w.Comm(), C.Deterministic(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := detBattery(ctx, c, []int{1, 37, 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Free(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPeerExit: a rank whose process exits while the others wait for it
+// in a collective makes their calls fail with ErrPeerGone (or with the
+// abort notice of a rank that saw it first) within seconds, not at their
+// contexts' deadline. The ranks run unsupervised (launchtest.RunMayDie).
+func TestPeerExit(t *testing.T) {
+	testenv.Short(t, "a process leaving mid-collective")
+	if !launchtest.IsWorker() {
+		launchtest.RunMayDie(t, 3, "shm", 60*time.Second, []int{2}, endpoint.EnvNodeTransport+"=native")
+		return
+	}
+	w := initWorld(t)
+	ctx := tctx(t, 50*time.Second)
+	c, err := C.New(ctx, w.Comm())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := C.Barrier(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Rank() == 2 {
+		time.Sleep(50 * time.Millisecond) // the others are waiting in Allreduce
+		os.Exit(0)
+	}
+	start := time.Now()
+	err = C.Allreduce(ctx, c, nil, make([]float64, 4), C.Sum[float64]())
+	took := time.Since(start)
+	t.Logf("rank %d: %v after %v", c.Rank(), err, took)
+	if !errors.Is(err, C.ErrPeerGone) && !errors.Is(err, C.ErrCanceled) {
+		t.Fatalf("Allreduce with rank 2 gone: %v, want ErrPeerGone", err)
+	}
+	if took > 10*time.Second {
+		t.Fatalf("Allreduce with rank 2 gone took %v", took)
+	}
+}

@@ -1,0 +1,192 @@
+package collectives
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/weft-hpc/weft/internal/settings"
+)
+
+// Collective names a collective operation, to choose its algorithm
+// (WithAlgorithm, WithThreshold, Coll.SetAlgorithm).
+type Collective uint8
+
+// The collectives that have a choice of algorithm. Gatherv and Scatterv
+// are always linear; Exscan follows CollScan and Alltoallv CollAlltoall.
+const (
+	CollBarrier Collective = iota + 1
+	CollBcast
+	CollReduce
+	CollAllreduce
+	CollGather
+	CollScatter
+	CollAllgather
+	CollAllgatherv
+	CollAlltoall
+	CollReduceScatter
+	CollScan
+	numColl
+)
+
+var collNames = [numColl]string{"", "barrier", "bcast", "reduce", "allreduce", "gather", "scatter",
+	"allgather", "allgatherv", "alltoall", "reducescatter", "scan"}
+
+// String returns the collective's name, as in WEFT_TUNE's coll* keys.
+func (k Collective) String() string {
+	if k == 0 || k >= numColl {
+		return fmt.Sprintf("Collective(%d)", int(k))
+	}
+	return collNames[k]
+}
+
+// Algorithm names an algorithm of a collective.
+type Algorithm uint8
+
+// Algorithms. Auto picks by message size (WithThreshold) and communicator
+// size; docs/collectives.md describes each and which collectives have it.
+const (
+	Auto                Algorithm = iota
+	Linear                        // every rank talks to the root (or to every rank) directly
+	Binomial                      // binomial tree: ⌈log₂ p⌉ rounds
+	Dissemination                 // barrier: ⌈log₂ p⌉ rounds of messages to rank+2^k
+	ScatterAllgather              // bcast: binomial scatter of p blocks, then ring allgather
+	RecursiveDoubling             // allreduce, scan: exchange with rank xor 2^k
+	Rabenseifner                  // allreduce: recursive-halving reduce-scatter, recursive-doubling allgather
+	Ring                          // allreduce, allgather(v), reduce-scatter: p-1 steps to the right neighbour
+	Bruck                         // allgather: ⌈log₂ p⌉ rounds of doubling blocks
+	Pairwise                      // alltoall: p-1 exchanges with one partner each; reduce-scatter in rank order
+	ReduceScatterGather           // reduce: ring reduce-scatter, then the blocks gathered at the root
+	numAlg
+)
+
+var algNames = [numAlg]string{"auto", "linear", "binomial", "dissemination", "scatterallgather",
+	"recdbl", "rabenseifner", "ring", "bruck", "pairwise", "rsgather"}
+
+// String returns the algorithm's name, as WEFT_TUNE's coll* keys take it.
+func (a Algorithm) String() string {
+	if a >= numAlg {
+		return fmt.Sprintf("Algorithm(%d)", int(a))
+	}
+	return algNames[a]
+}
+
+// algs lists the algorithms each collective has, its default small-message
+// algorithm first and its large-message one (if any) second.
+var algs = [numColl][]Algorithm{
+	CollBarrier:       {Dissemination},
+	CollBcast:         {Binomial, ScatterAllgather, Linear},
+	CollReduce:        {Binomial, ReduceScatterGather, Linear},
+	CollAllreduce:     {RecursiveDoubling, Rabenseifner, Ring},
+	CollGather:        {Binomial, Linear},
+	CollScatter:       {Binomial, Linear},
+	CollAllgather:     {Bruck, Ring},
+	CollAllgatherv:    {Linear, Ring},
+	CollAlltoall:      {Linear, Pairwise},
+	CollReduceScatter: {Ring, Pairwise},
+	CollScan:          {RecursiveDoubling, Linear},
+}
+
+// hasAlg reports whether collective k has algorithm a.
+func hasAlg(k Collective, a Algorithm) bool {
+	if k == 0 || k >= numColl {
+		return false
+	}
+	for _, b := range algs[k] {
+		if a == b {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseAlgorithm returns the algorithm of collective k named s (the names
+// of Algorithm.String, as WEFT_TUNE's coll* keys take them).
+func ParseAlgorithm(k Collective, s string) (Algorithm, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	for a := Auto; a < numAlg; a++ {
+		if algNames[a] == s && (a == Auto || hasAlg(k, a)) {
+			return a, nil
+		}
+	}
+	var names []string
+	if k > 0 && k < numColl {
+		for _, a := range algs[k] {
+			names = append(names, a.String())
+		}
+	}
+	return Auto, fmt.Errorf("collectives: %s has no algorithm %q (auto, %s): %w", k, s, strings.Join(names, ", "), ErrInvalid)
+}
+
+// config is a handle's algorithm selection and modes.
+type config struct {
+	det   bool               // reductions in rank order, bitwise the same whatever the algorithm
+	check bool               // agree on every call's arguments before it runs
+	alg   [numColl]Algorithm // forced algorithm (Auto: by size)
+	// large is the switch point, in bytes, of each collective with a
+	// large-message algorithm: the message (bcast, reduce, allreduce), one
+	// rank's block (gather, scatter, alltoall) or the whole result
+	// (allgather, allgatherv).
+	large [numColl]int
+}
+
+// defaults returns the configuration WEFT_TUNE and the environment give.
+func defaults() (config, error) {
+	var cfg config
+	t, err := settings.Tune()
+	if err != nil {
+		return cfg, fmt.Errorf("collectives: %w: %w", err, ErrInvalid)
+	}
+	cfg.large[CollBcast] = int(t.CollBcastLarge)
+	cfg.large[CollReduce] = int(t.CollReduceLarge)
+	cfg.large[CollAllreduce] = int(t.CollAllreduceLarge)
+	cfg.large[CollGather] = int(t.CollGatherLarge)
+	cfg.large[CollScatter] = int(t.CollGatherLarge)
+	cfg.large[CollAllgather] = int(t.CollAllgatherLarge)
+	cfg.large[CollAllgatherv] = int(t.CollAllgatherLarge)
+	cfg.large[CollAlltoall] = int(t.CollAlltoallLarge)
+	for k, name := range map[Collective]string{
+		CollBcast: t.CollBcast, CollReduce: t.CollReduce, CollAllreduce: t.CollAllreduce,
+		CollGather: t.CollGather, CollScatter: t.CollScatter, CollAllgather: t.CollAllgather,
+		CollAllgatherv: t.CollAllgatherv, CollAlltoall: t.CollAlltoall,
+		CollReduceScatter: t.CollReduceScatter, CollScan: t.CollScan,
+	} {
+		a, err := ParseAlgorithm(k, name)
+		if err != nil {
+			return cfg, fmt.Errorf("collectives: %s coll%s: %w", settings.TuneEnv, k, err)
+		}
+		cfg.alg[k] = a
+	}
+	det, _, err := settings.BoolValue(EnvDeterministic)
+	if err != nil {
+		return cfg, fmt.Errorf("collectives: %w: %w", err, ErrInvalid)
+	}
+	check, _, err := settings.BoolValue(EnvCheck)
+	if err != nil {
+		return cfg, fmt.Errorf("collectives: %w: %w", err, ErrInvalid)
+	}
+	cfg.det, cfg.check = det, check
+	return cfg, nil
+}
+
+// pick returns the algorithm collective k uses for nbytes on p ranks.
+func (cfg *config) pick(k Collective, nbytes, p int) Algorithm {
+	if a := cfg.alg[k]; a != Auto {
+		return a
+	}
+	small, large := algs[k][0], algs[k][0]
+	if len(algs[k]) > 1 {
+		large = algs[k][1]
+	}
+	switch k {
+	case CollBcast:
+		if p < 3 { // two ranks: the scatter halves nothing
+			return small
+		}
+	case CollReduceScatter, CollScan:
+		return small
+	}
+	if nbytes >= cfg.large[k] {
+		return large
+	}
+	return small
+}

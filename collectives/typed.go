@@ -1,0 +1,94 @@
+package collectives
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/checked"
+)
+
+// BcastTyped broadcasts count elements of datatype t laid out in root's
+// buf (buf[0] is displacement 0 of the first element, as in
+// endpoint.Comm.SendTyped) into the layout of every other rank's buf: a
+// column of a row-major matrix, say, with ddt.Vector. The types may
+// differ between ranks as long as their packed data agree in size (MPI's
+// type signature rule). A contiguous layout is broadcast in place; any
+// other is packed at the root and unpacked at the others, through a
+// scratch buffer of the packed size. The algorithms are Bcast's.
+func BcastTyped(ctx context.Context, c *Coll, buf []byte, count int, t *ddt.Type, root int) error {
+	if err := c.enter(callBcastTyped); err != nil {
+		return err
+	}
+	if err := c.checkRoot(root); err != nil {
+		return c.fail(err)
+	}
+	contig, packed, n, err := typedLayout(buf, count, t)
+	if err != nil {
+		return c.fail(err)
+	}
+	alg := c.cfg.pick(CollBcast, n, c.size)
+	if err := c.ready(ctx, callSig{call: callBcastTyped, root: root, count: n, esize: 1, alg: alg}); err != nil {
+		return c.fail(err)
+	}
+	if !packed {
+		return c.done(c.bcast(ctx, contig, root, alg))
+	}
+	b := c.buf(0, n)
+	if c.rank == root {
+		if _, err := t.Pack(b, buf, count); err != nil {
+			return c.fail(fmt.Errorf("pack %d elements of %s: %w", count, t.Name(), err))
+		}
+	}
+	if err := c.bcast(ctx, b, root, alg); err != nil {
+		return c.fail(err)
+	}
+	if c.rank != root {
+		if _, err := t.Unpack(buf, b, count); err != nil {
+			return c.fail(fmt.Errorf("unpack %d elements of %s: %w", count, t.Name(), err))
+		}
+	}
+	return c.done(nil)
+}
+
+// typedLayout checks count elements of t against buf and returns the
+// bytes they occupy when contiguous (packed false), or packed true; n is
+// the packed size.
+func typedLayout(buf []byte, count int, t *ddt.Type) (contig []byte, packed bool, n int, err error) {
+	if t == nil {
+		return nil, false, 0, fmt.Errorf("nil datatype: %w", ErrInvalid)
+	}
+	if count < 0 {
+		return nil, false, 0, fmt.Errorf("count %d: %w", count, ErrInvalid)
+	}
+	size, err := t.PackSize(count)
+	if err != nil {
+		return nil, false, 0, err
+	}
+	n = int(size)
+	if n == 0 {
+		return nil, false, 0, nil
+	}
+	segs, err := t.Flatten(count, 1)
+	if err != nil {
+		if !errors.Is(err, ErrInvalid) {
+			return nil, false, 0, err
+		}
+		// more than one block: pack, after checking that every element
+		// lies inside buf (the others would find out only when unpacking)
+		last, ok1 := checked.Mul(int64(count-1), t.Extent())
+		lo, ok2 := checked.Add(t.TrueLB(), min(last, 0))
+		hi, ok3 := checked.Add(t.TrueLB(), t.TrueExtent())
+		hi, ok4 := checked.Add(hi, max(last, 0))
+		if !ok1 || !ok2 || !ok3 || !ok4 || lo < 0 || hi > int64(len(buf)) {
+			return nil, false, 0, fmt.Errorf("%d elements of %s span bytes [%d, %d) of a %d-byte buffer: %w", count, t.Name(), lo, hi, len(buf), ddt.ErrBounds)
+		}
+		return nil, true, n, nil
+	}
+	s := segs[0]
+	if s.Off < 0 || s.Off > int64(len(buf)) || s.Len > int64(len(buf))-s.Off {
+		return nil, false, 0, fmt.Errorf("%d elements of %s span bytes [%d, %d) of a %d-byte buffer: %w", count, t.Name(), s.Off, s.Off+s.Len, len(buf), ddt.ErrBounds)
+	}
+	return buf[s.Off : s.Off+s.Len], false, n, nil
+}
