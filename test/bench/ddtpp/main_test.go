@@ -58,20 +58,6 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
-func TestItersFor(t *testing.T) {
-	for _, c := range []struct {
-		base, floor int
-		bytes       int64
-		want        int
-	}{
-		{5000, 30, 8, 5000}, {5000, 30, 4096, 5000}, {5000, 30, 8192, 2500}, {5000, 30, 4 << 20, 30}, {10, 30, 8, 30},
-	} {
-		if got := itersFor(c.base, c.floor, c.bytes); got != c.want {
-			t.Errorf("itersFor(%d, %d, %d) = %d, want %d", c.base, c.floor, c.bytes, got, c.want)
-		}
-	}
-}
-
 // TestRecipeRebuildsEveryCase writes the recipe of every case at every
 // size, reads it back and rebuilds each type from its lines alone with
 // ddt's constructors (as the MPI program does with MPI's): the rebuilt
@@ -318,7 +304,7 @@ func TestAggregate(t *testing.T) {
 	set := func(col, cell string, v ...float64) {
 		for i, x := range v {
 			if !math.IsNaN(x) {
-				res.add(col, cell, i, x)
+				res.Add([2]string{col, cell}, i, x)
 			}
 		}
 	}
@@ -335,7 +321,7 @@ func TestAggregate(t *testing.T) {
 	set("mpich", b, 40, 100, 30)
 	set("openmpi", b, 30, 120, 36)
 	rp := &report{cfg: cfg, res: res, mpis: []string{"mpich", "openmpi"}, jit: map[string]string{s: "compiled", b: "interpreted"}}
-	if got := res.best(rp.mpis, s); !slices.Equal(got, []float64{4, 10, 4}) {
+	if got := res.Best(keys(rp.mpis, s), true); !slices.Equal(got, []float64{4, 10, 4}) {
 		t.Errorf("best MPI %v", got)
 	}
 	by := map[string]benchrec.Record{}

@@ -13,6 +13,7 @@ import (
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/test/bench/internal/ddtcases"
 	"github.com/weft-hpc/weft/test/bench/internal/mpijob"
+	"github.com/weft-hpc/weft/test/bench/internal/sidebyside"
 )
 
 // Tags of the weft job's messages, as the MPI program's: the ping-pong,
@@ -40,11 +41,11 @@ const rankLimit = time.Hour
 // packed through compiled code by the end.
 func rankMain(args []string, stdout io.Writer) error {
 	if len(args) != 2 {
-		return fmt.Errorf("%w: -role weft RECIPE ROUNDS", errUsage)
+		return fmt.Errorf("%w: -role weft RECIPE ROUNDS", sidebyside.ErrUsage)
 	}
 	rounds, err := strconv.Atoi(args[1])
 	if err != nil || rounds < 1 {
-		return fmt.Errorf("%w: -role weft: ROUNDS %q: want a positive integer", errUsage, args[1])
+		return fmt.Errorf("%w: -role weft: ROUNDS %q: want a positive integer", sidebyside.ErrUsage, args[1])
 	}
 	f, err := os.Open(args[0])
 	if err != nil {

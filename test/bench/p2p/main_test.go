@@ -98,7 +98,7 @@ func TestAggregate(t *testing.T) {
 	set := func(col, metric, label string, v ...float64) {
 		for i, x := range v {
 			if !math.IsNaN(x) {
-				res.add(col, metric, label, i, x)
+				res.Add(cell{col, metric, label}, i, x)
 			}
 		}
 	}
@@ -119,17 +119,8 @@ func TestAggregate(t *testing.T) {
 	set("mpich", "msgrate", "2", 2e6, 2e6, 2e6)
 	set("openmpi", "msgrate", "2", 3e6, 1e6, 3e6)
 
-	if b := res.best([]string{"mpich", "openmpi"}, "lat", "8", true); !sameFloats(b, []float64{0.4, 1.5, 0.6}) {
+	if b := res.Best(cells([]string{"mpich", "openmpi"}, "lat", "8"), true); !sameFloats(b, []float64{0.4, 1.5, 0.6}) {
 		t.Errorf("best latency %v", b)
-	}
-	if m := median([]float64{3, nan, 1, 2}); m != 2 {
-		t.Errorf("median ignoring NaN = %v", m)
-	}
-	if m := median([]float64{nan}); !math.IsNaN(m) {
-		t.Errorf("median of nothing = %v", m)
-	}
-	if r := ratios([]float64{1, nan, 3}, []float64{2, 1, nan}); !sameFloats(r, []float64{0.5, nan, nan}) {
-		t.Errorf("ratios %v", r)
 	}
 
 	rp := &report{cfg: cfg, res: res, wefts: []string{"weft"}, fi: "fi_pingpong", mpis: []string{"mpich", "openmpi"}}
