@@ -122,16 +122,12 @@ func colName(col, j string) string {
 // setup builds the weft job's command line and the MPI programs; an MPI
 // that cannot run here is left out with a note on stderr.
 func setup(ctx context.Context, cfg *config, tmp string, stderr io.Writer) ([]*job, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	fabrun, err := mpijob.Fabrun(ctx, cfg.fabrun, tmp)
+	w, err := mpijob.NewWeft(ctx, cfg.fabrun, tmp, cfg.provider, cfg.timeout)
 	if err != nil {
 		return nil, err
 	}
 	jobs := []*job{{name: "weft", weft: true,
-		argv: append(mpijob.FabrunLaunch(fabrun, 2, cfg.provider, cfg.timeout, []string{"WEFT_NODE_TRANSPORT=" + cfg.transport}), self, "-role", "weft")}}
+		argv: append(w.Launch(2, []string{"WEFT_NODE_TRANSPORT=" + cfg.transport}), "-role", "weft")}}
 	for _, r := range cfg.refs {
 		m, err := mpijob.Find(ctx, r)
 		if err == nil {

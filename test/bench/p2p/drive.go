@@ -143,19 +143,13 @@ func weftColumn(v string) string {
 func setup(ctx context.Context, cfg *config, tmp string, stderr io.Writer) ([]*contender, error) {
 	var cs []*contender
 	if len(cfg.weft) > 0 {
-		self, err := os.Executable()
-		if err != nil {
-			return nil, err
-		}
-		fabrun, err := mpijob.Fabrun(ctx, cfg.fabrun, tmp)
+		w, err := mpijob.NewWeft(ctx, cfg.fabrun, tmp, cfg.provider, cfg.timeout)
 		if err != nil {
 			return nil, err
 		}
 		for _, v := range cfg.weft {
 			c := &contender{name: weftColumn(v), kind: kindWeft, env: []string{"WEFT_NODE_TRANSPORT=" + v}}
-			c.launch = func(np int) []string {
-				return append(mpijob.FabrunLaunch(fabrun, np, cfg.provider, cfg.timeout, c.env), self)
-			}
+			c.launch = func(np int) []string { return w.Launch(np, c.env) }
 			cs = append(cs, c)
 		}
 	}

@@ -144,6 +144,35 @@ func FabrunLaunch(fabrun string, np int, prov string, timeout time.Duration, env
 	return argv
 }
 
+// A Weft starts weft jobs of this very command: fabrun's local launcher
+// (FabrunLaunch) re-executing the running program as the job's ranks.
+type Weft struct {
+	fabrun, self, prov string
+	timeout            time.Duration
+}
+
+// NewWeft finds the running program's executable and the fabrun binary
+// (Fabrun: fabrun, or when empty cmd/fabrun built into dir) for jobs over
+// libfabric provider prov, each limited to timeout.
+func NewWeft(ctx context.Context, fabrun, dir, prov string, timeout time.Duration) (*Weft, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	fabrun, err = Fabrun(ctx, fabrun, dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Weft{fabrun: fabrun, self: self, prov: prov, timeout: timeout}, nil
+}
+
+// Launch is the command line that starts np ranks of the running program,
+// each given the environment settings env (NAME=value); the ranks' flags
+// and arguments are appended to it.
+func (w *Weft) Launch(np int, env []string) []string {
+	return append(FabrunLaunch(w.fabrun, np, w.prov, w.timeout, env), w.self)
+}
+
 // Run runs argv in a process group of its own and returns its output
 // (stdout and stderr together). A job that fails is an error carrying the
 // output; one that outlives timeout, plus a grace (timeout again, at most

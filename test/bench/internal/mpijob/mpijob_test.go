@@ -78,6 +78,26 @@ func TestFindAndLaunch(t *testing.T) {
 	if _, err := Fabrun(context.Background(), filepath.Join(t.TempDir(), "none"), ""); err == nil {
 		t.Error("a missing fabrun accepted")
 	}
+	// A weft job re-executes this program under the fabrun named.
+	fabrun := filepath.Join(t.TempDir(), "fabrun")
+	if err := os.WriteFile(fabrun, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWeft(context.Background(), fabrun, "", "tcp", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(FabrunLaunch(fabrun, 4, "tcp", time.Minute, []string{"A=1", "B=2"}), self)
+	if got := w.Launch(4, []string{"A=1", "B=2"}); !slices.Equal(got, want) {
+		t.Errorf("Weft.Launch = %v, want %v", got, want)
+	}
+	if _, err := NewWeft(context.Background(), filepath.Join(t.TempDir(), "none"), "", "tcp", time.Minute); err == nil {
+		t.Error("NewWeft with a missing fabrun accepted")
+	}
 }
 
 // TestBuildWithHeader: a program built with Build can include mpibench.h,
