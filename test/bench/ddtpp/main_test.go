@@ -3,12 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"math"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -19,6 +17,7 @@ import (
 	"github.com/weft-hpc/weft/internal/benchrec"
 	"github.com/weft-hpc/weft/internal/testenv"
 	"github.com/weft-hpc/weft/test/bench/internal/ddtcases"
+	"github.com/weft-hpc/weft/test/bench/internal/tooltest"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -372,25 +371,6 @@ func TestAggregate(t *testing.T) {
 	}
 }
 
-// buildTool builds this command and fabrun into a temporary directory.
-func buildTool(t *testing.T, ctx context.Context) (bin, fabrun string) {
-	t.Helper()
-	dir := t.TempDir()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", ".", "github.com/weft-hpc/weft/cmd/fabrun").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return filepath.Join(dir, "ddtpp"), filepath.Join(dir, "fabrun")
-}
-
-func needMPICH(t *testing.T) {
-	t.Helper()
-	for _, p := range []string{"mpicc.mpich", "mpiexec.hydra"} {
-		if _, err := exec.LookPath(p); err != nil {
-			testenv.Skip(t, "mpich", "%s not found (Debian packages mpich, libmpich-dev): %v", p, err)
-		}
-	}
-}
-
 // TestRunsSideBySide builds the tool and fabrun and runs it end to end on
 // the small size with a few round trips: every job checks every layout
 // against ddt's (the MPIs' datatypes built from the recipe included), the
@@ -400,24 +380,14 @@ func needMPICH(t *testing.T) {
 // shared machine are anything).
 func TestRunsSideBySide(t *testing.T) {
 	testenv.Short(t, "builds and runs the benchmark tool with MPI jobs")
-	needMPICH(t)
+	tooltest.NeedMPICH(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	bin, fabrun := buildTool(t, ctx)
+	bin, fabrun := tooltest.Build(t, ctx, "ddtpp")
 	tmp := t.TempDir()
-	runTool := func(args ...string) (string, string) {
+	runTool := func(t *testing.T, args ...string) (string, string) {
 		t.Helper()
-		cmd := exec.CommandContext(ctx, bin, append([]string{"-fabrun", fabrun, "-iters", "20", "-miniters", "5", "-timeout", "60s"}, args...)...)
-		cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-		var o, e bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("%v: %v\n%s\n%s", args, err, o.String(), e.String())
-		}
-		if left, _ := filepath.Glob(filepath.Join(tmp, "weft-ddtpp-*")); len(left) > 0 {
-			t.Errorf("%v left %v behind", args, left)
-		}
-		return o.String(), e.String()
+		return tooltest.Run(t, ctx, bin, tmp, "weft-ddtpp-*", append([]string{"-fabrun", fabrun, "-iters", "20", "-miniters", "5", "-timeout", "60s"}, args...)...)
 	}
 	jobs := []string{"weft", "mpich"}
 	if _, err := exec.LookPath("mpirun.openmpi"); err == nil {
@@ -425,7 +395,7 @@ func TestRunsSideBySide(t *testing.T) {
 	}
 
 	t.Run("table", func(t *testing.T) {
-		out, progress := runTool("-reps", "2", "-sizes", "s")
+		out, progress := runTool(t, "-reps", "2", "-sizes", "s")
 		for _, rep := range []string{"1", "2"} {
 			for _, j := range jobs {
 				if !regexp.MustCompile(`(?m)^rep ` + rep + ` ` + j + `: `).MatchString(progress) {
@@ -449,20 +419,14 @@ func TestRunsSideBySide(t *testing.T) {
 	})
 
 	t.Run("json", func(t *testing.T) {
-		out, _ := runTool("-reps", "1", "-sizes", "s", "-cases", "^(milc_su3_zd|fft2)$", "-json")
+		out, _ := runTool(t, "-reps", "1", "-sizes", "s", "-cases", "^(milc_su3_zd|fft2)$", "-json")
 		keys := map[string]bool{}
-		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-			var r benchrec.Record
-			dec := json.NewDecoder(strings.NewReader(l))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&r); err != nil {
-				t.Fatalf("line %q: %v", l, err)
-			}
+		for _, r := range tooltest.Records(t, out) {
 			if r.Tool != "ddtpp" || r.Area != "ddtpp" || r.Reps != 1 || r.Stat != "median" || r.Value <= 0 || r.Unit != "us" || r.Bytes <= 0 || r.Machine == "" {
-				t.Errorf("line %q: fields missing or wrong", l)
+				t.Errorf("record %+v: fields missing or wrong", r)
 			}
 			if strings.HasPrefix(r.Metric, "typed-vs-") && (r.Ref == "" || r.Ratio <= 0 || r.RefValue <= 0) {
-				t.Errorf("line %q: comparison without reference or ratio", l)
+				t.Errorf("record %+v: comparison without reference or ratio", r)
 			}
 			keys[r.Key()] = true
 		}
@@ -475,18 +439,8 @@ func TestRunsSideBySide(t *testing.T) {
 	})
 
 	t.Run("bad command lines", func(t *testing.T) {
-		for _, bad := range [][]string{{"-sizes", "xl"}, {"-cases", "("}, {"-reps", "0"}, {"-ref", "lam"}, {"-timeout", "0s"},
-			{"-transport", "a=b"}, {"stray"}, {"-role", "weft"}, {"-role", "weft", "recipe", "0"}, {"-role", "dance"}} {
-			out, err := exec.CommandContext(ctx, bin, bad...).CombinedOutput()
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-				t.Errorf("%v: want exit status 2, got %v:\n%s", bad, err, out)
-				continue
-			}
-			if !strings.HasPrefix(string(out), "ddtpp: ") {
-				t.Errorf("%v: no error message: %q", bad, out)
-			}
-		}
+		tooltest.RefusesUsage(t, ctx, bin, "ddtpp", [][]string{{"-sizes", "xl"}, {"-cases", "("}, {"-reps", "0"}, {"-ref", "lam"}, {"-timeout", "0s"},
+			{"-transport", "a=b"}, {"stray"}, {"-role", "weft"}, {"-role", "weft", "recipe", "0"}, {"-role", "dance"}})
 	})
 }
 
@@ -497,10 +451,10 @@ func TestRunsSideBySide(t *testing.T) {
 // recipe builds pack byte for byte alike.
 func TestLayoutsAgree(t *testing.T) {
 	testenv.Short(t, "runs every DDTBench layout through weft and MPI jobs")
-	needMPICH(t)
+	tooltest.NeedMPICH(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	bin, fabrun := buildTool(t, ctx)
+	bin, fabrun := tooltest.Build(t, ctx, "ddtpp")
 	cmd := exec.CommandContext(ctx, bin, "-fabrun", fabrun, "-reps", "1", "-iters", "1", "-miniters", "1", "-rounds", "1", "-timeout", "2m")
 	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()

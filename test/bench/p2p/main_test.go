@@ -3,12 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"math"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,6 +13,7 @@ import (
 
 	"github.com/weft-hpc/weft/internal/benchrec"
 	"github.com/weft-hpc/weft/internal/testenv"
+	"github.com/weft-hpc/weft/test/bench/internal/tooltest"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -191,32 +188,14 @@ func sameFloats(a, b []float64) bool {
 // are anything).
 func TestRunsSideBySide(t *testing.T) {
 	testenv.Short(t, "builds and runs the benchmark tool with MPI jobs")
-	for _, p := range []string{"mpicc.mpich", "mpiexec.hydra"} {
-		if _, err := exec.LookPath(p); err != nil {
-			testenv.Skip(t, "mpich", "%s not found (Debian packages mpich, libmpich-dev): %v", p, err)
-		}
-	}
+	tooltest.NeedMPICH(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", ".", "github.com/weft-hpc/weft/cmd/fabrun").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	bin, fabrun := filepath.Join(dir, "p2p"), filepath.Join(dir, "fabrun")
+	bin, fabrun := tooltest.Build(t, ctx, "p2p")
 	tmp := t.TempDir()
-	runTool := func(args ...string) (string, string) {
+	runTool := func(t *testing.T, args ...string) (string, string) {
 		t.Helper()
-		cmd := exec.CommandContext(ctx, bin, append([]string{"-fabrun", fabrun, "-iters", "200", "-windows", "20", "-timeout", "60s"}, args...)...)
-		cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-		var o, e bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("%v: %v\n%s\n%s", args, err, o.String(), e.String())
-		}
-		if left, _ := filepath.Glob(filepath.Join(tmp, "weft-p2p-*")); len(left) > 0 {
-			t.Errorf("%v left %v behind", args, left)
-		}
-		return o.String(), e.String()
+		return tooltest.Run(t, ctx, bin, tmp, "weft-p2p-*", append([]string{"-fabrun", fabrun, "-iters", "200", "-windows", "20", "-timeout", "60s"}, args...)...)
 	}
 	var want []string // the contenders that can run here
 	for _, c := range []struct{ name, needs string }{{"fi_pingpong", "fi_pingpong"}, {"mpich", "mpiexec.hydra"}, {"openmpi", "mpirun.openmpi"}} {
@@ -226,7 +205,7 @@ func TestRunsSideBySide(t *testing.T) {
 	}
 
 	t.Run("table", func(t *testing.T) {
-		out, progress := runTool("-reps", "2", "-sizes", "8,64k", "-rates", "1,2,2ep", "-weft", "native,fabric")
+		out, progress := runTool(t, "-reps", "2", "-sizes", "8,64k", "-rates", "1,2,2ep", "-weft", "native,fabric")
 		for _, rep := range []string{"1", "2"} {
 			for _, what := range []string{"size 8", "size 65536", "rate 1", "rate 2", "rate 2ep"} {
 				line := regexp.MustCompile(`(?m)^rep ` + rep + ` ` + what + `:.*$`).FindString(progress)
@@ -261,20 +240,14 @@ func TestRunsSideBySide(t *testing.T) {
 	})
 
 	t.Run("json", func(t *testing.T) {
-		out, _ := runTool("-reps", "1", "-sizes", "8", "-rates", "2ep", "-json")
+		out, _ := runTool(t, "-reps", "1", "-sizes", "8", "-rates", "2ep", "-json")
 		cases := map[string]bool{}
-		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-			var r benchrec.Record
-			dec := json.NewDecoder(strings.NewReader(l))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&r); err != nil {
-				t.Fatalf("line %q: %v", l, err)
-			}
+		for _, r := range tooltest.Records(t, out) {
 			if r.Tool != "p2p" || r.Area != "p2p" || r.Reps != 1 || r.Stat != "median" || r.Value <= 0 || r.Unit == "" || r.Machine == "" {
-				t.Errorf("line %q: fields missing or wrong", l)
+				t.Errorf("record %+v: fields missing or wrong", r)
 			}
 			if strings.HasPrefix(r.Case, "weft") && (r.Ref == "" || r.Ratio <= 0) {
-				t.Errorf("line %q: weft without reference or ratio", l)
+				t.Errorf("record %+v: weft without reference or ratio", r)
 			}
 			cases[r.Key()] = true
 		}
@@ -286,17 +259,7 @@ func TestRunsSideBySide(t *testing.T) {
 	})
 
 	t.Run("bad command lines", func(t *testing.T) {
-		for _, bad := range [][]string{{"-sizes", "8,x"}, {"-rates", "3"}, {"-reps", "0"}, {"-ref", "lam"}, {"-timeout", "0s"},
-			{"stray"}, {"-role", "pingpong", "x"}, {"-role", "pingpong", "0", "1", "8"}, {"-role", "msgrate", "64"}, {"-role", "dance"}} {
-			out, err := exec.CommandContext(ctx, bin, bad...).CombinedOutput()
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-				t.Errorf("%v: want exit status 2, got %v:\n%s", bad, err, out)
-				continue
-			}
-			if !strings.HasPrefix(string(out), "p2p: ") {
-				t.Errorf("%v: no error message: %q", bad, out)
-			}
-		}
+		tooltest.RefusesUsage(t, ctx, bin, "p2p", [][]string{{"-sizes", "8,x"}, {"-rates", "3"}, {"-reps", "0"}, {"-ref", "lam"}, {"-timeout", "0s"},
+			{"stray"}, {"-role", "pingpong", "x"}, {"-role", "pingpong", "0", "1", "8"}, {"-role", "msgrate", "64"}, {"-role", "dance"}})
 	})
 }
