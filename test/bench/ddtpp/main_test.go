@@ -2,10 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"math"
-	"os"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -15,7 +13,6 @@ import (
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/internal/benchrec"
-	"github.com/weft-hpc/weft/internal/testenv"
 	"github.com/weft-hpc/weft/test/bench/internal/ddtcases"
 	"github.com/weft-hpc/weft/test/bench/internal/tooltest"
 )
@@ -379,23 +376,15 @@ func TestAggregate(t *testing.T) {
 // are refused with status 2. The figures are not checked (timings on a
 // shared machine are anything).
 func TestRunsSideBySide(t *testing.T) {
-	testenv.Short(t, "builds and runs the benchmark tool with MPI jobs")
-	tooltest.NeedMPICH(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	bin, fabrun := tooltest.Build(t, ctx, "ddtpp")
-	tmp := t.TempDir()
-	runTool := func(t *testing.T, args ...string) (string, string) {
-		t.Helper()
-		return tooltest.Run(t, ctx, bin, tmp, "weft-ddtpp-*", append([]string{"-fabrun", fabrun, "-iters", "20", "-miniters", "5", "-timeout", "60s"}, args...)...)
-	}
+	tool := tooltest.New(t, "ddtpp", "builds and runs the benchmark tool with MPI jobs", 4*time.Minute)
+	tool.Args = []string{"-iters", "20", "-miniters", "5", "-timeout", "60s"}
 	jobs := []string{"weft", "mpich"}
 	if _, err := exec.LookPath("mpirun.openmpi"); err == nil {
 		jobs = append(jobs, "openmpi")
 	}
 
 	t.Run("table", func(t *testing.T) {
-		out, progress := runTool(t, "-reps", "2", "-sizes", "s")
+		out, progress := tool.Run(t, "-reps", "2", "-sizes", "s")
 		for _, rep := range []string{"1", "2"} {
 			for _, j := range jobs {
 				if !regexp.MustCompile(`(?m)^rep ` + rep + ` ` + j + `: `).MatchString(progress) {
@@ -419,7 +408,7 @@ func TestRunsSideBySide(t *testing.T) {
 	})
 
 	t.Run("json", func(t *testing.T) {
-		out, _ := runTool(t, "-reps", "1", "-sizes", "s", "-cases", "^(milc_su3_zd|fft2)$", "-json")
+		out, _ := tool.Run(t, "-reps", "1", "-sizes", "s", "-cases", "^(milc_su3_zd|fft2)$", "-json")
 		keys := map[string]bool{}
 		for _, r := range tooltest.Records(t, out) {
 			if r.Tool != "ddtpp" || r.Area != "ddtpp" || r.Reps != 1 || r.Stat != "median" || r.Value <= 0 || r.Unit != "us" || r.Bytes <= 0 || r.Machine == "" {
@@ -439,7 +428,7 @@ func TestRunsSideBySide(t *testing.T) {
 	})
 
 	t.Run("bad command lines", func(t *testing.T) {
-		tooltest.RefusesUsage(t, ctx, bin, "ddtpp", [][]string{{"-sizes", "xl"}, {"-cases", "("}, {"-reps", "0"}, {"-ref", "lam"}, {"-timeout", "0s"},
+		tool.RefusesUsage(t, [][]string{{"-sizes", "xl"}, {"-cases", "("}, {"-reps", "0"}, {"-ref", "lam"}, {"-timeout", "0s"},
 			{"-transport", "a=b"}, {"stray"}, {"-role", "weft"}, {"-role", "weft", "recipe", "0"}, {"-role", "dance"}})
 	})
 }
@@ -450,18 +439,9 @@ func TestRunsSideBySide(t *testing.T) {
 // against ddt's Pack and Unpack, so the weft types and the MPI types the
 // recipe builds pack byte for byte alike.
 func TestLayoutsAgree(t *testing.T) {
-	testenv.Short(t, "runs every DDTBench layout through weft and MPI jobs")
-	tooltest.NeedMPICH(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	bin, fabrun := tooltest.Build(t, ctx, "ddtpp")
-	cmd := exec.CommandContext(ctx, bin, "-fabrun", fabrun, "-reps", "1", "-iters", "1", "-miniters", "1", "-rounds", "1", "-timeout", "2m")
-	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	if n := strings.Count(string(out), " compiled\n") + strings.Count(string(out), " interpreted\n"); n != len(ddtcases.All()) {
+	tool := tooltest.New(t, "ddtpp", "runs every DDTBench layout through weft and MPI jobs", 4*time.Minute)
+	out, _ := tool.Run(t, "-reps", "1", "-iters", "1", "-miniters", "1", "-rounds", "1", "-timeout", "2m")
+	if n := strings.Count(out, " compiled\n") + strings.Count(out, " interpreted\n"); n != len(ddtcases.All()) {
 		t.Errorf("%d table rows, want %d:\n%s", n, len(ddtcases.All()), out)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"math"
 	"os/exec"
 	"regexp"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/internal/benchrec"
-	"github.com/weft-hpc/weft/internal/testenv"
 	"github.com/weft-hpc/weft/test/bench/internal/tooltest"
 )
 
@@ -187,16 +185,8 @@ func sameFloats(a, b []float64) bool {
 // with status 2. The figures are not checked (timings on a shared machine
 // are anything).
 func TestRunsSideBySide(t *testing.T) {
-	testenv.Short(t, "builds and runs the benchmark tool with MPI jobs")
-	tooltest.NeedMPICH(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	bin, fabrun := tooltest.Build(t, ctx, "p2p")
-	tmp := t.TempDir()
-	runTool := func(t *testing.T, args ...string) (string, string) {
-		t.Helper()
-		return tooltest.Run(t, ctx, bin, tmp, "weft-p2p-*", append([]string{"-fabrun", fabrun, "-iters", "200", "-windows", "20", "-timeout", "60s"}, args...)...)
-	}
+	tool := tooltest.New(t, "p2p", "builds and runs the benchmark tool with MPI jobs", 4*time.Minute)
+	tool.Args = []string{"-iters", "200", "-windows", "20", "-timeout", "60s"}
 	var want []string // the contenders that can run here
 	for _, c := range []struct{ name, needs string }{{"fi_pingpong", "fi_pingpong"}, {"mpich", "mpiexec.hydra"}, {"openmpi", "mpirun.openmpi"}} {
 		if _, err := exec.LookPath(c.needs); err == nil {
@@ -205,7 +195,7 @@ func TestRunsSideBySide(t *testing.T) {
 	}
 
 	t.Run("table", func(t *testing.T) {
-		out, progress := runTool(t, "-reps", "2", "-sizes", "8,64k", "-rates", "1,2,2ep", "-weft", "native,fabric")
+		out, progress := tool.Run(t, "-reps", "2", "-sizes", "8,64k", "-rates", "1,2,2ep", "-weft", "native,fabric")
 		for _, rep := range []string{"1", "2"} {
 			for _, what := range []string{"size 8", "size 65536", "rate 1", "rate 2", "rate 2ep"} {
 				line := regexp.MustCompile(`(?m)^rep ` + rep + ` ` + what + `:.*$`).FindString(progress)
@@ -240,7 +230,7 @@ func TestRunsSideBySide(t *testing.T) {
 	})
 
 	t.Run("json", func(t *testing.T) {
-		out, _ := runTool(t, "-reps", "1", "-sizes", "8", "-rates", "2ep", "-json")
+		out, _ := tool.Run(t, "-reps", "1", "-sizes", "8", "-rates", "2ep", "-json")
 		cases := map[string]bool{}
 		for _, r := range tooltest.Records(t, out) {
 			if r.Tool != "p2p" || r.Area != "p2p" || r.Reps != 1 || r.Stat != "median" || r.Value <= 0 || r.Unit == "" || r.Machine == "" {
@@ -259,7 +249,7 @@ func TestRunsSideBySide(t *testing.T) {
 	})
 
 	t.Run("bad command lines", func(t *testing.T) {
-		tooltest.RefusesUsage(t, ctx, bin, "p2p", [][]string{{"-sizes", "8,x"}, {"-rates", "3"}, {"-reps", "0"}, {"-ref", "lam"}, {"-timeout", "0s"},
+		tool.RefusesUsage(t, [][]string{{"-sizes", "8,x"}, {"-rates", "3"}, {"-reps", "0"}, {"-ref", "lam"}, {"-timeout", "0s"},
 			{"stray"}, {"-role", "pingpong", "x"}, {"-role", "pingpong", "0", "1", "8"}, {"-role", "msgrate", "64"}, {"-role", "dance"}})
 	})
 }

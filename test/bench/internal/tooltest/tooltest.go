@@ -14,49 +14,80 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weft-hpc/weft/internal/benchrec"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
 
-// NeedMPICH skips t (through testenv, feature "mpich") where MPICH's
-// compiler wrapper or launcher is missing.
-func NeedMPICH(t testing.TB) {
+// A Tool is the command of a test's package, built with fabrun for the
+// test's runs of it.
+type Tool struct {
+	Name   string          // the command's name, the prefix of its error messages
+	Bin    string          // the built command
+	Fabrun string          // the built fabrun
+	Ctx    context.Context // ends with the test, or at the limit given to New
+	// Args are given to every run, after -fabrun and before the run's own.
+	Args []string
+	tmp  string
+}
+
+// New builds the command of the test's package, named name, and fabrun
+// into a temporary directory of t, its runs bounded by limit from now. It
+// skips t (through testenv) under -short, saying that the test does what,
+// and where MPICH's compiler wrapper or launcher is missing.
+func New(t *testing.T, name, what string, limit time.Duration) *Tool {
 	t.Helper()
+	testenv.Short(t, what)
 	for _, p := range []string{"mpicc.mpich", "mpiexec.hydra"} {
 		if _, err := exec.LookPath(p); err != nil {
 			testenv.Skip(t, "mpich", "%s not found (Debian packages mpich, libmpich-dev): %v", p, err)
 		}
 	}
-}
-
-// Build builds the command of the test's package, named name, and fabrun
-// into a temporary directory of t and returns their paths.
-func Build(t testing.TB, ctx context.Context, name string) (bin, fabrun string) {
-	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	t.Cleanup(cancel)
 	dir := t.TempDir()
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", ".", "github.com/weft-hpc/weft/cmd/fabrun").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	return filepath.Join(dir, name), filepath.Join(dir, "fabrun")
+	return &Tool{Name: name, Bin: filepath.Join(dir, name), Fabrun: filepath.Join(dir, "fabrun"), Ctx: ctx, tmp: t.TempDir()}
 }
 
-// Run runs bin with args and TMPDIR set to tmp and returns its stdout and
-// stderr; a failed run ends t, and a name matching tmpGlob left in tmp
-// (the tool's temporary directory, not removed) is an error of t.
-func Run(t testing.TB, ctx context.Context, bin, tmp, tmpGlob string, args ...string) (stdout, stderr string) {
+// Run runs the tool with -fabrun, tl.Args and args, its TMPDIR a
+// directory of its own, and returns its stdout and stderr. A failed run
+// ends t; a temporary directory the tool left behind (weft-NAME-*) is an
+// error of t.
+func (tl *Tool) Run(t testing.TB, args ...string) (stdout, stderr string) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	args = append(append([]string{"-fabrun", tl.Fabrun}, tl.Args...), args...)
+	cmd := exec.CommandContext(tl.Ctx, tl.Bin, args...)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tl.tmp)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%v: %v\n%s\n%s", args, err, o.String(), e.String())
 	}
-	if left, _ := filepath.Glob(filepath.Join(tmp, tmpGlob)); len(left) > 0 {
+	if left, _ := filepath.Glob(filepath.Join(tl.tmp, "weft-"+tl.Name+"-*")); len(left) > 0 {
 		t.Errorf("%v left %v behind", args, left)
 	}
 	return o.String(), e.String()
+}
+
+// RefusesUsage checks that the tool refuses each command line of bad with
+// exit status 2 and an error message after its name.
+func (tl *Tool) RefusesUsage(t testing.TB, bad [][]string) {
+	t.Helper()
+	for _, args := range bad {
+		out, err := exec.CommandContext(tl.Ctx, tl.Bin, args...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Errorf("%v: want exit status 2, got %v:\n%s", args, err, out)
+			continue
+		}
+		if !strings.HasPrefix(string(out), tl.Name+": ") {
+			t.Errorf("%v: no error message: %q", args, out)
+		}
+	}
 }
 
 // Records reads the benchrec records of a -json run's stdout, one a line;
@@ -74,21 +105,4 @@ func Records(t testing.TB, out string) []benchrec.Record {
 		rs = append(rs, r)
 	}
 	return rs
-}
-
-// RefusesUsage checks that bin, the tool name, refuses each command line
-// of bad with exit status 2 and an error message after "name: ".
-func RefusesUsage(t testing.TB, ctx context.Context, bin, name string, bad [][]string) {
-	t.Helper()
-	for _, args := range bad {
-		out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-			t.Errorf("%v: want exit status 2, got %v:\n%s", args, err, out)
-			continue
-		}
-		if !strings.HasPrefix(string(out), name+": ") {
-			t.Errorf("%v: no error message: %q", args, out)
-		}
-	}
 }
