@@ -51,20 +51,11 @@ func rankMain(role string, args []string, stdout io.Writer) error {
 // iters timed ones with blocking Send and Recv. Rank 0 prints the half
 // round trip and the bandwidth.
 func rankPingpong(ctx context.Context, iters, warmup int, sizes []int, stdout io.Writer) error {
-	w, err := endpoint.Init(ctx)
+	c, done, err := eploop.Pair(ctx, "ping-pong")
 	if err != nil {
 		return err
 	}
-	defer w.Close()
-	if n := w.Comm().Size(); n != 2 {
-		return fmt.Errorf("ping-pong needs exactly 2 ranks, got %d", n)
-	}
-	eps, err := w.Comm().CreateEndpoints(ctx, 1)
-	if err != nil {
-		return err
-	}
-	c := eps[0]
-	defer c.Free()
+	defer done()
 	me := c.Rank()
 	maxSize := 0
 	for _, s := range sizes {
