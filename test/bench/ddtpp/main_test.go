@@ -357,15 +357,10 @@ func TestAggregate(t *testing.T) {
 	}
 	var out bytes.Buffer
 	rp.print(&out)
-	for _, want := range []string{
+	tooltest.Contains(t, out.String(),
 		"typed ÷ manual, worst cell (target ≤ 1.0): NOT met (2.000, milc_su3_zd s)",
 		"typed ÷ contig, geomean of the cells ≥ 64 KiB (target ≤ 1.15): NOT met (1.500, 1 cells)",
-		"typed ÷ best MPI, geomean of all cells (target ≤ 0.5): met (0.447, 2 cells)",
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("table lacks %q:\n%s", want, &out)
-		}
-	}
+		"typed ÷ best MPI, geomean of all cells (target ≤ 0.5): met (0.447, 2 cells)")
 }
 
 // TestRunsSideBySide builds the tool and fabrun and runs it end to end on

@@ -155,15 +155,10 @@ func TestAggregate(t *testing.T) {
 
 	var table bytes.Buffer
 	rp.print(&table)
-	for _, want := range []string{
+	tooltest.Contains(t, table.String(),
 		"8 B half round trip ≤ 1.0× best MPI: NOT met (2.00 at 8)",
 		"message rate, 2 endpoints of one process ≥ 1.5× best MPI with 2 senders: met (2.00 at 2ep)",
-		"bandwidth ≥ 1.0× best of MPI and fi_pingpong at every size ≥ 64 KiB: met (1.00 at 1048576)",
-	} {
-		if !strings.Contains(table.String(), want) {
-			t.Errorf("table lacks %q:\n%s", want, &table)
-		}
-	}
+		"bandwidth ≥ 1.0× best of MPI and fi_pingpong at every size ≥ 64 KiB: met (1.00 at 1048576)")
 }
 
 func sameFloats(a, b []float64) bool {

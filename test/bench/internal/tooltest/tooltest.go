@@ -1,7 +1,7 @@
-// Package tooltest holds what the end-to-end tests of the side-by-side
-// bench tools (test/bench/p2p, test/bench/ddtpp) share: building the tool
-// with fabrun, running it, reading its -json records and checking that bad
-// command lines are refused.
+// Package tooltest holds what the tests of the side-by-side bench tools
+// (test/bench/p2p, test/bench/ddtpp) share: building the tool with fabrun,
+// running it, reading its -json records, checking that bad command lines
+// are refused and that its tables say what they should.
 package tooltest
 
 import (
@@ -105,4 +105,15 @@ func Records(t testing.TB, out string) []benchrec.Record {
 		rs = append(rs, r)
 	}
 	return rs
+}
+
+// Contains checks that text, a tool's tables, holds each of wants; each one
+// missing is an error of t.
+func Contains(t testing.TB, text string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(text, want) {
+			t.Errorf("table lacks %q:\n%s", want, text)
+		}
+	}
 }
