@@ -17,6 +17,7 @@ import (
 
 	"github.com/weft-hpc/weft/test/bench/internal/ddtcases"
 	"github.com/weft-hpc/weft/test/bench/internal/mpijob"
+	"github.com/weft-hpc/weft/test/bench/internal/sidebyside"
 )
 
 //go:embed mpi/ddtpp.c
@@ -47,8 +48,8 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 		return err
 	}
 	err = writeRecipe(f, cfg.cases, func(c *ddtcases.Case) (int, int) {
-		n := itersFor(cfg.iters, cfg.minIters, c.Bytes)
-		return n, warmupFor(n)
+		n := sidebyside.ItersFor(cfg.iters, cfg.minIters, c.Bytes)
+		return n, sidebyside.WarmupFor(n)
 	})
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -88,11 +89,11 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 				k := c.String()
 				if j.weft {
 					for _, col := range weftCols {
-						res.add(col, k, rep, o.lat[[2]string{col, k}])
+						res.Add([2]string{col, k}, rep, o.lat[[2]string{col, k}])
 					}
 					jit[k] = o.jit[k]
 				} else {
-					res.add(j.name, k, rep, o.lat[[2]string{"mpi", k}])
+					res.Add([2]string{j.name, k}, rep, o.lat[[2]string{"mpi", k}])
 				}
 			}
 			for _, col := range o.cols {
@@ -107,12 +108,7 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 			rp.mpis = append(rp.mpis, j.name)
 		}
 	}
-	if cfg.jsonOut {
-		rp.print(stderr) // the tables, for the log of a -json run
-		return writeRecords(stdout, rp.records())
-	}
-	rp.print(stdout)
-	return nil
+	return sidebyside.Output(cfg.jsonOut, stdout, stderr, rp.print, rp.records)
 }
 
 // colName is the column an output's contender name stands for in job j.
@@ -126,16 +122,12 @@ func colName(col, j string) string {
 // setup builds the weft job's command line and the MPI programs; an MPI
 // that cannot run here is left out with a note on stderr.
 func setup(ctx context.Context, cfg *config, tmp string, stderr io.Writer) ([]*job, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	fabrun, err := mpijob.Fabrun(ctx, cfg.fabrun, tmp)
+	w, err := mpijob.NewWeft(ctx, cfg.fabrun, tmp, cfg.provider, cfg.timeout)
 	if err != nil {
 		return nil, err
 	}
 	jobs := []*job{{name: "weft", weft: true,
-		argv: append(mpijob.FabrunLaunch(fabrun, 2, cfg.provider, cfg.timeout, []string{"WEFT_NODE_TRANSPORT=" + cfg.transport}), self, "-role", "weft")}}
+		argv: append(w.Launch(2, []string{"WEFT_NODE_TRANSPORT=" + cfg.transport}), "-role", "weft")}}
 	for _, r := range cfg.refs {
 		m, err := mpijob.Find(ctx, r)
 		if err == nil {

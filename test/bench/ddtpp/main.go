@@ -58,8 +58,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -70,20 +68,15 @@ import (
 
 	"github.com/weft-hpc/weft/test/bench/internal/ddtcases"
 	"github.com/weft-hpc/weft/test/bench/internal/mpijob"
+	"github.com/weft-hpc/weft/test/bench/internal/sidebyside"
 )
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "ddtpp:", err)
-		if errors.Is(err, errUsage) {
-			os.Exit(2)
-		}
-		os.Exit(1)
+		os.Exit(sidebyside.ExitCode(err))
 	}
 }
-
-// errUsage marks a bad command line (exit status 2).
-var errUsage = errors.New("usage")
 
 // config is the parsed command line of the driver.
 type config struct {
@@ -101,44 +94,36 @@ type config struct {
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("ddtpp", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	role := fs.String("role", "", "internal: weft, a rank of the weft job (arguments RECIPE ROUNDS)")
-	cases := fs.String("cases", "", "regexp selecting layouts by name (empty: all)")
-	sizes := fs.String("sizes", "s,m,l", "comma-separated size labels (s, m, l)")
-	reps := fs.Int("reps", 5, "repetitions; medians are reported")
-	iters := fs.Int("iters", 10000, "round trips per case up to 4 KiB messages (scaled down by size above); the warm-up is a tenth")
-	minIters := fs.Int("miniters", 50, "round trips per case at least")
-	rounds := fs.Int("rounds", 5, "rounds the weft contenders alternate in, per case")
-	refs := fs.String("ref", "mpich,openmpi", "MPI implementations to run: mpich, openmpi")
-	transport := fs.String("transport", "native", "WEFT_NODE_TRANSPORT of the weft job")
-	provider := fs.String("provider", "shm", "libfabric provider of the weft job")
-	fabrun := fs.String("fabrun", "", "fabrun binary (default: go build ./cmd/fabrun into a temporary directory)")
-	timeout := fs.Duration("timeout", 5*time.Minute, "limit per job")
-	jsonOut := fs.Bool("json", false, "print benchrec records (JSON lines) on stdout, the tables on stderr")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+	cli := sidebyside.NewCLI("ddtpp", "internal: weft, a rank of the weft job (arguments RECIPE ROUNDS)", 5*time.Minute, stderr)
+	cases := cli.String("cases", "", "regexp selecting layouts by name (empty: all)")
+	sizes := cli.String("sizes", "s,m,l", "comma-separated size labels (s, m, l)")
+	iters := cli.Int("iters", 10000, "round trips per case up to 4 KiB messages (scaled down by size above); the warm-up is a tenth")
+	minIters := cli.Int("miniters", 50, "round trips per case at least")
+	rounds := cli.Int("rounds", 5, "rounds the weft contenders alternate in, per case")
+	refs := cli.String("ref", "mpich,openmpi", "MPI implementations to run: mpich, openmpi")
+	transport := cli.String("transport", "native", "WEFT_NODE_TRANSPORT of the weft job")
+	provider := cli.String("provider", "shm", "libfabric provider of the weft job")
+	if err := cli.Parse(args); err != nil {
+		return err
 	}
-	if *role != "" {
-		if *role != "weft" {
-			return fmt.Errorf("%w: -role %q: want weft", errUsage, *role)
+	if cli.Role != "" {
+		if cli.Role != "weft" {
+			return fmt.Errorf("%w: -role %q: want weft", sidebyside.ErrUsage, cli.Role)
 		}
-		return rankMain(fs.Args(), stdout)
+		return rankMain(cli.Args(), stdout)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
-	}
-	cfg, err := parseConfig(*cases, *sizes, *refs, *reps, *iters, *minIters, *rounds)
+	var cfg *config
+	err := cli.Check(func() (err error) {
+		cfg, err = parseConfig(*cases, *sizes, *refs, cli.Reps, *iters, *minIters, *rounds)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if *timeout <= 0 {
-		return fmt.Errorf("%w: -timeout %v: want > 0", errUsage, *timeout)
+		return err
 	}
 	if *transport == "" || strings.ContainsAny(*transport, "= \t") {
-		return fmt.Errorf("%w: -transport %q: not a WEFT_NODE_TRANSPORT value", errUsage, *transport)
+		return fmt.Errorf("%w: -transport %q: not a WEFT_NODE_TRANSPORT value", sidebyside.ErrUsage, *transport)
 	}
-	cfg.transport, cfg.provider, cfg.fabrun, cfg.timeout, cfg.jsonOut = *transport, *provider, *fabrun, *timeout, *jsonOut
+	cfg.transport, cfg.provider, cfg.fabrun, cfg.timeout, cfg.jsonOut = *transport, *provider, cli.Fabrun, cli.Timeout, cli.JSON
 	return drive(context.Background(), cfg, stdout, stderr)
 }
 
@@ -157,7 +142,7 @@ func parseConfig(cases, sizes, refs string, reps, iters, minIters, rounds int) (
 	if err != nil {
 		return nil, fmt.Errorf("-cases: %v", err)
 	}
-	sz := list(sizes)
+	sz := sidebyside.List(sizes)
 	for _, s := range sz {
 		if !slices.Contains(ddtcases.Sizes, s) {
 			return nil, fmt.Errorf("-sizes: unknown size %q (want %s)", s, strings.Join(ddtcases.Sizes, ", "))
@@ -181,7 +166,7 @@ func parseConfig(cases, sizes, refs string, reps, iters, minIters, rounds int) (
 	if len(cfg.cases) == 0 {
 		return nil, fmt.Errorf("no case matches -cases %q -sizes %q", cases, sizes)
 	}
-	for _, r := range list(refs) {
+	for _, r := range sidebyside.List(refs) {
 		if !slices.Contains(mpijob.Names, r) {
 			return nil, fmt.Errorf("-ref %q: want %s", r, strings.Join(mpijob.Names, " or "))
 		}
@@ -191,28 +176,3 @@ func parseConfig(cases, sizes, refs string, reps, iters, minIters, rounds int) (
 	}
 	return cfg, nil
 }
-
-// list splits a comma-separated flag value, dropping empty fields.
-func list(s string) []string {
-	var out []string
-	for f := range strings.SplitSeq(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-// itersFor is the number of timed round trips of a message of bytes:
-// base up to 4 KiB, scaled down in proportion above so that every case
-// moves about as many bytes, and at least floor.
-func itersFor(base, floor int, bytes int64) int {
-	n := base
-	if bytes > 4096 {
-		n = int(int64(base) * 4096 / bytes)
-	}
-	return max(n, floor)
-}
-
-// warmupFor is the untimed part before n timed round trips.
-func warmupFor(n int) int { return max(n/10, 1) }

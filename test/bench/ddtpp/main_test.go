@@ -2,13 +2,9 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
 	"math"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,8 +13,8 @@ import (
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/internal/benchrec"
-	"github.com/weft-hpc/weft/internal/testenv"
 	"github.com/weft-hpc/weft/test/bench/internal/ddtcases"
+	"github.com/weft-hpc/weft/test/bench/internal/tooltest"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -54,20 +50,6 @@ func TestParseConfig(t *testing.T) {
 	} {
 		if _, err := parseConfig(bad.cases, bad.sizes, bad.refs, bad.reps, bad.iters, bad.floor, bad.rounds); err == nil {
 			t.Errorf("%+v accepted", bad)
-		}
-	}
-}
-
-func TestItersFor(t *testing.T) {
-	for _, c := range []struct {
-		base, floor int
-		bytes       int64
-		want        int
-	}{
-		{5000, 30, 8, 5000}, {5000, 30, 4096, 5000}, {5000, 30, 8192, 2500}, {5000, 30, 4 << 20, 30}, {10, 30, 8, 30},
-	} {
-		if got := itersFor(c.base, c.floor, c.bytes); got != c.want {
-			t.Errorf("itersFor(%d, %d, %d) = %d, want %d", c.base, c.floor, c.bytes, got, c.want)
 		}
 	}
 }
@@ -318,7 +300,7 @@ func TestAggregate(t *testing.T) {
 	set := func(col, cell string, v ...float64) {
 		for i, x := range v {
 			if !math.IsNaN(x) {
-				res.add(col, cell, i, x)
+				res.Add([2]string{col, cell}, i, x)
 			}
 		}
 	}
@@ -335,7 +317,7 @@ func TestAggregate(t *testing.T) {
 	set("mpich", b, 40, 100, 30)
 	set("openmpi", b, 30, 120, 36)
 	rp := &report{cfg: cfg, res: res, mpis: []string{"mpich", "openmpi"}, jit: map[string]string{s: "compiled", b: "interpreted"}}
-	if got := res.best(rp.mpis, s); !slices.Equal(got, []float64{4, 10, 4}) {
+	if got := res.Best(keys(rp.mpis, s), true); !slices.Equal(got, []float64{4, 10, 4}) {
 		t.Errorf("best MPI %v", got)
 	}
 	by := map[string]benchrec.Record{}
@@ -375,34 +357,10 @@ func TestAggregate(t *testing.T) {
 	}
 	var out bytes.Buffer
 	rp.print(&out)
-	for _, want := range []string{
+	tooltest.Contains(t, out.String(),
 		"typed ÷ manual, worst cell (target ≤ 1.0): NOT met (2.000, milc_su3_zd s)",
 		"typed ÷ contig, geomean of the cells ≥ 64 KiB (target ≤ 1.15): NOT met (1.500, 1 cells)",
-		"typed ÷ best MPI, geomean of all cells (target ≤ 0.5): met (0.447, 2 cells)",
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("table lacks %q:\n%s", want, &out)
-		}
-	}
-}
-
-// buildTool builds this command and fabrun into a temporary directory.
-func buildTool(t *testing.T, ctx context.Context) (bin, fabrun string) {
-	t.Helper()
-	dir := t.TempDir()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", ".", "github.com/weft-hpc/weft/cmd/fabrun").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return filepath.Join(dir, "ddtpp"), filepath.Join(dir, "fabrun")
-}
-
-func needMPICH(t *testing.T) {
-	t.Helper()
-	for _, p := range []string{"mpicc.mpich", "mpiexec.hydra"} {
-		if _, err := exec.LookPath(p); err != nil {
-			testenv.Skip(t, "mpich", "%s not found (Debian packages mpich, libmpich-dev): %v", p, err)
-		}
-	}
+		"typed ÷ best MPI, geomean of all cells (target ≤ 0.5): met (0.447, 2 cells)")
 }
 
 // TestRunsSideBySide builds the tool and fabrun and runs it end to end on
@@ -413,33 +371,15 @@ func needMPICH(t *testing.T) {
 // are refused with status 2. The figures are not checked (timings on a
 // shared machine are anything).
 func TestRunsSideBySide(t *testing.T) {
-	testenv.Short(t, "builds and runs the benchmark tool with MPI jobs")
-	needMPICH(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	bin, fabrun := buildTool(t, ctx)
-	tmp := t.TempDir()
-	runTool := func(args ...string) (string, string) {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, bin, append([]string{"-fabrun", fabrun, "-iters", "20", "-miniters", "5", "-timeout", "60s"}, args...)...)
-		cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-		var o, e bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("%v: %v\n%s\n%s", args, err, o.String(), e.String())
-		}
-		if left, _ := filepath.Glob(filepath.Join(tmp, "weft-ddtpp-*")); len(left) > 0 {
-			t.Errorf("%v left %v behind", args, left)
-		}
-		return o.String(), e.String()
-	}
+	tool := tooltest.New(t, "ddtpp", "builds and runs the benchmark tool with MPI jobs", 4*time.Minute)
+	tool.Args = []string{"-iters", "20", "-miniters", "5", "-timeout", "60s"}
 	jobs := []string{"weft", "mpich"}
 	if _, err := exec.LookPath("mpirun.openmpi"); err == nil {
 		jobs = append(jobs, "openmpi")
 	}
 
 	t.Run("table", func(t *testing.T) {
-		out, progress := runTool("-reps", "2", "-sizes", "s")
+		out, progress := tool.Run(t, "-reps", "2", "-sizes", "s")
 		for _, rep := range []string{"1", "2"} {
 			for _, j := range jobs {
 				if !regexp.MustCompile(`(?m)^rep ` + rep + ` ` + j + `: `).MatchString(progress) {
@@ -463,20 +403,14 @@ func TestRunsSideBySide(t *testing.T) {
 	})
 
 	t.Run("json", func(t *testing.T) {
-		out, _ := runTool("-reps", "1", "-sizes", "s", "-cases", "^(milc_su3_zd|fft2)$", "-json")
+		out, _ := tool.Run(t, "-reps", "1", "-sizes", "s", "-cases", "^(milc_su3_zd|fft2)$", "-json")
 		keys := map[string]bool{}
-		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-			var r benchrec.Record
-			dec := json.NewDecoder(strings.NewReader(l))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&r); err != nil {
-				t.Fatalf("line %q: %v", l, err)
-			}
+		for _, r := range tooltest.Records(t, out) {
 			if r.Tool != "ddtpp" || r.Area != "ddtpp" || r.Reps != 1 || r.Stat != "median" || r.Value <= 0 || r.Unit != "us" || r.Bytes <= 0 || r.Machine == "" {
-				t.Errorf("line %q: fields missing or wrong", l)
+				t.Errorf("record %+v: fields missing or wrong", r)
 			}
 			if strings.HasPrefix(r.Metric, "typed-vs-") && (r.Ref == "" || r.Ratio <= 0 || r.RefValue <= 0) {
-				t.Errorf("line %q: comparison without reference or ratio", l)
+				t.Errorf("record %+v: comparison without reference or ratio", r)
 			}
 			keys[r.Key()] = true
 		}
@@ -489,18 +423,8 @@ func TestRunsSideBySide(t *testing.T) {
 	})
 
 	t.Run("bad command lines", func(t *testing.T) {
-		for _, bad := range [][]string{{"-sizes", "xl"}, {"-cases", "("}, {"-reps", "0"}, {"-ref", "lam"}, {"-timeout", "0s"},
-			{"-transport", "a=b"}, {"stray"}, {"-role", "weft"}, {"-role", "weft", "recipe", "0"}, {"-role", "dance"}} {
-			out, err := exec.CommandContext(ctx, bin, bad...).CombinedOutput()
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-				t.Errorf("%v: want exit status 2, got %v:\n%s", bad, err, out)
-				continue
-			}
-			if !strings.HasPrefix(string(out), "ddtpp: ") {
-				t.Errorf("%v: no error message: %q", bad, out)
-			}
-		}
+		tool.RefusesUsage(t, [][]string{{"-sizes", "xl"}, {"-cases", "("}, {"-reps", "0"}, {"-ref", "lam"}, {"-timeout", "0s"},
+			{"-transport", "a=b"}, {"stray"}, {"-role", "weft"}, {"-role", "weft", "recipe", "0"}, {"-role", "dance"}})
 	})
 }
 
@@ -510,18 +434,9 @@ func TestRunsSideBySide(t *testing.T) {
 // against ddt's Pack and Unpack, so the weft types and the MPI types the
 // recipe builds pack byte for byte alike.
 func TestLayoutsAgree(t *testing.T) {
-	testenv.Short(t, "runs every DDTBench layout through weft and MPI jobs")
-	needMPICH(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	bin, fabrun := buildTool(t, ctx)
-	cmd := exec.CommandContext(ctx, bin, "-fabrun", fabrun, "-reps", "1", "-iters", "1", "-miniters", "1", "-rounds", "1", "-timeout", "2m")
-	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	if n := strings.Count(string(out), " compiled\n") + strings.Count(string(out), " interpreted\n"); n != len(ddtcases.All()) {
+	tool := tooltest.New(t, "ddtpp", "runs every DDTBench layout through weft and MPI jobs", 4*time.Minute)
+	out, _ := tool.Run(t, "-reps", "1", "-iters", "1", "-miniters", "1", "-rounds", "1", "-timeout", "2m")
+	if n := strings.Count(out, " compiled\n") + strings.Count(out, " interpreted\n"); n != len(ddtcases.All()) {
 		t.Errorf("%d table rows, want %d:\n%s", n, len(ddtcases.All()), out)
 	}
 }

@@ -12,7 +12,9 @@ import (
 
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/test/bench/internal/ddtcases"
+	"github.com/weft-hpc/weft/test/bench/internal/eploop"
 	"github.com/weft-hpc/weft/test/bench/internal/mpijob"
+	"github.com/weft-hpc/weft/test/bench/internal/sidebyside"
 )
 
 // Tags of the weft job's messages, as the MPI program's: the ping-pong,
@@ -40,11 +42,11 @@ const rankLimit = time.Hour
 // packed through compiled code by the end.
 func rankMain(args []string, stdout io.Writer) error {
 	if len(args) != 2 {
-		return fmt.Errorf("%w: -role weft RECIPE ROUNDS", errUsage)
+		return fmt.Errorf("%w: -role weft RECIPE ROUNDS", sidebyside.ErrUsage)
 	}
 	rounds, err := strconv.Atoi(args[1])
 	if err != nil || rounds < 1 {
-		return fmt.Errorf("%w: -role weft: ROUNDS %q: want a positive integer", errUsage, args[1])
+		return fmt.Errorf("%w: -role weft: ROUNDS %q: want a positive integer", sidebyside.ErrUsage, args[1])
 	}
 	f, err := os.Open(args[0])
 	if err != nil {
@@ -57,20 +59,11 @@ func rankMain(args []string, stdout io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), rankLimit)
 	defer cancel()
-	w, err := endpoint.Init(ctx)
+	c, done, err := eploop.Pair(ctx, "the weft job")
 	if err != nil {
 		return err
 	}
-	defer w.Close()
-	if n := w.Comm().Size(); n != 2 {
-		return fmt.Errorf("the weft job needs exactly 2 ranks, got %d", n)
-	}
-	eps, err := w.Comm().CreateEndpoints(ctx, 1)
-	if err != nil {
-		return err
-	}
-	c := eps[0]
-	defer c.Free()
+	defer done()
 	for _, rc := range rp.cases {
 		cs, err := ddtcases.Build(rc.name, rc.size)
 		if err != nil {

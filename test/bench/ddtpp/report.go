@@ -7,98 +7,14 @@ import (
 	"slices"
 
 	"github.com/weft-hpc/weft/internal/benchrec"
+	"github.com/weft-hpc/weft/test/bench/internal/sidebyside"
 )
 
 // results holds every half round trip by contender (typed, manual,
-// contig, mpich, openmpi), case ("name/size") and repetition; a
-// repetition without the figure holds NaN.
-type results struct {
-	reps int
-	v    map[[2]string][]float64
-}
+// contig, mpich, openmpi), case ("name/size") and repetition.
+type results = sidebyside.Figures[[2]string]
 
-func newResults(reps int) *results { return &results{reps: reps, v: map[[2]string][]float64{}} }
-
-// add records v for repetition rep.
-func (r *results) add(col, cell string, rep int, v float64) {
-	k := [2]string{col, cell}
-	s, ok := r.v[k]
-	if !ok {
-		s = nans(r.reps)
-		r.v[k] = s
-	}
-	s[rep] = v
-}
-
-func nans(n int) []float64 {
-	s := make([]float64, n)
-	for i := range s {
-		s[i] = math.NaN()
-	}
-	return s
-}
-
-// series is the figure by repetition (all NaN when never measured).
-func (r *results) series(col, cell string) []float64 {
-	if s, ok := r.v[[2]string{col, cell}]; ok {
-		return s
-	}
-	return nans(r.reps)
-}
-
-// best is, per repetition, the lowest figure among cols (NaN where none
-// has one).
-func (r *results) best(cols []string, cell string) []float64 {
-	out := nans(r.reps)
-	for i := range out {
-		for _, c := range cols {
-			if v := r.series(c, cell)[i]; !math.IsNaN(v) && (math.IsNaN(out[i]) || v < out[i]) {
-				out[i] = v
-			}
-		}
-	}
-	return out
-}
-
-// ratios is ours ÷ ref element by element (NaN where either is missing).
-func ratios(ours, ref []float64) []float64 {
-	out := nans(len(ours))
-	for i := range ours {
-		if i < len(ref) && ref[i] > 0 {
-			out[i] = ours[i] / ref[i]
-		}
-	}
-	return out
-}
-
-// median of the figures that are not NaN; NaN when there are none.
-func median(v []float64) float64 {
-	var s []float64
-	for _, x := range v {
-		if !math.IsNaN(x) {
-			s = append(s, x)
-		}
-	}
-	if len(s) == 0 {
-		return math.NaN()
-	}
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// count is the number of figures that are not NaN.
-func count(v []float64) int {
-	n := 0
-	for _, x := range v {
-		if !math.IsNaN(x) {
-			n++
-		}
-	}
-	return n
-}
+func newResults(reps int) *results { return sidebyside.NewFigures[[2]string](reps) }
 
 // geomean of the figures that are positive; NaN when there are none.
 func geomean(v []float64) float64 {
@@ -123,6 +39,15 @@ type report struct {
 	jit  map[string]string // case → the typed contender's JIT state
 }
 
+// keys are the keys of cols in cell.
+func keys(cols []string, cell string) [][2]string {
+	out := make([][2]string, len(cols))
+	for i, c := range cols {
+		out[i] = [2]string{c, cell}
+	}
+	return out
+}
+
 // A comparison is one reference of the typed contender: the record's
 // metric, the reference's name and its figures by repetition.
 type comparison struct {
@@ -134,11 +59,11 @@ type comparison struct {
 // contig and, when an MPI ran, with the best MPI of each repetition.
 func (rp *report) refs(cell string) []comparison {
 	out := []comparison{
-		{"typed-vs-manual", "manual", rp.res.series("manual", cell)},
-		{"typed-vs-contig", "contig", rp.res.series("contig", cell)},
+		{"typed-vs-manual", "manual", rp.res.Series([2]string{"manual", cell})},
+		{"typed-vs-contig", "contig", rp.res.Series([2]string{"contig", cell})},
 	}
 	if len(rp.mpis) > 0 {
-		out = append(out, comparison{"typed-vs-mpi", "best MPI", rp.res.best(rp.mpis, cell)})
+		out = append(out, comparison{"typed-vs-mpi", "best MPI", rp.res.Best(keys(rp.mpis, cell), true)})
 	}
 	return out
 }
@@ -153,32 +78,30 @@ func (rp *report) records() []benchrec.Record {
 		cell := c.String()
 		base := benchrec.Record{Tool: "ddtpp", Area: "ddtpp", Case: c.Name, Size: c.Size, Bytes: c.Bytes, Unit: "us", Stat: "median"}
 		for _, col := range rp.cols() {
-			s := rp.res.series(col, cell)
-			if count(s) == 0 {
+			s := rp.res.Series([2]string{col, cell})
+			if sidebyside.Count(s) == 0 {
 				continue
 			}
 			r := base
-			r.Metric, r.Value, r.Reps = col, median(s), count(s)
+			r.Metric, r.Value, r.Reps = col, sidebyside.Median(s), sidebyside.Count(s)
 			if col == "typed" {
 				r.Note = "jit " + rp.jit[cell]
 			}
 			rs = append(rs, r)
 		}
-		typed := rp.res.series("typed", cell)
+		typed := rp.res.Series([2]string{"typed", cell})
 		for _, q := range rp.refs(cell) {
-			if count(q.ref) == 0 || count(typed) == 0 {
+			if sidebyside.Count(q.ref) == 0 || sidebyside.Count(typed) == 0 {
 				continue
 			}
 			r := base
-			r.Metric, r.Value, r.Reps = q.metric, median(typed), count(typed)
-			r.Ref, r.RefValue, r.Ratio = q.name, median(q.ref), benchrec.Finite(median(ratios(typed, q.ref)))
+			r.Metric, r.Value, r.Reps = q.metric, sidebyside.Median(typed), sidebyside.Count(typed)
+			r.Ref, r.RefValue, r.Ratio = q.name, sidebyside.Median(q.ref), benchrec.Finite(sidebyside.Median(sidebyside.Ratios(typed, q.ref)))
 			rs = append(rs, r)
 		}
 	}
 	return rs
 }
-
-func writeRecords(w io.Writer, rs []benchrec.Record) error { return benchrec.Write(w, rs) }
 
 // summary is one summary figure of the typed contender over cells.
 type summary struct {
@@ -197,9 +120,9 @@ func (rp *report) summaries() []summary {
 	var big, mpi []float64
 	for _, c := range rp.cfg.cases {
 		cell := c.String()
-		typed := rp.res.series("typed", cell)
+		typed := rp.res.Series([2]string{"typed", cell})
 		for _, q := range rp.refs(cell) {
-			r := median(ratios(typed, q.ref))
+			r := sidebyside.Median(sidebyside.Ratios(typed, q.ref))
 			if math.IsNaN(r) {
 				continue
 			}
@@ -236,16 +159,16 @@ func (rp *report) print(w io.Writer) {
 		cell := c.String()
 		fmt.Fprintf(w, "%-20s %4s %9d", c.Name, c.Size, c.Bytes)
 		for _, col := range rp.cols() {
-			fmt.Fprintf(w, " %9s", fig(median(rp.res.series(col, cell))))
+			fmt.Fprintf(w, " %9s", sidebyside.Fig(sidebyside.Median(rp.res.Series([2]string{col, cell}))))
 		}
 		q := rp.refs(cell)
-		typed := rp.res.series("typed", cell)
+		typed := rp.res.Series([2]string{"typed", cell})
 		for i := range 3 {
 			r := math.NaN()
 			if i < len(q) {
-				r = median(ratios(typed, q[i].ref))
+				r = sidebyside.Median(sidebyside.Ratios(typed, q[i].ref))
 			}
-			fmt.Fprintf(w, " %8s", ratioFig(r))
+			fmt.Fprintf(w, " %8s", sidebyside.RatioFig(r))
 		}
 		fmt.Fprintf(w, " %s\n", rp.jit[cell])
 	}
@@ -261,25 +184,4 @@ func (rp *report) print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %s: %s\n", s.what, status)
 	}
-}
-
-// fig formats a figure with precision to suit its magnitude.
-func fig(v float64) string {
-	switch a := math.Abs(v); {
-	case math.IsNaN(v):
-		return "–"
-	case a >= 100:
-		return fmt.Sprintf("%.0f", v)
-	case a >= 10:
-		return fmt.Sprintf("%.1f", v)
-	default:
-		return fmt.Sprintf("%.3f", v)
-	}
-}
-
-func ratioFig(v float64) string {
-	if math.IsNaN(v) {
-		return "–"
-	}
-	return fmt.Sprintf("%.2f", v)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/weft-hpc/weft/test/bench/internal/fipingpong"
 	"github.com/weft-hpc/weft/test/bench/internal/mpijob"
+	"github.com/weft-hpc/weft/test/bench/internal/sidebyside"
 )
 
 //go:embed mpi/pingpong.c
@@ -93,8 +94,8 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 				if err != nil {
 					return fmt.Errorf("rep %d, %s ping-pong %d B: %w", rep+1, c.name, size, err)
 				}
-				res.add(c.name, "lat", strconv.Itoa(size), rep, lat)
-				res.add(c.name, "bw", strconv.Itoa(size), rep, bw)
+				res.Add(cell{c.name, "lat", strconv.Itoa(size)}, rep, lat)
+				res.Add(cell{c.name, "bw", strconv.Itoa(size)}, rep, bw)
 				line += fmt.Sprintf(" %s %.3f us %.1f MB/s,", c.name, lat, bw)
 			}
 			fmt.Fprintln(stderr, strings.TrimSuffix(line, ","))
@@ -109,7 +110,7 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 				if err != nil {
 					return fmt.Errorf("rep %d, %s rate case %s: %w", rep+1, c.name, l, err)
 				}
-				res.add(c.name, "msgrate", l, rep, v)
+				res.Add(cell{c.name, "msgrate", l}, rep, v)
 				line += fmt.Sprintf(" %s %.0f msg/s,", c.name, v)
 			}
 			fmt.Fprintln(stderr, strings.TrimSuffix(line, ","))
@@ -126,12 +127,7 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 			rep.mpis = append(rep.mpis, c.name)
 		}
 	}
-	if cfg.jsonOut {
-		rep.print(stderr) // the tables, for the log of a -json run
-		return writeRecords(stdout, rep.records())
-	}
-	rep.print(stdout)
-	return nil
+	return sidebyside.Output(cfg.jsonOut, stdout, stderr, rep.print, rep.records)
 }
 
 // weftColumn names the column of WEFT_NODE_TRANSPORT value v.
@@ -147,19 +143,13 @@ func weftColumn(v string) string {
 func setup(ctx context.Context, cfg *config, tmp string, stderr io.Writer) ([]*contender, error) {
 	var cs []*contender
 	if len(cfg.weft) > 0 {
-		self, err := os.Executable()
-		if err != nil {
-			return nil, err
-		}
-		fabrun, err := mpijob.Fabrun(ctx, cfg.fabrun, tmp)
+		w, err := mpijob.NewWeft(ctx, cfg.fabrun, tmp, cfg.provider, cfg.timeout)
 		if err != nil {
 			return nil, err
 		}
 		for _, v := range cfg.weft {
 			c := &contender{name: weftColumn(v), kind: kindWeft, env: []string{"WEFT_NODE_TRANSPORT=" + v}}
-			c.launch = func(np int) []string {
-				return append(mpijob.FabrunLaunch(fabrun, np, cfg.provider, cfg.timeout, c.env), self)
-			}
+			c.launch = func(np int) []string { return w.Launch(np, c.env) }
 			cs = append(cs, c)
 		}
 	}
@@ -214,7 +204,7 @@ func pingpong(ctx context.Context, cfg *config, c *contender, size int) (lat, bw
 		r, err := fipingpong.Run(ctx, cfg.fiPath, cfg.provider, size, n)
 		return r.Usec, r.MBps, err
 	}
-	args := []string{strconv.Itoa(n), strconv.Itoa(warmupFor(n)), strconv.Itoa(size)}
+	args := []string{strconv.Itoa(n), strconv.Itoa(sidebyside.WarmupFor(n)), strconv.Itoa(size)}
 	var argv []string
 	if c.kind == kindWeft {
 		argv = append(append(c.launch(2), "-role", "pingpong"), args...)
@@ -247,7 +237,7 @@ func msgrate(ctx context.Context, cfg *config, c *contender, l string) (float64,
 	case "2ep":
 		handles = 2
 	}
-	args := []string{strconv.Itoa(cfg.window), strconv.Itoa(cfg.windows), strconv.Itoa(warmupFor(cfg.windows)), strconv.Itoa(cfg.msgSize)}
+	args := []string{strconv.Itoa(cfg.window), strconv.Itoa(cfg.windows), strconv.Itoa(sidebyside.WarmupFor(cfg.windows)), strconv.Itoa(cfg.msgSize)}
 	var argv []string
 	if c.kind == kindWeft {
 		argv = append(append(append(c.launch(np), "-role", "msgrate"), args...), strconv.Itoa(handles))

@@ -57,8 +57,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -66,20 +64,16 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/weft-hpc/weft/test/bench/internal/sidebyside"
 )
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "p2p:", err)
-		if errors.Is(err, errUsage) {
-			os.Exit(2)
-		}
-		os.Exit(1)
+		os.Exit(sidebyside.ExitCode(err))
 	}
 }
-
-// errUsage marks a bad command line (exit status 2).
-var errUsage = errors.New("usage")
 
 // config is the parsed command line of the driver.
 type config struct {
@@ -100,40 +94,32 @@ type config struct {
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("p2p", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	role := fs.String("role", "", "internal: pingpong or msgrate, a rank of the weft job")
-	sizes := fs.String("sizes", "8,64,512,4k,32k,64k,256k,1m,4m", "ping-pong message sizes (k, m suffixes); empty: no ping-pong")
-	rates := fs.String("rates", "1,2,2ep", "message-rate cases: 1, 2 (senders), 2ep (weft: two endpoints of one process); empty: none")
-	reps := fs.Int("reps", 5, "repetitions; medians are reported")
-	iters := fs.Int("iters", 50000, "ping-pong round trips at ≤ 4 KiB (scaled down by size above, at least 100); the warm-up is a tenth")
-	window := fs.Int("window", 64, "messages per window in the rate cases")
-	windows := fs.Int("windows", 2000, "timed windows per rate measurement (a tenth more untimed first)")
-	msgSize := fs.Int("msgsize", 8, "message bytes in the rate cases")
-	weft := fs.String("weft", "native", "WEFT_NODE_TRANSPORT values, one weft column each (native: weft, fabric: weft-fabric)")
-	refs := fs.String("ref", "fi_pingpong,mpich,openmpi", "references to run: fi_pingpong, mpich, openmpi")
-	provider := fs.String("provider", "shm", "libfabric provider of the weft job and fi_pingpong")
-	fabrun := fs.String("fabrun", "", "fabrun binary (default: go build ./cmd/fabrun into a temporary directory)")
-	fiPath := fs.String("fi_pingpong", "fi_pingpong", "libfabric's fi_pingpong")
-	timeout := fs.Duration("timeout", 2*time.Minute, "limit per job")
-	jsonOut := fs.Bool("json", false, "print benchrec records (JSON lines) on stdout, the tables on stderr")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+	cli := sidebyside.NewCLI("p2p", "internal: pingpong or msgrate, a rank of the weft job", 2*time.Minute, stderr)
+	sizes := cli.String("sizes", "8,64,512,4k,32k,64k,256k,1m,4m", "ping-pong message sizes (k, m suffixes); empty: no ping-pong")
+	rates := cli.String("rates", "1,2,2ep", "message-rate cases: 1, 2 (senders), 2ep (weft: two endpoints of one process); empty: none")
+	iters := cli.Int("iters", 50000, "ping-pong round trips at ≤ 4 KiB (scaled down by size above, at least 100); the warm-up is a tenth")
+	window := cli.Int("window", 64, "messages per window in the rate cases")
+	windows := cli.Int("windows", 2000, "timed windows per rate measurement (a tenth more untimed first)")
+	msgSize := cli.Int("msgsize", 8, "message bytes in the rate cases")
+	weft := cli.String("weft", "native", "WEFT_NODE_TRANSPORT values, one weft column each (native: weft, fabric: weft-fabric)")
+	refs := cli.String("ref", "fi_pingpong,mpich,openmpi", "references to run: fi_pingpong, mpich, openmpi")
+	provider := cli.String("provider", "shm", "libfabric provider of the weft job and fi_pingpong")
+	fiPath := cli.String("fi_pingpong", "fi_pingpong", "libfabric's fi_pingpong")
+	if err := cli.Parse(args); err != nil {
+		return err
 	}
-	if *role != "" {
-		return rankMain(*role, fs.Args(), stdout)
+	if cli.Role != "" {
+		return rankMain(cli.Role, cli.Args(), stdout)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
-	}
-	cfg, err := parseConfig(*sizes, *rates, *weft, *refs, *reps, *iters, *window, *windows, *msgSize)
+	var cfg *config
+	err := cli.Check(func() (err error) {
+		cfg, err = parseConfig(*sizes, *rates, *weft, *refs, cli.Reps, *iters, *window, *windows, *msgSize)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return err
 	}
-	if *timeout <= 0 {
-		return fmt.Errorf("%w: -timeout %v: want > 0", errUsage, *timeout)
-	}
-	cfg.provider, cfg.fabrun, cfg.fiPath, cfg.timeout, cfg.jsonOut = *provider, *fabrun, *fiPath, *timeout, *jsonOut
+	cfg.provider, cfg.fabrun, cfg.fiPath, cfg.timeout, cfg.jsonOut = *provider, cli.Fabrun, *fiPath, cli.Timeout, cli.JSON
 	return drive(context.Background(), cfg, stdout, stderr)
 }
 
@@ -144,7 +130,7 @@ func parseConfig(sizes, rates, weft, refs string, reps, iters, window, windows, 
 	if cfg.sizes, err = parseSizes(sizes); err != nil {
 		return nil, err
 	}
-	for _, r := range list(rates) {
+	for _, r := range sidebyside.List(rates) {
 		switch r {
 		case "1", "2", "2ep":
 		default:
@@ -152,13 +138,13 @@ func parseConfig(sizes, rates, weft, refs string, reps, iters, window, windows, 
 		}
 		cfg.rates = appendUniq(cfg.rates, r)
 	}
-	for _, w := range list(weft) {
+	for _, w := range sidebyside.List(weft) {
 		if strings.ContainsAny(w, "= \t") {
 			return nil, fmt.Errorf("-weft %q: not a WEFT_NODE_TRANSPORT value", w)
 		}
 		cfg.weft = appendUniq(cfg.weft, w)
 	}
-	for _, r := range list(refs) {
+	for _, r := range sidebyside.List(refs) {
 		switch r {
 		case "fi_pingpong", "mpich", "openmpi":
 		default:
@@ -183,17 +169,6 @@ func parseConfig(sizes, rates, weft, refs string, reps, iters, window, windows, 
 	return cfg, nil
 }
 
-// list splits a comma-separated flag value, dropping empty fields.
-func list(s string) []string {
-	var out []string
-	for f := range strings.SplitSeq(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 func appendUniq(s []string, v string) []string {
 	if slices.Contains(s, v) {
 		return s
@@ -205,7 +180,7 @@ func appendUniq(s []string, v string) []string {
 // (KiB) and m (MiB) suffixes.
 func parseSizes(s string) ([]int, error) {
 	var out []int
-	for _, f := range list(s) {
+	for _, f := range sidebyside.List(s) {
 		g := strings.ToLower(f)
 		mult := 1
 		switch {
@@ -224,14 +199,6 @@ func parseSizes(s string) ([]int, error) {
 }
 
 // itersFor scales the ping-pong iterations down for messages above 4 KiB
-// so that every size takes a similar time, keeping at least 100.
-func itersFor(base, size int) int {
-	n := base
-	if size > 4096 {
-		n = int(int64(base) * 4096 / int64(size))
-	}
-	return max(n, min(base, 100))
-}
-
-// warmupFor is the untimed part before n timed iterations.
-func warmupFor(n int) int { return max(n/10, 1) }
+// so that every size takes a similar time, keeping at least 100 (or base,
+// when less).
+func itersFor(base, size int) int { return sidebyside.ItersFor(base, min(base, 100), int64(size)) }

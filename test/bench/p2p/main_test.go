@@ -2,13 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
-	"errors"
 	"math"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,7 +11,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/internal/benchrec"
-	"github.com/weft-hpc/weft/internal/testenv"
+	"github.com/weft-hpc/weft/test/bench/internal/tooltest"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -98,7 +93,7 @@ func TestAggregate(t *testing.T) {
 	set := func(col, metric, label string, v ...float64) {
 		for i, x := range v {
 			if !math.IsNaN(x) {
-				res.add(col, metric, label, i, x)
+				res.Add(cell{col, metric, label}, i, x)
 			}
 		}
 	}
@@ -119,17 +114,8 @@ func TestAggregate(t *testing.T) {
 	set("mpich", "msgrate", "2", 2e6, 2e6, 2e6)
 	set("openmpi", "msgrate", "2", 3e6, 1e6, 3e6)
 
-	if b := res.best([]string{"mpich", "openmpi"}, "lat", "8", true); !sameFloats(b, []float64{0.4, 1.5, 0.6}) {
+	if b := res.Best(cells([]string{"mpich", "openmpi"}, "lat", "8"), true); !sameFloats(b, []float64{0.4, 1.5, 0.6}) {
 		t.Errorf("best latency %v", b)
-	}
-	if m := median([]float64{3, nan, 1, 2}); m != 2 {
-		t.Errorf("median ignoring NaN = %v", m)
-	}
-	if m := median([]float64{nan}); !math.IsNaN(m) {
-		t.Errorf("median of nothing = %v", m)
-	}
-	if r := ratios([]float64{1, nan, 3}, []float64{2, 1, nan}); !sameFloats(r, []float64{0.5, nan, nan}) {
-		t.Errorf("ratios %v", r)
 	}
 
 	rp := &report{cfg: cfg, res: res, wefts: []string{"weft"}, fi: "fi_pingpong", mpis: []string{"mpich", "openmpi"}}
@@ -169,15 +155,10 @@ func TestAggregate(t *testing.T) {
 
 	var table bytes.Buffer
 	rp.print(&table)
-	for _, want := range []string{
+	tooltest.Contains(t, table.String(),
 		"8 B half round trip ≤ 1.0× best MPI: NOT met (2.00 at 8)",
 		"message rate, 2 endpoints of one process ≥ 1.5× best MPI with 2 senders: met (2.00 at 2ep)",
-		"bandwidth ≥ 1.0× best of MPI and fi_pingpong at every size ≥ 64 KiB: met (1.00 at 1048576)",
-	} {
-		if !strings.Contains(table.String(), want) {
-			t.Errorf("table lacks %q:\n%s", want, &table)
-		}
-	}
+		"bandwidth ≥ 1.0× best of MPI and fi_pingpong at every size ≥ 64 KiB: met (1.00 at 1048576)")
 }
 
 func sameFloats(a, b []float64) bool {
@@ -199,34 +180,8 @@ func sameFloats(a, b []float64) bool {
 // with status 2. The figures are not checked (timings on a shared machine
 // are anything).
 func TestRunsSideBySide(t *testing.T) {
-	testenv.Short(t, "builds and runs the benchmark tool with MPI jobs")
-	for _, p := range []string{"mpicc.mpich", "mpiexec.hydra"} {
-		if _, err := exec.LookPath(p); err != nil {
-			testenv.Skip(t, "mpich", "%s not found (Debian packages mpich, libmpich-dev): %v", p, err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	dir := t.TempDir()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", ".", "github.com/weft-hpc/weft/cmd/fabrun").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	bin, fabrun := filepath.Join(dir, "p2p"), filepath.Join(dir, "fabrun")
-	tmp := t.TempDir()
-	runTool := func(args ...string) (string, string) {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, bin, append([]string{"-fabrun", fabrun, "-iters", "200", "-windows", "20", "-timeout", "60s"}, args...)...)
-		cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-		var o, e bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("%v: %v\n%s\n%s", args, err, o.String(), e.String())
-		}
-		if left, _ := filepath.Glob(filepath.Join(tmp, "weft-p2p-*")); len(left) > 0 {
-			t.Errorf("%v left %v behind", args, left)
-		}
-		return o.String(), e.String()
-	}
+	tool := tooltest.New(t, "p2p", "builds and runs the benchmark tool with MPI jobs", 4*time.Minute)
+	tool.Args = []string{"-iters", "200", "-windows", "20", "-timeout", "60s"}
 	var want []string // the contenders that can run here
 	for _, c := range []struct{ name, needs string }{{"fi_pingpong", "fi_pingpong"}, {"mpich", "mpiexec.hydra"}, {"openmpi", "mpirun.openmpi"}} {
 		if _, err := exec.LookPath(c.needs); err == nil {
@@ -235,7 +190,7 @@ func TestRunsSideBySide(t *testing.T) {
 	}
 
 	t.Run("table", func(t *testing.T) {
-		out, progress := runTool("-reps", "2", "-sizes", "8,64k", "-rates", "1,2,2ep", "-weft", "native,fabric")
+		out, progress := tool.Run(t, "-reps", "2", "-sizes", "8,64k", "-rates", "1,2,2ep", "-weft", "native,fabric")
 		for _, rep := range []string{"1", "2"} {
 			for _, what := range []string{"size 8", "size 65536", "rate 1", "rate 2", "rate 2ep"} {
 				line := regexp.MustCompile(`(?m)^rep ` + rep + ` ` + what + `:.*$`).FindString(progress)
@@ -270,23 +225,17 @@ func TestRunsSideBySide(t *testing.T) {
 	})
 
 	t.Run("json", func(t *testing.T) {
-		out, _ := runTool("-reps", "1", "-sizes", "8", "-rates", "2ep", "-json")
+		out, _ := tool.Run(t, "-reps", "1", "-sizes", "8", "-rates", "2ep", "-json")
 		cases := map[string]bool{}
-		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-			var r benchrec.Record
-			dec := json.NewDecoder(strings.NewReader(l))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&r); err != nil {
-				t.Fatalf("line %q: %v", l, err)
-			}
+		for _, r := range tooltest.Records(t, out) {
 			// fi_pingpong prints MB/s with two decimals: an 8-byte
 			// bandwidth on a loaded machine can print as 0.00.
 			zeroOK := r.Case == "fi_pingpong" && r.Metric == "bw"
 			if r.Tool != "p2p" || r.Area != "p2p" || r.Reps != 1 || r.Stat != "median" || r.Value < 0 || r.Value == 0 && !zeroOK || r.Unit == "" || r.Machine == "" {
-				t.Errorf("line %q: fields missing or wrong", l)
+				t.Errorf("record %+v: fields missing or wrong", r)
 			}
 			if strings.HasPrefix(r.Case, "weft") && (r.Ref == "" || r.Ratio <= 0) {
-				t.Errorf("line %q: weft without reference or ratio", l)
+				t.Errorf("record %+v: weft without reference or ratio", r)
 			}
 			cases[r.Key()] = true
 		}
@@ -298,17 +247,7 @@ func TestRunsSideBySide(t *testing.T) {
 	})
 
 	t.Run("bad command lines", func(t *testing.T) {
-		for _, bad := range [][]string{{"-sizes", "8,x"}, {"-rates", "3"}, {"-reps", "0"}, {"-ref", "lam"}, {"-timeout", "0s"},
-			{"stray"}, {"-role", "pingpong", "x"}, {"-role", "pingpong", "0", "1", "8"}, {"-role", "msgrate", "64"}, {"-role", "dance"}} {
-			out, err := exec.CommandContext(ctx, bin, bad...).CombinedOutput()
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-				t.Errorf("%v: want exit status 2, got %v:\n%s", bad, err, out)
-				continue
-			}
-			if !strings.HasPrefix(string(out), "p2p: ") {
-				t.Errorf("%v: no error message: %q", bad, out)
-			}
-		}
+		tool.RefusesUsage(t, [][]string{{"-sizes", "8,x"}, {"-rates", "3"}, {"-reps", "0"}, {"-ref", "lam"}, {"-timeout", "0s"},
+			{"stray"}, {"-role", "pingpong", "x"}, {"-role", "pingpong", "0", "1", "8"}, {"-role", "msgrate", "64"}, {"-role", "dance"}})
 	})
 }

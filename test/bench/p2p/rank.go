@@ -10,6 +10,7 @@ import (
 
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/test/bench/internal/eploop"
+	"github.com/weft-hpc/weft/test/bench/internal/sidebyside"
 )
 
 // rankMain is one rank of a weft job (-role), the counterpart of the MPI
@@ -24,7 +25,7 @@ func rankMain(role string, args []string, stdout io.Writer) error {
 	for i, a := range args {
 		n, err := strconv.Atoi(a)
 		if err != nil || n < 0 {
-			return fmt.Errorf("%w: -role %s: argument %q is not a non-negative integer", errUsage, role, a)
+			return fmt.Errorf("%w: -role %s: argument %q is not a non-negative integer", sidebyside.ErrUsage, role, a)
 		}
 		nums[i] = n
 	}
@@ -33,16 +34,16 @@ func rankMain(role string, args []string, stdout io.Writer) error {
 	switch role {
 	case "pingpong":
 		if len(nums) < 3 || nums[0] < 1 {
-			return fmt.Errorf("%w: -role pingpong ITERS WARMUP SIZE... (ITERS ≥ 1)", errUsage)
+			return fmt.Errorf("%w: -role pingpong ITERS WARMUP SIZE... (ITERS ≥ 1)", sidebyside.ErrUsage)
 		}
 		return rankPingpong(ctx, nums[0], nums[1], nums[2:], stdout)
 	case "msgrate":
 		if len(nums) != 5 || nums[0] < 1 || nums[1] < 1 || nums[4] < 1 {
-			return fmt.Errorf("%w: -role msgrate WINDOW WINDOWS WARMUP SIZE HANDLES (WINDOW, WINDOWS, HANDLES ≥ 1)", errUsage)
+			return fmt.Errorf("%w: -role msgrate WINDOW WINDOWS WARMUP SIZE HANDLES (WINDOW, WINDOWS, HANDLES ≥ 1)", sidebyside.ErrUsage)
 		}
 		return rankMsgrate(ctx, nums[0], nums[1], nums[2], nums[3], nums[4], stdout)
 	}
-	return fmt.Errorf("%w: -role %q: want pingpong or msgrate", errUsage, role)
+	return fmt.Errorf("%w: -role %q: want pingpong or msgrate", sidebyside.ErrUsage, role)
 }
 
 // rankPingpong: two ranks, each on a private endpoint handle
@@ -50,20 +51,11 @@ func rankMain(role string, args []string, stdout io.Writer) error {
 // iters timed ones with blocking Send and Recv. Rank 0 prints the half
 // round trip and the bandwidth.
 func rankPingpong(ctx context.Context, iters, warmup int, sizes []int, stdout io.Writer) error {
-	w, err := endpoint.Init(ctx)
+	c, done, err := eploop.Pair(ctx, "ping-pong")
 	if err != nil {
 		return err
 	}
-	defer w.Close()
-	if n := w.Comm().Size(); n != 2 {
-		return fmt.Errorf("ping-pong needs exactly 2 ranks, got %d", n)
-	}
-	eps, err := w.Comm().CreateEndpoints(ctx, 1)
-	if err != nil {
-		return err
-	}
-	c := eps[0]
-	defer c.Free()
+	defer done()
 	me := c.Rank()
 	maxSize := 0
 	for _, s := range sizes {

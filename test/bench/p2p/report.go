@@ -8,105 +8,25 @@ import (
 	"strconv"
 
 	"github.com/weft-hpc/weft/internal/benchrec"
+	"github.com/weft-hpc/weft/test/bench/internal/sidebyside"
 )
 
 // cell names one measured figure of one contender: the column, the metric
 // (lat, bw, msgrate) and the label (message bytes, or the rate case).
 type cell struct{ col, metric, label string }
 
-// results holds every figure by repetition; a repetition without the
-// figure holds NaN.
-type results struct {
-	reps int
-	v    map[cell][]float64
-}
+// results holds every figure by cell and repetition.
+type results = sidebyside.Figures[cell]
 
-func newResults(reps int) *results { return &results{reps: reps, v: map[cell][]float64{}} }
+func newResults(reps int) *results { return sidebyside.NewFigures[cell](reps) }
 
-// add records v for repetition rep.
-func (r *results) add(col, metric, label string, rep int, v float64) {
-	k := cell{col, metric, label}
-	s, ok := r.v[k]
-	if !ok {
-		s = make([]float64, r.reps)
-		for i := range s {
-			s[i] = math.NaN()
-		}
-		r.v[k] = s
-	}
-	s[rep] = v
-}
-
-// series is the figure by repetition (all NaN when never measured).
-func (r *results) series(col, metric, label string) []float64 {
-	if s, ok := r.v[cell{col, metric, label}]; ok {
-		return s
-	}
-	s := make([]float64, r.reps)
-	for i := range s {
-		s[i] = math.NaN()
-	}
-	return s
-}
-
-// best is, per repetition, the best figure among cols (the lowest when
-// lower is better), NaN where none of them has one.
-func (r *results) best(cols []string, metric, label string, lower bool) []float64 {
-	out := make([]float64, r.reps)
-	for i := range out {
-		out[i] = math.NaN()
-		for _, c := range cols {
-			v := r.series(c, metric, label)[i]
-			if math.IsNaN(v) {
-				continue
-			}
-			if math.IsNaN(out[i]) || (lower && v < out[i]) || (!lower && v > out[i]) {
-				out[i] = v
-			}
-		}
+// cells are the cells of cols for metric and label.
+func cells(cols []string, metric, label string) []cell {
+	out := make([]cell, len(cols))
+	for i, c := range cols {
+		out[i] = cell{c, metric, label}
 	}
 	return out
-}
-
-// ratios is ours ÷ ref element by element (NaN where either is missing).
-func ratios(ours, ref []float64) []float64 {
-	out := make([]float64, len(ours))
-	for i := range ours {
-		out[i] = math.NaN()
-		if i < len(ref) && ref[i] > 0 {
-			out[i] = ours[i] / ref[i]
-		}
-	}
-	return out
-}
-
-// median of the figures that are not NaN; NaN when there are none.
-func median(v []float64) float64 {
-	var s []float64
-	for _, x := range v {
-		if !math.IsNaN(x) {
-			s = append(s, x)
-		}
-	}
-	if len(s) == 0 {
-		return math.NaN()
-	}
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// count is the number of figures that are not NaN.
-func count(v []float64) int {
-	n := 0
-	for _, x := range v {
-		if !math.IsNaN(x) {
-			n++
-		}
-	}
-	return n
 }
 
 // report turns results into tables and records.
@@ -161,7 +81,7 @@ func (rp *report) comparisons() []comparison {
 
 // ref is the per-repetition best reference of c.
 func (rp *report) ref(c comparison) []float64 {
-	return rp.res.best(c.refCols, c.refMetric, c.refLabel, c.lower)
+	return rp.res.Best(cells(c.refCols, c.refMetric, c.refLabel), c.lower)
 }
 
 // units of the metrics.
@@ -178,25 +98,23 @@ func (rp *report) records() []benchrec.Record {
 			if col == "" {
 				continue
 			}
-			s := rp.res.series(col, c.metric, c.label)
-			if count(s) == 0 {
+			s := rp.res.Series(cell{col, c.metric, c.label})
+			if sidebyside.Count(s) == 0 {
 				continue
 			}
 			r := benchrec.Record{Tool: "p2p", Area: "p2p", Case: col, Size: c.label, Metric: c.metric, Unit: units[c.metric],
-				Value: median(s), Reps: count(s), Stat: "median"}
+				Value: sidebyside.Median(s), Reps: sidebyside.Count(s), Stat: "median"}
 			if c.metric == "msgrate" {
 				r.Case, r.Size = col+"-rate"+c.label, strconv.Itoa(rp.cfg.msgSize)
 			}
-			if slices.Contains(rp.wefts, col) && count(ref) > 0 {
-				r.Ref, r.RefValue, r.Ratio = c.refName, median(ref), benchrec.Finite(median(ratios(s, ref)))
+			if slices.Contains(rp.wefts, col) && sidebyside.Count(ref) > 0 {
+				r.Ref, r.RefValue, r.Ratio = c.refName, sidebyside.Median(ref), benchrec.Finite(sidebyside.Median(sidebyside.Ratios(s, ref)))
 			}
 			rs = append(rs, r)
 		}
 	}
 	return rs
 }
-
-func writeRecords(w io.Writer, rs []benchrec.Record) error { return benchrec.Write(w, rs) }
 
 // targets are issue 19's, checked on the first weft column.
 var targets = []struct {
@@ -258,12 +176,12 @@ func (rp *report) print(w io.Writer) {
 		for _, c := range rows {
 			fmt.Fprintf(w, "%8s", c.label)
 			for _, col := range cols {
-				fmt.Fprintf(w, " %12s", fig(median(rp.res.series(col, c.metric, c.label))))
+				fmt.Fprintf(w, " %12s", fig(sidebyside.Median(rp.res.Series(cell{col, c.metric, c.label}))))
 			}
 			ref := rp.ref(c)
-			fmt.Fprintf(w, " %12s", fig(median(ref)))
+			fmt.Fprintf(w, " %12s", fig(sidebyside.Median(ref)))
 			for _, col := range rp.wefts {
-				fmt.Fprintf(w, " %12s", ratioFig(median(ratios(rp.res.series(col, c.metric, c.label), ref))))
+				fmt.Fprintf(w, " %12s", sidebyside.RatioFig(sidebyside.Median(sidebyside.Ratios(rp.res.Series(cell{col, c.metric, c.label}), ref))))
 			}
 			fmt.Fprintln(w)
 		}
@@ -279,7 +197,7 @@ func (rp *report) print(w io.Writer) {
 			if !slices.Contains(t.labels(rp.cfg.sizes), c.label) {
 				continue
 			}
-			q := median(ratios(rp.res.series(col, c.metric, c.label), rp.ref(c)))
+			q := sidebyside.Median(sidebyside.Ratios(rp.res.Series(cell{col, c.metric, c.label}), rp.ref(c)))
 			if math.IsNaN(q) {
 				continue
 			}
@@ -299,26 +217,11 @@ func (rp *report) print(w io.Writer) {
 	}
 }
 
-// fig formats a figure with precision to suit its magnitude.
+// fig formats a figure as sidebyside.Fig does, millions (message rates)
+// with an M suffix.
 func fig(v float64) string {
-	a := math.Abs(v)
-	switch {
-	case math.IsNaN(v):
-		return "–"
-	case a >= 1e6:
+	if math.Abs(v) >= 1e6 {
 		return fmt.Sprintf("%.2fM", v/1e6)
-	case a >= 100:
-		return fmt.Sprintf("%.0f", v)
-	case a >= 10:
-		return fmt.Sprintf("%.1f", v)
-	default:
-		return fmt.Sprintf("%.3f", v)
 	}
-}
-
-func ratioFig(v float64) string {
-	if math.IsNaN(v) {
-		return "–"
-	}
-	return fmt.Sprintf("%.2f", v)
+	return sidebyside.Fig(v)
 }

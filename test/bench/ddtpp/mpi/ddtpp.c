@@ -26,11 +26,12 @@
  *
  * Usage: ddtpp RECIPE   (exactly 2 ranks)
  */
-#include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "mpibench.h"
 
 static _Noreturn void fail(const char *what, const char *detail)
 {
@@ -239,9 +240,7 @@ static void *xmalloc(size_t n)
 int main(int argc, char **argv)
 {
 	int rank, np;
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &np);
+	mpibench_start(&argc, &argv, &rank, &np);
 	if (np != 2 || argc != 2) {
 		if (rank == 0)
 			fprintf(stderr, "ddtpp: usage: ddtpp RECIPE on exactly 2 ranks\n");
@@ -309,20 +308,7 @@ int main(int argc, char **argv)
 			MPI_Send(stream, (int)bytes, MPI_BYTE, peer, 12, MPI_COMM_WORLD);
 		}
 		/* 3. The ping-pong. */
-		double start = 0;
-		MPI_Barrier(MPI_COMM_WORLD);
-		for (long long k = 0; k < warmup + iters; k++) {
-			if (k == warmup)
-				start = MPI_Wtime();
-			if (rank == 0) {
-				MPI_Send(sb, count, t, peer, 1, MPI_COMM_WORLD);
-				MPI_Recv(rb, count, t, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-			} else {
-				MPI_Recv(rb, count, t, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-				MPI_Send(rb, count, t, peer, 1, MPI_COMM_WORLD);
-			}
-		}
-		double el = MPI_Wtime() - start;
+		double el = mpibench_pingpong(sb, rb, rb, count, t, rank, peer, warmup, iters);
 		if (rank == 0) {
 			unsigned char *back = xmalloc(bytes);
 			int p1 = 0, p2 = 0;

@@ -1,11 +1,14 @@
 // Package eploop holds the measurement loops that the bench tools run on
 // weft's endpoint package (test/bench/endpoint, test/bench/p2p): a
 // blocking ping-pong and one side of a windowed message stream, the same
-// code for every tool so that their figures measure the same thing.
+// code for every tool so that their figures measure the same thing; and
+// the two-rank job with a private endpoint handle that the ping-pongs of
+// test/bench/p2p and test/bench/ddtpp run on.
 package eploop
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/weft-hpc/weft/endpoint"
@@ -17,6 +20,31 @@ const (
 	DataTag = 1
 	AckTag  = 2
 )
+
+// Pair joins the weft job (endpoint.Init), which must have exactly two
+// ranks (what names the job in the error saying otherwise), and creates a
+// private endpoint handle of this rank (CreateEndpoints(1)). done frees
+// the handle and leaves the job.
+func Pair(ctx context.Context, what string) (c *endpoint.Comm, done func(), err error) {
+	w, err := endpoint.Init(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if n := w.Comm().Size(); n != 2 {
+		w.Close()
+		return nil, nil, fmt.Errorf("%s needs exactly 2 ranks, got %d", what, n)
+	}
+	eps, err := w.Comm().CreateEndpoints(ctx, 1)
+	if err != nil {
+		w.Close()
+		return nil, nil, err
+	}
+	c = eps[0]
+	return c, func() {
+		c.Free()
+		w.Close()
+	}, nil
+}
 
 // PingPong runs n round trips between c's rank and peer with blocking
 // Send and Recv of len(sb)-byte messages (received into rb): when first,

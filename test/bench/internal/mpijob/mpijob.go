@@ -1,14 +1,16 @@
 // Package mpijob starts the jobs of the bench tools that run weft side by
 // side with MPI implementations on one node (test/bench/p2p,
 // test/bench/ddtpp): it finds MPICH and Open MPI, builds C programs with
-// their compiler wrappers, builds or checks fabrun and the command line of
-// a weft job under it, and runs a job in a process group of its own under
-// a time limit.
+// their compiler wrappers (with mpibench.h, a header of helpers the
+// programs share), builds or checks fabrun and the command line of a weft
+// job under it, and runs a job in a process group of its own under a time
+// limit.
 package mpijob
 
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"os"
@@ -85,10 +87,21 @@ func lookPaths(progs ...string) error {
 	return nil
 }
 
+// header is the C header of the tools' MPI programs: argument parsing and
+// the timed ping-pong loop.
+//
+//go:embed mpibench.h
+var header []byte
+
 // Build compiles the C program src with m's compiler wrapper (-O2) into
-// the executable dst; the source is written next to it as dst.c.
+// the executable dst; the source is written next to it as dst.c, and with
+// it the header mpibench.h of this package (helpers the tools' programs
+// share), which src may include as "mpibench.h".
 func (m *MPI) Build(ctx context.Context, src []byte, dst string) error {
 	c := dst + ".c"
+	if err := os.WriteFile(filepath.Join(filepath.Dir(dst), "mpibench.h"), header, 0o600); err != nil {
+		return err
+	}
 	if err := os.WriteFile(c, src, 0o600); err != nil {
 		return err
 	}
@@ -129,6 +142,35 @@ func FabrunLaunch(fabrun string, np int, prov string, timeout time.Duration, env
 		argv = append(argv, "--env", e)
 	}
 	return argv
+}
+
+// A Weft starts weft jobs of this very command: fabrun's local launcher
+// (FabrunLaunch) re-executing the running program as the job's ranks.
+type Weft struct {
+	fabrun, self, prov string
+	timeout            time.Duration
+}
+
+// NewWeft finds the running program's executable and the fabrun binary
+// (Fabrun: fabrun, or when empty cmd/fabrun built into dir) for jobs over
+// libfabric provider prov, each limited to timeout.
+func NewWeft(ctx context.Context, fabrun, dir, prov string, timeout time.Duration) (*Weft, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	fabrun, err = Fabrun(ctx, fabrun, dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Weft{fabrun: fabrun, self: self, prov: prov, timeout: timeout}, nil
+}
+
+// Launch is the command line that starts np ranks of the running program,
+// each given the environment settings env (NAME=value); the ranks' flags
+// and arguments are appended to it.
+func (w *Weft) Launch(np int, env []string) []string {
+	return append(FabrunLaunch(w.fabrun, np, w.prov, w.timeout, env), w.self)
 }
 
 // Run runs argv in a process group of its own and returns its output

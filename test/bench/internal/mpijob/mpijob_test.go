@@ -3,11 +3,14 @@ package mpijob
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 func TestRotate(t *testing.T) {
@@ -74,5 +77,61 @@ func TestFindAndLaunch(t *testing.T) {
 	}
 	if _, err := Fabrun(context.Background(), filepath.Join(t.TempDir(), "none"), ""); err == nil {
 		t.Error("a missing fabrun accepted")
+	}
+	// A weft job re-executes this program under the fabrun named.
+	fabrun := filepath.Join(t.TempDir(), "fabrun")
+	if err := os.WriteFile(fabrun, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWeft(context.Background(), fabrun, "", "tcp", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(FabrunLaunch(fabrun, 4, "tcp", time.Minute, []string{"A=1", "B=2"}), self)
+	if got := w.Launch(4, []string{"A=1", "B=2"}); !slices.Equal(got, want) {
+		t.Errorf("Weft.Launch = %v, want %v", got, want)
+	}
+	if _, err := NewWeft(context.Background(), filepath.Join(t.TempDir(), "none"), "", "tcp", time.Minute); err == nil {
+		t.Error("NewWeft with a missing fabrun accepted")
+	}
+}
+
+// TestBuildWithHeader: a program built with Build can include mpibench.h,
+// written next to it, and its argument parser takes non-negative integers
+// and refuses anything else with a message.
+func TestBuildWithHeader(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m, err := Find(ctx, "mpich")
+	if err != nil {
+		testenv.Skip(t, "mpich", "%v", err)
+	}
+	const src = `#include "mpibench.h"
+int main(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		printf("%ld\n", mpibench_arg("prog", argv[i], "N"));
+	return 0;
+}
+`
+	dst := filepath.Join(t.TempDir(), "args")
+	if err := m.Build(ctx, []byte(src), dst); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, dst, "12", "0", "x", "-3", "", "7z").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for _, want := range []string{"12\n0\n", `prog: N "x": want a non-negative integer`, `prog: N "-3": want`, `prog: N "": want`, `prog: N "7z": want`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(string(out), "-1\n"); n != 4 {
+		t.Errorf("%d arguments refused, want 4:\n%s", n, out)
 	}
 }

@@ -12,34 +12,22 @@
  *
  * Usage: msgrate WINDOW WINDOWS WARMUP SIZE   (an even number of ranks)
  */
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-static long arg(const char *s, const char *what)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-	if (*s == '\0' || *end != '\0' || v < 0) {
-		fprintf(stderr, "msgrate: %s \"%s\": want a non-negative integer\n", what, s);
-		return -1;
-	}
-	return v;
-}
+#include "mpibench.h"
 
 int main(int argc, char **argv)
 {
 	int rank, np;
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &np);
+	mpibench_start(&argc, &argv, &rank, &np);
 	if (np < 2 || np % 2 != 0 || argc != 5) {
 		if (rank == 0)
 			fprintf(stderr, "msgrate: usage: msgrate WINDOW WINDOWS WARMUP SIZE on an even number of ranks\n");
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
-	long window = arg(argv[1], "WINDOW"), windows = arg(argv[2], "WINDOWS");
-	long warmup = arg(argv[3], "WARMUP"), size = arg(argv[4], "SIZE");
+	long window = mpibench_arg("msgrate", argv[1], "WINDOW"), windows = mpibench_arg("msgrate", argv[2], "WINDOWS");
+	long warmup = mpibench_arg("msgrate", argv[3], "WARMUP"), size = mpibench_arg("msgrate", argv[4], "SIZE");
 	if (window < 1 || windows < 1 || warmup < 0 || size < 0)
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	int pairs = np / 2, sender = rank < pairs;

@@ -1,8 +1,9 @@
 /*
  * pingpong: the MPI side of test/bench/p2p's ping-pong, measured as OSU's
- * osu_latency measures it. Two ranks; for each size, WARMUP untimed round
- * trips, a barrier, then ITERS timed ones: rank 0 sends and then receives,
- * rank 1 receives and then sends back, with blocking MPI_Send/MPI_Recv.
+ * osu_latency measures it (mpibench_pingpong). Two ranks; for each size, a
+ * barrier, WARMUP untimed round trips, then ITERS timed ones: rank 0 sends
+ * and then receives, rank 1 receives and then sends back, with blocking
+ * MPI_Send/MPI_Recv.
  *
  * Output, from rank 0, per size:
  *   RESULT lat <bytes> <half round trip, microseconds>
@@ -10,37 +11,25 @@
  *
  * Usage: pingpong ITERS WARMUP SIZE...
  */
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static long arg(const char *s, const char *what)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-	if (*s == '\0' || *end != '\0' || v < 0) {
-		fprintf(stderr, "pingpong: %s \"%s\": want a non-negative integer\n", what, s);
-		return -1;
-	}
-	return v;
-}
+#include "mpibench.h"
 
 int main(int argc, char **argv)
 {
 	int rank, np;
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &np);
+	mpibench_start(&argc, &argv, &rank, &np);
 	if (np != 2 || argc < 4) {
 		if (rank == 0)
 			fprintf(stderr, "pingpong: usage: pingpong ITERS WARMUP SIZE... on exactly 2 ranks\n");
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
-	long iters = arg(argv[1], "ITERS"), warmup = arg(argv[2], "WARMUP");
+	long iters = mpibench_arg("pingpong", argv[1], "ITERS"), warmup = mpibench_arg("pingpong", argv[2], "WARMUP");
 	long maxsize = 0;
 	for (int i = 3; i < argc; i++) {
-		long s = arg(argv[i], "SIZE");
+		long s = mpibench_arg("pingpong", argv[i], "SIZE");
 		if (s < 0)
 			MPI_Abort(MPI_COMM_WORLD, 2);
 		if (s > maxsize)
@@ -56,20 +45,7 @@ int main(int argc, char **argv)
 	int peer = 1 - rank;
 	for (int i = 3; i < argc; i++) {
 		int size = (int)atol(argv[i]);
-		double start = 0;
-		MPI_Barrier(MPI_COMM_WORLD);
-		for (long k = 0; k < warmup + iters; k++) {
-			if (k == warmup)
-				start = MPI_Wtime();
-			if (rank == 0) {
-				MPI_Send(sbuf, size, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
-				MPI_Recv(rbuf, size, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-			} else {
-				MPI_Recv(rbuf, size, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-				MPI_Send(sbuf, size, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
-			}
-		}
-		double el = MPI_Wtime() - start;
+		double el = mpibench_pingpong(sbuf, rbuf, sbuf, size, MPI_CHAR, rank, peer, warmup, iters);
 		if (size > 0 && rbuf[size - 1] != 'a') {
 			fprintf(stderr, "pingpong: rank %d: payload of %d bytes not received\n", rank, size);
 			MPI_Abort(MPI_COMM_WORLD, 1);
