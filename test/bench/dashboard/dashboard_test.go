@@ -325,8 +325,8 @@ func TestRunCheck(t *testing.T) {
 }
 
 // dashboardDirs hold the committed runs whose figures docs/PERFORMANCE.md
-// shows: the last full run and the p2p and ddtpp runs measured after it.
-var dashboardDirs = []string{"testdata/baseline", "testdata/p2p", "testdata/ddtpp"}
+// shows: the last full run.
+var dashboardDirs = []string{"testdata/baseline"}
 
 // TestBaselineParses: the committed runs' figures load and give every target
 // a status.

@@ -45,7 +45,9 @@ step "fabric: pingpong against fi_pingpong"
 "$bin/pingpong" -provider shm -sizes 8,64,4k,1m -path both -reps "$(reps 9)" -iters $PPI -json >"$out/fabric.json"
 
 step "endpoint: against raw fabric/, private against shared"
-"$bin/fabrun" -n 2 --provider shm "$bin/endpoint" -bench pingpong,rate,depth -sizes 8,64 -goroutines 1,2 \
+# The libfabric path (the targets compare it with raw fabric/); the node
+# transport is measured by p2p below.
+WEFT_NODE_TRANSPORT=fabric "$bin/fabrun" -n 2 --provider shm "$bin/endpoint" -bench pingpong,rate,depth -sizes 8,64 -goroutines 1,2 \
 	-reps "$(reps 5)" -iters $EPI -windows $WIN -json >"$out/endpoint.json"
 "$bin/fabrun" -n 1 --provider shm "$bin/endpoint" -bench inproc -goroutines 1,2 \
 	-reps "$(reps 7)" -windows $((WIN * 20)) -json >"$out/endpoint-inproc.json"
