@@ -15,42 +15,55 @@ func Gather[T any](ctx context.Context, c *Coll, send, recv []T, root int) error
 	if err := c.enter(callGather); err != nil {
 		return err
 	}
-	es, err := elemSize[T]()
+	all, mine, alg, err := rooted(ctx, c, callGather, CollGather, recv, send, root, "gather into", "recv")
 	if err != nil {
 		return c.fail(err)
-	}
-	if err := c.checkRoot(root); err != nil {
-		return c.fail(err)
-	}
-	n, inPlace := len(send), false
-	if c.rank == root {
-		if send == nil {
-			if len(recv)%c.size != 0 {
-				return c.fail(fmt.Errorf("in-place gather into %d elements, not a multiple of %d ranks: %w", len(recv), c.size, ErrInvalid))
-			}
-			n, inPlace = len(recv)/c.size, true
-		} else if err := checkLen("recv", len(recv), c.size*n); err != nil {
-			return c.fail(err)
-		} else if overlap(bytesOf(send), bytesOf(recv)) {
-			return c.fail(errAlias)
-		}
-	}
-	alg := c.cfg.pick(CollGather, n*es, c.size)
-	if err := c.ready(ctx, callSig{call: callGather, root: root, count: n, esize: es, alg: alg}); err != nil {
-		return c.fail(err)
-	}
-	var all []byte
-	if c.rank == root {
-		all = bytesOf(recv)
-	}
-	mine := bytesOf(send)
-	if inPlace {
-		mine = all[root*n*es : (root+1)*n*es]
 	}
 	if alg == Linear {
 		return c.done(c.gatherLinear(ctx, mine, all, root))
 	}
 	return c.done(c.gatherBinomial(ctx, mine, all, root))
+}
+
+// rooted prepares a rooted collective that moves one block of n elements
+// per rank between the root's whole (Size()·n elements, named wholeName)
+// and every rank's part (n elements): element size, root and length
+// checks, the in-place form (the root passes part == nil, its block then
+// being its own slot of whole), and the agreement on the call. It returns
+// the root's whole and this rank's block as bytes, and the algorithm.
+func rooted[T any](ctx context.Context, c *Coll, call callID, k Collective, whole, part []T, root int, what, wholeName string) (all, mine []byte, alg Algorithm, err error) {
+	es, err := elemSize[T]()
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if err := c.checkRoot(root); err != nil {
+		return nil, nil, 0, err
+	}
+	n, inPlace := len(part), false
+	if c.rank == root {
+		if part == nil {
+			if len(whole)%c.size != 0 {
+				return nil, nil, 0, fmt.Errorf("in-place %s %d elements, not a multiple of %d ranks: %w", what, len(whole), c.size, ErrInvalid)
+			}
+			n, inPlace = len(whole)/c.size, true
+		} else if err := checkLen(wholeName, len(whole), c.size*n); err != nil {
+			return nil, nil, 0, err
+		} else if overlap(bytesOf(part), bytesOf(whole)) {
+			return nil, nil, 0, errAlias
+		}
+	}
+	alg = c.cfg.pick(k, n*es, c.size)
+	if err := c.ready(ctx, callSig{call: call, root: root, count: n, esize: es, alg: alg}); err != nil {
+		return nil, nil, 0, err
+	}
+	if c.rank == root {
+		all = bytesOf(whole)
+	}
+	mine = bytesOf(part)
+	if inPlace {
+		mine = all[root*n*es : (root+1)*n*es]
+	}
+	return all, mine, alg, nil
 }
 
 var errAlias = fmt.Errorf("send and recv overlap (pass send == nil for the in-place form): %w", ErrInvalid)
@@ -150,37 +163,9 @@ func Scatter[T any](ctx context.Context, c *Coll, send, recv []T, root int) erro
 	if err := c.enter(callScatter); err != nil {
 		return err
 	}
-	es, err := elemSize[T]()
+	all, mine, alg, err := rooted(ctx, c, callScatter, CollScatter, send, recv, root, "scatter of", "send")
 	if err != nil {
 		return c.fail(err)
-	}
-	if err := c.checkRoot(root); err != nil {
-		return c.fail(err)
-	}
-	n, inPlace := len(recv), false
-	if c.rank == root {
-		if recv == nil {
-			if len(send)%c.size != 0 {
-				return c.fail(fmt.Errorf("in-place scatter of %d elements, not a multiple of %d ranks: %w", len(send), c.size, ErrInvalid))
-			}
-			n, inPlace = len(send)/c.size, true
-		} else if err := checkLen("send", len(send), c.size*n); err != nil {
-			return c.fail(err)
-		} else if overlap(bytesOf(send), bytesOf(recv)) {
-			return c.fail(errAlias)
-		}
-	}
-	alg := c.cfg.pick(CollScatter, n*es, c.size)
-	if err := c.ready(ctx, callSig{call: callScatter, root: root, count: n, esize: es, alg: alg}); err != nil {
-		return c.fail(err)
-	}
-	var all []byte
-	if c.rank == root {
-		all = bytesOf(send)
-	}
-	mine := bytesOf(recv)
-	if inPlace {
-		mine = all[root*n*es : (root+1)*n*es]
 	}
 	if alg == Linear {
 		return c.done(c.scatterLinear(ctx, all, mine, root))
