@@ -571,14 +571,18 @@ func (c *Comm) allocContext(ctx context.Context, extra []byte) (int, [][]byte, e
 	return 0, nil, fmt.Errorf("endpoint: all %d context ids in use", maxContexts)
 }
 
-func (w *World) releaseContext(id int) {
+// releaseContext drops one reference to context id and reports whether
+// it was the last one (the id is free again).
+func (w *World) releaseContext(id int) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.ctxRefs[id]--
 	if w.ctxRefs[id] <= 0 {
 		delete(w.ctxRefs, id)
 		w.ctxUsed[id/64] &^= 1 << (id % 64)
+		return true
 	}
+	return false
 }
 
 // Dup returns a communicator with the same group and a new context:
@@ -668,7 +672,11 @@ func (c *Comm) Free() error {
 		return nil
 	}
 	c.freed.Store(true)
-	c.w.releaseContext(c.id)
+	if c.w.releaseContext(c.id) {
+		// The id may be given to a new communicator: what arrived for this
+		// one and was never received must not match that one's receives.
+		c.v.dropContext(c.ctx)
+	}
 	return c.v.release()
 }
 

@@ -340,3 +340,61 @@ func TestFabricOnDemand(t *testing.T) {
 		})
 	}
 }
+
+// TestFreedContextDropsMessages: a message sent on a communicator that is
+// freed before anyone receives it does not match a receive on the next
+// communicator that gets the same context id.
+func TestFreedContextDropsMessages(t *testing.T) {
+	for _, p := range []string{"native", "shm"} {
+		t.Run(p, func(t *testing.T) {
+			if launch(t, 2, p, 60*time.Second) {
+				return
+			}
+			w := initWorld(t)
+			ctx := tctx(t, 30*time.Second)
+			world := w.Comm()
+			d, err := world.Dup(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if world.Rank() == 1 {
+				if err := d.Send(ctx, []byte("stale"), 0, 5); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				for { // the message has arrived (unexpected) on rank 0
+					ok, _, err := d.Iprobe(1, 5)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ok {
+						break
+					}
+				}
+			}
+			if err := world.Barrier(ctx); err != nil {
+				t.Fatal(err)
+			}
+			id := d.ContextID()
+			if err := d.Free(); err != nil {
+				t.Fatal(err)
+			}
+			d2, err := world.Dup(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d2.Free()
+			if d2.ContextID() != id {
+				t.Fatalf("the new communicator got context %d, not the freed %d: the test proves nothing", d2.ContextID(), id)
+			}
+			if world.Rank() == 0 {
+				if ok, st, err := d2.Iprobe(endpoint.AnySource, endpoint.AnyTag); err != nil || ok {
+					t.Fatalf("a message of the freed communicator matched on its successor: %v %+v %v", ok, st, err)
+				}
+			}
+			if err := world.Barrier(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

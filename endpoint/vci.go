@@ -746,6 +746,25 @@ func (v *vci) recycle(b []byte) {
 	}
 }
 
+// dropContext discards the unexpected messages of match context ctx and
+// of its collective twin (a communicator freed with messages nobody
+// received).
+func (v *vci) dropContext(ctx uint16) {
+	v.lock()
+	defer v.unlock()
+	n := 0
+	for _, u := range v.unexpected {
+		if c := tagCtx(u.tag); !tagIsCtrl(u.tag) && (c == ctx || c == ctx+1) {
+			v.recycle(u.data)
+			continue
+		}
+		v.unexpected[n] = u
+		n++
+	}
+	clear(v.unexpected[n:])
+	v.unexpected = v.unexpected[:n]
+}
+
 // takeUnexpected removes and returns the oldest unexpected message that
 // matches (want, ignore).
 func (v *vci) takeUnexpected(want, ignore uint64) (unexp, bool) {
