@@ -149,3 +149,61 @@ func TestMatchingOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestTestAll: TestAll reports false while a receive waits, drives both
+// endpoints of one goroutine, and reports true with the first error once
+// all completed; nil and completed sends count as complete.
+func TestTestAll(t *testing.T) {
+	a, b, ctx := singletonPair(t)
+	in := make([]byte, 4)
+	rr, err := b.Irecv(in, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, err := endpoint.TestAll(rr, nil); done || err != nil {
+		t.Fatalf("TestAll before the send: %v %v", done, err)
+	}
+	sr, err := a.Isend([]byte("ping"), 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		done, err := endpoint.TestAll(sr, rr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("TestAll never saw the pair complete")
+		}
+	}
+	if string(in) != "ping" {
+		t.Fatalf("received %q", in)
+	}
+	// the first error in slice order: a truncated receive
+	short, err := b.Irecv(make([]byte, 2), 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Send(ctx, []byte("long message"), 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		done, err := endpoint.TestAll(nil, short)
+		if done {
+			if !errors.Is(err, endpoint.ErrTruncated) {
+				t.Fatalf("TestAll error %v, want ErrTruncated", err)
+			}
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("TestAll: %v", err)
+		}
+	}
+	if done, err := endpoint.TestAll(); !done || err != nil {
+		t.Fatalf("TestAll of nothing: %v %v", done, err)
+	}
+}

@@ -350,6 +350,47 @@ func (r *Request) Cancel() error {
 	return v.cancel(r)
 }
 
+// TestAll drives progress once on every endpoint its requests belong to
+// (each at most once) and reports whether all of them have completed
+// (MPI_Testall); when they have, err is the first error among them in
+// slice order. It never waits, so a loop can poll it between pieces of
+// other work. nil requests count as complete.
+func TestAll(reqs ...*Request) (bool, error) {
+	var prog [8]*vci
+	np, all := 0, true
+	for _, r := range reqs {
+		if r == nil || r.v == nil {
+			continue
+		}
+		v := r.v
+		v.lock()
+		if !r.done && !progressed(prog[:np], v) {
+			if err := v.progress(); err != nil {
+				v.unlock()
+				return false, err
+			}
+			if np < len(prog) {
+				prog[np] = v
+				np++
+			}
+		}
+		all = all && r.done
+		v.unlock()
+	}
+	if !all {
+		return false, nil
+	}
+	for _, r := range reqs {
+		if r == nil {
+			continue
+		}
+		if _, _, err := r.testResult(); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
+}
+
 // WaitAll waits for every request and returns the first error among them
 // in slice order (or an error wrapping ctx.Err() if ctx ends first). It
 // drives progress on every endpoint its requests belong to, in turn, so one
