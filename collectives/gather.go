@@ -66,6 +66,34 @@ func rooted[T any](ctx context.Context, c *Coll, call callID, k Collective, whol
 	return all, mine, alg, nil
 }
 
+// rootedV prepares Gatherv or Scatterv: element size and root checks, at
+// the root the counts and displacements against whole (disjoint: regions
+// must not overlap) and its own part (nil: in place), then the agreement
+// on the call.
+func rootedV[T any](ctx context.Context, c *Coll, call callID, whole, part []T, counts, displs []int, root int, what, partName string, disjoint bool) error {
+	es, err := elemSize[T]()
+	if err != nil {
+		return err
+	}
+	if err := c.checkRoot(root); err != nil {
+		return err
+	}
+	if c.rank == root {
+		if err := vlayout(what, counts, displs, c.size, len(whole), disjoint); err != nil {
+			return err
+		}
+		if part != nil {
+			if err := checkLen(partName, len(part), counts[root]); err != nil {
+				return err
+			}
+			if overlap(bytesOf(part), bytesOf(whole)) {
+				return errAlias
+			}
+		}
+	}
+	return c.ready(ctx, callSig{call: call, root: root, count: -1, esize: es, alg: Linear})
+}
+
 var errAlias = fmt.Errorf("send and recv overlap (pass send == nil for the in-place form): %w", ErrInvalid)
 
 func checkLen(what string, got, want int) error {
@@ -346,27 +374,7 @@ func Gatherv[T any](ctx context.Context, c *Coll, send, recv []T, counts, displs
 	if err := c.enter(callGatherv); err != nil {
 		return err
 	}
-	es, err := elemSize[T]()
-	if err != nil {
-		return c.fail(err)
-	}
-	if err := c.checkRoot(root); err != nil {
-		return c.fail(err)
-	}
-	if c.rank == root {
-		if err := vlayout("gatherv recv", counts, displs, c.size, len(recv), true); err != nil {
-			return c.fail(err)
-		}
-		if send != nil {
-			if err := checkLen("send", len(send), counts[root]); err != nil {
-				return c.fail(err)
-			}
-			if overlap(bytesOf(send), bytesOf(recv)) {
-				return c.fail(errAlias)
-			}
-		}
-	}
-	if err := c.ready(ctx, callSig{call: callGatherv, root: root, count: -1, esize: es, alg: Linear}); err != nil {
+	if err := rootedV(ctx, c, callGatherv, recv, send, counts, displs, root, "gatherv recv", "send", true); err != nil {
 		return c.fail(err)
 	}
 	if c.rank != root {
@@ -396,27 +404,7 @@ func Scatterv[T any](ctx context.Context, c *Coll, send []T, counts, displs []in
 	if err := c.enter(callScatterv); err != nil {
 		return err
 	}
-	es, err := elemSize[T]()
-	if err != nil {
-		return c.fail(err)
-	}
-	if err := c.checkRoot(root); err != nil {
-		return c.fail(err)
-	}
-	if c.rank == root {
-		if err := vlayout("scatterv send", counts, displs, c.size, len(send), false); err != nil {
-			return c.fail(err)
-		}
-		if recv != nil {
-			if err := checkLen("recv", len(recv), counts[root]); err != nil {
-				return c.fail(err)
-			}
-			if overlap(bytesOf(send), bytesOf(recv)) {
-				return c.fail(errAlias)
-			}
-		}
-	}
-	if err := c.ready(ctx, callSig{call: callScatterv, root: root, count: -1, esize: es, alg: Linear}); err != nil {
+	if err := rootedV(ctx, c, callScatterv, send, recv, counts, displs, root, "scatterv send", "recv", false); err != nil {
 		return c.fail(err)
 	}
 	if c.rank != root {

@@ -239,21 +239,9 @@ func Allreduce[T any](ctx context.Context, c *Coll, send, recv []T, op Op[T]) er
 	if err := c.enter(callAllreduce); err != nil {
 		return err
 	}
-	es, err := elemSize[T]()
+	es, n, err := elemwise(send, recv, op)
 	if err != nil {
 		return c.fail(err)
-	}
-	if err := op.valid(); err != nil {
-		return c.fail(err)
-	}
-	n := len(recv)
-	if send != nil {
-		if err := checkLen("send", len(send), n); err != nil {
-			return c.fail(err)
-		}
-		if overlap(bytesOf(send), bytesOf(recv)) {
-			return c.fail(errAlias)
-		}
 	}
 	alg := c.cfg.pick(CollAllreduce, n*es, c.size)
 	if err := c.ready(ctx, callSig{call: callAllreduce, root: -1, count: n, esize: es, op: op.code, alg: alg}); err != nil {
@@ -500,4 +488,27 @@ func ReduceScatterBlock[T any](ctx context.Context, c *Coll, send, recv []T, op 
 		}
 	}
 	return c.done(err)
+}
+
+// elemwise checks the arguments of a reduction whose send and recv are
+// the same length on every rank (Allreduce, Scan, Exscan): the element
+// type, the operation, and send (nil: in place) against recv. It returns
+// the element size and the count.
+func elemwise[T any](send, recv []T, op Op[T]) (es, n int, err error) {
+	if es, err = elemSize[T](); err != nil {
+		return 0, 0, err
+	}
+	if err := op.valid(); err != nil {
+		return 0, 0, err
+	}
+	n = len(recv)
+	if send != nil {
+		if err := checkLen("send", len(send), n); err != nil {
+			return 0, 0, err
+		}
+		if overlap(bytesOf(send), bytesOf(recv)) {
+			return 0, 0, errAlias
+		}
+	}
+	return es, n, nil
 }

@@ -23,21 +23,9 @@ func scan[T any](ctx context.Context, c *Coll, id callID, send, recv []T, op Op[
 	if err := c.enter(id); err != nil {
 		return err
 	}
-	es, err := elemSize[T]()
+	es, n, err := elemwise(send, recv, op)
 	if err != nil {
 		return c.fail(err)
-	}
-	if err := op.valid(); err != nil {
-		return c.fail(err)
-	}
-	n := len(recv)
-	if send != nil {
-		if err := checkLen("send", len(send), n); err != nil {
-			return c.fail(err)
-		}
-		if overlap(bytesOf(send), bytesOf(recv)) {
-			return c.fail(errAlias)
-		}
 	}
 	alg := c.cfg.pick(CollScan, n*es, c.size)
 	if c.cfg.det {
