@@ -3,7 +3,8 @@
 #
 #   deploy/install-deps.sh build   libfabric headers and tools (make demo)
 #   deploy/install-deps.sh test    everything the test suite runs against:
-#                                  libfabric, MPICH (Hydra), Slurm + munge, sshd
+#                                  libfabric, MPICH (Hydra), Slurm + munge, sshd,
+#                                  environment-modules (the modulefile's test)
 #
 # Packages already present are not reinstalled; apt runs through sudo when
 # the caller is not root.
@@ -12,7 +13,7 @@ set -euo pipefail
 want=(libfabric-dev libfabric-bin gcc pkg-config)
 if [ "${1:-build}" = test ]; then
 	want+=(mpich libmpich-dev slurmd slurmctld slurm-client slurm-wlm-basic-plugins munge
-		openssh-server openssh-client procps iproute2)
+		openssh-server openssh-client procps iproute2 environment-modules)
 fi
 
 missing=()
@@ -25,5 +26,7 @@ echo "install-deps: installing ${missing[*]}" >&2
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Wait for a dpkg lock another apt holds instead of failing at once.
+lock=(-o DPkg::Lock::Timeout=300)
+$sudo apt-get "${lock[@]}" update -qq
+$sudo apt-get "${lock[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# single-node.sh brings up (or tears down) a private single-node Slurm on
-# localhost: its own munged socket, slurmctld and slurmd, all state, logs and
+# single-node.sh brings up (or tears down) a private Slurm on this host (one
+# node, or several slurmd declaring nodes of their own): its own munged
+# socket, slurmctld and slurmd, all state, logs and
 # config in one directory, on ports chosen by the caller, so it never touches
 # a system Slurm and several instances can coexist.
 #
-#   deploy/slurm/single-node.sh start DIR [CTLD_PORT SLURMD_PORT [CPUS]]
+#   deploy/slurm/single-node.sh start DIR [CTLD_PORT SLURMD_PORT [CPUS [NODES]]]
 #       writes DIR/slurm.conf, starts the daemons, waits until the node is
 #       idle (at most WEFT_SLURM_WAIT seconds, default 30), and prints
 #       SLURM_CONF=DIR/slurm.conf. Daemon PIDs go to DIR/pids.
+#       NODES > 1 declares that many Slurm nodes wn1..wnN, each with CPUS
+#       CPUs and its own slurmd on this host (ports SLURMD_PORT,
+#       SLURMD_PORT+1, ...), so multi-node job scripts (srun -N 2) run here;
+#       every task still sees this host's name.
 #   deploy/slurm/single-node.sh stop DIR
 #       kills the daemons listed in DIR/pids (SIGTERM, then SIGKILL), then
 #       any step daemon of this instance still running, with its tasks.
@@ -19,7 +24,7 @@ set -euo pipefail
 
 cmd=${1:-}
 dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop DIR [CTLD_PORT SLURMD_PORT [CPUS]]" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop DIR [CTLD_PORT SLURMD_PORT [CPUS [NODES]]]" >&2; exit 2; }
 
 stop() {
 	[ -f "$dir/pids" ] || return 0
@@ -72,6 +77,7 @@ esac
 ctld_port=${3:-6817}
 slurmd_port=${4:-6818}
 cpus=${5:-4}
+nodes=${6:-1}
 wait_s=${WEFT_SLURM_WAIT:-30}
 [ "$(id -u)" -eq 0 ] || { echo "$0: must run as root (SlurmdUser=root)" >&2; exit 1; }
 for b in munged slurmctld slurmd srun sinfo; do
@@ -126,20 +132,40 @@ SlurmdParameters=config_overrides
 InactiveLimit=0
 KillWait=2
 MessageTimeout=10
-NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
-PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 CONF
+if [ "$nodes" -eq 1 ]; then
+	names=localhost
+	echo "NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN" >>"$dir/slurm.conf"
+else
+	# Several slurmd on one host: per-node pid, spool and log files (%n).
+	sed -i -e "s|^SlurmdSpoolDir=.*|SlurmdSpoolDir=$dir/spool/%n|" \
+		-e "s|^SlurmdPidFile=.*|SlurmdPidFile=$dir/slurmd-%n.pid|" \
+		-e "s|^SlurmdLogFile=.*|SlurmdLogFile=$dir/log/slurmd-%n.log|" "$dir/slurm.conf"
+	names=""
+	for k in $(seq "$nodes"); do
+		echo "NodeName=wn$k NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((slurmd_port + k - 1)) CPUs=$cpus State=UNKNOWN" >>"$dir/slurm.conf"
+		names="$names${names:+,}wn$k"
+	done
+fi
+echo "PartitionName=debug Nodes=$names Default=YES MaxTime=INFINITE State=UP" >>"$dir/slurm.conf"
 
 export SLURM_CONF="$dir/slurm.conf"
 /usr/sbin/slurmctld -i -D >"$dir/log/slurmctld.out" 2>&1 &
 echo $! >>"$dir/pids"
-/usr/sbin/slurmd -D >"$dir/log/slurmd.out" 2>&1 &
-echo $! >>"$dir/pids"
+if [ "$nodes" -eq 1 ]; then
+	/usr/sbin/slurmd -D >"$dir/log/slurmd.out" 2>&1 &
+	echo $! >>"$dir/pids"
+else
+	for k in $(seq "$nodes"); do
+		/usr/sbin/slurmd -D -N "wn$k" >"$dir/log/slurmd-wn$k.out" 2>&1 &
+		echo $! >>"$dir/pids"
+	done
+fi
 
 deadline=$((SECONDS + wait_s))
-until sinfo -h -o '%T' 2>/dev/null | grep -qx idle; do
+until [ "$(sinfo -h -N -o '%T' 2>/dev/null | grep -cx idle)" -ge "$nodes" ]; do
 	if [ $SECONDS -ge $deadline ]; then
-		echo "$0: node not idle after ${wait_s}s; logs:" >&2
+		echo "$0: not all $nodes node(s) idle after ${wait_s}s; logs:" >&2
 		tail -n 20 "$dir/log/"* "$dir/munge/munged.log" >&2 || true
 		stop
 		exit 1

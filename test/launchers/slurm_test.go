@@ -2,65 +2,21 @@ package launchers_test
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/weft-hpc/weft/internal/proctest"
-	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // startSlurm brings up a private single-node Slurm with
 // deploy/slurm/single-node.sh and returns the SLURM_CONF environment entry.
 func startSlurm(t *testing.T) string {
 	t.Helper()
-	for _, b := range []string{"/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged"} {
-		if _, err := os.Stat(b); err != nil {
-			testenv.Skip(t, "slurm", "%s not installed (Debian packages slurmctld, slurmd, munge): %v", b, err)
-		}
-	}
-	for _, b := range []string{"srun", "salloc", "sinfo"} {
-		if _, err := exec.LookPath(b); err != nil {
-			testenv.Skip(t, "slurm", "%s not installed (Debian package slurm-client): %v", b, err)
-		}
-	}
-	if os.Geteuid() != 0 {
-		testenv.Skip(t, "root", "the private Slurm runs slurmd as root; not running as root")
-	}
-	// The munge user must reach the socket directory: t.TempDir's parent is
-	// private, so make a world-traversable directory.
-	dir, err := os.MkdirTemp("", "weft-slurm-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o755)
-	script := filepath.Join(repoRoot(t), "deploy", "slurm", "single-node.sh")
-	ports := freePorts(t, 2)
-	t.Cleanup(func() {
-		if out, err := exec.Command(script, "stop", dir).CombinedOutput(); err != nil {
-			t.Errorf("stopping Slurm: %v\n%s", err, out)
-		}
-		if left := stepDaemons(filepath.Join(dir, "slurm.conf")); len(left) > 0 {
-			t.Errorf("step daemons of the private Slurm still running after stop: %v", left)
-		}
-		if t.Failed() {
-			for _, f := range []string{"log/slurmctld.log", "log/slurmd.log"} {
-				b, _ := os.ReadFile(filepath.Join(dir, f))
-				t.Logf("%s:\n%s", f, b)
-			}
-		}
-		os.RemoveAll(dir)
-	})
-	r := run(t, 60*time.Second, []string{"WEFT_SLURM_WAIT=30"}, script, "start", dir, strconv.Itoa(ports[0]), strconv.Itoa(ports[1]), "4")
-	if r.Code != 0 {
-		t.Fatalf("single-node Slurm did not start (exit %d):\n%s%s", r.Code, r.Stdout, r.Stderr)
-	}
-	return "SLURM_CONF=" + filepath.Join(dir, "slurm.conf")
+	return proctest.StartSlurm(t, 4, 1).Env()
 }
 
 // TestSlurm runs hello directly under srun --mpi=pmi2 (weft's PMI-2 client),
@@ -136,27 +92,4 @@ func TestSlurm(t *testing.T) {
 	if left := proctest.WaitGone(mark, 5*time.Second); len(left) > 0 {
 		t.Errorf("ranks left behind after a timeout under Slurm: %v", left)
 	}
-}
-
-// stepDaemons lists the slurmstepd processes that carry SLURM_CONF=conf.
-func stepDaemons(conf string) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if strings.TrimSpace(string(comm)) != "slurmstepd" {
-			continue
-		}
-		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		for _, kv := range strings.Split(string(env), "\x00") {
-			if kv == "SLURM_CONF="+conf {
-				pids = append(pids, pid)
-			}
-		}
-	}
-	return pids
 }
