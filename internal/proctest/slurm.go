@@ -145,3 +145,39 @@ func RepoRoot(tb testing.TB) string {
 		dir = parent
 	}
 }
+
+// WaitJob polls job id until it has ended, at most d (then it cancels the
+// job and fails the test), and returns its final state (COMPLETED, FAILED,
+// TIMEOUT, ...) and exit code as scontrol shows them ("0:0": exit status and
+// signal).
+func (s *Slurm) WaitJob(tb testing.TB, id string, d time.Duration) (state, exitCode string) {
+	tb.Helper()
+	env := append(os.Environ(), s.Env())
+	deadline := time.Now().Add(d)
+	for {
+		cmd := exec.Command("scontrol", "show", "job", "-o", id)
+		cmd.Env = env
+		out, err := cmd.Output()
+		if err != nil {
+			tb.Fatalf("scontrol show job %s: %v", id, err)
+		}
+		fields := map[string]string{}
+		for _, f := range strings.Fields(string(out)) {
+			if k, v, ok := strings.Cut(f, "="); ok {
+				fields[k] = v
+			}
+		}
+		switch fields["JobState"] {
+		case "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING", "STAGE_OUT":
+		default:
+			return fields["JobState"], fields["ExitCode"]
+		}
+		if time.Now().After(deadline) {
+			c := exec.Command("scancel", id)
+			c.Env = env
+			c.Run()
+			tb.Fatalf("job %s still %s after %v; cancelled", id, fields["JobState"], d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
