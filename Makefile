@@ -1,13 +1,14 @@
 # weft — two commands on a fresh Debian machine with Go:
 #   make demo   install what is missing, build, run the main demo
 #   make test   install what the tests need, run the whole suite
+#   make deb    build the Debian package (docs/deploy.md)
 GO        ?= go
 BIN       := $(CURDIR)/bin
 NP        ?= 4
 PROVIDER  ?= shm
 export CGO_ENABLED := 1
 
-.PHONY: demo test deps test-deps build vet bench bench-fabric bench-ddt bench-p2p bench-ddtpp bench-dashboard clean
+.PHONY: demo test deps test-deps build deb vet bench bench-fabric bench-ddt bench-p2p bench-ddtpp bench-dashboard clean
 
 deps:
 	@deploy/install-deps.sh build
@@ -17,6 +18,11 @@ test-deps:
 
 build: deps
 	$(GO) build -o $(BIN)/ ./cmd/... ./examples/...
+
+# The Debian package (dpkg-deb only): bin/weft_VERSION_ARCH.deb with fabrun,
+# the modulefile, docs and sbatch templates (docs/deploy.md).
+deb: deps
+	GO=$(GO) deploy/debian/build-deb.sh $(BIN)
 
 demo: build
 	$(BIN)/fabrun -n $(NP) --provider $(PROVIDER) --tag-output $(BIN)/hello
