@@ -78,5 +78,5 @@ chmod 644 "$stage/DEBIAN/control" "$stage/DEBIAN/md5sums"
 
 mkdir -p "$out"
 deb="$out/weft_${version}_${arch}.deb"
-dpkg-deb --root-owner-group -Zxz --build "$stage" "$deb" >/dev/null
+dpkg-deb --root-owner-group -Zgzip --build "$stage" "$deb" >/dev/null
 echo "$deb"

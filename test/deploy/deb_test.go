@@ -22,6 +22,7 @@ import (
 // on a two-rank job, fabrun info and the installed modulefile, and purges
 // it. This machine's own dpkg database is never touched.
 func TestDebianPackage(t *testing.T) {
+	t.Parallel() // each waits mostly on other processes
 	for _, b := range []string{"dpkg-deb", "dpkg", "dpkg-query", "make", "objdump"} {
 		if _, err := exec.LookPath(b); err != nil {
 			testenv.Skip(t, "dpkg", "%s not found (Debian packages dpkg, make, binutils): %v", b, err)

@@ -50,6 +50,7 @@ done
 // root, pkg-config finds it there, a job's ranks load libfabric.so.1 from
 // it; after unload nothing of it is left in the environment.
 func TestModulefile(t *testing.T) {
+	t.Parallel() // each waits mostly on other processes
 	if _, err := os.Stat("/usr/share/modules/init/bash"); err != nil {
 		testenv.Skip(t, "environment-modules", "Debian package environment-modules not installed: %v", err)
 	}

@@ -99,6 +99,7 @@ func goVersion(t *testing.T) string {
 // bash -n; and %environment plus %test, with /opt/weft/bin pointing to a
 // local build, run a real two-rank job here.
 func TestApptainerDef(t *testing.T) {
+	t.Parallel() // each waits mostly on other processes
 	d, err := parseDef(deployFile(t, "apptainer/weft.def"))
 	if err != nil {
 		t.Fatal(err)
@@ -220,6 +221,7 @@ print(json.dumps(out))
 // Debian package ships, and a run environment; repo.yaml names the
 // namespace.
 func TestSpackRecipe(t *testing.T) {
+	t.Parallel() // each waits mostly on other processes
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		testenv.Skip(t, "python3", "python3 not installed: %v", err)

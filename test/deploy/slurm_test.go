@@ -55,6 +55,7 @@ func nodesOf(ranks map[string]where) map[string]int {
 // checks every rank's output, where it ran, and the settings the template
 // gave it.
 func TestSbatchTemplates(t *testing.T) {
+	t.Parallel() // each waits mostly on other processes
 	slurm := proctest.StartSlurm(t, 4, 2)
 	bin := binDir(t)
 	work := t.TempDir()
@@ -109,9 +110,7 @@ func TestSbatchTemplates(t *testing.T) {
 	t.Run("multi-node", func(t *testing.T) {
 		out := submit(t, "weft-multi-node.sbatch", nil, wrap, hello)
 		ranks := parseWhere(t, out)
-		if n := nodesOf(ranks); len(ranks) != 2 || n["wn1"] != 1 || n["wn2"] != 1 {
-			t.Errorf("want one rank on each of wn1, wn2, got %v:\n%s", ranks, out)
-		}
+		checkSpread(t, ranks, 1, out)
 		for r, w := range ranks {
 			if w.universe != "2" || w.provider != "" {
 				t.Errorf("rank %s: FI_UNIVERSE_SIZE=%q WEFT_PROVIDER=%q, want 2 and weft's choice", r, w.universe, w.provider)
@@ -123,9 +122,7 @@ func TestSbatchTemplates(t *testing.T) {
 	t.Run("ranks-per-node", func(t *testing.T) {
 		out := submit(t, "weft-ranks-per-node.sbatch", []string{"--ntasks-per-node=2"}, wrap, hello)
 		ranks := parseWhere(t, out)
-		if n := nodesOf(ranks); len(ranks) != 4 || n["wn1"] != 2 || n["wn2"] != 2 {
-			t.Errorf("want 2 ranks on each of wn1, wn2, got %v:\n%s", nodesOf(ranks), out)
-		}
+		checkSpread(t, ranks, 2, out)
 		for r, w := range ranks {
 			if w.universe != "4" || w.gomaxprocs != "1" || w.transport != "native" {
 				t.Errorf("rank %s: %+v, want FI_UNIVERSE_SIZE 4, GOMAXPROCS 1, native node transport", r, w)
@@ -135,11 +132,9 @@ func TestSbatchTemplates(t *testing.T) {
 	})
 
 	t.Run("endpoints", func(t *testing.T) {
-		out := submit(t, "weft-endpoints.sbatch", []string{"--ntasks-per-node=1"}, wrap, eps, "-eps", "{eps}", "-rounds", "2")
+		out := submit(t, "weft-endpoints.sbatch", []string{"--ntasks-per-node=1"}, wrap, eps, "-eps", "{eps}", "-rounds", "1")
 		ranks := parseWhere(t, out)
-		if n := nodesOf(ranks); len(ranks) != 2 || n["wn1"] != 1 || n["wn2"] != 1 {
-			t.Errorf("want one rank on each of wn1, wn2, got %v:\n%s", nodesOf(ranks), out)
-		}
+		checkSpread(t, ranks, 1, out)
 		for r, w := range ranks {
 			if w.universe != "4" || w.gomaxprocs != "2" || w.shared != "private" {
 				t.Errorf("rank %s: %+v, want FI_UNIVERSE_SIZE 4 (2 ranks x 2 endpoints), GOMAXPROCS 2, private endpoints", r, w)
@@ -166,6 +161,14 @@ func TestSbatchTemplates(t *testing.T) {
 			}
 		}
 	})
+}
+
+// checkSpread checks that perNode ranks ran on each of the two Slurm nodes.
+func checkSpread(t *testing.T, ranks map[string]where, perNode int, out string) {
+	t.Helper()
+	if n := nodesOf(ranks); len(ranks) != 2*perNode || n["wn1"] != perNode || n["wn2"] != perNode {
+		t.Errorf("want %d ranks on each of wn1, wn2, got %v:\n%s", perNode, n, out)
+	}
 }
 
 // checkHello checks that n ranks of examples/hello printed their tagged ring
