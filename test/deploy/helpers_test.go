@@ -45,6 +45,23 @@ func version(t *testing.T) string {
 	return strings.TrimSpace(string(b))
 }
 
+// installPrefix installs fabrun, fabrun-info and the modulefile into a
+// scratch prefix laid out as docs/deploy.md says (PREFIX/bin,
+// PREFIX/share/modules/modulefiles/weft/VERSION) and returns PREFIX.
+func installPrefix(t *testing.T) string {
+	t.Helper()
+	bin := binDir(t)
+	prefix := filepath.Join(t.TempDir(), "prefix")
+	modDir := filepath.Join(prefix, "share", "modules", "modulefiles", "weft")
+	for _, d := range []string{filepath.Join(prefix, "bin"), modDir} {
+		must(t, os.MkdirAll(d, 0o755))
+	}
+	copyFile(t, filepath.Join(bin, "fabrun"), filepath.Join(prefix, "bin", "fabrun"), 0o755)
+	copyFile(t, filepath.Join(bin, "fabrun-info"), filepath.Join(prefix, "bin", "fabrun-info"), 0o755)
+	copyFile(t, deployFile(t, "modules/weft/"+version(t)), filepath.Join(modDir, version(t)), 0o644)
+	return prefix
+}
+
 // pathWith returns a PATH environment entry with dir first.
 func pathWith(dir string) string {
 	return "PATH=" + dir + string(os.PathListSeparator) + os.Getenv("PATH")

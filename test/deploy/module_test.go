@@ -63,18 +63,7 @@ func TestModulefile(t *testing.T) {
 	bin := binDir(t)
 	tmp := t.TempDir()
 
-	// Install prefix: PREFIX/bin/fabrun{,-info}, the modulefile in
-	// PREFIX/share/modules/modulefiles/weft/VERSION.
-	prefix := filepath.Join(tmp, "prefix")
-	modDir := filepath.Join(prefix, "share", "modules", "modulefiles", "weft")
-	for _, d := range []string{filepath.Join(prefix, "bin"), modDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	copyFile(t, filepath.Join(bin, "fabrun"), filepath.Join(prefix, "bin", "fabrun"), 0o755)
-	copyFile(t, filepath.Join(bin, "fabrun-info"), filepath.Join(prefix, "bin", "fabrun-info"), 0o755)
-	copyFile(t, deployFile(t, "modules/weft/"+version(t)), filepath.Join(modDir, version(t)), 0o644)
+	prefix := installPrefix(t)
 
 	// A libfabric root of its own: include/rdma, lib/libfabric.so.1 and a
 	// relocated lib/pkgconfig/libfabric.pc.

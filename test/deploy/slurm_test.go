@@ -16,14 +16,14 @@ import (
 // nodeScript prints, for the rank that runs it, the Slurm node and the
 // settings the template exported, then runs the real program.
 const nodeScript = `#!/bin/sh
-echo "where rank=$PMI_RANK node=$SLURMD_NODENAME provider=$WEFT_PROVIDER universe=$FI_UNIVERSE_SIZE gomaxprocs=$GOMAXPROCS transport=$WEFT_NODE_TRANSPORT shared=$WEFT_ENDPOINT_SHARED"
+echo "where rank=$PMI_RANK node=$SLURMD_NODENAME fabrun=$(command -v fabrun) provider=$WEFT_PROVIDER universe=$FI_UNIVERSE_SIZE gomaxprocs=$GOMAXPROCS transport=$WEFT_NODE_TRANSPORT shared=$WEFT_ENDPOINT_SHARED"
 exec "$@"
 `
 
 // where is what nodeScript printed for one rank.
-type where struct{ node, provider, universe, gomaxprocs, transport, shared string }
+type where struct{ node, fabrun, provider, universe, gomaxprocs, transport, shared string }
 
-var whereLine = regexp.MustCompile(`(?m)^\[(\d+)\] where rank=(\d+) node=(\S*) provider=(\S*) universe=(\S*) gomaxprocs=(\S*) transport=(\S*) shared=(\S*)$`)
+var whereLine = regexp.MustCompile(`(?m)^\[(\d+)\] where rank=(\d+) node=(\S*) fabrun=(\S*) provider=(\S*) universe=(\S*) gomaxprocs=(\S*) transport=(\S*) shared=(\S*)$`)
 
 // parseWhere returns nodeScript's report per rank, checking that each line's
 // output tag matches the rank it names.
@@ -34,7 +34,7 @@ func parseWhere(t *testing.T, out string) map[string]where {
 		if m[1] != m[2] {
 			t.Errorf("line tagged [%s] printed by rank %s", m[1], m[2])
 		}
-		ranks[m[2]] = where{m[3], m[4], m[5], m[6], m[7], m[8]}
+		ranks[m[2]] = where{m[3], m[4], m[5], m[6], m[7], m[8], m[9]}
 	}
 	return ranks
 }
@@ -67,17 +67,29 @@ func TestSbatchTemplates(t *testing.T) {
 
 	// submit runs one template to completion and returns the job's output
 	// file, after checking that nothing of it is left. opts go before the
-	// template, as a user overrides its #SBATCH lines.
-	submit := func(t *testing.T, template string, opts []string, args ...string) string {
+	// template, as a user overrides its #SBATCH lines. With modulePath
+	// set, sbatch runs from a login shell that has `module use`d it but
+	// loaded nothing, so fabrun is not on the PATH the job inherits;
+	// otherwise fabrun's directory leads PATH.
+	submit := func(t *testing.T, template, modulePath string, opts []string, args ...string) string {
 		t.Helper()
 		mark := proctest.Marker()
-		env := []string{slurm.Env(), pathWith(bin), mark, "WEFT_TIMEOUT=60s"}
+		env := []string{slurm.Env(), mark, "WEFT_TIMEOUT=60s"}
 		// --time bounds the job in Slurm too; everything else comes from
 		// the template's #SBATCH lines and opts.
 		sb := append([]string{"--parsable", "--time=2", "--chdir=" + work}, opts...)
 		sb = append(append(sb, deployFile(t, "slurm/"+template)), args...)
+		cmd := append([]string{"sbatch"}, sb...)
+		if modulePath != "" {
+			home, _ := os.UserHomeDir()
+			login := append([]string{"-i", "HOME=" + home, "TERM=dumb", "MP=" + modulePath}, env...)
+			login = append(login, "bash", "-l", "-c", `module use "$MP" && exec "$@"`, "login")
+			cmd, env = append(append([]string{"env"}, login...), cmd...), nil
+		} else {
+			env = append(env, pathWith(bin))
+		}
 		start := time.Now()
-		r := proctest.Run(t, 30*time.Second, env, "", "sbatch", sb...)
+		r := proctest.Run(t, 30*time.Second, env, "", cmd[0], cmd[1:]...)
 		id := strings.TrimSpace(r.Stdout)
 		if r.Code != 0 {
 			t.Fatalf("sbatch %s: exit %d\n%s%s", template, r.Code, r.Stdout, r.Stderr)
@@ -95,20 +107,24 @@ func TestSbatchTemplates(t *testing.T) {
 		return string(out)
 	}
 
+	// The one-node job finds fabrun through the modulefile; the others
+	// through PATH.
+	prefix := installPrefix(t)
+
 	t.Run("one-node", func(t *testing.T) {
-		out := submit(t, "weft-one-node.sbatch", nil, wrap, hello)
+		out := submit(t, "weft-one-node.sbatch", filepath.Join(prefix, "share", "modules", "modulefiles"), nil, wrap, hello)
 		ranks := parseWhere(t, out)
 		if len(ranks) != 4 || len(nodesOf(ranks)) != 1 {
 			t.Errorf("want 4 ranks on one node, got %v:\n%s", ranks, out)
 		}
-		if ranks["0"].provider != "shm" {
-			t.Errorf("provider %q, want shm:\n%s", ranks["0"].provider, out)
+		if w := ranks["0"]; w.provider != "shm" || w.fabrun != filepath.Join(prefix, "bin", "fabrun") {
+			t.Errorf("provider %q, fabrun %q: want shm, and fabrun of the weft module:\n%s", w.provider, w.fabrun, out)
 		}
 		checkHello(t, out, 4)
 	})
 
 	t.Run("multi-node", func(t *testing.T) {
-		out := submit(t, "weft-multi-node.sbatch", nil, wrap, hello)
+		out := submit(t, "weft-multi-node.sbatch", "", nil, wrap, hello)
 		ranks := parseWhere(t, out)
 		checkSpread(t, ranks, 1, out)
 		for r, w := range ranks {
@@ -120,7 +136,7 @@ func TestSbatchTemplates(t *testing.T) {
 	})
 
 	t.Run("ranks-per-node", func(t *testing.T) {
-		out := submit(t, "weft-ranks-per-node.sbatch", []string{"--ntasks-per-node=2"}, wrap, hello)
+		out := submit(t, "weft-ranks-per-node.sbatch", "", []string{"--ntasks-per-node=2"}, wrap, hello)
 		ranks := parseWhere(t, out)
 		checkSpread(t, ranks, 2, out)
 		for r, w := range ranks {
@@ -132,7 +148,7 @@ func TestSbatchTemplates(t *testing.T) {
 	})
 
 	t.Run("endpoints", func(t *testing.T) {
-		out := submit(t, "weft-endpoints.sbatch", []string{"--ntasks-per-node=1"}, wrap, eps, "-eps", "{eps}", "-rounds", "1")
+		out := submit(t, "weft-endpoints.sbatch", "", []string{"--ntasks-per-node=1"}, wrap, eps, "-eps", "{eps}", "-rounds", "1")
 		ranks := parseWhere(t, out)
 		checkSpread(t, ranks, 1, out)
 		for r, w := range ranks {
