@@ -19,7 +19,7 @@ var layer = map[string]int{
 	"errs":                0,
 	"internal/wlog":       0,
 	"internal/ccall":      0,
-	"internal/proctest":   0,
+	"internal/proctest":   1,
 	"internal/benchrec":   0,
 	"internal/peerwatch":  1,
 	"internal/shmring":    1,
