@@ -42,6 +42,7 @@ func TestDebianPackage(t *testing.T) {
 	if r.Code != 0 || !strings.Contains(r.Stdout, deb) {
 		t.Fatalf("make deb: exit %d, want %s\n%s%s", r.Code, deb, r.Stdout, r.Stderr)
 	}
+	t.Logf("make deb: %v", r.Took)
 
 	// Control fields.
 	control := map[string]string{}
@@ -121,6 +122,7 @@ func TestDebianPackage(t *testing.T) {
 	if r.Code != 0 || strings.Contains(r.Stderr, "warning") {
 		t.Fatalf("dpkg --root -i: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
+	t.Logf("dpkg --root -i: %v", r.Took)
 	if s := run(t, "dpkg-query", "--root="+root, "-W", "-f=${Status} ${Version}", "weft"); s != "install ok installed "+ver {
 		t.Errorf("scratch root: weft status %q", s)
 	}
@@ -131,6 +133,7 @@ func TestDebianPackage(t *testing.T) {
 	if r.Code != 0 || strings.Count(r.Stdout, ": ring ok") != 2 {
 		t.Errorf("installed fabrun -n 2 hello: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
+	t.Logf("installed fabrun -n 2 hello: %v", r.Took)
 	r = proctest.Run(t, time.Minute, nil, "", fab, "info", "--provider", "shm")
 	if r.Code != 0 || !strings.Contains(r.Stdout, "shm") {
 		t.Errorf("installed fabrun info: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
