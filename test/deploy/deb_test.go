@@ -31,6 +31,13 @@ func TestDebianPackage(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testenv.Skip(t, "root", "dpkg --root installs files owned by root; not running as root")
 	}
+	// dpkg --root still logs to the host's log unless told otherwise:
+	// every dpkg call here names a log inside its scratch root.
+	hostLog := func() int {
+		b, _ := os.ReadFile("/var/log/dpkg.log")
+		return strings.Count(string(b), " weft:")
+	}
+	logged := hostLog()
 	bin := binDir(t)
 	tmp := t.TempDir()
 	ver := version(t)
@@ -107,7 +114,7 @@ func TestDebianPackage(t *testing.T) {
 	// A scratch root without the dependencies refuses the package, naming
 	// them.
 	bare := scratchRoot(t, filepath.Join(tmp, "bare"), nil)
-	r = proctest.Run(t, time.Minute, nil, "", "dpkg", "--root="+bare, "-i", deb)
+	r = proctest.Run(t, time.Minute, nil, "", "dpkg", "--root="+bare, "--log="+filepath.Join(bare, "dpkg.log"), "-i", deb)
 	if r.Code == 0 || !strings.Contains(r.Stderr, "weft depends on libfabric-dev") {
 		t.Errorf("dpkg -i without the dependencies: exit %d\n%s", r.Code, r.Stderr)
 	}
@@ -118,7 +125,7 @@ func TestDebianPackage(t *testing.T) {
 		names = append(names, n)
 	}
 	root := scratchRoot(t, filepath.Join(tmp, "root"), names)
-	r = proctest.Run(t, time.Minute, nil, "", "dpkg", "--root="+root, "-i", deb)
+	r = proctest.Run(t, time.Minute, nil, "", "dpkg", "--root="+root, "--log="+filepath.Join(root, "dpkg.log"), "-i", deb)
 	if r.Code != 0 || strings.Contains(r.Stderr, "warning") {
 		t.Fatalf("dpkg --root -i: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
@@ -149,7 +156,7 @@ func TestDebianPackage(t *testing.T) {
 	}
 
 	// Purge leaves none of the package's files.
-	r = proctest.Run(t, time.Minute, nil, "", "dpkg", "--root="+root, "-P", "weft")
+	r = proctest.Run(t, time.Minute, nil, "", "dpkg", "--root="+root, "--log="+filepath.Join(root, "dpkg.log"), "-P", "weft")
 	if r.Code != 0 {
 		t.Errorf("dpkg --root -P weft: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
@@ -160,6 +167,9 @@ func TestDebianPackage(t *testing.T) {
 	}
 	if out, _ := exec.Command("dpkg-query", "-W", "-f=${Status}", "weft").Output(); strings.Contains(string(out), "installed") {
 		t.Errorf("this machine's dpkg database lists weft: %q", out)
+	}
+	if n := hostLog(); n != logged {
+		t.Errorf("/var/log/dpkg.log gained %d lines about weft", n-logged)
 	}
 
 	t.Run("lintian", func(t *testing.T) {
