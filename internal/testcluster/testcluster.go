@@ -1,7 +1,8 @@
 // Package testcluster runs a small cluster of "nodes" on this machine for
 // tests that need more than one node: each node is a network namespace with
 // its own host name (UTS namespace), its own /etc/hosts and its own /dev/shm
-// (a persistent mount namespace), joined by veth pairs to a bridge that lives
+// (a persistent mount namespace; root's ~/.bashrc is empty there, so that an
+// ssh command starts fast), joined by veth pairs to a bridge that lives
 // in a namespace of its own. Nothing is added to the machine's own network
 // namespace; the nodes have no default route, so no traffic leaves them.
 //
@@ -56,6 +57,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,8 +93,9 @@ type Cluster struct {
 	dir   string
 	cfg   Config
 	mu    sync.Mutex
-	procs []*exec.Cmd // daemons started by this process
-	nsIno []uint64    // net namespace inode of each node (index 0 = node 1), then the switch
+	procs []*exec.Cmd  // daemons started by this process
+	specs []daemonSpec // how to start each node's daemons again (RestartNode)
+	nsIno []uint64     // net namespace inode of each node (index 0 = node 1), then the switch
 	down  bool
 }
 
@@ -271,6 +274,9 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := os.WriteFile(c.path("hosts"), []byte(hosts.String()), 0o644); err != nil {
 		return err
 	}
+	if err := os.WriteFile(c.path("empty"), nil, 0o644); err != nil {
+		return err
+	}
 	for k := 1; k <= c.cfg.Nodes; k++ {
 		if err := c.addNode(ctx, k); err != nil {
 			return err
@@ -319,16 +325,30 @@ func (c *Cluster) addNode(ctx context.Context, k int) error {
 	}
 	// One unshare makes the node's UTS and mount namespaces (kept alive by
 	// their bind mounts) and sets them up: host name, hosts file, a
-	// private /dev/shm.
-	setup := fmt.Sprintf("hostname %s && mount --bind %s /etc/hosts && mount -t tmpfs -o size=1g,mode=1777 %s-shm /dev/shm",
-		c.Host(k), c.path("hosts"), c.name)
+	// private /dev/shm, an empty ~/.bashrc for root.
+	// root's ~/.bashrc, which bash reads for every ssh command, is empty on
+	// the nodes: a machine's interactive set-up (pyenv here: 3 s per ssh)
+	// has no place on a compute node.
+	setup := fmt.Sprintf("hostname %s && mount --bind %s /etc/hosts && mount -t tmpfs -o size=1g,mode=1777 %s-shm /dev/shm"+
+		" && if [ -f /root/.bashrc ]; then mount --bind %s /root/.bashrc; fi",
+		c.Host(k), c.path("hosts"), c.name, c.path("empty"))
 	return run(ctx, "unshare", "--uts="+uts, "--mount="+mnt, "--propagation", "private", "sh", "-c", setup)
 }
 
 // daemon starts a long-running process inside node k (k 0: in this
 // machine's namespaces), its output to log. It dies with this process.
 func (c *Cluster) daemon(k int, log string, env []string, argv ...string) (*exec.Cmd, error) {
+	c.mu.Lock()
+	c.specs = append(c.specs, daemonSpec{k, log, env, argv})
+	c.mu.Unlock()
 	return c.daemonAs(k, nil, log, env, argv...)
+}
+
+// daemonSpec is a daemon of a node, as daemon was asked to start it.
+type daemonSpec struct {
+	node     int
+	log      string
+	env, arg []string
 }
 
 // daemonAs is daemon with the given credentials (nil: this process's).
@@ -488,17 +508,7 @@ SlurmdTimeout=10
 			return err
 		}
 	}
-	var last string
-	err = waitFor(ctx, func() bool {
-		out, _ := c.Command(ctx, 1, "sinfo", "-h", "-N", "-o", "%t").Output()
-		last = string(out)
-		return strings.Count(last, "idle") == c.cfg.Nodes
-	})
-	if err != nil {
-		b, _ := os.ReadFile(filepath.Join(dir, "slurmctld.log"))
-		return fmt.Errorf("testcluster: Slurm nodes not idle (sinfo: %q): %w\nslurmctld.log:\n%s", last, err, b)
-	}
-	return nil
+	return c.WaitIdle(ctx)
 }
 
 // Procs returns the pids of the live processes of node k (those in its
@@ -549,6 +559,60 @@ func (c *Cluster) KillNode(k int) (int, error) {
 		return 0, fmt.Errorf("testcluster: no node %d", k)
 	}
 	return killAll(map[uint64]bool{c.nsIno[k]: true}, 5*time.Second)
+}
+
+// RestartNode starts node k's daemons (sshd, slurmd, and slurmctld on
+// node 1) again after KillNode, and waits until they serve: sshd's pid
+// file, the node idle in Slurm.
+func (c *Cluster) RestartNode(ctx context.Context, k int) error {
+	if k < 1 || k > c.cfg.Nodes {
+		return fmt.Errorf("testcluster: no node %d", k)
+	}
+	if p := c.Procs(k); len(p) > 0 {
+		return fmt.Errorf("testcluster: node %d still runs %v", k, p)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Wait)
+	defer cancel()
+	c.mu.Lock()
+	specs := slices.Clone(c.specs)
+	c.mu.Unlock()
+	for _, d := range specs {
+		if d.node != k {
+			continue
+		}
+		if d.arg[0] == "sshd" || strings.HasSuffix(d.arg[0], "/sshd") {
+			os.Remove(c.path("ssh", fmt.Sprintf("sshd-n%d.pid", k)))
+		}
+		if _, err := c.daemonAs(k, nil, d.log, d.env, d.arg...); err != nil {
+			return err
+		}
+	}
+	if c.cfg.SSHD {
+		pidf := c.path("ssh", fmt.Sprintf("sshd-n%d.pid", k))
+		if err := waitFor(ctx, func() bool { st, err := os.Stat(pidf); return err == nil && st.Size() > 0 }); err != nil {
+			return fmt.Errorf("testcluster: sshd on node %d did not restart: %w", k, err)
+		}
+	}
+	if c.cfg.Slurm {
+		return c.WaitIdle(ctx)
+	}
+	return nil
+}
+
+// WaitIdle waits until Slurm reports every node idle (no job running or
+// completing anywhere).
+func (c *Cluster) WaitIdle(ctx context.Context) error {
+	var last string
+	err := waitFor(ctx, func() bool {
+		out, _ := c.Command(ctx, 1, "sinfo", "-h", "-N", "-o", "%t").Output()
+		last = string(out)
+		return strings.Count(last, "idle") == c.cfg.Nodes
+	})
+	if err != nil {
+		b, _ := os.ReadFile(c.path("slurm", "slurmctld.log"))
+		return fmt.Errorf("testcluster: Slurm nodes not idle (sinfo: %q): %w\nslurmctld.log:\n%s", last, err, b)
+	}
+	return nil
 }
 
 // killAll SIGKILLs the processes in the namespaces until none is left.
