@@ -94,6 +94,20 @@ func checkHybrid(t *testing.T, what string, r result) {
 	t.Logf("%s: %v", what, r.Took)
 }
 
+// checkRing checks that hello's 4 ranks, tagged, ran two on each node.
+func checkRing(t *testing.T, what string, r result, out string) {
+	t.Helper()
+	if r.Code != 0 {
+		t.Fatalf("%s: exit %d\n%s%s%s", what, r.Code, out, r.Stdout, r.Stderr)
+	}
+	for _, want := range []string{"[0] rank 0 of 4 on n1: ring ok", "[1] rank 1 of 4 on n1: ring ok", "[2] rank 2 of 4 on n2: ring ok", "[3] rank 3 of 4 on n2: ring ok"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s: no %q in\n%s%s", what, want, out, r.Stderr)
+		}
+	}
+	t.Logf("%s: %v", what, r.Took)
+}
+
 // leftovers fails t when a process of the job (carrying mark) still runs
 // on any node, or a node's /dev/shm holds anything.
 func leftovers(t *testing.T, c *testcluster.Cluster, mark string) {
@@ -153,29 +167,22 @@ func TestSallocFabrun(t *testing.T) {
 	fab, hello := bins.Path(t, "fabrun"), bins.Path(t, "hello")
 	mark := proctest.Marker()
 	r := inNode(t, c, 1, 90*time.Second, []string{mark, "WEFT_PROVIDER="}, "salloc", "-N", "2", "-n", "4", fab, "-n", "4", "--timeout", "80s", "--tag-output", hello)
-	if r.Code != 0 {
-		t.Fatalf("salloc -N 2 -n 4 fabrun hello: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
-	}
-	for _, want := range []string{"[0] rank 0 of 4 on n1: ring ok", "[1] rank 1 of 4 on n1: ring ok", "[2] rank 2 of 4 on n2: ring ok", "[3] rank 3 of 4 on n2: ring ok"} {
-		if !strings.Contains(r.Stdout, want) {
-			t.Errorf("salloc -N 2 -n 4 fabrun hello: no %q in\n%s%s", want, r.Stdout, r.Stderr)
-		}
-	}
-	t.Logf("salloc -N 2 -n 4 fabrun -n 4 hello: %v", r.Took)
+	checkRing(t, "salloc -N 2 -n 4 fabrun -n 4 hello", r, r.Stdout)
 	leftovers(t, c, mark)
 }
 
 // TestSbatch: a batch script on two nodes runs fabrun, which uses the
-// allocation; sbatch --wait returns the job's status.
+// allocation; sbatch --wait returns the job's status. hello's ring
+// crosses the nodes twice.
 func TestSbatch(t *testing.T) {
 	c := cluster(t)
-	fab, hyb := bins.Path(t, "fabrun"), bins.Path(t, "hybrid")
+	fab, hello := bins.Path(t, "fabrun"), bins.Path(t, "hello")
 	dir := filepath.Join(c.Dir(), "sbatch-"+strings.ReplaceAll(t.Name(), "/", "_"))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	script := filepath.Join(dir, "job.sh")
-	body := fmt.Sprintf("#!/bin/sh\n#SBATCH -N 2\n#SBATCH -n 4\nexport %q\nexec %s -n 4 --timeout 80s %s\n", wantTCP, fab, hyb)
+	body := fmt.Sprintf("#!/bin/sh\n#SBATCH -N 2\n#SBATCH -n 4\nexec %s -n 4 --timeout 80s --tag-output %s\n", fab, hello)
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -183,8 +190,7 @@ func TestSbatch(t *testing.T) {
 	mark := proctest.Marker()
 	r := inNode(t, c, 1, 90*time.Second, []string{mark, "WEFT_PROVIDER="}, "sbatch", "--wait", "-o", out, "-D", dir, script)
 	b, _ := os.ReadFile(out)
-	r.Stdout = string(b)
-	checkHybrid(t, "sbatch -N 2 -n 4 (fabrun -n 4 hybrid)", r)
+	checkRing(t, "sbatch -N 2 -n 4 (fabrun -n 4 hello)", r, string(b))
 	leftovers(t, c, mark)
 }
 

@@ -20,7 +20,8 @@
 // asking the launcher to abort the job). WEFT_HYBRID_HOLD=D makes each
 // rank wait D after its checks, before finalising (for the node-failure
 // test, which kills a node meanwhile), then wait in a receive from its
-// right neighbour, which sends only after its own wait. It runs under fabrun, srun
+// right neighbour, which sends only after its own wait.
+// WEFT_HYBRID_TRACE=1 writes how long Init and each phase took to stderr. It runs under fabrun, srun
 // --mpi=pmi2 and mpiexec.hydra.
 package main
 
@@ -40,7 +41,11 @@ import (
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	start := time.Now()
 	w, err := endpoint.Init(ctx)
+	if os.Getenv("WEFT_HYBRID_TRACE") != "" {
+		fmt.Fprintf(os.Stderr, "init took %v\n", time.Since(start))
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "hybrid: %v\n", err)
 		os.Exit(1)
@@ -80,6 +85,12 @@ func main() {
 
 func run(ctx context.Context, w *endpoint.World, c *endpoint.Comm) (string, error) {
 	rank, size := c.Rank(), c.Size()
+	t0 := time.Now()
+	phase := func(name string) {
+		if os.Getenv("WEFT_HYBRID_TRACE") != "" {
+			fmt.Fprintf(os.Stderr, "rank %d: %s at %v\n", rank, name, time.Since(t0))
+		}
+	}
 	host, _ := os.Hostname()
 	all, err := c.Allgather(ctx, []byte(host))
 	if err != nil {
@@ -120,6 +131,7 @@ func run(ctx context.Context, w *endpoint.World, c *endpoint.Comm) (string, erro
 	}
 	right, left := (rank+1)%size, (rank+size-1)%size
 
+	phase("transports")
 	// Point to point: a ring, then AnySource at rank 0.
 	out := []int64{int64(rank), int64(rank * rank)}
 	in := make([]int64, 2)
@@ -159,6 +171,7 @@ func run(ctx context.Context, w *endpoint.World, c *endpoint.Comm) (string, erro
 		return "", fmt.Errorf("send to rank 0: %w", err)
 	}
 
+	phase("point to point")
 	// Typed: column 1 of a 4×3 row-major grid to the right, received as 4
 	// contiguous float64.
 	col, err := ddt.Vector(4, 1, 3, ddt.Float64)
@@ -189,16 +202,19 @@ func run(ctx context.Context, w *endpoint.World, c *endpoint.Comm) (string, erro
 		}
 	}
 
+	phase("typed")
 	// Collectives.
 	coll, err := collectives.New(ctx, c)
 	if err != nil {
 		return "", fmt.Errorf("collectives: %w", err)
 	}
 	defer coll.Free()
+	phase("collectives.New")
 	sum := make([]float64, 2)
 	if err := collectives.Allreduce(ctx, coll, []float64{float64(rank + 1), 1}, sum, collectives.Sum[float64]()); err != nil {
 		return "", fmt.Errorf("allreduce: %w", err)
 	}
+	phase("allreduce")
 	if sum[0] != float64(size*(size+1)/2) || sum[1] != float64(size) {
 		return "", fmt.Errorf("allreduce: %v", sum)
 	}
@@ -225,12 +241,14 @@ func run(ctx context.Context, w *endpoint.World, c *endpoint.Comm) (string, erro
 		}
 	}
 
+	phase("collectives")
 	// Onesided: every rank puts 8 bytes at offset 8*rank of every rank's
 	// window; a fence completes them.
 	win, err := onesided.Allocate(ctx, c, 8*size)
 	if err != nil {
 		return "", fmt.Errorf("window: %w", err)
 	}
+	phase("allocate")
 	for t := range size {
 		if win.Direct(t) != (string(all[t]) == host) {
 			win.Free(ctx)
@@ -246,6 +264,7 @@ func run(ctx context.Context, w *endpoint.World, c *endpoint.Comm) (string, erro
 		win.Free(ctx)
 		return "", fmt.Errorf("fence: %w", err)
 	}
+	phase("puts and fence")
 	mem := win.Bytes()
 	for s := range size {
 		if got, want := mem[8*s:8*s+8], []byte{byte(s), byte(rank), 0xa5, 0, 0, 0, 0, byte(s + rank)}; !slices.Equal(got, want) {
@@ -256,6 +275,7 @@ func run(ctx context.Context, w *endpoint.World, c *endpoint.Comm) (string, erro
 	if err := win.Free(ctx); err != nil {
 		return "", fmt.Errorf("window free: %w", err)
 	}
+	phase("onesided")
 	if err := c.Barrier(ctx); err != nil {
 		return "", err
 	}
