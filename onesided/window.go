@@ -220,12 +220,12 @@ type Window struct {
 	// oneMachine: every rank of the group runs on this machine (see
 	// oneMachine), so shm reaches them all.
 	oneMachine bool
-	g     Group
-	rank  int
-	size  int
-	sizes []int
-	opts  options
-	log   hclog.Logger
+	g          Group
+	rank       int
+	size       int
+	sizes      []int
+	opts       options
+	log        hclog.Logger
 
 	local  []byte   // this rank's region
 	peers  [][]byte // direct-store view of each rank's region; nil = via net
