@@ -262,8 +262,16 @@ func TestNodeKilled(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() {
-		if err := c.RestartNode(context.Background(), 2); err != nil {
+		// Node 2 comes back for later tests: sshd and slurmd again. (Slurm
+		// takes the node back at once: no job was on it when it died.)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := c.RestartNode(ctx, 2); err != nil {
 			t.Errorf("restarting node 2: %v", err)
+			return
+		}
+		if out, err := c.Command(ctx, 1, "ssh", "-F", c.Dir()+"/ssh/config", "n2", "hostname").CombinedOutput(); err != nil || string(bytes.TrimSpace(out)) != "n2" {
+			t.Errorf("ssh n2 after restarting node 2: %v %s", err, out)
 		}
 	})
 	killed := time.Now()
