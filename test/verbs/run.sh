@@ -18,12 +18,14 @@
 #      root file system read-only over 9p and chroots into it, so the
 #      guests use this machine's libfabric, sshd and the binaries; sets
 #      eth0 to 10.213.9.N, adds rxe0 on it and starts sshd;
-#   4. on VM 1: fabrun --launcher ssh over both VMs, 4 ranks, no provider
-#      named: weft must choose verbs;ofi_rxm by itself (FI_UNIVERSE_SIZE
-#      from the job size) for hello and for hybrid
-#      (WEFT_HYBRID_WANT_PROVIDER=verbs;ofi_rxm: point to point, typed,
-#      collectives, windows). It prints each guest's log and exits 0 when
-#      both jobs passed.
+#   4. on VM 1: fabrun --launcher ssh over both VMs, 4 ranks, 2 per VM,
+#      no provider named: hello (fabric directly) must choose
+#      verbs;ofi_rxm by itself (FI_UNIVERSE_SIZE from the job size) and
+#      pass its ring; hybrid (endpoints, typed messages, collectives,
+#      windows) must pass verbs;ofi_rxm over because it grants 4 bytes of
+#      remote CQ data where package endpoint needs 8, say so, and pass on
+#      tcp;ofi_rxm. It prints each guest's log and exits 0 when all of
+#      that held.
 #
 # Environment: KVER (default 6.1.0-56-amd64), WEFT_VERBS_TIMEOUT (seconds
 # for the VMs, default 900), WEFT_VERBS_CACHE.
@@ -128,17 +130,22 @@ $ssh 10.213.9.2 hostname || log "ssh to vm2 failed"
 fi_info -p 'verbs;ofi_rxm' -t FI_EP_RDM 2>&1 | head -5
 rc=0
 for prog in hello hybrid; do
-	log "fabrun $prog over verbs (no provider named)"
+	log "fabrun $prog, no provider named"
 	if /mnt/build/fabrun --launcher ssh --ssh "$ssh" --hosts 10.213.9.1:2,10.213.9.2:2 -n 4 --pmi-host 10.213.9.1 \
-		--timeout 600s --tag-output --env WEFT_LOG_LEVEL=debug --env 'WEFT_HYBRID_WANT_PROVIDER=verbs;ofi_rxm' \
-		/mnt/build/$prog >$o/$prog.out 2>$o/$prog.err; then
+		--timeout 600s --tag-output --env WEFT_LOG_LEVEL=debug /mnt/build/$prog >$o/$prog.out 2>$o/$prog.err; then
 		log "$prog passed"
 	else
 		log "$prog FAILED ($?)"; rc=1
 	fi
 	cat $o/$prog.out
-	grep -h "selected provider\|provider fallback\|FI_UNIVERSE" $o/$prog.err | head -8
+	grep -h "selected provider\|provider fallback\|WARN\|ERROR" $o/$prog.err | cut -c1-300 | head -8
 done
+# hello (fabric directly) must run on verbs;ofi_rxm. endpoint (hybrid)
+# needs 8 bytes of remote CQ data, which verbs;ofi_rxm does not grant (4):
+# it must pass verbs over, saying so, and run on tcp;ofi_rxm.
+grep -q 'selected provider: info="verbs;ofi_rxm' $o/hello.err || { log "hello did not select verbs;ofi_rxm"; rc=1; }
+grep -q 'passed over="verbs;ofi_rxm: endpoint: provider verbs;ofi_rxm carries 4 bytes of CQ data' $o/hybrid.err &&
+	grep -q 'hybrid ok .*provider tcp;ofi_rxm' $o/hybrid.out || { log "hybrid did not pass verbs over for its CQ data and finish on tcp;ofi_rxm"; rc=1; }
 echo $rc >$o/result
 touch $o/vm1.done
 GUEST
@@ -164,6 +171,7 @@ for m in $(cat /mod/order); do insmod /mod/$m 2>/dev/null; done
 n=$(sed 's/.*weftvm=\([0-9]\).*/\1/' /proc/cmdline)
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 hostroot /host
 mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t devtmpfs dev /host/dev
+mkdir -p /host/dev/shm
 for d in tmp run root dev/shm mnt; do mount -t tmpfs tmpfs /host/$d; done
 mkdir -p /host/mnt/build /host/mnt/out
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 build /host/mnt/build
@@ -203,4 +211,4 @@ if [ "$(cat "$out/result" 2>/dev/null)" != 0 ]; then
 	exit 1
 fi
 ok=1
-echo "test-verbs: hello and hybrid passed over verbs;ofi_rxm between two VMs" >&2
+echo "test-verbs: hello passed over verbs;ofi_rxm between two VMs; hybrid passed verbs over (CQ data) and passed on tcp;ofi_rxm" >&2
