@@ -45,27 +45,9 @@ type result = proctest.Result
 // timeout (which fails the test).
 func inNode(t *testing.T, c *testcluster.Cluster, k int, timeout time.Duration, env []string, name string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := c.Command(ctx, k, name, args...)
+	cmd := c.Command(context.Background(), k, name, args...)
 	cmd.Env = append(cmd.Env, env...)
-	var so, se bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &so, &se
-	cmd.WaitDelay = 5 * time.Second
-	start := time.Now()
-	err := cmd.Run()
-	r := result{Stdout: so.String(), Stderr: se.String(), Took: time.Since(start)}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		t.Fatalf("node %d: %s %v: no exit within %v\n%s%s", k, name, args, timeout, r.Stdout, r.Stderr)
-	case errors.As(err, &ee):
-		r.Code = ee.ExitCode()
-	default:
-		t.Fatalf("node %d: %s %v: %v", k, name, args, err)
-	}
-	return r
+	return proctest.RunCmd(t, timeout, cmd)
 }
 
 var hybridLine = regexp.MustCompile(`rank (\d) of 4 on (n\d): hybrid ok \(node \[(\d*)\] net \[(\d) (\d)\] provider tcp;ofi_rxm\)`)
