@@ -8,7 +8,7 @@ NP        ?= 4
 PROVIDER  ?= shm
 export CGO_ENABLED := 1
 
-.PHONY: demo test deps test-deps build deb vet bench bench-fabric bench-ddt bench-p2p bench-ddtpp bench-dashboard clean
+.PHONY: test-verbs demo test deps test-deps build deb vet bench bench-fabric bench-ddt bench-p2p bench-ddtpp bench-dashboard clean
 
 deps:
 	@deploy/install-deps.sh build
@@ -42,6 +42,11 @@ test: test-deps vet
 	$(GO) test -race -short -count=1 -timeout 12m ./fabric/... ./endpoint/... ./onesided/... ./collectives/... ./internal/... ./ddt/... ./jit/... ./examples/...
 	$(GO) test -tags weft_purego -count=1 ./ddt/...
 	GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./ddt/... ./jit/...
+
+# Opt-in: verbs;ofi_rxm between two QEMU VMs with Soft-RoCE (root, minutes;
+# see test/verbs/run.sh and docs/cluster-testing.md).
+test-verbs: test-deps
+	test/verbs/run.sh
 
 # Side-by-side benchmarks (ratios go in docs/PERFORMANCE.md).
 bench: deps

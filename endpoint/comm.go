@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -154,7 +155,7 @@ func (w *World) open(ctx context.Context) error {
 	val = append(val, host...)
 	val = peerwatch.Self().Append(val)
 	val = ni.append(val)
-	val = append(val, v.name...)
+	val = append(val, w.tagName(v.name)...)
 	if err := bs.Put(fmt.Sprintf("weft.ep.%d", rank), val); err != nil {
 		v.release()
 		return fmt.Errorf("endpoint: publish address: %w", err)
@@ -229,10 +230,14 @@ func (w *World) open(ctx context.Context) error {
 					return err
 				}
 			}
-			if names, err = w.exchange(ctx, "weft.ep2", v.name); err != nil {
+			if names, err = w.exchange(ctx, "weft.ep2", w.tagName(v.name)); err != nil {
 				v.release()
 				return err
 			}
+		}
+		if err := w.checkNames(names, ids); err != nil {
+			v.release()
+			return err
 		}
 		addrs, err := v.av.Insert(names...)
 		if err != nil {
@@ -258,39 +263,105 @@ func (w *World) ensureFabric() error {
 	if w.dom != nil {
 		return nil
 	}
+	return w.selectFabric(nil)
+}
+
+// selectFabric selects a provider (fabric.SelectOpen: the candidates in
+// order, the next one when a candidate's fabric, domain or, with attach,
+// endpoint cannot be opened) and keeps its fabric and domain. Caller holds
+// w.mu or is Init.
+func (w *World) selectFabric(attach func(*fabric.Info, *fabric.Domain) error) error {
 	size := w.bs.Size()
-	info, err := fabric.Select(w.hints(fabric.ThreadSafe), w.bs.LocalSize() == size)
+	h := w.hints(fabric.ThreadSafe)
+	h.JobSize = size
+	_, err := fabric.SelectOpen(h, w.bs.LocalSize() == size, func(info *fabric.Info) error {
+		if !info.MsgOrder.Has(fabric.OrderSAS) {
+			return fmt.Errorf("endpoint: provider %s does not order sends (FI_ORDER_SAS), MPI matching order would break: %w", info.Provider, ErrNotSupported)
+		}
+		if info.CQDataSize < 8 {
+			return fmt.Errorf("endpoint: provider %s carries %d bytes of CQ data, the match word needs 8: %w", info.Provider, info.CQDataSize, ErrNotSupported)
+		}
+		fab, err := fabric.OpenFabric(info)
+		if err != nil {
+			return fmt.Errorf("endpoint: open fabric: %w", err)
+		}
+		dom, err := fab.OpenDomain(info)
+		if err != nil {
+			fab.Close()
+			return fmt.Errorf("endpoint: open domain: %w", err)
+		}
+		if attach != nil {
+			if err := attach(info, dom); err != nil {
+				dom.Close()
+				fab.Close()
+				return err
+			}
+		}
+		w.info, w.fab, w.dom = info, fab, dom
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("endpoint: select provider: %w", err)
 	}
-	if !info.MsgOrder.Has(fabric.OrderSAS) {
-		return fmt.Errorf("endpoint: provider %s does not order sends (FI_ORDER_SAS), MPI matching order would break: %w", info.Provider, ErrNotSupported)
-	}
-	if info.CQDataSize < 8 {
-		return fmt.Errorf("endpoint: provider %s carries %d bytes of CQ data, the match word needs 8: %w", info.Provider, info.CQDataSize, ErrNotSupported)
-	}
-	fab, err := fabric.OpenFabric(info)
-	if err != nil {
-		return fmt.Errorf("endpoint: open fabric: %w", err)
-	}
-	dom, err := fab.OpenDomain(info)
-	if err != nil {
-		fab.Close()
-		return fmt.Errorf("endpoint: open domain: %w", err)
-	}
-	w.info, w.fab, w.dom = info, fab, dom
 	return nil
 }
 
-// attachWorldFabric opens libfabric for the world endpoint v.
+// attachWorldFabric opens libfabric for the world endpoint v; when no
+// provider is chosen yet, a provider whose endpoint cannot be opened is
+// passed over. Init only: no other goroutine reaches w yet.
 func (w *World) attachWorldFabric(v *vci) error {
 	w.mu.Lock()
-	err := w.ensureFabric()
+	open := w.dom != nil
 	w.mu.Unlock()
-	if err != nil {
-		return err
+	size := w.bs.Size()
+	if open {
+		return v.attachFabric(w.info, w.dom, &w.cfg, size)
 	}
-	return v.attachFabric(w.info, w.dom, &w.cfg, w.bs.Size())
+	return w.selectFabric(func(info *fabric.Info, dom *fabric.Domain) error {
+		return v.attachFabric(info, dom, &w.cfg, size)
+	})
+}
+
+// tagName prefixes a libfabric endpoint name (empty: the rank opened no
+// libfabric endpoint) with the provider's name, so that ranks that ended
+// with different providers are told apart instead of misreading each
+// other's addresses.
+func (w *World) tagName(name []byte) []byte {
+	if len(name) == 0 {
+		return nil
+	}
+	p := w.info.Provider
+	return append(append([]byte{byte(len(p))}, p...), name...)
+}
+
+// checkNames strips the provider tags of the ranks' endpoint names and
+// checks that every rank that opened libfabric uses this rank's provider,
+// and that the provider reaches the rank's node (shm reaches only its
+// own: ids tell the nodes apart, whatever WEFT_NODE_ID says).
+func (w *World) checkNames(names [][]byte, ids []peerwatch.Ident) error {
+	me := w.bs.Rank()
+	for r, b := range names {
+		if len(b) == 0 {
+			continue
+		}
+		if int(b[0]) >= len(b) {
+			return fmt.Errorf("endpoint: malformed endpoint name of rank %d: %w", r, ErrInvalid)
+		}
+		prov := string(b[1 : 1+b[0]])
+		names[r] = b[1+b[0]:]
+		if w.info == nil {
+			continue
+		}
+		if prov != w.info.Provider {
+			return fmt.Errorf("endpoint: rank %d uses provider %s, this rank (%d) %s: every rank must use the same one (set WEFT_PROVIDER alike on every node): %w",
+				r, prov, me, w.info.Provider, ErrNotSupported)
+		}
+		if prov == "shm" && ids[r].Node != ids[me].Node {
+			return fmt.Errorf("endpoint: provider shm reaches only this node, and rank %d is on another node (%s): %w",
+				r, strings.SplitN(ids[r].Node, "/", 2)[0], ErrNotSupported)
+		}
+	}
+	return nil
 }
 
 // exchange publishes val under key.<rank> and returns every rank's value.

@@ -43,8 +43,12 @@ func TestSelect(t *testing.T) {
 		t.Errorf("WEFT_PROVIDER=sockets: %v %v", i, err)
 	}
 	// The API overrides the environment.
-	if i, err = Select(&Hints{Provider: "shm", Caps: CapMsg}, false); err != nil || i.Provider != "shm" {
+	if i, err = Select(&Hints{Provider: "shm", Caps: CapMsg}, true); err != nil || i.Provider != "shm" {
 		t.Errorf("Hints.Provider=shm: %v %v", i, err)
+	}
+	// shm across nodes is refused at once.
+	if i, err = Select(&Hints{Provider: "shm", Caps: CapMsg}, false); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "several nodes") {
+		t.Errorf("Hints.Provider=shm across nodes: %v %v, want ErrInvalid", i, err)
 	}
 	// tcp alone is MSG-only: an RDM request is served by tcp;ofi_rxm.
 	infos, err := GetInfo(&Hints{Provider: "tcp", Caps: CapMsg})

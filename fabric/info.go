@@ -27,6 +27,10 @@ type Hints struct {
 	MRMode    MRMode    // 0 = DefaultMRMode
 	MsgOrder  Order     // requested ordering; what was granted is in Info.MsgOrder
 	OpFlags   uint64    // default transmit operation flags
+	// JobSize is the number of ranks in the job (0: unknown). Select and
+	// SelectOpen set FI_UNIVERSE_SIZE to it when the environment does not
+	// set it (see the package documentation); GetInfo ignores it.
+	JobSize int
 }
 
 // Info is one provider configuration returned by GetInfo: the facts of what
@@ -212,51 +216,6 @@ func hintsString(h *Hints) string {
 		p = "any provider"
 	}
 	return fmt.Sprintf("%s ep=%s caps=%s order=%s mr=%s", p, h.EPType, h.Caps, h.MsgOrder, h.MRMode)
-}
-
-// Select picks the provider for a job. Precedence: h.Provider (API), then
-// the WEFT_PROVIDER environment variable, then automatic choice: "shm" when
-// every rank is on one node (allOnOneNode), else "verbs;ofi_rxm", then
-// "tcp;ofi_rxm". "sockets" is never chosen automatically (it degrades badly
-// when CPUs are oversubscribed). The first matching configuration is
-// returned; the error wraps ErrNoProvider when none matches, and
-// ErrNotSupported when libfabric cannot be loaded.
-func Select(h *Hints, allOnOneNode bool) (*Info, error) {
-	if err := checkSettings(); err != nil {
-		return nil, err
-	}
-	if err := loadLib(); err != nil {
-		return nil, err
-	}
-	var hh Hints
-	if h != nil {
-		hh = *h
-	}
-	var order []string
-	switch {
-	case hh.Provider != "":
-		order = []string{hh.Provider}
-	case envProvider() != "":
-		order = []string{envProvider()}
-	case allOnOneNode:
-		order = []string{"shm", "verbs;ofi_rxm", "tcp;ofi_rxm"}
-	default:
-		order = []string{"verbs;ofi_rxm", "tcp;ofi_rxm"}
-	}
-	var errs []string
-	for _, p := range order {
-		hh.Provider = p
-		infos, err := GetInfo(&hh)
-		if err == nil {
-			log.Debug("selected provider", "info", infos[0].String())
-			if infos[0].Provider == "sockets" && runtime.NumCPU() <= 2 {
-				log.Warn("the sockets provider degrades badly when CPUs are oversubscribed", "cpus", runtime.NumCPU())
-			}
-			return infos[0], nil
-		}
-		errs = append(errs, err.Error())
-	}
-	return nil, fmt.Errorf("fabric: select provider (tried %s): %s: %w", strings.Join(order, ", "), strings.Join(errs, "; "), ErrNoProvider)
 }
 
 // checkSettings validates fabric's settings, WEFT_LOG_LEVEL and WEFT_TUNE

@@ -81,14 +81,10 @@ func (f *fabPath) chooseDomain() error {
 		f.dom, f.info = fg.Domain(), fg.Info()
 		return nil
 	}
-	oneNode := true
-	for r := range w.peers {
-		if w.peers[r] == nil && w.opts.shm != ShmOff {
-			oneNode = false
-		}
-	}
+	// shm is a candidate only when it reaches every rank: all on this
+	// machine (pretend nodes of WEFT_NODE_ID included).
 	var err error
-	if f.info, err = selectInfo(w.opts, oneNode); err != nil {
+	if f.info, err = selectInfo(w.opts, w.oneMachine); err != nil {
 		return err
 	}
 	if f.fab, err = fabric.OpenFabric(f.info); err != nil {

@@ -217,12 +217,15 @@ func resolveOptions(opts []Option) options {
 // access with one-sided operations. A Window is not safe for concurrent use
 // by several goroutines: give each goroutine its own window.
 type Window struct {
-	g     Group
-	rank  int
-	size  int
-	sizes []int
-	opts  options
-	log   hclog.Logger
+	// oneMachine: every rank of the group runs on this machine (see
+	// oneMachine), so shm reaches them all.
+	oneMachine bool
+	g          Group
+	rank       int
+	size       int
+	sizes      []int
+	opts       options
+	log        hclog.Logger
 
 	local  []byte   // this rank's region
 	peers  [][]byte // direct-store view of each rank's region; nil = via net
@@ -350,6 +353,7 @@ func Create(ctx context.Context, g Group, buf []byte, opts ...Option) (*Window, 
 			}
 		}
 		w.watch = peerwatch.New(ids)
+		w.oneMachine = oneMachine(ids, w.rank)
 		w.peers = make([][]byte, w.size)
 		w.ctrl = make([][]byte, w.size)
 		w.local = buf[:len(buf):len(buf)]
@@ -373,6 +377,18 @@ func Create(ctx context.Context, g Group, buf []byte, opts ...Option) (*Window, 
 		return nil, fmt.Errorf("onesided: Create(%d bytes) on rank %d: %w", len(buf), w.rank, err)
 	}
 	return w, nil
+}
+
+// oneMachine reports whether every process of ids runs where ids[me]
+// does: the same host name, boot id and pid namespace (whatever
+// WEFT_NODE_ID says), so that libfabric's shm provider reaches them all.
+func oneMachine(ids []peerwatch.Ident, me int) bool {
+	for _, id := range ids {
+		if id.Node != ids[me].Node {
+			return false
+		}
+	}
+	return true
 }
 
 func (w *Window) setup(ctx context.Context, size int) error {
@@ -422,6 +438,7 @@ func (w *Window) setup(ctx context.Context, size int) error {
 			multiNode = true
 		}
 	}
+	w.oneMachine = oneMachine(ids, w.rank)
 	if w.wait, err = choosePolicy(w.opts.wait, sameMachine); err != nil {
 		return err
 	}

@@ -13,7 +13,8 @@
 //	hello                       (a singleton ring of one)
 //
 // The provider comes from WEFT_PROVIDER (fabrun --provider sets it), else
-// shm when all ranks share a node, else verbs;ofi_rxm or tcp;ofi_rxm.
+// shm when all ranks share a node, else the first of verbs;ofi_rxm, efa,
+// tcp;ofi_rxm and sockets whose endpoint opens (fabric.SelectOpen).
 // WEFT_HELLO_TIMEOUT (default 60s) bounds the whole run.
 package main
 
@@ -65,35 +66,18 @@ func run() error {
 		return err
 	}
 
-	info, err := fabric.Select(&fabric.Hints{Caps: fabric.CapMsg}, j.LocalSize() == size)
+	// The first provider (in fabric.Candidates order) whose endpoint opens
+	// and enables: a provider that matches but fails here (a verbs device
+	// that cannot open rxm's queues) is passed over for the next.
+	var f fab
+	_, err = fabric.SelectOpen(&fabric.Hints{Caps: fabric.CapMsg, JobSize: size}, j.LocalSize() == size, func(info *fabric.Info) error {
+		return f.open(info, size)
+	})
 	if err != nil {
 		return fail(err)
 	}
-	fab, err := fabric.OpenFabric(info)
-	if err != nil {
-		return fail(err)
-	}
-	defer fab.Close()
-	dom, err := fab.OpenDomain(info)
-	if err != nil {
-		return fail(err)
-	}
-	defer dom.Close()
-	cq, err := dom.OpenCQ(64)
-	if err != nil {
-		return fail(err)
-	}
-	defer cq.Close()
-	av, err := dom.OpenAV(size)
-	if err != nil {
-		return fail(err)
-	}
-	defer av.Close()
-	ep, err := dom.OpenEndpoint(info, cq, av)
-	if err != nil {
-		return fail(err)
-	}
-	defer ep.Close()
+	defer f.close()
+	dom, cq, av, ep := f.dom, f.cq, f.av, f.ep
 
 	// Publish this endpoint's (binary) address; read everyone's.
 	name, err := ep.Name()
@@ -180,6 +164,59 @@ func run() error {
 	host, _ := os.Hostname()
 	fmt.Printf("rank %d of %d on %s: ring ok\n", rank, size, host)
 	return j.Finalize()
+}
+
+// fab holds one rank's libfabric objects.
+type fab struct {
+	fab *fabric.Fabric
+	dom *fabric.Domain
+	cq  *fabric.CQ
+	av  *fabric.AV
+	ep  *fabric.Endpoint
+}
+
+// open opens fabric, domain, CQ, AV and an enabled endpoint on info; on
+// failure it closes what it opened.
+func (f *fab) open(info *fabric.Info, size int) (err error) {
+	defer func() {
+		if err != nil {
+			f.close()
+		}
+	}()
+	if f.fab, err = fabric.OpenFabric(info); err != nil {
+		return err
+	}
+	if f.dom, err = f.fab.OpenDomain(info); err != nil {
+		return err
+	}
+	if f.cq, err = f.dom.OpenCQ(64); err != nil {
+		return err
+	}
+	if f.av, err = f.dom.OpenAV(size); err != nil {
+		return err
+	}
+	f.ep, err = f.dom.OpenEndpoint(info, f.cq, f.av)
+	return err
+}
+
+// close closes what open opened, in reverse order.
+func (f *fab) close() {
+	if f.ep != nil {
+		f.ep.Close()
+	}
+	if f.av != nil {
+		f.av.Close()
+	}
+	if f.cq != nil {
+		f.cq.Close()
+	}
+	if f.dom != nil {
+		f.dom.Close()
+	}
+	if f.fab != nil {
+		f.fab.Close()
+	}
+	*f = fab{}
 }
 
 // cqReader is the non-blocking half of *fabric.CQ that retrySend uses.

@@ -7,7 +7,6 @@ package proctest
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -20,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -86,26 +86,39 @@ type Result struct {
 // start, fails the test.
 func Run(tb testing.TB, timeout time.Duration, env []string, stdin string, name string, args ...string) Result {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
+	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = strings.NewReader(stdin)
+	return RunCmd(tb, timeout, cmd)
+}
+
+// RunCmd runs cmd as Run does (its output captured, killed after timeout,
+// failing the test when it cannot start or does not exit in time), for a
+// command its caller set up (another working directory, a wrapper such
+// as nsenter).
+func RunCmd(tb testing.TB, timeout time.Duration, cmd *exec.Cmd) Result {
+	tb.Helper()
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
-	err := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("%s: %v", cmd, err)
+	}
+	var timedOut atomic.Bool
+	timer := time.AfterFunc(timeout, func() { timedOut.Store(true); cmd.Process.Kill() })
+	err := cmd.Wait()
+	timer.Stop()
 	r := Result{Stdout: so.String(), Stderr: se.String(), Took: time.Since(start)}
 	var ee *exec.ExitError
 	switch {
+	case timedOut.Load():
+		tb.Fatalf("%s: no exit within %v\n%s%s", cmd, timeout, r.Stdout, r.Stderr)
 	case err == nil:
-	case ctx.Err() != nil:
-		tb.Fatalf("%s %v: no exit within %v\n%s%s", name, args, timeout, r.Stdout, r.Stderr)
 	case errors.As(err, &ee):
 		r.Code = ee.ExitCode()
 	default:
-		tb.Fatalf("%s %v: %v", name, args, err)
+		tb.Fatalf("%s: %v", cmd, err)
 	}
 	return r
 }

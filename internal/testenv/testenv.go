@@ -3,7 +3,8 @@
 // fail, when the environment says the feature must be there.
 //
 // A feature is a short name: "provider:shm", "provider:tcp;ofi_rxm",
-// "sshd", "slurm", "hydra", "mpich", "gpu", "amd64", "long" (tests skipped
+// "sshd", "slurm", "hydra", "mpich", "cluster" (the multi-node test cluster
+// of internal/testcluster), "gpu", "amd64", "long" (tests skipped
 // by -short), "profiling". WEFT_REQUIRE lists required features, separated
 // by commas ("all" requires every one); a name ending in ':' covers every
 // feature with that prefix ("provider:"). WEFT_REQUIRE_PROVIDERS, the
