@@ -57,8 +57,7 @@ type Plan struct {
 	tab     []int64
 	ir      *ddtir.IR
 
-	srcOnce sync.Once
-	srcs    map[variant]string // emitted kernels (cache.go)
+	srcs    map[srcKey]string // emitted kernels (cache.go)
 	srcMu   sync.Mutex
 }
 
