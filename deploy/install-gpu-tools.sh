@@ -56,6 +56,7 @@ fi
 if [ $need_ptxas -eq 1 ]; then
 	echo "install-gpu-tools: extracting ptxas into $tools" >&2
 	tmp=$(mktemp -d)
+	chmod 755 "$tmp" # apt downloads as _apt
 	(cd "$tmp" && apt-get -qq download nvidia-cuda-toolkit && dpkg-deb -x nvidia-cuda-toolkit_*.deb x)
 	$sudo mkdir -p "$tools/bin"
 	$sudo cp "$tmp/x/usr/bin/ptxas" "$tmp/x/usr/bin/cuobjdump" "$tools/bin/"

@@ -57,8 +57,8 @@ type Plan struct {
 	tab     []int64
 	ir      *ddtir.IR
 
-	srcs    map[srcKey]string // emitted kernels (cache.go)
-	srcMu   sync.Mutex
+	srcs  map[srcKey]string // emitted kernels (cache.go)
+	srcMu sync.Mutex
 }
 
 // level is one repetition between the element and the body: a loop

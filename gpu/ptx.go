@@ -85,9 +85,9 @@ type ptxGen struct {
 	nr, nrd, np int
 }
 
-func (g *ptxGen) r() string   { g.nr++; return fmt.Sprintf("%%r%d", g.nr) }
-func (g *ptxGen) rd() string  { g.nrd++; return fmt.Sprintf("%%rd%d", g.nrd) }
-func (g *ptxGen) p() string   { g.np++; return fmt.Sprintf("%%p%d", g.np) }
+func (g *ptxGen) r() string  { g.nr++; return fmt.Sprintf("%%r%d", g.nr) }
+func (g *ptxGen) rd() string { g.nrd++; return fmt.Sprintf("%%rd%d", g.nrd) }
+func (g *ptxGen) p() string  { g.np++; return fmt.Sprintf("%%p%d", g.np) }
 func (g *ptxGen) op(f string, a ...any) {
 	g.b.WriteString("\t")
 	fmt.Fprintf(&g.b, f, a...)

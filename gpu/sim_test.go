@@ -9,7 +9,7 @@ import (
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/ddt/ddttest"
-	"github.com/weft-hpc/weft/gpu/internal/ptxsim"
+	"github.com/weft-hpc/weft/internal/ptxsim"
 )
 
 // simBackend runs the emitted PTX in internal/ptxsim: every allocation is

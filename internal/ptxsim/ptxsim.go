@@ -153,7 +153,7 @@ var supported = map[string][2]int{
 	"selp.b32": {32, 32}, "bra": {0, 0}, "ret": {0, 0},
 	"ld.global.nc.u8": {32, 64}, "ld.global.nc.u16": {32, 64}, "ld.global.nc.u32": {32, 64}, "ld.global.nc.u64": {64, 64},
 	"ld.global.nc.v2.u64": {64, 64},
-	"st.global.u8": {0, 32}, "st.global.u16": {0, 32}, "st.global.u32": {0, 32}, "st.global.u64": {0, 64}, "st.global.v2.u64": {0, 64},
+	"st.global.u8":        {0, 32}, "st.global.u16": {0, 32}, "st.global.u32": {0, 32}, "st.global.u64": {0, 64}, "st.global.v2.u64": {0, 64},
 }
 
 func parseInst(ln string, regs map[string]int, params map[string]int) (inst, error) {
