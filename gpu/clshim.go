@@ -217,13 +217,19 @@ var clLib struct {
 
 func clLoad() error {
 	clLib.once.Do(func() {
-		name := C.CString(clLibName)
-		defer C.free(unsafe.Pointer(name))
-		if C.weft_cl_load(name) != 0 {
-			clLib.err = fmt.Errorf("gpu: cannot load OpenCL (%s): %s: %w", clLibName, C.GoString(C.weft_cl_error()), errs.ErrNotSupported)
-		}
+		clLib.err = clOpenLib(clLibName)
 	})
 	return clLib.err
+}
+
+// clOpenLib opens the ICD loader and resolves every entry point.
+func clOpenLib(lib string) error {
+	name := C.CString(lib)
+	defer C.free(unsafe.Pointer(name))
+	if C.weft_cl_load(name) != 0 {
+		return fmt.Errorf("gpu: cannot load OpenCL (%s): %s: %w", lib, C.GoString(C.weft_cl_error()), errs.ErrNotSupported)
+	}
+	return nil
 }
 
 // clError is an OpenCL status code.

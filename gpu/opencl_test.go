@@ -1,6 +1,8 @@
 package gpu
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"math/rand/v2"
 	"strings"
@@ -99,5 +101,93 @@ func TestOpenCLBuildError(t *testing.T) {
 	_, err := d.be.build("__kernel void k(__global int *p) { p[0] = i; }", []string{"k"})
 	if err == nil || !strings.Contains(err.Error(), "CL_BUILD_PROGRAM_FAILURE") {
 		t.Fatalf("bad source: %v", err)
+	}
+}
+
+// TestOpenCLHostMemory packs into, and unpacks from, host memory the
+// device maps (AllocHost; zero copy on pocl), read through Bytes.
+func TestOpenCLHostMemory(t *testing.T) {
+	d := openCL(t)
+	ctx := context.Background()
+	for _, ty := range seedLayouts(t, 16)[2:4] {
+		n, base := ddttest.Layout(ty, 2)
+		host := make([]byte, n)
+		for i := range host {
+			host[i] = byte(i * 7)
+		}
+		typed, err := d.Alloc(int64(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		typed.Write(0, host)
+		want := ddttest.Pack(ty, host, base, 2)
+		hb, err := d.AllocHost(int64(len(want)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := d.Pack(ctx, hb, 0, Typed{ty, typed, base, 2}, 0, int64(len(want))); err != nil || got != int64(len(want)) {
+			t.Fatalf("pack into host memory: %d, %v", got, err)
+		}
+		if !bytes.Equal(hb.Bytes(), want) {
+			t.Fatalf("%v: host view differs", ty)
+		}
+		// Unpack the host stream reversed into a zeroed typed buffer.
+		for i := range want {
+			hb.Bytes()[i] = want[len(want)-1-i]
+		}
+		zero := make([]byte, n)
+		typed.Write(0, zero)
+		if _, err := d.Unpack(ctx, Typed{ty, typed, base, 2}, hb, 0, 0, int64(len(want))); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, n)
+		typed.Read(0, got)
+		if !bytes.Equal(got, ddttest.UnpackRange(ty, zero, hb.Bytes(), base, 2, 0)) {
+			t.Fatalf("%v: unpack from host memory differs", ty)
+		}
+		hb.Free()
+		typed.Free()
+		if err := hb.Free(); !errors.Is(err, ErrClosed) {
+			t.Fatalf("double free: %v", err)
+		}
+	}
+}
+
+// TestDeviceErrors: bad arguments are errors wrapping the shared sentinels.
+func TestDeviceErrors(t *testing.T) {
+	d := newSimDevice()
+	ctx := context.Background()
+	ty := seedLayouts(t, 4)[0]
+	typed, _ := d.Alloc(1024)
+	pk, _ := d.Alloc(64)
+	check := func(name string, want error, c context.Context, dst *Buffer, off int64, src Typed, from, n int64) {
+		t.Helper()
+		if _, err := d.Pack(c, dst, off, src, from, n); !errors.Is(err, want) {
+			t.Errorf("%s: %v, want %v", name, err, want)
+		}
+	}
+	check("typed bounds", ddt.ErrBounds, ctx, pk, 0, Typed{ty, typed, 0, 100}, 0, 64)
+	check("window offset", errs.ErrOutOfRange, ctx, pk, 65, Typed{ty, typed, 0, 1}, 0, 8)
+	check("negative from", ddt.ErrInvalid, ctx, pk, 0, Typed{ty, typed, 0, 1}, -1, 8)
+	check("nil type", errs.ErrInvalid, ctx, pk, 0, Typed{nil, typed, 0, 1}, 0, 8)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	check("canceled", context.Canceled, cctx, pk, 0, Typed{ty, typed, 0, 1}, 0, 8)
+	other := newSimDevice()
+	ob, _ := other.Alloc(64)
+	check("other device", errs.ErrInvalid, ctx, ob, 0, Typed{ty, typed, 0, 1}, 0, 8)
+	if err := typed.Write(1020, make([]byte, 8)); !errors.Is(err, errs.ErrOutOfRange) {
+		t.Errorf("write past the end: %v", err)
+	}
+	if _, err := d.Alloc(0); !errors.Is(err, errs.ErrInvalid) {
+		t.Errorf("Alloc(0): %v", err)
+	}
+	// A short window packs what fits.
+	if n, err := d.Pack(ctx, pk, 60, Typed{ty, typed, 0, 1}, 0, 64); err != nil || n != 4 {
+		t.Errorf("4-byte window: %d, %v", n, err)
+	}
+	d.Close()
+	if _, err := d.Pack(ctx, pk, 0, Typed{ty, typed, 0, 1}, 0, 8); !errors.Is(err, errs.ErrClosed) {
+		t.Errorf("after Close: %v", err)
 	}
 }
