@@ -356,9 +356,11 @@ func cuErr(op string, r C.CUresult) error {
 	return fmt.Errorf("gpu: %s: %w", op, cudaResult(r))
 }
 
-func (b *cudaBackend) kind() string     { return "cuda" }
-func (b *cudaBackend) describe() string { return fmt.Sprintf("%s (driver API %d)", b.name, cudaLib.version) }
-func (b *cudaBackend) language() lang   { return langPTX }
+func (b *cudaBackend) kind() string { return "cuda" }
+func (b *cudaBackend) describe() string {
+	return fmt.Sprintf("%s (driver API %d)", b.name, cudaLib.version)
+}
+func (b *cudaBackend) language() lang { return langPTX }
 
 func (b *cudaBackend) alloc(n int64, host bool) (mem, error) {
 	var p C.CUdeviceptr
