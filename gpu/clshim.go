@@ -48,6 +48,9 @@ static struct {
 	cl_int (*ReleaseProgram)(cl_program);
 	cl_int (*ReleaseCommandQueue)(cl_command_queue);
 	cl_int (*ReleaseContext)(cl_context);
+	cl_int (*EnqueueCopyBuffer)(cl_command_queue, cl_mem, cl_mem, size_t, size_t, size_t, cl_uint, const void *, void *);
+	cl_int (*EnqueueCopyBufferRect)(cl_command_queue, cl_mem, cl_mem, const size_t *, const size_t *, const size_t *,
+		size_t, size_t, size_t, size_t, cl_uint, const void *, void *);
 } weft_cl;
 
 static char weft_cl_msg[256];
@@ -67,6 +70,7 @@ static int weft_cl_load(const char *name) {
 		S(EnqueueReadBuffer), S(EnqueueMapBuffer), S(EnqueueUnmapMemObject), S(CreateProgramWithSource),
 		S(BuildProgram), S(GetProgramBuildInfo), S(CreateKernel), S(SetKernelArg), S(EnqueueNDRangeKernel),
 		S(Finish), S(ReleaseKernel), S(ReleaseProgram), S(ReleaseCommandQueue), S(ReleaseContext),
+		S(EnqueueCopyBuffer), S(EnqueueCopyBufferRect),
 #undef S
 	};
 	for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
@@ -183,6 +187,25 @@ static cl_int weft_cl_launch(cl_command_queue q, cl_kernel k, cl_mem typed, int6
 	if (e != 0)
 		return e;
 	return weft_cl.Finish(q);
+}
+
+// Copies for the benchmark's DMA baselines: one copy per block, and one
+// rectangular (2D) copy.
+static cl_int weft_cl_copies(cl_command_queue q, cl_mem dst, cl_mem src, int64_t at, const int64_t *offs, const int64_t *lens, int n) {
+	size_t d = at;
+	for (int i = 0; i < n; i++) {
+		cl_int e = weft_cl.EnqueueCopyBuffer(q, src, dst, offs[i], d, lens[i], 0, NULL, NULL);
+		if (e != 0)
+			return e;
+		d += lens[i];
+	}
+	return weft_cl.Finish(q);
+}
+static cl_int weft_cl_copy2d(cl_command_queue q, cl_mem dst, size_t dpitch, cl_mem src, size_t soff, size_t spitch,
+		size_t width, size_t height) {
+	size_t so[3] = {soff % spitch, soff / spitch, 0}, dz[3] = {0, 0, 0}, region[3] = {width, height, 1};
+	cl_int e = weft_cl.EnqueueCopyBufferRect(q, src, dst, so, dz, region, spitch, 0, dpitch, 0, 0, NULL, NULL);
+	return e ? e : weft_cl.Finish(q);
 }
 
 static void weft_cl_close(cl_context ctx, cl_command_queue q) {
@@ -391,4 +414,33 @@ func (b *clBackend) close() error {
 	b.progs = nil
 	C.weft_cl_close(b.ctx, b.q)
 	return nil
+}
+
+func (b *clBackend) copy2D(dst mem, dpitch int64, src mem, soff, spitch, width, height int64) error {
+	if e := C.weft_cl_copy2d(b.q, dst.h.(C.cl_mem), C.size_t(dpitch), src.h.(C.cl_mem), C.size_t(soff), C.size_t(spitch),
+		C.size_t(width), C.size_t(height)); e != 0 {
+		return fmt.Errorf("gpu: clEnqueueCopyBufferRect: %w", clError(e))
+	}
+	return nil
+}
+
+func (b *clBackend) copies(dst, src mem, offs, lens []int64, at int64) error {
+	if len(offs) == 0 {
+		return nil
+	}
+	o := cInt64s(offs, lens)
+	defer C.free(unsafe.Pointer(o))
+	if e := C.weft_cl_copies(b.q, dst.h.(C.cl_mem), src.h.(C.cl_mem), C.int64_t(at), o, (*C.int64_t)(unsafe.Add(unsafe.Pointer(o), 8*len(offs))), C.int(len(offs))); e != 0 {
+		return fmt.Errorf("gpu: clEnqueueCopyBuffer: %w", clError(e))
+	}
+	return nil
+}
+
+// cInt64s returns C memory holding a followed by b (the caller frees it).
+func cInt64s(a, b []int64) *C.int64_t {
+	p := (*C.int64_t)(C.malloc(C.size_t(8 * (len(a) + len(b)))))
+	s := unsafe.Slice((*int64)(unsafe.Pointer(p)), len(a)+len(b))
+	copy(s, a)
+	copy(s[len(a):], b)
+	return p
 }

@@ -117,10 +117,3 @@ func TestCUDADevice(t *testing.T) {
 	}
 }
 
-func ddtFill(b []byte) {
-	x := uint32(12345)
-	for i := range b {
-		x = x*1664525 + 1013904223
-		b[i] = byte(x >> 24)
-	}
-}

@@ -209,7 +209,7 @@ static CUresult weft_cu_copy2d(CUcontext ctx, CUdeviceptr dst, size_t dpitch, CU
 	WITH(ctx, copy2d(dst, dpitch, src, spitch, width, height));
 }
 static CUresult copies(CUdeviceptr dst, CUdeviceptr src, const int64_t *offs, const int64_t *lens, int n) {
-	CUdeviceptr d = dst;
+	CUdeviceptr d = dst; // dst already holds the start offset
 	for (int i = 0; i < n; i++) {
 		CUresult r = weft_cu.MemcpyDtoD(d, src + offs[i], lens[i]);
 		if (r != 0)
@@ -448,14 +448,12 @@ func (b *cudaBackend) copy2D(dst mem, dpitch int64, src mem, soff, spitch, width
 }
 
 // copies runs one cuMemcpyDtoD per block (the per-block DMA baseline).
-func (b *cudaBackend) copies(dst, src mem, offs, lens []int64) error {
+func (b *cudaBackend) copies(dst, src mem, offs, lens []int64, at int64) error {
 	if len(offs) == 0 {
 		return nil
 	}
-	o := (*[1 << 30]int64)(C.malloc(C.size_t(16 * len(offs))))
+	o := cInt64s(offs, lens)
 	defer C.free(unsafe.Pointer(o))
-	copy(o[:len(offs)], offs)
-	copy(o[len(offs):2*len(offs)], lens)
-	return cuErr("cuMemcpyDtoD", C.weft_cu_copies(b.ctx, C.CUdeviceptr(dst.addr), C.CUdeviceptr(src.addr),
-		(*C.int64_t)(unsafe.Pointer(&o[0])), (*C.int64_t)(unsafe.Pointer(&o[len(offs)])), C.int(len(offs))))
+	return cuErr("cuMemcpyDtoD", C.weft_cu_copies(b.ctx, C.CUdeviceptr(dst.addr+uint64(at)), C.CUdeviceptr(src.addr),
+		(*C.int64_t)(unsafe.Pointer(o)), (*C.int64_t)(unsafe.Add(unsafe.Pointer(o), 8*len(offs))), C.int(len(offs))))
 }

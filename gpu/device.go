@@ -29,6 +29,13 @@ type backend interface {
 	close() error
 }
 
+// copier is implemented by the runtimes that copy device memory: copies
+// copies len(offs) blocks of src (offsets offs, lengths lens) one after the
+// other into dst starting at byte at.
+type copier interface {
+	copies(dst, src mem, offs, lens []int64, at int64) error
+}
+
 // mem is one allocation of a backend.
 type mem struct {
 	h    any    // the backend's handle
@@ -74,6 +81,7 @@ type Stats struct {
 	Builds    int64 // modules compiled (one per plan and word size)
 	CacheHits int64 // launches whose module was already built
 	Launches  int64
+	Copies    int64 // contiguous packs and unpacks done by one device copy
 }
 
 func newDevice(be backend) *Device {
@@ -271,6 +279,15 @@ func (d *Device) run(ctx context.Context, pk *Buffer, poff int64, ty Typed, from
 	nb, err := p.window(ty.Buf.n, ty.Base, ty.Count, from, min(n, pk.n-poff))
 	if err != nil || nb == 0 {
 		return 0, err
+	}
+	if lo, ok := p.contiguous(ty.Base, ty.Count); ok {
+		if c, ok := d.be.(copier); ok { // a contiguous run of bytes: one copy
+			d.stats.Copies++
+			if unpack {
+				return nb, c.copies(ty.Buf.m, pk.m, []int64{poff}, []int64{nb}, lo+from)
+			}
+			return nb, c.copies(pk.m, ty.Buf.m, []int64{lo + from}, []int64{nb}, poff)
+		}
 	}
 	v := p.word(from, nb, ty.Buf.m.addr+uint64(ty.Base), pk.m.addr+uint64(poff), unpack)
 	v.wide = v.wide || d.forceWide

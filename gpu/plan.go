@@ -295,6 +295,15 @@ func treeFits(n *ddtir.Node, budget *int) bool {
 	return true
 }
 
+// contiguous reports whether count elements with their origin at byte base
+// are one run of bytes, and where it starts.
+func (p *Plan) contiguous(base int64, count int) (int64, bool) {
+	if p.size == 0 || len(p.levels) != 0 || p.list || (count > 1 && p.extent != p.size) {
+		return 0, false
+	}
+	return base + p.disp, true
+}
+
 // Size returns the packed bytes per element.
 func (p *Plan) Size() int64 { return p.size }
 

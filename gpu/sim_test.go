@@ -214,3 +214,12 @@ func racyUnpackOK(ty *ddt.Type, typed, after, window []byte, base int64, count i
 	}
 	return true
 }
+
+// ddtFill fills b with a fixed pseudo-random pattern.
+func ddtFill(b []byte) {
+	x := uint32(12345)
+	for i := range b {
+		x = x*1664525 + 1013904223
+		b[i] = byte(x >> 24)
+	}
+}
