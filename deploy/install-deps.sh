@@ -3,7 +3,9 @@
 #
 #   deploy/install-deps.sh build   libfabric headers and tools (make demo)
 #   deploy/install-deps.sh test    everything the test suite runs against:
-#                                  libfabric, MPICH (Hydra), Slurm + munge, sshd
+#                                  libfabric, MPICH (Hydra), Slurm + munge, sshd,
+#                                  and gpu/'s tools (deploy/install-gpu-tools.sh:
+#                                  pocl, ptxas, libcuda1; no GPU needed)
 #
 # Packages already present are not reinstalled; apt runs through sudo when
 # the caller is not root.
@@ -13,6 +15,10 @@ want=(libfabric-dev libfabric-bin gcc pkg-config)
 if [ "${1:-build}" = test ]; then
 	want+=(mpich libmpich-dev slurmd slurmctld slurm-client slurm-wlm-basic-plugins munge
 		openssh-server openssh-client procps iproute2)
+fi
+
+if [ "${1:-build}" = test ]; then
+	"$(dirname "$0")/install-gpu-tools.sh"
 fi
 
 missing=()
