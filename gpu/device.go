@@ -7,6 +7,7 @@ import (
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/errs"
+	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
 // backend is what a Device needs from a GPU runtime: the CUDA driver API
@@ -211,20 +212,26 @@ type Typed struct {
 	Count int
 }
 
-var typePlans sync.Map // *ddt.Type → *Plan
-
-// PlanOf returns the plan of the committed type t, remembered with the type
-// (the first call lowers it, or finds an identical type's plan). Errors are
-// NewPlan's.
+// PlanOf returns the plan of the committed type t. The plan is kept with
+// the type (the first call lowers it, or finds an identical type's plan), so
+// later calls cost one load. Errors are NewPlan's.
 func PlanOf(t *ddt.Type) (*Plan, error) {
-	if p, ok := typePlans.Load(t); ok {
-		return p.(*Plan), nil
+	if t == nil {
+		return nil, fmt.Errorf("gpu: PlanOf: nil type: %w", ddt.ErrInvalid)
 	}
-	p, err := NewPlan(t)
+	ir := ddtir.TypeIR(t)
+	if ir == nil {
+		return nil, fmt.Errorf("gpu: PlanOf %s: %w", t.Name(), ddt.ErrNotCommitted)
+	}
+	if v := ir.GPU.Load(); v != nil {
+		return (*v).(*Plan), nil
+	}
+	p, err := planOf(ir)
 	if err != nil {
 		return nil, err
 	}
-	typePlans.Store(t, p)
+	var v any = p
+	ir.GPU.Store(&v)
 	return p, nil
 }
 

@@ -86,7 +86,16 @@ const (
 // errs.ErrNotSupported.
 var ErrDeclined = fmt.Errorf("gpu: type has no GPU kernel: %w", errs.ErrNotSupported)
 
-var planCache sync.Map // IR text → *Plan
+// planCache maps the canonical IR text to its plan, so that identical
+// types share a plan and its kernels. At most planCacheEntries are kept; a
+// full cache drops an arbitrary entry (its plan lives on in the types and
+// devices that use it).
+var (
+	planMu    sync.Mutex
+	planCache = map[string]*Plan{}
+)
+
+const planCacheEntries = 4096
 
 // NewPlan returns the GPU plan of the committed type t. Plans are cached by
 // the type's canonical IR, so committing an identical type again reuses the
@@ -107,15 +116,29 @@ func NewPlan(t *ddt.Type) (*Plan, error) {
 // planOf returns the cached plan of ir, lowering it on a miss.
 func planOf(ir *ddtir.IR) (*Plan, error) {
 	key := ir.String()
-	if p, ok := planCache.Load(key); ok {
-		return p.(*Plan), nil
+	planMu.Lock()
+	p, ok := planCache[key]
+	planMu.Unlock()
+	if ok {
+		return p, nil
 	}
 	p, err := lower(ir, key)
 	if err != nil {
 		return nil, err
 	}
-	got, _ := planCache.LoadOrStore(key, p)
-	return got.(*Plan), nil
+	planMu.Lock()
+	defer planMu.Unlock()
+	if q, ok := planCache[key]; ok {
+		return q, nil
+	}
+	if len(planCache) >= planCacheEntries {
+		for k := range planCache {
+			delete(planCache, k)
+			break
+		}
+	}
+	planCache[key] = p
+	return p, nil
 }
 
 func decline(format string, args ...any) error {
