@@ -363,22 +363,13 @@ func (b *clBackend) read(m mem, off int64, p []byte) error {
 }
 
 func (b *clBackend) build(src string, names []string) ([]any, error) {
-	csrc := C.CString(src)
-	defer C.free(unsafe.Pointer(csrc))
-	cn := (*[1 << 10]*C.char)(C.malloc(C.size_t(len(names)) * C.size_t(unsafe.Sizeof((*C.char)(nil)))))
-	defer C.free(unsafe.Pointer(cn))
-	for i, n := range names {
-		cn[i] = C.CString(n)
-		defer C.free(unsafe.Pointer(cn[i]))
-	}
-	ks := (*[1 << 10]C.cl_kernel)(C.calloc(C.size_t(len(names)), C.size_t(unsafe.Sizeof(C.cl_kernel(nil)))))
-	defer C.free(unsafe.Pointer(ks))
-	logbuf := (*C.char)(C.malloc(8192))
-	defer C.free(unsafe.Pointer(logbuf))
+	c := newCBuild(src, names)
+	defer c.free()
+	ks := (*[1 << 10]C.cl_kernel)(c.out)
 	var prog C.cl_program
-	if e := C.weft_cl_build(b.ctx, b.dev, csrc, &cn[0], C.int(len(names)), &ks[0], &prog, logbuf, 8192); e != 0 {
+	if e := C.weft_cl_build(b.ctx, b.dev, c.src, c.names, C.int(len(names)), &ks[0], &prog, c.log, cLogLen); e != 0 {
 		if e == -11 {
-			return nil, fmt.Errorf("gpu: OpenCL build: %w:\n%s", clError(e), C.GoString(logbuf))
+			return nil, fmt.Errorf("gpu: OpenCL build: %w:\n%s", clError(e), C.GoString(c.log))
 		}
 		return nil, fmt.Errorf("gpu: OpenCL build: %w", clError(e))
 	}

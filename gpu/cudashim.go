@@ -255,6 +255,42 @@ func (r cudaResult) Error() string {
 	return fmt.Sprintf("CUDA error %d %s: %s", int(r), C.GoString(name), C.GoString(str))
 }
 
+// cBuild holds, for one module build, C copies of the source and the
+// kernel names, a zeroed array for the kernel handles (pointer-sized in both
+// runtimes) and a buffer for the compiler's log.
+type cBuild struct {
+	src   *C.char
+	names **C.char
+	out   unsafe.Pointer
+	log   *C.char
+	strs  []*C.char
+}
+
+const cLogLen = 8192
+
+func newCBuild(src string, names []string) *cBuild {
+	c := &cBuild{src: C.CString(src), log: (*C.char)(C.calloc(cLogLen, 1))}
+	ptr := C.size_t(unsafe.Sizeof(unsafe.Pointer(nil)))
+	arr := (*[1 << 10]*C.char)(C.calloc(C.size_t(len(names)), ptr))
+	for i, n := range names {
+		arr[i] = C.CString(n)
+		c.strs = append(c.strs, arr[i])
+	}
+	c.names = &arr[0]
+	c.out = C.calloc(C.size_t(len(names)), ptr)
+	return c
+}
+
+func (c *cBuild) free() {
+	for _, s := range c.strs {
+		C.free(unsafe.Pointer(s))
+	}
+	C.free(unsafe.Pointer(c.names))
+	C.free(c.out)
+	C.free(unsafe.Pointer(c.src))
+	C.free(unsafe.Pointer(c.log))
+}
+
 // noDevice reports whether r means that this machine has no usable GPU:
 // CUDA_ERROR_NO_DEVICE (100), CUDA_ERROR_INVALID_DEVICE (101),
 // CUDA_ERROR_INSUFFICIENT_DRIVER (35), CUDA_ERROR_STUB_LIBRARY (34),
@@ -401,21 +437,12 @@ func (b *cudaBackend) read(m mem, off int64, p []byte) error {
 }
 
 func (b *cudaBackend) build(src string, names []string) ([]any, error) {
-	csrc := C.CString(src)
-	defer C.free(unsafe.Pointer(csrc))
-	cn := (*[1 << 10]*C.char)(C.malloc(C.size_t(len(names)) * C.size_t(unsafe.Sizeof((*C.char)(nil)))))
-	defer C.free(unsafe.Pointer(cn))
-	for i, n := range names {
-		cn[i] = C.CString(n)
-		defer C.free(unsafe.Pointer(cn[i]))
-	}
-	fs := (*[1 << 10]C.CUfunction)(C.calloc(C.size_t(len(names)), C.size_t(unsafe.Sizeof(C.CUfunction(nil)))))
-	defer C.free(unsafe.Pointer(fs))
-	logbuf := (*C.char)(C.malloc(8192))
-	defer C.free(unsafe.Pointer(logbuf))
+	c := newCBuild(src, names)
+	defer c.free()
 	var mod C.CUmodule
-	if r := C.weft_cu_load_module(b.ctx, csrc, &mod, &cn[0], C.int(len(names)), &fs[0], logbuf, 8192); r != 0 {
-		return nil, fmt.Errorf("gpu: cuModuleLoadDataEx: %w:\n%s", cudaResult(r), C.GoString(logbuf))
+	fs := (*[1 << 10]C.CUfunction)(c.out)
+	if r := C.weft_cu_load_module(b.ctx, c.src, &mod, c.names, C.int(len(names)), &fs[0], c.log, cLogLen); r != 0 {
+		return nil, fmt.Errorf("gpu: cuModuleLoadDataEx: %w:\n%s", cudaResult(r), C.GoString(c.log))
 	}
 	b.mods = append(b.mods, mod)
 	out := make([]any, len(names))

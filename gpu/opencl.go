@@ -31,10 +31,7 @@ var clWord = map[int64]string{1: "uchar", 2: "ushort", 4: "uint", 8: "ulong", 16
 func (p *Plan) emitOpenCL(w int64) string {
 	var b strings.Builder
 	b.WriteString("/* weft gpu kernels, generated from the datatype IR:\n")
-	for _, l := range strings.Split(strings.TrimRight(p.key, "\n"), "\n") {
-		if len(l) > 200 {
-			l = l[:200] + "..."
-		}
+	for _, l := range p.irLines() {
 		b.WriteString(" *   " + strings.ReplaceAll(l, "*/", "* /") + "\n")
 	}
 	b.WriteString(" */\n")

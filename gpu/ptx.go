@@ -61,10 +61,7 @@ func (p *Plan) checkWord(w int64) (int64, error) {
 func (p *Plan) emitPTX(w int64) string {
 	var b strings.Builder
 	b.WriteString("//\n// weft gpu kernels, generated from the datatype IR:\n")
-	for _, l := range strings.Split(strings.TrimRight(p.key, "\n"), "\n") {
-		if len(l) > 200 {
-			l = l[:200] + "..."
-		}
+	for _, l := range p.irLines() {
 		b.WriteString("//   " + l + "\n")
 	}
 	b.WriteString("//\n.version 7.8\n.target sm_80\n.address_size 64\n")
@@ -266,4 +263,16 @@ func (g *ptxGen) kernel(p *Plan, v variant) {
 	g.op("@%s bra LOOP", more)
 	g.label("DONE")
 	g.op("ret")
+}
+
+// irLines returns the IR text of the plan, one line each, long lines cut,
+// for the emitted modules' header comments.
+func (p *Plan) irLines() []string {
+	ls := strings.Split(strings.TrimRight(p.key, "\n"), "\n")
+	for i, l := range ls {
+		if len(l) > 200 {
+			ls[i] = l[:200] + "..."
+		}
+	}
+	return ls
 }
