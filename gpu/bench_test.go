@@ -226,8 +226,8 @@ func BenchmarkLayouts(b *testing.B) {
 			if w%8 == 0 && pitch%8 == 0 && (base+disp)%8 == 0 {
 				tab, _ := d.table(p)
 				a := launchArgs{typed: typed.m, toff: base + disp, packed: packed.m, tab: tab,
-					q0: uint64(w/8) | uint64(pitch/8)<<32, n: uint64(size / 8), block: d.block}
-				a.grid = int(min((int64(a.n)+int64(d.block)-1)/int64(d.block), int64(d.maxGrid)))
+					q0: uint64(w/8) | uint64(pitch/8)<<32, n: uint64(size / 8), block: [3]int{d.block, 1, 1}}
+				a.grid = [3]int{int(min((int64(a.n)+int64(d.block)-1)/int64(d.block), int64(d.maxGrid))), 1, 1}
 				run("hand", func() error { return d.be.launch(hand[0], a) })
 			}
 		}
@@ -268,8 +268,8 @@ func BenchmarkBuild(b *testing.B) {
 		} else {
 			src = p.emitOpenCL(k.w)
 		}
-		names := make([]string, len(ptxKinds))
-		for j, v := range ptxKinds {
+		names := make([]string, len(p.kinds()))
+		for j, v := range p.kinds() {
 			v.w = k.w
 			names[j] = p.kernelName(v)
 		}

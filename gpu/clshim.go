@@ -171,7 +171,7 @@ static cl_int weft_cl_build(cl_context ctx, cl_device_id dev, const char *src, c
 // weft_cl_launch sets the kernel's arguments (values copied here, in C)
 // and runs it to completion.
 static cl_int weft_cl_launch(cl_command_queue q, cl_kernel k, cl_mem typed, int64_t toff, cl_mem packed,
-		int64_t poff, cl_mem tab, uint64_t q0, uint64_t n, size_t grid, size_t block) {
+		int64_t poff, cl_mem tab, uint64_t q0, uint64_t n, const size_t *grid, const size_t *block) {
 	cl_int e = 0;
 	e |= weft_cl.SetKernelArg(k, 0, sizeof typed, &typed);
 	e |= weft_cl.SetKernelArg(k, 1, sizeof toff, &toff);
@@ -182,8 +182,10 @@ static cl_int weft_cl_launch(cl_command_queue q, cl_kernel k, cl_mem typed, int6
 	e |= weft_cl.SetKernelArg(k, 6, sizeof n, &n);
 	if (e != 0)
 		return -51; // CL_INVALID_ARG_SIZE family
-	size_t global = grid * block, local = block;
-	e = weft_cl.EnqueueNDRangeKernel(q, k, 1, NULL, &global, &local, 0, NULL, NULL);
+	size_t global[3];
+	for (int i = 0; i < 3; i++)
+		global[i] = grid[i] * block[i];
+	e = weft_cl.EnqueueNDRangeKernel(q, k, 3, NULL, global, block, 0, NULL, NULL);
 	if (e != 0)
 		return e;
 	return weft_cl.Finish(q);
@@ -384,8 +386,12 @@ func (b *clBackend) build(src string, names []string) ([]any, error) {
 }
 
 func (b *clBackend) launch(f any, a launchArgs) error {
+	var grid, block [3]C.size_t
+	for i := range 3 {
+		grid[i], block[i] = C.size_t(a.grid[i]), C.size_t(a.block[i])
+	}
 	if e := C.weft_cl_launch(b.q, f.(C.cl_kernel), a.typed.h.(C.cl_mem), C.int64_t(a.toff), a.packed.h.(C.cl_mem),
-		C.int64_t(a.poff), a.tab.h.(C.cl_mem), C.uint64_t(a.q0), C.uint64_t(a.n), C.size_t(a.grid), C.size_t(a.block)); e != 0 {
+		C.int64_t(a.poff), a.tab.h.(C.cl_mem), C.uint64_t(a.q0), C.uint64_t(a.n), &grid[0], &block[0]); e != 0 {
 		return fmt.Errorf("gpu: OpenCL launch: %w", clError(e))
 	}
 	for _, m := range []mem{a.typed, a.packed} {

@@ -81,8 +81,8 @@ func TestCUDADevice(t *testing.T) {
 	}
 	t.Logf("device %s", d)
 	r := rand.New(rand.NewPCG(3, 22))
-	for _, wide := range []bool{false, true} {
-		d.forceWide = wide
+	for mode := range 3 { // the 3-D launch, 1-D with 32- and 64-bit splits
+		d.grid1D, d.forceWide = mode == 1, mode == 2
 		for i := 0; i < 200; i++ {
 			ty := committed(t, ddttest.RandomType(r, 4))
 			if _, err := PlanOf(ty); err == nil {

@@ -178,15 +178,15 @@ static CUresult weft_cu_unload(CUcontext ctx, CUmodule m) { WITH(ctx, weft_cu.Mo
 
 // launch: the kernel's parameters live here, in C memory, for the call.
 static CUresult launch(CUfunction f, uint64_t typed, uint64_t packed, uint64_t tab, uint64_t q0, uint64_t n,
-		unsigned grid, unsigned block) {
+		const unsigned *grid, const unsigned *block) {
 	void *params[5] = {&typed, &packed, &tab, &q0, &n};
-	CUresult r = weft_cu.LaunchKernel(f, grid, 1, 1, block, 1, 1, 0, NULL, params, NULL);
+	CUresult r = weft_cu.LaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, NULL, params, NULL);
 	if (r != 0)
 		return r;
 	return weft_cu.CtxSynchronize();
 }
 static CUresult weft_cu_launch(CUcontext ctx, CUfunction f, uint64_t typed, uint64_t packed, uint64_t tab,
-		uint64_t q0, uint64_t n, unsigned grid, unsigned block) {
+		uint64_t q0, uint64_t n, const unsigned *grid, const unsigned *block) {
 	WITH(ctx, launch(f, typed, packed, tab, q0, n, grid, block));
 }
 
@@ -453,9 +453,13 @@ func (b *cudaBackend) build(src string, names []string) ([]any, error) {
 }
 
 func (b *cudaBackend) launch(f any, a launchArgs) error {
+	var grid, block [3]C.uint
+	for i := range 3 {
+		grid[i], block[i] = C.uint(a.grid[i]), C.uint(a.block[i])
+	}
 	return cuErr("cuLaunchKernel", C.weft_cu_launch(b.ctx, f.(C.CUfunction), C.uint64_t(a.typed.addr+uint64(a.toff)),
 		C.uint64_t(a.packed.addr+uint64(a.poff)), C.uint64_t(a.tab.addr), C.uint64_t(a.q0), C.uint64_t(a.n),
-		C.uint(a.grid), C.uint(a.block)))
+		&grid[0], &block[0]))
 }
 
 func (b *cudaBackend) close() error {

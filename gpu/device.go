@@ -52,8 +52,8 @@ type launchArgs struct {
 	poff   int64 // byte of packed holding the window's first byte
 	tab    mem
 	q0, n  uint64
-	grid   int
-	block  int
+	grid   [3]int // blocks per dimension
+	block  [3]int // threads per block per dimension
 }
 
 // A Device packs and unpacks typed data that lives in its memory, with
@@ -68,8 +68,9 @@ type Device struct {
 	block   int // threads per block
 	maxGrid int // blocks per launch (the kernels loop over the rest)
 	stats   Stats
-	// forceWide runs the 64-bit element split whatever the window (tests).
-	forceWide bool
+	// forceWide runs the 64-bit element split whatever the window, grid1D
+	// the 1-D launch where the 3-D one fits (tests).
+	forceWide, grid1D bool
 }
 
 type modKey struct {
@@ -298,24 +299,34 @@ func (d *Device) run(ctx context.Context, pk *Buffer, poff int64, ty Typed, from
 	}
 	v := p.word(from, nb, ty.Buf.m.addr+uint64(ty.Base), pk.m.addr+uint64(poff), unpack)
 	v.wide = v.wide || d.forceWide
+	words := nb / v.w
+	q0 := uint64(from / v.w)
+	a := launchArgs{typed: ty.Buf.m, toff: ty.Base, packed: pk.m, poff: poff, q0: q0, n: uint64(words)}
+	if d0, d1, _, zn, ok := p.grid3Fits(v.w, q0, uint64(words), d.block); ok && !v.wide && !d.grid1D {
+		v.grid3 = true
+		bx, by := shape3(d0, d1, d.block)
+		a.block = [3]int{int(bx), int(by), 1}
+		a.grid = [3]int{int((d0 + bx - 1) / bx), int((d1 + by - 1) / by), int(zn)}
+	} else {
+		a.block = [3]int{d.block, 1, 1}
+		a.grid = [3]int{int(min((words+int64(d.block)-1)/int64(d.block), int64(d.maxGrid))), 1, 1}
+	}
 	fns, err := d.module(p, v.w)
 	if err != nil {
 		return 0, err
 	}
-	tab, err := d.table(p)
-	if err != nil {
+	if a.tab, err = d.table(p); err != nil {
 		return 0, err
 	}
-	idx := 0
-	for i, k := range ptxKinds {
-		if k.wide == v.wide && k.unpack == v.unpack {
+	idx := -1
+	for i, k := range p.kinds() {
+		if k.wide == v.wide && k.unpack == v.unpack && k.grid3 == v.grid3 {
 			idx = i
 		}
 	}
-	words := nb / v.w
-	grid := int(min((words+int64(d.block)-1)/int64(d.block), int64(d.maxGrid)))
-	a := launchArgs{typed: ty.Buf.m, toff: ty.Base, packed: pk.m, poff: poff, tab: tab,
-		q0: uint64(from / v.w), n: uint64(words), grid: grid, block: d.block}
+	if idx < 0 {
+		return 0, fmt.Errorf("gpu: internal: no kernel for %+v", v)
+	}
 	d.stats.Launches++
 	if err := d.be.launch(fns[idx], a); err != nil {
 		return 0, err
@@ -330,8 +341,8 @@ func (d *Device) module(p *Plan, w int64) ([]any, error) {
 		d.stats.CacheHits++
 		return f, nil
 	}
-	names := make([]string, len(ptxKinds))
-	for i, k := range ptxKinds {
+	names := make([]string, len(p.kinds()))
+	for i, k := range p.kinds() {
 		k.w = w
 		names[i] = p.kernelName(k)
 	}

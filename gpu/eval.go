@@ -13,6 +13,7 @@ type variant struct {
 	w      int64
 	wide   bool
 	unpack bool
+	grid3  bool // the 3-D launch: x the body's words, y the innermost level, z the rest
 }
 
 // vmath is the per-variant arithmetic both emitters and the Go evaluator
@@ -24,6 +25,13 @@ type vmath struct {
 	elem magic   // division by wpe (32- or 64-bit)
 	lv   []magic // division by words per child, per level (32-bit)
 	cw   []int64 // words per child, per level
+
+	// The 3-D launch (grid3): thread (x, y, z) moves word (z*d1 + y)*d0 + x.
+	d0, d1 int64   // words per body instance; instances of the innermost level
+	rows   magic   // division by d0*d1 (the window's first row)
+	per    magic   // division by rows per element
+	zl     []magic // division by rows per child, for the levels above the innermost
+	zc     []int64 // rows per child, for the levels above the innermost
 }
 
 func (p *Plan) vmath(v variant) *vmath {
@@ -37,7 +45,89 @@ func (p *Plan) vmath(v variant) *vmath {
 		m.cw = append(m.cw, cw)
 		m.lv = append(m.lv, newMagic(uint64(cw), false))
 	}
+	if v.grid3 && len(p.levels) > 0 {
+		last := len(p.levels) - 1
+		m.d0, m.d1 = p.unit/v.w, p.levels[last].count
+		rowWords := m.d0 * m.d1
+		m.rows = newMagic(uint64(rowWords), false)
+		m.per = newMagic(uint64(m.wpe/rowWords), false)
+		for j := 0; j < last; j++ {
+			zc := m.cw[j] / rowWords
+			m.zc = append(m.zc, zc)
+			m.zl = append(m.zl, newMagic(uint64(zc), false))
+		}
+	}
 	return m
+}
+
+// grid3Fits reports whether the 3-D launch of p can move words [q0, q0+n)
+// with word size w: a level to put on y, 32-bit indices, and the launch
+// within CUDA's grid limits (y and z at most 65535 blocks).
+func (p *Plan) grid3Fits(w int64, q0, n uint64, block int) (d0, d1, zlo, zn int64, ok bool) {
+	if len(p.levels) == 0 || q0+n >= 1<<31 || n == 0 {
+		return 0, 0, 0, 0, false
+	}
+	d0, d1 = p.unit/w, p.levels[len(p.levels)-1].count
+	row := uint64(d0 * d1)
+	zlo = int64(q0 / row)
+	zn = int64((q0+n-1)/row) + 1 - zlo
+	bx, by := shape3(d0, d1, block)
+	if zn > 65535 || (d1+by-1)/by > 65535 || (d0+bx-1)/bx > 1<<31-1 {
+		return 0, 0, 0, 0, false
+	}
+	return d0, d1, zlo, zn, true
+}
+
+// shape3 returns the thread block of a 3-D launch of block threads: x
+// covers the body's words first (powers of two), y the rest.
+func shape3(d0, d1 int64, block int) (bx, by int64) {
+	bx = 1
+	for bx < d0 && bx < int64(block) {
+		bx *= 2
+	}
+	by = int64(block) / bx
+	for by > 1 && by/2 >= d1 {
+		by /= 2
+	}
+	return bx, by
+}
+
+// src3 is src for the 3-D launch: thread (x, y, z) computed as the kernel
+// computes its typed offset.
+func (m *vmath) src3(x, y, z uint32) int64 {
+	k := m.per.div32(z)
+	rz := z - k*uint32(m.wpe/(m.d0*m.d1))
+	a := int64(k)*m.p.extent + m.p.disp
+	last := len(m.p.levels) - 1
+	for j := 0; j < last; j++ {
+		i := m.zl[j].div32(rz)
+		rz -= i * uint32(m.zc[j])
+		a += m.levelOff(j, i)
+	}
+	a += m.levelOff(last, y)
+	return a + m.body(int64(x)*m.v.w)
+}
+
+// levelOff is the offset of instance i of level j.
+func (m *vmath) levelOff(j int, i uint32) int64 {
+	if l := m.p.levels[j]; l.tab >= 0 {
+		return m.p.tab[l.tab+int64(i)]
+	}
+	return int64(i) * m.p.levels[j].stride
+}
+
+// body is the typed offset of byte rb (a word start) of the body.
+func (m *vmath) body(rb int64) int64 {
+	if !m.p.list {
+		return rb
+	}
+	b := int64(0)
+	for step := m.p.listPad / 2; step >= 1; step /= 2 {
+		if m.p.tab[m.p.prePos+b+step] <= rb {
+			b += step
+		}
+	}
+	return m.p.tab[m.p.offsPos+b] + rb - m.p.tab[m.p.prePos+b]
 }
 
 // src returns the typed byte offset, relative to displacement 0 of element
@@ -56,26 +146,12 @@ func (m *vmath) src(q uint64) int64 {
 		k = uint64(k32)
 	}
 	a := int64(k)*m.p.extent + m.p.disp
-	for j, l := range m.p.levels {
+	for j := range m.p.levels {
 		i := m.lv[j].div32(r)
 		r -= i * uint32(m.cw[j])
-		if l.tab < 0 {
-			a += int64(i) * l.stride
-		} else {
-			a += m.p.tab[l.tab+int64(i)]
-		}
+		a += m.levelOff(j, i)
 	}
-	rb := int64(r) * m.v.w
-	if !m.p.list {
-		return a + rb
-	}
-	b := int64(0)
-	for step := m.p.listPad / 2; step >= 1; step /= 2 {
-		if m.p.tab[m.p.prePos+b+step] <= rb {
-			b += step
-		}
-	}
-	return a + m.p.tab[m.p.offsPos+b] + rb - m.p.tab[m.p.prePos+b]
+	return a + m.body(int64(r)*m.v.w)
 }
 
 // word picks the variant of a launch: the largest word size of the plan
@@ -122,10 +198,20 @@ func (e emulator) run(packed, typed []byte, base int64, count int, from int64, u
 	if e.force != nil && from%e.force.w == 0 && n%e.force.w == 0 && base%e.force.w == 0 && e.force.w <= p.maxWord {
 		v = variant{w: e.force.w, wide: e.force.wide || v.wide, unpack: unpack}
 	}
-	m := p.vmath(v)
 	q0 := uint64(from / v.w)
+	if _, _, _, _, ok := p.grid3Fits(v.w, q0, uint64(n/v.w), 256); ok && !v.wide && (e.force == nil || e.force.grid3) {
+		v.grid3 = true
+	}
+	m := p.vmath(v)
 	for t := int64(0); t < n/v.w; t++ {
-		a := base + m.src(q0+uint64(t))
+		var a int64
+		if q := q0 + uint64(t); v.grid3 {
+			// the thread coordinates of word q, then the kernel's arithmetic
+			x, y, z := q%uint64(m.d0), q/uint64(m.d0)%uint64(m.d1), q/uint64(m.d0*m.d1)
+			a = base + m.src3(uint32(x), uint32(y), uint32(z))
+		} else {
+			a = base + m.src(q)
+		}
 		if a < 0 || a+v.w > int64(len(typed)) {
 			return 0, fmt.Errorf("gpu: internal: word %d maps to typed byte %d outside [0,%d)", q0+uint64(t), a, len(typed))
 		}

@@ -35,7 +35,7 @@ func (p *Plan) emitOpenCL(w int64) string {
 		b.WriteString(" *   " + strings.ReplaceAll(l, "*/", "* /") + "\n")
 	}
 	b.WriteString(" */\n")
-	for _, k := range ptxKinds {
+	for _, k := range p.kinds() {
 		k.w = w
 		p.clKernel(&b, k)
 	}
@@ -54,6 +54,10 @@ func (p *Plan) clKernel(b *strings.Builder, v variant) {
 			return fmt.Sprintf("(%s >> %d)", x, mg.shift)
 		}
 		return fmt.Sprintf("(mul_hi(%s, (uint)%dU) >> %d)", x, uint32(mg.m), mg.shift)
+	}
+	if v.grid3 {
+		p.clKernel3(b, m, line, div32)
+		return
 	}
 	if v.wide {
 		b.WriteString("\tfor (ulong t = get_global_id(0); t < n; t += get_global_size(0)) {\n")
@@ -75,21 +79,32 @@ func (p *Plan) clKernel(b *strings.Builder, v variant) {
 		line("uint r = q - k * %dU;", uint32(m.wpe))
 	}
 	line("long a = (long)k * (%dL) + (%dL);", p.extent, p.disp)
-	for j, l := range p.levels {
+	for j := range p.levels {
 		line("{")
 		if m.cw[j] == 1 {
 			line("\tuint i = r; r = 0;")
 		} else {
 			line("\tuint i = %s; r -= i * %dU;", div32("r", m.lv[j]), uint32(m.cw[j]))
 		}
-		if l.tab < 0 {
-			line("\ta += (long)i * (%dL);", l.stride)
-		} else {
-			line("\ta += tab[%d + (ulong)i];", l.tab)
-		}
+		line("\t%s", clLevel(p, j, "i"))
 		line("}")
 	}
 	line("long rb = (long)r * %d;", v.w)
+	clBody(p, line)
+	clMove(v, line)
+	b.WriteString("\t}\n}\n")
+}
+
+// clLevel is the statement adding the offset of instance i of level j.
+func clLevel(p *Plan, j int, i string) string {
+	if l := p.levels[j]; l.tab >= 0 {
+		return fmt.Sprintf("a += tab[%d + (ulong)%s];", l.tab, i)
+	}
+	return fmt.Sprintf("a += (long)%s * (%dL);", i, p.levels[j].stride)
+}
+
+// clBody adds the typed offset of body byte rb to a.
+func clBody(p *Plan, line func(string, ...any)) {
 	if p.list {
 		line("uint b = 0;")
 		for s := p.listPad / 2; s >= 1; s /= 2 {
@@ -99,6 +114,10 @@ func (p *Plan) clKernel(b *strings.Builder, v variant) {
 	} else {
 		line("a += rb;")
 	}
+}
+
+// clMove copies the word between typed+toff+a and packed word t.
+func clMove(v variant, line func(string, ...any)) {
 	ty := clWord[v.w]
 	tp := fmt.Sprintf("(__global %s *)(typed + toff + a)", ty)
 	pp := fmt.Sprintf("(__global %s *)(packed + poff + (long)t * %d)", ty, v.w)
@@ -107,5 +126,29 @@ func (p *Plan) clKernel(b *strings.Builder, v variant) {
 	} else {
 		line("*%s = *%s;", pp, tp)
 	}
+}
+
+// clKernel3 is the 3-D launch's kernel (see ptxGen.kernel3).
+func (p *Plan) clKernel3(b *strings.Builder, m *vmath, line func(string, ...any), div32 func(string, magic) string) {
+	b.WriteString("\tuint x = (uint)get_global_id(0), y = (uint)get_global_id(1);\n")
+	fmt.Fprintf(b, "\tif (x >= %dU || y >= %dU)\n\t\treturn;\n", uint32(m.d0), uint32(m.d1))
+	b.WriteString("\tuint q032 = (uint)q0;\n")
+	fmt.Fprintf(b, "\tuint z = %s + (uint)get_global_id(2);\n", div32("q032", m.rows))
+	fmt.Fprintf(b, "\tuint t = (z * %dU + y) * %dU + x - q032;\n", uint32(m.d1), uint32(m.d0))
+	b.WriteString("\tif (t >= (uint)n)\n\t\treturn;\n\t{\n")
+	line("uint k = %s;", div32("z", m.per))
+	line("uint rz = z - k * %dU;", uint32(m.wpe/(m.d0*m.d1)))
+	line("long a = (long)k * (%dL) + (%dL);", p.extent, p.disp)
+	last := len(p.levels) - 1
+	for j := 0; j < last; j++ {
+		line("{")
+		line("\tuint i = %s; rz -= i * %dU;", div32("rz", m.zl[j]), uint32(m.zc[j]))
+		line("\t%s", clLevel(p, j, "i"))
+		line("}")
+	}
+	line("%s", clLevel(p, last, "y"))
+	line("long rb = (long)x * %d;", m.v.w)
+	clBody(p, line)
+	clMove(m.v, line)
 	b.WriteString("\t}\n}\n")
 }

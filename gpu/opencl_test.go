@@ -55,16 +55,16 @@ func TestOpenCLRandomTypes(t *testing.T) {
 
 // TestOpenCLLayouts runs the seed's layouts (vector of 8-byte blocks, a 3D
 // face subarray, a struct, an indexed type) at sizes where the grid-stride
-// loop and many work groups run, with both element splits.
+// loop and many work groups run, with the 3-D and both 1-D launches.
 func TestOpenCLLayouts(t *testing.T) {
 	d := openCL(t)
 	r := rand.New(rand.NewPCG(8, 8))
-	splits := []bool{false, true}
+	modes := []int{0, 1, 2} // the 3-D launch, 1-D with 32- and 64-bit splits
 	if testing.Short() {
-		splits = splits[:1]
+		modes = modes[:2]
 	}
-	for _, wide := range splits {
-		d.forceWide = wide
+	for _, mode := range modes {
+		d.grid1D, d.forceWide = mode == 1, mode == 2
 		for _, ty := range seedLayouts(t, 32) {
 			deviceCheck(t, d, ty, 2, r)
 		}

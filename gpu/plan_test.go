@@ -75,7 +75,8 @@ func TestMagic(t *testing.T) {
 func forced(p *Plan) []ddt.Kernel {
 	ks := []ddt.Kernel{p.Emulator()}
 	for w := int64(1); w <= p.maxWord; w *= 2 {
-		ks = append(ks, emulator{p: p, force: &variant{w: w, wide: true}}, emulator{p: p, force: &variant{w: w}})
+		ks = append(ks, emulator{p: p, force: &variant{w: w, wide: true}}, emulator{p: p, force: &variant{w: w}},
+			emulator{p: p, force: &variant{w: w, grid3: true}})
 	}
 	return ks
 }

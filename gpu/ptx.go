@@ -22,7 +22,17 @@ import (
 // ret), and internal/ptxsim executes exactly that subset in tests.
 
 // ptxKinds lists the kernels of a module in their order.
-var ptxKinds = []variant{{wide: false}, {wide: true}, {wide: false, unpack: true}, {wide: true, unpack: true}}
+var ptxKinds = []variant{{wide: false}, {wide: true}, {wide: false, unpack: true}, {wide: true, unpack: true},
+	{grid3: true}, {grid3: true, unpack: true}}
+
+// kinds returns the kernels of p's modules: the 3-D ones only for plans
+// with a level to put on y.
+func (p *Plan) kinds() []variant {
+	if len(p.levels) == 0 {
+		return ptxKinds[:4]
+	}
+	return ptxKinds
+}
 
 // kernelName is the symbol of variant v of plan p.
 func (p *Plan) kernelName(v variant) string {
@@ -31,8 +41,11 @@ func (p *Plan) kernelName(v variant) string {
 		dir = "unpack"
 	}
 	split := "n"
-	if v.wide {
+	switch {
+	case v.wide:
 		split = "w"
+	case v.grid3:
+		split = "g"
 	}
 	return fmt.Sprintf("weft_%s_w%d_%s_%s", p.name, v.w, dir, split)
 }
@@ -65,7 +78,7 @@ func (p *Plan) emitPTX(w int64) string {
 		b.WriteString("//   " + l + "\n")
 	}
 	b.WriteString("//\n.version 7.8\n.target sm_80\n.address_size 64\n")
-	for _, k := range ptxKinds {
+	for _, k := range p.kinds() {
 		k.w = w
 		g := &ptxGen{}
 		g.kernel(p, k)
@@ -119,14 +132,12 @@ func (g *ptxGen) tabLoad(tab, i string, pos int64) string {
 }
 
 func (g *ptxGen) kernel(p *Plan, v variant) {
+	if v.grid3 {
+		g.kernel3(p, v)
+		return
+	}
 	m := p.vmath(v)
-	typed, packed, tab, q0, n := g.rd(), g.rd(), g.rd(), g.rd(), g.rd()
-	for i, name := range []string{"typed", "packed", "tab", "q0", "n"} {
-		g.op("ld.param.u64 %s, [%s]", []string{typed, packed, tab, q0, n}[i], name)
-	}
-	for _, r := range []string{typed, packed, tab} {
-		g.op("cvta.to.global.u64 %s, %s", r, r)
-	}
+	typed, packed, tab, q0, n := g.params()
 	tid, ntid, cta, ncta, t, step := g.r(), g.r(), g.r(), g.r(), g.r(), g.r()
 	g.op("mov.u32 %s, %%tid.x", tid)
 	g.op("mov.u32 %s, %%ntid.x", ntid)
@@ -187,71 +198,27 @@ func (g *ptxGen) kernel(p *Plan, v variant) {
 	if p.disp != 0 {
 		g.op("add.s64 %s, %s, %d", a, a, p.disp)
 	}
-	for j, l := range p.levels {
+	for j := range p.levels {
 		i := r
 		if m.cw[j] == 1 { // one word per child: i = r, nothing left below
 			r = g.r()
 			g.op("mov.u32 %s, 0", r)
 		} else {
 			i = g.div32(r, m.lv[j])
-			iw, r2 := g.r(), g.r()
-			g.op("mul.lo.s32 %s, %s, %d", iw, i, uint32(m.cw[j]))
-			g.op("sub.s32 %s, %s, %s", r2, r, iw)
-			r = r2
+			r = g.subMul(r, i, m.cw[j])
 		}
-		if l.tab < 0 {
-			i64 := g.rd()
-			g.op("cvt.u64.u32 %s, %s", i64, i)
-			g.op("mad.lo.s64 %s, %s, %d, %s", a, i64, l.stride, a)
-		} else {
-			g.op("add.s64 %s, %s, %s", a, a, g.tabLoad(tab, i, l.tab))
-		}
+		g.levelAdd(p, j, i, a, tab)
 	}
 	rb := g.rd()
 	g.op("mul.wide.u32 %s, %s, %d", rb, r, v.w)
-	if p.list {
-		b := g.r()
-		g.op("mov.u32 %s, 0", b)
-		for s := p.listPad / 2; s >= 1; s /= 2 {
-			c, pr, b2 := g.r(), g.p(), g.r()
-			g.op("add.s32 %s, %s, %d", c, b, s)
-			pre := g.tabLoad(tab, c, p.prePos)
-			g.op("setp.le.s64 %s, %s, %s", pr, pre, rb)
-			g.op("selp.b32 %s, %s, %s, %s", b2, c, b, pr)
-			b = b2
-		}
-		off, pre := g.tabLoad(tab, b, p.offsPos), g.tabLoad(tab, b, p.prePos)
-		g.op("add.s64 %s, %s, %s", a, a, off)
-		g.op("sub.s64 %s, %s, %s", rb, rb, pre)
-	}
-	g.op("add.s64 %s, %s, %s", a, a, rb)
-	src, dst := g.rd(), g.rd()
-	g.op("add.s64 %s, %s, %s", src, typed, a)
+	g.bodyAdd(p, rb, a, tab)
 	po := g.rd()
 	if v.wide {
 		g.op("mul.lo.u64 %s, %s, %d", po, t64, v.w)
 	} else {
 		g.op("mul.wide.u32 %s, %s, %d", po, t, v.w)
 	}
-	g.op("add.s64 %s, %s, %s", dst, packed, po)
-	from, to := src, dst
-	if v.unpack {
-		from, to = dst, src
-	}
-	switch v.w {
-	case 16:
-		x, y := g.rd(), g.rd()
-		g.op("ld.global.nc.v2.u64 {%s, %s}, [%s]", x, y, from)
-		g.op("st.global.v2.u64 [%s], {%s, %s}", to, x, y)
-	case 8:
-		x := g.rd()
-		g.op("ld.global.nc.u64 %s, [%s]", x, from)
-		g.op("st.global.u64 [%s], %s", to, x)
-	default:
-		x, ty := g.r(), map[int64]string{1: "u8", 2: "u16", 4: "u32"}[v.w]
-		g.op("ld.global.nc.%s %s, [%s]", ty, x, from)
-		g.op("st.global.%s [%s], %s", ty, to, x)
-	}
+	g.move(v, typed, packed, a, po)
 	more := g.p()
 	if v.wide {
 		g.op("add.s64 %s, %s, %s", t64, t64, step64)
@@ -275,4 +242,139 @@ func (p *Plan) irLines() []string {
 		}
 	}
 	return ls
+}
+
+// subMul emits r - i*c (32-bit) into a new register.
+func (g *ptxGen) subMul(r, i string, c int64) string {
+	iw, r2 := g.r(), g.r()
+	g.op("mul.lo.s32 %s, %s, %d", iw, i, uint32(c))
+	g.op("sub.s32 %s, %s, %s", r2, r, iw)
+	return r2
+}
+
+// levelAdd emits a += the offset of instance i of level j.
+func (g *ptxGen) levelAdd(p *Plan, j int, i, a, tab string) {
+	if l := p.levels[j]; l.tab < 0 {
+		i64 := g.rd()
+		g.op("cvt.u64.u32 %s, %s", i64, i)
+		g.op("mad.lo.s64 %s, %s, %d, %s", a, i64, l.stride, a)
+	} else {
+		g.op("add.s64 %s, %s, %s", a, a, g.tabLoad(tab, i, l.tab))
+	}
+}
+
+// bodyAdd emits a += the typed offset of body byte rb (64-bit register;
+// clobbered).
+func (g *ptxGen) bodyAdd(p *Plan, rb, a, tab string) {
+	if p.list {
+		b := g.r()
+		g.op("mov.u32 %s, 0", b)
+		for s := p.listPad / 2; s >= 1; s /= 2 {
+			c, pr, b2 := g.r(), g.p(), g.r()
+			g.op("add.s32 %s, %s, %d", c, b, s)
+			pre := g.tabLoad(tab, c, p.prePos)
+			g.op("setp.le.s64 %s, %s, %s", pr, pre, rb)
+			g.op("selp.b32 %s, %s, %s, %s", b2, c, b, pr)
+			b = b2
+		}
+		off, pre := g.tabLoad(tab, b, p.offsPos), g.tabLoad(tab, b, p.prePos)
+		g.op("add.s64 %s, %s, %s", a, a, off)
+		g.op("sub.s64 %s, %s, %s", rb, rb, pre)
+	}
+	g.op("add.s64 %s, %s, %s", a, a, rb)
+}
+
+// move emits the copy of one word between typed+a and packed+po.
+func (g *ptxGen) move(v variant, typed, packed, a, po string) {
+	src, dst := g.rd(), g.rd()
+	g.op("add.s64 %s, %s, %s", src, typed, a)
+	g.op("add.s64 %s, %s, %s", dst, packed, po)
+	from, to := src, dst
+	if v.unpack {
+		from, to = dst, src
+	}
+	switch v.w {
+	case 16:
+		x, y := g.rd(), g.rd()
+		g.op("ld.global.nc.v2.u64 {%s, %s}, [%s]", x, y, from)
+		g.op("st.global.v2.u64 [%s], {%s, %s}", to, x, y)
+	case 8:
+		x := g.rd()
+		g.op("ld.global.nc.u64 %s, [%s]", x, from)
+		g.op("st.global.u64 [%s], %s", to, x)
+	default:
+		x, ty := g.r(), map[int64]string{1: "u8", 2: "u16", 4: "u32"}[v.w]
+		g.op("ld.global.nc.%s %s, [%s]", ty, x, from)
+		g.op("st.global.%s [%s], %s", ty, to, x)
+	}
+}
+
+// params emits the loads of the kernel parameters.
+func (g *ptxGen) params() (typed, packed, tab, q0, n string) {
+	typed, packed, tab, q0, n = g.rd(), g.rd(), g.rd(), g.rd(), g.rd()
+	for i, name := range []string{"typed", "packed", "tab", "q0", "n"} {
+		g.op("ld.param.u64 %s, [%s]", []string{typed, packed, tab, q0, n}[i], name)
+	}
+	for _, r := range []string{typed, packed, tab} {
+		g.op("cvta.to.global.u64 %s, %s", r, r)
+	}
+	return
+}
+
+// kernel3 emits the 3-D launch's kernel: thread (x, y, z) of the grid
+// moves the word x of the body instance y of the innermost level in row
+// zlo + z (a row: one instance of the innermost level's parent, over all
+// elements), if that word lies in the window; no loop, and no division
+// for x and y.
+func (g *ptxGen) kernel3(p *Plan, v variant) {
+	m := p.vmath(v)
+	typed, packed, tab, q0, n := g.params()
+	id := func(dim string) string {
+		tid, ntid, cta, out := g.r(), g.r(), g.r(), g.r()
+		g.op("mov.u32 %s, %%tid.%s", tid, dim)
+		g.op("mov.u32 %s, %%ntid.%s", ntid, dim)
+		g.op("mov.u32 %s, %%ctaid.%s", cta, dim)
+		g.op("mad.lo.u32 %s, %s, %s, %s", out, cta, ntid, tid)
+		return out
+	}
+	x, y := id("x"), id("y")
+	px, py := g.p(), g.p()
+	g.op("setp.ge.u32 %s, %s, %d", px, x, uint32(m.d0))
+	g.op("@%s bra DONE", px)
+	g.op("setp.ge.u32 %s, %s, %d", py, y, uint32(m.d1))
+	g.op("@%s bra DONE", py)
+	q032, n32, cz, z := g.r(), g.r(), g.r(), g.r()
+	g.op("cvt.u32.u64 %s, %s", q032, q0)
+	g.op("cvt.u32.u64 %s, %s", n32, n)
+	zlo := g.div32(q032, m.rows)
+	g.op("mov.u32 %s, %%ctaid.z", cz)
+	g.op("add.s32 %s, %s, %s", z, zlo, cz)
+	zy, q, t, pt := g.r(), g.r(), g.r(), g.p()
+	g.op("mad.lo.u32 %s, %s, %d, %s", zy, z, uint32(m.d1), y)
+	g.op("mad.lo.u32 %s, %s, %d, %s", q, zy, uint32(m.d0), x)
+	g.op("sub.s32 %s, %s, %s", t, q, q032)
+	g.op("setp.ge.u32 %s, %s, %s", pt, t, n32)
+	g.op("@%s bra DONE", pt)
+	k := g.div32(z, m.per)
+	rz := g.subMul(z, k, m.wpe/(m.d0*m.d1))
+	k64, a := g.rd(), g.rd()
+	g.op("cvt.u64.u32 %s, %s", k64, k)
+	g.op("mul.lo.s64 %s, %s, %d", a, k64, p.extent)
+	if p.disp != 0 {
+		g.op("add.s64 %s, %s, %d", a, a, p.disp)
+	}
+	last := len(p.levels) - 1
+	for j := 0; j < last; j++ {
+		i := g.div32(rz, m.zl[j])
+		rz = g.subMul(rz, i, m.zc[j])
+		g.levelAdd(p, j, i, a, tab)
+	}
+	g.levelAdd(p, last, y, a, tab)
+	rb, po := g.rd(), g.rd()
+	g.op("mul.wide.u32 %s, %s, %d", rb, x, v.w)
+	g.bodyAdd(p, rb, a, tab)
+	g.op("mul.wide.u32 %s, %s, %d", po, t, v.w)
+	g.move(v, typed, packed, a, po)
+	g.label("DONE")
+	g.op("ret")
 }

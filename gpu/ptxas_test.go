@@ -33,7 +33,7 @@ func ptxBundle(t testing.TB, plans []*Plan) (string, int) {
 				t.Fatal("no PTX header")
 			}
 			b.WriteString(body)
-			n += len(ptxKinds)
+			n += len(p.kinds())
 		}
 	}
 	return b.String(), n

@@ -154,16 +154,16 @@ func deviceCheck(t *testing.T, d *Device, ty *ddt.Type, count int, r *rand.Rand)
 }
 
 // TestPTXSimRandomTypes runs the emitted PTX, in the simulator, for random
-// types, both element splits, through the Device code a GPU uses.
+// types, the 3-D launch and both 1-D element splits, through the Device code a GPU uses.
 func TestPTXSimRandomTypes(t *testing.T) {
 	n := 120
 	if testing.Short() {
 		n = 50
 	}
 	r := rand.New(rand.NewPCG(22, 1))
-	for _, wide := range []bool{false, true} {
+	for mode, wide := range []bool{false, false, true} {
 		d := newSimDevice()
-		d.forceWide = wide
+		d.forceWide, d.grid1D = wide, mode == 1 // the 3-D launch, the 1-D ones
 		for i := 0; i < n; i++ {
 			ty := committed(t, ddttest.RandomType(r, 4))
 			if _, err := PlanOf(ty); err != nil {
@@ -175,7 +175,7 @@ func TestPTXSimRandomTypes(t *testing.T) {
 		if st.Instructions == 0 || d.Stats().Builds == 0 {
 			t.Fatalf("nothing ran: %+v %+v", st, d.Stats())
 		}
-		t.Logf("wide=%v: %d modules, %d launches, %d threads, %d instructions simulated", wide, d.Stats().Builds, d.Stats().Launches, st.Threads, st.Instructions)
+		t.Logf("mode %d: %d modules, %d launches, %d threads, %d instructions simulated", mode, d.Stats().Builds, d.Stats().Launches, st.Threads, st.Instructions)
 	}
 }
 

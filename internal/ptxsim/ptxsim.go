@@ -345,10 +345,10 @@ func (m *Memory) at(addr uint64, size int) ([]byte, error) {
 // Stats counts what Run executed.
 type Stats struct{ Instructions, Threads uint64 }
 
-// Run executes kernel name over a one-dimensional grid of grid blocks of
-// block threads, with the given .u64 parameters in declaration order. It
-// stops at the first fault.
-func (m *Module) Run(name string, params []uint64, grid, block int, mem *Memory) (Stats, error) {
+// Run executes kernel name over a grid of grid[0]×grid[1]×grid[2] blocks
+// of block[0]×block[1]×block[2] threads, with the given .u64 parameters in
+// declaration order. It stops at the first fault.
+func (m *Module) Run(name string, params []uint64, grid, block [3]int, mem *Memory) (Stats, error) {
 	var st Stats
 	k, ok := m.Kernels[name]
 	if !ok {
@@ -358,12 +358,31 @@ func (m *Module) Run(name string, params []uint64, grid, block int, mem *Memory)
 		return st, fmt.Errorf("ptxsim: %s takes %d parameters, got %d", name, len(k.params), len(params))
 	}
 	reg := make([]uint64, k.nreg)
-	for c := 0; c < grid; c++ {
-		for t := 0; t < block; t++ {
-			st.Threads++
-			sp := map[string]uint64{"%tid.x": uint64(t), "%ntid.x": uint64(block), "%ctaid.x": uint64(c), "%nctaid.x": uint64(grid)}
-			if err := k.thread(reg, params, sp, mem, &st); err != nil {
-				return st, fmt.Errorf("ptxsim: %s block %d thread %d: %w", name, c, t, err)
+	sp := map[string]uint64{}
+	dims := []string{"x", "y", "z"}
+	for i, d := range dims {
+		sp["%ntid."+d], sp["%nctaid."+d] = uint64(block[i]), uint64(grid[i])
+	}
+	for cz := 0; cz < grid[2]; cz++ {
+		for cy := 0; cy < grid[1]; cy++ {
+			for cx := 0; cx < grid[0]; cx++ {
+				for tz := 0; tz < block[2]; tz++ {
+					for ty := 0; ty < block[1]; ty++ {
+						for tx := 0; tx < block[0]; tx++ {
+							st.Threads++
+							for i, v := range [6]int{cx, cy, cz, tx, ty, tz} {
+								pre := "%ctaid."
+								if i >= 3 {
+									pre = "%tid."
+								}
+								sp[pre+dims[i%3]] = uint64(v)
+							}
+							if err := k.thread(reg, params, sp, mem, &st); err != nil {
+								return st, fmt.Errorf("ptxsim: %s block (%d,%d,%d) thread (%d,%d,%d): %w", name, cx, cy, cz, tx, ty, tz, err)
+							}
+						}
+					}
+				}
 			}
 		}
 	}
