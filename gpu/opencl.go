@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// The OpenCL C emitter: the same kernels as the PTX emitter (four per
-// module, same names, same arithmetic), in OpenCL C 1.2 for every other
+// The OpenCL C emitter: the same kernels as the PTX emitter (same names,
+// same arithmetic), in OpenCL C 1.2 for every other
 // OpenCL device (AMD and Intel GPUs, CPUs through pocl). Buffers are
 // cl_mem objects, so the typed origin and the packed window are byte
 // offsets into them:
@@ -16,8 +16,8 @@ import (
 //	                   __global const long *tab, ulong q0, ulong n)
 
 // OpenCL returns the OpenCL C program of the plan for word size w (a power
-// of two not above MaxWord; w ≤ 0 means MaxWord): four kernels, pack and
-// unpack with 32- and 64-bit element splits.
+// of two not above MaxWord; w ≤ 0 means MaxWord): pack and unpack for the
+// 3-D launch and the 1-D launch with 32- and 64-bit element splits.
 func (p *Plan) OpenCL(w int64) (string, error) {
 	w, err := p.checkWord(w)
 	if err != nil {

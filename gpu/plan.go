@@ -17,8 +17,8 @@ import (
 // A Plan is the GPU lowering of one committed type, made from the IR that
 // Commit produces (the same normalised loop IR package jit compiles for the
 // CPU). One GPU thread moves one word of W bytes of the packed stream; the
-// stream is numbered by word, so thread t of a launch handles stream word
-// q = q0 + t and needs, for it, the typed address of that word:
+// stream is numbered by word, and in the 1-D launch thread t handles stream
+// word q = q0 + t and needs, for it, the typed address of that word:
 //
 //	k  = q / wordsPerElement          element
 //	r  = q - k*wordsPerElement        word inside the element
@@ -35,7 +35,10 @@ import (
 // a shift (magic.go). Inside an element every index is below 2^31 (plans
 // decline elements of 2 GiB and more), so the level arithmetic is 32-bit;
 // the element split is 32-bit too when the launch's last word is below 2^31
-// and 64-bit otherwise (two kernel variants). A launch may start and end at
+// and 64-bit otherwise (two kernel variants). The 3-D launch (where the grid
+// limits allow) takes the body word from x and the innermost level's index
+// from y, and decomposes only the rows above, z (vmath). A launch may start
+// and end at
 // any word, so a pack window (from, n) of the packed stream is resumable at
 // any byte: a window whose ends or addresses are not multiples of the
 // plan's word size runs the variant with the largest word size they allow,

@@ -5,8 +5,9 @@ import (
 	"strings"
 )
 
-// The PTX emitter. Each module holds the four kernels of one plan and word
-// size: pack and unpack, each with the 32- and the 64-bit element split.
+// The PTX emitter. Each module holds the kernels of one plan and word
+// size: pack and unpack, each for the 3-D launch (plans with levels) and
+// the 1-D launch with the 32- and the 64-bit element split.
 // The text targets PTX ISA 7.8 and sm_80; the driver's JIT compiles it for
 // the GPU it finds (sm_90 included). Every kernel has the signature
 //
@@ -15,8 +16,10 @@ import (
 //
 // typed: the device address of displacement 0 of element 0; packed: the
 // address of the window's first byte; tab: the plan's lookaside table
-// (int64 entries); q0: the window's first stream word; n: its words. A
-// grid-stride loop runs t over [0, n); thread t moves word q0+t. The
+// (int64 entries); q0: the window's first stream word; n: its words. In
+// the 1-D kernels a grid-stride loop runs t over [0, n) and thread t moves
+// word q0+t; in the 3-D ones thread (x, y, z) moves word
+// ((q0/(d0*d1) + z)*d1 + y)*d0 + x when it lies in the window. The
 // instruction subset is small on purpose (ld.param, mov of the special
 // registers, cvta, add/sub/mul/mad/shr, cvt, setp/selp, bra, ld/st.global,
 // ret), and internal/ptxsim executes exactly that subset in tests.
@@ -51,8 +54,8 @@ func (p *Plan) kernelName(v variant) string {
 }
 
 // PTX returns the PTX module of the plan for word size w (a power of two
-// not above MaxWord): four kernels, pack and unpack with 32- and 64-bit
-// element splits. w ≤ 0 means MaxWord.
+// not above MaxWord): pack and unpack for the 3-D launch and the 1-D launch
+// with 32- and 64-bit element splits. w ≤ 0 means MaxWord.
 func (p *Plan) PTX(w int64) (string, error) {
 	w, err := p.checkWord(w)
 	if err != nil {
