@@ -12,6 +12,7 @@ import (
 	"github.com/weft-hpc/weft/ddt/ddttest"
 	"github.com/weft-hpc/weft/errs"
 	"github.com/weft-hpc/weft/internal/ddtir"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // The GPU benchmark: for the layouts of the GPU datatype study, the
@@ -31,7 +32,7 @@ func benchDevice(b *testing.B) *Device {
 		d, err = OpenOpenCL(0)
 	}
 	if errors.Is(err, errs.ErrNotSupported) {
-		b.Skipf("no CUDA or OpenCL device: %v", err)
+		testenv.Skip(b, "opencl", "no CUDA or OpenCL device: %v", err)
 	}
 	if err != nil {
 		b.Fatal(err)
