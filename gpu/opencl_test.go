@@ -36,7 +36,7 @@ func openCL(t testing.TB) *Device {
 func TestOpenCLRandomTypes(t *testing.T) {
 	d := openCL(t)
 	t.Logf("device %s", d)
-	n := 16
+	n := 10
 	if testing.Short() {
 		n = 6
 	}

@@ -72,7 +72,7 @@ func TestPtxasRandomTypes(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 22))
 	var plans []*Plan
 	seen := map[*Plan]bool{}
-	for len(plans) < 40 {
+	for len(plans) < 30 {
 		p, err := PlanOf(committed(t, ddttest.RandomType(r, 5)))
 		if err == nil && !seen[p] {
 			seen[p] = true
