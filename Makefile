@@ -8,7 +8,7 @@ NP        ?= 4
 PROVIDER  ?= shm
 export CGO_ENABLED := 1
 
-.PHONY: test-verbs demo test deps test-deps build deb vet bench bench-fabric bench-ddt bench-p2p bench-ddtpp bench-dashboard clean
+.PHONY: test-verbs demo test deps test-deps build deb vet bench bench-fabric bench-ddt bench-p2p bench-ddtpp bench-dashboard gpu-tests gpu-check bench-gpu clean
 
 deps:
 	@deploy/install-deps.sh build
@@ -76,6 +76,27 @@ bench-ddtpp: deps
 BENCH_OUT ?= /tmp/weft-dashboard
 bench-dashboard: deps
 	test/bench/dashboard/run.sh $(BENCH_OUT)
+
+# GPU: gpu-tests builds the test binary of gpu/
+# (go test -c) on any machine; gpu-check runs them on a machine with an
+# NVIDIA GPU and its driver, building nothing there: the real-GPU tests
+# (WEFT_REQUIRE=gpu: a missing device fails instead of skipping), then the
+# GPU benchmark. About 5 minutes; bounded by 30.
+GPU_BIN := $(BIN)/gpu
+gpu-tests:
+	mkdir -p $(GPU_BIN)
+	$(GO) test -c -o $(GPU_BIN)/gpu.test ./gpu
+
+gpu-check:
+	@test -x $(GPU_BIN)/gpu.test || { echo "gpu-check: run 'make gpu-tests' first (it builds the test binaries)"; exit 1; }
+	cd gpu && WEFT_REQUIRE=gpu timeout 20m $(GPU_BIN)/gpu.test -test.run 'CUDA' -test.v -test.timeout 20m
+	cd gpu && timeout 8m $(GPU_BIN)/gpu.test -test.run '^$$' -test.bench . -test.benchtime 200x -test.count 5 -test.timeout 8m
+
+# The GPU benchmark on whatever device is here (CUDA, else OpenCL: pocl on
+# a CPU), side by side: generated kernel, 2D copy, per-block copies,
+# hand-written kernel, contiguous copy.
+bench-gpu: test-deps
+	flock /tmp/weft-bench.lock $(GO) test -run '^$$' -bench . -benchtime 200x -count 5 ./gpu
 
 clean:
 	rm -rf $(BIN)

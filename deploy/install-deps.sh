@@ -5,6 +5,8 @@
 #   deploy/install-deps.sh test    everything the test suite runs against:
 #                                  libfabric, MPICH (Hydra), Slurm + munge, sshd,
 #                                  environment-modules (the modulefile's test)
+#                                  and gpu/'s tools (deploy/install-gpu-tools.sh:
+#                                  pocl, ptxas, libcuda1; no GPU needed)
 #
 # Packages already present are not reinstalled; apt runs through sudo when
 # the caller is not root.
@@ -14,6 +16,10 @@ want=(libfabric-dev libfabric-bin gcc pkg-config)
 if [ "${1:-build}" = test ]; then
 	want+=(mpich libmpich-dev slurmd slurmctld slurm-client slurm-wlm-basic-plugins munge
 		openssh-server openssh-client procps iproute2 environment-modules)
+fi
+
+if [ "${1:-build}" = test ]; then
+	"$(dirname "$0")/install-gpu-tools.sh"
 fi
 
 missing=()

@@ -10,6 +10,7 @@ import (
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/errs"
 	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/gpu"
 	"github.com/weft-hpc/weft/jit"
 	"github.com/weft-hpc/weft/job"
 	"github.com/weft-hpc/weft/onesided"
@@ -65,6 +66,15 @@ func TestSentinelIdentity(t *testing.T) {
 	// jit's platform error is its own value but a kind of ErrNotSupported.
 	if !errors.Is(jit.ErrUnsupported, errs.ErrNotSupported) {
 		t.Errorf("jit.ErrUnsupported does not wrap errs.ErrNotSupported")
+	}
+	// gpu's errors are kinds of the shared sentinels.
+	for name, e := range map[string]error{"gpu.ErrDeclined": gpu.ErrDeclined, "gpu.ErrNoDevice": gpu.ErrNoDevice} {
+		if !errors.Is(e, errs.ErrNotSupported) {
+			t.Errorf("%s does not wrap errs.ErrNotSupported", name)
+		}
+	}
+	if !errors.Is(gpu.ErrClosed, errs.ErrClosed) {
+		t.Errorf("gpu.ErrClosed does not wrap errs.ErrClosed")
 	}
 	// A libfabric errno maps onto the shared sentinels too.
 	if !errors.Is(&fabric.Error{Op: "fi_x", Errno: 22}, endpoint.ErrInvalid) {

