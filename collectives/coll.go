@@ -44,12 +44,12 @@ type Coll struct {
 	peer []int // per request: destination or source rank
 	want []int // per request: bytes a receive expects; -1 for a send
 
-	crowded bool  // more ranks of the communicator on this machine than cores: waits yield every poll
+	crowded bool       // more ranks of the communicator on this machine than cores: waits yield every poll
 	hier    *hier      // the communicator's process groups (hier.go); nil: flat only
 	watch   *procGroup // the process group whose failure ends this handle's waits
 	up      *Coll      // for the leaders' handle: the handle it serves
 	inHier  bool       // the call in progress is hierarchical
-	broken  error // the failure that left the communicator unknown
+	broken  error      // the failure that left the communicator unknown
 	freed   bool
 	scratch [3][]uint64
 }

@@ -163,8 +163,8 @@ const (
 	phWriting = 1
 	phFailed  = 2
 
-	slotArrived = 1 // the member's buffers for call seq are published
-	slotFlat    = 2 // the member is in a flat collective as call seq
+	slotArrived = 1         // the member's buffers for call seq are published
+	slotFlat    = 2         // the member is in a flat collective as call seq
 	sigBitsMask = 1<<32 - 4 // bits 2..31: the call's signature (its low 30 bits)
 )
 
