@@ -459,8 +459,16 @@ func (c *Coll) hierSpin(ctx context.Context, cond func() (bool, error), member b
 	osYield := c.crowded && c.hier.procs > 1
 	for spins := 1; ; spins++ {
 		ok, err := cond()
-		if ok || err != nil {
+		if err != nil {
+			var pa *peerAbort
+			if errors.As(err, &pa) && ctx.Err() != nil {
+				// This rank's own context ended too: that is its reason.
+				return fmt.Errorf("%w (%v)", ctx.Err(), err)
+			}
 			return err
+		}
+		if ok {
+			return nil
 		}
 		if spins%pollClock == 0 {
 			select {
