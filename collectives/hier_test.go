@@ -481,3 +481,32 @@ func TestHierFailures(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkAllreduce8: an 8-byte Allreduce over the 4 handles of one
+// process, hierarchical (through memory) and flat (messages between the
+// handles).
+func BenchmarkAllreduce8(b *testing.B) {
+	for _, h := range []C.Hierarchy{C.HierAuto, C.HierOff} {
+		b.Run("hier="+h.String(), func(b *testing.B) {
+			eps := handles(&testing.T{}, 4)
+			ctx := context.Background()
+			errs := onHandles(ctx, eps, []C.Option{C.WithHierarchy(h)}, func(ctx context.Context, c *C.Coll) error {
+				x := []float64{1}
+				if c.Rank() == 0 {
+					b.ResetTimer()
+				}
+				for i := 0; i < b.N; i++ {
+					if err := C.Allreduce(ctx, c, nil, x, C.Sum[float64]()); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			for _, err := range errs {
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
