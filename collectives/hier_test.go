@@ -488,7 +488,7 @@ func TestHierFailures(t *testing.T) {
 func BenchmarkAllreduce8(b *testing.B) {
 	for _, h := range []C.Hierarchy{C.HierAuto, C.HierOff} {
 		b.Run("hier="+h.String(), func(b *testing.B) {
-			eps := handles(&testing.T{}, 4)
+			eps := handles(b, 4)
 			ctx := context.Background()
 			errs := onHandles(ctx, eps, []C.Option{C.WithHierarchy(h)}, func(ctx context.Context, c *C.Coll) error {
 				x := []float64{1}
