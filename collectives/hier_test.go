@@ -63,18 +63,7 @@ func hierMovers[T comparable](e *env, tname string, g gen[T], counts []int) erro
 	c, p, r := e.c, e.p, e.r
 	for _, n := range counts {
 		for root := 0; root < p; root++ {
-			salt := e.next("Bcast[%s] n=%d root=%d", tname, n, root)
-			buf, want := make([]T, n), make([]T, n)
-			fillGen(want, g, root, salt)
-			if r == root {
-				copy(buf, want)
-			} else {
-				junk(buf)
-			}
-			if err := e.call(C.Bcast(e.ctx, c, buf, root)); err != nil {
-				return err
-			}
-			if err := check(e, buf, want); err != nil {
+			if err := checkBcast(e, g, n, root, e.next("Bcast[%s] n=%d root=%d", tname, n, root)); err != nil {
 				return err
 			}
 		}
@@ -106,57 +95,19 @@ func hierMovers[T comparable](e *env, tname string, g gen[T], counts []int) erro
 // Allreduce (in place and not) with op; bitwise: the result must be the
 // serial rank-order fold bit for bit.
 func hierReductions[T comparable](e *env, tname string, g gen[T], op C.Op[T], counts []int, bitwise bool) error {
-	c, p, r := e.c, e.p, e.r
-	cmp := func(got, want []T) error {
-		if bitwise && !sameBits(got, want) {
-			return e.errf("not bitwise the serial fold (first differing element %d)", same(got, want))
-		}
-		return check(e, got, want)
-	}
+	cmp := resultCmp[T](e, bitwise)
 	for _, n := range counts {
-		for root := 0; root < p; root++ {
+		for root := 0; root < e.p; root++ {
 			for _, inPlace := range []bool{false, true} {
 				salt := e.next("Reduce[%s,%s] n=%d root=%d inplace=%v", tname, op, n, root, inPlace)
-				xs := contributions(g, p, n, salt)
-				send := append([]T(nil), xs[r]...)
-				var recv []T
-				if r == root {
-					recv = make([]T, n)
-					junk(recv)
-					if inPlace {
-						copy(recv, send)
-						send = nil
-					}
-				}
-				if err := e.call(C.Reduce(e.ctx, c, send, recv, op, root)); err != nil {
+				if err := checkReduce(e, g, op, n, root, inPlace, salt, cmp); err != nil {
 					return err
-				}
-				if send != nil {
-					if err := check(e, send, xs[r]); err != nil {
-						return fmt.Errorf("send buffer changed: %w", err)
-					}
-				}
-				if r == root {
-					if err := cmp(recv, foldRanks(op, xs, 0, p)); err != nil {
-						return err
-					}
 				}
 			}
 		}
 		for _, inPlace := range []bool{false, true} {
 			salt := e.next("Allreduce[%s,%s] n=%d inplace=%v", tname, op, n, inPlace)
-			xs := contributions(g, p, n, salt)
-			send := append([]T(nil), xs[r]...)
-			recv := make([]T, n)
-			junk(recv)
-			if inPlace {
-				copy(recv, send)
-				send = nil
-			}
-			if err := e.call(C.Allreduce(e.ctx, c, send, recv, op)); err != nil {
-				return err
-			}
-			if err := cmp(recv, foldRanks(op, xs, 0, p)); err != nil {
+			if err := checkAllreduce(e, g, op, n, inPlace, salt, cmp); err != nil {
 				return err
 			}
 		}

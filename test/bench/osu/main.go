@@ -115,11 +115,11 @@ func parseConfig(colls, sizes, nps, weft, refs string, reps, iters int) (*config
 		}
 		cfg.colls = appendUniq(cfg.colls, k)
 	}
-	for _, f := range sidebyside.List(sizes) {
-		n, err := parseSize(f)
-		if err != nil {
-			return nil, err
-		}
+	ss, err := sidebyside.Sizes(sizes, 64<<20)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range ss {
 		cfg.sizes = appendUniq(cfg.sizes, n)
 	}
 	for _, f := range sidebyside.List(nps) {
@@ -156,24 +156,6 @@ func parseConfig(colls, sizes, nps, weft, refs string, reps, iters int) (*config
 		return nil, fmt.Errorf("-iters %d: want ≥ 1", iters)
 	}
 	return cfg, nil
-}
-
-// parseSize reads a byte count with an optional k (KiB) or m (MiB)
-// suffix, 1 B to 64 MiB.
-func parseSize(f string) (int, error) {
-	g := strings.ToLower(f)
-	mult := 1
-	switch {
-	case strings.HasSuffix(g, "k"):
-		mult, g = 1<<10, g[:len(g)-1]
-	case strings.HasSuffix(g, "m"):
-		mult, g = 1<<20, g[:len(g)-1]
-	}
-	n, err := strconv.Atoi(g)
-	if err != nil || n <= 0 || n > (64<<20)/mult {
-		return 0, fmt.Errorf("-sizes: bad size %q (want 1 B to 64m, k and m suffixes)", f)
-	}
-	return n * mult, nil
 }
 
 func appendUniq[T comparable](s []T, v T) []T {
