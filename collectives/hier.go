@@ -80,7 +80,8 @@ func WithHierarchy(h Hierarchy) Option {
 
 // Hierarchical reports whether collective k takes the hierarchical path on
 // this handle (the communicator has a process with several of its ranks,
-// k has a hierarchical form and the mode and algorithm allow it).
+// k has a hierarchical form and the mode and algorithm allow it; Alltoall
+// has one where every rank is in this process).
 // Reductions in rank order (deterministic mode, non-commutative
 // operations) over several processes whose p·n bytes exceed
 // hierOrderedMax run flat.
@@ -101,6 +102,10 @@ func (c *Coll) hierFor(k Collective, ordered int) bool {
 	}
 	switch k {
 	case CollBarrier, CollBcast, CollReduce, CollAllreduce, CollAllgather:
+	case CollAlltoall: // every rank in this process: block copies only
+		if c.hier.procs > 1 {
+			return false
+		}
 	default:
 		return false
 	}

@@ -58,12 +58,36 @@ func hierBattery(ctx context.Context, c *C.Coll) error {
 	return C.Barrier(ctx, c)
 }
 
-// hierMovers checks Bcast (every root) and Allgather (in place and not).
+// hierMovers checks Bcast (every root), Alltoall and Allgather (in place
+// and not). Alltoall is hierarchical only where every rank is in one
+// process; elsewhere this checks its flat path beside the others.
 func hierMovers[T comparable](e *env, tname string, g gen[T], counts []int) error {
 	c, p, r := e.c, e.p, e.r
 	for _, n := range counts {
 		for root := 0; root < p; root++ {
 			if err := checkBcast(e, g, n, root, e.next("Bcast[%s] n=%d root=%d", tname, n, root)); err != nil {
+				return err
+			}
+		}
+		for _, inPlace := range []bool{false, true} {
+			salt := e.next("Alltoall[%s] n=%d inplace=%v", tname, n, inPlace)
+			send, want := make([]T, p*n), make([]T, p*n)
+			for j := 0; j < p; j++ {
+				for i := 0; i < n; i++ {
+					send[j*n+i] = g(r, j*1000+i, salt)
+					want[j*n+i] = g(j, r*1000+i, salt)
+				}
+			}
+			recv := make([]T, p*n)
+			junk(recv)
+			if inPlace {
+				copy(recv, send)
+				send = nil
+			}
+			if err := e.call(C.Alltoall(e.ctx, c, send, recv)); err != nil {
+				return err
+			}
+			if err := check(e, recv, want); err != nil {
 				return err
 			}
 		}
@@ -212,8 +236,11 @@ func TestHierSelection(t *testing.T) {
 			if got := c.Hierarchical(C.CollAllreduce); got != tc.want {
 				return fmt.Errorf("case %d: Hierarchical(allreduce) = %v, want %v", i, got, tc.want)
 			}
-			if c.Hierarchical(C.CollAlltoall) {
-				return fmt.Errorf("case %d: alltoall hierarchical", i)
+			if want := i != 1; c.Hierarchical(C.CollAlltoall) != want { // Auto everywhere but under HierOff
+				return fmt.Errorf("case %d: alltoall hierarchical %v", i, !want)
+			}
+			if c.Hierarchical(C.CollGather) {
+				return fmt.Errorf("case %d: gather hierarchical", i)
 			}
 			x := []int64{int64(c.Rank())}
 			if err := C.Allreduce(ctx, c, nil, x, C.Sum[int64]()); err != nil {

@@ -211,6 +211,33 @@ func hierAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) e
 	return c.hierEnd(err)
 }
 
+// hierAlltoall (every rank in this process): the leader copies block j of
+// each rank's send into block i of rank j's recv. In place (send nil) a
+// rank's blocks are copied aside first, as the others' land in its recv.
+func hierAlltoall(ctx context.Context, c *Coll, send, recv []byte, s callSig) error {
+	if err := c.hierReady(ctx, s); err != nil {
+		return c.hierEnd(err)
+	}
+	if send == nil {
+		send = c.buf(0, len(recv))
+		copy(send, recv)
+	}
+	leader, err := c.hierArrive(ctx, send, recv)
+	if !leader || err != nil {
+		return c.hierEnd(err)
+	}
+	g, nb := c.hier.g, s.count*s.esize
+	err = c.hierRelease(func() {
+		for i := range g.slots {
+			for j := range g.slots {
+				ri, rj := g.ranks[i], g.ranks[j]
+				copy(g.slots[j].recv[ri*nb:(ri+1)*nb], g.slots[i].send[rj*nb:])
+			}
+		}
+	})
+	return c.hierEnd(err)
+}
+
 // hierGather (leader) returns every rank's published send buffer (s.count
 // elements of s.esize bytes), process by process (process j's ranks from
 // h.first[j] on, in rank order), at the leader of process root, or at
