@@ -64,10 +64,11 @@ func ParseHierarchy(s string) (Hierarchy, error) {
 	return HierAuto, fmt.Errorf("collectives: hierarchy %q (auto, on, off): %w", s, ErrInvalid)
 }
 
-// WithHierarchy sets when Barrier, Bcast, Reduce, Allreduce and Allgather
-// combine the ranks of one process through its memory (HierAuto, the
-// default, or WEFT_TUNE collhier; see docs/collectives.md). HierOff also
-// skips the exchange New makes to find the process groups.
+// WithHierarchy sets when Barrier, Bcast, Reduce, Allreduce, Allgather
+// (and Alltoall, where every rank is in one process) combine the ranks of
+// one process through its memory (HierAuto, the default, or WEFT_TUNE
+// collhier; see docs/collectives.md). HierOff also skips the exchange New
+// makes to find the process groups.
 func WithHierarchy(h Hierarchy) Option {
 	return func(c *config) error {
 		if h >= numHier {
