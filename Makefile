@@ -8,7 +8,7 @@ NP        ?= 4
 PROVIDER  ?= shm
 export CGO_ENABLED := 1
 
-.PHONY: test-verbs demo test deps test-deps build deb vet bench bench-fabric bench-ddt bench-p2p bench-ddtpp bench-dashboard gpu-tests gpu-check bench-gpu clean
+.PHONY: test-verbs demo test deps test-deps build deb vet bench bench-fabric bench-ddt bench-p2p bench-ddtpp bench-osu bench-dashboard gpu-tests gpu-check bench-gpu clean
 
 deps:
 	@deploy/install-deps.sh build
@@ -74,6 +74,10 @@ bench-ddtpp: deps
 # tables of docs/PERFORMANCE.md regenerated from it (about 16 minutes on 2
 # cores; run it on an otherwise idle machine).
 BENCH_OUT ?= /tmp/weft-dashboard
+# Collectives with OSU's loops against MPICH and Open MPI (2 and 4 ranks).
+bench-osu: deps
+	$(GO) run ./test/bench/osu -reps 3
+
 bench-dashboard: deps
 	test/bench/dashboard/run.sh $(BENCH_OUT)
 

@@ -159,6 +159,22 @@ func index(s any, i int) any {
 
 func check[T comparable](e *env, got, want []T) error { return e.expect(got, want, same(got, want)) }
 
+// checkBcast runs one Bcast of n elements from root for call salt and
+// checks the result.
+func checkBcast[T comparable](e *env, g gen[T], n, root, salt int) error {
+	buf, want := make([]T, n), make([]T, n)
+	fillGen(want, g, root, salt)
+	if e.r == root {
+		copy(buf, want)
+	} else {
+		junk(buf)
+	}
+	if err := e.call(C.Bcast(e.ctx, e.c, buf, root)); err != nil {
+		return err
+	}
+	return check(e, buf, want)
+}
+
 // movers checks the data-movement collectives for element type T.
 func movers[T comparable](e *env, tname string, g gen[T], counts []int) error {
 	c, p, r := e.c, e.p, e.r
@@ -168,18 +184,7 @@ func movers[T comparable](e *env, tname string, g gen[T], counts []int) error {
 				return err
 			}
 			for _, root := range e.roots() {
-				salt := e.next("Bcast[%s] n=%d %s root=%d", tname, n, alg, root)
-				buf, want := make([]T, n), make([]T, n)
-				fillGen(want, g, root, salt)
-				if r == root {
-					copy(buf, want)
-				} else {
-					junk(buf)
-				}
-				if err := e.call(C.Bcast(e.ctx, c, buf, root)); err != nil {
-					return err
-				}
-				if err := check(e, buf, want); err != nil {
+				if err := checkBcast(e, g, n, root, e.next("Bcast[%s] n=%d %s root=%d", tname, n, alg, root)); err != nil {
 					return err
 				}
 			}
@@ -467,12 +472,10 @@ func foldRanks[T any](op C.Op[T], xs [][]T, lo, hi int) []T {
 	return out
 }
 
-// reductions checks Reduce, Allreduce, ReduceScatterBlock, Scan and
-// Exscan with op on element type T. With bitwise set the results must
-// equal the serial fold bit for bit (deterministic mode) rather than by ==.
-func reductions[T comparable](e *env, tname string, g gen[T], op C.Op[T], counts []int, bitwise bool) error {
-	c, p, r := e.c, e.p, e.r
-	cmp := func(got, want []T) error {
+// resultCmp compares a reduction's result with the serial fold: by ==,
+// or bit for bit (deterministic mode).
+func resultCmp[T comparable](e *env, bitwise bool) func(got, want []T) error {
+	return func(got, want []T) error {
 		if !bitwise {
 			return check(e, got, want)
 		}
@@ -483,35 +486,68 @@ func reductions[T comparable](e *env, tname string, g gen[T], op C.Op[T], counts
 		}
 		return nil
 	}
+}
+
+// checkReduce runs one Reduce of n elements of g's contributions for call
+// salt to root (in place or not) and checks the send buffer and, at the
+// root, the result with cmp against the serial fold.
+func checkReduce[T comparable](e *env, g gen[T], op C.Op[T], n, root int, inPlace bool, salt int, cmp func(got, want []T) error) error {
+	p, r := e.p, e.r
+	xs := contributions(g, p, n, salt)
+	send := append([]T(nil), xs[r]...)
+	var recv []T
+	if r == root {
+		recv = make([]T, n)
+		junk(recv)
+		if inPlace {
+			copy(recv, send)
+			send = nil
+		}
+	}
+	if err := e.call(C.Reduce(e.ctx, e.c, send, recv, op, root)); err != nil {
+		return err
+	}
+	if send != nil {
+		if err := check(e, send, xs[r]); err != nil {
+			return fmt.Errorf("send buffer changed: %w", err)
+		}
+	}
+	if r == root {
+		return cmp(recv, foldRanks(op, xs, 0, p))
+	}
+	return nil
+}
+
+// checkAllreduce is checkReduce for Allreduce.
+func checkAllreduce[T comparable](e *env, g gen[T], op C.Op[T], n int, inPlace bool, salt int, cmp func(got, want []T) error) error {
+	xs := contributions(g, e.p, n, salt)
+	send := append([]T(nil), xs[e.r]...)
+	recv := make([]T, n)
+	junk(recv)
+	if inPlace {
+		copy(recv, send)
+		send = nil
+	}
+	if err := e.call(C.Allreduce(e.ctx, e.c, send, recv, op)); err != nil {
+		return err
+	}
+	return cmp(recv, foldRanks(op, xs, 0, e.p))
+}
+
+// reductions checks Reduce, Allreduce, ReduceScatterBlock, Scan and
+// Exscan with op on element type T. With bitwise set the results must
+// equal the serial fold bit for bit (deterministic mode) rather than by ==.
+func reductions[T comparable](e *env, tname string, g gen[T], op C.Op[T], counts []int, bitwise bool) error {
+	c, p, r := e.c, e.p, e.r
+	cmp := resultCmp[T](e, bitwise)
 	for _, n := range counts {
 		for _, alg := range []C.Algorithm{C.Binomial, C.ReduceScatterGather, C.Linear} {
 			_ = c.SetAlgorithm(C.CollReduce, alg)
 			for _, root := range e.roots() {
 				for _, inPlace := range []bool{false, true} {
 					salt := e.next("Reduce[%s,%s] n=%d %s root=%d inplace=%v", tname, op, n, alg, root, inPlace)
-					xs := contributions(g, p, n, salt)
-					send := append([]T(nil), xs[r]...)
-					var recv []T
-					if r == root {
-						recv = make([]T, n)
-						junk(recv)
-						if inPlace {
-							copy(recv, send)
-							send = nil
-						}
-					}
-					if err := e.call(C.Reduce(e.ctx, c, send, recv, op, root)); err != nil {
+					if err := checkReduce(e, g, op, n, root, inPlace, salt, cmp); err != nil {
 						return err
-					}
-					if send != nil {
-						if err := check(e, send, xs[r]); err != nil {
-							return fmt.Errorf("send buffer changed: %w", err)
-						}
-					}
-					if r == root {
-						if err := cmp(recv, foldRanks(op, xs, 0, p)); err != nil {
-							return err
-						}
 					}
 				}
 			}
@@ -520,18 +556,7 @@ func reductions[T comparable](e *env, tname string, g gen[T], op C.Op[T], counts
 			_ = c.SetAlgorithm(C.CollAllreduce, alg)
 			for _, inPlace := range []bool{false, true} {
 				salt := e.next("Allreduce[%s,%s] n=%d %s inplace=%v", tname, op, n, alg, inPlace)
-				xs := contributions(g, p, n, salt)
-				send := append([]T(nil), xs[r]...)
-				recv := make([]T, n)
-				junk(recv)
-				if inPlace {
-					copy(recv, send)
-					send = nil
-				}
-				if err := e.call(C.Allreduce(e.ctx, c, send, recv, op)); err != nil {
-					return err
-				}
-				if err := cmp(recv, foldRanks(op, xs, 0, p)); err != nil {
+				if err := checkAllreduce(e, g, op, n, inPlace, salt, cmp); err != nil {
 					return err
 				}
 			}

@@ -12,6 +12,9 @@ func Barrier(ctx context.Context, c *Coll) error {
 	if err := c.enter(callBarrier); err != nil {
 		return err
 	}
+	if c.hierFor(CollBarrier, 0) {
+		return hierBarrier(ctx, c)
+	}
 	if err := c.ready(ctx, callSig{call: callBarrier, root: -1, alg: Dissemination}); err != nil {
 		return c.fail(err)
 	}
@@ -39,6 +42,9 @@ func Bcast[T any](ctx context.Context, c *Coll, buf []T, root int) error {
 		return c.fail(err)
 	}
 	b := bytesOf(buf)
+	if c.hierFor(CollBcast, 0) {
+		return hierBcast(ctx, c, b, root, callSig{call: callBcast, root: root, count: len(buf), esize: es})
+	}
 	alg := c.cfg.pick(CollBcast, len(b), c.size)
 	if err := c.ready(ctx, callSig{call: callBcast, root: root, count: len(buf), esize: es, alg: alg}); err != nil {
 		return c.fail(err)

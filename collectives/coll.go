@@ -44,8 +44,12 @@ type Coll struct {
 	peer []int // per request: destination or source rank
 	want []int // per request: bytes a receive expects; -1 for a send
 
-	crowded bool  // more ranks of the communicator on this machine than cores: waits yield every poll
-	broken  error // the failure that left the communicator unknown
+	crowded bool       // more ranks of the communicator on this machine than cores: waits yield every poll
+	hier    *hier      // the communicator's process groups (hier.go); nil: flat only
+	watch   *procGroup // the process group whose failure ends this handle's waits
+	up      *Coll      // for the leaders' handle: the handle it serves
+	inHier  bool       // the call in progress is hierarchical
+	broken  error      // the failure that left the communicator unknown
 	freed   bool
 	scratch [3][]uint64
 }
@@ -74,7 +78,14 @@ func New(ctx context.Context, comm *endpoint.Comm, opts ...Option) (*Coll, error
 	if err != nil {
 		return nil, fmt.Errorf("collectives: duplicate the communicator: %w", err)
 	}
-	return &Coll{parent: comm, comm: d, rank: d.Rank(), size: d.Size(), cfg: cfg, crowded: crowded(d)}, nil
+	c := &Coll{parent: comm, comm: d, rank: d.Rank(), size: d.Size(), cfg: cfg, crowded: crowded(d)}
+	if c.size > 1 && cfg.hier != HierOff {
+		if c.hier, err = setupHier(ctx, c); err != nil {
+			d.Free()
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // crowded reports whether the communicator's ranks on this machine
@@ -159,12 +170,12 @@ func (c *Coll) Free() error {
 	}
 	c.freed = true
 	c.scratch = [3][]uint64{}
-	var err error
+	err := c.hier.free()
 	keep := c.broken != nil
 	if !keep {
 		if ok, st, perr := c.comm.Iprobe(endpoint.AnySource, endpoint.AnyTag); perr == nil && ok {
-			err = fmt.Errorf("collectives: free: a message from rank %d matched no collective of this rank (%s): %w",
-				st.Source, describeTag(st.Tag, c.seq), ErrInvalid)
+			err = errors.Join(err, fmt.Errorf("collectives: free: a message from rank %d matched no collective of this rank (%s): %w",
+				st.Source, describeTag(st.Tag, c.seq), ErrInvalid))
 			keep = true
 		}
 	}
@@ -173,9 +184,9 @@ func (c *Coll) Free() error {
 		return err
 	}
 	if ferr := c.comm.Free(); ferr != nil {
-		return fmt.Errorf("collectives: free: %w", ferr)
+		return errors.Join(err, fmt.Errorf("collectives: free: %w", ferr))
 	}
-	return nil
+	return err
 }
 
 // drain receives and drops the messages waiting on the private
@@ -311,6 +322,7 @@ func (c *Coll) ready(ctx context.Context, s callSig) error {
 	}
 	c.sig = s.hash()
 	c.tag = int(c.seq&seqMask)<<sigBits | (int(c.sig%sigMask) + 1)
+	c.hierNote()
 	if !c.cfg.check || c.size == 1 {
 		return nil
 	}
@@ -380,11 +392,7 @@ func (c *Coll) fail(err error) error {
 	}
 	var pa *peerAbort
 	if !errors.As(err, &pa) {
-		code := byte(abortAbandon)
-		if errors.Is(err, ErrInvalid) || errors.Is(err, ErrTruncated) || errors.Is(err, ErrOutOfRange) {
-			code = abortInvalid
-		}
-		c.abort(code)
+		c.abort(abortCode(err))
 	}
 	c.broken = err
 	return err
@@ -406,6 +414,14 @@ func (c *Coll) abandon() {
 		}
 	}
 	c.reqs, c.peer, c.want = c.reqs[:0], c.peer[:0], c.want[:0]
+}
+
+// abortCode is the abort notice's code for a failure.
+func abortCode(err error) byte {
+	if errors.Is(err, ErrInvalid) || errors.Is(err, ErrTruncated) || errors.Is(err, ErrOutOfRange) {
+		return abortInvalid
+	}
+	return abortAbandon
 }
 
 // abort tells every other rank that this one gave up call c.seq.
@@ -609,6 +625,9 @@ func (c *Coll) reqErr(i int, err error) error {
 // the same tag, so one with another tag ahead of the one awaited means
 // that the ranks disagree).
 func (c *Coll) check() error {
+	if err := c.hierWatch(); err != nil {
+		return err
+	}
 	ok, st, err := c.comm.Iprobe(endpoint.AnySource, abortTag)
 	if err != nil {
 		return err

@@ -32,6 +32,12 @@
 // reduction combines in rank order, so that its result is bitwise the same
 // whatever the algorithm.
 //
+// Where a process holds several ranks of the communicator (endpoint
+// handles), Barrier, Bcast, Reduce, Allreduce and Allgather combine them
+// through the process's memory and only one leader per process sends
+// messages (WithHierarchy, WEFT_TUNE collhier; docs/collectives.md,
+// "Hierarchy").
+//
 // A mismatch between ranks (another collective, root, count or operation)
 // that reaches a waiting rank in its messages, and a rank that fails or
 // whose context ends, make the others' calls return an error instead of

@@ -290,12 +290,15 @@ func Allgather[T any](ctx context.Context, c *Coll, send, recv []T) error {
 	} else if overlap(bytesOf(send), bytesOf(recv)) {
 		return c.fail(errAlias)
 	}
+	all := bytesOf(recv)
+	nb := n * es
+	if c.hierFor(CollAllgather, 0) {
+		return hierAllgather(ctx, c, bytesOf(send), all, callSig{call: callAllgather, root: -1, count: n, esize: es})
+	}
 	alg := c.cfg.pick(CollAllgather, c.size*n*es, c.size)
 	if err := c.ready(ctx, callSig{call: callAllgather, root: -1, count: n, esize: es, alg: alg}); err != nil {
 		return c.fail(err)
 	}
-	all := bytesOf(recv)
-	nb := n * es
 	if send != nil {
 		copy(all[c.rank*nb:], bytesOf(send))
 	}

@@ -45,6 +45,9 @@ func Reduce[T any](ctx context.Context, c *Coll, send, recv []T, op Op[T], root 
 			return c.fail(errAlias)
 		}
 	}
+	if c.hierFor(CollReduce, c.orderedBytes(op.commutative, n*es)) {
+		return hierReduce(ctx, c, src, res, &op, root, callSig{call: callReduce, root: root, count: n, esize: es, op: op.code})
+	}
 	alg := c.cfg.pick(CollReduce, n*es, c.size)
 	if err := c.ready(ctx, callSig{call: callReduce, root: root, count: n, esize: es, op: op.code, alg: alg}); err != nil {
 		return c.fail(err)
@@ -242,6 +245,9 @@ func Allreduce[T any](ctx context.Context, c *Coll, send, recv []T, op Op[T]) er
 	es, n, err := elemwise(send, recv, op)
 	if err != nil {
 		return c.fail(err)
+	}
+	if c.hierFor(CollAllreduce, c.orderedBytes(op.commutative, n*es)) {
+		return hierAllreduce(ctx, c, send, recv, &op, callSig{call: callAllreduce, root: -1, count: n, esize: es, op: op.code})
 	}
 	alg := c.cfg.pick(CollAllreduce, n*es, c.size)
 	if err := c.ready(ctx, callSig{call: callAllreduce, root: -1, count: n, esize: es, op: op.code, alg: alg}); err != nil {

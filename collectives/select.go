@@ -121,6 +121,7 @@ func ParseAlgorithm(k Collective, s string) (Algorithm, error) {
 type config struct {
 	det   bool               // reductions in rank order, bitwise the same whatever the algorithm
 	check bool               // agree on every call's arguments before it runs
+	hier  Hierarchy          // when to combine through a process's memory (hier.go)
 	alg   [numColl]Algorithm // forced algorithm (Auto: by size)
 	// large is the switch point, in bytes, of each collective with a
 	// large-message algorithm: the message (bcast, reduce, allreduce), one
@@ -155,6 +156,9 @@ func defaults() (config, error) {
 			return cfg, fmt.Errorf("collectives: %s coll%s: %w", settings.TuneEnv, k, err)
 		}
 		cfg.alg[k] = a
+	}
+	if cfg.hier, err = ParseHierarchy(t.CollHier); err != nil {
+		return cfg, fmt.Errorf("collectives: %s collhier: %w", settings.TuneEnv, err)
 	}
 	det, _, err := settings.BoolValue(EnvDeterministic)
 	if err != nil {

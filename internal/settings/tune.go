@@ -80,6 +80,7 @@ type Tuning struct {
 	CollAlltoall       string
 	CollReduceScatter  string
 	CollScan           string
+	CollHier           string
 	CollBcastLarge     int64
 	CollReduceLarge    int64
 	CollAllreduceLarge int64
@@ -167,6 +168,7 @@ var Knobs = []Knob{
 	{Key: "collalltoall", Pkg: "collectives", Kind: Enum, Default: "auto", Allowed: []string{"auto", "linear", "pairwise"}, Doc: "Alltoall and Alltoallv algorithm (auto: linear, pairwise from collalltoalllarge)", field: func(t *Tuning) any { return &t.CollAlltoall }},
 	{Key: "collreducescatter", Pkg: "collectives", Kind: Enum, Default: "auto", Allowed: []string{"auto", "ring", "pairwise"}, Doc: "ReduceScatterBlock algorithm (auto: ring; pairwise, in rank order, for non-commutative operations and deterministic mode)", field: func(t *Tuning) any { return &t.CollReduceScatter }},
 	{Key: "collscan", Pkg: "collectives", Kind: Enum, Default: "auto", Allowed: []string{"auto", "recdbl", "linear"}, Doc: "Scan and Exscan algorithm (auto: recursive doubling; a linear chain in deterministic mode)", field: func(t *Tuning) any { return &t.CollScan }},
+	{Key: "collhier", Pkg: "collectives", Kind: Enum, Default: "auto", Allowed: []string{"auto", "on", "off"}, Doc: "combine the ranks of one process through its memory in Barrier, Bcast, Reduce, Allreduce, Allgather (and Alltoall when all ranks share the process) (auto: where the collective's algorithm is auto; on: also under a forced algorithm, which then runs among the processes' leaders)", field: func(t *Tuning) any { return &t.CollHier }},
 	{Key: "collbcastlarge", Pkg: "collectives", Kind: Int, Default: "256K", Min: 0, Max: maxCount, Doc: "bytes from which Bcast scatters and allgathers", field: func(t *Tuning) any { return &t.CollBcastLarge }},
 	{Key: "collreducelarge", Pkg: "collectives", Kind: Int, Default: "64K", Min: 0, Max: maxCount, Doc: "bytes from which Reduce reduce-scatters and gathers", field: func(t *Tuning) any { return &t.CollReduceLarge }},
 	{Key: "collallreducelarge", Pkg: "collectives", Kind: Int, Default: "8K", Min: 0, Max: maxCount, Doc: "bytes from which Allreduce uses Rabenseifner's algorithm", field: func(t *Tuning) any { return &t.CollAllreduceLarge }},

@@ -61,7 +61,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -176,27 +175,8 @@ func appendUniq(s []string, v string) []string {
 	return append(s, v)
 }
 
-// parseSizes reads a comma-separated list of byte counts with optional k
-// (KiB) and m (MiB) suffixes.
-func parseSizes(s string) ([]int, error) {
-	var out []int
-	for _, f := range sidebyside.List(s) {
-		g := strings.ToLower(f)
-		mult := 1
-		switch {
-		case strings.HasSuffix(g, "k"):
-			mult, g = 1<<10, g[:len(g)-1]
-		case strings.HasSuffix(g, "m"):
-			mult, g = 1<<20, g[:len(g)-1]
-		}
-		n, err := strconv.Atoi(g)
-		if err != nil || n <= 0 || n > (1<<30)/mult {
-			return nil, fmt.Errorf("-sizes: bad size %q (want 1 to 1g bytes, k and m suffixes)", f)
-		}
-		out = append(out, n*mult)
-	}
-	return out, nil
-}
+// parseSizes reads -sizes: 1 B to 1 GiB, k and m suffixes.
+func parseSizes(s string) ([]int, error) { return sidebyside.Sizes(s, 1<<30) }
 
 // itersFor scales the ping-pong iterations down for messages above 4 KiB
 // so that every size takes a similar time, keeping at least 100 (or base,

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -113,4 +114,26 @@ func Output(jsonOut bool, stdout, stderr io.Writer, print func(io.Writer), recor
 	}
 	print(stdout)
 	return nil
+}
+
+// Sizes reads a comma-separated -sizes list of byte counts, each with an
+// optional k (KiB) or m (MiB) suffix, from 1 to limit bytes.
+func Sizes(s string, limit int) ([]int, error) {
+	var out []int
+	for _, f := range List(s) {
+		g := strings.ToLower(f)
+		mult := 1
+		switch {
+		case strings.HasSuffix(g, "k"):
+			mult, g = 1<<10, g[:len(g)-1]
+		case strings.HasSuffix(g, "m"):
+			mult, g = 1<<20, g[:len(g)-1]
+		}
+		n, err := strconv.Atoi(g)
+		if err != nil || n <= 0 || n > limit/mult {
+			return nil, fmt.Errorf("-sizes: bad size %q (want 1 to %d bytes, k and m suffixes)", f, limit)
+		}
+		out = append(out, n*mult)
+	}
+	return out, nil
 }

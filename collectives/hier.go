@@ -1,0 +1,574 @@
+package collectives
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/weft-hpc/weft/endpoint"
+)
+
+// The hierarchy (docs/collectives.md, "Hierarchy"): the ranks of a
+// communicator that are endpoint handles of one process form a process
+// group. Its lowest rank is the group's leader. The other members of a
+// group take part in Barrier, Bcast, Reduce, Allreduce and Allgather
+// through the process's memory only: each publishes its buffers in a slot
+// of a structure the group's handles share and waits; the leader waits
+// for every member's slot, combines straight from their buffers, runs the
+// collective among the leaders (one per process, with this package's
+// point-to-point algorithms over a communicator of the leaders) and
+// writes the result into the members' buffers before it releases them.
+// No member sends a message.
+
+// Hierarchy says when the collectives take the hierarchical path.
+type Hierarchy uint8
+
+// Hierarchy modes (WithHierarchy; WEFT_TUNE collhier).
+const (
+	// HierAuto: hierarchical where the communicator has several ranks in
+	// one process, for the collectives whose algorithm is Auto.
+	HierAuto Hierarchy = iota
+	// HierOn: hierarchical where the communicator has several ranks in
+	// one process, whatever the algorithm; a forced algorithm then runs
+	// among the processes' leaders.
+	HierOn
+	// HierOff: never; every rank runs the flat algorithms.
+	HierOff
+	numHier
+)
+
+var hierNames = [numHier]string{"auto", "on", "off"}
+
+// String returns the mode's name, as WEFT_TUNE's collhier key takes it.
+func (h Hierarchy) String() string {
+	if h >= numHier {
+		return fmt.Sprintf("Hierarchy(%d)", int(h))
+	}
+	return hierNames[h]
+}
+
+// ParseHierarchy returns the mode named s (auto, on or off).
+func ParseHierarchy(s string) (Hierarchy, error) {
+	for h := HierAuto; h < numHier; h++ {
+		if hierNames[h] == s {
+			return h, nil
+		}
+	}
+	return HierAuto, fmt.Errorf("collectives: hierarchy %q (auto, on, off): %w", s, ErrInvalid)
+}
+
+// WithHierarchy sets when Barrier, Bcast, Reduce, Allreduce, Allgather
+// (and Alltoall, where every rank is in one process) combine the ranks of
+// one process through its memory (HierAuto, the default, or WEFT_TUNE
+// collhier; see docs/collectives.md). HierOff also skips the exchange New
+// makes to find the process groups.
+func WithHierarchy(h Hierarchy) Option {
+	return func(c *config) error {
+		if h >= numHier {
+			return fmt.Errorf("collectives: %v: %w", h, ErrInvalid)
+		}
+		c.hier = h
+		return nil
+	}
+}
+
+// Hierarchical reports whether collective k takes the hierarchical path on
+// this handle (the communicator has a process with several of its ranks,
+// k has a hierarchical form and the mode and algorithm allow it; Alltoall
+// has one where every rank is in this process).
+// Reductions in rank order (deterministic mode, non-commutative
+// operations) over several processes whose p·n bytes exceed
+// hierOrderedMax run flat.
+func (c *Coll) Hierarchical(k Collective) bool {
+	return c != nil && c.hierFor(k, 0)
+}
+
+// hierOrderedMax bounds the p·n bytes a leader gathers for a reduction
+// in rank order across processes (each leader folds every contribution).
+const hierOrderedMax = 8 << 20
+
+// hierFor reports whether collective k takes the hierarchical path for a
+// reduction in rank order of p·n = ordered bytes across processes (0:
+// not such a reduction).
+func (c *Coll) hierFor(k Collective, ordered int) bool {
+	if c.hier == nil {
+		return false
+	}
+	switch k {
+	case CollBarrier, CollBcast, CollReduce, CollAllreduce, CollAllgather:
+	case CollAlltoall: // every rank in this process: block copies only
+		if c.hier.procs > 1 {
+			return false
+		}
+	default:
+		return false
+	}
+	if ordered > hierOrderedMax && c.hier.procs > 1 {
+		return false
+	}
+	switch c.cfg.hier {
+	case HierOn:
+		return true
+	case HierAuto:
+		return c.cfg.alg[k] == Auto
+	}
+	return false
+}
+
+// orderedBytes is, for a reduction of nbytes per rank, the bytes a
+// leader gathers when the reduction keeps rank order (deterministic mode
+// or a non-commutative operation; 0 otherwise).
+func (c *Coll) orderedBytes(commutative bool, nbytes int) int {
+	if c.cfg.det || !commutative {
+		return c.size * nbytes
+	}
+	return 0
+}
+
+// hier is a handle's place in the hierarchy.
+type hier struct {
+	g      *procGroup
+	li     int   // this handle's index in g (0: the leader)
+	procs  int   // processes of the communicator
+	procOf []int // comm rank → its process (numbered by lowest rank)
+	local  []int // comm rank → its index in its process group
+	first  []int // process → offset of its first rank in process order (len procs+1)
+	net    *Coll // leaders, several processes: the collectives among the leaders
+}
+
+// procGroup is what the handles of one process share for one
+// communicator: a slot per member and the call's state.
+type procGroup struct {
+	ranks []int // comm ranks, ascending; ranks[0] leads
+	slots []groupSlot
+	// state is seq<<2 | phase: the last call whose release began
+	// (phWriting: the leader writes into the members' buffers) or ended
+	// (phDone), or phFailed for good.
+	state   atomic.Uint64
+	failure atomic.Pointer[groupFailure]
+	joined  int // members that found the group (registry lock)
+}
+
+// groupSlot is one member's publication for the call in progress: its
+// buffers, valid once pub holds the call's number with slotArrived.
+type groupSlot struct {
+	pub        atomic.Uint64 // seq<<32 | signature<<2 | flags
+	send, recv []byte
+	_          [64]byte // apart from the next slot's line
+}
+
+const (
+	phDone    = 0
+	phWriting = 1
+	phFailed  = 2
+
+	slotArrived = 1         // the member's buffers for call seq are published
+	slotFlat    = 2         // the member is in a flat collective as call seq
+	sigBitsMask = 1<<32 - 4 // bits 2..31: the call's signature (its low 30 bits)
+)
+
+// groupFailure is why a process group gave up: the error of the member
+// that failed first.
+type groupFailure struct {
+	err  error
+	rank int
+}
+
+// procToken names this process in the records New exchanges.
+var procToken = sync.OnceValue(func() uint64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return uint64(time.Now().UnixNano())<<16 ^ uint64(syscall.Getpid())
+	}
+	return binary.LittleEndian.Uint64(b[:])
+})
+
+// registry holds the process groups whose members are still joining, by
+// the nonce of the communicator's rank 0.
+var registry struct {
+	sync.Mutex
+	m map[uint64]*procGroup
+}
+
+// setupHier finds the process groups of c's communicator: every rank
+// publishes its process token and a nonce (rank 0's names the groups of
+// this New), and, when some process holds several ranks, the leaders get
+// a communicator of their own (a Split of c's private communicator).
+// Collective over c.
+func setupHier(ctx context.Context, c *Coll) (*hier, error) {
+	var rec [16]byte
+	binary.LittleEndian.PutUint64(rec[:], procToken())
+	if _, err := rand.Read(rec[8:]); err != nil {
+		return nil, fmt.Errorf("collectives: random nonce: %w", err)
+	}
+	all, err := c.comm.Allgather(ctx, rec[:])
+	if err != nil {
+		return nil, fmt.Errorf("collectives: exchange process identities: %w", err)
+	}
+	p := c.size
+	h := &hier{procOf: make([]int, p), local: make([]int, p)}
+	tokens := map[uint64]int{} // process token → process index
+	var members [][]int
+	for r, b := range all {
+		if len(b) != len(rec) {
+			return nil, fmt.Errorf("collectives: process record of rank %d is %d bytes: %w", r, len(b), ErrInvalid)
+		}
+		t := binary.LittleEndian.Uint64(b)
+		j, ok := tokens[t]
+		if !ok {
+			j = len(members)
+			tokens[t] = j
+			members = append(members, nil)
+		}
+		h.procOf[r], h.local[r] = j, len(members[j])
+		members[j] = append(members[j], r)
+	}
+	h.procs = len(members)
+	most := 0
+	h.first = make([]int, h.procs+1)
+	for j, ms := range members {
+		most = max(most, len(ms))
+		h.first[j+1] = h.first[j] + len(ms)
+	}
+	if most < 2 {
+		return nil, nil // one rank per process: nothing to combine in memory
+	}
+	me := h.procOf[c.rank]
+	h.li = h.local[c.rank]
+	if h.procs > 1 {
+		color := endpoint.Undefined
+		if h.li == 0 {
+			color = 0
+		}
+		lc, err := c.comm.Split(ctx, color, c.rank)
+		if err != nil {
+			return nil, fmt.Errorf("collectives: communicator of the leaders: %w", err)
+		}
+		if lc != nil {
+			cfg := c.cfg
+			cfg.hier, cfg.check = HierOff, false
+			h.net = &Coll{parent: lc, comm: lc, rank: lc.Rank(), size: lc.Size(), cfg: cfg, crowded: c.crowded, up: c}
+		}
+	}
+	ranks := members[me]
+	if len(ranks) == 1 {
+		h.g = &procGroup{ranks: ranks, slots: make([]groupSlot, 1)}
+		return h, nil
+	}
+	key := binary.LittleEndian.Uint64(all[0][8:])
+	registry.Lock()
+	if registry.m == nil {
+		registry.m = map[uint64]*procGroup{}
+	}
+	g := registry.m[key]
+	if g == nil {
+		g = &procGroup{ranks: ranks, slots: make([]groupSlot, len(ranks))}
+		registry.m[key] = g
+	}
+	g.joined++
+	if g.joined == len(ranks) {
+		delete(registry.m, key)
+	}
+	registry.Unlock()
+	h.g = g
+	c.watch = g
+	if h.net != nil {
+		h.net.watch = g
+	}
+	return h, nil
+}
+
+// free releases the leaders' communicator.
+func (h *hier) free() error {
+	if h == nil || h.net == nil {
+		return nil
+	}
+	return h.net.Free()
+}
+
+// note tells the group that this member is in a flat collective as call
+// seq (a leader waiting for it in a hierarchical call then sees the
+// mismatch).
+func (c *Coll) hierNote() {
+	if c.hier != nil && !c.inHier && len(c.hier.g.slots) > 1 {
+		c.hier.g.slots[c.hier.li].pub.Store(uint64(c.seq)<<32 | slotFlat)
+	}
+}
+
+// hierWatch is check's look at the process group: a failed group ends
+// the wait (leaders wait on the network for members that gave up; members
+// in a flat call for ranks of their process that are in a hierarchical
+// one).
+func (c *Coll) hierWatch() error {
+	if g := c.watch; g != nil && g.state.Load()&3 == phFailed {
+		return g.failed()
+	}
+	if c.up != nil {
+		return c.up.outerProbe()
+	}
+	return nil
+}
+
+// failed returns the group's failure as a peer's error (the rank that
+// failed first has reported it to the other ranks).
+func (g *procGroup) failed() error {
+	for {
+		if f := g.failure.Load(); f != nil {
+			why := ErrCanceled
+			switch {
+			case abortCode(f.err) == abortInvalid:
+				why = ErrInvalid
+			case errors.Is(f.err, ErrPeerGone):
+				why = ErrPeerGone
+			}
+			return &peerAbort{fmt.Errorf("rank %d of this process gave up the call (%v): %w", f.rank, f.err, why)}
+		}
+		runtime.Gosched() // set just after the state by the rank that failed it
+	}
+}
+
+// markFailed fails the group for good with err (unless it failed
+// already).
+func (g *procGroup) markFailed(err error, rank int) {
+	for {
+		v := g.state.Load()
+		if v&3 == phFailed {
+			return
+		}
+		if g.state.CompareAndSwap(v, v&^3|phFailed) {
+			g.failure.CompareAndSwap(nil, &groupFailure{err: err, rank: rank})
+			return
+		}
+	}
+}
+
+// begin starts the leader's release of call seq (the members' buffers
+// are then written): it fails if the group failed (a member gave up).
+func (g *procGroup) begin(seq uint32) error {
+	for {
+		v := g.state.Load()
+		if v&3 == phFailed {
+			return g.failed()
+		}
+		if g.state.CompareAndSwap(v, uint64(seq)<<2|phWriting) {
+			return nil
+		}
+	}
+}
+
+// hierArrive starts a hierarchical call on this handle: its buffers go in
+// its slot. A member then waits for the leader's release and returns
+// (leader false) with the call complete or failed; the leader waits for
+// every member's slot and returns leader true.
+func (c *Coll) hierArrive(ctx context.Context, send, recv []byte) (leader bool, err error) {
+	h := c.hier
+	g := h.g
+	s := &g.slots[h.li]
+	s.send, s.recv = send, recv
+	if len(g.slots) == 1 {
+		return true, nil
+	}
+	seq := c.seq
+	s.pub.Store(uint64(seq)<<32 | c.sig<<2&sigBitsMask | slotArrived)
+	if h.li != 0 {
+		return false, c.hierSpin(ctx, func() (bool, error) {
+			v := g.state.Load()
+			switch {
+			case v == uint64(seq)<<2|phDone:
+				return true, nil
+			case v&3 == phFailed:
+				return false, g.failed()
+			}
+			return false, nil
+		}, true)
+	}
+	for i := 1; i < len(g.slots); i++ {
+		sl := &g.slots[i]
+		if err := c.hierSpin(ctx, func() (bool, error) {
+			v := sl.pub.Load()
+			switch at := uint32(v >> 32); {
+			case at == seq && v&slotArrived != 0 && v&sigBitsMask == c.sig<<2&sigBitsMask:
+				return true, nil
+			case at == seq || at > seq:
+				return false, fmt.Errorf("rank %d of this process called another collective, or with other arguments (call %d), where this rank is at %s #%d: %w",
+					g.ranks[i], at, c.call, seq, ErrInvalid)
+			}
+			if g.state.Load()&3 == phFailed {
+				return false, g.failed()
+			}
+			return false, nil
+		}, false); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
+}
+
+// hierRelease (leader) writes the result into the members' buffers with
+// write, then lets them return.
+func (c *Coll) hierRelease(write func()) error {
+	g := c.hier.g
+	if len(g.slots) == 1 {
+		write()
+		return nil
+	}
+	if err := g.begin(c.seq); err != nil {
+		return err
+	}
+	write()
+	g.state.Store(uint64(c.seq)<<2 | phDone)
+	return nil
+}
+
+// hierEnd ends a hierarchical call on this handle: a failure fails the
+// group (so that its other members, and a leader waiting on the network,
+// stop) and then the call, as every failure does.
+func (c *Coll) hierEnd(err error) error {
+	c.inHier = false
+	if err == nil {
+		return c.done(nil)
+	}
+	h := c.hier
+	if len(h.g.slots) > 1 {
+		h.g.markFailed(err, c.rank)
+	}
+	if n := h.net; n != nil && h.li == 0 && n.broken == nil {
+		// Failed outside the leaders' call: the other leaders may be
+		// waiting there for this one.
+		n.abandon()
+		n.abort(abortCode(err))
+		n.broken = err
+	}
+	return c.fail(err)
+}
+
+// hierSpin polls cond until it holds or fails. Between polls it yields
+// to the other goroutines (the members and the leader of a group are
+// goroutines of this process), and to other processes now and then on a
+// crowded node; it checks the context and, from time to time, the
+// private communicator: a message of this call from any rank shows that
+// the rank runs a flat collective here (a mismatch), and an abort notice
+// that a rank gave up. A member whose context ends withdraws from the
+// call unless the leader has started writing its result.
+func (c *Coll) hierSpin(ctx context.Context, cond func() (bool, error), member bool) error {
+	done := ctx.Done()
+	g := c.hier.g
+	var t0 time.Time
+	next := firstCheck
+	osYield := c.crowded && c.hier.procs > 1
+	for spins := 1; ; spins++ {
+		ok, err := cond()
+		if err != nil {
+			var pa *peerAbort
+			if errors.As(err, &pa) && ctx.Err() != nil {
+				// This rank's own context ended too: that is its reason.
+				return fmt.Errorf("%w (%v)", ctx.Err(), err)
+			}
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if spins%pollClock == 0 {
+			select {
+			case <-done:
+				if !member {
+					return fmt.Errorf("waiting for the ranks of this process: %w", ctx.Err())
+				}
+				if g.withdraw(c.seq, c.rank, ctx.Err()) {
+					return fmt.Errorf("waiting for the leader of this process: %w", ctx.Err())
+				}
+				done = nil // the leader is writing: the call completes
+			default:
+			}
+			if t0.IsZero() {
+				t0 = time.Now()
+			} else if el := time.Since(t0); el >= next {
+				if err := c.hierCheck(); err != nil {
+					return err
+				}
+				next = el + min(el, maxCheck)
+			}
+		}
+		if spins >= hierSpinPolls {
+			if osYield && spins%16 == 0 {
+				syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+			} else {
+				runtime.Gosched()
+			}
+		}
+	}
+}
+
+// hierSpinPolls is how many polls a group wait spins before it yields.
+const hierSpinPolls = 32
+
+// withdraw fails the group for call seq on behalf of a member whose
+// context ended, unless the leader has begun writing its result; it
+// reports whether the member may leave.
+func (g *procGroup) withdraw(seq uint32, rank int, err error) bool {
+	for {
+		v := g.state.Load()
+		switch {
+		case v&3 == phFailed:
+			return true
+		case v>>2 == uint64(seq):
+			return false
+		}
+		if g.state.CompareAndSwap(v, v&^3|phFailed) {
+			g.failure.CompareAndSwap(nil, &groupFailure{err: err, rank: rank})
+			return true
+		}
+	}
+}
+
+// hierCheck looks, during a hierarchical call, at the private
+// communicator (outerProbe) and, on a leader, at the leaders'.
+func (c *Coll) hierCheck() error {
+	if err := c.outerProbe(); err != nil {
+		return err
+	}
+	if c.hier.net != nil && c.hier.li == 0 {
+		return c.hier.net.check()
+	}
+	return nil
+}
+
+// outerProbe looks at the private communicator during a hierarchical
+// call, in which no message travels on it: an abort notice, or a message
+// of this call's number (another rank runs a flat collective as this
+// call), ends the call.
+func (c *Coll) outerProbe() error {
+	ok, st, err := c.comm.Iprobe(endpoint.AnySource, endpoint.AnyTag)
+	if err != nil || !ok {
+		return err
+	}
+	if st.Tag&abortTag != 0 {
+		return c.aborted(st.Source)
+	}
+	if uint32(st.Tag>>sigBits)&seqMask == c.seq&seqMask {
+		return fmt.Errorf("rank %d sent a message of a flat collective where this rank is at hierarchical %s #%d: %w",
+			st.Source, c.call, c.seq, ErrInvalid)
+	}
+	return nil
+}
+
+// netCall runs body as one call of the leaders' collectives handle, with
+// signature s (the root a process number).
+func (h *hier) netCall(ctx context.Context, s callSig, body func(n *Coll) error) error {
+	n := h.net
+	if err := n.enter(s.call); err != nil {
+		return err
+	}
+	if err := n.ready(ctx, s); err != nil {
+		return n.fail(err)
+	}
+	return n.done(body(n))
+}

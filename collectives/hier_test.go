@@ -1,0 +1,490 @@
+package collectives_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+	"unsafe"
+
+	C "github.com/weft-hpc/weft/collectives"
+	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/launchtest"
+	"github.com/weft-hpc/weft/internal/testenv"
+)
+
+// The hierarchy's tests: the collectives that combine the ranks of one
+// process through its memory (Barrier, Bcast, Reduce, Allreduce,
+// Allgather), over the handles of one process and over processes × 2-3
+// handles, checked against the serial reference on every rank, bitwise
+// against the flat algorithms in deterministic mode, and their failures.
+
+var hierColls = []C.Collective{C.CollBarrier, C.CollBcast, C.CollReduce, C.CollAllreduce, C.CollAllgather}
+
+// hierBattery checks every hierarchical collective on c against the
+// serial reference (counts 0, 1, 37; every root; in place and not;
+// commutative, non-commutative and MinLoc reductions).
+func hierBattery(ctx context.Context, c *C.Coll) error {
+	e := newEnv(ctx, c)
+	for _, k := range hierColls {
+		if !c.Hierarchical(k) {
+			return e.errf("%v is not hierarchical", k)
+		}
+	}
+	if err := C.Barrier(ctx, c); err != nil {
+		return err
+	}
+	counts := []int{0, 1, 37}
+	if err := hierMovers(e, "int32", genInt[int32], counts); err != nil {
+		return err
+	}
+	if err := hierMovers(e, "complex128", genComplex, counts); err != nil {
+		return err
+	}
+	if err := hierReductions(e, "int32", genInt[int32], C.Sum[int32](), counts, false); err != nil {
+		return err
+	}
+	if err := hierReductions(e, "float64", genFloat, C.Max[float64](), counts, false); err != nil {
+		return err
+	}
+	if err := hierReductions(e, "loc", genLoc, C.MinLoc[float64](), counts, false); err != nil {
+		return err
+	}
+	if err := hierReductions(e, "aff", genAff, compose, counts, false); err != nil {
+		return err
+	}
+	return C.Barrier(ctx, c)
+}
+
+// hierMovers checks Bcast (every root), Alltoall and Allgather (in place
+// and not). Alltoall is hierarchical only where every rank is in one
+// process; elsewhere this checks its flat path beside the others.
+func hierMovers[T comparable](e *env, tname string, g gen[T], counts []int) error {
+	c, p, r := e.c, e.p, e.r
+	for _, n := range counts {
+		for root := 0; root < p; root++ {
+			if err := checkBcast(e, g, n, root, e.next("Bcast[%s] n=%d root=%d", tname, n, root)); err != nil {
+				return err
+			}
+		}
+		for _, inPlace := range []bool{false, true} {
+			salt := e.next("Alltoall[%s] n=%d inplace=%v", tname, n, inPlace)
+			send, want := make([]T, p*n), make([]T, p*n)
+			for j := 0; j < p; j++ {
+				for i := 0; i < n; i++ {
+					send[j*n+i] = g(r, j*1000+i, salt)
+					want[j*n+i] = g(j, r*1000+i, salt)
+				}
+			}
+			recv := make([]T, p*n)
+			junk(recv)
+			if inPlace {
+				copy(recv, send)
+				send = nil
+			}
+			if err := e.call(C.Alltoall(e.ctx, c, send, recv)); err != nil {
+				return err
+			}
+			if err := check(e, recv, want); err != nil {
+				return err
+			}
+		}
+		for _, inPlace := range []bool{false, true} {
+			salt := e.next("Allgather[%s] n=%d inplace=%v", tname, n, inPlace)
+			want := make([]T, p*n)
+			for q := 0; q < p; q++ {
+				fillGen(want[q*n:(q+1)*n], g, q, salt)
+			}
+			send := append([]T(nil), want[r*n:(r+1)*n]...)
+			recv := make([]T, p*n)
+			junk(recv)
+			if inPlace {
+				copy(recv[r*n:], send)
+				send = nil
+			}
+			if err := e.call(C.Allgather(e.ctx, c, send, recv)); err != nil {
+				return err
+			}
+			if err := check(e, recv, want); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// hierReductions checks Reduce (every root, in place and not) and
+// Allreduce (in place and not) with op; bitwise: the result must be the
+// serial rank-order fold bit for bit.
+func hierReductions[T comparable](e *env, tname string, g gen[T], op C.Op[T], counts []int, bitwise bool) error {
+	cmp := resultCmp[T](e, bitwise)
+	for _, n := range counts {
+		for root := 0; root < e.p; root++ {
+			for _, inPlace := range []bool{false, true} {
+				salt := e.next("Reduce[%s,%s] n=%d root=%d inplace=%v", tname, op, n, root, inPlace)
+				if err := checkReduce(e, g, op, n, root, inPlace, salt, cmp); err != nil {
+					return err
+				}
+			}
+		}
+		for _, inPlace := range []bool{false, true} {
+			salt := e.next("Allreduce[%s,%s] n=%d inplace=%v", tname, op, n, inPlace)
+			if err := checkAllreduce(e, g, op, n, inPlace, salt, cmp); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func sameBits[T any](a, b []T) bool {
+	sz := int(unsafe.Sizeof(*new(T)))
+	ab := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(a))), len(a)*sz)
+	bb := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(b))), len(b)*sz)
+	return len(a) == len(b) && string(ab) == string(bb)
+}
+
+// hierDet: in deterministic mode the hierarchical Reduce and Allreduce
+// of float64 values spread over 40 binary orders of magnitude give the
+// serial fold bit for bit, and the same bits as the flat algorithms on a
+// handle made with WithHierarchy(HierOff) over the same communicator.
+func hierDet(ctx context.Context, c *C.Coll) error {
+	e := newEnv(ctx, c)
+	if err := hierReductions(e, "float64", genWide, C.Sum[float64](), []int{1, 37, 1000}, true); err != nil {
+		return err
+	}
+	if err := hierReductions(e, "aff", genAff, compose, []int{5}, true); err != nil {
+		return err
+	}
+	flat, err := C.New(ctx, c.Comm(), C.Deterministic(true), C.WithHierarchy(C.HierOff))
+	if err != nil {
+		return err
+	}
+	defer flat.Free()
+	if flat.Hierarchical(C.CollAllreduce) {
+		return e.errf("HierOff handle is hierarchical")
+	}
+	for _, n := range []int{1, 100, 3000} { // 3000·8 bytes: Rabenseifner's paths when flat
+		salt := e.next("Allreduce det hier vs flat n=%d", n)
+		x := make([]float64, n)
+		fillGen(x, genWide, e.r, salt)
+		h, f := make([]float64, n), make([]float64, n)
+		if err := e.call(C.Allreduce(ctx, c, x, h, C.Sum[float64]())); err != nil {
+			return err
+		}
+		if err := e.call(C.Allreduce(ctx, flat, x, f, C.Sum[float64]())); err != nil {
+			return err
+		}
+		if !sameBits(h, f) {
+			return e.errf("hierarchical and flat results differ (element %d)", same(h, f))
+		}
+		root := e.p - 1
+		if e.r == root {
+			h, f = make([]float64, n), make([]float64, n)
+		} else {
+			h, f = nil, nil
+		}
+		if err := e.call(C.Reduce(ctx, c, x, h, C.Sum[float64](), root)); err != nil {
+			return err
+		}
+		if err := e.call(C.Reduce(ctx, flat, x, f, C.Sum[float64](), root)); err != nil {
+			return err
+		}
+		if !sameBits(h, f) {
+			return e.errf("hierarchical and flat Reduce differ (element %d)", same(h, f))
+		}
+	}
+	return C.Barrier(ctx, c)
+}
+
+// TestHierHandles: the handles of one process, communicator sizes 1 to
+// 8, all combined in memory (one process: no leader talks to another).
+func TestHierHandles(t *testing.T) {
+	for _, n := range []int{2, 3, 4, 5, 7, 8} {
+		t.Run(fmt.Sprintf("p%d", n), func(t *testing.T) {
+			runHandles(t, tctx(t, 60*time.Second), handles(t, n), nil, hierBattery)
+			runHandles(t, tctx(t, 60*time.Second), handles(t, n), []C.Option{C.Deterministic(true)}, hierDet)
+		})
+	}
+	t.Run("p1", func(t *testing.T) {
+		runHandles(t, tctx(t, 30*time.Second), handles(t, 1), nil, func(ctx context.Context, c *C.Coll) error {
+			if c.Hierarchical(C.CollAllreduce) {
+				return errors.New("a one-rank communicator is hierarchical")
+			}
+			return nil
+		})
+	})
+}
+
+// TestHierSelection: the mode and the algorithm overrides decide.
+func TestHierSelection(t *testing.T) {
+	eps := handles(t, 3)
+	ctx := tctx(t, 30*time.Second)
+	cases := []struct {
+		opts []C.Option
+		want bool
+	}{
+		{nil, true},
+		{[]C.Option{C.WithHierarchy(C.HierOff)}, false},
+		{[]C.Option{C.WithAlgorithm(C.CollAllreduce, C.Ring)}, false},
+		{[]C.Option{C.WithAlgorithm(C.CollAllreduce, C.Ring), C.WithHierarchy(C.HierOn)}, true},
+	}
+	for i, tc := range cases {
+		runHandles(t, ctx, eps, tc.opts, func(ctx context.Context, c *C.Coll) error {
+			if got := c.Hierarchical(C.CollAllreduce); got != tc.want {
+				return fmt.Errorf("case %d: Hierarchical(allreduce) = %v, want %v", i, got, tc.want)
+			}
+			if want := i != 1; c.Hierarchical(C.CollAlltoall) != want { // Auto everywhere but under HierOff
+				return fmt.Errorf("case %d: alltoall hierarchical %v", i, !want)
+			}
+			if c.Hierarchical(C.CollGather) {
+				return fmt.Errorf("case %d: gather hierarchical", i)
+			}
+			x := []int64{int64(c.Rank())}
+			if err := C.Allreduce(ctx, c, nil, x, C.Sum[int64]()); err != nil {
+				return err
+			}
+			if x[0] != 3 {
+				return fmt.Errorf("case %d: sum %d, want 3", i, x[0])
+			}
+			return nil
+		})
+	}
+	if _, err := C.ParseHierarchy("sometimes"); !errors.Is(err, C.ErrInvalid) {
+		t.Fatalf("ParseHierarchy(sometimes): %v", err)
+	}
+	errs := onHandles(ctx, eps[:1], []C.Option{C.WithHierarchy(C.Hierarchy(9))}, func(context.Context, *C.Coll) error { return nil })
+	if !errors.Is(errs[0], C.ErrInvalid) {
+		t.Fatalf("WithHierarchy(9): %v", errs[0])
+	}
+}
+
+// TestHierProcs: processes × handles: 2 processes × 2 and × 3 handles
+// (communicators of 4 and 6), the communicator Split makes with the
+// processes' ranks interleaved, and one where a process keeps a single
+// rank; the battery and deterministic mode on each.
+func TestHierProcs(t *testing.T) {
+	if launch(t, 2, "native", 90*time.Second) {
+		return
+	}
+	w := initWorld(t)
+	ctx := tctx(t, 80*time.Second)
+	for _, k := range []int{2, 3} {
+		eps, err := w.Comm().CreateEndpoints(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+			if c.Size() != 2*k {
+				return fmt.Errorf("size %d, want %d", c.Size(), 2*k)
+			}
+			if err := hierBattery(ctx, c); err != nil {
+				return err
+			}
+			// Interleaved: rank i of handle h of process q gets key h*2+q.
+			q, h := c.Rank()/k, c.Rank()%k
+			sub, err := c.Comm().Split(ctx, 0, h*2+q)
+			if err != nil {
+				return err
+			}
+			defer sub.Free()
+			sc, err := C.New(ctx, sub)
+			if err != nil {
+				return err
+			}
+			if err := hierBattery(ctx, sc); err != nil {
+				return fmt.Errorf("interleaved: %w", err)
+			}
+			if err := sc.Free(); err != nil {
+				return err
+			}
+			dc, err := C.New(ctx, sub, C.Deterministic(true))
+			if err != nil {
+				return err
+			}
+			if err := hierDet(ctx, dc); err != nil {
+				return fmt.Errorf("interleaved, deterministic: %w", err)
+			}
+			if err := dc.Free(); err != nil {
+				return err
+			}
+			// Without the second handle of process 0: process 0 has k-1
+			// ranks (one when k = 2), process 1 has k.
+			color := 0
+			if c.Rank() == 1 {
+				color = endpoint.Undefined
+			}
+			odd, err := c.Comm().Split(ctx, color, 0)
+			if err != nil || odd == nil {
+				return err
+			}
+			defer odd.Free()
+			oc, err := C.New(ctx, odd)
+			if err != nil {
+				return err
+			}
+			if err := hierBattery(ctx, oc); err != nil {
+				return fmt.Errorf("uneven: %w", err)
+			}
+			return oc.Free()
+		})
+		for _, e := range eps {
+			e.Free()
+		}
+	}
+}
+
+// TestHierPeerExit: 3 processes × 2 handles; process 2 exits while the
+// others wait for it in a hierarchical Allreduce: every other handle,
+// leader or member, returns ErrPeerGone or ErrCanceled within seconds.
+func TestHierPeerExit(t *testing.T) {
+	testenv.Short(t, "a process leaving mid-collective")
+	if !launchtest.IsWorker() {
+		launchtest.RunMayDie(t, 3, "shm", 60*time.Second, []int{2}, endpoint.EnvNodeTransport+"=native")
+		return
+	}
+	w := initWorld(t)
+	ctx := tctx(t, 50*time.Second)
+	eps, err := w.Comm().CreateEndpoints(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := onHandles(ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+		if !c.Hierarchical(C.CollAllreduce) {
+			return errors.New("not hierarchical")
+		}
+		if err := C.Barrier(ctx, c); err != nil {
+			return err
+		}
+		if w.Comm().Rank() == 2 {
+			time.Sleep(50 * time.Millisecond) // the others are waiting in Allreduce
+			os.Exit(0)
+		}
+		start := time.Now()
+		err := C.Allreduce(ctx, c, nil, make([]float64, 4), C.Sum[float64]())
+		took := time.Since(start)
+		t.Logf("rank %d: %v after %v", c.Rank(), err, took)
+		if !errors.Is(err, C.ErrPeerGone) && !errors.Is(err, C.ErrCanceled) {
+			return fmt.Errorf("rank %d: Allreduce with process 2 gone: %v, want ErrPeerGone", c.Rank(), err)
+		}
+		if took > 10*time.Second {
+			return fmt.Errorf("rank %d: Allreduce with process 2 gone took %v", c.Rank(), took)
+		}
+		return nil
+	})
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, C.ErrInvalid) { // Free after the failure: left-over messages
+			t.Errorf("handle %d: %v", i, err)
+		}
+	}
+}
+
+// TestHierFailures: in one process, a member whose context ends while it
+// waits, a member calling another collective, and a member calling a
+// flat collective end every handle's call with an error at once.
+func TestHierFailures(t *testing.T) {
+	eps := handles(t, 4)
+	t.Run("cancel", func(t *testing.T) {
+		ctx := tctx(t, 30*time.Second)
+		start := time.Now()
+		errs := onHandles(ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+			switch c.Rank() {
+			case 0: // the leader comes late
+				time.Sleep(300 * time.Millisecond)
+			case 1:
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, 50*time.Millisecond)
+				defer cancel()
+			}
+			err := C.Allreduce(ctx, c, nil, []int32{1}, C.Sum[int32]())
+			if err == nil {
+				return errors.New("Allreduce succeeded")
+			}
+			want := C.ErrCanceled
+			if c.Rank() == 1 {
+				want = context.DeadlineExceeded
+			}
+			if !errors.Is(err, want) {
+				return fmt.Errorf("rank %d: %v, want %v", c.Rank(), err, want)
+			}
+			if err := C.Barrier(ctx, c); !errors.Is(err, C.ErrClosed) {
+				return fmt.Errorf("rank %d: Barrier after a failure: %v, want ErrClosed", c.Rank(), err)
+			}
+			return nil
+		})
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("handle %d: %v", i, err)
+			}
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("took %v", took)
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		odd  func(ctx context.Context, c *C.Coll) error
+	}{
+		{"bcast", func(ctx context.Context, c *C.Coll) error { return C.Bcast(ctx, c, []int32{1}, 0) }},
+		{"count", func(ctx context.Context, c *C.Coll) error {
+			return C.Allreduce(ctx, c, nil, []int32{1, 2}, C.Sum[int32]())
+		}},
+		{"flat", func(ctx context.Context, c *C.Coll) error { return C.Gather(ctx, c, []int32{1}, nil, 0) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := tctx(t, 30*time.Second)
+			start := time.Now()
+			errs := onHandles(ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+				var err error
+				if c.Rank() == 2 {
+					err = tc.odd(ctx, c)
+				} else {
+					err = C.Allreduce(ctx, c, nil, []int32{1}, C.Sum[int32]())
+				}
+				if c.Rank() != 2 && !errors.Is(err, C.ErrInvalid) {
+					return fmt.Errorf("rank %d: %v, want ErrInvalid", c.Rank(), err)
+				}
+				return nil
+			})
+			for i, err := range errs {
+				if err != nil && !errors.Is(err, C.ErrInvalid) { // Free: left-over messages
+					t.Errorf("handle %d: %v", i, err)
+				}
+			}
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("took %v", took)
+			}
+		})
+	}
+}
+
+// BenchmarkAllreduce8: an 8-byte Allreduce over the 4 handles of one
+// process, hierarchical (through memory) and flat (messages between the
+// handles).
+func BenchmarkAllreduce8(b *testing.B) {
+	for _, h := range []C.Hierarchy{C.HierAuto, C.HierOff} {
+		b.Run("hier="+h.String(), func(b *testing.B) {
+			eps := handles(b, 4)
+			ctx := context.Background()
+			errs := onHandles(ctx, eps, []C.Option{C.WithHierarchy(h)}, func(ctx context.Context, c *C.Coll) error {
+				x := []float64{1}
+				if c.Rank() == 0 {
+					b.ResetTimer()
+				}
+				for i := 0; i < b.N; i++ {
+					if err := C.Allreduce(ctx, c, nil, x, C.Sum[float64]()); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			for _, err := range errs {
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,303 @@
+package collectives
+
+import (
+	"context"
+)
+
+// The hierarchical collectives (hier.go). Each publishes this handle's
+// buffers; on a member that is the whole call. The leader combines from
+// the members' buffers, runs the collective among the leaders (h.net,
+// one rank per process, process j being its rank j) and writes the
+// result into the members' buffers in hierRelease.
+
+// hierReady starts a hierarchical call with signature s (its algorithm
+// marks it hierarchical, so that a rank running it flat is a mismatch).
+func (c *Coll) hierReady(ctx context.Context, s callSig) error {
+	c.inHier = true
+	s.alg = algHier
+	return c.ready(ctx, s)
+}
+
+// algHier stands for the hierarchical path in call signatures.
+const algHier Algorithm = 255
+
+func hierBarrier(ctx context.Context, c *Coll) error {
+	if err := c.hierReady(ctx, callSig{call: callBarrier, root: -1}); err != nil {
+		return c.hierEnd(err)
+	}
+	leader, err := c.hierArrive(ctx, nil, nil)
+	if !leader || err != nil {
+		return c.hierEnd(err)
+	}
+	h := c.hier
+	if h.net != nil {
+		err = h.netCall(ctx, callSig{call: callBarrier, root: -1, alg: Dissemination}, func(n *Coll) error {
+			for dist := 1; dist < n.size; dist <<= 1 {
+				if err := n.sendrecv(ctx, nil, (n.rank+dist)%n.size, nil, (n.rank-dist+n.size)%n.size); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err == nil {
+		err = c.hierRelease(func() {})
+	}
+	return c.hierEnd(err)
+}
+
+// hierBcast: the leader of the root's process takes the root's buffer
+// (a copy into its own), the leaders broadcast among themselves, and each
+// leader copies into its members' buffers.
+func hierBcast(ctx context.Context, c *Coll, b []byte, root int, s callSig) error {
+	if err := c.hierReady(ctx, s); err != nil {
+		return c.hierEnd(err)
+	}
+	leader, err := c.hierArrive(ctx, nil, b)
+	if !leader || err != nil {
+		return c.hierEnd(err)
+	}
+	h, g := c.hier, c.hier.g
+	rp, rl := h.procOf[root], h.local[root]
+	if rp == h.procOf[c.rank] && rl != 0 {
+		copy(b, g.slots[rl].recv)
+	}
+	if h.net != nil {
+		alg := h.net.cfg.pick(CollBcast, len(b), h.net.size)
+		err = h.netCall(ctx, callSig{call: callBcast, root: rp, count: s.count, esize: s.esize, alg: alg}, func(n *Coll) error {
+			return n.bcast(ctx, b, rp, alg)
+		})
+	}
+	if err == nil {
+		err = c.hierRelease(func() {
+			for i := 1; i < len(g.slots); i++ {
+				copy(g.slots[i].recv, b)
+			}
+		})
+	}
+	return c.hierEnd(err)
+}
+
+// hierReduce: commutative operations outside deterministic mode fold the
+// contributions of each process at its leader (in rank order), reduce
+// among the leaders to the root's process, and the leader there writes
+// the root's recv. Reductions in rank order gather every contribution at
+// the root's leader, which folds them in rank order.
+func hierReduce[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], root int, s callSig) error {
+	if err := c.hierReady(ctx, s); err != nil {
+		return c.hierEnd(err)
+	}
+	leader, err := c.hierArrive(ctx, bytesOf(src), bytesOf(res))
+	if !leader || err != nil {
+		return c.hierEnd(err)
+	}
+	h, g := c.hier, c.hier.g
+	n, es := len(src), sizeOf[T]()
+	rp, rl := h.procOf[root], h.local[root]
+	mine := rp == h.procOf[c.rank]
+	acc := elems[T](c.buf(0, n*es))
+	if c.cfg.det || !op.commutative {
+		var all []byte
+		if all, err = hierGather(ctx, c, s, rp); err == nil && mine {
+			foldRanks(h, acc, elems[T](all), op)
+		}
+	} else {
+		foldLocal(g, acc, op)
+		if h.net != nil {
+			alg := h.net.cfg.pick(CollReduce, n*es, h.net.size)
+			var out []T
+			if mine {
+				out = acc
+			}
+			err = h.netCall(ctx, callSig{call: callReduce, root: rp, count: n, esize: es, op: op.code, alg: alg}, func(nc *Coll) error {
+				return reduceTo(ctx, nc, acc, out, op, rp, alg)
+			})
+		}
+	}
+	if err == nil {
+		err = c.hierRelease(func() {
+			if mine {
+				copy(elems[T](g.slots[rl].recv), acc)
+			}
+		})
+	}
+	return c.hierEnd(err)
+}
+
+// hierAllreduce: as hierReduce, every leader then writing the result
+// into its members' recv (send nil: the contribution is in acc).
+func hierAllreduce[T any](ctx context.Context, c *Coll, send, acc []T, op *Op[T], s callSig) error {
+	if err := c.hierReady(ctx, s); err != nil {
+		return c.hierEnd(err)
+	}
+	if send != nil {
+		copy(acc, send)
+	}
+	leader, err := c.hierArrive(ctx, bytesOf(acc), bytesOf(acc))
+	if !leader || err != nil {
+		return c.hierEnd(err)
+	}
+	h, g := c.hier, c.hier.g
+	n, es := len(acc), sizeOf[T]()
+	res, from := acc, 1
+	if c.cfg.det || !op.commutative {
+		res, from = elems[T](c.buf(0, n*es)), 0
+		var all []byte
+		if all, err = hierGather(ctx, c, s, -1); err == nil {
+			foldRanks(h, res, elems[T](all), op)
+		}
+	} else {
+		for i := 1; i < len(g.slots); i++ {
+			op.left(acc, elems[T](g.slots[i].send))
+		}
+		if h.net != nil {
+			alg := h.net.cfg.pick(CollAllreduce, n*es, h.net.size)
+			err = h.netCall(ctx, callSig{call: callAllreduce, root: -1, count: n, esize: es, op: op.code, alg: alg}, func(nc *Coll) error {
+				return allreduce(ctx, nc, acc, op, alg)
+			})
+		}
+	}
+	if err == nil {
+		err = c.hierRelease(func() {
+			for i := from; i < len(g.slots); i++ {
+				copy(g.slots[i].recv, bytesOf(res))
+			}
+		})
+	}
+	return c.hierEnd(err)
+}
+
+// hierAllgather: send is this rank's block (nil: already in its place in
+// recv). Over one process the leader copies every member's block into
+// every other member's recv; otherwise the leaders gather their
+// processes' blocks among themselves first.
+func hierAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) error {
+	if err := c.hierReady(ctx, s); err != nil {
+		return c.hierEnd(err)
+	}
+	nb := s.count * s.esize
+	mine := recv[c.rank*nb : (c.rank+1)*nb]
+	copy(mine, send)
+	leader, err := c.hierArrive(ctx, mine, recv)
+	if !leader || err != nil {
+		return c.hierEnd(err)
+	}
+	h, g := c.hier, c.hier.g
+	if h.net == nil {
+		err = c.hierRelease(func() {
+			for i := range g.slots {
+				for j := range g.slots {
+					if i != j {
+						copy(g.slots[i].recv[g.ranks[j]*nb:], g.slots[j].send)
+					}
+				}
+			}
+		})
+		return c.hierEnd(err)
+	}
+	var all []byte
+	if all, err = hierGather(ctx, c, s, -1); err == nil {
+		err = c.hierRelease(func() {
+			for i := range g.slots {
+				for r := 0; r < c.size; r++ {
+					if r != g.ranks[i] {
+						at := (h.first[h.procOf[r]] + h.local[r]) * nb
+						copy(g.slots[i].recv[r*nb:(r+1)*nb], all[at:])
+					}
+				}
+			}
+		})
+	}
+	return c.hierEnd(err)
+}
+
+// hierAlltoall (every rank in this process): the leader copies block j of
+// each rank's send into block i of rank j's recv. In place (send nil) a
+// rank's blocks are copied aside first, as the others' land in its recv.
+func hierAlltoall(ctx context.Context, c *Coll, send, recv []byte, s callSig) error {
+	if err := c.hierReady(ctx, s); err != nil {
+		return c.hierEnd(err)
+	}
+	if send == nil {
+		send = c.buf(0, len(recv))
+		copy(send, recv)
+	}
+	leader, err := c.hierArrive(ctx, send, recv)
+	if !leader || err != nil {
+		return c.hierEnd(err)
+	}
+	g, nb := c.hier.g, s.count*s.esize
+	err = c.hierRelease(func() {
+		for i := range g.slots {
+			for j := range g.slots {
+				ri, rj := g.ranks[i], g.ranks[j]
+				copy(g.slots[j].recv[ri*nb:(ri+1)*nb], g.slots[i].send[rj*nb:])
+			}
+		}
+	})
+	return c.hierEnd(err)
+}
+
+// hierGather (leader) returns every rank's published send buffer (s.count
+// elements of s.esize bytes), process by process (process j's ranks from
+// h.first[j] on, in rank order), at the leader of process root, or at
+// every leader for root -1: the leaders send their processes' blocks to
+// it, or to each other, directly.
+func hierGather(ctx context.Context, c *Coll, s callSig, root int) ([]byte, error) {
+	h, g := c.hier, c.hier.g
+	nb := s.count * s.esize
+	all := c.buf(1, h.first[h.procs]*nb)
+	me := h.procOf[c.rank]
+	for i := range g.slots {
+		copy(all[(h.first[me]+i)*nb:], g.slots[i].send)
+	}
+	if h.net == nil {
+		return all, nil
+	}
+	blk := func(j int) []byte { return all[h.first[j]*nb : h.first[j+1]*nb] }
+	err := h.netCall(ctx, callSig{call: s.call, root: root, count: s.count, esize: s.esize, op: s.op, alg: Linear}, func(nc *Coll) error {
+		if root >= 0 && me != root {
+			if err := nc.send(blk(me), root); err != nil {
+				return err
+			}
+			return nc.wait(ctx)
+		}
+		for j := 0; j < nc.size; j++ {
+			if j != me {
+				if err := nc.recv(blk(j), j); err != nil {
+					return err
+				}
+			}
+		}
+		for j := 0; root < 0 && j < nc.size; j++ {
+			if j != me {
+				if err := nc.send(blk(me), j); err != nil {
+					return err
+				}
+			}
+		}
+		return nc.wait(ctx)
+	})
+	return all, err
+}
+
+// foldLocal sets acc to the contributions (send buffers) of g's ranks
+// combined in rank order.
+func foldLocal[T any](g *procGroup, acc []T, op *Op[T]) {
+	copy(acc, elems[T](g.slots[0].send))
+	for i := 1; i < len(g.slots); i++ {
+		op.left(acc, elems[T](g.slots[i].send))
+	}
+}
+
+// foldRanks sets res to every rank's contribution in all (hierGather's
+// layout) combined in rank order: ((x₀ ∘ x₁) ∘ x₂) ∘ …, as the flat
+// algorithms' deterministic mode does.
+func foldRanks[T any](h *hier, res, all []T, op *Op[T]) {
+	n := len(res)
+	x := func(r int) []T { at := (h.first[h.procOf[r]] + h.local[r]) * n; return all[at : at+n] }
+	copy(res, x(0))
+	for r := 1; r < len(h.procOf); r++ {
+		op.left(res, x(r))
+	}
+}

@@ -1,0 +1,166 @@
+// Command osu measures weft's collectives (package collectives) with the
+// loops of the OSU micro-benchmarks (osu_barrier, osu_bcast, osu_reduce,
+// osu_allreduce, osu_allgather, osu_alltoall) and prints their output
+// format, next to MPICH and Open MPI running the same loops, side by side
+// in one run on this node:
+//
+//	weft     np processes of a fabrun job, one rank each (the world's
+//	         ranks on endpoint handles, CreateEndpoints(1)): the flat
+//	         algorithms over weft's node transport
+//	weft-ep  one process whose np endpoint handles are the ranks, one
+//	         goroutine each: the hierarchy combines them through the
+//	         process's memory
+//	mpich    mpi/osu.c built with mpicc.mpich, run with mpiexec.hydra
+//	openmpi  the same built with mpicc.openmpi, run with mpirun.openmpi
+//	         (left out, with a note, where it is not installed)
+//
+// Every contender runs OSU's loop: per collective and size, a tenth of
+// the calls untimed, then ITERS calls each timed alone and followed by an
+// untimed barrier (none in the barrier test); a rank's latency is its
+// mean, the figure the mean over the ranks (OSU's "Avg Latency").
+// Reductions sum float32s (size/4, as OSU's MPI_FLOAT); Bcast and Reduce
+// are rooted at rank 0; Allgather and Alltoall move size bytes per rank
+// and block. Sizes above 8 KiB run a tenth of the calls.
+//
+// Each repetition runs one job per contender and rank count, the
+// contenders in an order rotated from one repetition to the next; the
+// OSU-format blocks give each contender's median over the repetitions,
+// and the summary gives weft ÷ the faster MPI per cell as the median of
+// the per-repetition ratios, and the targets:
+//
+//	latency ≤ 1.0× the faster MPI on the geometric mean of sizes ≤ 1 KiB,
+//	never above 1.25× on a cell; bandwidth ≥ 1.0× (time ≤ 1.0×) at
+//	≥ 1 MiB; with 4 endpoints of one process an 8-byte Allreduce ≥ 5×
+//	faster than 4 MPI processes.
+//
+// Usage (from the repository root):
+//
+//	go run ./test/bench/osu [-np 2,4] [-reps 3] [-json]
+//
+// With -json it prints benchrec.Record lines on stdout (tool osu, area
+// collectives, case <contender>-np<n>-<collective>, size the bytes,
+// metric lat in us; weft's carry ref "best MPI", its median and the
+// median ratio) and the tables on stderr.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weft-hpc/weft/test/bench/internal/sidebyside"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "osu:", err)
+		os.Exit(sidebyside.ExitCode(err))
+	}
+}
+
+// config is the parsed command line of the driver.
+type config struct {
+	colls   []string
+	sizes   []int
+	nps     []int
+	weft    []string // procs, ep
+	refs    []string // mpich, openmpi
+	reps    int
+	iters   int
+	fabrun  string
+	timeout time.Duration
+	jsonOut bool
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	cli := sidebyside.NewCLI("osu", "internal: rank, a process of the weft job", 2*time.Minute, stderr)
+	colls := cli.String("colls", strings.Join(collNames, ","), "collectives: barrier, bcast, reduce, allreduce, allgather, alltoall")
+	sizes := cli.String("sizes", "8,64,512,1k,8k,64k,1m", "message sizes in bytes (k, m suffixes)")
+	nps := cli.String("np", "2,4", "rank counts")
+	weft := cli.String("weft", "procs,ep", "weft columns: procs (a process per rank), ep (one process, a handle per rank)")
+	refs := cli.String("ref", "mpich,openmpi", "MPI implementations to run: mpich, openmpi")
+	iters := cli.Int("iters", 1000, "timed calls per size up to 8 KiB (a tenth above, at least 10)")
+	if err := cli.Parse(args); err != nil {
+		return err
+	}
+	if cli.Role != "" {
+		if cli.Role != "rank" {
+			return fmt.Errorf("%w: -role %q: want rank", sidebyside.ErrUsage, cli.Role)
+		}
+		return rankMain(cli.Args(), stdout)
+	}
+	var cfg *config
+	err := cli.Check(func() (err error) {
+		cfg, err = parseConfig(*colls, *sizes, *nps, *weft, *refs, cli.Reps, *iters)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	cfg.fabrun, cfg.timeout, cfg.jsonOut = cli.Fabrun, cli.Timeout, cli.JSON
+	return drive(context.Background(), cfg, stdout, stderr)
+}
+
+// parseConfig checks the driver's flags.
+func parseConfig(colls, sizes, nps, weft, refs string, reps, iters int) (*config, error) {
+	cfg := &config{reps: reps, iters: iters}
+	for _, k := range sidebyside.List(colls) {
+		if !knownColl(k) {
+			return nil, fmt.Errorf("-colls %q: want %s", k, strings.Join(collNames, ", "))
+		}
+		cfg.colls = appendUniq(cfg.colls, k)
+	}
+	ss, err := sidebyside.Sizes(sizes, 64<<20)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range ss {
+		cfg.sizes = appendUniq(cfg.sizes, n)
+	}
+	for _, f := range sidebyside.List(nps) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 2 || n > 64 {
+			return nil, fmt.Errorf("-np %q: want 2 to 64 ranks", f)
+		}
+		cfg.nps = appendUniq(cfg.nps, n)
+	}
+	for _, w := range sidebyside.List(weft) {
+		if w != "procs" && w != "ep" {
+			return nil, fmt.Errorf("-weft %q: want procs or ep", w)
+		}
+		cfg.weft = appendUniq(cfg.weft, w)
+	}
+	for _, r := range sidebyside.List(refs) {
+		if r != "mpich" && r != "openmpi" {
+			return nil, fmt.Errorf("-ref %q: want mpich or openmpi", r)
+		}
+		cfg.refs = appendUniq(cfg.refs, r)
+	}
+	switch {
+	case len(cfg.colls) == 0:
+		return nil, fmt.Errorf("-colls: none")
+	case len(cfg.sizes) == 0:
+		return nil, fmt.Errorf("-sizes: none")
+	case len(cfg.nps) == 0:
+		return nil, fmt.Errorf("-np: none")
+	case len(cfg.weft)+len(cfg.refs) == 0:
+		return nil, fmt.Errorf("nothing to run: -weft and -ref are both empty")
+	case reps < 1:
+		return nil, fmt.Errorf("-reps %d: want ≥ 1", reps)
+	case iters < 1:
+		return nil, fmt.Errorf("-iters %d: want ≥ 1", iters)
+	}
+	return cfg, nil
+}
+
+func appendUniq[T comparable](s []T, v T) []T {
+	if slices.Contains(s, v) {
+		return s
+	}
+	return append(s, v)
+}

@@ -1,0 +1,111 @@
+/*
+ * osu: the MPI side of test/bench/osu, the collective latency loops of the
+ * OSU micro-benchmarks (osu_barrier, osu_bcast, osu_reduce, osu_allreduce,
+ * osu_allgather, osu_alltoall). For each collective and size: SKIP
+ * untimed and ITERS timed calls, each timed alone with MPI_Wtime and
+ * followed by an untimed MPI_Barrier (osu_barrier times MPI_Barrier
+ * back to back); a rank's latency is its mean, the figure the mean over
+ * the ranks (OSU's "Avg Latency"). Reductions are MPI_SUM of MPI_FLOAT
+ * (size/4 elements, as OSU); Bcast and Reduce are rooted at rank 0;
+ * Allgather and Alltoall move SIZE bytes per rank and block. Sizes above
+ * 8 KiB run ITERS/10 calls (at least 10), as OSU's large-message counts.
+ *
+ * Output, from rank 0, per collective and size (0 for barrier):
+ *   RESULT <collective> <bytes> <avg latency, microseconds>
+ *
+ * Usage: osu ITERS COLLECTIVE,... SIZE...
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpibench.h"
+
+static double loop(const char *coll, char *sbuf, char *rbuf, int size, int np, long iters, long skip)
+{
+	int count = size / 4;
+	double total = 0;
+	for (long i = 0; i < skip + iters; i++) {
+		double t0 = MPI_Wtime();
+		if (strcmp(coll, "barrier") == 0)
+			MPI_Barrier(MPI_COMM_WORLD);
+		else if (strcmp(coll, "bcast") == 0)
+			MPI_Bcast(sbuf, size, MPI_CHAR, 0, MPI_COMM_WORLD);
+		else if (strcmp(coll, "reduce") == 0)
+			MPI_Reduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+		else if (strcmp(coll, "allreduce") == 0)
+			MPI_Allreduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+		else if (strcmp(coll, "allgather") == 0)
+			MPI_Allgather(sbuf, size, MPI_CHAR, rbuf, size, MPI_CHAR, MPI_COMM_WORLD);
+		else
+			MPI_Alltoall(sbuf, size, MPI_CHAR, rbuf, size, MPI_CHAR, MPI_COMM_WORLD);
+		double el = MPI_Wtime() - t0;
+		if (i >= skip)
+			total += el;
+		if (strcmp(coll, "barrier") != 0)
+			MPI_Barrier(MPI_COMM_WORLD);
+	}
+	return total * 1e6 / iters;
+}
+
+int main(int argc, char **argv)
+{
+	int rank, np;
+	mpibench_start(&argc, &argv, &rank, &np);
+	if (argc < 4) {
+		if (rank == 0)
+			fprintf(stderr, "osu: usage: osu ITERS COLLECTIVE,... SIZE...\n");
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	long iters = mpibench_arg("osu", argv[1], "ITERS");
+	if (iters < 1)
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	long maxsize = 4;
+	for (int i = 3; i < argc; i++) {
+		long s = mpibench_arg("osu", argv[i], "SIZE");
+		if (s < 0)
+			MPI_Abort(MPI_COMM_WORLD, 2);
+		if (s > maxsize)
+			maxsize = s;
+	}
+	char *sbuf = malloc(maxsize * np), *rbuf = malloc(maxsize * np);
+	if (sbuf == NULL || rbuf == NULL)
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	memset(sbuf, 0, maxsize * np);
+	memset(rbuf, 0, maxsize * np);
+	char *colls = strdup(argv[2]);
+	for (char *coll = strtok(colls, ","); coll != NULL; coll = strtok(NULL, ",")) {
+		const char *known[] = {"barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall"};
+		int ok = 0;
+		for (int k = 0; k < 6; k++)
+			ok |= strcmp(coll, known[k]) == 0;
+		if (!ok) {
+			if (rank == 0)
+				fprintf(stderr, "osu: unknown collective %s\n", coll);
+			MPI_Abort(MPI_COMM_WORLD, 2);
+		}
+		for (int i = 3; i < argc; i++) {
+			int size = (int)atol(argv[i]);
+			if (strcmp(coll, "barrier") == 0) {
+				if (i > 3)
+					break;
+				size = 0;
+			}
+			long n = iters;
+			if (size > 8192)
+				n = iters / 10 > 10 ? iters / 10 : 10;
+			long skip = n / 10 > 2 ? n / 10 : 2;
+			double mine = loop(coll, sbuf, rbuf, size, np, n, skip), sum = 0;
+			MPI_Reduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+			if (rank == 0) {
+				printf("RESULT %s %d %.4f\n", coll, size, sum / np);
+				fflush(stdout);
+			}
+		}
+	}
+	free(colls);
+	free(sbuf);
+	free(rbuf);
+	MPI_Finalize();
+	return 0;
+}

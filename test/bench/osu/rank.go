@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	C "github.com/weft-hpc/weft/collectives"
+	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/test/bench/internal/sidebyside"
+)
+
+// rankMain is one process of a weft job (-role rank), the counterpart of
+// mpi/osu.c with the same loops and output:
+//
+//	-role rank HANDLES ITERS COLLECTIVE,... SIZE...
+//
+// HANDLES endpoint handles of this process (CreateEndpoints) are ranks
+// of the communicator the collectives run over, each driven by its own
+// goroutine.
+func rankMain(args []string, stdout io.Writer) error {
+	if len(args) < 4 {
+		return fmt.Errorf("%w: -role rank HANDLES ITERS COLLECTIVE,... SIZE...", sidebyside.ErrUsage)
+	}
+	var nums []int
+	for i, a := range append(args[:2:2], args[3:]...) {
+		n, err := strconv.Atoi(a)
+		if err != nil || n < 0 || (i < 2 && n < 1) {
+			return fmt.Errorf("%w: -role rank: argument %q is not a positive integer", sidebyside.ErrUsage, a)
+		}
+		nums = append(nums, n)
+	}
+	colls := sidebyside.List(args[2])
+	for _, k := range colls {
+		if !knownColl(k) {
+			return fmt.Errorf("%w: -role rank: unknown collective %q", sidebyside.ErrUsage, k)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	w, err := endpoint.Init(ctx)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	eps, err := w.Comm().CreateEndpoints(ctx, nums[0])
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, e := range eps {
+			e.Free()
+		}
+	}()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make([]error, len(eps))
+	for i, e := range eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = handleMain(ctx, e, nums[1], colls, nums[2:], func(line string) {
+				mu.Lock()
+				defer mu.Unlock()
+				fmt.Fprintln(stdout, line)
+			})
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handleMain runs the loops of every collective and size on one rank;
+// rank 0 reports.
+func handleMain(ctx context.Context, e *endpoint.Comm, iters int, colls []string, sizes []int, report func(string)) error {
+	c, err := C.New(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer c.Free()
+	p := c.Size()
+	most := 4
+	for _, s := range sizes {
+		most = max(most, s)
+	}
+	sb, rb := make([]byte, most*p), make([]byte, most*p)
+	for _, k := range colls {
+		for i, size := range sizes {
+			if k == "barrier" {
+				if i > 0 {
+					break
+				}
+				size = 0
+			}
+			n := iters
+			if size > 8192 {
+				n = max(iters/10, 10)
+			}
+			mine, err := osuLoop(ctx, c, k, sb, rb, size, n, max(n/10, 2))
+			if err != nil {
+				return fmt.Errorf("rank %d: %s %d B: %w", c.Rank(), k, size, err)
+			}
+			sum := []float64{0}
+			if err := C.Reduce(ctx, c, []float64{mine}, sum, C.Sum[float64](), 0); err != nil {
+				return err
+			}
+			if c.Rank() == 0 {
+				report(fmt.Sprintf("RESULT %s %d %.4f", k, size, sum[0]/float64(p)))
+			}
+		}
+	}
+	return nil
+}
+
+// osuLoop is OSU's loop: skip untimed and iters timed calls, each timed
+// alone and followed by an untimed Barrier (none for the barrier test);
+// it returns this rank's mean latency in microseconds.
+func osuLoop(ctx context.Context, c *C.Coll, k string, sb, rb []byte, size, iters, skip int) (float64, error) {
+	p := c.Size()
+	sf, rf := floats(sb[:size]), floats(rb[:size])
+	var call func() error
+	switch k {
+	case "barrier":
+		call = func() error { return C.Barrier(ctx, c) }
+	case "bcast":
+		call = func() error { return C.Bcast(ctx, c, sb[:size], 0) }
+	case "reduce":
+		call = func() error {
+			if c.Rank() == 0 {
+				return C.Reduce(ctx, c, sf, rf, C.Sum[float32](), 0)
+			}
+			return C.Reduce(ctx, c, sf, nil, C.Sum[float32](), 0)
+		}
+	case "allreduce":
+		call = func() error { return C.Allreduce(ctx, c, sf, rf, C.Sum[float32]()) }
+	case "allgather":
+		call = func() error { return C.Allgather(ctx, c, sb[:size], rb[:p*size]) }
+	case "alltoall":
+		call = func() error { return C.Alltoall(ctx, c, sb[:p*size], rb[:p*size]) }
+	}
+	var total time.Duration
+	for i := 0; i < skip+iters; i++ {
+		t0 := time.Now()
+		if err := call(); err != nil {
+			return 0, err
+		}
+		if el := time.Since(t0); i >= skip {
+			total += el
+		}
+		if k != "barrier" {
+			if err := C.Barrier(ctx, c); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return total.Seconds() * 1e6 / float64(iters), nil
+}
+
+// floats views b (a []byte from make, which Go aligns to 8 bytes) as
+// len(b)/4 float32s, as OSU's reductions count size/4 floats.
+func floats(b []byte) []float32 {
+	if len(b) < 4 {
+		return []float32{}
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+}
+
+var collNames = []string{"barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall"}
+
+func knownColl(k string) bool {
+	for _, n := range collNames {
+		if n == k {
+			return true
+		}
+	}
+	return false
+}
+
+// title is OSU's name of a collective in its headers.
+func title(k string) string { return strings.ToUpper(k[:1]) + k[1:] }
