@@ -17,9 +17,10 @@ import (
 // programs with the same arguments and output:
 //
 //	-role pingpong ITERS WARMUP SIZE...
-//	-role msgrate WINDOW WINDOWS WARMUP SIZE HANDLES
+//	-role msgrate WINDOW WINDOWS WARMUP SIZE HANDLES BATCH
 //
-// HANDLES is the number of endpoint handles (and goroutines) per process.
+// HANDLES is the number of endpoint handles (and goroutines) per process;
+// BATCH 1 starts each window's sends with one IsendBatch.
 func rankMain(role string, args []string, stdout io.Writer) error {
 	nums := make([]int, len(args))
 	for i, a := range args {
@@ -38,10 +39,10 @@ func rankMain(role string, args []string, stdout io.Writer) error {
 		}
 		return rankPingpong(ctx, nums[0], nums[1], nums[2:], stdout)
 	case "msgrate":
-		if len(nums) != 5 || nums[0] < 1 || nums[1] < 1 || nums[4] < 1 {
-			return fmt.Errorf("%w: -role msgrate WINDOW WINDOWS WARMUP SIZE HANDLES (WINDOW, WINDOWS, HANDLES ≥ 1)", sidebyside.ErrUsage)
+		if len(nums) != 6 || nums[0] < 1 || nums[1] < 1 || nums[4] < 1 || nums[5] > 1 {
+			return fmt.Errorf("%w: -role msgrate WINDOW WINDOWS WARMUP SIZE HANDLES BATCH (WINDOW, WINDOWS, HANDLES ≥ 1; BATCH 0 or 1)", sidebyside.ErrUsage)
 		}
-		return rankMsgrate(ctx, nums[0], nums[1], nums[2], nums[3], nums[4], stdout)
+		return rankMsgrate(ctx, nums[0], nums[1], nums[2], nums[3], nums[4], nums[5] == 1, stdout)
 	}
 	return fmt.Errorf("%w: -role %q: want pingpong or msgrate", sidebyside.ErrUsage, role)
 }
@@ -94,7 +95,7 @@ func rankPingpong(ctx context.Context, iters, warmup int, sizes []int, stdout io
 // zero-byte acknowledgement. After warmup untimed windows every goroutine
 // waits; a barrier of the processes starts the clock, a second one stops
 // it, and world rank 0 prints the messages of all pairs per second.
-func rankMsgrate(ctx context.Context, window, windows, warmup, size, handles int, stdout io.Writer) error {
+func rankMsgrate(ctx context.Context, window, windows, warmup, size, handles int, batch bool, stdout io.Writer) error {
 	w, err := endpoint.Init(ctx)
 	if err != nil {
 		return err
@@ -129,6 +130,7 @@ func rankMsgrate(ctx context.Context, window, windows, warmup, size, handles int
 			peer = r - pairs
 		}
 		st := eploop.NewStream(c, peer, r < pairs, window, size, 0)
+		st.Batch = batch
 		ready.Add(1)
 		done.Add(1)
 		go func() {
