@@ -164,7 +164,12 @@ func setup(ctx context.Context, cfg *config, tmp string, stderr io.Writer) ([]*c
 			return nil, err
 		}
 		for _, v := range cfg.weft {
-			c := &contender{name: weftColumn(v), kind: kindWeft, env: []string{"WEFT_NODE_TRANSPORT=" + v}}
+			tr, thp := strings.CutSuffix(v, "+thp")
+			c := &contender{name: weftColumn(tr), kind: kindWeft, env: []string{"WEFT_NODE_TRANSPORT=" + tr}}
+			if thp { // ping-pong buffers on transparent huge pages
+				c.name += "-thp"
+				c.env = append(c.env, envBufs+"=thp")
+			}
 			c.launch = func(np int) []string { return w.Launch(np, c.env) }
 			cs = append(cs, c)
 		}

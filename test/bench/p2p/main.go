@@ -25,7 +25,10 @@
 //	             (-role), with WEFT_NODE_TRANSPORT=native; -weft
 //	             native,fabric adds a weft-fabric column
 //	             (WEFT_NODE_TRANSPORT=fabric), and any other value v a
-//	             weft-v column. Ping-pong and the 1- and 2-sender rates
+//	             weft-v column; v+thp (native+thp) runs v with the
+//	             ping-pong buffers on transparent huge pages (mmap,
+//	             MADV_HUGEPAGE) instead of the Go heap, column weft-thp.
+//	             Ping-pong and the 1- and 2-sender rates
 //	             run on a private endpoint per rank (CreateEndpoints(1)).
 //	fi_pingpong  libfabric's fi_pingpong -p shm -e rdm (ping-pong only)
 //	mpich        mpi/pingpong.c and mpi/msgrate.c built with mpicc.mpich,

@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/test/bench/internal/eploop"
@@ -63,6 +67,15 @@ func rankPingpong(ctx context.Context, iters, warmup int, sizes []int, stdout io
 		maxSize = max(maxSize, s)
 	}
 	sb, rb := make([]byte, maxSize), make([]byte, maxSize)
+	if os.Getenv(envBufs) == "thp" {
+		var err error
+		if sb, err = thpBuf(maxSize); err != nil {
+			return err
+		}
+		if rb, err = thpBuf(maxSize); err != nil {
+			return err
+		}
+	}
 	for i := range sb {
 		sb[i] = byte(i%251 + 1)
 	}
@@ -86,6 +99,28 @@ func rankPingpong(ctx context.Context, iters, warmup int, sizes []int, stdout io
 		}
 	}
 	return nil
+}
+
+// envBufs set to thp makes the ping-pong ranks take their buffers from
+// thpBuf instead of the Go heap (-weft native+thp).
+const envBufs = "WEFT_P2P_BUFS"
+
+// thpBuf maps n bytes (rounded up to 2 MiB) advised MADV_HUGEPAGE, so
+// that the kernel backs them with transparent huge pages where its
+// setting is madvise or always; the mapping lives as long as the process.
+func thpBuf(n int) ([]byte, error) {
+	const huge = 2 << 20
+	sz := (n + huge - 1) / huge * huge
+	b, err := unix.Mmap(-1, 0, sz+huge, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("mmap %d bytes: %w", sz+huge, err)
+	}
+	off := (huge - int(uintptr(unsafe.Pointer(&b[0]))%huge)) % huge
+	b = b[off : off+sz]
+	if err := unix.Madvise(b, unix.MADV_HUGEPAGE); err != nil {
+		return nil, fmt.Errorf("madvise(MADV_HUGEPAGE): %w", err)
+	}
+	return b[:n], nil
 }
 
 // rankMsgrate: every process opens handles endpoint handles and drives each
