@@ -18,6 +18,16 @@
  *     The handshake is a counter per direction in a shared page, polled.
  *     Output: RESULT lat SIZE <half round trip, us>, RESULT bw SIZE <MB/s>.
  *
+ *   floor copy KIND SIZE ITERS
+ *     The copy alone, timed one by one: a peer process holds a SIZE-byte
+ *     buffer and sleeps; this one reads it ITERS times with
+ *     process_vm_readv (KIND cma: malloc'd buffers; cmathp: transparent
+ *     huge pages on both sides) or copies between two of its own buffers
+ *     (memcpy). Nothing spins, so the fastest copies are the floor even on
+ *     a busy machine.
+ *     Output: RESULT copymin SIZE <fastest copy, us>, RESULT copymed SIZE
+ *     <median copy, us>.
+ *
  *   floor msgrate PAIRS WINDOW WINDOWS WARMUP SIZE
  *     PAIRS sender processes each stream SIZE-byte messages to a receiver
  *     process of their own through a single-producer single-consumer ring
@@ -213,6 +223,59 @@ static void pingpong(const char *kind, long iters, long warmup, int nsizes, long
 	}
 }
 
+/* ---- the copy alone ---- */
+
+static int cmpd(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static void copyonly(const char *kind, long n, long iters)
+{
+	int thp = strcmp(kind, "cmathp") == 0, mem = strcmp(kind, "memcpy") == 0;
+	if (!thp && !mem && strcmp(kind, "cma") != 0) {
+		fprintf(stderr, "floor: copy kind %s: want cma, cmathp or memcpy\n", kind);
+		exit(2);
+	}
+	struct ppctl *c = shared(sizeof *c);
+	pid_t child = -1;
+	if (!mem) {
+		child = fork();
+		if (child < 0) {
+			perror("floor: fork");
+			exit(1);
+		}
+		if (child == 0) {
+			char *sb = alloc(n, thp);
+			c->addr[1] = (uint64_t)(uintptr_t)sb;
+			__atomic_store_n(&c->flag[1], 1, __ATOMIC_RELEASE);
+			for (;;)
+				pause();
+		}
+		while (__atomic_load_n(&c->flag[1], __ATOMIC_ACQUIRE) != 1)
+			usleep(100);
+	}
+	char *src = mem ? alloc(n, 0) : NULL, *dst = alloc(n, thp);
+	double *t = calloc(iters, sizeof *t);
+	for (long k = -iters / 10; k < iters; k++) {
+		double t0 = now();
+		if (mem) {
+			memcpy(dst, src, n);
+			__asm__ volatile("" ::"r"(dst) : "memory");
+		} else
+			readfrom(child, dst, c->addr[1], n);
+		if (k >= 0)
+			t[k] = (now() - t0) * 1e6;
+	}
+	if (!mem) {
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+	}
+	qsort(t, iters, sizeof *t, cmpd);
+	printf("RESULT copymin %ld %.4f\nRESULT copymed %ld %.4f\n", n, t[0], n, t[iters / 2]);
+}
+
 /* ---- message rate ---- */
 
 enum { CELLS = 512, CELL = 64, LAG = CELLS / 8 };
@@ -350,6 +413,15 @@ int main(int argc, char **argv)
 		pingpong(argv[2], iters, warmup, n, sizes);
 		return 0;
 	}
+	if (argc == 5 && strcmp(argv[1], "copy") == 0) {
+		long n = arg(argv[3], "SIZE"), iters = arg(argv[4], "ITERS");
+		if (iters < 1) {
+			fprintf(stderr, "floor: ITERS must be at least 1\n");
+			return 2;
+		}
+		copyonly(argv[2], n, iters);
+		return 0;
+	}
 	if (argc == 7 && strcmp(argv[1], "msgrate") == 0) {
 		long pairs = arg(argv[2], "PAIRS"), window = arg(argv[3], "WINDOW"), windows = arg(argv[4], "WINDOWS");
 		long warmup = arg(argv[5], "WARMUP"), size = arg(argv[6], "SIZE");
@@ -361,6 +433,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	fprintf(stderr, "usage: floor pingpong cma|cmathp|cmafresh|memcpy ITERS WARMUP SIZE...\n"
+			"       floor copy cma|cmathp|memcpy SIZE ITERS\n"
 			"       floor msgrate PAIRS WINDOW WINDOWS WARMUP SIZE\n");
 	return 2;
 }
