@@ -41,6 +41,8 @@
  *     yields the core (sched_yield), as weft and Open MPI do then.
  *     Output: RESULT msgrate SIZE <messages of all pairs per second>.
  *
+ * With FLOOR_PIN set, process i runs on core i modulo the cores.
+ *
  * Build: cc -O2 -o floor floor.c
  */
 #define _GNU_SOURCE
@@ -85,6 +87,17 @@ static void *shared(size_t n)
 }
 
 static int crowded;
+
+/* pin puts process i on core i mod the cores when FLOOR_PIN is set. */
+static void pin(int i)
+{
+	if (getenv("FLOOR_PIN") == NULL)
+		return;
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(i % sysconf(_SC_NPROCESSORS_ONLN), &set);
+	sched_setaffinity(0, sizeof set, &set);
+}
 
 static void relax(void)
 {
@@ -179,6 +192,7 @@ static void pingpong(const char *kind, long iters, long warmup, int nsizes, long
 		exit(1);
 	}
 	int me = child == 0;
+	pin(me);
 	char *sb = alloc(maxsz, thp), *rb = fresh ? NULL : alloc(maxsz, thp);
 	c->addr[me] = (uint64_t)(uintptr_t)sb;
 	c->pid[me] = getpid();
@@ -364,6 +378,7 @@ static void msgrate(long pairs, long window, long windows, long warmup, long siz
 		kids[i] = k;
 	}
 	int pair = me % pairs, sender = me < pairs;
+	pin(me);
 	struct prod p = {&rings[2 * pair + (sender ? 0 : 1)], 0, 0};
 	struct cons q = {&rings[2 * pair + (sender ? 1 : 0)], 0, 0};
 	char msg[40] = {0}, *bufs = calloc(window, 40);
