@@ -30,12 +30,16 @@ func batchSizes(t *testing.T) []int {
 // first (expected), z's after (unexpected), all with AnyTag: each peer
 // gets its messages complete and in send order, a batch message longer
 // than its receive truncates. A batch of more messages than a ring holds
-// queues the rest in order. Bad arguments send nothing.
+// queues the rest in order. Bad arguments send nothing. Private handles
+// on both transports, and the three handles on one shared endpoint.
 func TestIsendBatch(t *testing.T) {
 	singleton(t)
 	sizes := batchSizes(t)
-	for _, native := range []bool{true, false} {
-		t.Run(fmt.Sprintf("native=%v", native), func(t *testing.T) {
+	for _, mode := range []struct {
+		native, shared bool
+	}{{true, false}, {false, false}, {true, true}} {
+		native := mode.native
+		t.Run(fmt.Sprintf("native=%v,shared=%v", native, mode.shared), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			w, err := endpoint.Init(ctx, endpoint.WithProvider("shm"))
@@ -43,7 +47,7 @@ func TestIsendBatch(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer w.Close()
-			eps, err := w.Comm().CreateEndpoints(ctx, 3, endpoint.WithNodeTransport(native))
+			eps, err := w.Comm().CreateEndpoints(ctx, 3, endpoint.WithNodeTransport(native), endpoint.Shared(mode.shared))
 			if err != nil {
 				t.Fatal(err)
 			}
