@@ -189,9 +189,10 @@ func (r *rawFab) close() {
 // BenchmarkRate8B is the per-message cost of both ends in one goroutine:
 // per window, 64 receives posted on y, 64 sends of 8 bytes from x, one
 // WaitAll over the receives, which are then released; ns/op is per
-// message (send + receive).
+// message (send + receive). native-batch sends each window with one
+// IsendBatch.
 func BenchmarkRate8B(b *testing.B) {
-	for _, tr := range []string{"native", "fabric"} {
+	for _, tr := range []string{"native", "native-batch", "fabric"} {
 		b.Run(tr, func(b *testing.B) {
 			singleton(b)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -201,7 +202,7 @@ func BenchmarkRate8B(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer w.Close()
-			eps, err := w.Comm().CreateEndpoints(ctx, 2, endpoint.WithNodeTransport(tr == "native"))
+			eps, err := w.Comm().CreateEndpoints(ctx, 2, endpoint.WithNodeTransport(tr != "fabric"))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -213,6 +214,11 @@ func BenchmarkRate8B(b *testing.B) {
 				bufs[i] = make([]byte, 8)
 			}
 			reqs := make([]*endpoint.Request, window)
+			batch := make([]endpoint.Msg, window)
+			for i := range batch {
+				batch[i] = endpoint.Msg{Buf: msg, Dest: 1, Tag: 1}
+			}
+			sends := make([]*endpoint.Request, 0, window)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for done := 0; done < b.N; done += window {
@@ -221,9 +227,15 @@ func BenchmarkRate8B(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				for range reqs {
-					if _, err := x.Isend(msg, 1, 1); err != nil {
+				if tr == "native-batch" {
+					if sends, err = x.IsendBatch(sends[:0], batch); err != nil {
 						b.Fatal(err)
+					}
+				} else {
+					for range reqs {
+						if _, err := x.Isend(msg, 1, 1); err != nil {
+							b.Fatal(err)
+						}
 					}
 				}
 				if err := endpoint.WaitAll(ctx, reqs...); err != nil {

@@ -126,6 +126,9 @@ type vci struct {
 	freeReqs   []*Request // released requests for reuse (Request.Release)
 	chunk      []byte     // a typed receive's copy-then-unpack piece (node.go)
 	scratch    []byte     // one inline message, packed or to unpack (node.go)
+
+	// IsendBatch's rings with unpublished messages (batch.go)
+	batchDirty []*nodeLink
 }
 
 func (v *vci) lock() {

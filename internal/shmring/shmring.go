@@ -47,6 +47,14 @@
 // fits once the consumer has caught up; the producer reads it only when
 // its cached copy says the ring is full.
 //
+// Append writes a message the same way without publishing it; Publish (or
+// the next TrySend, TrySendFunc or TrySendv, which publish whatever was
+// appended before their own messages) then makes every appended message
+// visible with the one store of the first unpublished message's sequence
+// word. Until then the consumer sees none of them, also when the ring is
+// full of them: a producer that appends must publish before it waits for
+// room.
+//
 // The producer keeps no state in the region: NewProducer finds its
 // position by walking the published messages from the consumer's
 // position, then clears the sequence words of every cell past them (a
@@ -234,6 +242,7 @@ type Producer struct {
 	r      ring
 	write  uint64 // next position to write
 	cached uint64 // last seen consumer position
+	start  uint64 // first position not yet published (== write: none)
 }
 
 // NewProducer attaches the sending end to an initialised region. It finds
@@ -263,7 +272,7 @@ func NewProducer(mem []byte) (*Producer, error) {
 	for q := p; q-read < uint64(r.nCells()); q++ {
 		atomic.StoreUint64(r.seq(q), 0)
 	}
-	return &Producer{r: r, write: p, cached: read}, nil
+	return &Producer{r: r, write: p, cached: read, start: p}, nil
 }
 
 // MaxInline returns the largest message the ring carries.
@@ -318,14 +327,48 @@ func (pr *Producer) TrySend(user uint64, payload []byte) (bool, error) {
 	}
 	k := CellsFor(len(payload))
 	if !pr.room(k) {
+		pr.Publish()
 		return false, nil
 	}
 	p := pr.write
-	pr.fill(p, user, payload, false)
+	pr.fill(p, user, payload, p != pr.start)
 	pr.write = p + uint64(k)
-	release.Store(pr.r.seq(p), p+1) // publish
+	pr.Publish()
 	return true, nil
 }
+
+// Append writes one message like TrySend but does not publish it: the
+// consumer sees it only after Publish or the next TrySend, TrySendFunc or
+// TrySendv, together with every other message appended since the last
+// publication, in order. It returns false, and writes nothing, when the
+// ring has no room; since the consumer cannot take unpublished messages,
+// the caller should then Publish before it waits for room. A payload
+// longer than MaxInline gives ErrTooLarge.
+func (pr *Producer) Append(user uint64, payload []byte) (bool, error) {
+	if len(payload) > pr.r.maxInline {
+		return false, fmt.Errorf("shmring: Append of %d bytes, max %d: %w", len(payload), pr.r.maxInline, ErrTooLarge)
+	}
+	k := CellsFor(len(payload))
+	if !pr.room(k) {
+		return false, nil
+	}
+	p := pr.write
+	pr.fill(p, user, payload, p != pr.start)
+	pr.write = p + uint64(k)
+	return true, nil
+}
+
+// Publish makes every appended message visible to the consumer with one
+// release store; it does nothing when none is pending.
+func (pr *Producer) Publish() {
+	if p := pr.start; p != pr.write {
+		pr.start = pr.write
+		release.Store(pr.r.seq(p), p+1)
+	}
+}
+
+// Pending reports whether appended messages wait for Publish.
+func (pr *Producer) Pending() bool { return pr.start != pr.write }
 
 // TrySendv sends the messages payloads[i] with user words users[i], in
 // order, as many as fit, and publishes them with one store. It returns the
@@ -341,19 +384,16 @@ func (pr *Producer) TrySendv(users []uint64, payloads [][]byte) (int, error) {
 			return 0, fmt.Errorf("shmring: TrySendv: message %d of %d bytes, max %d: %w", i, len(b), pr.r.maxInline, ErrTooLarge)
 		}
 	}
-	first := pr.write
 	sent := 0
 	for i, b := range payloads {
 		k := CellsFor(len(b))
 		if !pr.room(k) {
 			break
 		}
-		pr.write += uint64(pr.fill(pr.write, users[i], b, i > 0))
+		pr.write += uint64(pr.fill(pr.write, users[i], b, pr.write != pr.start))
 		sent++
 	}
-	if sent > 0 {
-		release.Store(pr.r.seq(first), first+1) // publish all
-	}
+	pr.Publish() // all of them, with what was appended before
 	return sent, nil
 }
 
@@ -475,6 +515,7 @@ func (pr *Producer) TrySendFunc(user uint64, n int, fill func(off int, piece []b
 	}
 	k := CellsFor(n)
 	if !pr.room(k) {
+		pr.Publish()
 		return false, nil
 	}
 	r := &pr.r
@@ -495,7 +536,10 @@ func (pr *Producer) TrySendFunc(user uint64, n int, fill func(off int, piece []b
 		o := FirstPayload + (i-1)*NextPayload
 		fill(o, cc[8:8+min(n-o, NextPayload)])
 	}
+	if p != pr.start { // published with the messages appended before it
+		binary.LittleEndian.PutUint64(c[0:], p+1)
+	}
 	pr.write = p + uint64(k)
-	release.Store(r.seq(p), p+1) // publish
+	pr.Publish()
 	return true, nil
 }

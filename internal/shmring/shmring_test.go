@@ -491,3 +491,103 @@ func TestTrySendFunc(t *testing.T) {
 		t.Fatalf("too large: %v", err)
 	}
 }
+
+// TestAppendPublish: appended messages stay invisible until Publish (or a
+// TrySend, TrySendFunc or TrySendv, which publish them with their own),
+// then arrive in order; a full ring refuses Append without writing; an
+// unpublished batch left by a dead producer never shows.
+func TestAppendPublish(t *testing.T) {
+	const cells = 16
+	mem, pr, co := newRing(t, cells, MaxInlineFor(cells))
+	if pr.Pending() {
+		t.Fatal("new producer has pending messages")
+	}
+	pr.Publish() // nothing pending: no effect
+	mustEmpty(t, co)
+	for i := range 3 {
+		if ok, err := pr.Append(uint64(i), pattern(uint64(i), 30*i)); !ok || err != nil {
+			t.Fatalf("Append %d = %v, %v", i, ok, err)
+		}
+		mustEmpty(t, co)
+	}
+	if !pr.Pending() {
+		t.Fatal("Pending false after Append")
+	}
+	pr.Publish()
+	if pr.Pending() {
+		t.Fatal("Pending true after Publish")
+	}
+	for i := range 3 {
+		mustRecv(t, co, uint64(i), pattern(uint64(i), 30*i))
+	}
+	mustEmpty(t, co)
+
+	// Each kind of send publishes what was appended before it.
+	sends := map[string]func(u uint64, b []byte){
+		"TrySend": func(u uint64, b []byte) { mustSend(t, pr, u, b) },
+		"TrySendv": func(u uint64, b []byte) {
+			if n, err := pr.TrySendv([]uint64{u}, [][]byte{b}); n != 1 || err != nil {
+				t.Fatalf("TrySendv = %d, %v", n, err)
+			}
+		},
+		"TrySendFunc": func(u uint64, b []byte) {
+			if ok, err := pr.TrySendFunc(u, len(b), func(off int, p []byte) { copy(p, b[off:]) }); !ok || err != nil {
+				t.Fatalf("TrySendFunc = %v, %v", ok, err)
+			}
+		},
+	}
+	for name, send := range sends {
+		if ok, err := pr.Append(10, pattern(10, 70)); !ok || err != nil {
+			t.Fatalf("%s: Append = %v, %v", name, ok, err)
+		}
+		send(11, pattern(11, 90))
+		if pr.Pending() {
+			t.Fatalf("%s left messages pending", name)
+		}
+		mustRecv(t, co, 10, pattern(10, 70))
+		mustRecv(t, co, 11, pattern(11, 90))
+		mustEmpty(t, co)
+	}
+
+	// A full ring of appended messages: Append refuses without writing;
+	// nothing is visible until Publish.
+	n := 0
+	for {
+		ok, err := pr.Append(uint64(100+n), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		n++
+	}
+	if n != cells {
+		t.Fatalf("appended %d one-cell messages into %d cells", n, cells)
+	}
+	mustEmpty(t, co)
+	pr.Publish()
+	for i := range n {
+		mustRecv(t, co, uint64(100+i), nil)
+	}
+	mustEmpty(t, co)
+	if _, err := pr.Append(1, make([]byte, pr.MaxInline()+1)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Append past MaxInline: %v", err)
+	}
+
+	// A producer that dies with appended messages: none shows, and the
+	// next producer writes over them.
+	for i := range 3 {
+		if ok, _ := pr.Append(uint64(200+i), pattern(uint64(200+i), 60)); !ok {
+			t.Fatal("Append refused")
+		}
+	}
+	pr2, err := NewProducer(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEmpty(t, co)
+	mustSend(t, pr2, 300, pattern(300, 5))
+	mustRecv(t, co, 300, pattern(300, 5))
+	mustEmpty(t, co)
+}

@@ -26,11 +26,18 @@ var mpiPingpong []byte
 //go:embed mpi/msgrate.c
 var mpiMsgrate []byte
 
+//go:embed floor/floor.c
+var floorC []byte
+
+// floorKinds maps each floor column to floor.c's ping-pong kind.
+var floorKinds = map[string]string{"floor": "cma", "floor-thp": "cmathp", "floor-fresh": "cmafresh", "floor-memcpy": "memcpy"}
+
 // Kinds of contender.
 const (
 	kindWeft = iota
 	kindFI
 	kindMPI
+	kindFloor // floor/floor.c: the pattern without a library
 )
 
 // A contender is one column: a weft transport, fi_pingpong or an MPI.
@@ -38,13 +45,18 @@ type contender struct {
 	name string
 	kind int
 	env  []string // weft: the job's extra environment
-	// MPI: the built programs.
+	// MPI: the built programs; floor: the program (in pingpong) and its
+	// ping-pong kind.
 	pingpong, msgrate string
+	floorKind         string
 	// launch is the argv that starts np ranks (weft: of this command, to
 	// which the role's arguments are appended; MPI: of the program that
 	// follows).
 	launch func(np int) []string
 }
+
+// mpiRate maps each rate case to the MPIs' case it is compared with.
+var mpiRate = map[string]string{"1": "1", "2": "2", "2ep": "2", "1b": "1", "2epb": "2"}
 
 // runs reports whether c takes part in a measurement: ping-pong (rate
 // "") or a rate case.
@@ -55,7 +67,9 @@ func (c *contender) runs(rate string) bool {
 	case c.kind == kindFI:
 		return false
 	case c.kind == kindMPI:
-		return rate != "2ep"
+		return mpiRate[rate] == rate
+	case c.kind == kindFloor: // the ring's rate: "floor" only, 1 and 2 pairs
+		return c.name == "floor" && (rate == "1" || rate == "2")
 	}
 	return true
 }
@@ -75,11 +89,11 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 		return errors.New("no contender can run here")
 	}
 	res := newResults(cfg.reps)
-	// The MPIs' 2-sender rate is 2ep's reference even when case 2 is not
-	// asked for.
+	// The MPIs run every case some weft case is compared with, even when
+	// that case is not asked for itself.
 	rateLabels := []string{}
-	for _, l := range []string{"1", "2", "2ep"} {
-		if slices.Contains(cfg.rates, l) || (l == "2" && slices.Contains(cfg.rates, "2ep")) {
+	for _, l := range []string{"1", "2", "2ep", "1b", "2epb"} {
+		if slices.Contains(cfg.rates, l) || slices.ContainsFunc(cfg.rates, func(r string) bool { return mpiRate[r] == l }) {
 			rateLabels = append(rateLabels, l)
 		}
 	}
@@ -103,7 +117,7 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 		for _, l := range rateLabels {
 			line := fmt.Sprintf("rep %d rate %s:", rep+1, l)
 			for _, c := range mpijob.Rotate(cs, rep) {
-				if !c.runs(l) || (l == "2" && c.kind == kindWeft && !slices.Contains(cfg.rates, "2")) {
+				if !c.runs(l) || (c.kind == kindWeft && !slices.Contains(cfg.rates, l)) {
 					continue
 				}
 				v, err := msgrate(ctx, cfg, c, l)
@@ -125,6 +139,8 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 			rep.fi = c.name
 		case kindMPI:
 			rep.mpis = append(rep.mpis, c.name)
+		case kindFloor:
+			rep.floors = append(rep.floors, c.name)
 		}
 	}
 	return sidebyside.Output(cfg.jsonOut, stdout, stderr, rep.print, rep.records)
@@ -148,15 +164,30 @@ func setup(ctx context.Context, cfg *config, tmp string, stderr io.Writer) ([]*c
 			return nil, err
 		}
 		for _, v := range cfg.weft {
-			c := &contender{name: weftColumn(v), kind: kindWeft, env: []string{"WEFT_NODE_TRANSPORT=" + v}}
+			tr, thp := strings.CutSuffix(v, "+thp")
+			c := &contender{name: weftColumn(tr), kind: kindWeft, env: []string{"WEFT_NODE_TRANSPORT=" + tr}}
+			if thp { // ping-pong buffers on transparent huge pages
+				c.name += "-thp"
+				c.env = append(c.env, envBufs+"=thp")
+			}
 			c.launch = func(np int) []string { return w.Launch(np, c.env) }
 			cs = append(cs, c)
 		}
 	}
+	floorProg := ""
 	for _, r := range cfg.refs {
 		var c *contender
 		var err error
 		switch r {
+		case "floor", "floor-thp", "floor-fresh", "floor-memcpy":
+			if floorProg == "" {
+				floorProg = filepath.Join(tmp, "floor")
+				if err = buildFloor(ctx, floorProg); err != nil {
+					floorProg = ""
+					break
+				}
+			}
+			c = &contender{name: r, kind: kindFloor, pingpong: floorProg, floorKind: floorKinds[r]}
 		case "fi_pingpong":
 			if len(cfg.sizes) == 0 {
 				continue
@@ -174,6 +205,18 @@ func setup(ctx context.Context, cfg *config, tmp string, stderr io.Writer) ([]*c
 		cs = append(cs, c)
 	}
 	return cs, nil
+}
+
+// buildFloor compiles floor/floor.c with the system's C compiler.
+func buildFloor(ctx context.Context, out string) error {
+	src := out + ".c"
+	if err := os.WriteFile(src, floorC, 0o644); err != nil {
+		return err
+	}
+	if b, err := exec.CommandContext(ctx, "cc", "-O2", "-o", out, src).CombinedOutput(); err != nil {
+		return fmt.Errorf("cc floor.c: %v: %s", err, b)
+	}
+	return nil
 }
 
 // buildMPI finds MPI implementation name (mpijob.Find) and compiles the
@@ -206,9 +249,12 @@ func pingpong(ctx context.Context, cfg *config, c *contender, size int) (lat, bw
 	}
 	args := []string{strconv.Itoa(n), strconv.Itoa(sidebyside.WarmupFor(n)), strconv.Itoa(size)}
 	var argv []string
-	if c.kind == kindWeft {
+	switch c.kind {
+	case kindWeft:
 		argv = append(append(c.launch(2), "-role", "pingpong"), args...)
-	} else {
+	case kindFloor:
+		argv = append([]string{c.pingpong, "pingpong", c.floorKind}, args...)
+	default:
 		argv = append(append(c.launch(2), c.pingpong), args...)
 	}
 	out, err := mpijob.Run(ctx, cfg.timeout, argv)
@@ -230,18 +276,25 @@ func pingpong(ctx context.Context, cfg *config, c *contender, size int) (lat, bw
 // msgrate runs one message-rate job of c for rate case l and returns the
 // messages per second of all pairs.
 func msgrate(ctx context.Context, cfg *config, c *contender, l string) (float64, error) {
-	np, handles := 2, 1
+	np, handles, batch := 2, 1, "0"
 	switch l {
 	case "2":
 		np = 4
 	case "2ep":
 		handles = 2
+	case "1b":
+		batch = "1"
+	case "2epb":
+		handles, batch = 2, "1"
 	}
 	args := []string{strconv.Itoa(cfg.window), strconv.Itoa(cfg.windows), strconv.Itoa(sidebyside.WarmupFor(cfg.windows)), strconv.Itoa(cfg.msgSize)}
 	var argv []string
-	if c.kind == kindWeft {
-		argv = append(append(append(c.launch(np), "-role", "msgrate"), args...), strconv.Itoa(handles))
-	} else {
+	switch c.kind {
+	case kindWeft:
+		argv = append(append(append(c.launch(np), "-role", "msgrate"), args...), strconv.Itoa(handles), batch)
+	case kindFloor:
+		argv = append([]string{c.pingpong, "msgrate", strconv.Itoa(np / 2)}, args...)
+	default:
 		argv = append(append(c.launch(np), c.msgrate), args...)
 	}
 	out, err := mpijob.Run(ctx, cfg.timeout, argv)

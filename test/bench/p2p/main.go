@@ -14,7 +14,10 @@
 //	          4 ranks, pairs 0→2 and 1→3, rates added) and, weft only, 2ep
 //	          (two processes, each with two endpoint handles from
 //	          Comm.CreateEndpoints and a goroutine per handle, pairs
-//	          sending at once; compared with the MPIs' case 2)
+//	          sending at once; compared with the MPIs' case 2); 1b and
+//	          2epb, weft only, are 1 and 2ep with each window's sends
+//	          started by one Comm.IsendBatch (compared with the MPIs'
+//	          cases 1 and 2)
 //
 // Contenders, each run as separate processes of this node:
 //
@@ -22,7 +25,10 @@
 //	             (-role), with WEFT_NODE_TRANSPORT=native; -weft
 //	             native,fabric adds a weft-fabric column
 //	             (WEFT_NODE_TRANSPORT=fabric), and any other value v a
-//	             weft-v column. Ping-pong and the 1- and 2-sender rates
+//	             weft-v column; v+thp (native+thp) runs v with the
+//	             ping-pong buffers on transparent huge pages (mmap,
+//	             MADV_HUGEPAGE) instead of the Go heap, column weft-thp.
+//	             Ping-pong and the 1- and 2-sender rates
 //	             run on a private endpoint per rank (CreateEndpoints(1)).
 //	fi_pingpong  libfabric's fi_pingpong -p shm -e rdm (ping-pong only)
 //	mpich        mpi/pingpong.c and mpi/msgrate.c built with mpicc.mpich,
@@ -30,6 +36,16 @@
 //	openmpi      the same built with mpicc.openmpi, run with
 //	             mpirun.openmpi --oversubscribe --mca pml ob1 --mca btl
 //	             self,<its shared-memory BTL: vader, or sm from 5.0 on>
+//	floor...     on request (-ref), what the machine allows without a
+//	             library: floor/floor.c built with cc, forking its own
+//	             processes. Ping-pong: floor, one process_vm_readv of the
+//	             whole message per half round trip (buffers malloc'd once);
+//	             floor-thp, the same on transparent huge pages;
+//	             floor-fresh, into a buffer malloc'd per message;
+//	             floor-memcpy, memcpy of the message in one process.
+//	             Rate (floor only, cases 1 and 2): weft's ring protocol
+//	             alone, no matching or requests. Floors are columns
+//	             without a ratio; they are never a reference.
 //
 // A contender whose programs are missing is left out with a note on
 // stderr. Each repetition runs every contender once per size and rate
@@ -95,13 +111,13 @@ type config struct {
 func run(args []string, stdout, stderr io.Writer) error {
 	cli := sidebyside.NewCLI("p2p", "internal: pingpong or msgrate, a rank of the weft job", 2*time.Minute, stderr)
 	sizes := cli.String("sizes", "8,64,512,4k,32k,64k,256k,1m,4m", "ping-pong message sizes (k, m suffixes); empty: no ping-pong")
-	rates := cli.String("rates", "1,2,2ep", "message-rate cases: 1, 2 (senders), 2ep (weft: two endpoints of one process); empty: none")
+	rates := cli.String("rates", "1,2,2ep,1b,2epb", "message-rate cases: 1, 2 (senders), 2ep (weft: two endpoints of one process), 1b and 2epb (weft: 1 and 2ep with IsendBatch); empty: none")
 	iters := cli.Int("iters", 50000, "ping-pong round trips at ≤ 4 KiB (scaled down by size above, at least 100); the warm-up is a tenth")
 	window := cli.Int("window", 64, "messages per window in the rate cases")
 	windows := cli.Int("windows", 2000, "timed windows per rate measurement (a tenth more untimed first)")
 	msgSize := cli.Int("msgsize", 8, "message bytes in the rate cases")
 	weft := cli.String("weft", "native", "WEFT_NODE_TRANSPORT values, one weft column each (native: weft, fabric: weft-fabric)")
-	refs := cli.String("ref", "fi_pingpong,mpich,openmpi", "references to run: fi_pingpong, mpich, openmpi")
+	refs := cli.String("ref", "fi_pingpong,mpich,openmpi", "references to run: fi_pingpong, mpich, openmpi; floors (columns without a ratio): floor, floor-thp, floor-fresh, floor-memcpy")
 	provider := cli.String("provider", "shm", "libfabric provider of the weft job and fi_pingpong")
 	fiPath := cli.String("fi_pingpong", "fi_pingpong", "libfabric's fi_pingpong")
 	if err := cli.Parse(args); err != nil {
@@ -131,9 +147,9 @@ func parseConfig(sizes, rates, weft, refs string, reps, iters, window, windows, 
 	}
 	for _, r := range sidebyside.List(rates) {
 		switch r {
-		case "1", "2", "2ep":
+		case "1", "2", "2ep", "1b", "2epb":
 		default:
-			return nil, fmt.Errorf("-rates %q: want 1, 2 or 2ep", r)
+			return nil, fmt.Errorf("-rates %q: want 1, 2, 2ep, 1b or 2epb", r)
 		}
 		cfg.rates = appendUniq(cfg.rates, r)
 	}
@@ -145,9 +161,9 @@ func parseConfig(sizes, rates, weft, refs string, reps, iters, window, windows, 
 	}
 	for _, r := range sidebyside.List(refs) {
 		switch r {
-		case "fi_pingpong", "mpich", "openmpi":
+		case "fi_pingpong", "mpich", "openmpi", "floor", "floor-thp", "floor-fresh", "floor-memcpy":
 		default:
-			return nil, fmt.Errorf("-ref %q: want fi_pingpong, mpich or openmpi", r)
+			return nil, fmt.Errorf("-ref %q: want fi_pingpong, mpich, openmpi, floor, floor-thp, floor-fresh or floor-memcpy", r)
 		}
 		cfg.refs = appendUniq(cfg.refs, r)
 	}

@@ -15,11 +15,11 @@ import (
 )
 
 func TestParseConfig(t *testing.T) {
-	cfg, err := parseConfig("8, 4k,1m", "2ep,1,1", "native,fabric", "mpich,openmpi", 3, 100, 64, 10, 8)
+	cfg, err := parseConfig("8, 4k,1m", "2ep,1,1,2epb", "native,fabric", "mpich,openmpi", 3, 100, 64, 10, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(cfg.sizes, []int{8, 4096, 1 << 20}) || !slices.Equal(cfg.rates, []string{"2ep", "1"}) ||
+	if !slices.Equal(cfg.sizes, []int{8, 4096, 1 << 20}) || !slices.Equal(cfg.rates, []string{"2ep", "1", "2epb"}) ||
 		!slices.Equal(cfg.weft, []string{"native", "fabric"}) || !slices.Equal(cfg.refs, []string{"mpich", "openmpi"}) {
 		t.Errorf("config %+v", cfg)
 	}
@@ -84,10 +84,11 @@ func TestParseResults(t *testing.T) {
 
 // TestAggregate: ratios are taken within each repetition against the best
 // reference of that repetition, then their median; a missing figure
-// leaves its repetition out; 2ep is compared with the MPIs' 2-sender rate
-// and bandwidth with fi_pingpong as well.
+// leaves its repetition out; 2ep and 2epb are compared with the MPIs'
+// 2-sender rate, 1b with their 1-sender rate, and bandwidth with
+// fi_pingpong as well.
 func TestAggregate(t *testing.T) {
-	cfg := &config{sizes: []int{8, 1 << 20}, rates: []string{"1", "2ep"}, reps: 3, msgSize: 8}
+	cfg := &config{sizes: []int{8, 1 << 20}, rates: []string{"1", "2ep", "1b", "2epb"}, reps: 3, msgSize: 8}
 	res := newResults(3)
 	nan := math.NaN()
 	set := func(col, metric, label string, v ...float64) {
@@ -111,6 +112,8 @@ func TestAggregate(t *testing.T) {
 	set("mpich", "msgrate", "1", 4e6, 8e6, 4e6)
 	set("openmpi", "msgrate", "1", 1e6, 1e6, 1e6)
 	set("weft", "msgrate", "2ep", 6e6, 3e6, 9e6)
+	set("weft", "msgrate", "1b", 4e6, 4e6, 8e6)
+	set("weft", "msgrate", "2epb", 3e6, 2e6, 3e6)
 	set("mpich", "msgrate", "2", 2e6, 2e6, 2e6)
 	set("openmpi", "msgrate", "2", 3e6, 1e6, 3e6)
 
@@ -140,6 +143,14 @@ func TestAggregate(t *testing.T) {
 	// 6/3, 3/2, 9/3: median 2.
 	if r := by["p2p/weft-rate2ep/8/msgrate"]; !near(r.Ratio, 2) || r.Ref != "best MPI 2 senders" || r.RefValue != 3e6 {
 		t.Errorf("weft rate 2ep %+v", r)
+	}
+	// 4/4, 4/8, 8/4: median 1.
+	if r := by["p2p/weft-rate1b/8/msgrate"]; !near(r.Ratio, 1) || r.Ref != "best MPI" || r.RefValue != 4e6 {
+		t.Errorf("weft rate 1b %+v", r)
+	}
+	// 3/3, 2/2, 3/3: median 1.
+	if r := by["p2p/weft-rate2epb/8/msgrate"]; !near(r.Ratio, 1) || r.Ref != "best MPI 2 senders" || r.RefValue != 3e6 {
+		t.Errorf("weft rate 2epb %+v", r)
 	}
 	// References carry their own medians and no ratio; openmpi's latency
 	// is over the 2 repetitions it has.
@@ -225,7 +236,7 @@ func TestRunsSideBySide(t *testing.T) {
 	})
 
 	t.Run("json", func(t *testing.T) {
-		out, _ := tool.Run(t, "-reps", "1", "-sizes", "8", "-rates", "2ep", "-json")
+		out, _ := tool.Run(t, "-reps", "1", "-sizes", "8", "-rates", "2ep,1b", "-json")
 		cases := map[string]bool{}
 		for _, r := range tooltest.Records(t, out) {
 			// fi_pingpong prints MB/s with two decimals: an 8-byte
@@ -239,7 +250,7 @@ func TestRunsSideBySide(t *testing.T) {
 			}
 			cases[r.Key()] = true
 		}
-		for _, k := range []string{"p2p/weft/8/lat", "p2p/weft/8/bw", "p2p/weft-rate2ep/8/msgrate", "p2p/mpich/8/lat"} {
+		for _, k := range []string{"p2p/weft/8/lat", "p2p/weft/8/bw", "p2p/weft-rate2ep/8/msgrate", "p2p/weft-rate1b/8/msgrate", "p2p/mpich/8/lat"} {
 			if !cases[k] {
 				t.Errorf("no record %s in\n%s", k, out)
 			}
@@ -248,6 +259,7 @@ func TestRunsSideBySide(t *testing.T) {
 
 	t.Run("bad command lines", func(t *testing.T) {
 		tool.RefusesUsage(t, [][]string{{"-sizes", "8,x"}, {"-rates", "3"}, {"-reps", "0"}, {"-ref", "lam"}, {"-timeout", "0s"},
-			{"stray"}, {"-role", "pingpong", "x"}, {"-role", "pingpong", "0", "1", "8"}, {"-role", "msgrate", "64"}, {"-role", "dance"}})
+			{"stray"}, {"-role", "pingpong", "x"}, {"-role", "pingpong", "0", "1", "8"}, {"-role", "msgrate", "64"},
+			{"-role", "msgrate", "64", "10", "1", "8", "1", "2"}, {"-role", "dance"}})
 	})
 }

@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/test/bench/internal/eploop"
@@ -17,9 +21,10 @@ import (
 // programs with the same arguments and output:
 //
 //	-role pingpong ITERS WARMUP SIZE...
-//	-role msgrate WINDOW WINDOWS WARMUP SIZE HANDLES
+//	-role msgrate WINDOW WINDOWS WARMUP SIZE HANDLES BATCH
 //
-// HANDLES is the number of endpoint handles (and goroutines) per process.
+// HANDLES is the number of endpoint handles (and goroutines) per process;
+// BATCH 1 starts each window's sends with one IsendBatch.
 func rankMain(role string, args []string, stdout io.Writer) error {
 	nums := make([]int, len(args))
 	for i, a := range args {
@@ -38,10 +43,10 @@ func rankMain(role string, args []string, stdout io.Writer) error {
 		}
 		return rankPingpong(ctx, nums[0], nums[1], nums[2:], stdout)
 	case "msgrate":
-		if len(nums) != 5 || nums[0] < 1 || nums[1] < 1 || nums[4] < 1 {
-			return fmt.Errorf("%w: -role msgrate WINDOW WINDOWS WARMUP SIZE HANDLES (WINDOW, WINDOWS, HANDLES ≥ 1)", sidebyside.ErrUsage)
+		if len(nums) != 6 || nums[0] < 1 || nums[1] < 1 || nums[4] < 1 || nums[5] > 1 {
+			return fmt.Errorf("%w: -role msgrate WINDOW WINDOWS WARMUP SIZE HANDLES BATCH (WINDOW, WINDOWS, HANDLES ≥ 1; BATCH 0 or 1)", sidebyside.ErrUsage)
 		}
-		return rankMsgrate(ctx, nums[0], nums[1], nums[2], nums[3], nums[4], stdout)
+		return rankMsgrate(ctx, nums[0], nums[1], nums[2], nums[3], nums[4], nums[5] == 1, stdout)
 	}
 	return fmt.Errorf("%w: -role %q: want pingpong or msgrate", sidebyside.ErrUsage, role)
 }
@@ -62,6 +67,15 @@ func rankPingpong(ctx context.Context, iters, warmup int, sizes []int, stdout io
 		maxSize = max(maxSize, s)
 	}
 	sb, rb := make([]byte, maxSize), make([]byte, maxSize)
+	if os.Getenv(envBufs) == "thp" {
+		var err error
+		if sb, err = thpBuf(maxSize); err != nil {
+			return err
+		}
+		if rb, err = thpBuf(maxSize); err != nil {
+			return err
+		}
+	}
 	for i := range sb {
 		sb[i] = byte(i%251 + 1)
 	}
@@ -87,6 +101,28 @@ func rankPingpong(ctx context.Context, iters, warmup int, sizes []int, stdout io
 	return nil
 }
 
+// envBufs set to thp makes the ping-pong ranks take their buffers from
+// thpBuf instead of the Go heap (-weft native+thp).
+const envBufs = "WEFT_P2P_BUFS"
+
+// thpBuf maps n bytes (rounded up to 2 MiB) advised MADV_HUGEPAGE, so
+// that the kernel backs them with transparent huge pages where its
+// setting is madvise or always; the mapping lives as long as the process.
+func thpBuf(n int) ([]byte, error) {
+	const huge = 2 << 20
+	sz := (n + huge - 1) / huge * huge
+	b, err := unix.Mmap(-1, 0, sz+huge, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("mmap %d bytes: %w", sz+huge, err)
+	}
+	off := (huge - int(uintptr(unsafe.Pointer(&b[0]))%huge)) % huge
+	b = b[off : off+sz]
+	if err := unix.Madvise(b, unix.MADV_HUGEPAGE); err != nil {
+		return nil, fmt.Errorf("madvise(MADV_HUGEPAGE): %w", err)
+	}
+	return b[:n], nil
+}
+
 // rankMsgrate: every process opens handles endpoint handles and drives each
 // from a goroutine of its own. Of the job's ranks (processes × handles,
 // numbered in process order) the first half send and the second half
@@ -94,7 +130,7 @@ func rankPingpong(ctx context.Context, iters, warmup int, sizes []int, stdout io
 // zero-byte acknowledgement. After warmup untimed windows every goroutine
 // waits; a barrier of the processes starts the clock, a second one stops
 // it, and world rank 0 prints the messages of all pairs per second.
-func rankMsgrate(ctx context.Context, window, windows, warmup, size, handles int, stdout io.Writer) error {
+func rankMsgrate(ctx context.Context, window, windows, warmup, size, handles int, batch bool, stdout io.Writer) error {
 	w, err := endpoint.Init(ctx)
 	if err != nil {
 		return err
@@ -129,6 +165,7 @@ func rankMsgrate(ctx context.Context, window, windows, warmup, size, handles int
 			peer = r - pairs
 		}
 		st := eploop.NewStream(c, peer, r < pairs, window, size, 0)
+		st.Batch = batch
 		ready.Add(1)
 		done.Add(1)
 		go func() {

@@ -36,6 +36,8 @@ type report struct {
 	wefts []string // weft columns
 	fi    string   // the fi_pingpong column, if it ran
 	mpis  []string // MPI columns
+	// floor columns (floor/floor.c): shown, never a reference
+	floors []string
 }
 
 // A comparison is one row of a table: which figure, compared with what.
@@ -70,9 +72,9 @@ func (rp *report) comparisons() []comparison {
 		}
 	}
 	for _, l := range rp.cfg.rates {
-		c := comparison{metric: "msgrate", label: l, refCols: rp.mpis, refMetric: "msgrate", refLabel: l, refName: "best MPI"}
-		if l == "2ep" {
-			c.refLabel, c.refName = "2", "best MPI 2 senders"
+		c := comparison{metric: "msgrate", label: l, refCols: rp.mpis, refMetric: "msgrate", refLabel: mpiRate[l], refName: "best MPI"}
+		if mpiRate[l] == "2" {
+			c.refName = "best MPI 2 senders"
 		}
 		cs = append(cs, c)
 	}
@@ -91,7 +93,7 @@ var units = map[string]string{"lat": "us", "bw": "MB/s", "msgrate": "msg/s"}
 // measured, the weft columns with their reference and ratio.
 func (rp *report) records() []benchrec.Record {
 	var rs []benchrec.Record
-	cols := append(append(slices.Clone(rp.wefts), rp.mpis...), rp.fi)
+	cols := append(append(append(slices.Clone(rp.wefts), rp.mpis...), rp.fi), rp.floors...)
 	for _, c := range rp.comparisons() {
 		ref := rp.ref(c)
 		for _, col := range cols {
@@ -140,10 +142,14 @@ var targets = []struct {
 
 // print writes the tables.
 func (rp *report) print(w io.Writer) {
-	ppCols := append(append(slices.Clone(rp.wefts), rp.fi), rp.mpis...)
+	ppCols := append(append(append(slices.Clone(rp.wefts), rp.fi), rp.mpis...), rp.floors...)
 	rateCols := append(slices.Clone(rp.wefts), rp.mpis...)
+	if slices.Contains(rp.floors, "floor") {
+		rateCols = append(rateCols, "floor")
+	}
 	if rp.fi == "" {
-		ppCols = rateCols
+		ppCols = append(slices.Clone(rp.wefts), rp.mpis...)
+		ppCols = append(ppCols, rp.floors...)
 	}
 	fmt.Fprintf(w, "medians of %d repetitions; ratio: median over repetitions of weft ÷ the best reference of the same repetition\n", rp.cfg.reps)
 	byMetric := map[string][]comparison{}
@@ -153,7 +159,7 @@ func (rp *report) print(w io.Writer) {
 	titles := []struct{ metric, title, label string }{
 		{"lat", "ping-pong half round trip (µs); ratio against the best MPI", "bytes"},
 		{"bw", "ping-pong bandwidth (MB/s = 10^6 B/s); ratio against the best of the MPIs and fi_pingpong", "bytes"},
-		{"msgrate", fmt.Sprintf("message rate (msg/s), %d B, window %d; 1 and 2 sender processes, 2ep: 2 endpoints of one process (ratio against the MPIs' 2 senders)", rp.cfg.msgSize, rp.cfg.window), "case"},
+		{"msgrate", fmt.Sprintf("message rate (msg/s), %d B, window %d; 1 and 2 sender processes, 2ep: 2 endpoints of one process (ratio against the MPIs' 2 senders); 1b, 2epb: 1 and 2ep with IsendBatch", rp.cfg.msgSize, rp.cfg.window), "case"},
 	}
 	for _, t := range titles {
 		rows := byMetric[t.metric]

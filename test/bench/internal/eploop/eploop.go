@@ -78,7 +78,13 @@ func PingPong(ctx context.Context, c *endpoint.Comm, peer int, first bool, sb, r
 // receives an acknowledgement; the receiver starts Window Irecvs into
 // distinct buffers, completes them with one WaitAll and sends the
 // acknowledgement.
+//
+// With Batch set, the sender starts each window's sends with one
+// Comm.IsendBatch instead of one Isend per message.
 type Stream struct {
+	// Batch: the sender posts a window with one IsendBatch.
+	Batch bool
+
 	c      *endpoint.Comm
 	peer   int
 	sender bool
@@ -86,6 +92,7 @@ type Stream struct {
 	bufs   [][]byte
 	ack    []byte
 	reqs   []*endpoint.Request
+	batch  []endpoint.Msg
 }
 
 // NewStream prepares one side of a stream of size-byte messages, window
@@ -104,6 +111,19 @@ func NewStream(c *endpoint.Comm, peer int, sender bool, window, size, ackSize in
 
 // Window runs one window.
 func (s *Stream) Window(ctx context.Context) error {
+	if s.sender && s.Batch {
+		if s.batch == nil {
+			s.batch = make([]endpoint.Msg, len(s.reqs))
+			for k := range s.batch {
+				s.batch[k] = endpoint.Msg{Buf: s.msg, Dest: s.peer, Tag: DataTag}
+			}
+		}
+		var err error
+		if s.reqs, err = s.c.IsendBatch(s.reqs[:0], s.batch); err != nil {
+			return err
+		}
+		return s.finish(ctx)
+	}
 	for k := range s.reqs {
 		var r *endpoint.Request
 		var err error
@@ -117,6 +137,11 @@ func (s *Stream) Window(ctx context.Context) error {
 		}
 		s.reqs[k] = r
 	}
+	return s.finish(ctx)
+}
+
+// finish completes a window whose requests are started.
+func (s *Stream) finish(ctx context.Context) error {
 	if err := endpoint.WaitAll(ctx, s.reqs...); err != nil {
 		return err
 	}

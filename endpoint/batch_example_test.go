@@ -1,0 +1,62 @@
+package endpoint_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/weft-hpc/weft/endpoint"
+)
+
+// A sender posts several small messages to two peers with one call; on
+// the node transport each peer's ring gets them all with one publication.
+// One goroutine drives the three endpoints here.
+func ExampleComm_IsendBatch() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := endpoint.Init(ctx, endpoint.WithProvider("shm"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Close()
+	eps, err := w.Comm().CreateEndpoints(ctx, 3)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	x, y, z := eps[0], eps[1], eps[2]
+	bufs := [][]byte{make([]byte, 8), make([]byte, 8), make([]byte, 8)}
+	var reqs []*endpoint.Request
+	for i, c := range []*endpoint.Comm{y, y, z} {
+		r, err := c.Irecv(bufs[i], 0, endpoint.AnyTag)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		reqs = append(reqs, r)
+	}
+	batch := []endpoint.Msg{
+		{Buf: []byte("one"), Dest: 1, Tag: 5},
+		{Buf: []byte("two"), Dest: 2, Tag: 5},
+		{Buf: []byte("three"), Dest: 1, Tag: 6},
+		{Buf: []byte("ignored"), Dest: endpoint.ProcNull, Tag: 5},
+	}
+	reqs, err = x.IsendBatch(reqs, batch) // appends a request per message
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := endpoint.WaitAll(ctx, reqs...); err != nil {
+		fmt.Println(err)
+		return
+	}
+	for i, r := range reqs[:3] {
+		st, _ := r.Wait(ctx)
+		fmt.Printf("receive %d: %q (tag %d)\n", i, bufs[i][:st.Count], st.Tag)
+	}
+	// Output:
+	// receive 0: "one" (tag 5)
+	// receive 1: "three" (tag 6)
+	// receive 2: "two" (tag 5)
+}
