@@ -171,7 +171,7 @@ func Alltoallw(ctx context.Context, c *Coll, send []byte, scounts, sdispls []int
 		total += b.n
 	}
 	alg := c.cfg.pick(CollAlltoall, total/p, p)
-	if err := c.ready(ctx, callSig{call: callAlltoallw, root: -1, count: -1, esize: 1, alg: alg}); err != nil {
+	if err := c.ready(ctx, callSig{call: callAlltoallw, root: -1, count: -1, esize: 1}); err != nil {
 		return c.fail(err)
 	}
 	// Scratch: packed send blocks, then packed receive blocks (also every

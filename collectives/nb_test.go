@@ -575,16 +575,17 @@ func TestNonblockingFailures(t *testing.T) {
 	}
 }
 
-// TestNonblockingProcs: the nonblocking battery and the outstanding
-// collectives over processes (node transport, 2 and 4; tcp, 2), and over
-// 2 processes × 2 endpoint handles with the communicators Split and Dup
-// make of them, progress goroutine on.
+// TestNonblockingProcs: the outstanding collectives over processes
+// (node transport, 2 and 4; tcp, 2), and over 2 processes × 2 endpoint
+// handles with the communicators Split and Dup make of them, progress
+// goroutine on; the whole nonblocking battery over 2 processes and over
+// the 2 × 2 handles (not under -short).
 func TestNonblockingProcs(t *testing.T) {
 	for _, tc := range []struct {
-		prov string
-		np   int
-		eps  int
-	}{{"native", 2, 1}, {"native", 4, 1}, {"tcp;ofi_rxm", 2, 1}, {"native", 2, 2}} {
+		prov    string
+		np, eps int
+		battery bool
+	}{{"native", 2, 1, true}, {"native", 4, 1, false}, {"tcp;ofi_rxm", 2, 1, false}, {"native", 2, 2, true}} {
 		t.Run(fmt.Sprintf("%s/n%d/eps%d", provName(tc.prov), tc.np, tc.eps), func(t *testing.T) {
 			if launch(t, tc.np, tc.prov, 120*time.Second) {
 				return
@@ -592,25 +593,27 @@ func TestNonblockingProcs(t *testing.T) {
 			w := initWorld(t)
 			ctx := tctx(t, 100*time.Second)
 			opts := []C.Option{C.WithProgress(tc.eps > 1)}
-			body := func(ctx context.Context, c *C.Coll) error {
-				e := newEnv(ctx, c)
-				e.nb = true
-				if err := batteryOn(e, false); err != nil {
-					return err
+			body := func(ctx context.Context, c *C.Coll, battery bool) error {
+				if battery && !testing.Short() {
+					e := newEnv(ctx, c)
+					e.nb = true
+					if err := batteryOn(e, false); err != nil {
+						return err
+					}
 				}
 				for _, n := range []int{0, 37, 1 << 16} {
 					if err := outstanding(ctx, c, n); err != nil {
 						return err
 					}
 				}
-				return nil
+				return C.Barrier(ctx, c)
 			}
 			if tc.eps == 1 {
 				c, err := C.New(ctx, w.Comm(), opts...)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := body(ctx, c); err != nil {
+				if err := body(ctx, c, tc.battery); err != nil {
 					t.Fatal(err)
 				}
 				if err := c.Free(); err != nil {
@@ -628,7 +631,7 @@ func TestNonblockingProcs(t *testing.T) {
 				}
 			}()
 			runHandles(t, ctx, eps, opts, func(ctx context.Context, c *C.Coll) error {
-				if err := body(ctx, c); err != nil {
+				if err := body(ctx, c, tc.battery); err != nil {
 					return err
 				}
 				for _, split := range []bool{true, false} {
@@ -641,7 +644,7 @@ func TestNonblockingProcs(t *testing.T) {
 					}
 					sc, err := C.New(ctx, sub, opts...)
 					if err == nil {
-						err = body(ctx, sc)
+						err = body(ctx, sc, false)
 						if ferr := sc.Free(); err == nil {
 							err = ferr
 						}
