@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 
 // handles returns n endpoint handles of a one-rank (singleton) world on
 // this process, made once per n and kept for the whole test binary.
-func handles(t *testing.T, n int) []*endpoint.Comm {
+func handles(t testing.TB, n int) []*endpoint.Comm {
 	t.Helper()
 	if launchtest.IsWorker() {
 		t.Fatal("handles called in a launchtest worker")

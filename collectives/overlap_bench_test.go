@@ -1,0 +1,144 @@
+package collectives_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	C "github.com/weft-hpc/weft/collectives"
+	"github.com/weft-hpc/weft/endpoint"
+)
+
+// BenchmarkIallreduceOverlap measures how much of an Allreduce hides
+// behind computation: two endpoint handles of this process (two ranks),
+// each iteration an Allreduce of a float64 vector and a computation that
+// takes as long as the blocking Allreduce alone (measured first): blocking
+// (Allreduce, then compute), nonblocking (Iallreduce, compute, Wait; the
+// schedule advances only when driven) and with the progress goroutine
+// (WithProgress). Metrics: us/iter, the Allreduce and compute times
+// alone, and overlap, the fraction of the shorter of the two that was
+// hidden: (comm + compute − iteration) / min(comm, compute).
+func BenchmarkIallreduceOverlap(b *testing.B) {
+	eps := handles(b, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	for _, n := range []int{8 << 10, 128 << 10} { // 64 KiB, 1 MiB
+		comm := allreduceTime(ctx, b, eps, n)
+		work := spinWork(comm)
+		compute := timeSpin(work)
+		for _, mode := range []string{"blocking", "nonblocking", "progress"} {
+			b.Run(fmt.Sprintf("%dKiB/%s", n*8>>10, mode), func(b *testing.B) {
+				var per time.Duration
+				errs := onHandles(ctx, eps, []C.Option{C.WithProgress(mode == "progress")}, func(ctx context.Context, c *C.Coll) error {
+					x := make([]float64, n)
+					if err := C.Barrier(ctx, c); err != nil {
+						return err
+					}
+					t0 := time.Now()
+					for i := 0; i < b.N; i++ {
+						if mode == "blocking" {
+							if err := C.Allreduce(ctx, c, nil, x, C.Sum[float64]()); err != nil {
+								return err
+							}
+							spin(work)
+							continue
+						}
+						q, err := C.Iallreduce(c, nil, x, C.Sum[float64]())
+						if err != nil {
+							return err
+						}
+						spin(work)
+						if err := q.Wait(ctx); err != nil {
+							return err
+						}
+					}
+					if c.Rank() == 0 {
+						per = time.Since(t0) / time.Duration(b.N)
+					}
+					return C.Barrier(ctx, c)
+				})
+				for _, err := range errs {
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				us := func(d time.Duration) float64 { return float64(d) / 1e3 }
+				b.ReportMetric(us(per), "us/iter")
+				b.ReportMetric(us(comm), "comm-us")
+				b.ReportMetric(us(compute), "compute-us")
+				b.ReportMetric(float64(comm+compute-per)/float64(min(comm, compute)), "overlap")
+			})
+		}
+	}
+}
+
+// allreduceTime is the median time of a blocking Allreduce of n float64
+// over eps.
+func allreduceTime(ctx context.Context, b *testing.B, eps []*endpoint.Comm, n int) time.Duration {
+	const reps = 31
+	var ts []time.Duration
+	errs := onHandles(ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+		x := make([]float64, n)
+		for i := 0; i < reps; i++ {
+			if err := C.Barrier(ctx, c); err != nil {
+				return err
+			}
+			t0 := time.Now()
+			if err := C.Allreduce(ctx, c, nil, x, C.Sum[float64]()); err != nil {
+				return err
+			}
+			if c.Rank() == 0 {
+				ts = append(ts, time.Since(t0))
+			}
+		}
+		return nil
+	})
+	for _, err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	return median(ts)
+}
+
+func median(ts []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), ts...)
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s[len(s)/2]
+}
+
+var spinSink float64
+
+// spin computes for about work units (a dependent chain of float
+// operations, nothing the compiler can drop).
+func spin(work int) {
+	x := spinSink
+	for i := 0; i < work; i++ {
+		x = x*0.999999 + 1e-7
+	}
+	spinSink = x
+}
+
+func timeSpin(work int) time.Duration {
+	var ts []time.Duration
+	for i := 0; i < 11; i++ {
+		t0 := time.Now()
+		spin(work)
+		ts = append(ts, time.Since(t0))
+	}
+	return median(ts)
+}
+
+// spinWork returns the work for spin to take about d.
+func spinWork(d time.Duration) int {
+	const probe = 1 << 16
+	per := float64(timeSpin(probe)) / probe
+	return max(1, int(float64(d)/per))
+}
