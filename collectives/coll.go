@@ -353,6 +353,11 @@ func (c *Coll) ready(ctx context.Context, s callSig) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("context ended before the call: %w", err)
 	}
+	if c.own == nil && c.nlive.Load() > 0 {
+		if err := c.completeOld(ctx); err != nil {
+			return err
+		}
+	}
 	c.sig = s.hash()
 	c.tag = int(c.seq&seqMask)<<sigBits | (int(c.sig%sigMask) + 1)
 	if !c.cfg.check || c.size == 1 {

@@ -707,3 +707,56 @@ func TestNonblockingPeerExit(t *testing.T) {
 		t.Fatalf("Wait with rank 2 gone took %v", took)
 	}
 }
+
+// TestManyOutstanding: more nonblocking collectives started than the 128
+// call numbers message tags tell apart, while one rank starts late (a
+// call far enough past the oldest completes that one first), waited for
+// in reverse; then one left in flight across 150 blocking calls.
+func TestManyOutstanding(t *testing.T) {
+	runHandles(t, tctx(t, 60*time.Second), handles(t, 3), nil, func(ctx context.Context, c *C.Coll) error {
+		p, r := c.Size(), c.Rank()
+		const k = 150
+		if r == 1 {
+			time.Sleep(100 * time.Millisecond) // the others' calls pile up
+		}
+		reqs := make([]*C.Request, k)
+		vals := make([][]int64, k)
+		for i := range reqs {
+			var err error
+			if i%3 == 0 {
+				reqs[i], err = C.Ibarrier(c)
+			} else {
+				vals[i] = []int64{int64(i * (r + 1))}
+				reqs[i], err = C.Iallreduce(c, nil, vals[i], C.Sum[int64]())
+			}
+			if err != nil {
+				return fmt.Errorf("start %d: %w", i, err)
+			}
+		}
+		for i := k - 1; i >= 0; i-- {
+			if err := reqs[i].Wait(ctx); err != nil {
+				return fmt.Errorf("wait %d: %w", i, err)
+			}
+			if vals[i] != nil && vals[i][0] != int64(i*p*(p+1)/2) {
+				return fmt.Errorf("call %d: sum %d", i, vals[i][0])
+			}
+		}
+		x := []int64{int64(r)}
+		q, err := C.Iallreduce(c, nil, x, C.Sum[int64]())
+		if err != nil {
+			return err
+		}
+		for i := 0; i < k; i++ {
+			if err := C.Barrier(ctx, c); err != nil {
+				return fmt.Errorf("barrier %d: %w", i, err)
+			}
+		}
+		if err := q.Wait(ctx); err != nil {
+			return err
+		}
+		if x[0] != int64(p*(p-1)/2) {
+			return fmt.Errorf("sum %d", x[0])
+		}
+		return nil
+	})
+}

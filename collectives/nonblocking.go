@@ -183,12 +183,13 @@ func (c *Coll) setBroken(err error) {
 }
 
 // completeOld completes the handle's oldest outstanding collectives while
-// they are maxAhead calls or more behind the call about to start.
+// they are maxAhead calls or more behind the newest call (a blocking one
+// that has just been numbered, or a nonblocking one about to be).
 func (h *Coll) completeOld(ctx context.Context) error {
 	for {
 		h.mu.Lock()
 		var old *schedule
-		if len(h.ops) > 0 && h.seq+1-h.ops[0].cl.seq >= maxAhead {
+		if len(h.ops) > 0 && h.seq+1-h.ops[0].cl.seq > maxAhead {
 			old = h.ops[0]
 		}
 		h.mu.Unlock()
