@@ -3,8 +3,6 @@ package collectives_test
 import (
 	"context"
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/endpoint"
@@ -14,33 +12,7 @@ import (
 // is in flight (the progress goroutine moves it along), then waits for
 // it; a second sum started before the first is waited for first.
 func ExampleIallreduce() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	w, err := endpoint.Init(ctx, endpoint.WithProvider("shm"))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer w.Close()
-	eps, err := w.Comm().CreateEndpoints(ctx, 4)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	out := make([]string, len(eps))
-	var wg sync.WaitGroup
-	for i, ep := range eps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer ep.Free()
-			out[i] = overlapRank(ctx, ep)
-		}()
-	}
-	wg.Wait()
-	for _, s := range out {
-		fmt.Println(s)
-	}
+	onEndpoints(4, overlapRank)
 	// Output:
 	// rank 0: residual 30, count 4, local work 499500
 	// rank 1: residual 30, count 4, local work 499500

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 	"unsafe"
 
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/ddt"
-	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
 
@@ -661,50 +659,6 @@ func TestNonblockingProcs(t *testing.T) {
 				return nil
 			})
 		})
-	}
-}
-
-// TestNonblockingPeerExit: a process that exits while the others wait
-// for a nonblocking collective makes their Waits fail within seconds.
-func TestNonblockingPeerExit(t *testing.T) {
-	testenv.Short(t, "a process leaving mid-collective")
-	if !launchtest.IsWorker() {
-		launchtest.RunMayDie(t, 3, "shm", 60*time.Second, []int{2}, "WEFT_NODE_TRANSPORT=native")
-		return
-	}
-	w := initWorld(t)
-	ctx := tctx(t, 50*time.Second)
-	c, err := C.New(ctx, w.Comm())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := C.Barrier(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	if c.Rank() == 2 {
-		time.Sleep(50 * time.Millisecond)
-		os.Exit(0)
-	}
-	start := time.Now()
-	q1, err := C.Ibarrier(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q2, err := C.Iallreduce(c, nil, make([]float64, 4), C.Sum[float64]())
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = q2.Wait(ctx)
-	err1 := q1.Wait(ctx)
-	took := time.Since(start)
-	t.Logf("rank %d: %v / %v after %v", c.Rank(), err, err1, took)
-	for _, err := range []error{err, err1} {
-		if !errors.Is(err, C.ErrPeerGone) && !errors.Is(err, C.ErrCanceled) {
-			t.Fatalf("Wait with rank 2 gone: %v, want ErrPeerGone", err)
-		}
-	}
-	if took > 10*time.Second {
-		t.Fatalf("Wait with rank 2 gone took %v", took)
 	}
 }
 

@@ -441,36 +441,7 @@ func allreduceRabenseifner[T any](ctx context.Context, c *Coll, acc []T, op *Op[
 // of one block); non-commutative ones and deterministic mode: pairwise,
 // every rank receiving its block from all and folding in rank order.
 func ReduceScatterBlock[T any](ctx context.Context, c *Coll, send, recv []T, op Op[T]) error {
-	if err := c.enter(callReduceScatterBlock); err != nil {
-		return err
-	}
-	es, err := elemSize[T]()
-	if err != nil {
-		return c.fail(err)
-	}
-	if err := op.valid(); err != nil {
-		return c.fail(err)
-	}
-	p := c.size
-	n, src := len(recv), send
-	if send == nil {
-		if len(recv)%p != 0 {
-			return c.fail(fmt.Errorf("in-place reduce-scatter of %d elements, not a multiple of %d ranks: %w", len(recv), p, ErrInvalid))
-		}
-		n, src = len(recv)/p, recv
-	} else if err := checkLen("send", len(send), p*n); err != nil {
-		return c.fail(err)
-	} else if overlap(bytesOf(send), bytesOf(recv)) {
-		return c.fail(errAlias)
-	}
-	alg := c.cfg.pick(CollReduceScatter, n*es, p)
-	if c.cfg.det || !op.commutative {
-		alg = Pairwise
-	}
-	if err := c.ready(ctx, callSig{call: callReduceScatterBlock, root: -1, count: n, esize: es, op: op.code, alg: alg}); err != nil {
-		return c.fail(err)
-	}
-	return c.done(reduceScatter(ctx, c, src, recv[:n], send != nil, func(i int) int { return i * n }, &op, alg))
+	return reduceScatterCall(ctx, c, callReduceScatterBlock, send, recv, nil, op)
 }
 
 // ReduceScatter combines every rank's send with op and leaves block r of
@@ -480,7 +451,13 @@ func ReduceScatterBlock[T any](ctx context.Context, c *Coll, send, recv []T, op 
 // place: send == nil and recv holds the whole input; the result lands in
 // recv[:counts[rank]]. Algorithms as ReduceScatterBlock's.
 func ReduceScatter[T any](ctx context.Context, c *Coll, send, recv []T, counts []int, op Op[T]) error {
-	if err := c.enter(callReduceScatter); err != nil {
+	return reduceScatterCall(ctx, c, callReduceScatter, send, recv, counts, op)
+}
+
+// reduceScatterCall is ReduceScatter, or ReduceScatterBlock when counts
+// is nil (every block len(recv) elements, or len(recv)/p in place).
+func reduceScatterCall[T any](ctx context.Context, c *Coll, id callID, send, recv []T, counts []int, op Op[T]) error {
+	if err := c.enter(id); err != nil {
 		return err
 	}
 	es, err := elemSize[T]()
@@ -491,7 +468,19 @@ func ReduceScatter[T any](ctx context.Context, c *Coll, send, recv []T, counts [
 		return c.fail(err)
 	}
 	p := c.size
-	if len(counts) != p {
+	if counts == nil {
+		n := len(recv)
+		if send == nil {
+			if len(recv)%p != 0 {
+				return c.fail(fmt.Errorf("in-place reduce-scatter of %d elements, not a multiple of %d ranks: %w", len(recv), p, ErrInvalid))
+			}
+			n = len(recv) / p
+		}
+		counts = make([]int, p)
+		for i := range counts {
+			counts[i] = n
+		}
+	} else if len(counts) != p {
 		return c.fail(fmt.Errorf("reduce-scatter: %d counts for %d ranks: %w", len(counts), p, ErrInvalid))
 	}
 	offs := make([]int, p+1)
@@ -519,7 +508,7 @@ func ReduceScatter[T any](ctx context.Context, c *Coll, send, recv []T, counts [
 	if c.cfg.det || !op.commutative {
 		alg = Pairwise
 	}
-	if err := c.ready(ctx, callSig{call: callReduceScatter, root: -1, count: total, esize: es, op: op.code, alg: alg}); err != nil {
+	if err := c.ready(ctx, callSig{call: id, root: -1, count: total, esize: es, op: op.code, alg: alg}); err != nil {
 		return c.fail(err)
 	}
 	return c.done(reduceScatter(ctx, c, src, recv[:mine], send != nil, func(i int) int { return offs[i] }, &op, alg))
