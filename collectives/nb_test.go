@@ -304,13 +304,22 @@ func TestNonblockingHandles(t *testing.T) {
 	}
 }
 
-// TestNonblockingBig: the ~1 MiB cases through the nonblocking forms.
+// TestNonblockingBig: the reductions of 1 MiB vectors (every algorithm,
+// in place and not) and the faces of a 1 MiB block through the
+// nonblocking forms, 3 ranks with the progress goroutine (the data movers
+// at 1 MiB run through TestOutstanding's 256 KiB and the blocking forms).
 func TestNonblockingBig(t *testing.T) {
 	testenv.Short(t, "1 MiB nonblocking collectives")
-	runHandles(t, tctx(t, 120*time.Second), handles(t, 3), nil, func(ctx context.Context, c *C.Coll) error {
+	runHandles(t, tctx(t, 120*time.Second), handles(t, 3), []C.Option{C.WithProgress(true)}, func(ctx context.Context, c *C.Coll) error {
 		e := newEnv(ctx, c)
 		e.nb = true
-		return bigOn(e)
+		if err := reductions(e, "float64", genFloat, C.Sum[float64](), []int{1<<17 + 1}, false); err != nil {
+			return err
+		}
+		if err := wmovers(e, 16, 64, 128); err != nil {
+			return err
+		}
+		return C.Barrier(ctx, c)
 	})
 }
 

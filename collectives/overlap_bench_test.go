@@ -167,3 +167,46 @@ func spinWork(d time.Duration) int {
 	per := float64(timeSpin(probe)) / probe
 	return max(1, int(float64(d)/per))
 }
+
+// BenchmarkIallreduceLatency: the time of an 8-byte Allreduce over two
+// endpoint handles of this process, blocking and as Iallreduce + Wait
+// (what a schedule costs over the blocking code it runs).
+func BenchmarkIallreduceLatency(b *testing.B) {
+	eps := handles(b, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for _, nb := range []bool{false, true} {
+		b.Run(fmt.Sprintf("nonblocking=%v", nb), func(b *testing.B) {
+			errs := onHandles(ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+				x := make([]float64, 1)
+				if err := C.Barrier(ctx, c); err != nil {
+					return err
+				}
+				if c.Rank() == 0 {
+					b.ResetTimer()
+				}
+				for i := 0; i < b.N; i++ {
+					if !nb {
+						if err := C.Allreduce(ctx, c, nil, x, C.Sum[float64]()); err != nil {
+							return err
+						}
+						continue
+					}
+					q, err := C.Iallreduce(c, nil, x, C.Sum[float64]())
+					if err == nil {
+						err = q.Wait(ctx)
+					}
+					if err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			for _, err := range errs {
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
