@@ -38,17 +38,17 @@ var errStopped = errors.New("collectives: schedule stopped")
 
 // schedule is a nonblocking collective in flight.
 type schedule struct {
-	h        *Coll // the handle
-	cl       *Coll // the clone the algorithm runs on
-	next     func() (struct{}, bool)
-	stop     func()
-	yield    func(struct{}) bool
-	roundErr error // progress failed while testing the round
-	done     bool
-	err      error
-	waited   time.Duration // time Test has seen it incomplete (see Request.Test)
-	tests    int
-	t0       time.Time
+	h         *Coll // the handle
+	cl        *Coll // the clone the algorithm runs on
+	next      func() (struct{}, bool)
+	stop      func()
+	yield     func(struct{}) bool
+	roundErr  error // progress failed while testing the round
+	done      bool
+	err       error
+	tests     int           // Test calls that found it incomplete
+	t0        time.Time     // the first of them to look at the clock
+	nextCheck time.Duration // since t0: when Test next looks for a mismatch
 }
 
 // round is the clone's wait: it hands control back to the driver, which
@@ -290,8 +290,8 @@ func (r *Request) Test() (bool, error) {
 	if s.tests++; s.tests%pollClock == 0 {
 		if s.t0.IsZero() {
 			s.t0 = time.Now()
-		} else if el := time.Since(s.t0); el >= max(s.waited, firstCheck) {
-			s.waited = el + min(el, maxCheck)
+		} else if el := time.Since(s.t0); el >= max(s.nextCheck, firstCheck) {
+			s.nextCheck = el + min(el, maxCheck)
 			if err := s.cl.check(); err != nil {
 				return true, h.end(s, err)
 			}
