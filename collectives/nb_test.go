@@ -487,7 +487,8 @@ func TestProgressGoroutine(t *testing.T) {
 }
 
 // TestNonblockingFailures: a cancelled context ends a Wait (the others'
-// Waits for it end too); a count mismatch fails every rank's Wait; a
+// Waits for it end too); a count mismatch fails every rank's Wait, and
+// every rank's Test when the ranks only poll; a
 // request of a freed handle, nil requests and Free with collectives
 // outstanding are errors.
 func TestNonblockingFailures(t *testing.T) {
@@ -546,6 +547,25 @@ func TestNonblockingFailures(t *testing.T) {
 			err = err1
 		}
 		return err
+	})
+
+	// the same found by Test alone (polled, never waited for)
+	mismatch(t, nil, func(ctx context.Context, c *C.Coll) error {
+		n := 6
+		if c.Rank() == 1 {
+			n = 7
+		}
+		q, err := C.Iallreduce(c, make([]int32, n), make([]int32, n), C.Sum[int32]())
+		if err != nil {
+			return err
+		}
+		for ctx.Err() == nil {
+			if done, err := q.Test(); done {
+				return err
+			}
+			time.Sleep(10 * time.Microsecond)
+		}
+		return ctx.Err()
 	})
 
 	errs, _ = each(t, ctx, handles(t, 2), nil, func(ctx context.Context, c *C.Coll) error {
