@@ -735,9 +735,6 @@ func bigOn(e *env) error {
 	if err := reductions(e, "float64", genFloat, C.Sum[float64](), []int{1<<17 + 1}, false); err != nil {
 		return err
 	}
-	if err := wmovers(e, 16, 64/e.p+1, 128); err != nil {
-		return err
-	}
 	return C.Barrier(ctx, c)
 }
 
