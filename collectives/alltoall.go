@@ -3,6 +3,8 @@ package collectives
 import (
 	"context"
 	"fmt"
+
+	"github.com/weft-hpc/weft/ddt"
 )
 
 // Alltoall sends block j of every rank's send, send[j·n:(j+1)·n], to rank
@@ -47,18 +49,15 @@ func Alltoall[T any](ctx context.Context, c *Coll, send, recv []T) error {
 	} else {
 		sb = bytesOf(send)
 	}
-	off := func(i int) int { return i * nb }
-	end := func(i int) int { return (i + 1) * nb }
 	alg := c.cfg.pick(CollAlltoall, nb, c.size)
-	return c.done(c.alltoall(ctx, sb, off, end, rb, off, end, alg))
+	return c.done(c.alltoall(ctx, func(j int) []byte { return sb[j*nb : (j+1)*nb] },
+		func(i int) []byte { return rb[i*nb : (i+1)*nb] }, alg))
 }
 
-// alltoall moves block j of sb (sb[soff(j):send(j)]) to rank j and
-// receives rank i's into rb[roff(i):rend(i)].
-func (c *Coll) alltoall(ctx context.Context, sb []byte, soff, sEnd func(int) int, rb []byte, roff, rend func(int) int, alg Algorithm) error {
+// alltoall moves sblock(j) to rank j and receives rank i's into
+// rblock(i).
+func (c *Coll) alltoall(ctx context.Context, sblock, rblock func(int) []byte, alg Algorithm) error {
 	p, me := c.size, c.rank
-	sblock := func(j int) []byte { return sb[soff(j):sEnd(j)] }
-	rblock := func(i int) []byte { return rb[roff(i):rend(i)] }
 	copy(rblock(me), sblock(me))
 	if alg == Pairwise {
 		pow2 := p&(p-1) == 0
@@ -130,7 +129,129 @@ func Alltoallv[T any](ctx context.Context, c *Coll, send []T, scounts, sdispls [
 		total += n
 	}
 	alg := c.cfg.pick(CollAlltoall, total*es/c.size, c.size)
-	return c.done(c.alltoall(ctx, sb,
-		func(j int) int { return sdispls[j] * es }, func(j int) int { return (sdispls[j] + scounts[j]) * es },
-		rb, func(i int) int { return rdispls[i] * es }, func(i int) int { return (rdispls[i] + rcounts[i]) * es }, alg))
+	return c.done(c.alltoall(ctx, func(j int) []byte { return sb[sdispls[j]*es : (sdispls[j]+scounts[j])*es] },
+		func(i int) []byte { return rb[rdispls[i]*es : (rdispls[i]+rcounts[i])*es] }, alg))
+}
+
+// Alltoallw is the all-to-all of derived datatypes, each block with its
+// own layout: rank i sends scounts[j] elements of stypes[j], starting
+// sdispls[j] bytes into send, to rank j, which unpacks them as rcounts[i]
+// elements of rtypes[i] starting rdispls[i] bytes into its recv (the
+// faces of a 3D block, say, each a ddt.Subarray of the whole). What
+// rank i sends to j and what j expects from i must pack to the same
+// number of bytes (MPI's type signature rule, checked on sizes);
+// receive layouts must not overlap. In place: send == nil (its counts,
+// displacements and types nil too), what is sent taken from recv with
+// the receive layouts (copied first). Contiguous blocks travel in place;
+// others are packed into scratch buffers and unpacked after they
+// arrive. Algorithms as Alltoall's, chosen by this rank's average packed
+// block.
+func Alltoallw(ctx context.Context, c *Coll, send []byte, scounts, sdispls []int, stypes []*ddt.Type,
+	recv []byte, rcounts, rdispls []int, rtypes []*ddt.Type) error {
+	if err := c.enter(callAlltoallw); err != nil {
+		return err
+	}
+	p, me := c.size, c.rank
+	inPlace := send == nil
+	if inPlace {
+		send, scounts, sdispls, stypes = recv, rcounts, rdispls, rtypes
+	} else if overlap(send, recv) {
+		return c.fail(errAlias)
+	}
+	sl, err := wlayout("send", send, scounts, sdispls, stypes, p)
+	if err != nil {
+		return c.fail(err)
+	}
+	rl, err := wlayout("recv", recv, rcounts, rdispls, rtypes, p)
+	if err != nil {
+		return c.fail(err)
+	}
+	if sl[me].n != rl[me].n {
+		return c.fail(fmt.Errorf("alltoallw: this rank sends itself %d bytes and expects %d: %w", sl[me].n, rl[me].n, ErrInvalid))
+	}
+	total := 0
+	for _, b := range sl {
+		total += b.n
+	}
+	alg := c.cfg.pick(CollAlltoall, total/p, p)
+	if err := c.ready(ctx, callSig{call: callAlltoallw, root: -1, count: -1, esize: 1}); err != nil {
+		return c.fail(err)
+	}
+	// Scratch: packed send blocks, then packed receive blocks (also every
+	// send block when in place, whose data the receives overwrite).
+	var need int
+	for j := range p {
+		if sl[j].packed || inPlace {
+			need += sl[j].n
+		}
+		if rl[j].packed {
+			need += rl[j].n
+		}
+	}
+	scratch := c.buf(0, need)
+	at := 0
+	sblk, rblk := make([][]byte, p), make([][]byte, p)
+	for j := range p {
+		b := sl[j]
+		switch {
+		case b.packed || inPlace:
+			sblk[j] = scratch[at : at+b.n : at+b.n]
+			at += b.n
+			if !b.packed {
+				copy(sblk[j], b.contig)
+			} else if _, err := stypes[j].Pack(sblk[j], send[sdispls[j]:], scounts[j]); err != nil {
+				return c.fail(fmt.Errorf("alltoallw: pack block %d (%d of %s): %w", j, scounts[j], stypes[j].Name(), err))
+			}
+		default:
+			sblk[j] = b.contig
+		}
+	}
+	for i := range p {
+		if rl[i].packed {
+			rblk[i] = scratch[at : at+rl[i].n : at+rl[i].n]
+			at += rl[i].n
+		} else {
+			rblk[i] = rl[i].contig
+		}
+	}
+	if err := c.alltoall(ctx, func(j int) []byte { return sblk[j] }, func(i int) []byte { return rblk[i] }, alg); err != nil {
+		return c.fail(err)
+	}
+	for i := range p {
+		if rl[i].packed {
+			if _, err := rtypes[i].Unpack(recv[rdispls[i]:], rblk[i], rcounts[i]); err != nil {
+				return c.fail(fmt.Errorf("alltoallw: unpack block %d (%d of %s): %w", i, rcounts[i], rtypes[i].Name(), err))
+			}
+		}
+	}
+	return c.done(nil)
+}
+
+// wblock is one block of Alltoallw: its packed size and where it lies
+// when contiguous.
+type wblock struct {
+	contig []byte
+	packed bool
+	n      int
+}
+
+// wlayout checks Alltoallw's counts, byte displacements and types
+// against buf.
+func wlayout(what string, buf []byte, counts, displs []int, types []*ddt.Type, p int) ([]wblock, error) {
+	if len(counts) != p || len(displs) != p || len(types) != p {
+		return nil, fmt.Errorf("alltoallw %s: %d counts, %d displacements and %d types for %d ranks: %w",
+			what, len(counts), len(displs), len(types), p, ErrInvalid)
+	}
+	bs := make([]wblock, p)
+	for j := range p {
+		if displs[j] < 0 || displs[j] > len(buf) {
+			return nil, fmt.Errorf("alltoallw %s: block %d at byte %d of a %d-byte buffer: %w", what, j, displs[j], len(buf), ErrInvalid)
+		}
+		contig, packed, n, err := typedLayout(buf[displs[j]:], counts[j], types[j])
+		if err != nil {
+			return nil, fmt.Errorf("alltoallw %s: block %d: %w", what, j, err)
+		}
+		bs[j] = wblock{contig, packed, n}
+	}
+	return bs, nil
 }

@@ -21,6 +21,7 @@ type env struct {
 	p, r int
 	salt int
 	what string // the call being checked, for errors
+	nb   bool   // call the nonblocking forms (nb_test.go)
 }
 
 func newEnv(ctx context.Context, c *C.Coll) *env {
@@ -169,7 +170,7 @@ func checkBcast[T comparable](e *env, g gen[T], n, root, salt int) error {
 	} else {
 		junk(buf)
 	}
-	if err := e.call(C.Bcast(e.ctx, e.c, buf, root)); err != nil {
+	if err := e.call(doBcast(e, e.c, buf, root)); err != nil {
 		return err
 	}
 	return check(e, buf, want)
@@ -210,7 +211,7 @@ func movers[T comparable](e *env, tname string, g gen[T], counts []int) error {
 							send = nil
 						}
 					}
-					if err := e.call(C.Gather(e.ctx, c, send, recv, root)); err != nil {
+					if err := e.call(doGather(e, c, send, recv, root)); err != nil {
 						return err
 					}
 					if r == root {
@@ -232,7 +233,7 @@ func movers[T comparable](e *env, tname string, g gen[T], counts []int) error {
 					if inPlace && r == root {
 						mine = nil
 					}
-					if err := e.call(C.Scatter(e.ctx, c, all, mine, root)); err != nil {
+					if err := e.call(doScatter(e, c, all, mine, root)); err != nil {
 						return err
 					}
 					if mine == nil {
@@ -259,7 +260,7 @@ func movers[T comparable](e *env, tname string, g gen[T], counts []int) error {
 					copy(recv[r*n:], send)
 					send = nil
 				}
-				if err := e.call(C.Allgather(e.ctx, c, send, recv)); err != nil {
+				if err := e.call(doAllgather(e, c, send, recv)); err != nil {
 					return err
 				}
 				if err := check(e, recv, want); err != nil {
@@ -285,7 +286,7 @@ func movers[T comparable](e *env, tname string, g gen[T], counts []int) error {
 					copy(recv, send)
 					send = nil
 				}
-				if err := e.call(C.Alltoall(e.ctx, c, send, recv)); err != nil {
+				if err := e.call(doAlltoall(e, c, send, recv)); err != nil {
 					return err
 				}
 				if err := check(e, recv, want); err != nil {
@@ -335,7 +336,7 @@ func vmovers[T comparable](e *env, tname string, g gen[T], n int) error {
 					send = nil
 				}
 			}
-			if err := e.call(C.Gatherv(e.ctx, c, send, recv, counts, displs, root)); err != nil {
+			if err := e.call(doGatherv(e, c, send, recv, counts, displs, root)); err != nil {
 				return err
 			}
 			if r == root {
@@ -361,7 +362,7 @@ func vmovers[T comparable](e *env, tname string, g gen[T], n int) error {
 			if inPlace && r == root {
 				mine = nil
 			}
-			if err := e.call(C.Scatterv(e.ctx, c, all, counts, displs, mine, root)); err != nil {
+			if err := e.call(doScatterv(e, c, all, counts, displs, mine, root)); err != nil {
 				return err
 			}
 			if mine == nil {
@@ -384,7 +385,7 @@ func vmovers[T comparable](e *env, tname string, g gen[T], n int) error {
 				copy(recv[displs[r]:], send)
 				send = nil
 			}
-			if err := e.call(C.Allgatherv(e.ctx, c, send, recv, counts, displs)); err != nil {
+			if err := e.call(doAllgatherv(e, c, send, recv, counts, displs)); err != nil {
 				return err
 			}
 			for q := 0; q < p; q++ {
@@ -411,7 +412,7 @@ func vmovers[T comparable](e *env, tname string, g gen[T], n int) error {
 		}
 		recv := make([]T, rsize)
 		junk(recv)
-		if err := e.call(C.Alltoallv(e.ctx, c, send, sc, sd, recv, rc, rd)); err != nil {
+		if err := e.call(doAlltoallv(e, c, send, sc, sd, recv, rc, rd)); err != nil {
 			return err
 		}
 		for q := 0; q < p; q++ {
@@ -435,7 +436,7 @@ func vmovers[T comparable](e *env, tname string, g gen[T], n int) error {
 				recv[rd[j]+i] = g(r, j*1000+i, salt)
 			}
 		}
-		if err := e.call(C.Alltoallv(e.ctx, c, nil, nil, nil, recv, rc, rd)); err != nil {
+		if err := e.call(doAlltoallv(e, c, nil, nil, nil, recv, rc, rd)); err != nil {
 			return err
 		}
 		for q := 0; q < p; q++ {
@@ -504,7 +505,7 @@ func checkReduce[T comparable](e *env, g gen[T], op C.Op[T], n, root int, inPlac
 			send = nil
 		}
 	}
-	if err := e.call(C.Reduce(e.ctx, e.c, send, recv, op, root)); err != nil {
+	if err := e.call(doReduce(e, e.c, send, recv, op, root)); err != nil {
 		return err
 	}
 	if send != nil {
@@ -528,7 +529,7 @@ func checkAllreduce[T comparable](e *env, g gen[T], op C.Op[T], n int, inPlace b
 		copy(recv, send)
 		send = nil
 	}
-	if err := e.call(C.Allreduce(e.ctx, e.c, send, recv, op)); err != nil {
+	if err := e.call(doAllreduce(e, e.c, send, recv, op)); err != nil {
 		return err
 	}
 	return cmp(recv, foldRanks(op, xs, 0, e.p))
@@ -578,10 +579,35 @@ func reductions[T comparable](e *env, tname string, g gen[T], op C.Op[T], counts
 				if inPlace {
 					recv, send = send, nil
 				}
-				if err := e.call(C.ReduceScatterBlock(e.ctx, c, send, recv, op)); err != nil {
+				if err := e.call(doReduceScatterBlock(e, c, send, recv, op)); err != nil {
 					return err
 				}
 				if err := cmp(recv[:n], full[r*n:(r+1)*n]); err != nil {
+					return err
+				}
+			}
+		}
+		for _, alg := range []C.Algorithm{C.Ring, C.Pairwise} {
+			_ = c.SetAlgorithm(C.CollReduceScatter, alg)
+			for _, inPlace := range []bool{false, true} {
+				counts, _, _ := vlayout(func(q int) int { return vcount(nb, q, 0) }, p)
+				offs := make([]int, p+1)
+				for q := 0; q < p; q++ {
+					offs[q+1] = offs[q] + counts[q]
+				}
+				salt := e.next("ReduceScatter[%s,%s] counts=%v %s inplace=%v", tname, op, counts, alg, inPlace)
+				xs := contributions(g, p, offs[p], salt)
+				full := foldRanks(op, xs, 0, p)
+				send := append([]T(nil), xs[r]...)
+				recv := make([]T, counts[r])
+				junk(recv)
+				if inPlace {
+					recv, send = send, nil
+				}
+				if err := e.call(doReduceScatter(e, c, send, recv, counts, op)); err != nil {
+					return err
+				}
+				if err := cmp(recv[:counts[r]], full[offs[r]:offs[r+1]]); err != nil {
 					return err
 				}
 			}
@@ -590,9 +616,9 @@ func reductions[T comparable](e *env, tname string, g gen[T], op C.Op[T], counts
 			_ = c.SetAlgorithm(C.CollScan, alg)
 			for _, inPlace := range []bool{false, true} {
 				for _, excl := range []bool{false, true} {
-					name, f := "Scan", C.Scan[T]
+					name := "Scan"
 					if excl {
-						name, f = "Exscan", C.Exscan[T]
+						name = "Exscan"
 					}
 					salt := e.next("%s[%s,%s] n=%d %s inplace=%v", name, tname, op, n, alg, inPlace)
 					xs := contributions(g, p, n, salt)
@@ -605,7 +631,7 @@ func reductions[T comparable](e *env, tname string, g gen[T], op C.Op[T], counts
 						before = append(before[:0], send...)
 						send = nil
 					}
-					if err := e.call(f(e.ctx, c, send, recv, op)); err != nil {
+					if err := e.call(doScan(e, c, excl, send, recv, op)); err != nil {
 						return err
 					}
 					var want []T
@@ -637,7 +663,12 @@ func reductions[T comparable](e *env, tname string, g gen[T], op C.Op[T], counts
 // battery runs everything on one rank. big is the count of the ~1 MiB
 // cases (0: none).
 func battery(ctx context.Context, c *C.Coll, big bool) error {
-	e := newEnv(ctx, c)
+	return batteryOn(newEnv(ctx, c), big)
+}
+
+// batteryOn is battery with e's mode.
+func batteryOn(e *env, big bool) error {
+	ctx, c := e.ctx, e.c
 	counts := []int{0, 1, 37}
 	if err := C.Barrier(ctx, c); err != nil {
 		return err
@@ -683,8 +714,11 @@ func battery(ctx context.Context, c *C.Coll, big bool) error {
 	if err := reductions(e, "aff", genAff, compose, counts, false); err != nil {
 		return err
 	}
+	if err := wmovers(e, 3, 4, 5); err != nil {
+		return err
+	}
 	if big {
-		if err := bigBattery(ctx, c); err != nil {
+		if err := bigOn(&env{ctx: ctx, c: c, p: e.p, r: e.r, nb: e.nb}); err != nil {
 			return err
 		}
 	}
@@ -695,7 +729,12 @@ func battery(ctx context.Context, c *C.Coll, big bool) error {
 // sums) of 1 MiB messages, the other data movers with results of ~1 MiB
 // (blocks of 1 MiB / p per rank) of uint8.
 func bigBattery(ctx context.Context, c *C.Coll) error {
-	e := newEnv(ctx, c)
+	return bigOn(newEnv(ctx, c))
+}
+
+// bigOn is bigBattery with e's mode.
+func bigOn(e *env) error {
+	ctx, c := e.ctx, e.c
 	n := 1<<20 + 3
 	for _, alg := range []C.Algorithm{C.Binomial, C.ScatterAllgather, C.Linear} {
 		_ = c.SetAlgorithm(C.CollBcast, alg)
@@ -706,7 +745,7 @@ func bigBattery(ctx context.Context, c *C.Coll) error {
 			if e.r == root {
 				copy(buf, want)
 			}
-			if err := e.call(C.Bcast(ctx, c, buf, root)); err != nil {
+			if err := e.call(doBcast(e, c, buf, root)); err != nil {
 				return err
 			}
 			if err := check(e, buf, want); err != nil {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -52,6 +54,19 @@ type Coll struct {
 	broken  error      // the failure that left the communicator unknown
 	freed   bool
 	scratch [3][]uint64
+
+	// Nonblocking collectives (nonblocking.go). An operation in flight
+	// runs its algorithm on a clone of the handle (own points back to the
+	// handle; nb is the clone's schedule state); the handle keeps the
+	// outstanding operations in start order. mu guards ops, seq, broken
+	// and freed against the progress goroutine, and every clone's code
+	// runs with it held.
+	own   *Coll
+	nb    *schedule
+	ended error // a clone's failure, once it has been handled
+	mu    sync.Mutex
+	ops   []*schedule
+	nlive atomic.Int32 // len(ops), read without mu by blocking waits
 }
 
 // New returns a collectives handle over comm; it is collective over comm
@@ -165,10 +180,21 @@ func (c *Coll) Algorithm(k Collective, nbytes int) Algorithm {
 // (it is released by World.Close), so that a late message can never match
 // a communicator made later.
 func (c *Coll) Free() error {
-	if c == nil || c.freed {
+	if c == nil || c.own != nil {
 		return nil
 	}
+	c.mu.Lock()
+	if c.freed {
+		c.mu.Unlock()
+		return nil
+	}
+	if n := len(c.ops); n > 0 {
+		c.mu.Unlock()
+		return fmt.Errorf("collectives: free with %d nonblocking collectives outstanding (complete them with Wait first): %w", n, ErrInvalid)
+	}
 	c.freed = true
+	c.mu.Unlock()
+	unwatch(c)
 	c.scratch = [3][]uint64{}
 	err := c.hier.free()
 	keep := c.broken != nil
@@ -225,6 +251,8 @@ const (
 	callScan
 	callExscan
 	callBcastTyped
+	callReduceScatter
+	callAlltoallw
 )
 
 var callNames = map[callID]string{
@@ -233,6 +261,7 @@ var callNames = map[callID]string{
 	callAllgather: "Allgather", callAllgatherv: "Allgatherv", callAlltoall: "Alltoall",
 	callAlltoallv: "Alltoallv", callReduceScatterBlock: "ReduceScatterBlock", callScan: "Scan",
 	callExscan: "Exscan", callBcastTyped: "BcastTyped",
+	callReduceScatter: "ReduceScatter", callAlltoallw: "Alltoallw",
 }
 
 func (id callID) String() string { return callNames[id] }
@@ -303,15 +332,30 @@ func (c *Coll) enter(id callID) error {
 	if c == nil || c.comm == nil {
 		return fmt.Errorf("collectives: %s on a nil handle: %w", id, ErrInvalid)
 	}
-	if c.freed {
+	h := c.handle()
+	if c.own == nil { // a clone's caller holds h.mu
+		h.mu.Lock()
+		defer h.mu.Unlock()
+	}
+	if h.freed {
 		return fmt.Errorf("collectives: %s on a freed handle: %w", id, ErrClosed)
 	}
-	if c.broken != nil {
-		return fmt.Errorf("collectives: %s on a handle whose earlier collective failed (%v): %w", id, c.broken, ErrClosed)
+	if h.broken != nil {
+		return fmt.Errorf("collectives: %s on a handle whose earlier collective failed (%v): %w", id, h.broken, ErrClosed)
 	}
-	c.seq++
+	h.seq++
+	c.seq = h.seq
 	c.call = id
+	c.ended = nil
 	return nil
+}
+
+// handle returns the handle c is, or whose nonblocking operation c runs.
+func (c *Coll) handle() *Coll {
+	if c.own != nil {
+		return c.own
+	}
+	return c
 }
 
 // ready fixes the call's signature and tag and, in checked mode, agrees
@@ -319,6 +363,11 @@ func (c *Coll) enter(id callID) error {
 func (c *Coll) ready(ctx context.Context, s callSig) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("context ended before the call: %w", err)
+	}
+	if c.own == nil && c.nlive.Load() > 0 {
+		if err := c.completeOld(ctx); err != nil {
+			return err
+		}
 	}
 	c.sig = s.hash()
 	c.tag = int(c.seq&seqMask)<<sigBits | (int(c.sig%sigMask) + 1)
@@ -384,6 +433,9 @@ func (c *Coll) done(err error) error {
 // may hold messages of the failed call). A mismatch every rank saw in the
 // argument check leaves the handle usable.
 func (c *Coll) fail(err error) error {
+	if c.ended != nil {
+		return c.ended // a nonblocking operation already ended (nonblocking.go)
+	}
 	err = fmt.Errorf("collectives: %s (call %d, rank %d of %d): %w", c.call, c.seq, c.rank, c.size, err)
 	c.abandon()
 	var ve *verifyErr
@@ -394,7 +446,7 @@ func (c *Coll) fail(err error) error {
 	if !errors.As(err, &pa) {
 		c.abort(abortCode(err))
 	}
-	c.broken = err
+	c.setBroken(err)
 	return err
 }
 
@@ -487,6 +539,9 @@ func (c *Coll) sendrecv(ctx context.Context, sb []byte, dst int, rb []byte, src 
 // and after a second for a peer process that exited (a bounded
 // endpoint.WaitAll, which watches for that).
 func (c *Coll) wait(ctx context.Context) error {
+	if c.nb != nil {
+		return c.nb.round()
+	}
 	start := 0 // c.reqs[:start] are complete
 	done := ctx.Done()
 	var t0 time.Time
@@ -526,6 +581,12 @@ func (c *Coll) wait(ctx context.Context) error {
 		}
 		c.pause(spins)
 	}
+	return c.finishRound()
+}
+
+// finishRound checks the completed round in flight (each receive with
+// exactly the bytes it expects) and releases its requests.
+func (c *Coll) finishRound() error {
 	for i, r := range c.reqs {
 		_, st, err := r.Test()
 		if err != nil {
@@ -560,7 +621,7 @@ var (
 func (c *Coll) pause(spins int) {
 	if c.crowded {
 		if spins >= spinPolls {
-			progress.PollAll()
+			c.idleWork()
 		}
 		crowdedPolicy.Idle(nil, spins)
 		return
@@ -568,8 +629,19 @@ func (c *Coll) pause(spins int) {
 	if spins%spinPolicy.YieldEvery != 0 || !spinPolicy.Spun(spins) {
 		return
 	}
-	progress.PollAll()
+	c.idleWork()
 	spinPolicy.Idle(nil, spins)
+}
+
+// idleWork is what a wait past its spin budget does besides polling its
+// own round: the process's other endpoints and windows, and the handle's
+// outstanding nonblocking collectives (which a peer this wait depends on
+// may be waiting for).
+func (c *Coll) idleWork() {
+	progress.PollAll()
+	if h := c.handle(); h.nlive.Load() > 0 && c.own == nil {
+		h.tryAdvance()
+	}
 }
 
 // peerGone waits on the round for a while through endpoint.WaitAll, which
@@ -652,12 +724,41 @@ func (c *Coll) check() error {
 		}
 		// Iprobe drove progress: the awaited message may have matched
 		// the receive just before a later one was queued.
-		if ok && st.Tag != c.tag && !r.Done() {
+		if ok && st.Tag != c.tag && !r.Done() && c.foreign(st.Tag) {
 			return fmt.Errorf("rank %d sent a message of %s where this rank is at %s #%d: %w",
 				c.peer[i], describeTag(st.Tag, c.seq), c.call, c.seq, ErrInvalid)
 		}
 	}
 	return nil
+}
+
+// foreign reports whether a message with tag, from a rank a receive of
+// this call waits on and queued ahead of the one awaited, shows that the
+// ranks disagree: the same call with other arguments; an earlier call
+// that is not one of the handle's outstanding nonblocking collectives;
+// or, while a blocking call waits, a later one (a peer moves past a
+// blocking call only after sending what it owes this rank). A peer may be
+// ahead of a nonblocking collective, so a later call's message is no
+// mismatch then.
+func (c *Coll) foreign(tag int) bool {
+	d := (uint32(tag>>sigBits) - c.seq) & seqMask
+	switch {
+	case d == 0:
+		return true
+	case d < seqMask/2:
+		return c.nb == nil
+	}
+	h := c.handle()
+	if c.own == nil {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+	}
+	for _, s := range h.ops {
+		if !s.done && s.cl.tag == tag {
+			return false
+		}
+	}
+	return true
 }
 
 // aborted receives rank src's abort notice and returns it as an error.

@@ -1,8 +1,8 @@
 // Package collectives implements MPI's collective operations over
 // endpoint communicators: Barrier, Bcast, Reduce, Allreduce, Gather(v),
-// Scatter(v), Allgather(v), Alltoall(v), ReduceScatterBlock, Scan and
+// Scatter(v), Allgather(v), Alltoall(v), ReduceScatter(Block), Scan and
 // Exscan, generic over the element type, with MPI's reduction operations
-// and user operations.
+// and user operations, and BcastTyped and Alltoallw on ddt layouts.
 //
 // A Coll is a handle over an *endpoint.Comm (the world communicator, one
 // from Dup or Split, or an endpoint handle from CreateEndpoints, each of
@@ -37,6 +37,12 @@
 // through the process's memory and only one leader per process sends
 // messages (WithHierarchy, WEFT_TUNE collhier; docs/collectives.md,
 // "Hierarchy").
+//
+// Every collective has a nonblocking form (Ibarrier, Iallreduce, ...)
+// returning a Request to Wait for or Test: the same algorithm, advanced
+// round by round whenever the handle is driven, or by the process's
+// progress goroutine (WithProgress). Several may be in flight on one
+// handle and completed in any order.
 //
 // A mismatch between ranks (another collective, root, count or operation)
 // that reaches a waiting rank in its messages, and a rank that fails or

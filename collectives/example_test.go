@@ -16,6 +16,17 @@ import (
 // Run alone, the process is a singleton job; under fabrun every process
 // contributes its endpoints and the same code spans all of them.
 func Example() {
+	onEndpoints(4, rank)
+	// Output:
+	// rank 0: sum 10, max 16 at rank 3, params [2.5 7]
+	// rank 1: sum 10, max 16 at rank 3, params [2.5 7]
+	// rank 2: sum 10, max 16 at rank 3, params [2.5 7]
+	// rank 3: sum 10, max 16 at rank 3, params [2.5 7]
+}
+
+// onEndpoints runs body on n endpoint handles of this process, each in
+// its own goroutine, and prints what each returns, in rank order.
+func onEndpoints(n int, body func(ctx context.Context, ep *endpoint.Comm) string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	w, err := endpoint.Init(ctx, endpoint.WithProvider("shm"))
@@ -24,7 +35,7 @@ func Example() {
 		return
 	}
 	defer w.Close()
-	eps, err := w.Comm().CreateEndpoints(ctx, 4)
+	eps, err := w.Comm().CreateEndpoints(ctx, n)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -36,18 +47,13 @@ func Example() {
 		go func() {
 			defer wg.Done()
 			defer ep.Free()
-			out[i] = rank(ctx, ep)
+			out[i] = body(ctx, ep)
 		}()
 	}
 	wg.Wait()
 	for _, s := range out {
 		fmt.Println(s)
 	}
-	// Output:
-	// rank 0: sum 10, max 16 at rank 3, params [2.5 7]
-	// rank 1: sum 10, max 16 at rank 3, params [2.5 7]
-	// rank 2: sum 10, max 16 at rank 3, params [2.5 7]
-	// rank 3: sum 10, max 16 at rank 3, params [2.5 7]
 }
 
 // rank is one rank's part of the example.

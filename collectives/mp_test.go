@@ -155,34 +155,55 @@ func TestDeterministicProcs(t *testing.T) {
 // TestPeerExit: a rank whose process exits while the others wait for it
 // in a collective makes their calls fail with ErrPeerGone (or with the
 // abort notice of a rank that saw it first) within seconds, not at their
-// contexts' deadline. The ranks run unsupervised (launchtest.RunMayDie).
+// contexts' deadline: a blocking Allreduce, and the Waits of a
+// nonblocking Iallreduce and an Ibarrier started before it. The ranks run
+// unsupervised (launchtest.RunMayDie).
 func TestPeerExit(t *testing.T) {
 	testenv.Short(t, "a process leaving mid-collective")
-	if !launchtest.IsWorker() {
-		launchtest.RunMayDie(t, 3, "shm", 60*time.Second, []int{2}, endpoint.EnvNodeTransport+"=native")
-		return
-	}
-	w := initWorld(t)
-	ctx := tctx(t, 50*time.Second)
-	c, err := C.New(ctx, w.Comm())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := C.Barrier(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	if c.Rank() == 2 {
-		time.Sleep(50 * time.Millisecond) // the others are waiting in Allreduce
-		os.Exit(0)
-	}
-	start := time.Now()
-	err = C.Allreduce(ctx, c, nil, make([]float64, 4), C.Sum[float64]())
-	took := time.Since(start)
-	t.Logf("rank %d: %v after %v", c.Rank(), err, took)
-	if !errors.Is(err, C.ErrPeerGone) && !errors.Is(err, C.ErrCanceled) {
-		t.Fatalf("Allreduce with rank 2 gone: %v, want ErrPeerGone", err)
-	}
-	if took > 10*time.Second {
-		t.Fatalf("Allreduce with rank 2 gone took %v", took)
+	for _, nb := range []bool{false, true} {
+		t.Run(fmt.Sprintf("nonblocking=%v", nb), func(t *testing.T) {
+			if !launchtest.IsWorker() {
+				launchtest.RunMayDie(t, 3, "shm", 60*time.Second, []int{2}, endpoint.EnvNodeTransport+"=native")
+				return
+			}
+			w := initWorld(t)
+			ctx := tctx(t, 50*time.Second)
+			c, err := C.New(ctx, w.Comm())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := C.Barrier(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			if c.Rank() == 2 {
+				time.Sleep(50 * time.Millisecond) // the others are waiting
+				os.Exit(0)
+			}
+			start := time.Now()
+			var errs []error
+			if !nb {
+				errs = append(errs, C.Allreduce(ctx, c, nil, make([]float64, 4), C.Sum[float64]()))
+			} else {
+				q1, err := C.Ibarrier(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				q2, err := C.Iallreduce(c, nil, make([]float64, 4), C.Sum[float64]())
+				if err != nil {
+					t.Fatal(err)
+				}
+				errs = append(errs, q2.Wait(ctx), q1.Wait(ctx))
+			}
+			took := time.Since(start)
+			t.Logf("rank %d: %v after %v", c.Rank(), errs, took)
+			for _, err := range errs {
+				if !errors.Is(err, C.ErrPeerGone) && !errors.Is(err, C.ErrCanceled) {
+					t.Fatalf("with rank 2 gone: %v, want ErrPeerGone", err)
+				}
+			}
+			if took > 10*time.Second {
+				t.Fatalf("with rank 2 gone: took %v", took)
+			}
+		})
 	}
 }

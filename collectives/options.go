@@ -10,6 +10,8 @@ const (
 	EnvDeterministic = "WEFT_COLL_DETERMINISTIC"
 	// EnvCheck turns argument checks on (see WithChecks).
 	EnvCheck = "WEFT_COLL_CHECK"
+	// EnvProgress turns the progress goroutine on (see WithProgress).
+	EnvProgress = "WEFT_COLL_PROGRESS"
 )
 
 // Option configures a handle at New. Every rank must give the same options
@@ -73,4 +75,19 @@ func (c *config) setAlg(k Collective, a Algorithm) error {
 	}
 	c.alg[k] = a
 	return nil
+}
+
+// WithProgress makes the process's progress goroutine drive the handle's
+// nonblocking collectives, so that they advance while the goroutine that
+// started them computes, without it calling Test. The goroutine (one per
+// process, started by the first such collective) polls while collectives
+// of such handles are outstanding, yielding between polls and sleeping up
+// to 50 µs while none moves, and sleeps on a channel otherwise: it costs
+// processor time only while collectives are in flight. Without it a
+// nonblocking collective advances only when its handle is driven (Test,
+// Wait, another collective on the handle). Every rank should give the
+// same setting; it changes no message. Default: WEFT_COLL_PROGRESS
+// (false).
+func WithProgress(on bool) Option {
+	return func(c *config) error { c.progress = on; return nil }
 }

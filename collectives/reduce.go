@@ -447,7 +447,23 @@ func allreduceRabenseifner[T any](ctx context.Context, c *Coll, acc []T, op *Op[
 // of one block); non-commutative ones and deterministic mode: pairwise,
 // every rank receiving its block from all and folding in rank order.
 func ReduceScatterBlock[T any](ctx context.Context, c *Coll, send, recv []T, op Op[T]) error {
-	if err := c.enter(callReduceScatterBlock); err != nil {
+	return reduceScatterCall(ctx, c, callReduceScatterBlock, send, recv, nil, op)
+}
+
+// ReduceScatter combines every rank's send with op and leaves block r of
+// the result, counts[r] elements, in rank r's recv: send holds the blocks
+// one after the other (the sum of counts elements), counts is the same on
+// every rank and len(recv) is counts[rank] (MPI_Reduce_scatter). In
+// place: send == nil and recv holds the whole input; the result lands in
+// recv[:counts[rank]]. Algorithms as ReduceScatterBlock's.
+func ReduceScatter[T any](ctx context.Context, c *Coll, send, recv []T, counts []int, op Op[T]) error {
+	return reduceScatterCall(ctx, c, callReduceScatter, send, recv, counts, op)
+}
+
+// reduceScatterCall is ReduceScatter, or ReduceScatterBlock when counts
+// is nil (every block len(recv) elements, or len(recv)/p in place).
+func reduceScatterCall[T any](ctx context.Context, c *Coll, id callID, send, recv []T, counts []int, op Op[T]) error {
+	if err := c.enter(id); err != nil {
 		return err
 	}
 	es, err := elemSize[T]()
@@ -458,42 +474,75 @@ func ReduceScatterBlock[T any](ctx context.Context, c *Coll, send, recv []T, op 
 		return c.fail(err)
 	}
 	p := c.size
-	n, src := len(recv), send
-	if send == nil {
-		if len(recv)%p != 0 {
-			return c.fail(fmt.Errorf("in-place reduce-scatter of %d elements, not a multiple of %d ranks: %w", len(recv), p, ErrInvalid))
+	if counts == nil {
+		n := len(recv)
+		if send == nil {
+			if len(recv)%p != 0 {
+				return c.fail(fmt.Errorf("in-place reduce-scatter of %d elements, not a multiple of %d ranks: %w", len(recv), p, ErrInvalid))
+			}
+			n = len(recv) / p
 		}
-		n, src = len(recv)/p, recv
-	} else if err := checkLen("send", len(send), p*n); err != nil {
+		counts = make([]int, p)
+		for i := range counts {
+			counts[i] = n
+		}
+	} else if len(counts) != p {
+		return c.fail(fmt.Errorf("reduce-scatter: %d counts for %d ranks: %w", len(counts), p, ErrInvalid))
+	}
+	offs := make([]int, p+1)
+	for i, n := range counts {
+		if n < 0 {
+			return c.fail(fmt.Errorf("reduce-scatter: count %d of rank %d: %w", n, i, ErrInvalid))
+		}
+		offs[i+1] = offs[i] + n
+	}
+	total, mine := offs[p], counts[c.rank]
+	src := send
+	if send == nil {
+		if err := checkLen("recv", len(recv), total); err != nil {
+			return c.fail(err)
+		}
+		src = recv
+	} else if err := checkLen("send", len(send), total); err != nil {
+		return c.fail(err)
+	} else if err := checkLen("recv", len(recv), mine); err != nil {
 		return c.fail(err)
 	} else if overlap(bytesOf(send), bytesOf(recv)) {
 		return c.fail(errAlias)
 	}
-	alg := c.cfg.pick(CollReduceScatter, n*es, p)
+	alg := c.cfg.pick(CollReduceScatter, total*es/p, p)
 	if c.cfg.det || !op.commutative {
 		alg = Pairwise
 	}
-	if err := c.ready(ctx, callSig{call: callReduceScatterBlock, root: -1, count: n, esize: es, op: op.code, alg: alg}); err != nil {
+	if err := c.ready(ctx, callSig{call: id, root: -1, count: total, esize: es, op: op.code, alg: alg}); err != nil {
 		return c.fail(err)
 	}
-	off := func(i int) int { return i * n }
-	r := c.rank
+	return c.done(reduceScatter(ctx, c, src, recv[:mine], send != nil, func(i int) int { return offs[i] }, &op, alg))
+}
+
+// reduceScatter leaves in dst block r (src[off(r):off(r+1)]) of every
+// rank's src combined: pairwise in rank order, or around the ring
+// (commutative operations) in a copy of src when copyIn, else in src
+// itself (in place: dst may overlap it).
+func reduceScatter[T any](ctx context.Context, c *Coll, src, dst []T, copyIn bool, off func(int) int, op *Op[T], alg Algorithm) error {
+	p, r := c.size, c.rank
 	switch {
 	case p == 1:
-		copy(recv[:n], src[:n])
+		copy(dst, src[off(0):off(1)])
+		return nil
 	case alg == Pairwise:
-		err = orderedReduceScatter(ctx, c, src, recv[:n], &op, off)
-	default:
-		acc := src
-		if send != nil {
-			acc = elems[T](c.buf(0, p*n*es))
-			copy(acc, src)
-		}
-		if err = ringReduceScatter(ctx, c, acc, &op, off); err == nil {
-			copy(recv[:n], acc[r*n:(r+1)*n])
-		}
+		return orderedReduceScatter(ctx, c, src, dst, op, off)
 	}
-	return c.done(err)
+	acc := src
+	if copyIn {
+		acc = elems[T](c.buf(0, off(p)*sizeOf[T]()))
+		copy(acc, src[:off(p)])
+	}
+	if err := ringReduceScatter(ctx, c, acc, op, off); err != nil {
+		return err
+	}
+	copy(dst, acc[off(r):off(r+1)])
+	return nil
 }
 
 // elemwise checks the arguments of a reduction whose send and recv are

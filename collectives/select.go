@@ -119,10 +119,11 @@ func ParseAlgorithm(k Collective, s string) (Algorithm, error) {
 
 // config is a handle's algorithm selection and modes.
 type config struct {
-	det   bool               // reductions in rank order, bitwise the same whatever the algorithm
-	check bool               // agree on every call's arguments before it runs
-	hier  Hierarchy          // when to combine through a process's memory (hier.go)
-	alg   [numColl]Algorithm // forced algorithm (Auto: by size)
+	det      bool               // reductions in rank order, bitwise the same whatever the algorithm
+	check    bool               // agree on every call's arguments before it runs
+	progress bool               // the progress goroutine drives nonblocking collectives
+	hier     Hierarchy          // when to combine through a process's memory (hier.go)
+	alg      [numColl]Algorithm // forced algorithm (Auto: by size)
 	// large is the switch point, in bytes, of each collective with a
 	// large-message algorithm: the message (bcast, reduce, allreduce), one
 	// rank's block (gather, scatter, alltoall) or the whole result
@@ -169,6 +170,9 @@ func defaults() (config, error) {
 		return cfg, fmt.Errorf("collectives: %w: %w", err, ErrInvalid)
 	}
 	cfg.det, cfg.check = det, check
+	if cfg.progress, _, err = settings.BoolValue(EnvProgress); err != nil {
+		return cfg, fmt.Errorf("collectives: %w: %w", err, ErrInvalid)
+	}
 	return cfg, nil
 }
 

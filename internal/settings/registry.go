@@ -65,6 +65,9 @@ var Registry = []Setting{
 	{Env: "WEFT_COLL_CHECK", Package: "collectives", Kind: Bool, Default: "false",
 		Option: "collectives.WithChecks",
 		Doc:    "every collective first checks that all ranks called it with the same arguments (one extra round)"},
+	{Env: "WEFT_COLL_PROGRESS", Package: "collectives", Kind: Bool, Default: "false",
+		Option: "collectives.WithProgress",
+		Doc:    "a progress goroutine per process drives nonblocking collectives while their callers compute"},
 
 	// fabrun's own variables: each is the default of the flag named in Option.
 	{Env: "WEFT_NP", Package: "fabrun", Kind: Int, Default: "", Min: 1, Max: 1 << 20, Option: "-n, -np", Doc: "number of ranks"},

@@ -1,0 +1,109 @@
+package collectives
+
+import (
+	"context"
+
+	"github.com/weft-hpc/weft/ddt"
+)
+
+// The nonblocking forms. Each starts the collective of the same name
+// without the I, with the same arguments, rules and algorithms, and
+// returns a Request to complete with Wait (or poll with Test); see
+// Request for how it advances. Argument errors are returned at once.
+// The buffers belong to the collective until it has completed.
+
+// bg is the context of the blocking form run as a schedule: its waits
+// never block (the Request's Wait takes the caller's context).
+var bg = context.Background()
+
+// Ibarrier starts a Barrier.
+func Ibarrier(c *Coll) (*Request, error) {
+	return c.start(callBarrier, func(cl *Coll) error { return Barrier(bg, cl) })
+}
+
+// Ibcast starts a Bcast.
+func Ibcast[T any](c *Coll, buf []T, root int) (*Request, error) {
+	return c.start(callBcast, func(cl *Coll) error { return Bcast(bg, cl, buf, root) })
+}
+
+// IbcastTyped starts a BcastTyped.
+func IbcastTyped(c *Coll, buf []byte, count int, t *ddt.Type, root int) (*Request, error) {
+	return c.start(callBcastTyped, func(cl *Coll) error { return BcastTyped(bg, cl, buf, count, t, root) })
+}
+
+// Ireduce starts a Reduce.
+func Ireduce[T any](c *Coll, send, recv []T, op Op[T], root int) (*Request, error) {
+	return c.start(callReduce, func(cl *Coll) error { return Reduce(bg, cl, send, recv, op, root) })
+}
+
+// Iallreduce starts an Allreduce.
+func Iallreduce[T any](c *Coll, send, recv []T, op Op[T]) (*Request, error) {
+	return c.start(callAllreduce, func(cl *Coll) error { return Allreduce(bg, cl, send, recv, op) })
+}
+
+// IreduceScatterBlock starts a ReduceScatterBlock.
+func IreduceScatterBlock[T any](c *Coll, send, recv []T, op Op[T]) (*Request, error) {
+	return c.start(callReduceScatterBlock, func(cl *Coll) error { return ReduceScatterBlock(bg, cl, send, recv, op) })
+}
+
+// IreduceScatter starts a ReduceScatter.
+func IreduceScatter[T any](c *Coll, send, recv []T, counts []int, op Op[T]) (*Request, error) {
+	return c.start(callReduceScatter, func(cl *Coll) error { return ReduceScatter(bg, cl, send, recv, counts, op) })
+}
+
+// Iscan starts a Scan.
+func Iscan[T any](c *Coll, send, recv []T, op Op[T]) (*Request, error) {
+	return c.start(callScan, func(cl *Coll) error { return Scan(bg, cl, send, recv, op) })
+}
+
+// Iexscan starts an Exscan.
+func Iexscan[T any](c *Coll, send, recv []T, op Op[T]) (*Request, error) {
+	return c.start(callExscan, func(cl *Coll) error { return Exscan(bg, cl, send, recv, op) })
+}
+
+// Igather starts a Gather.
+func Igather[T any](c *Coll, send, recv []T, root int) (*Request, error) {
+	return c.start(callGather, func(cl *Coll) error { return Gather(bg, cl, send, recv, root) })
+}
+
+// Igatherv starts a Gatherv.
+func Igatherv[T any](c *Coll, send, recv []T, counts, displs []int, root int) (*Request, error) {
+	return c.start(callGatherv, func(cl *Coll) error { return Gatherv(bg, cl, send, recv, counts, displs, root) })
+}
+
+// Iscatter starts a Scatter.
+func Iscatter[T any](c *Coll, send, recv []T, root int) (*Request, error) {
+	return c.start(callScatter, func(cl *Coll) error { return Scatter(bg, cl, send, recv, root) })
+}
+
+// Iscatterv starts a Scatterv.
+func Iscatterv[T any](c *Coll, send []T, counts, displs []int, recv []T, root int) (*Request, error) {
+	return c.start(callScatterv, func(cl *Coll) error { return Scatterv(bg, cl, send, counts, displs, recv, root) })
+}
+
+// Iallgather starts an Allgather.
+func Iallgather[T any](c *Coll, send, recv []T) (*Request, error) {
+	return c.start(callAllgather, func(cl *Coll) error { return Allgather(bg, cl, send, recv) })
+}
+
+// Iallgatherv starts an Allgatherv.
+func Iallgatherv[T any](c *Coll, send, recv []T, counts, displs []int) (*Request, error) {
+	return c.start(callAllgatherv, func(cl *Coll) error { return Allgatherv(bg, cl, send, recv, counts, displs) })
+}
+
+// Ialltoall starts an Alltoall.
+func Ialltoall[T any](c *Coll, send, recv []T) (*Request, error) {
+	return c.start(callAlltoall, func(cl *Coll) error { return Alltoall(bg, cl, send, recv) })
+}
+
+// Ialltoallv starts an Alltoallv.
+func Ialltoallv[T any](c *Coll, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) (*Request, error) {
+	return c.start(callAlltoallv, func(cl *Coll) error { return Alltoallv(bg, cl, send, scounts, sdispls, recv, rcounts, rdispls) })
+}
+
+// Ialltoallw starts an Alltoallw.
+func Ialltoallw(c *Coll, send []byte, scounts, sdispls []int, stypes []*ddt.Type, recv []byte, rcounts, rdispls []int, rtypes []*ddt.Type) (*Request, error) {
+	return c.start(callAlltoallw, func(cl *Coll) error {
+		return Alltoallw(bg, cl, send, scounts, sdispls, stypes, recv, rcounts, rdispls, rtypes)
+	})
+}
