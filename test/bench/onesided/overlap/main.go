@@ -261,14 +261,13 @@ func rank() error {
 			}
 			cfg := onesided.PipelineConfig{N: j.N, K: *kFlag, D: *dFlag, BytesPerIter: j.bpi}
 			if cfg.K == 0 || cfg.D == 0 {
-				var ks []int
-				for k := 4; k <= j.N/2; k *= 2 {
-					ks = append(ks, k)
-				}
-				cfg, err = onesided.Autotune(ctx, c, tr, onesided.TuneConfig{N: j.N, BytesPerIter: j.bpi, Ks: ks, Ds: []int{1, 2, 3}, Trials: 1},
-					func(t onesided.Tile, out [][]byte) error { return compute(t, out) }, consume)
+				res, err := onesided.Tune(ctx, c, tr, onesided.TuneConfig{N: j.N, BytesPerIter: j.bpi}, compute, consume)
 				if err != nil {
 					return fmt.Errorf("%s autotune: %w", s, err)
+				}
+				cfg = res.Config
+				if j.me == 0 && !*jsonOut {
+					fmt.Fprintf(os.Stderr, "%s: autotune chose K=%d D=%d in %v (%d runs)\n", s, cfg.K, cfg.D, res.Elapsed.Round(time.Millisecond), res.Runs)
 				}
 			}
 			chosen[s] = fmt.Sprintf("K=%d D=%d", cfg.K, cfg.D)
