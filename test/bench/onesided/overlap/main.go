@@ -39,8 +39,6 @@ import (
 	"flag"
 	"fmt"
 	"github.com/weft-hpc/weft/internal/benchrec"
-	"math"
-	"math/cmplx"
 	"os"
 	"sort"
 	"strconv"
@@ -49,6 +47,7 @@ import (
 	"unsafe"
 
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/fft"
 	"github.com/weft-hpc/weft/internal/launch"
 	"github.com/weft-hpc/weft/onesided"
 )
@@ -120,7 +119,7 @@ type job struct {
 func (j *job) computeRow(r int) {
 	row := j.data[r]
 	for w := 0; w < *work; w++ {
-		fft(row, j.twiddles)
+		fft.Forward(row, j.twiddles)
 	}
 }
 
@@ -162,7 +161,7 @@ func rank() error {
 	for r := range j.data {
 		j.data[r] = make([]complex128, j.L)
 	}
-	j.twiddles = twiddles(j.L)
+	j.twiddles = fft.Twiddles(j.L)
 	j.result = make([][]byte, P)
 	for p := range j.result {
 		j.result[p] = make([]byte, j.N*j.bpi)
@@ -486,38 +485,4 @@ func (m *msgTransport) SendDone(ctx context.Context, slot int) error {
 	err := endpoint.WaitAll(ctx, m.sendReq[slot]...)
 	m.sendReq[slot] = m.sendReq[slot][:0]
 	return err
-}
-
-// twiddles returns e^{-2πik/n} for k < n/2.
-func twiddles(n int) []complex128 {
-	t := make([]complex128, n/2)
-	for k := range t {
-		t[k] = cmplx.Exp(complex(0, -2*math.Pi*float64(k)/float64(n)))
-	}
-	return t
-}
-
-// fft is an in-place iterative radix-2 FFT.
-func fft(a []complex128, tw []complex128) {
-	n := len(a)
-	for i, j := 1, 0; i < n; i++ {
-		bit := n >> 1
-		for ; j&bit != 0; bit >>= 1 {
-			j ^= bit
-		}
-		j ^= bit
-		if i < j {
-			a[i], a[j] = a[j], a[i]
-		}
-	}
-	for size := 2; size <= n; size <<= 1 {
-		half, step := size/2, n/size
-		for start := 0; start < n; start += size {
-			for k := 0; k < half; k++ {
-				t := tw[k*step] * a[start+k+half]
-				a[start+k+half] = a[start+k] - t
-				a[start+k] += t
-			}
-		}
-	}
 }
