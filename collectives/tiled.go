@@ -64,7 +64,7 @@ type tiledConfig struct {
 }
 
 // WithTiles sets the starting shape: tiles of k iterations, d tiles in
-// flight (default: iters/8 and 2 until Tune or SetTiles changes it).
+// flight (default: iters/8 and 3, until Tune or SetTiles changes it).
 func WithTiles(k, d int) TiledOption {
 	return func(c *tiledConfig) error {
 		if k <= 0 || d <= 0 {
@@ -112,7 +112,7 @@ func NewTiledAlltoall[T any](ctx context.Context, c *Coll, iters, count int, opt
 	if iters <= 0 || count <= 0 {
 		return nil, fmt.Errorf("collectives: NewTiledAlltoall: %d iterations of %d elements: both must be > 0: %w", iters, count, ErrInvalid)
 	}
-	cfg := tiledConfig{k: max(1, iters/8), d: 2, maxK: iters, maxD: 3}
+	cfg := tiledConfig{k: max(1, iters/8), d: 3, maxK: iters, maxD: 3}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("collectives: NewTiledAlltoall: nil option: %w", ErrInvalid)

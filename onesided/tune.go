@@ -95,9 +95,11 @@ func Autotune(ctx context.Context, g Group, tr Transport, tc TuneConfig, compute
 //  2. a model, run(K) = N·(c + b) + tiles(K)·a + K·(c + b) (c compute
 //     and consume per iteration, b transfer per iteration, a per tile, the
 //     last term one tile of skew at the end), ranks the tile sizes;
-//  3. the best few shapes by the model are timed once each, as many as
-//     the Budget allows, and the two fastest once more (Trials in all);
-//     the shape with the fastest run wins.
+//  3. the best few tile sizes by the model are timed once each at the
+//     deepest D (depth only adds slack for ranks that fall behind, at the
+//     cost of buffers), then at the other depths, as many as the Budget
+//     allows, and the two fastest again until they have Trials runs; the
+//     shape with the fastest run wins.
 //
 // With TuneConfig.Exhaustive every candidate is timed instead. Progress
 // goes to the onesided logger (WEFT_LOG_LEVEL=debug shows each run).
@@ -322,7 +324,11 @@ func (s *tuner) guided(ctx context.Context) error {
 	if trials == 0 {
 		trials = 2
 	}
-	dMid := Ds[len(Ds)/2]
+	// Depth only adds slack (a rank may fall up to D tiles behind before
+	// its peers wait for it) at the cost of receive buffers: the model
+	// prefers the deepest, and shallower ones are timed when the budget
+	// allows.
+	dTop := Ds[len(Ds)-1]
 	k0 := nearest(Ks, max(1, float64(N)/8))
 	k1 := nearest(Ks, max(1, float64(k0)/8))
 	// 1. Measure: a warm-up that only moves tiles, the transfers alone at
@@ -331,12 +337,12 @@ func (s *tuner) guided(ctx context.Context) error {
 		// The warm-up consumes (whatever the buffers hold), so that the
 		// consumer's memory is warm for the whole run.
 		s.noCompute, s.noUse = true, i > 0
-		if err := s.run(ctx, s.cfg(k, min(dMid, tilesOf(N, k))), -1); err != nil {
+		if err := s.run(ctx, s.cfg(k, min(dTop, tilesOf(N, k))), -1); err != nil {
 			return err
 		}
 	}
 	s.noCompute, s.noUse = false, false
-	probe := s.trial(k0, min(dMid, tilesOf(N, k0)), 0)
+	probe := s.trial(k0, min(dTop, tilesOf(N, k0)), 0)
 	if err := s.run(ctx, s.cfg(k0, s.res.Trials[probe].D), probe); err != nil {
 		return err
 	}
@@ -361,8 +367,8 @@ func (s *tuner) guided(ctx context.Context) error {
 	}
 	log.Debug("autotune model", "compute/iter", c, "consume/iter", u, "tile", time.Duration(a),
 		"transfer/iter", time.Duration(b), "run", pass)
-	// 2. Rank the tile sizes by the model; the best few, each with its
-	// depths (middle depth first), in that order.
+	// 2. Rank the tile sizes by the model; the best few at the deepest
+	// depth, then their other depths, in that order.
 	ks := slices.Clone(Ks)
 	slices.SortStableFunc(ks, func(x, y int) int { return int(predict(x) - predict(y)) })
 	allow := 0
@@ -382,7 +388,7 @@ func (s *tuner) guided(ctx context.Context) error {
 		}
 	}
 	for _, k := range ks {
-		add(k, dMid)
+		add(k, dTop)
 	}
 	for _, k := range ks {
 		for _, d := range Ds {

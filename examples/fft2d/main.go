@@ -97,7 +97,7 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&cfg.plain, "plain", false, "transpose with collectives.Alltoall after all row FFTs instead of the overlapped all-to-all")
 	fs.BoolVar(&cfg.tune, "tune", false, "choose the tile shape with TiledAlltoall.Tune first")
 	fs.IntVar(&cfg.k, "k", 0, "rows per tile (0: N/P/8, or tuned)")
-	fs.IntVar(&cfg.d, "d", 0, "tiles in flight (0: 2, or tuned)")
+	fs.IntVar(&cfg.d, "d", 0, "tiles in flight (0: 3, or tuned)")
 	fs.IntVar(&cfg.reps, "reps", 1, "transforms to run (the first is checked; rank 0 reports the median time)")
 	fs.DurationVar(&cfg.timeout, "timeout", 60*time.Second, "give up after this long")
 	fs.SetOutput(io.Discard)
@@ -224,7 +224,7 @@ func run(args []string, out io.Writer) error {
 			k = max(1, rows/8)
 		}
 		if d == 0 {
-			d = 2
+			d = 3
 		}
 		a, err := collectives.NewTiledAlltoall[complex128](ctx, c, rows, rows,
 			collectives.WithTiles(k, d), collectives.WithTileLimits(rows, max(3, d)))

@@ -46,6 +46,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/internal/fft"
 	"github.com/weft-hpc/weft/internal/launch"
@@ -62,16 +63,18 @@ func env(name, def string) string {
 func atoi(s string) int { v, _ := strconv.Atoi(s); return v }
 
 var (
-	role    = flag.String("role", "", "internal: rank")
-	np      = flag.Int("np", atoi(env("NP", "2")), "ranks")
-	rows    = flag.Int("rows", atoi(env("ROWS", "512")), "rows (loop iterations) per rank")
-	rowLen  = flag.Int("len", atoi(env("LEN", "1024")), "complex numbers per row (power of two, multiple of np)")
-	work    = flag.Int("work", atoi(env("WORK", "2")), "FFTs per row (compute weight)")
-	reps    = flag.Int("reps", atoi(env("REPS", "5")), "timed repetitions per scheme; medians reported")
-	schemes = flag.String("schemes", env("SCHEMES", "compute,comm,alltoall,isend,put,put-net"), "schemes to run")
-	kFlag   = flag.Int("k", 0, "tile size (0: autotune)")
-	dFlag   = flag.Int("d", 0, "depth (0: autotune)")
-	jsonOut = flag.Bool("json", env("JSON", "") == "1", "print one JSON object per result line instead of the table")
+	role       = flag.String("role", "", "internal: rank")
+	np         = flag.Int("np", atoi(env("NP", "2")), "ranks")
+	rows       = flag.Int("rows", atoi(env("ROWS", "512")), "rows (loop iterations) per rank")
+	rowLen     = flag.Int("len", atoi(env("LEN", "1024")), "complex numbers per row (power of two, multiple of np)")
+	work       = flag.Int("work", atoi(env("WORK", "2")), "FFTs per row (compute weight)")
+	reps       = flag.Int("reps", atoi(env("REPS", "5")), "timed repetitions per scheme; medians reported")
+	schemes    = flag.String("schemes", env("SCHEMES", "compute,comm,alltoall,isend,put,put-net,coll,coll-alltoall"), "schemes to run")
+	kFlag      = flag.Int("k", 0, "tile size (0: autotune)")
+	dFlag      = flag.Int("d", 0, "depth (0: autotune)")
+	tuneChk    = flag.Bool("tunecheck", false, "time the guided tuner, the old search and an exhaustive sweep of TiledAlltoall's shapes, then their choices side by side")
+	tuneTrials = flag.Int("tunetrials", 3, "-tunecheck: timed runs per shape in the exhaustive sweep")
+	jsonOut    = flag.Bool("json", env("JSON", "") == "1", "print one JSON object per result line instead of the table")
 )
 
 func main() {
@@ -114,6 +117,7 @@ type job struct {
 	result   [][]byte // result[p]: what rank p sent us, N*bpi bytes
 	scratch  []complex128
 	twiddles []complex128
+	cl       *collectives.Coll // for the coll schemes, made on first use
 }
 
 func (j *job) computeRow(r int) {
@@ -179,7 +183,7 @@ func rank() error {
 	}
 	var runs []run
 	timeit := func(name string, fn func() error) error {
-		runs = append(runs, run{name: name, fn: fn, check: name == "isend" || name == "put" || name == "put-net"})
+		runs = append(runs, run{name: name, fn: fn, check: name != "compute" && name != "comm" && name != "alltoall" && !strings.HasSuffix(name, "/comm")})
 		return nil
 	}
 	check := func(name string) error {
@@ -203,6 +207,9 @@ func rank() error {
 			_ = c()
 		}
 	}()
+	if *tuneChk {
+		return tuneCheck(ctx, j)
+	}
 	for _, s := range strings.Split(*schemes, ",") {
 		switch s {
 		case "compute":
@@ -231,6 +238,21 @@ func rank() error {
 				}
 				return nil
 			})
+		case "coll":
+			a, how, err2 := j.newTiled(ctx, true)
+			if err2 != nil {
+				return err2
+			}
+			closers = append(closers, func() error { return a.Free(ctx) })
+			chosen[s] = how
+			compute, packOnly, consume := j.tiledFuncs()
+			_ = timeit(s, func() error { return a.Run(ctx, compute, consume) })
+			err = timeit(s+"/comm", func() error { return a.Run(ctx, packOnly, consume) })
+		case "coll-alltoall":
+			var fn func() error
+			if fn, err = j.collPlain(ctx); err == nil {
+				err = timeit(s, fn)
+			}
 		case "isend", "put", "put-net":
 			var tr onesided.Transport
 			switch s {
@@ -285,6 +307,9 @@ func rank() error {
 			return err
 		}
 	}
+	if j.cl != nil {
+		closers = append(closers, j.cl.Free) // after the TiledAlltoall's Free
+	}
 	for rep := -1; rep < *reps; rep++ {
 		for _, r := range runs {
 			j.reset()
@@ -301,14 +326,9 @@ func rank() error {
 					return err
 				}
 			}
-			all, err := c.Allgather(ctx, []byte(strconv.FormatInt(int64(el), 10)))
+			worst, err := j.slowest(ctx, el)
 			if err != nil {
 				return err
-			}
-			worst := time.Duration(0)
-			for _, b := range all {
-				v, _ := strconv.ParseInt(string(b), 10, 64)
-				worst = max(worst, time.Duration(v))
 			}
 			if rep >= 0 {
 				times[r.name] = append(times[r.name], worst)
