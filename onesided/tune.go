@@ -93,8 +93,9 @@ func Autotune(ctx context.Context, g Group, tr Transport, tc TuneConfig, compute
 //     give the per-tile and the per-byte transfer costs, and one whole run
 //     at a middle tile size, timing compute and consume per iteration;
 //  2. a model, run(K) = N·(c + b) + tiles(K)·a + K·(c + b) (c compute
-//     and consume per iteration, b transfer per iteration, a per tile, the
-//     last term one tile of skew at the end), ranks the tile sizes;
+//     and consume per iteration, b transfer per iteration, a per tile —
+//     the larger of what the transfers alone and the whole run showed —,
+//     the last term one tile of skew at the end), ranks the tile sizes;
 //  3. the best few tile sizes by the model are timed once each at the
 //     deepest D (depth only adds slack for ranks that fall behind, at the
 //     cost of buffers), then at the other depths, as many as the Budget
@@ -359,6 +360,13 @@ func (s *tuner) guided(ctx context.Context) error {
 	}
 	fixed = max(0, float64(times[1])-float64(n0)*a)
 	b := fixed / float64(N)
+	// The whole run shows what a tile really costs when ranks also
+	// compute (waits for a peer that is descheduled, on a crowded node):
+	// what it took beyond the computation and the bytes, per tile, when
+	// that is more than the transfers alone showed.
+	if over := float64(pass) - float64(N)*float64(c+u) - fixed; over > 0 {
+		a = max(a, over/float64(n0))
+	}
 	s.res.Compute, s.res.Consume = c, u
 	s.res.TileCost, s.res.IterCost = time.Duration(a), time.Duration(b)
 	per := float64(c+u) + b
