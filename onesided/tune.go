@@ -185,12 +185,17 @@ func (s *tuner) cfg(k, d int) PipelineConfig {
 // agreed at the next collect; trial is the index in res.Trials it counts
 // for, or -1.
 func (s *tuner) run(ctx context.Context, cfg PipelineConfig, trial int) error {
+	t0 := time.Now()
 	if s.p == nil || s.p.Config() != cfg {
+		// NewPipeline ends with the transport's synchronisation: the
+		// ranks start the run together without a barrier.
 		p, err := NewPipeline(ctx, s.tr, cfg)
 		if err != nil {
 			return fmt.Errorf("K=%d D=%d: %w", cfg.K, cfg.D, err)
 		}
 		s.p = p
+	} else if err := s.g.Barrier(ctx); err != nil {
+		return err
 	}
 	s.ctime, s.utime = 0, 0
 	compute := func(t Tile, out [][]byte) error {
@@ -211,10 +216,8 @@ func (s *tuner) run(ctx context.Context, cfg PipelineConfig, trial int) error {
 		s.utime += time.Since(t0)
 		return err
 	}
-	if err := s.g.Barrier(ctx); err != nil {
-		return err
-	}
-	t0 := time.Now()
+	prep := time.Since(t0)
+	t0 = time.Now()
 	if err := s.p.Run(ctx, compute, consume); err != nil {
 		return fmt.Errorf("K=%d D=%d: %w", cfg.K, cfg.D, err)
 	}
@@ -222,7 +225,7 @@ func (s *tuner) run(ctx context.Context, cfg PipelineConfig, trial int) error {
 	s.res.Runs++
 	s.pending = append(s.pending, el)
 	s.pendingTrial = append(s.pendingTrial, trial)
-	log.Debug("autotune run", "K", cfg.K, "D", cfg.D, "time", el, "compute", !s.noCompute)
+	log.Debug("autotune run", "K", cfg.K, "D", cfg.D, "time", el, "compute", !s.noCompute, "setup", prep)
 	return nil
 }
 
@@ -332,25 +335,32 @@ func (s *tuner) guided(ctx context.Context) error {
 	dTop := Ds[len(Ds)-1]
 	k0 := nearest(Ks, max(1, float64(N)/8))
 	k1 := nearest(Ks, max(1, float64(k0)/8))
-	// 1. Measure: a warm-up that only moves tiles, the transfers alone at
-	// two tile sizes, then one whole run (a timed candidate too).
-	for i, k := range []int{k0, k0, k1} {
-		// The warm-up consumes (whatever the buffers hold), so that the
-		// consumer's memory is warm for the whole run.
-		s.noCompute, s.noUse = true, i > 0
-		if err := s.run(ctx, s.cfg(k, min(dTop, tilesOf(N, k))), -1); err != nil {
+	// 1. Measure: a warm-up that only moves and consumes tiles (whatever
+	// the buffers hold, so that the consumer's memory is warm), the
+	// transfers alone, one whole run (a timed candidate too), all at k0,
+	// then the transfers alone at k1: the shape changes once, and each
+	// change costs the ranks a synchronisation.
+	probe := s.trial(k0, min(dTop, tilesOf(N, k0)), 0)
+	var ctime, utime time.Duration
+	for i, k := range []int{k0, k0, k0, k1} {
+		s.noCompute, s.noUse = i != 2, i != 0 && i != 2
+		idx := -1
+		if i == 2 {
+			idx = probe
+		}
+		if err := s.run(ctx, s.cfg(k, min(dTop, tilesOf(N, k))), idx); err != nil {
 			return err
+		}
+		if i == 2 {
+			ctime, utime = s.ctime, s.utime
 		}
 	}
 	s.noCompute, s.noUse = false, false
-	probe := s.trial(k0, min(dTop, tilesOf(N, k0)), 0)
-	if err := s.run(ctx, s.cfg(k0, s.res.Trials[probe].D), probe); err != nil {
-		return err
-	}
-	times, ext, err := s.collect(ctx, s.ctime, s.utime)
+	times, ext, err := s.collect(ctx, ctime, utime)
 	if err != nil {
 		return err
 	}
+	times[2], times[3] = times[3], times[2] // transfers at k0, at k1, whole run
 	pass := times[3]
 	c, u := ext[0]/time.Duration(N), ext[1]/time.Duration(N)
 	n0, n1 := tilesOf(N, k0), tilesOf(N, k1)
