@@ -3,18 +3,18 @@ package collectives_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/endpoint"
 )
 
-// Two ranks (endpoint handles of one process) run a loop of 6 iterations
-// in tiles of 2; iteration i of rank r produces 10·r + i for each rank,
-// and each tile travels while the next one is computed. Every rank ends
-// with what Alltoall would have given it: rank 0's six values, then rank
-// 1's.
+// A loop of 6 iterations runs in tiles of 2 with one tile in flight:
+// iteration i of rank r produces 10·r + i for every rank, and each tile
+// travels while the next is computed. Every rank ends with what Alltoall
+// would have given it: rank 0's six values, then rank 1's, and so on. Run
+// alone, the process is a job of one rank; under fabrun the same code
+// spans every process.
 func ExampleTiledAlltoall() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -24,40 +24,17 @@ func ExampleTiledAlltoall() {
 		return
 	}
 	defer w.Close()
-	eps, err := w.Comm().CreateEndpoints(ctx, 2)
+	c, err := collectives.New(ctx, w.Comm())
 	if err != nil {
 		fmt.Println(err)
 		return
-	}
-	out := make([]string, len(eps))
-	var wg sync.WaitGroup
-	for i, ep := range eps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer ep.Free()
-			out[i] = tiledRank(ctx, ep)
-		}()
-	}
-	wg.Wait()
-	for _, s := range out {
-		fmt.Println(s)
-	}
-	// Output:
-	// rank 0 received [0 1 2 3 4 5 10 11 12 13 14 15] in 3 tiles
-	// rank 1 received [0 1 2 3 4 5 10 11 12 13 14 15] in 3 tiles
-}
-
-func tiledRank(ctx context.Context, ep *endpoint.Comm) string {
-	c, err := collectives.New(ctx, ep)
-	if err != nil {
-		return err.Error()
 	}
 	defer c.Free()
 	const iters, count = 6, 1
 	a, err := collectives.NewTiledAlltoall[float64](ctx, c, iters, count, collectives.WithTiles(2, 1))
 	if err != nil {
-		return err.Error()
+		fmt.Println(err)
+		return
 	}
 	defer a.Free(ctx)
 	tiles := 0
@@ -73,7 +50,10 @@ func tiledRank(ctx context.Context, ep *endpoint.Comm) string {
 	}
 	recv := make([]float64, c.Size()*iters*count)
 	if err := a.Alltoall(ctx, compute, recv); err != nil {
-		return err.Error()
+		fmt.Println(err)
+		return
 	}
-	return fmt.Sprintf("rank %d received %v in %d tiles", c.Rank(), recv, tiles)
+	fmt.Printf("rank %d received %v in %d tiles\n", c.Rank(), recv, tiles)
+	// Output:
+	// rank 0 received [0 1 2 3 4 5] in 3 tiles
 }

@@ -23,19 +23,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// runJob runs the example under fabrun (local ranks, tagged output) and
-// checks that none of its processes outlive it.
+// runJob runs the example under fabrun as n ranks (proctest.RunExample).
 func runJob(t *testing.T, n int, env []string, args ...string) proctest.Result {
 	t.Helper()
-	fabrun, prog := bins.Path(t, "fabrun"), bins.Path(t, "fft2d")
-	mark := proctest.Marker()
-	argv := []string{"-n", fmt.Sprint(n), "--launcher", "local", "--provider", "shm", "--tag-output",
-		"--timeout", "45s", "--env", mark, prog, "-timeout", "30s"}
-	r := proctest.Run(t, 60*time.Second, env, "", fabrun, append(argv, args...)...)
-	if left := proctest.WaitGone(mark, 5*time.Second); len(left) > 0 {
-		t.Errorf("processes left behind: %v", left)
-	}
-	return r
+	return proctest.RunExample(t, bins.Path(t, "fabrun"), bins.Path(t, "fft2d"), n, env, args...)
 }
 
 // TestFFT2D runs the transform under fabrun with the overlapped transpose
@@ -107,13 +98,7 @@ func TestBadFlags(t *testing.T) {
 
 // TestSingleton runs the program in this process as a job of one rank.
 func TestSingleton(t *testing.T) {
-	for _, k := range []string{"PMI_FD", "PMI_PORT", "PMI_ID", "WEFT_PMI", "SLURM_MPI_TYPE", "PMI_JOBID"} {
-		if v, ok := os.LookupEnv(k); ok {
-			t.Setenv(k, v)
-			os.Unsetenv(k)
-		}
-	}
-	t.Setenv("WEFT_PROVIDER", "shm")
+	proctest.Alone(t)
 	for _, args := range [][]string{{"-n", "16", "-k", "3"}, {"-n", "16", "-plain"}} {
 		var out bytes.Buffer
 		if err := run(append(args, "-timeout", "30s"), &out); err != nil {
