@@ -15,8 +15,16 @@
 //	          (onesided.Pipeline over onesided.WindowTransport: direct
 //	          stores between ranks of one node)
 //	put-net   (iii) through libfabric RMA (WEFT_ONESIDED_SHM=off)
+//	coll      (iii) through collectives.TiledAlltoall (each row
+//	          transformed out of place, so that its tuner may repeat tiles)
+//	coll-alltoall  (i) with collectives.Alltoall
 //
-// K and D for the tiled schemes come from onesided.Autotune. Times are
+// K and D for the tiled schemes come from onesided.Tune (-k and -d set
+// them). With -tunecheck the tool instead times TiledAlltoall.Tune's
+// guided search three times, the old search (every K from 4 to N/2 × D
+// 1..3, one run each) and an exhaustive sweep (-tunetrials runs per
+// shape), then runs the shapes they chose side by side, -reps times, and
+// prints each one's time and its median ratio to the sweep's choice. Times are
 // normalised to compute, as the seed's figures are; efficiency is
 // max(T_cp, T_cm) / T, the fraction of the ideal overlap reached, where a
 // tiled scheme's T_cm is the same pipeline run with the FFTs left out
