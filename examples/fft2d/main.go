@@ -55,7 +55,6 @@ import (
 
 	"github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/endpoint"
-	"github.com/weft-hpc/weft/internal/fft"
 	"github.com/weft-hpc/weft/onesided"
 )
 
@@ -112,7 +111,7 @@ func parseFlags(args []string) (config, error) {
 	switch {
 	case fs.NArg() > 0:
 		return cfg, usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
-	case !fft.IsPow2(cfg.n) || cfg.n > maxN:
+	case !isPow2(cfg.n) || cfg.n > maxN:
 		return cfg, usageError{fmt.Errorf("-n %d: want a power of two up to %d", cfg.n, maxN)}
 	case cfg.k < 0 || cfg.d < 0 || cfg.d > 8:
 		return cfg, usageError{fmt.Errorf("-k %d -d %d: want k ≥ 0 and 0 ≤ d ≤ 8", cfg.k, cfg.d)}
@@ -149,7 +148,7 @@ func (pt *part) computeRows(first, count int, out [][]complex128) {
 		for j := range pt.n {
 			pt.row[j] = input(g, j)
 		}
-		fft.Forward(pt.row, pt.tw)
+		fft(pt.row, pt.tw)
 		for q := range pt.p {
 			copy(out[q][i*pt.rows:(i+1)*pt.rows], pt.row[q*pt.rows:])
 		}
@@ -192,7 +191,7 @@ func run(args []string, out io.Writer) error {
 		return fmt.Errorf("a %dx%d matrix does not split into %d equal row blocks", cfg.n, cfg.n, P)
 	}
 	rows := cfg.n / P
-	pt := &part{n: cfg.n, rows: rows, me: me, p: P, tw: fft.Twiddles(cfg.n), row: make([]complex128, cfg.n)}
+	pt := &part{n: cfg.n, rows: rows, me: me, p: P, tw: twiddles(cfg.n), row: make([]complex128, cfg.n)}
 	pt.t = make([][]complex128, rows)
 	for i := range pt.t {
 		pt.t[i] = make([]complex128, cfg.n)
@@ -260,7 +259,7 @@ func run(args []string, out io.Writer) error {
 			return fmt.Errorf("transform %d: %w", rep, err)
 		}
 		for _, r := range pt.t { // the column FFTs
-			fft.Forward(r, pt.tw)
+			fft(r, pt.tw)
 		}
 		times = append(times, time.Since(t0))
 		if rep == 0 {

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-hpc/weft/internal/fft"
 	"github.com/weft-hpc/weft/internal/proctest"
 )
 
@@ -117,13 +116,13 @@ func TestCheckHasTeeth(t *testing.T) {
 	const n = 16
 	ref := directColumns(n, 0, n)
 	a := make([][]complex128, n)
-	tw := fft.Twiddles(n)
+	tw := twiddles(n)
 	for i := range a {
 		a[i] = make([]complex128, n)
 		for j := range a[i] {
 			a[i][j] = input(i, j)
 		}
-		fft.Forward(a[i], tw)
+		fft(a[i], tw)
 	}
 	right, wrong := make([][]complex128, n), make([][]complex128, n)
 	for j := range right {
@@ -131,8 +130,8 @@ func TestCheckHasTeeth(t *testing.T) {
 		for i := range n {
 			right[j][i] = a[i][j]
 		}
-		fft.Forward(right[j], tw)
-		fft.Forward(wrong[j], tw)
+		fft(right[j], tw)
+		fft(wrong[j], tw)
 	}
 	worst := func(got [][]complex128) float64 {
 		d := 0.0
