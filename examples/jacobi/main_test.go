@@ -79,13 +79,14 @@ func TestJacobi(t *testing.T) {
 	}
 }
 
-// TestNoConvergence: a run that reaches -maxiter fails on every rank
-// with the residual, exit status 1; so does a grid with fewer rows than
-// ranks.
+// TestNoConvergence: a run that reaches -maxiter fails with the
+// residual, exit status 1 (every rank stops there; fabrun may end the
+// others once the first has failed, so one message is enough); so does a
+// grid with fewer rows than ranks. No rank claims success.
 func TestNoConvergence(t *testing.T) {
 	r := runJob(t, 2, nil, "-maxiter", "5")
-	if r.Code != 1 || strings.Count(r.Stderr, "jacobi: no convergence after 5 iterations: residual") != 2 {
-		t.Errorf("exit %d, want 1 and the reason from both ranks\n%s%s", r.Code, r.Stdout, r.Stderr)
+	if r.Code != 1 || !strings.Contains(r.Stderr, "jacobi: no convergence after 5 iterations: residual") || strings.Contains(r.Stdout, "jacobi ok") {
+		t.Errorf("exit %d, want 1 and the reason\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	r = runJob(t, 3, nil, "-ny", "2")
 	if r.Code != 1 || !strings.Contains(r.Stderr, "jacobi: a grid of 2 rows is too small for 3 ranks") {
