@@ -3,8 +3,6 @@ package onesided
 import (
 	"context"
 	"fmt"
-	"slices"
-	"time"
 )
 
 // Transport moves the tiles of a Pipeline between ranks. WindowTransport
@@ -199,78 +197,4 @@ func (p *Pipeline) finish(ctx context.Context, seq uint64, consume ConsumeFunc) 
 		return fmt.Errorf("onesided: pipeline consume tile %d: %w", t.Index, err)
 	}
 	return p.tr.Expect(rs, seq+2*D)
-}
-
-// TuneConfig bounds Autotune's search.
-type TuneConfig struct {
-	N, BytesPerIter int
-	Ks, Ds          []int // candidates (defaults: powers of two up to N, and 1..3)
-	Trials          int   // timed runs per candidate (default 3); one untimed warm-up precedes them
-}
-
-// Autotune measures Run for every (K, D) candidate over g and tr and
-// returns the pair with the lowest median time, the time of the slowest
-// rank counting for each run, so all ranks choose the same pair. It is
-// collective; compute and consume must tolerate being called for the
-// trial runs.
-func Autotune(ctx context.Context, g Group, tr Transport, tc TuneConfig, compute ComputeFunc, consume ConsumeFunc) (PipelineConfig, error) {
-	if tc.Trials <= 0 {
-		tc.Trials = 3
-	}
-	if len(tc.Ds) == 0 {
-		tc.Ds = []int{1, 2, 3}
-	}
-	if len(tc.Ks) == 0 {
-		for k := 1; k <= tc.N; k *= 2 {
-			tc.Ks = append(tc.Ks, k)
-		}
-		if tc.Ks[len(tc.Ks)-1] != tc.N {
-			tc.Ks = append(tc.Ks, tc.N)
-		}
-	}
-	best := PipelineConfig{}
-	bestT := time.Duration(-1)
-	for _, k := range tc.Ks {
-		for _, d := range tc.Ds {
-			cfg := PipelineConfig{N: tc.N, K: k, D: d, BytesPerIter: tc.BytesPerIter}
-			p, err := NewPipeline(ctx, tr, cfg)
-			if err != nil {
-				return best, fmt.Errorf("onesided: Autotune K=%d D=%d: %w", k, d, err)
-			}
-			times := make([]time.Duration, 0, tc.Trials)
-			for trial := -1; trial < tc.Trials; trial++ {
-				if err := g.Barrier(ctx); err != nil {
-					return best, fmt.Errorf("onesided: Autotune: %w", err)
-				}
-				t0 := time.Now()
-				if err := p.Run(ctx, compute, consume); err != nil {
-					return best, fmt.Errorf("onesided: Autotune K=%d D=%d: %w", k, d, err)
-				}
-				el := time.Since(t0)
-				if trial < 0 {
-					continue
-				}
-				all, err := g.Allgather(ctx, []byte(fmt.Sprint(int64(el))))
-				if err != nil {
-					return best, fmt.Errorf("onesided: Autotune: %w", err)
-				}
-				var worst time.Duration
-				for _, b := range all {
-					var v int64
-					if _, err := fmt.Sscan(string(b), &v); err != nil {
-						return best, fmt.Errorf("onesided: Autotune: bad timing %q: %w", b, ErrInvalid)
-					}
-					worst = max(worst, time.Duration(v))
-				}
-				times = append(times, worst)
-			}
-			slices.Sort(times)
-			med := times[len(times)/2]
-			log.Debug("autotune", "K", k, "D", d, "median", med)
-			if bestT < 0 || med < bestT {
-				best, bestT = cfg, med
-			}
-		}
-	}
-	return best, nil
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -191,4 +193,94 @@ func TestAutotuneAgrees(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestTuneSearches: the guided search measures its model (compute time
+// per iteration, non-negative transfer costs), times a few shapes within
+// the candidates and picks one of those it timed, the same on every
+// rank; the exhaustive search times every candidate Trials times and
+// picks the lowest median.
+func TestTuneSearches(t *testing.T) {
+	runRanks(t, 3, func(ctx context.Context, g Group) (err error) {
+		tr := NewWindowTransport(g, WithSharedMemory(ShmOnly))
+		defer cleanup(ctx, &err, tr.Close)
+		compute := func(t Tile, out [][]byte) error {
+			for q, o := range out {
+				tileFill(o, g.Rank(), q, t.First, 0)
+			}
+			return nil
+		}
+		consume := func(Tile, [][]byte) error { return nil }
+		tc := TuneConfig{N: 40, BytesPerIter: 64, Ks: []int{1, 4, 8, 16, 40}, Ds: []int{1, 3}}
+		guided, err := Tune(ctx, g, tr, tc, compute, consume)
+		if err != nil {
+			return err
+		}
+		if guided.Compute <= 0 || guided.TileCost < 0 || guided.IterCost < 0 || guided.Runs < 5 || len(guided.Trials) < 2 {
+			return fmt.Errorf("guided search: %+v", guided)
+		}
+		chosen := false
+		for _, tt := range guided.Trials {
+			if !slices.Contains(tc.Ks, tt.K) || tt.D < 1 || tt.D > 3 || len(tt.Times) == 0 {
+				return fmt.Errorf("guided search timed %+v", tt)
+			}
+			chosen = chosen || tt.K == guided.Config.K && tt.D == guided.Config.D
+		}
+		if !chosen || guided.Config.N != 40 || guided.Config.BytesPerIter != 64 {
+			return fmt.Errorf("guided search chose %+v, not among the shapes it timed", guided.Config)
+		}
+		tc.Exhaustive, tc.Trials = true, 2
+		ex, err := Tune(ctx, g, tr, tc, compute, consume)
+		if err != nil {
+			return err
+		}
+		if len(ex.Trials) != 10 {
+			return fmt.Errorf("exhaustive search timed %d shapes, want 10", len(ex.Trials))
+		}
+		best := ex.Trials[0]
+		for _, tt := range ex.Trials {
+			if len(tt.Times) != 2 {
+				return fmt.Errorf("shape %+v timed %d times, want 2", tt, len(tt.Times))
+			}
+			if tt.Median() < best.Median() {
+				best = tt
+			}
+		}
+		if ex.Config.K != best.K || ex.Config.D != best.D {
+			return fmt.Errorf("exhaustive search chose %+v, the lowest median is K=%d D=%d", ex.Config, best.K, best.D)
+		}
+		for _, res := range []TuneResult{guided, ex} {
+			all, err := g.Allgather(ctx, []byte(fmt.Sprintf("%+v", res.Config)))
+			if err != nil {
+				return err
+			}
+			for _, a := range all {
+				if string(a) != string(all[0]) {
+					return fmt.Errorf("ranks chose different shapes: %q vs %q", a, all[0])
+				}
+			}
+		}
+		return nil
+	})
+}
+
+func TestTuneErrors(t *testing.T) {
+	ctx := context.Background()
+	nop := func(Tile, [][]byte) error { return nil }
+	g := newMemWorld(1)[0]
+	tr := NewWindowTransport(g, WithSharedMemory(ShmOnly))
+	for _, tc := range []TuneConfig{{}, {N: 4}, {N: 4, BytesPerIter: 8, Trials: -1}, {N: 4, BytesPerIter: 8, Ks: []int{0}}, {N: 4, BytesPerIter: 8, Ds: []int{-2}}, {N: 4, BytesPerIter: 8, Budget: -1}} {
+		if _, err := Tune(ctx, g, tr, tc, nop, nop); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Tune(%+v): %v, want ErrInvalid", tc, err)
+		}
+	}
+	if _, err := Tune(ctx, g, nil, TuneConfig{N: 4, BytesPerIter: 8}, nop, nop); !errors.Is(err, ErrInvalid) {
+		t.Errorf("nil transport: %v", err)
+	}
+	if _, err := Autotune(ctx, g, tr, TuneConfig{N: 4, BytesPerIter: 8}, nil, nop); !errors.Is(err, ErrInvalid) {
+		t.Errorf("nil compute: %v", err)
+	}
+	if d := (TuneTrial{}).Median() + (TuneTrial{}).Best(); d != 0 {
+		t.Errorf("empty trial: %v", d)
+	}
 }

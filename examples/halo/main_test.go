@@ -34,20 +34,10 @@ func summary(t *testing.T, n, gy, gx, iters int, periodic bool) string {
 	return fmt.Sprintf("[0] halo: %d ranks, %dx%d grid, %d iterations, max |diff| 0 vs serial, sum %v\n", n, gy, gx, iters, interiorSum(ref, gy, gx))
 }
 
-// runJob runs the example under fabrun (local ranks, tagged output) with
-// extra environment and returns what it left, checking that none of its
-// processes outlive it.
+// runJob runs the example under fabrun as n ranks (proctest.RunExample).
 func runJob(t *testing.T, n int, env []string, args ...string) proctest.Result {
 	t.Helper()
-	fabrun, halo := bins.Path(t, "fabrun"), bins.Path(t, "halo")
-	mark := proctest.Marker()
-	argv := []string{"-n", fmt.Sprint(n), "--launcher", "local", "--provider", "shm", "--tag-output",
-		"--timeout", "45s", "--env", mark, halo, "-timeout", "30s"}
-	r := proctest.Run(t, 60*time.Second, env, "", fabrun, append(argv, args...)...)
-	if left := proctest.WaitGone(mark, 5*time.Second); len(left) > 0 {
-		t.Errorf("processes left behind: %v", left)
-	}
-	return r
+	return proctest.RunExample(t, bins.Path(t, "fabrun"), bins.Path(t, "halo"), n, env, args...)
 }
 
 // TestHalo runs the example under fabrun on 2x2 and 3x2 process grids,
@@ -119,24 +109,11 @@ func TestBadFlags(t *testing.T) {
 	}
 }
 
-// alone makes this process a job of one rank, wherever the test runs:
-// no launcher's variables (restored after the test), the shm provider.
-func alone(t *testing.T) {
-	t.Helper()
-	for _, k := range []string{"PMI_FD", "PMI_PORT", "PMI_ID", "WEFT_PMI", "SLURM_MPI_TYPE", "PMI_JOBID"} {
-		if v, ok := os.LookupEnv(k); ok {
-			t.Setenv(k, v)
-			os.Unsetenv(k)
-		}
-	}
-	t.Setenv("WEFT_PROVIDER", "shm")
-}
-
 // TestSingleton runs the program in this process as a job of one rank:
 // on a periodic 1x1 process grid every halo message goes from the rank to
 // itself.
 func TestSingleton(t *testing.T) {
-	alone(t)
+	proctest.Alone(t)
 	for _, periodic := range []bool{false, true} {
 		var out bytes.Buffer
 		if err := run([]string{"-ny", "7", "-nx", "9", "-iters", "12", fmt.Sprintf("-periodic=%v", periodic), "-timeout", "30s"}, &out); err != nil {
@@ -152,7 +129,7 @@ func TestSingleton(t *testing.T) {
 // TestTimeout: a rank alone has nothing to wait for, yet -timeout still
 // ends a run that would take too long.
 func TestTimeout(t *testing.T) {
-	alone(t)
+	proctest.Alone(t)
 	start := time.Now()
 	err := run([]string{"-iters", "1000000000", "-timeout", "300ms"}, io.Discard)
 	if !errors.Is(err, context.DeadlineExceeded) {

@@ -15,8 +15,16 @@
 //	          (onesided.Pipeline over onesided.WindowTransport: direct
 //	          stores between ranks of one node)
 //	put-net   (iii) through libfabric RMA (WEFT_ONESIDED_SHM=off)
+//	coll      (iii) through collectives.TiledAlltoall (each row
+//	          transformed out of place, so that its tuner may repeat tiles)
+//	coll-alltoall  (i) with collectives.Alltoall
 //
-// K and D for the tiled schemes come from onesided.Autotune. Times are
+// K and D for the tiled schemes come from onesided.Tune (-k and -d set
+// them). With -tunecheck the tool instead times TiledAlltoall.Tune's
+// guided search three times, the old search (every K from 4 to N/2 × D
+// 1..3, one run each) and an exhaustive sweep (-tunetrials runs per
+// shape), then runs the shapes they chose side by side, -reps times, and
+// prints each one's time and its median ratio to the sweep's choice. Times are
 // normalised to compute, as the seed's figures are; efficiency is
 // max(T_cp, T_cm) / T, the fraction of the ideal overlap reached, where a
 // tiled scheme's T_cm is the same pipeline run with the FFTs left out
@@ -39,8 +47,6 @@ import (
 	"flag"
 	"fmt"
 	"github.com/weft-hpc/weft/internal/benchrec"
-	"math"
-	"math/cmplx"
 	"os"
 	"sort"
 	"strconv"
@@ -48,7 +54,9 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/fft"
 	"github.com/weft-hpc/weft/internal/launch"
 	"github.com/weft-hpc/weft/onesided"
 )
@@ -63,16 +71,18 @@ func env(name, def string) string {
 func atoi(s string) int { v, _ := strconv.Atoi(s); return v }
 
 var (
-	role    = flag.String("role", "", "internal: rank")
-	np      = flag.Int("np", atoi(env("NP", "2")), "ranks")
-	rows    = flag.Int("rows", atoi(env("ROWS", "512")), "rows (loop iterations) per rank")
-	rowLen  = flag.Int("len", atoi(env("LEN", "1024")), "complex numbers per row (power of two, multiple of np)")
-	work    = flag.Int("work", atoi(env("WORK", "2")), "FFTs per row (compute weight)")
-	reps    = flag.Int("reps", atoi(env("REPS", "5")), "timed repetitions per scheme; medians reported")
-	schemes = flag.String("schemes", env("SCHEMES", "compute,comm,alltoall,isend,put,put-net"), "schemes to run")
-	kFlag   = flag.Int("k", 0, "tile size (0: autotune)")
-	dFlag   = flag.Int("d", 0, "depth (0: autotune)")
-	jsonOut = flag.Bool("json", env("JSON", "") == "1", "print one JSON object per result line instead of the table")
+	role       = flag.String("role", "", "internal: rank")
+	np         = flag.Int("np", atoi(env("NP", "2")), "ranks")
+	rows       = flag.Int("rows", atoi(env("ROWS", "512")), "rows (loop iterations) per rank")
+	rowLen     = flag.Int("len", atoi(env("LEN", "1024")), "complex numbers per row (power of two, multiple of np)")
+	work       = flag.Int("work", atoi(env("WORK", "2")), "FFTs per row (compute weight)")
+	reps       = flag.Int("reps", atoi(env("REPS", "5")), "timed repetitions per scheme; medians reported")
+	schemes    = flag.String("schemes", env("SCHEMES", "compute,comm,alltoall,isend,put,put-net,coll,coll-alltoall"), "schemes to run")
+	kFlag      = flag.Int("k", 0, "tile size (0: autotune)")
+	dFlag      = flag.Int("d", 0, "depth (0: autotune)")
+	tuneChk    = flag.Bool("tunecheck", false, "time the guided tuner, the old search and an exhaustive sweep of TiledAlltoall's shapes, then their choices side by side")
+	tuneTrials = flag.Int("tunetrials", 3, "-tunecheck: timed runs per shape in the exhaustive sweep")
+	jsonOut    = flag.Bool("json", env("JSON", "") == "1", "print one JSON object per result line instead of the table")
 )
 
 func main() {
@@ -115,12 +125,13 @@ type job struct {
 	result   [][]byte // result[p]: what rank p sent us, N*bpi bytes
 	scratch  []complex128
 	twiddles []complex128
+	cl       *collectives.Coll // for the coll schemes, made on first use
 }
 
 func (j *job) computeRow(r int) {
 	row := j.data[r]
 	for w := 0; w < *work; w++ {
-		fft(row, j.twiddles)
+		fft.Forward(row, j.twiddles)
 	}
 }
 
@@ -162,7 +173,7 @@ func rank() error {
 	for r := range j.data {
 		j.data[r] = make([]complex128, j.L)
 	}
-	j.twiddles = twiddles(j.L)
+	j.twiddles = fft.Twiddles(j.L)
 	j.result = make([][]byte, P)
 	for p := range j.result {
 		j.result[p] = make([]byte, j.N*j.bpi)
@@ -180,7 +191,7 @@ func rank() error {
 	}
 	var runs []run
 	timeit := func(name string, fn func() error) error {
-		runs = append(runs, run{name: name, fn: fn, check: name == "isend" || name == "put" || name == "put-net"})
+		runs = append(runs, run{name: name, fn: fn, check: name != "compute" && name != "comm" && name != "alltoall" && !strings.HasSuffix(name, "/comm")})
 		return nil
 	}
 	check := func(name string) error {
@@ -204,6 +215,9 @@ func rank() error {
 			_ = c()
 		}
 	}()
+	if *tuneChk {
+		return tuneCheck(ctx, j)
+	}
 	for _, s := range strings.Split(*schemes, ",") {
 		switch s {
 		case "compute":
@@ -232,6 +246,21 @@ func rank() error {
 				}
 				return nil
 			})
+		case "coll":
+			a, how, err2 := j.newTiled(ctx, true)
+			if err2 != nil {
+				return err2
+			}
+			closers = append(closers, func() error { return a.Free(ctx) })
+			chosen[s] = how
+			compute, packOnly, consume := j.tiledFuncs()
+			_ = timeit(s, func() error { return a.Run(ctx, compute, consume) })
+			err = timeit(s+"/comm", func() error { return a.Run(ctx, packOnly, consume) })
+		case "coll-alltoall":
+			var fn func() error
+			if fn, err = j.collPlain(ctx); err == nil {
+				err = timeit(s, fn)
+			}
 		case "isend", "put", "put-net":
 			var tr onesided.Transport
 			switch s {
@@ -261,14 +290,13 @@ func rank() error {
 			}
 			cfg := onesided.PipelineConfig{N: j.N, K: *kFlag, D: *dFlag, BytesPerIter: j.bpi}
 			if cfg.K == 0 || cfg.D == 0 {
-				var ks []int
-				for k := 4; k <= j.N/2; k *= 2 {
-					ks = append(ks, k)
-				}
-				cfg, err = onesided.Autotune(ctx, c, tr, onesided.TuneConfig{N: j.N, BytesPerIter: j.bpi, Ks: ks, Ds: []int{1, 2, 3}, Trials: 1},
-					func(t onesided.Tile, out [][]byte) error { return compute(t, out) }, consume)
+				res, err := onesided.Tune(ctx, c, tr, onesided.TuneConfig{N: j.N, BytesPerIter: j.bpi}, compute, consume)
 				if err != nil {
 					return fmt.Errorf("%s autotune: %w", s, err)
+				}
+				cfg = res.Config
+				if j.me == 0 && !*jsonOut {
+					fmt.Fprintf(os.Stderr, "%s: autotune chose K=%d D=%d in %v (%d runs)\n", s, cfg.K, cfg.D, res.Elapsed.Round(time.Millisecond), res.Runs)
 				}
 			}
 			chosen[s] = fmt.Sprintf("K=%d D=%d", cfg.K, cfg.D)
@@ -287,6 +315,9 @@ func rank() error {
 			return err
 		}
 	}
+	if j.cl != nil {
+		closers = append(closers, j.cl.Free) // after the TiledAlltoall's Free
+	}
 	for rep := -1; rep < *reps; rep++ {
 		for _, r := range runs {
 			j.reset()
@@ -303,14 +334,9 @@ func rank() error {
 					return err
 				}
 			}
-			all, err := c.Allgather(ctx, []byte(strconv.FormatInt(int64(el), 10)))
+			worst, err := j.slowest(ctx, el)
 			if err != nil {
 				return err
-			}
-			worst := time.Duration(0)
-			for _, b := range all {
-				v, _ := strconv.ParseInt(string(b), 10, 64)
-				worst = max(worst, time.Duration(v))
 			}
 			if rep >= 0 {
 				times[r.name] = append(times[r.name], worst)
@@ -487,38 +513,4 @@ func (m *msgTransport) SendDone(ctx context.Context, slot int) error {
 	err := endpoint.WaitAll(ctx, m.sendReq[slot]...)
 	m.sendReq[slot] = m.sendReq[slot][:0]
 	return err
-}
-
-// twiddles returns e^{-2πik/n} for k < n/2.
-func twiddles(n int) []complex128 {
-	t := make([]complex128, n/2)
-	for k := range t {
-		t[k] = cmplx.Exp(complex(0, -2*math.Pi*float64(k)/float64(n)))
-	}
-	return t
-}
-
-// fft is an in-place iterative radix-2 FFT.
-func fft(a []complex128, tw []complex128) {
-	n := len(a)
-	for i, j := 1, 0; i < n; i++ {
-		bit := n >> 1
-		for ; j&bit != 0; bit >>= 1 {
-			j ^= bit
-		}
-		j ^= bit
-		if i < j {
-			a[i], a[j] = a[j], a[i]
-		}
-	}
-	for size := 2; size <= n; size <<= 1 {
-		half, step := size/2, n/size
-		for start := 0; start < n; start += size {
-			for k := 0; k < half; k++ {
-				t := tw[k*step] * a[start+k+half]
-				a[start+k+half] = a[start+k] - t
-				a[start+k] += t
-			}
-		}
-	}
 }
