@@ -148,6 +148,9 @@ func (c *Comm) IsendParts(parts []Part, dest, tag int) (*Request, error) {
 	if r, done, err := c.isendPackedNode(u, dest, tag); done {
 		return r, err
 	}
+	if r, done, err := c.isendFabricTyped(u, dest, tag); done {
+		return r, err
+	}
 	packed := make([]byte, u.n)
 	if err := u.pack(0, packed); err != nil {
 		return nil, fmt.Errorf("endpoint: pack %s: %w", u, err)
@@ -282,7 +285,11 @@ func (c *Comm) IsendTyped(buf []byte, count int, t *ddt.Type, dest, tag int) (*R
 	if r, done, err := c.isendTypedGather(buf, count, t, n, dest, tag); done {
 		return r, err
 	}
-	if r, done, err := c.isendPackedNode(&typedRecv{buf: buf, count: count, t: t, n: n}, dest, tag); done {
+	u := &typedRecv{buf: buf, count: count, t: t, n: n}
+	if r, done, err := c.isendPackedNode(u, dest, tag); done {
+		return r, err
+	}
+	if r, done, err := c.isendFabricTyped(u, dest, tag); done {
 		return r, err
 	}
 	packed := make([]byte, n)

@@ -126,6 +126,16 @@ type vci struct {
 	freeReqs   []*Request // released requests for reuse (Request.Release)
 	chunk      []byte     // a typed receive's copy-then-unpack piece (node.go)
 	scratch    []byte     // one inline message, packed or to unpack (node.go)
+
+	// registered segment buffers of eager and pipelined typed sends
+	// (fabtyped.go), and the pipelined sends in progress
+	segBuf    *fabric.Buffer
+	segDesc   fabric.Desc
+	segSize   int
+	segs      [][]byte
+	segFree   []int
+	segFailed bool
+	pipes     []*Request
 }
 
 func (v *vci) lock() {
@@ -290,6 +300,10 @@ func (v *vci) closeFabric() error {
 	if v.bounce != nil {
 		errs = append(errs, v.bounce.Close())
 	}
+	if v.segBuf != nil {
+		errs = append(errs, v.segBuf.Close())
+		v.segBuf, v.segs, v.segFree = nil, nil, nil
+	}
 	if v.ownDom && v.dom != nil {
 		errs = append(errs, v.dom.Close())
 	}
@@ -420,6 +434,10 @@ func (r *Request) unpinAll() {
 		r.mr.Close()
 		r.mr = nil
 	}
+	for _, mr := range r.mrs {
+		mr.Close()
+	}
+	r.mrs = nil
 	if r.lkey != 0 {
 		localDel(r.lkey)
 		r.lkey = 0
@@ -447,6 +465,12 @@ func (v *vci) maybeRetire(r *Request) {
 		if r.reqExt != nil && r.unpack != nil {
 			r.unpackTyped(r.unpack)
 			r.unpack = nil
+		}
+		if r.reqExt != nil && r.segIdx != 0 {
+			if v.segBuf != nil {
+				v.segFree = append(v.segFree, r.segIdx-1)
+			}
+			r.segIdx = 0
 		}
 		if r.reqExt != nil && r.staged {
 			if r.err != nil {
@@ -597,6 +621,9 @@ func (v *vci) progress() error {
 	if len(v.sendq) > 0 {
 		v.flushSends()
 	}
+	if len(v.pipes) > 0 {
+		v.pumpAll()
+	}
 	return nil
 }
 
@@ -611,7 +638,7 @@ func (v *vci) complete(c *fabric.Completion) {
 		}
 		return
 	}
-	idx := int(c.Context)
+	idx := int(c.Context & ctxSlotMask)
 	if idx <= 0 || idx > len(v.slots) || v.slots[idx-1] == nil {
 		v.log.Warn("completion for unknown context", "context", c.Context)
 		return
@@ -619,6 +646,10 @@ func (v *vci) complete(c *fabric.Completion) {
 	r := v.slots[idx-1]
 	r.pending--
 	switch {
+	case c.Context&segBit != 0:
+		v.segDone(r, c.Context, nil)
+	case r.state == stReading && r.rd != nil:
+		v.readStep(r)
 	case r.state == stReading:
 		v.readDone(r, nil)
 	case r.kind == kSendEager:
@@ -654,13 +685,24 @@ func (v *vci) completeError(ce *fabric.CQError) {
 		}
 		return
 	}
-	idx := int(ce.Context)
+	idx := int(ce.Context & ctxSlotMask)
 	if idx <= 0 || idx > len(v.slots) || v.slots[idx-1] == nil {
 		v.log.Warn("error completion for unknown context", "context", ce.Context, "err", ce.Err)
 		return
 	}
 	r := v.slots[idx-1]
 	r.pending--
+	if ce.Context&segBit != 0 {
+		v.segDone(r, ce.Context, ce)
+		return
+	}
+	if r.state == stReading && r.rd != nil {
+		if r.rd.err == nil {
+			r.rd.err = ce
+		}
+		v.readStep(r)
+		return
+	}
 	if r.state == stReading {
 		v.readDone(r, ce)
 		return
@@ -675,6 +717,10 @@ func (v *vci) completeError(ce *fabric.CQError) {
 // matching posted receive, or a new unexpected entry.
 func (v *vci) incoming(t uint64, payload []byte) {
 	if tagIsCtrl(t) {
+		if tagIsRTS(t) {
+			v.pipeCtrl(t, payload)
+			return
+		}
 		r := v.rdvSends[ctrlSeq(t)]
 		if r == nil {
 			v.log.Warn("FIN for unknown rendezvous", "seq", ctrlSeq(t))
@@ -804,7 +850,11 @@ func (v *vci) deliver(r *Request, t uint64, payload []byte) {
 			v.nodeRead(r, l, t, parseHeader(payload))
 			return
 		}
-		v.startRead(r, t, parseHeader(payload))
+		if ext := headerExt(payload); ext&0xff == modePipe {
+			v.startPipeRecv(r, t, parseHeader(payload))
+		} else {
+			v.startRead(r, t, parseHeader(payload), ext)
+		}
 		return
 	}
 	r.take(0, payload)
@@ -850,30 +900,22 @@ func parseHeader(b []byte) rdvHeader {
 
 // startRead begins the rendezvous read for receive r: the data goes
 // straight from the sender's registered buffer into r.buf.
-func (v *vci) startRead(r *Request, t uint64, h rdvHeader) {
+func (v *vci) startRead(r *Request, t uint64, h rdvHeader, ext uint64) {
 	src := tagSource(t)
 	r.st = Status{Source: src, Tag: tagUser(t)}
 	if src >= len(r.c.addrs) {
 		v.finish(r, fmt.Errorf("endpoint: rendezvous from unknown rank %d", src))
 		return
 	}
-	if r.reqExt != nil && r.typed != nil {
-		// fi_read needs one buffer: read the stream into one, unpack it
-		// when the receive completes.
-		r.buf = make([]byte, min(uint64(r.typed.n), h.size))
-		r.unpack, r.typed = r.typed, nil
-	}
-	n := len(r.buf)
-	if uint64(n) > h.size {
-		n = int(h.size)
-	}
+	c := r.capacity()
+	n := int(min(uint64(c), h.size))
 	r.st.Count = n
 	r.ext()
 	r.finNeeded = true
 	r.finSeq = h.seq
 	r.finDest = r.c.addrs[src]
 	r.finStatus = finOK
-	if uint64(len(r.buf)) < h.size {
+	if uint64(c) < h.size {
 		r.finStatus = finTruncated
 	}
 	r.state = stReading
@@ -881,35 +923,7 @@ func (v *vci) startRead(r *Request, t uint64, h rdvHeader) {
 		v.readDone(r, nil)
 		return
 	}
-	r.rbuf = r.buf[:n]
-	r.mrAddr, r.mrKey = h.addr, h.key
-	r.pinBuf(r.rbuf)
-	if err := v.postRead(r); err != nil {
-		if errors.Is(err, fabric.ErrAgain) {
-			v.deferRead = append(v.deferRead, r)
-			return
-		}
-		v.readDone(r, err)
-	}
-}
-
-func (v *vci) postRead(r *Request) error {
-	var desc fabric.Desc
-	if v.mrLocal && r.mr == nil {
-		mr, err := v.dom.Register(r.rbuf, fabric.AccessRead|fabric.AccessRecv)
-		if err != nil {
-			return err
-		}
-		r.mr = mr
-	}
-	if r.mr != nil {
-		desc = r.mr.Desc()
-	}
-	if err := v.ep.Read(r.rbuf, desc, r.finDest, r.mrAddr, r.mrKey, v.handle(r)); err != nil {
-		return err
-	}
-	r.pending++
-	return nil
+	v.planReads(r, h, ext, n)
 }
 
 // readDone ends the receive side of a rendezvous: FIN to the sender, then
@@ -920,7 +934,7 @@ func (v *vci) readDone(r *Request, err error) {
 		r.finStatus = finFailed
 		r.err = fmt.Errorf("endpoint: rendezvous read from rank %d: %w", r.st.Source, err)
 	} else if r.finStatus == finTruncated {
-		r.err = fmt.Errorf("endpoint: rendezvous message from rank %d into %d bytes: %w", r.st.Source, len(r.buf), ErrTruncated)
+		r.err = fmt.Errorf("endpoint: rendezvous message from rank %d into %d bytes: %w", r.st.Source, r.capacity(), ErrTruncated)
 	}
 	if ferr := v.sendFin(r); ferr != nil {
 		if errors.Is(ferr, fabric.ErrAgain) {
@@ -936,6 +950,9 @@ func (v *vci) readDone(r *Request, err error) {
 }
 
 func (v *vci) sendFin(r *Request) error {
+	if r.cts {
+		return v.sendCTS(r)
+	}
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], r.finStatus)
 	if err := v.ep.InjectData(b[:], ctrlTag(r.finSeq), r.finDest); err != nil {
@@ -950,13 +967,8 @@ func (v *vci) runDeferred() {
 		rs := v.deferRead
 		v.deferRead = nil
 		for _, r := range rs {
-			if err := v.postRead(r); err != nil {
-				if errors.Is(err, fabric.ErrAgain) {
-					v.deferRead = append(v.deferRead, r)
-				} else {
-					v.readDone(r, err)
-				}
-			}
+			r.rd.deferred = false
+			v.readStep(r)
 		}
 	}
 	if len(v.deferFin) > 0 {
