@@ -59,7 +59,7 @@ const (
 // Operation contexts of pipeline segments: the request's slot, segBit
 // and the segment buffer's index.
 const (
-	segBit   = uint64(1) << 40
+	segBit      = uint64(1) << 40
 	ctxSlotMask = uint64(1)<<32 - 1
 )
 
