@@ -22,3 +22,14 @@ func TypedPaths() [5]int64 {
 	s := &pathStats
 	return [5]int64{s.eager.Load(), s.zeroCopy.Load(), s.pipeline.Load(), s.recvBlocks.Load(), s.recvUnpack.Load()}
 }
+
+// SetTypedPath overrides WEFT_TUNE's typedpath ("" restores it) and, when
+// zc > 0, its zcblock, for this process.
+func SetTypedPath(path string, zc int) {
+	if path == "" {
+		pathOverride.Store(nil)
+	} else {
+		pathOverride.Store(&path)
+	}
+	zcOverride.Store(int64(zc))
+}

@@ -36,12 +36,14 @@ import (
 
 // Extended rendezvous header: the 32-byte header, then a word saying
 // which protocol the message takes (low byte) and, for zero copy, the
-// number of blocks in the sender's table (above it).
+// number of blocks in the sender's table (above it), then the hash of
+// the message's type signature (ddt.Type.Signature; 0: untyped).
 const (
-	rdvExtSize = 40
+	rdvExtSize = 48
 	modePlain  = 0 // one registered contiguous buffer
 	modeTable  = 1 // addr/key name the sender's block table
 	modePipe   = 2 // pipeline: the receiver answers with a CTS
+	modeInline = 3 // eager: the data follows the header in the message
 )
 
 // Pipeline control words (ctrl and rts bits both set): a CTS to the
@@ -73,7 +75,56 @@ var pathStats struct {
 // posted (a window: completions post the next ones).
 const maxReadsInFlight = 32
 
-func putExt(b []byte, ext uint64) { binary.LittleEndian.PutUint64(b[32:], ext) }
+func putExt(b []byte, ext, sig uint64) {
+	binary.LittleEndian.PutUint64(b[32:], ext)
+	binary.LittleEndian.PutUint64(b[40:], sig)
+}
+
+// headerSig returns the signature hash of a rendezvous header (0: none).
+func headerSig(b []byte) uint64 {
+	if len(b) < rdvExtSize {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(b[40:])
+}
+
+// signature is the hash of the type signature of layout u's n bytes, 0
+// (unchecked) for messages of several parts.
+func (u *typedRecv) signature() uint64 {
+	if u.parts != nil {
+		return 0
+	}
+	h, err := u.t.Signature(u.count, int64(u.n))
+	if err != nil {
+		return 0
+	}
+	return h
+}
+
+// checkSignature applies MPI's type-signature rule to a typed receive r
+// and a libfabric message of size bytes whose signature hashes to sig:
+// the message's signature must be the prefix of the receive's that
+// covers as many bytes. Untyped messages or receives (hash 0), messages
+// of several parts and messages longer than the receive (a truncation)
+// are not checked.
+func checkSignature(r *Request, sig, size uint64) error {
+	if sig == 0 || r.reqExt == nil {
+		return nil
+	}
+	u := r.typed
+	if u == nil {
+		u = r.sigLayout
+	}
+	if u == nil || u.parts != nil || size > uint64(u.n) {
+		return nil
+	}
+	h, err := u.t.Signature(u.count, int64(size))
+	if err == nil && (h == 0 || h == sig) {
+		return nil
+	}
+	return fmt.Errorf("endpoint: message of %d bytes from rank %d does not match the type signature of %d elements of %s: %w",
+		size, tagSource(r.want), u.count, u.t, ErrInvalid)
+}
 
 // headerExt returns the protocol word of a rendezvous header (0 for the
 // plain 32-byte header).
@@ -99,7 +150,7 @@ const (
 // number at most maxIovSegs, else the segment pipeline; WEFT_TUNE's
 // typedpath overrides it. pieces are the blocks, for zero copy.
 func chooseTyped(u *typedRecv) (typedPath, [][]byte) {
-	switch tune.TypedPath {
+	switch typedPathSetting() {
 	case "pack":
 		return pathPack, nil
 	case "pipeline":
@@ -116,14 +167,36 @@ func chooseTyped(u *typedRecv) (typedPath, [][]byte) {
 	return pathPipeline, nil
 }
 
+// pathOverride and zcOverride replace WEFT_TUNE's typedpath and zcblock
+// when set (benchmarks and tests of one process compare the paths).
+var (
+	pathOverride atomic.Pointer[string]
+	zcOverride   atomic.Int64
+)
+
+func typedPathSetting() string {
+	if p := pathOverride.Load(); p != nil {
+		return *p
+	}
+	return tune.TypedPath
+}
+
+func zcBlockSetting() int {
+	if z := zcOverride.Load(); z > 0 {
+		return int(z)
+	}
+	return int(max(tune.ZCBlock, 1))
+}
+
 // largePieces returns the layout's blocks when they average at least
 // zcblock bytes (the cost model's threshold), else nil. Flatten gives up
 // past the block count that allows, so a layout of many small blocks
 // costs next to nothing here.
 func (u *typedRecv) largePieces() [][]byte {
-	limit := min(maxIovSegs, max(1, u.n/int(max(tune.ZCBlock, 1))))
+	zc := zcBlockSetting()
+	limit := min(maxIovSegs, max(1, u.n/zc))
 	p := u.pieces(limit)
-	if p == nil || u.n/len(p) < int(tune.ZCBlock) {
+	if p == nil || u.n/len(p) < zc {
 		return nil
 	}
 	return p
@@ -217,7 +290,7 @@ func (c *Comm) isendFabricTyped(u *typedRecv, dest, tag int) (r *Request, done b
 		pathStats.pipeline.Add(1)
 	}
 	h.put(r.qdata)
-	putExt(r.qdata, ext)
+	putExt(r.qdata, ext, u.signature())
 	if rdvExtSize <= v.info.InjectSize {
 		r.qinject = true
 	} else {
@@ -295,35 +368,42 @@ func (c *Comm) isendEagerTyped(u *typedRecv, dest, tag int) (*Request, bool, err
 	if err != nil {
 		return nil, true, err
 	}
-	if queued {
-		return nil, false, nil // the byte path queues after them
-	}
-	t := packTag(c.ctx, c.slots[dest], c.rank, tag)
+	t := packTag(c.ctx, c.slots[dest], c.rank, tag) | rtsBit
 	addr := c.addrs[dest]
-	if u.n <= v.injectLimit {
-		b := v.inlineScratch(u.n)
-		if err := u.pack(0, b); err != nil {
+	m := rdvExtSize + u.n
+	if m <= v.injectLimit {
+		b := v.inlineScratch(m)
+		inlineHeader(b, u)
+		if err := u.pack(0, b[rdvExtSize:]); err != nil {
 			return nil, true, fmt.Errorf("endpoint: pack %s: %w", u, err)
 		}
-		err := v.tryPost(func() error { return v.ep.InjectData(b, t, addr) })
-		if err == nil {
-			pathStats.eager.Add(1)
-			return completedRequest, true, nil
+		pathStats.eager.Add(1)
+		if !queued {
+			err := v.tryPost(func() error { return v.ep.InjectData(b, t, addr) })
+			if err == nil {
+				return completedRequest, true, nil
+			}
+			if !errors.Is(err, fabric.ErrAgain) {
+				return nil, true, fmt.Errorf("endpoint: send %d bytes to rank %d: %w", u.n, dest, err)
+			}
 		}
-		if !errors.Is(err, fabric.ErrAgain) {
-			return nil, true, fmt.Errorf("endpoint: send %d bytes to rank %d: %w", u.n, dest, err)
-		}
-		return nil, false, nil // queued by the byte path, with a copy
+		// The provider cannot take it now: queue a copy, as an inject
+		// would have copied it; progress posts it, in order.
+		r := &Request{v: v, c: c, kind: kSendEager, state: stPosted, qrank: dest,
+			reqExt: &reqExt{qinject: true, qdata: append([]byte(nil), b...), qtag: t, qdest: addr}}
+		v.enqueue(r)
+		return r, true, nil
 	}
-	if u.n > v.segSize || !v.ensureSegs() {
+	if m > v.eagerLimit || !v.ensureSegs() || m > v.segSize {
 		return nil, false, nil
 	}
 	idx, ok := v.takeSeg()
 	if !ok {
 		return nil, false, nil
 	}
-	b := v.segs[idx][:u.n]
-	if err := u.pack(0, b); err != nil {
+	b := v.segs[idx][:m]
+	inlineHeader(b, u)
+	if err := u.pack(0, b[rdvExtSize:]); err != nil {
 		v.segFree = append(v.segFree, idx)
 		return nil, true, fmt.Errorf("endpoint: pack %s: %w", u, err)
 	}
@@ -336,6 +416,58 @@ func (c *Comm) isendEagerTyped(u *typedRecv, dest, tag int) (*Request, bool, err
 	}
 	pathStats.eager.Add(1)
 	return r, true, nil
+}
+
+// inlineHeader writes the header of an eager typed message of layout u
+// into b's first rdvExtSize bytes.
+func inlineHeader(b []byte, u *typedRecv) {
+	rdvHeader{size: uint64(u.n)}.put(b)
+	putExt(b, modeInline, u.signature())
+}
+
+// deliverInline completes receive r with an eager typed message (header
+// h, data following it in payload).
+func (v *vci) deliverInline(r *Request, t uint64, h rdvHeader, payload []byte) {
+	data := payload[min(len(payload), rdvExtSize):]
+	if uint64(len(data)) != h.size {
+		v.finish(r, fmt.Errorf("endpoint: typed message of %d bytes announces %d: %w", len(data), h.size, ErrInvalid))
+		return
+	}
+	r.st = Status{Source: tagSource(t), Tag: tagUser(t)}
+	if err := checkSignature(r, headerSig(payload), h.size); err != nil {
+		v.finish(r, err)
+		return
+	}
+	r.take(0, data)
+	c := r.capacity()
+	r.st.Count = min(len(data), c)
+	var err error
+	if len(data) > c {
+		err = fmt.Errorf("endpoint: message of %d bytes from rank %d into %d: %w", len(data), r.st.Source, c, ErrTruncated)
+	}
+	v.finish(r, err)
+}
+
+// isendContigTyped sends a typed message whose layout is one contiguous
+// block: in place, as Isend sends bytes; to a libfabric peer with its
+// type signature (eagerly with the signature's header, or in the
+// rendezvous header), so that the receiver can check it.
+func (c *Comm) isendContigTyped(contig, buf []byte, count int, t *ddt.Type, n, dest, tag int) (*Request, error) {
+	if t == ddt.Byte || c.link(dest) != nil || n == 0 {
+		return c.isend(contig, dest, tag, c.ctx)
+	}
+	u := &typedRecv{buf: buf, count: count, t: t, n: n}
+	sig := u.signature()
+	if sig == 0 {
+		return c.isend(contig, dest, tag, c.ctx)
+	}
+	if n+rdvExtSize <= c.v.eagerLimit {
+		if r, done, err := c.isendEagerTyped(u, dest, tag); done {
+			return r, err
+		}
+		return c.isend(contig, dest, tag, c.ctx)
+	}
+	return c.isendSig(contig, dest, tag, c.ctx, sig)
 }
 
 // ensureSegs allocates the endpoint's ring of registered segment buffers
@@ -507,8 +639,10 @@ func (v *vci) segDone(r *Request, ctx uint64, err error) {
 
 // startPipeRecv matches receive r with pipelined message header h from
 // rank src: it answers with a CTS naming r (its slot) and the bytes it
-// takes; the segments are then unpacked as they arrive (pipeCtrl).
-func (v *vci) startPipeRecv(r *Request, t uint64, h rdvHeader) {
+// takes; the segments are then unpacked as they arrive (pipeCtrl). A
+// receive whose type signature does not match (reject) takes no bytes
+// and completes with that error.
+func (v *vci) startPipeRecv(r *Request, t uint64, h rdvHeader, reject error) {
 	src := tagSource(t)
 	r.st = Status{Source: src, Tag: tagUser(t)}
 	if src >= len(r.c.addrs) {
@@ -517,6 +651,9 @@ func (v *vci) startPipeRecv(r *Request, t uint64, h rdvHeader) {
 	}
 	c := r.capacity()
 	want := int(min(uint64(c), h.size))
+	if reject != nil {
+		want = 0
+	}
 	r.st.Count = want
 	x := r.ext()
 	x.piping = true
@@ -537,6 +674,11 @@ func (v *vci) startPipeRecv(r *Request, t uint64, h rdvHeader) {
 			v.finish(r, fmt.Errorf("endpoint: CTS to rank %d: %w", src, err))
 			return
 		}
+	}
+	if reject != nil {
+		r.piping = false
+		v.finish(r, reject)
+		return
 	}
 	if want == 0 {
 		v.pipeRecvDone(r)
@@ -594,7 +736,7 @@ func (v *vci) planReads(r *Request, h rdvHeader, ext uint64, n int) {
 	r.rd = rd
 	if r.typed != nil {
 		u := r.typed
-		if p := u.largePieces(); p != nil && tune.TypedPath != "pack" {
+		if p := u.largePieces(); p != nil && typedPathSetting() != "pack" {
 			pathStats.recvBlocks.Add(1)
 			rd.local = p
 			u.buffers(func(b []byte) {

@@ -262,3 +262,66 @@ func TestFabricPipelinePeerDies(t *testing.T) {
 		})
 	}
 }
+
+// TestFabricSignatureMismatch: a receive whose type signature MPI would
+// reject (int32 data taken as float32, struct fields of other types)
+// fails with ErrInvalid on every libfabric path — eager, plain
+// rendezvous, pipeline, zero copy — and the sender completes; legal
+// receives (fewer elements than posted, a column into a row, untyped
+// bytes) still work, and so does the next message.
+func TestFabricSignatureMismatch(t *testing.T) {
+	a, b, ctx := singletonPair(t, endpoint.WithNodeTransport(false))
+	vec := func(n, blk, stride int, old *ddt.Type) *ddt.Type {
+		ty, err := committed(ddt.Vector(n/blk, blk, stride, old))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ty
+	}
+	pair, err := committed(ddt.Struct([]int{1, 1}, []int64{0, 8}, []*ddt.Type{ddt.Int32, ddt.Float64}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	swapped, err := committed(ddt.Struct([]int{1, 1}, []int64{0, 8}, []*ddt.Type{ddt.Float64, ddt.Int32}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type side struct {
+		count int
+		t     *ddt.Type
+		span  int // buffer bytes
+	}
+	cases := []struct {
+		name     string
+		send     side
+		recv     side
+		mismatch bool
+	}{
+		{"eager int32→float32", side{100, ddt.Int32, 400}, side{100, ddt.Float32, 400}, true},
+		{"rendezvous int32→float32", side{100000, ddt.Int32, 400000}, side{100000, ddt.Float32, 400000}, true},
+		{"eager strided int32→float32", side{1, vec(200, 1, 2, ddt.Int32), 1600}, side{200, ddt.Float32, 800}, true},
+		{"pipeline int32→float32", side{1, vec(100000, 1, 2, ddt.Int32), 800000}, side{100000, ddt.Float32, 400000}, true},
+		{"zero copy int32→float32", side{1, vec(100000, 1000, 1100, ddt.Int32), 440000}, side{1, vec(100000, 1000, 1200, ddt.Float32), 480000}, true},
+		{"struct fields swapped", side{10, pair, 160}, side{10, swapped, 160}, true},
+		{"fewer elements than posted", side{50, ddt.Int32, 200}, side{100, ddt.Int32, 400}, false},
+		{"column into row", side{1, vec(30000, 1, 3, ddt.Float64), 720000}, side{30000, ddt.Float64, 240000}, false},
+		{"bytes into float32", side{400, ddt.Byte, 400}, side{100, ddt.Float32, 400}, false},
+		{"rendezvous after a mismatch", side{100000, ddt.Int32, 400000}, side{100000, ddt.Int32, 400000}, false},
+	}
+	for i, c := range cases {
+		sbuf := make([]byte, c.send.span)
+		for j := range sbuf {
+			sbuf[j] = byte(j*7 + i)
+		}
+		errc := make(chan error, 1)
+		go func() { errc <- a.SendTyped(ctx, sbuf, c.send.count, c.send.t, 1, i) }()
+		rbuf := make([]byte, c.recv.span)
+		_, rerr := b.RecvTyped(ctx, rbuf, c.recv.count, c.recv.t, 0, i)
+		if serr := <-errc; serr != nil {
+			t.Fatalf("%s: send: %v", c.name, serr)
+		}
+		if c.mismatch != errors.Is(rerr, endpoint.ErrInvalid) || !c.mismatch && rerr != nil {
+			t.Fatalf("%s: receive error %v, want mismatch %v", c.name, rerr, c.mismatch)
+		}
+	}
+}

@@ -103,6 +103,7 @@ type reqExt struct {
 	pipeGot   int          // bytes of it arrived
 	pipeTrunc bool         // the message is longer than the receive
 	cts       bool         // the control message owed is a CTS, not a FIN
+	sigLayout *typedRecv   // a contiguous typed receive's layout, for the signature check
 }
 
 // ext returns r's extension, allocating it on first use.

@@ -35,6 +35,9 @@ type typedRecv struct {
 	n     int    // packed size: the bytes the receive takes
 	parts []Part // more than one part: these instead of buf, count, t
 	ends  []int  // ends[i]: stream offset where part i ends
+	// sigOnly: a contiguous receive (into its own buf) that keeps the
+	// layout only for the type-signature check.
+	sigOnly bool
 }
 
 // unpack unpacks piece, the stream's bytes from off, into the layout.
@@ -280,7 +283,7 @@ func (c *Comm) IsendTyped(buf []byte, count int, t *ddt.Type, dest, tag int) (*R
 		return nil, err
 	}
 	if ok {
-		return c.isend(contig, dest, tag, c.ctx)
+		return c.isendContigTyped(contig, buf, count, t, n, dest, tag)
 	}
 	if r, done, err := c.isendTypedGather(buf, count, t, n, dest, tag); done {
 		return r, err
@@ -362,6 +365,11 @@ func (c *Comm) IrecvTyped(buf []byte, count int, t *ddt.Type, src, tag int) (*Re
 		return nil, err
 	}
 	if ok {
+		if n > 0 && t != ddt.Byte {
+			// The layout is kept for the type-signature check of
+			// libfabric messages.
+			return c.irecvReq(contig, src, tag, c.ctx, false, &typedRecv{buf: buf, count: count, t: t, n: n, sigOnly: true})
+		}
 		return c.irecv(contig, src, tag, c.ctx)
 	}
 	return c.irecvReq(nil, src, tag, c.ctx, false, &typedRecv{buf: buf, count: count, t: t, n: n})

@@ -850,10 +850,14 @@ func (v *vci) deliver(r *Request, t uint64, payload []byte) {
 			v.nodeRead(r, l, t, parseHeader(payload))
 			return
 		}
-		if ext := headerExt(payload); ext&0xff == modePipe {
-			v.startPipeRecv(r, t, parseHeader(payload))
-		} else {
-			v.startRead(r, t, parseHeader(payload), ext)
+		h := parseHeader(payload)
+		switch ext := headerExt(payload); ext & 0xff {
+		case modeInline:
+			v.deliverInline(r, t, h, payload)
+		case modePipe:
+			v.startPipeRecv(r, t, h, checkSignature(r, headerSig(payload), h.size))
+		default:
+			v.startRead(r, t, h, ext, checkSignature(r, headerSig(payload), h.size))
 		}
 		return
 	}
@@ -900,7 +904,9 @@ func parseHeader(b []byte) rdvHeader {
 
 // startRead begins the rendezvous read for receive r: the data goes
 // straight from the sender's registered buffer into r.buf.
-func (v *vci) startRead(r *Request, t uint64, h rdvHeader, ext uint64) {
+// A receive whose type signature does not match (reject) reads nothing,
+// sends the FIN and completes with that error.
+func (v *vci) startRead(r *Request, t uint64, h rdvHeader, ext uint64, reject error) {
 	src := tagSource(t)
 	r.st = Status{Source: src, Tag: tagUser(t)}
 	if src >= len(r.c.addrs) {
@@ -919,6 +925,13 @@ func (v *vci) startRead(r *Request, t uint64, h rdvHeader, ext uint64) {
 		r.finStatus = finTruncated
 	}
 	r.state = stReading
+	if reject != nil {
+		r.st.Count = 0
+		r.finStatus = finOK
+		r.err = reject
+		v.readDone(r, nil)
+		return
+	}
 	if n == 0 {
 		v.readDone(r, nil)
 		return
