@@ -7,9 +7,10 @@ package endpoint
 // layouts of the same data (a column sent, a row received). A type whose
 // count elements form one contiguous block is sent and received in place,
 // with no pack at all; any other layout is packed (by the type's compiled
-// code when the JIT has compiled it, else the interpreter) into a buffer
-// the transport sends from, and a receive lands in a buffer that is
-// unpacked into the user's layout when the message has arrived.
+// code when the JIT has compiled it, else the interpreter) straight into
+// what the transport sends from, or moved block by block without packing
+// (node.go's gather, fabtyped.go's zero copy), and received data is
+// unpacked into the user's layout as it arrives.
 
 import (
 	"context"
@@ -128,9 +129,10 @@ func newParts(parts []Part) (*typedRecv, error) {
 const maxInt = int(^uint(0) >> 1)
 
 // IsendParts starts sending one message made of parts (see Part) to dest
-// with tag. The parts are packed at once, so their slices may be reused
-// when IsendParts returns. The receiver may take the message with any
-// layout of the same data: one typed buffer, other parts, bytes.
+// with tag. The parts' slices must not be modified until the request
+// completes (large messages to libfabric peers are read from them in
+// place). The receiver may take the message with any layout of the same
+// data: one typed buffer, other parts, bytes.
 func (c *Comm) IsendParts(parts []Part, dest, tag int) (*Request, error) {
 	if err := c.usable("send"); err != nil {
 		return nil, err
@@ -262,9 +264,11 @@ const maxMessage = 1<<63 - 1
 
 // IsendTyped starts sending count elements of datatype t laid out in buf
 // (buf[0] is displacement 0 of the first element) to rank dest with tag. A
-// contiguous layout is sent from buf as Isend sends it; any other is packed
-// first, and buf may then be reused as soon as IsendTyped returns. dest may
-// be ProcNull.
+// contiguous layout is sent from buf as Isend sends it; any other is
+// packed as it goes out, or read by the receiver straight from its blocks
+// (docs/endpoint.md, "Typed messages", says which path a message takes).
+// buf must not be modified until the request completes. dest may be
+// ProcNull.
 func (c *Comm) IsendTyped(buf []byte, count int, t *ddt.Type, dest, tag int) (*Request, error) {
 	if err := c.usable("send"); err != nil {
 		return nil, err
