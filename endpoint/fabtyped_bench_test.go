@@ -14,7 +14,8 @@ import (
 // message (a vector of blocks of the given size, every other block) sent
 // between two endpoints of one process over shm, ping-pong: the time per
 // message (half a round trip) for the segment pipeline, zero copy and
-// pack-whole paths, the data the cost model's zcblock is fitted from
+// pack-whole paths and a contiguous send of as many bytes (the
+// floor), the data the cost model's zcblock is fitted from
 // (docs/perf/typed.md).
 func BenchmarkFabricTyped(b *testing.B) {
 	singleton(b)
@@ -37,7 +38,14 @@ func BenchmarkFabricTyped(b *testing.B) {
 			b.Fatal(err)
 		}
 		bufA, bufB := make([]byte, 2*total), make([]byte, 2*total)
-		for _, path := range []string{"pipeline", "zerocopy", "pack"} {
+		for _, path := range []string{"pipeline", "zerocopy", "pack", "contiguous"} {
+			if path == "contiguous" && blk != 8 {
+				continue // the floor: the same bytes in one block, once
+			}
+			ty, cnt := t, 1
+			if path == "contiguous" {
+				ty, cnt = ddt.Byte, total
+			}
 			b.Run(fmt.Sprintf("block=%d/%s", blk, path), func(b *testing.B) {
 				endpoint.SetTypedPath(path, 1)
 				if path == "pipeline" {
@@ -47,11 +55,11 @@ func BenchmarkFabricTyped(b *testing.B) {
 				n := b.N
 				go func() {
 					for i := 0; i < n; i++ {
-						if _, err := eps[1].RecvTyped(ctx, bufB, 1, t, 0, 1); err != nil {
+						if _, err := eps[1].RecvTyped(ctx, bufB, cnt, ty, 0, 1); err != nil {
 							errc <- err
 							return
 						}
-						if err := eps[1].SendTyped(ctx, bufB, 1, t, 0, 2); err != nil {
+						if err := eps[1].SendTyped(ctx, bufB, cnt, ty, 0, 2); err != nil {
 							errc <- err
 							return
 						}
@@ -61,10 +69,10 @@ func BenchmarkFabricTyped(b *testing.B) {
 				b.SetBytes(total)
 				b.ResetTimer()
 				for i := 0; i < n; i++ {
-					if err := eps[0].SendTyped(ctx, bufA, 1, t, 1, 1); err != nil {
+					if err := eps[0].SendTyped(ctx, bufA, cnt, ty, 1, 1); err != nil {
 						b.Fatal(err)
 					}
-					if _, err := eps[0].RecvTyped(ctx, bufA, 1, t, 1, 2); err != nil {
+					if _, err := eps[0].RecvTyped(ctx, bufA, cnt, ty, 1, 2); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -52,8 +52,8 @@ func (l flay) check(buf []byte, nf int, base float64) error {
 var (
 	laySmall  = flay{"8B-blocks", 1, 3}       // the segment pipeline
 	laySmall2 = flay{"16B-blocks", 2, 5}      // another small layout
-	layMid    = flay{"512B-blocks", 64, 70}   // below zcblock: pipeline
-	layLarge  = flay{"2KiB-blocks", 256, 300} // zero copy
+	layMid    = flay{"512B-blocks", 64, 70}   // below zcblock (set to 1 KiB): pipeline
+	layLarge  = flay{"2KiB-blocks", 256, 300} // zero copy with zcblock=1K
 	layLarge2 = flay{"4KiB-blocks", 512, 515}
 )
 
@@ -168,7 +168,9 @@ func TestFabricTypedPaths(t *testing.T) {
 	for _, p := range []string{"shm", "tcp;ofi_rxm"} {
 		for _, jit := range []string{"off", "on"} {
 			t.Run(provName(p)+"/jit-"+jit, func(t *testing.T) {
-				if launch(t, 2, p, 120*time.Second, "WEFT_JIT="+jit) {
+				// zcblock lowered to 1 KiB so that blocks of 2 and 4 KiB go by
+				// zero copy and blocks of 512 bytes by the pipeline.
+				if launch(t, 2, p, 120*time.Second, "WEFT_JIT="+jit, "WEFT_TUNE=zcblock=1K") {
 					return
 				}
 				w := initWorld(t)
@@ -271,6 +273,8 @@ func TestFabricPipelinePeerDies(t *testing.T) {
 // bytes) still work, and so does the next message.
 func TestFabricSignatureMismatch(t *testing.T) {
 	a, b, ctx := singletonPair(t, endpoint.WithNodeTransport(false))
+	endpoint.SetTypedPath("", 1024) // blocks of 4000 bytes go by zero copy
+	defer endpoint.SetTypedPath("", 0)
 	vec := func(n, blk, stride int, old *ddt.Type) *ddt.Type {
 		ty, err := committed(ddt.Vector(n/blk, blk, stride, old))
 		if err != nil {

@@ -4,7 +4,7 @@ package onesided
 // transfer (typed.go decides which of these a transfer takes):
 //
 //   - iovec RMA: the origin's blocks (a contiguous origin, or one whose
-//     blocks average at least zcBlock bytes) are written to, or read
+//     blocks average at least zcblock bytes, WEFT_TUNE) are written to, or read
 //     from, each contiguous block of the target layout with fi_writev /
 //     fi_readv, at most the provider's iov_limit origin pieces per
 //     operation; the origin is registered once (MR cache) for the call;
@@ -26,11 +26,13 @@ import (
 const (
 	chunkBytes = 64 << 10 // bytes per chunk buffer
 	chunkCount = 4        // chunk buffers per window
-	// zcBlock is the average origin block size from which a typed
-	// transfer moves the origin's blocks by iovec RMA instead of packing
-	// them into chunks (the endpoint package's zcblock default).
-	zcBlock = 1 << 10
 )
+
+// zcBlock is the average origin block size from which a typed transfer
+// moves the origin's blocks by iovec RMA instead of packing them into
+// chunks: WEFT_TUNE's zcblock, the endpoint package's threshold (one RMA
+// operation per block costs what the pipeline costs per byte there).
+var zcBlock = int(max(tune.ZCBlock, 1))
 
 // chunk takes a free chunk buffer (allocated on first use), driving
 // progress until one is free; its index is slotCount + i, so that the

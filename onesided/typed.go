@@ -21,7 +21,7 @@ import (
 // through a 64 KiB piece at a time (packed from the origin, unpacked into
 // the shared region while it is in the cache), never a copy of the whole
 // transfer. On the libfabric path a contiguous origin, or one whose
-// blocks average at least 1 KiB, is written straight from its blocks with
+// blocks average at least WEFT_TUNE's zcblock (64 KiB), is written straight from its blocks with
 // fi_writev to each contiguous block of the target type (at most the
 // provider's iov_limit origin pieces per write; the origin is registered
 // through the MR cache); an origin of smaller blocks is packed 64 KiB at a
@@ -49,7 +49,7 @@ func (w *Window) PutTyped(target, offset int, origin []byte, originCount int, or
 // region are read into originCount elements of originType in origin. Unlike
 // Get it waits until origin holds the data. On the libfabric path the
 // target's blocks are read with fi_readv straight into the origin's
-// blocks when it is contiguous or its blocks average at least 1 KiB, else
+// blocks when it is contiguous or its blocks average at least zcblock, else
 // 64 KiB at a time into a registered chunk buffer that is unpacked into
 // origin as soon as its reads complete.
 func (w *Window) GetTyped(ctx context.Context, target, offset int, origin []byte, originCount int,

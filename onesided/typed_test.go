@@ -184,11 +184,11 @@ func largeTypedScenario(ctx context.Context, g Group, opts ...Option) (err error
 	}
 	// Large blocks on both sides: the libfabric path moves them by iovec
 	// RMA straight from and to the origin.
-	otL, err := strided(256, 300)
+	otL, err := strided(10240, 10300) // 80 KiB blocks (above zcblock)
 	if err != nil {
 		return err
 	}
-	ttL, err := strided(512, 515)
+	ttL, err := strided(15360, 15400)
 	if err != nil {
 		return err
 	}
@@ -201,7 +201,7 @@ func largeTypedScenario(ctx context.Context, g Group, opts ...Option) (err error
 		ot, tt *ddt.Type
 		oi, ti func(k int) int
 	}{{"strided→strided", ot, tt, oidx(3, 5), region}, {"strided→contiguous", ot, contig, oidx(3, 5), nil},
-		{"large blocks", otL, ttL, oidx(256, 300), oidx(512, 515)}} {
+		{"large blocks", otL, ttL, oidx(10240, 10300), oidx(15360, 15400)}} {
 		// stream[k] is the k-th origin element of rank r's layout.
 		stream := func(r, k int) uint64 { return uint64(r<<32 | c.oi(k)) }
 		check := func(what string, get func(k int) uint64, from int) error {
