@@ -167,6 +167,9 @@ func fabTypedRecv(ctx context.Context, c *endpoint.Comm, from int) error {
 func TestFabricTypedPaths(t *testing.T) {
 	for _, p := range []string{"shm", "tcp;ofi_rxm"} {
 		for _, jit := range []string{"off", "on"} {
+			if testing.Short() && (p == "shm") == (jit == "off") {
+				continue // -short: shm with the JIT, tcp with the interpreter
+			}
 			t.Run(provName(p)+"/jit-"+jit, func(t *testing.T) {
 				// zcblock lowered to 1 KiB so that blocks of 2 and 4 KiB go by
 				// zero copy and blocks of 512 bytes by the pipeline.
@@ -211,6 +214,9 @@ func TestFabricTypedPaths(t *testing.T) {
 // timeout, not a hang.
 func TestFabricPipelinePeerDies(t *testing.T) {
 	for _, p := range []string{"shm", "tcp;ofi_rxm"} {
+		if testing.Short() && p != "shm" {
+			continue
+		}
 		t.Run(provName(p), func(t *testing.T) {
 			if !launchtest.IsWorker() {
 				prov, env := provEnv(p, []string{endpoint.EnvTimeout + "=60s"})

@@ -17,7 +17,7 @@ import (
 )
 
 // TestTypedLayoutsFabric sends every DDTBench layout at sizes s and m (s
-// only under -short and for the forced paths; l goes through the same
+// only for the forced paths; -short: s under the cost model on shm only; l goes through the same
 // code with more blocks, and the ddtpp benchmark checks its bytes) as
 // typed messages between endpoints on libfabric —
 // typed→contiguous, contiguous→typed and typed→typed — and checks every
@@ -33,6 +33,9 @@ func TestTypedLayoutsFabric(t *testing.T) {
 		{"shm/jit-off/auto", "shm", "off", "auto", "s,m"},
 		{"shm/jit-on/zerocopy", "shm", "on", "zerocopy", "s"},
 		{"tcp/jit-on/pipeline", "tcp;ofi_rxm", "on", "pipeline", "s"},
+	}
+	if testing.Short() {
+		runs = runs[:1]
 	}
 	for _, r := range runs {
 		t.Run(r.name, func(t *testing.T) {
