@@ -80,3 +80,17 @@ func ExampleOf() {
 	fmt.Println("size", t.Size(), "extent", t.Extent())
 	// Output: size 32 extent 40
 }
+
+// A column of float64s and a row of as many carry the same data, so their
+// type signatures hash alike and a receive of one may take the other;
+// int32 data does not match float32 of the same size.
+func ExampleType_Signature() {
+	col, _ := ddt.Vector(4, 1, 3, ddt.Float64) // one column of a 4×3 matrix
+	_ = col.Commit()
+	c, _ := col.Signature(1, 32)
+	r, _ := ddt.Float64.Signature(4, 32)
+	i, _ := ddt.Int32.Signature(8, 32)
+	f, _ := ddt.Float32.Signature(8, 32)
+	fmt.Println(c == r, i == f)
+	// Output: true false
+}

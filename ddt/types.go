@@ -73,6 +73,8 @@ type Type struct {
 	jit    JITMode
 	jitSet bool
 	st     atomic.Pointer[state] // set once by Commit
+
+	sigCache atomic.Pointer[sig] // signature of one instance (signature.go)
 }
 
 // state is what Commit produced; read lock-free on the Pack/Unpack path.

@@ -13,3 +13,23 @@ func FabricOpen(w *World) bool {
 	defer w.mu.Unlock()
 	return w.dom != nil
 }
+
+// TypedPaths reports how many typed messages this process sent to
+// libfabric peers eagerly from segment buffers, by zero copy and by
+// pipeline, and how many rendezvous receives read into the user's blocks
+// or into a buffer unpacked at the end.
+func TypedPaths() [5]int64 {
+	s := &pathStats
+	return [5]int64{s.eager.Load(), s.zeroCopy.Load(), s.pipeline.Load(), s.recvBlocks.Load(), s.recvUnpack.Load()}
+}
+
+// SetTypedPath overrides WEFT_TUNE's typedpath ("" restores it) and, when
+// zc > 0, its zcblock, for this process.
+func SetTypedPath(path string, zc int) {
+	if path == "" {
+		pathOverride.Store(nil)
+	} else {
+		pathOverride.Store(&path)
+	}
+	zcOverride.Store(int64(zc))
+}

@@ -46,6 +46,12 @@ func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
 }
 
 func (c *Comm) isend(buf []byte, dest, tag int, ctx uint16) (*Request, error) {
+	return c.isendSig(buf, dest, tag, ctx, 0)
+}
+
+// isendSig is isend for a message whose type signature hashes to sig (0:
+// untyped), which a rendezvous header to a libfabric peer carries.
+func (c *Comm) isendSig(buf []byte, dest, tag int, ctx uint16, sig uint64) (*Request, error) {
 	if err := c.checkPeer(dest, false); err != nil {
 		return nil, err
 	}
@@ -112,10 +118,17 @@ func (c *Comm) isend(buf []byte, dest, tag int, ctx uint16) (*Request, error) {
 	r.mr = mr
 	v.seq++
 	r.seq = v.seq
-	r.qdata = make([]byte, rdvHeaderSize) // the header, sent from memory unless injected
+	hsize := rdvHeaderSize
+	if sig != 0 {
+		hsize = rdvExtSize
+	}
+	r.qdata = make([]byte, hsize) // the header, sent from memory unless injected
 	rdvHeader{addr: mr.RemoteAddr(buf), key: mr.Key(), size: uint64(len(buf)), seq: r.seq}.put(r.qdata)
+	if sig != 0 {
+		putExt(r.qdata, modePlain, sig)
+	}
 	r.qtag = t | rtsBit
-	if rdvHeaderSize <= v.info.InjectSize {
+	if hsize <= v.info.InjectSize {
 		r.qinject = true
 	} else {
 		r.pinBuf(r.qdata)
@@ -196,7 +209,9 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *t
 	} else {
 		r = &Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore, qrank: src}
 	}
-	if u != nil {
+	if u != nil && u.sigOnly {
+		r.ext().sigLayout = u
+	} else if u != nil {
 		r.ext().typed = u
 	}
 	if m, ok := v.takeUnexpected(want, ignore); ok {

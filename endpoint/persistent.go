@@ -96,6 +96,9 @@ func (p *Persistent) Start() (*Request, error) {
 		if r, done, err = p.c.isendPackedNode(p.layout, p.peer, p.tag); done {
 			break // packed into the ring or a staging buffer
 		}
+		if r, done, err = p.c.isendFabricTyped(p.layout, p.peer, p.tag); done {
+			break // libfabric: a segment buffer, zero copy or the pipeline
+		}
 		if _, err = p.t.Pack(p.packed, p.buf, p.count); err != nil {
 			return nil, fmt.Errorf("endpoint: pack %d elements of %s: %w", p.count, p.t, err)
 		}

@@ -93,6 +93,17 @@ type reqExt struct {
 	staged bool       // buf is a staging copy (node.go), recycled when done
 	lkey   uint64     // key of a same-process rendezvous buffer in localBufs
 	iov    []uint64   // a gather send's block table (address, length pairs), pinned
+
+	// libfabric typed paths (fabtyped.go)
+	mrs       []*fabric.MR // registrations of a zero-copy send's or receive's buffers
+	rd        *rdvReads    // a rendezvous receive's reads
+	pipe      *pipeSend    // a pipelined send's state
+	segIdx    int          // segment buffer index+1 an eager typed send is sent from
+	piping    bool         // a pipelined receive taking segments
+	pipeGot   int          // bytes of it arrived
+	pipeTrunc bool         // the message is longer than the receive
+	cts       bool         // the control message owed is a CTS, not a FIN
+	sigLayout *typedRecv   // a contiguous typed receive's layout, for the signature check
 }
 
 // ext returns r's extension, allocating it on first use.
@@ -230,6 +241,12 @@ func (r *Request) goneErr() error {
 	v.lock()
 	if !r.done {
 		_ = v.progress()
+	}
+	if !r.done && r.reqExt != nil && r.piping {
+		// The sender of a pipelined message is gone mid-message: its
+		// other segments will not come.
+		r.piping, r.finNeeded = false, false
+		v.finish(r, err)
 	}
 	fin := r.done
 	v.unlock()

@@ -7,9 +7,10 @@ package endpoint
 // layouts of the same data (a column sent, a row received). A type whose
 // count elements form one contiguous block is sent and received in place,
 // with no pack at all; any other layout is packed (by the type's compiled
-// code when the JIT has compiled it, else the interpreter) into a buffer
-// the transport sends from, and a receive lands in a buffer that is
-// unpacked into the user's layout when the message has arrived.
+// code when the JIT has compiled it, else the interpreter) straight into
+// what the transport sends from, or moved block by block without packing
+// (node.go's gather, fabtyped.go's zero copy), and received data is
+// unpacked into the user's layout as it arrives.
 
 import (
 	"context"
@@ -35,6 +36,9 @@ type typedRecv struct {
 	n     int    // packed size: the bytes the receive takes
 	parts []Part // more than one part: these instead of buf, count, t
 	ends  []int  // ends[i]: stream offset where part i ends
+	// sigOnly: a contiguous receive (into its own buf) that keeps the
+	// layout only for the type-signature check.
+	sigOnly bool
 }
 
 // unpack unpacks piece, the stream's bytes from off, into the layout.
@@ -125,9 +129,10 @@ func newParts(parts []Part) (*typedRecv, error) {
 const maxInt = int(^uint(0) >> 1)
 
 // IsendParts starts sending one message made of parts (see Part) to dest
-// with tag. The parts are packed at once, so their slices may be reused
-// when IsendParts returns. The receiver may take the message with any
-// layout of the same data: one typed buffer, other parts, bytes.
+// with tag. The parts' slices must not be modified until the request
+// completes (large messages to libfabric peers are read from them in
+// place). The receiver may take the message with any layout of the same
+// data: one typed buffer, other parts, bytes.
 func (c *Comm) IsendParts(parts []Part, dest, tag int) (*Request, error) {
 	if err := c.usable("send"); err != nil {
 		return nil, err
@@ -146,6 +151,9 @@ func (c *Comm) IsendParts(parts []Part, dest, tag int) (*Request, error) {
 		return nil, err
 	}
 	if r, done, err := c.isendPackedNode(u, dest, tag); done {
+		return r, err
+	}
+	if r, done, err := c.isendFabricTyped(u, dest, tag); done {
 		return r, err
 	}
 	packed := make([]byte, u.n)
@@ -256,9 +264,11 @@ const maxMessage = 1<<63 - 1
 
 // IsendTyped starts sending count elements of datatype t laid out in buf
 // (buf[0] is displacement 0 of the first element) to rank dest with tag. A
-// contiguous layout is sent from buf as Isend sends it; any other is packed
-// first, and buf may then be reused as soon as IsendTyped returns. dest may
-// be ProcNull.
+// contiguous layout is sent from buf as Isend sends it; any other is
+// packed as it goes out, or read by the receiver straight from its blocks
+// (docs/endpoint.md, "Typed messages", says which path a message takes).
+// buf must not be modified until the request completes. dest may be
+// ProcNull.
 func (c *Comm) IsendTyped(buf []byte, count int, t *ddt.Type, dest, tag int) (*Request, error) {
 	if err := c.usable("send"); err != nil {
 		return nil, err
@@ -277,12 +287,16 @@ func (c *Comm) IsendTyped(buf []byte, count int, t *ddt.Type, dest, tag int) (*R
 		return nil, err
 	}
 	if ok {
-		return c.isend(contig, dest, tag, c.ctx)
+		return c.isendContigTyped(contig, buf, count, t, n, dest, tag)
 	}
 	if r, done, err := c.isendTypedGather(buf, count, t, n, dest, tag); done {
 		return r, err
 	}
-	if r, done, err := c.isendPackedNode(&typedRecv{buf: buf, count: count, t: t, n: n}, dest, tag); done {
+	u := &typedRecv{buf: buf, count: count, t: t, n: n}
+	if r, done, err := c.isendPackedNode(u, dest, tag); done {
+		return r, err
+	}
+	if r, done, err := c.isendFabricTyped(u, dest, tag); done {
 		return r, err
 	}
 	packed := make([]byte, n)
@@ -355,6 +369,11 @@ func (c *Comm) IrecvTyped(buf []byte, count int, t *ddt.Type, src, tag int) (*Re
 		return nil, err
 	}
 	if ok {
+		if n > 0 && t != ddt.Byte {
+			// The layout is kept for the type-signature check of
+			// libfabric messages.
+			return c.irecvReq(contig, src, tag, c.ctx, false, &typedRecv{buf: buf, count: count, t: t, n: n, sigOnly: true})
+		}
 		return c.irecv(contig, src, tag, c.ctx)
 	}
 	return c.irecvReq(nil, src, tag, c.ctx, false, &typedRecv{buf: buf, count: count, t: t, n: n})

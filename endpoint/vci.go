@@ -129,6 +129,16 @@ type vci struct {
 
 	// IsendBatch's rings with unpublished messages (batch.go)
 	batchDirty []*nodeLink
+
+	// registered segment buffers of eager and pipelined typed sends
+	// (fabtyped.go), and the pipelined sends in progress
+	segBuf    *fabric.Buffer
+	segDesc   fabric.Desc
+	segSize   int
+	segs      [][]byte
+	segFree   []int
+	segFailed bool
+	pipes     []*Request
 }
 
 func (v *vci) lock() {
@@ -293,6 +303,10 @@ func (v *vci) closeFabric() error {
 	if v.bounce != nil {
 		errs = append(errs, v.bounce.Close())
 	}
+	if v.segBuf != nil {
+		errs = append(errs, v.segBuf.Close())
+		v.segBuf, v.segs, v.segFree = nil, nil, nil
+	}
 	if v.ownDom && v.dom != nil {
 		errs = append(errs, v.dom.Close())
 	}
@@ -423,6 +437,10 @@ func (r *Request) unpinAll() {
 		r.mr.Close()
 		r.mr = nil
 	}
+	for _, mr := range r.mrs {
+		mr.Close()
+	}
+	r.mrs = nil
 	if r.lkey != 0 {
 		localDel(r.lkey)
 		r.lkey = 0
@@ -450,6 +468,12 @@ func (v *vci) maybeRetire(r *Request) {
 		if r.reqExt != nil && r.unpack != nil {
 			r.unpackTyped(r.unpack)
 			r.unpack = nil
+		}
+		if r.reqExt != nil && r.segIdx != 0 {
+			if v.segBuf != nil {
+				v.segFree = append(v.segFree, r.segIdx-1)
+			}
+			r.segIdx = 0
 		}
 		if r.reqExt != nil && r.staged {
 			if r.err != nil {
@@ -600,6 +624,9 @@ func (v *vci) progress() error {
 	if len(v.sendq) > 0 {
 		v.flushSends()
 	}
+	if len(v.pipes) > 0 {
+		v.pumpAll()
+	}
 	return nil
 }
 
@@ -614,7 +641,7 @@ func (v *vci) complete(c *fabric.Completion) {
 		}
 		return
 	}
-	idx := int(c.Context)
+	idx := int(c.Context & ctxSlotMask)
 	if idx <= 0 || idx > len(v.slots) || v.slots[idx-1] == nil {
 		v.log.Warn("completion for unknown context", "context", c.Context)
 		return
@@ -622,6 +649,10 @@ func (v *vci) complete(c *fabric.Completion) {
 	r := v.slots[idx-1]
 	r.pending--
 	switch {
+	case c.Context&segBit != 0:
+		v.segDone(r, c.Context, nil)
+	case r.state == stReading && r.rd != nil:
+		v.readStep(r)
 	case r.state == stReading:
 		v.readDone(r, nil)
 	case r.kind == kSendEager:
@@ -657,13 +688,24 @@ func (v *vci) completeError(ce *fabric.CQError) {
 		}
 		return
 	}
-	idx := int(ce.Context)
+	idx := int(ce.Context & ctxSlotMask)
 	if idx <= 0 || idx > len(v.slots) || v.slots[idx-1] == nil {
 		v.log.Warn("error completion for unknown context", "context", ce.Context, "err", ce.Err)
 		return
 	}
 	r := v.slots[idx-1]
 	r.pending--
+	if ce.Context&segBit != 0 {
+		v.segDone(r, ce.Context, ce)
+		return
+	}
+	if r.state == stReading && r.rd != nil {
+		if r.rd.err == nil {
+			r.rd.err = ce
+		}
+		v.readStep(r)
+		return
+	}
 	if r.state == stReading {
 		v.readDone(r, ce)
 		return
@@ -678,6 +720,10 @@ func (v *vci) completeError(ce *fabric.CQError) {
 // matching posted receive, or a new unexpected entry.
 func (v *vci) incoming(t uint64, payload []byte) {
 	if tagIsCtrl(t) {
+		if tagIsRTS(t) {
+			v.pipeCtrl(t, payload)
+			return
+		}
 		r := v.rdvSends[ctrlSeq(t)]
 		if r == nil {
 			v.log.Warn("FIN for unknown rendezvous", "seq", ctrlSeq(t))
@@ -807,7 +853,15 @@ func (v *vci) deliver(r *Request, t uint64, payload []byte) {
 			v.nodeRead(r, l, t, parseHeader(payload))
 			return
 		}
-		v.startRead(r, t, parseHeader(payload))
+		h := parseHeader(payload)
+		switch ext := headerExt(payload); ext & 0xff {
+		case modeInline:
+			v.deliverInline(r, t, h, payload)
+		case modePipe:
+			v.startPipeRecv(r, t, h, checkSignature(r, headerSig(payload), h.size))
+		default:
+			v.startRead(r, t, h, ext, checkSignature(r, headerSig(payload), h.size))
+		}
 		return
 	}
 	r.take(0, payload)
@@ -853,66 +907,39 @@ func parseHeader(b []byte) rdvHeader {
 
 // startRead begins the rendezvous read for receive r: the data goes
 // straight from the sender's registered buffer into r.buf.
-func (v *vci) startRead(r *Request, t uint64, h rdvHeader) {
+// A receive whose type signature does not match (reject) reads nothing,
+// sends the FIN and completes with that error.
+func (v *vci) startRead(r *Request, t uint64, h rdvHeader, ext uint64, reject error) {
 	src := tagSource(t)
 	r.st = Status{Source: src, Tag: tagUser(t)}
 	if src >= len(r.c.addrs) {
 		v.finish(r, fmt.Errorf("endpoint: rendezvous from unknown rank %d", src))
 		return
 	}
-	if r.reqExt != nil && r.typed != nil {
-		// fi_read needs one buffer: read the stream into one, unpack it
-		// when the receive completes.
-		r.buf = make([]byte, min(uint64(r.typed.n), h.size))
-		r.unpack, r.typed = r.typed, nil
-	}
-	n := len(r.buf)
-	if uint64(n) > h.size {
-		n = int(h.size)
-	}
+	c := r.capacity()
+	n := int(min(uint64(c), h.size))
 	r.st.Count = n
 	r.ext()
 	r.finNeeded = true
 	r.finSeq = h.seq
 	r.finDest = r.c.addrs[src]
 	r.finStatus = finOK
-	if uint64(len(r.buf)) < h.size {
+	if uint64(c) < h.size {
 		r.finStatus = finTruncated
 	}
 	r.state = stReading
+	if reject != nil {
+		r.st.Count = 0
+		r.finStatus = finOK
+		r.err = reject
+		v.readDone(r, nil)
+		return
+	}
 	if n == 0 {
 		v.readDone(r, nil)
 		return
 	}
-	r.rbuf = r.buf[:n]
-	r.mrAddr, r.mrKey = h.addr, h.key
-	r.pinBuf(r.rbuf)
-	if err := v.postRead(r); err != nil {
-		if errors.Is(err, fabric.ErrAgain) {
-			v.deferRead = append(v.deferRead, r)
-			return
-		}
-		v.readDone(r, err)
-	}
-}
-
-func (v *vci) postRead(r *Request) error {
-	var desc fabric.Desc
-	if v.mrLocal && r.mr == nil {
-		mr, err := v.dom.Register(r.rbuf, fabric.AccessRead|fabric.AccessRecv)
-		if err != nil {
-			return err
-		}
-		r.mr = mr
-	}
-	if r.mr != nil {
-		desc = r.mr.Desc()
-	}
-	if err := v.ep.Read(r.rbuf, desc, r.finDest, r.mrAddr, r.mrKey, v.handle(r)); err != nil {
-		return err
-	}
-	r.pending++
-	return nil
+	v.planReads(r, h, ext, n)
 }
 
 // readDone ends the receive side of a rendezvous: FIN to the sender, then
@@ -923,7 +950,7 @@ func (v *vci) readDone(r *Request, err error) {
 		r.finStatus = finFailed
 		r.err = fmt.Errorf("endpoint: rendezvous read from rank %d: %w", r.st.Source, err)
 	} else if r.finStatus == finTruncated {
-		r.err = fmt.Errorf("endpoint: rendezvous message from rank %d into %d bytes: %w", r.st.Source, len(r.buf), ErrTruncated)
+		r.err = fmt.Errorf("endpoint: rendezvous message from rank %d into %d bytes: %w", r.st.Source, r.capacity(), ErrTruncated)
 	}
 	if ferr := v.sendFin(r); ferr != nil {
 		if errors.Is(ferr, fabric.ErrAgain) {
@@ -939,6 +966,9 @@ func (v *vci) readDone(r *Request, err error) {
 }
 
 func (v *vci) sendFin(r *Request) error {
+	if r.cts {
+		return v.sendCTS(r)
+	}
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], r.finStatus)
 	if err := v.ep.InjectData(b[:], ctrlTag(r.finSeq), r.finDest); err != nil {
@@ -953,13 +983,8 @@ func (v *vci) runDeferred() {
 		rs := v.deferRead
 		v.deferRead = nil
 		for _, r := range rs {
-			if err := v.postRead(r); err != nil {
-				if errors.Is(err, fabric.ErrAgain) {
-					v.deferRead = append(v.deferRead, r)
-				} else {
-					v.readDone(r, err)
-				}
-			}
+			r.rd.deferred = false
+			v.readStep(r)
 		}
 	}
 	if len(v.deferFin) > 0 {

@@ -93,7 +93,9 @@ func (t *opTable) done(h opHandle) bool { return t.ops[h-1].state == opDone }
 // free lists.
 func (f *fabPath) freeOp(i int) {
 	o := &f.pend.ops[i]
-	if o.scratch >= 0 {
+	if o.scratch >= slotCount { // a chunk buffer (fabtyped.go)
+		f.freeChunks = append(f.freeChunks, int(o.scratch)-slotCount)
+	} else if o.scratch >= 0 {
 		f.freeSlots = append(f.freeSlots, int(o.scratch))
 	}
 	*o = pendingOp{}
@@ -114,7 +116,7 @@ func (f *fabPath) complete(h opHandle, err error) bool {
 	if o.target >= 0 {
 		t.perTarget[o.target]--
 	}
-	if o.copyTo != nil && o.scratch >= 0 && err == nil {
+	if o.copyTo != nil && o.scratch >= 0 && o.scratch < slotCount && err == nil {
 		copy(o.copyTo, f.scratch.Bytes()[int(o.scratch)*slotSize:])
 	}
 	o.copyTo = nil

@@ -84,6 +84,9 @@ type fabPath struct {
 
 	scratch   *fabric.Buffer
 	freeSlots []int
+	// chunk buffers of typed transfers (fabtyped.go), allocated on first use
+	chunks     *fabric.Buffer
+	freeChunks []int
 
 	atomics atomicCounts
 	// pend tracks the operations with a completion (fabops.go).
@@ -642,6 +645,9 @@ func (f *fabPath) close() error {
 	}
 	if f.scratch != nil {
 		closeIt(f.scratch)
+	}
+	if f.chunks != nil {
+		closeIt(f.chunks)
 	}
 	if f.stage != nil {
 		closeIt(f.stage)

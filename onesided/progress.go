@@ -3,6 +3,7 @@ package onesided
 import (
 	"context"
 
+	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/internal/progress"
 )
 
@@ -70,6 +71,25 @@ func (p *guardedPath) put(target, off int, data []byte) error {
 	p.g.Enter()
 	defer p.g.Exit()
 	return p.f.put(target, off, data)
+}
+
+func (p *guardedPath) typedVec(target, offset int, segs []ddt.Segment, pieces [][]byte, get bool) error {
+	p.g.Enter()
+	defer p.g.Exit()
+	return p.f.typedVec(target, offset, segs, pieces, get)
+}
+
+func (p *guardedPath) typedChunks(ctx context.Context, target, offset int, segs []ddt.Segment, n int,
+	pack func(b []byte, off int) error, unpack func(b []byte, off int) error) error {
+	p.g.Enter()
+	defer p.g.Exit()
+	return p.f.typedChunks(ctx, target, offset, segs, n, pack, unpack)
+}
+
+func (p *guardedPath) hold(b []byte) (func(), error) {
+	p.g.Enter()
+	defer p.g.Exit()
+	return p.f.hold(b)
 }
 
 func (p *guardedPath) get(target, off int, dst []byte) error {

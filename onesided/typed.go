@@ -20,10 +20,14 @@ import (
 // contiguous side is read or written in place, otherwise the data goes
 // through a 64 KiB piece at a time (packed from the origin, unpacked into
 // the shared region while it is in the cache), never a copy of the whole
-// transfer. The libfabric path packs the origin once and issues one RMA
-// write per contiguous block of the target type (ddt Flatten). The packed
-// copy is owned by the window, so origin may be reused when PutTyped
-// returns.
+// transfer. On the libfabric path a contiguous origin, or one whose
+// blocks average at least WEFT_TUNE's zcblock (64 KiB), is written straight from its blocks with
+// fi_writev to each contiguous block of the target type (at most the
+// provider's iov_limit origin pieces per write; the origin is registered
+// through the MR cache); an origin of smaller blocks is packed 64 KiB at a
+// time into the window's registered chunk buffers, each chunk written as
+// soon as it is packed. As with Put, origin must not be modified until
+// the next flush of target.
 func (w *Window) PutTyped(target, offset int, origin []byte, originCount int, originType *ddt.Type,
 	targetCount int, targetType *ddt.Type) error {
 	n, err := w.typedPrep("PutTyped", target, originCount, originType, offset, targetCount, targetType)
@@ -33,29 +37,21 @@ func (w *Window) PutTyped(target, offset int, origin []byte, originCount int, or
 	if p := w.peers[target]; p != nil {
 		return transcode("PutTyped", p, int64(offset), targetCount, targetType, origin, 0, originCount, originType, n, false)
 	}
-	packed := make([]byte, n)
-	if _, err := originType.Pack(packed, origin, originCount); err != nil {
-		return fmt.Errorf("onesided: PutTyped: pack origin: %w: %w", ErrInvalid, err)
-	}
 	segs, err := w.typedSegments("PutTyped", target, offset, targetCount, targetType)
 	if err != nil {
 		return err
 	}
-	pos := int64(0)
-	for _, s := range segs {
-		if err := w.net.put(target, offset+int(s.Off)+ctrlBytes, packed[pos:pos+s.Len]); err != nil {
-			return err
-		}
-		pos += s.Len
-	}
-	return nil
+	return w.netTyped(context.Background(), "PutTyped", target, offset, segs, origin, originCount, originType, n, false)
 }
 
 // GetTyped is Get with derived datatypes (MPI_Get with origin and target
 // datatypes): targetCount elements of targetType at offset in target's
 // region are read into originCount elements of originType in origin. Unlike
-// Get it waits until origin holds the data (on the libfabric path it
-// flushes target, then unpacks).
+// Get it waits until origin holds the data. On the libfabric path the
+// target's blocks are read with fi_readv straight into the origin's
+// blocks when it is contiguous or its blocks average at least zcblock, else
+// 64 KiB at a time into a registered chunk buffer that is unpacked into
+// origin as soon as its reads complete.
 func (w *Window) GetTyped(ctx context.Context, target, offset int, origin []byte, originCount int,
 	originType *ddt.Type, targetCount int, targetType *ddt.Type) error {
 	n, err := w.typedPrep("GetTyped", target, originCount, originType, offset, targetCount, targetType)
@@ -65,25 +61,69 @@ func (w *Window) GetTyped(ctx context.Context, target, offset int, origin []byte
 	if p := w.peers[target]; p != nil {
 		return transcode("GetTyped", origin, 0, originCount, originType, p, int64(offset), targetCount, targetType, n, true)
 	}
-	packed := make([]byte, n)
 	segs, err := w.typedSegments("GetTyped", target, offset, targetCount, targetType)
 	if err != nil {
 		return err
 	}
-	pos := int64(0)
-	for _, s := range segs {
-		if err := w.net.get(target, offset+int(s.Off)+ctrlBytes, packed[pos:pos+s.Len]); err != nil {
-			return err
-		}
-		pos += s.Len
-	}
-	if err := w.net.flush(ctx, target); err != nil {
+	if err := w.netTyped(ctx, "GetTyped", target, offset, segs, origin, originCount, originType, n, true); err != nil {
 		return err
 	}
-	if _, err := originType.Unpack(origin, packed, originCount); err != nil {
-		return fmt.Errorf("onesided: GetTyped: unpack origin: %w: %w", ErrInvalid, err)
+	return w.net.flush(ctx, target)
+}
+
+// netTyped moves a typed transfer of n bytes between the origin layout
+// and the target blocks segs on the libfabric path: the origin's own
+// blocks by iovec RMA when it is contiguous or its blocks are large,
+// else through the window's chunk buffers (fabtyped.go).
+func (w *Window) netTyped(ctx context.Context, op string, target, offset int, segs []ddt.Segment,
+	origin []byte, count int, t *ddt.Type, n int, get bool) error {
+	if n == 0 {
+		return nil
 	}
-	return nil
+	if pieces, err := originPieces(op, origin, count, t, n); err != nil {
+		return err
+	} else if pieces != nil {
+		release, err := w.net.hold(spanOf(pieces[0], pieces[len(pieces)-1]))
+		if err != nil {
+			return fmt.Errorf("onesided: %s: register origin: %w", op, err)
+		}
+		defer release()
+		return w.net.typedVec(target, offset, segs, pieces, get)
+	}
+	pack := func(b []byte, off int) error {
+		if _, err := t.PackRange(b, origin, 0, count, int64(off)); err != nil {
+			return fmt.Errorf("onesided: %s: pack origin: %w: %w", op, ErrInvalid, err)
+		}
+		return nil
+	}
+	unpack := func(b []byte, off int) error {
+		if _, err := t.UnpackRange(origin, b, 0, count, int64(off)); err != nil {
+			return fmt.Errorf("onesided: %s: unpack origin: %w: %w", op, ErrInvalid, err)
+		}
+		return nil
+	}
+	if get {
+		return w.net.typedChunks(ctx, target, offset, segs, n, nil, unpack)
+	}
+	return w.net.typedChunks(ctx, target, offset, segs, n, pack, nil)
+}
+
+// originPieces returns the origin's blocks as slices of origin when it
+// is one block or its blocks average at least zcBlock bytes, else nil.
+func originPieces(op string, origin []byte, count int, t *ddt.Type, n int) ([][]byte, error) {
+	segs, err := t.Flatten(count, max(1, min(1<<16, n/zcBlock)))
+	if err != nil || len(segs) == 0 || (len(segs) > 1 && n/len(segs) < zcBlock) {
+		return nil, nil
+	}
+	out := make([][]byte, 0, len(segs))
+	for _, s := range segs {
+		if s.Off < 0 || s.Off > int64(len(origin)) || s.Len > int64(len(origin))-s.Off {
+			return nil, fmt.Errorf("onesided: %s: origin block [%d, %d) outside its %d bytes: %w: %w",
+				op, s.Off, s.Off+s.Len, len(origin), ErrInvalid, ddt.ErrBounds)
+		}
+		out = append(out, origin[s.Off:s.Off+s.Len:s.Off+s.Len])
+	}
+	return out, nil
 }
 
 // typedPrep validates a typed transfer and returns its packed size.

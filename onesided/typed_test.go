@@ -182,21 +182,36 @@ func largeTypedScenario(ctx context.Context, g Group, opts ...Option) (err error
 	for i := 0; i < len(origin)/8; i++ {
 		binary.LittleEndian.PutUint64(origin[8*i:], uint64(me<<32|i))
 	}
-	// stream[k] is the k-th origin element of rank r's strided layout.
-	stream := func(r, k int) uint64 { return uint64(r<<32 | (k/3*5 + k%3)) }
-	region := func(k int) int { return k/5*7 + k%5 } // k-th target element's index
-	check := func(what string, get func(k int) uint64, from int) error {
-		for k := 0; k < elems; k++ {
-			if got, want := get(k), stream(from, k); got != want {
-				return fmt.Errorf("%s: element %d = %#x, want %#x", what, k, got, want)
-			}
-		}
-		return nil
+	// Large blocks on both sides: the libfabric path moves them by iovec
+	// RMA straight from and to the origin.
+	otL, err := strided(10240, 10300) // 80 KiB blocks (above zcblock)
+	if err != nil {
+		return err
 	}
+	ttL, err := strided(15360, 15400)
+	if err != nil {
+		return err
+	}
+	oidx := func(blk, stride int) func(k int) int {
+		return func(k int) int { return k/blk*stride + k%blk }
+	}
+	region := oidx(5, 7) // k-th target element's index
 	for _, c := range []struct {
 		name   string
 		ot, tt *ddt.Type
-	}{{"strided→strided", ot, tt}, {"strided→contiguous", ot, contig}} {
+		oi, ti func(k int) int
+	}{{"strided→strided", ot, tt, oidx(3, 5), region}, {"strided→contiguous", ot, contig, oidx(3, 5), nil},
+		{"large blocks", otL, ttL, oidx(10240, 10300), oidx(15360, 15400)}} {
+		// stream[k] is the k-th origin element of rank r's layout.
+		stream := func(r, k int) uint64 { return uint64(r<<32 | c.oi(k)) }
+		check := func(what string, get func(k int) uint64, from int) error {
+			for k := 0; k < elems; k++ {
+				if got, want := get(k), stream(from, k); got != want {
+					return fmt.Errorf("%s: element %d = %#x, want %#x", what, k, got, want)
+				}
+			}
+			return nil
+		}
 		if err := w.PutTyped(right, 8, origin, 1, c.ot, 1, c.tt); err != nil {
 			return fmt.Errorf("%s put: %w", c.name, err)
 		}
@@ -204,7 +219,7 @@ func largeTypedScenario(ctx context.Context, g Group, opts ...Option) (err error
 			return err
 		}
 		local := w.Bytes()
-		idx := region
+		idx := c.ti
 		if c.tt == contig {
 			idx = func(k int) int { return k }
 		}
@@ -220,10 +235,10 @@ func largeTypedScenario(ctx context.Context, g Group, opts ...Option) (err error
 			return err
 		}
 		back := make([]byte, len(origin))
-		if err := w.GetTyped(ctx, right, 8, back, 1, ot, 1, c.tt); err != nil {
+		if err := w.GetTyped(ctx, right, 8, back, 1, c.ot, 1, c.tt); err != nil {
 			return fmt.Errorf("%s get strided: %w", c.name, err)
 		}
-		if err := check(c.name+" get into strided", func(k int) uint64 { return binary.LittleEndian.Uint64(back[8*(k/3*5+k%3):]) }, me); err != nil {
+		if err := check(c.name+" get into strided", func(k int) uint64 { return binary.LittleEndian.Uint64(back[8*c.oi(k):]) }, me); err != nil {
 			return err
 		}
 		if err := w.Fence(ctx); err != nil {

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/internal/peerwatch"
 	"github.com/weft-hpc/weft/internal/settings"
 	"github.com/weft-hpc/weft/internal/wlog"
@@ -275,6 +276,12 @@ type netPath interface {
 	ctrlSignal(target, off int, val uint64) error
 	// ctrlMem is this rank's control words when the path owns them.
 	ctrlMem() []byte
+	// typedVec, typedChunks and hold serve PutTyped and GetTyped
+	// (fabtyped.go).
+	typedVec(target, offset int, segs []ddt.Segment, pieces [][]byte, get bool) error
+	typedChunks(ctx context.Context, target, offset int, segs []ddt.Segment, n int,
+		pack func(b []byte, off int) error, unpack func(b []byte, off int) error) error
+	hold(b []byte) (release func(), err error)
 	ordering() SignalOrdering
 	provider() string
 	close() error

@@ -32,6 +32,10 @@ type Tuning struct {
 	EPWait     string // auto, spin or yield: how endpoint waits pause on crowded nodes
 	NodeCells  int64  // cells per ring of the node transport
 	NodeInline int64  // largest message sent inline in a ring
+	TypedPath  string // auto, zerocopy, pipeline or pack: how large typed messages go over libfabric
+	ZCBlock    int64  // average block bytes from which a large typed message goes by iovec RMA
+	PipeSeg    int64  // bytes per segment of a pipelined typed message
+	PipeDepth  int64  // registered segment buffers per endpoint
 
 	// onesided
 	OSSpin     int64         // spin phase as a poll count (Auto: the policy's time)
@@ -124,6 +128,11 @@ var Knobs = []Knob{
 	{Key: "epwait", Pkg: "endpoint", Kind: Enum, Default: "auto", Allowed: []string{"auto", "spin", "yield"}, Doc: "endpoint waits: auto (yield the core on every empty poll when a communicator has more endpoints on this machine than cores), spin (never), yield (always)", field: func(t *Tuning) any { return &t.EPWait }},
 	{Key: "nodecells", Pkg: "endpoint", Kind: Int, Default: "512", Min: 64, Max: 1 << 16, Doc: "64-byte cells per ring of the node transport (rounded down to a power of two; fewer when a node has many endpoints)", field: func(t *Tuning) any { return &t.NodeCells }},
 	{Key: "nodeinline", Pkg: "endpoint", Kind: Int, Default: "2K", Min: 0, Max: 1 << 20, Doc: "largest message the node transport carries in its ring cells; larger ones are copied once from the sender's buffer (capped at what half a ring holds)", field: func(t *Tuning) any { return &t.NodeInline }},
+
+	{Key: "typedpath", Pkg: "endpoint", Kind: Enum, Default: "auto", Allowed: []string{"auto", "zerocopy", "pipeline", "pack"}, Doc: "how typed messages above the eager limit go to a libfabric peer: auto (the cost model, zcblock), zerocopy (iovec RMA from and to the user's blocks), pipeline (packed in segments), pack (packed whole, then a plain rendezvous; for comparisons)", field: func(t *Tuning) any { return &t.TypedPath }},
+	{Key: "zcblock", Pkg: "endpoint", Kind: Int, Default: "64K", Min: 1, Max: 1 << 30, Doc: "average block size (bytes) from which a typed message above the eager limit moves its blocks by iovec RMA instead of the segment pipeline (libfabric peers; onesided typed transfers likewise)", field: func(t *Tuning) any { return &t.ZCBlock }},
+	{Key: "pipeseg", Pkg: "endpoint", Kind: Int, Default: "16K", Min: 256, Max: 1 << 30, Doc: "bytes per segment of a pipelined typed message (capped at the eager limit)", field: func(t *Tuning) any { return &t.PipeSeg }},
+	{Key: "pipedepth", Pkg: "endpoint", Kind: Int, Default: "8", Min: 1, Max: 256, Doc: "registered segment buffers per endpoint for pipelined and eager typed sends (segments in flight)", field: func(t *Tuning) any { return &t.PipeDepth }},
 
 	{Key: "osspin", Pkg: "onesided", Kind: Int, Default: "auto", Min: 0, Max: maxCount, Old: "WEFT_ONESIDED_SPIN", Doc: "window waits spin this many polls instead of the policy's spin time (1e9: spin for ever)", field: func(t *Tuning) any { return &t.OSSpin }},
 	{Key: "osspinfor", Pkg: "onesided", Kind: Duration, Default: "auto", Min: 0, Max: int64(time.Hour), Old: "WEFT_ONESIDED_SPIN_US", Doc: "spin phase of window waits (policy: 50µs spin, 2µs yield)", field: func(t *Tuning) any { return &t.OSSpinFor }},

@@ -1,0 +1,140 @@
+package ddt
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+)
+
+// expand lists the predefined elements of k instances of t (small types).
+func expand(t *Type, k int) []*Type {
+	var one []*Type
+	switch {
+	case t.size == 0:
+	case t.comb == CombinerNamed:
+		one = []*Type{t}
+	case t.comb == CombinerStruct:
+		for i, m := range t.types {
+			one = append(one, expand(m, t.ints[1+i])...)
+		}
+	default:
+		one = expand(t.types[0], int(t.size/t.types[0].size))
+	}
+	var out []*Type
+	for range k {
+		out = append(out, one...)
+	}
+	return out
+}
+
+// naive hashes a list of elements term by term.
+func naive(es []*Type) uint64 {
+	h, p := uint64(0), uint64(1)
+	for _, e := range es {
+		h = addmod(h, mulmod(symbol(e), p))
+		p = mulmod(p, sigBase)
+	}
+	return h
+}
+
+// committer returns a helper that commits a constructor's result.
+func committer(t *testing.T) func(ty *Type, err error) *Type {
+	return func(ty *Type, err error) *Type {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ty.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		return ty
+	}
+}
+
+// TestSignatureAgainstExpansion: the composed hash of random nested
+// types, and of each of their element-aligned prefixes, equals the
+// hash of the element list written out.
+func TestSignatureAgainstExpansion(t *testing.T) {
+	mk := committer(t)
+	rng := rand.New(rand.NewPCG(7, 9))
+	basics := []*Type{Int8, Int32, Int64, Float32, Float64, Complex128, Uint16}
+	var gen func(depth int) *Type
+	gen = func(depth int) *Type {
+		if depth == 0 || rng.IntN(3) == 0 {
+			return basics[rng.IntN(len(basics))]
+		}
+		old := gen(depth - 1)
+		switch rng.IntN(4) {
+		case 0:
+			return mk(Contiguous(1+rng.IntN(3), old))
+		case 1:
+			return mk(Vector(1+rng.IntN(3), 1+rng.IntN(2), 3, old))
+		case 2:
+			return mk(Indexed([]int{1, 2}, []int{0, 4}, old))
+		}
+		o2 := gen(depth - 1)
+		return mk(Struct([]int{1 + rng.IntN(2), 1 + rng.IntN(2)}, []int64{0, 64}, []*Type{old, o2}))
+	}
+	for i := 0; i < 300; i++ {
+		ty := gen(3)
+		k := 1 + rng.IntN(3)
+		es := expand(ty, k)
+		var off int64
+		for j := 0; j <= len(es); j++ {
+			got, err := ty.Signature(k, off)
+			if err != nil {
+				t.Fatalf("%v ×%d prefix %d bytes: %v", ty, k, off, err)
+			}
+			if want := naive(es[:j]); got != want {
+				t.Fatalf("%v ×%d prefix of %d elements: hash %x, want %x", ty, k, j, got, want)
+			}
+			if j < len(es) {
+				off += es[j].size
+			}
+		}
+	}
+}
+
+func TestSignatureRules(t *testing.T) {
+	mk := committer(t)
+	n := 1000
+	col := mk(Vector(n, 1, 7, Float64))
+	h1, err := col.Signature(1, int64(8*n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h2, _ := Float64.Signature(n, int64(8*n)); h1 != h2 {
+		t.Errorf("a column and a row of float64s differ: %x %x", h1, h2)
+	}
+	if h2, _ := Float64.Signature(2*n, int64(8*n)); h1 != h2 {
+		t.Errorf("a message of n float64s is not a prefix of 2n")
+	}
+	if a, _ := Int32.Signature(n, int64(4*n)); a == mustSig(t, Float32, n, int64(4*n)) {
+		t.Errorf("int32 and float32 signatures hash alike")
+	}
+	s1 := mk(Struct([]int{1, 1}, []int64{0, 8}, []*Type{Int32, Float64}))
+	s2 := mk(Struct([]int{1, 1}, []int64{0, 8}, []*Type{Float64, Int32}))
+	if mustSig(t, s1, 10, 120) == mustSig(t, s2, 10, 120) {
+		t.Errorf("structs with fields of other types hash alike")
+	}
+	if _, err := Float64.Signature(2, 4); !errors.Is(err, ErrInvalid) {
+		t.Errorf("prefix ending inside a float64: %v, want ErrInvalid", err)
+	}
+	if h := mustSig(t, Byte, 100, 100); h != 0 {
+		t.Errorf("bytes hash to %x, want 0 (untyped)", h)
+	}
+	// Huge counts compose in logarithmic time.
+	big := mk(Contiguous(1<<20, mk(Contiguous(1<<20, Int32))))
+	if mustSig(t, big, 4, 1<<44) != mustSig(t, Int32, 1<<42, 1<<44) {
+		t.Errorf("2^42 int32s nested and flat hash differently")
+	}
+}
+
+func mustSig(t *testing.T, ty *Type, count int, n int64) uint64 {
+	t.Helper()
+	h, err := ty.Signature(count, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}

@@ -1,0 +1,880 @@
+package endpoint
+
+// Typed messages towards libfabric peers, without packing into a buffer
+// of the message's size.
+//
+//   - Eager (packed size ≤ eager limit): packed straight into a registered
+//     segment buffer of the endpoint (or the inject scratch) and sent
+//     from there; the receiver unpacks from its bounce buffer.
+//   - Zero copy (larger, blocks averaging ≥ zcblock bytes): the sender
+//     registers its buffers and publishes a table of its blocks (remote
+//     address, length, key); the receiver reads the table, then moves the
+//     data with fi_readv straight from the sender's blocks into its own
+//     blocks (at most the provider's iov_limit local pieces per read, one
+//     read per remote contiguous range), and sends the FIN.
+//   - Pipeline (larger, small blocks): after the receiver has matched the
+//     header it answers with a CTS naming its request; the sender packs
+//     segments (resumable partial packs) into a ring of registered segment
+//     buffers, each sent as soon as it is packed, and the receiver unpacks
+//     each segment from its bounce buffer as it arrives.
+//
+// A contiguous receive of a zero-copy message reads into its one block;
+// a typed receive of a plain (contiguous) rendezvous reads into its
+// blocks when they are large, else into a buffer it unpacks at the end.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/fabric"
+)
+
+// Extended rendezvous header: the 32-byte header, then a word saying
+// which protocol the message takes (low byte) and, for zero copy, the
+// number of blocks in the sender's table (above it), then the hash of
+// the message's type signature (ddt.Type.Signature; 0: untyped).
+const (
+	rdvExtSize = 48
+	modePlain  = 0 // one registered contiguous buffer
+	modeTable  = 1 // addr/key name the sender's block table
+	modePipe   = 2 // pipeline: the receiver answers with a CTS
+	modeInline = 3 // eager: the data follows the header in the message
+)
+
+// Pipeline control words (ctrl and rts bits both set): a CTS to the
+// sender carries the rendezvous sequence in the low bits; a data
+// segment to the receiver has pipeDataBit, the sender's sequence
+// (pipeSeqBits bits) and the receiver's request token (24 bits).
+const (
+	pipeDataBit = uint64(1) << 61
+	pipeTokBits = 24
+	pipeSeqBits = 36
+	pipeTokMask = uint64(1)<<pipeTokBits - 1
+	pipeSeqMask = uint64(1)<<pipeSeqBits - 1
+)
+
+// Operation contexts of pipeline segments: the request's slot, segBit
+// and the segment buffer's index.
+const (
+	segBit      = uint64(1) << 40
+	ctxSlotMask = uint64(1)<<32 - 1
+)
+
+// pathStats counts the typed messages of this process per libfabric
+// path (the tests check that each regime is reached).
+var pathStats struct {
+	eager, zeroCopy, pipeline, recvBlocks, recvUnpack atomic.Int64
+}
+
+// maxReadsInFlight bounds the RMA reads one rendezvous receive keeps
+// posted (a window: completions post the next ones).
+const maxReadsInFlight = 32
+
+func putExt(b []byte, ext, sig uint64) {
+	binary.LittleEndian.PutUint64(b[32:], ext)
+	binary.LittleEndian.PutUint64(b[40:], sig)
+}
+
+// headerSig returns the signature hash of a rendezvous header (0: none).
+func headerSig(b []byte) uint64 {
+	if len(b) < rdvExtSize {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(b[40:])
+}
+
+// signature is the hash of the type signature of layout u's n bytes, 0
+// (unchecked) for messages of several parts.
+func (u *typedRecv) signature() uint64 {
+	if u.parts != nil {
+		return 0
+	}
+	h, err := u.t.Signature(u.count, int64(u.n))
+	if err != nil {
+		return 0
+	}
+	return h
+}
+
+// checkSignature applies MPI's type-signature rule to a typed receive r
+// and a libfabric message of size bytes whose signature hashes to sig:
+// the message's signature must be the prefix of the receive's that
+// covers as many bytes. Untyped messages or receives (hash 0), messages
+// of several parts and messages longer than the receive (a truncation)
+// are not checked.
+func checkSignature(r *Request, sig, size uint64) error {
+	if sig == 0 || r.reqExt == nil {
+		return nil
+	}
+	u := r.typed
+	if u == nil {
+		u = r.sigLayout
+	}
+	if u == nil || u.parts != nil || size > uint64(u.n) {
+		return nil
+	}
+	h, err := u.t.Signature(u.count, int64(size))
+	if err == nil && (h == 0 || h == sig) {
+		return nil
+	}
+	return fmt.Errorf("endpoint: message of %d bytes from rank %d does not match the type signature of %d elements of %s: %w",
+		size, tagSource(r.want), u.count, u.t, ErrInvalid)
+}
+
+// headerExt returns the protocol word of a rendezvous header (0 for the
+// plain 32-byte header).
+func headerExt(b []byte) uint64 {
+	if len(b) < rdvExtSize {
+		return modePlain
+	}
+	return binary.LittleEndian.Uint64(b[32:])
+}
+
+// typedPath is the protocol a typed message above the eager limit takes
+// towards a libfabric peer.
+type typedPath uint8
+
+const (
+	pathPack typedPath = iota
+	pathZeroCopy
+	pathPipeline
+)
+
+// chooseTyped applies the cost model (docs/endpoint.md, "Which path"):
+// zero copy when the layout's blocks average at least zcblock bytes and
+// number at most maxIovSegs, else the segment pipeline; WEFT_TUNE's
+// typedpath overrides it. pieces are the blocks, for zero copy.
+func chooseTyped(u *typedRecv) (typedPath, [][]byte) {
+	switch typedPathSetting() {
+	case "pack":
+		return pathPack, nil
+	case "pipeline":
+		return pathPipeline, nil
+	case "zerocopy":
+		if p := u.pieces(maxIovSegs); p != nil {
+			return pathZeroCopy, p
+		}
+		return pathPipeline, nil
+	}
+	if p := u.largePieces(); p != nil {
+		return pathZeroCopy, p
+	}
+	return pathPipeline, nil
+}
+
+// pathOverride and zcOverride replace WEFT_TUNE's typedpath and zcblock
+// when set (benchmarks and tests of one process compare the paths).
+var (
+	pathOverride atomic.Pointer[string]
+	zcOverride   atomic.Int64
+)
+
+func typedPathSetting() string {
+	if p := pathOverride.Load(); p != nil {
+		return *p
+	}
+	return tune.TypedPath
+}
+
+func zcBlockSetting() int {
+	if z := zcOverride.Load(); z > 0 {
+		return int(z)
+	}
+	return int(max(tune.ZCBlock, 1))
+}
+
+// largePieces returns the layout's blocks when they average at least
+// zcblock bytes (the cost model's threshold), else nil. Flatten gives up
+// past the block count that allows, so a layout of many small blocks
+// costs next to nothing here.
+func (u *typedRecv) largePieces() [][]byte {
+	zc := zcBlockSetting()
+	limit := min(maxIovSegs, max(1, u.n/zc))
+	p := u.pieces(limit)
+	if p == nil || u.n/len(p) < zc {
+		return nil
+	}
+	return p
+}
+
+// pieces returns the layout's contiguous blocks in stream order, as
+// slices of the user's buffers, or nil when there are more than maxSegs.
+func (u *typedRecv) pieces(maxSegs int) [][]byte {
+	var out [][]byte
+	add := func(buf []byte, count int, t *ddt.Type) bool {
+		if maxSegs-len(out) <= 0 {
+			return false
+		}
+		segs, err := t.Flatten(count, maxSegs-len(out))
+		if err != nil {
+			return false
+		}
+		for _, s := range segs {
+			if s.Len > 0 {
+				out = append(out, buf[s.Off:s.Off+s.Len:s.Off+s.Len])
+			}
+		}
+		return true
+	}
+	if u.parts == nil {
+		if !add(u.buf, u.count, u.t) {
+			return nil
+		}
+		return out
+	}
+	for _, p := range u.parts {
+		if !add(p.Buf, p.Count, p.Type) {
+			return nil
+		}
+	}
+	return out
+}
+
+// buffers calls f for each user buffer of the layout.
+func (u *typedRecv) buffers(f func(b []byte)) {
+	if u.parts == nil {
+		f(u.buf)
+		return
+	}
+	for _, p := range u.parts {
+		f(p.Buf)
+	}
+}
+
+// isendFabricTyped sends the non-contiguous message of layout u to a
+// libfabric peer without packing it into a buffer of its own (see the
+// top of this file). done is false when the message takes the packed
+// path instead (typedpath=pack, no segment buffer to be had, a node peer).
+func (c *Comm) isendFabricTyped(u *typedRecv, dest, tag int) (r *Request, done bool, err error) {
+	if c.link(dest) != nil {
+		return nil, false, nil
+	}
+	v := c.v
+	if u.n <= v.eagerLimit {
+		return c.isendEagerTyped(u, dest, tag)
+	}
+	path, pieces := chooseTyped(u)
+	if path == pathPack {
+		return nil, false, nil
+	}
+	v.lock()
+	defer v.unlock()
+	if _, err := v.beginSend(); err != nil { // a queued header still goes after the queue (submit)
+		return nil, true, err
+	}
+	t := packTag(c.ctx, c.slots[dest], c.rank, tag)
+	r = &Request{v: v, c: c, kind: kSendRdv, state: stPosted, qrank: dest,
+		reqExt: &reqExt{qtag: t | rtsBit, qdest: c.addrs[dest]}}
+	v.seq++
+	r.seq = v.seq
+	r.qdata = make([]byte, rdvExtSize)
+	h := rdvHeader{size: uint64(u.n), seq: r.seq}
+	ext := uint64(modePipe)
+	if path == pathZeroCopy {
+		if h.addr, h.key, err = v.publishBlocks(r, u, pieces); err != nil {
+			r.unpinAll()
+			return nil, true, err
+		}
+		ext = modeTable | uint64(len(pieces))<<8
+		pathStats.zeroCopy.Add(1)
+	} else {
+		if !v.ensureSegs() {
+			return nil, false, nil
+		}
+		r.pipe = &pipeSend{u: u, want: u.n}
+		pathStats.pipeline.Add(1)
+	}
+	h.put(r.qdata)
+	putExt(r.qdata, ext, u.signature())
+	if rdvExtSize <= v.info.InjectSize {
+		r.qinject = true
+	} else {
+		r.pinBuf(r.qdata)
+	}
+	v.rdvSends[r.seq] = r
+	if err := v.submit(r); err != nil {
+		delete(v.rdvSends, r.seq)
+		r.unpinAll()
+		v.freeSlot(r)
+		return nil, true, fmt.Errorf("endpoint: rendezvous header to rank %d: %w", dest, err)
+	}
+	return r, true, nil
+}
+
+// publishBlocks registers the buffers of layout u for remote reads and
+// builds the table of its blocks (remote address, length, key) the
+// receiver reads first; it returns the table's remote address and key.
+// The registrations (which pin the Go memory) are r's until the FIN.
+func (v *vci) publishBlocks(r *Request, u *typedRecv, pieces [][]byte) (addr, key uint64, err error) {
+	var mrs []*fabric.MR
+	var mrBufs [][]byte
+	u.buffers(func(b []byte) {
+		if err != nil || len(b) == 0 {
+			return
+		}
+		mr, e := v.dom.Register(b, fabric.AccessRemoteRead|fabric.AccessSend)
+		if e != nil {
+			err = fmt.Errorf("endpoint: register %d-byte typed send buffer: %w", len(b), e)
+			return
+		}
+		mrs = append(mrs, mr)
+		mrBufs = append(mrBufs, b)
+	})
+	r.mrs = mrs
+	if err != nil {
+		return 0, 0, err
+	}
+	tbl := make([]uint64, 3*len(pieces))
+	m := 0
+	for i, p := range pieces {
+		for m < len(mrs) && !within(p, mrBufs[m]) {
+			m++ // pieces come part after part
+		}
+		if m == len(mrs) {
+			return 0, 0, fmt.Errorf("endpoint: typed send: block %d outside its buffer: %w", i, ErrInvalid)
+		}
+		tbl[3*i], tbl[3*i+1], tbl[3*i+2] = mrs[m].RemoteAddr(p), uint64(len(p)), mrs[m].Key()
+	}
+	tb := unsafe.Slice((*byte)(unsafe.Pointer(&tbl[0])), 8*len(tbl))
+	tmr, err := v.dom.Register(tb, fabric.AccessRemoteRead)
+	if err != nil {
+		return 0, 0, fmt.Errorf("endpoint: register block table: %w", err)
+	}
+	r.mrs = append(r.mrs, tmr)
+	r.iov = tbl // kept alive (and pinned by its registration) until the FIN
+	return tmr.RemoteAddr(tb), tmr.Key(), nil
+}
+
+// within reports whether p lies inside b.
+func within(p, b []byte) bool {
+	pp := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
+	bp := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return pp >= bp && pp+uintptr(len(p)) <= bp+uintptr(len(b))
+}
+
+// isendEagerTyped packs an eager typed message straight into what the
+// provider sends from: the inject scratch (inject-sized) or a registered
+// segment buffer, released when the send completes.
+func (c *Comm) isendEagerTyped(u *typedRecv, dest, tag int) (*Request, bool, error) {
+	v := c.v
+	v.lock()
+	defer v.unlock()
+	queued, err := v.beginSend()
+	if err != nil {
+		return nil, true, err
+	}
+	t := packTag(c.ctx, c.slots[dest], c.rank, tag) | rtsBit
+	addr := c.addrs[dest]
+	m := rdvExtSize + u.n
+	if m <= v.injectLimit {
+		b := v.inlineScratch(m)
+		inlineHeader(b, u)
+		if err := u.pack(0, b[rdvExtSize:]); err != nil {
+			return nil, true, fmt.Errorf("endpoint: pack %s: %w", u, err)
+		}
+		pathStats.eager.Add(1)
+		if !queued {
+			err := v.tryPost(func() error { return v.ep.InjectData(b, t, addr) })
+			if err == nil {
+				return completedRequest, true, nil
+			}
+			if !errors.Is(err, fabric.ErrAgain) {
+				return nil, true, fmt.Errorf("endpoint: send %d bytes to rank %d: %w", u.n, dest, err)
+			}
+		}
+		// The provider cannot take it now: queue a copy, as an inject
+		// would have copied it; progress posts it, in order.
+		r := &Request{v: v, c: c, kind: kSendEager, state: stPosted, qrank: dest,
+			reqExt: &reqExt{qinject: true, qdata: append([]byte(nil), b...), qtag: t, qdest: addr}}
+		v.enqueue(r)
+		return r, true, nil
+	}
+	if m > v.eagerLimit || !v.ensureSegs() || m > v.segSize {
+		return nil, false, nil
+	}
+	idx, ok := v.takeSeg()
+	if !ok {
+		return nil, false, nil
+	}
+	b := v.segs[idx][:m]
+	inlineHeader(b, u)
+	if err := u.pack(0, b[rdvExtSize:]); err != nil {
+		v.segFree = append(v.segFree, idx)
+		return nil, true, fmt.Errorf("endpoint: pack %s: %w", u, err)
+	}
+	r := &Request{v: v, c: c, kind: kSendEager, state: stPosted, qrank: dest,
+		reqExt: &reqExt{qdata: b, qdesc: v.segDesc, qtag: t, qdest: addr, segIdx: idx + 1}}
+	if err := v.submit(r); err != nil {
+		v.freeSlot(r)
+		v.segFree = append(v.segFree, idx)
+		return nil, true, fmt.Errorf("endpoint: send %d bytes to rank %d: %w", u.n, dest, err)
+	}
+	pathStats.eager.Add(1)
+	return r, true, nil
+}
+
+// inlineHeader writes the header of an eager typed message of layout u
+// into b's first rdvExtSize bytes.
+func inlineHeader(b []byte, u *typedRecv) {
+	rdvHeader{size: uint64(u.n)}.put(b)
+	putExt(b, modeInline, u.signature())
+}
+
+// deliverInline completes receive r with an eager typed message (header
+// h, data following it in payload).
+func (v *vci) deliverInline(r *Request, t uint64, h rdvHeader, payload []byte) {
+	data := payload[min(len(payload), rdvExtSize):]
+	if uint64(len(data)) != h.size {
+		v.finish(r, fmt.Errorf("endpoint: typed message of %d bytes announces %d: %w", len(data), h.size, ErrInvalid))
+		return
+	}
+	r.st = Status{Source: tagSource(t), Tag: tagUser(t)}
+	if err := checkSignature(r, headerSig(payload), h.size); err != nil {
+		v.finish(r, err)
+		return
+	}
+	r.take(0, data)
+	c := r.capacity()
+	r.st.Count = min(len(data), c)
+	var err error
+	if len(data) > c {
+		err = fmt.Errorf("endpoint: message of %d bytes from rank %d into %d: %w", len(data), r.st.Source, c, ErrTruncated)
+	}
+	v.finish(r, err)
+}
+
+// isendContigTyped sends a typed message whose layout is one contiguous
+// block: in place, as Isend sends bytes; to a libfabric peer with its
+// type signature (eagerly with the signature's header, or in the
+// rendezvous header), so that the receiver can check it.
+func (c *Comm) isendContigTyped(contig, buf []byte, count int, t *ddt.Type, n, dest, tag int) (*Request, error) {
+	if t == ddt.Byte || c.link(dest) != nil || n == 0 {
+		return c.isend(contig, dest, tag, c.ctx)
+	}
+	u := &typedRecv{buf: buf, count: count, t: t, n: n}
+	sig := u.signature()
+	if sig == 0 {
+		return c.isend(contig, dest, tag, c.ctx)
+	}
+	if n+rdvExtSize <= c.v.eagerLimit {
+		if r, done, err := c.isendEagerTyped(u, dest, tag); done {
+			return r, err
+		}
+		return c.isend(contig, dest, tag, c.ctx)
+	}
+	return c.isendSig(contig, dest, tag, c.ctx, sig)
+}
+
+// ensureSegs allocates the endpoint's ring of registered segment buffers
+// (WEFT_TUNE pipeseg × pipedepth) on first use; false when it cannot.
+func (v *vci) ensureSegs() bool {
+	if v.segBuf != nil {
+		return true
+	}
+	if v.segFailed || v.dom == nil {
+		return false
+	}
+	size := int(min(tune.PipeSeg, int64(v.eagerLimit)))
+	depth := int(tune.PipeDepth)
+	b, err := v.dom.Alloc(size * depth)
+	if err != nil {
+		v.segFailed = true
+		v.log.Warn("no segment buffers for typed sends; packing into fresh buffers", "err", err)
+		return false
+	}
+	v.segBuf, v.segDesc, v.segSize = b, b.Desc(), size
+	all := b.Bytes()
+	for i := 0; i < depth; i++ {
+		v.segs = append(v.segs, all[i*size:(i+1)*size:(i+1)*size])
+		v.segFree = append(v.segFree, i)
+	}
+	return true
+}
+
+// takeSeg takes a free segment buffer.
+func (v *vci) takeSeg() (int, bool) {
+	n := len(v.segFree)
+	if n == 0 {
+		return 0, false
+	}
+	i := v.segFree[n-1]
+	v.segFree = v.segFree[:n-1]
+	return i, true
+}
+
+// pipeSend is the sender's state of a pipelined typed message.
+type pipeSend struct {
+	u         *typedRecv
+	want      int    // bytes the receiver takes (CTS)
+	off       int    // stream bytes posted so far
+	token     uint64 // the receiver's request token (CTS)
+	started   bool   // CTS arrived
+	ready     int    // segment buffer index+1 packed but not yet posted
+	readyLen  int
+	stalled   time.Time // when the provider first refused the current segment
+	listed    bool      // in v.pipes
+	truncated bool
+}
+
+// pipeCtrl handles a pipeline control message: a CTS for one of v's
+// pipelined sends, or a data segment for one of its receives.
+func (v *vci) pipeCtrl(t uint64, payload []byte) {
+	if t&pipeDataBit != 0 {
+		tok := int(t & pipeTokMask)
+		seq := t >> pipeTokBits & pipeSeqMask
+		if tok <= 0 || tok > len(v.slots) {
+			v.log.Warn("pipeline segment for unknown receive", "token", tok)
+			return
+		}
+		r := v.slots[tok-1]
+		if r == nil || r.reqExt == nil || !r.piping || r.finSeq&pipeSeqMask != seq {
+			v.log.Debug("pipeline segment for a finished receive dropped", "token", tok)
+			return
+		}
+		r.take(r.pipeGot, payload)
+		r.pipeGot += len(payload)
+		if r.pipeGot >= r.st.Count {
+			v.pipeRecvDone(r)
+		}
+		return
+	}
+	r := v.rdvSends[ctrlSeq(t)&^pipeDataBit]
+	if r == nil || r.pipe == nil || len(payload) < 16 {
+		v.log.Warn("CTS for unknown pipelined send", "seq", ctrlSeq(t))
+		return
+	}
+	delete(v.rdvSends, r.seq)
+	p := r.pipe
+	p.token = binary.LittleEndian.Uint64(payload)
+	p.want = min(p.want, int(binary.LittleEndian.Uint64(payload[8:])))
+	p.started = true
+	if !p.listed {
+		p.listed = true
+		v.pipes = append(v.pipes, r)
+	}
+	v.pump(r)
+}
+
+// pump packs and posts the segments of pipelined send r while segment
+// buffers are free and the provider takes them; the send completes when
+// every segment is posted and its send completion has come back.
+func (v *vci) pump(r *Request) {
+	p := r.pipe
+	if r.state == stDone {
+		return
+	}
+	data := ctrlBit | rtsBit | pipeDataBit | (r.seq&pipeSeqMask)<<pipeTokBits | p.token&pipeTokMask
+	for p.off < p.want || p.ready != 0 {
+		if p.ready == 0 {
+			idx, ok := v.takeSeg()
+			if !ok {
+				break
+			}
+			k := min(v.segSize, p.want-p.off)
+			if err := p.u.pack(p.off, v.segs[idx][:k]); err != nil {
+				v.segFree = append(v.segFree, idx)
+				v.finish(r, fmt.Errorf("endpoint: pack %s: %w", p.u, err))
+				return
+			}
+			p.ready, p.readyLen = idx+1, k
+		}
+		idx := p.ready - 1
+		err := v.ep.SendData(v.segs[idx][:p.readyLen], v.segDesc, data, r.qdest, v.handle(r)|segBit|uint64(idx)<<32)
+		if errors.Is(err, fabric.ErrAgain) {
+			if p.stalled.IsZero() {
+				p.stalled = time.Now()
+			} else if time.Since(p.stalled) > v.timeout {
+				v.finish(r, fmt.Errorf("endpoint: pipelined send to rank %d: queue stayed full for %v: %w", r.qrank, v.timeout, err))
+			}
+			return
+		}
+		if err != nil {
+			v.finish(r, fmt.Errorf("endpoint: pipelined send to rank %d: %w", r.qrank, err))
+			return
+		}
+		p.stalled = time.Time{}
+		p.ready = 0
+		p.off += p.readyLen
+		r.pending++
+	}
+	if p.off == p.want && p.ready == 0 && r.pending == 0 {
+		v.finish(r, nil)
+	}
+}
+
+// pumpAll drives every pipelined send of v and drops finished ones.
+func (v *vci) pumpAll() {
+	n := 0
+	for _, r := range v.pipes {
+		v.pump(r)
+		if r.state != stDone {
+			v.pipes[n] = r
+			n++
+		} else {
+			r.pipe.listed = false
+		}
+	}
+	clear(v.pipes[n:])
+	v.pipes = v.pipes[:n]
+}
+
+// segDone handles the send completion (or error) of one pipeline segment.
+func (v *vci) segDone(r *Request, ctx uint64, err error) {
+	v.segFree = append(v.segFree, int(ctx>>32&0xff))
+	if err != nil {
+		v.finish(r, fmt.Errorf("endpoint: pipelined send to rank %d: %w", r.qrank, err))
+		return
+	}
+	if r.state == stDone {
+		v.maybeRetire(r)
+		return
+	}
+	v.pump(r)
+}
+
+// startPipeRecv matches receive r with pipelined message header h from
+// rank src: it answers with a CTS naming r (its slot) and the bytes it
+// takes; the segments are then unpacked as they arrive (pipeCtrl). A
+// receive whose type signature does not match (reject) takes no bytes
+// and completes with that error.
+func (v *vci) startPipeRecv(r *Request, t uint64, h rdvHeader, reject error) {
+	src := tagSource(t)
+	r.st = Status{Source: src, Tag: tagUser(t)}
+	if src >= len(r.c.addrs) {
+		v.finish(r, fmt.Errorf("endpoint: rendezvous from unknown rank %d", src))
+		return
+	}
+	c := r.capacity()
+	want := int(min(uint64(c), h.size))
+	if reject != nil {
+		want = 0
+	}
+	r.st.Count = want
+	x := r.ext()
+	x.piping = true
+	x.pipeGot = 0
+	x.finSeq = h.seq
+	x.finDest = r.c.addrs[src]
+	x.pipeTrunc = h.size > uint64(c)
+	x.cts = true
+	x.finNeeded = true
+	r.state = stReading
+	v.handle(r)
+	if err := v.sendFin(r); err != nil {
+		if errors.Is(err, fabric.ErrAgain) {
+			v.deferFin = append(v.deferFin, r)
+		} else {
+			r.finNeeded = false
+			x.piping = false
+			v.finish(r, fmt.Errorf("endpoint: CTS to rank %d: %w", src, err))
+			return
+		}
+	}
+	if reject != nil {
+		r.piping = false
+		v.finish(r, reject)
+		return
+	}
+	if want == 0 {
+		v.pipeRecvDone(r)
+	}
+}
+
+// pipeRecvDone completes a pipelined receive once all it takes arrived.
+func (v *vci) pipeRecvDone(r *Request) {
+	r.piping = false
+	var err error
+	if r.pipeTrunc {
+		err = fmt.Errorf("endpoint: pipelined message from rank %d into %d bytes: %w", r.st.Source, r.capacity(), ErrTruncated)
+	}
+	v.finish(r, err)
+}
+
+// sendCTS sends the CTS of pipelined receive r.
+func (v *vci) sendCTS(r *Request) error {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(r.slot))
+	binary.LittleEndian.PutUint64(b[8:], uint64(r.st.Count))
+	if err := v.ep.InjectData(b[:], ctrlBit|rtsBit|r.finSeq&ctrlSeqMax&^pipeDataBit, r.finDest); err != nil {
+		return err
+	}
+	r.finNeeded, r.cts = false, false
+	return nil
+}
+
+// rdvRead is one RMA read of a rendezvous receive: a remote contiguous
+// range scattered into at most iov_limit local pieces.
+type rdvRead struct {
+	raddr, key uint64
+	iov        []fabric.IOV
+}
+
+// rdvReads is a rendezvous receive's plan: the sender's block table while
+// it is being read, then the reads, posted a window at a time.
+type rdvReads struct {
+	n        int      // stream bytes taken
+	local    [][]byte // where they go, in stream order
+	tbl      []uint64 // the sender's table (modeTable), read first
+	tblPhase bool
+	ops      []rdvRead
+	next     int
+	err      error
+	deferred bool // in v.deferRead
+}
+
+// planReads starts the rendezvous read of receive r (n stream bytes of
+// the message of header h, ext its protocol word): it works out where
+// the bytes land (the user's blocks, or a buffer unpacked at the end when
+// they are small) and posts the table read or the first reads.
+func (v *vci) planReads(r *Request, h rdvHeader, ext uint64, n int) {
+	rd := &rdvReads{n: n}
+	r.rd = rd
+	if r.typed != nil {
+		u := r.typed
+		if p := u.largePieces(); p != nil && typedPathSetting() != "pack" {
+			pathStats.recvBlocks.Add(1)
+			rd.local = p
+			u.buffers(func(b []byte) {
+				if len(b) > 0 {
+					r.pin.Pin(&b[0])
+					r.pinned = true
+				}
+			})
+		} else {
+			// Many small blocks: read into one buffer, unpack it when the
+			// receive completes.
+			pathStats.recvUnpack.Add(1)
+			r.buf = make([]byte, n)
+			r.unpack, r.typed = u, nil
+		}
+	}
+	if rd.local == nil {
+		rd.local = [][]byte{r.buf[:n]}
+		r.pinBuf(r.buf[:n])
+	}
+	if v.mrLocal {
+		// Providers that want local descriptors: one registration per
+		// local piece (the MR cache serves the repeats).
+		for _, b := range rd.local {
+			mr, err := v.dom.Register(b, fabric.AccessRead|fabric.AccessRecv)
+			if err != nil {
+				rd.err = err
+				break
+			}
+			r.mrs = append(r.mrs, mr)
+		}
+	}
+	switch {
+	case rd.err != nil:
+	case ext&0xff == modeTable:
+		nsegs := int(ext >> 8)
+		if nsegs <= 0 || nsegs > maxIovSegs {
+			rd.err = fmt.Errorf("endpoint: block table of %d blocks: %w", nsegs, ErrInvalid)
+			break
+		}
+		rd.tbl = make([]uint64, 3*nsegs)
+		tb := unsafe.Slice((*byte)(unsafe.Pointer(&rd.tbl[0])), 8*len(rd.tbl))
+		r.pin.Pin(&rd.tbl[0])
+		r.pinned = true
+		rd.tblPhase = true
+		var desc fabric.Desc
+		if v.mrLocal {
+			mr, err := v.dom.Register(tb, fabric.AccessRead|fabric.AccessRecv)
+			if err != nil {
+				rd.err = err
+				break
+			}
+			r.mrs = append(r.mrs, mr)
+			desc = mr.Desc()
+		}
+		rd.ops = []rdvRead{{raddr: h.addr, key: h.key, iov: []fabric.IOV{{Buf: tb, Desc: desc}}}}
+	default:
+		rd.buildOps(v, []uint64{h.addr, uint64(n), h.key}, r.mrs)
+	}
+	v.readStep(r)
+}
+
+// buildOps splits the reads of rd.n bytes from the remote blocks (triples
+// of address, length, key) into its local pieces (mrs: their
+// registrations, one per piece, when the provider wants descriptors).
+func (rd *rdvReads) buildOps(v *vci, remote []uint64, mrs []*fabric.MR) {
+	lim := max(1, min(v.info.IOVLimit, fabric.MaxIOV))
+	rd.ops, rd.next = rd.ops[:0], 0
+	li, loff, left := 0, 0, rd.n
+	for ri := 0; left > 0 && 3*ri+2 < len(remote); ri++ {
+		raddr, rlen, key := remote[3*ri], int(remote[3*ri+1]), remote[3*ri+2]
+		roff := 0
+		for roff < rlen && left > 0 {
+			op := rdvRead{raddr: raddr + uint64(roff), key: key}
+			take := min(rlen-roff, left)
+			for take > 0 && len(op.iov) < lim {
+				lp := rd.local[li][loff:]
+				k := min(len(lp), take)
+				var desc fabric.Desc
+				if li < len(mrs) {
+					desc = mrs[li].Desc()
+				}
+				op.iov = append(op.iov, fabric.IOV{Buf: lp[:k], Desc: desc})
+				take, left, roff, loff = take-k, left-k, roff+k, loff+k
+				if loff == len(rd.local[li]) {
+					li, loff = li+1, 0
+				}
+			}
+			rd.ops = append(rd.ops, op)
+		}
+	}
+	if left > 0 {
+		rd.err = fmt.Errorf("endpoint: rendezvous blocks hold %d bytes fewer than announced: %w", left, ErrInvalid)
+	}
+}
+
+// readStep advances rendezvous receive r after a completion (or at its
+// start): the table read done, the reads are planned; more reads are
+// posted while the window allows; when every read is done (or one failed
+// and the rest are back) the FIN goes out.
+func (v *vci) readStep(r *Request) {
+	rd := r.rd
+	if rd.err == nil && rd.tblPhase && r.pending == 0 && rd.next == len(rd.ops) {
+		rd.tblPhase = false
+		var total uint64
+		for i := 1; i < len(rd.tbl); i += 3 {
+			total += rd.tbl[i]
+		}
+		if total < uint64(rd.n) {
+			rd.err = fmt.Errorf("endpoint: block table of %d bytes for %d: %w", total, rd.n, ErrInvalid)
+		} else {
+			rd.buildOps(v, rd.tbl, r.mrs)
+		}
+	}
+	for rd.err == nil && rd.next < len(rd.ops) && r.pending < maxReadsInFlight {
+		op := &rd.ops[rd.next]
+		var err error
+		if len(op.iov) == 1 {
+			err = v.ep.Read(op.iov[0].Buf, op.iov[0].Desc, r.finDest, op.raddr, op.key, v.handle(r))
+		} else {
+			err = v.ep.ReadV(op.iov, r.finDest, op.raddr, op.key, v.handle(r))
+		}
+		if errors.Is(err, fabric.ErrAgain) {
+			if r.pending == 0 && !rd.deferred {
+				rd.deferred = true
+				v.deferRead = append(v.deferRead, r)
+			}
+			return
+		}
+		if err != nil {
+			rd.err = err
+			break
+		}
+		rd.next++
+		r.pending++
+	}
+	if r.pending > 0 || (rd.err == nil && rd.next < len(rd.ops)) || rd.tblPhase && rd.err == nil {
+		return
+	}
+	v.readDone(r, rd.err)
+}

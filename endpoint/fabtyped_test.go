@@ -1,0 +1,337 @@
+package endpoint_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/launchtest"
+)
+
+// flay is a layout of float64s: blocks of blk every stride elements.
+type flay struct {
+	name        string
+	blk, stride int
+}
+
+// typ returns the type holding nf float64s in l (nf a multiple of blk)
+// and the bytes of buffer it spans.
+func (l flay) typ(nf int) (*ddt.Type, int, error) {
+	t, err := committed(ddt.Vector(nf/l.blk, l.blk, l.stride, ddt.Float64))
+	if err != nil {
+		return nil, 0, err
+	}
+	return t, 8 * ((nf/l.blk-1)*l.stride + l.blk), nil
+}
+
+// fill writes value base+i into element i of nf float64s laid out as l.
+func (l flay) fill(buf []byte, nf int, base float64) {
+	for i := 0; i < nf; i++ {
+		j := i/l.blk*l.stride + i%l.blk
+		putF64s(buf[8*j:8*j+8], func(int) float64 { return base + float64(i) })
+	}
+}
+
+// check verifies element i of the first nf is base+i.
+func (l flay) check(buf []byte, nf int, base float64) error {
+	for i := 0; i < nf; i++ {
+		j := i/l.blk*l.stride + i%l.blk
+		if x := f64s(buf[8*j : 8*j+8])[0]; x != base+float64(i) {
+			return fmt.Errorf("%s element %d = %v, want %v", l.name, i, x, base+float64(i))
+		}
+	}
+	return nil
+}
+
+var (
+	laySmall  = flay{"8B-blocks", 1, 3}       // the segment pipeline
+	laySmall2 = flay{"16B-blocks", 2, 5}      // another small layout
+	layMid    = flay{"512B-blocks", 64, 70}   // below zcblock (set to 1 KiB): pipeline
+	layLarge  = flay{"2KiB-blocks", 256, 300} // zero copy with zcblock=1K
+	layLarge2 = flay{"4KiB-blocks", 512, 515}
+)
+
+// fabTypedPairs are the (sender, receiver) layouts of fabTypedExchange.
+var fabTypedPairs = [][2]flay{{laySmall, layLarge}, {layLarge, laySmall2}, {layLarge, layLarge2}, {laySmall, laySmall2}, {layMid, layLarge}}
+
+// fabTypedSizes are float64 counts around every threshold (multiples of
+// 512): tcp's inject size, shm's, the eager limit, one segment, the
+// segment ring (8 segments of 16 KiB) and past it.
+var fabTypedSizes = []int{512, 1536, 2048, 2560, 20480}
+
+// fabTypedSend sends, for each pair and size, five messages: typed (tags
+// 1, 2, 4, 5) and contiguous (tag 3).
+func fabTypedSend(ctx context.Context, c *endpoint.Comm, to int) error {
+	for pi, p := range fabTypedPairs {
+		for _, nf := range fabTypedSizes {
+			a := p[0]
+			ta, na, err := a.typ(nf)
+			if err != nil {
+				return err
+			}
+			src := make([]byte, na)
+			base := float64(pi*1000000 + nf)
+			a.fill(src, nf, base)
+			contig := make([]byte, 8*nf)
+			putF64s(contig, func(i int) float64 { return base + float64(i) })
+			for tag := 1; tag <= 5; tag++ {
+				if tag == 3 {
+					err = c.SendTyped(ctx, contig, nf, ddt.Float64, to, tag)
+				} else {
+					err = c.SendTyped(ctx, src, 1, ta, to, tag)
+				}
+				if err != nil {
+					return fmt.Errorf("%s→%s %d floats tag %d: send: %w", a.name, p[1].name, nf, tag, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// fabTypedRecv receives fabTypedSend's messages: typed into contiguous,
+// typed into another layout, contiguous into a layout, into one block
+// fewer (truncation) and into more elements than sent.
+func fabTypedRecv(ctx context.Context, c *endpoint.Comm, from int) error {
+	for pi, p := range fabTypedPairs {
+		for _, nf := range fabTypedSizes {
+			b := p[1]
+			base := float64(pi*1000000 + nf)
+			what := func(tag int) string { return fmt.Sprintf("%s→%s %d floats tag %d", p[0].name, b.name, nf, tag) }
+			contig := make([]byte, 8*nf)
+			if st, err := c.RecvTyped(ctx, contig, nf, ddt.Float64, from, 1); err != nil || st.Count != 8*nf {
+				return fmt.Errorf("%s: %+v %w", what(1), st, err)
+			}
+			if err := (flay{"contiguous", 1, 1}).check(contig, nf, base); err != nil {
+				return fmt.Errorf("%s: %w", what(1), err)
+			}
+			tb, nb, err := b.typ(nf)
+			if err != nil {
+				return err
+			}
+			for _, tag := range []int{2, 3} {
+				dst := make([]byte, nb)
+				if st, err := c.RecvTyped(ctx, dst, 1, tb, from, tag); err != nil || st.Count != 8*nf {
+					return fmt.Errorf("%s: %+v %w", what(tag), st, err)
+				}
+				if err := b.check(dst, nf, base); err != nil {
+					return fmt.Errorf("%s: %w", what(tag), err)
+				}
+			}
+			short, ts, cnt, ns := nf-b.blk, tb, 0, 0
+			if short > 0 {
+				if ts, ns, err = b.typ(short); err != nil {
+					return err
+				}
+				cnt = 1
+			} else {
+				short = 0
+			}
+			dst := make([]byte, ns)
+			st, err := c.RecvTyped(ctx, dst, cnt, ts, from, 4)
+			if !errors.Is(err, endpoint.ErrTruncated) || st.Count != 8*short {
+				return fmt.Errorf("%s: %+v %v, want ErrTruncated after %d bytes", what(4), st, err, 8*short)
+			}
+			if err := b.check(dst, short, base); err != nil {
+				return fmt.Errorf("%s (truncated): %w", what(4), err)
+			}
+			tl, nl, err := b.typ(nf + 4*b.blk)
+			if err != nil {
+				return err
+			}
+			dst = make([]byte, nl)
+			if st, err := c.RecvTyped(ctx, dst, 1, tl, from, 5); err != nil || st.Count != 8*nf {
+				return fmt.Errorf("%s: %+v %w", what(5), st, err)
+			}
+			if err := b.check(dst, nf, base); err != nil {
+				return fmt.Errorf("%s: %w", what(5), err)
+			}
+		}
+	}
+	return nil
+}
+
+// TestFabricTypedPaths: typed messages to libfabric peers in every
+// regime (inject, eager from a segment buffer, segment pipeline, zero
+// copy by iovec reads; receives into blocks and into a buffer then
+// unpacked), typed→contiguous, contiguous→typed and typed→typed, with
+// truncation and short messages, between 2 processes × 2 endpoints, on
+// shm and tcp;ofi_rxm, interpreter and JIT; byte for byte. Each process
+// checks that every path was taken.
+func TestFabricTypedPaths(t *testing.T) {
+	for _, p := range []string{"shm", "tcp;ofi_rxm"} {
+		for _, jit := range []string{"off", "on"} {
+			if testing.Short() && (p == "shm") == (jit == "off") {
+				continue // -short: shm with the JIT, tcp with the interpreter
+			}
+			t.Run(provName(p)+"/jit-"+jit, func(t *testing.T) {
+				// zcblock lowered to 1 KiB so that blocks of 2 and 4 KiB go by
+				// zero copy and blocks of 512 bytes by the pipeline.
+				if launch(t, 2, p, 120*time.Second, "WEFT_JIT="+jit, "WEFT_TUNE=zcblock=1K") {
+					return
+				}
+				w := initWorld(t)
+				ctx := tctx(t, 100*time.Second)
+				eps, err := w.Comm().CreateEndpoints(ctx, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				runHandles(t, ctx, eps, func(ctx context.Context, c *endpoint.Comm) error {
+					me, n := c.Rank(), c.Size()
+					to, from := (me+1)%n, (me+n-1)%n
+					for phase := 0; phase < 2; phase++ {
+						var err error
+						if me%2 == phase {
+							err = fabTypedSend(ctx, c, to)
+						} else {
+							err = fabTypedRecv(ctx, c, from)
+						}
+						if err != nil {
+							return err
+						}
+					}
+					return c.Barrier(ctx)
+				})
+				got := endpoint.TypedPaths()
+				for i, name := range []string{"eager from a segment buffer", "zero copy", "pipeline", "rendezvous read into blocks", "rendezvous read then unpacked"} {
+					if got[i] == 0 {
+						t.Errorf("no typed message took the path %q: %v", name, got)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestFabricPipelinePeerDies: the sender of a pipelined typed message is
+// killed in the middle of it; the receiver gets ErrPeerGone within its
+// timeout, not a hang.
+func TestFabricPipelinePeerDies(t *testing.T) {
+	for _, p := range []string{"shm", "tcp;ofi_rxm"} {
+		if testing.Short() && p != "shm" {
+			continue
+		}
+		t.Run(provName(p), func(t *testing.T) {
+			if !launchtest.IsWorker() {
+				prov, env := provEnv(p, []string{endpoint.EnvTimeout + "=60s"})
+				launchtest.RunMayDie(t, 2, prov, 60*time.Second, []int{1}, env...)
+				return
+			}
+			ctx := tctx(t, 60*time.Second)
+			w, err := endpoint.Init(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := w.Comm()
+			const nf = 4 << 20 // 32 MiB of 8-byte blocks
+			typ, nb, err := laySmall.typ(nf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, nb)
+			if c.Rank() == 1 {
+				if _, err := c.Recv(ctx, make([]byte, 1), 0, 1); err != nil {
+					t.Fatal(err)
+				}
+				r, err := c.IsendTyped(buf, 1, typ, 0, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := 0; i < 40; i++ { // a few segments go out
+					if done, _, err := r.Test(); done || err != nil {
+						t.Fatalf("pipelined send of 32 MiB complete after %d tests: %v", i, err)
+					}
+					time.Sleep(time.Millisecond)
+				}
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {}
+			}
+			defer w.Close()
+			rr, err := c.IrecvTyped(buf, 1, typ, 1, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Send(ctx, []byte{1}, 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			_, err = rr.Wait(ctx)
+			took := time.Since(start)
+			if !errors.Is(err, endpoint.ErrPeerGone) || took > 20*time.Second {
+				t.Fatalf("receive of a pipelined message whose sender died: %v after %v, want ErrPeerGone", err, took)
+			}
+			t.Logf("receive returned after %v: %v", took, err)
+		})
+	}
+}
+
+// TestFabricSignatureMismatch: a receive whose type signature MPI would
+// reject (int32 data taken as float32, struct fields of other types)
+// fails with ErrInvalid on every libfabric path — eager, plain
+// rendezvous, pipeline, zero copy — and the sender completes; legal
+// receives (fewer elements than posted, a column into a row, untyped
+// bytes) still work, and so does the next message.
+func TestFabricSignatureMismatch(t *testing.T) {
+	a, b, ctx := singletonPair(t, endpoint.WithNodeTransport(false))
+	endpoint.SetTypedPath("", 1024) // blocks of 4000 bytes go by zero copy
+	defer endpoint.SetTypedPath("", 0)
+	vec := func(n, blk, stride int, old *ddt.Type) *ddt.Type {
+		ty, err := committed(ddt.Vector(n/blk, blk, stride, old))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ty
+	}
+	pair, err := committed(ddt.Struct([]int{1, 1}, []int64{0, 8}, []*ddt.Type{ddt.Int32, ddt.Float64}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	swapped, err := committed(ddt.Struct([]int{1, 1}, []int64{0, 8}, []*ddt.Type{ddt.Float64, ddt.Int32}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type side struct {
+		count int
+		t     *ddt.Type
+		span  int // buffer bytes
+	}
+	cases := []struct {
+		name     string
+		send     side
+		recv     side
+		mismatch bool
+	}{
+		{"eager int32→float32", side{100, ddt.Int32, 400}, side{100, ddt.Float32, 400}, true},
+		{"rendezvous int32→float32", side{100000, ddt.Int32, 400000}, side{100000, ddt.Float32, 400000}, true},
+		{"eager strided int32→float32", side{1, vec(200, 1, 2, ddt.Int32), 1600}, side{200, ddt.Float32, 800}, true},
+		{"pipeline int32→float32", side{1, vec(100000, 1, 2, ddt.Int32), 800000}, side{100000, ddt.Float32, 400000}, true},
+		{"zero copy int32→float32", side{1, vec(100000, 1000, 1100, ddt.Int32), 440000}, side{1, vec(100000, 1000, 1200, ddt.Float32), 480000}, true},
+		{"struct fields swapped", side{10, pair, 160}, side{10, swapped, 160}, true},
+		{"fewer elements than posted", side{50, ddt.Int32, 200}, side{100, ddt.Int32, 400}, false},
+		{"column into row", side{1, vec(30000, 1, 3, ddt.Float64), 720000}, side{30000, ddt.Float64, 240000}, false},
+		{"bytes into float32", side{400, ddt.Byte, 400}, side{100, ddt.Float32, 400}, false},
+		{"rendezvous after a mismatch", side{100000, ddt.Int32, 400000}, side{100000, ddt.Int32, 400000}, false},
+	}
+	for i, c := range cases {
+		sbuf := make([]byte, c.send.span)
+		for j := range sbuf {
+			sbuf[j] = byte(j*7 + i)
+		}
+		errc := make(chan error, 1)
+		go func() { errc <- a.SendTyped(ctx, sbuf, c.send.count, c.send.t, 1, i) }()
+		rbuf := make([]byte, c.recv.span)
+		_, rerr := b.RecvTyped(ctx, rbuf, c.recv.count, c.recv.t, 0, i)
+		if serr := <-errc; serr != nil {
+			t.Fatalf("%s: send: %v", c.name, serr)
+		}
+		if c.mismatch != errors.Is(rerr, endpoint.ErrInvalid) || !c.mismatch && rerr != nil {
+			t.Fatalf("%s: receive error %v, want mismatch %v", c.name, rerr, c.mismatch)
+		}
+	}
+}

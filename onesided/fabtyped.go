@@ -1,0 +1,228 @@
+package onesided
+
+// Typed transfers on the libfabric path without a copy of the whole
+// transfer (typed.go decides which of these a transfer takes):
+//
+//   - iovec RMA: the origin's blocks (a contiguous origin, or one whose
+//     blocks average at least zcblock bytes, WEFT_TUNE) are written to, or read
+//     from, each contiguous block of the target layout with fi_writev /
+//     fi_readv, at most the provider's iov_limit origin pieces per
+//     operation; the origin is registered once (MR cache) for the call;
+//   - chunks: an origin of small blocks is packed into, or unpacked
+//     from, registered chunk buffers of the window (chunkCount ×
+//     chunkBytes), a chunk at a time: a Put's chunk goes out as soon as
+//     it is packed and is free again at its completion; a Get reads a
+//     chunk, waits for it and unpacks it.
+
+import (
+	"context"
+	"fmt"
+	"unsafe"
+
+	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/fabric"
+)
+
+const (
+	chunkBytes = 64 << 10 // bytes per chunk buffer
+	chunkCount = 4        // chunk buffers per window
+)
+
+// zcBlock is the average origin block size from which a typed transfer
+// moves the origin's blocks by iovec RMA instead of packing them into
+// chunks: WEFT_TUNE's zcblock, the endpoint package's threshold (one RMA
+// operation per block costs what the pipeline costs per byte there).
+var zcBlock = int(max(tune.ZCBlock, 1))
+
+// chunk takes a free chunk buffer (allocated on first use), driving
+// progress until one is free; its index is slotCount + i, so that the
+// operation that uses it frees it as it frees a scratch slot.
+func (f *fabPath) chunk() ([]byte, int, error) {
+	if f.chunks == nil {
+		b, err := f.dom.Alloc(chunkBytes * chunkCount)
+		if err != nil {
+			return nil, -1, fmt.Errorf("onesided: chunk buffers: %w", err)
+		}
+		f.chunks = b
+		for i := chunkCount - 1; i >= 0; i-- {
+			f.freeChunks = append(f.freeChunks, i)
+		}
+	}
+	wt := f.w.newWaiter(f.w.opts.timeout)
+	for len(f.freeChunks) == 0 {
+		if err := f.progress(); err != nil {
+			return nil, -1, err
+		}
+		if err := wt.pause(context.Background()); err != nil {
+			return nil, -1, err
+		}
+	}
+	i := f.freeChunks[len(f.freeChunks)-1]
+	f.freeChunks = f.freeChunks[:len(f.freeChunks)-1]
+	return f.chunks.Bytes()[i*chunkBytes : (i+1)*chunkBytes], slotCount + i, nil
+}
+
+// iovLimit is the most local pieces one vectored operation takes.
+func (f *fabPath) iovLimit() int { return max(1, min(f.info.IOVLimit, fabric.MaxIOV)) }
+
+// hold registers b for the duration of a typed transfer, so that the
+// registrations of its pieces are cache hits; release drops it (the
+// operations in flight hold their own handles).
+func (f *fabPath) hold(b []byte) (release func(), err error) {
+	if len(b) == 0 || f.inRegion(b) >= 0 {
+		return func() {}, nil
+	}
+	mr, err := f.dom.Register(b, fabric.AccessAll)
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = mr.Close() }, nil
+}
+
+// vecOp issues one vectored write (get false) or read of the pieces to
+// or from target's contiguous range at off (a byte offset of its
+// region, control words included).
+func (f *fabPath) vecOp(target, off int, pieces [][]byte, get bool) error {
+	if len(pieces) == 1 && len(pieces[0]) <= slotSize {
+		if get {
+			return f.get(target, off, pieces[0])
+		}
+		return f.put(target, off, pieces[0])
+	}
+	lo, hi := pieces[0], pieces[len(pieces)-1]
+	span := spanOf(lo, hi)
+	var mr *fabric.MR
+	desc := f.mr.Desc()
+	if f.inRegion(span) < 0 {
+		var err error
+		if mr, err = f.dom.Register(span, fabric.AccessAll); err != nil {
+			return err
+		}
+		desc = mr.Desc()
+	}
+	var iov [fabric.MaxIOV]fabric.IOV
+	for i, p := range pieces {
+		iov[i] = fabric.IOV{Buf: p, Desc: desc}
+	}
+	id := f.pend.track(target, -1, mr)
+	if !get {
+		f.markDirty(target)
+	}
+	return f.post(id, func() error {
+		if get {
+			return f.ep.ReadV(iov[:len(pieces)], f.addrs[target], f.raddr(target, off), f.keys[target], id)
+		}
+		return f.ep.WriteV(iov[:len(pieces)], f.addrs[target], f.raddr(target, off), f.keys[target], id)
+	})
+}
+
+// typedVec moves the origin pieces (the stream in order) to or from the
+// target blocks segs at offset (control words excluded) by vectored
+// operations.
+func (f *fabPath) typedVec(target, offset int, segs []ddt.Segment, pieces [][]byte, get bool) error {
+	lim := f.iovLimit()
+	pi, poff := 0, 0
+	var op [fabric.MaxIOV][]byte
+	for _, s := range segs {
+		toff, left := int(s.Off), int(s.Len)
+		for left > 0 {
+			n, k := 0, 0
+			for n < lim && left > 0 {
+				p := pieces[pi][poff:]
+				m := min(len(p), left)
+				op[n] = p[:m]
+				n, k, left, poff = n+1, k+m, left-m, poff+m
+				if poff == len(pieces[pi]) {
+					pi, poff = pi+1, 0
+				}
+			}
+			if err := f.vecOp(target, offset+toff+ctrlBytes, op[:n], get); err != nil {
+				return err
+			}
+			toff += k
+		}
+	}
+	return nil
+}
+
+// typedChunks moves n stream bytes between the origin (through pack or
+// unpack, at a stream offset) and the target blocks segs at offset, a
+// chunk at a time.
+func (f *fabPath) typedChunks(ctx context.Context, target, offset int, segs []ddt.Segment, n int,
+	pack func(b []byte, off int) error, unpack func(b []byte, off int) error) error {
+	si, soff := 0, 0
+	for pos := 0; pos < n; {
+		buf, idx, err := f.chunk()
+		if err != nil {
+			return err
+		}
+		k := min(chunkBytes, n-pos)
+		c := buf[:k]
+		if pack != nil {
+			if err := pack(c, pos); err != nil {
+				f.freeChunks = append(f.freeChunks, idx-slotCount)
+				return err
+			}
+		}
+		// One operation per target block piece the chunk covers; the
+		// last one frees the chunk when it completes.
+		var last opHandle
+		for done := 0; done < k; {
+			s := segs[si]
+			m := min(int(s.Len)-soff, k-done)
+			piece := c[done : done+m]
+			raddr := f.raddr(target, offset+int(s.Off)+soff+ctrlBytes)
+			scratch := -1
+			if done+m == k {
+				scratch = idx
+			}
+			id := f.pend.track(target, scratch, nil)
+			if unpack != nil && scratch >= 0 {
+				f.pend.hold(id)
+				last = id
+			}
+			if pack != nil {
+				f.markDirty(target)
+			}
+			if err := f.post(id, func() error {
+				if pack != nil {
+					return f.ep.Write(piece, f.chunks.Desc(), f.addrs[target], raddr, f.keys[target], id)
+				}
+				return f.ep.Read(piece, f.chunks.Desc(), f.addrs[target], raddr, f.keys[target], id)
+			}); err != nil {
+				if scratch < 0 {
+					f.freeChunks = append(f.freeChunks, idx-slotCount)
+				}
+				return err
+			}
+			done, soff = done+m, soff+m
+			if soff == int(s.Len) {
+				si, soff = si+1, 0
+			}
+		}
+		if unpack != nil {
+			// The reads into this chunk complete in order of posting on
+			// neither provider for certain: wait for all of them.
+			err := f.flush(ctx, target)
+			if err == nil {
+				err = f.pend.op(last).err
+			}
+			if err == nil {
+				err = unpack(c, pos)
+			}
+			f.release(last)
+			if err != nil {
+				return err
+			}
+		}
+		pos += k
+	}
+	return nil
+}
+
+// spanOf returns the bytes from the start of lo to the end of hi (hi
+// at or after lo in one buffer).
+func spanOf(lo, hi []byte) []byte {
+	d := uintptr(unsafe.Pointer(unsafe.SliceData(hi))) - uintptr(unsafe.Pointer(unsafe.SliceData(lo)))
+	return unsafe.Slice(unsafe.SliceData(lo), int(d)+len(hi))
+}
