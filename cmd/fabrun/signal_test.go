@@ -86,8 +86,8 @@ func TestSIGKILLedFabrunLeavesNothing(t *testing.T) {
 }
 
 // TestInterruptDuringInit: SIGINT to fabrun while its ranks initialise
-// (bootstrap and libfabric start-up) ends the job promptly with status 130,
-// leaving nothing behind.
+// (bootstrap and libfabric start-up; 50-300 ms after the first rank
+// started) ends the job promptly with status 130, leaving nothing behind.
 func TestInterruptDuringInit(t *testing.T) {
 	fab, hello := binaries(t)
 	for _, delay := range []time.Duration{50 * time.Millisecond, 150 * time.Millisecond, 300 * time.Millisecond} {
@@ -98,6 +98,13 @@ func TestInterruptDuringInit(t *testing.T) {
 		cmd.Stdout, cmd.Stderr = &so, &se
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
+		}
+		// Count the delay from the first rank's start: before that fabrun
+		// may not have reached its signal handler yet (a slow start on a
+		// busy machine), and a SIGINT then ends it as it ends any program,
+		// with no job to leave behind.
+		for wait := time.Now().Add(10 * time.Second); len(proctest.Marked(mark)) < 2 && time.Now().Before(wait); {
+			time.Sleep(2 * time.Millisecond)
 		}
 		time.Sleep(delay)
 		cmd.Process.Signal(syscall.SIGINT)
