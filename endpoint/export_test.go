@@ -13,3 +13,12 @@ func FabricOpen(w *World) bool {
 	defer w.mu.Unlock()
 	return w.dom != nil
 }
+
+// MatchHeader reports whether w's own endpoint carries the match word in
+// a header (matchhdr.go) rather than in remote CQ data.
+func MatchHeader(w *World) bool {
+	v := w.comm.v
+	v.lock()
+	defer v.unlock()
+	return v.hdr
+}

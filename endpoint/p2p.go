@@ -65,9 +65,14 @@ func (c *Comm) isend(buf []byte, dest, tag int, ctx uint16) (*Request, error) {
 	addr := c.addrs[dest]
 	if len(buf) <= v.injectLimit {
 		if len(v.sendq) == 0 {
-			err := v.ep.InjectData(buf, t, addr)
+			var err error
+			if v.hdr {
+				err = v.injectHdr(buf, t, addr)
+			} else { // the common case, without a call in between
+				err = v.ep.InjectData(buf, t, addr)
+			}
 			if err != nil && errors.Is(err, fabric.ErrAgain) {
-				err = v.tryPost(func() error { return v.ep.InjectData(buf, t, addr) })
+				err = v.tryPost(func() error { return v.injectData(buf, t, addr) })
 			}
 			if err == nil {
 				return completedRequest, nil
@@ -87,15 +92,19 @@ func (c *Comm) isend(buf []byte, dest, tag int, ctx uint16) (*Request, error) {
 	r := &Request{v: v, c: c, state: stPosted, buf: buf, qrank: dest, reqExt: &reqExt{qtag: t, qdest: addr}}
 	if len(buf) <= v.eagerLimit {
 		r.kind = kSendEager
+		data := buf
+		if v.hdr {
+			data = withMatchHeader(t, buf)
+		}
 		if v.mrLocal {
-			mr, err := v.dom.Register(buf, fabric.AccessSend)
+			mr, err := v.dom.Register(data, fabric.AccessSend)
 			if err != nil {
 				return nil, fmt.Errorf("endpoint: register send buffer: %w", err)
 			}
 			r.mr, r.qdesc = mr, mr.Desc()
 		}
-		r.pinBuf(buf)
-		r.qdata = buf
+		r.pinBuf(data)
+		r.qdata = data
 		if err := v.submit(r); err != nil {
 			r.unpinAll()
 			v.freeSlot(r)
@@ -112,12 +121,18 @@ func (c *Comm) isend(buf []byte, dest, tag int, ctx uint16) (*Request, error) {
 	r.mr = mr
 	v.seq++
 	r.seq = v.seq
-	r.qdata = make([]byte, rdvHeaderSize) // the header, sent from memory unless injected
-	rdvHeader{addr: mr.RemoteAddr(buf), key: mr.Key(), size: uint64(len(buf)), seq: r.seq}.put(r.qdata)
 	r.qtag = t | rtsBit
-	if rdvHeaderSize <= v.info.InjectSize {
-		r.qinject = true
-	} else {
+	h := rdvHeader{addr: mr.RemoteAddr(buf), key: mr.Key(), size: uint64(len(buf)), seq: r.seq}
+	if rdvHeaderSize+v.hdrLen() <= v.info.InjectSize {
+		r.qinject = true // injectData adds the match header, if any
+		r.qdata = make([]byte, rdvHeaderSize)
+		h.put(r.qdata)
+	} else { // sent from memory, behind the match header, if any
+		r.qdata = make([]byte, v.hdrLen()+rdvHeaderSize)
+		if v.hdr {
+			putMatchHeader(r.qdata, r.qtag)
+		}
+		h.put(r.qdata[v.hdrLen():])
 		r.pinBuf(r.qdata)
 	}
 	v.rdvSends[r.seq] = r
