@@ -22,3 +22,6 @@ func MatchHeader(w *World) bool {
 	defer v.unlock()
 	return v.hdr
 }
+
+// ForceMatchHeader sets WEFT_TUNE's epmatchhdr for this process (before Init).
+func ForceMatchHeader(on bool) { forceMatchHdr = on }

@@ -37,3 +37,28 @@ func TestProviderMismatch(t *testing.T) {
 		t.Fatalf("rank %d: Init = %v, want ErrNotSupported naming the other rank's %s", j.Rank(), err, other)
 	}
 }
+
+// TestMatchHeaderMismatch: a rank that forces match-header mode (WEFT_TUNE
+// epmatchhdr) while the other does not would frame its messages
+// differently; both fail Init at once with ErrInvalid naming the setting.
+func TestMatchHeaderMismatch(t *testing.T) {
+	if launch(t, 2, "shm", 60*time.Second) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	j, err := job.Init(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Finalize()
+	endpoint.ForceMatchHeader(j.Rank() == 1)
+	w, err := endpoint.Init(ctx, endpoint.WithJob(j), endpoint.WithNodeTransport(false))
+	if err == nil {
+		w.Close()
+		t.Fatalf("rank %d: Init succeeded with epmatchhdr forced on rank 1 only", j.Rank())
+	}
+	if !errors.Is(err, endpoint.ErrInvalid) || !strings.Contains(err.Error(), "epmatchhdr") {
+		t.Fatalf("rank %d: Init = %v, want ErrInvalid naming epmatchhdr", j.Rank(), err)
+	}
+}
