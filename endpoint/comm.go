@@ -257,7 +257,7 @@ func (w *World) open(ctx context.Context) error {
 	if w.info != nil {
 		prov = w.info.Provider
 	}
-	w.log.Debug("world up", "rank", rank, "size", size, "provider", prov)
+	w.log.Debug("world up", "rank", rank, "size", size, "provider", prov, "match_header", w.comm.v.hdr)
 	return nil
 }
 
