@@ -19,13 +19,7 @@ func TestProviderMismatch(t *testing.T) {
 	if launch(t, 2, "tcp;ofi_rxm", 60*time.Second) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	j, err := job.Init(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Finalize()
+	j, ctx := joinJob(t)
 	prov := map[int]string{0: "tcp;ofi_rxm", 1: "sockets"}[j.Rank()]
 	other := map[int]string{0: "sockets", 1: "tcp;ofi_rxm"}[j.Rank()]
 	w, err := endpoint.Init(ctx, endpoint.WithJob(j), endpoint.WithProvider(prov), endpoint.WithNodeTransport(false))
@@ -45,13 +39,7 @@ func TestMatchHeaderMismatch(t *testing.T) {
 	if launch(t, 2, "shm", 60*time.Second) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	j, err := job.Init(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Finalize()
+	j, ctx := joinJob(t)
 	endpoint.ForceMatchHeader(j.Rank() == 1)
 	w, err := endpoint.Init(ctx, endpoint.WithJob(j), endpoint.WithNodeTransport(false))
 	if err == nil {
@@ -61,4 +49,18 @@ func TestMatchHeaderMismatch(t *testing.T) {
 	if !errors.Is(err, endpoint.ErrInvalid) || !strings.Contains(err.Error(), "epmatchhdr") {
 		t.Fatalf("rank %d: Init = %v, want ErrInvalid naming epmatchhdr", j.Rank(), err)
 	}
+}
+
+// joinJob joins the job of a worker rank, for tests that call Init with
+// their own options; it is finalised when t ends.
+func joinJob(t *testing.T) (job.Job, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	j, err := job.Init(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Finalize() })
+	return j, ctx
 }
