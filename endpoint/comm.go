@@ -147,10 +147,11 @@ func (w *World) open(ctx context.Context) error {
 			ni = nodeInfo{}
 		}
 	}
-	// Record: eager limit u32 | node length u32 | node key | process
-	// identity (peerwatch) | node transport (node.go) | endpoint name.
+	// Record: eager limit u32 (bit 31: epmatchhdr forced) | node length
+	// u32 | node key | process identity (peerwatch) | node transport
+	// (node.go) | endpoint name.
 	val := make([]byte, 0, 128+len(host)+len(v.name))
-	val = binary.LittleEndian.AppendUint32(val, uint32(w.cfg.eagerLimit))
+	val = binary.LittleEndian.AppendUint32(val, uint32(w.cfg.eagerLimit)|hdrFlag())
 	val = binary.LittleEndian.AppendUint32(val, uint32(len(host)))
 	val = append(val, host...)
 	val = peerwatch.Self().Append(val)
@@ -182,7 +183,11 @@ func (w *World) open(ctx context.Context) error {
 			v.release()
 			return fmt.Errorf("endpoint: malformed address record of rank %d (%d bytes): %w", r, len(b), ErrInvalid)
 		}
-		if el := int(binary.LittleEndian.Uint32(b)); el != w.cfg.eagerLimit {
+		if f := binary.LittleEndian.Uint32(b) & recHdrFlag; f != hdrFlag() {
+			v.release()
+			return fmt.Errorf("endpoint: rank %d has WEFT_TUNE's epmatchhdr %v, this rank (%d) %v (set WEFT_TUNE alike everywhere): %w", r, f != 0, rank, forceMatchHdr, ErrInvalid)
+		}
+		if el := int(binary.LittleEndian.Uint32(b) &^ recHdrFlag); el != w.cfg.eagerLimit {
 			v.release()
 			return fmt.Errorf("endpoint: rank %d uses eager limit %d, this rank %d (set %s alike everywhere): %w", r, el, w.cfg.eagerLimit, EnvEagerLimit, ErrInvalid)
 		}
@@ -252,7 +257,7 @@ func (w *World) open(ctx context.Context) error {
 	if w.info != nil {
 		prov = w.info.Provider
 	}
-	w.log.Debug("world up", "rank", rank, "size", size, "provider", prov)
+	w.log.Debug("world up", "rank", rank, "size", size, "provider", prov, "match_header", w.comm.v.hdr)
 	return nil
 }
 
@@ -277,9 +282,6 @@ func (w *World) selectFabric(attach func(*fabric.Info, *fabric.Domain) error) er
 	_, err := fabric.SelectOpen(h, w.bs.LocalSize() == size, func(info *fabric.Info) error {
 		if !info.MsgOrder.Has(fabric.OrderSAS) {
 			return fmt.Errorf("endpoint: provider %s does not order sends (FI_ORDER_SAS), MPI matching order would break: %w", info.Provider, ErrNotSupported)
-		}
-		if info.CQDataSize < 8 {
-			return fmt.Errorf("endpoint: provider %s carries %d bytes of CQ data, the match word needs 8: %w", info.Provider, info.CQDataSize, ErrNotSupported)
 		}
 		fab, err := fabric.OpenFabric(info)
 		if err != nil {

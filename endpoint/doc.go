@@ -68,7 +68,10 @@
 //
 // Every message is an untagged libfabric message whose 64-bit remote CQ
 // data is a match word: control bits, context id, destination slot, source
-// rank and user tag (layout in tag.go). Each endpoint matches messages itself
+// rank and user tag (layout in tag.go). A provider that carries less than
+// 8 bytes of CQ data (verbs;ofi_rxm: 4) gets the word as an 8-byte header
+// in front of each message instead (match-header mode; WEFT_TUNE's
+// epmatchhdr forces it on any provider, alike on every rank). Each endpoint matches messages itself
 // against its own posted and unexpected queues: libfabric 1.17's shm provider
 // ignores a tagged receive's ignore mask against messages that arrived before
 // it, so AnySource/AnyTag could not be built on its tagged matching, and the

@@ -33,3 +33,15 @@ func SetTypedPath(path string, zc int) {
 	}
 	zcOverride.Store(int64(zc))
 }
+
+// MatchHeader reports whether w's own endpoint carries the match word in
+// a header (matchhdr.go) rather than in remote CQ data.
+func MatchHeader(w *World) bool {
+	v := w.comm.v
+	v.lock()
+	defer v.unlock()
+	return v.hdr
+}
+
+// ForceMatchHeader sets WEFT_TUNE's epmatchhdr for this process (before Init).
+func ForceMatchHeader(on bool) { forceMatchHdr = on }

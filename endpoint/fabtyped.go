@@ -251,7 +251,10 @@ func (u *typedRecv) buffers(f func(b []byte)) {
 // top of this file). done is false when the message takes the packed
 // path instead (typedpath=pack, no segment buffer to be had, a node peer).
 func (c *Comm) isendFabricTyped(u *typedRecv, dest, tag int) (r *Request, done bool, err error) {
-	if c.link(dest) != nil {
+	if c.link(dest) != nil || c.v.hdr {
+		// Node peers have their own typed paths; in match-header mode
+		// (matchhdr.go) typed messages take the packed path, whose sends
+		// frame the match header (the paths of this file send with CQ data).
 		return nil, false, nil
 	}
 	v := c.v
@@ -462,8 +465,10 @@ func (c *Comm) isendContigTyped(contig, buf []byte, count int, t *ddt.Type, n, d
 		return c.isend(contig, dest, tag, c.ctx)
 	}
 	if n+rdvExtSize <= c.v.eagerLimit {
-		if r, done, err := c.isendEagerTyped(u, dest, tag); done {
-			return r, err
+		if !c.v.hdr { // match-header mode: the plain eager path frames the header
+			if r, done, err := c.isendEagerTyped(u, dest, tag); done {
+				return r, err
+			}
 		}
 		return c.isend(contig, dest, tag, c.ctx)
 	}

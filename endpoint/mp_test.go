@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -25,11 +26,37 @@ import (
 
 var providers = []string{"native", "shm", "tcp;ofi_rxm"}
 
-func provName(p string) string {
-	if p == "tcp;ofi_rxm" {
-		return "tcp"
+// hdrProviders are the libfabric providers with match-header mode forced
+// (WEFT_TUNE epmatchhdr=1): the framing endpoints use on providers with
+// less than 8 bytes of remote CQ data (verbs;ofi_rxm). A representative
+// subset of the multi-process tests also runs on them.
+var hdrProviders = []string{"shm+hdr", "tcp;ofi_rxm+hdr"}
+
+// withHdr is providers followed by hdrProviders.
+var withHdr = append(append([]string(nil), providers...), hdrProviders...)
+
+const hdrSuffix = "+hdr"
+
+// hdrOff reports whether the variant p of a test does not run: a
+// match-header variant runs where the test's subset has it (inSubset),
+// and with -short only on shm where shortToo (make test runs the
+// endpoint tests three times, twice with -short).
+func hdrOff(p string, inSubset, shortToo bool) bool {
+	if !strings.HasSuffix(p, hdrSuffix) {
+		return false
 	}
-	return p
+	return !inSubset || testing.Short() && (!shortToo || p != "shm"+hdrSuffix)
+}
+
+func provName(p string) string {
+	base, hdr := strings.CutSuffix(p, hdrSuffix)
+	if base == "tcp;ofi_rxm" {
+		base = "tcp"
+	}
+	if hdr {
+		return base + "-hdr"
+	}
+	return base
 }
 
 // launch runs the calling test as n ranks through launchtest, or returns
@@ -47,6 +74,10 @@ func launch(t *testing.T, n int, provider string, timeout time.Duration, env ...
 // provEnv maps an entry of providers to the libfabric provider and the
 // environment of its ranks.
 func provEnv(p string, env []string) (string, []string) {
+	if base, ok := strings.CutSuffix(p, hdrSuffix); ok {
+		p = base
+		env = append(env, "WEFT_TUNE=epmatchhdr=1", "WEFT_TEST_MATCHHDR=1")
+	}
 	if p == "native" {
 		return "shm", append(env, endpoint.EnvNodeTransport+"=native")
 	}
@@ -60,6 +91,10 @@ func initWorld(t *testing.T) *endpoint.World {
 	w, err := endpoint.Init(ctx)
 	if err != nil {
 		t.Fatalf("Init: %v", err)
+	}
+	if os.Getenv("WEFT_TEST_MATCHHDR") == "1" && !endpoint.MatchHeader(w) {
+		w.Close()
+		t.Fatal("WEFT_TUNE=epmatchhdr=1, but the world endpoint carries the match word in CQ data")
 	}
 	t.Cleanup(func() {
 		if err := w.Close(); err != nil {
@@ -186,11 +221,14 @@ func allPairs(t *testing.T, eps []*endpoint.Comm, sizes []int) {
 // TestAllPairs: -n 2 and -n 4 × 1 and 4 endpoints per process, private and
 // shared, on shm and tcp;ofi_rxm.
 func TestAllPairs(t *testing.T) {
-	for _, p := range providers {
+	for _, p := range withHdr {
 		for _, np := range []int{2, 4} {
 			for _, neps := range []int{1, 4} {
 				for _, shared := range []bool{false, true} {
 					if shared && neps == 1 {
+						continue
+					}
+					if hdrOff(p, np == 2 && neps == 1 && !shared, false) {
 						continue
 					}
 					mode := "private"
@@ -236,7 +274,10 @@ func TestAllPairs(t *testing.T) {
 // AnyTag for half); per sender, messages must arrive in send order, across
 // eager and rendezvous sizes.
 func TestAnySourceOrdering(t *testing.T) {
-	for _, p := range providers {
+	for _, p := range withHdr {
+		if hdrOff(p, true, true) {
+			continue
+		}
 		t.Run(provName(p), func(t *testing.T) {
 			if launch(t, 3, p, 60*time.Second) {
 				return
@@ -288,7 +329,10 @@ func TestAnySourceOrdering(t *testing.T) {
 // TestRendezvous64MiB: a 64 MiB []float64 through the rendezvous path
 // (the receiver reads the sender's registered slice).
 func TestRendezvous64MiB(t *testing.T) {
-	for _, p := range providers {
+	for _, p := range withHdr {
+		if hdrOff(p, p == "shm"+hdrSuffix, false) {
+			continue
+		}
 		t.Run(provName(p), func(t *testing.T) {
 			if launch(t, 2, p, 120*time.Second) {
 				return
@@ -334,7 +378,10 @@ func TestRendezvous64MiB(t *testing.T) {
 // TestTruncationCancelProbe: truncation (eager, tiny buffer, rendezvous),
 // cancel of an unmatched receive, Iprobe/Probe leaving messages queued.
 func TestTruncationCancelProbe(t *testing.T) {
-	for _, p := range providers {
+	for _, p := range withHdr {
+		if hdrOff(p, true, true) {
+			continue
+		}
 		t.Run(provName(p), func(t *testing.T) {
 			if launch(t, 2, p, 60*time.Second) {
 				return

@@ -71,9 +71,14 @@ func (c *Comm) isendSig(buf []byte, dest, tag int, ctx uint16, sig uint64) (*Req
 	addr := c.addrs[dest]
 	if len(buf) <= v.injectLimit {
 		if len(v.sendq) == 0 {
-			err := v.ep.InjectData(buf, t, addr)
+			var err error
+			if v.hdr {
+				err = v.injectHdr(buf, t, addr)
+			} else { // the common case, without a call in between
+				err = v.ep.InjectData(buf, t, addr)
+			}
 			if err != nil && errors.Is(err, fabric.ErrAgain) {
-				err = v.tryPost(func() error { return v.ep.InjectData(buf, t, addr) })
+				err = v.tryPost(func() error { return v.injectData(buf, t, addr) })
 			}
 			if err == nil {
 				return completedRequest, nil
@@ -93,15 +98,19 @@ func (c *Comm) isendSig(buf []byte, dest, tag int, ctx uint16, sig uint64) (*Req
 	r := &Request{v: v, c: c, state: stPosted, buf: buf, qrank: dest, reqExt: &reqExt{qtag: t, qdest: addr}}
 	if len(buf) <= v.eagerLimit {
 		r.kind = kSendEager
+		data := buf
+		if v.hdr {
+			data = withMatchHeader(t, buf)
+		}
 		if v.mrLocal {
-			mr, err := v.dom.Register(buf, fabric.AccessSend)
+			mr, err := v.dom.Register(data, fabric.AccessSend)
 			if err != nil {
 				return nil, fmt.Errorf("endpoint: register send buffer: %w", err)
 			}
 			r.mr, r.qdesc = mr, mr.Desc()
 		}
-		r.pinBuf(buf)
-		r.qdata = buf
+		r.pinBuf(data)
+		r.qdata = data
 		if err := v.submit(r); err != nil {
 			r.unpinAll()
 			v.freeSlot(r)
@@ -118,19 +127,28 @@ func (c *Comm) isendSig(buf []byte, dest, tag int, ctx uint16, sig uint64) (*Req
 	r.mr = mr
 	v.seq++
 	r.seq = v.seq
+	r.qtag = t | rtsBit
 	hsize := rdvHeaderSize
 	if sig != 0 {
 		hsize = rdvExtSize
 	}
-	r.qdata = make([]byte, hsize) // the header, sent from memory unless injected
-	rdvHeader{addr: mr.RemoteAddr(buf), key: mr.Key(), size: uint64(len(buf)), seq: r.seq}.put(r.qdata)
-	if sig != 0 {
-		putExt(r.qdata, modePlain, sig)
-	}
-	r.qtag = t | rtsBit
-	if hsize <= v.info.InjectSize {
-		r.qinject = true
-	} else {
+	h := rdvHeader{addr: mr.RemoteAddr(buf), key: mr.Key(), size: uint64(len(buf)), seq: r.seq}
+	if hsize+v.hdrLen() <= v.info.InjectSize {
+		r.qinject = true // injectData adds the match header, if any
+		r.qdata = make([]byte, hsize)
+		h.put(r.qdata)
+		if sig != 0 {
+			putExt(r.qdata, modePlain, sig)
+		}
+	} else { // sent from memory, behind the match header, if any
+		r.qdata = make([]byte, v.hdrLen()+hsize)
+		if v.hdr {
+			putMatchHeader(r.qdata, r.qtag)
+		}
+		h.put(r.qdata[v.hdrLen():])
+		if sig != 0 {
+			putExt(r.qdata[v.hdrLen():], modePlain, sig)
+		}
 		r.pinBuf(r.qdata)
 	}
 	v.rdvSends[r.seq] = r

@@ -3,7 +3,8 @@ package endpoint
 import "fmt"
 
 // Every message this package sends is an untagged libfabric message whose
-// 64-bit remote CQ data is a match word:
+// 64-bit remote CQ data is a match word (in match-header mode, on
+// providers with less CQ data, its first 8 bytes are: matchhdr.go):
 //
 //	bit  63      ctrl: internal control message (rendezvous FIN); bits 61..0
 //	             then carry the sender's rendezvous sequence number

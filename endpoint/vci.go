@@ -61,6 +61,8 @@ type vci struct {
 	ep     *fabric.Endpoint
 
 	mrLocal     bool
+	hdr         bool   // match word in a header in front of the payload (matchhdr.go)
+	hdrBuf      []byte // an injected message with its header, built in place
 	injectLimit int
 	eagerLimit  int
 	timeout     time.Duration
@@ -231,7 +233,11 @@ func (v *vci) attachFabric(info *fabric.Info, dom *fabric.Domain, cfg *config, a
 	defer v.unlock()
 	v.info, v.dom = info, dom
 	v.mrLocal = info.MRMode&fabric.MRLocal != 0
-	v.injectLimit = info.InjectSize
+	v.hdr = matchHeader(info)
+	v.injectLimit = info.InjectSize - v.hdrLen()
+	if v.hdr {
+		v.hdrBuf = make([]byte, max(info.InjectSize, matchHdrSize+8))
+	}
 	if v.injectLimit > v.eagerLimit {
 		v.injectLimit = v.eagerLimit
 	}
@@ -265,10 +271,7 @@ func (v *vci) attachFabric(info *fabric.Info, dom *fabric.Domain, cfg *config, a
 	if v.name, err = v.ep.Name(); err != nil {
 		return fail(fmt.Errorf("endpoint: endpoint name: %w", err))
 	}
-	size := v.eagerLimit
-	if size < rdvHeaderSize {
-		size = rdvHeaderSize
-	}
+	size := max(v.eagerLimit, rdvHeaderSize) + v.hdrLen()
 	n := defaultBounces
 	if v.bounce, err = dom.Alloc(n * size); err != nil {
 		v.bounce = nil
@@ -534,7 +537,7 @@ func (v *vci) postSend(r *Request) error {
 		return v.postNode(r)
 	}
 	if r.qinject {
-		if err := v.ep.InjectData(r.qdata, r.qtag, r.qdest); err != nil {
+		if err := v.injectData(r.qdata, r.qtag, r.qdest); err != nil {
 			return err
 		}
 		if r.kind == kSendEager {
@@ -542,7 +545,13 @@ func (v *vci) postSend(r *Request) error {
 		} // a rendezvous send completes on its FIN
 		return nil
 	}
-	if err := v.ep.SendData(r.qdata, r.qdesc, r.qtag, r.qdest, v.handle(r)); err != nil {
+	var err error
+	if v.hdr { // qdata starts with the match word
+		err = v.ep.Send(r.qdata, r.qdesc, r.qdest, v.handle(r))
+	} else {
+		err = v.ep.SendData(r.qdata, r.qdesc, r.qtag, r.qdest, v.handle(r))
+	}
+	if err != nil {
 		return err
 	}
 	r.pending++
@@ -634,7 +643,11 @@ func (v *vci) complete(c *fabric.Completion) {
 	if c.Context&bounceBit != 0 {
 		i := int(c.Context &^ bounceBit)
 		if i < len(v.bounces) {
-			v.incoming(c.Data, v.bounces[i][:c.Len])
+			if v.hdr {
+				v.incomingHdr(v.bounces[i][:c.Len])
+			} else {
+				v.incoming(c.Data, v.bounces[i][:c.Len])
+			}
 			// Reposted at the start of the next progress call: off the
 			// critical path between a receive and the caller's reply.
 			v.repost = append(v.repost, i)
@@ -971,7 +984,7 @@ func (v *vci) sendFin(r *Request) error {
 	}
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], r.finStatus)
-	if err := v.ep.InjectData(b[:], ctrlTag(r.finSeq), r.finDest); err != nil {
+	if err := v.injectData(b[:], ctrlTag(r.finSeq), r.finDest); err != nil {
 		return err
 	}
 	r.finNeeded = false

@@ -36,6 +36,7 @@ type Tuning struct {
 	ZCBlock    int64  // average block bytes from which a large typed message goes by iovec RMA
 	PipeSeg    int64  // bytes per segment of a pipelined typed message
 	PipeDepth  int64  // registered segment buffers per endpoint
+	EPMatchHdr bool   // carry the match word in a header, not in remote CQ data
 
 	// onesided
 	OSSpin     int64         // spin phase as a poll count (Auto: the policy's time)
@@ -126,6 +127,7 @@ var Knobs = []Knob{
 	{Key: "eposyield", Pkg: "endpoint", Kind: Int, Default: "4", Min: 0, Max: 1 << 20, Old: "WEFT_ENDPOINT_OSYIELD", Doc: "every N-th yield of an endpoint wait is a sched_yield (0: never)", field: func(t *Tuning) any { return &t.EPOSYield }},
 
 	{Key: "epwait", Pkg: "endpoint", Kind: Enum, Default: "auto", Allowed: []string{"auto", "spin", "yield"}, Doc: "endpoint waits: auto (yield the core on every empty poll when a communicator has more endpoints on this machine than cores), spin (never), yield (always)", field: func(t *Tuning) any { return &t.EPWait }},
+	{Key: "epmatchhdr", Pkg: "endpoint", Kind: Bool, Default: "0", Doc: "carry endpoint's 8-byte match word in a header in front of each libfabric message instead of in remote CQ data (on by itself with providers that grant fewer than 8 bytes of CQ data, as verbs;ofi_rxm); every rank must agree", field: func(t *Tuning) any { return &t.EPMatchHdr }},
 	{Key: "nodecells", Pkg: "endpoint", Kind: Int, Default: "512", Min: 64, Max: 1 << 16, Doc: "64-byte cells per ring of the node transport (rounded down to a power of two; fewer when a node has many endpoints)", field: func(t *Tuning) any { return &t.NodeCells }},
 	{Key: "nodeinline", Pkg: "endpoint", Kind: Int, Default: "2K", Min: 0, Max: 1 << 20, Doc: "largest message the node transport carries in its ring cells; larger ones are copied once from the sender's buffer (capped at what half a ring holds)", field: func(t *Tuning) any { return &t.NodeInline }},
 
