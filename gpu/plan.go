@@ -155,7 +155,7 @@ func lower(ir *ddtir.IR, key string) (*Plan, error) {
 	if ir.Root == nil || ir.Size == 0 {
 		return p, nil
 	}
-	if budget := maxTreeNodes; !treeFits(ir.Root, &budget) {
+	if !ir.Root.TreeFits(maxTreeNodes) {
 		return nil, decline("IR tree of more than %d nodes", maxTreeNodes)
 	}
 	if ir.Size >= 1<<31 {
@@ -300,25 +300,6 @@ func equalLens(l []int64) bool {
 		}
 	}
 	return len(l) > 0
-}
-
-// treeFits reports whether the IR tree under n, shared sub-trees counted
-// once per parent, has at most budget nodes.
-func treeFits(n *ddtir.Node, budget *int) bool {
-	if *budget--; *budget < 0 {
-		return false
-	}
-	switch n.Op {
-	case ddtir.OpLoop, ddtir.OpIndex:
-		return treeFits(n.Child, budget)
-	case ddtir.OpStruct:
-		for _, c := range n.Children {
-			if !treeFits(c, budget) {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // contiguous reports whether count elements with their origin at byte base

@@ -143,29 +143,10 @@ const maxTreeNodes = 1 << 16
 
 // checkTree declines an IR whose tree exceeds maxTreeNodes.
 func checkTree(ir *ddtir.IR) error {
-	if budget := maxTreeNodes; ir.Root != nil && !treeFits(ir.Root, &budget) {
+	if ir.Root != nil && !ir.Root.TreeFits(maxTreeNodes) {
 		return errDecline("IR tree of more than %d nodes", maxTreeNodes)
 	}
 	return nil
-}
-
-// treeFits reports whether the IR tree under n, shared sub-trees counted
-// once per parent, has at most budget nodes; it stops walking early.
-func treeFits(n *ddtir.Node, budget *int) bool {
-	if *budget--; *budget < 0 {
-		return false
-	}
-	switch n.Op {
-	case ddtir.OpLoop, ddtir.OpIndex:
-		return treeFits(n.Child, budget)
-	case ddtir.OpStruct:
-		for _, c := range n.Children {
-			if !treeFits(c, budget) {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 func newPlan(ir *ddtir.IR, cfg *config) (*plan, error) {

@@ -272,3 +272,26 @@ func (n *Node) Nodes() int {
 	n.Walk(func(*Node) { c++ })
 	return c
 }
+
+// TreeFits reports whether the tree under n, a sub-tree shared by several
+// parents counted once per parent, has at most budget nodes. It stops
+// walking as soon as the budget is spent, so a tree that shares sub-trees
+// exponentially costs no more than budget steps to refuse.
+func (n *Node) TreeFits(budget int) bool { return n.fits(&budget) }
+
+func (n *Node) fits(budget *int) bool {
+	if *budget--; *budget < 0 {
+		return false
+	}
+	switch n.Op {
+	case OpLoop, OpIndex:
+		return n.Child.fits(budget)
+	case OpStruct:
+		for _, c := range n.Children {
+			if !c.fits(budget) {
+				return false
+			}
+		}
+	}
+	return true
+}
