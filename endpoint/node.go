@@ -49,9 +49,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/errs"
 	"github.com/weft-hpc/weft/fabric"
 	"github.com/weft-hpc/weft/internal/cma"
 	"github.com/weft-hpc/weft/internal/nodeseg"
@@ -279,6 +281,43 @@ func (v *vci) maybeUnlink() {
 	if atomic.LoadUint64((*uint64)(unsafe.Pointer(&mem[offAttached]))) >= v.attachWant {
 		if err := v.seg.Unlink(); err != nil {
 			v.log.Warn("unlink node segment", "err", err)
+		}
+	}
+}
+
+// waitAttached returns once every peer v pairs with has mapped v's
+// segment (and the file is unlinked), so that no rank leaves its set-up
+// while a peer still has to open that file: a rank that then failed at
+// once (a bad argument found right after Init) would unlink its file on
+// the way out and leave its slower peers a missing-file error in place of
+// its own. A peer process that exits first (ids, by world rank) ends the
+// wait with ErrPeerGone; the endpoint timeout bounds it.
+func (v *vci) waitAttached(ids []peerwatch.Ident) error {
+	start := time.Now()
+	for i := 1; ; i++ {
+		v.lock()
+		if v.seg != nil && v.seg.Linked() {
+			v.maybeUnlink()
+		}
+		waiting := v.seg != nil && v.seg.Linked()
+		v.unlock()
+		if !waiting {
+			return nil
+		}
+		if i%256 == 0 {
+			for _, id := range ids {
+				if id.Exited() {
+					return fmt.Errorf("endpoint: node peer process %d exited before it mapped this endpoint's segment: %w", id.PID, ErrPeerGone)
+				}
+			}
+			if time.Since(start) > v.timeout {
+				return fmt.Errorf("endpoint: node peers did not map this endpoint's segment within %v: %w", v.timeout, errs.ErrTimeout)
+			}
+		}
+		if i < 64 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(50 * time.Microsecond)
 		}
 	}
 }
@@ -678,6 +717,9 @@ func (w *World) connectWorld(v *vci, nodes []nodeInfo, ids []peerwatch.Ident) er
 		v.closeNode() // nobody to talk to this way
 	}
 	v.unlock()
+	if err := v.waitAttached(ids); err != nil {
+		return err
+	}
 	w.log.Debug("node transport", "peers", n, "of", len(group), "on this node")
 	return nil
 }
@@ -760,6 +802,11 @@ func (w *World) connectEndpoints(ctx context.Context, c *Comm, native bool, vcis
 		}
 		if paired == nil {
 			paired = p
+		}
+	}
+	for _, v := range vcis { // after every endpoint of this process attached
+		if err := v.waitAttached(w.ids); err != nil {
+			return nil, err
 		}
 	}
 	var links []int32
