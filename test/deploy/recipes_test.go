@@ -222,12 +222,17 @@ print(json.dumps(out))
 // namespace.
 func TestSpackRecipe(t *testing.T) {
 	t.Parallel() // each waits mostly on other processes
-	py, err := exec.LookPath("python3")
+	// The system's python3 first: a shim in PATH (pyenv's) can take
+	// seconds to start on a busy machine.
+	py, err := exec.LookPath("/usr/bin/python3")
+	if err != nil {
+		py, err = exec.LookPath("python3")
+	}
 	if err != nil {
 		testenv.Skip(t, "python3", "python3 not installed: %v", err)
 	}
 	recipe := deployFile(t, "spack/packages/weft/package.py")
-	r := proctest.Run(t, 30*time.Second, nil, "", py, "-c", spackCheck, recipe, filepath.Join(t.TempDir(), "package.pyc"))
+	r := proctest.Run(t, 90*time.Second, nil, "", py, "-c", spackCheck, recipe, filepath.Join(t.TempDir(), "package.pyc"))
 	if r.Code != 0 {
 		t.Fatalf("python3 ast of %s: exit %d\n%s", recipe, r.Code, r.Stderr)
 	}
