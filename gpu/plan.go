@@ -155,7 +155,7 @@ func lower(ir *ddtir.IR, key string) (*Plan, error) {
 	if ir.Root == nil || ir.Size == 0 {
 		return p, nil
 	}
-	if !ir.Root.TreeFits(maxTreeNodes) {
+	if !ddtir.TreeFits(ir.Root, maxTreeNodes) {
 		return nil, decline("IR tree of more than %d nodes", maxTreeNodes)
 	}
 	if ir.Size >= 1<<31 {

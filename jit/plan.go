@@ -143,7 +143,7 @@ const maxTreeNodes = 1 << 16
 
 // checkTree declines an IR whose tree exceeds maxTreeNodes.
 func checkTree(ir *ddtir.IR) error {
-	if ir.Root != nil && !ir.Root.TreeFits(maxTreeNodes) {
+	if ir.Root != nil && !ddtir.TreeFits(ir.Root, maxTreeNodes) {
 		return errDecline("IR tree of more than %d nodes", maxTreeNodes)
 	}
 	return nil

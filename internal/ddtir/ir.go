@@ -274,21 +274,21 @@ func (n *Node) Nodes() int {
 }
 
 // TreeFits reports whether the tree under n, a sub-tree shared by several
-// parents counted once per parent, has at most budget nodes. It stops
-// walking as soon as the budget is spent, so a tree that shares sub-trees
-// exponentially costs no more than budget steps to refuse.
-func (n *Node) TreeFits(budget int) bool { return n.fits(&budget) }
+// parents counted once per parent, has at most budget nodes (a nil tree
+// fits). It stops walking as soon as the budget is spent, so a tree that
+// shares sub-trees exponentially costs no more than budget steps to refuse.
+func TreeFits(n *Node, budget int) bool { return n == nil || fits(n, &budget) }
 
-func (n *Node) fits(budget *int) bool {
+func fits(n *Node, budget *int) bool {
 	if *budget--; *budget < 0 {
 		return false
 	}
 	switch n.Op {
 	case OpLoop, OpIndex:
-		return n.Child.fits(budget)
+		return fits(n.Child, budget)
 	case OpStruct:
 		for _, c := range n.Children {
-			if !c.fits(budget) {
+			if !fits(c, budget) {
 				return false
 			}
 		}
