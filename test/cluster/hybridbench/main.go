@@ -8,8 +8,9 @@
 // carries the background stream. The phases, each between two world
 // barriers:
 //
-//   - idle: processes 0 and 1 ping-pong; the others wait;
-//   - busy (jobs of 3 or more processes): the same ping-pong while process
+//   - idle: processes 0 and 1 ping-pong; the others wait, sleeping
+//     between polls (on real nodes their cores are their own);
+//   - busy (when process 2 is on another node): the same ping-pong while process
 //     0 streams 1 MiB messages from its second endpoint to process 2's
 //     second endpoint, one after another, until the ping-pong is done.
 //
@@ -24,7 +25,9 @@
 // with the median over the repetitions of the mean half round trip, and,
 // for a busy phase, "stream LABEL MB/s" (the stream's own rate). LABEL is
 // WEFT_BENCH_LABEL (default "job"). WEFT_BENCH_SIZES (comma-separated
-// bytes) and WEFT_BENCH_REPS override the sizes and repetitions. It runs
+// bytes) and WEFT_BENCH_REPS override the sizes and repetitions (7, after
+// one warm-up), WEFT_BENCH_ITERS caps the round trips per repetition (200
+// up to 4 KiB, 50 up to 64 KiB, 10 above). It runs
 // under fabrun; docs/cluster-testing.md gives the command.
 package main
 
@@ -45,6 +48,7 @@ import (
 const (
 	tagPing   = 1
 	tagStream = 2
+	tagDone   = 3
 	streamLen = 1 << 20
 )
 
@@ -92,8 +96,16 @@ func settings() ([]int, int, error) {
 	return sizes, reps, nil
 }
 
-// iters is the round trips per repetition: fewer for large messages.
+// iters is the round trips per repetition: fewer for large messages, and
+// at most WEFT_BENCH_ITERS when that is set.
 func iters(size int) int {
+	if n, err := strconv.Atoi(os.Getenv("WEFT_BENCH_ITERS")); err == nil && n > 0 {
+		return min(n, itersFor(size))
+	}
+	return itersFor(size)
+}
+
+func itersFor(size int) int {
 	switch {
 	case size <= 4<<10:
 		return 200
@@ -138,8 +150,13 @@ func run(ctx context.Context, c *endpoint.Comm) error {
 			return fmt.Errorf("ping-pong peer transport %q (%v), want %s: processes 0 and 1 must share a node", tr, err, want)
 		}
 	}
+	host, _ := os.Hostname()
+	hosts, err := c.Allgather(ctx, []byte(host))
+	if err != nil {
+		return fmt.Errorf("allgather host names: %w", err)
+	}
 	phases := []string{"idle"}
-	if size >= 3 {
+	if size >= 3 && string(hosts[2]) != string(hosts[0]) {
 		phases = append(phases, "busy")
 		if rank == 0 {
 			if tr, err := st.Transport(5); err != nil || tr != endpoint.TransportFabric {
@@ -169,6 +186,10 @@ func run(ctx context.Context, c *endpoint.Comm) error {
 				if err := recvStream(ctx, st); err != nil {
 					return fmt.Errorf("stream receive: %w", err)
 				}
+			case rank >= 2:
+				if err := await(ctx, c); err != nil {
+					return err
+				}
 			}
 			if rank <= 1 {
 				half, err := pingPong(ctx, pp, rank, n, reps)
@@ -187,6 +208,16 @@ func run(ctx context.Context, c *endpoint.Comm) error {
 					return fmt.Errorf("stream: %w", r.err)
 				}
 				fmt.Printf("stream %s %d %.1f\n", label, n, float64(r.bytes)/r.took.Seconds()/1e6)
+			}
+			if rank == 0 {
+				for t := 2; t < size; t++ {
+					if busy && t == 2 {
+						continue
+					}
+					if err := c.Send(ctx, nil, t, tagDone); err != nil {
+						return fmt.Errorf("done to %d: %w", t, err)
+					}
+				}
 			}
 		}
 	}
@@ -226,6 +257,28 @@ func pingPong(ctx context.Context, pp *endpoint.Comm, rank, n, reps int) (float6
 	}
 	slices.Sort(halves)
 	return halves[len(halves)/2], nil
+}
+
+// await waits, without spinning, for rank 0's message that ends the
+// phase: a process with nothing to do sleeps between polls, so that on an
+// oversubscribed machine it leaves the cores to the ranks measured (on
+// real nodes its cores are its own).
+func await(ctx context.Context, c *endpoint.Comm) error {
+	r, err := c.Irecv(nil, 0, tagDone)
+	if err != nil {
+		return err
+	}
+	for {
+		done, _, err := r.Test()
+		if err != nil || done {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
 
 type streamResult struct {
