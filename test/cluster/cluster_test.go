@@ -19,7 +19,7 @@ import (
 )
 
 var bins = proctest.NewBuilder("github.com/weft-hpc/weft/cmd/fabrun", "github.com/weft-hpc/weft/examples/hello",
-	"github.com/weft-hpc/weft/test/cluster/hybrid")
+	"github.com/weft-hpc/weft/test/cluster/hybrid", "github.com/weft-hpc/weft/test/cluster/hybridbench")
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -126,6 +126,40 @@ func TestFabrunSSH(t *testing.T) {
 			t.Errorf("debug log lacks %q:\n%s", want, r.Stderr)
 		}
 	}
+	leftovers(t, c, mark)
+}
+
+var benchLine = regexp.MustCompile(`(?m)^(bench smoke (idle|busy) (\d+) [0-9.]+ [0-9.]+|stream smoke (\d+) [0-9.]+)$`)
+
+// TestHybridBench: hybridbench's speed measurement (docs/cluster-testing.md)
+// runs with tiny sizes on 2 ranks per node: the same-node ping-pong on the
+// node transport, alone and beside a stream to the other node over
+// tcp;ofi_rxm, each reported with a rate. (The program checks the
+// transports itself.)
+func TestHybridBench(t *testing.T) {
+	c := cluster(t)
+	fab, hb := bins.Path(t, "fabrun"), bins.Path(t, "hybridbench")
+	mark := proctest.Marker()
+	r := inNode(t, c, 1, 60*time.Second, []string{"WEFT_PROVIDER="}, fab, "--ssh", c.SSH(), "--hosts", "n1:2,n2:2", "-n", "4",
+		"--timeout", "50s", "--env", "WEFT_PROVIDER=tcp;ofi_rxm", "--env", "WEFT_BENCH_SIZES=8,65536", "--env", "WEFT_BENCH_REPS=1",
+		"--env", "WEFT_BENCH_ITERS=5", "--env", "WEFT_BENCH_LABEL=smoke", "--env", mark, hb)
+	if r.Code != 0 {
+		t.Fatalf("hybridbench: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	got := map[string]bool{}
+	for _, m := range benchLine.FindAllStringSubmatch(r.Stdout, -1) {
+		if m[2] != "" {
+			got[m[2]+" "+m[3]] = true
+		} else {
+			got["stream "+m[4]] = true
+		}
+	}
+	for _, want := range []string{"idle 8", "idle 65536", "busy 8", "busy 65536", "stream 8", "stream 65536"} {
+		if !got[want] {
+			t.Errorf("hybridbench printed no %q line:\n%s%s", want, r.Stdout, r.Stderr)
+		}
+	}
+	t.Logf("hybridbench smoke: %v\n%s", r.Took, r.Stdout)
 	leftovers(t, c, mark)
 }
 
