@@ -76,7 +76,7 @@ func launch(t *testing.T, n int, provider string, timeout time.Duration, env ...
 func provEnv(p string, env []string) (string, []string) {
 	if base, ok := strings.CutSuffix(p, hdrSuffix); ok {
 		p = base
-		env = append(env, "WEFT_TUNE=epmatchhdr=1", "WEFT_TEST_MATCHHDR=1")
+		env = append(env, "WEFT_TUNE=epmatchhdr=1")
 	}
 	if p == "native" {
 		return "shm", append(env, endpoint.EnvNodeTransport+"=native")
@@ -92,7 +92,7 @@ func initWorld(t *testing.T) *endpoint.World {
 	if err != nil {
 		t.Fatalf("Init: %v", err)
 	}
-	if os.Getenv("WEFT_TEST_MATCHHDR") == "1" && !endpoint.MatchHeader(w) {
+	if strings.Contains(os.Getenv("WEFT_TUNE"), "epmatchhdr=1") && !endpoint.MatchHeader(w) {
 		w.Close()
 		t.Fatal("WEFT_TUNE=epmatchhdr=1, but the world endpoint carries the match word in CQ data")
 	}

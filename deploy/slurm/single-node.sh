@@ -7,7 +7,7 @@
 #
 #   deploy/slurm/single-node.sh start DIR [CTLD_PORT SLURMD_PORT [CPUS [NODES]]]
 #       writes DIR/slurm.conf, starts the daemons, waits until the node is
-#       idle (at most WEFT_SLURM_WAIT seconds, default 30), and prints
+#       idle (at most 30 seconds), and prints
 #       SLURM_CONF=DIR/slurm.conf. Daemon PIDs go to DIR/pids.
 #       NODES > 1 declares that many Slurm nodes wn1..wnN, each with CPUS
 #       CPUs and its own slurmd on this host (ports SLURMD_PORT,
@@ -78,7 +78,7 @@ ctld_port=${3:-6817}
 slurmd_port=${4:-6818}
 cpus=${5:-4}
 nodes=${6:-1}
-wait_s=${WEFT_SLURM_WAIT:-30}
+wait_s=30
 [ "$(id -u)" -eq 0 ] || { echo "$0: must run as root (SlurmdUser=root)" >&2; exit 1; }
 for b in munged slurmctld slurmd srun sinfo; do
 	command -v "$b" >/dev/null || [ -x "/usr/sbin/$b" ] || { echo "$0: $b not installed" >&2; exit 1; }

@@ -71,7 +71,7 @@ func StartSlurm(tb testing.TB, cpus, nodes int) *Slurm {
 		os.RemoveAll(dir)
 	})
 	ctld, slurmd := freePort(tb, 1), freePort(tb, nodes)
-	r := Run(tb, 60*time.Second, []string{"WEFT_SLURM_WAIT=30"}, "", script, "start", dir,
+	r := Run(tb, 60*time.Second, nil, "", script, "start", dir,
 		strconv.Itoa(ctld), strconv.Itoa(slurmd), strconv.Itoa(cpus), strconv.Itoa(nodes))
 	if r.Code != 0 {
 		tb.Fatalf("private Slurm did not start (exit %d):\n%s%s", r.Code, r.Stdout, r.Stderr)
