@@ -18,12 +18,9 @@ import (
 // (WEFT_GPU_TOOLS overrides it for both).
 const DefaultDir = "/var/cache/weft-gpu-tools"
 
-// Ptxas returns the path of ptxas: $WEFT_PTXAS, else
-// $WEFT_GPU_TOOLS/bin/ptxas (default DefaultDir), else ptxas on PATH.
+// Ptxas returns the path of ptxas: $WEFT_GPU_TOOLS/bin/ptxas (default
+// DefaultDir), else ptxas on PATH.
 func Ptxas() (string, error) {
-	if p := os.Getenv("WEFT_PTXAS"); p != "" {
-		return p, nil
-	}
 	dir := os.Getenv("WEFT_GPU_TOOLS")
 	if dir == "" {
 		dir = DefaultDir
@@ -34,7 +31,7 @@ func Ptxas() (string, error) {
 	if p, err := exec.LookPath("ptxas"); err == nil {
 		return p, nil
 	}
-	return "", errors.New("no ptxas in $WEFT_PTXAS, " + filepath.Join(dir, "bin") + " or PATH (deploy/install-gpu-tools.sh extracts it)")
+	return "", errors.New("no ptxas in " + filepath.Join(dir, "bin") + " or PATH (deploy/install-gpu-tools.sh extracts it)")
 }
 
 func isExec(p string) bool {
