@@ -219,6 +219,7 @@ func TestFabricPipelinePeerDies(t *testing.T) {
 		}
 		t.Run(provName(p), func(t *testing.T) {
 			if !launchtest.IsWorker() {
+				skipRepeatPass(t)
 				prov, env := provEnv(p, []string{endpoint.EnvTimeout + "=60s"})
 				launchtest.RunMayDie(t, 2, prov, 60*time.Second, []int{1}, env...)
 				return

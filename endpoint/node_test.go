@@ -148,6 +148,7 @@ func TestNodeThresholds(t *testing.T) {
 // arrive complete and in the order they were sent.
 func TestMixedTransports(t *testing.T) {
 	if !launchtest.IsWorker() {
+		skipRepeatPass(t)
 		launchtest.Run(t, 4, "tcp;ofi_rxm", 90*time.Second, endpoint.EnvNodeTransport+"=native")
 		return
 	}
@@ -239,6 +240,7 @@ func TestMixedTransports(t *testing.T) {
 // kill: the small one is still delivered.
 func TestNodeSenderGone(t *testing.T) {
 	if !launchtest.IsWorker() {
+		skipRepeatPass(t)
 		prov, env := provEnv("native", nil)
 		launchtest.RunMayDie(t, 2, prov, 60*time.Second, []int{1}, env...)
 		return
