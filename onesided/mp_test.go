@@ -78,6 +78,8 @@ func TestMultiProcess(t *testing.T) {
 				iters, payload := 200, 64<<10
 				if c.provider == "sockets" {
 					iters, payload = 20, 8<<10 // sockets crawls on two oversubscribed cores
+				} else if raceEnabled {
+					iters = 40 // the race pass looks for unsynchronised access, not for rare orderings
 				}
 				if err := putSignalStress(ctx, g, iters, payload); err != nil {
 					return fmt.Errorf("put-signal stress: %w", err)
@@ -100,6 +102,9 @@ func TestMultiProcess(t *testing.T) {
 					return fmt.Errorf("heap: %w", err)
 				}
 				heapIters := 100
+				if raceEnabled {
+					heapIters = 25
+				}
 				if c.provider == "sockets" {
 					heapIters = 3
 				} else if c.provider != "" {
