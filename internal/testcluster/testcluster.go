@@ -64,6 +64,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Prefix starts the name of every cluster's namespaces and directory.
@@ -83,8 +85,68 @@ type Config struct {
 	// CPUs is the CPU count each node announces to Slurm (default 2; with
 	// SlurmdParameters=config_overrides it need not match the machine).
 	CPUs int
+	// NodeCPUs[k-1], when not empty, is the set of CPUs node k runs on:
+	// an affinity mask that every process started in the node inherits
+	// (its daemons, Command, ssh sessions and Slurm tasks; TaskPlugin is
+	// task/none, so Slurm keeps it). Nodes without an entry run on every
+	// CPU. Each CPU must be one this process may run on. ParseNodeCPUs
+	// reads the command-line form.
+	NodeCPUs [][]int
 	// Wait bounds the start-up (default 60 s).
 	Wait time.Duration
+}
+
+// ParseNodeCPUs parses NodeCPUs written as node sets separated by ':',
+// each a comma-separated list of CPUs and ranges: "0:1" gives node 1
+// CPU 0 and node 2 CPU 1, "0-1:2,3" gives node 1 CPUs 0 and 1 and node 2
+// CPUs 2 and 3. An empty set leaves its node on every CPU.
+func ParseNodeCPUs(s string) ([][]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var sets [][]int
+	for _, node := range strings.Split(s, ":") {
+		var set []int
+		for _, f := range strings.Split(node, ",") {
+			if f == "" {
+				continue
+			}
+			lo, hi, isRange := strings.Cut(f, "-")
+			a, err := strconv.Atoi(lo)
+			b := a
+			if err == nil && isRange {
+				b, err = strconv.Atoi(hi)
+			}
+			if err != nil || a < 0 || b < a {
+				return nil, fmt.Errorf("testcluster: CPU set %q: bad element %q", node, f)
+			}
+			for cpu := a; cpu <= b; cpu++ {
+				set = append(set, cpu)
+			}
+		}
+		sets = append(sets, set)
+	}
+	return sets, nil
+}
+
+// checkNodeCPUs checks cfg.NodeCPUs against the CPUs this process may run
+// on.
+func checkNodeCPUs(cfg Config) error {
+	if len(cfg.NodeCPUs) > cfg.Nodes {
+		return fmt.Errorf("testcluster: CPU sets for %d nodes, the cluster has %d", len(cfg.NodeCPUs), cfg.Nodes)
+	}
+	var own unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &own); err != nil {
+		return fmt.Errorf("testcluster: CPU sets: %w", err)
+	}
+	for k, set := range cfg.NodeCPUs {
+		for _, cpu := range set {
+			if cpu >= len(own)*64 || !own.IsSet(cpu) {
+				return fmt.Errorf("testcluster: node %d: CPU %d is not one this process may run on (%d CPUs allowed)", k+1, cpu, own.Count())
+			}
+		}
+	}
+	return nil
 }
 
 // Cluster is a running test cluster.
@@ -157,8 +219,21 @@ func (c *Cluster) netns(k int) string {
 // (nsenter into its network, UTS and mount namespaces); append the
 // command.
 func (c *Cluster) NSEnter(k int) []string {
-	return []string{"nsenter", "--net=/run/netns/" + c.netns(k), "--uts=" + c.path("ns", "uts-n"+strconv.Itoa(k)),
-		"--mount=" + c.path("ns", "mnt-n"+strconv.Itoa(k))}
+	var pin []string
+	if k >= 1 && k <= len(c.cfg.NodeCPUs) && len(c.cfg.NodeCPUs[k-1]) > 0 {
+		pin = []string{"taskset", "-c", cpuList(c.cfg.NodeCPUs[k-1])}
+	}
+	return append(pin, "nsenter", "--net=/run/netns/"+c.netns(k), "--uts="+c.path("ns", "uts-n"+strconv.Itoa(k)),
+		"--mount="+c.path("ns", "mnt-n"+strconv.Itoa(k)))
+}
+
+// cpuList writes a CPU set as taskset -c reads it.
+func cpuList(set []int) string {
+	s := make([]string, len(set))
+	for i, cpu := range set {
+		s[i] = strconv.Itoa(cpu)
+	}
+	return strings.Join(s, ",")
 }
 
 // Command returns a command that runs name inside node k (from 1) with the
@@ -183,6 +258,9 @@ func Missing(cfg Config) string {
 	}
 	if cfg.SSHD {
 		bins = append(bins, "sshd", "ssh", "ssh-keygen")
+	}
+	if len(cfg.NodeCPUs) > 0 {
+		bins = append(bins, "taskset")
 	}
 	for _, b := range bins {
 		if _, err := lookPath(b); err != nil {
@@ -220,6 +298,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	if why := Missing(cfg); why != "" {
 		return nil, fmt.Errorf("testcluster: %s", why)
+	}
+	if err := checkNodeCPUs(cfg); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Wait)
 	defer cancel()

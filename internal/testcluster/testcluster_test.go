@@ -2,21 +2,74 @@ package testcluster
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/weft-hpc/weft/internal/testenv"
+	"golang.org/x/sys/unix"
 )
+
+// TestNodeCPUs: the command-line form of NodeCPUs, and CPU sets that
+// Start refuses.
+func TestNodeCPUs(t *testing.T) {
+	for in, want := range map[string][][]int{"": nil, "0:1": {{0}, {1}}, "0-2:3,5": {{0, 1, 2}, {3, 5}}, ":1": {nil, {1}}} {
+		got, err := ParseNodeCPUs(in)
+		if err != nil || !slices.EqualFunc(got, want, slices.Equal[[]int]) {
+			t.Errorf("ParseNodeCPUs(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"x", "2-1", "-1", "0:1-"} {
+		if got, err := ParseNodeCPUs(in); err == nil {
+			t.Errorf("ParseNodeCPUs(%q) = %v, want an error", in, got)
+		}
+	}
+	for _, cfg := range []Config{
+		{Nodes: 2, NodeCPUs: [][]int{{0}, {0}, {0}}},
+		{Nodes: 2, NodeCPUs: [][]int{{1 << 16}}},
+	} {
+		if err := checkNodeCPUs(cfg); err == nil {
+			t.Errorf("checkNodeCPUs(%v) accepted", cfg.NodeCPUs)
+		}
+	}
+	var own unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &own); err != nil {
+		t.Fatal(err)
+	}
+	for cpu := range len(own) * 64 {
+		if own.IsSet(cpu) {
+			if err := checkNodeCPUs(Config{Nodes: 2, NodeCPUs: [][]int{nil, {cpu}}}); err != nil {
+				t.Errorf("CPU %d refused: %v", cpu, err)
+			}
+		}
+	}
+}
 
 // TestUpDown starts a two-node cluster with Slurm and sshd, checks what
 // makes the nodes nodes (own host names, hosts files, /dev/shm; reaching
 // each other by name over the bridge, ssh and a two-node srun --mpi=pmi2),
 // kills a node, stops the cluster and checks that nothing of it is left.
+// Node 1 runs on the first CPU this process may use and node 2 on the
+// last (NodeCPUs): every way of starting a process in a node keeps it
+// there.
 func TestUpDown(t *testing.T) {
-	cfg := Config{Nodes: 2, Slurm: true, SSHD: true}
+	var own unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &own); err != nil {
+		t.Fatal(err)
+	}
+	var cpus []int
+	for cpu := range len(own) * 64 {
+		if own.IsSet(cpu) {
+			cpus = append(cpus, cpu)
+		}
+	}
+	first, last := cpus[0], cpus[len(cpus)-1]
+	cfg := Config{Nodes: 2, Slurm: true, SSHD: true, NodeCPUs: [][]int{{first}, {last}}}
 	if why := Missing(cfg); why != "" {
 		testenv.Skip(t, Feature, "a multi-node test cluster %s", why)
 	}
@@ -71,11 +124,18 @@ func TestUpDown(t *testing.T) {
 	if s := out(1, "cat", "/dev/shm/"+c.Name()); s != "x" {
 		t.Errorf("node 1's /dev/shm not shared between its processes: %q", s)
 	}
-	if s := out(1, "ssh", "-F", c.Dir()+"/ssh/config", "n2", "hostname"); s != "n2" {
-		t.Errorf("ssh n2 hostname from node 1: %q", s)
+	const allowed = `$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)`
+	if s := out(1, "ssh", "-F", c.Dir()+"/ssh/config", "n2", "echo $(hostname) "+allowed); s != fmt.Sprintf("n2 %d", last) {
+		t.Errorf("ssh n2 from node 1: %q, want host n2 on CPU %d", s, last)
 	}
-	if s := out(1, "srun", "-N", "2", "-n", "4", "--mpi=pmi2", "sh", "-c", `echo "$SLURM_NODEID $(hostname) $PMI_SIZE"`); strings.Count(s, "n1 4") != 2 || strings.Count(s, "n2 4") != 2 {
-		t.Errorf("srun -N 2 -n 4: %q", s)
+	for k, cpu := range []int{first, last} {
+		if s := out(k+1, "sh", "-c", "echo "+allowed); s != strconv.Itoa(cpu) {
+			t.Errorf("node %d runs a command on CPUs %q, want %d", k+1, s, cpu)
+		}
+	}
+	s := out(1, "srun", "-N", "2", "-n", "4", "--mpi=pmi2", "sh", "-c", `echo "$SLURM_NODEID $(hostname) $PMI_SIZE `+allowed+`"`)
+	if strings.Count(s, fmt.Sprintf("n1 4 %d", first)) != 2 || strings.Count(s, fmt.Sprintf("n2 4 %d", last)) != 2 {
+		t.Errorf("srun -N 2 -n 4 (node 1 on CPU %d, node 2 on CPU %d): %q", first, last, s)
 	}
 
 	// A killed node's processes are all gone at once (test/cluster's

@@ -38,6 +38,7 @@ func run() int {
 	slurm := flag.Bool("slurm", true, "run Slurm (munged, slurmctld, a slurmd per node)")
 	sshd := flag.Bool("sshd", true, "run an sshd per node")
 	cpus := flag.Int("cpus", 2, "CPUs each node announces to Slurm")
+	nodeCPUs := flag.String("node-cpus", "", "CPUs each node runs on, node sets separated by ':' (\"0:1\": node 1 on CPU 0, node 2 on CPU 1); default every CPU")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: tcrun [flags] -- CMD [ARGS...]\n")
 		flag.PrintDefaults()
@@ -49,7 +50,12 @@ func run() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	c, err := testcluster.Start(ctx, testcluster.Config{Nodes: *nodes, Slurm: *slurm, SSHD: *sshd, CPUs: *cpus})
+	sets, err := testcluster.ParseNodeCPUs(*nodeCPUs)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "tcrun: -node-cpus: %v\n", err)
+		return 2
+	}
+	c, err := testcluster.Start(ctx, testcluster.Config{Nodes: *nodes, Slurm: *slurm, SSHD: *sshd, CPUs: *cpus, NodeCPUs: sets})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "tcrun: %v\n", err)
 		return 1
