@@ -77,7 +77,7 @@ bench-ddtpp: deps
 	$(GO) run ./test/bench/ddtpp -reps 5
 
 # One reproduce command per area writing JSON into BENCH_OUT, then the
-# tables of docs/PERFORMANCE.md regenerated from it (about 16 minutes on 2
+# tables of docs/PERFORMANCE.md regenerated from it (about 20 minutes on 2
 # cores; run it on an otherwise idle machine).
 BENCH_OUT ?= /tmp/weft-dashboard
 # Collectives with OSU's loops against MPICH and Open MPI (2 and 4 ranks).

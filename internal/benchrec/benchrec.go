@@ -1,5 +1,5 @@
 // Package benchrec is the record every bench tool writes with -json
-// (pingpong, endpoint, onesided, onesided/overlap, p2p, ddtpp, and ddtbench's lines
+// (pingpong, endpoint, onesided, onesided/overlap, p2p, ddtpp, osu, and ddtbench's lines
 // converted by the dashboard) and test/bench/dashboard reads.
 package benchrec
 
@@ -17,8 +17,8 @@ import (
 
 // Record is one -json output line: one measured figure of one case.
 type Record struct {
-	Tool     string  `json:"tool"`                // the command: pingpong, endpoint, onesided, overlap, p2p, ddtpp
-	Area     string  `json:"area"`                // the area measured: fabric, endpoint, onesided, p2p
+	Tool     string  `json:"tool"`                // the command: pingpong, endpoint, onesided, overlap, p2p, ddtpp, osu
+	Area     string  `json:"area"`                // the area measured: fabric, endpoint, onesided, p2p, collectives
 	Case     string  `json:"case"`                // what ran, e.g. batch, inproc-g2, weft-shm, put
 	Size     string  `json:"size,omitempty"`      // message bytes, or the case's size label
 	Bytes    int64   `json:"bytes,omitempty"`     // message bytes where Size is a label (ddtpp)

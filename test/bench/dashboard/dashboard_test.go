@@ -249,7 +249,7 @@ func TestRewriteIdempotent(t *testing.T) {
 	for _, want := range []string{"# page\n\nintro kept as is\n", "\nmiddle\n", "\ntail\n",
 		"| fabric | 8 B half round trip ≤ 1.15× fi_pingpong (shm) | `pingpong/batch/8/lat` | ratio | ≤ 1.150 | 1.090 | met |",
 		"| fabric | 1 MiB bandwidth ≥ 0.95× fi_pingpong (shm) | `pingpong/batch/1048576/bw` | ratio | ≥ 0.950 | 0.960 | met |",
-		"| endpoint | 8 B latency ≤ 1.10× raw fabric/ (shm) | `endpoint/pingpong/8/lat` | ratio | ≤ 1.100 | – | no data |",
+		"| endpoint | 8 B latency ≤ 1.10× raw fabric/ (shm) | `endpoint/pingpong/8/lat` | ratio | ≤ 1.100 | – | not measured |",
 		"| batch | 8 | lat | 1.200 | us | fi_pingpong | 1.100 | 1.090 | 9 | – |"} {
 		if !strings.Contains(once, want) {
 			t.Errorf("output lacks %q:\n%s", want, once)
@@ -328,8 +328,15 @@ func TestRunCheck(t *testing.T) {
 // shows: the last full run.
 var dashboardDirs = []string{"testdata/baseline"}
 
+// notInBaseline are the targets whose record the committed runs predate,
+// with the reason: the page shows them as not measured until the next full
+// run (make bench-dashboard) replaces the baseline.
+var notInBaseline = map[string]string{
+	"p2p/weft-rate1b/8/msgrate": "the baseline's p2p run predates rate case 1b",
+}
+
 // TestBaselineParses: the committed runs' figures load and give every target
-// a status.
+// a status (the targets of notInBaseline may lack their record).
 func TestBaselineParses(t *testing.T) {
 	var rs []benchrec.Record
 	for _, d := range dashboardDirs {
@@ -343,7 +350,12 @@ func TestBaselineParses(t *testing.T) {
 	rs = append(rs, derive(rs)...)
 	by := index(rs)
 	for _, tg := range targets {
-		if _, st, err := tg.evaluate(by); err != nil || st == statusNoData {
+		_, st, err := tg.evaluate(by)
+		if why, ok := notInBaseline[tg.Key]; ok && err == nil && st == statusNoData {
+			t.Logf("target %q not measured: %s", tg.What, why)
+			continue
+		}
+		if err != nil || st == statusNoData {
 			t.Errorf("target %q: %q, %v", tg.What, st, err)
 		}
 	}
@@ -487,5 +499,126 @@ func TestDDTPP(t *testing.T) {
 	page, err := rewrite("<!-- dashboard:ddtpp begin -->\n<!-- dashboard:ddtpp end -->\n", rs)
 	if err != nil || !strings.Contains(page, tab) {
 		t.Errorf("ddtpp section not filled: %v\n%s", err, page)
+	}
+}
+
+// osuRun is one run of test/bench/osu on 4 ranks: weft's two contenders
+// with their ratios to the faster MPI, the MPIs without, and a weft cell
+// on 2 ranks that no MPI ran (no ratio).
+const osuRun = `{"tool":"osu","area":"collectives","case":"weft-np4-barrier","size":"0","metric":"lat","value":2,"unit":"us","ref":"best MPI","ref_value":4,"ratio":0.5,"reps":3,"stat":"median"}
+{"tool":"osu","area":"collectives","case":"weft-np4-allreduce","size":"8","metric":"lat","value":4,"unit":"us","ref":"best MPI","ref_value":2,"ratio":2,"reps":3,"stat":"median"}
+{"tool":"osu","area":"collectives","case":"weft-np4-allreduce","size":"1024","metric":"lat","value":4,"unit":"us","ref":"best MPI","ref_value":4,"ratio":1,"reps":3,"stat":"median"}
+{"tool":"osu","area":"collectives","case":"weft-np4-allreduce","size":"65536","metric":"lat","value":30,"unit":"us","ref":"best MPI","ref_value":10,"ratio":3,"reps":3,"stat":"median"}
+{"tool":"osu","area":"collectives","case":"weft-np4-allreduce","size":"1048576","metric":"lat","value":90,"unit":"us","ref":"best MPI","ref_value":100,"ratio":0.9,"reps":3,"stat":"median"}
+{"tool":"osu","area":"collectives","case":"weft-np4-alltoall","size":"1048576","metric":"lat","value":110,"unit":"us","ref":"best MPI","ref_value":100,"ratio":1.1,"reps":3,"stat":"median"}
+{"tool":"osu","area":"collectives","case":"weft-ep-np4-allreduce","size":"8","metric":"lat","value":0.5,"unit":"us","ref":"best MPI","ref_value":2,"ratio":0.125,"reps":3,"stat":"median"}
+{"tool":"osu","area":"collectives","case":"weft-ep-np4-allreduce","size":"1048576","metric":"lat","value":50,"unit":"us","ref":"best MPI","ref_value":100,"ratio":0.5,"reps":3,"stat":"median"}
+{"tool":"osu","area":"collectives","case":"mpich-np4-allreduce","size":"8","metric":"lat","value":2,"unit":"us","reps":3,"stat":"median"}
+{"tool":"osu","area":"collectives","case":"openmpi-np4-allreduce","size":"8","metric":"lat","value":3,"unit":"us","reps":3,"stat":"median"}
+{"tool":"osu","area":"collectives","case":"weft-np2-allreduce","size":"8","metric":"lat","value":1,"unit":"us","reps":3,"stat":"median"}
+`
+
+// TestOSU: the collectives' targets are derived from osu's cells as osu
+// computes them (geometric mean over sizes ≤ 1 KiB with the barrier,
+// worst cell, worst at ≥ 1 MiB, the endpoints' 8-byte Allreduce speedup),
+// a contender without MPI ratios gets no summary and its targets are not
+// measured, and the osu section has a row per collective and rank count.
+func TestOSU(t *testing.T) {
+	rs, err := parseJSON(strings.NewReader(osuRun))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs = aggregate(rs)
+	d := derive(rs)
+	rs = append(rs, d...)
+	by := index(rs)
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	for k, want := range map[string]struct {
+		v    float64
+		note string
+	}{
+		"osu/weft-np4/1k-down/lat-ratio-geomean":    {1, "3 cells"}, // ∛(0.5 × 2 × 1)
+		"osu/weft-np4/all/lat-ratio-worst":          {3, "allreduce 64K"},
+		"osu/weft-np4/1m-up/lat-ratio-worst":        {1.1, "alltoall 1M"},
+		"osu/weft-ep-np4/1k-down/lat-ratio-geomean": {0.125, "1 cells"},
+		"osu/weft-ep-np4/1m-up/lat-ratio-worst":     {0.5, "allreduce 1M"},
+		"osu/weft-ep-np4-allreduce/8/speedup":       {8, ""},
+	} {
+		if r, ok := by[k]; !ok || !near(r.Value, want.v) || r.Note != want.note || r.Area != "collectives" || r.Reps != 3 {
+			t.Errorf("%s = %+v, want %v (%s)", k, r, want.v, want.note)
+		}
+	}
+	if len(d) != 7 { // 3 per contender on 4 ranks and the speedup
+		t.Errorf("%d records derived, want 7 (none for weft-np2, which has no ratio):\n%+v", len(d), d)
+	}
+	want := map[string]string{
+		"osu/weft-np4/1k-down/lat-ratio-geomean":    statusMet,
+		"osu/weft-np4/all/lat-ratio-worst":          statusNotMet,
+		"osu/weft-np4/1m-up/lat-ratio-worst":        statusNotMet,
+		"osu/weft-ep-np4/1m-up/lat-ratio-worst":     statusMet,
+		"osu/weft-ep-np4-allreduce/8/speedup":       statusMet,
+		"osu/weft-np2/1k-down/lat-ratio-geomean":    statusNoData,
+		"osu/weft-ep-np2/1k-down/lat-ratio-geomean": statusNoData,
+	}
+	for _, tg := range targets {
+		if w, ok := want[tg.Key]; ok {
+			if _, st, err := tg.evaluate(by); err != nil || st != w {
+				t.Errorf("target %q: %q, %v; want %q", tg.What, st, err, w)
+			}
+			delete(want, tg.Key)
+		}
+	}
+	for k := range want {
+		t.Errorf("no target reads %s", k)
+	}
+	tab, err := osuTable(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{
+		"| collective | ranks | weft ÷ MPI, ≤ 1 KiB | weft ÷ MPI, ≥ 1 MiB | weft-ep ÷ MPI, ≤ 1 KiB | weft-ep ÷ MPI, ≥ 1 MiB | faster MPI, smallest size (µs) | faster MPI, largest size (µs) | reps |",
+		"| barrier | 4 | 0.500 | – | – | – | 4.000 | – | 3 |",
+		"| allreduce | 4 | 1.414 | 0.900 | 0.125 | 0.500 | 2.000 (8 B) | 100.0 (1 MiB) | 3 |", // √(2 × 1)
+		"| alltoall | 4 | – | 1.100 | – | – | 100.0 (1 MiB) | – | 3 |",
+		"| allreduce | 2 | – | – | – | – | – | – | 3 |",
+	} {
+		if !strings.Contains(tab, line) {
+			t.Errorf("table lacks %q:\n%s", line, tab)
+		}
+	}
+	page, err := rewrite("<!-- dashboard:osu begin -->\n<!-- dashboard:osu end -->\n<!-- dashboard:targets begin -->\n<!-- dashboard:targets end -->\n", rs)
+	if err != nil || !strings.Contains(page, tab) {
+		t.Errorf("osu section not filled: %v\n%s", err, page)
+	}
+	if !strings.Contains(page, "| collectives | latency ≤ 1.0× the faster MPI, geomean of sizes ≤ 1 KiB (weft, 2 processes) | `osu/weft-np2/1k-down/lat-ratio-geomean` | value | ≤ 1.000 | – | not measured |") {
+		t.Errorf("a target without data is not shown as not measured:\n%s", page)
+	}
+}
+
+// TestInherit: records without provenance (ddtbench, go test -bench) take
+// the machine, commit and Go release most of the directory's files carry;
+// a file from another run is outvoted, and a tie leaves the field empty.
+func TestInherit(t *testing.T) {
+	rec := func(m, c string) benchrec.Record { return benchrec.Record{Machine: m, Commit: c, Go: "go1"} }
+	bare := []benchrec.Record{{}, {}}
+	files := [][]benchrec.Record{
+		{rec("intel", "a"), rec("intel", "a")},
+		{rec("intel", "a")},
+		{rec("amd", "b"), rec("", "")}, // another run
+		bare,
+	}
+	inherit(files)
+	for _, r := range bare {
+		if r.Machine != "intel" || r.Commit != "a" || r.Go != "go1" {
+			t.Errorf("inherited %+v, want the majority's intel, a, go1", r)
+		}
+	}
+	if r := files[2][1]; r.Machine != "intel" {
+		t.Errorf("a record of the outvoted file without machine got %q", r.Machine)
+	}
+	tie := []benchrec.Record{{}}
+	inherit([][]benchrec.Record{{rec("intel", "a")}, {rec("amd", "b")}, tie})
+	if tie[0].Machine != "" || tie[0].Commit != "" || tie[0].Go != "go1" {
+		t.Errorf("a tie inherited %+v, want no machine or commit", tie[0])
 	}
 }

@@ -148,6 +148,10 @@ func derive(rs []benchrec.Record) []benchrec.Record {
 	for _, r := range deriveDDTPP(rs) {
 		add(r)
 	}
+	// osu: the collectives' targets per weft contender and rank count.
+	for _, r := range deriveOSU(rs) {
+		add(r)
+	}
 	// go test -bench Commit ./ddt: the slowest type's CPU time.
 	var worst benchrec.Record
 	for _, r := range rs {

@@ -22,8 +22,7 @@ func loadDir(dir string) ([]benchrec.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	var all []benchrec.Record
-	n := 0
+	var files [][]benchrec.Record
 	for _, e := range ents {
 		name := e.Name()
 		if e.IsDir() || (!strings.HasSuffix(name, ".json") && !strings.HasSuffix(name, ".bench")) {
@@ -43,43 +42,61 @@ func loadDir(dir string) ([]benchrec.Record, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, name), err)
 		}
-		all = append(all, rs...)
-		n++
+		files = append(files, rs)
 	}
-	if n == 0 {
+	if len(files) == 0 {
 		return nil, fmt.Errorf("%s: no *.json or *.bench files", dir)
 	}
-	inherit(all)
-	return all, nil
+	inherit(files)
+	return slices.Concat(files...), nil
 }
 
 // inherit gives the records that lack a machine, commit or Go release
-// (ddtbench's lines, go test -bench output) the one that all the others of
-// the directory agree on: one directory is one run of run.sh.
-func inherit(rs []benchrec.Record) {
+// (ddtbench's lines, go test -bench output) the one that most of the
+// directory's files carry: one directory is one run of run.sh, whose files
+// agree; a file added from another run is outvoted, and without a
+// majority the field stays empty.
+func inherit(files [][]benchrec.Record) {
 	one := func(get func(benchrec.Record) string) string {
-		v := ""
-		for _, r := range rs {
-			switch x := get(r); {
-			case x == "":
-			case v == "":
-				v = x
-			case x != v:
-				return ""
+		votes, n := map[string]int{}, 0
+		for _, f := range files {
+			v, mixed := "", false
+			for _, r := range f {
+				switch x := get(r); {
+				case x == "":
+				case v == "":
+					v = x
+				case x != v:
+					mixed = true
+				}
+			}
+			if v == "" {
+				continue
+			}
+			n++
+			if !mixed {
+				votes[v]++
 			}
 		}
-		return v
+		for v, c := range votes {
+			if 2*c > n {
+				return v
+			}
+		}
+		return ""
 	}
 	m, c, g := one(func(r benchrec.Record) string { return r.Machine }), one(func(r benchrec.Record) string { return r.Commit }), one(func(r benchrec.Record) string { return r.Go })
-	for i := range rs {
-		if rs[i].Machine == "" {
-			rs[i].Machine = m
-		}
-		if rs[i].Commit == "" {
-			rs[i].Commit = c
-		}
-		if rs[i].Go == "" {
-			rs[i].Go = g
+	for _, f := range files {
+		for i := range f {
+			if f[i].Machine == "" {
+				f[i].Machine = m
+			}
+			if f[i].Commit == "" {
+				f[i].Commit = c
+			}
+			if f[i].Go == "" {
+				f[i].Go = g
+			}
 		}
 	}
 }

@@ -1,7 +1,7 @@
 // Command dashboard regenerates the tables of docs/PERFORMANCE.md from the
 // JSON lines the bench tools write with -json (pingpong, endpoint,
-// onesided, onesided/overlap, p2p, ddtpp, ddtbench) and from go test -bench
-// output.
+// onesided, onesided/overlap, p2p, ddtpp, osu, ddtbench) and from go test
+// -bench output.
 //
 // Usage:
 //
@@ -12,11 +12,13 @@
 // the file's run); every *.bench file holds go test -bench output. The
 // figures of one record key (tool/case/size/metric) are merged over runs
 // by their median, the ddtbench and go test figures are summarised
-// (geomeans, worst cells, medians), and each section between
+// (geomeans, worst cells, medians; osu's cells into the collectives'
+// targets, as osu itself computes them), and each section between
 // <!-- dashboard:NAME begin --> and <!-- dashboard:NAME end --> in the
 // document is replaced: targets (every target with its record key,
 // threshold, measured figure and status), machine (where the figures come
-// from), fabric, endpoint, onesided, overlap, p2p, ddtpp and ddt. With
+// from), fabric, endpoint, onesided, overlap, p2p, ddtpp, osu and ddt.
+// A target whose record is missing shows as not measured. With
 // -check the document is left alone and the command fails if it is not up
 // to date.
 package main

@@ -19,6 +19,7 @@ var sections = map[string]func([]benchrec.Record) (string, error){
 	"overlap":  table(func(r benchrec.Record) bool { return r.Tool == "overlap" && r.Metric != "t" }),
 	"p2p":      p2pTable,
 	"ddtpp":    ddtppTable,
+	"osu":      osuTable,
 	"ddt": table(func(r benchrec.Record) bool {
 		return (r.Tool == "ddtbench" && r.Case == "summary") || (r.Tool == "gobench" && r.Size == "all")
 	}),

@@ -2,7 +2,7 @@
 # run.sh runs one reproduce command per area, each writing JSON lines (or
 # go test -bench output) into OUTDIR, then regenerates the tables of DOC
 # from them. Run it from anywhere on an otherwise idle machine; on 2 cores
-# the whole run takes about 16 minutes.
+# the whole run takes about 20 minutes.
 #
 #   test/bench/dashboard/run.sh [-smoke] OUTDIR [DOC]
 #
@@ -26,16 +26,20 @@ trap 'rm -rf "$bin"' EXIT
 cd "$root"
 WEFT_BENCH_COMMIT="$(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo +dirty)"
 export WEFT_BENCH_COMMIT
-go build -o "$bin/" ./cmd/fabrun ./test/bench/pingpong ./test/bench/endpoint ./test/bench/onesided ./test/bench/onesided/overlap ./test/bench/ddtbench ./test/bench/p2p ./test/bench/ddtpp
+go build -o "$bin/" ./cmd/fabrun ./test/bench/pingpong ./test/bench/endpoint ./test/bench/onesided ./test/bench/onesided/overlap ./test/bench/ddtbench ./test/bench/p2p ./test/bench/ddtpp ./test/bench/osu
 
 if [ $smoke = 1 ]; then
 	PPI=200 EPI=100 WIN=2 OSI=200 FII=1000 ROWS=64 LEN=256 DDT_RUNS=1 DDT="-reps 1 -mintime 100us -sizes s" BC="-count 1 -benchtime 100x"
 	P2P="-sizes 8,64k -iters 200 -windows 20"
 	DDTPP="-sizes s -iters 20 -miniters 5"
+	OSU="-sizes 8,1m -iters 10"
 else
 	PPI=100000 EPI=5000 WIN=100 OSI=5000 FII=100000 ROWS=512 LEN=1024 DDT_RUNS=3 DDT="-reps 9" BC="-count 5 -benchtime 20000x"
 	P2P=""
 	DDTPP=""
+	# 50 timed calls per size up to 8 KiB, 10 above: with 4 busy-polling
+	# ranks on 2 cores a call waits for descheduled peers (milliseconds).
+	OSU="-iters 50"
 fi
 reps() { if [ $smoke = 1 ]; then echo 1; else echo "$1"; fi; }
 
@@ -63,6 +67,10 @@ step "p2p: endpoint against fi_pingpong, MPICH and Open MPI"
 step "ddtpp: DDTBench layouts as typed messages against hand packing and MPI datatypes"
 # shellcheck disable=SC2086
 "$bin/ddtpp" -fabrun "$bin/fabrun" -reps "$(reps 5)" $DDTPP -json >"$out/ddtpp.json"
+
+step "collectives: OSU loops against MPICH and Open MPI"
+# shellcheck disable=SC2086
+"$bin/osu" -fabrun "$bin/fabrun" -np 2,4 -reps "$(reps 3)" -timeout 150s $OSU -json >"$out/osu.json"
 
 step "ddt, jit: ddtbench ($DDT_RUNS runs) and commit time"
 for i in $(seq "$DDT_RUNS"); do

@@ -33,6 +33,9 @@
 //	≥ 1 MiB; with 4 endpoints of one process an 8-byte Allreduce ≥ 5×
 //	faster than 4 MPI processes.
 //
+// (Package test/bench/internal/osutargets holds these definitions; the
+// dashboard derives the same figures from the -json records.)
+//
 // Usage (from the repository root):
 //
 //	go run ./test/bench/osu [-np 2,4] [-reps 3] [-json]

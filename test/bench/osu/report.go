@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/weft-hpc/weft/internal/benchrec"
+	"github.com/weft-hpc/weft/test/bench/internal/osutargets"
 	"github.com/weft-hpc/weft/test/bench/internal/sidebyside"
 )
 
@@ -18,16 +19,6 @@ type report struct {
 	figs        *sidebyside.Figures[cell]
 	wefts, mpis []string
 }
-
-// Targets: latency ÷ the faster MPI.
-const (
-	smallMax    = 1 << 10 // sizes of the geometric-mean target
-	geoTarget   = 1.0
-	cellTarget  = 1.25
-	largeMin    = 1 << 20 // sizes of the bandwidth target
-	largeTarget = 1.0
-	epSpeedup   = 5.0 // 8-byte Allreduce, 4 endpoints vs 4 MPI processes
-)
 
 func (r *report) median(c cell) float64 { return sidebyside.Median(r.figs.Series(c)) }
 
@@ -95,7 +86,7 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintln(w)
 		for _, k := range cfg.colls {
 			for _, s := range sizesOf(cfg, k) {
-				fmt.Fprintf(w, "%-18s", fmt.Sprintf("%s %s", k, sizeLabel(s)))
+				fmt.Fprintf(w, "%-18s", osutargets.Cell(k, s))
 				for _, n := range names {
 					fmt.Fprintf(w, "%10s", sidebyside.Fig(r.median(cell{n, np, k, s})))
 				}
@@ -113,61 +104,38 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintln(w, "\ntargets (latency ÷ the faster MPI):")
 	for _, n := range r.wefts {
 		for _, np := range cfg.nps {
-			geo, worst, large, wc, lc := r.summary(n, np)
+			sum := r.summary(n, np)
 			fmt.Fprintf(w, "  %s %d ranks: geomean ≤ 1 KiB %s (≤ %.2f: %s), worst cell %s %s (≤ %.2f: %s)",
-				n, np, sidebyside.RatioFig(geo), geoTarget, met(geo <= geoTarget), sidebyside.RatioFig(worst), wc, cellTarget, met(worst <= cellTarget))
-			if !math.IsNaN(large) {
-				fmt.Fprintf(w, ", ≥ 1 MiB worst %s %s (≤ %.2f: %s)", sidebyside.RatioFig(large), lc, largeTarget, met(large <= largeTarget))
+				n, np, sidebyside.RatioFig(sum.Geomean), osutargets.GeoTarget, met(sum.Geomean <= osutargets.GeoTarget),
+				sidebyside.RatioFig(sum.Worst), sum.WorstCell, osutargets.CellTarget, met(sum.Worst <= osutargets.CellTarget))
+			if !math.IsNaN(sum.Large) {
+				fmt.Fprintf(w, ", ≥ 1 MiB worst %s %s (≤ %.2f: %s)", sidebyside.RatioFig(sum.Large), sum.LargeCell, osutargets.LargeTarget, met(sum.Large <= osutargets.LargeTarget))
 			}
 			fmt.Fprintln(w)
 		}
 	}
 	if sp := r.epSpeedup(); !math.IsNaN(sp) {
-		fmt.Fprintf(w, "  8-byte Allreduce, 4 endpoints of one process vs 4 MPI processes: %.1f× faster (≥ %.0f×: %s)\n", sp, epSpeedup, met(sp >= epSpeedup))
+		fmt.Fprintf(w, "  %d-byte Allreduce, %d endpoints of one process vs %d MPI processes: %.1f× faster (≥ %.0f×: %s)\n",
+			osutargets.SpeedupSize, osutargets.SpeedupNP, osutargets.SpeedupNP, sp, osutargets.SpeedupMin, met(sp >= osutargets.SpeedupMin))
 	}
 }
 
-// summary is contender n's targets on np ranks: the geometric mean of the
-// ratios of sizes ≤ 1 KiB, the worst ratio and its cell, the worst ratio
-// at ≥ 1 MiB and its cell (NaN without such sizes).
-func (r *report) summary(n string, np int) (geo, worst, large float64, wc, lc string) {
-	var logs float64
-	var cnt int
-	worst, large = math.NaN(), math.NaN()
+// summary is contender n's targets on np ranks (package osutargets).
+func (r *report) summary(n string, np int) osutargets.Summary {
+	var rs []osutargets.Ratio
 	for _, k := range r.cfg.colls {
 		for _, s := range sizesOf(r.cfg, k) {
-			q := r.ratio(cell{n, np, k, s})
-			if math.IsNaN(q) {
-				continue
-			}
-			if s <= smallMax {
-				logs += math.Log(q)
-				cnt++
-			}
-			if math.IsNaN(worst) || q > worst {
-				worst, wc = q, k+" "+sizeLabel(s)
-			}
-			if s >= largeMin && (math.IsNaN(large) || q > large) {
-				large, lc = q, k+" "+sizeLabel(s)
-			}
+			rs = append(rs, osutargets.Ratio{Coll: k, Size: s, Ratio: r.ratio(cell{n, np, k, s})})
 		}
 	}
-	geo = math.NaN()
-	if cnt > 0 {
-		geo = math.Exp(logs / float64(cnt))
-	}
-	return geo, worst, large, wc, lc
+	return osutargets.Summarise(rs)
 }
 
-// epSpeedup is how many times faster weft-ep's 8-byte Allreduce on 4
-// ranks is than the faster MPI's (the inverse of the median ratio); NaN
-// where not measured.
+// epSpeedup is how many times faster the speedup target's cell (weft-ep's
+// 8-byte Allreduce on 4 ranks) is than the faster MPI's; NaN where not
+// measured.
 func (r *report) epSpeedup() float64 {
-	q := r.ratio(cell{"weft-ep", 4, "allreduce", 8})
-	if math.IsNaN(q) || q <= 0 {
-		return math.NaN()
-	}
-	return 1 / q
+	return osutargets.Speedup(r.ratio(cell{osutargets.SpeedupContender, osutargets.SpeedupNP, osutargets.SpeedupColl, osutargets.SpeedupSize}))
 }
 
 func met(ok bool) string {
@@ -175,17 +143,6 @@ func met(ok bool) string {
 		return "met"
 	}
 	return "not met"
-}
-
-// sizeLabel writes a size the way the tables do: 8, 1K, 64K, 1M.
-func sizeLabel(s int) string {
-	switch {
-	case s >= 1<<20 && s%(1<<20) == 0:
-		return strconv.Itoa(s>>20) + "M"
-	case s >= 1<<10 && s%(1<<10) == 0:
-		return strconv.Itoa(s>>10) + "K"
-	}
-	return strconv.Itoa(s)
 }
 
 func (r *report) records() []benchrec.Record {
