@@ -82,8 +82,8 @@ func medAreaBytes(slots, slotBytes int) int {
 type medArea struct {
 	mem   []byte
 	slots int
-	size  int // bytes per slot: the largest medium message
-	next  int // sender: the slot tried first
+	size  int   // bytes per slot: the largest medium message
+	next  int   // sender: the slot tried first
 	sent  int64 // sender: messages sent through the slots
 	busy  int64 // sender: medium messages that found every slot busy
 }
