@@ -15,7 +15,12 @@ package endpoint
 // Messages up to the ring's inline limit travel in the cells, their match
 // word (tag.go) as the cell's user word; the receiver matches on the word
 // before it copies, so a matched message is copied once, from the cells
-// into the user's buffer. Larger messages use rendezvous: the sender puts
+// into the user's buffer. Medium messages, up to WEFT_TUNE's nodemedium,
+// are copied by the sender into a per-pair slot next to the ring and by
+// the receiver out of it, one contiguous copy each, with a 16-byte header
+// through the ring (nodemed.go); MEDFIGURES.
+// Larger messages, and medium ones when every slot of the pair is busy,
+// use rendezvous: the sender puts
 // a 32-byte header (address, size, sequence) in the ring; the matching
 // receive copies the data straight out of the sender's buffer, with
 // process_vm_readv (internal/cma) from another process or with copy()
