@@ -18,7 +18,9 @@ package endpoint
 // into the user's buffer. Medium messages, up to WEFT_TUNE's nodemedium,
 // are copied by the sender into a per-pair slot next to the ring and by
 // the receiver out of it, one contiguous copy each, with a 16-byte header
-// through the ring (nodemed.go); MEDFIGURES.
+// through the ring (nodemed.go): a 4 KiB half round trip 1.8 µs against
+// 11.4 through the staged process_vm_readv and MPICH's 1.4–1.5 in one run
+// of the loaded 2-vCPU VM (docs/perf/endpoint.md).
 // Larger messages, and medium ones when every slot of the pair is busy,
 // use rendezvous: the sender puts
 // a 32-byte header (address, size, sequence) in the ring; the matching
