@@ -8,6 +8,7 @@ import (
 
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/internal/settings"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // TestNodeMedium: two endpoints of one process, driven by one goroutine,
@@ -17,11 +18,15 @@ import (
 // receiver is not driven while they are sent) go partly by rendezvous and
 // are still received in order, by AnySource; a medium message into a
 // smaller buffer reports truncation; a cancelled medium receive does not
-// swallow the next message.
+// swallow the next message; typed messages pack into and unpack out of
+// the slots.
 func TestNodeMedium(t *testing.T) {
 	tu, err := settings.Tune()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tu.NodeMedium <= tu.NodeInline {
+		testenv.Skip(t, "nodemedium", "WEFT_TUNE nodemedium=%d, not above nodeinline=%d: no medium slots", tu.NodeMedium, tu.NodeInline)
 	}
 	a, b, ctx := singletonPair(t)
 	if got, _ := a.Transport(1); got != endpoint.TransportNode {
@@ -166,6 +171,19 @@ func TestNodeMedium(t *testing.T) {
 		t.Fatal("the cancelled receive's buffer was written")
 	}
 	done()
+
+	// Typed: packed into a slot, unpacked out of it (typed_test.go).
+	const rows = 4096 / 8
+	s0, _ := slotCount()
+	if err := typedSend(ctx, a, 1, rows, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := typedRecv(ctx, b, 0, rows, 5, 3); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := slotCount(); s-s0 != 4 {
+		t.Fatalf("%d typed messages of 4 KiB went through the slots, want 4", s-s0)
+	}
 	if ok, st, err := b.Iprobe(endpoint.AnySource, endpoint.AnyTag); err != nil || ok {
 		t.Fatalf("messages left over: %v %+v %v", ok, st, err)
 	}
