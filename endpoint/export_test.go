@@ -45,3 +45,26 @@ func MatchHeader(w *World) bool {
 
 // ForceMatchHeader sets WEFT_TUNE's epmatchhdr for this process (before Init).
 func ForceMatchHeader(on bool) { forceMatchHdr = on }
+
+// MediumCounts reports how many messages c sent to rank r through the
+// node transport's medium slots, and how many medium messages found every
+// slot busy (and went by rendezvous); ok is false when the pair has no
+// slot area.
+func MediumCounts(c *Comm, r int) (sent, busy int64, ok bool) {
+	l := c.link(r)
+	if l == nil || l.medOut == nil {
+		return 0, 0, false
+	}
+	c.v.lock()
+	defer c.v.unlock()
+	return l.medOut.sent, l.medOut.busy, true
+}
+
+// MediumLimit reports the largest message c sends to rank r through a
+// medium slot (0: none).
+func MediumLimit(c *Comm, r int) int {
+	if l := c.link(r); l != nil && l.medOut != nil {
+		return l.medOut.size
+	}
+	return 0
+}

@@ -64,7 +64,8 @@ func ownSegments(t *testing.T) []string {
 // TestNodeThresholds: every endpoint (2 processes × 2 endpoints: peers in
 // the same process and in the other one) sends to every other one
 // messages around each size where the node transport changes protocol
-// (first cell, second cell, ring inline limit, eager limit), content
+// (first cell, second cell, ring inline limit, medium slot limit, eager
+// limit), content
 // checked; then receives of one byte less than the message report
 // truncation with the right count. The peers use the node transport
 // (native) or libfabric (shm, tcp), and say so.
@@ -75,7 +76,10 @@ func TestNodeThresholds(t *testing.T) {
 	}
 	inline := int(tu.NodeInline)
 	eager := 16 << 10
-	sizes := []int{0, 1, 39, 40, 41, 96, 97, inline - 1, inline, inline + 1, eager - 1, eager, eager + 1, 3<<20 + 5}
+	sizes := []int{0, 1, 39, 40, 41, 96, 97, inline - 1, inline, inline + 1, 4096, eager - 1, eager, eager + 1, 3<<20 + 5}
+	if med := (int(tu.NodeMedium) + 63) &^ 63; med != eager && med > inline {
+		sizes = append(sizes, med-1, med, med+1) // the medium slot limit
+	}
 	for _, p := range providers {
 		t.Run(provName(p), func(t *testing.T) {
 			if launch(t, 2, p, 90*time.Second) {

@@ -32,6 +32,7 @@ type Tuning struct {
 	EPWait     string // auto, spin or yield: how endpoint waits pause on crowded nodes
 	NodeCells  int64  // cells per ring of the node transport
 	NodeInline int64  // largest message sent inline in a ring
+	NodeMedium int64  // largest message copied through a per-pair slot
 	TypedPath  string // auto, zerocopy, pipeline or pack: how large typed messages go over libfabric
 	ZCBlock    int64  // average block bytes from which a large typed message goes by iovec RMA
 	PipeSeg    int64  // bytes per segment of a pipelined typed message
@@ -130,6 +131,7 @@ var Knobs = []Knob{
 	{Key: "epmatchhdr", Pkg: "endpoint", Kind: Bool, Default: "0", Doc: "carry endpoint's 8-byte match word in a header in front of each libfabric message instead of in remote CQ data (on by itself with providers that grant fewer than 8 bytes of CQ data, as verbs;ofi_rxm); every rank must agree", field: func(t *Tuning) any { return &t.EPMatchHdr }},
 	{Key: "nodecells", Pkg: "endpoint", Kind: Int, Default: "512", Min: 64, Max: 1 << 16, Doc: "64-byte cells per ring of the node transport (rounded down to a power of two; fewer when a node has many endpoints)", field: func(t *Tuning) any { return &t.NodeCells }},
 	{Key: "nodeinline", Pkg: "endpoint", Kind: Int, Default: "2K", Min: 0, Max: 1 << 20, Doc: "largest message the node transport carries in its ring cells; larger ones are copied once from the sender's buffer (capped at what half a ring holds)", field: func(t *Tuning) any { return &t.NodeInline }},
+	{Key: "nodemedium", Pkg: "endpoint", Kind: Int, Default: "16K", Min: 0, Max: 1 << 20, Doc: "largest message the node transport copies in and out of a per-pair slot in the receiver's segment (rounded up to 64 bytes; 0: off; fewer slots, then none, when a node has many endpoints); larger ones, and medium ones when the slots are busy, are copied once from the sender's buffer", field: func(t *Tuning) any { return &t.NodeMedium }},
 
 	{Key: "typedpath", Pkg: "endpoint", Kind: Enum, Default: "auto", Allowed: []string{"auto", "zerocopy", "pipeline", "pack"}, Doc: "how typed messages above the eager limit go to a libfabric peer: auto (the cost model, zcblock), zerocopy (iovec RMA from and to the user's blocks), pipeline (packed in segments), pack (packed whole, then a plain rendezvous; for comparisons)", field: func(t *Tuning) any { return &t.TypedPath }},
 	{Key: "zcblock", Pkg: "endpoint", Kind: Int, Default: "64K", Min: 1, Max: 1 << 30, Doc: "average block size (bytes) from which a typed message above the eager limit moves its blocks by iovec RMA instead of the segment pipeline (libfabric peers; onesided typed transfers likewise)", field: func(t *Tuning) any { return &t.ZCBlock }},

@@ -1,0 +1,190 @@
+package endpoint_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/settings"
+	"github.com/weft-hpc/weft/internal/testenv"
+)
+
+// TestNodeMedium: two endpoints of one process, driven by one goroutine,
+// exchange medium messages through the node transport's slots. Sizes on
+// both sides of the inline and medium limits arrive byte for byte, posted
+// first or unexpected; more unexpected medium messages than slots (the
+// receiver is not driven while they are sent) go partly by rendezvous and
+// are still received in order, by AnySource; a medium message into a
+// smaller buffer reports truncation; a cancelled medium receive does not
+// swallow the next message; typed messages pack into and unpack out of
+// the slots.
+func TestNodeMedium(t *testing.T) {
+	tu, err := settings.Tune()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tu.NodeMedium <= tu.NodeInline {
+		testenv.Skip(t, "nodemedium", "WEFT_TUNE nodemedium=%d, not above nodeinline=%d: no medium slots", tu.NodeMedium, tu.NodeInline)
+	}
+	a, b, ctx := singletonPair(t)
+	if got, _ := a.Transport(1); got != endpoint.TransportNode {
+		t.Fatalf("endpoints of one process talk through %s", got)
+	}
+	med := endpoint.MediumLimit(a, 1)
+	if want := (int(tu.NodeMedium) + 63) &^ 63; med != want {
+		t.Fatalf("medium limit %d, want nodemedium %d rounded up to 64 bytes", med, want)
+	}
+	inline := int(tu.NodeInline)
+	slotCount := func() (int64, int64) {
+		t.Helper()
+		s, bz, ok := endpoint.MediumCounts(a, 1)
+		if !ok {
+			t.Fatal("the pair has no medium slots")
+		}
+		return s, bz
+	}
+	// send starts a send; past the eager limit it completes only once
+	// received, so sends are waited for with done.
+	var sends []*endpoint.Request
+	send := func(n, tag, salt int) []byte {
+		t.Helper()
+		m := make([]byte, n)
+		pattern(m, 0, 1, salt)
+		r, err := a.Isend(m, 1, tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sends = append(sends, r)
+		return m
+	}
+	done := func() {
+		t.Helper()
+		if err := endpoint.WaitAll(ctx, sends...); err != nil {
+			t.Fatal(err)
+		}
+		sends = sends[:0]
+	}
+	check := func(what string, got, want []byte, st endpoint.Status, err error) {
+		t.Helper()
+		if err != nil || st.Count != len(want) || st.Source != 0 || !bytes.Equal(got[:len(want)], want) {
+			t.Fatalf("%s: %d bytes: status %+v, err %v, data equal %v", what, len(want), st, err, bytes.Equal(got[:min(len(want), len(got))], want))
+		}
+	}
+
+	// Thresholds, unexpected then posted first.
+	sent0, _ := slotCount()
+	sizes := []int{inline, inline + 1, 4096, med - 1, med, med + 1}
+	viaSlots := 0
+	for i, n := range sizes {
+		if n > inline && n <= med {
+			viaSlots += 2
+		}
+		want := send(n, i, i)
+		got := make([]byte, n)
+		st, err := b.Recv(ctx, got, 0, i)
+		check("unexpected", got, want, st, err)
+
+		got = make([]byte, n+1)
+		r, err := b.Irecv(got, endpoint.AnySource, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = send(n, i, i+100)
+		st, err = r.Wait(ctx)
+		check("posted", got, want, st, err)
+		done()
+	}
+	if s, _ := slotCount(); s-sent0 != int64(viaSlots) {
+		t.Fatalf("%d messages went through the slots, want %d (inline < size ≤ %d)", s-sent0, viaSlots, med)
+	}
+
+	// Slot exhaustion: b is not driven while a sends, so the slots fill
+	// and later messages go by rendezvous; after b took one (and so drained
+	// the ring, freeing the slots), a sends more through the slots. All
+	// arrive in order.
+	const tag, first, second = 7, 14, 6
+	var wants [][]byte
+	_, busy0 := slotCount()
+	for i := 0; i < first; i++ {
+		wants = append(wants, send(med-i, tag, 1000+i))
+	}
+	if _, bz := slotCount(); bz == busy0 {
+		t.Fatalf("%d medium messages to an endpoint nobody drove never found the slots busy", first)
+	}
+	ok, st, err := b.Iprobe(endpoint.AnySource, tag)
+	if err != nil || !ok || st.Count != med {
+		t.Fatalf("Iprobe: %v %+v %v, want a message of %d bytes", ok, st, err, med)
+	}
+	got := make([]byte, med)
+	st, err = b.Recv(ctx, got, endpoint.AnySource, tag)
+	check("first of many", got, wants[0], st, err)
+	wants = wants[1:]
+	s1, _ := slotCount()
+	for i := 0; i < second; i++ {
+		wants = append(wants, send(med-100-i, tag, 2000+i))
+	}
+	if s, _ := slotCount(); s == s1 {
+		t.Fatal("the slots stayed busy after the receiver drained its ring")
+	}
+	for i, w := range wants {
+		got := make([]byte, med)
+		st, err := b.Recv(ctx, got, endpoint.AnySource, tag)
+		check(fmt.Sprintf("message %d of the burst", i+1), got, w, st, err)
+	}
+	done()
+
+	// Truncation, posted first and unexpected.
+	small := make([]byte, 100)
+	r, err := b.Irecv(small, 0, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := send(med, 8, 3000)
+	if st, err := r.Wait(ctx); !errors.Is(err, endpoint.ErrTruncated) || st.Count != len(small) || !bytes.Equal(small, want[:len(small)]) {
+		t.Fatalf("posted truncated receive: %+v %v", st, err)
+	}
+	want = send(med, 8, 3001)
+	if st, err := b.Recv(ctx, small, 0, 8); !errors.Is(err, endpoint.ErrTruncated) || st.Count != len(small) || !bytes.Equal(small, want[:len(small)]) {
+		t.Fatalf("unexpected truncated receive: %+v %v", st, err)
+	}
+
+	// Cancel of a posted medium receive: the next message goes to the next
+	// receive.
+	got = make([]byte, med)
+	r, err = b.Irecv(got, 0, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Cancel(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := r.Wait(ctx); !errors.Is(err, endpoint.ErrCanceled) || !st.Canceled {
+		t.Fatalf("cancelled receive: %+v %v", st, err)
+	}
+	want = send(med, 9, 4000)
+	got2 := make([]byte, med)
+	st, err = b.Recv(ctx, got2, 0, 9)
+	check("after a cancel", got2, want, st, err)
+	if !bytes.Equal(got, make([]byte, med)) {
+		t.Fatal("the cancelled receive's buffer was written")
+	}
+	done()
+
+	// Typed: packed into a slot, unpacked out of it (typed_test.go).
+	const rows = 4096 / 8
+	s0, _ := slotCount()
+	if err := typedSend(ctx, a, 1, rows, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := typedRecv(ctx, b, 0, rows, 5, 3); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := slotCount(); s-s0 != 4 {
+		t.Fatalf("%d typed messages of 4 KiB went through the slots, want 4", s-s0)
+	}
+	if ok, st, err := b.Iprobe(endpoint.AnySource, endpoint.AnyTag); err != nil || ok {
+		t.Fatalf("messages left over: %v %+v %v", ok, st, err)
+	}
+}
