@@ -251,10 +251,7 @@ func (u *typedRecv) buffers(f func(b []byte)) {
 // top of this file). done is false when the message takes the packed
 // path instead (typedpath=pack, no segment buffer to be had, a node peer).
 func (c *Comm) isendFabricTyped(u *typedRecv, dest, tag int) (r *Request, done bool, err error) {
-	if c.link(dest) != nil || c.v.hdr {
-		// Node peers have their own typed paths; in match-header mode
-		// (matchhdr.go) typed messages take the packed path, whose sends
-		// frame the match header (the paths of this file send with CQ data).
+	if c.link(dest) != nil { // node peers have their own typed paths
 		return nil, false, nil
 	}
 	v := c.v
@@ -275,7 +272,8 @@ func (c *Comm) isendFabricTyped(u *typedRecv, dest, tag int) (r *Request, done b
 		reqExt: &reqExt{qtag: t | rtsBit, qdest: c.addrs[dest]}}
 	v.seq++
 	r.seq = v.seq
-	r.qdata = make([]byte, rdvExtSize)
+	hl := v.hdrLen()
+	r.qdata = make([]byte, hl+rdvExtSize) // behind the reserved match header
 	h := rdvHeader{size: uint64(u.n), seq: r.seq}
 	ext := uint64(modePipe)
 	if path == pathZeroCopy {
@@ -292,9 +290,9 @@ func (c *Comm) isendFabricTyped(u *typedRecv, dest, tag int) (r *Request, done b
 		r.pipe = &pipeSend{u: u, want: u.n}
 		pathStats.pipeline.Add(1)
 	}
-	h.put(r.qdata)
-	putExt(r.qdata, ext, u.signature())
-	if rdvExtSize <= v.info.InjectSize {
+	h.put(r.qdata[hl:])
+	putExt(r.qdata[hl:], ext, u.signature())
+	if len(r.qdata) <= v.info.InjectSize {
 		r.qinject = true
 	} else {
 		r.pinBuf(r.qdata)
@@ -373,16 +371,17 @@ func (c *Comm) isendEagerTyped(u *typedRecv, dest, tag int) (*Request, bool, err
 	}
 	t := packTag(c.ctx, c.slots[dest], c.rank, tag) | rtsBit
 	addr := c.addrs[dest]
+	hl := v.hdrLen() // reserved in front of each buffer for the match header
 	m := rdvExtSize + u.n
 	if m <= v.injectLimit {
-		b := v.inlineScratch(m)
-		inlineHeader(b, u)
-		if err := u.pack(0, b[rdvExtSize:]); err != nil {
+		b := v.inlineScratch(hl + m)
+		inlineHeader(b[hl:], u)
+		if err := u.pack(0, b[hl+rdvExtSize:]); err != nil {
 			return nil, true, fmt.Errorf("endpoint: pack %s: %w", u, err)
 		}
 		pathStats.eager.Add(1)
 		if !queued {
-			err := v.tryPost(func() error { return v.ep.InjectData(b, t, addr) })
+			err := v.tryPost(func() error { return v.injectFramed(b, t, addr) })
 			if err == nil {
 				return completedRequest, true, nil
 			}
@@ -404,9 +403,9 @@ func (c *Comm) isendEagerTyped(u *typedRecv, dest, tag int) (*Request, bool, err
 	if !ok {
 		return nil, false, nil
 	}
-	b := v.segs[idx][:m]
-	inlineHeader(b, u)
-	if err := u.pack(0, b[rdvExtSize:]); err != nil {
+	b := v.segs[idx][:hl+m]
+	inlineHeader(b[hl:], u)
+	if err := u.pack(0, b[hl+rdvExtSize:]); err != nil {
 		v.segFree = append(v.segFree, idx)
 		return nil, true, fmt.Errorf("endpoint: pack %s: %w", u, err)
 	}
@@ -465,10 +464,8 @@ func (c *Comm) isendContigTyped(contig, buf []byte, count int, t *ddt.Type, n, d
 		return c.isend(contig, dest, tag, c.ctx)
 	}
 	if n+rdvExtSize <= c.v.eagerLimit {
-		if !c.v.hdr { // match-header mode: the plain eager path frames the header
-			if r, done, err := c.isendEagerTyped(u, dest, tag); done {
-				return r, err
-			}
+		if r, done, err := c.isendEagerTyped(u, dest, tag); done {
+			return r, err
 		}
 		return c.isend(contig, dest, tag, c.ctx)
 	}
@@ -492,7 +489,11 @@ func (v *vci) ensureSegs() bool {
 		v.log.Warn("no segment buffers for typed sends; packing into fresh buffers", "err", err)
 		return false
 	}
-	v.segBuf, v.segDesc, v.segSize = b, b.Desc(), size
+	// Each buffer reserves the match header in front of its payload
+	// (segSize bytes): a segment with its header stays within pipeseg, a
+	// provider's own eager threshold (tcp;ofi_rxm orders its eager and
+	// rendezvous messages apart).
+	v.segBuf, v.segDesc, v.segSize = b, b.Desc(), size-v.hdrLen()
 	all := b.Bytes()
 	for i := 0; i < depth; i++ {
 		v.segs = append(v.segs, all[i*size:(i+1)*size:(i+1)*size])
@@ -581,7 +582,7 @@ func (v *vci) pump(r *Request) {
 				break
 			}
 			k := min(v.segSize, p.want-p.off)
-			if err := p.u.pack(p.off, v.segs[idx][:k]); err != nil {
+			if err := p.u.pack(p.off, v.segs[idx][v.hdrLen():v.hdrLen()+k]); err != nil {
 				v.segFree = append(v.segFree, idx)
 				v.finish(r, fmt.Errorf("endpoint: pack %s: %w", p.u, err))
 				return
@@ -589,7 +590,7 @@ func (v *vci) pump(r *Request) {
 			p.ready, p.readyLen = idx+1, k
 		}
 		idx := p.ready - 1
-		err := v.ep.SendData(v.segs[idx][:p.readyLen], v.segDesc, data, r.qdest, v.handle(r)|segBit|uint64(idx)<<32)
+		err := v.sendFramed(v.segs[idx][:v.hdrLen()+p.readyLen], v.segDesc, data, r.qdest, v.handle(r)|segBit|uint64(idx)<<32)
 		if errors.Is(err, fabric.ErrAgain) {
 			if p.stalled.IsZero() {
 				p.stalled = time.Now()
@@ -702,10 +703,11 @@ func (v *vci) pipeRecvDone(r *Request) {
 
 // sendCTS sends the CTS of pipelined receive r.
 func (v *vci) sendCTS(r *Request) error {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(r.slot))
-	binary.LittleEndian.PutUint64(b[8:], uint64(r.st.Count))
-	if err := v.ep.InjectData(b[:], ctrlBit|rtsBit|r.finSeq&ctrlSeqMax&^pipeDataBit, r.finDest); err != nil {
+	var a [matchHdrSize + 16]byte
+	b := v.ctrlFrame(a[:])
+	binary.LittleEndian.PutUint64(b[v.hdrLen():], uint64(r.slot))
+	binary.LittleEndian.PutUint64(b[v.hdrLen()+8:], uint64(r.st.Count))
+	if err := v.injectFramed(b, ctrlBit|rtsBit|r.finSeq&ctrlSeqMax&^pipeDataBit, r.finDest); err != nil {
 		return err
 	}
 	r.finNeeded, r.cts = false, false

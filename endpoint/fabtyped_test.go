@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -157,55 +158,81 @@ func fabTypedRecv(ctx context.Context, c *endpoint.Comm, from int) error {
 	return nil
 }
 
+// typedPathVariants are the runs of TestFabricTypedPaths: provider (an
+// entry of withHdr), JIT, processes, and whether -short runs it.
+var typedPathVariants = []struct {
+	p, jit string
+	n      int
+	short  bool
+}{
+	{"shm", "off", 2, false},
+	{"shm", "on", 2, true},
+	{"tcp;ofi_rxm", "off", 2, true},
+	{"tcp;ofi_rxm", "on", 2, false},
+	{"shm", "on", 4, false},
+	{"tcp;ofi_rxm", "off", 4, false},
+	{"shm+hdr", "off", 2, false},
+	{"shm+hdr", "on", 4, true},
+	{"tcp;ofi_rxm+hdr", "on", 2, false},
+	{"tcp;ofi_rxm+hdr", "off", 4, false},
+}
+
 // TestFabricTypedPaths: typed messages to libfabric peers in every
 // regime (inject, eager from a segment buffer, segment pipeline, zero
 // copy by iovec reads; receives into blocks and into a buffer then
 // unpacked), typed→contiguous, contiguous→typed and typed→typed, with
-// truncation and short messages, between 2 processes × 2 endpoints, on
-// shm and tcp;ofi_rxm, interpreter and JIT; byte for byte. Each process
+// truncation and short messages, between 2 and 4 processes × 2
+// endpoints, on shm and tcp;ofi_rxm, with the match word in CQ data and
+// in a match header, interpreter and JIT; byte for byte. Each process
 // checks that every path was taken.
 func TestFabricTypedPaths(t *testing.T) {
-	for _, p := range []string{"shm", "tcp;ofi_rxm"} {
-		for _, jit := range []string{"off", "on"} {
-			if testing.Short() && (p == "shm") == (jit == "off") {
-				continue // -short: shm with the JIT, tcp with the interpreter
-			}
-			t.Run(provName(p)+"/jit-"+jit, func(t *testing.T) {
-				// zcblock lowered to 1 KiB so that blocks of 2 and 4 KiB go by
-				// zero copy and blocks of 512 bytes by the pipeline.
-				if launch(t, 2, p, 120*time.Second, "WEFT_JIT="+jit, "WEFT_TUNE=zcblock=1K") {
-					return
-				}
-				w := initWorld(t)
-				ctx := tctx(t, 100*time.Second)
-				eps, err := w.Comm().CreateEndpoints(ctx, 2)
-				if err != nil {
-					t.Fatal(err)
-				}
-				runHandles(t, ctx, eps, func(ctx context.Context, c *endpoint.Comm) error {
-					me, n := c.Rank(), c.Size()
-					to, from := (me+1)%n, (me+n-1)%n
-					for phase := 0; phase < 2; phase++ {
-						var err error
-						if me%2 == phase {
-							err = fabTypedSend(ctx, c, to)
-						} else {
-							err = fabTypedRecv(ctx, c, from)
-						}
-						if err != nil {
-							return err
-						}
-					}
-					return c.Barrier(ctx)
-				})
-				got := endpoint.TypedPaths()
-				for i, name := range []string{"eager from a segment buffer", "zero copy", "pipeline", "rendezvous read into blocks", "rendezvous read then unpacked"} {
-					if got[i] == 0 {
-						t.Errorf("no typed message took the path %q: %v", name, got)
-					}
-				}
-			})
+	for _, vr := range typedPathVariants {
+		if testing.Short() && !vr.short {
+			continue
 		}
+		t.Run(fmt.Sprintf("%s/jit-%s/np%d", provName(vr.p), vr.jit, vr.n), func(t *testing.T) {
+			// zcblock lowered to 1 KiB so that blocks of 2 and 4 KiB go by
+			// zero copy and blocks of 512 bytes by the pipeline.
+			p, hdr := strings.CutSuffix(vr.p, hdrSuffix)
+			tune := "WEFT_TUNE=zcblock=1K"
+			if hdr {
+				tune += ",epmatchhdr=1"
+			}
+			if launch(t, vr.n, p, 120*time.Second, "WEFT_JIT="+vr.jit, tune) {
+				return
+			}
+			w := initWorld(t)
+			if endpoint.MatchHeader(w) != hdr {
+				t.Fatalf("match header %v, want %v", endpoint.MatchHeader(w), hdr)
+			}
+			ctx := tctx(t, 100*time.Second)
+			eps, err := w.Comm().CreateEndpoints(ctx, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runHandles(t, ctx, eps, func(ctx context.Context, c *endpoint.Comm) error {
+				me, n := c.Rank(), c.Size()
+				to, from := (me+1)%n, (me+n-1)%n
+				for phase := 0; phase < 2; phase++ {
+					var err error
+					if me%2 == phase {
+						err = fabTypedSend(ctx, c, to)
+					} else {
+						err = fabTypedRecv(ctx, c, from)
+					}
+					if err != nil {
+						return err
+					}
+				}
+				return c.Barrier(ctx)
+			})
+			got := endpoint.TypedPaths()
+			for i, name := range []string{"eager from a segment buffer", "zero copy", "pipeline", "rendezvous read into blocks", "rendezvous read then unpacked"} {
+				if got[i] == 0 {
+					t.Errorf("no typed message took the path %q: %v", name, got)
+				}
+			}
+		})
 	}
 }
 
