@@ -88,42 +88,111 @@ func headerSig(b []byte) uint64 {
 	return binary.LittleEndian.Uint64(b[40:])
 }
 
-// signature is the hash of the type signature of layout u's n bytes, 0
-// (unchecked) for messages of several parts.
+// signature is the hash of the type signature of layout u's n bytes (0:
+// unchecked).
 func (u *typedRecv) signature() uint64 {
-	if u.parts != nil {
-		return 0
-	}
-	h, err := u.t.Signature(u.count, int64(u.n))
+	s, err := u.sigPrefix(u.n)
 	if err != nil {
 		return 0
 	}
-	return h
+	return s.Hash
+}
+
+// sigPrefix returns the type signature of the first n stream bytes of
+// layout u. The parts' signatures are joined in order; a layout of
+// several parts one of which holds only bytes is untyped as a whole
+// (hash 0: the message is not checked), so that bytes stand for any data
+// in a multi-part message as they do in a single one.
+func (u *typedRecv) sigPrefix(n int) (ddt.Sig, error) {
+	if u.parts == nil {
+		return u.t.SigOf(u.count, int64(n))
+	}
+	var s ddt.Sig
+	start := 0
+	for i, p := range u.parts {
+		size := u.ends[i] - start
+		if size == 0 {
+			continue
+		}
+		full, err := p.Type.SigOf(p.Count, int64(size))
+		if err != nil {
+			return ddt.Sig{}, err
+		}
+		if full.Hash == 0 { // a part of bytes
+			return ddt.Sig{}, nil
+		}
+		if start < n {
+			ps := full
+			if k := n - start; k < size {
+				if ps, err = p.Type.SigOf(p.Count, int64(k)); err != nil {
+					return ddt.Sig{}, err
+				}
+			}
+			s = s.Then(ps)
+		}
+		start = u.ends[i]
+	}
+	return s, nil
+}
+
+// sigWord folds a signature hash into the 32-bit word the node
+// transport's ring cells carry (0 stays 0: untyped).
+func sigWord(h uint64) uint32 {
+	if h == 0 {
+		return 0
+	}
+	if w := uint32(h) ^ uint32(h>>32); w != 0 {
+		return w
+	}
+	return 1
 }
 
 // checkSignature applies MPI's type-signature rule to a typed receive r
-// and a libfabric message of size bytes whose signature hashes to sig:
-// the message's signature must be the prefix of the receive's that
-// covers as many bytes. Untyped messages or receives (hash 0), messages
-// of several parts and messages longer than the receive (a truncation)
-// are not checked.
+// and a message of size bytes whose signature hashes to sig: the
+// message's signature must be the prefix of the receive's that covers as
+// many bytes. Untyped messages or receives (hash 0) and messages longer
+// than the receive (a truncation) are not checked.
 func checkSignature(r *Request, sig, size uint64) error {
-	if sig == 0 || r.reqExt == nil {
+	if sig == 0 {
+		return nil
+	}
+	return checkSig(r, size, func(h uint64) bool { return h == sig })
+}
+
+// checkSigWord is checkSignature for a message of the node transport's
+// rings, which carry the signature folded into 32 bits (sigWord).
+func checkSigWord(r *Request, word uint32, size uint64) error {
+	if word == 0 {
+		return nil
+	}
+	return checkSig(r, size, func(h uint64) bool { return sigWord(h) == word })
+}
+
+func checkSig(r *Request, size uint64, same func(h uint64) bool) error {
+	if r.reqExt == nil {
 		return nil
 	}
 	u := r.typed
 	if u == nil {
 		u = r.sigLayout
 	}
-	if u == nil || u.parts != nil || size > uint64(u.n) {
+	if u == nil || size > uint64(u.n) {
 		return nil
 	}
-	h, err := u.t.Signature(u.count, int64(size))
-	if err == nil && (h == 0 || h == sig) {
+	s, err := u.sigPrefix(int(size))
+	if err == nil && (s.Hash == 0 || same(s.Hash)) {
 		return nil
 	}
-	return fmt.Errorf("endpoint: message of %d bytes from rank %d does not match the type signature of %d elements of %s: %w",
-		size, tagSource(r.want), u.count, u.t, ErrInvalid)
+	return fmt.Errorf("endpoint: message of %d bytes from rank %d does not match the type signature of %s: %w",
+		size, tagSource(r.want), u.sigName(), ErrInvalid)
+}
+
+// sigName names the layout in a signature error.
+func (u *typedRecv) sigName() string {
+	if u.parts == nil {
+		return fmt.Sprintf("%d elements of %s", u.count, u.t)
+	}
+	return u.String()
 }
 
 // headerExt returns the protocol word of a rendezvous header (0 for the
@@ -455,7 +524,7 @@ func (v *vci) deliverInline(r *Request, t uint64, h rdvHeader, payload []byte) {
 // type signature (eagerly with the signature's header, or in the
 // rendezvous header), so that the receiver can check it.
 func (c *Comm) isendContigTyped(contig, buf []byte, count int, t *ddt.Type, n, dest, tag int) (*Request, error) {
-	if t == ddt.Byte || c.link(dest) != nil || n == 0 {
+	if t == ddt.Byte || n == 0 {
 		return c.isend(contig, dest, tag, c.ctx)
 	}
 	u := &typedRecv{buf: buf, count: count, t: t, n: n}
@@ -463,7 +532,7 @@ func (c *Comm) isendContigTyped(contig, buf []byte, count int, t *ddt.Type, n, d
 	if sig == 0 {
 		return c.isend(contig, dest, tag, c.ctx)
 	}
-	if n+rdvExtSize <= c.v.eagerLimit {
+	if c.link(dest) == nil && n+rdvExtSize <= c.v.eagerLimit {
 		if r, done, err := c.isendEagerTyped(u, dest, tag); done {
 			return r, err
 		}

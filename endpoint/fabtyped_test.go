@@ -300,12 +300,22 @@ func TestFabricPipelinePeerDies(t *testing.T) {
 
 // TestFabricSignatureMismatch: a receive whose type signature MPI would
 // reject (int32 data taken as float32, struct fields of other types)
-// fails with ErrInvalid on every libfabric path — eager, plain
-// rendezvous, pipeline, zero copy — and the sender completes; legal
-// receives (fewer elements than posted, a column into a row, untyped
-// bytes) still work, and so does the next message.
+// fails with ErrInvalid on every path — libfabric's eager, plain
+// rendezvous, pipeline and zero copy; the node transport's inline,
+// staged and gathered messages — and for messages of several parts; the
+// sender completes; legal receives (fewer elements than posted, a column
+// into a row, untyped bytes, parts split otherwise) still work, and so
+// does the next message.
 func TestFabricSignatureMismatch(t *testing.T) {
-	a, b, ctx := singletonPair(t, endpoint.WithNodeTransport(false))
+	for _, native := range []bool{false, true} {
+		t.Run(fmt.Sprintf("node-transport-%v", native), func(t *testing.T) {
+			signatureMismatch(t, native)
+		})
+	}
+}
+
+func signatureMismatch(t *testing.T, native bool) {
+	a, b, ctx := singletonPair(t, endpoint.WithNodeTransport(native))
 	endpoint.SetTypedPath("", 1024) // blocks of 4000 bytes go by zero copy
 	defer endpoint.SetTypedPath("", 0)
 	vec := func(n, blk, stride int, old *ddt.Type) *ddt.Type {
@@ -337,6 +347,7 @@ func TestFabricSignatureMismatch(t *testing.T) {
 		{"eager int32→float32", side{100, ddt.Int32, 400}, side{100, ddt.Float32, 400}, true},
 		{"rendezvous int32→float32", side{100000, ddt.Int32, 400000}, side{100000, ddt.Float32, 400000}, true},
 		{"eager strided int32→float32", side{1, vec(200, 1, 2, ddt.Int32), 1600}, side{200, ddt.Float32, 800}, true},
+		{"staged strided int32→float32", side{1, vec(3000, 1, 2, ddt.Int32), 24000}, side{3000, ddt.Float32, 12000}, true},
 		{"pipeline int32→float32", side{1, vec(100000, 1, 2, ddt.Int32), 800000}, side{100000, ddt.Float32, 400000}, true},
 		{"zero copy int32→float32", side{1, vec(100000, 1000, 1100, ddt.Int32), 440000}, side{1, vec(100000, 1000, 1200, ddt.Float32), 480000}, true},
 		{"struct fields swapped", side{10, pair, 160}, side{10, swapped, 160}, true},
@@ -359,6 +370,50 @@ func TestFabricSignatureMismatch(t *testing.T) {
 		}
 		if c.mismatch != errors.Is(rerr, endpoint.ErrInvalid) || !c.mismatch && rerr != nil {
 			t.Fatalf("%s: receive error %v, want mismatch %v", c.name, rerr, c.mismatch)
+		}
+	}
+	// Messages of several parts: the parts' signatures in order.
+	part := func(n int, ty *ddt.Type) endpoint.Part {
+		return endpoint.Part{Buf: make([]byte, n*int(ty.Size())), Count: n, Type: ty}
+	}
+	for _, n := range []int{10, 30000} { // eager and rendezvous
+		parts := []struct {
+			name     string
+			send     []endpoint.Part
+			recv     []endpoint.Part
+			mismatch bool
+		}{
+			{"parts float64,int32 → float64,float32", []endpoint.Part{part(n, ddt.Float64), part(n, ddt.Int32)},
+				[]endpoint.Part{part(n, ddt.Float64), part(n, ddt.Float32)}, true},
+			{"parts float64,int32 → float64 split in two,int32", []endpoint.Part{part(n, ddt.Float64), part(n, ddt.Int32)},
+				[]endpoint.Part{part(n/2, ddt.Float64), part(n-n/2, ddt.Float64), part(2*n, ddt.Int32)}, false},
+			{"parts float64,int32 → float64,bytes", []endpoint.Part{part(n, ddt.Float64), part(n, ddt.Int32)},
+				[]endpoint.Part{part(n, ddt.Float64), part(4*n, ddt.Byte)}, false},
+			{"parts int32,float64 → float64,int32", []endpoint.Part{part(n, ddt.Int32), part(n, ddt.Float64)},
+				[]endpoint.Part{part(n, ddt.Float64), part(n, ddt.Int32)}, true},
+		}
+		for i, c := range parts {
+			tag := 100 + i
+			errc := make(chan error, 1)
+			go func() { errc <- a.SendParts(ctx, c.send, 1, tag) }()
+			_, rerr := b.RecvParts(ctx, c.recv, 0, tag)
+			if serr := <-errc; serr != nil {
+				t.Fatalf("%s (%d): send: %v", c.name, n, serr)
+			}
+			if c.mismatch != errors.Is(rerr, endpoint.ErrInvalid) || !c.mismatch && rerr != nil {
+				t.Fatalf("%s (%d): receive error %v, want mismatch %v", c.name, n, rerr, c.mismatch)
+			}
+		}
+		// parts received as one typed buffer of the same data: legal
+		errc := make(chan error, 1)
+		go func() {
+			errc <- a.SendParts(ctx, []endpoint.Part{part(n, ddt.Float64), part(n, ddt.Float64)}, 1, 120)
+		}()
+		if _, err := b.RecvTyped(ctx, make([]byte, 16*n), 2*n, ddt.Float64, 0, 120); err != nil {
+			t.Fatalf("two float64 parts into one float64 buffer (%d): %v", n, err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -66,7 +66,7 @@ func (c *Comm) isendSig(buf []byte, dest, tag int, ctx uint16, sig uint64) (*Req
 	}
 	t := packTag(ctx, c.slots[dest], c.rank, tag)
 	if l := c.link(dest); l != nil {
-		return v.nodeSend(c, l, buf, t, dest)
+		return v.nodeSend(c, l, buf, t, dest, sig)
 	}
 	addr := c.addrs[dest]
 	if len(buf) <= v.injectLimit {
@@ -239,6 +239,12 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *t
 		r.ext().typed = u
 	}
 	if m, ok := v.takeUnexpected(want, ignore); ok {
+		if err := checkSigWord(r, m.sig, uint64(len(m.data))); err != nil {
+			r.st = Status{Source: tagSource(m.tag), Tag: tagUser(m.tag)}
+			v.finish(r, err)
+			v.recycle(m.data)
+			return r, nil
+		}
 		v.deliver(r, m.tag, m.data)
 		v.recycle(m.data) // deliver copied or parsed it
 		return r, nil

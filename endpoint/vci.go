@@ -46,6 +46,7 @@ const defaultBounces = 32
 type unexp struct {
 	tag  uint64
 	data []byte // eager payload, or the rendezvous header
+	sig  uint32 // an inline node message's folded type signature (sigWord)
 }
 
 type vci struct {
@@ -866,7 +867,8 @@ func (v *vci) peekUnexpected(want, ignore uint64) (unexp, bool) {
 func (v *vci) deliver(r *Request, t uint64, payload []byte) {
 	if tagIsRTS(t) {
 		if l := r.c.link(tagSource(t)); l != nil {
-			v.nodeRead(r, l, t, parseHeader(payload))
+			h := parseHeader(payload)
+			v.nodeRead(r, l, t, h, checkSignature(r, headerSig(payload), h.size))
 			return
 		}
 		h := parseHeader(payload)
