@@ -527,12 +527,13 @@ func (c *Comm) isendContigTyped(contig, buf []byte, count int, t *ddt.Type, n, d
 	if t == ddt.Byte || n == 0 {
 		return c.isend(contig, dest, tag, c.ctx)
 	}
-	u := &typedRecv{buf: buf, count: count, t: t, n: n}
-	sig := u.signature()
+	su := typedRecv{buf: buf, count: count, t: t, n: n} // on the stack
+	sig := su.signature()
 	if sig == 0 {
 		return c.isend(contig, dest, tag, c.ctx)
 	}
 	if c.link(dest) == nil && n+rdvExtSize <= c.v.eagerLimit {
+		u := &typedRecv{buf: buf, count: count, t: t, n: n}
 		if r, done, err := c.isendEagerTyped(u, dest, tag); done {
 			return r, err
 		}

@@ -213,16 +213,9 @@ func TestFabricTypedPaths(t *testing.T) {
 			runHandles(t, ctx, eps, func(ctx context.Context, c *endpoint.Comm) error {
 				me, n := c.Rank(), c.Size()
 				to, from := (me+1)%n, (me+n-1)%n
-				for phase := 0; phase < 2; phase++ {
-					var err error
-					if me%2 == phase {
-						err = fabTypedSend(ctx, c, to)
-					} else {
-						err = fabTypedRecv(ctx, c, from)
-					}
-					if err != nil {
-						return err
-					}
+				if err := inTurn(me, func() error { return fabTypedSend(ctx, c, to) },
+					func() error { return fabTypedRecv(ctx, c, from) }); err != nil {
+					return err
 				}
 				return c.Barrier(ctx)
 			})

@@ -206,16 +206,7 @@ func TestReleaseReuses(t *testing.T) {
 					return
 				}
 			}
-			if err := endpoint.WaitAll(ctx, reqs...); err != nil {
-				ferr = err
-				return
-			}
-			for _, r := range reqs {
-				if err := r.Release(); err != nil {
-					ferr = err
-					return
-				}
-			}
+			ferr = waitRelease(ctx, reqs)
 		}
 		// The same with the messages arriving before their receives
 		// (unexpected): their payload buffers and queue are reused too.
@@ -237,16 +228,7 @@ func TestReleaseReuses(t *testing.T) {
 					return
 				}
 			}
-			if err := endpoint.WaitAll(ctx, reqs...); err != nil {
-				ferr = err
-				return
-			}
-			for _, r := range reqs {
-				if err := r.Release(); err != nil {
-					ferr = err
-					return
-				}
-			}
+			ferr = waitRelease(ctx, reqs)
 		}
 		window() // connects, warms the free list
 		late()
@@ -330,16 +312,7 @@ func TestMatchHeaderEagerNoAllocs(t *testing.T) {
 					return
 				}
 			}
-			if err := endpoint.WaitAll(ctx, reqs...); err != nil {
-				ferr = err
-				return
-			}
-			for _, r := range reqs {
-				if err := r.Release(); err != nil {
-					ferr = err
-					return
-				}
-			}
+			ferr = waitRelease(ctx, reqs)
 		}
 		round()
 		var before, after runtime.MemStats
@@ -363,4 +336,17 @@ func TestMatchHeaderEagerNoAllocs(t *testing.T) {
 	if allocs[1] > allocs[0] {
 		t.Errorf("match header: %.1f allocations per window of %d eager sends, %.1f with CQ data", allocs[1], window, allocs[0])
 	}
+}
+
+// waitRelease waits for reqs and releases them for reuse.
+func waitRelease(ctx context.Context, reqs []*endpoint.Request) error {
+	if err := endpoint.WaitAll(ctx, reqs...); err != nil {
+		return err
+	}
+	for _, r := range reqs {
+		if err := r.Release(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

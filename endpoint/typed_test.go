@@ -408,47 +408,39 @@ func typedAcrossProcesses(t *testing.T, p, jit string, np int) {
 			me, n := c.Rank(), c.Size()
 			to, from := (me+1)%n, (me+n-1)%n
 			for _, rows := range []int{3, 257, 2049, 50000} {
-				// Even ranks send first, odd ranks receive first:
-				// blocking rendezvous sends cannot wait on each other.
-				for phase := 0; phase < 2; phase++ {
-					var err error
-					if me%2 == phase {
-						err = typedSend(ctx, c, to, rows, 5)
-					} else {
-						err = typedRecv(ctx, c, from, rows, 5, 3)
-					}
-					if err != nil {
-						return fmt.Errorf("rows %d: %w", rows, err)
-					}
+				if err := inTurn(me, func() error { return typedSend(ctx, c, to, rows, 5) },
+					func() error { return typedRecv(ctx, c, from, rows, 5, 3) }); err != nil {
+					return fmt.Errorf("rows %d: %w", rows, err)
 				}
 			}
 			for _, rows := range []int{40, 600} { // gathered blocks
-				for phase := 0; phase < 2; phase++ {
-					var err error
-					if me%2 == phase {
-						err = gatherSend(ctx, c, to, rows)
-					} else {
-						err = gatherRecv(ctx, c, from, rows)
-					}
-					if err != nil {
-						return fmt.Errorf("gather rows %d: %w", rows, err)
-					}
+				if err := inTurn(me, func() error { return gatherSend(ctx, c, to, rows) },
+					func() error { return gatherRecv(ctx, c, from, rows) }); err != nil {
+					return fmt.Errorf("gather rows %d: %w", rows, err)
 				}
 			}
-			for phase := 0; phase < 2; phase++ {
-				var err error
-				if me%2 == phase {
-					err = mismatchSend(ctx, c, to)
-				} else {
-					err = mismatchRecv(ctx, c, from)
-				}
-				if err != nil {
-					return err
-				}
+			if err := inTurn(me, func() error { return mismatchSend(ctx, c, to) },
+				func() error { return mismatchRecv(ctx, c, from) }); err != nil {
+				return err
 			}
 			return c.Barrier(ctx)
 		})
 	})
+}
+
+// inTurn runs send on even ranks and recv on odd ones, then the other
+// way round: blocking rendezvous sends cannot wait on each other.
+func inTurn(me int, send, recv func() error) error {
+	for phase := 0; phase < 2; phase++ {
+		f := recv
+		if me%2 == phase {
+			f = send
+		}
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // mismatchSizes are int32 counts of mismatchSend's messages: inline in a
