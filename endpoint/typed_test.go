@@ -365,9 +365,9 @@ func TestPersistent(t *testing.T) {
 	}
 }
 
-// typedProcs4 are the variants of TestTypedAcrossProcesses that also run
-// with 4 processes, and whether -short runs that.
-var typedProcs4 = map[string]bool{"native/jit-on": true, "shm/jit-off": false, "tcp-hdr/jit-on": false}
+// typedProcs4 are the variants of TestTypedAcrossProcesses that run with
+// 4 processes instead of 2.
+var typedProcs4 = map[string]bool{"native/jit-on": true, "shm/jit-off": true}
 
 // TestTypedAcrossProcesses: typed exchanges between endpoints of two and
 // four processes (2 endpoints each, so also within a process), on every
@@ -376,15 +376,14 @@ var typedProcs4 = map[string]bool{"native/jit-on": true, "shm/jit-off": false, "
 func TestTypedAcrossProcesses(t *testing.T) {
 	for _, p := range withHdr {
 		for _, jit := range []string{"off", "on"} {
-			name := provName(p) + "/jit-" + jit
-			short4, has4 := typedProcs4[name]
-			for _, np := range []int{2, 4} {
-				if np == 2 && hdrOff(p, p == "shm"+hdrSuffix && jit == "on", false) ||
-					np == 4 && (!has4 || testing.Short() && !short4) {
-					continue
-				}
-				typedAcrossProcesses(t, p, jit, np)
+			if hdrOff(p, p == "shm"+hdrSuffix && jit == "on", false) {
+				continue
 			}
+			np := 2
+			if typedProcs4[provName(p)+"/jit-"+jit] {
+				np = 4
+			}
+			typedAcrossProcesses(t, p, jit, np)
 		}
 	}
 }
@@ -446,7 +445,7 @@ func inTurn(me int, send, recv func() error) error {
 // mismatchSizes are int32 counts of mismatchSend's messages: inline in a
 // ring cell or eager, staged or pipelined, rendezvous; every second
 // element of a strided layout.
-var mismatchSizes = []int{100, 3000, 100000}
+var mismatchSizes = []int{100, 3000, 20000}
 
 // mismatchSend sends int32s, contiguous and strided, that mismatchRecv
 // takes as float32s (a mismatch), then a message it receives rightly.
