@@ -94,3 +94,16 @@ func ExampleType_Signature() {
 	fmt.Println(c == r, i == f)
 	// Output: true false
 }
+
+// A message of two parts (three float64s, then two int32s) carries the
+// signature of its parts joined in order: the same as one struct type
+// holding those elements.
+func ExampleSig_Then() {
+	pos, _ := ddt.Float64.SigOf(3, 24)
+	ids, _ := ddt.Int32.SigOf(2, 8)
+	st, _ := ddt.Struct([]int{3, 2}, []int64{0, 24}, []*ddt.Type{ddt.Float64, ddt.Int32})
+	_ = st.Commit()
+	whole, _ := st.SigOf(1, 32)
+	fmt.Println(pos.Then(ids) == whole, pos.Then(ids).Elems)
+	// Output: true 5
+}

@@ -85,6 +85,10 @@ func TestNilReceivers(t *testing.T) {
 			_, err := ty.NewUnpacker(buf, 0, 1)
 			return isInvalid(err)
 		},
+		"Type.SigOf": func() error {
+			_, err := ty.SigOf(1, 0)
+			return isInvalid(err)
+		},
 		"Type.Signature": func() error {
 			_, err := ty.Signature(1, 0)
 			return isInvalid(err)

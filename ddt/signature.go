@@ -181,19 +181,46 @@ func (t *Type) prefix(k uint64, m int64) (sig, bool) {
 // ends inside a predefined element, or exceeds the elements' size, gives
 // an error wrapping ErrInvalid.
 func (t *Type) Signature(count int, nbytes int64) (uint64, error) {
-	if _, err := t.committedState("Signature"); err != nil {
-		return 0, err
+	s, err := t.sigOf("Signature", count, nbytes)
+	return s.Hash, err
+}
+
+// Sig is a type signature in a form that concatenates: the hash
+// Signature returns and the number of predefined elements it covers.
+// The signature of a message made of several parts, each its own count
+// of its own type, is the parts' signatures joined with Then.
+type Sig struct {
+	Hash  uint64 // Signature's hash (0: bytes only, untyped)
+	Elems uint64 // predefined elements (Byte ones included)
+}
+
+// SigOf returns the signature of the first nbytes packed bytes of count
+// elements of t, as Signature, with its length in elements. Errors are
+// Signature's.
+func (t *Type) SigOf(count int, nbytes int64) (Sig, error) {
+	return t.sigOf("SigOf", count, nbytes)
+}
+
+func (t *Type) sigOf(op string, count int, nbytes int64) (Sig, error) {
+	if _, err := t.committedState(op); err != nil {
+		return Sig{}, err
 	}
 	size, err := t.PackSize(count)
 	if err != nil {
-		return 0, err
+		return Sig{}, err
 	}
 	if nbytes < 0 || nbytes > size {
-		return 0, fmt.Errorf("ddt: Signature of %d bytes of %d elements of %s (%d bytes): %w", nbytes, count, t.Name(), size, ErrInvalid)
+		return Sig{}, fmt.Errorf("ddt: %s of %d bytes of %d elements of %s (%d bytes): %w", op, nbytes, count, t.Name(), size, ErrInvalid)
 	}
 	s, ok := t.prefix(uint64(count), nbytes)
 	if !ok {
-		return 0, fmt.Errorf("ddt: Signature: %d bytes end inside an element of %s: %w", nbytes, t.Name(), ErrInvalid)
+		return Sig{}, fmt.Errorf("ddt: %s: %d bytes end inside an element of %s: %w", op, nbytes, t.Name(), ErrInvalid)
 	}
-	return s.h, nil
+	return Sig{Hash: s.h, Elems: s.n}, nil
+}
+
+// Then returns the signature of s's elements followed by next's.
+func (s Sig) Then(next Sig) Sig {
+	c := sig{s.Hash, s.Elems}.cat(sig{next.Hash, next.Elems})
+	return Sig{Hash: c.h, Elems: c.n}
 }

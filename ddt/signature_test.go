@@ -138,3 +138,39 @@ func mustSig(t *testing.T, ty *Type, count int, n int64) uint64 {
 	}
 	return h
 }
+
+// TestSigThen: signatures of parts joined with Then equal the signature
+// of one type holding the same elements, and a prefix of the joined
+// parts equals the prefix of that type.
+func TestSigThen(t *testing.T) {
+	mk := committer(t)
+	pair := mk(Struct([]int{3, 2}, []int64{0, 24}, []*Type{Float64, Int32}))
+	a, err := Float64.SigOf(3, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Int32.SigOf(2, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := pair.SigOf(1, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Then(b); got != whole {
+		t.Errorf("float64×3 then int32×2 = %+v, the struct of both %+v", got, whole)
+	}
+	half, _ := Int32.SigOf(2, 4)
+	if pre, _ := pair.SigOf(1, 28); a.Then(half) != pre {
+		t.Errorf("prefix of parts %+v, prefix of the struct %+v", a.Then(half), pre)
+	}
+	if a.Then(Sig{}) != a || (Sig{}).Then(a) != a {
+		t.Errorf("the empty signature is not neutral")
+	}
+	if c, _ := Int32.SigOf(2, 8); b.Then(a) == a.Then(c) {
+		t.Errorf("parts in another order hash alike")
+	}
+	if _, err := Float64.SigOf(2, 20); !errors.Is(err, ErrInvalid) {
+		t.Errorf("SigOf of a prefix ending inside an element: %v", err)
+	}
+}

@@ -88,42 +88,111 @@ func headerSig(b []byte) uint64 {
 	return binary.LittleEndian.Uint64(b[40:])
 }
 
-// signature is the hash of the type signature of layout u's n bytes, 0
-// (unchecked) for messages of several parts.
+// signature is the hash of the type signature of layout u's n bytes (0:
+// unchecked).
 func (u *typedRecv) signature() uint64 {
-	if u.parts != nil {
-		return 0
-	}
-	h, err := u.t.Signature(u.count, int64(u.n))
+	s, err := u.sigPrefix(u.n)
 	if err != nil {
 		return 0
 	}
-	return h
+	return s.Hash
+}
+
+// sigPrefix returns the type signature of the first n stream bytes of
+// layout u. The parts' signatures are joined in order; a layout of
+// several parts one of which holds only bytes is untyped as a whole
+// (hash 0: the message is not checked), so that bytes stand for any data
+// in a multi-part message as they do in a single one.
+func (u *typedRecv) sigPrefix(n int) (ddt.Sig, error) {
+	if u.parts == nil {
+		return u.t.SigOf(u.count, int64(n))
+	}
+	var s ddt.Sig
+	start := 0
+	for i, p := range u.parts {
+		size := u.ends[i] - start
+		if size == 0 {
+			continue
+		}
+		full, err := p.Type.SigOf(p.Count, int64(size))
+		if err != nil {
+			return ddt.Sig{}, err
+		}
+		if full.Hash == 0 { // a part of bytes
+			return ddt.Sig{}, nil
+		}
+		if start < n {
+			ps := full
+			if k := n - start; k < size {
+				if ps, err = p.Type.SigOf(p.Count, int64(k)); err != nil {
+					return ddt.Sig{}, err
+				}
+			}
+			s = s.Then(ps)
+		}
+		start = u.ends[i]
+	}
+	return s, nil
+}
+
+// sigWord folds a signature hash into the 32-bit word the node
+// transport's ring cells carry (0 stays 0: untyped).
+func sigWord(h uint64) uint32 {
+	if h == 0 {
+		return 0
+	}
+	if w := uint32(h) ^ uint32(h>>32); w != 0 {
+		return w
+	}
+	return 1
 }
 
 // checkSignature applies MPI's type-signature rule to a typed receive r
-// and a libfabric message of size bytes whose signature hashes to sig:
-// the message's signature must be the prefix of the receive's that
-// covers as many bytes. Untyped messages or receives (hash 0), messages
-// of several parts and messages longer than the receive (a truncation)
-// are not checked.
+// and a message of size bytes whose signature hashes to sig: the
+// message's signature must be the prefix of the receive's that covers as
+// many bytes. Untyped messages or receives (hash 0) and messages longer
+// than the receive (a truncation) are not checked.
 func checkSignature(r *Request, sig, size uint64) error {
-	if sig == 0 || r.reqExt == nil {
+	if sig == 0 {
+		return nil
+	}
+	return checkSig(r, size, func(h uint64) bool { return h == sig })
+}
+
+// checkSigWord is checkSignature for a message of the node transport's
+// rings, which carry the signature folded into 32 bits (sigWord).
+func checkSigWord(r *Request, word uint32, size uint64) error {
+	if word == 0 {
+		return nil
+	}
+	return checkSig(r, size, func(h uint64) bool { return sigWord(h) == word })
+}
+
+func checkSig(r *Request, size uint64, same func(h uint64) bool) error {
+	if r.reqExt == nil {
 		return nil
 	}
 	u := r.typed
 	if u == nil {
 		u = r.sigLayout
 	}
-	if u == nil || u.parts != nil || size > uint64(u.n) {
+	if u == nil || size > uint64(u.n) {
 		return nil
 	}
-	h, err := u.t.Signature(u.count, int64(size))
-	if err == nil && (h == 0 || h == sig) {
+	s, err := u.sigPrefix(int(size))
+	if err == nil && (s.Hash == 0 || same(s.Hash)) {
 		return nil
 	}
-	return fmt.Errorf("endpoint: message of %d bytes from rank %d does not match the type signature of %d elements of %s: %w",
-		size, tagSource(r.want), u.count, u.t, ErrInvalid)
+	return fmt.Errorf("endpoint: message of %d bytes from rank %d does not match the type signature of %s: %w",
+		size, tagSource(r.want), u.sigName(), ErrInvalid)
+}
+
+// sigName names the layout in a signature error.
+func (u *typedRecv) sigName() string {
+	if u.parts == nil {
+		return fmt.Sprintf("%d elements of %s", u.count, u.t)
+	}
+	return u.String()
 }
 
 // headerExt returns the protocol word of a rendezvous header (0 for the
@@ -251,10 +320,7 @@ func (u *typedRecv) buffers(f func(b []byte)) {
 // top of this file). done is false when the message takes the packed
 // path instead (typedpath=pack, no segment buffer to be had, a node peer).
 func (c *Comm) isendFabricTyped(u *typedRecv, dest, tag int) (r *Request, done bool, err error) {
-	if c.link(dest) != nil || c.v.hdr {
-		// Node peers have their own typed paths; in match-header mode
-		// (matchhdr.go) typed messages take the packed path, whose sends
-		// frame the match header (the paths of this file send with CQ data).
+	if c.link(dest) != nil { // node peers have their own typed paths
 		return nil, false, nil
 	}
 	v := c.v
@@ -275,7 +341,8 @@ func (c *Comm) isendFabricTyped(u *typedRecv, dest, tag int) (r *Request, done b
 		reqExt: &reqExt{qtag: t | rtsBit, qdest: c.addrs[dest]}}
 	v.seq++
 	r.seq = v.seq
-	r.qdata = make([]byte, rdvExtSize)
+	hl := v.hdrLen()
+	r.qdata = make([]byte, hl+rdvExtSize) // behind the reserved match header
 	h := rdvHeader{size: uint64(u.n), seq: r.seq}
 	ext := uint64(modePipe)
 	if path == pathZeroCopy {
@@ -292,9 +359,9 @@ func (c *Comm) isendFabricTyped(u *typedRecv, dest, tag int) (r *Request, done b
 		r.pipe = &pipeSend{u: u, want: u.n}
 		pathStats.pipeline.Add(1)
 	}
-	h.put(r.qdata)
-	putExt(r.qdata, ext, u.signature())
-	if rdvExtSize <= v.info.InjectSize {
+	h.put(r.qdata[hl:])
+	putExt(r.qdata[hl:], ext, u.signature())
+	if len(r.qdata) <= v.info.InjectSize {
 		r.qinject = true
 	} else {
 		r.pinBuf(r.qdata)
@@ -373,16 +440,17 @@ func (c *Comm) isendEagerTyped(u *typedRecv, dest, tag int) (*Request, bool, err
 	}
 	t := packTag(c.ctx, c.slots[dest], c.rank, tag) | rtsBit
 	addr := c.addrs[dest]
+	hl := v.hdrLen() // reserved in front of each buffer for the match header
 	m := rdvExtSize + u.n
 	if m <= v.injectLimit {
-		b := v.inlineScratch(m)
-		inlineHeader(b, u)
-		if err := u.pack(0, b[rdvExtSize:]); err != nil {
+		b := v.inlineScratch(hl + m)
+		inlineHeader(b[hl:], u)
+		if err := u.pack(0, b[hl+rdvExtSize:]); err != nil {
 			return nil, true, fmt.Errorf("endpoint: pack %s: %w", u, err)
 		}
 		pathStats.eager.Add(1)
 		if !queued {
-			err := v.tryPost(func() error { return v.ep.InjectData(b, t, addr) })
+			err := v.tryPost(func() error { return v.injectFramed(b, t, addr) })
 			if err == nil {
 				return completedRequest, true, nil
 			}
@@ -404,9 +472,9 @@ func (c *Comm) isendEagerTyped(u *typedRecv, dest, tag int) (*Request, bool, err
 	if !ok {
 		return nil, false, nil
 	}
-	b := v.segs[idx][:m]
-	inlineHeader(b, u)
-	if err := u.pack(0, b[rdvExtSize:]); err != nil {
+	b := v.segs[idx][:hl+m]
+	inlineHeader(b[hl:], u)
+	if err := u.pack(0, b[hl+rdvExtSize:]); err != nil {
 		v.segFree = append(v.segFree, idx)
 		return nil, true, fmt.Errorf("endpoint: pack %s: %w", u, err)
 	}
@@ -456,19 +524,18 @@ func (v *vci) deliverInline(r *Request, t uint64, h rdvHeader, payload []byte) {
 // type signature (eagerly with the signature's header, or in the
 // rendezvous header), so that the receiver can check it.
 func (c *Comm) isendContigTyped(contig, buf []byte, count int, t *ddt.Type, n, dest, tag int) (*Request, error) {
-	if t == ddt.Byte || c.link(dest) != nil || n == 0 {
+	if t == ddt.Byte || n == 0 {
 		return c.isend(contig, dest, tag, c.ctx)
 	}
-	u := &typedRecv{buf: buf, count: count, t: t, n: n}
-	sig := u.signature()
+	su := typedRecv{buf: buf, count: count, t: t, n: n} // on the stack
+	sig := su.signature()
 	if sig == 0 {
 		return c.isend(contig, dest, tag, c.ctx)
 	}
-	if n+rdvExtSize <= c.v.eagerLimit {
-		if !c.v.hdr { // match-header mode: the plain eager path frames the header
-			if r, done, err := c.isendEagerTyped(u, dest, tag); done {
-				return r, err
-			}
+	if c.link(dest) == nil && n+rdvExtSize <= c.v.eagerLimit {
+		u := &typedRecv{buf: buf, count: count, t: t, n: n}
+		if r, done, err := c.isendEagerTyped(u, dest, tag); done {
+			return r, err
 		}
 		return c.isend(contig, dest, tag, c.ctx)
 	}
@@ -492,7 +559,11 @@ func (v *vci) ensureSegs() bool {
 		v.log.Warn("no segment buffers for typed sends; packing into fresh buffers", "err", err)
 		return false
 	}
-	v.segBuf, v.segDesc, v.segSize = b, b.Desc(), size
+	// Each buffer reserves the match header in front of its payload
+	// (segSize bytes): a segment with its header stays within pipeseg, a
+	// provider's own eager threshold (tcp;ofi_rxm orders its eager and
+	// rendezvous messages apart).
+	v.segBuf, v.segDesc, v.segSize = b, b.Desc(), size-v.hdrLen()
 	all := b.Bytes()
 	for i := 0; i < depth; i++ {
 		v.segs = append(v.segs, all[i*size:(i+1)*size:(i+1)*size])
@@ -581,7 +652,7 @@ func (v *vci) pump(r *Request) {
 				break
 			}
 			k := min(v.segSize, p.want-p.off)
-			if err := p.u.pack(p.off, v.segs[idx][:k]); err != nil {
+			if err := p.u.pack(p.off, v.segs[idx][v.hdrLen():v.hdrLen()+k]); err != nil {
 				v.segFree = append(v.segFree, idx)
 				v.finish(r, fmt.Errorf("endpoint: pack %s: %w", p.u, err))
 				return
@@ -589,7 +660,7 @@ func (v *vci) pump(r *Request) {
 			p.ready, p.readyLen = idx+1, k
 		}
 		idx := p.ready - 1
-		err := v.ep.SendData(v.segs[idx][:p.readyLen], v.segDesc, data, r.qdest, v.handle(r)|segBit|uint64(idx)<<32)
+		err := v.sendFramed(v.segs[idx][:v.hdrLen()+p.readyLen], v.segDesc, data, r.qdest, v.handle(r)|segBit|uint64(idx)<<32)
 		if errors.Is(err, fabric.ErrAgain) {
 			if p.stalled.IsZero() {
 				p.stalled = time.Now()
@@ -702,10 +773,11 @@ func (v *vci) pipeRecvDone(r *Request) {
 
 // sendCTS sends the CTS of pipelined receive r.
 func (v *vci) sendCTS(r *Request) error {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(r.slot))
-	binary.LittleEndian.PutUint64(b[8:], uint64(r.st.Count))
-	if err := v.ep.InjectData(b[:], ctrlBit|rtsBit|r.finSeq&ctrlSeqMax&^pipeDataBit, r.finDest); err != nil {
+	var a [matchHdrSize + 16]byte
+	b := v.ctrlFrame(a[:])
+	binary.LittleEndian.PutUint64(b[v.hdrLen():], uint64(r.slot))
+	binary.LittleEndian.PutUint64(b[v.hdrLen()+8:], uint64(r.st.Count))
+	if err := v.injectFramed(b, ctrlBit|rtsBit|r.finSeq&ctrlSeqMax&^pipeDataBit, r.finDest); err != nil {
 		return err
 	}
 	r.finNeeded, r.cts = false, false

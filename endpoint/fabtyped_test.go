@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -157,55 +158,72 @@ func fabTypedRecv(ctx context.Context, c *endpoint.Comm, from int) error {
 	return nil
 }
 
+// typedPathVariants are the runs of TestFabricTypedPaths: provider (an
+// entry of withHdr), JIT, processes, and whether -short runs it. Each
+// provider runs with the match word in CQ data and in a header, each
+// with both JIT settings, at 2 and 4 processes, in few enough runs to
+// keep make test's time.
+var typedPathVariants = []struct {
+	p, jit string
+	n      int
+	short  bool
+}{
+	{"shm", "off", 2, false},
+	{"shm", "on", 4, false},
+	{"tcp;ofi_rxm", "off", 2, true},
+	{"shm+hdr", "on", 4, true},
+	{"tcp;ofi_rxm+hdr", "on", 2, false},
+}
+
 // TestFabricTypedPaths: typed messages to libfabric peers in every
 // regime (inject, eager from a segment buffer, segment pipeline, zero
 // copy by iovec reads; receives into blocks and into a buffer then
 // unpacked), typed→contiguous, contiguous→typed and typed→typed, with
-// truncation and short messages, between 2 processes × 2 endpoints, on
-// shm and tcp;ofi_rxm, interpreter and JIT; byte for byte. Each process
+// truncation and short messages, between 2 and 4 processes × 2
+// endpoints, on shm and tcp;ofi_rxm, with the match word in CQ data and
+// in a match header, interpreter and JIT; byte for byte. Each process
 // checks that every path was taken.
 func TestFabricTypedPaths(t *testing.T) {
-	for _, p := range []string{"shm", "tcp;ofi_rxm"} {
-		for _, jit := range []string{"off", "on"} {
-			if testing.Short() && (p == "shm") == (jit == "off") {
-				continue // -short: shm with the JIT, tcp with the interpreter
-			}
-			t.Run(provName(p)+"/jit-"+jit, func(t *testing.T) {
-				// zcblock lowered to 1 KiB so that blocks of 2 and 4 KiB go by
-				// zero copy and blocks of 512 bytes by the pipeline.
-				if launch(t, 2, p, 120*time.Second, "WEFT_JIT="+jit, "WEFT_TUNE=zcblock=1K") {
-					return
-				}
-				w := initWorld(t)
-				ctx := tctx(t, 100*time.Second)
-				eps, err := w.Comm().CreateEndpoints(ctx, 2)
-				if err != nil {
-					t.Fatal(err)
-				}
-				runHandles(t, ctx, eps, func(ctx context.Context, c *endpoint.Comm) error {
-					me, n := c.Rank(), c.Size()
-					to, from := (me+1)%n, (me+n-1)%n
-					for phase := 0; phase < 2; phase++ {
-						var err error
-						if me%2 == phase {
-							err = fabTypedSend(ctx, c, to)
-						} else {
-							err = fabTypedRecv(ctx, c, from)
-						}
-						if err != nil {
-							return err
-						}
-					}
-					return c.Barrier(ctx)
-				})
-				got := endpoint.TypedPaths()
-				for i, name := range []string{"eager from a segment buffer", "zero copy", "pipeline", "rendezvous read into blocks", "rendezvous read then unpacked"} {
-					if got[i] == 0 {
-						t.Errorf("no typed message took the path %q: %v", name, got)
-					}
-				}
-			})
+	for _, vr := range typedPathVariants {
+		if testing.Short() && !vr.short {
+			continue
 		}
+		t.Run(fmt.Sprintf("%s/jit-%s/np%d", provName(vr.p), vr.jit, vr.n), func(t *testing.T) {
+			// zcblock lowered to 1 KiB so that blocks of 2 and 4 KiB go by
+			// zero copy and blocks of 512 bytes by the pipeline.
+			p, hdr := strings.CutSuffix(vr.p, hdrSuffix)
+			tune := "WEFT_TUNE=zcblock=1K"
+			if hdr {
+				tune += ",epmatchhdr=1"
+			}
+			if launch(t, vr.n, p, 120*time.Second, "WEFT_JIT="+vr.jit, tune) {
+				return
+			}
+			w := initWorld(t)
+			if endpoint.MatchHeader(w) != hdr {
+				t.Fatalf("match header %v, want %v", endpoint.MatchHeader(w), hdr)
+			}
+			ctx := tctx(t, 100*time.Second)
+			eps, err := w.Comm().CreateEndpoints(ctx, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runHandles(t, ctx, eps, func(ctx context.Context, c *endpoint.Comm) error {
+				me, n := c.Rank(), c.Size()
+				to, from := (me+1)%n, (me+n-1)%n
+				if err := inTurn(me, func() error { return fabTypedSend(ctx, c, to) },
+					func() error { return fabTypedRecv(ctx, c, from) }); err != nil {
+					return err
+				}
+				return c.Barrier(ctx)
+			})
+			got := endpoint.TypedPaths()
+			for i, name := range []string{"eager from a segment buffer", "zero copy", "pipeline", "rendezvous read into blocks", "rendezvous read then unpacked"} {
+				if got[i] == 0 {
+					t.Errorf("no typed message took the path %q: %v", name, got)
+				}
+			}
+		})
 	}
 }
 
@@ -274,12 +292,22 @@ func TestFabricPipelinePeerDies(t *testing.T) {
 
 // TestFabricSignatureMismatch: a receive whose type signature MPI would
 // reject (int32 data taken as float32, struct fields of other types)
-// fails with ErrInvalid on every libfabric path — eager, plain
-// rendezvous, pipeline, zero copy — and the sender completes; legal
-// receives (fewer elements than posted, a column into a row, untyped
-// bytes) still work, and so does the next message.
+// fails with ErrInvalid on every path — libfabric's eager, plain
+// rendezvous, pipeline and zero copy; the node transport's inline,
+// staged and gathered messages — and for messages of several parts; the
+// sender completes; legal receives (fewer elements than posted, a column
+// into a row, untyped bytes, parts split otherwise) still work, and so
+// does the next message.
 func TestFabricSignatureMismatch(t *testing.T) {
-	a, b, ctx := singletonPair(t, endpoint.WithNodeTransport(false))
+	for _, native := range []bool{false, true} {
+		t.Run(fmt.Sprintf("node-transport-%v", native), func(t *testing.T) {
+			signatureMismatch(t, native)
+		})
+	}
+}
+
+func signatureMismatch(t *testing.T, native bool) {
+	a, b, ctx := singletonPair(t, endpoint.WithNodeTransport(native))
 	endpoint.SetTypedPath("", 1024) // blocks of 4000 bytes go by zero copy
 	defer endpoint.SetTypedPath("", 0)
 	vec := func(n, blk, stride int, old *ddt.Type) *ddt.Type {
@@ -311,6 +339,7 @@ func TestFabricSignatureMismatch(t *testing.T) {
 		{"eager int32→float32", side{100, ddt.Int32, 400}, side{100, ddt.Float32, 400}, true},
 		{"rendezvous int32→float32", side{100000, ddt.Int32, 400000}, side{100000, ddt.Float32, 400000}, true},
 		{"eager strided int32→float32", side{1, vec(200, 1, 2, ddt.Int32), 1600}, side{200, ddt.Float32, 800}, true},
+		{"staged strided int32→float32", side{1, vec(3000, 1, 2, ddt.Int32), 24000}, side{3000, ddt.Float32, 12000}, true},
 		{"pipeline int32→float32", side{1, vec(100000, 1, 2, ddt.Int32), 800000}, side{100000, ddt.Float32, 400000}, true},
 		{"zero copy int32→float32", side{1, vec(100000, 1000, 1100, ddt.Int32), 440000}, side{1, vec(100000, 1000, 1200, ddt.Float32), 480000}, true},
 		{"struct fields swapped", side{10, pair, 160}, side{10, swapped, 160}, true},
@@ -333,6 +362,50 @@ func TestFabricSignatureMismatch(t *testing.T) {
 		}
 		if c.mismatch != errors.Is(rerr, endpoint.ErrInvalid) || !c.mismatch && rerr != nil {
 			t.Fatalf("%s: receive error %v, want mismatch %v", c.name, rerr, c.mismatch)
+		}
+	}
+	// Messages of several parts: the parts' signatures in order.
+	part := func(n int, ty *ddt.Type) endpoint.Part {
+		return endpoint.Part{Buf: make([]byte, n*int(ty.Size())), Count: n, Type: ty}
+	}
+	for _, n := range []int{10, 30000} { // eager and rendezvous
+		parts := []struct {
+			name     string
+			send     []endpoint.Part
+			recv     []endpoint.Part
+			mismatch bool
+		}{
+			{"parts float64,int32 → float64,float32", []endpoint.Part{part(n, ddt.Float64), part(n, ddt.Int32)},
+				[]endpoint.Part{part(n, ddt.Float64), part(n, ddt.Float32)}, true},
+			{"parts float64,int32 → float64 split in two,int32", []endpoint.Part{part(n, ddt.Float64), part(n, ddt.Int32)},
+				[]endpoint.Part{part(n/2, ddt.Float64), part(n-n/2, ddt.Float64), part(2*n, ddt.Int32)}, false},
+			{"parts float64,int32 → float64,bytes", []endpoint.Part{part(n, ddt.Float64), part(n, ddt.Int32)},
+				[]endpoint.Part{part(n, ddt.Float64), part(4*n, ddt.Byte)}, false},
+			{"parts int32,float64 → float64,int32", []endpoint.Part{part(n, ddt.Int32), part(n, ddt.Float64)},
+				[]endpoint.Part{part(n, ddt.Float64), part(n, ddt.Int32)}, true},
+		}
+		for i, c := range parts {
+			tag := 100 + i
+			errc := make(chan error, 1)
+			go func() { errc <- a.SendParts(ctx, c.send, 1, tag) }()
+			_, rerr := b.RecvParts(ctx, c.recv, 0, tag)
+			if serr := <-errc; serr != nil {
+				t.Fatalf("%s (%d): send: %v", c.name, n, serr)
+			}
+			if c.mismatch != errors.Is(rerr, endpoint.ErrInvalid) || !c.mismatch && rerr != nil {
+				t.Fatalf("%s (%d): receive error %v, want mismatch %v", c.name, n, rerr, c.mismatch)
+			}
+		}
+		// parts received as one typed buffer of the same data: legal
+		errc := make(chan error, 1)
+		go func() {
+			errc <- a.SendParts(ctx, []endpoint.Part{part(n, ddt.Float64), part(n, ddt.Float64)}, 1, 120)
+		}()
+		if _, err := b.RecvTyped(ctx, make([]byte, 16*n), 2*n, ddt.Float64, 0, 120); err != nil {
+			t.Fatalf("two float64 parts into one float64 buffer (%d): %v", n, err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -15,6 +15,7 @@ package endpoint
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"github.com/weft-hpc/weft/fabric"
 )
@@ -43,18 +44,44 @@ func (v *vci) hdrLen() int {
 
 func putMatchHeader(b []byte, t uint64) { binary.LittleEndian.PutUint64(b, t) }
 
-// withMatchHeader returns a new buffer holding the match header t and a
-// copy of buf.
-func withMatchHeader(t uint64, buf []byte) []byte {
-	b := make([]byte, matchHdrSize+len(buf))
-	putMatchHeader(b, t)
-	copy(b[matchHdrSize:], buf)
-	return b
+// Framed buffers. Every libfabric message of an endpoint is handed to
+// the provider by sendFramed or injectFramed (or, for a buffer the
+// caller owns, injectData), from a buffer whose first hdrLen() bytes are
+// reserved for the match header: send requests' qdata, segment buffers,
+// the inject scratch, FIN and CTS arrays. In match-header mode the header
+// is written there and the buffer goes without CQ data; otherwise there
+// is nothing in front and the word goes as CQ data. So no path copies a
+// payload to put a header in front of it.
+
+// sendFramed posts b (registered: desc) with match word t; b starts with
+// v.hdrLen() reserved bytes.
+func (v *vci) sendFramed(b []byte, desc fabric.Desc, t uint64, dest fabric.Addr, ctx uint64) error {
+	if v.hdr {
+		putMatchHeader(b, t)
+		return v.ep.Send(b, desc, dest, ctx)
+	}
+	return v.ep.SendData(b, desc, t, dest, ctx)
 }
 
-// injectData injects buf with match word t: as remote CQ data, or in
-// match-header mode as a header built in v.hdrBuf (fi_inject copies it
-// before returning). len(buf) is at most v.injectLimit, or 8 for a FIN.
+// injectFramed injects b with match word t; b starts with v.hdrLen()
+// reserved bytes and is at most the provider's inject size long.
+func (v *vci) injectFramed(b []byte, t uint64, dest fabric.Addr) error {
+	if v.hdr {
+		putMatchHeader(b, t)
+		return v.ep.Inject(b, dest)
+	}
+	return v.ep.InjectData(b, t, dest)
+}
+
+// ctrlFrame returns the part of a, an array of matchHdrSize+n bytes,
+// that a control message of n payload bytes is injected from (the
+// payload starts at v.hdrLen()).
+func (v *vci) ctrlFrame(a []byte) []byte { return a[matchHdrSize-v.hdrLen():] }
+
+// injectData injects buf, which has no room reserved (a user's buffer),
+// with match word t: as remote CQ data, or in match-header mode with the
+// header built in v.hdrBuf (fi_inject copies it before returning).
+// len(buf) is at most v.injectLimit.
 func (v *vci) injectData(buf []byte, t uint64, dest fabric.Addr) error {
 	if v.hdr {
 		return v.injectHdr(buf, t, dest)
@@ -64,9 +91,34 @@ func (v *vci) injectData(buf []byte, t uint64, dest fabric.Addr) error {
 
 func (v *vci) injectHdr(buf []byte, t uint64, dest fabric.Addr) error {
 	b := v.hdrBuf[:matchHdrSize+len(buf)]
-	putMatchHeader(b, t)
 	copy(b[matchHdrSize:], buf)
-	return v.ep.Inject(b, dest)
+	return v.injectFramed(b, t, dest)
+}
+
+// stageEager returns a registered buffer holding buf behind hdrLen()
+// reserved bytes, for an eager send in match-header mode: a free segment
+// buffer of v (index+1 in seg, 0 when none was free), else one of v's
+// reused staging buffers (registered through the MR cache where the
+// provider wants descriptors; mr is then that registration).
+func (v *vci) stageEager(buf []byte) (b []byte, desc fabric.Desc, seg int, mr *fabric.MR, err error) {
+	hl := v.hdrLen()
+	if v.ensureSegs() && len(buf) <= v.segSize {
+		if idx, ok := v.takeSeg(); ok {
+			b = v.segs[idx][:hl+len(buf)]
+			copy(b[hl:], buf)
+			return b, v.segDesc, idx + 1, nil, nil
+		}
+	}
+	b = v.stage(hl + len(buf))
+	copy(b[hl:], buf)
+	if v.mrLocal {
+		if mr, err = v.dom.Register(b, fabric.AccessSend); err != nil {
+			v.unstage(b)
+			return nil, 0, 0, nil, fmt.Errorf("endpoint: register send buffer: %w", err)
+		}
+		desc = mr.Desc()
+	}
+	return b, desc, 0, mr, nil
 }
 
 // incomingHdr handles a message that arrived in match-header mode.

@@ -92,8 +92,12 @@ type nodeLink struct {
 }
 
 // trySend sends one message, fabric.ErrAgain when the ring is full.
-func (l *nodeLink) trySend(t uint64, b []byte) error {
-	ok, err := l.out.TrySend(t, b)
+func (l *nodeLink) trySend(t uint64, b []byte) error { return l.trySendAux(t, 0, b) }
+
+// trySendAux is trySend with the cell's aux word (a folded type
+// signature, sigWord).
+func (l *nodeLink) trySendAux(t uint64, aux uint32, b []byte) error {
+	ok, err := l.out.TrySendAux(t, aux, b)
 	if err != nil {
 		return err
 	}
@@ -406,14 +410,21 @@ func (v *vci) nodeMessage(l *nodeLink, t uint64, n int) {
 		return
 	}
 	if tagIsCtrl(t) || tagIsRTS(t) {
-		var b [rdvHeaderSize]byte
+		var b [rdvExtSize]byte
 		_, m, _, _ := l.in.TryRecv(b[:])
 		v.incoming(t, b[:min(m, len(b))])
 		return
 	}
+	aux := l.in.Aux()
 	for r := v.posted.head; r != nil; r = r.qnext {
 		if tagMatches(t, r.want, r.ignore) {
 			v.posted.remove(r)
+			if err := checkSigWord(r, aux, uint64(n)); err != nil {
+				l.in.TryRecv(nil) // consumed, not taken
+				r.st = Status{Source: tagSource(t), Tag: tagUser(t)}
+				v.finish(r, err)
+				return
+			}
 			var m int
 			if r.reqExt != nil && r.typed != nil {
 				// Gathered out of the cells, then unpacked in one call: an
@@ -436,23 +447,26 @@ func (v *vci) nodeMessage(l *nodeLink, t uint64, n int) {
 	}
 	data := v.smallBuf(n)
 	l.in.TryRecv(data)
-	v.appendUnexpected(unexp{tag: t, data: data})
+	v.appendUnexpected(unexp{tag: t, data: data, sig: aux})
 }
 
 // nodeSend sends buf to rank dest of c over link l (caller holds the lock
-// and has flushed v.sendq as far as it goes).
-func (v *vci) nodeSend(c *Comm, l *nodeLink, buf []byte, t uint64, dest int) (*Request, error) {
-	return v.nodeSendStaged(c, l, buf, t, dest, false)
+// and has flushed v.sendq as far as it goes); sig is the hash of the
+// message's type signature (0: untyped), which it carries: folded into
+// the ring cell's aux word when inline, in the rendezvous header else.
+func (v *vci) nodeSend(c *Comm, l *nodeLink, buf []byte, t uint64, dest int, sig uint64) (*Request, error) {
+	return v.nodeSendStaged(c, l, buf, t, dest, false, sig)
 }
 
 // nodeSendStaged is nodeSend; with staged buf is a staging buffer of v's
 // already holding the message (a typed send packed it there).
-func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest int, staged bool) (*Request, error) {
+func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest int, staged bool, sig uint64) (*Request, error) {
 	if len(buf) <= l.inline && !staged {
+		aux := sigWord(sig)
 		if len(v.sendq) == 0 {
-			err := l.trySend(t, buf)
+			err := l.trySendAux(t, aux, buf)
 			if errors.Is(err, fabric.ErrAgain) {
-				err = v.tryPost(func() error { return l.trySend(t, buf) })
+				err = v.tryPost(func() error { return l.trySendAux(t, aux, buf) })
 			}
 			if err == nil {
 				return completedRequest, nil
@@ -463,7 +477,7 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 		}
 		// The peer's ring is full: queue a copy; progress sends it.
 		r := &Request{v: v, c: c, kind: kSendEager, state: stPosted, buf: buf, qrank: dest,
-			reqExt: &reqExt{link: l, qinject: true, qdata: append([]byte(nil), buf...), qtag: t}}
+			reqExt: &reqExt{link: l, qinject: true, qdata: append([]byte(nil), buf...), qtag: t, qaux: aux}}
 		v.enqueue(r)
 		return r, nil
 	}
@@ -499,8 +513,7 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 		r.pinBuf(buf)
 		addr = uint64(cma.Addr(buf))
 	}
-	r.qdata = make([]byte, rdvHeaderSize)
-	rdvHeader{addr: addr, size: uint64(len(buf)), seq: r.seq}.put(r.qdata)
+	r.qdata = nodeHeader(rdvHeader{addr: addr, size: uint64(len(buf)), seq: r.seq}, sig)
 	v.rdvSends[r.seq] = r
 	if err := v.submit(r); err != nil {
 		delete(v.rdvSends, r.seq)
@@ -508,6 +521,21 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 		return nil, fmt.Errorf("endpoint: rendezvous header to rank %d: %w", dest, err)
 	}
 	return user, nil
+}
+
+// nodeHeader returns the rendezvous header h of a node message whose type
+// signature hashes to sig: 32 bytes, or for a typed message the extended
+// header of fabtyped.go carrying sig.
+func nodeHeader(h rdvHeader, sig uint64) []byte {
+	if sig == 0 {
+		b := make([]byte, rdvHeaderSize)
+		h.put(b)
+		return b
+	}
+	b := make([]byte, rdvExtSize)
+	h.put(b)
+	putExt(b, modePlain, sig)
+	return b
 }
 
 // maxStages bounds the staging buffers an endpoint keeps for reuse.
@@ -539,7 +567,7 @@ func (v *vci) unstage(b []byte) {
 
 // postNode hands queued send r to its ring (fabric.ErrAgain when full).
 func (v *vci) postNode(r *Request) error {
-	if err := r.link.trySend(r.qtag, r.qdata); err != nil {
+	if err := r.link.trySendAux(r.qtag, r.qaux, r.qdata); err != nil {
 		return err
 	}
 	if r.kind == kSendEager {
@@ -552,12 +580,21 @@ func (v *vci) postNode(r *Request) error {
 // over link l: the data is copied straight from the sender's buffer, the
 // receive completes and a FIN goes back (now, or from progress when the
 // ring towards the sender is full).
-func (v *vci) nodeRead(r *Request, l *nodeLink, t uint64, h rdvHeader) {
+func (v *vci) nodeRead(r *Request, l *nodeLink, t uint64, h rdvHeader, reject error) {
 	src := tagSource(t)
 	c := r.capacity()
 	n := c
 	if uint64(n) > h.size {
 		n = int(h.size)
+	}
+	if reject != nil { // a type-signature mismatch: nothing is read
+		r.st = Status{Source: src, Tag: tagUser(t)}
+		f := nodeFin{link: l, seq: h.seq, status: finOK}
+		if f.send() != nil {
+			v.nodeFins = append(v.nodeFins, f)
+		}
+		v.finish(r, reject)
+		return
 	}
 	r.st = Status{Source: src, Tag: tagUser(t), Count: n}
 	status := uint64(finOK)
@@ -964,8 +1001,8 @@ func (c *Comm) isendTypedGather(buf []byte, count int, t *ddt.Type, n, dest, tag
 		r.iov = tbl
 		addr = uint64(uintptr(unsafe.Pointer(&tbl[0])))
 	}
-	r.qdata = make([]byte, rdvHeaderSize)
-	rdvHeader{addr: addr, key: iovBit | uint64(len(segs)), size: uint64(n), seq: r.seq}.put(r.qdata)
+	u := typedRecv{buf: buf, count: count, t: t, n: n}
+	r.qdata = nodeHeader(rdvHeader{addr: addr, key: iovBit | uint64(len(segs)), size: uint64(n), seq: r.seq}, u.signature())
 	v.rdvSends[r.seq] = r
 	if err := v.submit(r); err != nil {
 		delete(v.rdvSends, r.seq)

@@ -66,7 +66,7 @@ func (c *Comm) isendSig(buf []byte, dest, tag int, ctx uint16, sig uint64) (*Req
 	}
 	t := packTag(ctx, c.slots[dest], c.rank, tag)
 	if l := c.link(dest); l != nil {
-		return v.nodeSend(c, l, buf, t, dest)
+		return v.nodeSend(c, l, buf, t, dest, sig)
 	}
 	addr := c.addrs[dest]
 	if len(buf) <= v.injectLimit {
@@ -90,30 +90,43 @@ func (c *Comm) isendSig(buf []byte, dest, tag int, ctx uint16, sig uint64) (*Req
 		// The provider cannot take it now (full queue, or on shm a
 		// connection the receiver has not accepted yet): queue a copy, as an
 		// inject would have copied it; progress posts it.
+		q := make([]byte, v.hdrLen()+len(buf))
+		copy(q[v.hdrLen():], buf)
 		r := &Request{v: v, c: c, kind: kSendEager, state: stPosted, buf: buf, qrank: dest,
-			reqExt: &reqExt{qinject: true, qdata: append([]byte(nil), buf...), qtag: t, qdest: addr}}
+			reqExt: &reqExt{qinject: true, qdata: q, qtag: t, qdest: addr}}
 		v.enqueue(r)
 		return r, nil
 	}
 	r := &Request{v: v, c: c, state: stPosted, buf: buf, qrank: dest, reqExt: &reqExt{qtag: t, qdest: addr}}
 	if len(buf) <= v.eagerLimit {
 		r.kind = kSendEager
-		data := buf
 		if v.hdr {
-			data = withMatchHeader(t, buf)
-		}
-		if v.mrLocal {
-			mr, err := v.dom.Register(data, fabric.AccessSend)
+			// The header goes in front of the data: copied into a registered
+			// segment buffer or a reused staging buffer (stageEager).
+			b, desc, seg, mr, err := v.stageEager(buf)
 			if err != nil {
-				return nil, fmt.Errorf("endpoint: register send buffer: %w", err)
+				return nil, err
 			}
-			r.mr, r.qdesc = mr, mr.Desc()
+			r.qdata, r.qdesc, r.segIdx, r.mr = b, desc, seg, mr
+			if seg == 0 {
+				r.staged, r.buf = true, b
+				r.pinBuf(b)
+			}
+		} else {
+			if v.mrLocal {
+				mr, err := v.dom.Register(buf, fabric.AccessSend)
+				if err != nil {
+					return nil, fmt.Errorf("endpoint: register send buffer: %w", err)
+				}
+				r.mr, r.qdesc = mr, mr.Desc()
+			}
+			r.pinBuf(buf)
+			r.qdata = buf
 		}
-		r.pinBuf(data)
-		r.qdata = data
 		if err := v.submit(r); err != nil {
 			r.unpinAll()
 			v.freeSlot(r)
+			v.releaseStaging(r)
 			return nil, fmt.Errorf("endpoint: send %d bytes to rank %d: %w", len(buf), dest, err)
 		}
 		return r, nil
@@ -133,22 +146,15 @@ func (c *Comm) isendSig(buf []byte, dest, tag int, ctx uint16, sig uint64) (*Req
 		hsize = rdvExtSize
 	}
 	h := rdvHeader{addr: mr.RemoteAddr(buf), key: mr.Key(), size: uint64(len(buf)), seq: r.seq}
-	if hsize+v.hdrLen() <= v.info.InjectSize {
-		r.qinject = true // injectData adds the match header, if any
-		r.qdata = make([]byte, hsize)
-		h.put(r.qdata)
-		if sig != 0 {
-			putExt(r.qdata, modePlain, sig)
-		}
-	} else { // sent from memory, behind the match header, if any
-		r.qdata = make([]byte, v.hdrLen()+hsize)
-		if v.hdr {
-			putMatchHeader(r.qdata, r.qtag)
-		}
-		h.put(r.qdata[v.hdrLen():])
-		if sig != 0 {
-			putExt(r.qdata[v.hdrLen():], modePlain, sig)
-		}
+	// Behind the reserved match header, if any: injected, or sent from memory.
+	r.qdata = make([]byte, v.hdrLen()+hsize)
+	h.put(r.qdata[v.hdrLen():])
+	if sig != 0 {
+		putExt(r.qdata[v.hdrLen():], modePlain, sig)
+	}
+	if len(r.qdata) <= v.info.InjectSize {
+		r.qinject = true
+	} else {
 		r.pinBuf(r.qdata)
 	}
 	v.rdvSends[r.seq] = r
@@ -233,6 +239,12 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *t
 		r.ext().typed = u
 	}
 	if m, ok := v.takeUnexpected(want, ignore); ok {
+		if err := checkSigWord(r, m.sig, uint64(len(m.data))); err != nil {
+			r.st = Status{Source: tagSource(m.tag), Tag: tagUser(m.tag)}
+			v.finish(r, err)
+			v.recycle(m.data)
+			return r, nil
+		}
 		v.deliver(r, m.tag, m.data)
 		v.recycle(m.data) // deliver copied or parsed it
 		return r, nil

@@ -206,16 +206,7 @@ func TestReleaseReuses(t *testing.T) {
 					return
 				}
 			}
-			if err := endpoint.WaitAll(ctx, reqs...); err != nil {
-				ferr = err
-				return
-			}
-			for _, r := range reqs {
-				if err := r.Release(); err != nil {
-					ferr = err
-					return
-				}
-			}
+			ferr = waitRelease(ctx, reqs)
 		}
 		// The same with the messages arriving before their receives
 		// (unexpected): their payload buffers and queue are reused too.
@@ -237,16 +228,7 @@ func TestReleaseReuses(t *testing.T) {
 					return
 				}
 			}
-			if err := endpoint.WaitAll(ctx, reqs...); err != nil {
-				ferr = err
-				return
-			}
-			for _, r := range reqs {
-				if err := r.Release(); err != nil {
-					ferr = err
-					return
-				}
-			}
+			ferr = waitRelease(ctx, reqs)
 		}
 		window() // connects, warms the free list
 		late()
@@ -294,4 +276,77 @@ func TestReleaseReuses(t *testing.T) {
 			t.Fatal("Release of nil")
 		}
 	}
+}
+
+// TestMatchHeaderEagerNoAllocs: in match-header mode an eager send above
+// the inject size copies its data behind the header into a registered
+// segment buffer of the endpoint, allocating no buffer per send: a
+// window of such sends allocates no more than it does with the match
+// word in CQ data, and far fewer bytes than the messages hold.
+func TestMatchHeaderEagerNoAllocs(t *testing.T) {
+	defer endpoint.ForceMatchHeader(false)
+	const size, window = 12 << 10, 8 // above shm's inject size, below the eager limit
+	msg := make([]byte, size)
+	for i := range msg {
+		msg[i] = byte(i * 7)
+	}
+	var allocs [2]float64
+	for i, hdr := range []bool{false, true} {
+		endpoint.ForceMatchHeader(hdr)
+		x, y, ctx := singletonPair(t, endpoint.WithNodeTransport(false))
+		bufs := make([][]byte, window)
+		for j := range bufs {
+			bufs[j] = make([]byte, size)
+		}
+		reqs := make([]*endpoint.Request, 2*window)
+		var ferr error
+		round := func() {
+			for j := range bufs {
+				var err error
+				if reqs[j], err = y.Irecv(bufs[j], 0, 5); err != nil {
+					ferr = err
+					return
+				}
+				if reqs[window+j], err = x.Isend(msg, 1, 5); err != nil {
+					ferr = err
+					return
+				}
+			}
+			ferr = waitRelease(ctx, reqs)
+		}
+		round()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		allocs[i] = testing.AllocsPerRun(50, round)
+		runtime.ReadMemStats(&after)
+		if ferr != nil {
+			t.Fatalf("match header %v: %v", hdr, ferr)
+		}
+		for j, b := range bufs {
+			if string(b) != string(msg) {
+				t.Fatalf("match header %v: message %d corrupted", hdr, j)
+			}
+		}
+		perSend := float64(after.TotalAlloc-before.TotalAlloc) / (51 * window)
+		t.Logf("match header %v: %.1f allocations per window of %d, %.0f bytes per send", hdr, allocs[i], window, perSend)
+		if hdr && perSend > size/4 {
+			t.Errorf("match header: %.0f bytes allocated per %d-byte eager send: a buffer per send", perSend, size)
+		}
+	}
+	if allocs[1] > allocs[0] {
+		t.Errorf("match header: %.1f allocations per window of %d eager sends, %.1f with CQ data", allocs[1], window, allocs[0])
+	}
+}
+
+// waitRelease waits for reqs and releases them for reuse.
+func waitRelease(ctx context.Context, reqs []*endpoint.Request) error {
+	if err := endpoint.WaitAll(ctx, reqs...); err != nil {
+		return err
+	}
+	for _, r := range reqs {
+		if err := r.Release(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

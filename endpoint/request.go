@@ -85,6 +85,7 @@ type reqExt struct {
 	qtag    uint64
 	qdest   fabric.Addr
 	qdesc   fabric.Desc
+	qaux    uint32    // a node ring cell's aux word (sigWord)
 	queued  time.Time // when it was queued
 
 	typed  *typedRecv // a typed receive unpacking as the data arrives (r.buf nil; typed.go)

@@ -160,7 +160,7 @@ func (c *Comm) IsendParts(parts []Part, dest, tag int) (*Request, error) {
 	if err := u.pack(0, packed); err != nil {
 		return nil, fmt.Errorf("endpoint: pack %s: %w", u, err)
 	}
-	return c.isend(packed, dest, tag, c.ctx)
+	return c.isendSig(packed, dest, tag, c.ctx, u.signature())
 }
 
 // IrecvParts starts receiving one message into parts (see Part), from src
@@ -303,7 +303,7 @@ func (c *Comm) IsendTyped(buf []byte, count int, t *ddt.Type, dest, tag int) (*R
 	if _, err := t.Pack(packed, buf, count); err != nil {
 		return nil, fmt.Errorf("endpoint: pack %d elements of %s: %w", count, t, err)
 	}
-	return c.isend(packed, dest, tag, c.ctx)
+	return c.isendSig(packed, dest, tag, c.ctx, u.signature())
 }
 
 // isendPackedNode sends the non-contiguous message of layout u to a peer
@@ -325,6 +325,7 @@ func (c *Comm) isendPackedNode(u *typedRecv, dest, tag int) (r *Request, done bo
 		return nil, err != nil, err // still queued: the byte path queues after them
 	}
 	w := packTag(c.ctx, c.slots[dest], c.rank, tag)
+	sig := u.signature()
 	if n <= l.inline {
 		// Packed in one call into scratch, then copied into the cells: a
 		// pack per 56-byte cell costs more than the copy.
@@ -332,7 +333,7 @@ func (c *Comm) isendPackedNode(u *typedRecv, dest, tag int) (r *Request, done bo
 		if err := u.pack(0, b); err != nil {
 			return nil, true, fmt.Errorf("endpoint: pack %s: %w", u, err)
 		}
-		ok, err := l.out.TrySend(w, b)
+		ok, err := l.out.TrySendAux(w, sigWord(sig), b)
 		if err != nil {
 			return nil, true, fmt.Errorf("endpoint: send %d bytes to rank %d: %w", n, dest, err)
 		}
@@ -346,7 +347,7 @@ func (c *Comm) isendPackedNode(u *typedRecv, dest, tag int) (r *Request, done bo
 		v.unstage(b)
 		return nil, true, fmt.Errorf("endpoint: pack %s: %w", u, err)
 	}
-	r, err = v.nodeSendStaged(c, l, b, w, dest, true)
+	r, err = v.nodeSendStaged(c, l, b, w, dest, true, sig)
 	return r, true, err
 }
 

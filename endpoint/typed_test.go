@@ -365,64 +365,120 @@ func TestPersistent(t *testing.T) {
 	}
 }
 
-// TestTypedAcrossProcesses: typed exchanges between endpoints of two
-// processes (2 endpoints each, so also within a process), on every
-// transport, interpreter and JIT.
+// typedProcs4 are the variants of TestTypedAcrossProcesses that run with
+// 4 processes instead of 2.
+var typedProcs4 = map[string]bool{"native/jit-on": true, "shm/jit-off": true}
+
+// TestTypedAcrossProcesses: typed exchanges between endpoints of two and
+// four processes (2 endpoints each, so also within a process), on every
+// transport, interpreter and JIT, and receives whose type signature does
+// not match the message's.
 func TestTypedAcrossProcesses(t *testing.T) {
 	for _, p := range withHdr {
 		for _, jit := range []string{"off", "on"} {
 			if hdrOff(p, p == "shm"+hdrSuffix && jit == "on", false) {
 				continue
 			}
-			t.Run(provName(p)+"/jit-"+jit, func(t *testing.T) {
-				if launch(t, 2, p, 90*time.Second, "WEFT_JIT="+jit) {
-					return
-				}
-				if (os.Getenv("WEFT_JIT") == "off") != ddt.JITDisabled() {
-					t.Fatalf("WEFT_JIT=%s but JITDisabled = %v", os.Getenv("WEFT_JIT"), ddt.JITDisabled())
-				}
-				w := initWorld(t)
-				ctx := tctx(t, 60*time.Second)
-				eps, err := w.Comm().CreateEndpoints(ctx, 2)
-				if err != nil {
-					t.Fatal(err)
-				}
-				runHandles(t, ctx, eps, func(ctx context.Context, c *endpoint.Comm) error {
-					me, n := c.Rank(), c.Size()
-					to, from := (me+1)%n, (me+n-1)%n
-					for _, rows := range []int{3, 257, 2049, 50000} {
-						// Even ranks send first, odd ranks receive first:
-						// blocking rendezvous sends cannot wait on each other.
-						for phase := 0; phase < 2; phase++ {
-							var err error
-							if me%2 == phase {
-								err = typedSend(ctx, c, to, rows, 5)
-							} else {
-								err = typedRecv(ctx, c, from, rows, 5, 3)
-							}
-							if err != nil {
-								return fmt.Errorf("rows %d: %w", rows, err)
-							}
-						}
-					}
-					for _, rows := range []int{40, 600} { // gathered blocks
-						for phase := 0; phase < 2; phase++ {
-							var err error
-							if me%2 == phase {
-								err = gatherSend(ctx, c, to, rows)
-							} else {
-								err = gatherRecv(ctx, c, from, rows)
-							}
-							if err != nil {
-								return fmt.Errorf("gather rows %d: %w", rows, err)
-							}
-						}
-					}
-					return c.Barrier(ctx)
-				})
-			})
+			np := 2
+			if typedProcs4[provName(p)+"/jit-"+jit] {
+				np = 4
+			}
+			typedAcrossProcesses(t, p, jit, np)
 		}
 	}
+}
+
+func typedAcrossProcesses(t *testing.T, p, jit string, np int) {
+	name := fmt.Sprintf("%s/jit-%s/np%d", provName(p), jit, np)
+	t.Run(name, func(t *testing.T) {
+		if launch(t, np, p, 90*time.Second, "WEFT_JIT="+jit) {
+			return
+		}
+		if (os.Getenv("WEFT_JIT") == "off") != ddt.JITDisabled() {
+			t.Fatalf("WEFT_JIT=%s but JITDisabled = %v", os.Getenv("WEFT_JIT"), ddt.JITDisabled())
+		}
+		w := initWorld(t)
+		ctx := tctx(t, 60*time.Second)
+		eps, err := w.Comm().CreateEndpoints(ctx, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runHandles(t, ctx, eps, func(ctx context.Context, c *endpoint.Comm) error {
+			me, n := c.Rank(), c.Size()
+			to, from := (me+1)%n, (me+n-1)%n
+			for _, rows := range []int{3, 257, 2049, 50000} {
+				if err := inTurn(me, func() error { return typedSend(ctx, c, to, rows, 5) },
+					func() error { return typedRecv(ctx, c, from, rows, 5, 3) }); err != nil {
+					return fmt.Errorf("rows %d: %w", rows, err)
+				}
+			}
+			for _, rows := range []int{40, 600} { // gathered blocks
+				if err := inTurn(me, func() error { return gatherSend(ctx, c, to, rows) },
+					func() error { return gatherRecv(ctx, c, from, rows) }); err != nil {
+					return fmt.Errorf("gather rows %d: %w", rows, err)
+				}
+			}
+			if err := inTurn(me, func() error { return mismatchSend(ctx, c, to) },
+				func() error { return mismatchRecv(ctx, c, from) }); err != nil {
+				return err
+			}
+			return c.Barrier(ctx)
+		})
+	})
+}
+
+// inTurn runs send on even ranks and recv on odd ones, then the other
+// way round: blocking rendezvous sends cannot wait on each other.
+func inTurn(me int, send, recv func() error) error {
+	for phase := 0; phase < 2; phase++ {
+		f := recv
+		if me%2 == phase {
+			f = send
+		}
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mismatchSizes are int32 counts of mismatchSend's messages: inline in a
+// ring cell or eager, staged or pipelined, rendezvous; every second
+// element of a strided layout.
+var mismatchSizes = []int{100, 3000, 20000}
+
+// mismatchSend sends int32s, contiguous and strided, that mismatchRecv
+// takes as float32s (a mismatch), then a message it receives rightly.
+func mismatchSend(ctx context.Context, c *endpoint.Comm, to int) error {
+	for _, n := range mismatchSizes {
+		strided, err := committed(ddt.Vector(n, 1, 2, ddt.Int32))
+		if err != nil {
+			return err
+		}
+		if err := c.SendTyped(ctx, make([]byte, 4*n), n, ddt.Int32, to, 21); err != nil {
+			return fmt.Errorf("mismatch send of %d int32s: %w", n, err)
+		}
+		if err := c.SendTyped(ctx, make([]byte, 8*n), 1, strided, to, 22); err != nil {
+			return fmt.Errorf("mismatch send of %d strided int32s: %w", n, err)
+		}
+	}
+	return c.SendTyped(ctx, make([]byte, 400), 100, ddt.Int32, to, 23)
+}
+
+// mismatchRecv receives mismatchSend's messages: ErrInvalid for each
+// int32 message taken as float32s, then the right type works.
+func mismatchRecv(ctx context.Context, c *endpoint.Comm, from int) error {
+	for _, n := range mismatchSizes {
+		for _, tag := range []int{21, 22} {
+			if _, err := c.RecvTyped(ctx, make([]byte, 4*n), n, ddt.Float32, from, tag); !errors.Is(err, endpoint.ErrInvalid) {
+				return fmt.Errorf("%d int32s (tag %d) received as float32s: %v, want ErrInvalid", n, tag, err)
+			}
+		}
+	}
+	if st, err := c.RecvTyped(ctx, make([]byte, 400), 100, ddt.Int32, from, 23); err != nil || st.Count != 400 {
+		return fmt.Errorf("int32s after the mismatches: %+v %v", st, err)
+	}
+	return nil
 }
 
 // blockType is rows blocks of blk float64 every stride float64s.

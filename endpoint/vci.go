@@ -46,6 +46,7 @@ const defaultBounces = 32
 type unexp struct {
 	tag  uint64
 	data []byte // eager payload, or the rendezvous header
+	sig  uint32 // an inline node message's folded type signature (sigWord)
 }
 
 type vci struct {
@@ -472,20 +473,29 @@ func (v *vci) maybeRetire(r *Request) {
 			r.unpackTyped(r.unpack)
 			r.unpack = nil
 		}
-		if r.reqExt != nil && r.segIdx != 0 {
-			if v.segBuf != nil {
-				v.segFree = append(v.segFree, r.segIdx-1)
-			}
-			r.segIdx = 0
+		if r.reqExt != nil && r.staged && r.link != nil && r.err != nil {
+			v.log.Warn("eager send failed after it completed", "to", r.qrank, "err", r.err)
 		}
-		if r.reqExt != nil && r.staged {
-			if r.err != nil {
-				v.log.Warn("eager send failed after it completed", "to", r.qrank, "err", r.err)
-			}
-			r.staged = false
-			v.unstage(r.buf)
-			r.buf = nil
+		v.releaseStaging(r)
+	}
+}
+
+// releaseStaging takes back the segment or staging buffer send r was
+// sent from, if any.
+func (v *vci) releaseStaging(r *Request) {
+	if r.reqExt == nil {
+		return
+	}
+	if r.segIdx != 0 {
+		if v.segBuf != nil {
+			v.segFree = append(v.segFree, r.segIdx-1)
 		}
+		r.segIdx = 0
+	}
+	if r.staged {
+		r.staged = false
+		v.unstage(r.buf)
+		r.buf = nil
 	}
 }
 
@@ -537,7 +547,7 @@ func (v *vci) postSend(r *Request) error {
 		return v.postNode(r)
 	}
 	if r.qinject {
-		if err := v.injectData(r.qdata, r.qtag, r.qdest); err != nil {
+		if err := v.injectFramed(r.qdata, r.qtag, r.qdest); err != nil {
 			return err
 		}
 		if r.kind == kSendEager {
@@ -545,13 +555,7 @@ func (v *vci) postSend(r *Request) error {
 		} // a rendezvous send completes on its FIN
 		return nil
 	}
-	var err error
-	if v.hdr { // qdata starts with the match word
-		err = v.ep.Send(r.qdata, r.qdesc, r.qdest, v.handle(r))
-	} else {
-		err = v.ep.SendData(r.qdata, r.qdesc, r.qtag, r.qdest, v.handle(r))
-	}
-	if err != nil {
+	if err := v.sendFramed(r.qdata, r.qdesc, r.qtag, r.qdest, v.handle(r)); err != nil {
 		return err
 	}
 	r.pending++
@@ -863,7 +867,8 @@ func (v *vci) peekUnexpected(want, ignore uint64) (unexp, bool) {
 func (v *vci) deliver(r *Request, t uint64, payload []byte) {
 	if tagIsRTS(t) {
 		if l := r.c.link(tagSource(t)); l != nil {
-			v.nodeRead(r, l, t, parseHeader(payload))
+			h := parseHeader(payload)
+			v.nodeRead(r, l, t, h, checkSignature(r, headerSig(payload), h.size))
 			return
 		}
 		h := parseHeader(payload)
@@ -982,9 +987,10 @@ func (v *vci) sendFin(r *Request) error {
 	if r.cts {
 		return v.sendCTS(r)
 	}
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], r.finStatus)
-	if err := v.injectData(b[:], ctrlTag(r.finSeq), r.finDest); err != nil {
+	var a [matchHdrSize + 8]byte
+	b := v.ctrlFrame(a[:])
+	binary.LittleEndian.PutUint64(b[v.hdrLen():], r.finStatus)
+	if err := v.injectFramed(b, ctrlTag(r.finSeq), r.finDest); err != nil {
 		return err
 	}
 	r.finNeeded = false

@@ -27,8 +27,9 @@
 // of Init) never matches. A message of n bytes at position p takes
 // CellsFor(n) consecutive cells (wrapping past the last cell to the first):
 //
-//	first cell   0 seq uint64 | 8 user uint64 | 16 length uint32 | 20 flags
-//	             uint32 (0) | 24 the first 40 payload bytes
+//	first cell   0 seq uint64 | 8 user uint64 | 16 length uint32 | 20 aux
+//	             uint32 (TrySendAux's word, else 0) | 24 the first 40
+//	             payload bytes
 //	next cells   0 seq uint64 | 8 the next 56 payload bytes
 //
 // # Ordering and crash safety
@@ -296,13 +297,13 @@ func (pr *Producer) room(k int) bool {
 // only when seqFirst is set (a plain store: a batch's later messages,
 // published by the store of the first one's). It returns the number of
 // cells used.
-func (pr *Producer) fill(p uint64, user uint64, payload []byte, seqFirst bool) int {
+func (pr *Producer) fill(p uint64, user uint64, aux uint32, payload []byte, seqFirst bool) int {
 	r := &pr.r
 	off := r.cellOff(p)
 	c := r.cells[off : off+CellSize : off+CellSize]
 	binary.LittleEndian.PutUint64(c[8:], user)
 	binary.LittleEndian.PutUint32(c[16:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(c[20:], 0)
+	binary.LittleEndian.PutUint32(c[20:], aux)
 	n := copy(c[24:], payload)
 	k := 1
 	for rest := payload[n:]; len(rest) > 0; k++ {
@@ -322,6 +323,13 @@ func (pr *Producer) fill(p uint64, user uint64, payload []byte, seqFirst bool) i
 // data: tag, context, source). It returns false, and sends nothing, when
 // the ring has no room; a payload longer than MaxInline gives ErrTooLarge.
 func (pr *Producer) TrySend(user uint64, payload []byte) (bool, error) {
+	return pr.TrySendAux(user, 0, payload)
+}
+
+// TrySendAux is TrySend with a second, 32-bit user word aux that the
+// consumer reads with Aux (a check word the receiver compares before it
+// takes the message).
+func (pr *Producer) TrySendAux(user uint64, aux uint32, payload []byte) (bool, error) {
 	if len(payload) > pr.r.maxInline {
 		return false, fmt.Errorf("shmring: TrySend of %d bytes, max %d: %w", len(payload), pr.r.maxInline, ErrTooLarge)
 	}
@@ -331,7 +339,7 @@ func (pr *Producer) TrySend(user uint64, payload []byte) (bool, error) {
 		return false, nil
 	}
 	p := pr.write
-	pr.fill(p, user, payload, p != pr.start)
+	pr.fill(p, user, aux, payload, p != pr.start)
 	pr.write = p + uint64(k)
 	pr.Publish()
 	return true, nil
@@ -353,7 +361,7 @@ func (pr *Producer) Append(user uint64, payload []byte) (bool, error) {
 		return false, nil
 	}
 	p := pr.write
-	pr.fill(p, user, payload, p != pr.start)
+	pr.fill(p, user, 0, payload, p != pr.start)
 	pr.write = p + uint64(k)
 	return true, nil
 }
@@ -390,7 +398,7 @@ func (pr *Producer) TrySendv(users []uint64, payloads [][]byte) (int, error) {
 		if !pr.room(k) {
 			break
 		}
-		pr.write += uint64(pr.fill(pr.write, users[i], b, pr.write != pr.start))
+		pr.write += uint64(pr.fill(pr.write, users[i], 0, b, pr.write != pr.start))
 		sent++
 	}
 	pr.Publish() // all of them, with what was appended before
@@ -438,6 +446,13 @@ func (co *Consumer) Peek() (user uint64, n int, ok bool, err error) {
 		return 0, 0, false, fmt.Errorf("shmring: message of %d bytes at position %d, max %d: %w", n, p, r.maxInline, ErrCorrupt)
 	}
 	return binary.LittleEndian.Uint64(r.cells[off+8:]), n, true, nil
+}
+
+// Aux returns the aux word (TrySendAux) of the message the last Peek
+// reported; 0 for one sent without.
+func (co *Consumer) Aux() uint32 {
+	r := &co.r
+	return binary.LittleEndian.Uint32(r.cells[r.cellOff(co.read)+20:])
 }
 
 // TryRecv receives the next message into buf, returning its user word and

@@ -289,7 +289,7 @@ func TestCrashMidMessage(t *testing.T) {
 	mem, pr, co := newRing(t, cells, MaxInlineFor(cells))
 	mustSend(t, pr, 1, pattern(1, 10))
 	// A multi-cell message, every cell written but the first sequence word.
-	pr.fill(pr.write, 2, pattern(2, 150), false)
+	pr.fill(pr.write, 2, 0, pattern(2, 150), false)
 	mustRecv(t, co, 1, pattern(1, 10))
 	mustEmpty(t, co)
 	if _, _, ok, _ := co.Peek(); ok {
@@ -298,8 +298,8 @@ func TestCrashMidMessage(t *testing.T) {
 	// A batch cut short: later messages complete with their sequence words,
 	// the first one's never stored.
 	p := pr.write
-	p += uint64(pr.fill(p, 3, pattern(3, 60), false))
-	pr.fill(p, 4, pattern(4, 5), true)
+	p += uint64(pr.fill(p, 3, 0, pattern(3, 60), false))
+	pr.fill(p, 4, 0, pattern(4, 5), true)
 	mustEmpty(t, co)
 
 	pr2, err := NewProducer(mem)
@@ -590,4 +590,25 @@ func TestAppendPublish(t *testing.T) {
 	mustSend(t, pr2, 300, pattern(300, 5))
 	mustRecv(t, co, 300, pattern(300, 5))
 	mustEmpty(t, co)
+}
+
+// TestAux: the aux word travels with its message, a message sent without
+// one reads 0, and a cell reused after the ring wrapped does not keep an
+// old word.
+func TestAux(t *testing.T) {
+	_, pr, co := newRing(t, 8, MaxInlineFor(8))
+	for round := 0; round < 6; round++ {
+		if ok, err := pr.TrySendAux(7, uint32(0xa0+round), pattern(1, 50)); !ok || err != nil {
+			t.Fatalf("TrySendAux: %v %v", ok, err)
+		}
+		mustSend(t, pr, 8, pattern(2, 10))
+		if _, _, ok, _ := co.Peek(); !ok || co.Aux() != uint32(0xa0+round) {
+			t.Fatalf("round %d: aux %#x, want %#x", round, co.Aux(), 0xa0+round)
+		}
+		mustRecv(t, co, 7, pattern(1, 50))
+		if _, _, ok, _ := co.Peek(); !ok || co.Aux() != 0 {
+			t.Fatalf("round %d: aux %#x of a message sent without, want 0", round, co.Aux())
+		}
+		mustRecv(t, co, 8, pattern(2, 10))
+	}
 }
