@@ -482,7 +482,7 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 		return r, nil
 	}
 	if l.medOut != nil && len(buf) <= l.medOut.size && len(buf) > l.inline && len(v.sendq) == 0 &&
-		v.nodeSendMedium(l, t, buf) {
+		v.nodeSendMedium(l, t, sigWord(sig), buf) {
 		if staged {
 			v.unstage(buf)
 		}

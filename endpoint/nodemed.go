@@ -14,8 +14,9 @@ package endpoint
 // A message longer than the ring's inline limit and at most the slot size
 // is copied by its sender into a free slot in one contiguous copy; the
 // sender marks the slot busy and pushes a 16-byte header (magic, slot,
-// size) through the ring as an rts message, so it matches and orders like
-// any message of the pair. The receiver matches on the header's match
+// size) through the ring as an rts message, with the folded type
+// signature (sigWord) in the cell's aux word as an inline message has it,
+// so it matches and orders like any message of the pair. The receiver matches on the header's match
 // word, copies the payload out of the slot in one contiguous copy (into
 // the user's buffer, or into an unexpected buffer when no receive is
 // posted) and frees the slot with one release store. Only the sender sets
@@ -109,7 +110,7 @@ func (a *medArea) slot(i int) []byte {
 // nodeSendMedium sends buf (inline limit < len ≤ slot size) through a free
 // slot of l; false when no slot is free or the ring is full (nothing was
 // sent). Caller holds the lock and v.sendq is empty.
-func (v *vci) nodeSendMedium(l *nodeLink, t uint64, buf []byte) bool {
+func (v *vci) nodeSendMedium(l *nodeLink, t uint64, aux uint32, buf []byte) bool {
 	a := l.medOut
 	for k := 0; k < a.slots; k++ {
 		i := (a.next + k) % a.slots
@@ -123,7 +124,7 @@ func (v *vci) nodeSendMedium(l *nodeLink, t uint64, buf []byte) bool {
 		binary.LittleEndian.PutUint32(h[0:], medMagic)
 		binary.LittleEndian.PutUint32(h[4:], uint32(i))
 		binary.LittleEndian.PutUint64(h[8:], uint64(len(buf)))
-		if ok, err := l.out.TrySend(t|rtsBit, h[:]); !ok || err != nil {
+		if ok, err := l.out.TrySendAux(t|rtsBit, aux, h[:]); !ok || err != nil {
 			*f = 0 // never published: the receiver cannot have seen it
 			return false
 		}
@@ -145,6 +146,7 @@ func isMedium(l *nodeLink, t uint64, n int) bool {
 // goes from its slot into the first matching posted receive, else into an
 // unexpected buffer; either way the slot is freed at once.
 func (v *vci) nodeMedium(l *nodeLink, t uint64) {
+	aux := l.in.Aux()
 	var h [medHdrSize]byte
 	l.in.TryRecv(h[:])
 	a := l.medIn
@@ -159,7 +161,12 @@ func (v *vci) nodeMedium(l *nodeLink, t uint64) {
 	for r := v.posted.head; r != nil; r = r.qnext {
 		if tagMatches(t, r.want, r.ignore) {
 			v.posted.remove(r)
-			v.deliver(r, t, data)
+			if err := checkSigWord(r, aux, n); err != nil {
+				r.st = Status{Source: tagSource(t), Tag: tagUser(t)}
+				v.finish(r, err)
+			} else {
+				v.deliver(r, t, data)
+			}
 			release.Store(a.flag(i), 0)
 			return
 		}
@@ -169,7 +176,7 @@ func (v *vci) nodeMedium(l *nodeLink, t uint64) {
 	b := v.smallBuf(int(n))
 	copy(b, data)
 	release.Store(a.flag(i), 0)
-	v.appendUnexpected(unexp{tag: t, data: b})
+	v.appendUnexpected(unexp{tag: t, data: b, sig: aux})
 }
 
 // ringBytes is the size of one ring of a segment described by info.
