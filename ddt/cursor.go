@@ -167,14 +167,23 @@ func walkBlocks(n *ddtir.Node, o int64, emit func(off, l int64), stop *bool) {
 		}
 	case ddtir.OpIndex:
 		for _, off := range n.Offsets {
+			if *stop {
+				return
+			}
 			walkBlocks(n.Child, o+off, emit, stop)
 		}
 	case ddtir.OpBlocks:
 		for i, off := range n.Offsets {
+			if *stop {
+				return
+			}
 			emit(o+off, n.Lens[i])
 		}
 	case ddtir.OpStruct:
 		for i, c := range n.Children {
+			if *stop {
+				return
+			}
 			walkBlocks(c, o+n.Offsets[i], emit, stop)
 		}
 	}
