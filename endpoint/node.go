@@ -66,6 +66,9 @@ const (
 	nodeMagic   = 0x65646f6e74666577 // "weftnode"
 	nodeHdr     = 64
 	offAttached = 8 // uint64: peers that mapped the segment
+	// offPipe: uint64, how far the owner has packed its current pipelined
+	// typed send (pipeWord); only the owner writes it.
+	offPipe = 16
 )
 
 // nodeBurst bounds the messages taken from one ring per progress call, so
@@ -80,6 +83,8 @@ type nodeLink struct {
 	pid    int               // the peer's process, for CMA
 	local  bool              // same process: rendezvous by copy()
 	member int
+	// peerHdr is the header of the peer's segment (its pipeline word).
+	peerHdr []byte
 }
 
 // trySend sends one message, fabric.ErrAgain when the ring is full.
@@ -241,9 +246,10 @@ func (v *vci) connectNode(group []nodeMember, me int) ([]bool, error) {
 		if err != nil {
 			return fail(fmt.Errorf("endpoint: node ring from member %d: %w", m, err))
 		}
-		var outMem []byte
+		var outMem, peerHdr []byte
 		if m == me {
 			outMem = info.ring(seg.Bytes(), me)
+			peerHdr = seg.Bytes()[:nodeHdr]
 		} else {
 			want++
 			peer, err := nodeseg.Open(group[m].info.seg, group[m].info.segBytes())
@@ -257,13 +263,14 @@ func (v *vci) connectNode(group []nodeMember, me int) ([]bool, error) {
 			}
 			atomic.AddUint64((*uint64)(unsafe.Pointer(&pm[offAttached])), 1)
 			outMem = group[m].info.ring(pm, me)
+			peerHdr = pm[:nodeHdr]
 		}
 		out, err := shmring.NewProducer(outMem)
 		if err != nil {
 			return fail(fmt.Errorf("endpoint: node ring to member %d: %w", m, err))
 		}
 		links[m] = &nodeLink{out: out, in: in, inline: out.MaxInline(), pid: group[m].pid,
-			local: group[m].proc == mine.proc, member: m}
+			local: group[m].proc == mine.proc, member: m, peerHdr: peerHdr}
 	}
 	v.lock()
 	v.links, v.attachWant, v.peerSegs = links, uint64(want), peerSegs
@@ -440,17 +447,27 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 	// to the eager limit the data is first copied into a staging buffer
 	// and the send is complete at once (eager semantics); the staging
 	// buffer is recycled when the FIN comes.
-	user := completedRequest
 	if !staged && len(buf) <= v.eagerLimit {
 		b := v.stage(len(buf))
 		copy(b, buf)
 		buf, staged = b, true
 	}
+	r, err := v.nodeRdv(c, l, buf, t, dest, staged, 0)
+	switch {
+	case err != nil:
+		return nil, err
+	case staged:
+		return completedRequest, nil
+	}
+	return r, nil
+}
+
+// nodeRdv sends the rendezvous header for buf (a staging buffer of v's
+// when staged) over l and returns the send's request, which completes on
+// the FIN; flags go into the header's key field (pipeBit).
+func (v *vci) nodeRdv(c *Comm, l *nodeLink, buf []byte, t uint64, dest int, staged bool, flags uint64) (*Request, error) {
 	r := &Request{v: v, c: c, kind: kSendRdv, state: stPosted, buf: buf, qrank: dest,
 		reqExt: &reqExt{link: l, qinject: true, qtag: t | rtsBit, staged: staged}}
-	if !staged {
-		user = r
-	}
 	v.seq++
 	r.seq = v.seq
 	var addr uint64
@@ -462,14 +479,17 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 		addr = uint64(cma.Addr(buf))
 	}
 	r.qdata = make([]byte, rdvHeaderSize)
-	rdvHeader{addr: addr, size: uint64(len(buf)), seq: r.seq}.put(r.qdata)
+	rdvHeader{addr: addr, key: flags, size: uint64(len(buf)), seq: r.seq}.put(r.qdata)
+	if flags&pipeBit != 0 {
+		v.setPipeWord(r.seq, 0) // before the header can be seen
+	}
 	v.rdvSends[r.seq] = r
 	if err := v.submit(r); err != nil {
 		delete(v.rdvSends, r.seq)
 		r.unpinAll()
 		return nil, fmt.Errorf("endpoint: rendezvous header to rank %d: %w", dest, err)
 	}
-	return user, nil
+	return r, nil
 }
 
 // maxStages bounds the staging buffers an endpoint keeps for reuse.
@@ -529,6 +549,8 @@ func (v *vci) nodeRead(r *Request, l *nodeLink, t uint64, h rdvHeader) {
 	case n == 0:
 	case h.key&iovBit != 0:
 		err = v.nodeGather(r, l, h, n)
+	case h.key&pipeBit != 0:
+		err = v.nodePipeRead(r, l, h, n, typed)
 	case l.local && typed:
 		err = localTake(h.addr, n, r.take) // unpacked straight from the sender's buffer
 	case l.local:
@@ -638,8 +660,11 @@ func localTake(k uint64, n int, take func(off int, b []byte)) error {
 
 // chunkBytes is the piece a typed receive copies from another process at
 // a time before unpacking it: small enough to stay in the cache between
-// the copy and the unpack.
-const chunkBytes = 128 << 10
+// the copy and the unpack, and large enough that the unpack of a piece
+// runs whole calls of the type's compiled code (the JIT moves 1 MiB per
+// call; FFT2's transposes unpacked 20 times slower in 128 KiB pieces,
+// docs/perf/typed.md).
+const chunkBytes = 1 << 20
 
 // cmaTake copies n bytes from address addr of process pid into typed
 // receive r, a chunk at a time through v's chunk buffer, unpacking each.
