@@ -25,10 +25,10 @@ func threadCPU() time.Duration {
 
 // BenchmarkStages measures, per DDTBench layout at size l, the CPU time
 // of each stage a typed message's bytes pass through on one core: the
-// hand pack loop, ddt's whole-message pack (JIT code once compiled) and its pack in 64 KiB pieces
-// (the node pipeline's), the whole-message unpack and the unpack in
-// 128 KiB pieces (the receiver's),
-// the hand unpack loop, and copy() of the same bytes. It reports
+// hand pack loop, ddt's whole-message pack (JIT code once compiled) and
+// its pack in 64 KiB, 256 KiB and 1 MiB pieces (the node pipeline's), the
+// whole-message unpack and the unpack in 256 KiB and 1 MiB pieces (the
+// receiver's), the hand unpack loop, and copy() of the same bytes. It reports
 // microseconds per stage (median of 15 samples, thread CPU time).
 // WEFT_STAGES_SIZE picks another size label.
 //
@@ -61,14 +61,19 @@ func BenchmarkStages(b *testing.B) {
 				}
 			}},
 			{"unpack", func() { _, _ = cs.Type.Unpack(typed, packed, cs.Count) }},
-			{"unpack-128k", func() {
-				for off := 0; off < n; off += 128 << 10 {
-					_, _ = cs.Type.UnpackRange(typed, packed[off:min(n, off+128<<10)], 0, cs.Count, int64(off))
+			{"unpack-256k", func() {
+				for off := 0; off < n; off += 256 << 10 {
+					_, _ = cs.Type.UnpackRange(typed, packed[off:min(n, off+256<<10)], 0, cs.Count, int64(off))
 				}
 			}},
 			{"unpack-1m", func() {
 				for off := 0; off < n; off += 1 << 20 {
 					_, _ = cs.Type.UnpackRange(typed, packed[off:min(n, off+1<<20)], 0, cs.Count, int64(off))
+				}
+			}},
+			{"pack-256k", func() {
+				for off := 0; off < n; off += 256 << 10 {
+					_, _ = cs.Type.PackRange(packed[off:min(n, off+256<<10)], typed, 0, cs.Count, int64(off))
 				}
 			}},
 			{"pack-1m", func() {
