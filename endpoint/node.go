@@ -918,9 +918,14 @@ func (c *Comm) isendTypedGather(buf []byte, count int, t *ddt.Type, n, dest, tag
 	if l == nil || n <= c.v.eagerLimit {
 		return nil, false, nil
 	}
-	// Only layouts whose blocks average minIovBlock bytes qualify:
-	// Flatten gives up past the block count that allows, so a layout of
-	// many small blocks costs next to nothing here.
+	// Only layouts whose blocks average minIovBlock bytes qualify. Blocks
+	// counts them from the type's description (an upper bound: blocks at
+	// element boundaries may still merge), so a layout of many small
+	// blocks costs next to nothing here; Flatten walking up to n/256
+	// blocks before giving up cost as much as the pack itself.
+	if nb, err := t.Blocks(count); err != nil || nb > int64(min(maxIovSegs, n/minIovBlock)) {
+		return nil, false, nil
+	}
 	segs, err := t.Flatten(count, min(maxIovSegs, n/minIovBlock))
 	if err != nil || len(segs) == 0 || n/len(segs) < minIovBlock {
 		return nil, false, nil

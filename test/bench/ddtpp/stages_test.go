@@ -25,6 +25,8 @@ func threadCPU() time.Duration {
 
 // BenchmarkStages measures, per DDTBench layout at size l, the CPU time
 // of each stage a typed message's bytes pass through on one core: the
+// node transport's gather test (Flatten up to one block per 256 bytes, as
+// it was, and Blocks, as it is), the
 // hand pack loop, ddt's whole-message pack (JIT code once compiled) and
 // its pack in 64 KiB, 256 KiB and 1 MiB pieces (the node pipeline's), the
 // whole-message unpack and the unpack in 256 KiB and 1 MiB pieces (the
@@ -53,6 +55,8 @@ func BenchmarkStages(b *testing.B) {
 			name string
 			f    func()
 		}{
+			{"flatten", func() { _, _ = cs.Type.Flatten(cs.Count, min(1<<16, n/256)) }}, // the node gather's old cost model
+			{"blocks", func() { _, _ = cs.Type.Blocks(cs.Count) }},                      // its cost model
 			{"hand-pack", hp},
 			{"pack", func() { _, _ = cs.Type.Pack(packed, typed, cs.Count) }},
 			{"pack-64k", func() {
