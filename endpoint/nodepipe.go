@@ -14,7 +14,6 @@ package endpoint
 
 import (
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -22,6 +21,7 @@ import (
 	"github.com/weft-hpc/weft/errs"
 	"github.com/weft-hpc/weft/internal/cma"
 	"github.com/weft-hpc/weft/internal/peerwatch"
+	"github.com/weft-hpc/weft/internal/wait"
 )
 
 const (
@@ -115,9 +115,10 @@ type pipeWait struct {
 	pace  peerwatch.Pacer
 }
 
-// pipeSpin is how many polls of the pipeline word pass before a wait
-// starts yielding its core.
-const pipeSpin = 1 << 12
+// pipePolicy paces a wait for a pipelined sender: 4096 polls of the
+// pipeline word, then a yield per poll, every fourth to other processes
+// (the sender may need this core on a crowded node).
+var pipePolicy = wait.Policy{Name: "endpoint-pipe", SpinPolls: 1 << 12, YieldEvery: 1, OSYieldEvery: 4}
 
 // next returns how many bytes of h's message the sender has packed once
 // that is more than off. It fails when the sender reports a failed pack,
@@ -138,11 +139,7 @@ func (w *pipeWait) next(l *nodeLink, h rdvHeader, off int, timeout time.Duration
 			w.start = time.Time{}
 			return int(a), nil
 		}
-		if spins < pipeSpin {
-			continue
-		}
-		runtime.Gosched()
-		if spins%256 != 0 {
+		if !pipePolicy.Idle(nil, spins) || spins%256 != 0 {
 			continue
 		}
 		if w.start.IsZero() {
