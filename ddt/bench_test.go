@@ -1,6 +1,7 @@
 package ddt_test
 
 import (
+	"fmt"
 	"testing"
 
 	. "github.com/weft-hpc/weft/ddt"
@@ -112,6 +113,33 @@ func BenchmarkPack(b *testing.B) {
 					if _, err := tt.PackRange(packed[from:min(from+4096, tt.Size())], typed, base, 1, from); err != nil {
 						b.Fatal(err)
 					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkFlattenGiveUp: Flatten of a 50 000-entry index list of single
+// floats (SPECFEM3D's layout) with a limit of 1 and of 781 blocks (what
+// endpoint's typed sends ask for to decide between packing and gathering):
+// the walk stops at the limit, so the cost does not grow with the list.
+func BenchmarkFlattenGiveUp(b *testing.B) {
+	idx := make([]int, 50000)
+	for i := range idx {
+		idx[i] = 3*i + i*i%2 // irregular: stays an index list
+	}
+	t, err := IndexedBlock(1, idx, Float32)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := t.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	for _, limit := range []int{1, 781} {
+		b.Run(fmt.Sprint(limit), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := t.Flatten(1, limit); err == nil {
+					b.Fatal("flattened within the limit")
 				}
 			}
 		})

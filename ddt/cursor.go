@@ -2,7 +2,9 @@ package ddt
 
 import (
 	"fmt"
+	"math"
 
+	"github.com/weft-hpc/weft/internal/checked"
 	"github.com/weft-hpc/weft/internal/ddtir"
 )
 
@@ -153,6 +155,60 @@ func (t *Type) Flatten(count, maxSegs int) ([]Segment, error) {
 	return out, nil
 }
 
+// Blocks returns an upper bound on the number of contiguous blocks count
+// elements of a committed type have: the count of Flatten's segments
+// before touching neighbours merge (a committed type's blocks inside an
+// element are already merged, so only blocks at element boundaries may
+// still touch). It costs a walk of the type's description, not of its
+// blocks, so a caller can tell cheaply whether a layout's blocks are large
+// enough on average to be moved one by one; the result saturates at the
+// largest int64.
+func (t *Type) Blocks(count int) (int64, error) {
+	s, err := t.committedState("Blocks")
+	if err != nil {
+		return 0, err
+	}
+	if count < 0 {
+		return 0, fmt.Errorf("ddt: Blocks %s: negative count %d: %w", t.Name(), count, ErrInvalid)
+	}
+	if s.ir.Root == nil {
+		return 0, nil
+	}
+	n, ok := checked.Mul(nodeBlocks(s.ir.Root), int64(count))
+	if !ok {
+		return math.MaxInt64, nil
+	}
+	return n, nil
+}
+
+// nodeBlocks is the number of blocks one instance of n visits, saturated
+// at the largest int64.
+func nodeBlocks(n *ddtir.Node) int64 {
+	sat := func(v int64, ok bool) int64 {
+		if !ok {
+			return math.MaxInt64
+		}
+		return v
+	}
+	switch n.Op {
+	case ddtir.OpBlock:
+		return 1
+	case ddtir.OpLoop:
+		return sat(checked.Mul(n.Count, nodeBlocks(n.Child)))
+	case ddtir.OpIndex:
+		return sat(checked.Mul(int64(len(n.Offsets)), nodeBlocks(n.Child)))
+	case ddtir.OpBlocks:
+		return int64(len(n.Offsets))
+	case ddtir.OpStruct:
+		var b int64
+		for _, c := range n.Children {
+			b = sat(checked.Add(b, nodeBlocks(c)))
+		}
+		return b
+	}
+	return 0
+}
+
 func walkBlocks(n *ddtir.Node, o int64, emit func(off, l int64), stop *bool) {
 	if *stop {
 		return
@@ -167,14 +223,23 @@ func walkBlocks(n *ddtir.Node, o int64, emit func(off, l int64), stop *bool) {
 		}
 	case ddtir.OpIndex:
 		for _, off := range n.Offsets {
+			if *stop {
+				return
+			}
 			walkBlocks(n.Child, o+off, emit, stop)
 		}
 	case ddtir.OpBlocks:
 		for i, off := range n.Offsets {
+			if *stop {
+				return
+			}
 			emit(o+off, n.Lens[i])
 		}
 	case ddtir.OpStruct:
 		for i, c := range n.Children {
+			if *stop {
+				return
+			}
 			walkBlocks(c, o+n.Offsets[i], emit, stop)
 		}
 	}

@@ -324,6 +324,16 @@ func TestFlatten(t *testing.T) {
 	if _, err := v.Flatten(2, 3); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("limit: %v", err)
 	}
+	// Blocks counts them before the merge at the element boundary.
+	if nb, err := v.Blocks(2); nb != 6 || err != nil {
+		t.Fatalf("Blocks(2) = %d, %v, want 6", nb, err)
+	}
+	if _, err := v.Blocks(-1); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Blocks(-1): %v", err)
+	}
+	if _, err := m(Vector(3, 2, 4, Int32)).Blocks(1); !errors.Is(err, ErrNotCommitted) {
+		t.Fatalf("Blocks of an uncommitted type: %v", err)
+	}
 	// Flatten agrees with the type map of random types.
 	for seed := uint64(0); seed < 300; seed++ {
 		r := rand.New(rand.NewPCG(seed, 3))
@@ -335,6 +345,12 @@ func TestFlatten(t *testing.T) {
 		segs, err := tt.Flatten(count, 0)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// Blocks bounds the segments: at least as many, and at most one
+		// more per element boundary than there are (neighbours merge there).
+		nb, err := tt.Blocks(count)
+		if err != nil || nb < int64(len(segs)) {
+			t.Fatalf("seed %d: Blocks(%d) = %d, %v; Flatten has %d segments", seed, count, nb, err, len(segs))
 		}
 		var fromSegs, fromMap []int64
 		for _, s := range segs {

@@ -107,3 +107,15 @@ func ExampleSig_Then() {
 	fmt.Println(pos.Then(ids) == whole, pos.Then(ids).Elems)
 	// Output: true 5
 }
+
+// ExampleType_Blocks tells, without walking a layout's blocks, whether
+// they are large enough on average to be moved one by one rather than
+// packed.
+func ExampleType_Blocks() {
+	col, _ := ddt.Vector(1000, 64, 100, ddt.Float64) // 1000 rows of 64 of every 100 float64s
+	_ = col.Commit()
+	nb, _ := col.Blocks(1)
+	size, _ := col.PackSize(1)
+	fmt.Println(nb, "blocks of", size/nb, "bytes on average")
+	// Output: 1000 blocks of 512 bytes on average
+}

@@ -93,6 +93,10 @@ func TestNilReceivers(t *testing.T) {
 			_, err := ty.Signature(1, 0)
 			return isInvalid(err)
 		},
+		"Type.Blocks": func() error {
+			_, err := ty.Blocks(1)
+			return isInvalid(err)
+		},
 		"Type.Flatten": func() error {
 			_, err := ty.Flatten(1, 0)
 			return isInvalid(err)

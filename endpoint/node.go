@@ -73,6 +73,9 @@ const (
 	nodeMagic   = 0x65646f6e74666577 // "weftnode"
 	nodeHdr     = 64
 	offAttached = 8 // uint64: peers that mapped the segment
+	// offPipe: uint64, how far the owner has packed its current pipelined
+	// typed send (pipeWord); only the owner writes it.
+	offPipe = 16
 )
 
 // nodeBurst bounds the messages taken from one ring per progress call, so
@@ -89,6 +92,8 @@ type nodeLink struct {
 	member int
 	medOut *medArea // our slot area in the peer's segment (nil: none)
 	medIn  *medArea // the peer's slot area in our segment (nil: none)
+	// peerHdr is the header of the peer's segment (its pipeline word).
+	peerHdr []byte
 }
 
 // trySend sends one message, fabric.ErrAgain when the ring is full.
@@ -266,9 +271,10 @@ func (v *vci) connectNode(group []nodeMember, me int) ([]bool, error) {
 		if err != nil {
 			return fail(fmt.Errorf("endpoint: node ring from member %d: %w", m, err))
 		}
-		var outMem []byte
+		var outMem, peerHdr []byte
 		if m == me {
 			outMem = info.ring(seg.Bytes(), me)
+			peerHdr = seg.Bytes()[:nodeHdr]
 		} else {
 			want++
 			peer, err := nodeseg.Open(group[m].info.seg, group[m].info.segBytes())
@@ -282,13 +288,14 @@ func (v *vci) connectNode(group []nodeMember, me int) ([]bool, error) {
 			}
 			atomic.AddUint64((*uint64)(unsafe.Pointer(&pm[offAttached])), 1)
 			outMem = group[m].info.ring(pm, me)
+			peerHdr = pm[:nodeHdr]
 		}
 		out, err := shmring.NewProducer(outMem)
 		if err != nil {
 			return fail(fmt.Errorf("endpoint: node ring to member %d: %w", m, err))
 		}
 		links[m] = &nodeLink{out: out, in: in, inline: out.MaxInline(), pid: group[m].pid,
-			local: group[m].proc == mine.proc, member: m,
+			local: group[m].proc == mine.proc, member: m, peerHdr: peerHdr,
 			medIn: newMedArea(info, seg.Bytes(), m)}
 		if m == me {
 			links[m].medOut = newMedArea(info, seg.Bytes(), me)
@@ -492,17 +499,28 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 	// to the eager limit the data is first copied into a staging buffer
 	// and the send is complete at once (eager semantics); the staging
 	// buffer is recycled when the FIN comes.
-	user := completedRequest
 	if !staged && len(buf) <= v.eagerLimit {
 		b := v.stage(len(buf))
 		copy(b, buf)
 		buf, staged = b, true
 	}
+	r, err := v.nodeRdv(c, l, buf, t, dest, staged, 0, sig)
+	switch {
+	case err != nil:
+		return nil, err
+	case staged:
+		return completedRequest, nil
+	}
+	return r, nil
+}
+
+// nodeRdv sends the rendezvous header for buf (a staging buffer of v's
+// when staged) over l and returns the send's request, which completes on
+// the FIN; flags go into the header's key field (pipeBit), and sig, the
+// hash of the message's type signature (0: untyped), into its extension.
+func (v *vci) nodeRdv(c *Comm, l *nodeLink, buf []byte, t uint64, dest int, staged bool, flags, sig uint64) (*Request, error) {
 	r := &Request{v: v, c: c, kind: kSendRdv, state: stPosted, buf: buf, qrank: dest,
 		reqExt: &reqExt{link: l, qinject: true, qtag: t | rtsBit, staged: staged}}
-	if !staged {
-		user = r
-	}
 	v.seq++
 	r.seq = v.seq
 	var addr uint64
@@ -513,14 +531,17 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 		r.pinBuf(buf)
 		addr = uint64(cma.Addr(buf))
 	}
-	r.qdata = nodeHeader(rdvHeader{addr: addr, size: uint64(len(buf)), seq: r.seq}, sig)
+	r.qdata = nodeHeader(rdvHeader{addr: addr, key: flags, size: uint64(len(buf)), seq: r.seq}, sig)
+	if flags&pipeBit != 0 {
+		v.setPipeWord(r.seq, 0) // before the header can be seen
+	}
 	v.rdvSends[r.seq] = r
 	if err := v.submit(r); err != nil {
 		delete(v.rdvSends, r.seq)
 		r.unpinAll()
 		return nil, fmt.Errorf("endpoint: rendezvous header to rank %d: %w", dest, err)
 	}
-	return user, nil
+	return r, nil
 }
 
 // nodeHeader returns the rendezvous header h of a node message whose type
@@ -604,6 +625,8 @@ func (v *vci) nodeRead(r *Request, l *nodeLink, t uint64, h rdvHeader, reject er
 	case n == 0:
 	case h.key&iovBit != 0:
 		err = v.nodeGather(r, l, h, n)
+	case h.key&pipeBit != 0:
+		err = v.nodePipeRead(r, l, h, n, typed)
 	case l.local && typed:
 		err = localTake(h.addr, n, r.take) // unpacked straight from the sender's buffer
 	case l.local:
@@ -713,8 +736,11 @@ func localTake(k uint64, n int, take func(off int, b []byte)) error {
 
 // chunkBytes is the piece a typed receive copies from another process at
 // a time before unpacking it: small enough to stay in the cache between
-// the copy and the unpack.
-const chunkBytes = 128 << 10
+// the copy and the unpack, and large enough that the unpack of a piece
+// runs whole calls of the type's compiled code (the JIT moves 1 MiB per
+// call; FFT2's transposes unpacked 20 times slower in 128 KiB pieces,
+// docs/perf/typed.md).
+const chunkBytes = 1 << 20
 
 // cmaTake copies n bytes from address addr of process pid into typed
 // receive r, a chunk at a time through v's chunk buffer, unpacking each.
@@ -968,9 +994,14 @@ func (c *Comm) isendTypedGather(buf []byte, count int, t *ddt.Type, n, dest, tag
 	if l == nil || n <= c.v.eagerLimit {
 		return nil, false, nil
 	}
-	// Only layouts whose blocks average minIovBlock bytes qualify:
-	// Flatten gives up past the block count that allows, so a layout of
-	// many small blocks costs next to nothing here.
+	// Only layouts whose blocks average minIovBlock bytes qualify. Blocks
+	// counts them from the type's description (an upper bound: blocks at
+	// element boundaries may still merge), so a layout of many small
+	// blocks costs next to nothing here; Flatten walking up to n/256
+	// blocks before giving up cost as much as the pack itself.
+	if nb, err := t.Blocks(count); err != nil || nb > int64(min(maxIovSegs, n/minIovBlock)) {
+		return nil, false, nil
+	}
 	segs, err := t.Flatten(count, min(maxIovSegs, n/minIovBlock))
 	if err != nil || len(segs) == 0 || n/len(segs) < minIovBlock {
 		return nil, false, nil

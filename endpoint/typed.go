@@ -343,6 +343,9 @@ func (c *Comm) isendPackedNode(u *typedRecv, dest, tag int) (r *Request, done bo
 		return nil, false, nil // ring full: the byte path retries and queues
 	}
 	b := v.stage(n)
+	if v.nodePiped(l, n) {
+		return completedRequest, true, v.nodePipeSend(c, l, u, b, w, dest, sig)
+	}
 	if err := u.pack(0, b); err != nil {
 		v.unstage(b)
 		return nil, true, fmt.Errorf("endpoint: pack %s: %w", u, err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"testing"
+
+	"github.com/weft-hpc/weft/ddt"
 )
 
 // benchPair allocates a direct-store window over two goroutine ranks and
@@ -127,4 +129,41 @@ func BenchmarkFetchAddDirect(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkGetTypedChunks is one typed Get of 1 MiB, contiguous at the
+// target, into small blocks at the origin (3 of every 5 int64s), through
+// libfabric shm: the chunk path (one read per 64 KiB chunk), whose reads
+// of one chunk overlap the unpack of the previous one. ns/op is one Get,
+// unpack included. (Small blocks at the target cost one RMA read each,
+// which on shm takes the target's progress: that path is bound by them.)
+func BenchmarkGetTypedChunks(b *testing.B) {
+	const elems = 128 << 10 // int64s per Get
+	vt, err := ddt.Vector(elems/3, 3, 5, ddt.Int64)
+	if err == nil {
+		err = vt.Commit()
+	}
+	ct, err2 := ddt.Contiguous(elems/3*3, ddt.Int64)
+	if err2 == nil {
+		err2 = ct.Commit()
+	}
+	if err != nil || err2 != nil {
+		b.Fatal(err, err2)
+	}
+	span := 8 * (elems / 3 * 5)
+	origin := make([]byte, span)
+	b.SetBytes(8 * elems)
+	benchPair(b, span+64, func(ctx context.Context, w *Window, rank int) {
+		if rank == 0 {
+			for i := 0; i < b.N; i++ {
+				if err := w.GetTyped(ctx, 1, 0, origin, 1, vt, 1, ct); err != nil {
+					b.Error(err)
+					break
+				}
+			}
+		}
+		if err := w.Fence(ctx); err != nil {
+			b.Error(err)
+		}
+	}, shmOpts...)
 }

@@ -11,8 +11,9 @@ package onesided
 //   - chunks: an origin of small blocks is packed into, or unpacked
 //     from, registered chunk buffers of the window (chunkCount ×
 //     chunkBytes), a chunk at a time: a Put's chunk goes out as soon as
-//     it is packed and is free again at its completion; a Get reads a
-//     chunk, waits for it and unpacks it.
+//     it is packed and is free again at its completion; a Get posts the
+//     reads of the next chunk before it waits for and unpacks the
+//     current one (two chunks in flight).
 
 import (
 	"context"
@@ -147,14 +148,18 @@ func (f *fabPath) typedVec(target, offset int, segs []ddt.Segment, pieces [][]by
 
 // typedChunks moves n stream bytes between the origin (through pack or
 // unpack, at a stream offset) and the target blocks segs at offset, a
-// chunk at a time.
+// chunk at a time. A Put's chunk goes out as soon as it is packed; a Get
+// keeps two chunks in flight: the reads of the next chunk are posted
+// before the current one is waited for and unpacked, so the transfer of
+// one overlaps the unpack of the other.
 func (f *fabPath) typedChunks(ctx context.Context, target, offset int, segs []ddt.Segment, n int,
 	pack func(b []byte, off int) error, unpack func(b []byte, off int) error) error {
 	si, soff := 0, 0
+	var prev *getChunk // a Get's chunk in flight, not yet unpacked
 	for pos := 0; pos < n; {
 		buf, idx, err := f.chunk()
 		if err != nil {
-			return err
+			return f.abandon(prev, err)
 		}
 		k := min(chunkBytes, n-pos)
 		c := buf[:k]
@@ -193,7 +198,7 @@ func (f *fabPath) typedChunks(ctx context.Context, target, offset int, segs []dd
 				if scratch < 0 {
 					f.freeChunks = append(f.freeChunks, idx-slotCount)
 				}
-				return err
+				return f.abandon(prev, err)
 			}
 			done, soff = done+m, soff+m
 			if soff == int(s.Len) {
@@ -201,23 +206,54 @@ func (f *fabPath) typedChunks(ctx context.Context, target, offset int, segs []dd
 			}
 		}
 		if unpack != nil {
-			// The reads into this chunk complete in order of posting on
-			// neither provider for certain: wait for all of them.
-			err := f.flush(ctx, target)
-			if err == nil {
-				err = f.pend.op(last).err
+			cur := &getChunk{b: c, pos: pos, last: last, seq: f.pend.seq}
+			if prev != nil {
+				if err := f.finishGet(ctx, prev, unpack); err != nil {
+					return f.abandon(cur, err)
+				}
 			}
-			if err == nil {
-				err = unpack(c, pos)
-			}
-			f.release(last)
-			if err != nil {
-				return err
-			}
+			prev = cur
 		}
 		pos += k
 	}
+	if prev != nil {
+		return f.finishGet(ctx, prev, unpack)
+	}
 	return nil
+}
+
+// getChunk is one chunk of a typed Get whose reads are in flight: the
+// stream bytes from pos, the held last read (which frees the chunk), and
+// the issue number of that read.
+type getChunk struct {
+	b    []byte
+	pos  int
+	last opHandle
+	seq  uint64
+}
+
+// finishGet waits for every read of chunk g (the reads into one chunk
+// complete in order of posting on neither provider for certain; later
+// chunks' reads stay in flight), unpacks it and frees it.
+func (f *fabPath) finishGet(ctx context.Context, g *getChunk, unpack func(b []byte, off int) error) error {
+	err := f.waitIssued(ctx, g.seq)
+	if err == nil {
+		err = f.pend.op(g.last).err
+	}
+	if err == nil {
+		err = unpack(g.b, g.pos)
+	}
+	f.release(g.last)
+	return err
+}
+
+// abandon returns err after giving back the chunk of g (a Get chunk in
+// flight, or nil), freed when its reads complete.
+func (f *fabPath) abandon(g *getChunk, err error) error {
+	if g != nil {
+		f.release(g.last)
+	}
+	return err
 }
 
 // spanOf returns the bytes from the start of lo to the end of hi (hi

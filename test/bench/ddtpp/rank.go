@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -40,6 +41,11 @@ const rankLimit = time.Hour
 // RESULT lines (one per contender: typed, manual, contig) rank 0 prints
 // "JIT state NAME SIZE compiled|interpreted": whether the case's type
 // packed through compiled code by the end.
+// profileEnv names the environment variable that makes each rank write a
+// CPU profile (pprof) of its cases to the file named by its value plus
+// ".RANK".
+const profileEnv = "WEFT_DDTPP_CPUPROFILE"
+
 func rankMain(args []string, stdout io.Writer) error {
 	if len(args) != 2 {
 		return fmt.Errorf("%w: -role weft RECIPE ROUNDS", sidebyside.ErrUsage)
@@ -64,6 +70,17 @@ func rankMain(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer done()
+	if prefix := os.Getenv(profileEnv); prefix != "" {
+		pf, err := os.Create(fmt.Sprintf("%s.%d", prefix, c.Rank()))
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			pf.Close()
+			return err
+		}
+		defer func() { pprof.StopCPUProfile(); pf.Close() }()
+	}
 	for _, rc := range rp.cases {
 		cs, err := ddtcases.Build(rc.name, rc.size)
 		if err != nil {
