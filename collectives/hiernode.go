@@ -294,6 +294,9 @@ func (c *Coll) nodeStep(ctx context.Context, up func(slot []byte), lead func(ng 
 			return err
 		}
 	}
+	if err := ng.failed(); err != nil { // a process gave up after it arrived
+		return err
+	}
 	if err := lead(ng); err != nil {
 		return err
 	}
