@@ -95,8 +95,8 @@ func TestHierNode(t *testing.T) {
 // TestHierNodes: 4 processes pretending to be 2 nodes (WEFT_NODE_ID),
 // 2 endpoint handles each (8 ranks): handles combine in their process,
 // the 2 processes of a node through its segment, and the nodes' leaders
-// over libfabric (tcp;ofi_rxm); the battery and, outside -short,
-// deterministic mode.
+// over libfabric (tcp;ofi_rxm); the short battery and deterministic
+// mode.
 func TestHierNodes(t *testing.T) {
 	if !launchtest.IsWorker() {
 		launchtest.Run(t, 4, "tcp;ofi_rxm", 120*time.Second, endpoint.EnvNodeTransport+"=native")
@@ -127,11 +127,8 @@ func TestHierNodes(t *testing.T) {
 		if err := wantShape(c, 4, 2); err != nil {
 			return err
 		}
-		if err := hierBattery(ctx, c); err != nil {
+		if err := hierBatteryOf(ctx, c, true); err != nil {
 			return err
-		}
-		if testing.Short() {
-			return nil
 		}
 		dc, err := C.New(ctx, c.Comm(), C.Deterministic(true))
 		if err != nil {
