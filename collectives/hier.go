@@ -102,7 +102,7 @@ func (c *Coll) hierFor(k Collective, ordered int) bool {
 		return false
 	}
 	switch k {
-	case CollBarrier, CollBcast, CollReduce, CollAllreduce, CollAllgather:
+	case CollBarrier, CollBcast, CollReduce, CollAllreduce, CollAllgather, CollGather, CollScatter:
 	case CollAlltoall: // every rank in this process: block copies only
 		if c.hier.procs > 1 {
 			return false

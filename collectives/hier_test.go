@@ -21,7 +21,7 @@ import (
 // handles, checked against the serial reference on every rank, bitwise
 // against the flat algorithms in deterministic mode, and their failures.
 
-var hierColls = []C.Collective{C.CollBarrier, C.CollBcast, C.CollReduce, C.CollAllreduce, C.CollAllgather}
+var hierColls = []C.Collective{C.CollBarrier, C.CollBcast, C.CollReduce, C.CollAllreduce, C.CollAllgather, C.CollGather, C.CollScatter}
 
 // hierBattery checks every hierarchical collective on c against the
 // serial reference (counts 0, 1, 37; every root; in place and not;
@@ -70,15 +70,21 @@ func hierBatteryOf(ctx context.Context, c *C.Coll, quick bool) error {
 	return C.Barrier(ctx, c)
 }
 
-// hierMovers checks Bcast (every root), Alltoall and Allgather (in place
-// and not). Alltoall is hierarchical only where every rank is in one
-// process; elsewhere this checks its flat path beside the others.
+// hierMovers checks Bcast, Gather and Scatter (each of roots), Alltoall
+// and Allgather (in place and not). Alltoall is hierarchical only where
+// every rank is in one process; elsewhere this checks its flat path
+// beside the others.
 func hierMovers[T comparable](e *env, tname string, g gen[T], counts, roots []int) error {
 	c, p, r := e.c, e.p, e.r
 	for _, n := range counts {
 		for _, root := range roots {
 			if err := checkBcast(e, g, n, root, e.next("Bcast[%s] n=%d root=%d", tname, n, root)); err != nil {
 				return err
+			}
+			for _, inPlace := range []bool{false, true} {
+				if err := checkGatherScatter(e, g, n, root, inPlace, fmt.Sprintf("[%s] n=%d root=%d inplace=%v", tname, n, root, inPlace)); err != nil {
+					return err
+				}
 			}
 		}
 		for _, inPlace := range []bool{false, true} {
@@ -252,8 +258,8 @@ func TestHierSelection(t *testing.T) {
 			if want := i != 1; c.Hierarchical(C.CollAlltoall) != want { // Auto everywhere but under HierOff
 				return fmt.Errorf("case %d: alltoall hierarchical %v", i, !want)
 			}
-			if c.Hierarchical(C.CollGather) {
-				return fmt.Errorf("case %d: gather hierarchical", i)
+			if c.Hierarchical(C.CollAllgatherv) {
+				return fmt.Errorf("case %d: allgatherv hierarchical", i)
 			}
 			x := []int64{int64(c.Rank())}
 			if err := C.Allreduce(ctx, c, nil, x, C.Sum[int64]()); err != nil {
@@ -444,7 +450,9 @@ func TestHierFailures(t *testing.T) {
 		{"count", func(ctx context.Context, c *C.Coll) error {
 			return C.Allreduce(ctx, c, nil, []int32{1, 2}, C.Sum[int32]())
 		}},
-		{"flat", func(ctx context.Context, c *C.Coll) error { return C.Gather(ctx, c, []int32{1}, nil, 0) }},
+		{"flat", func(ctx context.Context, c *C.Coll) error {
+			return C.Scan(ctx, c, []int32{1}, make([]int32, 1), C.Sum[int32]())
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := tctx(t, 30*time.Second)

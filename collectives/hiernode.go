@@ -498,7 +498,7 @@ func (c *Coll) nodeGatherUp(ctx context.Context, all []byte, nb int) error {
 // the node's process of index to (every process for to < 0).
 func (c *Coll) nodeDown(ctx context.Context, buf []byte, to int) error {
 	h, ng := c.hier, c.hier.ng
-	if ng == nil {
+	if ng == nil || to == 0 {
 		return nil
 	}
 	return h.chunks(len(buf), 1, func(lo, hi int) error {
@@ -511,5 +511,25 @@ func (c *Coll) nodeDown(ctx context.Context, buf []byte, to int) error {
 				copy(part, slot0)
 			}
 		})
+	})
+}
+
+// nodeUp (process leader) copies buf of the node's process of index from
+// into the node leader's buf.
+func (c *Coll) nodeUp(ctx context.Context, buf []byte, from int) error {
+	h, ng := c.hier, c.hier.ng
+	if ng == nil || from == 0 {
+		return nil
+	}
+	return h.chunks(len(buf), 1, func(lo, hi int) error {
+		part := buf[lo:hi]
+		return c.nodeStep(ctx, func(slot []byte) {
+			if ng.ni == from {
+				copy(slot, part)
+			}
+		}, func(ng *nodeGroup) error {
+			copy(part, ng.slot(from))
+			return nil
+		}, nil)
 	})
 }

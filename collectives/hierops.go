@@ -288,3 +288,94 @@ func foldRanks[T any](h *hier, res, all []T, op *Op[T]) {
 		op.left(res, x(r))
 	}
 }
+
+// hierGatherTo (Gather): the blocks reach the leader of the root's node
+// or process as hierGather brings them, the root's process leader (by
+// nodeDown, where another process of the node leads) and, in rank
+// order, the root's recv. mine is this rank's block; all the root's recv.
+func hierGatherTo(ctx context.Context, c *Coll, mine, all []byte, root int) error {
+	leader, err := c.hierArrive(ctx, mine, all)
+	if !leader || err != nil {
+		return c.hierEnd(err)
+	}
+	h, g := c.hier, c.hier.g
+	nb := len(mine)
+	rp, rl := h.procOf[root], h.local[root]
+	rt := h.topOf[rp]
+	me, mt, _ := h.myTop(c.rank)
+	var lay []byte
+	if lay, err = hierGather(ctx, c, callSig{call: callGather, root: root, count: nb, esize: 1}, rt); err == nil && mt == rt {
+		err = c.nodeDown(ctx, lay, rp-h.tfirst[rt])
+	}
+	if err == nil {
+		err = c.hierRelease(func() {
+			if me == rp {
+				out := g.slots[rl].recv
+				for r := 0; r < c.size; r++ {
+					at := h.first[h.procOf[r]] + h.local[r]
+					copy(out[r*nb:(r+1)*nb], lay[at*nb:])
+				}
+			}
+		})
+	}
+	return c.hierEnd(err)
+}
+
+// hierScatterFrom (Scatter): the root's process leader lays the root's
+// send out process by process, the leader of its node takes it
+// (nodeUp), sends every other node or process its part, and each node's
+// leader hands its processes theirs (nodeDown); each process leader then
+// copies its ranks' blocks into their recv. all is the root's send; mine
+// this rank's block.
+func hierScatterFrom(ctx context.Context, c *Coll, all, mine []byte, root int) error {
+	leader, err := c.hierArrive(ctx, all, mine)
+	if !leader || err != nil {
+		return c.hierEnd(err)
+	}
+	h, g := c.hier, c.hier.g
+	nb := len(mine)
+	rp, rl := h.procOf[root], h.local[root]
+	rt := h.topOf[rp]
+	me, mt, _ := h.myTop(c.rank)
+	lay := c.buf(1, c.size*nb)
+	if me == rp {
+		src := g.slots[rl].send
+		for r := 0; r < c.size; r++ {
+			at := h.first[h.procOf[r]] + h.local[r]
+			copy(lay[at*nb:(at+1)*nb], src[r*nb:])
+		}
+	}
+	if mt == rt {
+		err = c.nodeUp(ctx, lay, rp-h.tfirst[rt])
+	}
+	blk := func(t int) []byte { return lay[h.first[h.tfirst[t]]*nb : h.first[h.tfirst[t+1]]*nb] }
+	if err == nil && h.net != nil {
+		err = h.netCall(ctx, callSig{call: callScatter, root: rt, count: nb, esize: 1, alg: Linear}, func(nc *Coll) error {
+			if mt != rt {
+				if err := nc.recv(blk(mt), rt); err != nil {
+					return err
+				}
+				return nc.wait(ctx)
+			}
+			for t := 0; t < nc.size; t++ {
+				if t != rt {
+					if err := nc.send(blk(t), t); err != nil {
+						return err
+					}
+				}
+			}
+			return nc.wait(ctx)
+		})
+	}
+	if err == nil {
+		err = c.nodeDown(ctx, blk(mt), -1)
+	}
+	if err == nil {
+		err = c.hierRelease(func() {
+			for i := range g.slots {
+				copy(g.slots[i].recv, lay[(h.first[me]+i)*nb:])
+			}
+		})
+	}
+	return c.hierEnd(err)
+}
