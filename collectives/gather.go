@@ -58,7 +58,7 @@ func rooted[T any](ctx context.Context, c *Coll, call callID, k Collective, whol
 	}
 	alg = c.cfg.pick(k, n*es, c.size)
 	ready := c.ready
-	if c.hierFor(k, 0) {
+	if c.hierFits(k, n*es) {
 		alg, ready = algHier, c.hierReady
 	}
 	if err := ready(ctx, callSig{call: call, root: root, count: n, esize: es, alg: alg}); err != nil {
@@ -303,7 +303,7 @@ func Allgather[T any](ctx context.Context, c *Coll, send, recv []T) error {
 	}
 	all := bytesOf(recv)
 	nb := n * es
-	if c.hierFor(CollAllgather, 0) {
+	if c.hierFits(CollAllgather, c.size*nb) {
 		return hierAllgather(ctx, c, bytesOf(send), all, callSig{call: callAllgather, root: -1, count: n, esize: es})
 	}
 	alg := c.cfg.pick(CollAllgather, c.size*n*es, c.size)

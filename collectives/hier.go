@@ -122,6 +122,15 @@ func (c *Coll) hierFor(k Collective, ordered int) bool {
 	return false
 }
 
+// hierFits is hierFor for Allgather, Gather and Scatter moving nbytes
+// (the whole result; one rank's block): with a node level they move
+// every block through the node segment two or three times in steps, so
+// from the size at which the flat algorithms go straight to their peers
+// (collallgatherlarge, collgatherlarge) they run flat.
+func (c *Coll) hierFits(k Collective, nbytes int) bool {
+	return c.hierFor(k, 0) && (c.hier.chunk == 0 || nbytes < c.cfg.large[k])
+}
+
 // orderedBytes is, for a reduction of nbytes per rank, the bytes a
 // leader gathers when the reduction keeps rank order (deterministic mode
 // or a non-commutative operation; 0 otherwise).
@@ -467,7 +476,7 @@ func (c *Coll) hierArrive(ctx context.Context, send, recv []byte) (leader bool, 
 				return false, g.failed()
 			}
 			return false, nil
-		}, true)
+		}, true, false)
 	}
 	for i := 1; i < len(g.slots); i++ {
 		sl := &g.slots[i]
@@ -484,7 +493,7 @@ func (c *Coll) hierArrive(ctx context.Context, send, recv []byte) (leader bool, 
 				return false, g.failed()
 			}
 			return false, nil
-		}, false); err != nil {
+		}, false, false); err != nil {
 			return true, err
 		}
 	}
@@ -539,8 +548,10 @@ func (c *Coll) hierEnd(err error) error {
 // private communicator: a message of this call from any rank shows that
 // the rank runs a flat collective here (a mismatch), and an abort notice
 // that a rank gave up. A member whose context ends withdraws from the
-// call unless the leader has started writing its result.
-func (c *Coll) hierSpin(ctx context.Context, cond func() (bool, error), member bool) error {
+// call unless the leader has started writing its result. A wait on
+// other processes (node, at the node level) paces itself as a message
+// wait does (pause: on a crowded node it yields to processes at once).
+func (c *Coll) hierSpin(ctx context.Context, cond func() (bool, error), member, node bool) error {
 	done := ctx.Done()
 	g := c.hier.g
 	var t0 time.Time
@@ -580,7 +591,9 @@ func (c *Coll) hierSpin(ctx context.Context, cond func() (bool, error), member b
 				next = el + min(el, maxCheck)
 			}
 		}
-		if spins >= hierSpinPolls {
+		if node {
+			c.pause(spins)
+		} else if spins >= hierSpinPolls {
 			if osYield && spins%16 == 0 {
 				syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 			} else {

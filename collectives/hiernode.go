@@ -270,7 +270,7 @@ func (c *Coll) nodeStep(ctx context.Context, up func(slot []byte), lead func(ng 
 				return true, nil
 			}
 			return false, ng.failed()
-		}, false); err != nil {
+		}, false, true); err != nil {
 			return err
 		}
 		if down != nil {
@@ -290,7 +290,7 @@ func (c *Coll) nodeStep(ctx context.Context, up func(slot []byte), lead func(ng 
 					ng.ranks[i], c.call, c.seq, ErrInvalid)
 			}
 			return false, ng.failed()
-		}, false); err != nil {
+		}, false, true); err != nil {
 			return err
 		}
 	}
