@@ -42,7 +42,7 @@ type nodeGroup struct {
 	m, ni int         // processes on the node; this one's index (0 leads)
 	ranks []int       // comm rank of each process's leader
 	ids   []procIdent // each process's identity, to see it exit
-	step  uint32      // steps so far (every process of the node makes the same)
+	step  uint64      // steps so far (every process of the node makes the same)
 }
 
 // Segment layout: line 0 holds the node's state (the last step done)
@@ -251,31 +251,32 @@ func setupNode(ctx context.Context, c *Coll, h *hier, ms [][]int, nodeOf []int, 
 // processes), lead runs on the node's leader once every process's slot
 // holds the step (it reads the slots and writes slot 0), and down reads
 // slot 0 on the other processes once the leader is done. Without a node
-// group only lead runs. up and down may be nil.
+// group only lead runs. up may be nil; with down nil a process does not
+// wait for the leader (it waits, before it writes its slot again, until
+// the leader has finished the step before).
 func (c *Coll) nodeStep(ctx context.Context, up func(slot []byte), lead func(ng *nodeGroup) error, down func(slot0 []byte)) error {
 	ng := c.hier.ng
 	if ng == nil {
 		return lead(nil)
 	}
 	ng.step++
-	s := uint64(ng.step)
+	s := ng.step
 	mark := s<<32 | c.sig<<2&sigBitsMask | slotArrived
 	if ng.ni != 0 {
+		if err := c.nodeWait(ctx, ng, s-1); err != nil { // the leader has read the slot
+			return err
+		}
 		if up != nil {
 			up(ng.slot(ng.ni))
 		}
 		ng.arrival(ng.ni).Store(mark)
-		if err := c.hierSpin(ctx, func() (bool, error) {
-			if ng.state().Load() == s {
-				return true, nil
-			}
-			return false, ng.failed()
-		}, false, true); err != nil {
+		if down == nil {
+			return nil
+		}
+		if err := c.nodeWait(ctx, ng, s); err != nil {
 			return err
 		}
-		if down != nil {
-			down(ng.slot(0))
-		}
+		down(ng.slot(0))
 		return nil
 	}
 	for i := 1; i < ng.m; i++ {
@@ -285,7 +286,7 @@ func (c *Coll) nodeStep(ctx context.Context, up func(slot []byte), lead func(ng 
 			switch {
 			case v == mark:
 				return true, nil
-			case v>>32 == s:
+			case v>>32 == s&(1<<32-1):
 				return false, fmt.Errorf("rank %d of this node called another collective, or with other arguments, where this rank is at %s #%d: %w",
 					ng.ranks[i], c.call, c.seq, ErrInvalid)
 			}
@@ -302,6 +303,19 @@ func (c *Coll) nodeStep(ctx context.Context, up func(slot []byte), lead func(ng 
 	}
 	ng.state().Store(s)
 	return nil
+}
+
+// nodeWait waits until the node's leader has finished step s.
+func (c *Coll) nodeWait(ctx context.Context, ng *nodeGroup, s uint64) error {
+	if ng.state().Load() >= s {
+		return nil
+	}
+	return c.hierSpin(ctx, func() (bool, error) {
+		if ng.state().Load() >= s {
+			return true, nil
+		}
+		return false, ng.failed()
+	}, false, true)
 }
 
 // chunks calls f with the successive parts [a, b) of n units that one
@@ -347,7 +361,7 @@ func (c *Coll) topBarrier(ctx context.Context) error {
 			}
 			return nil
 		})
-	}, nil)
+	}, func([]byte) {})
 }
 
 // topBcast (process leader): process rp's b to every process leader's b.
@@ -419,11 +433,7 @@ func topReduce[T any](ctx context.Context, c *Coll, acc []T, op *Op[T], rp int) 
 				copy(ng.slot(0), bytesOf(part))
 			}
 			return nil
-		}, func(slot0 []byte) {
-			if me == rp {
-				copy(bytesOf(part), slot0)
-			}
-		})
+		}, onlyIf(me == rp, func(slot0 []byte) { copy(bytesOf(part), slot0) }))
 	})
 }
 
@@ -506,11 +516,7 @@ func (c *Coll) nodeDown(ctx context.Context, buf []byte, to int) error {
 		return c.nodeStep(ctx, nil, func(ng *nodeGroup) error {
 			copy(ng.slot(0), part)
 			return nil
-		}, func(slot0 []byte) {
-			if to < 0 || to == ng.ni {
-				copy(part, slot0)
-			}
-		})
+		}, onlyIf(to < 0 || to == ng.ni, func(slot0 []byte) { copy(part, slot0) }))
 	})
 }
 
@@ -532,4 +538,13 @@ func (c *Coll) nodeUp(ctx context.Context, buf []byte, from int) error {
 			return nil
 		}, nil)
 	})
+}
+
+// onlyIf returns down if ok, else nil (a step this process need not wait
+// for).
+func onlyIf(ok bool, down func([]byte)) func([]byte) {
+	if ok {
+		return down
+	}
+	return nil
 }
