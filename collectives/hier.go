@@ -18,14 +18,14 @@ import (
 // The hierarchy (docs/collectives.md, "Hierarchy"): the ranks of a
 // communicator that are endpoint handles of one process form a process
 // group. Its lowest rank is the group's leader. The other members of a
-// group take part in Barrier, Bcast, Reduce, Allreduce and Allgather
-// through the process's memory only: each publishes its buffers in a slot
-// of a structure the group's handles share and waits; the leader waits
-// for every member's slot, combines straight from their buffers, runs the
-// collective among the leaders (one per process, with this package's
-// point-to-point algorithms over a communicator of the leaders) and
-// writes the result into the members' buffers before it releases them.
-// No member sends a message.
+// group take part in the hierarchical collectives through the process's
+// memory only: each publishes its buffers in a slot of a structure the
+// group's handles share and waits; the leader waits for every member's
+// slot, combines straight from their buffers, runs the collective at the
+// levels above (the processes of its node through a node segment,
+// hiernode.go, and the nodes' leaders with this package's point-to-point
+// algorithms over a communicator of them) and writes the result into the
+// members' buffers before it releases them. No member sends a message.
 
 // Hierarchy says when the collectives take the hierarchical path.
 type Hierarchy uint8
@@ -33,11 +33,12 @@ type Hierarchy uint8
 // Hierarchy modes (WithHierarchy; WEFT_TUNE collhier).
 const (
 	// HierAuto: hierarchical where the communicator has several ranks in
-	// one process, for the collectives whose algorithm is Auto.
+	// one process or several processes on one node, for the collectives
+	// whose algorithm is Auto.
 	HierAuto Hierarchy = iota
 	// HierOn: hierarchical where the communicator has several ranks in
-	// one process, whatever the algorithm; a forced algorithm then runs
-	// among the processes' leaders.
+	// one process or several processes on one node, whatever the
+	// algorithm; a forced algorithm then runs among the nodes' leaders.
 	HierOn
 	// HierOff: never; every rank runs the flat algorithms.
 	HierOff
@@ -64,11 +65,12 @@ func ParseHierarchy(s string) (Hierarchy, error) {
 	return HierAuto, fmt.Errorf("collectives: hierarchy %q (auto, on, off): %w", s, ErrInvalid)
 }
 
-// WithHierarchy sets when Barrier, Bcast, Reduce, Allreduce, Allgather
-// (and Alltoall, where every rank is in one process) combine the ranks of
-// one process through its memory (HierAuto, the default, or WEFT_TUNE
-// collhier; see docs/collectives.md). HierOff also skips the exchange New
-// makes to find the process groups.
+// WithHierarchy sets when Barrier, Bcast, Reduce, Allreduce, Allgather,
+// Gather, Scatter (and Alltoall, where every rank is in one process)
+// combine the ranks of one process through its memory and the processes
+// of one node through a node segment (HierAuto, the default, or
+// WEFT_TUNE collhier; see docs/collectives.md). HierOff also skips the
+// exchanges New makes to find the process and node groups.
 func WithHierarchy(h Hierarchy) Option {
 	return func(c *config) error {
 		if h >= numHier {
@@ -80,12 +82,13 @@ func WithHierarchy(h Hierarchy) Option {
 }
 
 // Hierarchical reports whether collective k takes the hierarchical path on
-// this handle (the communicator has a process with several of its ranks,
-// k has a hierarchical form and the mode and algorithm allow it; Alltoall
-// has one where every rank is in this process).
-// Reductions in rank order (deterministic mode, non-commutative
-// operations) over several processes whose p·n bytes exceed
-// hierOrderedMax run flat.
+// this handle (the communicator has a process with several of its ranks
+// or a node with several of its processes, k has a hierarchical form and
+// the mode and algorithm allow it; Alltoall has one where every rank is
+// in this process). Reductions in rank order (deterministic mode,
+// non-commutative operations) over several processes whose p·n bytes
+// exceed hierOrderedMax run flat, and so do, with a node level, large
+// Allgathers, Gathers and Scatters (hierFits).
 func (c *Coll) Hierarchical(k Collective) bool {
 	return c != nil && c.hierFor(k, 0)
 }
