@@ -319,15 +319,8 @@ func TestHierProcs(t *testing.T) {
 			if err := sc.Free(); err != nil {
 				return err
 			}
-			dc, err := C.New(ctx, sub, C.Deterministic(true))
-			if err != nil {
-				return err
-			}
-			if err := hierDet(ctx, dc); err != nil {
-				return fmt.Errorf("interleaved, deterministic: %w", err)
-			}
-			if err := dc.Free(); err != nil {
-				return err
+			if err := detOn(ctx, sub); err != nil {
+				return fmt.Errorf("interleaved: %w", err)
 			}
 			// Without the second handle of process 0: process 0 has k-1
 			// ranks (one when k = 2), process 1 has k.

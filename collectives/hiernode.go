@@ -401,12 +401,17 @@ func (c *Coll) topBcast(ctx context.Context, b []byte, rp int) error {
 }
 
 // topReduce (process leader, commutative op): the process leaders' acc
-// combined into process rp's acc.
+// combined into process rp's acc, or into every one's for rp < 0.
 func topReduce[T any](ctx context.Context, c *Coll, acc []T, op *Op[T], rp int) error {
 	h, es := c.hier, sizeOf[T]()
 	me, mt, _ := h.myTop(c.rank)
-	rt := h.topOf[rp]
-	rk := rp - h.tfirst[rt]
+	every, rt, rk := rp < 0, -1, -1
+	k, call := CollAllreduce, callAllreduce
+	if !every {
+		rt = h.topOf[rp]
+		rk = rp - h.tfirst[rt]
+		k, call = CollReduce, callReduce
+	}
 	return h.chunks(len(acc), es, func(lo, hi int) error {
 		part := acc[lo:hi]
 		return c.nodeStep(ctx, func(slot []byte) {
@@ -418,54 +423,25 @@ func topReduce[T any](ctx context.Context, c *Coll, acc []T, op *Op[T], rp int) 
 				}
 			}
 			if h.net != nil {
-				var out []T
-				if mt == rt {
-					out = part
-				}
-				alg := h.net.cfg.pick(CollReduce, len(part)*es, h.net.size)
-				if err := h.netCall(ctx, callSig{call: callReduce, root: rt, count: len(part), esize: es, op: op.code, alg: alg}, func(n *Coll) error {
+				alg := h.net.cfg.pick(k, len(part)*es, h.net.size)
+				if err := h.netCall(ctx, callSig{call: call, root: rt, count: len(part), esize: es, op: op.code, alg: alg}, func(n *Coll) error {
+					if every {
+						return allreduce(ctx, n, part, op, alg)
+					}
+					var out []T
+					if mt == rt {
+						out = part
+					}
 					return reduceTo(ctx, n, part, out, op, rt, alg)
 				}); err != nil {
 					return err
 				}
 			}
-			if ng != nil && mt == rt && rk != 0 {
+			if ng != nil && (every || mt == rt && rk != 0) {
 				copy(ng.slot(0), bytesOf(part))
 			}
 			return nil
-		}, onlyIf(me == rp, func(slot0 []byte) { copy(bytesOf(part), slot0) }))
-	})
-}
-
-// topAllreduce (process leader, commutative op): the process leaders'
-// acc combined into every one's acc.
-func topAllreduce[T any](ctx context.Context, c *Coll, acc []T, op *Op[T]) error {
-	h, es := c.hier, sizeOf[T]()
-	return h.chunks(len(acc), es, func(lo, hi int) error {
-		part := acc[lo:hi]
-		return c.nodeStep(ctx, func(slot []byte) {
-			copy(slot, bytesOf(part))
-		}, func(ng *nodeGroup) error {
-			if ng != nil {
-				for i := 1; i < ng.m; i++ {
-					op.left(part, elems[T](ng.slot(i))[:len(part)])
-				}
-			}
-			if h.net != nil {
-				alg := h.net.cfg.pick(CollAllreduce, len(part)*es, h.net.size)
-				if err := h.netCall(ctx, callSig{call: callAllreduce, root: -1, count: len(part), esize: es, op: op.code, alg: alg}, func(n *Coll) error {
-					return allreduce(ctx, n, part, op, alg)
-				}); err != nil {
-					return err
-				}
-			}
-			if ng != nil {
-				copy(ng.slot(0), bytesOf(part))
-			}
-			return nil
-		}, func(slot0 []byte) {
-			copy(bytesOf(part), slot0)
-		})
+		}, onlyIf(every || me == rp, func(slot0 []byte) { copy(bytesOf(part), slot0) }))
 	})
 }
 

@@ -19,6 +19,18 @@ import (
 // node segment, with several endpoint handles per process or one, and
 // two pretended nodes (WEFT_NODE_ID) whose leaders talk over libfabric.
 
+// detOn runs hierDet on a deterministic handle over comm.
+func detOn(ctx context.Context, comm *endpoint.Comm) error {
+	dc, err := C.New(ctx, comm, C.Deterministic(true))
+	if err != nil {
+		return err
+	}
+	if err := hierDet(ctx, dc); err != nil {
+		return fmt.Errorf("deterministic: %w", err)
+	}
+	return dc.Free()
+}
+
 // wantShape fails unless c's hierarchy has procs processes and tops
 // top-level groups, and this rank's process is in a node group.
 func wantShape(c *C.Coll, procs, tops int) error {
@@ -40,15 +52,7 @@ func TestHierNode(t *testing.T) {
 	}
 	w := initWorld(t)
 	ctx := tctx(t, 80*time.Second)
-	eps, err := w.Comm().CreateEndpoints(ctx, w.Comm().Rank()+1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, e := range eps {
-			e.Free()
-		}
-	}()
+	eps := endpointsOf(t, ctx, w.Comm(), w.Comm().Rank()+1)
 	runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
 		if c.Size() != 6 {
 			return fmt.Errorf("size %d, want 6", c.Size())
@@ -59,14 +63,7 @@ func TestHierNode(t *testing.T) {
 		if err := hierBattery(ctx, c); err != nil {
 			return err
 		}
-		dc, err := C.New(ctx, c.Comm(), C.Deterministic(true))
-		if err != nil {
-			return err
-		}
-		if err := hierDet(ctx, dc); err != nil {
-			return fmt.Errorf("deterministic: %w", err)
-		}
-		if err := dc.Free(); err != nil {
+		if err := detOn(ctx, c.Comm()); err != nil {
 			return err
 		}
 		color := endpoint.Undefined
@@ -107,22 +104,14 @@ func TestHierNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer j.Finalize()
+	t.Cleanup(func() { j.Finalize() })
 	t.Setenv("WEFT_NODE_ID", "pretend-node-"+strconv.Itoa(j.Rank()/2))
 	w, err := endpoint.Init(ctx, endpoint.WithJob(j))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
-	eps, err := w.Comm().CreateEndpoints(ctx, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, e := range eps {
-			e.Free()
-		}
-	}()
+	t.Cleanup(func() { w.Close() })
+	eps := endpointsOf(t, ctx, w.Comm(), 2)
 	runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
 		if err := wantShape(c, 4, 2); err != nil {
 			return err
@@ -130,14 +119,7 @@ func TestHierNodes(t *testing.T) {
 		if err := hierBatteryOf(ctx, c, true); err != nil {
 			return err
 		}
-		dc, err := C.New(ctx, c.Comm(), C.Deterministic(true))
-		if err != nil {
-			return err
-		}
-		if err := hierDet(ctx, dc); err != nil {
-			return fmt.Errorf("deterministic: %w", err)
-		}
-		return dc.Free()
+		return detOn(ctx, c.Comm())
 	})
 }
 

@@ -134,7 +134,7 @@ func hierAllreduce[T any](ctx context.Context, c *Coll, send, acc []T, op *Op[T]
 		for i := 1; i < len(g.slots); i++ {
 			op.left(acc, elems[T](g.slots[i].send))
 		}
-		err = topAllreduce(ctx, c, acc, op)
+		err = topReduce(ctx, c, acc, op, -1)
 	}
 	if err == nil {
 		err = c.hierRelease(func() {
@@ -183,8 +183,7 @@ func hierAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) e
 			for i := range g.slots {
 				for r := 0; r < c.size; r++ {
 					if r != g.ranks[i] {
-						at := (h.first[h.procOf[r]] + h.local[r]) * nb
-						copy(g.slots[i].recv[r*nb:(r+1)*nb], all[at:])
+						copy(g.slots[i].recv[r*nb:(r+1)*nb], all[h.pos(r)*nb:])
 					}
 				}
 			}
@@ -282,7 +281,7 @@ func foldLocal[T any](g *procGroup, acc []T, op *Op[T]) {
 // algorithms' deterministic mode does.
 func foldRanks[T any](h *hier, res, all []T, op *Op[T]) {
 	n := len(res)
-	x := func(r int) []T { at := (h.first[h.procOf[r]] + h.local[r]) * n; return all[at : at+n] }
+	x := func(r int) []T { at := h.pos(r) * n; return all[at : at+n] }
 	copy(res, x(0))
 	for r := 1; r < len(h.procOf); r++ {
 		op.left(res, x(r))
@@ -300,8 +299,7 @@ func hierGatherTo(ctx context.Context, c *Coll, mine, all []byte, root int) erro
 	}
 	h, g := c.hier, c.hier.g
 	nb := len(mine)
-	rp, rl := h.procOf[root], h.local[root]
-	rt := h.topOf[rp]
+	rp, rl, rt := h.place(root)
 	me, mt, _ := h.myTop(c.rank)
 	var lay []byte
 	if lay, err = hierGather(ctx, c, callSig{call: callGather, root: root, count: nb, esize: 1}, rt); err == nil && mt == rt {
@@ -312,8 +310,7 @@ func hierGatherTo(ctx context.Context, c *Coll, mine, all []byte, root int) erro
 			if me == rp {
 				out := g.slots[rl].recv
 				for r := 0; r < c.size; r++ {
-					at := h.first[h.procOf[r]] + h.local[r]
-					copy(out[r*nb:(r+1)*nb], lay[at*nb:])
+					copy(out[r*nb:(r+1)*nb], lay[h.pos(r)*nb:])
 				}
 			}
 		})
@@ -334,14 +331,13 @@ func hierScatterFrom(ctx context.Context, c *Coll, all, mine []byte, root int) e
 	}
 	h, g := c.hier, c.hier.g
 	nb := len(mine)
-	rp, rl := h.procOf[root], h.local[root]
-	rt := h.topOf[rp]
+	rp, rl, rt := h.place(root)
 	me, mt, _ := h.myTop(c.rank)
 	lay := c.buf(1, c.size*nb)
 	if me == rp {
 		src := g.slots[rl].send
 		for r := 0; r < c.size; r++ {
-			at := h.first[h.procOf[r]] + h.local[r]
+			at := h.pos(r)
 			copy(lay[at*nb:(at+1)*nb], src[r*nb:])
 		}
 	}
@@ -378,4 +374,14 @@ func hierScatterFrom(ctx context.Context, c *Coll, all, mine []byte, root int) e
 		})
 	}
 	return c.hierEnd(err)
+}
+
+// pos returns rank r's place in hierGather's layout (node by node,
+// process by process, in rank order).
+func (h *hier) pos(r int) int { return h.first[h.procOf[r]] + h.local[r] }
+
+// place returns rank r's process, its index there and its top-level
+// group.
+func (h *hier) place(r int) (proc, idx, top int) {
+	return h.procOf[r], h.local[r], h.topOf[h.procOf[r]]
 }
