@@ -12,6 +12,7 @@ import (
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/internal/launchtest"
+	"github.com/weft-hpc/weft/internal/testenv"
 	"github.com/weft-hpc/weft/job"
 )
 
@@ -43,9 +44,10 @@ func wantShape(c *C.Coll, procs, tops int) error {
 
 // TestHierNode: 3 processes of one node holding 1, 2 and 3 endpoint
 // handles (6 ranks, three levels: handles of a process, processes of the
-// node): the battery and deterministic mode (bitwise against the serial
-// fold and a flat handle); then the communicator of each process's first
-// handle (one rank per process: the node level alone).
+// node): the battery (the short one under -short) and deterministic mode
+// (bitwise against the serial fold and a flat handle); then the short
+// battery on the communicator of each process's first handle (one rank
+// per process: the node level alone).
 func TestHierNode(t *testing.T) {
 	if launch(t, 3, "native", 90*time.Second) {
 		return
@@ -60,7 +62,7 @@ func TestHierNode(t *testing.T) {
 		if err := wantShape(c, 3, 1); err != nil {
 			return err
 		}
-		if err := hierBattery(ctx, c); err != nil {
+		if err := hierBatteryOf(ctx, c, testing.Short()); err != nil {
 			return err
 		}
 		if err := detOn(ctx, c.Comm()); err != nil {
@@ -82,7 +84,7 @@ func TestHierNode(t *testing.T) {
 		if err := wantShape(sc, 3, 1); err != nil {
 			return err
 		}
-		if err := hierBattery(ctx, sc); err != nil {
+		if err := hierBatteryOf(ctx, sc, true); err != nil {
 			return fmt.Errorf("one rank per process: %w", err)
 		}
 		return sc.Free()
@@ -95,6 +97,7 @@ func TestHierNode(t *testing.T) {
 // over libfabric (tcp;ofi_rxm); the short battery and deterministic
 // mode.
 func TestHierNodes(t *testing.T) {
+	testenv.Short(t, "4 processes as 2 nodes over tcp;ofi_rxm")
 	if !launchtest.IsWorker() {
 		launchtest.Run(t, 4, "tcp;ofi_rxm", 120*time.Second, endpoint.EnvNodeTransport+"=native")
 		return
