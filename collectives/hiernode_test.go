@@ -94,12 +94,13 @@ func TestHierNode(t *testing.T) {
 // TestHierNodes: 4 processes pretending to be 2 nodes (WEFT_NODE_ID),
 // 2 endpoint handles each (8 ranks): handles combine in their process,
 // the 2 processes of a node through its segment, and the nodes' leaders
-// over libfabric (tcp;ofi_rxm); the short battery and deterministic
-// mode.
+// over libfabric (its shm provider, which reaches across the pretended
+// nodes; test/cluster's hybrid program covers real nodes on tcp); the
+// short battery and deterministic mode.
 func TestHierNodes(t *testing.T) {
 	testenv.Short(t, "4 processes as 2 nodes over tcp;ofi_rxm")
 	if !launchtest.IsWorker() {
-		launchtest.Run(t, 4, "tcp;ofi_rxm", 120*time.Second, endpoint.EnvNodeTransport+"=native")
+		launchtest.Run(t, 4, "shm", 120*time.Second, endpoint.EnvNodeTransport+"=native")
 		return
 	}
 	ctx := tctx(t, 100*time.Second)
