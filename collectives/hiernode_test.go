@@ -98,7 +98,7 @@ func TestHierNode(t *testing.T) {
 // nodes; test/cluster's hybrid program covers real nodes on tcp); the
 // short battery and deterministic mode.
 func TestHierNodes(t *testing.T) {
-	testenv.Short(t, "4 processes as 2 nodes over tcp;ofi_rxm")
+	testenv.Short(t, "4 processes as 2 pretended nodes")
 	if !launchtest.IsWorker() {
 		launchtest.Run(t, 4, "shm", 120*time.Second, endpoint.EnvNodeTransport+"=native")
 		return
