@@ -176,6 +176,58 @@ func checkBcast[T comparable](e *env, g gen[T], n, root, salt int) error {
 	return check(e, buf, want)
 }
 
+// checkGatherScatter checks Gather and Scatter of n elements per rank to
+// and from root (in place at the root or not) against the serial
+// reference; what names the case in errors.
+func checkGatherScatter[T comparable](e *env, g gen[T], n, root int, inPlace bool, what string) error {
+	c, p, r := e.c, e.p, e.r
+	salt := e.next("Gather%s", what)
+	send := make([]T, n)
+	fillGen(send, g, r, salt)
+	want := make([]T, p*n)
+	for q := 0; q < p; q++ {
+		fillGen(want[q*n:(q+1)*n], g, q, salt)
+	}
+	var recv []T
+	if r == root {
+		recv = make([]T, p*n)
+		junk(recv)
+		if inPlace {
+			copy(recv[r*n:], send)
+			send = nil
+		}
+	}
+	if err := e.call(doGather(e, c, send, recv, root)); err != nil {
+		return err
+	}
+	if r == root {
+		if err := check(e, recv, want); err != nil {
+			return err
+		}
+	}
+	salt = e.next("Scatter%s", what)
+	var all []T
+	if r == root {
+		all = make([]T, p*n)
+		for q := 0; q < p; q++ {
+			fillGen(all[q*n:(q+1)*n], g, q, salt)
+		}
+	}
+	mine, wantMine := make([]T, n), make([]T, n)
+	fillGen(wantMine, g, r, salt)
+	junk(mine)
+	if inPlace && r == root {
+		mine = nil
+	}
+	if err := e.call(doScatter(e, c, all, mine, root)); err != nil {
+		return err
+	}
+	if mine == nil {
+		mine = all[r*n : (r+1)*n]
+	}
+	return check(e, mine, wantMine)
+}
+
 // movers checks the data-movement collectives for element type T.
 func movers[T comparable](e *env, tname string, g gen[T], counts []int) error {
 	c, p, r := e.c, e.p, e.r
@@ -195,51 +247,7 @@ func movers[T comparable](e *env, tname string, g gen[T], counts []int) error {
 			_ = c.SetAlgorithm(C.CollScatter, alg)
 			for _, root := range e.roots() {
 				for _, inPlace := range []bool{false, true} {
-					salt := e.next("Gather[%s] n=%d %s root=%d inplace=%v", tname, n, alg, root, inPlace)
-					send := make([]T, n)
-					fillGen(send, g, r, salt)
-					want := make([]T, p*n)
-					for q := 0; q < p; q++ {
-						fillGen(want[q*n:(q+1)*n], g, q, salt)
-					}
-					var recv []T
-					if r == root {
-						recv = make([]T, p*n)
-						junk(recv)
-						if inPlace {
-							copy(recv[r*n:], send)
-							send = nil
-						}
-					}
-					if err := e.call(doGather(e, c, send, recv, root)); err != nil {
-						return err
-					}
-					if r == root {
-						if err := check(e, recv, want); err != nil {
-							return err
-						}
-					}
-					salt = e.next("Scatter[%s] n=%d %s root=%d inplace=%v", tname, n, alg, root, inPlace)
-					var all []T
-					if r == root {
-						all = make([]T, p*n)
-						for q := 0; q < p; q++ {
-							fillGen(all[q*n:(q+1)*n], g, q, salt)
-						}
-					}
-					mine, wantMine := make([]T, n), make([]T, n)
-					fillGen(wantMine, g, r, salt)
-					junk(mine)
-					if inPlace && r == root {
-						mine = nil
-					}
-					if err := e.call(doScatter(e, c, all, mine, root)); err != nil {
-						return err
-					}
-					if mine == nil {
-						mine = all[r*n : (r+1)*n]
-					}
-					if err := check(e, mine, wantMine); err != nil {
+					if err := checkGatherScatter(e, g, n, root, inPlace, fmt.Sprintf("[%s] n=%d %s root=%d inplace=%v", tname, n, alg, root, inPlace)); err != nil {
 						return err
 					}
 				}

@@ -32,9 +32,10 @@
 // reduction combines in rank order, so that its result is bitwise the same
 // whatever the algorithm.
 //
-// Where a process holds several ranks of the communicator (endpoint
-// handles), Barrier, Bcast, Reduce, Allreduce and Allgather combine them
-// through the process's memory and only one leader per process sends
+// Barrier, Bcast, Reduce, Allreduce, Allgather, Gather and Scatter are
+// hierarchical: the ranks of one process (endpoint handles) combine
+// through the process's memory, the processes of one node through a
+// segment of node shared memory, and only one leader per node sends
 // messages (WithHierarchy, WEFT_TUNE collhier; docs/collectives.md,
 // "Hierarchy").
 //

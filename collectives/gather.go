@@ -19,7 +19,10 @@ func Gather[T any](ctx context.Context, c *Coll, send, recv []T, root int) error
 	if err != nil {
 		return c.fail(err)
 	}
-	if alg == Linear {
+	switch alg {
+	case algHier:
+		return hierGatherTo(ctx, c, mine, all, root)
+	case Linear:
 		return c.done(c.gatherLinear(ctx, mine, all, root))
 	}
 	return c.done(c.gatherBinomial(ctx, mine, all, root))
@@ -30,7 +33,8 @@ func Gather[T any](ctx context.Context, c *Coll, send, recv []T, root int) error
 // and every rank's part (n elements): element size, root and length
 // checks, the in-place form (the root passes part == nil, its block then
 // being its own slot of whole), and the agreement on the call. It returns
-// the root's whole and this rank's block as bytes, and the algorithm.
+// the root's whole and this rank's block as bytes, and the algorithm
+// (algHier for the hierarchical path, hierops.go).
 func rooted[T any](ctx context.Context, c *Coll, call callID, k Collective, whole, part []T, root int, what, wholeName string) (all, mine []byte, alg Algorithm, err error) {
 	es, err := elemSize[T]()
 	if err != nil {
@@ -53,7 +57,11 @@ func rooted[T any](ctx context.Context, c *Coll, call callID, k Collective, whol
 		}
 	}
 	alg = c.cfg.pick(k, n*es, c.size)
-	if err := c.ready(ctx, callSig{call: call, root: root, count: n, esize: es, alg: alg}); err != nil {
+	ready := c.ready
+	if c.hierFits(k, n*es) {
+		alg, ready = algHier, c.hierReady
+	}
+	if err := ready(ctx, callSig{call: call, root: root, count: n, esize: es, alg: alg}); err != nil {
 		return nil, nil, 0, err
 	}
 	if c.rank == root {
@@ -195,7 +203,10 @@ func Scatter[T any](ctx context.Context, c *Coll, send, recv []T, root int) erro
 	if err != nil {
 		return c.fail(err)
 	}
-	if alg == Linear {
+	switch alg {
+	case algHier:
+		return hierScatterFrom(ctx, c, all, mine, root)
+	case Linear:
 		return c.done(c.scatterLinear(ctx, all, mine, root))
 	}
 	return c.done(c.scatterBinomial(ctx, all, mine, root))
@@ -292,7 +303,7 @@ func Allgather[T any](ctx context.Context, c *Coll, send, recv []T) error {
 	}
 	all := bytesOf(recv)
 	nb := n * es
-	if c.hierFor(CollAllgather, 0) {
+	if c.hierFits(CollAllgather, c.size*nb) {
 		return hierAllgather(ctx, c, bytesOf(send), all, callSig{call: callAllgather, root: -1, count: n, esize: es})
 	}
 	alg := c.cfg.pick(CollAllgather, c.size*n*es, c.size)

@@ -59,15 +59,7 @@ func TestDeterministic(t *testing.T) {
 func TestBatteryShared(t *testing.T) {
 	ctx := tctx(t, 60*time.Second)
 	handles(t, 1) // the singleton world
-	eps, err := single.w.Comm().CreateEndpoints(ctx, 4, endpoint.Shared(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, e := range eps {
-			e.Free()
-		}
-	}()
+	eps := endpointsOf(t, ctx, single.w.Comm(), 4, endpoint.Shared(true))
 	runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
 		return battery(ctx, c, false)
 	})

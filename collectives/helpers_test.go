@@ -156,3 +156,19 @@ func tctx(t *testing.T, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// endpointsOf makes n endpoint handles of comm (CreateEndpoints, with
+// opts), freed when the test ends.
+func endpointsOf(t *testing.T, ctx context.Context, comm *endpoint.Comm, n int, opts ...endpoint.Option) []*endpoint.Comm {
+	t.Helper()
+	eps, err := comm.CreateEndpoints(ctx, n, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, e := range eps {
+			e.Free()
+		}
+	})
+	return eps
+}

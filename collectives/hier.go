@@ -18,14 +18,14 @@ import (
 // The hierarchy (docs/collectives.md, "Hierarchy"): the ranks of a
 // communicator that are endpoint handles of one process form a process
 // group. Its lowest rank is the group's leader. The other members of a
-// group take part in Barrier, Bcast, Reduce, Allreduce and Allgather
-// through the process's memory only: each publishes its buffers in a slot
-// of a structure the group's handles share and waits; the leader waits
-// for every member's slot, combines straight from their buffers, runs the
-// collective among the leaders (one per process, with this package's
-// point-to-point algorithms over a communicator of the leaders) and
-// writes the result into the members' buffers before it releases them.
-// No member sends a message.
+// group take part in the hierarchical collectives through the process's
+// memory only: each publishes its buffers in a slot of a structure the
+// group's handles share and waits; the leader waits for every member's
+// slot, combines straight from their buffers, runs the collective at the
+// levels above (the processes of its node through a node segment,
+// hiernode.go, and the nodes' leaders with this package's point-to-point
+// algorithms over a communicator of them) and writes the result into the
+// members' buffers before it releases them. No member sends a message.
 
 // Hierarchy says when the collectives take the hierarchical path.
 type Hierarchy uint8
@@ -33,11 +33,12 @@ type Hierarchy uint8
 // Hierarchy modes (WithHierarchy; WEFT_TUNE collhier).
 const (
 	// HierAuto: hierarchical where the communicator has several ranks in
-	// one process, for the collectives whose algorithm is Auto.
+	// one process or several processes on one node, for the collectives
+	// whose algorithm is Auto.
 	HierAuto Hierarchy = iota
 	// HierOn: hierarchical where the communicator has several ranks in
-	// one process, whatever the algorithm; a forced algorithm then runs
-	// among the processes' leaders.
+	// one process or several processes on one node, whatever the
+	// algorithm; a forced algorithm then runs among the nodes' leaders.
 	HierOn
 	// HierOff: never; every rank runs the flat algorithms.
 	HierOff
@@ -64,11 +65,12 @@ func ParseHierarchy(s string) (Hierarchy, error) {
 	return HierAuto, fmt.Errorf("collectives: hierarchy %q (auto, on, off): %w", s, ErrInvalid)
 }
 
-// WithHierarchy sets when Barrier, Bcast, Reduce, Allreduce, Allgather
-// (and Alltoall, where every rank is in one process) combine the ranks of
-// one process through its memory (HierAuto, the default, or WEFT_TUNE
-// collhier; see docs/collectives.md). HierOff also skips the exchange New
-// makes to find the process groups.
+// WithHierarchy sets when Barrier, Bcast, Reduce, Allreduce, Allgather,
+// Gather, Scatter (and Alltoall, where every rank is in one process)
+// combine the ranks of one process through its memory and the processes
+// of one node through a node segment (HierAuto, the default, or
+// WEFT_TUNE collhier; see docs/collectives.md). HierOff also skips the
+// exchanges New makes to find the process and node groups.
 func WithHierarchy(h Hierarchy) Option {
 	return func(c *config) error {
 		if h >= numHier {
@@ -80,12 +82,13 @@ func WithHierarchy(h Hierarchy) Option {
 }
 
 // Hierarchical reports whether collective k takes the hierarchical path on
-// this handle (the communicator has a process with several of its ranks,
-// k has a hierarchical form and the mode and algorithm allow it; Alltoall
-// has one where every rank is in this process).
-// Reductions in rank order (deterministic mode, non-commutative
-// operations) over several processes whose p·n bytes exceed
-// hierOrderedMax run flat.
+// this handle (the communicator has a process with several of its ranks
+// or a node with several of its processes, k has a hierarchical form and
+// the mode and algorithm allow it; Alltoall has one where every rank is
+// in this process). Reductions in rank order (deterministic mode,
+// non-commutative operations) over several processes whose p·n bytes
+// exceed hierOrderedMax run flat, and so do, with a node level, large
+// Allgathers, Gathers and Scatters (hierFits).
 func (c *Coll) Hierarchical(k Collective) bool {
 	return c != nil && c.hierFor(k, 0)
 }
@@ -102,7 +105,7 @@ func (c *Coll) hierFor(k Collective, ordered int) bool {
 		return false
 	}
 	switch k {
-	case CollBarrier, CollBcast, CollReduce, CollAllreduce, CollAllgather:
+	case CollBarrier, CollBcast, CollReduce, CollAllreduce, CollAllgather, CollGather, CollScatter:
 	case CollAlltoall: // every rank in this process: block copies only
 		if c.hier.procs > 1 {
 			return false
@@ -122,6 +125,15 @@ func (c *Coll) hierFor(k Collective, ordered int) bool {
 	return false
 }
 
+// hierFits is hierFor for Allgather, Gather and Scatter moving nbytes
+// (the whole result; one rank's block): with a node level they move
+// every block through the node segment two or three times in steps, so
+// from the size at which the flat algorithms go straight to their peers
+// (collallgatherlarge, collgatherlarge) they run flat.
+func (c *Coll) hierFits(k Collective, nbytes int) bool {
+	return c.hierFor(k, 0) && (c.hier.chunk == 0 || nbytes < c.cfg.large[k])
+}
+
 // orderedBytes is, for a reduction of nbytes per rank, the bytes a
 // leader gathers when the reduction keeps rank order (deterministic mode
 // or a non-commutative operation; 0 otherwise).
@@ -132,15 +144,25 @@ func (c *Coll) orderedBytes(commutative bool, nbytes int) int {
 	return 0
 }
 
-// hier is a handle's place in the hierarchy.
+// hier is a handle's place in the hierarchy. Processes are numbered
+// node by node (nodes in the order of their lowest rank, then the
+// processes of a node in the order of their lowest rank), and the
+// gathered layout of hierGather follows that order: process j's ranks
+// from first[j] on, in rank order.
 type hier struct {
 	g      *procGroup
 	li     int   // this handle's index in g (0: the leader)
 	procs  int   // processes of the communicator
-	procOf []int // comm rank → its process (numbered by lowest rank)
+	procOf []int // comm rank → its process
 	local  []int // comm rank → its index in its process group
 	first  []int // process → offset of its first rank in process order (len procs+1)
-	net    *Coll // leaders, several processes: the collectives among the leaders
+	// The top level: one leader per node (node level) or per process.
+	tops   int        // nodes (node level) or processes
+	topOf  []int      // process → its top-level group
+	tfirst []int      // top-level group → its first process (len tops+1)
+	ng     *nodeGroup // node level, on a process leader whose node has several processes
+	chunk  int        // bytes per member a node step moves (0: no node level, whole calls)
+	net    *Coll      // several top-level groups: the collectives among their leaders
 }
 
 // procGroup is what the handles of one process share for one
@@ -198,24 +220,31 @@ var registry struct {
 }
 
 // setupHier finds the process groups of c's communicator: every rank
-// publishes its process token and a nonce (rank 0's names the groups of
-// this New), and, when some process holds several ranks, the leaders get
-// a communicator of their own (a Split of c's private communicator).
-// Collective over c.
+// publishes its process token, a nonce (rank 0's names the groups of
+// this New), its node and its process identity. Where some node has
+// several processes, their leaders map a node segment (setupNode); where
+// several processes or nodes remain, their leaders get a communicator of
+// their own (a Split of c's private communicator). Collective over c.
 func setupHier(ctx context.Context, c *Coll) (*hier, error) {
-	var rec [16]byte
+	var rec [recBytes]byte
 	binary.LittleEndian.PutUint64(rec[:], procToken())
-	if _, err := rand.Read(rec[8:]); err != nil {
+	if _, err := rand.Read(rec[8:16]); err != nil {
 		return nil, fmt.Errorf("collectives: random nonce: %w", err)
 	}
+	binary.LittleEndian.PutUint64(rec[16:], nodeHash())
+	self := selfIdent()
+	binary.LittleEndian.PutUint64(rec[24:], uint64(self.pid))
+	binary.LittleEndian.PutUint64(rec[32:], self.start)
 	all, err := c.comm.Allgather(ctx, rec[:])
 	if err != nil {
 		return nil, fmt.Errorf("collectives: exchange process identities: %w", err)
 	}
 	p := c.size
-	h := &hier{procOf: make([]int, p), local: make([]int, p)}
-	tokens := map[uint64]int{} // process token → process index
+	tokens := map[uint64]int{} // process token → process index (by lowest rank)
 	var members [][]int
+	var procNode []int // process → node (by lowest rank)
+	var idents []procIdent
+	nodes := map[uint64]int{}
 	for r, b := range all {
 		if len(b) != len(rec) {
 			return nil, fmt.Errorf("collectives: process record of rank %d is %d bytes: %w", r, len(b), ErrInvalid)
@@ -226,29 +255,76 @@ func setupHier(ctx context.Context, c *Coll) (*hier, error) {
 			j = len(members)
 			tokens[t] = j
 			members = append(members, nil)
+			nh := binary.LittleEndian.Uint64(b[16:])
+			nd, ok := nodes[nh]
+			if !ok {
+				nd = len(nodes)
+				nodes[nh] = nd
+			}
+			procNode = append(procNode, nd)
+			idents = append(idents, procIdent{int(binary.LittleEndian.Uint64(b[24:])), binary.LittleEndian.Uint64(b[32:])})
 		}
-		h.procOf[r], h.local[r] = j, len(members[j])
 		members[j] = append(members[j], r)
 	}
-	h.procs = len(members)
-	most := 0
-	h.first = make([]int, h.procs+1)
-	for j, ms := range members {
-		most = max(most, len(ms))
-		h.first[j+1] = h.first[j] + len(ms)
+	// Node by node: a stable sort of the processes by node.
+	order := make([]int, 0, len(members)) // new process index → old
+	for nd := 0; nd < len(nodes); nd++ {
+		for j := range members {
+			if procNode[j] == nd {
+				order = append(order, j)
+			}
+		}
 	}
-	if most < 2 {
-		return nil, nil // one rank per process: nothing to combine in memory
+	h := &hier{procs: len(members), procOf: make([]int, p), local: make([]int, p), first: make([]int, len(members)+1)}
+	most := 0
+	ms := make([][]int, h.procs)
+	nodeOf := make([]int, h.procs)
+	ids := make([]procIdent, h.procs)
+	nodeProcs := make([]int, len(nodes))
+	for j, old := range order {
+		ms[j], nodeOf[j], ids[j] = members[old], procNode[old], idents[old]
+		nodeProcs[nodeOf[j]]++
+		for i, r := range ms[j] {
+			h.procOf[r], h.local[r] = j, i
+		}
+		most = max(most, len(ms[j]))
+		h.first[j+1] = h.first[j] + len(ms[j])
 	}
 	me := h.procOf[c.rank]
 	h.li = h.local[c.rank]
-	if h.procs > 1 {
+	nodeLevel := false
+	for _, n := range nodeProcs {
+		nodeLevel = nodeLevel || n > 1
+	}
+	if nodeLevel {
+		if nodeLevel, err = setupNode(ctx, c, h, ms, nodeOf, ids); err != nil {
+			return nil, err
+		}
+	}
+	if most < 2 && !nodeLevel {
+		return nil, nil // one rank per process, one process per node: nothing to combine in memory
+	}
+	if nodeLevel {
+		h.tops, h.topOf, h.chunk = len(nodes), nodeOf, nodeSlot
+	} else {
+		h.tops, h.topOf = h.procs, make([]int, h.procs)
+		for j := range h.topOf {
+			h.topOf[j] = j
+		}
+	}
+	h.tfirst = make([]int, h.tops+1)
+	for j := h.procs - 1; j >= 0; j-- {
+		h.tfirst[h.topOf[j]] = j
+	}
+	h.tfirst[h.tops] = h.procs
+	if h.tops > 1 {
 		color := endpoint.Undefined
-		if h.li == 0 {
+		if h.li == 0 && h.tfirst[h.topOf[me]] == me {
 			color = 0
 		}
-		lc, err := c.comm.Split(ctx, color, c.rank)
+		lc, err := c.comm.Split(ctx, color, h.topOf[me])
 		if err != nil {
+			h.free()
 			return nil, fmt.Errorf("collectives: communicator of the leaders: %w", err)
 		}
 		if lc != nil {
@@ -257,7 +333,7 @@ func setupHier(ctx context.Context, c *Coll) (*hier, error) {
 			h.net = &Coll{parent: lc, comm: lc, rank: lc.Rank(), size: lc.Size(), cfg: cfg, crowded: c.crowded, up: c}
 		}
 	}
-	ranks := members[me]
+	ranks := ms[me]
 	if len(ranks) == 1 {
 		h.g = &procGroup{ranks: ranks, slots: make([]groupSlot, 1)}
 		return h, nil
@@ -285,12 +361,23 @@ func setupHier(ctx context.Context, c *Coll) (*hier, error) {
 	return h, nil
 }
 
-// free releases the leaders' communicator.
+// recBytes is the size of the record every rank publishes at New:
+// process token, nonce, node, pid and process start time.
+const recBytes = 40
+
+// free releases the leaders' communicator and the node segment.
 func (h *hier) free() error {
-	if h == nil || h.net == nil {
+	if h == nil {
 		return nil
 	}
-	return h.net.Free()
+	var err error
+	if h.ng != nil {
+		err = h.ng.close()
+	}
+	if h.net != nil {
+		err = errors.Join(err, h.net.Free())
+	}
+	return err
 }
 
 // note tells the group that this member is in a flat collective as call
@@ -311,6 +398,11 @@ func (c *Coll) hierWatch() error {
 		return g.failed()
 	}
 	if c.up != nil {
+		if ng := c.up.hier.ng; ng != nil {
+			if err := ng.failed(); err != nil {
+				return err
+			}
+		}
 		return c.up.outerProbe()
 	}
 	return nil
@@ -387,7 +479,7 @@ func (c *Coll) hierArrive(ctx context.Context, send, recv []byte) (leader bool, 
 				return false, g.failed()
 			}
 			return false, nil
-		}, true)
+		}, true, false)
 	}
 	for i := 1; i < len(g.slots); i++ {
 		sl := &g.slots[i]
@@ -404,7 +496,7 @@ func (c *Coll) hierArrive(ctx context.Context, send, recv []byte) (leader bool, 
 				return false, g.failed()
 			}
 			return false, nil
-		}, false); err != nil {
+		}, false, false); err != nil {
 			return true, err
 		}
 	}
@@ -439,6 +531,9 @@ func (c *Coll) hierEnd(err error) error {
 	if len(h.g.slots) > 1 {
 		h.g.markFailed(err, c.rank)
 	}
+	if h.ng != nil {
+		h.ng.markFailed(err, c.rank)
+	}
 	if n := h.net; n != nil && h.li == 0 && n.broken == nil {
 		// Failed outside the leaders' call: the other leaders may be
 		// waiting there for this one.
@@ -456,8 +551,10 @@ func (c *Coll) hierEnd(err error) error {
 // private communicator: a message of this call from any rank shows that
 // the rank runs a flat collective here (a mismatch), and an abort notice
 // that a rank gave up. A member whose context ends withdraws from the
-// call unless the leader has started writing its result.
-func (c *Coll) hierSpin(ctx context.Context, cond func() (bool, error), member bool) error {
+// call unless the leader has started writing its result. A wait on
+// other processes (node, at the node level) paces itself as a message
+// wait does (pause: on a crowded node it yields to processes at once).
+func (c *Coll) hierSpin(ctx context.Context, cond func() (bool, error), member, node bool) error {
 	done := ctx.Done()
 	g := c.hier.g
 	var t0 time.Time
@@ -497,7 +594,9 @@ func (c *Coll) hierSpin(ctx context.Context, cond func() (bool, error), member b
 				next = el + min(el, maxCheck)
 			}
 		}
-		if spins >= hierSpinPolls {
+		if node {
+			c.pause(spins)
+		} else if spins >= hierSpinPolls {
 			if osYield && spins%16 == 0 {
 				syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 			} else {
@@ -534,6 +633,11 @@ func (g *procGroup) withdraw(seq uint32, rank int, err error) bool {
 func (c *Coll) hierCheck() error {
 	if err := c.outerProbe(); err != nil {
 		return err
+	}
+	if ng := c.hier.ng; ng != nil {
+		if err := ng.alive(); err != nil {
+			return err
+		}
 	}
 	if c.hier.net != nil && c.hier.li == 0 {
 		return c.hier.net.check()

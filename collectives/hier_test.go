@@ -21,13 +21,26 @@ import (
 // handles, checked against the serial reference on every rank, bitwise
 // against the flat algorithms in deterministic mode, and their failures.
 
-var hierColls = []C.Collective{C.CollBarrier, C.CollBcast, C.CollReduce, C.CollAllreduce, C.CollAllgather}
+var hierColls = []C.Collective{C.CollBarrier, C.CollBcast, C.CollReduce, C.CollAllreduce, C.CollAllgather, C.CollGather, C.CollScatter}
 
 // hierBattery checks every hierarchical collective on c against the
 // serial reference (counts 0, 1, 37; every root; in place and not;
 // commutative, non-commutative and MinLoc reductions).
 func hierBattery(ctx context.Context, c *C.Coll) error {
+	return hierBatteryOf(ctx, c, false)
+}
+
+// hierBatteryOf is hierBattery, or with quick a shorter one: counts 1
+// and 37, roots first, middle and last.
+func hierBatteryOf(ctx context.Context, c *C.Coll, quick bool) error {
 	e := newEnv(ctx, c)
+	roots, counts := make([]int, c.Size()), []int{0, 1, 37}
+	for i := range roots {
+		roots[i] = i
+	}
+	if quick {
+		roots, counts = []int{0, c.Size() / 2, c.Size() - 1}, []int{1, 37}
+	}
 	for _, k := range hierColls {
 		if !c.Hierarchical(k) {
 			return e.errf("%v is not hierarchical", k)
@@ -36,37 +49,42 @@ func hierBattery(ctx context.Context, c *C.Coll) error {
 	if err := C.Barrier(ctx, c); err != nil {
 		return err
 	}
-	counts := []int{0, 1, 37}
-	if err := hierMovers(e, "int32", genInt[int32], counts); err != nil {
+	if err := hierMovers(e, "int32", genInt[int32], counts, roots); err != nil {
 		return err
 	}
-	if err := hierMovers(e, "complex128", genComplex, counts); err != nil {
+	if err := hierMovers(e, "complex128", genComplex, counts, roots); err != nil {
 		return err
 	}
-	if err := hierReductions(e, "int32", genInt[int32], C.Sum[int32](), counts, false); err != nil {
+	if err := hierReductions(e, "int32", genInt[int32], C.Sum[int32](), counts, roots, false); err != nil {
 		return err
 	}
-	if err := hierReductions(e, "float64", genFloat, C.Max[float64](), counts, false); err != nil {
+	if err := hierReductions(e, "float64", genFloat, C.Max[float64](), counts, roots, false); err != nil {
 		return err
 	}
-	if err := hierReductions(e, "loc", genLoc, C.MinLoc[float64](), counts, false); err != nil {
+	if err := hierReductions(e, "loc", genLoc, C.MinLoc[float64](), counts, roots, false); err != nil {
 		return err
 	}
-	if err := hierReductions(e, "aff", genAff, compose, counts, false); err != nil {
+	if err := hierReductions(e, "aff", genAff, compose, counts, roots, false); err != nil {
 		return err
 	}
 	return C.Barrier(ctx, c)
 }
 
-// hierMovers checks Bcast (every root), Alltoall and Allgather (in place
-// and not). Alltoall is hierarchical only where every rank is in one
-// process; elsewhere this checks its flat path beside the others.
-func hierMovers[T comparable](e *env, tname string, g gen[T], counts []int) error {
+// hierMovers checks Bcast, Gather and Scatter (each of roots), Alltoall
+// and Allgather (in place and not). Alltoall is hierarchical only where
+// every rank is in one process; elsewhere this checks its flat path
+// beside the others.
+func hierMovers[T comparable](e *env, tname string, g gen[T], counts, roots []int) error {
 	c, p, r := e.c, e.p, e.r
 	for _, n := range counts {
-		for root := 0; root < p; root++ {
+		for _, root := range roots {
 			if err := checkBcast(e, g, n, root, e.next("Bcast[%s] n=%d root=%d", tname, n, root)); err != nil {
 				return err
+			}
+			for _, inPlace := range []bool{false, true} {
+				if err := checkGatherScatter(e, g, n, root, inPlace, fmt.Sprintf("[%s] n=%d root=%d inplace=%v", tname, n, root, inPlace)); err != nil {
+					return err
+				}
 			}
 		}
 		for _, inPlace := range []bool{false, true} {
@@ -118,10 +136,10 @@ func hierMovers[T comparable](e *env, tname string, g gen[T], counts []int) erro
 // hierReductions checks Reduce (every root, in place and not) and
 // Allreduce (in place and not) with op; bitwise: the result must be the
 // serial rank-order fold bit for bit.
-func hierReductions[T comparable](e *env, tname string, g gen[T], op C.Op[T], counts []int, bitwise bool) error {
+func hierReductions[T comparable](e *env, tname string, g gen[T], op C.Op[T], counts, roots []int, bitwise bool) error {
 	cmp := resultCmp[T](e, bitwise)
 	for _, n := range counts {
-		for root := 0; root < e.p; root++ {
+		for _, root := range roots {
 			for _, inPlace := range []bool{false, true} {
 				salt := e.next("Reduce[%s,%s] n=%d root=%d inplace=%v", tname, op, n, root, inPlace)
 				if err := checkReduce(e, g, op, n, root, inPlace, salt, cmp); err != nil {
@@ -152,10 +170,11 @@ func sameBits[T any](a, b []T) bool {
 // handle made with WithHierarchy(HierOff) over the same communicator.
 func hierDet(ctx context.Context, c *C.Coll) error {
 	e := newEnv(ctx, c)
-	if err := hierReductions(e, "float64", genWide, C.Sum[float64](), []int{1, 37, 1000}, true); err != nil {
+	roots := []int{0, e.p / 2, e.p - 1}
+	if err := hierReductions(e, "float64", genWide, C.Sum[float64](), []int{1, 37, 1000}, roots, true); err != nil {
 		return err
 	}
-	if err := hierReductions(e, "aff", genAff, compose, []int{5}, true); err != nil {
+	if err := hierReductions(e, "aff", genAff, compose, []int{5}, roots, true); err != nil {
 		return err
 	}
 	flat, err := C.New(ctx, c.Comm(), C.Deterministic(true), C.WithHierarchy(C.HierOff))
@@ -239,8 +258,8 @@ func TestHierSelection(t *testing.T) {
 			if want := i != 1; c.Hierarchical(C.CollAlltoall) != want { // Auto everywhere but under HierOff
 				return fmt.Errorf("case %d: alltoall hierarchical %v", i, !want)
 			}
-			if c.Hierarchical(C.CollGather) {
-				return fmt.Errorf("case %d: gather hierarchical", i)
+			if c.Hierarchical(C.CollAllgatherv) {
+				return fmt.Errorf("case %d: allgatherv hierarchical", i)
 			}
 			x := []int64{int64(c.Rank())}
 			if err := C.Allreduce(ctx, c, nil, x, C.Sum[int64]()); err != nil {
@@ -300,15 +319,8 @@ func TestHierProcs(t *testing.T) {
 			if err := sc.Free(); err != nil {
 				return err
 			}
-			dc, err := C.New(ctx, sub, C.Deterministic(true))
-			if err != nil {
-				return err
-			}
-			if err := hierDet(ctx, dc); err != nil {
-				return fmt.Errorf("interleaved, deterministic: %w", err)
-			}
-			if err := dc.Free(); err != nil {
-				return err
+			if err := detOn(ctx, sub); err != nil {
+				return fmt.Errorf("interleaved: %w", err)
 			}
 			// Without the second handle of process 0: process 0 has k-1
 			// ranks (one when k = 2), process 1 has k.
@@ -431,7 +443,9 @@ func TestHierFailures(t *testing.T) {
 		{"count", func(ctx context.Context, c *C.Coll) error {
 			return C.Allreduce(ctx, c, nil, []int32{1, 2}, C.Sum[int32]())
 		}},
-		{"flat", func(ctx context.Context, c *C.Coll) error { return C.Gather(ctx, c, []int32{1}, nil, 0) }},
+		{"flat", func(ctx context.Context, c *C.Coll) error {
+			return C.Scan(ctx, c, []int32{1}, make([]int32, 1), C.Sum[int32]())
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := tctx(t, 30*time.Second)

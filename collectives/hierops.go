@@ -29,17 +29,7 @@ func hierBarrier(ctx context.Context, c *Coll) error {
 	if !leader || err != nil {
 		return c.hierEnd(err)
 	}
-	h := c.hier
-	if h.net != nil {
-		err = h.netCall(ctx, callSig{call: callBarrier, root: -1, alg: Dissemination}, func(n *Coll) error {
-			for dist := 1; dist < n.size; dist <<= 1 {
-				if err := n.sendrecv(ctx, nil, (n.rank+dist)%n.size, nil, (n.rank-dist+n.size)%n.size); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
+	err = c.topBarrier(ctx)
 	if err == nil {
 		err = c.hierRelease(func() {})
 	}
@@ -62,12 +52,7 @@ func hierBcast(ctx context.Context, c *Coll, b []byte, root int, s callSig) erro
 	if rp == h.procOf[c.rank] && rl != 0 {
 		copy(b, g.slots[rl].recv)
 	}
-	if h.net != nil {
-		alg := h.net.cfg.pick(CollBcast, len(b), h.net.size)
-		err = h.netCall(ctx, callSig{call: callBcast, root: rp, count: s.count, esize: s.esize, alg: alg}, func(n *Coll) error {
-			return n.bcast(ctx, b, rp, alg)
-		})
-	}
+	err = c.topBcast(ctx, b, rp)
 	if err == nil {
 		err = c.hierRelease(func() {
 			for i := 1; i < len(g.slots); i++ {
@@ -97,22 +82,18 @@ func hierReduce[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], ro
 	mine := rp == h.procOf[c.rank]
 	acc := elems[T](c.buf(0, n*es))
 	if c.cfg.det || !op.commutative {
+		_, mt, _ := h.myTop(c.rank)
+		rt := h.topOf[rp]
 		var all []byte
-		if all, err = hierGather(ctx, c, s, rp); err == nil && mine {
-			foldRanks(h, acc, elems[T](all), op)
+		if all, err = hierGather(ctx, c, s, rt); err == nil && mt == rt {
+			if h.tfirst[rt] == h.procOf[c.rank] { // the node's leader folds
+				foldRanks(h, acc, elems[T](all), op)
+			}
+			err = c.nodeDown(ctx, bytesOf(acc), rp-h.tfirst[rt])
 		}
 	} else {
 		foldLocal(g, acc, op)
-		if h.net != nil {
-			alg := h.net.cfg.pick(CollReduce, n*es, h.net.size)
-			var out []T
-			if mine {
-				out = acc
-			}
-			err = h.netCall(ctx, callSig{call: callReduce, root: rp, count: n, esize: es, op: op.code, alg: alg}, func(nc *Coll) error {
-				return reduceTo(ctx, nc, acc, out, op, rp, alg)
-			})
-		}
+		err = topReduce(ctx, c, acc, op, rp)
 	}
 	if err == nil {
 		err = c.hierRelease(func() {
@@ -144,18 +125,16 @@ func hierAllreduce[T any](ctx context.Context, c *Coll, send, acc []T, op *Op[T]
 		res, from = elems[T](c.buf(0, n*es)), 0
 		var all []byte
 		if all, err = hierGather(ctx, c, s, -1); err == nil {
-			foldRanks(h, res, elems[T](all), op)
+			if h.ng == nil || h.ng.ni == 0 { // the node's leader folds
+				foldRanks(h, res, elems[T](all), op)
+			}
+			err = c.nodeDown(ctx, bytesOf(res), -1)
 		}
 	} else {
 		for i := 1; i < len(g.slots); i++ {
 			op.left(acc, elems[T](g.slots[i].send))
 		}
-		if h.net != nil {
-			alg := h.net.cfg.pick(CollAllreduce, n*es, h.net.size)
-			err = h.netCall(ctx, callSig{call: callAllreduce, root: -1, count: n, esize: es, op: op.code, alg: alg}, func(nc *Coll) error {
-				return allreduce(ctx, nc, acc, op, alg)
-			})
-		}
+		err = topReduce(ctx, c, acc, op, -1)
 	}
 	if err == nil {
 		err = c.hierRelease(func() {
@@ -183,7 +162,7 @@ func hierAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) e
 		return c.hierEnd(err)
 	}
 	h, g := c.hier, c.hier.g
-	if h.net == nil {
+	if h.net == nil && h.ng == nil {
 		err = c.hierRelease(func() {
 			for i := range g.slots {
 				for j := range g.slots {
@@ -197,12 +176,14 @@ func hierAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) e
 	}
 	var all []byte
 	if all, err = hierGather(ctx, c, s, -1); err == nil {
+		err = c.nodeDown(ctx, all, -1)
+	}
+	if err == nil {
 		err = c.hierRelease(func() {
 			for i := range g.slots {
 				for r := 0; r < c.size; r++ {
 					if r != g.ranks[i] {
-						at := (h.first[h.procOf[r]] + h.local[r]) * nb
-						copy(g.slots[i].recv[r*nb:(r+1)*nb], all[at:])
+						copy(g.slots[i].recv[r*nb:(r+1)*nb], all[h.pos(r)*nb:])
 					}
 				}
 			}
@@ -240,38 +221,43 @@ func hierAlltoall(ctx context.Context, c *Coll, send, recv []byte, s callSig) er
 
 // hierGather (leader) returns every rank's published send buffer (s.count
 // elements of s.esize bytes), process by process (process j's ranks from
-// h.first[j] on, in rank order), at the leader of process root, or at
-// every leader for root -1: the leaders send their processes' blocks to
+// h.first[j] on, in rank order), at the leader of top-level group root
+// (a node, or a process without a node level), or at every one for root
+// -1: the process leaders of a node bring theirs to the node's leader
+// (nodeGatherUp), and the top-level leaders send their groups' blocks to
 // it, or to each other, directly.
 func hierGather(ctx context.Context, c *Coll, s callSig, root int) ([]byte, error) {
 	h, g := c.hier, c.hier.g
 	nb := s.count * s.esize
 	all := c.buf(1, h.first[h.procs]*nb)
-	me := h.procOf[c.rank]
+	me, mt, _ := h.myTop(c.rank)
 	for i := range g.slots {
 		copy(all[(h.first[me]+i)*nb:], g.slots[i].send)
+	}
+	if err := c.nodeGatherUp(ctx, all, nb); err != nil {
+		return nil, err
 	}
 	if h.net == nil {
 		return all, nil
 	}
-	blk := func(j int) []byte { return all[h.first[j]*nb : h.first[j+1]*nb] }
+	blk := func(t int) []byte { return all[h.first[h.tfirst[t]]*nb : h.first[h.tfirst[t+1]]*nb] }
 	err := h.netCall(ctx, callSig{call: s.call, root: root, count: s.count, esize: s.esize, op: s.op, alg: Linear}, func(nc *Coll) error {
-		if root >= 0 && me != root {
-			if err := nc.send(blk(me), root); err != nil {
+		if root >= 0 && mt != root {
+			if err := nc.send(blk(mt), root); err != nil {
 				return err
 			}
 			return nc.wait(ctx)
 		}
-		for j := 0; j < nc.size; j++ {
-			if j != me {
-				if err := nc.recv(blk(j), j); err != nil {
+		for t := 0; t < nc.size; t++ {
+			if t != mt {
+				if err := nc.recv(blk(t), t); err != nil {
 					return err
 				}
 			}
 		}
-		for j := 0; root < 0 && j < nc.size; j++ {
-			if j != me {
-				if err := nc.send(blk(me), j); err != nil {
+		for t := 0; root < 0 && t < nc.size; t++ {
+			if t != mt {
+				if err := nc.send(blk(mt), t); err != nil {
 					return err
 				}
 			}
@@ -295,9 +281,107 @@ func foldLocal[T any](g *procGroup, acc []T, op *Op[T]) {
 // algorithms' deterministic mode does.
 func foldRanks[T any](h *hier, res, all []T, op *Op[T]) {
 	n := len(res)
-	x := func(r int) []T { at := (h.first[h.procOf[r]] + h.local[r]) * n; return all[at : at+n] }
+	x := func(r int) []T { at := h.pos(r) * n; return all[at : at+n] }
 	copy(res, x(0))
 	for r := 1; r < len(h.procOf); r++ {
 		op.left(res, x(r))
 	}
+}
+
+// hierGatherTo (Gather): the blocks reach the leader of the root's node
+// or process as hierGather brings them, the root's process leader (by
+// nodeDown, where another process of the node leads) and, in rank
+// order, the root's recv. mine is this rank's block; all the root's recv.
+func hierGatherTo(ctx context.Context, c *Coll, mine, all []byte, root int) error {
+	leader, err := c.hierArrive(ctx, mine, all)
+	if !leader || err != nil {
+		return c.hierEnd(err)
+	}
+	h, g := c.hier, c.hier.g
+	nb := len(mine)
+	rp, rl, rt := h.place(root)
+	me, mt, _ := h.myTop(c.rank)
+	var lay []byte
+	if lay, err = hierGather(ctx, c, callSig{call: callGather, root: root, count: nb, esize: 1}, rt); err == nil && mt == rt {
+		err = c.nodeDown(ctx, lay, rp-h.tfirst[rt])
+	}
+	if err == nil {
+		err = c.hierRelease(func() {
+			if me == rp {
+				out := g.slots[rl].recv
+				for r := 0; r < c.size; r++ {
+					copy(out[r*nb:(r+1)*nb], lay[h.pos(r)*nb:])
+				}
+			}
+		})
+	}
+	return c.hierEnd(err)
+}
+
+// hierScatterFrom (Scatter): the root's process leader lays the root's
+// send out process by process, the leader of its node takes it
+// (nodeUp), sends every other node or process its part, and each node's
+// leader hands its processes theirs (nodeDown); each process leader then
+// copies its ranks' blocks into their recv. all is the root's send; mine
+// this rank's block.
+func hierScatterFrom(ctx context.Context, c *Coll, all, mine []byte, root int) error {
+	leader, err := c.hierArrive(ctx, all, mine)
+	if !leader || err != nil {
+		return c.hierEnd(err)
+	}
+	h, g := c.hier, c.hier.g
+	nb := len(mine)
+	rp, rl, rt := h.place(root)
+	me, mt, _ := h.myTop(c.rank)
+	lay := c.buf(1, c.size*nb)
+	if me == rp {
+		src := g.slots[rl].send
+		for r := 0; r < c.size; r++ {
+			at := h.pos(r)
+			copy(lay[at*nb:(at+1)*nb], src[r*nb:])
+		}
+	}
+	if mt == rt {
+		err = c.nodeUp(ctx, lay, rp-h.tfirst[rt])
+	}
+	blk := func(t int) []byte { return lay[h.first[h.tfirst[t]]*nb : h.first[h.tfirst[t+1]]*nb] }
+	if err == nil && h.net != nil {
+		err = h.netCall(ctx, callSig{call: callScatter, root: rt, count: nb, esize: 1, alg: Linear}, func(nc *Coll) error {
+			if mt != rt {
+				if err := nc.recv(blk(mt), rt); err != nil {
+					return err
+				}
+				return nc.wait(ctx)
+			}
+			for t := 0; t < nc.size; t++ {
+				if t != rt {
+					if err := nc.send(blk(t), t); err != nil {
+						return err
+					}
+				}
+			}
+			return nc.wait(ctx)
+		})
+	}
+	if err == nil {
+		err = c.nodeDown(ctx, blk(mt), -1)
+	}
+	if err == nil {
+		err = c.hierRelease(func() {
+			for i := range g.slots {
+				copy(g.slots[i].recv, lay[(h.first[me]+i)*nb:])
+			}
+		})
+	}
+	return c.hierEnd(err)
+}
+
+// pos returns rank r's place in hierGather's layout (node by node,
+// process by process, in rank order).
+func (h *hier) pos(r int) int { return h.first[h.procOf[r]] + h.local[r] }
+
+// place returns rank r's process, its index there and its top-level
+// group.
+func (h *hier) place(r int) (proc, idx, top int) {
+	return h.procOf[r], h.local[r], h.topOf[h.procOf[r]]
 }

@@ -100,15 +100,7 @@ func TestBatteryProcsEndpoints(t *testing.T) {
 	}
 	w := initWorld(t)
 	ctx := tctx(t, 100*time.Second)
-	eps, err := w.Comm().CreateEndpoints(ctx, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, e := range eps {
-			e.Free()
-		}
-	}()
+	eps := endpointsOf(t, ctx, w.Comm(), 2)
 	runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
 		if c.Size() != 4 {
 			return fmt.Errorf("size %d, want 4", c.Size())

@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -119,10 +120,21 @@ func setup(ctx context.Context, cfg *config, tmp string, stderr io.Writer) ([]*c
 			c.argv = func(np int, args []string) []string {
 				return append(append(w.Launch(np, env), "-role", "rank", "1"), args...)
 			}
-			if l == "ep" {
+			switch l {
+			case "ep":
 				c.name = "weft-ep"
 				c.argv = func(np int, args []string) []string {
 					return append(append(w.Launch(1, env), "-role", "rank", strconv.Itoa(np)), args...)
+				}
+			case "flat":
+				c.name = "weft-flat"
+				tune := "collhier=off"
+				if t := os.Getenv("WEFT_TUNE"); t != "" {
+					tune = t + "," + tune
+				}
+				flat := append(slices.Clip(env), "WEFT_TUNE="+tune)
+				c.argv = func(np int, args []string) []string {
+					return append(append(w.Launch(np, flat), "-role", "rank", "1"), args...)
 				}
 			}
 			cs = append(cs, c)

@@ -5,8 +5,12 @@
 // in one run on this node:
 //
 //	weft     np processes of a fabrun job, one rank each (the world's
-//	         ranks on endpoint handles, CreateEndpoints(1)): the flat
-//	         algorithms over weft's node transport
+//	         ranks on endpoint handles, CreateEndpoints(1)): the
+//	         hierarchy's node level combines them through a node
+//	         segment (the algorithms themselves run only among nodes)
+//	weft-flat the same processes with the hierarchy off (WEFT_TUNE
+//	         collhier=off): the flat algorithms over weft's node
+//	         transport; only with -weft naming flat
 //	weft-ep  one process whose np endpoint handles are the ranks, one
 //	         goroutine each: the hierarchy combines them through the
 //	         process's memory
@@ -85,7 +89,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	colls := cli.String("colls", strings.Join(collNames, ","), "collectives: barrier, bcast, reduce, allreduce, allgather, alltoall")
 	sizes := cli.String("sizes", "8,64,512,1k,8k,64k,1m", "message sizes in bytes (k, m suffixes)")
 	nps := cli.String("np", "2,4", "rank counts")
-	weft := cli.String("weft", "procs,ep", "weft columns: procs (a process per rank), ep (one process, a handle per rank)")
+	weft := cli.String("weft", "procs,ep", "weft columns: procs (a process per rank), ep (one process, a handle per rank), flat (procs with the hierarchy off)")
 	refs := cli.String("ref", "mpich,openmpi", "MPI implementations to run: mpich, openmpi")
 	iters := cli.Int("iters", 1000, "timed calls per size up to 8 KiB (a tenth above, at least 10)")
 	if err := cli.Parse(args); err != nil {
@@ -133,8 +137,8 @@ func parseConfig(colls, sizes, nps, weft, refs string, reps, iters int) (*config
 		cfg.nps = appendUniq(cfg.nps, n)
 	}
 	for _, w := range sidebyside.List(weft) {
-		if w != "procs" && w != "ep" {
-			return nil, fmt.Errorf("-weft %q: want procs or ep", w)
+		if w != "procs" && w != "ep" && w != "flat" {
+			return nil, fmt.Errorf("-weft %q: want procs, ep or flat", w)
 		}
 		cfg.weft = appendUniq(cfg.weft, w)
 	}

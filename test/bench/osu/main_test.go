@@ -20,6 +20,9 @@ func TestParseConfig(t *testing.T) {
 		!slices.Equal(cfg.nps, []int{4, 2}) || !slices.Equal(cfg.weft, []string{"ep"}) || !slices.Equal(cfg.refs, []string{"openmpi"}) {
 		t.Errorf("config %+v", cfg)
 	}
+	if cfg, err := parseConfig("bcast", "8", "4", "procs,flat", "", 1, 1); err != nil || !slices.Equal(cfg.weft, []string{"procs", "flat"}) {
+		t.Errorf("-weft procs,flat: %+v, %v", cfg, err)
+	}
 	for _, bad := range [][5]string{
 		{"scan", "8", "2", "ep", ""}, {"bcast", "0", "2", "ep", ""}, {"bcast", "65m", "2", "ep", ""}, {"bcast", "8", "1", "ep", ""},
 		{"bcast", "8", "2", "threads", ""}, {"bcast", "8", "2", "", "lam"}, {"", "8", "2", "ep", ""}, {"bcast", "", "2", "ep", ""},

@@ -45,6 +45,8 @@ func describe(name string, np int) string {
 	switch name {
 	case "weft":
 		return fmt.Sprintf("weft, %d processes", np)
+	case "weft-flat":
+		return fmt.Sprintf("weft, %d processes, hierarchy off", np)
 	case "weft-ep":
 		return fmt.Sprintf("weft, %d endpoint handles of one process", np)
 	case "mpich":

@@ -11,7 +11,9 @@
 //     other-node senders mixed);
 //   - typed messages: a column of a row-major grid (ddt.Vector) sent to
 //     the right neighbour and received as a contiguous row;
-//   - collectives: Allreduce (sum), Bcast from the last rank, Alltoall;
+//   - collectives: Allreduce (sum), Bcast from the last rank, Alltoall,
+//     Allgather, Reduce (max) to the last rank, Barrier, hierarchical
+//     (the node level) where a node holds several ranks;
 //   - onesided: a window on the world communicator, a Put to every rank
 //     and a Fence; direct stores exactly for the same-node ranks.
 //
@@ -239,6 +241,36 @@ func run(ctx context.Context, w *endpoint.World, c *endpoint.Comm) (string, erro
 		if v != int32(i*100+rank) {
 			return "", fmt.Errorf("alltoall: %v", recv)
 		}
+	}
+
+	// Where a node holds several ranks, each its own process here, the
+	// collectives take the hierarchy's node level: the processes of a
+	// node combine through a node segment and one leader per node uses
+	// the network.
+	if _, ln := c.NodeLocal(); ln > 1 && !coll.Hierarchical(collectives.CollAllreduce) {
+		return "", fmt.Errorf("collectives: %d ranks on this node, but Allreduce is not hierarchical", ln)
+	}
+	got := make([]int32, 2*size)
+	if err := collectives.Allgather(ctx, coll, []int32{int32(rank), int32(10 * rank)}, got); err != nil {
+		return "", fmt.Errorf("allgather: %w", err)
+	}
+	for r := 0; r < size; r++ {
+		if got[2*r] != int32(r) || got[2*r+1] != int32(10*r) {
+			return "", fmt.Errorf("allgather: %v", got)
+		}
+	}
+	var top []float64
+	if rank == size-1 {
+		top = make([]float64, 1)
+	}
+	if err := collectives.Reduce(ctx, coll, []float64{float64(rank)}, top, collectives.Max[float64](), size-1); err != nil {
+		return "", fmt.Errorf("reduce: %w", err)
+	}
+	if rank == size-1 && top[0] != float64(size-1) {
+		return "", fmt.Errorf("reduce (max) to rank %d: %v", size-1, top)
+	}
+	if err := collectives.Barrier(ctx, coll); err != nil {
+		return "", fmt.Errorf("barrier: %w", err)
 	}
 
 	phase("collectives")

@@ -1,0 +1,526 @@
+package collectives
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/weft-hpc/weft/internal/nodeseg"
+)
+
+// The node level of the hierarchy (docs/collectives.md, "Hierarchy"):
+// the leaders of the processes of one node share a segment of node
+// memory (internal/nodeseg, as onesided's direct-store windows and
+// endpoint's rings do), created at New by the node's leader (the leader
+// of its lowest-ranked process). The segment holds a control line for
+// the node, one per process, and a data slot of nodeSlot bytes per
+// process. A collective moves through it in steps: every process leader
+// writes its part into its slot and publishes the step in its control
+// line; the node's leader waits for all of them, reads their slots,
+// runs the collective among the nodes' leaders (h.net) if there are
+// several nodes, writes the result into its own slot and publishes the
+// step as done; the other process leaders copy the result out. Data
+// larger than a slot goes in several steps (chunks), each with its own
+// call among the nodes' leaders.
+
+// nodeSlot is the data a process leader moves through the node segment
+// per step.
+const nodeSlot = 512 << 10
+
+// nodeGroup is a process leader's view of its node's segment.
+type nodeGroup struct {
+	seg   *nodeseg.Seg
+	mem   []byte
+	m, ni int         // processes on the node; this one's index (0 leads)
+	ranks []int       // comm rank of each process's leader
+	ids   []procIdent // each process's identity, to see it exit
+	step  uint64      // steps so far (every process of the node makes the same)
+}
+
+// Segment layout: line 0 holds the node's state (the last step done)
+// and its failure word; line 1+i process i's arrival word (step<<32 |
+// signature<<2 | slotArrived); the data slots follow from nodeHdr.
+const lineBytes = 64
+
+func nodeHdr(m int) int { return (lineBytes*(m+1) + 4095) &^ 4095 }
+
+func (ng *nodeGroup) word(line, i int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Pointer(&ng.mem[line*lineBytes+i*8]))
+}
+
+func (ng *nodeGroup) state() *atomic.Uint64        { return ng.word(0, 0) }
+func (ng *nodeGroup) failure() *atomic.Uint64      { return ng.word(0, 1) }
+func (ng *nodeGroup) arrival(i int) *atomic.Uint64 { return ng.word(1+i, 0) }
+
+// slot returns process i's data slot.
+func (ng *nodeGroup) slot(i int) []byte {
+	off := nodeHdr(ng.m) + i*nodeSlot
+	return ng.mem[off : off+nodeSlot : off+nodeSlot]
+}
+
+func (ng *nodeGroup) close() error {
+	if ng == nil || ng.seg == nil {
+		return nil
+	}
+	err := errors.Join(ng.seg.Unlink(), ng.seg.Close())
+	ng.seg, ng.mem = nil, nil
+	return err
+}
+
+// Failure word: failBit | code<<32 | rank, set once.
+const (
+	failBit  = 1 << 63
+	goneCode = 3 // besides abortInvalid and abortAbandon: a process exited
+)
+
+// markFailed fails the node group for good with err (unless it failed
+// already), so that the other processes' waits end.
+func (ng *nodeGroup) markFailed(err error, rank int) {
+	code := uint64(abortCode(err))
+	if errors.Is(err, ErrPeerGone) {
+		code = goneCode
+	}
+	ng.failure().CompareAndSwap(0, failBit|code<<32|uint64(uint32(rank)))
+}
+
+// failed returns the node group's failure as a peer's error (nil if
+// none).
+func (ng *nodeGroup) failed() error {
+	v := ng.failure().Load()
+	if v == 0 {
+		return nil
+	}
+	why := ErrCanceled
+	switch v >> 32 & 0xff {
+	case abortInvalid:
+		why = ErrInvalid
+	case goneCode:
+		why = ErrPeerGone
+	}
+	return &peerAbort{fmt.Errorf("rank %d of this node gave up the call: %w", int(uint32(v)), why)}
+}
+
+// alive returns an error wrapping ErrPeerGone if a process of the node
+// has exited.
+func (ng *nodeGroup) alive() error {
+	for i, id := range ng.ids {
+		if i == ng.ni {
+			continue
+		}
+		if err := id.alive(); err != nil {
+			return fmt.Errorf("the process of rank %d on this node: %w", ng.ranks[i], err)
+		}
+	}
+	return nil
+}
+
+// procIdent identifies a process of this node: pid and start time (clock
+// ticks since boot), which defeats pid reuse.
+type procIdent struct {
+	pid   int
+	start uint64
+}
+
+// readIdent reads process pid's state and start time from /proc.
+func readIdent(pid int) (state byte, start uint64, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	i := bytes.LastIndexByte(b, ')') // the command may hold spaces
+	if i < 0 {
+		return 0, 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 || len(f[0]) != 1 {
+		return 0, 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	start, err = strconv.ParseUint(f[19], 10, 64)
+	return f[0][0], start, err
+}
+
+// selfIdent is this process's identity.
+var selfIdent = sync.OnceValue(func() procIdent {
+	pid := os.Getpid()
+	_, start, _ := readIdent(pid)
+	return procIdent{pid, start}
+})
+
+// alive returns an error wrapping ErrPeerGone if the process has exited
+// (or is a zombie, or its pid now names another process).
+func (id procIdent) alive() error {
+	state, start, err := readIdent(id.pid)
+	if err == nil && state != 'Z' && state != 'X' && start == id.start {
+		return nil
+	}
+	return fmt.Errorf("process %d exited: %w", id.pid, ErrPeerGone)
+}
+
+// nodeHash names this process's node in the records New exchanges (the
+// node key endpoint's node transport uses: host and boot id, or
+// WEFT_NODE_ID).
+func nodeHash() uint64 {
+	f := fnv.New64a()
+	f.Write([]byte(nodeseg.NodeKey()))
+	return f.Sum64()
+}
+
+// setupNode makes the node groups (collective over c): the leader of
+// each node with several processes creates a segment, every rank
+// publishes the name it made (or none), the node's other process leaders
+// map it, and every rank says whether that worked. If it did everywhere
+// the creators unlink their files and setupNode reports true; otherwise
+// (no shared memory, a process of the node that cannot see another, as
+// in another pid namespace) every rank drops the node level.
+func setupNode(ctx context.Context, c *Coll, h *hier, ms [][]int, nodeOf []int, ids []procIdent) (bool, error) {
+	me := h.procOf[c.rank]
+	var procs []int // this node's processes
+	for j, nd := range nodeOf {
+		if nd == nodeOf[me] {
+			procs = append(procs, j)
+		}
+	}
+	var ng *nodeGroup
+	var why error
+	var name []byte
+	size := nodeHdr(len(procs)) + len(procs)*nodeSlot
+	if h.li == 0 && len(procs) > 1 {
+		ng = &nodeGroup{m: len(procs), ni: me - procs[0]}
+		for _, j := range procs {
+			ng.ranks, ng.ids = append(ng.ranks, ms[j][0]), append(ng.ids, ids[j])
+			if j != me && why == nil {
+				why = ids[j].alive()
+			}
+		}
+		if why == nil && ng.ni == 0 {
+			seg, err := nodeseg.Create("coll", size)
+			if err != nil {
+				why = err
+			} else {
+				ng.seg, name = seg, []byte(seg.Name())
+			}
+		}
+	}
+	names, err := c.comm.Allgather(ctx, name)
+	if err != nil {
+		ng.close()
+		return false, fmt.Errorf("collectives: exchange node segment names: %w", err)
+	}
+	if ng != nil && why == nil && ng.ni != 0 {
+		if nm := names[ng.ranks[0]]; len(nm) == 0 {
+			why = errors.New("the node's leader made no segment")
+		} else {
+			ng.seg, why = nodeseg.Open(string(nm), size)
+		}
+	}
+	ok := []byte{1}
+	if why != nil {
+		ok[0] = 0
+	}
+	sts, err := c.comm.Allgather(ctx, ok)
+	if ng != nil && ng.seg != nil && ng.ni == 0 {
+		_ = ng.seg.Unlink() // every process of the node has mapped it
+	}
+	if err != nil {
+		ng.close()
+		return false, fmt.Errorf("collectives: agree on the node segments: %w", err)
+	}
+	for _, s := range sts {
+		if len(s) != 1 || s[0] != 1 {
+			ng.close()
+			return false, nil
+		}
+	}
+	if ng != nil {
+		ng.mem = ng.seg.Bytes()
+		h.ng = ng
+	}
+	return true, nil
+}
+
+// nodeStep runs one step of the node level on a process leader: up
+// writes this process's part into its slot (on the node's other
+// processes), lead runs on the node's leader once every process's slot
+// holds the step (it reads the slots and writes slot 0), and down reads
+// slot 0 on the other processes once the leader is done. Without a node
+// group only lead runs. up may be nil; with down nil a process does not
+// wait for the leader (it waits, before it writes its slot again, until
+// the leader has finished the step before).
+func (c *Coll) nodeStep(ctx context.Context, up func(slot []byte), lead func(ng *nodeGroup) error, down func(slot0 []byte)) error {
+	ng := c.hier.ng
+	if ng == nil {
+		return lead(nil)
+	}
+	ng.step++
+	s := ng.step
+	mark := s<<32 | c.sig<<2&sigBitsMask | slotArrived
+	if ng.ni != 0 {
+		if err := c.nodeWait(ctx, ng, s-1); err != nil { // the leader has read the slot
+			return err
+		}
+		if up != nil {
+			up(ng.slot(ng.ni))
+		}
+		ng.arrival(ng.ni).Store(mark)
+		if down == nil {
+			return nil
+		}
+		if err := c.nodeWait(ctx, ng, s); err != nil {
+			return err
+		}
+		down(ng.slot(0))
+		return nil
+	}
+	for i := 1; i < ng.m; i++ {
+		a := ng.arrival(i)
+		if err := c.hierSpin(ctx, func() (bool, error) {
+			v := a.Load()
+			switch {
+			case v == mark:
+				return true, nil
+			case v>>32 == s&(1<<32-1):
+				return false, fmt.Errorf("rank %d of this node called another collective, or with other arguments, where this rank is at %s #%d: %w",
+					ng.ranks[i], c.call, c.seq, ErrInvalid)
+			}
+			return false, ng.failed()
+		}, false, true); err != nil {
+			return err
+		}
+	}
+	if err := ng.failed(); err != nil { // a process gave up after it arrived
+		return err
+	}
+	if err := lead(ng); err != nil {
+		return err
+	}
+	ng.state().Store(s)
+	return nil
+}
+
+// nodeWait waits until the node's leader has finished step s.
+func (c *Coll) nodeWait(ctx context.Context, ng *nodeGroup, s uint64) error {
+	if ng.state().Load() >= s {
+		return nil
+	}
+	return c.hierSpin(ctx, func() (bool, error) {
+		if ng.state().Load() >= s {
+			return true, nil
+		}
+		return false, ng.failed()
+	}, false, true)
+}
+
+// chunks calls f with the successive parts [a, b) of n units that one
+// node step moves when each unit takes per bytes of a slot (the whole
+// at once without a node level); at least once, with an empty part for
+// n = 0. Every process of a node makes the same calls.
+func (h *hier) chunks(n, per int, f func(a, b int) error) error {
+	w := n
+	if h.chunk > 0 {
+		w = max(1, h.chunk/max(per, 1))
+	}
+	for a := 0; ; a += w {
+		b := min(a+w, n)
+		if err := f(a, b); err != nil {
+			return err
+		}
+		if b >= n {
+			return nil
+		}
+	}
+}
+
+// myTop returns this process, its top-level group and its index there.
+func (h *hier) myTop(rank int) (proc, top, idx int) {
+	proc = h.procOf[rank]
+	top = h.topOf[proc]
+	return proc, top, proc - h.tfirst[top]
+}
+
+// topBarrier (process leader): every process of the node, then every
+// node's leader, has entered.
+func (c *Coll) topBarrier(ctx context.Context) error {
+	h := c.hier
+	return c.nodeStep(ctx, nil, func(*nodeGroup) error {
+		if h.net == nil {
+			return nil
+		}
+		return h.netCall(ctx, callSig{call: callBarrier, root: -1, alg: Dissemination}, func(n *Coll) error {
+			for dist := 1; dist < n.size; dist <<= 1 {
+				if err := n.sendrecv(ctx, nil, (n.rank+dist)%n.size, nil, (n.rank-dist+n.size)%n.size); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}, func([]byte) {})
+}
+
+// topBcast (process leader): process rp's b to every process leader's b.
+func (c *Coll) topBcast(ctx context.Context, b []byte, rp int) error {
+	h := c.hier
+	me, mt, _ := h.myTop(c.rank)
+	rt := h.topOf[rp]
+	rk := rp - h.tfirst[rt]
+	return h.chunks(len(b), 1, func(lo, hi int) error {
+		part := b[lo:hi]
+		return c.nodeStep(ctx, func(slot []byte) {
+			if me == rp {
+				copy(slot, part)
+			}
+		}, func(ng *nodeGroup) error {
+			if ng != nil && mt == rt && rk != 0 {
+				copy(part, ng.slot(rk))
+			}
+			if h.net != nil {
+				alg := h.net.cfg.pick(CollBcast, len(part), h.net.size)
+				if err := h.netCall(ctx, callSig{call: callBcast, root: rt, count: len(part), esize: 1, alg: alg}, func(n *Coll) error {
+					return n.bcast(ctx, part, rt, alg)
+				}); err != nil {
+					return err
+				}
+			}
+			if ng != nil {
+				copy(ng.slot(0), part)
+			}
+			return nil
+		}, func(slot0 []byte) {
+			if me != rp {
+				copy(part, slot0)
+			}
+		})
+	})
+}
+
+// topReduce (process leader, commutative op): the process leaders' acc
+// combined into process rp's acc, or into every one's for rp < 0.
+func topReduce[T any](ctx context.Context, c *Coll, acc []T, op *Op[T], rp int) error {
+	h, es := c.hier, sizeOf[T]()
+	me, mt, _ := h.myTop(c.rank)
+	every, rt, rk := rp < 0, -1, -1
+	k, call := CollAllreduce, callAllreduce
+	if !every {
+		rt = h.topOf[rp]
+		rk = rp - h.tfirst[rt]
+		k, call = CollReduce, callReduce
+	}
+	return h.chunks(len(acc), es, func(lo, hi int) error {
+		part := acc[lo:hi]
+		return c.nodeStep(ctx, func(slot []byte) {
+			copy(slot, bytesOf(part))
+		}, func(ng *nodeGroup) error {
+			if ng != nil {
+				for i := 1; i < ng.m; i++ {
+					op.left(part, elems[T](ng.slot(i))[:len(part)])
+				}
+			}
+			if h.net != nil {
+				alg := h.net.cfg.pick(k, len(part)*es, h.net.size)
+				if err := h.netCall(ctx, callSig{call: call, root: rt, count: len(part), esize: es, op: op.code, alg: alg}, func(n *Coll) error {
+					if every {
+						return allreduce(ctx, n, part, op, alg)
+					}
+					var out []T
+					if mt == rt {
+						out = part
+					}
+					return reduceTo(ctx, n, part, out, op, rt, alg)
+				}); err != nil {
+					return err
+				}
+			}
+			if ng != nil && (every || mt == rt && rk != 0) {
+				copy(ng.slot(0), bytesOf(part))
+			}
+			return nil
+		}, onlyIf(every || me == rp, func(slot0 []byte) { copy(bytesOf(part), slot0) }))
+	})
+}
+
+// nodeGatherUp (process leader) brings the blocks (nb bytes per rank) of
+// the node's processes, which each process leader holds at its place in
+// all (hierGather's layout), to the same places in the node leader's
+// all.
+func (c *Coll) nodeGatherUp(ctx context.Context, all []byte, nb int) error {
+	h, ng := c.hier, c.hier.ng
+	if ng == nil {
+		return nil
+	}
+	me, mt, _ := h.myTop(c.rank)
+	p0 := h.tfirst[mt]
+	most := 0
+	for j := p0; j < h.tfirst[mt+1]; j++ {
+		most = max(most, h.first[j+1]-h.first[j])
+	}
+	return h.chunks(nb, most, func(lo, hi int) error {
+		w := hi - lo
+		return c.nodeStep(ctx, func(slot []byte) {
+			for i := 0; i < h.first[me+1]-h.first[me]; i++ {
+				at := (h.first[me] + i) * nb
+				copy(slot[i*w:], all[at+lo:at+hi])
+			}
+		}, func(ng *nodeGroup) error {
+			for k := 1; k < ng.m; k++ {
+				j, s := p0+k, ng.slot(k)
+				for i := 0; i < h.first[j+1]-h.first[j]; i++ {
+					at := (h.first[j] + i) * nb
+					copy(all[at+lo:at+hi], s[i*w:(i+1)*w])
+				}
+			}
+			return nil
+		}, nil)
+	})
+}
+
+// nodeDown (process leader) copies the node leader's buf into buf on
+// the node's process of index to (every process for to < 0).
+func (c *Coll) nodeDown(ctx context.Context, buf []byte, to int) error {
+	h, ng := c.hier, c.hier.ng
+	if ng == nil || to == 0 {
+		return nil
+	}
+	return h.chunks(len(buf), 1, func(lo, hi int) error {
+		part := buf[lo:hi]
+		return c.nodeStep(ctx, nil, func(ng *nodeGroup) error {
+			copy(ng.slot(0), part)
+			return nil
+		}, onlyIf(to < 0 || to == ng.ni, func(slot0 []byte) { copy(part, slot0) }))
+	})
+}
+
+// nodeUp (process leader) copies buf of the node's process of index from
+// into the node leader's buf.
+func (c *Coll) nodeUp(ctx context.Context, buf []byte, from int) error {
+	h, ng := c.hier, c.hier.ng
+	if ng == nil || from == 0 {
+		return nil
+	}
+	return h.chunks(len(buf), 1, func(lo, hi int) error {
+		part := buf[lo:hi]
+		return c.nodeStep(ctx, func(slot []byte) {
+			if ng.ni == from {
+				copy(slot, part)
+			}
+		}, func(ng *nodeGroup) error {
+			copy(part, ng.slot(from))
+			return nil
+		}, nil)
+	})
+}
+
+// onlyIf returns down if ok, else nil (a step this process need not wait
+// for).
+func onlyIf(ok bool, down func([]byte)) func([]byte) {
+	if ok {
+		return down
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package collectives_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	C "github.com/weft-hpc/weft/collectives"
+	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/launchtest"
+	"github.com/weft-hpc/weft/internal/testenv"
+	"github.com/weft-hpc/weft/job"
+)
+
+// The node level's tests: processes of one node combining through a
+// node segment, with several endpoint handles per process or one, and
+// two pretended nodes (WEFT_NODE_ID) whose leaders talk over libfabric.
+
+// detOn runs hierDet on a deterministic handle over comm.
+func detOn(ctx context.Context, comm *endpoint.Comm) error {
+	dc, err := C.New(ctx, comm, C.Deterministic(true))
+	if err != nil {
+		return err
+	}
+	if err := hierDet(ctx, dc); err != nil {
+		return fmt.Errorf("deterministic: %w", err)
+	}
+	return dc.Free()
+}
+
+// wantShape fails unless c's hierarchy has procs processes and tops
+// top-level groups, and this rank's process is in a node group.
+func wantShape(c *C.Coll, procs, tops int) error {
+	if p, t, node := C.HierShape(c); p != procs || t != tops || !node {
+		return fmt.Errorf("rank %d: hierarchy of %d processes, %d top-level groups, node level %v; want %d, %d, true",
+			c.Rank(), p, t, node, procs, tops)
+	}
+	return nil
+}
+
+// TestHierNode: 3 processes of one node holding 1, 2 and 3 endpoint
+// handles (6 ranks, three levels: handles of a process, processes of the
+// node): the battery (the short one under -short) and deterministic mode
+// (bitwise against the serial fold and a flat handle); then the short
+// battery on the communicator of each process's first handle (one rank
+// per process: the node level alone).
+func TestHierNode(t *testing.T) {
+	if launch(t, 3, "native", 90*time.Second) {
+		return
+	}
+	w := initWorld(t)
+	ctx := tctx(t, 80*time.Second)
+	eps := endpointsOf(t, ctx, w.Comm(), w.Comm().Rank()+1)
+	runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+		if c.Size() != 6 {
+			return fmt.Errorf("size %d, want 6", c.Size())
+		}
+		if err := wantShape(c, 3, 1); err != nil {
+			return err
+		}
+		if err := hierBatteryOf(ctx, c, testing.Short()); err != nil {
+			return err
+		}
+		if err := detOn(ctx, c.Comm()); err != nil {
+			return err
+		}
+		color := endpoint.Undefined
+		if c.Rank() == 0 || c.Rank() == 1 || c.Rank() == 3 { // each process's first handle
+			color = 0
+		}
+		sub, err := c.Comm().Split(ctx, color, 0)
+		if err != nil || sub == nil {
+			return err
+		}
+		defer sub.Free()
+		sc, err := C.New(ctx, sub)
+		if err != nil {
+			return err
+		}
+		if err := wantShape(sc, 3, 1); err != nil {
+			return err
+		}
+		if err := hierBatteryOf(ctx, sc, true); err != nil {
+			return fmt.Errorf("one rank per process: %w", err)
+		}
+		return sc.Free()
+	})
+}
+
+// TestHierNodes: 4 processes pretending to be 2 nodes (WEFT_NODE_ID),
+// 2 endpoint handles each (8 ranks): handles combine in their process,
+// the 2 processes of a node through its segment, and the nodes' leaders
+// over libfabric (its shm provider, which reaches across the pretended
+// nodes; test/cluster's hybrid program covers real nodes on tcp); the
+// short battery and deterministic mode.
+func TestHierNodes(t *testing.T) {
+	testenv.Short(t, "4 processes as 2 pretended nodes")
+	if !launchtest.IsWorker() {
+		launchtest.Run(t, 4, "shm", 120*time.Second, endpoint.EnvNodeTransport+"=native")
+		return
+	}
+	ctx := tctx(t, 100*time.Second)
+	j, err := job.Init(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Finalize() })
+	t.Setenv("WEFT_NODE_ID", "pretend-node-"+strconv.Itoa(j.Rank()/2))
+	w, err := endpoint.Init(ctx, endpoint.WithJob(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	eps := endpointsOf(t, ctx, w.Comm(), 2)
+	runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+		if err := wantShape(c, 4, 2); err != nil {
+			return err
+		}
+		if err := hierBatteryOf(ctx, c, true); err != nil {
+			return err
+		}
+		return detOn(ctx, c.Comm())
+	})
+}
+
+// TestHierNodeFailures: 3 processes of one node, one rank each (the node
+// level alone). A rank whose context ends while the node's leader is
+// late fails with its context's error and the others with ErrCanceled;
+// then process 2 exits while the others wait for it in an Allreduce, and
+// both return ErrPeerGone (or the abort of the one that saw it first)
+// within seconds.
+func TestHierNodeFailures(t *testing.T) {
+	if !launchtest.IsWorker() {
+		launchtest.RunMayDie(t, 3, "shm", 60*time.Second, []int{2}, endpoint.EnvNodeTransport+"=native")
+		return
+	}
+	w := initWorld(t)
+	ctx := tctx(t, 50*time.Second)
+	c, err := C.New(ctx, w.Comm())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wantShape(c, 3, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := C.Barrier(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	cctx := ctx
+	switch c.Rank() {
+	case 0: // the node's leader comes late
+		time.Sleep(300 * time.Millisecond)
+	case 1:
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+	}
+	start := time.Now()
+	err = C.Allreduce(cctx, c, nil, []int32{1}, C.Sum[int32]())
+	want := C.ErrCanceled
+	if c.Rank() == 1 {
+		want = context.DeadlineExceeded
+	}
+	if !errors.Is(err, want) {
+		t.Fatalf("rank %d: Allreduce with rank 1's context ended: %v, want %v", c.Rank(), err, want)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("rank %d: the cancelled Allreduce took %v", c.Rank(), took)
+	}
+	c.Free()
+
+	if c, err = C.New(ctx, w.Comm()); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Free()
+	if err := C.Barrier(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Rank() == 2 {
+		time.Sleep(50 * time.Millisecond) // the others are waiting
+		os.Exit(0)
+	}
+	start = time.Now()
+	err = C.Allreduce(ctx, c, nil, make([]float64, 4), C.Sum[float64]())
+	took := time.Since(start)
+	t.Logf("rank %d: %v after %v", c.Rank(), err, took)
+	if !errors.Is(err, C.ErrPeerGone) && !errors.Is(err, C.ErrCanceled) {
+		t.Fatalf("rank %d: Allreduce with process 2 gone: %v, want ErrPeerGone", c.Rank(), err)
+	}
+	if took > 10*time.Second {
+		t.Fatalf("rank %d: Allreduce with process 2 gone took %v", c.Rank(), took)
+	}
+}
