@@ -45,3 +45,9 @@ func MatchHeader(w *World) bool {
 
 // ForceMatchHeader sets WEFT_TUNE's epmatchhdr for this process (before Init).
 func ForceMatchHeader(on bool) { forceMatchHdr = on }
+
+// PipeRing returns the segment size and the number of segments of c's
+// pipeline rings (the endpoint's and each GPU's), and its eager limit.
+func PipeRing(c *Comm) (seg, depth, eager int) {
+	return int(min(tune.PipeSeg, int64(c.v.eagerLimit))), int(tune.PipeDepth), c.v.eagerLimit
+}

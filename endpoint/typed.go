@@ -20,6 +20,7 @@ import (
 	"unsafe"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/gpu"
 	"github.com/weft-hpc/weft/internal/checked"
 	// The JIT compiles the types typed messages pack (WEFT_JIT decides
 	// when); importing it here registers it for every program that sends
@@ -39,10 +40,16 @@ type typedRecv struct {
 	// sigOnly: a contiguous receive (into its own buf) that keeps the
 	// layout only for the type-signature check.
 	sigOnly bool
+	// dev: the layout is count elements of t in GPU memory
+	// (gputyped.go), not buf.
+	dev *gpu.Typed
 }
 
 // unpack unpacks piece, the stream's bytes from off, into the layout.
 func (u *typedRecv) unpack(off int, piece []byte) error {
+	if u.dev != nil {
+		return devUnpack(u.dev, off, piece)
+	}
 	if u.parts == nil {
 		_, err := u.t.UnpackRange(u.buf, piece, 0, u.count, int64(off))
 		return err
@@ -55,6 +62,9 @@ func (u *typedRecv) unpack(off int, piece []byte) error {
 
 // pack packs the stream's bytes from off into piece.
 func (u *typedRecv) pack(off int, piece []byte) error {
+	if u.dev != nil {
+		return devPack(u.dev, off, piece)
+	}
 	if u.parts == nil {
 		_, err := u.t.PackRange(piece, u.buf, 0, u.count, int64(off))
 		return err
@@ -87,6 +97,9 @@ func (u *typedRecv) each(off int, piece []byte, f func(p Part, from int64, b []b
 }
 
 func (u *typedRecv) String() string {
+	if u.dev != nil {
+		return fmt.Sprintf("%d elements of %s in GPU memory", u.count, u.t)
+	}
 	if u.parts == nil {
 		return u.t.String()
 	}

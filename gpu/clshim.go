@@ -208,7 +208,7 @@ typedef struct {
 
 static cl_int weft_cl_launch_async(cl_command_queue q, cl_kernel k, cl_mem typed, int64_t toff, cl_mem packed,
 		int64_t poff, cl_mem tab, uint64_t q0, uint64_t n, const size_t *grid, const size_t *block,
-		cl_mem host, size_t hostlen, weft_cl_async *out) {
+		cl_mem host, size_t hostoff, size_t hostlen, weft_cl_async *out) {
 	cl_int e = 0;
 	e |= weft_cl.SetKernelArg(k, 0, sizeof typed, &typed);
 	e |= weft_cl.SetKernelArg(k, 1, sizeof toff, &toff);
@@ -231,7 +231,7 @@ static cl_int weft_cl_launch_async(cl_command_queue q, cl_kernel k, cl_mem typed
 	out->ev = kev;
 	if (host) {
 		cl_event mev = NULL;
-		void *p = weft_cl.EnqueueMapBuffer(q, host, 0, 1, 0, hostlen, 0, NULL, &mev, &e); // CL_MAP_READ
+		void *p = weft_cl.EnqueueMapBuffer(q, host, 0, 1, hostoff, hostlen, 0, NULL, &mev, &e); // CL_MAP_READ
 		if (e != 0) {
 			weft_cl.Finish(q);
 			weft_cl.ReleaseEvent(kev);
@@ -485,14 +485,19 @@ func (b *clBackend) launchAsync(f any, a launchArgs) (any, error) {
 	for i := range 3 {
 		grid[i], block[i] = C.size_t(a.grid[i]), C.size_t(a.block[i])
 	}
+	// Map only the window the kernel wrote: later kernels may write the
+	// rest of the buffer while this mapping is held (the pipeline's ring).
 	var host C.cl_mem
-	var hostLen C.size_t
+	var hostOff, hostLen C.size_t
 	if w := a.written(); w.host != nil {
 		host, hostLen = w.h.(C.cl_mem), C.size_t(len(w.host))
+		if !a.unpack {
+			hostOff, hostLen = C.size_t(a.poff), C.size_t(a.nbytes)
+		}
 	}
 	ev := (*C.weft_cl_async)(C.calloc(1, C.size_t(unsafe.Sizeof(C.weft_cl_async{}))))
 	if e := C.weft_cl_launch_async(b.q, f.(C.cl_kernel), a.typed.h.(C.cl_mem), C.int64_t(a.toff), a.packed.h.(C.cl_mem),
-		C.int64_t(a.poff), a.tab.h.(C.cl_mem), C.uint64_t(a.q0), C.uint64_t(a.n), &grid[0], &block[0], host, hostLen, ev); e != 0 {
+		C.int64_t(a.poff), a.tab.h.(C.cl_mem), C.uint64_t(a.q0), C.uint64_t(a.n), &grid[0], &block[0], host, hostOff, hostLen, ev); e != 0 {
 		C.free(unsafe.Pointer(ev))
 		return nil, fmt.Errorf("gpu: OpenCL launch: %w", clError(e))
 	}

@@ -55,6 +55,7 @@ type launchArgs struct {
 	grid   [3]int // blocks per dimension
 	block  [3]int // threads per block per dimension
 	unpack bool
+	nbytes int64 // packed-stream bytes the launch moves
 }
 
 // written is the buffer the kernel writes.
@@ -369,7 +370,7 @@ func (d *Device) start(ctx context.Context, pk *Buffer, poff int64, ty Typed, fr
 	if idx < 0 {
 		return 0, nil, fmt.Errorf("gpu: internal: no kernel for %+v", v)
 	}
-	a.unpack = unpack
+	a.unpack, a.nbytes = unpack, nb
 	d.stats.Launches++
 	if as, ok := d.be.(asyncer); ok && async {
 		ev, err := as.launchAsync(fns[idx], a)
