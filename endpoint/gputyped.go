@@ -18,43 +18,19 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/errs"
 	"github.com/weft-hpc/weft/fabric"
 	"github.com/weft-hpc/weft/gpu"
-	"github.com/weft-hpc/weft/internal/checked"
 )
 
 // devView validates typed data in device memory and returns its packed
 // size.
 func devView(d gpu.Typed) (int, error) {
-	if d.Type == nil || d.Buf == nil {
-		return 0, fmt.Errorf("endpoint: GPU data without a type or buffer: %w", ErrInvalid)
-	}
-	if d.Count < 0 {
-		return 0, fmt.Errorf("endpoint: count %d: %w", d.Count, ErrInvalid)
-	}
-	size, err := d.Type.PackSize(d.Count)
+	n, err := d.Check()
 	if err != nil {
 		return 0, fmt.Errorf("endpoint: %w", err)
 	}
-	n := int(size)
-	if n == 0 {
-		return 0, nil
-	}
-	if _, err := gpu.PlanOf(d.Type); err != nil {
-		return 0, fmt.Errorf("endpoint: %w", err)
-	}
-	t := d.Type
-	last, ok1 := checked.Mul(int64(d.Count-1), t.Extent())
-	lo, ok2 := checked.Add(d.Base+t.TrueLB(), min(last, 0))
-	hi, ok3 := checked.Add(d.Base+t.TrueLB(), t.TrueExtent())
-	hi, ok4 := checked.Add(hi, max(last, 0))
-	if !ok1 || !ok2 || !ok3 || !ok4 || lo < 0 || hi > d.Buf.Len() {
-		return 0, fmt.Errorf("endpoint: %d elements of %s at %d span bytes [%d, %d) of a %d-byte GPU buffer: %w",
-			d.Count, t, d.Base, lo, hi, d.Buf.Len(), ddt.ErrBounds)
-	}
-	return n, nil
+	return int(n), nil
 }
 
 // devPack packs the stream's bytes from off of GPU data into piece, host

@@ -161,3 +161,24 @@ func (d *Device) viaStage(ctx context.Context, p []byte, ty Typed, from int64, u
 	}
 	return done, nil
 }
+
+// Check validates t the way Pack does before anything moves: a committed
+// type with a GPU kernel, a live buffer, Count elements within it; it
+// returns the size of their packed stream. Errors: errs.ErrInvalid (no
+// type or buffer), ddt.ErrNotCommitted, ErrDeclined, ddt.ErrBounds,
+// ddt.ErrOverflow, ErrClosed.
+func (t Typed) Check() (int64, error) {
+	if t.Type == nil || t.Buf == nil {
+		return 0, fmt.Errorf("gpu: typed data without a type or buffer: %w", errs.ErrInvalid)
+	}
+	p, err := PlanOf(t.Type)
+	if err != nil {
+		return 0, err
+	}
+	t.Buf.d.mu.Lock()
+	defer t.Buf.d.mu.Unlock()
+	if err := t.Buf.span("typed buffer", 0, 0); err != nil {
+		return 0, err
+	}
+	return p.window(t.Buf.n, t.Base, t.Count, 0, 1<<62)
+}
