@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/weft-hpc/weft/errs"
@@ -179,6 +180,9 @@ func (v *vci) ensureDevRing(d *gpu.Device) *devRing {
 	if v.dom == nil || !v.ensureSegs() {
 		return nil
 	}
+	if v.log.IsDebug() {
+		v.log.Debug("GPU messages", "device", d, "transport", v.hmemProbe(d))
+	}
 	depth := len(v.segs)
 	b, err := d.AllocHost(int64(v.segSize * depth))
 	if err != nil {
@@ -294,4 +298,51 @@ func (p *pipeSend) drain() {
 		p.ring.free = append(p.ring.free, s.idx)
 	}
 	p.inflight = nil
+}
+
+// hmemProbe says how v would move memory of device d (a small probe
+// allocation: device memory is registered by the buffer).
+func (v *vci) hmemProbe(d *gpu.Device) string {
+	b, err := d.Alloc(4096)
+	if err != nil {
+		return "staging: " + err.Error()
+	}
+	defer b.Free()
+	how, mr := v.deviceTransport(b)
+	if mr != nil {
+		mr.Close()
+	}
+	return how
+}
+
+// hmemProviders caches fabric.HMEMSupported per provider name.
+var hmemProviders sync.Map // provider → bool
+
+// deviceTransport says how v moves GPU memory b: "hmem" when the
+// provider grants FI_HMEM and registers b's device memory itself
+// (fi_mr_regattr with FI_HMEM_CUDA; the registration is returned, the
+// caller closes it), else "staging" and why: GPU data then goes through
+// pinned host memory mapped into the device.
+func (v *vci) deviceTransport(b *gpu.Buffer) (how string, mr *fabric.MR) {
+	if v.dom == nil {
+		return "staging: no libfabric domain", nil
+	}
+	prov := v.info.Provider
+	ok, known := hmemProviders.Load(prov)
+	if !known {
+		ok = fabric.HMEMSupported(prov)
+		hmemProviders.Store(prov, ok)
+	}
+	if !ok.(bool) {
+		return "staging: provider " + prov + " does not grant FI_HMEM", nil
+	}
+	ptr, dev, isCUDA := b.CUDAPointer()
+	if !isCUDA {
+		return "staging: " + b.Device().Kind() + " memory has no FI_HMEM interface here", nil
+	}
+	mr, err := v.dom.RegisterDevice(ptr, int(b.Len()), fabric.HMEMCUDA, dev, fabric.AccessSend|fabric.AccessRemoteRead)
+	if err != nil {
+		return "staging: " + err.Error(), nil
+	}
+	return "hmem", mr
 }

@@ -323,3 +323,40 @@ func TestDeviceTypedPeerDies(t *testing.T) {
 	}
 	t.Logf("receive returned after %v: %v", took, err)
 }
+
+// TestDeviceHMEMFallback: GPU messages stage through pinned host memory
+// where the provider cannot move device memory itself: tcp does not grant
+// FI_HMEM (fi_getinfo asked for it), shm does but the memory here is
+// OpenCL's (and without a GPU its CUDA interface is off).
+func TestDeviceHMEMFallback(t *testing.T) {
+	testenv.Short(t, "two worlds (shm, tcp) for the FI_HMEM choice")
+	d := openCLDevice(t)
+	defer d.Close()
+	b, err := d.Alloc(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Free()
+	singleton(t)
+	t.Setenv(endpoint.EnvNodeTransport, "fabric")
+	for _, c := range []struct{ prov, want string }{
+		{"tcp;ofi_rxm", "staging: provider tcp;ofi_rxm does not grant FI_HMEM"},
+		{"shm", "staging: opencl memory has no FI_HMEM interface here"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		w, err := endpoint.Init(ctx, endpoint.WithProvider(c.prov))
+		if err != nil {
+			t.Fatalf("Init %s: %v", c.prov, err)
+		}
+		eps, err := w.Comm().CreateEndpoints(ctx, 2)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := endpoint.DeviceTransport(eps[0], b)
+		w.Close()
+		if got != c.want {
+			t.Errorf("%s: %q, want %q", c.prov, got, c.want)
+		}
+	}
+}

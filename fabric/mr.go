@@ -47,6 +47,7 @@ type MR struct {
 	e      *mrEntry
 	closed bool
 	owned  bool // belongs to a Buffer: Close is a no-op
+	device bool // device memory (RegisterDevice): not cached, Close deregisters
 	mu     sync.Mutex
 }
 
@@ -89,6 +90,9 @@ func (m *MR) Close() error {
 		return nil
 	}
 	m.closed = true
+	if m.device {
+		return m.e.close()
+	}
 	return m.e.dom.cache.release(m.e)
 }
 

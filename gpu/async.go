@@ -162,6 +162,17 @@ func (d *Device) viaStage(ctx context.Context, p []byte, ty Typed, from int64, u
 	return done, nil
 }
 
+// CUDAPointer returns the device address of CUDA device memory (Alloc on
+// a CUDA device) and the device's number, what a NIC's FI_HMEM
+// registration needs; ok is false for mapped host memory and for other
+// runtimes' memory.
+func (b *Buffer) CUDAPointer() (ptr uint64, device int, ok bool) {
+	if b.d.be.kind() != "cuda" || b.m.host != nil {
+		return 0, 0, false
+	}
+	return b.m.addr, b.d.ordinal, true
+}
+
 // Check validates t the way Pack does before anything moves: a committed
 // type with a GPU kernel, a live buffer, Count elements within it; it
 // returns the size of their packed stream. Errors: errs.ErrInvalid (no

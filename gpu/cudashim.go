@@ -414,7 +414,9 @@ func OpenCUDA(ordinal int) (*Device, error) {
 		return nil, fmt.Errorf("gpu: CUDA device %d: %w", ordinal, err)
 	}
 	b.name = C.GoString(&name[0])
-	return newDevice(b), nil
+	d := newDevice(b)
+	d.ordinal = ordinal
+	return d, nil
 }
 
 // CUDADriverVersion loads the CUDA driver library and returns its API

@@ -91,6 +91,7 @@ type Device struct {
 	block   int // threads per block
 	maxGrid int // blocks per launch (the kernels loop over the rest)
 	stats   Stats
+	ordinal int // the CUDA device number (CUDA devices)
 	// stageBuf is PackBytes' and UnpackBytes' host buffer (stageMu).
 	stageMu  sync.Mutex
 	stageBuf *Buffer
