@@ -141,47 +141,8 @@ func TestDeviceTypedPair(t *testing.T) {
 	defer d.Close()
 	t.Setenv(endpoint.EnvNodeTransport, "fabric") // libfabric's typed paths, not the node transport's
 	a, b, ctx := singletonPair(t)
-	st, rt := gpuLayouts(t)
-	seg, depth, eager := endpoint.PipeRing(a)
 	before := endpoint.TypedPaths()
-	for _, g := range gpuRegimes(seg, depth, eager, st.Size()) {
-		name, count := g.name, g.count
-		src, stream := gpuSource(t, d, st, count, count)
-		dst, check := gpuDest(t, d, rt, count)
-		errc := make(chan error, 1)
-		go func() { errc <- a.SendDevice(ctx, src, b.Rank(), 7) }()
-		stt, err := b.RecvDevice(ctx, dst, a.Rank(), 7)
-		if err == nil {
-			err = <-errc
-		}
-		if err != nil {
-			t.Fatalf("%s (%d bytes): %v", name, len(stream), err)
-		}
-		if stt.Count != len(stream) {
-			t.Fatalf("%s: received %d bytes, want %d", name, stt.Count, len(stream))
-		}
-		if err := check(stream); err != nil {
-			t.Fatalf("%s (%d bytes): %v", name, len(stream), err)
-		}
-		// GPU → host layout, host layout → GPU: the same stream.
-		n, base := ddttest.Layout(rt, count)
-		host := make([]byte, n)
-		go func() { errc <- a.SendDevice(ctx, src, b.Rank(), 8) }()
-		if _, err := b.RecvTyped(ctx, host[base:], count, rt, a.Rank(), 8); err != nil || <-errc != nil {
-			t.Fatalf("%s: GPU to host: %v", name, err)
-		}
-		if !bytes.Equal(ddttest.Pack(rt, host, base, count), stream) {
-			t.Fatalf("%s: GPU to host: bytes differ", name)
-		}
-		dst2, check2 := gpuDest(t, d, rt, count)
-		go func() { errc <- a.SendTyped(ctx, host[base:], count, rt, b.Rank(), 9) }()
-		if _, err := b.RecvDevice(ctx, dst2, a.Rank(), 9); err != nil || <-errc != nil {
-			t.Fatalf("%s: host to GPU: %v", name, err)
-		}
-		if err := check2(stream); err != nil {
-			t.Fatalf("%s: host to GPU: %v", name, err)
-		}
-	}
+	devicePair(t, ctx, d, a, b)
 	after := endpoint.TypedPaths()
 	if after[0] == before[0] || after[2] == before[2] {
 		t.Fatalf("typed paths before %v, after %v: want eager and pipeline messages", before, after)
@@ -359,4 +320,87 @@ func TestDeviceHMEMFallback(t *testing.T) {
 			t.Errorf("%s: %q, want %q", c.prov, got, c.want)
 		}
 	}
+}
+
+// TestDeviceTypedCUDA: the pair test's messages from and into CUDA device
+// memory (every regime, byte for byte with guard bytes), on a machine
+// with an NVIDIA GPU (make gpu-check); the pipeline's packs are stream
+// launches with an event per segment.
+func TestDeviceTypedCUDA(t *testing.T) {
+	d, err := openCUDA()
+	if errors.Is(err, errs.ErrNotSupported) {
+		testenv.Skip(t, "gpu", "%v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	t.Setenv(endpoint.EnvNodeTransport, "fabric")
+	a, b, ctx := singletonPair(t)
+	devicePair(t, ctx, d, a, b)
+	if s := d.Stats(); s.Async == 0 {
+		t.Fatalf("no stream launch: %+v", s)
+	}
+	buf, err := d.Alloc(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Free()
+	t.Logf("CUDA memory on shm: %s", endpoint.DeviceTransport(a, buf))
+}
+
+// devicePair sends from GPU memory of d to GPU memory (and GPU→host,
+// host→GPU) from a to b in every regime and checks every byte.
+func devicePair(t *testing.T, ctx context.Context, d *gpu.Device, a, b *endpoint.Comm) {
+	st, rt := gpuLayouts(t)
+	seg, depth, eager := endpoint.PipeRing(a)
+	for _, g := range gpuRegimes(seg, depth, eager, st.Size()) {
+		name, count := g.name, g.count
+		src, stream := gpuSource(t, d, st, count, count)
+		dst, check := gpuDest(t, d, rt, count)
+		errc := make(chan error, 1)
+		go func() { errc <- a.SendDevice(ctx, src, b.Rank(), 7) }()
+		stt, err := b.RecvDevice(ctx, dst, a.Rank(), 7)
+		if err == nil {
+			err = <-errc
+		}
+		if err != nil {
+			t.Fatalf("%s (%d bytes): %v", name, len(stream), err)
+		}
+		if stt.Count != len(stream) {
+			t.Fatalf("%s: received %d bytes, want %d", name, stt.Count, len(stream))
+		}
+		if err := check(stream); err != nil {
+			t.Fatalf("%s (%d bytes): %v", name, len(stream), err)
+		}
+		// GPU → host layout, host layout → GPU: the same stream.
+		n, base := ddttest.Layout(rt, count)
+		host := make([]byte, n)
+		go func() { errc <- a.SendDevice(ctx, src, b.Rank(), 8) }()
+		if _, err := b.RecvTyped(ctx, host[base:], count, rt, a.Rank(), 8); err != nil || <-errc != nil {
+			t.Fatalf("%s: GPU to host: %v", name, err)
+		}
+		if !bytes.Equal(ddttest.Pack(rt, host, base, count), stream) {
+			t.Fatalf("%s: GPU to host: bytes differ", name)
+		}
+		dst2, check2 := gpuDest(t, d, rt, count)
+		go func() { errc <- a.SendTyped(ctx, host[base:], count, rt, b.Rank(), 9) }()
+		if _, err := b.RecvDevice(ctx, dst2, a.Rank(), 9); err != nil || <-errc != nil {
+			t.Fatalf("%s: host to GPU: %v", name, err)
+		}
+		if err := check2(stream); err != nil {
+			t.Fatalf("%s: host to GPU: %v", name, err)
+		}
+	}
+}
+
+// openCUDA opens CUDA device 0; as root on a machine without a GPU,
+// cuInit creates /dev/nvidiactl, which is removed again.
+func openCUDA() (*gpu.Device, error) {
+	_, statErr := os.Stat("/dev/nvidiactl")
+	d, err := gpu.OpenCUDA(0)
+	if statErr != nil && err != nil && os.Getuid() == 0 {
+		os.Remove("/dev/nvidiactl")
+	}
+	return d, err
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/weft-hpc/weft/ddt"
@@ -144,5 +145,28 @@ func TestDeviceTyped(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// TestDeviceTypedCUDA: PutDevice and GetDevice with the origin in CUDA
+// device memory (make gpu-check on a machine with an NVIDIA GPU).
+func TestDeviceTypedCUDA(t *testing.T) {
+	_, statErr := os.Stat("/dev/nvidiactl")
+	d, err := gpu.OpenCUDA(0)
+	if statErr != nil && err != nil && os.Getuid() == 0 {
+		os.Remove("/dev/nvidiactl") // cuInit as root creates it
+	}
+	if errors.Is(err, errs.ErrNotSupported) {
+		testenv.Skip(t, "gpu", "%v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	requireProvider(t, "shm")
+	for _, count := range []int{100, 110000} {
+		runRanks(t, 2, func(ctx context.Context, g Group) error {
+			return deviceScenario(ctx, g, d, count, providerCase{"shm", OrderAuto}.opts()...)
+		})
 	}
 }
