@@ -65,37 +65,19 @@ func devUnpack(d *gpu.Typed, off int, piece []byte) error {
 // Errors: those of IsendTyped, and gpu.ErrDeclined (wrapping
 // errs.ErrNotSupported) for a type without a GPU kernel.
 func (c *Comm) IsendDevice(src gpu.Typed, dest, tag int) (*Request, error) {
-	if err := c.usable("send"); err != nil {
+	if null, err := c.sendTo(dest, tag); err != nil {
 		return nil, err
-	}
-	if dest == ProcNull {
+	} else if null {
 		return completedRequest, nil
-	}
-	if err := c.checkPeer(dest, false); err != nil {
-		return nil, err
-	}
-	if err := checkTag(tag, false); err != nil {
-		return nil, err
 	}
 	n, err := devView(src)
 	if err != nil {
 		return nil, err
 	}
-	u := &typedRecv{dev: &src, count: src.Count, t: src.Type, n: n}
 	if n == 0 {
 		return c.isend(nil, dest, tag, c.ctx)
 	}
-	if r, done, err := c.isendPackedNode(u, dest, tag); done {
-		return r, err
-	}
-	if r, done, err := c.isendFabricTyped(u, dest, tag); done {
-		return r, err
-	}
-	packed := make([]byte, n)
-	if err := u.pack(0, packed); err != nil {
-		return nil, fmt.Errorf("endpoint: pack %s: %w", u, err)
-	}
-	return c.isend(packed, dest, tag, c.ctx)
+	return c.isendLayout(&typedRecv{dev: &src, count: src.Count, t: src.Type, n: n}, dest, tag)
 }
 
 // IrecvDevice starts receiving into dst, at most Count elements of a

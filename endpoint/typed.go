@@ -147,22 +147,37 @@ const maxInt = int(^uint(0) >> 1)
 // place). The receiver may take the message with any layout of the same
 // data: one typed buffer, other parts, bytes.
 func (c *Comm) IsendParts(parts []Part, dest, tag int) (*Request, error) {
-	if err := c.usable("send"); err != nil {
+	if null, err := c.sendTo(dest, tag); err != nil {
 		return nil, err
-	}
-	if dest == ProcNull {
+	} else if null {
 		return completedRequest, nil
-	}
-	if err := c.checkPeer(dest, false); err != nil {
-		return nil, err
-	}
-	if err := checkTag(tag, false); err != nil {
-		return nil, err
 	}
 	u, err := newParts(parts)
 	if err != nil {
 		return nil, err
 	}
+	return c.isendLayout(u, dest, tag)
+}
+
+// sendTo checks a send's communicator, destination and tag; null is true
+// for ProcNull (the send is complete at once).
+func (c *Comm) sendTo(dest, tag int) (null bool, err error) {
+	if err := c.usable("send"); err != nil {
+		return false, err
+	}
+	if dest == ProcNull {
+		return true, nil
+	}
+	if err := c.checkPeer(dest, false); err != nil {
+		return false, err
+	}
+	return false, checkTag(tag, false)
+}
+
+// isendLayout sends the non-contiguous message of layout u: by the node
+// transport's or libfabric's typed paths, else packed into a buffer of
+// its own.
+func (c *Comm) isendLayout(u *typedRecv, dest, tag int) (*Request, error) {
 	if r, done, err := c.isendPackedNode(u, dest, tag); done {
 		return r, err
 	}

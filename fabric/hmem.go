@@ -69,13 +69,12 @@ func (d *Domain) RegisterDevice(addr uint64, length int, iface HMEMIface, device
 	if !HMEMSupported(d.info.Provider) {
 		return nil, fmt.Errorf("fabric: RegisterDevice: provider %s does not grant FI_HMEM: %w", d.info.Provider, ErrNotSupported)
 	}
-	var key uint64
-	if !d.provKey {
-		key = d.key()
-	}
-	var fid C.uintptr_t
-	var ckey C.uint64_t
-	var cdesc C.uintptr_t
+	key := d.requestedKey()
+	var (
+		fid   C.uintptr_t
+		ckey  C.uint64_t
+		cdesc C.uintptr_t
+	)
 	ret := C.weft_mr_regattr_hmem(C.uintptr_t(d.fid), C.uint64_t(addr), C.size_t(length), C.uint64_t(access), C.uint64_t(key),
 		C.int(iface), C.uint64_t(device), &fid, &ckey, &cdesc)
 	if ret != 0 {

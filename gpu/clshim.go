@@ -174,10 +174,10 @@ static cl_int weft_cl_build(cl_context ctx, cl_device_id dev, const char *src, c
 	return 0;
 }
 
-// weft_cl_launch sets the kernel's arguments (values copied here, in C)
-// and runs it to completion.
-static cl_int weft_cl_launch(cl_command_queue q, cl_kernel k, cl_mem typed, int64_t toff, cl_mem packed,
-		int64_t poff, cl_mem tab, uint64_t q0, uint64_t n, const size_t *grid, const size_t *block) {
+// enqueue sets the kernel's arguments (values copied here, in C) and
+// enqueues it (with an event in ev when ev is not NULL).
+static cl_int enqueue(cl_command_queue q, cl_kernel k, cl_mem typed, int64_t toff, cl_mem packed,
+		int64_t poff, cl_mem tab, uint64_t q0, uint64_t n, const size_t *grid, const size_t *block, cl_event *ev) {
 	cl_int e = 0;
 	e |= weft_cl.SetKernelArg(k, 0, sizeof typed, &typed);
 	e |= weft_cl.SetKernelArg(k, 1, sizeof toff, &toff);
@@ -191,7 +191,13 @@ static cl_int weft_cl_launch(cl_command_queue q, cl_kernel k, cl_mem typed, int6
 	size_t global[3];
 	for (int i = 0; i < 3; i++)
 		global[i] = grid[i] * block[i];
-	e = weft_cl.EnqueueNDRangeKernel(q, k, 3, NULL, global, block, 0, NULL, NULL);
+	return weft_cl.EnqueueNDRangeKernel(q, k, 3, NULL, global, block, 0, NULL, ev);
+}
+
+// weft_cl_launch runs the kernel to completion.
+static cl_int weft_cl_launch(cl_command_queue q, cl_kernel k, cl_mem typed, int64_t toff, cl_mem packed,
+		int64_t poff, cl_mem tab, uint64_t q0, uint64_t n, const size_t *grid, const size_t *block) {
+	cl_int e = enqueue(q, k, typed, toff, packed, poff, tab, q0, n, grid, block, NULL);
 	if (e != 0)
 		return e;
 	return weft_cl.Finish(q);
@@ -209,23 +215,10 @@ typedef struct {
 static cl_int weft_cl_launch_async(cl_command_queue q, cl_kernel k, cl_mem typed, int64_t toff, cl_mem packed,
 		int64_t poff, cl_mem tab, uint64_t q0, uint64_t n, const size_t *grid, const size_t *block,
 		cl_mem host, size_t hostoff, size_t hostlen, weft_cl_async *out) {
-	cl_int e = 0;
-	e |= weft_cl.SetKernelArg(k, 0, sizeof typed, &typed);
-	e |= weft_cl.SetKernelArg(k, 1, sizeof toff, &toff);
-	e |= weft_cl.SetKernelArg(k, 2, sizeof packed, &packed);
-	e |= weft_cl.SetKernelArg(k, 3, sizeof poff, &poff);
-	e |= weft_cl.SetKernelArg(k, 4, sizeof tab, &tab);
-	e |= weft_cl.SetKernelArg(k, 5, sizeof q0, &q0);
-	e |= weft_cl.SetKernelArg(k, 6, sizeof n, &n);
-	if (e != 0)
-		return -51;
-	size_t global[3];
-	for (int i = 0; i < 3; i++)
-		global[i] = grid[i] * block[i];
 	cl_event kev = NULL;
 	out->m = NULL;
 	out->p = NULL;
-	e = weft_cl.EnqueueNDRangeKernel(q, k, 3, NULL, global, block, 0, NULL, &kev);
+	cl_int e = enqueue(q, k, typed, toff, packed, poff, tab, q0, n, grid, block, &kev);
 	if (e != 0)
 		return e;
 	out->ev = kev;
