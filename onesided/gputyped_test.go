@@ -128,23 +128,21 @@ func TestDeviceTyped(t *testing.T) {
 	d := gpuDevice(t)
 	requireProvider(t, "shm")
 	for _, c := range []struct {
-		name  string
-		count int
-	}{{"onepiece", 100}, {"pieces", 20000}, {"beyondstage", 110000}} {
-		for _, path := range []string{"direct", "net"} {
-			t.Run(c.name+"/"+path, func(t *testing.T) {
-				if c.name == "beyondstage" {
-					testenv.Short(t, "1.3 MB GPU transfers (a byte-wise reference)")
-				}
-				opts := []Option{WithSharedMemory(ShmOnly)}
-				if path == "net" {
-					opts = providerCase{"shm", OrderAuto}.opts()
-				}
-				runRanks(t, 2, func(ctx context.Context, g Group) error {
-					return deviceScenario(ctx, g, d, c.count, opts...)
-				})
+		name, path string
+		count      int
+	}{{"onepiece", "net", 100}, {"pieces", "direct", 20000}, {"pieces", "net", 20000}, {"beyondstage", "net", 110000}} {
+		t.Run(c.name+"/"+c.path, func(t *testing.T) {
+			if c.name == "beyondstage" {
+				testenv.Short(t, "1.3 MB GPU transfers (a byte-wise reference)")
+			}
+			opts := []Option{WithSharedMemory(ShmOnly)}
+			if c.path == "net" {
+				opts = providerCase{"shm", OrderAuto}.opts()
+			}
+			runRanks(t, 2, func(ctx context.Context, g Group) error {
+				return deviceScenario(ctx, g, d, c.count, opts...)
 			})
-		}
+		})
 	}
 }
 
