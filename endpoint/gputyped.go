@@ -107,26 +107,14 @@ func (c *Comm) IrecvDevice(dst gpu.Typed, src, tag int) (*Request, error) {
 // memory may be reused or ctx ends.
 func (c *Comm) SendDevice(ctx context.Context, src gpu.Typed, dest, tag int) error {
 	r, err := c.IsendDevice(src, dest, tag)
-	if err != nil {
-		return err
-	}
-	_, err = r.Wait(ctx)
-	r.Release()
-	return err
+	return sendWait(ctx, r, err)
 }
 
 // RecvDevice receives into dst (see IrecvDevice). If ctx ends first the
 // receive is cancelled and the error wraps ctx.Err().
 func (c *Comm) RecvDevice(ctx context.Context, dst gpu.Typed, src, tag int) (Status, error) {
 	r, err := c.IrecvDevice(dst, src, tag)
-	if err != nil {
-		return Status{}, err
-	}
-	st, err := waitOrCancel(ctx, r)
-	if r.Done() {
-		r.Release()
-	}
-	return st, err
+	return recvWait(ctx, r, err)
 }
 
 // devRing is a ring of pipeline segments in pinned host memory of one

@@ -212,25 +212,13 @@ func (c *Comm) IrecvParts(parts []Part, src, tag int) (*Request, error) {
 // SendParts sends one message made of parts (see IsendParts).
 func (c *Comm) SendParts(ctx context.Context, parts []Part, dest, tag int) error {
 	r, err := c.IsendParts(parts, dest, tag)
-	if err != nil {
-		return err
-	}
-	_, err = r.Wait(ctx)
-	r.Release()
-	return err
+	return sendWait(ctx, r, err)
 }
 
 // RecvParts receives one message into parts (see IrecvParts).
 func (c *Comm) RecvParts(ctx context.Context, parts []Part, src, tag int) (Status, error) {
 	r, err := c.IrecvParts(parts, src, tag)
-	if err != nil {
-		return Status{}, err
-	}
-	st, err := waitOrCancel(ctx, r)
-	if r.Done() {
-		r.Release()
-	}
-	return st, err
+	return recvWait(ctx, r, err)
 }
 
 // typedView returns, for count elements of t in buf, the contiguous part
@@ -450,12 +438,7 @@ func (r *Request) unpackTyped(u *typedRecv) {
 // buf may be reused (see IsendTyped) or ctx ends.
 func (c *Comm) SendTyped(ctx context.Context, buf []byte, count int, t *ddt.Type, dest, tag int) error {
 	r, err := c.IsendTyped(buf, count, t, dest, tag)
-	if err != nil {
-		return err
-	}
-	_, err = r.Wait(ctx)
-	r.Release()
-	return err
+	return sendWait(ctx, r, err)
 }
 
 // RecvTyped receives at most count elements of t into buf (see
@@ -463,14 +446,7 @@ func (c *Comm) SendTyped(ctx context.Context, buf []byte, count int, t *ddt.Type
 // wraps ctx.Err().
 func (c *Comm) RecvTyped(ctx context.Context, buf []byte, count int, t *ddt.Type, src, tag int) (Status, error) {
 	r, err := c.IrecvTyped(buf, count, t, src, tag)
-	if err != nil {
-		return Status{}, err
-	}
-	st, err := waitOrCancel(ctx, r)
-	if r.Done() {
-		r.Release()
-	}
-	return st, err
+	return recvWait(ctx, r, err)
 }
 
 // Sendrecv sends count elements of stype from sbuf to dest with stag and
@@ -515,6 +491,29 @@ func (s Status) CountOf(t *ddt.Type) (int, error) {
 		return 0, fmt.Errorf("endpoint: %d bytes are not a whole number of %d-byte %s elements: %w", s.Count, t.Size(), t, ErrInvalid)
 	}
 	return int(int64(s.Count) / t.Size()), nil
+}
+
+// sendWait waits for send r (started with error err) and releases it.
+func sendWait(ctx context.Context, r *Request, err error) error {
+	if err != nil {
+		return err
+	}
+	_, err = r.Wait(ctx)
+	r.Release()
+	return err
+}
+
+// recvWait waits for receive r (started with error err), cancelling it
+// if ctx ends first, and releases it once done.
+func recvWait(ctx context.Context, r *Request, err error) (Status, error) {
+	if err != nil {
+		return Status{}, err
+	}
+	st, err := waitOrCancel(ctx, r)
+	if r.Done() {
+		r.Release()
+	}
+	return st, err
 }
 
 // procNullRecv is a receive from ProcNull: complete, nothing received.
