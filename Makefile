@@ -87,7 +87,7 @@ bench-osu: deps
 bench-dashboard: deps
 	test/bench/dashboard/run.sh $(BENCH_OUT)
 
-# GPU: gpu-tests builds the test binary of gpu/
+# GPU: gpu-tests builds the test binaries of gpu/, endpoint/ and onesided/
 # (go test -c) on any machine; gpu-check runs them on a machine with an
 # NVIDIA GPU and its driver, building nothing there: the real-GPU tests
 # (WEFT_REQUIRE=gpu: a missing device fails instead of skipping), then the
@@ -96,10 +96,14 @@ GPU_BIN := $(BIN)/gpu
 gpu-tests:
 	mkdir -p $(GPU_BIN)
 	$(GO) test -c -o $(GPU_BIN)/gpu.test ./gpu
+	$(GO) test -c -o $(GPU_BIN)/endpoint.test ./endpoint
+	$(GO) test -c -o $(GPU_BIN)/onesided.test ./onesided
 
 gpu-check:
 	@test -x $(GPU_BIN)/gpu.test || { echo "gpu-check: run 'make gpu-tests' first (it builds the test binaries)"; exit 1; }
-	cd gpu && WEFT_REQUIRE=gpu timeout 20m $(GPU_BIN)/gpu.test -test.run 'CUDA' -test.v -test.timeout 20m
+	cd gpu && WEFT_REQUIRE=gpu timeout 14m $(GPU_BIN)/gpu.test -test.run 'CUDA' -test.v -test.timeout 14m
+	cd endpoint && WEFT_REQUIRE=gpu timeout 3m $(GPU_BIN)/endpoint.test -test.run 'TestDeviceTypedCUDA' -test.v -test.timeout 3m
+	cd onesided && WEFT_REQUIRE=gpu timeout 3m $(GPU_BIN)/onesided.test -test.run 'TestDeviceTypedCUDA' -test.v -test.timeout 3m
 	cd gpu && timeout 8m $(GPU_BIN)/gpu.test -test.run '^$$' -test.bench . -test.benchtime 200x -test.count 5 -test.timeout 8m
 
 # The GPU benchmark on whatever device is here (CUDA, else OpenCL: pocl on

@@ -1,5 +1,7 @@
 package endpoint
 
+import "github.com/weft-hpc/weft/gpu"
+
 // ParkedEndpoints reports how many freed endpoints of w wait for the other
 // endpoints of their communicator in this process (peerset.go).
 func ParkedEndpoints(w *World) int { return w.parkedEndpoints() }
@@ -67,4 +69,20 @@ func MediumLimit(c *Comm, r int) int {
 		return l.medOut.size
 	}
 	return 0
+}
+
+// PipeRing returns the segment size and the number of segments of c's
+// pipeline rings (the endpoint's and each GPU's), and its eager limit.
+func PipeRing(c *Comm) (seg, depth, eager int) {
+	return int(min(tune.PipeSeg, int64(c.v.eagerLimit))), int(tune.PipeDepth), c.v.eagerLimit
+}
+
+// DeviceTransport says how c's endpoint would move GPU memory b ("hmem"
+// or "staging: why").
+func DeviceTransport(c *Comm, b *gpu.Buffer) string {
+	how, mr := c.v.deviceTransport(b)
+	if mr != nil {
+		mr.Close()
+	}
+	return how
 }

@@ -274,6 +274,9 @@ func (u *typedRecv) largePieces() [][]byte {
 // pieces returns the layout's contiguous blocks in stream order, as
 // slices of the user's buffers, or nil when there are more than maxSegs.
 func (u *typedRecv) pieces(maxSegs int) [][]byte {
+	if u.dev != nil { // GPU memory: no host blocks to read or write
+		return nil
+	}
 	var out [][]byte
 	add := func(buf []byte, count int, t *ddt.Type) bool {
 		if maxSegs-len(out) <= 0 {
@@ -306,6 +309,9 @@ func (u *typedRecv) pieces(maxSegs int) [][]byte {
 
 // buffers calls f for each user buffer of the layout.
 func (u *typedRecv) buffers(f func(b []byte)) {
+	if u.dev != nil {
+		return
+	}
 	if u.parts == nil {
 		f(u.buf)
 		return
@@ -357,6 +363,9 @@ func (c *Comm) isendFabricTyped(u *typedRecv, dest, tag int) (r *Request, done b
 			return nil, false, nil
 		}
 		r.pipe = &pipeSend{u: u, want: u.n}
+		if u.dev != nil {
+			r.pipe.ring = v.ensureDevRing(u.dev.Buf.Device())
+		}
 		pathStats.pipeline.Add(1)
 	}
 	h.put(r.qdata[hl:])
@@ -595,6 +604,11 @@ type pipeSend struct {
 	stalled   time.Time // when the provider first refused the current segment
 	listed    bool      // in v.pipes
 	truncated bool
+	// A GPU send with a device ring (gputyped.go): segments packed up
+	// to enq, their kernels in flight in inflight, in order.
+	ring     *devRing
+	enq      int
+	inflight []devSeg
 }
 
 // pipeCtrl handles a pipeline control message: a CTS for one of v's
@@ -641,6 +655,10 @@ func (v *vci) pipeCtrl(t uint64, payload []byte) {
 // every segment is posted and its send completion has come back.
 func (v *vci) pump(r *Request) {
 	p := r.pipe
+	if p.ring != nil {
+		v.pumpDev(r)
+		return
+	}
 	if r.state == stDone {
 		return
 	}
@@ -701,8 +719,16 @@ func (v *vci) pumpAll() {
 
 // segDone handles the send completion (or error) of one pipeline segment.
 func (v *vci) segDone(r *Request, ctx uint64, err error) {
-	v.segFree = append(v.segFree, int(ctx>>32&0xff))
+	if r.reqExt != nil && r.pipe != nil && r.pipe.ring != nil {
+		r.pipe.ring.free = append(r.pipe.ring.free, int(ctx>>32&0xff))
+	} else {
+		v.segFree = append(v.segFree, int(ctx>>32&0xff))
+	}
 	if err != nil {
+		if r.reqExt != nil && r.pipe != nil && r.pipe.ring != nil {
+			v.failDev(r, fmt.Errorf("endpoint: pipelined send to rank %d: %w", r.qrank, err))
+			return
+		}
 		v.finish(r, fmt.Errorf("endpoint: pipelined send to rank %d: %w", r.qrank, err))
 		return
 	}

@@ -20,6 +20,7 @@ import (
 	"unsafe"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/gpu"
 	"github.com/weft-hpc/weft/internal/checked"
 	// The JIT compiles the types typed messages pack (WEFT_JIT decides
 	// when); importing it here registers it for every program that sends
@@ -39,10 +40,16 @@ type typedRecv struct {
 	// sigOnly: a contiguous receive (into its own buf) that keeps the
 	// layout only for the type-signature check.
 	sigOnly bool
+	// dev: the layout is count elements of t in GPU memory
+	// (gputyped.go), not buf.
+	dev *gpu.Typed
 }
 
 // unpack unpacks piece, the stream's bytes from off, into the layout.
 func (u *typedRecv) unpack(off int, piece []byte) error {
+	if u.dev != nil {
+		return devUnpack(u.dev, off, piece)
+	}
 	if u.parts == nil {
 		_, err := u.t.UnpackRange(u.buf, piece, 0, u.count, int64(off))
 		return err
@@ -55,6 +62,9 @@ func (u *typedRecv) unpack(off int, piece []byte) error {
 
 // pack packs the stream's bytes from off into piece.
 func (u *typedRecv) pack(off int, piece []byte) error {
+	if u.dev != nil {
+		return devPack(u.dev, off, piece)
+	}
 	if u.parts == nil {
 		_, err := u.t.PackRange(piece, u.buf, 0, u.count, int64(off))
 		return err
@@ -87,6 +97,9 @@ func (u *typedRecv) each(off int, piece []byte, f func(p Part, from int64, b []b
 }
 
 func (u *typedRecv) String() string {
+	if u.dev != nil {
+		return fmt.Sprintf("%d elements of %s in GPU memory", u.count, u.t)
+	}
 	if u.parts == nil {
 		return u.t.String()
 	}
@@ -134,22 +147,37 @@ const maxInt = int(^uint(0) >> 1)
 // place). The receiver may take the message with any layout of the same
 // data: one typed buffer, other parts, bytes.
 func (c *Comm) IsendParts(parts []Part, dest, tag int) (*Request, error) {
-	if err := c.usable("send"); err != nil {
+	if null, err := c.sendTo(dest, tag); err != nil {
 		return nil, err
-	}
-	if dest == ProcNull {
+	} else if null {
 		return completedRequest, nil
-	}
-	if err := c.checkPeer(dest, false); err != nil {
-		return nil, err
-	}
-	if err := checkTag(tag, false); err != nil {
-		return nil, err
 	}
 	u, err := newParts(parts)
 	if err != nil {
 		return nil, err
 	}
+	return c.isendLayout(u, dest, tag)
+}
+
+// sendTo checks a send's communicator, destination and tag; null is true
+// for ProcNull (the send is complete at once).
+func (c *Comm) sendTo(dest, tag int) (null bool, err error) {
+	if err := c.usable("send"); err != nil {
+		return false, err
+	}
+	if dest == ProcNull {
+		return true, nil
+	}
+	if err := c.checkPeer(dest, false); err != nil {
+		return false, err
+	}
+	return false, checkTag(tag, false)
+}
+
+// isendLayout sends the non-contiguous message of layout u: by the node
+// transport's or libfabric's typed paths, else packed into a buffer of
+// its own.
+func (c *Comm) isendLayout(u *typedRecv, dest, tag int) (*Request, error) {
 	if r, done, err := c.isendPackedNode(u, dest, tag); done {
 		return r, err
 	}
@@ -184,25 +212,13 @@ func (c *Comm) IrecvParts(parts []Part, src, tag int) (*Request, error) {
 // SendParts sends one message made of parts (see IsendParts).
 func (c *Comm) SendParts(ctx context.Context, parts []Part, dest, tag int) error {
 	r, err := c.IsendParts(parts, dest, tag)
-	if err != nil {
-		return err
-	}
-	_, err = r.Wait(ctx)
-	r.Release()
-	return err
+	return sendWait(ctx, r, err)
 }
 
 // RecvParts receives one message into parts (see IrecvParts).
 func (c *Comm) RecvParts(ctx context.Context, parts []Part, src, tag int) (Status, error) {
 	r, err := c.IrecvParts(parts, src, tag)
-	if err != nil {
-		return Status{}, err
-	}
-	st, err := waitOrCancel(ctx, r)
-	if r.Done() {
-		r.Release()
-	}
-	return st, err
+	return recvWait(ctx, r, err)
 }
 
 // typedView returns, for count elements of t in buf, the contiguous part
@@ -426,12 +442,7 @@ func (r *Request) unpackTyped(u *typedRecv) {
 // buf may be reused (see IsendTyped) or ctx ends.
 func (c *Comm) SendTyped(ctx context.Context, buf []byte, count int, t *ddt.Type, dest, tag int) error {
 	r, err := c.IsendTyped(buf, count, t, dest, tag)
-	if err != nil {
-		return err
-	}
-	_, err = r.Wait(ctx)
-	r.Release()
-	return err
+	return sendWait(ctx, r, err)
 }
 
 // RecvTyped receives at most count elements of t into buf (see
@@ -439,14 +450,7 @@ func (c *Comm) SendTyped(ctx context.Context, buf []byte, count int, t *ddt.Type
 // wraps ctx.Err().
 func (c *Comm) RecvTyped(ctx context.Context, buf []byte, count int, t *ddt.Type, src, tag int) (Status, error) {
 	r, err := c.IrecvTyped(buf, count, t, src, tag)
-	if err != nil {
-		return Status{}, err
-	}
-	st, err := waitOrCancel(ctx, r)
-	if r.Done() {
-		r.Release()
-	}
-	return st, err
+	return recvWait(ctx, r, err)
 }
 
 // Sendrecv sends count elements of stype from sbuf to dest with stag and
@@ -491,6 +495,29 @@ func (s Status) CountOf(t *ddt.Type) (int, error) {
 		return 0, fmt.Errorf("endpoint: %d bytes are not a whole number of %d-byte %s elements: %w", s.Count, t.Size(), t, ErrInvalid)
 	}
 	return int(int64(s.Count) / t.Size()), nil
+}
+
+// sendWait waits for send r (started with error err) and releases it.
+func sendWait(ctx context.Context, r *Request, err error) error {
+	if err != nil {
+		return err
+	}
+	_, err = r.Wait(ctx)
+	r.Release()
+	return err
+}
+
+// recvWait waits for receive r (started with error err), cancelling it
+// if ctx ends first, and releases it once done.
+func recvWait(ctx context.Context, r *Request, err error) (Status, error) {
+	if err != nil {
+		return Status{}, err
+	}
+	st, err := waitOrCancel(ctx, r)
+	if r.Done() {
+		r.Release()
+	}
+	return st, err
 }
 
 // procNullRecv is a receive from ProcNull: complete, nothing received.

@@ -27,6 +27,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/gpu"
 	"github.com/weft-hpc/weft/internal/nodeseg"
 	"github.com/weft-hpc/weft/internal/progress"
 )
@@ -137,6 +138,7 @@ type vci struct {
 	// (fabtyped.go), and the pipelined sends in progress
 	segBuf    *fabric.Buffer
 	segDesc   fabric.Desc
+	devRings  map[*gpu.Device]*devRing // GPU sends' segment rings (gputyped.go)
 	segSize   int
 	segs      [][]byte
 	segFree   []int
@@ -307,6 +309,7 @@ func (v *vci) closeFabric() error {
 	if v.bounce != nil {
 		errs = append(errs, v.bounce.Close())
 	}
+	errs = append(errs, v.closeDevRings())
 	if v.segBuf != nil {
 		errs = append(errs, v.segBuf.Close())
 		v.segBuf, v.segs, v.segFree = nil, nil, nil
@@ -460,6 +463,9 @@ func (v *vci) finish(r *Request, err error) {
 	r.state = stDone
 	if r.err == nil {
 		r.err = err
+	}
+	if r.reqExt != nil && r.pipe != nil && r.pipe.ring != nil {
+		r.pipe.drain() // kernels still running on the ring (gputyped.go)
 	}
 	v.maybeRetire(r)
 }

@@ -47,6 +47,7 @@ type MR struct {
 	e      *mrEntry
 	closed bool
 	owned  bool // belongs to a Buffer: Close is a no-op
+	device bool // device memory (RegisterDevice): not cached, Close deregisters
 	mu     sync.Mutex
 }
 
@@ -89,6 +90,9 @@ func (m *MR) Close() error {
 		return nil
 	}
 	m.closed = true
+	if m.device {
+		return m.e.close()
+	}
 	return m.e.dom.cache.release(m.e)
 }
 
@@ -177,16 +181,22 @@ func (d *Domain) Register(buf []byte, access Access) (*MR, error) {
 	return &MR{e: e}, nil
 }
 
+// requestedKey is the key a registration asks for: one of the domain's
+// own, or 0 where the provider chooses (FI_MR_PROV_KEY).
+func (d *Domain) requestedKey() uint64 {
+	if d.provKey {
+		return 0
+	}
+	return d.key()
+}
+
 // register makes one libfabric registration (no cache).
 func (d *Domain) register(buf []byte, access Access, pin bool) (*mrEntry, error) {
 	e := &mrEntry{dom: d, base: uintptr(unsafe.Pointer(&buf[0])), length: len(buf), access: access}
 	if pin {
 		e.pin.Pin(&buf[0])
 	}
-	var key uint64
-	if !d.provKey {
-		key = d.key()
-	}
+	key := d.requestedKey()
 	var fid C.uintptr_t
 	var ckey C.uint64_t
 	var cdesc C.uintptr_t

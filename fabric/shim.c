@@ -222,6 +222,31 @@ int weft_mr_reg(uintptr_t domain, uintptr_t buf, size_t len, uint64_t access,
 	return 0;
 }
 
+/* weft_mr_regattr_hmem registers device memory (FI_HMEM): fi_mr_regattr
+ * with the memory's interface (FI_HMEM_CUDA, ...) and device number. */
+int weft_mr_regattr_hmem(uintptr_t domain, uint64_t addr, size_t len, uint64_t access, uint64_t key,
+		int iface, uint64_t device, uintptr_t *out, uint64_t *outkey, uintptr_t *outdesc) {
+	struct fid_mr *mr = NULL;
+	struct iovec iov = {VOIDP((uintptr_t)addr), len};
+	struct fi_mr_attr attr;
+	memset(&attr, 0, sizeof attr);
+	attr.mr_iov = &iov;
+	attr.iov_count = 1;
+	attr.access = access;
+	attr.requested_key = key;
+	attr.iface = (enum fi_hmem_iface)iface;
+	attr.device.reserved = device; /* the union's widest member: cuda, ze, neuron ids */
+	if (iface == FI_HMEM_CUDA)
+		attr.device.cuda = (int)device;
+	int ret = fi_mr_regattr((struct fid_domain *)domain, &attr, 0, &mr);
+	if (ret)
+		return ret;
+	*out = (uintptr_t)mr;
+	*outkey = fi_mr_key(mr);
+	*outdesc = (uintptr_t)fi_mr_desc(mr);
+	return 0;
+}
+
 /* poll_pace runs between two polls of a spinning loop that found nothing:
  * pace reads of the monotonic clock (a vDSO call of ~20 ns on
  * x86-64). A loop that polls back to back takes the provider's locks and

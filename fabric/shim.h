@@ -141,6 +141,8 @@ int weft_av_insert(uintptr_t av, const void *addrs, size_t count, uint64_t *out)
 int weft_av_lookup(uintptr_t av, uint64_t addr, void *buf, size_t *len);
 int weft_av_remove(uintptr_t av, uint64_t *addrs, size_t count);
 
+int weft_mr_regattr_hmem(uintptr_t domain, uint64_t addr, size_t len, uint64_t access, uint64_t key,
+		int iface, uint64_t device, uintptr_t *out, uint64_t *outkey, uintptr_t *outdesc);
 int weft_mr_reg(uintptr_t domain, uintptr_t buf, size_t len, uint64_t access,
 		uint64_t key, uintptr_t *out, uint64_t *outkey, uintptr_t *outdesc);
 

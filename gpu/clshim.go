@@ -23,6 +23,7 @@ typedef struct _cl_command_queue *cl_command_queue;
 typedef struct _cl_mem *cl_mem;
 typedef struct _cl_program *cl_program;
 typedef struct _cl_kernel *cl_kernel;
+typedef struct _cl_event *cl_event;
 
 static struct {
 	cl_int (*GetPlatformIDs)(cl_uint, cl_platform_id *, cl_uint *);
@@ -51,6 +52,10 @@ static struct {
 	cl_int (*EnqueueCopyBuffer)(cl_command_queue, cl_mem, cl_mem, size_t, size_t, size_t, cl_uint, const void *, void *);
 	cl_int (*EnqueueCopyBufferRect)(cl_command_queue, cl_mem, cl_mem, const size_t *, const size_t *, const size_t *,
 		size_t, size_t, size_t, size_t, cl_uint, const void *, void *);
+	cl_int (*Flush)(cl_command_queue);
+	cl_int (*WaitForEvents)(cl_uint, const cl_event *);
+	cl_int (*GetEventInfo)(cl_event, cl_uint, size_t, void *, size_t *);
+	cl_int (*ReleaseEvent)(cl_event);
 } weft_cl;
 
 static char weft_cl_msg[256];
@@ -70,7 +75,8 @@ static int weft_cl_load(const char *name) {
 		S(EnqueueReadBuffer), S(EnqueueMapBuffer), S(EnqueueUnmapMemObject), S(CreateProgramWithSource),
 		S(BuildProgram), S(GetProgramBuildInfo), S(CreateKernel), S(SetKernelArg), S(EnqueueNDRangeKernel),
 		S(Finish), S(ReleaseKernel), S(ReleaseProgram), S(ReleaseCommandQueue), S(ReleaseContext),
-		S(EnqueueCopyBuffer), S(EnqueueCopyBufferRect),
+		S(EnqueueCopyBuffer), S(EnqueueCopyBufferRect), S(Flush), S(WaitForEvents), S(GetEventInfo),
+		S(ReleaseEvent),
 #undef S
 	};
 	for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
@@ -168,10 +174,10 @@ static cl_int weft_cl_build(cl_context ctx, cl_device_id dev, const char *src, c
 	return 0;
 }
 
-// weft_cl_launch sets the kernel's arguments (values copied here, in C)
-// and runs it to completion.
-static cl_int weft_cl_launch(cl_command_queue q, cl_kernel k, cl_mem typed, int64_t toff, cl_mem packed,
-		int64_t poff, cl_mem tab, uint64_t q0, uint64_t n, const size_t *grid, const size_t *block) {
+// enqueue sets the kernel's arguments (values copied here, in C) and
+// enqueues it (with an event in ev when ev is not NULL).
+static cl_int enqueue(cl_command_queue q, cl_kernel k, cl_mem typed, int64_t toff, cl_mem packed,
+		int64_t poff, cl_mem tab, uint64_t q0, uint64_t n, const size_t *grid, const size_t *block, cl_event *ev) {
 	cl_int e = 0;
 	e |= weft_cl.SetKernelArg(k, 0, sizeof typed, &typed);
 	e |= weft_cl.SetKernelArg(k, 1, sizeof toff, &toff);
@@ -185,10 +191,71 @@ static cl_int weft_cl_launch(cl_command_queue q, cl_kernel k, cl_mem typed, int6
 	size_t global[3];
 	for (int i = 0; i < 3; i++)
 		global[i] = grid[i] * block[i];
-	e = weft_cl.EnqueueNDRangeKernel(q, k, 3, NULL, global, block, 0, NULL, NULL);
+	return weft_cl.EnqueueNDRangeKernel(q, k, 3, NULL, global, block, 0, NULL, ev);
+}
+
+// weft_cl_launch runs the kernel to completion.
+static cl_int weft_cl_launch(cl_command_queue q, cl_kernel k, cl_mem typed, int64_t toff, cl_mem packed,
+		int64_t poff, cl_mem tab, uint64_t q0, uint64_t n, const size_t *grid, const size_t *block) {
+	cl_int e = enqueue(q, k, typed, toff, packed, poff, tab, q0, n, grid, block, NULL);
 	if (e != 0)
 		return e;
 	return weft_cl.Finish(q);
+}
+
+// An asynchronous launch: the kernel, then (when it writes host memory)
+// a non-blocking map of that buffer, whose event is the launch's: once it
+// completes the host sees the kernel's writes. Nothing waits here.
+typedef struct {
+	cl_event ev;
+	cl_mem m; // the mapped host buffer, or NULL
+	void *p;  // its mapping
+} weft_cl_async;
+
+static cl_int weft_cl_launch_async(cl_command_queue q, cl_kernel k, cl_mem typed, int64_t toff, cl_mem packed,
+		int64_t poff, cl_mem tab, uint64_t q0, uint64_t n, const size_t *grid, const size_t *block,
+		cl_mem host, size_t hostoff, size_t hostlen, weft_cl_async *out) {
+	cl_event kev = NULL;
+	out->m = NULL;
+	out->p = NULL;
+	cl_int e = enqueue(q, k, typed, toff, packed, poff, tab, q0, n, grid, block, &kev);
+	if (e != 0)
+		return e;
+	out->ev = kev;
+	if (host) {
+		cl_event mev = NULL;
+		void *p = weft_cl.EnqueueMapBuffer(q, host, 0, 1, hostoff, hostlen, 0, NULL, &mev, &e); // CL_MAP_READ
+		if (e != 0) {
+			weft_cl.Finish(q);
+			weft_cl.ReleaseEvent(kev);
+			return e;
+		}
+		weft_cl.ReleaseEvent(kev);
+		out->ev = mev;
+		out->m = host;
+		out->p = p;
+	}
+	return weft_cl.Flush(q);
+}
+
+// weft_cl_async_query: 1 complete, 0 still queued or running, <0 the
+// command's error.
+static cl_int weft_cl_async_query(weft_cl_async *a) {
+	cl_int st = 0;
+	cl_int e = weft_cl.GetEventInfo(a->ev, 0x11D3, sizeof st, &st, NULL); // CL_EVENT_COMMAND_EXECUTION_STATUS
+	if (e != 0)
+		return e;
+	if (st < 0)
+		return st;
+	return st == 0; // CL_COMPLETE
+}
+static cl_int weft_cl_async_wait(weft_cl_async *a) { return weft_cl.WaitForEvents(1, &a->ev); }
+// weft_cl_async_release unmaps the buffer (after the wait) and frees the event.
+static void weft_cl_async_release(cl_command_queue q, weft_cl_async *a) {
+	if (a->m)
+		weft_cl.EnqueueUnmapMemObject(q, a->m, a->p, 0, NULL, NULL);
+	weft_cl.ReleaseEvent(a->ev);
+	free(a);
 }
 
 // Copies for the benchmark's DMA baselines: one copy per block, and one
@@ -403,6 +470,50 @@ func (b *clBackend) launch(f any, a launchArgs) error {
 	}
 	return nil
 }
+
+// launchAsync enqueues the kernel (and the map that makes its writes to
+// host memory visible) and returns the event of the last of them.
+func (b *clBackend) launchAsync(f any, a launchArgs) (any, error) {
+	var grid, block [3]C.size_t
+	for i := range 3 {
+		grid[i], block[i] = C.size_t(a.grid[i]), C.size_t(a.block[i])
+	}
+	// Map only the window the kernel wrote: later kernels may write the
+	// rest of the buffer while this mapping is held (the pipeline's ring).
+	var host C.cl_mem
+	var hostOff, hostLen C.size_t
+	if w := a.written(); w.host != nil {
+		host, hostLen = w.h.(C.cl_mem), C.size_t(len(w.host))
+		if !a.unpack {
+			hostOff, hostLen = C.size_t(a.poff), C.size_t(a.nbytes)
+		}
+	}
+	ev := (*C.weft_cl_async)(C.calloc(1, C.size_t(unsafe.Sizeof(C.weft_cl_async{}))))
+	if e := C.weft_cl_launch_async(b.q, f.(C.cl_kernel), a.typed.h.(C.cl_mem), C.int64_t(a.toff), a.packed.h.(C.cl_mem),
+		C.int64_t(a.poff), a.tab.h.(C.cl_mem), C.uint64_t(a.q0), C.uint64_t(a.n), &grid[0], &block[0], host, hostOff, hostLen, ev); e != 0 {
+		C.free(unsafe.Pointer(ev))
+		return nil, fmt.Errorf("gpu: OpenCL launch: %w", clError(e))
+	}
+	return ev, nil
+}
+
+func (b *clBackend) query(ev any) (bool, error) {
+	switch e := C.weft_cl_async_query(ev.(*C.weft_cl_async)); {
+	case e < 0:
+		return true, fmt.Errorf("gpu: OpenCL kernel: %w", clError(e))
+	default:
+		return e == 1, nil
+	}
+}
+
+func (b *clBackend) wait(ev any) error {
+	if e := C.weft_cl_async_wait(ev.(*C.weft_cl_async)); e != 0 {
+		return fmt.Errorf("gpu: clWaitForEvents: %w", clError(e))
+	}
+	return nil
+}
+
+func (b *clBackend) release(ev any) { C.weft_cl_async_release(b.q, ev.(*C.weft_cl_async)) }
 
 func (b *clBackend) close() error {
 	for _, p := range b.progs {

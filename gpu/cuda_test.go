@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/ddt/ddttest"
 	"github.com/weft-hpc/weft/errs"
 	"github.com/weft-hpc/weft/internal/testenv"
@@ -113,4 +114,35 @@ func TestCUDADevice(t *testing.T) {
 	if string(hb.Bytes()) != string(want) {
 		t.Fatal("pack into mapped host memory differs")
 	}
+}
+
+// TestCUDAAsync: PackAsync and UnpackAsync on a CUDA device's stream, a
+// ring of two mapped host segments, every segment enqueued before the
+// previous one is waited for (as the endpoint pipeline does), byte for
+// byte with guard bytes; the events are real stream events.
+func TestCUDAAsync(t *testing.T) {
+	d := openCUDA(t)
+	if d == nil {
+		testenv.Skip(t, "gpu", "no CUDA device on this machine")
+	}
+	vec := committed(t, must(ddt.Vector(300, 3, 5, ddt.Int32)))
+	st := committed(t, must(ddt.Resized(must(ddt.Struct([]int{1, 3}, []int64{0, 12}, []*ddt.Type{ddt.Float64, ddt.Int16})), 0, 24)))
+	asyncPipeline(t, d, vec, 2, 1000)
+	asyncPipeline(t, d, vec, 1000, 64<<10)
+	asyncPipeline(t, d, st, 100, 256)
+	if s := d.Stats(); s.Async == 0 {
+		t.Fatalf("no asynchronous launch: %+v", s)
+	}
+	if ptr, _, ok := mustAlloc(t, d).CUDAPointer(); !ok || ptr == 0 {
+		t.Fatal("CUDAPointer of device memory: not ok")
+	}
+}
+
+func mustAlloc(t *testing.T, d *Device) *Buffer {
+	b, err := d.Alloc(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Free() })
+	return b
 }

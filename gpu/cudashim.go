@@ -22,6 +22,7 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
 
 typedef struct {
 	size_t srcXInBytes, srcY;
@@ -66,6 +67,14 @@ static struct {
 	CUresult (*MemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned);
 	CUresult (*GetErrorName)(CUresult, const char **);
 	CUresult (*GetErrorString)(CUresult, const char **);
+	CUresult (*StreamCreate)(CUstream *, unsigned);
+	CUresult (*StreamDestroy)(CUstream);
+	CUresult (*StreamSynchronize)(CUstream);
+	CUresult (*EventCreate)(CUevent *, unsigned);
+	CUresult (*EventRecord)(CUevent, CUstream);
+	CUresult (*EventQuery)(CUevent);
+	CUresult (*EventSynchronize)(CUevent);
+	CUresult (*EventDestroy)(CUevent);
 } weft_cu;
 
 static char weft_cu_msg[256];
@@ -89,6 +98,10 @@ static int weft_cu_load(const char *name) {
 		S(Memcpy2D, "cuMemcpy2D_v2"), S(MemHostAlloc, "cuMemHostAlloc"), S(MemFreeHost, "cuMemFreeHost"),
 		S(MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"), S(GetErrorName, "cuGetErrorName"),
 		S(GetErrorString, "cuGetErrorString"),
+		S(StreamCreate, "cuStreamCreate"), S(StreamDestroy, "cuStreamDestroy_v2"),
+		S(StreamSynchronize, "cuStreamSynchronize"), S(EventCreate, "cuEventCreate"),
+		S(EventRecord, "cuEventRecord"), S(EventQuery, "cuEventQuery"),
+		S(EventSynchronize, "cuEventSynchronize"), S(EventDestroy, "cuEventDestroy_v2"),
 #undef S
 	};
 	for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
@@ -189,6 +202,35 @@ static CUresult weft_cu_launch(CUcontext ctx, CUfunction f, uint64_t typed, uint
 		uint64_t q0, uint64_t n, const unsigned *grid, const unsigned *block) {
 	WITH(ctx, launch(f, typed, packed, tab, q0, n, grid, block));
 }
+
+// Stream-asynchronous launches: the kernel goes on the device's stream
+// (a blocking stream, so it orders with the synchronous calls above), and
+// an event recorded after it says when it is done; nothing waits here.
+static CUresult weft_cu_stream(CUcontext ctx, CUstream *s) { WITH(ctx, weft_cu.StreamCreate(s, 0)); }
+static CUresult weft_cu_stream_destroy(CUcontext ctx, CUstream s) { WITH(ctx, weft_cu.StreamDestroy(s)); }
+static CUresult launch_async(CUfunction f, CUstream s, uint64_t typed, uint64_t packed, uint64_t tab, uint64_t q0,
+		uint64_t n, const unsigned *grid, const unsigned *block, CUevent *ev) {
+	void *params[5] = {&typed, &packed, &tab, &q0, &n};
+	CUresult r = weft_cu.EventCreate(ev, 0x2); // CU_EVENT_DISABLE_TIMING
+	if (r != 0)
+		return r;
+	r = weft_cu.LaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, s, params, NULL);
+	if (r == 0)
+		r = weft_cu.EventRecord(*ev, s);
+	if (r != 0) {
+		weft_cu.EventDestroy(*ev);
+		*ev = NULL;
+	}
+	return r;
+}
+static CUresult weft_cu_launch_async(CUcontext ctx, CUfunction f, CUstream s, uint64_t typed, uint64_t packed,
+		uint64_t tab, uint64_t q0, uint64_t n, const unsigned *grid, const unsigned *block, CUevent *ev) {
+	WITH(ctx, launch_async(f, s, typed, packed, tab, q0, n, grid, block, ev));
+}
+// weft_cu_event_query: 0 done, 600 (CUDA_ERROR_NOT_READY) still running.
+static CUresult weft_cu_event_query(CUcontext ctx, CUevent e) { WITH(ctx, weft_cu.EventQuery(e)); }
+static CUresult weft_cu_event_wait(CUcontext ctx, CUevent e) { WITH(ctx, weft_cu.EventSynchronize(e)); }
+static CUresult weft_cu_event_destroy(CUcontext ctx, CUevent e) { WITH(ctx, weft_cu.EventDestroy(e)); }
 
 // Copies for the benchmark's DMA baselines.
 static CUresult copy2d(CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size_t spitch, size_t width, size_t height) {
@@ -343,10 +385,11 @@ func cudaOpenLib(lib string) error {
 var ErrNoDevice = fmt.Errorf("gpu: no CUDA device: %w", errs.ErrNotSupported)
 
 type cudaBackend struct {
-	dev  C.CUdevice
-	ctx  C.CUcontext
-	name string
-	mods []C.CUmodule
+	dev    C.CUdevice
+	ctx    C.CUcontext
+	stream C.CUstream // for asynchronous launches, created on first use
+	name   string
+	mods   []C.CUmodule
 }
 
 // OpenCUDA opens CUDA device ordinal through the driver API (libcuda.so.1,
@@ -371,7 +414,9 @@ func OpenCUDA(ordinal int) (*Device, error) {
 		return nil, fmt.Errorf("gpu: CUDA device %d: %w", ordinal, err)
 	}
 	b.name = C.GoString(&name[0])
-	return newDevice(b), nil
+	d := newDevice(b)
+	d.ordinal = ordinal
+	return d, nil
 }
 
 // CUDADriverVersion loads the CUDA driver library and returns its API
@@ -462,7 +507,46 @@ func (b *cudaBackend) launch(f any, a launchArgs) error {
 		&grid[0], &block[0]))
 }
 
+// launchAsync enqueues the kernel on the device's stream and returns the
+// event recorded after it.
+func (b *cudaBackend) launchAsync(f any, a launchArgs) (any, error) {
+	if b.stream == nil {
+		if err := cuErr("cuStreamCreate", C.weft_cu_stream(b.ctx, &b.stream)); err != nil {
+			return nil, err
+		}
+	}
+	var grid, block [3]C.uint
+	for i := range 3 {
+		grid[i], block[i] = C.uint(a.grid[i]), C.uint(a.block[i])
+	}
+	var ev C.CUevent
+	if err := cuErr("cuLaunchKernel", C.weft_cu_launch_async(b.ctx, f.(C.CUfunction), b.stream, C.uint64_t(a.typed.addr+uint64(a.toff)),
+		C.uint64_t(a.packed.addr+uint64(a.poff)), C.uint64_t(a.tab.addr), C.uint64_t(a.q0), C.uint64_t(a.n),
+		&grid[0], &block[0], &ev)); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+func (b *cudaBackend) query(ev any) (bool, error) {
+	r := C.weft_cu_event_query(b.ctx, ev.(C.CUevent))
+	if r == 600 { // CUDA_ERROR_NOT_READY
+		return false, nil
+	}
+	return true, cuErr("cuEventQuery", r)
+}
+
+func (b *cudaBackend) wait(ev any) error {
+	return cuErr("cuEventSynchronize", C.weft_cu_event_wait(b.ctx, ev.(C.CUevent)))
+}
+
+func (b *cudaBackend) release(ev any) { C.weft_cu_event_destroy(b.ctx, ev.(C.CUevent)) }
+
 func (b *cudaBackend) close() error {
+	if b.stream != nil {
+		C.weft_cu_stream_destroy(b.ctx, b.stream)
+		b.stream = nil
+	}
 	for _, m := range b.mods {
 		C.weft_cu_unload(b.ctx, m)
 	}

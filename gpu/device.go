@@ -54,6 +54,29 @@ type launchArgs struct {
 	q0, n  uint64
 	grid   [3]int // blocks per dimension
 	block  [3]int // threads per block per dimension
+	unpack bool
+	nbytes int64 // packed-stream bytes the launch moves
+}
+
+// written is the buffer the kernel writes.
+func (a launchArgs) written() mem {
+	if a.unpack {
+		return a.typed
+	}
+	return a.packed
+}
+
+// asyncer is implemented by the runtimes with streams: launchAsync
+// enqueues a kernel without waiting for it and returns an event that
+// completes once the kernel is done and its writes to host memory are
+// visible to the host; query polls it, wait blocks on it, release frees
+// it (after it completed). query, wait and release may be called
+// without the Device's lock (the runtimes' own calls are thread-safe).
+type asyncer interface {
+	launchAsync(f any, a launchArgs) (any, error)
+	query(ev any) (bool, error)
+	wait(ev any) error
+	release(ev any)
 }
 
 // A Device packs and unpacks typed data that lives in its memory, with
@@ -68,6 +91,10 @@ type Device struct {
 	block   int // threads per block
 	maxGrid int // blocks per launch (the kernels loop over the rest)
 	stats   Stats
+	ordinal int // the CUDA device number (CUDA devices)
+	// stageBuf is PackBytes' and UnpackBytes' host buffer (stageMu).
+	stageMu  sync.Mutex
+	stageBuf *Buffer
 	// forceWide runs the 64-bit element split whatever the window, grid1D
 	// the 1-D launch where the 3-D one fits (tests).
 	forceWide, grid1D bool
@@ -84,6 +111,7 @@ type Stats struct {
 	CacheHits int64 // launches whose module was already built
 	Launches  int64
 	Copies    int64 // contiguous packs and unpacks done by one device copy
+	Async     int64 // launches enqueued without waiting (PackAsync, UnpackAsync)
 }
 
 func newDevice(be backend) *Device {
@@ -109,12 +137,18 @@ var ErrClosed = fmt.Errorf("gpu: %w", errs.ErrClosed)
 // Close releases the device's modules, tables and runtime context. Buffers
 // must be freed before; later calls return ErrClosed.
 func (d *Device) Close() error {
+	d.stageMu.Lock() // lock order: stageMu, then mu (viaStage packs under stageMu)
+	defer d.stageMu.Unlock()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return nil
 	}
 	d.closed = true
+	if d.stageBuf != nil {
+		d.be.free(d.stageBuf.m)
+		d.stageBuf.freed = true
+	}
 	for _, m := range d.tabs {
 		d.be.free(m)
 	}
@@ -154,6 +188,9 @@ func (d *Device) alloc(n int64, host bool) (*Buffer, error) {
 	}
 	return &Buffer{d: d, m: m, n: n}, nil
 }
+
+// Device returns the device the buffer belongs to.
+func (b *Buffer) Device() *Device { return b.d }
 
 // Len returns the buffer's size in bytes.
 func (b *Buffer) Len() int64 { return b.n }
@@ -257,44 +294,51 @@ func (d *Device) Unpack(ctx context.Context, dst Typed, src *Buffer, srcOff int6
 }
 
 func (d *Device) run(ctx context.Context, pk *Buffer, poff int64, ty Typed, from, n int64, unpack bool) (int64, error) {
+	nb, _, err := d.start(ctx, pk, poff, ty, from, n, unpack, false)
+	return nb, err
+}
+
+// start checks and starts one pack or unpack: run to completion (ev nil),
+// or with async enqueued on a backend that has streams (ev its event).
+func (d *Device) start(ctx context.Context, pk *Buffer, poff int64, ty Typed, from, n int64, unpack, async bool) (int64, any, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if pk == nil || ty.Buf == nil || ty.Type == nil {
-		return 0, fmt.Errorf("gpu: nil buffer or type: %w", errs.ErrInvalid)
+		return 0, nil, fmt.Errorf("gpu: nil buffer or type: %w", errs.ErrInvalid)
 	}
 	if pk.d != d || ty.Buf.d != d {
-		return 0, fmt.Errorf("gpu: buffer of another device: %w", errs.ErrInvalid)
+		return 0, nil, fmt.Errorf("gpu: buffer of another device: %w", errs.ErrInvalid)
 	}
 	p, err := PlanOf(ty.Type)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return 0, ErrClosed
+		return 0, nil, ErrClosed
 	}
 	if n < 0 {
-		return 0, fmt.Errorf("gpu: window of %d bytes: %w", n, errs.ErrInvalid)
+		return 0, nil, fmt.Errorf("gpu: window of %d bytes: %w", n, errs.ErrInvalid)
 	}
 	if err := pk.span("packed window", poff, 0); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if err := ty.Buf.span("typed buffer", 0, 0); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	nb, err := p.window(ty.Buf.n, ty.Base, ty.Count, from, min(n, pk.n-poff))
 	if err != nil || nb == 0 {
-		return 0, err
+		return 0, nil, err
 	}
 	if lo, ok := p.contiguous(ty.Base, ty.Count); ok {
 		if c, ok := d.be.(copier); ok { // a contiguous run of bytes: one copy
 			d.stats.Copies++
 			if unpack {
-				return nb, c.copies(ty.Buf.m, pk.m, []int64{poff}, []int64{nb}, lo+from)
+				return nb, nil, c.copies(ty.Buf.m, pk.m, []int64{poff}, []int64{nb}, lo+from)
 			}
-			return nb, c.copies(pk.m, ty.Buf.m, []int64{lo + from}, []int64{nb}, poff)
+			return nb, nil, c.copies(pk.m, ty.Buf.m, []int64{lo + from}, []int64{nb}, poff)
 		}
 	}
 	v := p.word(from, nb, ty.Buf.m.addr+uint64(ty.Base), pk.m.addr+uint64(poff), unpack)
@@ -313,10 +357,10 @@ func (d *Device) run(ctx context.Context, pk *Buffer, poff int64, ty Typed, from
 	}
 	fns, err := d.module(p, v.w)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if a.tab, err = d.table(p); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	idx := -1
 	for i, k := range p.kinds() {
@@ -325,13 +369,22 @@ func (d *Device) run(ctx context.Context, pk *Buffer, poff int64, ty Typed, from
 		}
 	}
 	if idx < 0 {
-		return 0, fmt.Errorf("gpu: internal: no kernel for %+v", v)
+		return 0, nil, fmt.Errorf("gpu: internal: no kernel for %+v", v)
 	}
+	a.unpack, a.nbytes = unpack, nb
 	d.stats.Launches++
-	if err := d.be.launch(fns[idx], a); err != nil {
-		return 0, err
+	if as, ok := d.be.(asyncer); ok && async {
+		ev, err := as.launchAsync(fns[idx], a)
+		if err != nil {
+			return 0, nil, err
+		}
+		d.stats.Async++
+		return nb, ev, nil
 	}
-	return nb, nil
+	if err := d.be.launch(fns[idx], a); err != nil {
+		return 0, nil, err
+	}
+	return nb, nil, nil
 }
 
 // module returns the kernels of plan p for word size w, building them on

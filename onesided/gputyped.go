@@ -1,0 +1,95 @@
+package onesided
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/gpu"
+)
+
+// PutDevice is PutTyped with the origin in GPU memory: origin.Count
+// elements of origin.Type in origin.Buf (package gpu) are stored as
+// targetCount elements of targetType starting at offset in target's
+// region. The device's pack kernel writes the stream a megabyte at a time
+// into a pinned host buffer mapped into the device, from which it goes
+// 64 KiB at a time into the window's registered chunk buffers (libfabric
+// peers: each chunk written as soon as it is packed) or straight into the
+// target's layout (direct-store peers). As with Put, the transfer is
+// complete at the target after the next flush; origin may be reused when
+// PutDevice returns. Errors: PutTyped's, and gpu's (gpu.ErrDeclined for a
+// type without a GPU kernel).
+func (w *Window) PutDevice(target, offset int, origin gpu.Typed, targetCount int, targetType *ddt.Type) error {
+	return w.devTyped(context.Background(), "PutDevice", target, offset, origin, targetCount, targetType, false)
+}
+
+// GetDevice is GetTyped with the origin in GPU memory: targetCount
+// elements of targetType at offset in target's region are read, a chunk
+// at a time, and unpacked by the device's unpack kernel into origin. It
+// returns once origin holds the data.
+func (w *Window) GetDevice(ctx context.Context, target, offset int, origin gpu.Typed, targetCount int, targetType *ddt.Type) error {
+	return w.devTyped(ctx, "GetDevice", target, offset, origin, targetCount, targetType, true)
+}
+
+func (w *Window) devTyped(ctx context.Context, op string, target, offset int, origin gpu.Typed,
+	targetCount int, targetType *ddt.Type, get bool) error {
+	if _, err := origin.Check(); err != nil {
+		return fmt.Errorf("onesided: %s: origin: %w", op, err)
+	}
+	n, err := w.typedPrep(op, target, origin.Count, origin.Type, offset, targetCount, targetType)
+	if err != nil || n == 0 {
+		return err
+	}
+	d := origin.Buf.Device()
+	pack := func(b []byte, off int) error {
+		if m, err := d.PackBytes(ctx, b, origin, int64(off)); err != nil || m != int64(len(b)) {
+			return fmt.Errorf("onesided: %s: pack origin on %s (%d of %d bytes): %w", op, d, m, len(b), err)
+		}
+		return nil
+	}
+	unpack := func(b []byte, off int) error {
+		if m, err := d.UnpackBytes(ctx, origin, b, int64(off)); err != nil || m != int64(len(b)) {
+			return fmt.Errorf("onesided: %s: unpack origin on %s (%d of %d bytes): %w", op, d, m, len(b), err)
+		}
+		return nil
+	}
+	if p := w.peers[target]; p != nil {
+		if _, err := w.typedSegments(op, target, offset, targetCount, targetType); err != nil {
+			return err
+		}
+		bp := pieces.Get().(*[]byte)
+		defer pieces.Put(bp)
+		piece := *bp
+		for off := 0; off < n; {
+			k := min(n-off, len(piece))
+			if get {
+				if _, err := targetType.PackRange(piece[:k], p, int64(offset), targetCount, int64(off)); err != nil {
+					return fmt.Errorf("onesided: %s: %w: %w", op, ErrOutOfRange, err)
+				}
+				if err := unpack(piece[:k], off); err != nil {
+					return err
+				}
+			} else {
+				if err := pack(piece[:k], off); err != nil {
+					return err
+				}
+				if _, err := targetType.UnpackRange(p, piece[:k], int64(offset), targetCount, int64(off)); err != nil {
+					return fmt.Errorf("onesided: %s: %w: %w", op, ErrOutOfRange, err)
+				}
+			}
+			off += k
+		}
+		return nil
+	}
+	segs, err := w.typedSegments(op, target, offset, targetCount, targetType)
+	if err != nil {
+		return err
+	}
+	if get {
+		if err := w.net.typedChunks(ctx, target, offset, segs, n, nil, unpack); err != nil {
+			return err
+		}
+		return w.net.flush(ctx, target)
+	}
+	return w.net.typedChunks(ctx, target, offset, segs, n, pack, nil)
+}
