@@ -38,8 +38,12 @@ func SetTypedPath(path string, zc int) {
 
 // MatchHeader reports whether w's own endpoint carries the match word in
 // a header (matchhdr.go) rather than in remote CQ data.
-func MatchHeader(w *World) bool {
-	v := w.comm.v
+func MatchHeader(w *World) bool { return CommMatchHeader(w.comm) }
+
+// CommMatchHeader reports whether c's endpoint carries the match word in
+// a header.
+func CommMatchHeader(c *Comm) bool {
+	v := c.v
 	v.lock()
 	defer v.unlock()
 	return v.hdr

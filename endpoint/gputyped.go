@@ -125,12 +125,15 @@ func (c *Comm) RecvDevice(ctx context.Context, dst gpu.Typed, src, tag int) (Sta
 type devRing struct {
 	buf  *gpu.Buffer
 	mr   *fabric.MR
-	size int // bytes per segment
+	size int // payload bytes per segment
+	hl   int // bytes reserved in front of each segment's payload (v.hdrLen)
 	free []int
 }
 
+// seg returns segment i: hl reserved bytes, then size bytes of payload.
 func (g *devRing) seg(i int) []byte {
-	return g.buf.Bytes()[i*g.size : (i+1)*g.size : (i+1)*g.size]
+	n := g.hl + g.size
+	return g.buf.Bytes()[i*n : (i+1)*n : (i+1)*n]
 }
 
 // devSeg is one segment of a pipelined GPU send whose kernel was started.
@@ -154,7 +157,8 @@ func (v *vci) ensureDevRing(d *gpu.Device) *devRing {
 		v.log.Debug("GPU messages", "device", d, "transport", v.hmemProbe(d))
 	}
 	depth := len(v.segs)
-	b, err := d.AllocHost(int64(v.segSize * depth))
+	hl := v.hdrLen() // the match header goes in front of each segment (sendFramed)
+	b, err := d.AllocHost(int64((hl + v.segSize) * depth))
 	if err != nil {
 		v.log.Warn("no pinned host ring on the GPU; staging through the device's buffer", "device", d, "err", err)
 		return nil
@@ -165,7 +169,7 @@ func (v *vci) ensureDevRing(d *gpu.Device) *devRing {
 		v.log.Warn("cannot register the GPU's pinned host ring; staging through the device's buffer", "device", d, "err", err)
 		return nil
 	}
-	g := &devRing{buf: b, mr: mr, size: v.segSize}
+	g := &devRing{buf: b, mr: mr, size: v.segSize, hl: hl}
 	for i := range depth {
 		g.free = append(g.free, i)
 	}
@@ -207,7 +211,7 @@ func (v *vci) pumpDev(r *Request) {
 		}
 		idx := g.free[n-1]
 		k := min(g.size, p.want-p.enq)
-		ev, err := d.PackAsync(context.Background(), g.buf, int64(idx*g.size), *p.u.dev, int64(p.enq), int64(k))
+		ev, err := d.PackAsync(context.Background(), g.buf, int64(idx*(g.hl+g.size)+g.hl), *p.u.dev, int64(p.enq), int64(k))
 		if err == nil && ev.Len() != int64(k) {
 			err = fmt.Errorf("packed %d of %d bytes: %w", ev.Len(), k, errs.ErrOutOfRange)
 		}
@@ -230,7 +234,7 @@ func (v *vci) pumpDev(r *Request) {
 		if !done {
 			return
 		}
-		err = v.ep.SendData(g.seg(s.idx)[:s.n], g.mr.Desc(), data, r.qdest, v.handle(r)|segBit|uint64(s.idx)<<32)
+		err = v.sendFramed(g.seg(s.idx)[:g.hl+s.n], g.mr.Desc(), data, r.qdest, v.handle(r)|segBit|uint64(s.idx)<<32)
 		if errors.Is(err, fabric.ErrAgain) {
 			if p.stalled.IsZero() {
 				p.stalled = time.Now()

@@ -135,17 +135,26 @@ type gpuRegime struct {
 // TestDeviceTypedPair: typed messages from GPU memory to GPU memory (and
 // GPU→host, host→GPU) between two endpoints of one process over shm, on
 // pocl, in every regime, byte for byte with guard bytes; the pipeline's
-// packs ran as asynchronous launches into the device's ring.
+// packs ran as asynchronous launches into the device's ring. Also in
+// match-header mode, where each ring segment carries the header in front
+// of what the kernel packed.
 func TestDeviceTypedPair(t *testing.T) {
 	d := openCLDevice(t)
 	defer d.Close()
 	t.Setenv(endpoint.EnvNodeTransport, "fabric") // libfabric's typed paths, not the node transport's
-	a, b, ctx := singletonPair(t)
-	before := endpoint.TypedPaths()
-	devicePair(t, ctx, d, a, b)
-	after := endpoint.TypedPaths()
-	if after[0] == before[0] || after[2] == before[2] {
-		t.Fatalf("typed paths before %v, after %v: want eager and pipeline messages", before, after)
+	defer endpoint.ForceMatchHeader(false)
+	for _, hdr := range []bool{false, true} {
+		endpoint.ForceMatchHeader(hdr)
+		a, b, ctx := singletonPair(t)
+		if got := endpoint.CommMatchHeader(a); got != hdr {
+			t.Fatalf("match-header mode %v, want %v", got, hdr)
+		}
+		before := endpoint.TypedPaths()
+		devicePair(t, ctx, d, a, b)
+		after := endpoint.TypedPaths()
+		if after[0] == before[0] || after[2] == before[2] {
+			t.Fatalf("match header %v: typed paths before %v, after %v: want eager and pipeline messages", hdr, before, after)
+		}
 	}
 	if s := d.Stats(); s.Async == 0 {
 		t.Fatalf("no asynchronous pack launch: %+v", s)
