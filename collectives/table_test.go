@@ -63,21 +63,38 @@ func TestTuneTable(t *testing.T) {
 	if _, err := tab.WriteTo(&b); err != nil || b.String() != texts[0] {
 		t.Fatalf("reloaded table differs (%v):\n%s", err, b.String())
 	}
-	// the fastest algorithm per collective and size
+	// per collective and size: the chosen algorithm, the fastest, unless
+	// it is not 10% faster than the default choice
 	type ks struct {
 		k    C.Collective
 		size int
 	}
-	best := map[ks]C.TuneMeasure{}
+	chosen, fastest := map[ks]C.TuneMeasure{}, map[ks]C.TuneMeasure{}
 	for _, m := range measures {
-		if b, ok := best[ks{m.Collective, m.Selection}]; !ok || m.Time < b.Time {
-			best[ks{m.Collective, m.Selection}] = m
+		key := ks{m.Collective, m.Selection}
+		if m.Chosen {
+			if _, dup := chosen[key]; dup {
+				t.Fatalf("%s at %d B: two chosen", key.k, key.size)
+			}
+			chosen[key] = m
+		}
+		if f, ok := fastest[key]; !ok || m.Time < f.Time {
+			fastest[key] = m
+		}
+	}
+	for key, f := range fastest {
+		m, ok := chosen[key]
+		if !ok {
+			t.Fatalf("%s at %d B: none chosen", key.k, key.size)
+		}
+		if m.Algorithm != f.Algorithm && float64(f.Time) < 0.9*float64(m.Time) {
+			t.Errorf("%s at %d B: chose %s (%v) over %s (%v), more than 10%% faster", key.k, key.size, m.Algorithm, m.Time, f.Algorithm, f.Time)
 		}
 	}
 	check := func(ctx context.Context, c *C.Coll) error {
-		for key, m := range best {
+		for key, m := range chosen {
 			if got := c.Algorithm(key.k, key.size); got != m.Algorithm {
-				return fmt.Errorf("%s at %d B: %s, measured fastest %s", key.k, key.size, got, m.Algorithm)
+				return fmt.Errorf("%s at %d B: %s, the table chose %s", key.k, key.size, got, m.Algorithm)
 			}
 		}
 		return nil
@@ -111,7 +128,7 @@ bcast 3 0 linear
 			want C.Algorithm
 		}{
 			{C.CollAllreduce, 8, C.Ring}, {C.CollAllreduce, 1023, C.Ring}, {C.CollAllreduce, 1024, C.RecursiveDoubling},
-			{C.CollAllreduce, 1 << 20, C.RecursiveDoubling}, // the default would be Rabenseifner
+			{C.CollAllreduce, 1 << 20, C.RecursiveDoubling},                // the default would be Rabenseifner
 			{C.CollAlltoall, 8, C.Pairwise}, {C.CollGather, 8, C.Binomial}, // no rule: the thresholds
 		} {
 			if got := c.Algorithm(w.k, w.n); got != w.want {

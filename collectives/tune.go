@@ -34,6 +34,27 @@ type TuneMeasure struct {
 	Selection  int // the size the selection sees (the table's sizes)
 	Algorithm  Algorithm
 	Time       time.Duration
+	Chosen     bool // the algorithm the table picks for this size
+}
+
+// tuneMargin is how much faster than the default choice another
+// algorithm must be for Tune to choose it: timing noise alone does not
+// change the selection.
+const tuneMargin = 0.9
+
+// tuneChoice picks among k's algorithms timed ts: the fastest where it is
+// faster than tuneMargin times the default choice def, else def.
+func tuneChoice(k Collective, ts []time.Duration, def Algorithm) Algorithm {
+	best, di := 0, slices.Index(algs[k], def)
+	for i := range ts {
+		if ts[i] < ts[best] {
+			best = i
+		}
+	}
+	if di >= 0 && float64(ts[best]) >= tuneMargin*float64(ts[di]) {
+		return def
+	}
+	return algs[k][best]
 }
 
 // tunable are the collectives with a choice by size.
@@ -43,8 +64,10 @@ var tunable = []Collective{CollBcast, CollReduce, CollAllreduce, CollGather, Col
 // Tune measures every algorithm of the configured collectives at every
 // size on c's communicator and returns the selection table that picks,
 // per size, the fastest (a rule for c.Size() ranks per collective; its
-// steps start where another algorithm becomes the fastest), with the
-// measurements. It is collective: every rank calls it with the same
+// steps start at the first measured size where the choice changes), with
+// the measurements. Where the fastest is not 10% faster than the
+// algorithm the thresholds pick, the table keeps the latter: noise does
+// not change the selection. It is collective: every rank calls it with the same
 // configuration, and every rank gets the same table. Progress goes to
 // the weft log (WEFT_LOG_LEVEL=info) from rank 0. The handle's
 // algorithm settings are restored afterwards; its hierarchical paths are
@@ -81,6 +104,8 @@ func Tune(ctx context.Context, c *Coll, tc TuneConfig) (*Table, []TuneMeasure, e
 	p := c.size
 	maxSize := sizes[len(sizes)-1]
 	send, recv := make([]byte, max(p*maxSize, 8)), make([]byte, max(p*maxSize, 8))
+	def := c.cfg // the selection without a table
+	def.alg, def.table = [numColl]Algorithm{}, nil
 	table := &Table{}
 	var all []TuneMeasure
 	start := time.Now()
@@ -91,31 +116,26 @@ func Tune(ctx context.Context, c *Coll, tc TuneConfig) (*Table, []TuneMeasure, e
 			if size > 64<<10 {
 				n = max(iters/4, 3)
 			}
-			best, bestT := Auto, time.Duration(0)
+			ts, err := tuneTimes(ctx, c, k, send, recv, size, n)
+			if err != nil {
+				return nil, nil, fmt.Errorf("collectives: Tune: %s %d B: %w", k, size, err)
+			}
+			sel := selectionSize(k, size, p)
+			chosen := tuneChoice(k, ts, def.pick(k, sel, p))
 			var line []string
-			for _, a := range algs[k] {
-				c.cfg.alg[k] = a
-				d, err := tuneTime(ctx, c, k, send, recv, size, n)
-				if err != nil {
-					return nil, nil, fmt.Errorf("collectives: Tune: %s %d B with %s: %w", k, size, a, err)
-				}
-				all = append(all, TuneMeasure{Collective: k, Size: size, Selection: selectionSize(k, size, p), Algorithm: a, Time: d})
-				line = append(line, fmt.Sprintf("%s %v", a, d))
-				if best == Auto || d < bestT {
-					best, bestT = a, d
-				}
+			for i, a := range algs[k] {
+				all = append(all, TuneMeasure{Collective: k, Size: size, Selection: sel, Algorithm: a, Time: ts[i], Chosen: a == chosen})
+				line = append(line, fmt.Sprintf("%s %v", a, ts[i]))
 			}
-			c.cfg.alg[k] = saved[k]
 			if len(steps) == 0 {
-				steps = append(steps, TableStep{From: 0, Algorithm: best})
-			} else if steps[len(steps)-1].Algorithm != best {
-				steps = append(steps, TableStep{From: selectionSize(k, size, p), Algorithm: best})
+				steps = append(steps, TableStep{From: 0, Algorithm: chosen})
+			} else if steps[len(steps)-1].Algorithm != chosen {
+				steps = append(steps, TableStep{From: sel, Algorithm: chosen})
 			}
-			if c.rank != 0 {
-				continue
+			if c.rank == 0 {
+				log.Info("tune", "collective", k.String(), "ranks", p, "size", size, "times", strings.Join(line, ", "), "chosen", chosen.String(),
+					"done", fmt.Sprintf("%d/%d collectives", ki, len(colls)), "elapsed", time.Since(start).Round(time.Millisecond))
 			}
-			log.Info("tune", "collective", k.String(), "ranks", p, "size", size, "times", strings.Join(line, ", "), "best", best.String(),
-				"done", fmt.Sprintf("%d/%d collectives", ki, len(colls)), "elapsed", time.Since(start).Round(time.Millisecond))
 		}
 		if err := table.Set(k, p, steps); err != nil {
 			return nil, nil, err
@@ -134,10 +154,11 @@ func selectionSize(k Collective, size, p int) int {
 	return size
 }
 
-// tuneTime runs k with the handle's algorithm n times after n/5 untimed
-// calls, each call followed by a barrier, and returns the largest over
-// the ranks of each rank's median call time.
-func tuneTime(ctx context.Context, c *Coll, k Collective, sb, rb []byte, size, n int) (time.Duration, error) {
+// tuneTimes times each of k's algorithms: n rounds (after n/5 untimed)
+// of one call of each algorithm in turn, each call followed by a barrier,
+// so that load that comes and goes weighs on all alike. It returns per
+// algorithm the largest over the ranks of each rank's median call time.
+func tuneTimes(ctx context.Context, c *Coll, k Collective, sb, rb []byte, size, n int) ([]time.Duration, error) {
 	p := c.size
 	f32 := func(b []byte) []float32 { return elems[float32](b[:size/4*4]) }
 	var call func() error
@@ -163,23 +184,36 @@ func tuneTime(ctx context.Context, c *Coll, k Collective, sb, rb []byte, size, n
 	case CollAlltoall:
 		call = func() error { return Alltoall(ctx, c, sb[:p*size], rb[:p*size]) }
 	}
-	ts := make([]time.Duration, 0, n)
+	as := algs[k]
+	ts := make([][]time.Duration, len(as))
+	saved := c.cfg.alg[k]
+	defer func() { c.cfg.alg[k] = saved }()
 	for i := 0; i < n/5+n; i++ {
-		t0 := time.Now()
-		if err := call(); err != nil {
-			return 0, err
-		}
-		if el := time.Since(t0); i >= n/5 {
-			ts = append(ts, el)
-		}
-		if err := Barrier(ctx, c); err != nil {
-			return 0, err
+		for j, a := range as {
+			c.cfg.alg[k] = a
+			t0 := time.Now()
+			if err := call(); err != nil {
+				return nil, fmt.Errorf("%s: %w", a, err)
+			}
+			if el := time.Since(t0); i >= n/5 {
+				ts[j] = append(ts[j], el)
+			}
+			if err := Barrier(ctx, c); err != nil {
+				return nil, err
+			}
 		}
 	}
-	slices.Sort(ts)
-	med := []int64{int64(ts[len(ts)/2])}
+	med := make([]int64, len(as))
+	for j := range ts {
+		slices.Sort(ts[j])
+		med[j] = int64(ts[j][len(ts[j])/2])
+	}
 	if err := Allreduce(ctx, c, nil, med, Max[int64]()); err != nil {
-		return 0, err
+		return nil, err
 	}
-	return time.Duration(med[0]), nil
+	out := make([]time.Duration, len(as))
+	for j := range med {
+		out[j] = time.Duration(med[j])
+	}
+	return out, nil
 }
