@@ -12,6 +12,10 @@ const (
 	EnvCheck = "WEFT_COLL_CHECK"
 	// EnvProgress turns the progress goroutine on (see WithProgress).
 	EnvProgress = "WEFT_COLL_PROGRESS"
+	// EnvTable names a selection table file that New loads (see Table
+	// and WithTable), as a tuning run writes it (Tune; go run
+	// ./test/bench/osu -tune FILE). Default: none.
+	EnvTable = "WEFT_COLL_TABLE"
 )
 
 // Option configures a handle at New. Every rank must give the same options

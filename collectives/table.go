@@ -13,11 +13,6 @@ import (
 	"github.com/weft-hpc/weft/internal/settings"
 )
 
-// EnvTable names a selection table file (see Table) that New loads:
-// WEFT_COLL_TABLE=path, as written by a tuning run (Tune; go run
-// ./test/bench/osu -tune FILE). Default: none.
-const EnvTable = "WEFT_COLL_TABLE"
-
 // tableMagic is the first line of a table file, with its format version.
 const tableMagic = "weft-colltable 1"
 
@@ -56,6 +51,9 @@ type TableStep struct {
 // Set makes the rule for collective k on p ranks: steps in increasing
 // size order, the first from 0, each algorithm one k has.
 func (t *Table) Set(k Collective, p int, steps []TableStep) error {
+	if t == nil {
+		return fmt.Errorf("collectives: table: Set on a nil table: %w", ErrInvalid)
+	}
 	if k == 0 || k >= numColl {
 		return fmt.Errorf("collectives: table: unknown %v: %w", k, ErrInvalid)
 	}
@@ -105,8 +103,11 @@ func (t *Table) lookup(k Collective, nbytes, p int) (Algorithm, bool) {
 }
 
 // WriteTo writes the table in its text form, rules sorted by collective
-// and size.
+// and size (a nil table: the header alone).
 func (t *Table) WriteTo(w io.Writer) (int64, error) {
+	if t == nil {
+		t = &Table{}
+	}
 	var b strings.Builder
 	b.WriteString(tableMagic + "\n")
 	b.WriteString("# collective ranks (from-bytes algorithm)...: see collectives.Table\n")

@@ -189,25 +189,37 @@ func concat(p, dst, n int) []float64 {
 	return all
 }
 
-func typedGather(ctx context.Context, c *C.Coll, nb bool, wait waitFn, n, ks, kr int, inPlace bool, root int) error {
-	p, me := c.Size(), c.Rank()
-	s, err := newTLayout(ks, n)
-	if err != nil {
-		return err
+// ownAndWhole makes rank me's layout of n elements (kind ks) holding its
+// values, and a layout of p·n elements (kind kr) to gather into.
+func ownAndWhole(p, me, n, ks, kr int) (s, r *tlayout, err error) {
+	if s, err = newTLayout(ks, n); err != nil {
+		return nil, nil, err
 	}
 	s.set(vals(me, 0, n))
-	r, err := newTLayout(kr, p*n)
+	r, err = newTLayout(kr, p*n)
+	return s, r, err
+}
+
+// setOwn stores, for an in-place gather, rank me's values in its block of
+// the p·n elements and -7 in the others'.
+func (l *tlayout) setOwn(p, me, n int) {
+	own := make([]float64, p*n*unit)
+	for i := range own {
+		own[i] = -7
+	}
+	copy(own[me*n*unit:], vals(me, 0, n))
+	l.set(own)
+}
+
+func typedGather(ctx context.Context, c *C.Coll, nb bool, wait waitFn, n, ks, kr int, inPlace bool, root int) error {
+	p, me := c.Size(), c.Rank()
+	s, r, err := ownAndWhole(p, me, n, ks, kr)
 	if err != nil {
 		return err
 	}
 	send := s.bytes()
 	if inPlace && me == root {
-		own := make([]float64, p*n*unit)
-		for i := range own {
-			own[i] = -7
-		}
-		copy(own[me*n*unit:], vals(me, 0, n))
-		r.set(own)
+		r.setOwn(p, me, n)
 		send = nil
 	}
 	if nb {
@@ -263,20 +275,13 @@ func typedScatter(ctx context.Context, c *C.Coll, nb bool, wait waitFn, n, ks, k
 
 func typedAllgather(ctx context.Context, c *C.Coll, nb bool, wait waitFn, n, ks, kr int, inPlace bool) error {
 	p, me := c.Size(), c.Rank()
-	s, err := newTLayout(ks, n)
-	if err != nil {
-		return err
-	}
-	s.set(vals(me, 0, n))
-	r, err := newTLayout(kr, p*n)
+	s, r, err := ownAndWhole(p, me, n, ks, kr)
 	if err != nil {
 		return err
 	}
 	send := s.bytes()
 	if inPlace {
-		own := make([]float64, p*n*unit)
-		copy(own[me*n*unit:], vals(me, 0, n))
-		r.set(own)
+		r.setOwn(p, me, n)
 		send = nil
 	}
 	if nb {
