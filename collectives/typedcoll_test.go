@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"testing"
 	"time"
 
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // Layouts of the typed tests. Every element carries unit float64 values
@@ -407,11 +409,16 @@ var typedAlgs = [][]C.Option{nil, {
 
 // TestTypedHandles: every typed form over the endpoint handles of one
 // process, p = 1 to 5, with the default and the forced algorithms and
-// through the nonblocking forms (the progress goroutine on for odd p).
+// through the nonblocking forms (the progress goroutine on for odd p);
+// under -short the default algorithms blocking and the forced ones
+// nonblocking.
 func TestTypedHandles(t *testing.T) {
 	for p := 1; p <= 5; p++ {
 		for i, opts := range typedAlgs {
 			for _, nb := range []bool{false, true} {
+				if testing.Short() && nb != (i == 1) {
+					continue // -short (the race detector's run): default algorithms blocking, the others nonblocking
+				}
 				o := opts
 				if nb && p%2 == 1 {
 					o = append(o[:len(o):len(o)], C.WithProgress(true))
@@ -503,14 +510,18 @@ func TestTypedErrors(t *testing.T) {
 }
 
 // TestTypedProcs: the typed battery over processes (blocking and
-// nonblocking forms): 3 on the node transport, 2 on tcp.
+// nonblocking forms): 3 on the node transport, 2 on tcp (under -short,
+// the race detector's run: 3 on the node transport, blocking forms).
 func TestTypedProcs(t *testing.T) {
 	for _, tc := range []struct {
 		prov string
 		np   int
 	}{{"native", 3}, {"tcp;ofi_rxm", 2}} {
 		t.Run(fmt.Sprintf("%s/n%d", provName(tc.prov), tc.np), func(t *testing.T) {
-			if launch(t, tc.np, tc.prov, 60*time.Second) {
+			if tc.prov != "native" {
+				testenv.Short(t, "the typed collectives over tcp")
+			}
+			if launch(t, tc.np, tc.prov, 60*time.Second, fmt.Sprintf("WEFT_TEST_SHORT=%v", testing.Short())) {
 				return
 			}
 			w := initWorld(t)
@@ -520,6 +531,9 @@ func TestTypedProcs(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, nb := range []bool{false, true} {
+				if nb && os.Getenv("WEFT_TEST_SHORT") == "true" {
+					break // -short: the blocking forms (the nonblocking ones over handles)
+				}
 				if err := typedBattery(ctx, c, nb); err != nil {
 					t.Fatalf("nonblocking=%v: %v", nb, err)
 				}
