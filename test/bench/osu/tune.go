@@ -9,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -44,39 +43,10 @@ func tuneMain(args []string, stdout io.Writer) error {
 		}
 		nums = append(nums, n)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	w, err := endpoint.Init(ctx)
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-	eps, err := w.Comm().CreateEndpoints(ctx, nums[0])
-	if err != nil {
-		return err
-	}
-	defer func() {
-		for _, e := range eps {
-			e.Free()
-		}
-	}()
 	tc := C.TuneConfig{Iters: nums[1], Sizes: nums[2:]}
-	var wg sync.WaitGroup
-	errs := make([]error, len(eps))
-	for i, e := range eps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = tuneHandle(ctx, e, tc, stdout)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return onHandles(nums[0], func(ctx context.Context, e *endpoint.Comm) error {
+		return tuneHandle(ctx, e, tc, stdout)
+	})
 }
 
 // tuneHandle runs Tune on one rank; rank 0 prints the table's rules and
