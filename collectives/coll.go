@@ -53,7 +53,7 @@ type Coll struct {
 	inHier  bool       // the call in progress is hierarchical
 	broken  error      // the failure that left the communicator unknown
 	freed   bool
-	scratch [3][]uint64
+	scratch [numScratch][]uint64
 
 	// Nonblocking collectives (nonblocking.go). An operation in flight
 	// runs its algorithm on a clone of the handle (own points back to the
@@ -195,7 +195,7 @@ func (c *Coll) Free() error {
 	c.freed = true
 	c.mu.Unlock()
 	unwatch(c)
-	c.scratch = [3][]uint64{}
+	c.scratch = [numScratch][]uint64{}
 	err := c.hier.free()
 	keep := c.broken != nil
 	if !keep {
@@ -253,6 +253,12 @@ const (
 	callBcastTyped
 	callReduceScatter
 	callAlltoallw
+	callGatherTyped
+	callScatterTyped
+	callAllgatherTyped
+	callAlltoallTyped
+	callReduceTyped
+	callAllreduceTyped
 )
 
 var callNames = map[callID]string{
@@ -262,6 +268,8 @@ var callNames = map[callID]string{
 	callAlltoallv: "Alltoallv", callReduceScatterBlock: "ReduceScatterBlock", callScan: "Scan",
 	callExscan: "Exscan", callBcastTyped: "BcastTyped",
 	callReduceScatter: "ReduceScatter", callAlltoallw: "Alltoallw",
+	callGatherTyped: "GatherTyped", callScatterTyped: "ScatterTyped", callAllgatherTyped: "AllgatherTyped",
+	callAlltoallTyped: "AlltoallTyped", callReduceTyped: "ReduceTyped", callAllreduceTyped: "AllreduceTyped",
 }
 
 func (id callID) String() string { return callNames[id] }
@@ -775,6 +783,13 @@ func (c *Coll) aborted(src int) error {
 	}
 	return &peerAbort{fmt.Errorf("rank %d abandoned its call %d: %w", src, seq, ErrCanceled)}
 }
+
+// Scratch buffers: the algorithms use slots 0 to 2; typedSlot holds the
+// packed data of a typed collective (typedcoll.go) while they run.
+const (
+	numScratch = 4
+	typedSlot  = 3
+)
 
 // buf returns scratch buffer i of n bytes, 8-byte aligned, reused between
 // calls (its contents are undefined).

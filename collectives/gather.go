@@ -313,21 +313,28 @@ func Allgather[T any](ctx context.Context, c *Coll, send, recv []T) error {
 	if send != nil {
 		copy(all[c.rank*nb:], bytesOf(send))
 	}
+	return c.done(c.allgather(ctx, all, nb, alg))
+}
+
+// allgather completes all, p blocks of nb bytes of which this rank's own
+// is in place, with the ring or Bruck's algorithm.
+func (c *Coll) allgather(ctx context.Context, all []byte, nb int, alg Algorithm) error {
 	if c.size == 1 {
-		return c.done(nil)
+		return nil
 	}
 	if alg == Ring {
-		return c.done(c.ringAllgather(ctx, all, func(i int) int { return i * nb }, 0))
+		return c.ringAllgather(ctx, all, func(i int) int { return i * nb }, 0)
 	}
 	tmp, err := c.bruck(ctx, all[c.rank*nb:(c.rank+1)*nb])
-	if err == nil {
-		for i := 0; i < c.size; i++ {
-			if r := (c.rank + i) % c.size; r != c.rank {
-				copy(all[r*nb:(r+1)*nb], tmp[i*nb:])
-			}
+	if err != nil {
+		return err
+	}
+	for i := 0; i < c.size; i++ {
+		if r := (c.rank + i) % c.size; r != c.rank {
+			copy(all[r*nb:(r+1)*nb], tmp[i*nb:])
 		}
 	}
-	return c.done(err)
+	return nil
 }
 
 // bruck gathers every rank's block of len(mine) bytes in ⌈log₂ p⌉ rounds:

@@ -107,3 +107,41 @@ func Ialltoallw(c *Coll, send []byte, scounts, sdispls []int, stypes []*ddt.Type
 		return Alltoallw(bg, cl, send, scounts, sdispls, stypes, recv, rcounts, rdispls, rtypes)
 	})
 }
+
+// IgatherTyped starts a GatherTyped.
+func IgatherTyped(c *Coll, send []byte, scount int, stype *ddt.Type, recv []byte, rcount int, rtype *ddt.Type, root int) (*Request, error) {
+	return c.start(callGatherTyped, func(cl *Coll) error {
+		return GatherTyped(bg, cl, send, scount, stype, recv, rcount, rtype, root)
+	})
+}
+
+// IscatterTyped starts a ScatterTyped.
+func IscatterTyped(c *Coll, send []byte, scount int, stype *ddt.Type, recv []byte, rcount int, rtype *ddt.Type, root int) (*Request, error) {
+	return c.start(callScatterTyped, func(cl *Coll) error {
+		return ScatterTyped(bg, cl, send, scount, stype, recv, rcount, rtype, root)
+	})
+}
+
+// IallgatherTyped starts an AllgatherTyped.
+func IallgatherTyped(c *Coll, send []byte, scount int, stype *ddt.Type, recv []byte, rcount int, rtype *ddt.Type) (*Request, error) {
+	return c.start(callAllgatherTyped, func(cl *Coll) error {
+		return AllgatherTyped(bg, cl, send, scount, stype, recv, rcount, rtype)
+	})
+}
+
+// IalltoallTyped starts an AlltoallTyped.
+func IalltoallTyped(c *Coll, send []byte, scount int, stype *ddt.Type, recv []byte, rcount int, rtype *ddt.Type) (*Request, error) {
+	return c.start(callAlltoallTyped, func(cl *Coll) error {
+		return AlltoallTyped(bg, cl, send, scount, stype, recv, rcount, rtype)
+	})
+}
+
+// IreduceTyped starts a ReduceTyped.
+func IreduceTyped[T any](c *Coll, send, recv []T, count int, t *ddt.Type, op Op[T], root int) (*Request, error) {
+	return c.start(callReduceTyped, func(cl *Coll) error { return ReduceTyped(bg, cl, send, recv, count, t, op, root) })
+}
+
+// IallreduceTyped starts an AllreduceTyped.
+func IallreduceTyped[T any](c *Coll, send, recv []T, count int, t *ddt.Type, op Op[T]) (*Request, error) {
+	return c.start(callAllreduceTyped, func(cl *Coll) error { return AllreduceTyped(bg, cl, send, recv, count, t, op) })
+}

@@ -90,7 +90,7 @@ func (s *schedule) step() bool {
 func (s *schedule) finish() {
 	s.done = true
 	s.stop()
-	s.cl.scratch = [3][]uint64{}
+	s.cl.scratch = [numScratch][]uint64{}
 }
 
 // end ends s with err (wrapped by the clone's fail: receives cancelled,

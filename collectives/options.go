@@ -12,6 +12,10 @@ const (
 	EnvCheck = "WEFT_COLL_CHECK"
 	// EnvProgress turns the progress goroutine on (see WithProgress).
 	EnvProgress = "WEFT_COLL_PROGRESS"
+	// EnvTable names a selection table file that New loads (see Table
+	// and WithTable), as a tuning run writes it (Tune; go run
+	// ./test/bench/osu -tune FILE). Default: none.
+	EnvTable = "WEFT_COLL_TABLE"
 )
 
 // Option configures a handle at New. Every rank must give the same options
@@ -52,7 +56,8 @@ func WithAlgorithm(k Collective, a Algorithm) Option {
 
 // WithThreshold sets the size, in bytes, from which collective k switches
 // to its large-message algorithm when its algorithm is Auto (what the
-// size counts for each collective is in docs/collectives.md).
+// size counts for each collective is in docs/collectives.md). It wins
+// over a selection table (WithTable) for k, as does WEFT_TUNE's key.
 func WithThreshold(k Collective, bytes int) Option {
 	return func(c *config) error {
 		if k == 0 || k >= numColl || len(algs[k]) < 2 {
@@ -61,7 +66,7 @@ func WithThreshold(k Collective, bytes int) Option {
 		if bytes < 0 {
 			return fmt.Errorf("collectives: threshold %d bytes for %s: %w", bytes, k, ErrInvalid)
 		}
-		c.large[k] = bytes
+		c.large[k], c.thr[k] = bytes, true
 		return nil
 	}
 }

@@ -129,6 +129,10 @@ type config struct {
 	// rank's block (gather, scatter, alltoall) or the whole result
 	// (allgather, allgatherv).
 	large [numColl]int
+	// thr marks the thresholds given explicitly (WEFT_TUNE's key,
+	// WithThreshold), which win over the table.
+	thr   [numColl]bool
+	table *Table // measured selection (WithTable, WEFT_COLL_TABLE)
 }
 
 // defaults returns the configuration WEFT_TUNE and the environment give.
@@ -146,6 +150,18 @@ func defaults() (config, error) {
 	cfg.large[CollAllgather] = int(t.CollAllgatherLarge)
 	cfg.large[CollAllgatherv] = int(t.CollAllgatherLarge)
 	cfg.large[CollAlltoall] = int(t.CollAlltoallLarge)
+	for key, ks := range map[string][]Collective{
+		"collbcastlarge": {CollBcast}, "collreducelarge": {CollReduce}, "collallreducelarge": {CollAllreduce},
+		"collgatherlarge": {CollGather, CollScatter}, "collallgatherlarge": {CollAllgather, CollAllgatherv},
+		"collalltoalllarge": {CollAlltoall},
+	} {
+		for _, k := range ks {
+			cfg.thr[k] = t.IsSet(key)
+		}
+	}
+	if cfg.table, err = tableFromEnv(); err != nil {
+		return cfg, fmt.Errorf("collectives: %w", err)
+	}
 	for k, name := range map[Collective]string{
 		CollBcast: t.CollBcast, CollReduce: t.CollReduce, CollAllreduce: t.CollAllreduce,
 		CollGather: t.CollGather, CollScatter: t.CollScatter, CollAllgather: t.CollAllgather,
@@ -176,10 +192,17 @@ func defaults() (config, error) {
 	return cfg, nil
 }
 
-// pick returns the algorithm collective k uses for nbytes on p ranks.
+// pick returns the algorithm collective k uses for nbytes on p ranks: the
+// forced one, else an explicit threshold's choice, else the table's, else
+// the default threshold's.
 func (cfg *config) pick(k Collective, nbytes, p int) Algorithm {
 	if a := cfg.alg[k]; a != Auto {
 		return a
+	}
+	if !cfg.thr[k] {
+		if a, ok := cfg.table.lookup(k, nbytes, p); ok {
+			return a
+		}
 	}
 	small, large := algs[k][0], algs[k][0]
 	if len(algs[k]) > 1 {

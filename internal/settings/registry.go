@@ -68,6 +68,9 @@ var Registry = []Setting{
 	{Env: "WEFT_COLL_PROGRESS", Package: "collectives", Kind: Bool, Default: "false",
 		Option: "collectives.WithProgress",
 		Doc:    "a progress goroutine per process drives nonblocking collectives while their callers compute"},
+	{Env: "WEFT_COLL_TABLE", Package: "collectives", Kind: String, Default: "",
+		Option: "collectives.WithTable",
+		Doc:    "file of a measured algorithm selection table (written by a tuning run: go run ./test/bench/osu -tune FILE); empty: the size thresholds"},
 
 	// fabrun's own variables: each is the default of the flag named in Option.
 	{Env: "WEFT_NP", Package: "fabrun", Kind: Int, Default: "", Min: 1, Max: 1 << 20, Option: "-n, -np", Doc: "number of ranks"},

@@ -2,6 +2,7 @@ package settings
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -331,6 +332,10 @@ func (t *Tuning) Set(key, value string) (*Tuning, error) {
 	}
 	return &c, nil
 }
+
+// IsSet reports whether the knob key was given (in WEFT_TUNE, or by Set)
+// rather than left at its default.
+func (t *Tuning) IsSet(key string) bool { return slices.Contains(t.set, key) }
 
 // String writes t as a WEFT_TUNE value of the knobs that were set.
 func (t *Tuning) String() string {

@@ -43,6 +43,15 @@
 // Usage (from the repository root):
 //
 //	go run ./test/bench/osu [-np 2,4] [-reps 3] [-json]
+//	go run ./test/bench/osu -tune FILE [-np 2,4] [-sizes ...] [-weft ep] [-tune-iters 20]
+//
+// With -tune it benchmarks nothing against MPI: for each rank count it
+// runs collectives.Tune in a weft job (processes, or with -weft ep the
+// handles of one process), which times every algorithm of each
+// collective with a choice by size at each size, and writes the table of
+// the fastest per size to FILE in the format WEFT_COLL_TABLE reads,
+// printing each measurement next to what the default thresholds pick
+// (progress on stderr through go-hclog).
 //
 // With -json it prints benchrec.Record lines on stdout (tool osu, area
 // collectives, case <contender>-np<n>-<collective>, size the bytes,
@@ -92,14 +101,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 	weft := cli.String("weft", "procs,ep", "weft columns: procs (a process per rank), ep (one process, a handle per rank), flat (procs with the hierarchy off)")
 	refs := cli.String("ref", "mpich,openmpi", "MPI implementations to run: mpich, openmpi")
 	iters := cli.Int("iters", 1000, "timed calls per size up to 8 KiB (a tenth above, at least 10)")
+	tune := cli.String("tune", "", "tuning run: time every algorithm of the collectives with a choice by size, for each -np, and write the selection table to this file (for WEFT_COLL_TABLE) instead of benchmarking")
+	tuneIters := cli.Int("tune-iters", 20, "tuning run: timed calls per algorithm and size (a quarter above 64 KiB)")
 	if err := cli.Parse(args); err != nil {
 		return err
 	}
-	if cli.Role != "" {
-		if cli.Role != "rank" {
-			return fmt.Errorf("%w: -role %q: want rank", sidebyside.ErrUsage, cli.Role)
-		}
+	switch cli.Role {
+	case "":
+	case "rank":
 		return rankMain(cli.Args(), stdout)
+	case "tune":
+		return tuneMain(cli.Args(), stdout)
+	default:
+		return fmt.Errorf("%w: -role %q: want rank or tune", sidebyside.ErrUsage, cli.Role)
 	}
 	var cfg *config
 	err := cli.Check(func() (err error) {
@@ -110,6 +124,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg.fabrun, cfg.timeout, cfg.jsonOut = cli.Fabrun, cli.Timeout, cli.JSON
+	if *tune != "" {
+		if *tuneIters < 1 {
+			return fmt.Errorf("%w: -tune-iters %d: want ≥ 1", sidebyside.ErrUsage, *tuneIters)
+		}
+		return tuneDrive(context.Background(), cfg, *tune, *tuneIters, stdout, stderr)
+	}
 	return drive(context.Background(), cfg, stdout, stderr)
 }
 

@@ -2,12 +2,15 @@ package main
 
 import (
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/test/bench/internal/tooltest"
 )
 
@@ -106,5 +109,48 @@ func TestRunsSideBySide(t *testing.T) {
 	}
 
 	tool.RefusesUsage(t, [][]string{{"-colls", "scan"}, {"-np", "1"}, {"-sizes", "0"}, {"-reps", "0"}, {"-ref", "lam"},
-		{"stray"}, {"-role", "dance"}, {"-role", "rank", "1"}, {"-role", "rank", "0", "10", "bcast", "8"}, {"-role", "rank", "1", "10", "scan", "8"}})
+		{"stray"}, {"-role", "dance"}, {"-role", "rank", "1"}, {"-role", "rank", "0", "10", "bcast", "8"}, {"-role", "rank", "1", "10", "scan", "8"},
+		{"-tune", "x", "-tune-iters", "0"}, {"-role", "tune", "1", "3"}, {"-role", "tune", "0", "3", "8"}})
+
+	tuneRun(t, tool)
+}
+
+// tuneRun: the tuning run (-tune) on 2 processes, two sizes, writes a
+// table that the loader reads, with a rule per tuned collective whose
+// choice at each size is the one the report prints; the progress lines
+// come through go-hclog on stderr.
+func tuneRun(t *testing.T, tool *tooltest.Tool) {
+	path := filepath.Join(t.TempDir(), "coll.table")
+	out, errOut := tool.Run(t, "-tune", path, "-np", "2", "-sizes", "8,64k", "-tune-iters", "3")
+	tooltest.Contains(t, errOut, "[INFO]  osu-tune: tuning: ranks=2", "weft.collectives: tune: collective=alltoall")
+	tab, err := C.LoadTable(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := regexp.MustCompile(`(?m)^  (\w+) +2 +(\d+)  (\w+) +(\w+) +[* ]  \w+ [\d.]+`).FindAllStringSubmatch(out, -1)
+	if len(rows) != 16 {
+		t.Fatalf("%d report rows, want 8 collectives × 2 sizes:\n%s", len(rows), out)
+	}
+	for _, r := range rows {
+		k, size, tuned := r[1], r[2], r[3]
+		var coll C.Collective
+		for c := C.CollBarrier; c <= C.CollScan; c++ {
+			if c.String() == k {
+				coll = c
+			}
+		}
+		n, _ := strconv.Atoi(size)
+		if k == "allgather" || k == "allgatherv" {
+			n *= 2
+		}
+		got := C.Auto
+		for _, s := range tab.Rule(coll, 2) {
+			if n >= s.From {
+				got = s.Algorithm
+			}
+		}
+		if got.String() != tuned {
+			t.Errorf("%s %s B: the table picks %s, the report says %s", k, size, got, tuned)
+		}
+	}
 }

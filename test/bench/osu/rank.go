@@ -41,6 +41,20 @@ func rankMain(args []string, stdout io.Writer) error {
 			return fmt.Errorf("%w: -role rank: unknown collective %q", sidebyside.ErrUsage, k)
 		}
 	}
+	var mu sync.Mutex
+	return onHandles(nums[0], func(ctx context.Context, e *endpoint.Comm) error {
+		return handleMain(ctx, e, nums[1], colls, nums[2:], func(line string) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintln(stdout, line)
+		})
+	})
+}
+
+// onHandles joins the weft job, makes n endpoint handles of this process
+// (CreateEndpoints) and runs body on each in its own goroutine; it
+// returns the first error.
+func onHandles(n int, body func(ctx context.Context, e *endpoint.Comm) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	w, err := endpoint.Init(ctx)
@@ -48,7 +62,7 @@ func rankMain(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer w.Close()
-	eps, err := w.Comm().CreateEndpoints(ctx, nums[0])
+	eps, err := w.Comm().CreateEndpoints(ctx, n)
 	if err != nil {
 		return err
 	}
@@ -57,18 +71,13 @@ func rankMain(args []string, stdout io.Writer) error {
 			e.Free()
 		}
 	}()
-	var mu sync.Mutex
 	var wg sync.WaitGroup
 	errs := make([]error, len(eps))
 	for i, e := range eps {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = handleMain(ctx, e, nums[1], colls, nums[2:], func(line string) {
-				mu.Lock()
-				defer mu.Unlock()
-				fmt.Fprintln(stdout, line)
-			})
+			errs[i] = body(ctx, e)
 		}()
 	}
 	wg.Wait()

@@ -13,6 +13,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -179,6 +180,12 @@ func (w *Weft) Launch(np int, env []string) []string {
 // 10 s) for a launcher given the same limit to end its ranks itself, has
 // its whole process group killed and is an error too.
 func Run(ctx context.Context, timeout time.Duration, argv []string) ([]byte, error) {
+	return RunTee(ctx, timeout, argv, nil)
+}
+
+// RunTee is Run that also copies the job's output to tee (nil: none) as
+// it comes, for a job that reports progress.
+func RunTee(ctx context.Context, timeout time.Duration, argv []string, tee io.Writer) ([]byte, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("mpijob: empty command line")
 	}
@@ -187,6 +194,10 @@ func Run(ctx context.Context, timeout time.Duration, argv []string) ([]byte, err
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	if tee != nil {
+		w := io.MultiWriter(&out, tee)
+		cmd.Stdout, cmd.Stderr = w, w
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
