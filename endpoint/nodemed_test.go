@@ -28,7 +28,7 @@ func TestNodeMedium(t *testing.T) {
 	if tu.NodeMedium <= tu.NodeInline {
 		testenv.Skip(t, "nodemedium", "WEFT_TUNE nodemedium=%d, not above nodeinline=%d: no medium slots", tu.NodeMedium, tu.NodeInline)
 	}
-	a, b, ctx := singletonPair(t)
+	a, b, ctx := singletonPair(t, endpoint.WithNodeTransport(true))
 	if got, _ := a.Transport(1); got != endpoint.TransportNode {
 		t.Fatalf("endpoints of one process talk through %s", got)
 	}
