@@ -331,9 +331,7 @@ var dashboardDirs = []string{"testdata/baseline"}
 // notInBaseline are the targets whose record the committed runs predate,
 // with the reason: the page shows them as not measured until the next full
 // run (make bench-dashboard) replaces the baseline.
-var notInBaseline = map[string]string{
-	"p2p/weft-rate1b/8/msgrate": "the baseline's p2p run predates rate case 1b",
-}
+var notInBaseline = map[string]string{}
 
 // TestBaselineParses: the committed runs' figures load and give every target
 // a status (the targets of notInBaseline may lack their record).
