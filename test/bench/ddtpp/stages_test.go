@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"sort"
 	"testing"
@@ -32,14 +31,17 @@ func threadCPU() time.Duration {
 // whole-message unpack and the unpack in 256 KiB and 1 MiB pieces (the
 // receiver's), the hand unpack loop, and copy() of the same bytes. It reports
 // microseconds per stage (median of 15 samples, thread CPU time).
-// WEFT_STAGES_SIZE picks another size label.
+// A sub-benchmark per size label picks the size.
 //
-//	go test -run '^$' -bench Stages -benchtime 1x ./test/bench/ddtpp/
+//	go test -run '^$' -bench 'Stages/l' -benchtime 1x ./test/bench/ddtpp/
 func BenchmarkStages(b *testing.B) {
-	size := os.Getenv("WEFT_STAGES_SIZE")
-	if size == "" {
-		size = "l"
+	for _, size := range ddtcases.Sizes {
+		b.Run(size, func(b *testing.B) { stages(b, size) })
 	}
+}
+
+// stages is BenchmarkStages at one size label.
+func stages(b *testing.B, size string) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	for _, name := range ddtcases.Names() {
