@@ -74,32 +74,38 @@ func rooted[T any](ctx context.Context, c *Coll, call callID, k Collective, whol
 	return all, mine, alg, nil
 }
 
-// rootedV prepares Gatherv or Scatterv: element size and root checks, at
-// the root the counts and displacements against whole (disjoint: regions
-// must not overlap) and its own part (nil: in place), then the agreement
-// on the call.
-func rootedV[T any](ctx context.Context, c *Coll, call callID, whole, part []T, counts, displs []int, root int, what, partName string, disjoint bool) error {
+// rootedV checks Gatherv or Scatterv: element size and root, at the root
+// the counts and displacements against whole (disjoint: regions must not
+// overlap) and its own part (nil: in place). It returns the element
+// size.
+func rootedV[T any](c *Coll, whole, part []T, counts, displs []int, root int, what, partName string, disjoint bool) (int, error) {
 	es, err := elemSize[T]()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := c.checkRoot(root); err != nil {
-		return err
+		return 0, err
 	}
 	if c.rank == root {
 		if err := vlayout(what, counts, displs, c.size, len(whole), disjoint); err != nil {
-			return err
+			return 0, err
 		}
 		if part != nil {
 			if err := checkLen(partName, len(part), counts[root]); err != nil {
-				return err
+				return 0, err
 			}
 			if overlap(bytesOf(part), bytesOf(whole)) {
-				return errAlias
+				return 0, errAlias
 			}
 		}
 	}
-	return c.ready(ctx, callSig{call: call, root: root, count: -1, esize: es, alg: Linear})
+	return es, nil
+}
+
+// vblocks returns the function giving rank r's block of buf (elements of
+// es bytes at displs[r], counts[r] of them) as bytes.
+func vblocks(buf []byte, counts, displs []int, es int) func(r int) []byte {
+	return func(r int) []byte { return buf[displs[r]*es : (displs[r]+counts[r])*es] }
 }
 
 var errAlias = fmt.Errorf("send and recv overlap (pass send == nil for the in-place form): %w", ErrInvalid)
@@ -390,60 +396,48 @@ func vlayout(what string, counts, displs []int, p, size int, dst bool) error {
 // elements (len(send) on rank r must be counts[r]). counts and displs are
 // used at the root only; regions must not overlap. In place: the root
 // passes send == nil, its part already at recv[displs[root]:]. Linear:
-// the root receives from every rank at once.
+// the root receives from every rank at once; where a process holds
+// several ranks, through the process level of the hierarchy (hierv.go:
+// one message per process).
 func Gatherv[T any](ctx context.Context, c *Coll, send, recv []T, counts, displs []int, root int) error {
 	if err := c.enter(callGatherv); err != nil {
 		return err
 	}
-	if err := rootedV(ctx, c, callGatherv, recv, send, counts, displs, root, "gatherv recv", "send", true); err != nil {
+	es, err := rootedV(c, recv, send, counts, displs, root, "gatherv recv", "send", true)
+	if err != nil {
 		return c.fail(err)
 	}
-	if c.rank != root {
-		if err := c.send(bytesOf(send), root); err != nil {
-			return c.fail(err)
-		}
-		return c.done(c.wait(ctx))
-	}
-	for r := 0; r < c.size; r++ {
-		if r != root {
-			if err := c.recv(bytesOf(recv[displs[r]:displs[r]+counts[r]]), r); err != nil {
-				return c.fail(err)
-			}
+	v := &vcall{s: callSig{call: callGatherv, root: root, count: -1, esize: es}, mine: bytesOf(send), root: root}
+	if c.rank == root {
+		v.block = vblocks(bytesOf(recv), counts, displs, es)
+		if send == nil {
+			v.mine = v.block(root)
 		}
 	}
-	if send != nil {
-		copy(recv[displs[root]:], send)
-	}
-	return c.done(c.wait(ctx))
+	return c.runGatherv(ctx, v)
 }
 
 // Scatterv sends send[displs[r]:displs[r]+counts[r]] of the root to rank
 // r's recv (len(recv) must be counts[r]). counts and displs are used at
 // the root only. In place: the root passes recv == nil and keeps its part
-// in send. Linear.
+// in send. Linear; where a process holds several ranks, through the
+// process level of the hierarchy (one message per process).
 func Scatterv[T any](ctx context.Context, c *Coll, send []T, counts, displs []int, recv []T, root int) error {
 	if err := c.enter(callScatterv); err != nil {
 		return err
 	}
-	if err := rootedV(ctx, c, callScatterv, send, recv, counts, displs, root, "scatterv send", "recv", false); err != nil {
+	es, err := rootedV(c, send, recv, counts, displs, root, "scatterv send", "recv", false)
+	if err != nil {
 		return c.fail(err)
 	}
-	if c.rank != root {
-		if err := c.recv(bytesOf(recv), root); err != nil {
-			return c.fail(err)
-		}
-		return c.done(c.wait(ctx))
-	}
-	for i := 1; i < c.size; i++ {
-		r := (root + i) % c.size
-		if err := c.send(bytesOf(send[displs[r]:displs[r]+counts[r]]), r); err != nil {
-			return c.fail(err)
+	v := &vcall{s: callSig{call: callScatterv, root: root, count: -1, esize: es}, mine: bytesOf(recv), root: root}
+	if c.rank == root {
+		v.block = vblocks(bytesOf(send), counts, displs, es)
+		if recv == nil {
+			v.mine = v.block(root)
 		}
 	}
-	if recv != nil {
-		copy(recv, send[displs[root]:displs[root]+counts[root]])
-	}
-	return c.done(c.wait(ctx))
+	return c.runScatterv(ctx, v)
 }
 
 // Allgatherv collects rank r's send (counts[r] elements) into every
@@ -475,33 +469,10 @@ func Allgatherv[T any](ctx context.Context, c *Coll, send, recv []T, counts, dis
 	for _, n := range counts {
 		total += n
 	}
-	alg := c.cfg.pick(CollAllgatherv, total*es, c.size)
-	if err := c.ready(ctx, callSig{call: callAllgatherv, root: -1, count: -1, esize: es, alg: alg}); err != nil {
-		return c.fail(err)
+	v := &vcall{s: callSig{call: callAllgatherv, root: -1, count: -1, esize: es}, mine: bytesOf(send),
+		block: vblocks(bytesOf(recv), counts, displs, es), root: -1}
+	if send == nil {
+		v.mine = v.block(me)
 	}
-	if send != nil {
-		copy(recv[displs[me]:], send)
-	}
-	block := func(r int) []byte { return bytesOf(recv[displs[r] : displs[r]+counts[r]]) }
-	if alg == Ring {
-		p, left, right := c.size, (me-1+c.size)%c.size, (me+1)%c.size
-		for s := 0; s < p-1; s++ {
-			sb, rb := (me-s+p)%p, (me-s-1+p)%p
-			if err := c.sendrecv(ctx, block(sb), right, block(rb), left); err != nil {
-				return c.fail(err)
-			}
-		}
-		return c.done(nil)
-	}
-	for i := 1; i < c.size; i++ {
-		if err := c.recv(block((me-i+c.size)%c.size), (me-i+c.size)%c.size); err != nil {
-			return c.fail(err)
-		}
-	}
-	for i := 1; i < c.size; i++ {
-		if err := c.send(block(me), (me+i)%c.size); err != nil {
-			return c.fail(err)
-		}
-	}
-	return c.done(c.wait(ctx))
+	return c.runAllgatherv(ctx, v, total*es)
 }

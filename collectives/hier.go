@@ -183,7 +183,8 @@ type procGroup struct {
 type groupSlot struct {
 	pub        atomic.Uint64 // seq<<32 | signature<<2 | flags
 	send, recv []byte
-	_          [64]byte // apart from the next slot's line
+	vblock     func(r int) []byte // a v-collective's rank blocks of the whole (hierv.go)
+	_          [64]byte           // apart from the next slot's line
 }
 
 const (
@@ -657,7 +658,10 @@ func (c *Coll) outerProbe() error {
 	if st.Tag&abortTag != 0 {
 		return c.aborted(st.Source)
 	}
-	if uint32(st.Tag>>sigBits)&seqMask == c.seq&seqMask {
+	// The v-collectives' process leaders exchange messages of the call
+	// itself (hierv.go); a rank running the call flat has another
+	// signature.
+	if uint32(st.Tag>>sigBits)&seqMask == c.seq&seqMask && st.Tag != c.tag {
 		return fmt.Errorf("rank %d sent a message of a flat collective where this rank is at hierarchical %s #%d: %w",
 			st.Source, c.call, c.seq, ErrInvalid)
 	}
