@@ -444,7 +444,9 @@ func Scatterv[T any](ctx context.Context, c *Coll, send []T, counts, displs []in
 // rank's recv at displs[r]; counts and displs are the same on every rank
 // and the regions must not overlap. In place: send == nil, each rank's
 // part already at recv[displs[rank]:]. Small results: every rank sends to
-// every other at once; large ones: the ring.
+// every other at once; large ones: the ring. Where a process holds
+// several ranks (small results, or every rank in one process), through
+// the process level of the hierarchy (one message per pair of processes).
 func Allgatherv[T any](ctx context.Context, c *Coll, send, recv []T, counts, displs []int) error {
 	if err := c.enter(callAllgatherv); err != nil {
 		return err
