@@ -151,6 +151,12 @@ func Alltoallw(ctx context.Context, c *Coll, send []byte, scounts, sdispls []int
 	if err := c.enter(callAlltoallw); err != nil {
 		return err
 	}
+	return alltoallw(ctx, c, send, scounts, sdispls, stypes, recv, rcounts, rdispls, rtypes)
+}
+
+// alltoallw is Alltoallw (or AlltoallvTyped) once the call has begun.
+func alltoallw(ctx context.Context, c *Coll, send []byte, scounts, sdispls []int, stypes []*ddt.Type,
+	recv []byte, rcounts, rdispls []int, rtypes []*ddt.Type) error {
 	p, me := c.size, c.rank
 	inPlace := send == nil
 	if inPlace {
@@ -174,7 +180,7 @@ func Alltoallw(ctx context.Context, c *Coll, send []byte, scounts, sdispls []int
 		total += b.n
 	}
 	alg := c.cfg.pick(CollAlltoall, total/p, p)
-	if err := c.ready(ctx, callSig{call: callAlltoallw, root: -1, count: -1, esize: 1}); err != nil {
+	if err := c.ready(ctx, callSig{call: c.call, root: -1, count: -1, esize: 1}); err != nil {
 		return c.fail(err)
 	}
 	// Scratch: packed send blocks, then packed receive blocks (also every

@@ -259,6 +259,14 @@ const (
 	callAlltoallTyped
 	callReduceTyped
 	callAllreduceTyped
+	callGathervTyped
+	callScattervTyped
+	callAllgathervTyped
+	callAlltoallvTyped
+	callReduceScatterTyped
+	callReduceScatterBlockTyped
+	callScanTyped
+	callExscanTyped
 )
 
 var callNames = map[callID]string{
@@ -270,6 +278,9 @@ var callNames = map[callID]string{
 	callReduceScatter: "ReduceScatter", callAlltoallw: "Alltoallw",
 	callGatherTyped: "GatherTyped", callScatterTyped: "ScatterTyped", callAllgatherTyped: "AllgatherTyped",
 	callAlltoallTyped: "AlltoallTyped", callReduceTyped: "ReduceTyped", callAllreduceTyped: "AllreduceTyped",
+	callGathervTyped: "GathervTyped", callScattervTyped: "ScattervTyped", callAllgathervTyped: "AllgathervTyped",
+	callAlltoallvTyped: "AlltoallvTyped", callReduceScatterTyped: "ReduceScatterTyped",
+	callReduceScatterBlockTyped: "ReduceScatterBlockTyped", callScanTyped: "ScanTyped", callExscanTyped: "ExscanTyped",
 }
 
 func (id callID) String() string { return callNames[id] }

@@ -88,8 +88,14 @@ func WithHierarchy(h Hierarchy) Option {
 // in this process). Reductions in rank order (deterministic mode,
 // non-commutative operations) over several processes whose p·n bytes
 // exceed hierOrderedMax run flat, and so do, with a node level, large
-// Allgathers, Gathers and Scatters (hierFits).
+// Allgathers, Gathers and Scatters (hierFits). Allgatherv (and Gatherv,
+// Scatterv, which have no algorithm to choose) take the process level
+// only, where a process holds several ranks (hierv.go); large
+// Allgathervs across processes run flat.
 func (c *Coll) Hierarchical(k Collective) bool {
+	if k == CollAllgatherv {
+		return c != nil && c.hierV(k)
+	}
 	return c != nil && c.hierFor(k, 0)
 }
 
