@@ -381,7 +381,9 @@ func vmovers[T comparable](e *env, tname string, g gen[T], n int) error {
 			}
 		}
 	}
-	for _, alg := range []C.Algorithm{C.Linear, C.Ring} {
+	defer c.SetAlgorithm(C.CollAllgatherv, C.Auto)
+	defer c.SetAlgorithm(C.CollAlltoall, C.Auto)
+	for _, alg := range []C.Algorithm{C.Auto, C.Linear, C.Ring} { // Auto: hierarchical where a process holds several ranks
 		_ = c.SetAlgorithm(C.CollAllgatherv, alg)
 		for _, inPlace := range []bool{false, true} {
 			salt := e.next("Allgatherv[%s] n=%d %s inplace=%v", tname, n, alg, inPlace)

@@ -55,6 +55,12 @@ func hierBatteryOf(ctx context.Context, c *C.Coll, quick bool) error {
 	if err := hierMovers(e, "complex128", genComplex, counts, roots); err != nil {
 		return err
 	}
+	// the v-forms: the process level where a process holds several ranks
+	for _, n := range counts[len(counts)-1:] {
+		if err := vmovers(e, "int32", genInt[int32], n); err != nil {
+			return err
+		}
+	}
 	if err := hierReductions(e, "int32", genInt[int32], C.Sum[int32](), counts, roots, false); err != nil {
 		return err
 	}

@@ -28,6 +28,28 @@ func BcastTyped(ctx context.Context, c *Coll, buf []byte, count int, t *ddt.Type
 	if err != nil {
 		return c.fail(err)
 	}
+	if c.hierFor(CollBcast, 0) {
+		// the root packs, the ranks of each process share the packed
+		// bytes through its leader, each unpacks
+		b := contig
+		if packed {
+			b = c.buf(0, n)
+			if c.rank == root {
+				if _, err := t.Pack(b, buf, count); err != nil {
+					return c.fail(fmt.Errorf("pack %d elements of %s: %w", count, t.Name(), err))
+				}
+			}
+		}
+		err := hierBcast(ctx, c, b, root, callSig{call: callBcastTyped, root: root, count: n, esize: 1})
+		return c.typedAfter(err, func() error {
+			if packed && c.rank != root {
+				if _, err := t.Unpack(buf, b, count); err != nil {
+					return fmt.Errorf("unpack %d elements of %s: %w", count, t.Name(), err)
+				}
+			}
+			return nil
+		})
+	}
 	alg := c.cfg.pick(CollBcast, n, c.size)
 	if err := c.ready(ctx, callSig{call: callBcastTyped, root: root, count: n, esize: 1, alg: alg}); err != nil {
 		return c.fail(err)
@@ -91,4 +113,28 @@ func typedLayout(buf []byte, count int, t *ddt.Type) (contig []byte, packed bool
 		return nil, false, 0, fmt.Errorf("%d elements of %s span bytes [%d, %d) of a %d-byte buffer: %w", count, t.Name(), s.Off, s.Off+s.Len, len(buf), ddt.ErrBounds)
 	}
 	return buf[s.Off : s.Off+s.Len], false, n, nil
+}
+
+// typedAfter completes a typed collective whose data moved through the
+// hierarchy (which ended the call): after, the unpacking of what this
+// rank received, runs if the call succeeded; its error (a layout checked
+// before the call cannot fail to unpack) is this rank's alone.
+func (c *Coll) typedAfter(err error, after func() error) error {
+	if err != nil {
+		return err
+	}
+	if err := after(); err != nil {
+		return fmt.Errorf("collectives: %s (call %d, rank %d of %d): %w", c.call, c.seq, c.rank, c.size, err)
+	}
+	return nil
+}
+
+// typedFail ends a typed call that failed after its start: through the
+// hierarchy's end if it took the hierarchical path (the process group
+// then fails too), else as every failure.
+func (c *Coll) typedFail(err error) error {
+	if c.inHier {
+		return c.hierEnd(err)
+	}
+	return c.fail(err)
 }

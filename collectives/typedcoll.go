@@ -118,7 +118,15 @@ func GatherTyped(ctx context.Context, c *Coll, send []byte, scount int, stype *d
 	}
 	r, err := rootedTyped(ctx, c, callGatherTyped, CollGather, recv, rcount, rtype, send, scount, stype, root, true)
 	if err != nil {
-		return c.fail(err)
+		return c.typedFail(err)
+	}
+	if r.alg == algHier {
+		return c.typedAfter(hierGatherTo(ctx, c, r.mine, r.all, root), func() error {
+			if c.rank == root && r.whole.packed {
+				return r.whole.unpack(r.all, 0, r.whole.count)
+			}
+			return nil
+		})
 	}
 	if r.alg == Linear {
 		err = c.gatherLinear(ctx, r.mine, r.all, root)
@@ -144,7 +152,15 @@ func ScatterTyped(ctx context.Context, c *Coll, send []byte, scount int, stype *
 	}
 	r, err := rootedTyped(ctx, c, callScatterTyped, CollScatter, send, scount, stype, recv, rcount, rtype, root, false)
 	if err != nil {
-		return c.fail(err)
+		return c.typedFail(err)
+	}
+	if r.alg == algHier {
+		return c.typedAfter(hierScatterFrom(ctx, c, r.all, r.mine, root), func() error {
+			if !r.inPlace && r.part.packed {
+				return r.part.unpack(r.mine, 0, r.part.count)
+			}
+			return nil
+		})
 	}
 	if r.alg == Linear {
 		err = c.scatterLinear(ctx, r.all, r.mine, root)
@@ -206,7 +222,11 @@ func rootedTyped(ctx context.Context, c *Coll, call callID, k Collective, wbuf [
 		}
 	}
 	r.alg = c.cfg.pick(k, nb, c.size)
-	if err := c.ready(ctx, callSig{call: call, root: root, count: nb, esize: 1, alg: r.alg}); err != nil {
+	ready := c.ready
+	if c.hierFits(k, nb) {
+		r.alg, ready = algHier, c.hierReady
+	}
+	if err := ready(ctx, callSig{call: call, root: root, count: nb, esize: 1, alg: r.alg}); err != nil {
 		return r, err
 	}
 	// scratch: the packed whole, then the packed part (at a gather's root
@@ -279,9 +299,12 @@ func AllgatherTyped(ctx context.Context, c *Coll, send []byte, scount int, stype
 			return c.fail(errAlias)
 		}
 	}
+	hier := c.hierFits(CollAllgather, p*nb)
 	alg := c.cfg.pick(CollAllgather, p*nb, p)
-	if err := c.ready(ctx, callSig{call: callAllgatherTyped, root: -1, count: nb, esize: 1, alg: alg}); err != nil {
-		return c.fail(err)
+	if !hier {
+		if err := c.ready(ctx, callSig{call: callAllgatherTyped, root: -1, count: nb, esize: 1, alg: alg}); err != nil {
+			return c.fail(err)
+		}
 	}
 	all, _ := rl.moved(c.buf(typedSlot, rl.n), false)
 	mine := all[me*nb : (me+1)*nb]
@@ -293,6 +316,14 @@ func AllgatherTyped(ctx context.Context, c *Coll, send []byte, scount int, stype
 	}
 	if err != nil {
 		return c.fail(err)
+	}
+	if hier { // each rank's packed block, shared through the hierarchy
+		return c.typedAfter(hierAllgather(ctx, c, nil, all, callSig{call: callAllgatherTyped, root: -1, count: nb, esize: 1}), func() error {
+			if rl.packed {
+				return rl.unpack(all, 0, rl.count)
+			}
+			return nil
+		})
 	}
 	if err := c.allgather(ctx, all, nb, alg); err != nil {
 		return c.fail(err)
@@ -404,9 +435,12 @@ func ReduceTyped[T any](ctx context.Context, c *Coll, send, recv []T, count int,
 			return c.fail(errAlias)
 		}
 	}
+	hier := c.hierFor(CollReduce, c.orderedBytes(op.commutative, m*es))
 	alg := c.cfg.pick(CollReduce, m*es, c.size)
-	if err := c.ready(ctx, callSig{call: callReduceTyped, root: root, count: m, esize: es, op: op.code, alg: alg}); err != nil {
-		return c.fail(err)
+	if !hier {
+		if err := c.ready(ctx, callSig{call: callReduceTyped, root: root, count: m, esize: es, op: op.code, alg: alg}); err != nil {
+			return c.fail(err)
+		}
 	}
 	// scratch: the packed contribution, then the packed result (root)
 	sn, rn := 0, 0
@@ -428,13 +462,21 @@ func ReduceTyped[T any](ctx context.Context, c *Coll, send, recv []T, count int,
 	} else if src, err = vectorOf[T](&sl, scratch[:sn], true); err != nil {
 		return c.fail(err)
 	}
+	unpack := func() error {
+		if c.rank == root && !aligned[T](&rl) {
+			return rl.unpack(bytesOf(res), 0, count)
+		}
+		return nil
+	}
+	if hier { // the packed vectors, reduced through the hierarchy
+		err := hierReduce(ctx, c, src, res, &op, root, callSig{call: callReduceTyped, root: root, count: m, esize: es, op: op.code})
+		return c.typedAfter(err, unpack)
+	}
 	if err := reduceTo(ctx, c, src, res, &op, root, alg); err != nil {
 		return c.fail(err)
 	}
-	if c.rank == root && !aligned[T](&rl) {
-		if err := rl.unpack(bytesOf(res), 0, count); err != nil {
-			return c.fail(err)
-		}
+	if err := unpack(); err != nil {
+		return c.fail(err)
 	}
 	return c.done(nil)
 }
@@ -466,9 +508,12 @@ func AllreduceTyped[T any](ctx context.Context, c *Coll, send, recv []T, count i
 			return c.fail(errAlias)
 		}
 	}
+	hier := c.hierFor(CollAllreduce, c.orderedBytes(op.commutative, m*es))
 	alg := c.cfg.pick(CollAllreduce, m*es, c.size)
-	if err := c.ready(ctx, callSig{call: callAllreduceTyped, root: -1, count: m, esize: es, op: op.code, alg: alg}); err != nil {
-		return c.fail(err)
+	if !hier {
+		if err := c.ready(ctx, callSig{call: callAllreduceTyped, root: -1, count: m, esize: es, op: op.code, alg: alg}); err != nil {
+			return c.fail(err)
+		}
 	}
 	var scratch []byte
 	if !aligned[T](&rl) {
@@ -480,6 +525,15 @@ func AllreduceTyped[T any](ctx context.Context, c *Coll, send, recv []T, count i
 	}
 	if err != nil {
 		return c.fail(err)
+	}
+	if hier { // the packed vectors, reduced through the hierarchy
+		err := hierAllreduce(ctx, c, nil, acc, &op, callSig{call: callAllreduceTyped, root: -1, count: m, esize: es, op: op.code})
+		return c.typedAfter(err, func() error {
+			if !aligned[T](&rl) {
+				return rl.unpack(bytesOf(acc), 0, count)
+			}
+			return nil
+		})
 	}
 	if err := allreduce(ctx, c, acc, &op, alg); err != nil {
 		return c.fail(err)

@@ -478,6 +478,9 @@ func TestTypedVProcs(t *testing.T) {
 		if err := typedVBattery(ctx, c, false); err != nil {
 			return err
 		}
+		if err := typedBattery(ctx, c, false); err != nil { // the other typed forms through the hierarchy
+			return err
+		}
 		if os.Getenv("WEFT_TEST_SHORT") != "true" {
 			if err := typedVBattery(ctx, c, true); err != nil {
 				return fmt.Errorf("nonblocking: %w", err)
