@@ -2,7 +2,8 @@
 // endpoint communicators: Barrier, Bcast, Reduce, Allreduce, Gather(v),
 // Scatter(v), Allgather(v), Alltoall(v), ReduceScatter(Block), Scan and
 // Exscan, generic over the element type, with MPI's reduction operations
-// and user operations, and BcastTyped and Alltoallw on ddt layouts.
+// and user operations, and their typed forms on ddt layouts (BcastTyped,
+// GatherTyped, GathervTyped, ..., ScanTyped, and Alltoallw).
 //
 // A Coll is a handle over an *endpoint.Comm (the world communicator, one
 // from Dup or Split, or an endpoint handle from CreateEndpoints, each of
@@ -32,12 +33,14 @@
 // reduction combines in rank order, so that its result is bitwise the same
 // whatever the algorithm.
 //
-// Barrier, Bcast, Reduce, Allreduce, Allgather, Gather and Scatter are
-// hierarchical: the ranks of one process (endpoint handles) combine
-// through the process's memory, the processes of one node through a
-// segment of node shared memory, and only one leader per node sends
-// messages (WithHierarchy, WEFT_TUNE collhier; docs/collectives.md,
-// "Hierarchy").
+// Barrier, Bcast, Reduce, Allreduce, Allgather, Gather and Scatter, and
+// their typed forms, are hierarchical: the ranks of one process (endpoint
+// handles) combine through the process's memory, the processes of one
+// node through a segment of node shared memory, and only one leader per
+// node sends messages (WithHierarchy, WEFT_TUNE collhier;
+// docs/collectives.md, "Hierarchy"). Gatherv, Scatterv and Allgatherv
+// (typed or not) combine the ranks of each process, whose leaders then
+// exchange one message per pair of processes.
 //
 // Every collective has a nonblocking form (Ibarrier, Iallreduce, ...)
 // returning a Request to Wait for or Test: the same algorithm, advanced

@@ -365,8 +365,11 @@ func AlltoallTyped(ctx context.Context, c *Coll, send []byte, scount int, stype 
 			return c.fail(errAlias)
 		}
 	}
-	if err := c.ready(ctx, callSig{call: callAlltoallTyped, root: -1, count: nb, esize: 1}); err != nil {
-		return c.fail(err)
+	hier := c.hierFor(CollAlltoall, 0) // every rank in this process
+	if !hier {
+		if err := c.ready(ctx, callSig{call: callAlltoallTyped, root: -1, count: nb, esize: 1}); err != nil {
+			return c.fail(err)
+		}
 	}
 	sn, rn := 0, 0 // scratch: the packed send blocks, then the packed receive blocks
 	if send == nil || sl.packed {
@@ -387,6 +390,14 @@ func AlltoallTyped(ctx context.Context, c *Coll, send []byte, scount int, stype 
 		return c.fail(err)
 	}
 	rall, _ := rl.moved(scratch[sn:], false)
+	if hier { // the leader copies the packed blocks
+		return c.typedAfter(hierAlltoall(ctx, c, sall, rall, callSig{call: callAlltoallTyped, root: -1, count: nb, esize: 1}), func() error {
+			if rl.packed {
+				return rl.unpack(rall, 0, rl.count)
+			}
+			return nil
+		})
+	}
 	alg := c.cfg.pick(CollAlltoall, nb, p)
 	if err := c.alltoall(ctx, func(j int) []byte { return sall[j*nb : (j+1)*nb] },
 		func(i int) []byte { return rall[i*nb : (i+1)*nb] }, alg); err != nil {
