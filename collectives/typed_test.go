@@ -14,7 +14,7 @@ import (
 
 // committed returns a function that commits a type made without error,
 // or fails t: committed(t)(ddt.Vector(...)).
-func committed(t *testing.T) func(*ddt.Type, error) *ddt.Type {
+func committed(t testing.TB) func(*ddt.Type, error) *ddt.Type {
 	return func(ty *ddt.Type, err error) *ddt.Type {
 		t.Helper()
 		if err == nil {

@@ -82,8 +82,8 @@ func (w *typedWhole) packedNeed() int {
 }
 
 // place assigns the packed blocks their part of scratch (packedNeed
-// bytes), packing them when fill.
-func (w *typedWhole) place(scratch []byte, fill bool) error {
+// bytes), packing block r into it where fill(r).
+func (w *typedWhole) place(scratch []byte, fill func(r int) bool) error {
 	w.moved = make([][]byte, len(w.bs))
 	at := 0
 	for r, b := range w.bs {
@@ -93,7 +93,7 @@ func (w *typedWhole) place(scratch []byte, fill bool) error {
 		}
 		w.moved[r] = scratch[at : at+b.n : at+b.n]
 		at += b.n
-		if fill {
+		if fill(r) {
 			if _, err := w.t.Pack(w.moved[r], w.buf[w.offs[r]:], w.counts[r]); err != nil {
 				return fmt.Errorf("pack block %d (%d of %s): %w", r, w.counts[r], w.t.Name(), err)
 			}
@@ -172,7 +172,7 @@ func GathervTyped(ctx context.Context, c *Coll, send []byte, scount int, stype *
 	scratch := c.buf(typedSlot, wn+sn)
 	v := &vcall{s: callSig{call: callGathervTyped, root: root, count: -1, esize: 1}, root: root}
 	if isRoot {
-		if err := w.place(scratch[:wn], inPlace); err != nil { // in place: the root's own block packed
+		if err := w.place(scratch[:wn], func(r int) bool { return inPlace && r == root }); err != nil { // in place: the root's own block
 			return c.fail(err)
 		}
 		v.block = w.block
@@ -235,7 +235,7 @@ func ScattervTyped(ctx context.Context, c *Coll, send []byte, scounts, displs []
 	scratch := c.buf(typedSlot, wn+rn)
 	v := &vcall{s: callSig{call: callScattervTyped, root: root, count: -1, esize: 1}, root: root}
 	if isRoot {
-		if err := w.place(scratch[:wn], true); err != nil {
+		if err := w.place(scratch[:wn], func(int) bool { return true }); err != nil {
 			return c.fail(err)
 		}
 		v.block = w.block
@@ -284,18 +284,14 @@ func AllgathervTyped(ctx context.Context, c *Coll, send []byte, scount int, styp
 		sn = sl.n
 	}
 	scratch := c.buf(typedSlot, wn+sn)
-	if err := w.place(scratch[:wn], false); err != nil {
+	// in place: this rank's own block packed from recv
+	if err := w.place(scratch[:wn], func(r int) bool { return send == nil && r == me }); err != nil {
 		return c.fail(err)
 	}
 	skip := -1
 	var mine []byte
 	if send == nil {
 		mine, skip = w.moved[me], me
-		if w.bs[me].packed {
-			if _, err := rtype.Pack(mine, recv[w.offs[me]:], rcounts[me]); err != nil {
-				return c.fail(fmt.Errorf("pack own block (%d of %s): %w", rcounts[me], rtype.Name(), err))
-			}
-		}
 	} else if mine, err = sl.moved(scratch[wn:], true); err != nil {
 		return c.fail(err)
 	}

@@ -591,3 +591,46 @@ func TestTypedVErrors(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkGathervHandles: a Gatherv of 16 bytes per rank (2 float64,
+// rank 0 the root) over 4 handles of one process, through the process
+// level (hier=auto) or flat (hier=off); typed, into the columns of a 2×4
+// matrix at the root (a column type resized to one float64).
+func BenchmarkGathervHandles(b *testing.B) {
+	for _, typed := range []bool{false, true} {
+		for _, h := range []C.Hierarchy{C.HierAuto, C.HierOff} {
+			b.Run(fmt.Sprintf("typed=%v/hier=%s", typed, h), func(b *testing.B) {
+				const p = 4
+				col := committed(b)(ddt.Vector(2, 1, p, ddt.Float64))
+				col = committed(b)(ddt.Resized(col, 0, 8))
+				counts, displs := []int{2, 2, 2, 2}, []int{0, 2, 4, 6}
+				ccounts, cdispls := []int{1, 1, 1, 1}, []int{0, 1, 2, 3}
+				eps := handles(b, p)
+				errs := onHandles(context.Background(), eps, []C.Option{C.WithHierarchy(h)}, func(ctx context.Context, c *C.Coll) error {
+					x := []float64{float64(c.Rank()), 1}
+					all := make([]float64, 2*p)
+					if c.Rank() == 0 {
+						b.ResetTimer()
+					}
+					for i := 0; i < b.N; i++ {
+						var err error
+						if typed {
+							err = C.GathervTyped(ctx, c, bytesOf(x), 2, ddt.Float64, bytesOf(all), ccounts, cdispls, col, 0)
+						} else {
+							err = C.Gatherv(ctx, c, x, all, counts, displs, 0)
+						}
+						if err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				for _, err := range errs {
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
