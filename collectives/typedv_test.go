@@ -594,12 +594,13 @@ func TestTypedVErrors(t *testing.T) {
 
 // BenchmarkGathervHandles: a Gatherv of 16 bytes per rank (2 float64,
 // rank 0 the root) over 4 handles of one process, through the process
-// level (hier=auto) or flat (hier=off); typed, into the columns of a 2×4
-// matrix at the root (a column type resized to one float64).
+// level (hier=auto) or flat (hier=off), beside Gather; typed, GathervTyped and
+// GatherTyped into the columns of a 2×4 matrix at the root (a column type
+// resized to one float64).
 func BenchmarkGathervHandles(b *testing.B) {
-	for _, typed := range []bool{false, true} {
+	for _, form := range []string{"Gather", "Gatherv", "GathervTyped", "GatherTyped"} {
 		for _, h := range []C.Hierarchy{C.HierAuto, C.HierOff} {
-			b.Run(fmt.Sprintf("typed=%v/hier=%s", typed, h), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/hier=%s", form, h), func(b *testing.B) {
 				const p = 4
 				col := committed(b)(ddt.Vector(2, 1, p, ddt.Float64))
 				col = committed(b)(ddt.Resized(col, 0, 8))
@@ -614,10 +615,15 @@ func BenchmarkGathervHandles(b *testing.B) {
 					}
 					for i := 0; i < b.N; i++ {
 						var err error
-						if typed {
-							err = C.GathervTyped(ctx, c, bytesOf(x), 2, ddt.Float64, bytesOf(all), ccounts, cdispls, col, 0)
-						} else {
+						switch form {
+						case "Gather":
+							err = C.Gather(ctx, c, x, all, 0)
+						case "Gatherv":
 							err = C.Gatherv(ctx, c, x, all, counts, displs, 0)
+						case "GathervTyped":
+							err = C.GathervTyped(ctx, c, bytesOf(x), 2, ddt.Float64, bytesOf(all), ccounts, cdispls, col, 0)
+						default:
+							err = C.GatherTyped(ctx, c, bytesOf(x), 2, ddt.Float64, bytesOf(all), 1, col, 0)
 						}
 						if err != nil {
 							return err
