@@ -202,11 +202,12 @@ func vpack(msg []byte, blocks func(k int) []byte, n int) {
 }
 
 // vcheck checks a received message's header against the expected block
-// sizes (ranks names the blocks' ranks, for the error).
-func vcheck(msg []byte, ranks []int, sizes func(k int) int, what string) error {
+// sizes (ranks names the blocks' ranks, whose the expectation, for the
+// error).
+func vcheck(msg []byte, ranks []int, sizes func(k int) int, what, whose string) error {
 	for k, r := range ranks {
 		if got := int(binary.LittleEndian.Uint64(msg[8*k:])); got != sizes(k) {
-			return fmt.Errorf("%s: rank %d has %d bytes, rank %d's counts say %d: %w", what, r, got, ranks[0], sizes(k), ErrInvalid)
+			return fmt.Errorf("%s: rank %d's block has %d bytes, %s say %d: %w", what, r, got, whose, sizes(k), ErrInvalid)
 		}
 	}
 	return nil
@@ -287,7 +288,7 @@ func hierGatherv(ctx context.Context, c *Coll, v *vcall) error {
 	}
 	for j := range h.procs {
 		if j != me {
-			if err := vcheck(msgs[j], ranks[j], sizes(j), "gatherv"); err != nil {
+			if err := vcheck(msgs[j], ranks[j], sizes(j), "gatherv", "the root's counts"); err != nil {
 				return c.hierEnd(err)
 			}
 		}
@@ -338,7 +339,7 @@ func hierScatterv(ctx context.Context, c *Coll, v *vcall) error {
 			err = c.wait(ctx)
 		}
 		if err == nil {
-			err = vcheck(msg, g.ranks, size, "scatterv")
+			err = vcheck(msg, g.ranks, size, "scatterv", "the receive counts")
 		}
 		if err == nil {
 			err = c.hierRelease(func() {
@@ -468,7 +469,8 @@ func hierAllgatherv(ctx context.Context, c *Coll, v *vcall) error {
 			}
 			for i := 0; i < nm; i++ {
 				blk := g.slots[i].vblock
-				if err := vcheck(msgs[j], ranks[j], func(k int) int { return len(blk(ranks[j][k])) }, "allgatherv"); err != nil {
+				whose := fmt.Sprintf("rank %d's counts", g.ranks[i])
+				if err := vcheck(msgs[j], ranks[j], func(k int) int { return len(blk(ranks[j][k])) }, "allgatherv", whose); err != nil {
 					return c.hierEnd(err)
 				}
 			}

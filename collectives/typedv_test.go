@@ -501,6 +501,33 @@ func TestTypedVProcs(t *testing.T) {
 		}
 		return sc.Free()
 	})
+	// Counts that disagree across processes, with the same total: rank 2
+	// sends nothing and rank 3 two elements where the root's counts say
+	// one each. The root's leader finds it in the message's lengths.
+	errs, took := each(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+		s, err := newTLayout(kindContig, 2)
+		if err != nil {
+			return err
+		}
+		w, err := newVWhole(kindColumn, []int{1, 1, 1, 1})
+		if err != nil {
+			return err
+		}
+		n := []int{1, 1, 0, 2}[c.Rank()]
+		return C.GathervTyped(ctx, c, s.bytes(), n, s.t, w.bytes(), w.counts, w.displs, w.t, 0)
+	})
+	for i, err := range errs {
+		r := eps[i].Rank()
+		if r == 0 && !errors.Is(err, C.ErrInvalid) {
+			t.Errorf("rank 0 (the root): %v, want ErrInvalid", err)
+		}
+		if err != nil && !errors.Is(err, C.ErrInvalid) && !errors.Is(err, C.ErrCanceled) {
+			t.Errorf("rank %d: %v", r, err)
+		}
+		if took[i] > quick {
+			t.Errorf("rank %d took %v", r, took[i])
+		}
+	}
 }
 
 // TestTypedVErrors: typed v-calls whose counts or types disagree between
