@@ -66,11 +66,13 @@ func ParseHierarchy(s string) (Hierarchy, error) {
 }
 
 // WithHierarchy sets when Barrier, Bcast, Reduce, Allreduce, Allgather,
-// Gather, Scatter (and Alltoall, where every rank is in one process)
-// combine the ranks of one process through its memory and the processes
-// of one node through a node segment (HierAuto, the default, or
-// WEFT_TUNE collhier; see docs/collectives.md). HierOff also skips the
-// exchanges New makes to find the process and node groups.
+// Gather, Scatter (and Alltoall, where every rank is in one process), and
+// their typed forms, combine the ranks of one process through its memory
+// and the processes of one node through a node segment, and when
+// Gatherv, Scatterv and Allgatherv (typed or not) combine the ranks of
+// one process (HierAuto, the default, or WEFT_TUNE collhier; see
+// docs/collectives.md). HierOff also skips the exchanges New makes to
+// find the process and node groups.
 func WithHierarchy(h Hierarchy) Option {
 	return func(c *config) error {
 		if h >= numHier {
