@@ -1,0 +1,166 @@
+//go:build cgo
+
+package gpu
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"syscall"
+	"testing"
+
+	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/ddt/ddttest"
+	"github.com/weft-hpc/weft/errs"
+)
+
+// methodLayouts are layouts for the copy methods: rows at a constant
+// pitch (12-byte elements 20 bytes apart, a vector, a face), and ones
+// that are not (a struct array, an indexed type).
+func methodLayouts(t *testing.T) []*ddt.Type {
+	rows := must(ddt.Resized(must(ddt.Vector(1, 3, 5, ddt.Int32)), 0, 20))
+	return append([]*ddt.Type{committed(t, rows)}, seedLayouts(t, 12)...)
+}
+
+// TestOpenCLMethods forces each method on pocl and checks every layout
+// byte for byte against ddttest's reference (whole streams and random
+// windows, guard bytes around the packed window and the typed data):
+// the 2-D copy (clEnqueueCopyBufferRect) where the layout is rows, one
+// copy per block where it has few, the kernel otherwise.
+func TestOpenCLMethods(t *testing.T) {
+	d := openCL(t)
+	r := rand.New(rand.NewPCG(3, 9))
+	for _, m := range []Method{MethodRect, MethodBlocks, MethodKernel} {
+		if err := d.SetMethod(m); err != nil {
+			t.Fatal(err)
+		}
+		before := d.Stats()
+		for _, ty := range methodLayouts(t) {
+			deviceCheck(t, d, ty, 3, r)
+		}
+		st := d.Stats()
+		t.Logf("%v: %d rects, %d block copies, %d launches", m, st.Rects-before.Rects, st.BlockDMA-before.BlockDMA, st.Launches-before.Launches)
+		switch m {
+		case MethodRect:
+			if st.Rects == before.Rects {
+				t.Fatalf("MethodRect: no 2-D copy ran")
+			}
+		case MethodBlocks:
+			if st.BlockDMA == before.BlockDMA {
+				t.Fatalf("MethodBlocks: no per-block copies ran")
+			}
+		case MethodKernel:
+			if st.Rects != before.Rects || st.BlockDMA != before.BlockDMA {
+				t.Fatalf("MethodKernel ran copies: %+v then %+v", before, st)
+			}
+		}
+	}
+	if err := d.SetMethod(Method(9)); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("SetMethod(9): %v", err)
+	}
+}
+
+// TestOpenCLMethodAuto: the cost model is measured once on first need,
+// within a bounded time, and its choice packs the right bytes; a rect
+// job covers partial first and last rows.
+func TestOpenCLMethodAuto(t *testing.T) {
+	d := openCL(t)
+	d.SetMethod(MethodAuto)
+	r := rand.New(rand.NewPCG(4, 4))
+	for _, ty := range methodLayouts(t) {
+		deviceCheck(t, d, ty, 2, r)
+	}
+	c := d.cost
+	if c == nil {
+		t.Fatal("no cost model after packs of row layouts")
+	}
+	if c.kByte <= 0 && c.kFix <= 0 || c.cFix <= 0 {
+		t.Fatalf("cost model not measured: %v", c)
+	}
+	st := d.Stats()
+	t.Logf("cost model: %v; chose %d rects, %d block copies, %d kernels", c, st.Rects, st.BlockDMA, st.Launches)
+	// The choice follows the model: a window whose kernel the model
+	// prices below both copies runs the kernel, and the reverse.
+	rows := methodLayouts(t)[0]
+	p, _ := PlanOf(rows)
+	first, width, pitch, n, ok := p.rows(0, 1000)
+	if !ok || width != 12 || pitch != 20 || n != 1000 {
+		t.Fatalf("rows of 12-byte elements: %d %d %d %d %v", first, width, pitch, n, ok)
+	}
+	j := rectJob(first, width, pitch, 5, 12*10+3, 100)
+	if j.rows != 9 || len(j.lens) != 2 || j.lens[0] != 7 || j.lens[1] != 8 || j.rowT != 20 || j.rowP != 107 || j.toffs[0] != 5 || j.toffs[1] != 200 {
+		t.Fatalf("rect job of a window cut mid-row: %+v", j)
+	}
+}
+
+// TestOpenCLMapHost maps mmap memory into the device and packs into it and
+// unpacks from it in place; the unpack hands the host's bytes to the
+// device first (a map for writing and its unmap); Free unmaps it and
+// leaves the memory alone; Close frees what is left.
+func TestOpenCLMapHost(t *testing.T) {
+	d := openCL(t)
+	ctx := context.Background()
+	ty := seedLayouts(t, 16)[3]
+	n, base := ddttest.Layout(ty, 2)
+	host := make([]byte, n)
+	for i := range host {
+		host[i] = byte(i * 13)
+	}
+	typed, err := d.Alloc(int64(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	typed.Write(0, host)
+	want := ddttest.Pack(ty, host, base, 2)
+	mm, err := syscall.Mmap(-1, 0, len(want)+8192, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(mm)
+	hb, err := d.MapHost(mm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Stats().Buffers; got != 2 {
+		t.Fatalf("%d live buffers, want 2", got)
+	}
+	if _, err := d.Pack(ctx, hb, 4096, Typed{ty, typed, base, 2}, 0, int64(len(want))); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(mm[4096:4096+len(want)], want) {
+		t.Fatal("pack into mapped mmap memory differs")
+	}
+	for i := range want {
+		mm[i] = want[len(want)-1-i]
+	}
+	zero := make([]byte, n)
+	typed.Write(0, zero)
+	pub := d.be.(*clBackend).published
+	if _, err := d.Unpack(ctx, Typed{ty, typed, base, 2}, hb, 0, 0, int64(len(want))); err != nil {
+		t.Fatal(err)
+	}
+	if d.be.(*clBackend).published == pub {
+		t.Fatal("the unpack read host memory without handing it to the device (map for writing, unmap)")
+	}
+	got := make([]byte, n)
+	typed.Read(0, got)
+	if !bytes.Equal(got, ddttest.UnpackRange(ty, zero, mm[:len(want)], base, 2, 0)) {
+		t.Fatal("unpack from mapped mmap memory differs")
+	}
+	if err := hb.Free(); err != nil {
+		t.Fatal(err)
+	}
+	mm[0] = 1 // still the caller's memory
+	if _, err := d.MapHost(nil); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("MapHost(nil): %v", err)
+	}
+	d.AllocHost(100)
+	d.Close()
+	if got := d.Stats().Buffers; got != 0 {
+		t.Fatalf("%d buffers left after Close", got)
+	}
+	if err := typed.Free(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Free after Close: %v", err)
+	}
+}
