@@ -69,6 +69,10 @@ const (
 // path (the tests check that each regime is reached).
 var pathStats struct {
 	eager, zeroCopy, pipeline, recvBlocks, recvUnpack atomic.Int64
+	// GPU messages: rings made for staging [0] and for hmem [1]; pieces
+	// unpacked through the staging buffer [0] and straight from the
+	// mapped bounce buffers [1].
+	devRings, devRecv [2]atomic.Int64
 }
 
 // maxReadsInFlight bounds the RMA reads one rendezvous receive keeps

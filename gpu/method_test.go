@@ -13,6 +13,7 @@ import (
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/ddt/ddttest"
 	"github.com/weft-hpc/weft/errs"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // methodLayouts are layouts for the copy methods: rows at a constant
@@ -28,8 +29,26 @@ func methodLayouts(t *testing.T) []*ddt.Type {
 // windows, guard bytes around the packed window and the typed data):
 // the 2-D copy (clEnqueueCopyBufferRect) where the layout is rows, one
 // copy per block where it has few, the kernel otherwise.
-func TestOpenCLMethods(t *testing.T) {
-	d := openCL(t)
+func TestOpenCLMethods(t *testing.T) { methodsCheck(t, openCL(t)) }
+
+// TestCUDAMethods is TestOpenCLMethods on a CUDA device (cuMemcpy2D and
+// cuMemcpyDtoD against the PTX kernels), then the cost model's choice,
+// logged with its coefficients (make gpu-check).
+func TestCUDAMethods(t *testing.T) {
+	d := openCUDA(t)
+	if d == nil {
+		testenv.Skip(t, "gpu", "no CUDA device")
+	}
+	methodsCheck(t, d)
+	d.SetMethod(MethodAuto)
+	r := rand.New(rand.NewPCG(4, 4))
+	for _, ty := range methodLayouts(t) {
+		deviceCheck(t, d, ty, 2, r)
+	}
+	t.Logf("cost model: %v; %+v", d.cost, d.Stats())
+}
+
+func methodsCheck(t *testing.T, d *Device) {
 	r := rand.New(rand.NewPCG(3, 9))
 	for _, m := range []Method{MethodRect, MethodBlocks, MethodKernel} {
 		if err := d.SetMethod(m); err != nil {
@@ -98,8 +117,19 @@ func TestOpenCLMethodAuto(t *testing.T) {
 // unpacks from it in place; the unpack hands the host's bytes to the
 // device first (a map for writing and its unmap); Free unmaps it and
 // leaves the memory alone; Close frees what is left.
-func TestOpenCLMapHost(t *testing.T) {
-	d := openCL(t)
+func TestOpenCLMapHost(t *testing.T) { mapHostCheck(t, openCL(t)) }
+
+// TestCUDAMapHost is TestOpenCLMapHost on a CUDA device
+// (cuMemHostRegister with DEVICEMAP, the kernels on its device pointer).
+func TestCUDAMapHost(t *testing.T) {
+	d := openCUDA(t)
+	if d == nil {
+		testenv.Skip(t, "gpu", "no CUDA device")
+	}
+	mapHostCheck(t, d)
+}
+
+func mapHostCheck(t *testing.T, d *Device) {
 	ctx := context.Background()
 	ty := seedLayouts(t, 16)[3]
 	n, base := ddttest.Layout(ty, 2)
@@ -136,11 +166,15 @@ func TestOpenCLMapHost(t *testing.T) {
 	}
 	zero := make([]byte, n)
 	typed.Write(0, zero)
-	pub := d.be.(*clBackend).published
+	cb, isCL := d.be.(*clBackend)
+	var pub int64
+	if isCL {
+		pub = cb.published
+	}
 	if _, err := d.Unpack(ctx, Typed{ty, typed, base, 2}, hb, 0, 0, int64(len(want))); err != nil {
 		t.Fatal(err)
 	}
-	if d.be.(*clBackend).published == pub {
+	if isCL && cb.published == pub {
 		t.Fatal("the unpack read host memory without handing it to the device (map for writing, unmap)")
 	}
 	got := make([]byte, n)
