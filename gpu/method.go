@@ -23,7 +23,8 @@ const (
 	// a copy for a partial first and last row.
 	MethodRect
 	// MethodBlocks is one DMA copy per contiguous block (cuMemcpyDtoD,
-	// clEnqueueCopyBuffer), for layouts of at most 1024 blocks.
+	// clEnqueueCopyBuffer), for layouts of at most 1024 blocks (all
+	// elements together).
 	MethodBlocks
 )
 
@@ -102,9 +103,12 @@ type dmaJob struct {
 }
 
 // rows describes count elements of p, the typed origin at base, as rows
-// of equal width at a constant pitch, the first at typed byte first.
+// of equal width at a constant pitch (below 1 GiB, within every
+// runtime's 2-D copy limits), the first at typed byte first.
 func (p *Plan) rows(base int64, count int) (first, width, pitch, n int64, ok bool) {
 	switch {
+	case p.extent >= 1<<30 || len(p.levels) == 1 && p.levels[0].stride >= 1<<30:
+		return 0, 0, 0, 0, false
 	case len(p.levels) == 0 && !p.list && p.extent > p.size:
 		return base + p.disp, p.size, p.extent, int64(count), true
 	case len(p.levels) == 1 && !p.list && p.levels[0].tab < 0 && p.levels[0].stride > p.unit &&
@@ -157,22 +161,6 @@ func blockJob(t *ddt.Type, base int64, count int, from, nb, poff int64) *dmaJob 
 	return j
 }
 
-// blocksPerElement estimates the blocks of one element (touching blocks
-// not merged).
-func (p *Plan) blocksPerElement() int64 {
-	n := int64(1)
-	if p.list {
-		n = p.listN
-	}
-	for _, l := range p.levels {
-		n *= l.count
-		if n > 1<<40 {
-			break
-		}
-	}
-	return n
-}
-
 // chooseDMA returns the copies that move the window [from, from+nb) of ty
 // to or from packed byte poff, when the forced method or the cost model
 // prefers them to the kernel, else nil. d.mu is held.
@@ -182,9 +170,9 @@ func (d *Device) chooseDMA(p *Plan, ty Typed, from, nb, poff int64) (*dmaJob, er
 	}
 	first, width, pitch, _, isRect := p.rows(ty.Base, ty.Count)
 	total := p.size * int64(ty.Count)
-	estBlocks := int64(0)
-	if b := p.blocksPerElement(); b <= maxDMABlocks {
-		estBlocks = b*int64(ty.Count)*nb/max(total, 1) + 2
+	estBlocks := int64(0) // the window's blocks, about (0: the layout has too many)
+	if b, err := ty.Type.Blocks(ty.Count); err == nil && b <= maxDMABlocks {
+		estBlocks = b*nb/max(total, 1) + 2
 	}
 	switch d.method {
 	case MethodRect:
@@ -193,12 +181,12 @@ func (d *Device) chooseDMA(p *Plan, ty Typed, from, nb, poff int64) (*dmaJob, er
 		}
 		return nil, nil
 	case MethodBlocks:
-		if estBlocks == 0 || estBlocks > maxDMABlocks {
+		if estBlocks == 0 {
 			return nil, nil
 		}
 		return blockJob(ty.Type, ty.Base, ty.Count, from, nb, poff), nil
 	}
-	if !isRect && (estBlocks == 0 || estBlocks > maxDMABlocks) {
+	if !isRect && estBlocks == 0 {
 		return nil, nil
 	}
 	if d.cost == nil {
@@ -217,7 +205,7 @@ func (d *Device) chooseDMA(p *Plan, ty Typed, from, nb, poff int64) (*dmaJob, er
 			best, bestCost = MethodRect, k
 		}
 	}
-	if estBlocks > 0 && estBlocks <= maxDMABlocks {
+	if estBlocks > 0 {
 		if k := c.blocks(estBlocks, nb); k < bestCost {
 			best = MethodBlocks
 		}

@@ -58,6 +58,14 @@ func methodsCheck(t *testing.T, d *Device) {
 		for _, ty := range methodLayouts(t) {
 			deviceCheck(t, d, ty, 3, r)
 		}
+		if m != MethodKernel { // random types: the copies, or the kernel where they do not apply
+			for range 6 {
+				ty := committed(t, ddttest.RandomType(r, 3))
+				if _, err := PlanOf(ty); err == nil {
+					deviceCheck(t, d, ty, 1+r.IntN(3), r)
+				}
+			}
+		}
 		st := d.Stats()
 		t.Logf("%v: %d rects, %d block copies, %d launches", m, st.Rects-before.Rects, st.BlockDMA-before.BlockDMA, st.Launches-before.Launches)
 		switch m {
@@ -99,9 +107,43 @@ func TestOpenCLMethodAuto(t *testing.T) {
 	}
 	st := d.Stats()
 	t.Logf("cost model: %v; chose %d rects, %d block copies, %d kernels", c, st.Rects, st.BlockDMA, st.Launches)
-	// The choice follows the model: a window whose kernel the model
-	// prices below both copies runs the kernel, and the reverse.
-	rows := methodLayouts(t)[0]
+	// The choice follows the model: with the kernel priced high the
+	// rows take the 2-D copy and the struct array (not rows, few blocks)
+	// one copy per block; with copies priced high both take the kernel;
+	// a layout of more blocks than copies may take always does.
+	rows, sts, vec := methodLayouts(t)[0], seedLayouts(t, 4)[3], seedLayouts(t, 64)[0]
+	for _, c := range []struct {
+		model     costModel
+		rows, sts Method
+	}{
+		{costModel{kFix: 1, cFix: 1e-6, rFix: 1e-6}, MethodRect, MethodBlocks},
+		{costModel{kFix: 1e-6, cFix: 1, rFix: 1}, MethodKernel, MethodKernel},
+	} {
+		d.mu.Lock()
+		d.cost = &c.model
+		for _, x := range []struct {
+			ty   *ddt.Type
+			want Method
+		}{{rows, c.rows}, {sts, c.sts}, {vec, MethodRect}} {
+			n, _ := ddttest.Layout(x.ty, 2)
+			p, _ := PlanOf(x.ty)
+			job, err := d.chooseDMA(p, Typed{Type: x.ty, Buf: &Buffer{n: int64(n)}, Count: 2}, 0, 2*x.ty.Size(), 0)
+			got := MethodKernel
+			if job != nil {
+				got = job.m
+			}
+			if x.ty == vec { // 4096 blocks: never per-block copies
+				if got == MethodBlocks || err != nil {
+					t.Errorf("%v: %v, %v", x.ty, got, err)
+				}
+				continue
+			}
+			if err != nil || got != x.want {
+				t.Errorf("model %v, %v: chose %v (%v), want %v", c.model, x.ty, got, err, x.want)
+			}
+		}
+		d.mu.Unlock()
+	}
 	p, _ := PlanOf(rows)
 	first, width, pitch, n, ok := p.rows(0, 1000)
 	if !ok || width != 12 || pitch != 20 || n != 1000 {
