@@ -113,3 +113,7 @@ func DevicePaths() (stagingRings, hmemRings, recvCopied, recvMapped int64) {
 	s := &pathStats
 	return s.devRings[0].Load(), s.devRings[1].Load(), s.devRecv[0].Load(), s.devRecv[1].Load()
 }
+
+// DeviceDirectSends reports the contiguous GPU sends this process sent
+// straight from the user's buffer (hmem path).
+func DeviceDirectSends() int64 { return pathStats.devDirect.Load() }

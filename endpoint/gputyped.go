@@ -331,6 +331,14 @@ func (v *vci) pumpDev(r *Request) {
 		return
 	}
 	g, d := p.ring, p.u.dev.Buf.Device()
+	if g.hmem && !p.directTried {
+		p.directTried = true
+		v.startDirect(r)
+	}
+	if p.direct {
+		v.pumpDirect(r)
+		return
+	}
 	for p.enq < p.want {
 		n := len(g.free)
 		if n == 0 {
@@ -385,6 +393,71 @@ func (v *vci) pumpDev(r *Request) {
 		r.pending++
 	}
 	if p.off == p.want && len(p.inflight) == 0 && r.pending == 0 {
+		v.finish(r, nil)
+	}
+}
+
+// startDirect registers the user's buffer of contiguous GPU send r for
+// the message (FI_HMEM; the stand-in's host registration when the hmem
+// path is forced on memory without an interface), so that its segments go
+// straight from there (pumpDirect); the registration is r's until its
+// sends complete. Nothing changes when that cannot be done: the segments
+// are then copied into the hmem ring on the device.
+func (v *vci) startDirect(r *Request) {
+	p := r.pipe
+	lo, ok, err := p.u.dev.Contiguous()
+	if err != nil || !ok {
+		return
+	}
+	b := p.u.dev.Buf
+	var mr *fabric.MR
+	var addr uint64
+	if ptr, _, isCUDA := b.CUDAPointer(); isCUDA {
+		how, m := v.deviceTransport(b)
+		if m == nil {
+			v.log.Debug("contiguous GPU send copied into the hmem ring", "why", how)
+			return
+		}
+		mr, addr = m, ptr
+	} else if f := devPathOverride.Load(); f != nil && *f == "hmem" && b.Bytes() != nil {
+		m, err := v.dom.Register(b.Bytes(), fabric.AccessSend)
+		if err != nil {
+			return
+		}
+		mr, addr = m, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b.Bytes()))))
+	} else {
+		return
+	}
+	r.mrs = append(r.mrs, mr)
+	p.direct, p.directAddr, p.directDesc = true, addr+uint64(lo), mr.Desc()
+	pathStats.devDirect.Add(1)
+}
+
+// pumpDirect posts the segments of contiguous GPU send r straight from
+// the user's registered buffer, at most the ring's depth in flight.
+func (v *vci) pumpDirect(r *Request) {
+	p, g := r.pipe, r.pipe.ring
+	data := ctrlBit | rtsBit | pipeDataBit | (r.seq&pipeSeqMask)<<pipeTokBits | p.token&pipeTokMask
+	for p.off < p.want && r.pending < len(v.segs) { // as many in flight as the ring has segments
+		k := min(g.size, p.want-p.off)
+		err := v.ep.SendDataDevice(p.directAddr+uint64(p.off), k, p.directDesc, data, r.qdest, v.handle(r)|segBit|directBit)
+		if errors.Is(err, fabric.ErrAgain) {
+			if p.stalled.IsZero() {
+				p.stalled = time.Now()
+			} else if time.Since(p.stalled) > v.timeout {
+				v.finish(r, fmt.Errorf("endpoint: pipelined send to rank %d: queue stayed full for %v: %w", r.qrank, v.timeout, err))
+			}
+			return
+		}
+		if err != nil {
+			v.finish(r, fmt.Errorf("endpoint: pipelined send to rank %d: %w", r.qrank, err))
+			return
+		}
+		p.stalled = time.Time{}
+		p.off += k
+		r.pending++
+	}
+	if p.off == p.want && r.pending == 0 {
 		v.finish(r, nil)
 	}
 }

@@ -350,6 +350,33 @@ func TestDevicePaths(t *testing.T) {
 		if c.copied && (m1 != m0 || c1 == c0) || !c.copied && m1 == m0 {
 			t.Fatalf("%q: pieces copied %d→%d, mapped %d→%d", c.path, c0, c1, m0, m1)
 		}
+		// A contiguous message from mapped host memory of the device (the
+		// stand-in has an address): on the hmem path its segments go
+		// straight from the user's buffer, registered for the message.
+		seg, _, _ := endpoint.PipeRing(a)
+		buf, err := d.AllocHost(int64(3*seg + 100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range buf.Bytes() {
+			buf.Bytes()[i] = byte(i*5 + 1)
+		}
+		dir0 := endpoint.DeviceDirectSends()
+		got := make([]byte, len(buf.Bytes()))
+		errc := make(chan error, 1)
+		go func() {
+			errc <- a.SendDevice(ctx, gpu.Typed{Type: ddt.Byte, Buf: buf, Count: len(got)}, b.Rank(), 4)
+		}()
+		if _, err := b.Recv(ctx, got, a.Rank(), 4); err != nil || <-errc != nil {
+			t.Fatalf("%q: contiguous GPU message: %v", c.path, err)
+		}
+		if !bytes.Equal(got, buf.Bytes()) {
+			t.Fatalf("%q: contiguous GPU message: bytes differ", c.path)
+		}
+		if dir := endpoint.DeviceDirectSends() - dir0; (dir == 1) != wantHMEM {
+			t.Fatalf("%q: %d sends straight from the user's buffer", c.path, dir)
+		}
+		buf.Free()
 	}
 }
 
