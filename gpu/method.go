@@ -240,10 +240,13 @@ func (d *Device) runDMA(j *dmaJob, tm, pm mem, unpack bool) error {
 }
 
 // The calibration: a vector of 8-byte blocks at a 16-byte pitch, packed
-// by its kernel and by both kinds of copies, at two sizes each.
+// by its kernel at two sizes, by many small copies and one large one, and
+// by 2-D copies of the same bytes in narrow and in wide rows.
 const (
 	calRows  = 32768 // rows of 8 bytes: 256 KiB packed
 	calSmall = 4096  // bytes of the small kernel window
+	// rows of 8 bytes of the 2-D probe (64 KiB), also moved as rows of 4 KiB
+	calRectRows = 8192
 )
 
 var calType = sync.OnceValues(func() (*ddt.Type, error) {
@@ -308,8 +311,8 @@ func (d *Device) calibrate() (*costModel, error) {
 		kern(calSmall), kern(8 * calRows),
 		func() error { return dm.copyList(pm, tm, pos, offs, lens) },
 		func() error { return dm.copyList(pm, tm, one, one, []int64{8 * calRows}) },
-		func() error { return dm.rect(pm, 0, 8, tm, 0, 16, 8, calSmall/8) },
-		func() error { return dm.rect(pm, 0, 4096, tm, 0, 8192, 4096, 8*calRows/4096) },
+		func() error { return dm.rect(pm, 0, 8, tm, 0, 16, 8, calRectRows) },
+		func() error { return dm.rect(pm, 0, 4096, tm, 0, 8192, 4096, 8*calRectRows/4096) },
 	}
 	var m [6]float64
 	for i, f := range probes {
@@ -323,9 +326,9 @@ func (d *Device) calibrate() (*costModel, error) {
 	c.kFix = max(0, m[0]-calSmall*c.kByte)
 	c.cFix = m[2] / 64
 	c.cByte = max(0, (m[3]-c.cFix)/big)
-	// m4 = rFix + 512 rRow + 4K cByte; m5 = rFix + 64 rRow + 256K cByte.
-	a, b := m[4]-calSmall*c.cByte, m[5]-big*c.cByte
-	c.rRow = max(0, (a-b)/float64(calSmall/8-64))
-	c.rFix = max(0, a-float64(calSmall/8)*c.rRow)
+	// The same 64 KiB as 8192 rows of 8 bytes and 16 rows of 4 KiB:
+	// m4 - m5 = 8176 rRow.
+	c.rRow = max(0, (m[4]-m[5])/float64(calRectRows-8*calRectRows/4096))
+	c.rFix = max(0, m[5]-float64(8*calRectRows)*c.cByte-float64(8*calRectRows/4096)*c.rRow)
 	return c, nil
 }
