@@ -214,12 +214,23 @@ func (v *vci) hmemRing(d *gpu.Device, depth int) *devRing {
 			return g
 		}
 	}
-	if force == "staging" || v.hdr {
+	why := ""
+	switch {
+	case force == "staging":
+		why = "staging: forced"
+	case v.hdr:
+		why = "staging: the match word travels in a header in front of each segment"
+	case d.Kind() != "cuda":
+		why = "staging: " + d.Kind() + " memory has no FI_HMEM interface here"
+	}
+	if why != "" {
+		v.log.Debug("GPU messages", "device", d, "transport", why)
 		pathStats.devRings[0].Add(1)
 		return nil
 	}
 	b, err := d.Alloc(n)
 	if err != nil {
+		v.log.Debug("GPU messages", "device", d, "transport", "staging: "+err.Error())
 		pathStats.devRings[0].Add(1)
 		return nil
 	}
