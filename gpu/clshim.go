@@ -137,11 +137,13 @@ static cl_int weft_cl_write(cl_command_queue q, cl_mem m, size_t off, size_t n, 
 static cl_int weft_cl_read(cl_command_queue q, cl_mem m, size_t off, size_t n, void *p) {
 	return weft_cl.EnqueueReadBuffer(q, m, 1, off, n, p, 0, NULL, NULL);
 }
-// weft_cl_sync makes the device's writes to a host buffer visible to the
-// host (a blocking map and unmap; no copy where memory is shared).
-static cl_int weft_cl_sync(cl_command_queue q, cl_mem m, size_t n) {
+// weft_cl_sync makes the device's writes to bytes [off, off+n) of a host
+// buffer visible to the host (a blocking map and unmap of that window; no
+// copy where memory is shared). Only the window: the rest of the buffer
+// may be the host's (a NIC writing another segment).
+static cl_int weft_cl_sync(cl_command_queue q, cl_mem m, size_t off, size_t n) {
 	cl_int e = 0;
-	void *p = weft_cl.EnqueueMapBuffer(q, m, 1, 1, 0, n, 0, NULL, NULL, &e); // CL_MAP_READ
+	void *p = weft_cl.EnqueueMapBuffer(q, m, 1, 1, off, n, 0, NULL, NULL, &e); // CL_MAP_READ
 	if (e != 0)
 		return e;
 	e = weft_cl.EnqueueUnmapMemObject(q, m, p, 0, NULL, NULL);
@@ -459,24 +461,42 @@ func (b *clBackend) publish(m mem, off, n int64) error {
 	return nil
 }
 
-// syncHost makes the device's writes to host buffer m visible to the host.
-func (b *clBackend) syncHost(m mem) error {
-	if m.host == nil {
+// syncHost makes the device's writes to bytes [off, off+n) of host buffer
+// m visible to the host. Nothing for device memory.
+func (b *clBackend) syncHost(m mem, off, n int64) error {
+	if m.host == nil || n <= 0 {
 		return nil
 	}
-	if e := C.weft_cl_sync(b.q, m.h.(C.cl_mem), C.size_t(len(m.host))); e != 0 {
+	if e := C.weft_cl_sync(b.q, m.h.(C.cl_mem), C.size_t(off), C.size_t(n)); e != 0 {
 		return fmt.Errorf("gpu: OpenCL map: %w", clError(e))
 	}
 	return nil
 }
 
-// readWindow is the part of the buffer a launch reads: the packed window
-// of an unpack, the whole typed buffer of a pack.
+// readWindow and writeWindow are the parts of the buffers a launch reads
+// and writes: the packed window and the whole typed buffer (whose bytes
+// of the window the kernel does not know in one span).
 func (a launchArgs) readWindow() (mem, int64, int64) {
 	if a.unpack {
 		return a.packed, a.poff, a.nbytes
 	}
 	return a.typed, 0, int64(len(a.typed.host))
+}
+
+func (a launchArgs) writeWindow() (mem, int64, int64) {
+	if a.unpack {
+		return a.typed, 0, int64(len(a.typed.host))
+	}
+	return a.packed, a.poff, a.nbytes
+}
+
+// spanOf is the smallest window holding the blocks (offs[i], lens[i]).
+func spanOf(offs, lens []int64) (off, n int64) {
+	lo, hi := offs[0], offs[0]
+	for i, o := range offs {
+		lo, hi = min(lo, o), max(hi, o+lens[i])
+	}
+	return lo, hi - lo
 }
 
 func (b *clBackend) free(m mem) error {
@@ -539,7 +559,7 @@ func (b *clBackend) launch(f any, a launchArgs) error {
 		C.int64_t(a.poff), a.tab.h.(C.cl_mem), C.uint64_t(a.q0), C.uint64_t(a.n), &grid[0], &block[0]); e != 0 {
 		return fmt.Errorf("gpu: OpenCL launch: %w", clError(e))
 	}
-	return b.syncHost(a.written())
+	return b.syncHost(a.writeWindow())
 }
 
 // launchAsync enqueues the kernel (and the map that makes its writes to
@@ -610,16 +630,20 @@ func (b *clBackend) copies(dst, src mem, offs, lens []int64, at int64) error {
 	if len(offs) == 0 {
 		return nil
 	}
-	if err := b.publish(src, 0, int64(len(src.host))); err != nil {
+	so, sn := spanOf(offs, lens)
+	if err := b.publish(src, so, sn); err != nil {
 		return err
 	}
-	defer func() { b.syncHost(dst) }()
+	var total int64
+	for _, l := range lens {
+		total += l
+	}
 	o := cInt64s(offs, lens)
 	defer C.free(unsafe.Pointer(o))
 	if e := C.weft_cl_copies(b.q, dst.h.(C.cl_mem), src.h.(C.cl_mem), C.int64_t(at), o, (*C.int64_t)(unsafe.Add(unsafe.Pointer(o), 8*len(offs))), C.int(len(offs))); e != 0 {
 		return fmt.Errorf("gpu: clEnqueueCopyBuffer: %w", clError(e))
 	}
-	return nil
+	return b.syncHost(dst, at, total)
 }
 
 // rect is one 2-D copy: height rows of width bytes, src rows spitch apart
@@ -633,7 +657,7 @@ func (b *clBackend) rect(dst mem, doff, dpitch int64, src mem, soff, spitch, wid
 		C.size_t(spitch), C.size_t(width), C.size_t(height)); e != 0 {
 		return fmt.Errorf("gpu: clEnqueueCopyBufferRect: %w", clError(e))
 	}
-	return b.syncHost(dst)
+	return b.syncHost(dst, doff, (height-1)*dpitch+width)
 }
 
 // copyList copies lens[i] bytes from src at soffs[i] to dst at doffs[i]
@@ -642,7 +666,8 @@ func (b *clBackend) copyList(dst, src mem, doffs, soffs, lens []int64) error {
 	if len(lens) == 0 {
 		return nil
 	}
-	if err := b.publish(src, 0, int64(len(src.host))); err != nil {
+	so, sn := spanOf(soffs, lens)
+	if err := b.publish(src, so, sn); err != nil {
 		return err
 	}
 	o := cInt64s3(doffs, soffs, lens)
@@ -652,7 +677,8 @@ func (b *clBackend) copyList(dst, src mem, doffs, soffs, lens []int64) error {
 		(*C.int64_t)(unsafe.Add(unsafe.Pointer(o), 16*n)), C.int(n)); e != 0 {
 		return fmt.Errorf("gpu: clEnqueueCopyBuffer: %w", clError(e))
 	}
-	return b.syncHost(dst)
+	do, dn := spanOf(doffs, lens)
+	return b.syncHost(dst, do, dn)
 }
 
 // cInt64s3 returns C memory holding a, b and c back to back (the caller
