@@ -403,11 +403,7 @@ func (d *Device) start(ctx context.Context, pk *Buffer, poff int64, ty Typed, fr
 			return nb, nil, c.copies(pk.m, ty.Buf.m, []int64{lo + from}, []int64{nb}, poff)
 		}
 	}
-	job, err := d.chooseDMA(p, ty, from, nb, poff)
-	if err != nil {
-		return 0, nil, err
-	}
-	if job != nil { // copies the cost model (or SetMethod) prefers; synchronous
+	if job := d.chooseDMA(p, ty, from, nb, poff); job != nil { // copies the cost model (or SetMethod) prefers; synchronous
 		if job.m == MethodRect {
 			d.stats.Rects++
 		} else {

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -79,9 +80,13 @@ type costModel struct {
 	cFix, cByte float64 // one copy call; per byte copied
 	rFix, rRow  float64 // one 2-D copy call; per row (its bytes at cByte)
 	took        time.Duration
+	err         error // the calibration failed: the kernel always
 }
 
 func (c *costModel) String() string {
+	if c.err != nil {
+		return "kernel only: " + c.err.Error()
+	}
 	return fmt.Sprintf("kernel %.1fµs+%.3fns/B, copy %.1fµs+%.3fns/B, rect %.1fµs+%.1fns/row (calibrated in %v)",
 		c.kFix*1e6, c.kByte*1e9, c.cFix*1e6, c.cByte*1e9, c.rFix*1e6, c.rRow*1e9, c.took.Round(time.Microsecond))
 }
@@ -163,10 +168,11 @@ func blockJob(t *ddt.Type, base int64, count int, from, nb, poff int64) *dmaJob 
 
 // chooseDMA returns the copies that move the window [from, from+nb) of ty
 // to or from packed byte poff, when the forced method or the cost model
-// prefers them to the kernel, else nil. d.mu is held.
-func (d *Device) chooseDMA(p *Plan, ty Typed, from, nb, poff int64) (*dmaJob, error) {
+// prefers them to the kernel, else nil (a device whose copies fail to
+// calibrate always takes the kernel). d.mu is held.
+func (d *Device) chooseDMA(p *Plan, ty Typed, from, nb, poff int64) *dmaJob {
 	if _, ok := d.be.(dmaer); !ok || d.method == MethodKernel {
-		return nil, nil
+		return nil
 	}
 	first, width, pitch, _, isRect := p.rows(ty.Base, ty.Count)
 	total := p.size * int64(ty.Count)
@@ -177,24 +183,24 @@ func (d *Device) chooseDMA(p *Plan, ty Typed, from, nb, poff int64) (*dmaJob, er
 	switch d.method {
 	case MethodRect:
 		if isRect {
-			return rectJob(first, width, pitch, from, nb, poff), nil
+			return rectJob(first, width, pitch, from, nb, poff)
 		}
-		return nil, nil
+		return nil
 	case MethodBlocks:
 		if estBlocks == 0 {
-			return nil, nil
+			return nil
 		}
-		return blockJob(ty.Type, ty.Base, ty.Count, from, nb, poff), nil
+		return blockJob(ty.Type, ty.Base, ty.Count, from, nb, poff)
 	}
 	if !isRect && estBlocks == 0 {
-		return nil, nil
+		return nil
 	}
 	if d.cost == nil {
 		st := d.stats // the calibration's launches and builds are not the user's
 		c, err := d.calibrate()
 		d.stats = st
-		if err != nil {
-			return nil, err
+		if err != nil { // copies that fail to calibrate are never chosen
+			c = &costModel{cFix: math.Inf(1), rFix: math.Inf(1), err: err}
 		}
 		d.cost = c
 	}
@@ -212,11 +218,11 @@ func (d *Device) chooseDMA(p *Plan, ty Typed, from, nb, poff int64) (*dmaJob, er
 	}
 	switch best {
 	case MethodRect:
-		return rectJob(first, width, pitch, from, nb, poff), nil
+		return rectJob(first, width, pitch, from, nb, poff)
 	case MethodBlocks:
-		return blockJob(ty.Type, ty.Base, ty.Count, from, nb, poff), nil
+		return blockJob(ty.Type, ty.Base, ty.Count, from, nb, poff)
 	}
-	return nil, nil
+	return nil
 }
 
 // runDMA runs job between typed memory tm and packed memory pm.

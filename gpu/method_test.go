@@ -127,19 +127,19 @@ func TestOpenCLMethodAuto(t *testing.T) {
 		}{{rows, c.rows}, {sts, c.sts}, {vec, MethodRect}} {
 			n, _ := ddttest.Layout(x.ty, 2)
 			p, _ := PlanOf(x.ty)
-			job, err := d.chooseDMA(p, Typed{Type: x.ty, Buf: &Buffer{n: int64(n)}, Count: 2}, 0, 2*x.ty.Size(), 0)
+			job := d.chooseDMA(p, Typed{Type: x.ty, Buf: &Buffer{n: int64(n)}, Count: 2}, 0, 2*x.ty.Size(), 0)
 			got := MethodKernel
 			if job != nil {
 				got = job.m
 			}
 			if x.ty == vec { // 4096 blocks: never per-block copies
-				if got == MethodBlocks || err != nil {
-					t.Errorf("%v: %v, %v", x.ty, got, err)
+				if got == MethodBlocks {
+					t.Errorf("%v: %v", x.ty, got)
 				}
 				continue
 			}
-			if err != nil || got != x.want {
-				t.Errorf("model %v, %v: chose %v (%v), want %v", c.model, x.ty, got, err, x.want)
+			if got != x.want {
+				t.Errorf("model %v, %v: chose %v, want %v", c.model, x.ty, got, x.want)
 			}
 		}
 		d.mu.Unlock()
@@ -239,4 +239,31 @@ func mapHostCheck(t *testing.T, d *Device) {
 	if err := typed.Free(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Free after Close: %v", err)
 	}
+}
+
+// brokenDMA is the PTX simulator with copies that always fail.
+type brokenDMA struct{ *simBackend }
+
+var errBrokenDMA = errors.New("copy engine broken")
+
+func (brokenDMA) rect(dst mem, doff, dpitch int64, src mem, soff, spitch, width, height int64) error {
+	return errBrokenDMA
+}
+func (brokenDMA) copyList(dst, src mem, doffs, soffs, lens []int64) error { return errBrokenDMA }
+
+// TestMethodCalibrationFails: a device whose copies fail to calibrate
+// packs every layout by its kernel (the simulated PTX), byte for byte,
+// and says why in its cost model.
+func TestMethodCalibrationFails(t *testing.T) {
+	d := newDevice(brokenDMA{&simBackend{next: 1 << 32}})
+	d.block, d.maxGrid = 32, 3
+	r := rand.New(rand.NewPCG(6, 1))
+	deviceCheck(t, d, methodLayouts(t)[0], 5, r)
+	if d.cost == nil || !errors.Is(d.cost.err, errBrokenDMA) {
+		t.Fatalf("cost model %v, want the calibration's error", d.cost)
+	}
+	if st := d.Stats(); st.Rects != 0 || st.BlockDMA != 0 || st.Launches == 0 {
+		t.Fatalf("stats %+v: want kernels only", st)
+	}
+	t.Log(d.cost)
 }
