@@ -90,3 +90,30 @@ func DeviceTransport(c *Comm, b *gpu.Buffer) string {
 	}
 	return how
 }
+
+// ForceDevicePath forces the GPU send path of the rings made from now on:
+// "hmem" (on OpenCL, the device's mapped host memory stands in for device
+// memory registered with FI_HMEM), "staging", or "" (the probe decides).
+func ForceDevicePath(path string) {
+	if path == "" {
+		devPathOverride.Store(nil)
+	} else {
+		devPathOverride.Store(&path)
+	}
+}
+
+// ForceDeviceRecvCopy makes GPU receives unpack every piece through the
+// device's staging buffer instead of from the mapped bounce buffers.
+func ForceDeviceRecvCopy(on bool) { devRecvCopy.Store(on) }
+
+// DevicePaths reports the GPU send rings this process made for staging
+// and for hmem, and the received pieces it unpacked through the staging
+// buffer and straight from mapped bounce buffers.
+func DevicePaths() (stagingRings, hmemRings, recvCopied, recvMapped int64) {
+	s := &pathStats
+	return s.devRings[0].Load(), s.devRings[1].Load(), s.devRecv[0].Load(), s.devRecv[1].Load()
+}
+
+// DeviceDirectSends reports the contiguous GPU sends this process sent
+// straight from the user's buffer (hmem path).
+func DeviceDirectSends() int64 { return pathStats.devDirect.Load() }

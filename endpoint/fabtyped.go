@@ -62,6 +62,7 @@ const (
 // and the segment buffer's index.
 const (
 	segBit      = uint64(1) << 40
+	directBit   = uint64(1) << 42 // a segment sent from the user's GPU buffer (no ring segment)
 	ctxSlotMask = uint64(1)<<32 - 1
 )
 
@@ -69,6 +70,11 @@ const (
 // path (the tests check that each regime is reached).
 var pathStats struct {
 	eager, zeroCopy, pipeline, recvBlocks, recvUnpack atomic.Int64
+	// GPU messages: rings made for staging [0] and for hmem [1]; pieces
+	// unpacked through the staging buffer [0] and straight from the
+	// mapped bounce buffers [1].
+	devRings, devRecv [2]atomic.Int64
+	devDirect         atomic.Int64 // contiguous GPU sends from the user's buffer
 }
 
 // maxReadsInFlight bounds the RMA reads one rendezvous receive keeps
@@ -609,6 +615,12 @@ type pipeSend struct {
 	ring     *devRing
 	enq      int
 	inflight []devSeg
+	// A contiguous GPU send on an hmem ring goes straight from the
+	// user's buffer, registered for the message (direct, from directAddr
+	// with directDesc); directTried once that was decided.
+	direct, directTried bool
+	directAddr          uint64
+	directDesc          fabric.Desc
 }
 
 // pipeCtrl handles a pipeline control message: a CTS for one of v's
@@ -720,7 +732,9 @@ func (v *vci) pumpAll() {
 // segDone handles the send completion (or error) of one pipeline segment.
 func (v *vci) segDone(r *Request, ctx uint64, err error) {
 	if r.reqExt != nil && r.pipe != nil && r.pipe.ring != nil {
-		r.pipe.ring.free = append(r.pipe.ring.free, int(ctx>>32&0xff))
+		if ctx&directBit == 0 {
+			r.pipe.ring.free = append(r.pipe.ring.free, int(ctx>>32&0xff))
+		}
 	} else {
 		v.segFree = append(v.segFree, int(ctx>>32&0xff))
 	}

@@ -17,7 +17,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/weft-hpc/weft/errs"
 	"github.com/weft-hpc/weft/fabric"
@@ -100,7 +102,7 @@ func (c *Comm) IrecvDevice(dst gpu.Typed, src, tag int) (*Request, error) {
 	if n == 0 {
 		return c.irecv(nil, src, tag, c.ctx)
 	}
-	return c.irecvReq(nil, src, tag, c.ctx, false, &typedRecv{dev: &dst, count: dst.Count, t: dst.Type, n: n})
+	return c.irecvReq(nil, src, tag, c.ctx, false, &typedRecv{dev: &dst, rx: c.v, count: dst.Count, t: dst.Type, n: n})
 }
 
 // SendDevice sends src to dest (see IsendDevice) and returns once its
@@ -128,6 +130,11 @@ type devRing struct {
 	size int // payload bytes per segment
 	hl   int // bytes reserved in front of each segment's payload (v.hdrLen)
 	free []int
+	// hmem: the ring is device memory registered with FI_HMEM
+	// (RegisterDevice) at device address addr; segments are sent from
+	// there (no header in front: hl is 0).
+	hmem bool
+	addr uint64
 }
 
 // seg returns segment i: hl reserved bytes, then size bytes of payload.
@@ -135,6 +142,9 @@ func (g *devRing) seg(i int) []byte {
 	n := g.hl + g.size
 	return g.buf.Bytes()[i*n : (i+1)*n : (i+1)*n]
 }
+
+// segAddr is the address of segment i's payload in an hmem ring.
+func (g *devRing) segAddr(i int) uint64 { return g.addr + uint64(i*(g.hl+g.size)+g.hl) }
 
 // devSeg is one segment of a pipelined GPU send whose kernel was started.
 type devSeg struct {
@@ -153,23 +163,23 @@ func (v *vci) ensureDevRing(d *gpu.Device) *devRing {
 	if v.dom == nil || !v.ensureSegs() {
 		return nil
 	}
-	if v.log.IsDebug() {
-		v.log.Debug("GPU messages", "device", d, "transport", v.hmemProbe(d))
-	}
 	depth := len(v.segs)
-	hl := v.hdrLen() // the match header goes in front of each segment (sendFramed)
-	b, err := d.AllocHost(int64((hl + v.segSize) * depth))
-	if err != nil {
-		v.log.Warn("no pinned host ring on the GPU; staging through the device's buffer", "device", d, "err", err)
-		return nil
+	g := v.hmemRing(d, depth)
+	if g == nil {
+		hl := v.hdrLen() // the match header goes in front of each segment (sendFramed)
+		b, err := d.AllocHost(int64((hl + v.segSize) * depth))
+		if err != nil {
+			v.log.Warn("no pinned host ring on the GPU; staging through the device's buffer", "device", d, "err", err)
+			return nil
+		}
+		mr, err := v.dom.Register(b.Bytes(), fabric.AccessSend)
+		if err != nil {
+			b.Free()
+			v.log.Warn("cannot register the GPU's pinned host ring; staging through the device's buffer", "device", d, "err", err)
+			return nil
+		}
+		g = &devRing{buf: b, mr: mr, size: v.segSize, hl: hl}
 	}
-	mr, err := v.dom.Register(b.Bytes(), fabric.AccessSend)
-	if err != nil {
-		b.Free()
-		v.log.Warn("cannot register the GPU's pinned host ring; staging through the device's buffer", "device", d, "err", err)
-		return nil
-	}
-	g := &devRing{buf: b, mr: mr, size: v.segSize, hl: hl}
 	for i := range depth {
 		g.free = append(g.free, i)
 	}
@@ -178,6 +188,81 @@ func (v *vci) ensureDevRing(d *gpu.Device) *devRing {
 	}
 	v.devRings[d] = g
 	return g
+}
+
+// devPathOverride forces the GPU send path of the rings made from now on:
+// "hmem" or "staging" (tests; nil: the probe decides). Forced "hmem" on a
+// device whose memory has no FI_HMEM interface here (OpenCL) stands the
+// device's mapped host memory, registered as host memory, in for device
+// memory, so that the hmem send path runs without a GPU.
+var devPathOverride atomic.Pointer[string]
+
+// hmemRing returns a ring of depth segments in device memory registered
+// with the provider (FI_HMEM), when the provider grants FI_HMEM for the
+// device's memory and the endpoint carries the match word as CQ data (a
+// header in front of each segment would have to be written into device
+// memory); else nil and the caller stages through pinned host memory.
+func (v *vci) hmemRing(d *gpu.Device, depth int) *devRing {
+	force := ""
+	if p := devPathOverride.Load(); p != nil {
+		force = *p
+	}
+	n := int64(v.segSize * depth)
+	if force == "hmem" {
+		if g := v.standInRing(d, n); g != nil {
+			pathStats.devRings[1].Add(1)
+			return g
+		}
+	}
+	why := ""
+	switch {
+	case force == "staging":
+		why = "staging: forced"
+	case v.hdr:
+		why = "staging: the match word travels in a header in front of each segment"
+	case d.Kind() != "cuda":
+		why = "staging: " + d.Kind() + " memory has no FI_HMEM interface here"
+	}
+	if why != "" {
+		v.log.Debug("GPU messages", "device", d, "transport", why)
+		pathStats.devRings[0].Add(1)
+		return nil
+	}
+	b, err := d.Alloc(n)
+	if err != nil {
+		v.log.Debug("GPU messages", "device", d, "transport", "staging: "+err.Error())
+		pathStats.devRings[0].Add(1)
+		return nil
+	}
+	how, mr := v.deviceTransport(b)
+	v.log.Debug("GPU messages", "device", d, "transport", how)
+	if mr == nil {
+		b.Free()
+		pathStats.devRings[0].Add(1)
+		return nil
+	}
+	ptr, _, _ := b.CUDAPointer()
+	pathStats.devRings[1].Add(1)
+	return &devRing{buf: b, mr: mr, size: v.segSize, hmem: true, addr: ptr}
+}
+
+// standInRing is the forced hmem ring of a device whose memory has no
+// FI_HMEM interface: its mapped host memory, registered as host memory
+// and sent from by address as device memory is.
+func (v *vci) standInRing(d *gpu.Device, n int64) *devRing {
+	if v.hdr {
+		return nil
+	}
+	b, err := d.AllocHost(n)
+	if err != nil {
+		return nil
+	}
+	mr, err := v.dom.Register(b.Bytes(), fabric.AccessSend)
+	if err != nil {
+		b.Free()
+		return nil
+	}
+	return &devRing{buf: b, mr: mr, size: v.segSize, hmem: true, addr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b.Bytes()))))}
 }
 
 // closeDevRings deregisters and frees v's device rings (a device closed
@@ -191,7 +276,60 @@ func (v *vci) closeDevRings() error {
 		}
 		delete(v.devRings, d)
 	}
+	for d, m := range v.devMaps {
+		if m != nil {
+			if err := m.Free(); err != nil && !errors.Is(err, gpu.ErrClosed) {
+				out = append(out, err)
+			}
+		}
+		delete(v.devMaps, d)
+	}
 	return errors.Join(out...)
+}
+
+// devRecvCopy forces the receive fallback (each piece copied into the
+// device's staging buffer) instead of unpacking from the mapped bounce
+// buffers (tests).
+var devRecvCopy atomic.Bool
+
+// devUnpackRx unpacks piece, the stream's bytes from off, into GPU data:
+// straight from v's bounce buffers, mapped into the device (MapHost: no
+// host copy), when piece lies in them and the device can map them; else
+// through the device's staging buffer.
+func (v *vci) devUnpackRx(t *gpu.Typed, off int, piece []byte) error {
+	d := t.Buf.Device()
+	if v.bounce == nil || devRecvCopy.Load() {
+		pathStats.devRecv[0].Add(1)
+		return devUnpack(t, off, piece)
+	}
+	all := v.bounce.Bytes()
+	if !within(piece, all) {
+		pathStats.devRecv[0].Add(1)
+		return devUnpack(t, off, piece)
+	}
+	m, ok := v.devMaps[d]
+	if !ok {
+		var err error
+		if m, err = d.MapHost(all); err != nil {
+			v.log.Debug("cannot map the bounce buffers into the GPU; unpacking through its staging buffer", "device", d, "err", err)
+			m = nil
+		}
+		if v.devMaps == nil {
+			v.devMaps = map[*gpu.Device]*gpu.Buffer{}
+		}
+		v.devMaps[d] = m
+	}
+	if m == nil {
+		pathStats.devRecv[0].Add(1)
+		return devUnpack(t, off, piece)
+	}
+	at := int64(uintptr(unsafe.Pointer(unsafe.SliceData(piece))) - uintptr(unsafe.Pointer(unsafe.SliceData(all))))
+	pathStats.devRecv[1].Add(1)
+	n, err := d.Unpack(context.Background(), *t, m, at, int64(off), int64(len(piece)))
+	if err == nil && n != int64(len(piece)) {
+		err = fmt.Errorf("unpacked %d of %d bytes: %w", n, len(piece), errs.ErrOutOfRange)
+	}
+	return err
 }
 
 // pumpDev drives pipelined GPU send r: it starts the pack kernels of the
@@ -204,6 +342,14 @@ func (v *vci) pumpDev(r *Request) {
 		return
 	}
 	g, d := p.ring, p.u.dev.Buf.Device()
+	if g.hmem && !p.directTried {
+		p.directTried = true
+		v.startDirect(r)
+	}
+	if p.direct {
+		v.pumpDirect(r)
+		return
+	}
 	for p.enq < p.want {
 		n := len(g.free)
 		if n == 0 {
@@ -234,7 +380,12 @@ func (v *vci) pumpDev(r *Request) {
 		if !done {
 			return
 		}
-		err = v.sendFramed(g.seg(s.idx)[:g.hl+s.n], g.mr.Desc(), data, r.qdest, v.handle(r)|segBit|uint64(s.idx)<<32)
+		ctx := v.handle(r) | segBit | uint64(s.idx)<<32
+		if g.hmem { // from device memory (FI_HMEM); no header in front
+			err = v.ep.SendDataDevice(g.segAddr(s.idx), s.n, g.mr.Desc(), data, r.qdest, ctx)
+		} else {
+			err = v.sendFramed(g.seg(s.idx)[:g.hl+s.n], g.mr.Desc(), data, r.qdest, ctx)
+		}
 		if errors.Is(err, fabric.ErrAgain) {
 			if p.stalled.IsZero() {
 				p.stalled = time.Now()
@@ -257,6 +408,71 @@ func (v *vci) pumpDev(r *Request) {
 	}
 }
 
+// startDirect registers the user's buffer of contiguous GPU send r for
+// the message (FI_HMEM; the stand-in's host registration when the hmem
+// path is forced on memory without an interface), so that its segments go
+// straight from there (pumpDirect); the registration is r's until its
+// sends complete. Nothing changes when that cannot be done: the segments
+// are then copied into the hmem ring on the device.
+func (v *vci) startDirect(r *Request) {
+	p := r.pipe
+	lo, ok, err := p.u.dev.Contiguous()
+	if err != nil || !ok {
+		return
+	}
+	b := p.u.dev.Buf
+	var mr *fabric.MR
+	var addr uint64
+	if ptr, _, isCUDA := b.CUDAPointer(); isCUDA {
+		how, m := v.deviceTransport(b)
+		if m == nil {
+			v.log.Debug("contiguous GPU send copied into the hmem ring", "why", how)
+			return
+		}
+		mr, addr = m, ptr
+	} else if f := devPathOverride.Load(); f != nil && *f == "hmem" && b.Bytes() != nil {
+		m, err := v.dom.Register(b.Bytes(), fabric.AccessSend)
+		if err != nil {
+			return
+		}
+		mr, addr = m, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b.Bytes()))))
+	} else {
+		return
+	}
+	r.mrs = append(r.mrs, mr)
+	p.direct, p.directAddr, p.directDesc = true, addr+uint64(lo), mr.Desc()
+	pathStats.devDirect.Add(1)
+}
+
+// pumpDirect posts the segments of contiguous GPU send r straight from
+// the user's registered buffer, at most the ring's depth in flight.
+func (v *vci) pumpDirect(r *Request) {
+	p, g := r.pipe, r.pipe.ring
+	data := ctrlBit | rtsBit | pipeDataBit | (r.seq&pipeSeqMask)<<pipeTokBits | p.token&pipeTokMask
+	for p.off < p.want && r.pending < len(v.segs) { // as many in flight as the ring has segments
+		k := min(g.size, p.want-p.off)
+		err := v.ep.SendDataDevice(p.directAddr+uint64(p.off), k, p.directDesc, data, r.qdest, v.handle(r)|segBit|directBit)
+		if errors.Is(err, fabric.ErrAgain) {
+			if p.stalled.IsZero() {
+				p.stalled = time.Now()
+			} else if time.Since(p.stalled) > v.timeout {
+				v.finish(r, fmt.Errorf("endpoint: pipelined send to rank %d: queue stayed full for %v: %w", r.qrank, v.timeout, err))
+			}
+			return
+		}
+		if err != nil {
+			v.finish(r, fmt.Errorf("endpoint: pipelined send to rank %d: %w", r.qrank, err))
+			return
+		}
+		p.stalled = time.Time{}
+		p.off += k
+		r.pending++
+	}
+	if p.off == p.want && r.pending == 0 {
+		v.finish(r, nil)
+	}
+}
+
 // failDev finishes GPU send r with err, once the kernels it started have
 // completed (their segments go back to the ring).
 func (v *vci) failDev(r *Request, err error) {
@@ -272,21 +488,6 @@ func (p *pipeSend) drain() {
 		p.ring.free = append(p.ring.free, s.idx)
 	}
 	p.inflight = nil
-}
-
-// hmemProbe says how v would move memory of device d (a small probe
-// allocation: device memory is registered by the buffer).
-func (v *vci) hmemProbe(d *gpu.Device) string {
-	b, err := d.Alloc(4096)
-	if err != nil {
-		return "staging: " + err.Error()
-	}
-	defer b.Free()
-	how, mr := v.deviceTransport(b)
-	if mr != nil {
-		mr.Close()
-	}
-	return how
 }
 
 // hmemProviders caches fabric.HMEMSupported per provider name.

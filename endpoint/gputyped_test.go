@@ -141,6 +141,7 @@ type gpuRegime struct {
 func TestDeviceTypedPair(t *testing.T) {
 	d := openCLDevice(t)
 	defer d.Close()
+	d.SetMethod(gpu.MethodKernel)                 // the kernel pipeline, whatever the cost model would choose
 	t.Setenv(endpoint.EnvNodeTransport, "fabric") // libfabric's typed paths, not the node transport's
 	defer endpoint.ForceMatchHeader(false)
 	for _, hdr := range []bool{false, true} {
@@ -317,6 +318,100 @@ func TestDeviceHMEMFallback(t *testing.T) {
 	}
 }
 
+// TestDevicePaths: each GPU path, forced, moves every byte (every regime,
+// GPU→GPU, GPU→host, host→GPU, guard bytes), and the counters prove
+// which ran: the hmem send path (the ring sent from by address, as device
+// memory registered with FI_HMEM is; on pocl the device's mapped host
+// memory stands in for it) with the measured copy choice, then the
+// staging ring with receives through the staging buffer (the fallback
+// when nothing can be mapped). Where HMEM is refused (shm with OpenCL
+// memory) an unforced ring stages.
+func TestDevicePaths(t *testing.T) {
+	d := openCLDevice(t)
+	defer d.Close()
+	t.Setenv(endpoint.EnvNodeTransport, "fabric")
+	defer endpoint.ForceDevicePath("")
+	defer endpoint.ForceDeviceRecvCopy(false)
+	for _, c := range []struct {
+		path   string
+		copied bool
+	}{{"hmem", false}, {"staging", true}, {"", false}} {
+		endpoint.ForceDevicePath(c.path)
+		endpoint.ForceDeviceRecvCopy(c.copied)
+		s0, h0, c0, m0 := endpoint.DevicePaths()
+		a, b, ctx := singletonPair(t)
+		devicePair(t, ctx, d, a, b)
+		s1, h1, c1, m1 := endpoint.DevicePaths()
+		t.Logf("%q: rings staging %d hmem %d, pieces copied %d mapped %d", c.path, s1-s0, h1-h0, c1-c0, m1-m0)
+		wantHMEM := c.path == "hmem"
+		if (h1 > h0) != wantHMEM || (s1 > s0) == wantHMEM {
+			t.Fatalf("%q: rings staging %d→%d, hmem %d→%d", c.path, s0, s1, h0, h1)
+		}
+		if c.copied && (m1 != m0 || c1 == c0) || !c.copied && m1 == m0 {
+			t.Fatalf("%q: pieces copied %d→%d, mapped %d→%d", c.path, c0, c1, m0, m1)
+		}
+		// A contiguous message from mapped host memory of the device (the
+		// stand-in has an address): on the hmem path its segments go
+		// straight from the user's buffer, registered for the message.
+		seg, _, _ := endpoint.PipeRing(a)
+		buf, err := d.AllocHost(int64(3*seg + 100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range buf.Bytes() {
+			buf.Bytes()[i] = byte(i*5 + 1)
+		}
+		dir0 := endpoint.DeviceDirectSends()
+		got := make([]byte, len(buf.Bytes()))
+		errc := make(chan error, 1)
+		go func() {
+			errc <- a.SendDevice(ctx, gpu.Typed{Type: ddt.Byte, Buf: buf, Count: len(got)}, b.Rank(), 4)
+		}()
+		if _, err := b.Recv(ctx, got, a.Rank(), 4); err != nil || <-errc != nil {
+			t.Fatalf("%q: contiguous GPU message: %v", c.path, err)
+		}
+		if !bytes.Equal(got, buf.Bytes()) {
+			t.Fatalf("%q: contiguous GPU message: bytes differ", c.path)
+		}
+		if dir := endpoint.DeviceDirectSends() - dir0; (dir == 1) != wantHMEM {
+			t.Fatalf("%q: %d sends straight from the user's buffer", c.path, dir)
+		}
+		buf.Free()
+	}
+}
+
+// TestDeviceClosedFirst: a GPU device closed before the endpoints that
+// sent and received with it leaves nothing allocated on it (the send ring
+// and the mapped bounce buffers are freed with the device), and the
+// endpoints close cleanly afterwards.
+func TestDeviceClosedFirst(t *testing.T) {
+	d := openCLDevice(t)
+	t.Setenv(endpoint.EnvNodeTransport, "fabric")
+	a, b, ctx := singletonPair(t)
+	st, rt := gpuLayouts(t)
+	seg, _, _ := endpoint.PipeRing(a)
+	count := 3 * seg / int(st.Size())
+	src, stream := gpuSource(t, d, st, count, 1)
+	dst, check := gpuDest(t, d, rt, count)
+	errc := make(chan error, 1)
+	go func() { errc <- a.SendDevice(ctx, src, b.Rank(), 3) }()
+	if _, err := b.RecvDevice(ctx, dst, a.Rank(), 3); err != nil || <-errc != nil {
+		t.Fatalf("GPU message: %v", err)
+	}
+	if err := check(stream); err != nil {
+		t.Fatal(err)
+	}
+	if n := d.Stats().Buffers; n < 4 { // source, destination, ring, mapped bounce buffers
+		t.Fatalf("%d live buffers on the device, want the ring and the mapping among them", n)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := d.Stats().Buffers; n != 0 {
+		t.Fatalf("%d buffers left on the closed device", n)
+	}
+}
+
 // TestDeviceTypedCUDA: the pair test's messages from and into CUDA device
 // memory (every regime, byte for byte with guard bytes), on a machine
 // with an NVIDIA GPU (make gpu-check); the pipeline's packs are stream
@@ -331,17 +426,27 @@ func TestDeviceTypedCUDA(t *testing.T) {
 	}
 	defer d.Close()
 	t.Setenv(endpoint.EnvNodeTransport, "fabric")
+	d.SetMethod(gpu.MethodKernel)
 	a, b, ctx := singletonPair(t)
 	devicePair(t, ctx, d, a, b)
 	if s := d.Stats(); s.Async == 0 {
 		t.Fatalf("no stream launch: %+v", s)
 	}
+	// The measured choice (kernel or copies) and the zero-copy receive.
+	d.SetMethod(gpu.MethodAuto)
+	_, _, _, mapped := endpoint.DevicePaths()
+	devicePair(t, ctx, d, a, b)
+	if _, _, _, m := endpoint.DevicePaths(); m == mapped {
+		t.Fatal("no piece was unpacked from the mapped bounce buffers")
+	}
+	t.Logf("after the auto pass: %+v", d.Stats())
 	buf, err := d.Alloc(4096)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer buf.Free()
-	t.Logf("CUDA memory on shm: %s", endpoint.DeviceTransport(a, buf))
+	st, hm, cp, mp := endpoint.DevicePaths()
+	t.Logf("CUDA memory on shm: %s; rings staging %d hmem %d; pieces copied %d mapped %d", endpoint.DeviceTransport(a, buf), st, hm, cp, mp)
 }
 
 // devicePair sends from GPU memory of d to GPU memory (and GPU→host,

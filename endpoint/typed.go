@@ -41,13 +41,18 @@ type typedRecv struct {
 	// layout only for the type-signature check.
 	sigOnly bool
 	// dev: the layout is count elements of t in GPU memory
-	// (gputyped.go), not buf.
+	// (gputyped.go), not buf; rx the endpoint that receives into it
+	// (its bounce buffers are mapped into the device).
 	dev *gpu.Typed
+	rx  *vci
 }
 
 // unpack unpacks piece, the stream's bytes from off, into the layout.
 func (u *typedRecv) unpack(off int, piece []byte) error {
 	if u.dev != nil {
+		if u.rx != nil {
+			return u.rx.devUnpackRx(u.dev, off, piece)
+		}
 		return devUnpack(u.dev, off, piece)
 	}
 	if u.parts == nil {

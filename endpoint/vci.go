@@ -138,7 +138,8 @@ type vci struct {
 	// (fabtyped.go), and the pipelined sends in progress
 	segBuf    *fabric.Buffer
 	segDesc   fabric.Desc
-	devRings  map[*gpu.Device]*devRing // GPU sends' segment rings (gputyped.go)
+	devRings  map[*gpu.Device]*devRing    // GPU sends' segment rings (gputyped.go)
+	devMaps   map[*gpu.Device]*gpu.Buffer // the bounce buffers mapped into each GPU (nil: cannot)
 	segSize   int
 	segs      [][]byte
 	segFree   []int
@@ -306,10 +307,10 @@ func (v *vci) closeFabric() error {
 	if v.cq != nil {
 		errs = append(errs, v.cq.Close())
 	}
+	errs = append(errs, v.closeDevRings()) // unmaps the bounce buffers from the GPUs first
 	if v.bounce != nil {
 		errs = append(errs, v.bounce.Close())
 	}
-	errs = append(errs, v.closeDevRings())
 	if v.segBuf != nil {
 		errs = append(errs, v.segBuf.Close())
 		v.segBuf, v.segs, v.segFree = nil, nil, nil

@@ -177,6 +177,21 @@ func (e *Endpoint) SendData(buf []byte, desc Desc, data uint64, dest Addr, ctx u
 	return opErr(opSendData, C.weft_senddata(C.uintptr_t(e.fid), ptr(buf), C.size_t(len(buf)), C.uintptr_t(desc), C.uint64_t(data), C.uint64_t(dest), C.uint64_t(ctx)))
 }
 
+// SendDataDevice posts a send of n bytes at address addr with 64 bits of
+// remote CQ data, from memory that is not Go's: device memory registered
+// with Domain.RegisterDevice (desc), which the provider reads itself
+// (FI_HMEM), or C/mmap memory. The memory must stay valid until the send
+// completes.
+func (e *Endpoint) SendDataDevice(addr uint64, n int, desc Desc, data uint64, dest Addr, ctx uint64) error {
+	if e.closed.Load() {
+		return closeds[opSendData]
+	}
+	if addr == 0 || n < 0 {
+		return fmt.Errorf("fabric: SendDataDevice(%#x, %d): %w", addr, n, ErrInvalid)
+	}
+	return opErr(opSendData, C.weft_senddata_at(C.uintptr_t(e.fid), C.uint64_t(addr), C.size_t(n), C.uintptr_t(desc), C.uint64_t(data), C.uint64_t(dest), C.uint64_t(ctx)))
+}
+
 // Recv posts a message receive from src (AddrUnspec = any source).
 func (e *Endpoint) Recv(buf []byte, desc Desc, src Addr, ctx uint64) error {
 	if e.closed.Load() {

@@ -1,9 +1,12 @@
 package fabric
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"testing"
+	"time"
+	"unsafe"
 )
 
 // openDomain opens a domain of provider prov (skips when it is absent).
@@ -63,4 +66,49 @@ func TestHMEMCapability(t *testing.T) {
 		t.Fatalf("RegisterDevice of CUDA memory on shm without a GPU: %v, want ErrNotSupported", err)
 	}
 	t.Logf("shm without a GPU: %v", err)
+}
+
+// TestSendDataDevice sends from memory named by its address (what device
+// memory registered with RegisterDevice is sent as; here the domain's mmap
+// memory, registered as host memory) with CQ data, over shm; bad
+// addresses and closed endpoints are errors.
+func TestSendDataDevice(t *testing.T) {
+	p := newPair(t, Hints{Provider: "shm", Caps: CapMsg})
+	buf, err := p.dom.Alloc(8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Close()
+	src, dst := buf.Bytes()[:4096], buf.Bytes()[4096:]
+	for i := range src {
+		src[i] = byte(i * 7)
+	}
+	if err := p.b.ep.Recv(dst, buf.Desc(), AddrUnspec, 2); err != nil {
+		t.Fatal(err)
+	}
+	addr := uint64(uintptr(unsafe.Pointer(&src[100])))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := p.a.ep.SendDataDevice(addr, 1000, buf.Desc(), 0xfeed, p.a.addr[1], 1)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrAgain) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		drain(p.a.cq) // progress (shm connects the pair)
+		drain(p.b.cq)
+	}
+	mustComp(t, p.a.cq, p.b.cq)
+	c := mustComp(t, p.b.cq, p.a.cq)
+	if c.Len != 1000 || c.Data != 0xfeed || !bytes.Equal(dst[:1000], src[100:1100]) {
+		t.Fatalf("received %d bytes, data %#x, equal %v", c.Len, c.Data, bytes.Equal(dst[:1000], src[100:1100]))
+	}
+	if err := p.a.ep.SendDataDevice(0, 8, buf.Desc(), 0, p.a.addr[1], 1); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("address 0: %v, want ErrInvalid", err)
+	}
+	p.a.ep.Close()
+	if err := p.a.ep.SendDataDevice(addr, 8, buf.Desc(), 0, p.a.addr[1], 1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("closed endpoint: %v, want ErrClosed", err)
+	}
 }

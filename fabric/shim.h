@@ -161,6 +161,11 @@ uint64_t weft_cntr_spin(uintptr_t cntr, uint64_t threshold, int spins, int pace)
 
 ssize_t weft_send(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t dest, uint64_t ctx);
 ssize_t weft_senddata(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t data, uint64_t dest, uint64_t ctx);
+// weft_senddata_at sends from an address that is not Go's (device memory).
+static inline ssize_t weft_senddata_at(uintptr_t ep, uint64_t addr, size_t len, uintptr_t desc, uint64_t data,
+		uint64_t dest, uint64_t ctx) {
+	return weft_senddata(ep, (void *)(uintptr_t)addr, len, desc, data, dest, ctx);
+}
 ssize_t weft_recv(uintptr_t ep, void *buf, size_t len, uintptr_t desc, uint64_t src, uint64_t ctx);
 ssize_t weft_inject(uintptr_t ep, void *buf, size_t len, uint64_t dest);
 ssize_t weft_injectdata(uintptr_t ep, void *buf, size_t len, uint64_t data, uint64_t dest);

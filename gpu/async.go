@@ -173,6 +173,22 @@ func (b *Buffer) CUDAPointer() (ptr uint64, device int, ok bool) {
 	return b.m.addr, b.d.ordinal, true
 }
 
+// Contiguous reports whether the Count elements of t are one run of bytes
+// of t.Buf (a contiguous type, or one element without gaps), and at which
+// byte of the buffer the run starts: such data needs no pack, a NIC can
+// send it from where it is. Errors are Check's.
+func (t Typed) Contiguous() (off int64, ok bool, err error) {
+	if _, err := t.Check(); err != nil {
+		return 0, false, err
+	}
+	p, err := PlanOf(t.Type)
+	if err != nil {
+		return 0, false, err
+	}
+	off, ok = p.contiguous(t.Base, t.Count)
+	return off, ok, nil
+}
+
 // Check validates t the way Pack does before anything moves: a committed
 // type with a GPU kernel, a live buffer, Count elements within it; it
 // returns the size of their packed stream. Errors: errs.ErrInvalid (no

@@ -37,6 +37,7 @@ func benchDevice(b *testing.B) *Device {
 	if err != nil {
 		b.Fatal(err)
 	}
+	d.method = MethodKernel // "auto" sub-benchmarks choose the cost model
 	return d
 }
 
@@ -222,6 +223,20 @@ func BenchmarkLayouts(b *testing.B) {
 			})
 		}
 		run("kernel", func() error { _, err := d.Pack(ctx, packed, 0, src, 0, size); return err })
+		// The cost model's choice (calibrated on the first pack), through
+		// Pack as messages use it.
+		d.SetMethod(MethodAuto)
+		before := d.Stats()
+		run("auto", func() error { _, err := d.Pack(ctx, packed, 0, src, 0, size); return err })
+		after := d.Stats()
+		chose := MethodKernel
+		if after.Rects > before.Rects {
+			chose = MethodRect
+		} else if after.BlockDMA > before.BlockDMA {
+			chose = MethodBlocks
+		}
+		b.Logf("%s: the cost model chose %v (%v)", l.name, chose, d.cost)
+		d.SetMethod(MethodKernel)
 		if disp, w, pitch, h, ok := p.twoD(); ok {
 			run("copy2d", func() error { return dma.copy2D(packed.m, w, typed.m, base+disp, pitch, w, h) })
 			if w%8 == 0 && pitch%8 == 0 && (base+disp)%8 == 0 {

@@ -137,11 +137,13 @@ static cl_int weft_cl_write(cl_command_queue q, cl_mem m, size_t off, size_t n, 
 static cl_int weft_cl_read(cl_command_queue q, cl_mem m, size_t off, size_t n, void *p) {
 	return weft_cl.EnqueueReadBuffer(q, m, 1, off, n, p, 0, NULL, NULL);
 }
-// weft_cl_sync makes the device's writes to a host buffer visible to the
-// host (a blocking map and unmap; no copy where memory is shared).
-static cl_int weft_cl_sync(cl_command_queue q, cl_mem m, size_t n) {
+// weft_cl_sync makes the device's writes to bytes [off, off+n) of a host
+// buffer visible to the host (a blocking map and unmap of that window; no
+// copy where memory is shared). Only the window: the rest of the buffer
+// may be the host's (a NIC writing another segment).
+static cl_int weft_cl_sync(cl_command_queue q, cl_mem m, size_t off, size_t n) {
 	cl_int e = 0;
-	void *p = weft_cl.EnqueueMapBuffer(q, m, 1, 1, 0, n, 0, NULL, NULL, &e); // CL_MAP_READ
+	void *p = weft_cl.EnqueueMapBuffer(q, m, 1, 1, off, n, 0, NULL, NULL, &e); // CL_MAP_READ
 	if (e != 0)
 		return e;
 	e = weft_cl.EnqueueUnmapMemObject(q, m, p, 0, NULL, NULL);
@@ -270,6 +272,34 @@ static cl_int weft_cl_copies(cl_command_queue q, cl_mem dst, cl_mem src, int64_t
 	}
 	return weft_cl.Finish(q);
 }
+// weft_cl_publish hands the host's writes to [off, off+n) of a
+// CL_MEM_USE_HOST_PTR buffer to the device before a command reads them: a
+// map for writing that invalidates the region (no copy back) and its
+// unmap, enqueued (the queue is in order).
+static cl_int weft_cl_publish(cl_command_queue q, cl_mem m, size_t off, size_t n) {
+	cl_int e = 0;
+	void *p = weft_cl.EnqueueMapBuffer(q, m, 0, 1 << 2, off, n, 0, NULL, NULL, &e); // CL_MAP_WRITE_INVALIDATE_REGION
+	if (e != 0)
+		return e;
+	return weft_cl.EnqueueUnmapMemObject(q, m, p, 0, NULL, NULL);
+}
+// The measured choice's DMA (method.go): a list of copies and one
+// rectangular copy, between any two buffers, at any offsets.
+static cl_int weft_cl_copylist(cl_command_queue q, cl_mem dst, cl_mem src, const int64_t *doffs, const int64_t *soffs,
+		const int64_t *lens, int n) {
+	for (int i = 0; i < n; i++) {
+		cl_int e = weft_cl.EnqueueCopyBuffer(q, src, dst, soffs[i], doffs[i], lens[i], 0, NULL, NULL);
+		if (e != 0)
+			return e;
+	}
+	return weft_cl.Finish(q);
+}
+static cl_int weft_cl_rect(cl_command_queue q, cl_mem dst, size_t doff, size_t dpitch, cl_mem src, size_t soff,
+		size_t spitch, size_t width, size_t height) {
+	size_t so[3] = {soff % spitch, soff / spitch, 0}, dO[3] = {doff % dpitch, doff / dpitch, 0}, region[3] = {width, height, 1};
+	cl_int e = weft_cl.EnqueueCopyBufferRect(q, src, dst, so, dO, region, spitch, 0, dpitch, 0, 0, NULL, NULL);
+	return e ? e : weft_cl.Finish(q);
+}
 static cl_int weft_cl_copy2d(cl_command_queue q, cl_mem dst, size_t dpitch, cl_mem src, size_t soff, size_t spitch,
 		size_t width, size_t height) {
 	size_t so[3] = {soff % spitch, soff / spitch, 0}, dz[3] = {0, 0, 0}, region[3] = {width, height, 1};
@@ -348,6 +378,9 @@ type clBackend struct {
 	name  string
 	progs []clProg
 	host  map[C.cl_mem]unsafe.Pointer
+	// published counts the windows of host memory handed to the device
+	// before a command read them (publish; tests).
+	published int64
 }
 
 type clProg struct {
@@ -404,10 +437,72 @@ func (b *clBackend) alloc(n int64, host bool) (mem, error) {
 	return out, nil
 }
 
+// mapHost wraps p (C or mmap memory) in a CL_MEM_USE_HOST_PTR buffer.
+func (b *clBackend) mapHost(p []byte) (mem, error) {
+	var e C.cl_int
+	m := C.weft_cl_alloc(b.ctx, C.size_t(len(p)), unsafe.Pointer(unsafe.SliceData(p)), &e)
+	if e != 0 {
+		return mem{}, fmt.Errorf("gpu: OpenCL buffer over %d bytes of host memory: %w", len(p), clError(e))
+	}
+	return mem{h: m, host: p, borrowed: true}, nil
+}
+
+// publish hands the host's writes to bytes [off, off+n) of host buffer m
+// to the device before the next command reads them (a map for writing
+// and its unmap, enqueued). Nothing for device memory.
+func (b *clBackend) publish(m mem, off, n int64) error {
+	if m.host == nil || n <= 0 {
+		return nil
+	}
+	if e := C.weft_cl_publish(b.q, m.h.(C.cl_mem), C.size_t(off), C.size_t(n)); e != 0 {
+		return fmt.Errorf("gpu: OpenCL map for writing: %w", clError(e))
+	}
+	b.published++
+	return nil
+}
+
+// syncHost makes the device's writes to bytes [off, off+n) of host buffer
+// m visible to the host. Nothing for device memory.
+func (b *clBackend) syncHost(m mem, off, n int64) error {
+	if m.host == nil || n <= 0 {
+		return nil
+	}
+	if e := C.weft_cl_sync(b.q, m.h.(C.cl_mem), C.size_t(off), C.size_t(n)); e != 0 {
+		return fmt.Errorf("gpu: OpenCL map: %w", clError(e))
+	}
+	return nil
+}
+
+// readWindow and writeWindow are the parts of the buffers a launch reads
+// and writes: the packed window and the whole typed buffer (whose bytes
+// of the window the kernel does not know in one span).
+func (a launchArgs) readWindow() (mem, int64, int64) {
+	if a.unpack {
+		return a.packed, a.poff, a.nbytes
+	}
+	return a.typed, 0, int64(len(a.typed.host))
+}
+
+func (a launchArgs) writeWindow() (mem, int64, int64) {
+	if a.unpack {
+		return a.typed, 0, int64(len(a.typed.host))
+	}
+	return a.packed, a.poff, a.nbytes
+}
+
+// spanOf is the smallest window holding the blocks (offs[i], lens[i]).
+func spanOf(offs, lens []int64) (off, n int64) {
+	lo, hi := offs[0], offs[0]
+	for i, o := range offs {
+		lo, hi = min(lo, o), max(hi, o+lens[i])
+	}
+	return lo, hi - lo
+}
+
 func (b *clBackend) free(m mem) error {
 	cm := m.h.(C.cl_mem)
 	e := C.weft_cl_free(cm)
-	if hp, ok := b.host[cm]; ok {
+	if hp, ok := b.host[cm]; ok && !m.borrowed {
 		C.free(hp)
 		delete(b.host, cm)
 	}
@@ -453,6 +548,9 @@ func (b *clBackend) build(src string, names []string) ([]any, error) {
 }
 
 func (b *clBackend) launch(f any, a launchArgs) error {
+	if err := b.publish(a.readWindow()); err != nil {
+		return err
+	}
 	var grid, block [3]C.size_t
 	for i := range 3 {
 		grid[i], block[i] = C.size_t(a.grid[i]), C.size_t(a.block[i])
@@ -461,19 +559,15 @@ func (b *clBackend) launch(f any, a launchArgs) error {
 		C.int64_t(a.poff), a.tab.h.(C.cl_mem), C.uint64_t(a.q0), C.uint64_t(a.n), &grid[0], &block[0]); e != 0 {
 		return fmt.Errorf("gpu: OpenCL launch: %w", clError(e))
 	}
-	for _, m := range []mem{a.typed, a.packed} {
-		if m.host != nil {
-			if e := C.weft_cl_sync(b.q, m.h.(C.cl_mem), C.size_t(len(m.host))); e != 0 {
-				return fmt.Errorf("gpu: OpenCL map: %w", clError(e))
-			}
-		}
-	}
-	return nil
+	return b.syncHost(a.writeWindow())
 }
 
 // launchAsync enqueues the kernel (and the map that makes its writes to
 // host memory visible) and returns the event of the last of them.
 func (b *clBackend) launchAsync(f any, a launchArgs) (any, error) {
+	if err := b.publish(a.readWindow()); err != nil {
+		return nil, err
+	}
 	var grid, block [3]C.size_t
 	for i := range 3 {
 		grid[i], block[i] = C.size_t(a.grid[i]), C.size_t(a.block[i])
@@ -536,12 +630,66 @@ func (b *clBackend) copies(dst, src mem, offs, lens []int64, at int64) error {
 	if len(offs) == 0 {
 		return nil
 	}
+	so, sn := spanOf(offs, lens)
+	if err := b.publish(src, so, sn); err != nil {
+		return err
+	}
+	var total int64
+	for _, l := range lens {
+		total += l
+	}
 	o := cInt64s(offs, lens)
 	defer C.free(unsafe.Pointer(o))
 	if e := C.weft_cl_copies(b.q, dst.h.(C.cl_mem), src.h.(C.cl_mem), C.int64_t(at), o, (*C.int64_t)(unsafe.Add(unsafe.Pointer(o), 8*len(offs))), C.int(len(offs))); e != 0 {
 		return fmt.Errorf("gpu: clEnqueueCopyBuffer: %w", clError(e))
 	}
-	return nil
+	return b.syncHost(dst, at, total)
+}
+
+// rect is one 2-D copy: height rows of width bytes, src rows spitch apart
+// from byte soff, dst rows dpitch apart from byte doff
+// (clEnqueueCopyBufferRect).
+func (b *clBackend) rect(dst mem, doff, dpitch int64, src mem, soff, spitch, width, height int64) error {
+	if err := b.publish(src, soff, (height-1)*spitch+width); err != nil {
+		return err
+	}
+	if e := C.weft_cl_rect(b.q, dst.h.(C.cl_mem), C.size_t(doff), C.size_t(dpitch), src.h.(C.cl_mem), C.size_t(soff),
+		C.size_t(spitch), C.size_t(width), C.size_t(height)); e != 0 {
+		return fmt.Errorf("gpu: clEnqueueCopyBufferRect: %w", clError(e))
+	}
+	return b.syncHost(dst, doff, (height-1)*dpitch+width)
+}
+
+// copyList copies lens[i] bytes from src at soffs[i] to dst at doffs[i]
+// (clEnqueueCopyBuffer each).
+func (b *clBackend) copyList(dst, src mem, doffs, soffs, lens []int64) error {
+	if len(lens) == 0 {
+		return nil
+	}
+	so, sn := spanOf(soffs, lens)
+	if err := b.publish(src, so, sn); err != nil {
+		return err
+	}
+	o := cInt64s3(doffs, soffs, lens)
+	defer C.free(unsafe.Pointer(o))
+	n := len(lens)
+	if e := C.weft_cl_copylist(b.q, dst.h.(C.cl_mem), src.h.(C.cl_mem), o, (*C.int64_t)(unsafe.Add(unsafe.Pointer(o), 8*n)),
+		(*C.int64_t)(unsafe.Add(unsafe.Pointer(o), 16*n)), C.int(n)); e != 0 {
+		return fmt.Errorf("gpu: clEnqueueCopyBuffer: %w", clError(e))
+	}
+	do, dn := spanOf(doffs, lens)
+	return b.syncHost(dst, do, dn)
+}
+
+// cInt64s3 returns C memory holding a, b and c back to back (the caller
+// frees it).
+func cInt64s3(a, b, c []int64) *C.int64_t {
+	p := (*C.int64_t)(C.malloc(C.size_t(8 * (len(a) + len(b) + len(c)))))
+	s := unsafe.Slice((*int64)(unsafe.Pointer(p)), len(a)+len(b)+len(c))
+	copy(s, a)
+	copy(s[len(a):], b)
+	copy(s[len(a)+len(b):], c)
+	return p
 }
 
 // cInt64s returns C memory holding a followed by b (the caller frees it).

@@ -32,6 +32,7 @@ func openCUDA(t *testing.T) *Device {
 		}
 	}
 	if err == nil {
+		d.method = MethodKernel // the tests of the copy methods choose theirs
 		t.Cleanup(func() { d.Close() })
 		return d
 	}

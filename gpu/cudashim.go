@@ -75,6 +75,8 @@ static struct {
 	CUresult (*EventQuery)(CUevent);
 	CUresult (*EventSynchronize)(CUevent);
 	CUresult (*EventDestroy)(CUevent);
+	CUresult (*MemHostRegister)(void *, size_t, unsigned);
+	CUresult (*MemHostUnregister)(void *);
 } weft_cu;
 
 static char weft_cu_msg[256];
@@ -102,6 +104,7 @@ static int weft_cu_load(const char *name) {
 		S(StreamSynchronize, "cuStreamSynchronize"), S(EventCreate, "cuEventCreate"),
 		S(EventRecord, "cuEventRecord"), S(EventQuery, "cuEventQuery"),
 		S(EventSynchronize, "cuEventSynchronize"), S(EventDestroy, "cuEventDestroy_v2"),
+		S(MemHostRegister, "cuMemHostRegister_v2"), S(MemHostUnregister, "cuMemHostUnregister"),
 #undef S
 	};
 	for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
@@ -168,6 +171,18 @@ static CUresult hostalloc(size_t n, void **h, CUdeviceptr *p) {
 }
 static CUresult weft_cu_hostalloc(CUcontext ctx, size_t n, void **h, CUdeviceptr *p) { WITH(ctx, hostalloc(n, h, p)); }
 static CUresult weft_cu_freehost(CUcontext ctx, void *h) { WITH(ctx, weft_cu.MemFreeHost(h)); }
+// Mapping host memory someone else allocated (MapHost).
+static CUresult hostregister(void *h, size_t n, CUdeviceptr *p) {
+	CUresult r = weft_cu.MemHostRegister(h, n, 0x01 | 0x02); // PORTABLE | DEVICEMAP
+	if (r != 0)
+		return r;
+	r = weft_cu.MemHostGetDevicePointer(p, h, 0);
+	if (r != 0)
+		weft_cu.MemHostUnregister(h);
+	return r;
+}
+static CUresult weft_cu_hostregister(CUcontext ctx, void *h, size_t n, CUdeviceptr *p) { WITH(ctx, hostregister(h, n, p)); }
+static CUresult weft_cu_hostunregister(CUcontext ctx, void *h) { WITH(ctx, weft_cu.MemHostUnregister(h)); }
 static CUresult weft_cu_htod(CUcontext ctx, CUdeviceptr d, const void *h, size_t n) { WITH(ctx, weft_cu.MemcpyHtoD(d, h, n)); }
 static CUresult weft_cu_dtoh(CUcontext ctx, void *h, CUdeviceptr d, size_t n) { WITH(ctx, weft_cu.MemcpyDtoH(h, d, n)); }
 
@@ -249,6 +264,37 @@ static CUresult copy2d(CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size_t s
 static CUresult weft_cu_copy2d(CUcontext ctx, CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size_t spitch,
 		size_t width, size_t height) {
 	WITH(ctx, copy2d(dst, dpitch, src, spitch, width, height));
+}
+// The measured choice's DMA (method.go): one 2-D copy between unified
+// addresses (device memory or mapped host memory), and a list of copies.
+static CUresult rect(CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size_t spitch, size_t width, size_t height) {
+	weft_memcpy2d c;
+	memset(&c, 0, sizeof c);
+	c.srcMemoryType = c.dstMemoryType = 4; // CU_MEMORYTYPE_UNIFIED
+	c.srcDevice = src;
+	c.srcPitch = spitch;
+	c.dstDevice = dst;
+	c.dstPitch = dpitch;
+	c.WidthInBytes = width;
+	c.Height = height;
+	CUresult r = weft_cu.Memcpy2D(&c);
+	return r ? r : weft_cu.CtxSynchronize();
+}
+static CUresult weft_cu_rect(CUcontext ctx, CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size_t spitch,
+		size_t width, size_t height) {
+	WITH(ctx, rect(dst, dpitch, src, spitch, width, height));
+}
+static CUresult copylist(CUdeviceptr dst, CUdeviceptr src, const int64_t *doffs, const int64_t *soffs, const int64_t *lens, int n) {
+	for (int i = 0; i < n; i++) {
+		CUresult r = weft_cu.MemcpyDtoD(dst + doffs[i], src + soffs[i], lens[i]);
+		if (r != 0)
+			return r;
+	}
+	return weft_cu.CtxSynchronize();
+}
+static CUresult weft_cu_copylist(CUcontext ctx, CUdeviceptr dst, CUdeviceptr src, const int64_t *doffs,
+		const int64_t *soffs, const int64_t *lens, int n) {
+	WITH(ctx, copylist(dst, src, doffs, soffs, lens, n));
 }
 static CUresult copies(CUdeviceptr dst, CUdeviceptr src, const int64_t *offs, const int64_t *lens, int n) {
 	CUdeviceptr d = dst; // dst already holds the start offset
@@ -458,7 +504,20 @@ func (b *cudaBackend) alloc(n int64, host bool) (mem, error) {
 	return mem{addr: uint64(p)}, nil
 }
 
+// mapHost registers p with the driver and maps it into the device.
+func (b *cudaBackend) mapHost(p []byte) (mem, error) {
+	var d C.CUdeviceptr
+	h := unsafe.Pointer(unsafe.SliceData(p))
+	if err := cuErr("cuMemHostRegister", C.weft_cu_hostregister(b.ctx, h, C.size_t(len(p)), &d)); err != nil {
+		return mem{}, err
+	}
+	return mem{h: h, addr: uint64(d), host: p, borrowed: true}, nil
+}
+
 func (b *cudaBackend) free(m mem) error {
+	if m.borrowed {
+		return cuErr("cuMemHostUnregister", C.weft_cu_hostunregister(b.ctx, m.h.(unsafe.Pointer)))
+	}
 	if m.host != nil {
 		return cuErr("cuMemFreeHost", C.weft_cu_freehost(b.ctx, m.h.(unsafe.Pointer)))
 	}
@@ -571,4 +630,24 @@ func (b *cudaBackend) copies(dst, src mem, offs, lens []int64, at int64) error {
 	defer C.free(unsafe.Pointer(o))
 	return cuErr("cuMemcpyDtoD", C.weft_cu_copies(b.ctx, C.CUdeviceptr(dst.addr+uint64(at)), C.CUdeviceptr(src.addr),
 		(*C.int64_t)(unsafe.Pointer(o)), (*C.int64_t)(unsafe.Add(unsafe.Pointer(o), 8*len(offs))), C.int(len(offs))))
+}
+
+// rect is one 2-D copy: height rows of width bytes, src rows spitch apart
+// from byte soff, dst rows dpitch apart from byte doff (cuMemcpy2D).
+func (b *cudaBackend) rect(dst mem, doff, dpitch int64, src mem, soff, spitch, width, height int64) error {
+	return cuErr("cuMemcpy2D", C.weft_cu_rect(b.ctx, C.CUdeviceptr(dst.addr+uint64(doff)), C.size_t(dpitch),
+		C.CUdeviceptr(src.addr+uint64(soff)), C.size_t(spitch), C.size_t(width), C.size_t(height)))
+}
+
+// copyList copies lens[i] bytes from src at soffs[i] to dst at doffs[i],
+// one cuMemcpyDtoD each.
+func (b *cudaBackend) copyList(dst, src mem, doffs, soffs, lens []int64) error {
+	if len(lens) == 0 {
+		return nil
+	}
+	o := cInt64s3(doffs, soffs, lens)
+	defer C.free(unsafe.Pointer(o))
+	n := len(lens)
+	return cuErr("cuMemcpyDtoD", C.weft_cu_copylist(b.ctx, C.CUdeviceptr(dst.addr), C.CUdeviceptr(src.addr),
+		o, (*C.int64_t)(unsafe.Add(unsafe.Pointer(o), 8*n)), (*C.int64_t)(unsafe.Add(unsafe.Pointer(o), 16*n)), C.int(n)))
 }

@@ -42,6 +42,9 @@ type mem struct {
 	h    any    // the backend's handle
 	addr uint64 // the device address (for alignment and CUDA parameters)
 	host []byte // mapped host memory: the Go view (nil for device memory)
+	// borrowed: host memory of someone else's, mapped by MapHost (free
+	// unmaps it and leaves the memory alone).
+	borrowed bool
 }
 
 // launchArgs are a kernel's arguments and launch shape.
@@ -98,6 +101,12 @@ type Device struct {
 	// forceWide runs the 64-bit element split whatever the window, grid1D
 	// the 1-D launch where the 3-D one fits (tests).
 	forceWide, grid1D bool
+	// bufs are the live buffers, freed by Close.
+	bufs map[*Buffer]struct{}
+	// method forces how non-contiguous data moves (SetMethod); cost is
+	// the cost model, measured on first need (method.go).
+	method Method
+	cost   *costModel
 }
 
 type modKey struct {
@@ -112,10 +121,14 @@ type Stats struct {
 	Launches  int64
 	Copies    int64 // contiguous packs and unpacks done by one device copy
 	Async     int64 // launches enqueued without waiting (PackAsync, UnpackAsync)
+	Rects     int64 // packs and unpacks done by one 2-D copy (MethodRect)
+	BlockDMA  int64 // packs and unpacks done by one copy per block (MethodBlocks)
+	Buffers   int64 // buffers allocated or mapped and not yet freed
 }
 
 func newDevice(be backend) *Device {
-	return &Device{be: be, mods: map[modKey][]any{}, tabs: map[*Plan]mem{}, block: 256, maxGrid: 8192}
+	return &Device{be: be, mods: map[modKey][]any{}, tabs: map[*Plan]mem{}, block: 256, maxGrid: 8192,
+		bufs: map[*Buffer]struct{}{}}
 }
 
 // Kind returns the runtime behind the device: "cuda" or "opencl".
@@ -134,8 +147,10 @@ func (d *Device) Stats() Stats {
 // ErrClosed is wrapped by every call on a closed Device or a freed Buffer.
 var ErrClosed = fmt.Errorf("gpu: %w", errs.ErrClosed)
 
-// Close releases the device's modules, tables and runtime context. Buffers
-// must be freed before; later calls return ErrClosed.
+// Close releases the device's modules, tables and runtime context, and
+// frees the buffers still allocated (their later calls return ErrClosed,
+// so nothing a package above keeps on the device outlives it); later
+// calls on the device return ErrClosed.
 func (d *Device) Close() error {
 	d.stageMu.Lock() // lock order: stageMu, then mu (viaStage packs under stageMu)
 	defer d.stageMu.Unlock()
@@ -145,10 +160,12 @@ func (d *Device) Close() error {
 		return nil
 	}
 	d.closed = true
-	if d.stageBuf != nil {
-		d.be.free(d.stageBuf.m)
-		d.stageBuf.freed = true
+	for b := range d.bufs {
+		d.be.free(b.m)
+		b.freed = true
 	}
+	d.bufs = nil
+	d.stats.Buffers = 0
 	for _, m := range d.tabs {
 		d.be.free(m)
 	}
@@ -186,7 +203,50 @@ func (d *Device) alloc(n int64, host bool) (*Buffer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Buffer{d: d, m: m, n: n}, nil
+	return d.adopt(m, n), nil
+}
+
+// adopt makes m a live Buffer of d; d.mu is held.
+func (d *Device) adopt(m mem, n int64) *Buffer {
+	b := &Buffer{d: d, m: m, n: n}
+	d.bufs[b] = struct{}{}
+	d.stats.Buffers++
+	return b
+}
+
+// hostMapper is implemented by the runtimes that map existing host
+// memory into the device.
+type hostMapper interface {
+	mapHost(p []byte) (mem, error)
+}
+
+// MapHost maps p, host memory that is not Go memory (C or mmap memory,
+// such as a libfabric domain's registered buffers), into the device's
+// address space, so kernels read and write it in place: on CUDA
+// cuMemHostRegister (PORTABLE|DEVICEMAP) and its device pointer, on OpenCL
+// a CL_MEM_USE_HOST_PTR buffer over it (page-aligned memory avoids a copy
+// in the runtime). p must stay valid and must not be freed until the
+// Buffer is freed; Free unmaps it and leaves the memory to its owner.
+// Bytes returns p. Errors wrap errs.ErrInvalid for empty memory,
+// errs.ErrNotSupported for a runtime that cannot map host memory.
+func (d *Device) MapHost(p []byte) (*Buffer, error) {
+	if len(p) == 0 {
+		return nil, fmt.Errorf("gpu: MapHost of no memory: %w", errs.ErrInvalid)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	hm, ok := d.be.(hostMapper)
+	if !ok {
+		return nil, fmt.Errorf("gpu: %s cannot map host memory: %w", d.be.kind(), errs.ErrNotSupported)
+	}
+	m, err := hm.mapHost(p)
+	if err != nil {
+		return nil, err
+	}
+	return d.adopt(m, int64(len(p))), nil
 }
 
 // Device returns the device the buffer belongs to.
@@ -207,6 +267,8 @@ func (b *Buffer) Free() error {
 		return ErrClosed
 	}
 	b.freed = true
+	delete(b.d.bufs, b)
+	b.d.stats.Buffers--
 	return b.d.be.free(b.m)
 }
 
@@ -341,6 +403,20 @@ func (d *Device) start(ctx context.Context, pk *Buffer, poff int64, ty Typed, fr
 			return nb, nil, c.copies(pk.m, ty.Buf.m, []int64{lo + from}, []int64{nb}, poff)
 		}
 	}
+	if job := d.chooseDMA(p, ty, from, nb, poff); job != nil { // copies the cost model (or SetMethod) prefers; synchronous
+		if job.m == MethodRect {
+			d.stats.Rects++
+		} else {
+			d.stats.BlockDMA++
+		}
+		return nb, nil, d.runDMA(job, ty.Buf.m, pk.m, unpack)
+	}
+	return d.launchKernel(p, pk, poff, ty, from, nb, unpack, async)
+}
+
+// launchKernel packs or unpacks the checked window [from, from+nb) with
+// p's kernel; d.mu is held.
+func (d *Device) launchKernel(p *Plan, pk *Buffer, poff int64, ty Typed, from, nb int64, unpack, async bool) (int64, any, error) {
 	v := p.word(from, nb, ty.Buf.m.addr+uint64(ty.Base), pk.m.addr+uint64(poff), unpack)
 	v.wide = v.wide || d.forceWide
 	words := nb / v.w

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/errs"
@@ -114,4 +115,105 @@ func ExampleDevice_PackAsync() {
 	}
 	fmt.Println(wire.Bytes())
 	// Output: [0 1 4 5 8 9 12 13]
+}
+
+// Comparing methods, as a benchmark does: the same pack by the kernel and
+// by one 2-D copy (a vector is rows at a constant pitch); MethodAuto, the
+// default, lets the device's measured cost model choose.
+func ExampleDevice_SetMethod() {
+	d, err := gpu.OpenOpenCL(0)
+	if errors.Is(err, errs.ErrNotSupported) {
+		fmt.Println("kernel [0 1 4 5 8 9 12 13]\nrect [0 1 4 5 8 9 12 13]") // no OpenCL device here
+		return
+	}
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+	pairs, _ := ddt.Vector(4, 2, 4, ddt.Uint8)
+	pairs.Commit()
+	typed, _ := d.Alloc(16)
+	src := make([]byte, 16)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	typed.Write(0, src)
+	packed, _ := d.AllocHost(8)
+	for _, m := range []gpu.Method{gpu.MethodKernel, gpu.MethodRect} {
+		d.SetMethod(m)
+		if _, err := d.Pack(context.Background(), packed, 0, gpu.Typed{Type: pairs, Buf: typed, Count: 1}, 0, 8); err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println(m, packed.Bytes())
+	}
+	// Output:
+	// kernel [0 1 4 5 8 9 12 13]
+	// rect [0 1 4 5 8 9 12 13]
+}
+
+// Unpacking in place from host memory the program (or a NIC) filled: mmap
+// memory mapped into the device, read by the unpack kernel without a copy.
+func ExampleDevice_MapHost() {
+	d, err := gpu.OpenOpenCL(0)
+	if errors.Is(err, errs.ErrNotSupported) {
+		fmt.Println("[1 2 0 0 3 4 0 0]") // no OpenCL device here: what one prints
+		return
+	}
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+	wire, err := syscall.Mmap(-1, 0, 4096, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer syscall.Munmap(wire)
+	copy(wire, []byte{1, 2, 3, 4})
+	m, err := d.MapHost(wire)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Free()
+	pairs, _ := ddt.Vector(2, 2, 4, ddt.Uint8)
+	pairs.Commit()
+	typed, _ := d.Alloc(8)
+	typed.Write(0, make([]byte, 8))
+	if _, err := d.Unpack(context.Background(), gpu.Typed{Type: pairs, Buf: typed, Count: 1}, m, 0, 0, 4); err != nil {
+		fmt.Println(err)
+		return
+	}
+	out := make([]byte, 8)
+	typed.Read(0, out)
+	fmt.Println(out)
+	// Output: [1 2 0 0 3 4 0 0]
+}
+
+// Whether typed data needs a pack at all: a contiguous run of bytes can be
+// sent from where it is.
+func ExampleTyped_Contiguous() {
+	d, err := gpu.OpenOpenCL(0)
+	if errors.Is(err, errs.ErrNotSupported) {
+		fmt.Println("true 8\nfalse") // no OpenCL device here: what one prints
+		return
+	}
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+	buf, _ := d.Alloc(64)
+	pairs, _ := ddt.Vector(4, 2, 4, ddt.Uint8)
+	pairs.Commit()
+	off, ok, _ := gpu.Typed{Type: ddt.Float64, Buf: buf, Base: 8, Count: 4}.Contiguous()
+	fmt.Println(ok, off)
+	_, ok, _ = gpu.Typed{Type: pairs, Buf: buf, Count: 1}.Contiguous()
+	fmt.Println(ok)
+	// Output:
+	// true 8
+	// false
 }

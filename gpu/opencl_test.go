@@ -15,7 +15,8 @@ import (
 )
 
 // openCL opens OpenCL device 0 or skips (feature "opencl": pocl from
-// deploy/install-gpu-tools.sh).
+// deploy/install-gpu-tools.sh). Its packs run the kernels (MethodKernel):
+// the tests of the copy methods choose theirs.
 func openCL(t testing.TB) *Device {
 	t.Helper()
 	d, err := OpenOpenCL(0)
@@ -25,6 +26,7 @@ func openCL(t testing.TB) *Device {
 	if err != nil {
 		t.Fatal(err)
 	}
+	d.method = MethodKernel
 	t.Cleanup(func() { d.Close() })
 	return d
 }

@@ -25,6 +25,7 @@ import (
 	"unsafe"
 
 	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/gpu"
 )
 
 // FabricGroup is a Group that also offers its libfabric domain (as
@@ -87,6 +88,7 @@ type fabPath struct {
 	// chunk buffers of typed transfers (fabtyped.go), allocated on first use
 	chunks     *fabric.Buffer
 	freeChunks []int
+	devMaps    map[*gpu.Device]*gpu.Buffer // chunks mapped into each GPU (nil: cannot; gputyped.go)
 
 	atomics atomicCounts
 	// pend tracks the operations with a completion (fabops.go).
@@ -645,6 +647,9 @@ func (f *fabPath) close() error {
 	}
 	if f.scratch != nil {
 		closeIt(f.scratch)
+	}
+	if err := f.unmapChunks(); err != nil { // before the memory goes
+		errs = append(errs, err)
 	}
 	if f.chunks != nil {
 		closeIt(f.chunks)

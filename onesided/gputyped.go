@@ -2,7 +2,10 @@ package onesided
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/gpu"
@@ -41,14 +44,32 @@ func (w *Window) devTyped(ctx context.Context, op string, target, offset int, or
 		return err
 	}
 	d := origin.Buf.Device()
+	f := netFab(w.net)
+	// A chunk of the libfabric path is packed into, or unpacked from, in
+	// place (the chunk buffers mapped into the device); anything else
+	// goes through the device's staging buffer.
 	pack := func(b []byte, off int) error {
-		if m, err := d.PackBytes(ctx, b, origin, int64(off)); err != nil || m != int64(len(b)) {
+		var m int64
+		var err error
+		if mb, at, ok := f.devChunk(d, b); ok {
+			m, err = d.Pack(ctx, mb, at, origin, int64(off), int64(len(b)))
+		} else {
+			m, err = d.PackBytes(ctx, b, origin, int64(off))
+		}
+		if err != nil || m != int64(len(b)) {
 			return fmt.Errorf("onesided: %s: pack origin on %s (%d of %d bytes): %w", op, d, m, len(b), err)
 		}
 		return nil
 	}
 	unpack := func(b []byte, off int) error {
-		if m, err := d.UnpackBytes(ctx, origin, b, int64(off)); err != nil || m != int64(len(b)) {
+		var m int64
+		var err error
+		if mb, at, ok := f.devChunk(d, b); ok {
+			m, err = d.Unpack(ctx, origin, mb, at, int64(off), int64(len(b)))
+		} else {
+			m, err = d.UnpackBytes(ctx, origin, b, int64(off))
+		}
+		if err != nil || m != int64(len(b)) {
 			return fmt.Errorf("onesided: %s: unpack origin on %s (%d of %d bytes): %w", op, d, m, len(b), err)
 		}
 		return nil
@@ -92,4 +113,62 @@ func (w *Window) devTyped(ctx context.Context, op string, target, offset int, or
 		return w.net.flush(ctx, target)
 	}
 	return w.net.typedChunks(ctx, target, offset, segs, n, pack, nil)
+}
+
+// devChunkCopy forces GPU transfers through the device's staging buffer
+// instead of the mapped chunk buffers (tests).
+var devChunkCopy atomic.Bool
+
+// devChunkStats counts the GPU pieces packed or unpacked through the
+// staging buffer [0] and in place in mapped chunk buffers [1].
+var devChunkStats [2]atomic.Int64
+
+// devChunk returns the mapping of f's chunk buffers into device d
+// (MapHost, made on first use) and the offset of b in them; ok is false
+// when b is not in them (a direct-store piece) or d cannot map them. It
+// runs inside typedChunks (f's guard held).
+func (f *fabPath) devChunk(d *gpu.Device, b []byte) (*gpu.Buffer, int64, bool) {
+	if f == nil || f.chunks == nil || len(b) == 0 || devChunkCopy.Load() {
+		devChunkStats[0].Add(1)
+		return nil, 0, false
+	}
+	all := f.chunks.Bytes()
+	lo, p := uintptr(unsafe.Pointer(unsafe.SliceData(all))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if p < lo || p+uintptr(len(b)) > lo+uintptr(len(all)) {
+		devChunkStats[0].Add(1)
+		return nil, 0, false
+	}
+	m, ok := f.devMaps[d]
+	if !ok {
+		var err error
+		if m, err = d.MapHost(all); err != nil {
+			f.w.log.Debug("cannot map the chunk buffers into the GPU; staging through its buffer", "device", d, "err", err)
+			m = nil
+		}
+		if f.devMaps == nil {
+			f.devMaps = map[*gpu.Device]*gpu.Buffer{}
+		}
+		f.devMaps[d] = m
+	}
+	if m == nil {
+		devChunkStats[0].Add(1)
+		return nil, 0, false
+	}
+	devChunkStats[1].Add(1)
+	return m, int64(p - lo), true
+}
+
+// unmapChunks frees the chunk buffers' device mappings (a device closed
+// first has freed its own).
+func (f *fabPath) unmapChunks() error {
+	var out []error
+	for d, m := range f.devMaps {
+		if m != nil {
+			if err := m.Free(); err != nil && !errors.Is(err, gpu.ErrClosed) {
+				out = append(out, err)
+			}
+		}
+		delete(f.devMaps, d)
+	}
+	return errors.Join(out...)
 }

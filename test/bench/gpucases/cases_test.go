@@ -79,7 +79,8 @@ func TestEmulatorCases(t *testing.T) {
 }
 
 // TestOpenCLCases runs every case's generated OpenCL C kernels on the
-// first OpenCL device against ddt's interpreter.
+// first OpenCL device against ddt's interpreter (the kernels whatever the
+// device's cost model would choose).
 func TestOpenCLCases(t *testing.T) {
 	d, err := gpu.OpenOpenCL(0)
 	if errors.Is(err, errs.ErrNotSupported) {
@@ -89,6 +90,9 @@ func TestOpenCLCases(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
+	if err := d.SetMethod(gpu.MethodKernel); err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	for _, c := range cases(t) {
 		if c.Size != "s" {
