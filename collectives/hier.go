@@ -184,6 +184,14 @@ type procGroup struct {
 	state   atomic.Uint64
 	failure atomic.Pointer[groupFailure]
 	joined  int // members that found the group (registry lock)
+	// out[p] is the mark (seq<<32 | signature<<2 | slotArrived) of the
+	// last call of parity p whose release the leader finished: a member
+	// checks that the leader ran the call it ran.
+	out [2]atomic.Uint64
+	// stage[p] holds the result of a staged Bcast (hierBcastStaged) of
+	// parity p, which the members copy out themselves; the leader
+	// allocates it at its first use, before the release that publishes it.
+	stage [2][]byte
 }
 
 // groupSlot is one member's publication for the call in progress: its
@@ -477,18 +485,10 @@ func (c *Coll) hierArrive(ctx context.Context, send, recv []byte) (leader bool, 
 		return true, nil
 	}
 	seq := c.seq
-	s.pub.Store(uint64(seq)<<32 | c.sig<<2&sigBitsMask | slotArrived)
+	mark := uint64(seq)<<32 | c.sig<<2&sigBitsMask | slotArrived
+	s.pub.Store(mark)
 	if h.li != 0 {
-		return false, c.hierSpin(ctx, func() (bool, error) {
-			v := g.state.Load()
-			switch {
-			case v == uint64(seq)<<2|phDone:
-				return true, nil
-			case v&3 == phFailed:
-				return false, g.failed()
-			}
-			return false, nil
-		}, true, false)
+		return false, c.hierWaitDone(ctx, g, mark)
 	}
 	for i := 1; i < len(g.slots); i++ {
 		sl := &g.slots[i]
@@ -512,6 +512,37 @@ func (c *Coll) hierArrive(ctx context.Context, send, recv []byte) (leader bool, 
 	return true, nil
 }
 
+// hierWaitDone (member) waits until the leader has finished the
+// release of the call of mark (its seq<<32 | signature<<2 |
+// slotArrived), or of a later one (a staged Bcast's leader does not wait
+// for the members), and checks that the leader ran the same call.
+func (c *Coll) hierWaitDone(ctx context.Context, g *procGroup, mark uint64) error {
+	seq := uint32(mark >> 32)
+	done := func(v uint64) bool {
+		d := int32(uint32(v>>2) - seq)
+		return v&3 != phFailed && (d > 0 || d == 0 && v&3 == phDone)
+	}
+	if !done(g.state.Load()) {
+		if err := c.hierSpin(ctx, func() (bool, error) {
+			v := g.state.Load()
+			switch {
+			case done(v):
+				return true, nil
+			case v&3 == phFailed:
+				return false, g.failed()
+			}
+			return false, nil
+		}, true, false); err != nil {
+			return err
+		}
+	}
+	if v := g.out[seq&1].Load(); v != mark {
+		return fmt.Errorf("rank %d, the leader of this process, called another collective, or with other arguments, where this rank is at %s #%d: %w",
+			g.ranks[0], c.call, seq, ErrInvalid)
+	}
+	return nil
+}
+
 // hierRelease (leader) writes the result into the members' buffers with
 // write, then lets them return.
 func (c *Coll) hierRelease(write func()) error {
@@ -524,6 +555,7 @@ func (c *Coll) hierRelease(write func()) error {
 		return err
 	}
 	write()
+	g.out[c.seq&1].Store(uint64(c.seq)<<32 | c.sig<<2&sigBitsMask | slotArrived)
 	g.state.Store(uint64(c.seq)<<2 | phDone)
 	return nil
 }
@@ -627,7 +659,7 @@ func (g *procGroup) withdraw(seq uint32, rank int, err error) bool {
 		switch {
 		case v&3 == phFailed:
 			return true
-		case v>>2 == uint64(seq):
+		case int32(uint32(v>>2)-seq) >= 0: // the leader writes, or is done
 			return false
 		}
 		if g.state.CompareAndSwap(v, v&^3|phFailed) {

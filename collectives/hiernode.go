@@ -21,15 +21,27 @@ import (
 // memory (internal/nodeseg, as onesided's direct-store windows and
 // endpoint's rings do), created at New by the node's leader (the leader
 // of its lowest-ranked process). The segment holds a control line for
-// the node, one per process, and a data slot of nodeSlot bytes per
-// process. A collective moves through it in steps: every process leader
-// writes its part into its slot and publishes the step in its control
-// line; the node's leader waits for all of them, reads their slots,
-// runs the collective among the nodes' leaders (h.net) if there are
-// several nodes, writes the result into its own slot and publishes the
-// step as done; the other process leaders copy the result out. Data
-// larger than a slot goes in several steps (chunks), each with its own
-// call among the nodes' leaders.
+// the node, one per process, an input slot of nodeSlot bytes per process
+// and two output slots the node's leader writes in alternate steps. A
+// collective moves through it in steps: a process leader that brings
+// data writes it into its input slot, and every process leader then
+// publishes the step in its control line; the node's leader waits for
+// the processes whose input it reads, runs the collective among the
+// nodes' leaders (h.net) if there are several nodes, writes the result
+// into the step's output slot and publishes the step as done; the other
+// process leaders copy the result out. Data larger than a slot goes in
+// several steps (chunks), each with its own call among the nodes'
+// leaders.
+//
+// The node's leader never waits for a process it takes nothing from
+// beyond what reusing a slot needs: the output slot of step s was last
+// written in step s-2, so the leader waits only until every process has
+// begun step s-1 (it has then copied the output of step s-2 out). A
+// process waits before it arrives at step s until the leader has
+// finished step s-1 (so that its input slot is free and it runs at most
+// one step ahead), which in a sequence of small calls it has mostly
+// seen already. A Bcast from the node's leader's process therefore costs
+// that process no wait at all, and the others one.
 
 // nodeSlot is the data a process leader moves through the node segment
 // per step.
@@ -43,11 +55,20 @@ type nodeGroup struct {
 	ranks []int       // comm rank of each process's leader
 	ids   []procIdent // each process's identity, to see it exit
 	step  uint64      // steps so far (every process of the node makes the same)
+	// prev is the previous step's mark: on the node's leader, to check
+	// an arrival at that step seen only now; on another process, the
+	// mark of a step whose output it did not read and checks later (0:
+	// none).
+	prev uint64
 }
 
-// Segment layout: line 0 holds the node's state (the last step done)
-// and its failure word; line 1+i process i's arrival word (step<<32 |
-// signature<<2 | slotArrived); the data slots follow from nodeHdr.
+// Segment layout: line 0 holds the node's state (the last step done),
+// its failure word and, per parity of the step, the mark of the step
+// whose output the matching output slot holds (step<<32 | signature<<2
+// | slotArrived); line 1+i process i's arrival word (the same mark, for
+// the last step it began); the data slots follow from nodeHdr: process
+// i's input slot i (i ≥ 1), the output slots 0 (even steps) and m (odd
+// steps).
 const lineBytes = 64
 
 func nodeHdr(m int) int { return (lineBytes*(m+1) + 4095) &^ 4095 }
@@ -60,7 +81,26 @@ func (ng *nodeGroup) state() *atomic.Uint64        { return ng.word(0, 0) }
 func (ng *nodeGroup) failure() *atomic.Uint64      { return ng.word(0, 1) }
 func (ng *nodeGroup) arrival(i int) *atomic.Uint64 { return ng.word(1+i, 0) }
 
-// slot returns process i's data slot.
+// outMark is the mark of the step whose result output slot parity p
+// holds.
+func (ng *nodeGroup) outMark(p uint64) *atomic.Uint64 { return ng.word(0, 2+int(p&1)) }
+
+// nodeBytes is the size of the segment of a node of m processes.
+func nodeBytes(m int) int { return nodeHdr(m) + (m+1)*nodeSlot }
+
+// out returns the output slot of step s.
+func (ng *nodeGroup) out(s uint64) []byte {
+	if s&1 == 0 {
+		return ng.slot(0)
+	}
+	return ng.slot(ng.m)
+}
+
+// result returns the output slot of the step in progress (the node's
+// leader writes the step's result there).
+func (ng *nodeGroup) result() []byte { return ng.out(ng.step) }
+
+// slot returns process i's input slot (i ≥ 1), or an output slot (0, m).
 func (ng *nodeGroup) slot(i int) []byte {
 	off := nodeHdr(ng.m) + i*nodeSlot
 	return ng.mem[off : off+nodeSlot : off+nodeSlot]
@@ -191,7 +231,7 @@ func setupNode(ctx context.Context, c *Coll, h *hier, ms [][]int, nodeOf []int, 
 	var ng *nodeGroup
 	var why error
 	var name []byte
-	size := nodeHdr(len(procs)) + len(procs)*nodeSlot
+	size := nodeBytes(len(procs))
 	if h.li == 0 && len(procs) > 1 {
 		ng = &nodeGroup{m: len(procs), ni: me - procs[0]}
 		for _, j := range procs {
@@ -246,15 +286,29 @@ func setupNode(ctx context.Context, c *Coll, h *hier, ms [][]int, nodeOf []int, 
 	return true, nil
 }
 
-// nodeStep runs one step of the node level on a process leader: up
-// writes this process's part into its slot (on the node's other
-// processes), lead runs on the node's leader once every process's slot
-// holds the step (it reads the slots and writes slot 0), and down reads
-// slot 0 on the other processes once the leader is done. Without a node
-// group only lead runs. up may be nil; with down nil a process does not
-// wait for the leader (it waits, before it writes its slot again, until
-// the leader has finished the step before).
-func (c *Coll) nodeStep(ctx context.Context, up func(slot []byte), lead func(ng *nodeGroup) error, down func(slot0 []byte)) error {
+// nodeStep runs one step of the node level on a process leader in which
+// the node's leader reads every process's input (nodeStepFrom).
+func (c *Coll) nodeStep(ctx context.Context, up func(slot []byte), lead func(ng *nodeGroup) error, down func(out []byte)) error {
+	return c.nodeStepFrom(ctx, fromAll, up, lead, down)
+}
+
+// fromAll and fromNone are nodeStepFrom's from for a step in which the
+// node's leader reads every process's input slot or none.
+const (
+	fromAll  = -1
+	fromNone = 0
+)
+
+// nodeStepFrom runs one step of the node level on a process leader: up
+// writes this process's input into its slot (on the node's other
+// processes), lead runs on the node's leader once the processes it reads
+// from (every one for fromAll, none for fromNone, else the process of
+// that index) have arrived with the step, and down reads the step's
+// output slot (which lead fills through ng.result()) on the other
+// processes once the leader is done. Without a node group only lead
+// runs. up may be nil; with down nil a process does not wait for the
+// leader in this step. The process of index from must pass up.
+func (c *Coll) nodeStepFrom(ctx context.Context, from int, up func(slot []byte), lead func(ng *nodeGroup) error, down func(out []byte)) error {
 	ng := c.hier.ng
 	if ng == nil {
 		return lead(nil)
@@ -263,32 +317,54 @@ func (c *Coll) nodeStep(ctx context.Context, up func(slot []byte), lead func(ng 
 	s := ng.step
 	mark := s<<32 | c.sig<<2&sigBitsMask | slotArrived
 	if ng.ni != 0 {
-		if err := c.nodeWait(ctx, ng, s-1); err != nil { // the leader has read the slot
+		// The leader has finished step s-1: this slot is free again, and
+		// the output of step s-1 has its mark.
+		if err := c.nodeWait(ctx, ng, s-1); err != nil {
 			return err
+		}
+		if ng.prev != 0 {
+			err := ng.checkOut(c, s-1, ng.prev)
+			ng.prev = 0
+			if err != nil {
+				return err
+			}
 		}
 		if up != nil {
 			up(ng.slot(ng.ni))
 		}
 		ng.arrival(ng.ni).Store(mark)
 		if down == nil {
+			ng.prev = mark
 			return nil
 		}
 		if err := c.nodeWait(ctx, ng, s); err != nil {
 			return err
 		}
-		down(ng.slot(0))
+		if err := ng.checkOut(c, s, mark); err != nil {
+			return err
+		}
+		down(ng.out(s))
 		return nil
 	}
+	prev := ng.prev
+	ng.prev = mark
 	for i := 1; i < ng.m; i++ {
 		a := ng.arrival(i)
+		need := from == fromAll || from == i
+		if v := a.Load(); v == mark || !need && v == prev {
+			continue // the common cases, without a wait's set-up
+		}
 		if err := c.hierSpin(ctx, func() (bool, error) {
 			v := a.Load()
-			switch {
+			switch at := v >> 32; {
 			case v == mark:
 				return true, nil
-			case v>>32 == s&(1<<32-1):
-				return false, fmt.Errorf("rank %d of this node called another collective, or with other arguments, where this rank is at %s #%d: %w",
-					ng.ranks[i], c.call, c.seq, ErrInvalid)
+			case at == s&(1<<32-1):
+				return false, ng.mismatch(c, i)
+			case v == prev:
+				return !need, nil
+			case at == (s-1)&(1<<32-1) && prev != 0:
+				return false, ng.mismatch(c, i)
 			}
 			return false, ng.failed()
 		}, false, true); err != nil {
@@ -301,7 +377,25 @@ func (c *Coll) nodeStep(ctx context.Context, up func(slot []byte), lead func(ng 
 	if err := lead(ng); err != nil {
 		return err
 	}
+	ng.outMark(s).Store(mark)
 	ng.state().Store(s)
+	return nil
+}
+
+// mismatch is the error of the node's leader that found process i at
+// another collective (or the same with other arguments).
+func (ng *nodeGroup) mismatch(c *Coll, i int) error {
+	return fmt.Errorf("rank %d of this node called another collective, or with other arguments, where this rank is at %s #%d: %w",
+		ng.ranks[i], c.call, c.seq, ErrInvalid)
+}
+
+// checkOut (not the node's leader): the leader finished step s with the
+// same call and arguments as this process (mark), or the call fails.
+func (ng *nodeGroup) checkOut(c *Coll, s, mark uint64) error {
+	if v := ng.outMark(s).Load(); v != mark {
+		return fmt.Errorf("rank %d, the leader of this node, called another collective, or with other arguments, where this rank is at %s #%d: %w",
+			ng.ranks[0], c.call, c.seq, ErrInvalid)
+	}
 	return nil
 }
 
@@ -370,13 +464,15 @@ func (c *Coll) topBcast(ctx context.Context, b []byte, rp int) error {
 	me, mt, _ := h.myTop(c.rank)
 	rt := h.topOf[rp]
 	rk := rp - h.tfirst[rt]
+	from := fromNone // the node's leader reads the root process's slot
+	if mt == rt && rk != 0 {
+		from = rk
+	}
 	return h.chunks(len(b), 1, func(lo, hi int) error {
 		part := b[lo:hi]
-		return c.nodeStep(ctx, func(slot []byte) {
-			if me == rp {
-				copy(slot, part)
-			}
-		}, func(ng *nodeGroup) error {
+		return c.nodeStepFrom(ctx, from, onlyIf(me == rp, func(slot []byte) {
+			copy(slot, part)
+		}), func(ng *nodeGroup) error {
 			if ng != nil && mt == rt && rk != 0 {
 				copy(part, ng.slot(rk))
 			}
@@ -389,14 +485,12 @@ func (c *Coll) topBcast(ctx context.Context, b []byte, rp int) error {
 				}
 			}
 			if ng != nil {
-				copy(ng.slot(0), part)
+				copy(ng.result(), part)
 			}
 			return nil
-		}, func(slot0 []byte) {
-			if me != rp {
-				copy(part, slot0)
-			}
-		})
+		}, onlyIf(me != rp, func(out []byte) {
+			copy(part, out)
+		}))
 	})
 }
 
@@ -438,10 +532,10 @@ func topReduce[T any](ctx context.Context, c *Coll, acc []T, op *Op[T], rp int) 
 				}
 			}
 			if ng != nil && (every || mt == rt && rk != 0) {
-				copy(ng.slot(0), bytesOf(part))
+				copy(ng.result(), bytesOf(part))
 			}
 			return nil
-		}, onlyIf(every || me == rp, func(slot0 []byte) { copy(bytesOf(part), slot0) }))
+		}, onlyIf(every || me == rp, func(out []byte) { copy(bytesOf(part), out) }))
 	})
 }
 
@@ -489,10 +583,10 @@ func (c *Coll) nodeDown(ctx context.Context, buf []byte, to int) error {
 	}
 	return h.chunks(len(buf), 1, func(lo, hi int) error {
 		part := buf[lo:hi]
-		return c.nodeStep(ctx, nil, func(ng *nodeGroup) error {
-			copy(ng.slot(0), part)
+		return c.nodeStepFrom(ctx, fromNone, nil, func(ng *nodeGroup) error {
+			copy(ng.result(), part)
 			return nil
-		}, onlyIf(to < 0 || to == ng.ni, func(slot0 []byte) { copy(part, slot0) }))
+		}, onlyIf(to < 0 || to == ng.ni, func(out []byte) { copy(part, out) }))
 	})
 }
 
@@ -505,22 +599,20 @@ func (c *Coll) nodeUp(ctx context.Context, buf []byte, from int) error {
 	}
 	return h.chunks(len(buf), 1, func(lo, hi int) error {
 		part := buf[lo:hi]
-		return c.nodeStep(ctx, func(slot []byte) {
-			if ng.ni == from {
-				copy(slot, part)
-			}
-		}, func(ng *nodeGroup) error {
+		return c.nodeStepFrom(ctx, from, onlyIf(ng.ni == from, func(slot []byte) {
+			copy(slot, part)
+		}), func(ng *nodeGroup) error {
 			copy(part, ng.slot(from))
 			return nil
 		}, nil)
 	})
 }
 
-// onlyIf returns down if ok, else nil (a step this process need not wait
-// for).
-func onlyIf(ok bool, down func([]byte)) func([]byte) {
+// onlyIf returns f if ok, else nil (a step this process brings no input
+// to, or need not wait for).
+func onlyIf(ok bool, f func([]byte)) func([]byte) {
 	if ok {
-		return down
+		return f
 	}
 	return nil
 }

@@ -195,3 +195,82 @@ func TestHierNodeFailures(t *testing.T) {
 		t.Fatalf("rank %d: Allreduce with process 2 gone took %v", c.Rank(), took)
 	}
 }
+
+// TestHierNodeBackToBack: 4 processes of one node, one rank each (the
+// node level alone), run Bcasts from every root in turn, of 1 to 150
+// elements, back to back with no barrier between them, mixed with
+// Reduces to every root and Allreduces (the node's leader runs up to a
+// step ahead of the others, and its output slots alternate); every
+// result is checked on every rank, and the run must not hang. Then the
+// node's leader Bcasts where the others Allreduce: every rank fails,
+// at the latest in the Barrier that follows.
+func TestHierNodeBackToBack(t *testing.T) {
+	if launch(t, 4, "native", 90*time.Second) {
+		return
+	}
+	w := initWorld(t)
+	ctx := tctx(t, 80*time.Second)
+	c, err := C.New(ctx, w.Comm())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Free()
+	if err := wantShape(c, 4, 1); err != nil {
+		t.Fatal(err)
+	}
+	iters := 1500
+	if testing.Short() {
+		iters = 400
+	}
+	me := c.Rank()
+	for i := range iters {
+		root := i % 4
+		n := []int{1, 8, 150}[i%3]
+		b := make([]int64, n)
+		if me == root {
+			for j := range b {
+				b[j] = int64(i*1000 + j)
+			}
+		}
+		if err := C.Bcast(ctx, c, b, root); err != nil {
+			t.Fatalf("rank %d: Bcast %d from %d: %v", me, i, root, err)
+		}
+		for j, v := range b {
+			if v != int64(i*1000+j) {
+				t.Fatalf("rank %d: Bcast %d from %d: element %d is %d, want %d", me, i, root, j, v, i*1000+j)
+			}
+		}
+		switch i % 7 {
+		case 3:
+			r := []int32{int32(me + i)}
+			out := make([]int32, 1)
+			if err := C.Reduce(ctx, c, r, out, C.Sum[int32](), (i/7)%4); err != nil {
+				t.Fatalf("rank %d: Reduce %d: %v", me, i, err)
+			}
+			if me == (i/7)%4 && out[0] != int32(6+4*i) {
+				t.Fatalf("rank %d: Reduce %d: %d, want %d", me, i, out[0], 6+4*i)
+			}
+		case 5:
+			x := []float64{float64(me)}
+			if err := C.Allreduce(ctx, c, nil, x, C.Max[float64]()); err != nil {
+				t.Fatalf("rank %d: Allreduce %d: %v", me, i, err)
+			}
+			if x[0] != 3 {
+				t.Fatalf("rank %d: Allreduce %d: %v, want 3", me, i, x[0])
+			}
+		}
+	}
+
+	x := make([]int32, 2)
+	if me == 0 {
+		err = C.Bcast(ctx, c, x, 0)
+	} else {
+		err = C.Allreduce(ctx, c, nil, x, C.Sum[int32]())
+	}
+	if err == nil {
+		err = C.Barrier(ctx, c)
+	}
+	if !errors.Is(err, C.ErrInvalid) && !errors.Is(err, C.ErrCanceled) {
+		t.Fatalf("rank %d: mismatched Bcast and Allreduce, then Barrier: %v, want ErrInvalid or ErrCanceled", me, err)
+	}
+}

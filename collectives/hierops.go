@@ -2,6 +2,7 @@ package collectives
 
 import (
 	"context"
+	"fmt"
 )
 
 // The hierarchical collectives (hier.go). Each publishes this handle's
@@ -43,6 +44,9 @@ func hierBcast(ctx context.Context, c *Coll, b []byte, root int, s callSig) erro
 	if err := c.hierReady(ctx, s); err != nil {
 		return c.hierEnd(err)
 	}
+	if len(b) <= stageMax && c.hier.local[root] == 0 && len(c.hier.g.slots) > 1 {
+		return c.hierEnd(c.hierBcastStaged(ctx, b, root))
+	}
 	leader, err := c.hierArrive(ctx, nil, b)
 	if !leader || err != nil {
 		return c.hierEnd(err)
@@ -61,6 +65,75 @@ func hierBcast(ctx context.Context, c *Coll, b []byte, root int, s callSig) erro
 		})
 	}
 	return c.hierEnd(err)
+}
+
+// stageMax bounds the Bcasts that hierBcastStaged runs.
+const stageMax = 64 << 10
+
+// hierBcastStaged is hierBcast of at most stageMax bytes from a root
+// that is not a member of this process (it is a process's leader): the
+// leader brings the root's data (its own, or from the levels above) into
+// a buffer of the group, one per parity of the call, and the members
+// copy it out themselves. The leader thus waits for no member to arrive
+// with the call, only until every member has begun the one before (it
+// then no longer reads the buffer of two calls ago); a member waits for
+// the leader's release only.
+func (c *Coll) hierBcastStaged(ctx context.Context, b []byte, root int) error {
+	h, g := c.hier, c.hier.g
+	seq := c.seq
+	mark := uint64(seq)<<32 | c.sig<<2&sigBitsMask | slotArrived
+	sl := &g.slots[h.li]
+	sl.send, sl.recv = nil, nil
+	sl.pub.Store(mark)
+	if h.li != 0 {
+		if err := c.hierWaitDone(ctx, g, mark); err != nil {
+			return err
+		}
+		copy(b, g.stage[seq&1])
+		return nil
+	}
+	for i := 1; i < len(g.slots); i++ {
+		m := &g.slots[i]
+		begun := func() (bool, error) {
+			v := m.pub.Load()
+			switch at := uint32(v >> 32); {
+			case v == mark || at == seq-1:
+				return true, nil
+			case at == seq:
+				return false, fmt.Errorf("rank %d of this process called another collective, or with other arguments, where this rank is at %s #%d: %w",
+					g.ranks[i], c.call, seq, ErrInvalid)
+			}
+			if g.state.Load()&3 == phFailed {
+				return false, g.failed()
+			}
+			return false, nil
+		}
+		if ok, err := begun(); ok || err != nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err := c.hierSpin(ctx, begun, false, false); err != nil {
+			return err
+		}
+	}
+	if err := c.topBcast(ctx, b, h.procOf[root]); err != nil {
+		return err
+	}
+	if err := g.begin(seq); err != nil {
+		return err
+	}
+	st := g.stage[seq&1]
+	if cap(st) < len(b) {
+		st = make([]byte, min(max(2*len(b), 256), stageMax))
+	}
+	st = st[:len(b)]
+	copy(st, b)
+	g.stage[seq&1] = st
+	g.out[seq&1].Store(mark)
+	g.state.Store(uint64(seq)<<2 | phDone)
+	return nil
 }
 
 // hierReduce: commutative operations outside deterministic mode fold the
