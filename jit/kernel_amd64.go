@@ -262,10 +262,16 @@ func (k *kernel) bands(t *transposePlan, u, to, base int64, count int, poff int6
 }
 
 // bandable reports whether count elements of t's type may run through
-// its transpose code in direction pack: not an unpack whose rows overlap,
-// which keeps the interpreter's write order.
+// its transpose code in direction pack: a parent of at least one band
+// (of the narrow shape where there is one), and not an unpack whose rows
+// overlap, which keeps the interpreter's write order.
 func (k *kernel) bandable(t *transposePlan, count int, pack bool) bool {
-	return pack || t.parentCount(k.p, count)*t.s1 <= t.s0
+	c1 := t.parentCount(k.p, count)
+	band, _, _ := t.dims(pack, false)
+	if t.nband > 0 {
+		band = min(band, t.nband)
+	}
+	return c1 >= band && (pack || c1*t.s1 <= t.s0)
 }
 
 // parentCount is the count of t's parent level (the element loop's count
