@@ -11,7 +11,7 @@ import (
 
 // singletonPair gives two private endpoints of one singleton process: the
 // matching engine runs for real over shm, without launching processes.
-func singletonPair(t *testing.T, opts ...endpoint.Option) (a, b *endpoint.Comm, ctx context.Context) {
+func singletonPair(t testing.TB, opts ...endpoint.Option) (a, b *endpoint.Comm, ctx context.Context) {
 	t.Helper()
 	singleton(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

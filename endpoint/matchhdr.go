@@ -42,6 +42,13 @@ func (v *vci) hdrLen() int {
 	return 0
 }
 
+// fabEagerLimit is the largest payload v sends eagerly to a libfabric
+// peer: the eager limit less the match header, so that no eager message
+// on the wire exceeds the eager limit (ofi_rxm's eager buffer is 16 KiB:
+// a larger message would take its rendezvous and could be overtaken by a
+// later eager one).
+func (v *vci) fabEagerLimit() int { return v.eagerLimit - v.hdrLen() }
+
 func putMatchHeader(b []byte, t uint64) { binary.LittleEndian.PutUint64(b, t) }
 
 // Framed buffers. Every libfabric message of an endpoint is handed to

@@ -979,11 +979,13 @@ const (
 	iovBit = uint64(1) << 63
 	// maxIovSegs bounds the block table (16 bytes a block).
 	maxIovSegs = 1 << 16
-	// minIovBlock is the average block size from which gathering the
-	// blocks beats packing them: below it the kernel's per-iovec cost
-	// exceeds a pack's.
-	minIovBlock = 256
 )
+
+// minIovBlock is the average block size from which gathering the blocks
+// beats packing them (WEFT_TUNE nodegather): below it the kernel's cost
+// per remote iovec (about 0.4 µs, docs/perf/typed.md) exceeds what the
+// pack of a block costs, which the pipelined pack hides besides.
+func minIovBlock() int { return int(tune.NodeGather) }
 
 // isendTypedGather sends count elements of t in buf (n packed bytes) to a
 // node peer by gather rendezvous; done is false when the message is not
@@ -999,11 +1001,14 @@ func (c *Comm) isendTypedGather(buf []byte, count int, t *ddt.Type, n, dest, tag
 	// element boundaries may still merge), so a layout of many small
 	// blocks costs next to nothing here; Flatten walking up to n/256
 	// blocks before giving up cost as much as the pack itself.
-	if nb, err := t.Blocks(count); err != nil || nb > int64(min(maxIovSegs, n/minIovBlock)) {
+	if n/minIovBlock() < 1 {
 		return nil, false, nil
 	}
-	segs, err := t.Flatten(count, min(maxIovSegs, n/minIovBlock))
-	if err != nil || len(segs) == 0 || n/len(segs) < minIovBlock {
+	if nb, err := t.Blocks(count); err != nil || nb > int64(min(maxIovSegs, n/minIovBlock())) {
+		return nil, false, nil
+	}
+	segs, err := t.Flatten(count, min(maxIovSegs, n/minIovBlock()))
+	if err != nil || len(segs) == 0 || n/len(segs) < minIovBlock() {
 		return nil, false, nil
 	}
 	v := c.v

@@ -38,6 +38,10 @@ const (
 	npFailed = npOffMask
 )
 
+// pipePieceHook, when set (by tests, before any send), runs after each
+// piece a pipelined send has packed and published: off bytes of n.
+var pipePieceHook func(off, n int)
+
 // nodePipeChunk is the piece a pipelined send packs between two marks.
 func nodePipeChunk() int { return int(tune.NodePipe) }
 
@@ -73,6 +77,9 @@ func (v *vci) nodePipeSend(c *Comm, l *nodeLink, u *typedRecv, b []byte, w uint6
 		}
 		off += m
 		v.setPipeWord(r.seq, uint64(off))
+		if pipePieceHook != nil {
+			pipePieceHook(off, len(b))
+		}
 	}
 	return nil
 }

@@ -98,7 +98,7 @@ func (c *Comm) isendSig(buf []byte, dest, tag int, ctx uint16, sig uint64) (*Req
 		return r, nil
 	}
 	r := &Request{v: v, c: c, state: stPosted, buf: buf, qrank: dest, reqExt: &reqExt{qtag: t, qdest: addr}}
-	if len(buf) <= v.eagerLimit {
+	if len(buf) <= v.fabEagerLimit() {
 		r.kind = kSendEager
 		if v.hdr {
 			// The header goes in front of the data: copied into a registered

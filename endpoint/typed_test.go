@@ -391,7 +391,8 @@ func TestTypedAcrossProcesses(t *testing.T) {
 func typedAcrossProcesses(t *testing.T, p, jit string, np int) {
 	name := fmt.Sprintf("%s/jit-%s/np%d", provName(p), jit, np)
 	t.Run(name, func(t *testing.T) {
-		if launch(t, np, p, 90*time.Second, "WEFT_JIT="+jit) {
+		// nodegather lowered so that gatherSend's 512-byte blocks are gathered.
+		if launch(t, np, p, 90*time.Second, "WEFT_JIT="+jit, "WEFT_TUNE=nodegather=512") {
 			return
 		}
 		if (os.Getenv("WEFT_JIT") == "off") != ddt.JITDisabled() {
@@ -488,7 +489,8 @@ func blockType(rows, blk, stride int) (*ddt.Type, error) {
 
 // gatherSend sends rows blocks of 64 float64s (512 bytes) every 100 from a
 // matrix three times (tags 11-13): large enough for a rendezvous, blocks
-// large enough for the node transport to gather them without packing.
+// large enough for the node transport to gather them without packing
+// (with WEFT_TUNE nodegather at 512).
 func gatherSend(ctx context.Context, a *endpoint.Comm, to, rows int) error {
 	src := srcMatrix(rows, 100)
 	bt, err := blockType(rows, 64, 100)

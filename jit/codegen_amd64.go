@@ -59,6 +59,17 @@ type gen struct {
 	tIdx    x86.Reg // when not NoReg, typed addresses are [tb + tIdx + off]
 	tables  *[]table
 	byLevel map[int]table // delta tables shared by the pack and unpack code
+	// narrow: transpose code of the narrow band shape (transposePlan.nband)
+	narrow bool
+}
+
+// dims returns the band, tile and band bytes of the transpose code g
+// emits (nt: the non-temporal shape).
+func (g *gen) dims(t *transposePlan, nt bool) (band, tile, bandSize int64) {
+	if g.narrow {
+		return t.narrowDims(g.pack)
+	}
+	return t.dims(g.pack, nt)
 }
 
 type table struct {
@@ -606,7 +617,7 @@ func (g *gen) absLoops(p *plan, tab table) {
 // t.band parent instances × t.c0 inner rows, copied tile by tile.
 func (g *gen) transposeCode(t *transposePlan) {
 	a := g.a
-	tband, _, _ := t.dims(g.pack, false)
+	tband, _, _ := g.dims(t, false)
 	g.tmp = [2]x86.Reg{x86.RAX, x86.RCX}
 	g.bandLoops(t, false, func(rows int64) {
 		a.MovRR(x86.R12, x86.R9)
@@ -628,7 +639,7 @@ func (g *gen) transposeCode(t *transposePlan) {
 
 func (g *gen) regTransposeCode(t *transposePlan, nt bool) {
 	a := g.a
-	tband, _, _ := t.dims(g.pack, nt)
+	tband, _, _ := g.dims(t, nt)
 	col := t.c0 * t.l // packed bytes per column (one parent instance)
 	store := func(m x86.Mem, v x86.VReg) {
 		if nt {
@@ -710,7 +721,7 @@ func (g *gen) regTransposeCode(t *transposePlan, nt bool) {
 // R13 and RDX.
 func (g *gen) bandLoops(t *transposePlan, nt bool, inner func(rows int64)) {
 	a := g.a
-	tband, ttile, tbandSize := t.dims(g.pack, nt)
+	tband, ttile, tbandSize := g.dims(t, nt)
 	a.Load(8, rT, x86.M(rArgs, offTyped))
 	a.Load(8, rP, x86.M(rArgs, offPacked))
 	a.Load(8, rN, x86.M(rArgs, offN))
@@ -746,6 +757,7 @@ type entries struct {
 	pack, unpack       int // offsets of the loop functions
 	tpack, tunpack     int // transpose functions, -1 when absent
 	tpackNT, tunpackNT int // non-temporal register-tiled transposes, -1 when absent
+	tpackN, tunpackN   int // narrow-band transposes, -1 when absent
 	tables             int // end of the instructions: index tables follow
 }
 
@@ -761,7 +773,7 @@ func generate(p *plan, f Features) ([]byte, entries, *x86.Asm, error) {
 	a := asmPool.Get().(*x86.Asm)
 	a.Reset()
 	a.VEX128 = f.AVX2 || f.AVX512 // no legacy SSE next to ymm/zmm code
-	e := entries{tpack: -1, tunpack: -1, tpackNT: -1, tunpackNT: -1}
+	e := entries{tpack: -1, tunpack: -1, tpackNT: -1, tunpackNT: -1, tpackN: -1, tunpackN: -1}
 	var tables []table
 	byLevel := map[int]table{}
 	for _, pack := range []bool{true, false} {
@@ -793,6 +805,20 @@ func generate(p *plan, f Features) ([]byte, entries, *x86.Asm, error) {
 				g3.regTransposeCode(p.tr, true)
 			} else {
 				g2.transposeCode(p.tr)
+			}
+			if p.tr.nband > 0 {
+				g4 := &gen{a: a, cfg: p.cfg, f: f, pack: pack, tIdx: x86.NoReg, narrow: true}
+				a.Align(16)
+				if pack {
+					e.tpackN = a.Len()
+				} else {
+					e.tunpackN = a.Len()
+				}
+				if p.tr.reg {
+					g4.regTransposeCode(p.tr, false)
+				} else {
+					g4.transposeCode(p.tr)
+				}
 			}
 		}
 	}

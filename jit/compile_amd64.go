@@ -79,6 +79,9 @@ func compilePlan(p *plan, f Features) (*kernel, error) {
 	if e.tpackNT >= 0 {
 		k.tpackNT, k.tunpackNT = base+uintptr(e.tpackNT), base+uintptr(e.tunpackNT)
 	}
+	if e.tpackN >= 0 {
+		k.tpackN, k.tunpackN = base+uintptr(e.tpackN), base+uintptr(e.tunpackN)
+	}
 	runtime.AddCleanup(k, func(m *codeMem) { m.release() }, m)
 	return k, nil
 }

@@ -18,8 +18,10 @@ type kernel struct {
 	// 64-byte aligned stores (config.regTileNTMin, regTileUNTMin)
 	tpackNT, tunpackNT uintptr
 	ntPack, ntUnpack   int64
-	budget             int64 // packed bytes per call into generated code
-	perCall            int64 // whole units per call: max(1, budget/unit)
+	// narrow-band transposes (transposePlan.nband; 0: none)
+	tpackN, tunpackN uintptr
+	budget           int64 // packed bytes per call into generated code
+	perCall          int64 // whole units per call: max(1, budget/unit)
 	// origin0 is the typed origin of unit 0 relative to base, and args0 the
 	// level counters there (the start of every whole pack).
 	origin0 int64
@@ -110,9 +112,9 @@ func (k *kernel) run(packed, typed []byte, base int64, count int, from int64, pa
 	pos := from
 	U := p.unit
 	var a callArgs
-	entry, tentry := k.pack, k.tpack
+	entry, tentry, nentry := k.pack, k.tpack, k.tpackN
 	if !pack {
-		entry, tentry = k.unpack, k.tunpack
+		entry, tentry, nentry = k.unpack, k.tunpack, k.tunpackN
 	}
 	ntentry := k.ntEntry(n, pack)
 	// u, r: the unit at pos and the offset in it. Divisions are paid only
@@ -133,13 +135,6 @@ func (k *kernel) run(packed, typed []byte, base int64, count int, from int64, pa
 		}
 		// Addresses are taken right before each call: no Go call between
 		// them and the generated code (a goroutine stack could move at one).
-		if t := p.tr; tentry != 0 {
-			if done := k.bands(t, u, to, base, count, pos-from, typed, packed, tentry, ntentry, pack, &a); done > 0 {
-				pos += done
-				u += done / U
-				continue
-			}
-		}
 		nu := k.perCall
 		if left := to - pos; left < nu*U {
 			if to == total { // the rest of the stream: no division
@@ -147,6 +142,16 @@ func (k *kernel) run(packed, typed []byte, base int64, count int, from int64, pa
 			} else {
 				nu = left / U
 			}
+		}
+		if t := p.tr; tentry != 0 && k.bandable(t, count, pack) {
+			if done := k.bands(t, u, to, base, count, pos-from, typed, packed, tentry, ntentry, nentry, pack, &a); done > 0 {
+				pos += done
+				u += done / U
+				continue
+			}
+			// No band fits here: the loop code runs to the end of this
+			// column only, and bands are tried again at the next.
+			nu = min(nu, t.c0-u%t.c0)
 		}
 		o := k.origin(u, base, &a)
 		a.typed = uintptr(unsafe.Pointer(unsafe.SliceData(typed))) + uintptr(o)
@@ -200,30 +205,24 @@ func (k *kernel) setup() {
 
 // bands runs the cache-blocked transpose code over the whole bands that start
 // at unit u and end before stream offset to, at most one grandparent instance
-// and one budget at a time. It returns the packed bytes done (0 when u is not
-// at a band boundary or no whole band fits).
-func (k *kernel) bands(t *transposePlan, u, to, base int64, count int, poff int64, typed, packed []byte, entry, ntentry uintptr, pack bool, a *callArgs) int64 {
+// and one budget at a time: bands of the wide shape, or where none fits,
+// of the narrow one. It returns the packed bytes done (0 when u is not at
+// the start of a parent instance, a column, or no whole band fits).
+func (k *kernel) bands(t *transposePlan, u, to, base int64, count int, poff int64, typed, packed []byte, entry, ntentry, nentry uintptr, pack bool, a *callArgs) int64 {
 	p := k.p
 	// parent instance index j of unit u and the parent's count c1
 	ju := u / t.c0 // units of the innermost loop are rows; ju counts parent instances overall
 	if u%t.c0 != 0 {
 		return 0
 	}
-	c1 := int64(count)
-	if t.parent >= 0 {
-		c1 = p.levels[t.parent].count
-	}
+	c1 := t.parentCount(p, count)
 	j := ju % c1
-	if !pack && c1*t.s1 > t.s0 { // rows overlap: keep the interpreter's write order
-		return 0
-	}
-	// whole bands from j: nb of the ordinary shape, nbNT of the
-	// non-temporal one (its bands may be wider)
+	// whole bands from j (any column: the band code starts where it is
+	// told) that end within this parent and the window: nb of the
+	// ordinary shape, nbNT of the non-temporal one (its bands may be
+	// wider), else of the narrow one
 	pos := u * p.unit
 	whole := func(band, bandSize int64) int64 {
-		if j%band != 0 {
-			return 0
-		}
 		return min((c1-j)/band, (to-pos)/bandSize, max(1, k.budget/bandSize))
 	}
 	band, _, bandSize := t.dims(pack, false)
@@ -234,7 +233,14 @@ func (k *kernel) bands(t *transposePlan, u, to, base int64, count int, poff int6
 		nbNT = whole(band, bandSizeNT)
 	}
 	if nb <= 0 && nbNT <= 0 {
-		return 0
+		if nentry == 0 {
+			return 0
+		}
+		band, _, bandSize = t.narrowDims(pack)
+		if nb = whole(band, bandSize); nb <= 0 {
+			return 0
+		}
+		entry = nentry
 	}
 	o := k.origin(u, base, nil)
 	// From here to the call no Go function is called: the alignment checked
@@ -253,6 +259,28 @@ func (k *kernel) bands(t *transposePlan, u, to, base int64, count int, poff int6
 	a.n = nb
 	callCode(entry, a)
 	return nb * bandSize
+}
+
+// bandable reports whether count elements of t's type may run through
+// its transpose code in direction pack: a parent of at least one band
+// (of the narrow shape where there is one), and not an unpack whose rows
+// overlap, which keeps the interpreter's write order.
+func (k *kernel) bandable(t *transposePlan, count int, pack bool) bool {
+	c1 := t.parentCount(k.p, count)
+	band, _, _ := t.dims(pack, false)
+	if t.nband > 0 {
+		band = min(band, t.nband)
+	}
+	return c1 >= band && (pack || c1*t.s1 <= t.s0)
+}
+
+// parentCount is the count of t's parent level (the element loop's count
+// when the parent is the element loop).
+func (t *transposePlan) parentCount(p *plan, count int) int64 {
+	if t.parent >= 0 {
+		return p.levels[t.parent].count
+	}
+	return int64(count)
 }
 
 // origin returns the typed index of the origin of unit u and, when a is not

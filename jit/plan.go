@@ -87,6 +87,13 @@ type transposePlan struct {
 	// the register-tiled pack with non-temporal stores (its stores bypass
 	// the caches, so wide bands no longer cost write streams)
 	ntband, nttile, ntbandSize int64
+	// nband: the parent instances of the narrow bands (0: none), one
+	// 64-byte line of a row (4 columns of 16 bytes when register tiled):
+	// a pack or unpack window that does not hold a whole band of the
+	// wide shape runs its whole columns through these, so that only the
+	// columns the window cuts and fewer than nband whole ones take the
+	// loop code, which walks one column down all rows at a time.
+	nband int64
 }
 
 // dims returns the band (parent instances), tile (rows) and packed bytes per
@@ -99,6 +106,26 @@ func (t *transposePlan) dims(pack, nt bool) (band, tile, bandSize int64) {
 		return t.band, t.tile, t.bandSize
 	}
 	return t.uband, t.utile, t.ubandSize
+}
+
+// narrowDims returns the band, tile and packed bytes per band of the
+// narrow pack or unpack code (nband > 0).
+func (t *transposePlan) narrowDims(pack bool) (band, tile, bandSize int64) {
+	_, tile, _ = t.dims(pack, false)
+	return t.nband, tile, t.nband * t.c0 * t.l
+}
+
+// setNarrow sets nband: one 64-byte line of parent instances, when that is
+// at least 2 and narrower than the pack's and the unpack's wide bands.
+func (t *transposePlan) setNarrow() {
+	t.nband = 0
+	nb := int64(64) / t.s1
+	if t.reg {
+		nb = 4
+	}
+	if nb >= 2 && nb < t.band && nb < t.uband && prod32(nb, t.c0, t.l) {
+		t.nband = nb
+	}
 }
 
 // maxLevels bounds the loop levels of a plan. The body limits are in
@@ -335,6 +362,7 @@ func (t *transposePlan) useRegTile(f Features, cfg *config) {
 	t.band, t.tile, t.bandSize = d[0][0], d[0][1], d[0][2]
 	t.uband, t.utile, t.ubandSize = d[1][0], d[1][1], d[1][2]
 	t.ntband, t.nttile, t.ntbandSize = d[2][0], d[2][1], d[2][2]
+	t.setNarrow()
 }
 
 func (p *plan) transpose() *transposePlan {
@@ -366,5 +394,6 @@ func (p *plan) transpose() *transposePlan {
 	t.bandSize = t.band * t.c0 * t.l
 	t.uband, t.utile, t.ubandSize = t.band, t.tile, t.bandSize
 	t.ntband, t.nttile, t.ntbandSize = t.band, t.tile, t.bandSize
+	t.setNarrow()
 	return t
 }

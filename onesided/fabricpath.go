@@ -143,12 +143,23 @@ func (f *fabPath) slot() ([]byte, int, error) {
 	return f.scratch.Bytes()[i*slotSize : (i+1)*slotSize], i, nil
 }
 
+// postFault, when set (by tests), runs before each post; an error it
+// returns fails the post as the provider's own error would, nothing
+// having been posted.
+var postFault func(f *fabPath) error
+
 // post retries an operation while the provider answers EAGAIN; on failure
 // it drops id.
 func (f *fabPath) post(id opHandle, fn func() error) error {
 	wt := f.w.newWaiter(f.w.opts.timeout)
 	for {
-		err := fn()
+		var err error
+		if postFault != nil {
+			err = postFault(f)
+		}
+		if err == nil {
+			err = fn()
+		}
 		if err == nil {
 			return nil
 		}

@@ -196,6 +196,14 @@ func (f *fabPath) typedChunks(ctx context.Context, target, offset int, segs []dd
 				return f.ep.Read(piece, f.chunks.Desc(), f.addrs[target], raddr, f.keys[target], id)
 			}); err != nil {
 				if scratch < 0 {
+					// The operations of this chunk posted before this
+					// one may still read into it or write from it: it
+					// is free once they have completed (if they never
+					// do, it stays taken rather than be reused under
+					// them).
+					if werr := f.waitIssued(ctx, f.pend.seq); werr != nil {
+						return f.abandon(prev, fmt.Errorf("%w (and waiting for the chunk's earlier operations: %w)", err, werr))
+					}
 					f.freeChunks = append(f.freeChunks, idx-slotCount)
 				}
 				return f.abandon(prev, err)

@@ -39,6 +39,7 @@ type Tuning struct {
 	PipeSeg    int64  // bytes per segment of a pipelined typed message
 	PipeDepth  int64  // registered segment buffers per endpoint
 	NodePipe   int64  // bytes a node-transport typed send packs between two progress marks (0: pack whole first)
+	NodeGather int64  // average block bytes from which a node-transport typed message is gathered, not packed
 	EPMatchHdr bool   // carry the match word in a header, not in remote CQ data
 
 	// onesided
@@ -141,6 +142,7 @@ var Knobs = []Knob{
 	{Key: "pipedepth", Pkg: "endpoint", Kind: Int, Default: "8", Min: 1, Max: 256, Doc: "registered segment buffers per endpoint for pipelined and eager typed sends (segments in flight)", field: func(t *Tuning) any { return &t.PipeDepth }},
 
 	{Key: "nodepipe", Pkg: "endpoint", Kind: Int, Default: "256K", Min: 0, Max: 1 << 30, Doc: "a typed message above the eager limit to a node-transport peer in another process is packed this many bytes at a time after its header has gone, the receiver copying and unpacking each piece while the next is packed (0: packed whole before the header)", field: func(t *Tuning) any { return &t.NodePipe }},
+	{Key: "nodegather", Pkg: "endpoint", Kind: Int, Default: "16K", Min: 1, Max: 1 << 30, Doc: "average block size (bytes) from which a typed message above the eager limit to a node-transport peer is not packed: the receiver gathers the sender's blocks with process_vm_readv", field: func(t *Tuning) any { return &t.NodeGather }},
 
 	{Key: "osspin", Pkg: "onesided", Kind: Int, Default: "auto", Min: 0, Max: maxCount, Old: "WEFT_ONESIDED_SPIN", Doc: "window waits spin this many polls instead of the policy's spin time (1e9: spin for ever)", field: func(t *Tuning) any { return &t.OSSpin }},
 	{Key: "osspinfor", Pkg: "onesided", Kind: Duration, Default: "auto", Min: 0, Max: int64(time.Hour), Old: "WEFT_ONESIDED_SPIN_US", Doc: "spin phase of window waits (policy: 50µs spin, 2µs yield)", field: func(t *Tuning) any { return &t.OSSpinFor }},
