@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/errs"
@@ -162,7 +163,7 @@ func (d *Device) Close() error {
 	d.closed = true
 	for b := range d.bufs {
 		d.be.free(b.m)
-		b.freed = true
+		b.freed.Store(true)
 	}
 	d.bufs = nil
 	d.stats.Buffers = 0
@@ -177,10 +178,11 @@ func (d *Device) Close() error {
 // memory mapped into the device's address space (AllocHost), which a
 // kernel writes directly and the host (or a NIC) reads without a copy.
 type Buffer struct {
-	d     *Device
-	m     mem
-	n     int64
-	freed bool
+	d *Device
+	m mem
+	n int64
+	// freed is set under the device's mu; Bytes reads it without.
+	freed atomic.Bool
 }
 
 // Alloc allocates n bytes of device memory.
@@ -255,25 +257,31 @@ func (b *Buffer) Device() *Device { return b.d }
 // Len returns the buffer's size in bytes.
 func (b *Buffer) Len() int64 { return b.n }
 
-// Bytes returns the host view of a buffer from AllocHost (nil for device
-// memory). It is valid until Free.
-func (b *Buffer) Bytes() []byte { return b.m.host }
+// Bytes returns the host view of a buffer from AllocHost or MapHost (nil
+// for device memory). It is valid until Free or the device's Close; once
+// the buffer is freed Bytes returns nil.
+func (b *Buffer) Bytes() []byte {
+	if b.freed.Load() {
+		return nil
+	}
+	return b.m.host
+}
 
 // Free releases the buffer; later calls on it return ErrClosed.
 func (b *Buffer) Free() error {
 	b.d.mu.Lock()
 	defer b.d.mu.Unlock()
-	if b.freed || b.d.closed {
+	if b.freed.Load() || b.d.closed {
 		return ErrClosed
 	}
-	b.freed = true
+	b.freed.Store(true)
 	delete(b.d.bufs, b)
 	b.d.stats.Buffers--
 	return b.d.be.free(b.m)
 }
 
 func (b *Buffer) span(op string, off, n int64) error {
-	if b.freed || b.d.closed {
+	if b.freed.Load() || b.d.closed {
 		return ErrClosed
 	}
 	if off < 0 || n < 0 || off > b.n || n > b.n-off {

@@ -158,7 +158,8 @@ func TestOpenCLMethodAuto(t *testing.T) {
 // TestOpenCLMapHost maps mmap memory into the device and packs into it and
 // unpacks from it in place; the unpack hands the host's bytes to the
 // device first (a map for writing and its unmap); Free unmaps it and
-// leaves the memory alone; Close frees what is left.
+// leaves the memory alone; Close frees what is left; Bytes of a freed
+// buffer is nil.
 func TestOpenCLMapHost(t *testing.T) { mapHostCheck(t, openCL(t)) }
 
 // TestCUDAMapHost is TestOpenCLMapHost on a CUDA device
@@ -228,13 +229,25 @@ func mapHostCheck(t *testing.T, d *Device) {
 		t.Fatal(err)
 	}
 	mm[0] = 1 // still the caller's memory
+	if hb.Bytes() != nil {
+		t.Fatal("Bytes of a freed mapping is not nil")
+	}
 	if _, err := d.MapHost(nil); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("MapHost(nil): %v", err)
 	}
-	d.AllocHost(100)
+	left, err := d.AllocHost(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left.Bytes()) != 100 {
+		t.Fatalf("AllocHost(100): %d bytes", len(left.Bytes()))
+	}
 	d.Close()
 	if got := d.Stats().Buffers; got != 0 {
 		t.Fatalf("%d buffers left after Close", got)
+	}
+	if left.Bytes() != nil { // Close freed it: no view of freed memory
+		t.Fatal("Bytes of a buffer Close freed is not nil")
 	}
 	if err := typed.Free(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Free after Close: %v", err)
