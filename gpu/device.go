@@ -3,6 +3,7 @@ package gpu
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -162,8 +163,7 @@ func (d *Device) Close() error {
 	}
 	d.closed = true
 	for b := range d.bufs {
-		d.be.free(b.m)
-		b.freed.Store(true)
+		b.release()
 	}
 	d.bufs = nil
 	d.stats.Buffers = 0
@@ -183,6 +183,17 @@ type Buffer struct {
 	n int64
 	// freed is set under the device's mu; Bytes reads it without.
 	freed atomic.Bool
+	pin   *runtime.Pinner // MapHost's pin of Go memory, undone when freed
+}
+
+// release frees b's memory (d.mu held).
+func (b *Buffer) release() error {
+	b.freed.Store(true)
+	if b.pin != nil {
+		defer b.pin.Unpin() // once the runtime no longer holds it
+		b.pin = nil
+	}
+	return b.d.be.free(b.m)
 }
 
 // Alloc allocates n bytes of device memory.
@@ -229,6 +240,8 @@ type hostMapper interface {
 // a CL_MEM_USE_HOST_PTR buffer over it (page-aligned memory avoids a copy
 // in the runtime). p must stay valid and must not be freed until the
 // Buffer is freed; Free unmaps it and leaves the memory to its owner.
+// Go memory passed by mistake is pinned (runtime.Pinner) until then, so
+// the runtime never keeps a pointer the garbage collector may free.
 // Bytes returns p. Errors wrap errs.ErrInvalid for empty memory,
 // errs.ErrNotSupported for a runtime that cannot map host memory.
 func (d *Device) MapHost(p []byte) (*Buffer, error) {
@@ -244,11 +257,16 @@ func (d *Device) MapHost(p []byte) (*Buffer, error) {
 	if !ok {
 		return nil, fmt.Errorf("gpu: %s cannot map host memory: %w", d.be.kind(), errs.ErrNotSupported)
 	}
+	pin := new(runtime.Pinner)
+	pin.Pin(&p[0]) // a no-op for C and mmap memory
 	m, err := hm.mapHost(p)
 	if err != nil {
+		pin.Unpin()
 		return nil, err
 	}
-	return d.adopt(m, int64(len(p))), nil
+	b := d.adopt(m, int64(len(p)))
+	b.pin = pin
+	return b, nil
 }
 
 // Device returns the device the buffer belongs to.
@@ -274,10 +292,9 @@ func (b *Buffer) Free() error {
 	if b.freed.Load() || b.d.closed {
 		return ErrClosed
 	}
-	b.freed.Store(true)
 	delete(b.d.bufs, b)
 	b.d.stats.Buffers--
-	return b.d.be.free(b.m)
+	return b.release()
 }
 
 func (b *Buffer) span(op string, off, n int64) error {

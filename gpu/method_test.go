@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"syscall"
 	"testing"
 
@@ -279,4 +280,46 @@ func TestMethodCalibrationFails(t *testing.T) {
 		t.Fatalf("stats %+v: want kernels only", st)
 	}
 	t.Log(d.cost)
+}
+
+// TestOpenCLMapHostGoMemory: Go memory passed to MapHost by mistake is
+// pinned while mapped: the device packs into it across collections and
+// Free unpins it (runtime.Pinner panics on a pin left behind).
+func TestOpenCLMapHostGoMemory(t *testing.T) {
+	d := openCL(t)
+	defer d.Close()
+	ty := seedLayouts(t, 16)[3]
+	n, base := ddttest.Layout(ty, 1)
+	host := make([]byte, n)
+	for i := range host {
+		host[i] = byte(i*3 + 1)
+	}
+	typed, err := d.Alloc(int64(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	typed.Write(0, host)
+	want := ddttest.Pack(ty, host, base, 1)
+	gomem := make([]byte, len(want))
+	hb, err := d.MapHost(gomem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hb.pin == nil {
+		t.Fatal("Go memory mapped without a pin")
+	}
+	runtime.GC()
+	if _, err := d.Pack(context.Background(), hb, 0, Typed{ty, typed, base, 1}, 0, int64(len(want))); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(gomem, want) {
+		t.Fatal("pack into mapped Go memory differs")
+	}
+	if err := hb.Free(); err != nil {
+		t.Fatal(err)
+	}
+	if hb.pin != nil {
+		t.Fatal("Free left the pin")
+	}
+	runtime.GC()
 }
