@@ -589,6 +589,24 @@ func TestTypedVErrors(t *testing.T) {
 			v := make([]float64, unit*3)
 			return C.ReduceScatterBlockTyped(ctx, c, nil, v, 1, i64col, C.Sum[float64]())
 		}, []int{0, 1, 2}},
+		{"gatherv: rank 2's send type is nil (a local error, the others in the call)", func(ctx context.Context, c *C.Coll) error {
+			s, _ := newTLayout(kindContig, 1)
+			w, _ := newVWhole(kindColumn, []int{1, 1, 1})
+			st := s.t
+			if c.Rank() == 2 {
+				st = nil
+			}
+			return C.GathervTyped(ctx, c, s.bytes(), 1, st, w.bytes(), w.counts, w.displs, w.t, 0)
+		}, []int{2}},
+		{"allgatherv: rank 1's receive layout is outside its buffer (a local error)", func(ctx context.Context, c *C.Coll) error {
+			s, _ := newTLayout(kindContig, 1)
+			w, _ := newVWhole(kindContig, []int{1, 1, 1})
+			displs := w.displs
+			if c.Rank() == 1 {
+				displs = []int{0, 1, 1 << 20}
+			}
+			return C.AllgathervTyped(ctx, c, s.bytes(), 1, s.t, w.bytes(), w.counts, displs, w.t)
+		}, []int{1}},
 		{"scan: rank 2 scans 2 elements, the others 1", func(ctx context.Context, c *C.Coll) error {
 			l, _ := newTLayout(kindIndexed, 2)
 			n := 1

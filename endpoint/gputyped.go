@@ -140,7 +140,11 @@ type devRing struct {
 // seg returns segment i: hl reserved bytes, then size bytes of payload.
 func (g *devRing) seg(i int) []byte {
 	n := g.hl + g.size
-	return g.buf.Bytes()[i*n : (i+1)*n : (i+1)*n]
+	b := g.buf.Bytes()
+	if b == nil { // freed: the device was closed first
+		return nil
+	}
+	return b[i*n : (i+1)*n : (i+1)*n]
 }
 
 // segAddr is the address of segment i's payload in an hmem ring.
@@ -384,7 +388,11 @@ func (v *vci) pumpDev(r *Request) {
 		if g.hmem { // from device memory (FI_HMEM); no header in front
 			err = v.ep.SendDataDevice(g.segAddr(s.idx), s.n, g.mr.Desc(), data, r.qdest, ctx)
 		} else {
-			err = v.sendFramed(g.seg(s.idx)[:g.hl+s.n], g.mr.Desc(), data, r.qdest, ctx)
+			if seg := g.seg(s.idx); seg == nil { // the device was closed under the send, freeing its ring
+				err = fmt.Errorf("endpoint: the send ring on %s: %w", d, gpu.ErrClosed)
+			} else {
+				err = v.sendFramed(seg[:g.hl+s.n], g.mr.Desc(), data, r.qdest, ctx)
+			}
 		}
 		if errors.Is(err, fabric.ErrAgain) {
 			if p.stalled.IsZero() {

@@ -410,6 +410,16 @@ func TestDeviceClosedFirst(t *testing.T) {
 	if n := d.Stats().Buffers; n != 0 {
 		t.Fatalf("%d buffers left on the closed device", n)
 	}
+	// A message from the closed device's memory fails; the endpoints,
+	// whose ring and mapping the device freed, close without error.
+	if err := a.SendDevice(ctx, src, b.Rank(), 4); !errors.Is(err, gpu.ErrClosed) {
+		t.Fatalf("SendDevice from a closed device: %v, want gpu.ErrClosed", err)
+	}
+	for _, c := range []*endpoint.Comm{a, b} {
+		if err := c.Free(); err != nil {
+			t.Fatalf("endpoint closed after its device: %v", err)
+		}
+	}
 }
 
 // TestDeviceTypedCUDA: the pair test's messages from and into CUDA device

@@ -132,7 +132,7 @@ func (d *Device) viaStage(ctx context.Context, p []byte, ty Typed, from int64, u
 	}
 	d.stageMu.Lock()
 	defer d.stageMu.Unlock()
-	if d.stageBuf != nil && d.stageBuf.freed {
+	if d.stageBuf != nil && d.stageBuf.freed.Load() {
 		return 0, ErrClosed
 	}
 	if d.stageBuf == nil {

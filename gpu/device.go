@@ -3,7 +3,9 @@ package gpu
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/errs"
@@ -161,8 +163,7 @@ func (d *Device) Close() error {
 	}
 	d.closed = true
 	for b := range d.bufs {
-		d.be.free(b.m)
-		b.freed = true
+		b.release()
 	}
 	d.bufs = nil
 	d.stats.Buffers = 0
@@ -177,10 +178,22 @@ func (d *Device) Close() error {
 // memory mapped into the device's address space (AllocHost), which a
 // kernel writes directly and the host (or a NIC) reads without a copy.
 type Buffer struct {
-	d     *Device
-	m     mem
-	n     int64
-	freed bool
+	d *Device
+	m mem
+	n int64
+	// freed is set under the device's mu; Bytes reads it without.
+	freed atomic.Bool
+	pin   *runtime.Pinner // MapHost's pin of Go memory, undone when freed
+}
+
+// release frees b's memory (d.mu held).
+func (b *Buffer) release() error {
+	b.freed.Store(true)
+	if b.pin != nil {
+		defer b.pin.Unpin() // once the runtime no longer holds it
+		b.pin = nil
+	}
+	return b.d.be.free(b.m)
 }
 
 // Alloc allocates n bytes of device memory.
@@ -227,6 +240,8 @@ type hostMapper interface {
 // a CL_MEM_USE_HOST_PTR buffer over it (page-aligned memory avoids a copy
 // in the runtime). p must stay valid and must not be freed until the
 // Buffer is freed; Free unmaps it and leaves the memory to its owner.
+// Go memory passed by mistake is pinned (runtime.Pinner) until then, so
+// the runtime never keeps a pointer the garbage collector may free.
 // Bytes returns p. Errors wrap errs.ErrInvalid for empty memory,
 // errs.ErrNotSupported for a runtime that cannot map host memory.
 func (d *Device) MapHost(p []byte) (*Buffer, error) {
@@ -242,11 +257,16 @@ func (d *Device) MapHost(p []byte) (*Buffer, error) {
 	if !ok {
 		return nil, fmt.Errorf("gpu: %s cannot map host memory: %w", d.be.kind(), errs.ErrNotSupported)
 	}
+	pin := new(runtime.Pinner)
+	pin.Pin(&p[0]) // a no-op for C and mmap memory
 	m, err := hm.mapHost(p)
 	if err != nil {
+		pin.Unpin()
 		return nil, err
 	}
-	return d.adopt(m, int64(len(p))), nil
+	b := d.adopt(m, int64(len(p)))
+	b.pin = pin
+	return b, nil
 }
 
 // Device returns the device the buffer belongs to.
@@ -255,25 +275,30 @@ func (b *Buffer) Device() *Device { return b.d }
 // Len returns the buffer's size in bytes.
 func (b *Buffer) Len() int64 { return b.n }
 
-// Bytes returns the host view of a buffer from AllocHost (nil for device
-// memory). It is valid until Free.
-func (b *Buffer) Bytes() []byte { return b.m.host }
+// Bytes returns the host view of a buffer from AllocHost or MapHost (nil
+// for device memory). It is valid until Free or the device's Close; once
+// the buffer is freed Bytes returns nil.
+func (b *Buffer) Bytes() []byte {
+	if b.freed.Load() {
+		return nil
+	}
+	return b.m.host
+}
 
 // Free releases the buffer; later calls on it return ErrClosed.
 func (b *Buffer) Free() error {
 	b.d.mu.Lock()
 	defer b.d.mu.Unlock()
-	if b.freed || b.d.closed {
+	if b.freed.Load() || b.d.closed {
 		return ErrClosed
 	}
-	b.freed = true
 	delete(b.d.bufs, b)
 	b.d.stats.Buffers--
-	return b.d.be.free(b.m)
+	return b.release()
 }
 
 func (b *Buffer) span(op string, off, n int64) error {
-	if b.freed || b.d.closed {
+	if b.freed.Load() || b.d.closed {
 		return ErrClosed
 	}
 	if off < 0 || n < 0 || off > b.n || n > b.n-off {

@@ -29,6 +29,8 @@ const (
 	MethodBlocks
 )
 
+// String returns the method's name as SetMethod's callers and the
+// benchmarks write it: auto, kernel, rect or blocks.
 func (m Method) String() string {
 	switch m {
 	case MethodAuto:

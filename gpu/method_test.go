@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"syscall"
 	"testing"
 
@@ -158,7 +159,8 @@ func TestOpenCLMethodAuto(t *testing.T) {
 // TestOpenCLMapHost maps mmap memory into the device and packs into it and
 // unpacks from it in place; the unpack hands the host's bytes to the
 // device first (a map for writing and its unmap); Free unmaps it and
-// leaves the memory alone; Close frees what is left.
+// leaves the memory alone; Close frees what is left; Bytes of a freed
+// buffer is nil.
 func TestOpenCLMapHost(t *testing.T) { mapHostCheck(t, openCL(t)) }
 
 // TestCUDAMapHost is TestOpenCLMapHost on a CUDA device
@@ -228,13 +230,25 @@ func mapHostCheck(t *testing.T, d *Device) {
 		t.Fatal(err)
 	}
 	mm[0] = 1 // still the caller's memory
+	if hb.Bytes() != nil {
+		t.Fatal("Bytes of a freed mapping is not nil")
+	}
 	if _, err := d.MapHost(nil); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("MapHost(nil): %v", err)
 	}
-	d.AllocHost(100)
+	left, err := d.AllocHost(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left.Bytes()) != 100 {
+		t.Fatalf("AllocHost(100): %d bytes", len(left.Bytes()))
+	}
 	d.Close()
 	if got := d.Stats().Buffers; got != 0 {
 		t.Fatalf("%d buffers left after Close", got)
+	}
+	if left.Bytes() != nil { // Close freed it: no view of freed memory
+		t.Fatal("Bytes of a buffer Close freed is not nil")
 	}
 	if err := typed.Free(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Free after Close: %v", err)
@@ -266,4 +280,46 @@ func TestMethodCalibrationFails(t *testing.T) {
 		t.Fatalf("stats %+v: want kernels only", st)
 	}
 	t.Log(d.cost)
+}
+
+// TestOpenCLMapHostGoMemory: Go memory passed to MapHost by mistake is
+// pinned while mapped: the device packs into it across collections and
+// Free unpins it (runtime.Pinner panics on a pin left behind).
+func TestOpenCLMapHostGoMemory(t *testing.T) {
+	d := openCL(t)
+	defer d.Close()
+	ty := seedLayouts(t, 16)[3]
+	n, base := ddttest.Layout(ty, 1)
+	host := make([]byte, n)
+	for i := range host {
+		host[i] = byte(i*3 + 1)
+	}
+	typed, err := d.Alloc(int64(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	typed.Write(0, host)
+	want := ddttest.Pack(ty, host, base, 1)
+	gomem := make([]byte, len(want))
+	hb, err := d.MapHost(gomem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hb.pin == nil {
+		t.Fatal("Go memory mapped without a pin")
+	}
+	runtime.GC()
+	if _, err := d.Pack(context.Background(), hb, 0, Typed{ty, typed, base, 1}, 0, int64(len(want))); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(gomem, want) {
+		t.Fatal("pack into mapped Go memory differs")
+	}
+	if err := hb.Free(); err != nil {
+		t.Fatal(err)
+	}
+	if hb.pin != nil {
+		t.Fatal("Free left the pin")
+	}
+	runtime.GC()
 }
