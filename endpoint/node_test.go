@@ -304,8 +304,8 @@ func TestNodeSenderGone(t *testing.T) {
 
 // TestFabricOnDemand: a one-node job on the node transport never opens
 // libfabric (its start-up pays no provider discovery); Comm.Domain and
-// Info open it when asked. With the node transport off it is open from
-// Init.
+// Info open it when asked, and endpoints created after only one rank did
+// still pair. With the node transport off it is open from Init.
 func TestFabricOnDemand(t *testing.T) {
 	for _, p := range []string{"native", "shm"} {
 		t.Run(p, func(t *testing.T) {
@@ -325,6 +325,22 @@ func TestFabricOnDemand(t *testing.T) {
 			allPairs(t, eps, []int{8, 20000, 100000})
 			if got := endpoint.FabricOpen(w); got == native {
 				t.Fatalf("libfabric open after CreateEndpoints and traffic: %v", got)
+			}
+			if native {
+				// Rank 0 alone opens libfabric: endpoints created then
+				// (rank 0's with libfabric names, rank 1's without) still
+				// pair over the node transport.
+				if w.Comm().Rank() == 0 && w.Info() == nil {
+					t.Fatal("Info did not open libfabric on demand")
+				}
+				more, err := w.Comm().CreateEndpoints(ctx, 1)
+				if err != nil {
+					t.Fatalf("CreateEndpoints after one rank opened libfabric: %v", err)
+				}
+				allPairs(t, more, []int{8, 100000})
+				if err := more[0].Free(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if eps[0].Domain() == nil || eps[0].Info() == nil || w.Comm().Domain() == nil || w.Info() == nil {
 				t.Fatal("Domain/Info did not open libfabric on demand")
