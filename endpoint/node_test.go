@@ -65,7 +65,7 @@ func ownSegments(t *testing.T) []string {
 // the same process and in the other one) sends to every other one
 // messages around each size where the node transport changes protocol
 // (first cell, second cell, ring inline limit, medium slot limit, eager
-// limit), content
+// limit, the pipelined copy's smallest message when it is on), content
 // checked; then receives of one byte less than the message report
 // truncation with the right count. The peers use the node transport
 // (native) or libfabric (shm, tcp), and say so.
@@ -79,6 +79,10 @@ func TestNodeThresholds(t *testing.T) {
 	sizes := []int{0, 1, 39, 40, 41, 96, 97, inline - 1, inline, inline + 1, 4096, eager - 1, eager, eager + 1, 3<<20 + 5}
 	if med := (int(tu.NodeMedium) + 63) &^ 63; med != eager && med > inline {
 		sizes = append(sizes, med-1, med, med+1) // the medium slot limit
+	}
+	if slot, cp := (int(tu.NodeCopySlot)+63)&^63, int(tu.NodeCopy); cp > 0 {
+		// the pipelined copy's smallest message and rounds of its slots
+		sizes = append(sizes, cp-1, cp, cp+1, max(cp, 4*slot+1))
 	}
 	for _, p := range providers {
 		t.Run(provName(p), func(t *testing.T) {
