@@ -141,11 +141,16 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 		return fail(err)
 	}
 	allNode := links != nil && !slices.Contains(links, -1)
+	// A rank that had not opened libfabric (its peers all on the node
+	// transport, nothing asked for its domain) publishes no names; ranks
+	// that had opened it then have nothing to insert for it, and need
+	// nothing when every peer is on the node transport.
+	unnamed := slices.ContainsFunc(names, func(b []byte) bool { return len(b) == 0 })
 	out := make([]*Comm, n)
 	for li, v := range vcis {
 		var addrs []fabric.Addr
 		switch {
-		case v.av != nil:
+		case v.av != nil && !(unnamed && allNode):
 			if addrs, err = v.av.Insert(names...); err != nil {
 				return fail(fmt.Errorf("endpoint: insert %d endpoint addresses: %w", len(names), err))
 			}

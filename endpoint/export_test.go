@@ -66,6 +66,19 @@ func MediumCounts(c *Comm, r int) (sent, busy int64, ok bool) {
 	return l.medOut.sent, l.medOut.busy, true
 }
 
+// CopyCounts reports how many messages c sent to rank r by the node
+// transport's pipelined copy through the medium slots; ok is false when
+// the pair has no slot area.
+func CopyCounts(c *Comm, r int) (copies int64, ok bool) {
+	l := c.link(r)
+	if l == nil || l.cpOut == nil {
+		return 0, false
+	}
+	c.v.lock()
+	defer c.v.unlock()
+	return l.cpOut.copies, true
+}
+
 // MediumLimit reports the largest message c sends to rank r through a
 // medium slot (0: none).
 func MediumLimit(c *Comm, r int) int {

@@ -21,6 +21,9 @@ package endpoint
 // through the ring (nodemed.go): a 4 KiB half round trip 1.8 µs against
 // 11.4 through the staged process_vm_readv and MPICH's 1.4–1.5 in one run
 // of the loaded 2-vCPU VM (docs/perf/endpoint.md).
+// With WEFT_TUNE's nodecopy set, messages from that size on to another
+// process are copied in and out of a per-pair copy area a slot at a time,
+// the two copies overlapping (nodecopy.go).
 // Larger messages, and medium ones when every slot of the pair is busy,
 // use rendezvous: the sender puts
 // a 32-byte header (address, size, sequence) in the ring; the matching
@@ -92,8 +95,14 @@ type nodeLink struct {
 	member int
 	medOut *medArea // our slot area in the peer's segment (nil: none)
 	medIn  *medArea // the peer's slot area in our segment (nil: none)
+	cpOut  *medArea // our copy area in the peer's segment (nodecopy.go; nil: none)
+	cpIn   *medArea // the peer's copy area in our segment (nil: none)
 	// peerHdr is the header of the peer's segment (its pipeline word).
 	peerHdr []byte
+	id      peerwatch.Ident // the peer's process
+	cout    *copyOut        // our pipelined send in progress to the peer (nodecopy.go)
+	cin     *copyIn         // the peer's pipelined send we are taking
+	broken  error           // set when a pipelined copy failed: the link is dropped
 }
 
 // trySend sends one message, fabric.ErrAgain when the ring is full.
@@ -120,6 +129,8 @@ type nodeInfo struct {
 	cells  int    // cells per ring
 	slots  int    // medium slots per ring (nodemed.go)
 	slotB  int    // bytes per medium slot
+	cslots int    // pipelined copy slots per ring (nodecopy.go)
+	cslotB int    // bytes per copy slot
 	seg    string // segment file name
 }
 
@@ -136,19 +147,22 @@ func (n nodeInfo) append(b []byte) []byte {
 	b = binary.LittleEndian.AppendUint32(b, uint32(n.cells))
 	b = binary.LittleEndian.AppendUint16(b, uint16(n.slots))
 	b = binary.LittleEndian.AppendUint32(b, uint32(n.slotB))
+	b = binary.LittleEndian.AppendUint16(b, uint16(n.cslots))
+	b = binary.LittleEndian.AppendUint32(b, uint32(n.cslotB))
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(n.seg)))
 	return append(b, n.seg...)
 }
 
 func parseNodeInfo(b []byte) (nodeInfo, []byte, error) {
-	const fixed = 17
+	const fixed = 23
 	if len(b) < fixed {
 		return nodeInfo{}, nil, fmt.Errorf("node transport record of %d bytes", len(b))
 	}
 	n := nodeInfo{native: b[0]&1 != 0, cma: b[0]&2 != 0,
 		cap: int(binary.LittleEndian.Uint32(b[1:])), cells: int(binary.LittleEndian.Uint32(b[5:])),
-		slots: int(binary.LittleEndian.Uint16(b[9:])), slotB: int(binary.LittleEndian.Uint32(b[11:]))}
-	l := int(binary.LittleEndian.Uint16(b[15:]))
+		slots: int(binary.LittleEndian.Uint16(b[9:])), slotB: int(binary.LittleEndian.Uint32(b[11:])),
+		cslots: int(binary.LittleEndian.Uint16(b[15:])), cslotB: int(binary.LittleEndian.Uint32(b[17:]))}
+	l := int(binary.LittleEndian.Uint16(b[21:]))
 	if l > len(b)-fixed {
 		return nodeInfo{}, nil, fmt.Errorf("node transport record: %d-byte name in %d bytes", l, len(b)-fixed)
 	}
@@ -159,10 +173,16 @@ func parseNodeInfo(b []byte) (nodeInfo, []byte, error) {
 	if n.slots > medMaxSlots || n.slotB%64 != 0 || n.slotB > 1<<20 || (n.slots > 0) != (n.slotB > 0) {
 		return nodeInfo{}, nil, fmt.Errorf("node transport record: %d medium slots of %d bytes", n.slots, n.slotB)
 	}
+	if n.cslots > medMaxSlots || n.cslotB%64 != 0 || n.cslotB > maxCopySlot || (n.cslots > 0) != (n.cslotB > 0) {
+		return nodeInfo{}, nil, fmt.Errorf("node transport record: %d copy slots of %d bytes", n.cslots, n.cslotB)
+	}
 	return n, b[fixed+l:], nil
 }
 
 func (n nodeInfo) segBytes() int {
+	if n.cslots > 0 {
+		return copyBase(n) + n.cap*copyAreaBytes(n.cslots, n.cslotB)
+	}
 	return nodeHdr + n.cap*(shmring.Layout(n.cells)+medAreaBytes(n.slots, n.slotB))
 }
 
@@ -199,6 +219,7 @@ func (v *vci) openNodeSeg(n int) (nodeInfo, error) {
 	cells, inline := nodeGeometry(n)
 	info := nodeInfo{native: true, cma: cmaUsable(), cap: n, cells: cells}
 	info.slots, info.slotB = medGeometry(n, inline)
+	info.cslots, info.cslotB = copyGeometry(n)
 	seg, err := nodeseg.Create("ep", info.segBytes())
 	if err != nil {
 		return nodeInfo{}, fmt.Errorf("endpoint: node transport segment: %w", err)
@@ -225,6 +246,7 @@ type nodeMember struct {
 	proc string // identity of its process (same string: same process)
 	ns   string // its node and pid namespace (CMA needs the same)
 	pid  int
+	id   peerwatch.Ident // its process, to tell whether it exited
 }
 
 // nodePaired reports whether members a and b of a group of size n talk
@@ -294,13 +316,16 @@ func (v *vci) connectNode(group []nodeMember, me int) ([]bool, error) {
 		if err != nil {
 			return fail(fmt.Errorf("endpoint: node ring to member %d: %w", m, err))
 		}
-		links[m] = &nodeLink{out: out, in: in, inline: out.MaxInline(), pid: group[m].pid,
+		links[m] = &nodeLink{out: out, in: in, inline: out.MaxInline(), pid: group[m].pid, id: group[m].id,
 			local: group[m].proc == mine.proc, member: m, peerHdr: peerHdr,
-			medIn: newMedArea(info, seg.Bytes(), m)}
+			medIn: newMedArea(info, seg.Bytes(), m), cpIn: newCopyArea(info, seg.Bytes(), m)}
 		if m == me {
 			links[m].medOut = newMedArea(info, seg.Bytes(), me)
+			links[m].cpOut = newCopyArea(info, seg.Bytes(), me)
 		} else {
-			links[m].medOut = newMedArea(group[m].info, peerSegs[len(peerSegs)-1].Bytes(), me)
+			pm := peerSegs[len(peerSegs)-1].Bytes()
+			links[m].medOut = newMedArea(group[m].info, pm, me)
+			links[m].cpOut = newCopyArea(group[m].info, pm, me)
 		}
 	}
 	v.lock()
@@ -394,6 +419,12 @@ func (v *vci) pollNode() {
 		if l == nil {
 			continue
 		}
+		if l.cout != nil {
+			v.pumpCopyOut(l)
+		}
+		if l.cin != nil && !v.pumpCopyIn(l) || l.broken != nil {
+			continue // the rest of this ring waits for the copy in progress
+		}
 		for k := 0; k < nodeBurst; k++ {
 			t, n, ok, err := l.in.Peek()
 			if err != nil {
@@ -404,6 +435,9 @@ func (v *vci) pollNode() {
 				break
 			}
 			v.nodeMessage(l, t, n)
+			if l.cin != nil || l.broken != nil {
+				break
+			}
 		}
 	}
 }
@@ -468,6 +502,12 @@ func (v *vci) nodeSend(c *Comm, l *nodeLink, buf []byte, t uint64, dest int, sig
 // nodeSendStaged is nodeSend; with staged buf is a staging buffer of v's
 // already holding the message (a typed send packed it there).
 func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest int, staged bool, sig uint64) (*Request, error) {
+	if l.broken != nil {
+		if staged {
+			v.unstage(buf)
+		}
+		return nil, fmt.Errorf("endpoint: send %d bytes to rank %d: %w", len(buf), dest, l.broken)
+	}
 	if len(buf) <= l.inline && !staged {
 		aux := sigWord(sig)
 		if len(v.sendq) == 0 {
@@ -494,6 +534,11 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 			v.unstage(buf)
 		}
 		return completedRequest, nil
+	}
+	if !staged && v.nodeCopyFits(l, len(buf)) {
+		if r, ok := v.nodeSendCopy(c, l, t, sigWord(sig), buf, dest); ok {
+			return r, nil
+		}
 	}
 	// Rendezvous: the receiver copies from buf and answers with a FIN. Up
 	// to the eager limit the data is first copied into a staging buffer
@@ -790,7 +835,7 @@ func (w *World) connectWorld(v *vci, nodes []nodeInfo, ids []peerwatch.Ident) er
 		if r == c.rank {
 			me = len(group)
 		}
-		group = append(group, nodeMember{info: nodes[r], proc: procKey(ids[r]), ns: ids[r].Node, pid: ids[r].PID})
+		group = append(group, nodeMember{info: nodes[r], proc: procKey(ids[r]), ns: ids[r].Node, pid: ids[r].PID, id: ids[r]})
 		ranks = append(ranks, r)
 	}
 	paired, err := v.connectNode(group, me)
@@ -843,7 +888,7 @@ func (w *World) connectEndpoints(ctx context.Context, c *Comm, native bool, vcis
 		if c.hosts[pr] == myHost {
 			pos[a] = len(group)
 			id := w.ids[c.world[pr]]
-			group = append(group, nodeMember{proc: procKey(id), ns: id.Node, pid: id.PID})
+			group = append(group, nodeMember{proc: procKey(id), ns: id.Node, pid: id.PID, id: id})
 			groupAddr = append(groupAddr, a)
 		}
 	}

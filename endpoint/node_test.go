@@ -65,7 +65,7 @@ func ownSegments(t *testing.T) []string {
 // the same process and in the other one) sends to every other one
 // messages around each size where the node transport changes protocol
 // (first cell, second cell, ring inline limit, medium slot limit, eager
-// limit), content
+// limit, the pipelined copy's smallest message when it is on), content
 // checked; then receives of one byte less than the message report
 // truncation with the right count. The peers use the node transport
 // (native) or libfabric (shm, tcp), and say so.
@@ -79,6 +79,10 @@ func TestNodeThresholds(t *testing.T) {
 	sizes := []int{0, 1, 39, 40, 41, 96, 97, inline - 1, inline, inline + 1, 4096, eager - 1, eager, eager + 1, 3<<20 + 5}
 	if med := (int(tu.NodeMedium) + 63) &^ 63; med != eager && med > inline {
 		sizes = append(sizes, med-1, med, med+1) // the medium slot limit
+	}
+	if slot, cp := (int(tu.NodeCopySlot)+63)&^63, int(tu.NodeCopy); cp > 0 {
+		// the pipelined copy's smallest message and rounds of its slots
+		sizes = append(sizes, cp-1, cp, cp+1, max(cp, 4*slot+1))
 	}
 	for _, p := range providers {
 		t.Run(provName(p), func(t *testing.T) {
@@ -304,8 +308,8 @@ func TestNodeSenderGone(t *testing.T) {
 
 // TestFabricOnDemand: a one-node job on the node transport never opens
 // libfabric (its start-up pays no provider discovery); Comm.Domain and
-// Info open it when asked. With the node transport off it is open from
-// Init.
+// Info open it when asked, and endpoints created after only one rank did
+// still pair. With the node transport off it is open from Init.
 func TestFabricOnDemand(t *testing.T) {
 	for _, p := range []string{"native", "shm"} {
 		t.Run(p, func(t *testing.T) {
@@ -325,6 +329,22 @@ func TestFabricOnDemand(t *testing.T) {
 			allPairs(t, eps, []int{8, 20000, 100000})
 			if got := endpoint.FabricOpen(w); got == native {
 				t.Fatalf("libfabric open after CreateEndpoints and traffic: %v", got)
+			}
+			if native {
+				// Rank 0 alone opens libfabric: endpoints created then
+				// (rank 0's with libfabric names, rank 1's without) still
+				// pair over the node transport.
+				if w.Comm().Rank() == 0 && w.Info() == nil {
+					t.Fatal("Info did not open libfabric on demand")
+				}
+				more, err := w.Comm().CreateEndpoints(ctx, 1)
+				if err != nil {
+					t.Fatalf("CreateEndpoints after one rank opened libfabric: %v", err)
+				}
+				allPairs(t, more, []int{8, 100000})
+				if err := more[0].Free(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if eps[0].Domain() == nil || eps[0].Info() == nil || w.Comm().Domain() == nil || w.Info() == nil {
 				t.Fatal("Domain/Info did not open libfabric on demand")

@@ -83,10 +83,17 @@ func medAreaBytes(slots, slotBytes int) int {
 type medArea struct {
 	mem   []byte
 	slots int
-	size  int   // bytes per slot: the largest medium message
-	next  int   // sender: the slot tried first
-	sent  int64 // sender: messages sent through the slots
-	busy  int64 // sender: medium messages that found every slot busy
+	size  int // bytes per slot: the largest medium message
+	// A copy area (nodecopy.go) spaces its flags fstride bytes apart and
+	// starts its slots at doff; a medium area packs them into its first
+	// line (fstride 0: 8 bytes, doff 0: 64).
+	fstride, doff int
+	next          int   // sender: the slot tried first
+	sent          int64 // sender: messages sent through the slots
+	busy          int64 // sender: medium messages that found every slot busy
+	// copies counts the sender's pipelined copies (a copy area,
+	// nodecopy.go).
+	copies int64
 }
 
 // newMedArea returns the area of ring i of a segment described by info
@@ -100,10 +107,18 @@ func newMedArea(info nodeInfo, mem []byte, i int) *medArea {
 	return &medArea{mem: mem[o : o+sz : o+sz], slots: info.slots, size: info.slotB}
 }
 
-func (a *medArea) flag(i int) *uint64 { return (*uint64)(unsafe.Pointer(&a.mem[8*i])) }
+func (a *medArea) flag(i int) *uint64 {
+	if a.fstride != 0 {
+		return (*uint64)(unsafe.Pointer(&a.mem[a.fstride*i]))
+	}
+	return (*uint64)(unsafe.Pointer(&a.mem[8*i]))
+}
 
 func (a *medArea) slot(i int) []byte {
 	o := 64 + i*a.size
+	if a.doff != 0 {
+		o = a.doff + i*a.size
+	}
 	return a.mem[o : o+a.size : o+a.size]
 }
 
@@ -139,7 +154,7 @@ func (v *vci) nodeSendMedium(l *nodeLink, t uint64, aux uint32, buf []byte) bool
 // isMedium reports whether the ring message of n bytes with match word t
 // is a medium header.
 func isMedium(l *nodeLink, t uint64, n int) bool {
-	return l.medIn != nil && n == medHdrSize && t&(ctrlBit|rtsBit) == rtsBit
+	return (l.medIn != nil || l.cpIn != nil) && n == medHdrSize && t&(ctrlBit|rtsBit) == rtsBit
 }
 
 // nodeMedium takes the medium header at the head of l's ring: the payload
@@ -152,7 +167,11 @@ func (v *vci) nodeMedium(l *nodeLink, t uint64) {
 	a := l.medIn
 	i := int(binary.LittleEndian.Uint32(h[4:]))
 	n := binary.LittleEndian.Uint64(h[8:])
-	if binary.LittleEndian.Uint32(h[0:]) != medMagic || i >= a.slots || n > uint64(a.size) {
+	if binary.LittleEndian.Uint32(h[0:]) == copyMagic && l.cpIn != nil {
+		v.nodeCopyStart(l, t, aux, i, n)
+		return
+	}
+	if a == nil || binary.LittleEndian.Uint32(h[0:]) != medMagic || i >= a.slots || n > uint64(a.size) {
 		v.log.Error("node medium header corrupt; message lost", "member", l.member, "slot", i, "size", n)
 		return
 	}

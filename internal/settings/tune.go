@@ -28,19 +28,21 @@ type Tuning struct {
 	ShmSweep  bool          // remove stale shm-provider regions of dead processes once
 
 	// endpoint
-	EPSpin     int64  // empty polls between context checks and yields of a wait
-	EPOSYield  int64  // every N-th yield is sched_yield (0: never)
-	EPWait     string // auto, spin or yield: how endpoint waits pause on crowded nodes
-	NodeCells  int64  // cells per ring of the node transport
-	NodeInline int64  // largest message sent inline in a ring
-	NodeMedium int64  // largest message copied through a per-pair slot
-	TypedPath  string // auto, zerocopy, pipeline or pack: how large typed messages go over libfabric
-	ZCBlock    int64  // average block bytes from which a large typed message goes by iovec RMA
-	PipeSeg    int64  // bytes per segment of a pipelined typed message
-	PipeDepth  int64  // registered segment buffers per endpoint
-	NodePipe   int64  // bytes a node-transport typed send packs between two progress marks (0: pack whole first)
-	NodeGather int64  // average block bytes from which a node-transport typed message is gathered, not packed
-	EPMatchHdr bool   // carry the match word in a header, not in remote CQ data
+	EPSpin       int64  // empty polls between context checks and yields of a wait
+	EPOSYield    int64  // every N-th yield is sched_yield (0: never)
+	EPWait       string // auto, spin or yield: how endpoint waits pause on crowded nodes
+	NodeCells    int64  // cells per ring of the node transport
+	NodeInline   int64  // largest message sent inline in a ring
+	NodeMedium   int64  // largest message copied through a per-pair slot
+	NodeCopy     int64  // smallest message copied in fragments through the per-pair copy area (pipelined; 0: off)
+	NodeCopySlot int64  // bytes per slot (fragment) of the copy area
+	TypedPath    string // auto, zerocopy, pipeline or pack: how large typed messages go over libfabric
+	ZCBlock      int64  // average block bytes from which a large typed message goes by iovec RMA
+	PipeSeg      int64  // bytes per segment of a pipelined typed message
+	PipeDepth    int64  // registered segment buffers per endpoint
+	NodePipe     int64  // bytes a node-transport typed send packs between two progress marks (0: pack whole first)
+	NodeGather   int64  // average block bytes from which a node-transport typed message is gathered, not packed
+	EPMatchHdr   bool   // carry the match word in a header, not in remote CQ data
 
 	// onesided
 	OSSpin     int64         // spin phase as a poll count (Auto: the policy's time)
@@ -135,6 +137,8 @@ var Knobs = []Knob{
 	{Key: "nodecells", Pkg: "endpoint", Kind: Int, Default: "512", Min: 64, Max: 1 << 16, Doc: "64-byte cells per ring of the node transport (rounded down to a power of two; fewer when a node has many endpoints)", field: func(t *Tuning) any { return &t.NodeCells }},
 	{Key: "nodeinline", Pkg: "endpoint", Kind: Int, Default: "2K", Min: 0, Max: 1 << 20, Doc: "largest message the node transport carries in its ring cells; larger ones are copied once from the sender's buffer (capped at what half a ring holds)", field: func(t *Tuning) any { return &t.NodeInline }},
 	{Key: "nodemedium", Pkg: "endpoint", Kind: Int, Default: "16K", Min: 0, Max: 1 << 20, Doc: "largest message the node transport copies in and out of a per-pair slot in the receiver's segment (rounded up to 64 bytes; 0: off; fewer slots, then none, when a node has many endpoints); larger ones, and medium ones when the slots are busy, are copied once from the sender's buffer", field: func(t *Tuning) any { return &t.NodeMedium }},
+	{Key: "nodecopy", Pkg: "endpoint", Kind: Int, Default: "0", Min: 0, Max: 1 << 40, Doc: "smallest message (above the eager limit) the node transport sends to a peer in another process through the pair's copy area, in fragments of a copy slot, the sender copying the next fragments in while the receiver copies the previous ones out (pipelined copy in, copy out); smaller ones above nodemedium are copied once from the sender's buffer. 0 (the default): off, every message above nodemedium is. It pays where the two cores share a cache; docs/perf/endpoint.md", field: func(t *Tuning) any { return &t.NodeCopy }},
+	{Key: "nodecopyslot", Pkg: "endpoint", Kind: Int, Default: "256K", Min: 4096, Max: 16 << 20, Doc: "bytes per slot of a pair's copy area (4 slots per pair, fewer when a node has many endpoints, none below 2)", field: func(t *Tuning) any { return &t.NodeCopySlot }},
 
 	{Key: "typedpath", Pkg: "endpoint", Kind: Enum, Default: "auto", Allowed: []string{"auto", "zerocopy", "pipeline", "pack"}, Doc: "how typed messages above the eager limit go to a libfabric peer: auto (the cost model, zcblock), zerocopy (iovec RMA from and to the user's blocks), pipeline (packed in segments), pack (packed whole, then a plain rendezvous; for comparisons)", field: func(t *Tuning) any { return &t.TypedPath }},
 	{Key: "zcblock", Pkg: "endpoint", Kind: Int, Default: "64K", Min: 1, Max: 1 << 30, Doc: "average block size (bytes) from which a typed message above the eager limit moves its blocks by iovec RMA instead of the segment pipeline (libfabric peers; onesided typed transfers likewise)", field: func(t *Tuning) any { return &t.ZCBlock }},

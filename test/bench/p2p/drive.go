@@ -164,11 +164,16 @@ func setup(ctx context.Context, cfg *config, tmp string, stderr io.Writer) ([]*c
 			return nil, err
 		}
 		for _, v := range cfg.weft {
+			v, tuneKV, tuned := strings.Cut(v, ":")
 			tr, thp := strings.CutSuffix(v, "+thp")
 			c := &contender{name: weftColumn(tr), kind: kindWeft, env: []string{"WEFT_NODE_TRANSPORT=" + tr}}
 			if thp { // ping-pong buffers on transparent huge pages
 				c.name += "-thp"
 				c.env = append(c.env, envBufs+"=thp")
+			}
+			if tuned { // an A/B of WEFT_TUNE knobs
+				c.name += ":" + tuneKV
+				c.env = append(c.env, "WEFT_TUNE="+strings.ReplaceAll(tuneKV, "/", ","))
 			}
 			c.launch = func(np int) []string { return w.Launch(np, c.env) }
 			cs = append(cs, c)

@@ -27,7 +27,10 @@
 //	             (WEFT_NODE_TRANSPORT=fabric), and any other value v a
 //	             weft-v column; v+thp (native+thp) runs v with the
 //	             ping-pong buffers on transparent huge pages (mmap,
-//	             MADV_HUGEPAGE) instead of the Go heap, column weft-thp.
+//	             MADV_HUGEPAGE) instead of the Go heap, column weft-thp;
+//	             v:T (native:nodecopy=0) runs v with WEFT_TUNE=T (its
+//	             key=value pairs separated by / instead of commas), column
+//	             weft:T (an A/B of tuning knobs in one run).
 //	             Ping-pong and the 1- and 2-sender rates
 //	             run on a private endpoint per rank (CreateEndpoints(1)).
 //	fi_pingpong  libfabric's fi_pingpong -p shm -e rdm (ping-pong only)
@@ -154,7 +157,8 @@ func parseConfig(sizes, rates, weft, refs string, reps, iters, window, windows, 
 		cfg.rates = appendUniq(cfg.rates, r)
 	}
 	for _, w := range sidebyside.List(weft) {
-		if strings.ContainsAny(w, "= \t") {
+		tr, _, _ := strings.Cut(w, ":")
+		if strings.ContainsAny(tr, "= \t") || strings.ContainsAny(w, " \t") {
 			return nil, fmt.Errorf("-weft %q: not a WEFT_NODE_TRANSPORT value", w)
 		}
 		cfg.weft = appendUniq(cfg.weft, w)

@@ -1,0 +1,354 @@
+package endpoint
+
+// Pipelined copy in, copy out: large messages to a peer in another
+// process, from WEFT_TUNE's nodecopy on, go through a per-pair copy area
+// next to the medium slots, a fragment of one copy slot (nodecopyslot) at
+// a time.
+//
+// An endpoint's segment holds one copy area per ring (per sending
+// member), after its rings and medium areas, page-aligned: a page of
+// flags, one word per slot copyFlagStride bytes apart, then the slots.
+// The receiver polls a flag while the sender fills the slot: on a page of
+// its own, the flag does not draw the slot's lines to the receiver's core
+// (adjacent-line and stream prefetchers stop at page boundaries), which
+// made every store of the sender a cross-core miss. The sender puts a 16-byte header
+// (copyMagic, first slot, size) through the ring as an rts message, the
+// folded type signature in the cell's aux word, then copies fragment j
+// into slot (first+j) mod slots as soon as the receiver has freed that
+// slot, marking it full with a release store. The receiver, once it has
+// taken the header, copies each full slot out in order (into the matched
+// receive, or into an unexpected buffer) and frees it, so that the
+// sender copies the next fragments in while the receiver copies the
+// previous ones out, one copy on each core. Both sides are driven by
+// progress: Isend copies what the free slots hold and returns; the send
+// completes when its last fragment is in a slot (its buffer is then free,
+// as with an eager send).
+//
+// Order: while a receiver has a copy in progress from a peer, it takes
+// nothing else from that peer's ring, so every later message of the pair
+// is matched after it. While a sender has one in progress towards a peer,
+// its later large messages to that peer go by rendezvous, behind the
+// header in the ring. A peer that stops mid-message (killed, or stalled
+// for the endpoint timeout) fails the message on the other side
+// (ErrPeerGone, errs.ErrTimeout) and the pair's link is dropped: no later
+// message is taken from a ring whose slots are in an unknown state.
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/weft-hpc/weft/errs"
+	"github.com/weft-hpc/weft/internal/peerwatch"
+	"github.com/weft-hpc/weft/internal/release"
+)
+
+// copyMagic marks a pipelined copy header ("wedc"); medMagic a medium one.
+const copyMagic = 0x63646577
+
+// copyStallPolls is how many polls without a moving fragment go by
+// between two looks at the clock (and the peer) in a pipelined copy.
+const copyStallPolls = 256
+
+// copyOut is a pipelined send in progress on a link.
+type copyOut struct {
+	r    *Request // the send's request (nil while Isend runs)
+	buf  []byte
+	off  int // bytes copied into slots
+	slot int // slot of the next fragment
+	stall
+}
+
+// copyIn is a pipelined receive in progress on a link.
+type copyIn struct {
+	r      *Request // the matched receive; nil: into data (unexpected)
+	reject error    // r's type signature does not match: discard
+	t      uint64
+	aux    uint32
+	data   []byte // the unexpected buffer
+	size   int
+	off    int // bytes copied out of slots
+	slot   int // slot of the next fragment
+	stall
+}
+
+// stall watches one side of a pipelined copy for a peer that stopped.
+type stall struct {
+	polls int
+	since time.Time
+	pace  peerwatch.Pacer
+}
+
+// check is called on a poll that moved nothing: every copyStallPolls
+// polls it fails once nothing has moved for timeout or the peer's
+// process is gone.
+func (s *stall) check(l *nodeLink, timeout time.Duration, what string, off, size int) error {
+	s.polls++
+	if s.polls%copyStallPolls != 0 {
+		return nil
+	}
+	if s.since.IsZero() {
+		s.since = time.Now()
+		return nil
+	}
+	if s.pace.Due() && l.id.Exited() {
+		return fmt.Errorf("endpoint: %s stopped at %d of %d bytes: node peer process %d exited: %w", what, off, size, l.id.PID, ErrPeerGone)
+	}
+	if time.Since(s.since) > timeout {
+		return fmt.Errorf("endpoint: %s stalled at %d of %d bytes for %v: %w", what, off, size, timeout, errs.ErrTimeout)
+	}
+	return nil
+}
+
+// moved resets the watch after a fragment moved.
+func (s *stall) moved() { s.polls, s.since = 0, time.Time{} }
+
+const (
+	// copySlots is the number of slots of a copy area when the segment
+	// has room; at least copyMinSlots, else none.
+	copySlots    = 4
+	copyMinSlots = 2
+	// copySegBudget bounds the copy areas of one segment.
+	copySegBudget = 16 << 20
+	// maxCopySlot bounds a copy slot (a record is checked against it).
+	maxCopySlot = 16 << 20
+	// copyPage is the alignment of the copy areas and their flag page;
+	// copyFlagStride spaces the flags (two lines: no adjacent-line pair).
+	copyPage       = 4096
+	copyFlagStride = 128
+)
+
+// copyAreaBytes is the size of one copy area.
+func copyAreaBytes(slots, slotBytes int) int {
+	if slots == 0 {
+		return 0
+	}
+	return copyPage + (slots*slotBytes+copyPage-1)&^(copyPage-1)
+}
+
+// copyBase is the offset of the first copy area in a segment described
+// by info.
+func copyBase(info nodeInfo) int {
+	return (nodeHdr + info.cap*(ringBytes(info)+medAreaBytes(info.slots, info.slotB)) + copyPage - 1) &^ (copyPage - 1)
+}
+
+// copyGeometry returns the copy slots per area and the bytes per slot
+// for a segment of n rings: WEFT_TUNE's nodecopyslot rounded up to 64
+// bytes, copySlots slots, halved until n areas fit in copySegBudget; none
+// when nodecopy is 0 or fewer than copyMinSlots fit.
+func copyGeometry(n int) (slots, slotBytes int) {
+	if tune.NodeCopy <= 0 || n < 1 {
+		return 0, 0
+	}
+	slotBytes = (int(tune.NodeCopySlot) + 63) &^ 63
+	slots = copySlots
+	for slots >= copyMinSlots && n*copyAreaBytes(slots, slotBytes) > copySegBudget {
+		slots /= 2
+	}
+	if slots < copyMinSlots {
+		return 0, 0
+	}
+	return slots, slotBytes
+}
+
+// newCopyArea returns the copy area of ring i of a segment described by
+// info and mapped at mem, or nil when the segment has none.
+func newCopyArea(info nodeInfo, mem []byte, i int) *medArea {
+	if info.cslots == 0 {
+		return nil
+	}
+	sz := copyAreaBytes(info.cslots, info.cslotB)
+	o := copyBase(info) + i*sz
+	return &medArea{mem: mem[o : o+sz : o+sz], slots: info.cslots, size: info.cslotB, fstride: copyFlagStride, doff: copyPage}
+}
+
+// nodeCopyFits reports whether a message of n bytes goes to l by the
+// pipelined copy: on here (the peer's segment having a copy area says it
+// is on there), another process, at least nodecopy bytes and above the
+// eager limit (up to it a send completes at once), no copy of the pair in
+// progress and nothing queued before it.
+func (v *vci) nodeCopyFits(l *nodeLink, n int) bool {
+	cp := int(tune.NodeCopy)
+	return cp > 0 && l.cpOut != nil && !l.local && l.cout == nil && n >= cp && n > v.eagerLimit && n <= nodeCopyMax && len(v.sendq) == 0
+}
+
+// nodeSendCopy sends buf to rank dest of c over l by the pipelined copy.
+// ok is false when the ring is full (nothing was sent). Caller holds the
+// lock.
+func (v *vci) nodeSendCopy(c *Comm, l *nodeLink, t uint64, aux uint32, buf []byte, dest int) (r *Request, ok bool) {
+	a := l.cpOut
+	var h [medHdrSize]byte
+	binary.LittleEndian.PutUint32(h[0:], copyMagic)
+	binary.LittleEndian.PutUint32(h[4:], uint32(a.next))
+	binary.LittleEndian.PutUint64(h[8:], uint64(len(buf)))
+	if ok, err := l.out.TrySendAux(t|rtsBit, aux, h[:]); !ok || err != nil {
+		return nil, false
+	}
+	o := &copyOut{buf: buf, slot: a.next}
+	l.cout = o
+	if v.pumpCopyOut(l) {
+		return completedRequest, true
+	}
+	o.r = &Request{v: v, c: c, kind: kSendEager, state: stPosted, buf: buf, qrank: dest}
+	return o.r, true
+}
+
+// pumpCopyOut copies the next fragments of l's pipelined send into the
+// slots the receiver has freed; true when the send is complete (or has
+// failed, its request finished with the error).
+func (v *vci) pumpCopyOut(l *nodeLink) bool {
+	o, a := l.cout, l.cpOut
+	moved := false
+	// At most one round of the slots per call: progress also serves the
+	// endpoint's other work, and Isend returns after the first round.
+	for k := 0; k < a.slots && o.off < len(o.buf); k++ {
+		f := a.flag(o.slot)
+		if atomic.LoadUint64(f) != 0 {
+			break
+		}
+		k := min(a.size, len(o.buf)-o.off)
+		copy(a.slot(o.slot), o.buf[o.off:o.off+k])
+		release.Store(f, 1)
+		o.off += k
+		o.slot = (o.slot + 1) % a.slots
+		moved = true
+	}
+	if o.off == len(o.buf) {
+		a.next = o.slot
+		a.copies++
+		l.cout = nil
+		if o.r != nil {
+			v.finish(o.r, nil)
+		}
+		return true
+	}
+	if moved {
+		o.moved()
+		return false
+	}
+	if err := o.check(l, v.timeout, "pipelined send", o.off, len(o.buf)); err != nil {
+		l.cout = nil
+		l.broken = err
+		v.log.Error("node transport: pipelined send failed; link to this peer dropped", "member", l.member, "err", err)
+		if o.r != nil {
+			v.finish(o.r, fmt.Errorf("endpoint: send to rank %d: %w", o.r.qrank, err))
+		}
+		return true
+	}
+	return false
+}
+
+// nodeCopyStart takes the pipelined copy header at the head of l's ring
+// (fields of h): the message goes into the first matching posted receive,
+// else into an unexpected buffer, as its fragments arrive.
+func (v *vci) nodeCopyStart(l *nodeLink, t uint64, aux uint32, slot int, size uint64) {
+	a := l.cpIn
+	if slot >= a.slots || size > uint64(nodeCopyMax) || size == 0 {
+		err := fmt.Errorf("endpoint: node copy header corrupt (slot %d, %d bytes): %w", slot, size, ErrInvalid)
+		l.broken = err
+		v.log.Error("node transport: link to this peer dropped", "member", l.member, "err", err)
+		return
+	}
+	t &^= rtsBit
+	in := &copyIn{t: t, aux: aux, size: int(size), slot: slot}
+	for r := v.posted.head; r != nil; r = r.qnext {
+		if tagMatches(t, r.want, r.ignore) {
+			v.posted.remove(r)
+			r.state = stReading // matched: Cancel leaves it alone
+			r.st = Status{Source: tagSource(t), Tag: tagUser(t), Count: min(int(size), r.capacity())}
+			in.r, in.reject = r, checkSigWord(r, aux, size)
+			if in.reject != nil {
+				r.st.Count = 0
+			}
+			break
+		}
+	}
+	if in.r == nil {
+		in.data = v.smallBuf(int(size))
+	}
+	l.cin = in
+	v.pumpCopyIn(l)
+}
+
+// nodeCopyMax bounds the size a copy header may announce (a corrupt one
+// must not make the receiver allocate without limit).
+const nodeCopyMax = 1 << 30
+
+// pumpCopyIn copies the fragments the sender has put in the slots out of
+// them; true when the message is complete (or has failed).
+func (v *vci) pumpCopyIn(l *nodeLink) bool {
+	in, a := l.cin, l.cpIn
+	moved := false
+	for k := 0; k < a.slots && in.off < in.size; k++ {
+		f := a.flag(in.slot)
+		if atomic.LoadUint64(f) == 0 {
+			break
+		}
+		k := min(a.size, in.size-in.off)
+		v.copyFragment(in, a.slot(in.slot)[:k])
+		release.Store(f, 0)
+		in.off += k
+		in.slot = (in.slot + 1) % a.slots
+		moved = true
+	}
+	if in.off == in.size {
+		l.cin = nil
+		v.copyDone(in)
+		return true
+	}
+	if moved {
+		in.moved()
+		return false
+	}
+	if err := in.check(l, v.timeout, "pipelined message", in.off, in.size); err != nil {
+		l.cin = nil
+		l.broken = err
+		v.log.Error("node transport: pipelined message lost; link to this peer dropped", "member", l.member, "err", err)
+		if in.r != nil {
+			v.finish(in.r, err)
+		}
+		return true
+	}
+	return false
+}
+
+// copyFragment takes fragment b (bytes in.off on) of in's message.
+func (v *vci) copyFragment(in *copyIn, b []byte) {
+	switch {
+	case in.r == nil:
+		copy(in.data[in.off:], b)
+	case in.reject == nil:
+		in.r.take(in.off, b) // drops what is past the receive's capacity
+	}
+}
+
+// copyDone completes in's message: its receive, or, for one that came
+// unexpected, the first matching receive posted since, else the
+// unexpected queue.
+func (v *vci) copyDone(in *copyIn) {
+	if r := in.r; r != nil {
+		var err error
+		switch c := r.capacity(); {
+		case in.reject != nil:
+			err = in.reject
+		case in.size > c:
+			err = fmt.Errorf("endpoint: message of %d bytes from rank %d into %d: %w", in.size, r.st.Source, c, ErrTruncated)
+		}
+		v.finish(r, err)
+		return
+	}
+	for r := v.posted.head; r != nil; r = r.qnext {
+		if tagMatches(in.t, r.want, r.ignore) {
+			v.posted.remove(r)
+			if err := checkSigWord(r, in.aux, uint64(in.size)); err != nil {
+				r.st = Status{Source: tagSource(in.t), Tag: tagUser(in.t)}
+				v.finish(r, err)
+			} else {
+				v.deliver(r, in.t, in.data)
+			}
+			return
+		}
+	}
+	v.appendUnexpected(unexp{tag: in.t, data: in.data, sig: in.aux})
+}

@@ -1,0 +1,312 @@
+package endpoint_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/launchtest"
+	"github.com/weft-hpc/weft/internal/settings"
+	"github.com/weft-hpc/weft/internal/testenv"
+)
+
+// copyEnv is the environment of ranks that use the pipelined copy from
+// 64 KiB on in 16 KiB fragments (4 to a round), so that small messages
+// take several rounds; a WEFT_TUNE of the test's own that sets the copy
+// knobs is kept as it is.
+func copyEnv() []string {
+	tu := os.Getenv(settings.TuneEnv)
+	if strings.Contains(tu, "nodecopy") {
+		return nil
+	}
+	return []string{settings.TuneEnv + "=" + tu + ",nodecopy=64K,nodecopyslot=16K"}
+}
+
+// copyLimits returns the copy slot size and the smallest message of the
+// pipelined copy, skipping the test when the copy path is off.
+func copyLimits(t *testing.T) (slot, cp int) {
+	t.Helper()
+	tu, err := settings.Tune()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot, cp = (int(tu.NodeCopySlot)+63)&^63, int(tu.NodeCopy)
+	if cp <= 0 {
+		testenv.Skip(t, "nodecopy", "WEFT_TUNE nodecopy=0: no pipelined copy")
+	}
+	return slot, cp
+}
+
+// TestNodeCopy: two processes exchange messages by the pipelined copy
+// through the pair's copy area (WEFT_TUNE nodecopy on). Messages one byte
+// either side of the copy's smallest size and of whole rounds of slots
+// arrive byte for byte, posted first and unexpected. A burst of messages
+// of every protocol (copy, inline, medium, rendezvous) to one tag, sent
+// while the receiver does not drive its endpoint, so that the first copy
+// stalls with its slots full and the later large messages find the copy
+// busy, arrives complete and in order by AnySource, the first one seen by
+// Probe with its full size; a copy into a smaller posted or unexpected
+// receive reports truncation with the bytes that fitted; a receive
+// cancelled before the message came does not take it.
+func TestNodeCopy(t *testing.T) {
+	if !launchtest.IsWorker() {
+		skipRepeatPass(t)
+		prov, env := provEnv("native", copyEnv())
+		launchtest.Run(t, 2, prov, 60*time.Second, env...)
+		return
+	}
+	slot, cp := copyLimits(t)
+	ctx := tctx(t, 45*time.Second)
+	w := initWorld(t)
+	c := w.Comm()
+	if tr, _ := c.Transport(1 - c.Rank()); tr != endpoint.TransportNode {
+		t.Fatalf("peer reached through %s", tr)
+	}
+	var err error
+	burst := []int{cp, 100, 8000, cp / 2, 9*slot + 7, 50, cp}
+	sizes := []int{cp - 1, cp, cp + 1, 4*slot - 1, 4*slot + 1, 8*slot + 1}
+	const tagBurst, tagGo, tagTrunc, tagCancel, tagSizes = 1, 2, 3, 4, 5
+	// Sizes, posted first (rank 0 posts, then asks for the message) and
+	// unexpected (sent before rank 0 receives, its arrival made sure of
+	// by Probe).
+	for i, n := range sizes {
+		for _, posted := range []bool{true, false} {
+			if c.Rank() == 1 {
+				if posted {
+					if _, err := c.Recv(ctx, nil, 0, tagGo); err != nil {
+						t.Fatal(err)
+					}
+				}
+				m := make([]byte, n)
+				pattern(m, 1, 0, 300+i)
+				if err := c.Send(ctx, m, 0, tagSizes); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			got := make([]byte, n+1)
+			var r *endpoint.Request
+			if posted {
+				if r, err = c.Irecv(got, 1, tagSizes); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Send(ctx, nil, 1, tagGo); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				if st, err := c.Probe(ctx, 1, tagSizes); err != nil || st.Count != n {
+					t.Fatalf("Probe of %d bytes: %+v %v", n, st, err)
+				}
+				if r, err = c.Irecv(got, 1, tagSizes); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st, err := r.Wait(ctx)
+			want := make([]byte, n)
+			pattern(want, 1, 0, 300+i)
+			if err != nil || st.Count != n || !bytes.Equal(got[:n], want) {
+				t.Fatalf("%d bytes (posted %v): status %+v, err %v", n, posted, st, err)
+			}
+		}
+	}
+	viaCopy := int64(0)
+	for _, n := range sizes {
+		if n >= cp {
+			viaCopy += 2
+		}
+	}
+	if c.Rank() == 1 {
+		if copies, _ := endpoint.CopyCounts(c, 0); copies != viaCopy {
+			t.Fatalf("%d messages went by the pipelined copy, want %d (those of at least %d bytes)", copies, viaCopy, cp)
+		}
+	}
+	if c.Rank() == 1 {
+		if _, err := c.Recv(ctx, nil, 0, tagGo); err != nil {
+			t.Fatal(err)
+		}
+		var reqs []*endpoint.Request
+		for i, n := range burst {
+			m := make([]byte, n)
+			pattern(m, 1, 0, i)
+			r, err := c.Isend(m, 0, tagBurst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reqs = append(reqs, r)
+		}
+		if err := endpoint.WaitAll(ctx, reqs...); err != nil {
+			t.Fatal(err)
+		}
+		copies, _ := endpoint.CopyCounts(c, 0)
+		if copies < viaCopy+1 {
+			t.Fatalf("%d messages went by the pipelined copy, want at least the first of the burst", copies)
+		}
+		for i := 0; i < 2; i++ { // truncated: posted first, then unexpected
+			m := make([]byte, cp)
+			pattern(m, 1, 0, 100+i)
+			if err := c.Send(ctx, m, 0, tagTrunc); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m := make([]byte, cp)
+		pattern(m, 1, 0, 200)
+		if _, err := c.Recv(ctx, nil, 0, tagGo); err != nil { // rank 0 cancelled
+			t.Fatal(err)
+		}
+		if err := c.Send(ctx, m, 0, tagCancel); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Barrier(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	defer w.Close()
+	if err := c.Send(ctx, nil, 1, tagGo); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the burst is sent to an idle receiver
+	st, err := c.Probe(ctx, endpoint.AnySource, tagBurst)
+	if err != nil || st.Count != burst[0] || st.Source != 1 {
+		t.Fatalf("Probe: %+v %v, want %d bytes from rank 1", st, err, burst[0])
+	}
+	for i, n := range burst {
+		got := make([]byte, slices.Max(burst)+1)
+		st, err := c.Recv(ctx, got, endpoint.AnySource, tagBurst)
+		want := make([]byte, n)
+		pattern(want, 1, 0, i)
+		if err != nil || st.Count != n || !bytes.Equal(got[:n], want) {
+			t.Fatalf("message %d of the burst (%d bytes): status %+v, err %v, data equal %v", i, n, st, err, bytes.Equal(got[:min(n, st.Count)], want[:min(n, st.Count)]))
+		}
+	}
+
+	small := make([]byte, cp/3)
+	r, err := c.Irecv(small, 1, tagTrunc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err = r.Wait(ctx)
+	checkTrunc(t, "posted", small, 100, st, err)
+	time.Sleep(50 * time.Millisecond) // arrives unexpected
+	if st, err := c.Probe(ctx, 1, tagTrunc); err != nil || st.Count != cp {
+		t.Fatalf("Probe: %+v %v, want %d bytes", st, err, cp)
+	}
+	small = make([]byte, cp-1)
+	st, err = c.Recv(ctx, small, 1, tagTrunc)
+	checkTrunc(t, "unexpected", small, 101, st, err)
+
+	cancelled := make([]byte, cp)
+	r, err = c.Irecv(cancelled, 1, tagCancel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Cancel(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := r.Wait(ctx); !errors.Is(err, endpoint.ErrCanceled) || !st.Canceled {
+		t.Fatalf("cancelled receive: %+v %v", st, err)
+	}
+	if err := c.Send(ctx, nil, 1, tagGo); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, cp)
+	if st, err := c.Recv(ctx, got, 1, tagCancel); err != nil || st.Count != cp {
+		t.Fatalf("receive after a cancel: %+v %v", st, err)
+	}
+	want := make([]byte, cp)
+	pattern(want, 1, 0, 200)
+	if !bytes.Equal(got, want) || !bytes.Equal(cancelled, make([]byte, cp)) {
+		t.Fatal("the message after a cancelled receive went astray")
+	}
+	if err := c.Barrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkTrunc checks a truncated receive of a copy message of salt salt.
+func checkTrunc(t *testing.T, what string, got []byte, salt int, st endpoint.Status, err error) {
+	t.Helper()
+	_, cp := copyLimits(t)
+	want := make([]byte, cp)
+	pattern(want, 1, 0, salt)
+	if !errors.Is(err, endpoint.ErrTruncated) || st.Count != len(got) || !bytes.Equal(got, want[:len(got)]) {
+		t.Fatalf("%s truncated receive of %d bytes into %d: status %+v, err %v", what, cp, len(got), st, err)
+	}
+}
+
+// TestNodeCopyPeerDies: a process killed in the middle of a pipelined
+// copy, its slots half filled: the sender's death fails the posted
+// receive (from AnySource), the receiver's death fails the send, each
+// with ErrPeerGone within the timeout, never a hang or a corrupt delivery.
+func TestNodeCopyPeerDies(t *testing.T) {
+	for _, dies := range []int{1, 0} {
+		name := map[int]string{1: "sender", 0: "receiver"}[dies]
+		t.Run(name, func(t *testing.T) {
+			if !launchtest.IsWorker() {
+				skipRepeatPass(t)
+				prov, env := provEnv("native", append(copyEnv(), endpoint.EnvTimeout+"=60s"))
+				launchtest.RunMayDie(t, 2, prov, 60*time.Second, []int{dies}, env...)
+				return
+			}
+			slot, cp := copyLimits(t)
+			ctx := tctx(t, 45*time.Second)
+			w := initWorld(t)
+			c := w.Comm()
+			msg := make([]byte, max(cp, 12*slot)) // three rounds of the slots
+			if c.Rank() == 0 {                    // the receiver
+				if dies != 0 {
+					defer w.Close()
+				}
+				// AnySource: only the copy's own watch on its peer, not
+				// Wait's on a receive's source, can fail it.
+				r, err := c.Irecv(msg, endpoint.AnySource, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Send(ctx, nil, 1, 2); err != nil {
+					t.Fatal(err)
+				}
+				if dies == 0 {
+					_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+					select {}
+				}
+				start := time.Now()
+				st, err := r.Wait(ctx)
+				if took := time.Since(start); !errors.Is(err, endpoint.ErrPeerGone) || took > 20*time.Second {
+					t.Fatalf("receive of a copy whose sender died: status %+v, %v after %v; want ErrPeerGone", st, err, took)
+				}
+				t.Logf("receive failed after %v: %v", time.Since(start), err)
+				return
+			}
+			if dies != 1 {
+				defer w.Close()
+			}
+			if _, err := c.Recv(ctx, nil, 0, 2); err != nil {
+				t.Fatal(err)
+			}
+			r, err := c.Isend(msg, 0, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if dies == 1 {
+				if copies, _ := endpoint.CopyCounts(c, 0); copies != 0 {
+					t.Fatalf("a copy of %d bytes complete within Isend (fragments of %d)", len(msg), slot)
+				}
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {}
+			}
+			start := time.Now()
+			_, err = r.Wait(ctx)
+			if took := time.Since(start); !errors.Is(err, endpoint.ErrPeerGone) || took > 20*time.Second {
+				t.Fatalf("send of a copy whose receiver died: %v after %v; want ErrPeerGone", err, took)
+			}
+			t.Logf("send failed after %v: %v", time.Since(start), err)
+		})
+	}
+}
