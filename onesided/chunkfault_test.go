@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -203,6 +204,117 @@ func TestTypedGetOutOfOrder(t *testing.T) {
 			for j := 0; j < elems; j++ {
 				ti, oi := j/512*640+j%512, j/3*5+j%3
 				if got, want := binary.LittleEndian.Uint64(origin[8*oi:]), uint64(ti)*7+1; got != want {
+					return fmt.Errorf("element %d: got %d, want %d", j, got, want)
+				}
+			}
+		}
+		return w.Fence(ctx)
+	})
+}
+
+// TestTypedPutOutOfOrder: the writes of a typed Put's chunk complete in
+// no set order. Here the last write of the first chunk completes while
+// its other writes are held back: that chunk may not be free again (the
+// next chunk would be packed into it under the writes still reading it)
+// until they have completed. The Put then delivers its data.
+func TestTypedPutOutOfOrder(t *testing.T) {
+	requireProvider(t, "shm")
+	var (
+		mu      sync.Mutex
+		victim  *fabPath
+		base    uint64
+		held    []opHandle
+		first   = -1 // the first chunk's buffer, once its last write completed
+		bad     string
+		release bool
+	)
+	const perChunk = 16
+	completionOrder = func(f *fabPath, h opHandle) []opHandle {
+		mu.Lock()
+		defer mu.Unlock()
+		o := f.pend.op(h)
+		if f != victim || o == nil || o.seq <= base {
+			return []opHandle{h}
+		}
+		if first >= 0 && len(held) > 0 && bad == "" && slices.Contains(f.freeChunks, first) {
+			bad = fmt.Sprintf("the first chunk is free while %d writes from it are in flight", len(held))
+		}
+		switch rel := o.seq - base; {
+		case rel < perChunk && !release:
+			held = append(held, h)
+			return nil
+		case rel == perChunk:
+			first = int(o.scratch) - slotCount
+		case rel == 3*perChunk: // the third chunk is done: hand the first's writes over
+			release = true
+			out := append(held, h)
+			held = nil
+			return out
+		}
+		return []opHandle{h}
+	}
+	defer func() { completionOrder = nil }()
+	runRanks(t, 2, func(ctx context.Context, g Group) (err error) {
+		const elems = 48 << 10 // int64s: 384 KiB, six chunks
+		vec := func(count, blk, stride int) (*ddt.Type, error) {
+			t, err := ddt.Vector(count, blk, stride, ddt.Int64)
+			if err != nil {
+				return nil, err
+			}
+			return t, t.Commit()
+		}
+		ot, err := vec(elems/3, 3, 5)
+		if err != nil {
+			return err
+		}
+		tt, err := vec(elems/512, 512, 640)
+		if err != nil {
+			return err
+		}
+		w, err := Allocate(ctx, g, 8*(elems/512*640), providerCase{"shm", OrderAuto}.opts()...)
+		if err != nil {
+			return err
+		}
+		defer cleanup(ctx, &err, w.Free)
+		if err := w.Fence(ctx); err != nil {
+			return err
+		}
+		if g.Rank() == 0 {
+			f := fabOf(w)
+			if f == nil {
+				return fmt.Errorf("no libfabric path to rank 1")
+			}
+			origin := make([]byte, 8*(elems/3*5))
+			for j := 0; j < elems; j++ {
+				binary.LittleEndian.PutUint64(origin[8*(j/3*5+j%3):], uint64(j)*7+1)
+			}
+			mu.Lock()
+			victim, base = f, f.pend.seq
+			mu.Unlock()
+			if err := w.PutTyped(1, 0, origin, 1, ot, 1, tt); err != nil {
+				return err
+			}
+			if err := w.Flush(ctx, 1); err != nil {
+				return err
+			}
+			mu.Lock()
+			victim = nil
+			b, f0 := bad, first
+			mu.Unlock()
+			if f0 < 0 {
+				return fmt.Errorf("the first chunk's last write never completed")
+			}
+			if b != "" {
+				return errors.New(b)
+			}
+		}
+		if err := w.Fence(ctx); err != nil {
+			return err
+		}
+		if g.Rank() == 1 {
+			for j := 0; j < elems; j++ {
+				ti := j/512*640 + j%512
+				if got, want := binary.LittleEndian.Uint64(w.Bytes()[8*ti:]), uint64(j)*7+1; got != want {
 					return fmt.Errorf("element %d: got %d, want %d", j, got, want)
 				}
 			}
