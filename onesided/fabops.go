@@ -94,7 +94,7 @@ func (t *opTable) done(h opHandle) bool { return t.ops[h-1].state == opDone }
 func (f *fabPath) freeOp(i int) {
 	o := &f.pend.ops[i]
 	if o.scratch >= slotCount { // a chunk buffer (fabtyped.go)
-		f.freeChunks = append(f.freeChunks, int(o.scratch)-slotCount)
+		f.unrefChunk(int(o.scratch)-slotCount, o.err)
 	} else if o.scratch >= 0 {
 		f.freeSlots = append(f.freeSlots, int(o.scratch))
 	}

@@ -88,6 +88,7 @@ type fabPath struct {
 	// chunk buffers of typed transfers (fabtyped.go), allocated on first use
 	chunks     *fabric.Buffer
 	freeChunks []int
+	chunkUse   [chunkCount]chunkUse
 	devMaps    map[*gpu.Device]*gpu.Buffer // chunks mapped into each GPU (nil: cannot; gputyped.go)
 
 	atomics atomicCounts
@@ -147,6 +148,12 @@ func (f *fabPath) slot() ([]byte, int, error) {
 // returns fails the post as the provider's own error would, nothing
 // having been posted.
 var postFault func(f *fabPath) error
+
+// completionOrder, when set (by tests), is given each successful
+// completion read from f's queue and returns the handles to complete now,
+// in that order: it may hold some back and hand them over later, as a
+// provider that completes operations out of order would.
+var completionOrder func(f *fabPath, h opHandle) []opHandle
 
 // post retries an operation while the provider answers EAGAIN; on failure
 // it drops id.
@@ -230,6 +237,12 @@ func (f *fabPath) completed(n int, err error) error {
 			if bad == nil {
 				bad = fmt.Errorf("onesided: remote CQ data %#x is not a signal for this rank's window (slot out of range, malformed, or signals in CQ data not taken here): %w",
 					c.Data, ErrInvalid)
+			}
+			continue
+		}
+		if completionOrder != nil {
+			for _, h := range completionOrder(f, c.Context) {
+				f.complete(h, nil)
 			}
 			continue
 		}

@@ -11,9 +11,11 @@ package onesided
 //   - chunks: an origin of small blocks is packed into, or unpacked
 //     from, registered chunk buffers of the window (chunkCount ×
 //     chunkBytes), a chunk at a time: a Put's chunk goes out as soon as
-//     it is packed and is free again at its completion; a Get posts the
-//     reads of the next chunk before it waits for and unpacks the
-//     current one (two chunks in flight).
+//     it is packed; a Get posts the reads of the next chunk before it
+//     waits for and unpacks the current one (two chunks in flight). A
+//     chunk is free again once its transfer is done with it and every
+//     operation posted on it has completed, in whatever order the
+//     provider completes them (chunkUse).
 
 import (
 	"context"
@@ -35,9 +37,56 @@ const (
 // operation per block costs what the pipeline costs per byte there).
 var zcBlock = int(max(tune.ZCBlock, 1))
 
+// chunkUse is the state of one chunk buffer while it is taken: refs
+// counts the operations posted on it that have not completed, plus one
+// while the transfer that took it still uses it; the chunk is free again
+// when refs reaches zero. err is the first error an operation on it
+// completed with.
+type chunkUse struct {
+	refs int
+	err  error
+}
+
+// unrefChunk drops one reference to chunk i (an operation on it
+// completed with err, or its transfer is done with it) and frees the
+// chunk when none is left.
+func (f *fabPath) unrefChunk(i int, err error) {
+	u := &f.chunkUse[i]
+	if err != nil && u.err == nil {
+		u.err = err
+	}
+	if u.refs--; u.refs == 0 {
+		*u = chunkUse{}
+		f.freeChunks = append(f.freeChunks, i)
+	}
+}
+
+// chunkOp tracks an operation to target on chunk i: its completion
+// drops the reference it takes.
+func (f *fabPath) chunkOp(target, i int) opHandle {
+	f.chunkUse[i].refs++
+	return f.pend.track(target, slotCount+i, nil)
+}
+
+// waitChunk drives progress until every operation posted on chunk i has
+// completed (only its transfer's reference left), then returns the
+// first error one of them completed with.
+func (f *fabPath) waitChunk(ctx context.Context, i int) error {
+	wt := f.w.newWaiter(0)
+	for f.chunkUse[i].refs > 1 {
+		if err := f.progress(); err != nil {
+			return err
+		}
+		if err := wt.pause(ctx); err != nil {
+			return err
+		}
+	}
+	return f.chunkUse[i].err
+}
+
 // chunk takes a free chunk buffer (allocated on first use), driving
-// progress until one is free; its index is slotCount + i, so that the
-// operation that uses it frees it as it frees a scratch slot.
+// progress until one is free, and returns it with its index i; the
+// caller holds the one reference until unrefChunk(i, nil).
 func (f *fabPath) chunk() ([]byte, int, error) {
 	if f.chunks == nil {
 		b, err := f.dom.Alloc(chunkBytes * chunkCount)
@@ -60,7 +109,8 @@ func (f *fabPath) chunk() ([]byte, int, error) {
 	}
 	i := f.freeChunks[len(f.freeChunks)-1]
 	f.freeChunks = f.freeChunks[:len(f.freeChunks)-1]
-	return f.chunks.Bytes()[i*chunkBytes : (i+1)*chunkBytes], slotCount + i, nil
+	f.chunkUse[i] = chunkUse{refs: 1}
+	return f.chunks.Bytes()[i*chunkBytes : (i+1)*chunkBytes], i, nil
 }
 
 // iovLimit is the most local pieces one vectored operation takes.
@@ -151,13 +201,15 @@ func (f *fabPath) typedVec(target, offset int, segs []ddt.Segment, pieces [][]by
 // chunk at a time. A Put's chunk goes out as soon as it is packed; a Get
 // keeps two chunks in flight: the reads of the next chunk are posted
 // before the current one is waited for and unpacked, so the transfer of
-// one overlaps the unpack of the other.
+// one overlaps the unpack of the other. On every path the call gives up
+// its reference to each chunk it took; a chunk whose operations are
+// still in flight stays taken until the last of them completes.
 func (f *fabPath) typedChunks(ctx context.Context, target, offset int, segs []ddt.Segment, n int,
 	pack func(b []byte, off int) error, unpack func(b []byte, off int) error) error {
 	si, soff := 0, 0
 	var prev *getChunk // a Get's chunk in flight, not yet unpacked
 	for pos := 0; pos < n; {
-		buf, idx, err := f.chunk()
+		buf, ci, err := f.chunk()
 		if err != nil {
 			return f.abandon(prev, err)
 		}
@@ -165,27 +217,18 @@ func (f *fabPath) typedChunks(ctx context.Context, target, offset int, segs []dd
 		c := buf[:k]
 		if pack != nil {
 			if err := pack(c, pos); err != nil {
-				f.freeChunks = append(f.freeChunks, idx-slotCount)
+				f.unrefChunk(ci, nil)
 				return err
 			}
 		}
-		// One operation per target block piece the chunk covers; the
-		// last one frees the chunk when it completes.
-		var last opHandle
+		// One operation per target block piece the chunk covers, each
+		// holding a reference to the chunk until it completes.
 		for done := 0; done < k; {
 			s := segs[si]
 			m := min(int(s.Len)-soff, k-done)
 			piece := c[done : done+m]
 			raddr := f.raddr(target, offset+int(s.Off)+soff+ctrlBytes)
-			scratch := -1
-			if done+m == k {
-				scratch = idx
-			}
-			id := f.pend.track(target, scratch, nil)
-			if unpack != nil && scratch >= 0 {
-				f.pend.hold(id)
-				last = id
-			}
+			id := f.chunkOp(target, ci)
 			if pack != nil {
 				f.markDirty(target)
 			}
@@ -195,17 +238,15 @@ func (f *fabPath) typedChunks(ctx context.Context, target, offset int, segs []dd
 				}
 				return f.ep.Read(piece, f.chunks.Desc(), f.addrs[target], raddr, f.keys[target], id)
 			}); err != nil {
-				if scratch < 0 {
-					// The operations of this chunk posted before this
-					// one may still read into it or write from it: it
-					// is free once they have completed (if they never
-					// do, it stays taken rather than be reused under
-					// them).
-					if werr := f.waitIssued(ctx, f.pend.seq); werr != nil {
-						return f.abandon(prev, fmt.Errorf("%w (and waiting for the chunk's earlier operations: %w)", err, werr))
-					}
-					f.freeChunks = append(f.freeChunks, idx-slotCount)
+				// The failed post dropped its reference; the operations
+				// posted before it (on this chunk and on prev) are
+				// waited for, so that the call returns with none of
+				// them in flight. A chunk they never complete on stays
+				// taken rather than be reused under them.
+				if werr := f.waitIssued(ctx, f.pend.seq); werr != nil {
+					err = fmt.Errorf("%w (and waiting for the chunk's earlier operations: %w)", err, werr)
 				}
+				f.unrefChunk(ci, nil)
 				return f.abandon(prev, err)
 			}
 			done, soff = done+m, soff+m
@@ -213,8 +254,10 @@ func (f *fabPath) typedChunks(ctx context.Context, target, offset int, segs []dd
 				si, soff = si+1, 0
 			}
 		}
-		if unpack != nil {
-			cur := &getChunk{b: c, pos: pos, last: last, seq: f.pend.seq}
+		if unpack == nil {
+			f.unrefChunk(ci, nil)
+		} else {
+			cur := &getChunk{b: c, pos: pos, idx: ci}
 			if prev != nil {
 				if err := f.finishGet(ctx, prev, unpack); err != nil {
 					return f.abandon(cur, err)
@@ -231,35 +274,31 @@ func (f *fabPath) typedChunks(ctx context.Context, target, offset int, segs []dd
 }
 
 // getChunk is one chunk of a typed Get whose reads are in flight: the
-// stream bytes from pos, the held last read (which frees the chunk), and
-// the issue number of that read.
+// chunk's bytes, the stream bytes from pos they receive, and its index.
 type getChunk struct {
-	b    []byte
-	pos  int
-	last opHandle
-	seq  uint64
+	b   []byte
+	pos int
+	idx int
 }
 
 // finishGet waits for every read of chunk g (the reads into one chunk
-// complete in order of posting on neither provider for certain; later
-// chunks' reads stay in flight), unpacks it and frees it.
+// complete in no set order; later chunks' reads stay in flight), unpacks
+// it and gives up the transfer's reference to it.
 func (f *fabPath) finishGet(ctx context.Context, g *getChunk, unpack func(b []byte, off int) error) error {
-	err := f.waitIssued(ctx, g.seq)
-	if err == nil {
-		err = f.pend.op(g.last).err
-	}
+	err := f.waitChunk(ctx, g.idx)
 	if err == nil {
 		err = unpack(g.b, g.pos)
 	}
-	f.release(g.last)
+	f.unrefChunk(g.idx, nil)
 	return err
 }
 
-// abandon returns err after giving back the chunk of g (a Get chunk in
-// flight, or nil), freed when its reads complete.
+// abandon returns err after giving up the transfer's reference to the
+// chunk of g (a Get chunk in flight, or nil): the chunk is free again
+// when the last of its reads completes.
 func (f *fabPath) abandon(g *getChunk, err error) error {
 	if g != nil {
-		f.release(g.last)
+		f.unrefChunk(g.idx, nil)
 	}
 	return err
 }
