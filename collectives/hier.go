@@ -134,6 +134,22 @@ func (c *Coll) hierFits(k Collective, nbytes int) bool {
 	return c.hierFor(k, 0) && (c.hier.chunk == 0 || nbytes < c.cfg.large[k])
 }
 
+// hierStreams reports whether Allgather or Alltoall with nb bytes per
+// block takes the node level's stream (hierstream.go): the hierarchy's
+// mode allows it and the communicator's processes share one node.
+func (c *Coll) hierStreams(k Collective, nb int) bool {
+	if c.hier == nil || !c.streams(nb) {
+		return false
+	}
+	switch c.cfg.hier {
+	case HierOn:
+		return true
+	case HierAuto:
+		return c.cfg.alg[k] == Auto
+	}
+	return false
+}
+
 // orderedBytes is, for a reduction of nbytes per rank, the bytes a
 // leader gathers when the reduction keeps rank order (deterministic mode
 // or a non-commutative operation; 0 otherwise).
@@ -589,6 +605,12 @@ func (c *Coll) hierSpin(ctx context.Context, cond func() (bool, error), member, 
 				t0 = time.Now()
 			} else if el := time.Since(t0); el >= next {
 				if err := c.hierCheck(); err != nil {
+					// A peer that has done its part may have left (and
+					// exited) while this rank was descheduled: the wait
+					// fails only if it is still unmet.
+					if ok, _ := cond(); ok {
+						return nil
+					}
 					return err
 				}
 				next = el + min(el, maxCheck)

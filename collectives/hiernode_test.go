@@ -195,3 +195,72 @@ func TestHierNodeFailures(t *testing.T) {
 		t.Fatalf("rank %d: Allreduce with process 2 gone took %v", c.Rank(), took)
 	}
 }
+
+// TestHierNodeStream: 4 processes of one node holding 1, 2, 1 and 2
+// endpoint handles (6 ranks) with collnodestream=1, so that the node
+// level streams every call: Bcast, Reduce, Allreduce, Allgather and
+// Alltoall with counts around a sub-slot's worth of elements (16384
+// int32s, 4096 complex128s) and across more sub-slots than a slot holds,
+// each checked against the serial reference on every rank, first with
+// the single copies between processes (where the kernel allows them) and
+// then through the node segment; then the communicator of each
+// process's first handle (one rank per process).
+func TestHierNodeStream(t *testing.T) {
+	if launch(t, 4, "native", 150*time.Second, "WEFT_TUNE=collnodestream=1") {
+		return
+	}
+	w := initWorld(t)
+	ctx := tctx(t, 140*time.Second)
+	me := w.Comm().Rank()
+	eps := endpointsOf(t, ctx, w.Comm(), 1+me%2)
+	ints, cplx := []int{1, 16383, 16385, 9*16384 + 3}, []int{37, 4097}
+	if testing.Short() {
+		ints, cplx = []int{1, 16385, 9*16384 + 3}, []int{4097}
+	}
+	battery := func(ctx context.Context, c *C.Coll) error {
+		e := newEnv(ctx, c)
+		roots := []int{0, c.Size() - 1}
+		if err := hierMovers(e, "int32", genInt[int32], ints, roots); err != nil {
+			return err
+		}
+		if err := hierMovers(e, "complex128", genComplex, cplx, roots); err != nil {
+			return err
+		}
+		if err := hierReductions(e, "int32", genInt[int32], C.Sum[int32](), ints, roots, true); err != nil {
+			return err
+		}
+		return hierReductions(e, "float64", genFloat, C.Max[float64](), cplx, roots, false)
+	}
+	for _, single := range []bool{true, false} {
+		restore := C.SetNodeCMA(single)
+		runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+			if err := wantShape(c, 4, 1); err != nil {
+				return err
+			}
+			if st, _ := C.NodeStreams(c, 4); !st {
+				return fmt.Errorf("rank %d: the node level does not stream 4 bytes under collnodestream=1", c.Rank())
+			}
+			if err := battery(ctx, c); err != nil {
+				return fmt.Errorf("single copies %v: %w", single, err)
+			}
+			color := endpoint.Undefined
+			if c.Rank() == 0 || c.Rank() == 1 || c.Rank() == 3 || c.Rank() == 4 { // each process's first handle
+				color = 0
+			}
+			sub, err := c.Comm().Split(ctx, color, 0)
+			if err != nil || sub == nil {
+				return err
+			}
+			defer sub.Free()
+			sc, err := C.New(ctx, sub)
+			if err != nil {
+				return err
+			}
+			if err := battery(ctx, sc); err != nil {
+				return fmt.Errorf("single copies %v, one rank per process: %w", single, err)
+			}
+			return sc.Free()
+		})
+		restore()
+	}
+}
