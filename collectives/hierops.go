@@ -101,16 +101,11 @@ func hierReduce[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], ro
 		}
 	} else if h.ng == nil && h.net == nil {
 		local = true // one process: folded as the release writes the root's recv
-	} else if c.streams(n * es) {
+	} else if c.streams(n*es) && h.procs == 2 {
 		if mine && rl == 0 {
 			acc, direct = res, true // the leader's own result: folded in place
 		}
-		src := func(i int) []T { return elems[T](g.slots[i].send) }
-		if h.procs > 2 { // every process folds its part of each chunk
-			err = streamAllreduce(ctx, c, n, src, acc, op, rp)
-		} else {
-			err = streamReduce(ctx, c, n, src, acc, op, rp)
-		}
+		err = streamReduce(ctx, c, n, func(i int) []T { return elems[T](g.slots[i].send) }, acc, op, rp)
 	} else {
 		foldLocal(g, acc, op)
 		err = topReduce(ctx, c, acc, op, rp)
@@ -167,8 +162,8 @@ func hierAllreduce[T any](ctx context.Context, c *Coll, send, acc []T, op *Op[T]
 			}
 			err = c.nodeDown(ctx, bytesOf(res), -1)
 		}
-	} else if c.streams(n * es) {
-		err = streamAllreduce(ctx, c, n, func(i int) []T { return elems[T](g.slots[i].send) }, acc, op, -1)
+	} else if c.streams(n*es) && h.procs == 2 {
+		err = streamAllreduce(ctx, c, n, func(i int) []T { return elems[T](g.slots[i].send) }, acc, op)
 	} else {
 		for i := 1; i < len(g.slots); i++ {
 			op.left(acc, elems[T](g.slots[i].send))

@@ -100,7 +100,7 @@ func (c *Coll) nodeStream(ctx context.Context, st *nodeStream) error {
 	} else if err := c.nodeArrivals(ctx, ng, s, mark); err != nil {
 		return err
 	}
-	if !st.cons(me) && st.mid == nil {
+	if !st.cons(me) {
 		ng.consumed(me).Store(end)
 	}
 	sub := func(p uint64) func(i int) []byte {
@@ -125,9 +125,6 @@ func (c *Coll) nodeStream(ctx context.Context, st *nodeStream) error {
 			st.mid(k, sub(p))
 			ng.reduced(me).Store(p + 1)
 			ready = ng.reduced
-			if !st.cons(me) { // done with the chunk once its part is folded
-				ng.consumed(me).Store(p + 1)
-			}
 		}
 		if st.cons(me) {
 			if err := c.streamWait(ctx, ng, ready, p+1, st.prod); err != nil {
@@ -259,11 +256,9 @@ func streamReduce[T any](ctx context.Context, c *Coll, n int, src func(i int) []
 }
 
 // streamAllreduce (process leader, commutative op): the contributions of
-// the node's processes (src) combined into every process leader's out,
-// or only process root's for root ≥ 0 (a Reduce whose folding every
-// process shares). out may be src(0) (written only after the chunk has
-// been read).
-func streamAllreduce[T any](ctx context.Context, c *Coll, n int, src func(i int) []T, out []T, op *Op[T], root int) error {
+// the node's processes (src) combined into every process leader's out.
+// out may be src(0) (written only after the chunk has been read).
+func streamAllreduce[T any](ctx context.Context, c *Coll, n int, src func(i int) []T, out []T, op *Op[T]) error {
 	g, m := c.hier.g, c.hier.ng.m
 	me := c.hier.ng.ni
 	w := streamSub / sizeOf[T]()
@@ -274,7 +269,7 @@ func streamAllreduce[T any](ctx context.Context, c *Coll, n int, src func(i int)
 	return c.nodeStream(ctx, &nodeStream{
 		n:    chunksFor(n, w),
 		prod: everyProc,
-		cons: func(i int) bool { return root < 0 || i == root },
+		cons: everyProc,
 		fill: func(k int, sub []byte) {
 			a, b := chunkOf(k, w, n)
 			foldChunk(elems[T](sub)[:b-a], g, src, a, b, op)
