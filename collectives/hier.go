@@ -136,9 +136,11 @@ func (c *Coll) hierFits(k Collective, nbytes int) bool {
 
 // hierStreams reports whether Allgather or Alltoall with nb bytes per
 // block takes the node level's stream (hierstream.go): the hierarchy's
-// mode allows it and the communicator's processes share one node.
+// mode allows it and the communicator's processes, more than two (two
+// exchange as fast flat, with less waiting on each other), share one
+// node.
 func (c *Coll) hierStreams(k Collective, nb int) bool {
-	if c.hier == nil || !c.streams(nb) {
+	if c.hier == nil || !c.streams(nb) || c.hier.procs < 3 {
 		return false
 	}
 	switch c.cfg.hier {

@@ -198,14 +198,15 @@ func TestHierNodeFailures(t *testing.T) {
 
 // TestHierNodeStream: 4 processes of one node holding 1, 2, 1 and 2
 // endpoint handles (6 ranks) with collnodestream=1, so that the node
-// level streams every call it can: Bcast, Reduce, Allreduce, Allgather
-// and Alltoall with counts around a sub-slot's worth of elements (16384
+// level streams every call it can (Bcast; Allgather and Alltoall over
+// more than two processes; Reduce over two): Bcast, Reduce, Allreduce,
+// Allgather and Alltoall with counts around a sub-slot's worth of elements (16384
 // int32s, 4096 complex128s) and across more sub-slots than a slot holds,
 // each checked against the serial reference on every rank, first with
 // the single copies between processes (where the kernel allows them) and
 // then through the node segment; on the 6 ranks, on the communicator of
 // each process's first handle (one rank per process), and on halves of
-// both (two processes, where Reduce and Allreduce stream too).
+// both (two processes, where Reduce streams).
 func TestHierNodeStream(t *testing.T) {
 	if launch(t, 4, "native", 150*time.Second, "WEFT_TUNE=collnodestream=1") {
 		return
@@ -236,7 +237,7 @@ func TestHierNodeStream(t *testing.T) {
 		return hierReductions(e, "float64", genFloat, C.Max[float64](), cplx, roots, false)
 	}
 	// halves runs the battery on two halves of comm (low: this rank's),
-	// two processes each, where Reduce and Allreduce stream too.
+	// two processes each, where Reduce streams.
 	halves := func(ctx context.Context, comm *endpoint.Comm, low, big bool) error {
 		half, err := comm.Split(ctx, map[bool]int{true: 0, false: 1}[low], 0)
 		if err != nil {

@@ -139,20 +139,6 @@ func hierAllreduce[T any](ctx context.Context, c *Coll, send, acc []T, op *Op[T]
 	h, g := c.hier, c.hier.g
 	n, es := len(acc), sizeOf[T]()
 	res, from := acc, 1
-	if op.commutative && !c.cfg.det && h.ng == nil && h.net == nil {
-		// One process: each block folded and written to every rank while
-		// it is in the cache (a rank's block of recv, its contribution, is
-		// read before it is written).
-		tmp := elems[T](c.buf(0, n*es))
-		err = c.hierRelease(func() {
-			foldBlocks(g, tmp, n, op, func(a, b int, r []T) {
-				for i := range g.slots {
-					copy(elems[T](g.slots[i].recv)[a:b], r)
-				}
-			})
-		})
-		return c.hierEnd(err)
-	}
 	if c.cfg.det || !op.commutative {
 		res, from = elems[T](c.buf(0, n*es)), 0
 		var all []byte
@@ -162,8 +148,6 @@ func hierAllreduce[T any](ctx context.Context, c *Coll, send, acc []T, op *Op[T]
 			}
 			err = c.nodeDown(ctx, bytesOf(res), -1)
 		}
-	} else if c.streams(n*es) && h.procs == 2 {
-		err = streamAllreduce(ctx, c, n, func(i int) []T { return elems[T](g.slots[i].send) }, acc, op)
 	} else {
 		for i := 1; i < len(g.slots); i++ {
 			op.left(acc, elems[T](g.slots[i].send))

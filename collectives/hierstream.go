@@ -20,23 +20,19 @@ import (
 // no stop at the node's leader:
 //
 //   - Bcast: the root's process writes, every other process reads.
-//   - Reduce: every process but the root's writes its contribution, the
-//     root's process folds each chunk from the slots into the result.
-//   - Allreduce: every process writes its contribution; process j folds
-//     the j-th part of each chunk from every slot into its own slot (a
-//     reduce-scatter through memory), then every process copies the
-//     parts from their owners' slots (the allgather).
+//   - Reduce (two processes): the other process writes its
+//     contribution, the root's process folds each chunk from the slot
+//     into the result.
 //   - Allgather and Alltoall: every process writes its blocks (for
 //     Alltoall, one region of each sub-slot per destination process),
 //     every process reads the others'.
 //
-// Each process's line of the segment holds three counters of chunks
+// Each process's line of the segment holds two counters of chunks
 // (positions that keep growing from call to call, the same on every
-// process of the node): produced (its slot holds the chunk), reduced
-// (its part of the chunk is folded, Allreduce) and consumed (it has
-// read the chunk from every slot). A producer writes chunk p into
-// sub-slot p mod streamDepth once every other process has consumed
-// chunk p − streamDepth. A process that consumes nothing in a stream
+// process of the node): produced (its slot holds the chunk) and
+// consumed (it has read the chunk from every slot). A producer writes
+// chunk p into sub-slot p mod streamDepth once every other process has
+// consumed chunk p − streamDepth. A process that consumes nothing in a stream
 // sets its consumed counter to the stream's end as it starts. The
 // node's leader publishes the step as done once every process has
 // consumed every chunk, which is what the next step's writers wait for.
@@ -46,9 +42,8 @@ const (
 	streamSub   = nodeSlot / streamDepth // bytes of a sub-slot
 )
 
-// The stream counters: words 5, 6 and 7 of process i's line.
+// The stream counters: words 5 and 7 of process i's line.
 func (ng *nodeGroup) produced(i int) *atomic.Uint64 { return ng.word(1+i, 5) }
-func (ng *nodeGroup) reduced(i int) *atomic.Uint64  { return ng.word(1+i, 6) }
 func (ng *nodeGroup) consumed(i int) *atomic.Uint64 { return ng.word(1+i, 7) }
 
 // sub returns process i's sub-slot for chunk position p.
@@ -60,14 +55,11 @@ func (ng *nodeGroup) sub(i int, p uint64) []byte {
 
 // nodeStream describes one stream: n chunks; which node processes
 // produce and consume; fill writes this process's chunk k into its
-// sub-slot; mid (Allreduce, every process producing and consuming) runs
-// once every producer's chunk k is in; take reads chunk k from the
-// producers' sub-slots (sub(i)).
+// sub-slot; take reads chunk k from the producers' sub-slots (sub(i)).
 type nodeStream struct {
 	n          int
 	prod, cons func(i int) bool
 	fill       func(k int, sub []byte)
-	mid        func(k int, sub func(i int) []byte)
 	take       func(k int, sub func(i int) []byte)
 }
 
@@ -117,17 +109,8 @@ func (c *Coll) nodeStream(ctx context.Context, st *nodeStream) error {
 			st.fill(k, ng.sub(me, p))
 			ng.produced(me).Store(p + 1)
 		}
-		ready := ng.produced
-		if st.mid != nil {
-			if err := c.streamWait(ctx, ng, ng.produced, p+1, st.prod); err != nil {
-				return err
-			}
-			st.mid(k, sub(p))
-			ng.reduced(me).Store(p + 1)
-			ready = ng.reduced
-		}
 		if st.cons(me) {
-			if err := c.streamWait(ctx, ng, ready, p+1, st.prod); err != nil {
+			if err := c.streamWait(ctx, ng, ng.produced, p+1, st.prod); err != nil {
 				return err
 			}
 			st.take(k, sub(p))
@@ -250,43 +233,6 @@ func streamReduce[T any](ctx context.Context, c *Coll, n int, src func(i int) []
 				if i != rp {
 					op.left(o, elems[T](sub(i))[:b-a])
 				}
-			}
-		},
-	})
-}
-
-// streamAllreduce (process leader, commutative op): the contributions of
-// the node's processes (src) combined into every process leader's out.
-// out may be src(0) (written only after the chunk has been read).
-func streamAllreduce[T any](ctx context.Context, c *Coll, n int, src func(i int) []T, out []T, op *Op[T]) error {
-	g, m := c.hier.g, c.hier.ng.m
-	me := c.hier.ng.ni
-	w := streamSub / sizeOf[T]()
-	part := func(k, j int) (lo, hi, a, b int) { // process j's part of chunk k, from the chunk's start
-		a, b = chunkOf(k, w, n)
-		return (b - a) * j / m, (b - a) * (j + 1) / m, a, b
-	}
-	return c.nodeStream(ctx, &nodeStream{
-		n:    chunksFor(n, w),
-		prod: everyProc,
-		cons: everyProc,
-		fill: func(k int, sub []byte) {
-			a, b := chunkOf(k, w, n)
-			foldChunk(elems[T](sub)[:b-a], g, src, a, b, op)
-		},
-		mid: func(k int, sub func(int) []byte) {
-			lo, hi, _, _ := part(k, me)
-			mine := elems[T](sub(me))[lo:hi]
-			for i := 0; i < m; i++ {
-				if i != me {
-					op.left(mine, elems[T](sub(i))[lo:hi])
-				}
-			}
-		},
-		take: func(k int, sub func(int) []byte) {
-			for j := 0; j < m; j++ {
-				lo, hi, a, _ := part(k, j)
-				copy(out[a+lo:a+hi], elems[T](sub(j))[lo:hi])
 			}
 		},
 	})
