@@ -192,7 +192,7 @@ func hierAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) e
 		})
 		return c.hierEnd(err)
 	}
-	if c.streams(nb) {
+	if c.hierStreams(CollAllgather, nb) {
 		// Every process's blocks straight into every process leader's
 		// recv (read from the other leaders' recv, where the process's
 		// own blocks go first, or through the node segment); then to
