@@ -88,7 +88,10 @@ func WithHierarchy(h Hierarchy) Option {
 // in this process). Reductions in rank order (deterministic mode,
 // non-commutative operations) over several processes whose p·n bytes
 // exceed hierOrderedMax run flat, and so do, with a node level, large
-// Allgathers, Gathers and Scatters (hierFits).
+// Allgathers, Gathers and Scatters (hierFits), except that Allgather
+// and Alltoall of at least collnodestream bytes per block over more
+// than two processes of one node take the node level's stream
+// (hierStreams), which this size-blind report leaves out.
 func (c *Coll) Hierarchical(k Collective) bool {
 	return c != nil && c.hierFor(k, 0)
 }
