@@ -34,7 +34,7 @@ func Alltoall[T any](ctx context.Context, c *Coll, send, recv []T) error {
 			return c.fail(errAlias)
 		}
 	}
-	if c.hierFor(CollAlltoall, 0) {
+	if c.hierFor(CollAlltoall, 0) || c.hierStreams(CollAlltoall, n*es) {
 		return hierAlltoall(ctx, c, bytesOf(send), bytesOf(recv), callSig{call: callAlltoall, root: -1, count: n, esize: es})
 	}
 	if err := c.ready(ctx, callSig{call: callAlltoall, root: -1, count: n, esize: es}); err != nil {

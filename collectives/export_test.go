@@ -10,3 +10,21 @@ func HierShape(c *Coll) (procs, tops int, node bool) {
 	}
 	return c.hier.procs, c.hier.tops, c.hier.ng != nil || (c.hier.chunk > 0 && c.hier.g != nil && c.hier.li != 0)
 }
+
+// NodeStreams reports whether c moves nbytes per rank through the node
+// level's stream, and, on a process leader, whether with single copies
+// (false on the other handles).
+func NodeStreams(c *Coll, nbytes int) (stream, single bool) {
+	if !c.streams(nbytes) {
+		return false, false
+	}
+	return true, c.hier.ng != nil && c.singleCopy(false)
+}
+
+// SetNodeCMA makes the handles New makes from now on in this process
+// offer (on) or refuse (off) single copies at the node level; it returns
+// a function that restores the default.
+func SetNodeCMA(on bool) (restore func()) {
+	nodeCMA = func() bool { return on && cmaUsable() }
+	return func() { nodeCMA = cmaUsable }
+}

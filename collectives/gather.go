@@ -309,7 +309,7 @@ func Allgather[T any](ctx context.Context, c *Coll, send, recv []T) error {
 	}
 	all := bytesOf(recv)
 	nb := n * es
-	if c.hierFits(CollAllgather, c.size*nb) {
+	if c.hierFits(CollAllgather, c.size*nb) || c.hierStreams(CollAllgather, nb) {
 		return hierAllgather(ctx, c, bytesOf(send), all, callSig{call: callAllgather, root: -1, count: n, esize: es})
 	}
 	alg := c.cfg.pick(CollAllgather, c.size*n*es, c.size)

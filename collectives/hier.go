@@ -90,10 +90,13 @@ func WithHierarchy(h Hierarchy) Option {
 // in this process). Reductions in rank order (deterministic mode,
 // non-commutative operations) over several processes whose p·n bytes
 // exceed hierOrderedMax run flat, and so do, with a node level, large
-// Allgathers, Gathers and Scatters (hierFits). Allgatherv (and Gatherv,
-// Scatterv, which have no algorithm to choose) take the process level
-// only, where a process holds several ranks (hierv.go); large
-// Allgathervs across processes run flat.
+// Allgathers, Gathers and Scatters (hierFits), except that Allgather
+// and Alltoall of at least collnodestream bytes per block over more
+// than two processes of one node take the node level's stream
+// (hierStreams), which this size-blind report leaves out. Allgatherv
+// (and Gatherv, Scatterv, which have no algorithm to choose) take the
+// process level only, where a process holds several ranks (hierv.go);
+// large Allgathervs across processes run flat.
 func (c *Coll) Hierarchical(k Collective) bool {
 	if k == CollAllgatherv {
 		return c != nil && c.hierV(k)
@@ -140,6 +143,24 @@ func (c *Coll) hierFor(k Collective, ordered int) bool {
 // (collallgatherlarge, collgatherlarge) they run flat.
 func (c *Coll) hierFits(k Collective, nbytes int) bool {
 	return c.hierFor(k, 0) && (c.hier.chunk == 0 || nbytes < c.cfg.large[k])
+}
+
+// hierStreams reports whether Allgather or Alltoall with nb bytes per
+// block takes the node level's stream (hierstream.go): the hierarchy's
+// mode allows it and the communicator's processes, more than two (two
+// exchange as fast flat, with less waiting on each other), share one
+// node.
+func (c *Coll) hierStreams(k Collective, nb int) bool {
+	if c.hier == nil || !c.streams(nb) || c.hier.procs < 3 {
+		return false
+	}
+	switch c.cfg.hier {
+	case HierOn:
+		return true
+	case HierAuto:
+		return c.cfg.alg[k] == Auto
+	}
+	return false
 }
 
 // orderedBytes is, for a reduction of nbytes per rank, the bytes a
@@ -630,6 +651,12 @@ func (c *Coll) hierSpin(ctx context.Context, cond func() (bool, error), member, 
 				t0 = time.Now()
 			} else if el := time.Since(t0); el >= next {
 				if err := c.hierCheck(); err != nil {
+					// A peer that has done its part may have left (and
+					// exited) while this rank was descheduled: the wait
+					// fails only if it is still unmet.
+					if ok, _ := cond(); ok {
+						return nil
+					}
 					return err
 				}
 				next = el + min(el, maxCheck)

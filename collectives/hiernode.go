@@ -60,6 +60,8 @@ type nodeGroup struct {
 	// mark of a step whose output it did not read and checks later (0:
 	// none).
 	prev uint64
+	pos  uint64 // stream chunks so far (hierstream.go; the same on every process)
+	cma  bool   // every process of the node may read the others' memory (hierstream.go)
 }
 
 // Segment layout: line 0 holds the node's state (the last step done),
@@ -264,6 +266,8 @@ func setupNode(ctx context.Context, c *Coll, h *hier, ms [][]int, nodeOf []int, 
 	ok := []byte{1}
 	if why != nil {
 		ok[0] = 0
+	} else if nodeCMA() {
+		ok[0] |= 2
 	}
 	sts, err := c.comm.Allgather(ctx, ok)
 	if ng != nil && ng.seg != nil && ng.ni == 0 {
@@ -273,13 +277,16 @@ func setupNode(ctx context.Context, c *Coll, h *hier, ms [][]int, nodeOf []int, 
 		ng.close()
 		return false, fmt.Errorf("collectives: agree on the node segments: %w", err)
 	}
+	withCMA := true
 	for _, s := range sts {
-		if len(s) != 1 || s[0] != 1 {
+		if len(s) != 1 || s[0]&1 != 1 {
 			ng.close()
 			return false, nil
 		}
+		withCMA = withCMA && s[0]&2 != 0
 	}
 	if ng != nil {
+		ng.cma = withCMA
 		ng.mem = ng.seg.Bytes()
 		h.ng = ng
 	}

@@ -274,3 +274,109 @@ func TestHierNodeBackToBack(t *testing.T) {
 		t.Fatalf("rank %d: mismatched Bcast and Allreduce, then Barrier: %v, want ErrInvalid or ErrCanceled", me, err)
 	}
 }
+
+// TestHierNodeStream: 4 processes of one node holding 1, 2, 1 and 2
+// endpoint handles (6 ranks) with collnodestream=1, so that the node
+// level streams every call it can (Bcast; Allgather and Alltoall over
+// more than two processes; Reduce over two): Bcast, Reduce, Allreduce,
+// Allgather and Alltoall with counts around a sub-slot's worth of elements (16384
+// int32s, 4096 complex128s) and across more sub-slots than a slot holds,
+// each checked against the serial reference on every rank, first with
+// the single copies between processes (where the kernel allows them) and
+// then through the node segment; on the 6 ranks, on the communicator of
+// each process's first handle (one rank per process), and on halves of
+// both (two processes, where Reduce streams).
+func TestHierNodeStream(t *testing.T) {
+	if launch(t, 4, "native", 150*time.Second, "WEFT_TUNE=collnodestream=1") {
+		return
+	}
+	w := initWorld(t)
+	ctx := tctx(t, 140*time.Second)
+	me := w.Comm().Rank()
+	eps := endpointsOf(t, ctx, w.Comm(), 1+me%2)
+	// Every battery takes counts just below and above a sub-slot; big
+	// ones (one rank per process) one across more sub-slots than a slot
+	// holds, so that writers wait for readers to free them.
+	battery := func(ctx context.Context, c *C.Coll, big bool) error {
+		e := newEnv(ctx, c)
+		roots := []int{0, c.Size() - 1}
+		ints, cplx := []int{16385}, []int{4097}
+		if big {
+			ints, cplx = []int{1, 16383, 9*16384 + 3}, nil
+		}
+		if err := hierMovers(e, "int32", genInt[int32], ints, roots); err != nil {
+			return err
+		}
+		if err := hierMovers(e, "complex128", genComplex, cplx, roots); err != nil {
+			return err
+		}
+		if err := hierReductions(e, "int32", genInt[int32], C.Sum[int32](), ints, roots, true); err != nil {
+			return err
+		}
+		return hierReductions(e, "float64", genFloat, C.Max[float64](), cplx, roots, false)
+	}
+	// halves runs the battery on two halves of comm (low: this rank's),
+	// two processes each, where Reduce streams.
+	halves := func(ctx context.Context, comm *endpoint.Comm, low, big bool) error {
+		half, err := comm.Split(ctx, map[bool]int{true: 0, false: 1}[low], 0)
+		if err != nil {
+			return err
+		}
+		hc, err := C.New(ctx, half)
+		if err == nil {
+			if st, _ := C.NodeStreams(hc, 4); !st {
+				err = fmt.Errorf("rank %d of %d: two processes do not stream", hc.Rank(), hc.Size())
+			} else if err = battery(ctx, hc, big); err != nil {
+				err = fmt.Errorf("%d ranks of two processes: %w", hc.Size(), err)
+			}
+			if ferr := hc.Free(); err == nil {
+				err = ferr
+			}
+		}
+		if ferr := half.Free(); err == nil {
+			err = ferr
+		}
+		return err
+	}
+	for _, single := range []bool{true, false} {
+		restore := C.SetNodeCMA(single)
+		runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+			if err := wantShape(c, 4, 1); err != nil {
+				return err
+			}
+			if st, _ := C.NodeStreams(c, 4); !st {
+				return fmt.Errorf("rank %d: the node level does not stream 4 bytes under collnodestream=1", c.Rank())
+			}
+			if err := battery(ctx, c, false); err != nil {
+				return fmt.Errorf("single copies %v: %w", single, err)
+			}
+			if err := halves(ctx, c.Comm(), c.Rank() < 3, false); err != nil { // processes 0 and 1, 2 and 3
+				return fmt.Errorf("single copies %v: %w", single, err)
+			}
+			color := endpoint.Undefined
+			if c.Rank() == 0 || c.Rank() == 1 || c.Rank() == 3 || c.Rank() == 4 { // each process's first handle
+				color = 0
+			}
+			sub, err := c.Comm().Split(ctx, color, 0)
+			if err != nil || sub == nil {
+				return err
+			}
+			defer sub.Free()
+			sc, err := C.New(ctx, sub)
+			if err != nil {
+				return err
+			}
+			if err := battery(ctx, sc, true); err != nil {
+				return fmt.Errorf("single copies %v, one rank per process: %w", single, err)
+			}
+			if err := halves(ctx, sub, sub.Rank() < 2, true); err != nil {
+				return fmt.Errorf("single copies %v, one rank per process: %w", single, err)
+			}
+			if err := sc.Free(); err != nil {
+				return err
+			}
+			return nil
+		})
+		restore()
+	}
+}

@@ -56,7 +56,13 @@ func hierBcast(ctx context.Context, c *Coll, b []byte, root int, s callSig) erro
 	if rp == h.procOf[c.rank] && rl != 0 {
 		copy(b, g.slots[rl].recv)
 	}
-	err = c.topBcast(ctx, b, rp)
+	if c.streams(len(b)) && c.singleCopy(false) {
+		err = c.cmaBcast(ctx, b, rp)
+	} else if c.streams(len(b)) {
+		err = c.streamBcast(ctx, b, rp)
+	} else {
+		err = c.topBcast(ctx, b, rp)
+	}
 	if err == nil {
 		err = c.hierRelease(func() {
 			for i := 1; i < len(g.slots); i++ {
@@ -154,6 +160,8 @@ func hierReduce[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], ro
 	rp, rl := h.procOf[root], h.local[root]
 	mine := rp == h.procOf[c.rank]
 	acc := elems[T](c.buf(0, n*es))
+	direct := false // acc is the root's recv
+	local := false  // one process: nothing folded before the release
 	if c.cfg.det || !op.commutative {
 		_, mt, _ := h.myTop(c.rank)
 		rt := h.topOf[rp]
@@ -164,13 +172,23 @@ func hierReduce[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], ro
 			}
 			err = c.nodeDown(ctx, bytesOf(acc), rp-h.tfirst[rt])
 		}
+	} else if h.ng == nil && h.net == nil {
+		local = true // one process: folded as the release writes the root's recv
+	} else if c.streams(n*es) && h.procs == 2 {
+		if mine && rl == 0 {
+			acc, direct = res, true // the leader's own result: folded in place
+		}
+		err = streamReduce(ctx, c, n, func(i int) []T { return elems[T](g.slots[i].send) }, acc, op, rp)
 	} else {
 		foldLocal(g, acc, op)
 		err = topReduce(ctx, c, acc, op, rp)
 	}
 	if err == nil {
 		err = c.hierRelease(func() {
-			if mine {
+			if local {
+				out := elems[T](g.slots[rl].recv)
+				foldBlocks(g, acc, n, op, func(a, b int, r []T) { copy(out[a:b], r) })
+			} else if mine && !direct {
 				copy(elems[T](g.slots[rl].recv), acc)
 			}
 		})
@@ -247,6 +265,28 @@ func hierAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) e
 		})
 		return c.hierEnd(err)
 	}
+	if c.hierStreams(CollAllgather, nb) {
+		// Every process's blocks straight into every process leader's
+		// recv (read from the other leaders' recv, where the process's
+		// own blocks go first, or through the node segment); then to
+		// its members.
+		for j := 1; j < len(g.slots); j++ {
+			copy(recv[g.ranks[j]*nb:(g.ranks[j]+1)*nb], g.slots[j].send)
+		}
+		if c.singleCopy(false) {
+			err = c.cmaAllgather(ctx, recv, nb)
+		} else {
+			err = c.streamAllgather(ctx, recv, nb)
+		}
+		if err == nil {
+			err = c.hierRelease(func() {
+				for i := 1; i < len(g.slots); i++ {
+					copy(g.slots[i].recv, recv)
+				}
+			})
+		}
+		return c.hierEnd(err)
+	}
 	var all []byte
 	if all, err = hierGather(ctx, c, s, -1); err == nil {
 		err = c.nodeDown(ctx, all, -1)
@@ -281,6 +321,28 @@ func hierAlltoall(ctx context.Context, c *Coll, send, recv []byte, s callSig) er
 		return c.hierEnd(err)
 	}
 	g, nb := c.hier.g, s.count*s.esize
+	if c.hier.procs > 1 { // the node level's stream (hierStreams)
+		if len(g.slots) > 1 {
+			err = g.begin(c.seq) // the members' recv are written from here on
+		}
+		if err == nil {
+			for i := range g.slots {
+				for j := range g.slots {
+					ri, rj := g.ranks[i], g.ranks[j]
+					copy(g.slots[j].recv[ri*nb:(ri+1)*nb], g.slots[i].send[rj*nb:])
+				}
+			}
+			if c.singleCopy(true) {
+				err = c.cmaAlltoall(ctx, send, recv, nb)
+			} else {
+				err = c.streamAlltoall(ctx, nb)
+			}
+		}
+		if err == nil {
+			err = c.hierRelease(func() {})
+		}
+		return c.hierEnd(err)
+	}
 	err = c.hierRelease(func() {
 		for i := range g.slots {
 			for j := range g.slots {
@@ -338,6 +400,23 @@ func hierGather(ctx context.Context, c *Coll, s callSig, root int) ([]byte, erro
 		return nc.wait(ctx)
 	})
 	return all, err
+}
+
+// foldBlock is the bytes foldBlocks folds at a time.
+const foldBlock = 16 << 10
+
+// foldBlocks folds the contributions of g's ranks (their send buffers,
+// n elements) in rank order, a block at a time into tmp, and passes each
+// folded block [a, b) to emit.
+func foldBlocks[T any](g *procGroup, tmp []T, n int, op *Op[T], emit func(a, b int, r []T)) {
+	w := max(1, foldBlock/sizeOf[T]())
+	src := func(i int) []T { return elems[T](g.slots[i].send) }
+	for a := 0; a < n; a += w {
+		b := min(a+w, n)
+		t := tmp[:b-a]
+		foldChunk(t, g, src, a, b, op)
+		emit(a, b, t)
+	}
 }
 
 // foldLocal sets acc to the contributions (send buffers) of g's ranks

@@ -129,6 +129,9 @@ type config struct {
 	// rank's block (gather, scatter, alltoall) or the whole result
 	// (allgather, allgatherv).
 	large [numColl]int
+	// stream is the bytes per rank from which the node level streams
+	// (hierstream.go).
+	stream int
 	// thr marks the thresholds given explicitly (WEFT_TUNE's key,
 	// WithThreshold), which win over the table.
 	thr   [numColl]bool
@@ -150,6 +153,7 @@ func defaults() (config, error) {
 	cfg.large[CollAllgather] = int(t.CollAllgatherLarge)
 	cfg.large[CollAllgatherv] = int(t.CollAllgatherLarge)
 	cfg.large[CollAlltoall] = int(t.CollAlltoallLarge)
+	cfg.stream = int(t.CollNodeStream)
 	for key, ks := range map[string][]Collective{
 		"collbcastlarge": {CollBcast}, "collreducelarge": {CollReduce}, "collallreducelarge": {CollAllreduce},
 		"collgatherlarge": {CollGather, CollScatter}, "collallgatherlarge": {CollAllgather, CollAllgatherv},

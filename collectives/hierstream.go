@@ -1,0 +1,504 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/weft-hpc/weft/internal/cma"
+)
+
+// Node streams: the large-message form of the node level (hiernode.go)
+// on a node that holds the whole communicator (no leaders' network). A
+// stream is one node step that moves its data in chunks through
+// sub-slots of the processes' data slots, so that producers copy chunk
+// k+1 in while consumers copy (or fold) chunk k out, and every process
+// reads straight from the slot of the process that wrote the data, with
+// no stop at the node's leader:
+//
+//   - Bcast: the root's process writes, every other process reads.
+//   - Reduce (two processes): the other process writes its
+//     contribution, the root's process folds each chunk from the slot
+//     into the result.
+//   - Allgather and Alltoall: every process writes its blocks (for
+//     Alltoall, one region of each sub-slot per destination process),
+//     every process reads the others'.
+//
+// Each process's line of the segment holds two counters of chunks
+// (positions that keep growing from call to call, the same on every
+// process of the node): produced (its slot holds the chunk) and
+// consumed (it has read the chunk from every slot). A producer writes
+// chunk p into sub-slot p mod streamDepth once every other process has
+// consumed chunk p − streamDepth. A process that consumes nothing in a stream
+// sets its consumed counter to the stream's end as it starts. The
+// node's leader publishes the step as done once every process has
+// consumed every chunk, which is what the next step's writers wait for.
+
+const (
+	streamDepth = 8                      // sub-slots per data slot
+	streamSub   = nodeSlot / streamDepth // bytes of a sub-slot
+)
+
+// The stream counters: words 5 and 7 of process i's line.
+func (ng *nodeGroup) produced(i int) *atomic.Uint64 { return ng.word(1+i, 5) }
+func (ng *nodeGroup) consumed(i int) *atomic.Uint64 { return ng.word(1+i, 7) }
+
+// sub returns process i's sub-slot for chunk position p.
+func (ng *nodeGroup) sub(i int, p uint64) []byte {
+	s := ng.slot(i)
+	o := int(p%streamDepth) * streamSub
+	return s[o : o+streamSub : o+streamSub]
+}
+
+// nodeStream describes one stream: n chunks; which node processes
+// produce and consume; fill writes this process's chunk k into its
+// sub-slot; take reads chunk k from the producers' sub-slots (sub(i)).
+type nodeStream struct {
+	n          int
+	prod, cons func(i int) bool
+	fill       func(k int, sub []byte)
+	take       func(k int, sub func(i int) []byte)
+}
+
+// streams reports whether the node level moves nbytes (per rank) as a
+// stream: a node level over the whole communicator (one node, several
+// processes) and at least collnodestream bytes. Every handle of the
+// communicator gives the same answer.
+func (c *Coll) streams(nbytes int) bool {
+	h := c.hier
+	return h != nil && h.chunk > 0 && h.tops == 1 && h.procs > 1 && nbytes > 0 && nbytes >= c.cfg.stream
+}
+
+// nodeStream runs st as this process leader's next node step.
+func (c *Coll) nodeStream(ctx context.Context, st *nodeStream) error {
+	ng := c.hier.ng
+	ng.step++
+	s := ng.step
+	mark := s<<32 | c.sig<<2&sigBitsMask | slotArrived
+	base := ng.pos
+	end := base + uint64(st.n)
+	ng.pos = end
+	me := ng.ni
+	if err := c.streamBegin(ctx, ng, s, mark); err != nil {
+		return err
+	}
+	if !st.cons(me) {
+		ng.consumed(me).Store(end)
+	}
+	sub := func(p uint64) func(i int) []byte {
+		return func(i int) []byte { return ng.sub(i, p) }
+	}
+	for k := 0; k < st.n; k++ {
+		p := base + uint64(k)
+		if st.prod(me) {
+			if p >= streamDepth {
+				if err := c.streamWait(ctx, ng, ng.consumed, p+1-streamDepth, nil); err != nil {
+					return err
+				}
+			}
+			st.fill(k, ng.sub(me, p))
+			ng.produced(me).Store(p + 1)
+		}
+		if st.cons(me) {
+			if err := c.streamWait(ctx, ng, ng.produced, p+1, st.prod); err != nil {
+				return err
+			}
+			st.take(k, sub(p))
+			ng.consumed(me).Store(p + 1)
+		}
+	}
+	if me != 0 {
+		return nil
+	}
+	if err := c.streamWait(ctx, ng, ng.consumed, end, nil); err != nil {
+		return err
+	}
+	ng.state().Store(s)
+	return nil
+}
+
+// streamWait waits until counter(i) ≥ v for every other process i of
+// the node (those of which only is true, unless only is nil).
+func (c *Coll) streamWait(ctx context.Context, ng *nodeGroup, counter func(int) *atomic.Uint64, v uint64, only func(int) bool) error {
+	for i := 0; i < ng.m; i++ {
+		if i == ng.ni || only != nil && !only(i) {
+			continue
+		}
+		w := counter(i)
+		if w.Load() >= v {
+			continue
+		}
+		if err := c.hierSpin(ctx, func() (bool, error) {
+			if w.Load() >= v {
+				return true, nil
+			}
+			return false, ng.failed()
+		}, false, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// streamBegin begins stream step s (mark) on this process leader: on
+// the node's other processes, once the leader has finished step s-1,
+// the output of a step before that this process did not read is checked
+// (nodeStepFrom: a stream leaves no output mark, so the next step could
+// not check it) and the arrival published; on the node's leader, every
+// process has arrived, and the next step's leader takes an arrival word
+// still at this mark as begun.
+func (c *Coll) streamBegin(ctx context.Context, ng *nodeGroup, s, mark uint64) error {
+	if ng.ni == 0 {
+		if err := c.nodeArrivals(ctx, ng, s, mark); err != nil {
+			return err
+		}
+		ng.prev = mark
+		return nil
+	}
+	if err := c.nodeWait(ctx, ng, s-1); err != nil {
+		return err
+	}
+	if ng.prev != 0 {
+		err := ng.checkOut(c, s-1, ng.prev)
+		ng.prev = 0
+		if err != nil {
+			return err
+		}
+	}
+	ng.arrival(ng.ni).Store(mark)
+	return nil
+}
+
+// nodeArrivals (the node's leader) waits until every other process of
+// the node has arrived at step s with mark.
+func (c *Coll) nodeArrivals(ctx context.Context, ng *nodeGroup, s, mark uint64) error {
+	for i := 1; i < ng.m; i++ {
+		a := ng.arrival(i)
+		if err := c.hierSpin(ctx, func() (bool, error) {
+			v := a.Load()
+			switch {
+			case v == mark:
+				return true, nil
+			case v>>32 == s&(1<<32-1):
+				return false, fmt.Errorf("rank %d of this node called another collective, or with other arguments, where this rank is at %s #%d: %w",
+					ng.ranks[i], c.call, c.seq, ErrInvalid)
+			}
+			return false, ng.failed()
+		}, false, true); err != nil {
+			return err
+		}
+	}
+	return ng.failed()
+}
+
+// chunkOf returns chunk k of n units cut w at a time: [a, b).
+func chunkOf(k, w, n int) (a, b int) {
+	a = min(k*w, n)
+	return a, min(a+w, n)
+}
+
+// chunksFor is how many chunks of w units n units take.
+func chunksFor(n, w int) int { return (n + w - 1) / w }
+
+// everyProc: every process of the node.
+func everyProc(int) bool { return true }
+
+// streamBcast (process leader): process rp's b to every process
+// leader's b.
+func (c *Coll) streamBcast(ctx context.Context, b []byte, rp int) error {
+	return c.nodeStream(ctx, &nodeStream{
+		n:    chunksFor(len(b), streamSub),
+		prod: func(i int) bool { return i == rp },
+		cons: func(i int) bool { return i != rp },
+		fill: func(k int, sub []byte) {
+			a, e := chunkOf(k, streamSub, len(b))
+			copy(sub, b[a:e])
+		},
+		take: func(k int, sub func(int) []byte) {
+			a, e := chunkOf(k, streamSub, len(b))
+			copy(b[a:e], sub(rp))
+		},
+	})
+}
+
+// foldChunk sets dst to the members' contributions [a, b) (src(i) for
+// the process's ranks) combined in rank order.
+func foldChunk[T any](dst []T, g *procGroup, src func(i int) []T, a, b int, op *Op[T]) {
+	copy(dst, src(0)[a:b])
+	for i := 1; i < len(g.slots); i++ {
+		op.left(dst, src(i)[a:b])
+	}
+}
+
+// streamReduce (process leader, commutative op): the contributions of
+// the node's processes (each process's ranks' send buffers, src) combined
+// into out on process rp's leader.
+func streamReduce[T any](ctx context.Context, c *Coll, n int, src func(i int) []T, out []T, op *Op[T], rp int) error {
+	g := c.hier.g
+	w := streamSub / sizeOf[T]()
+	return c.nodeStream(ctx, &nodeStream{
+		n:    chunksFor(n, w),
+		prod: func(i int) bool { return i != rp },
+		cons: func(i int) bool { return i == rp },
+		fill: func(k int, sub []byte) {
+			a, b := chunkOf(k, w, n)
+			foldChunk(elems[T](sub)[:b-a], g, src, a, b, op)
+		},
+		take: func(k int, sub func(int) []byte) {
+			a, b := chunkOf(k, w, n)
+			o := out[a:b]
+			foldChunk(o, g, src, a, b, op)
+			for i := 0; i < c.hier.ng.m; i++ {
+				if i != rp {
+					op.left(o, elems[T](sub(i))[:b-a])
+				}
+			}
+		},
+	})
+}
+
+// byPos returns the comm rank at each place of hierGather's layout.
+func (h *hier) byPos() []int {
+	r := make([]int, len(h.procOf))
+	for q := range r {
+		r[h.pos(q)] = q
+	}
+	return r
+}
+
+// streamAllgather (process leader): every process's ranks' blocks (nb
+// bytes, the published send buffers) into this process leader's recv
+// (comm rank order).
+func (c *Coll) streamAllgather(ctx context.Context, recv []byte, nb int) error {
+	h, g := c.hier, c.hier.g
+	me, rk := h.procOf[c.rank], h.byPos()
+	most := 0
+	for j := 0; j < h.procs; j++ {
+		most = max(most, (h.first[j+1]-h.first[j])*nb)
+	}
+	// span calls f for the pieces of bytes [a, b) of process j's blocks
+	// laid end to end: its local rank, the offset in the block and the
+	// piece's offset from a.
+	span := func(j, a, b int, f func(li, off, at, n int)) {
+		for o := a; o < b; {
+			li, off := o/nb, o%nb
+			n := min(nb-off, b-o)
+			f(li, off, o-a, n)
+			o += n
+		}
+	}
+	lenOf := func(j int) int { return (h.first[j+1] - h.first[j]) * nb }
+	return c.nodeStream(ctx, &nodeStream{
+		n:    chunksFor(most, streamSub),
+		prod: everyProc,
+		cons: everyProc,
+		fill: func(k int, sub []byte) {
+			a, b := chunkOf(k, streamSub, lenOf(me))
+			span(me, a, b, func(li, off, at, n int) {
+				copy(sub[at:at+n], g.slots[li].send[off:off+n])
+			})
+		},
+		take: func(k int, sub func(int) []byte) {
+			for j := 0; j < h.procs; j++ {
+				if j == me {
+					continue
+				}
+				a, b := chunkOf(k, streamSub, lenOf(j))
+				s := sub(j)
+				span(j, a, b, func(li, off, at, n int) {
+					r := rk[h.first[j]+li]
+					copy(recv[r*nb+off:r*nb+off+n], s[at:at+n])
+				})
+			}
+		},
+	})
+}
+
+// streamAlltoall (process leader, members' buffers writable): block q
+// of each rank r's send to block r of rank q's recv for every pair of
+// ranks in different processes. Sub-slots hold one region per
+// destination process; the pair of processes (i, j) moves i's ranks'
+// blocks for j's ranks, i's ranks outer, laid end to end.
+func (c *Coll) streamAlltoall(ctx context.Context, nb int) error {
+	h, g := c.hier, c.hier.g
+	me, rk, m := h.procOf[c.rank], h.byPos(), h.procs
+	cnt := func(j int) int { return h.first[j+1] - h.first[j] }
+	reg := streamSub / m
+	most := 0
+	for i := 0; i < m; i++ {
+		most = max(most, cnt(i))
+	}
+	// span calls f for the pieces of bytes [a, b) of pair (i, j): the
+	// local index of the sending rank in i, the receiving rank's in j,
+	// the offset in the block and the piece's offset from a.
+	span := func(i, j, a, b int, f func(li, lj, off, at, n int)) {
+		nj := cnt(j)
+		for o := a; o < b; {
+			bi, off := o/nb, o%nb
+			n := min(nb-off, b-o)
+			f(bi/nj, bi%nj, off, o-a, n)
+			o += n
+		}
+	}
+	pair := func(i, j int) int { return cnt(i) * cnt(j) * nb }
+	return c.nodeStream(ctx, &nodeStream{
+		n:    chunksFor(most*most*nb, reg),
+		prod: everyProc,
+		cons: everyProc,
+		fill: func(k int, sub []byte) {
+			for j := 0; j < m; j++ {
+				if j == me {
+					continue
+				}
+				a, b := chunkOf(k, reg, pair(me, j))
+				r := sub[j*reg : (j+1)*reg]
+				span(me, j, a, b, func(li, lj, off, at, n int) {
+					q := rk[h.first[j]+lj]
+					copy(r[at:at+n], g.slots[li].send[q*nb+off:q*nb+off+n])
+				})
+			}
+		},
+		take: func(k int, sub func(int) []byte) {
+			for i := 0; i < m; i++ {
+				if i == me {
+					continue
+				}
+				a, b := chunkOf(k, reg, pair(i, me))
+				r := sub(i)[me*reg : (me+1)*reg]
+				span(i, me, a, b, func(li, lj, off, at, n int) {
+					src := rk[h.first[i]+li]
+					copy(g.slots[lj].recv[src*nb+off:src*nb+off+n], r[at:at+n])
+				})
+			}
+		},
+	})
+}
+
+// cmaUsable reports whether this process may read the memory of the
+// node's other processes with cross-memory attach (internal/cma): the
+// kernel has the calls and Yama, where loaded, lets any process of the
+// same uid read another (endpoint's node transport asks the same).
+var cmaUsable = sync.OnceValue(func() bool {
+	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil && strings.TrimSpace(string(b)) != "0" {
+		return false
+	}
+	return cma.Available(os.Getpid()) == nil
+})
+
+// nodeCMA is what setupNode asks (a variable for the tests, which take
+// the segment's path with it off).
+var nodeCMA = cmaUsable
+
+// The single-copy form of a stream (Bcast, Allgather, Alltoall, where
+// every process of the node may read the others' memory): each process
+// leader publishes the address of its buffer in word 4 of its line and
+// arrives; every reader copies what it needs straight from the writers'
+// buffers (process_vm_readv), then counts the step as consumed; no
+// process leaves before every process has consumed, since the buffers
+// must stay as they are until then.
+
+// addr is process i's published buffer address.
+func (ng *nodeGroup) addr(i int) *atomic.Uint64 { return ng.word(1+i, 4) }
+
+// nodeRead runs one single-copy node step: this process leader
+// publishes buf; read copies from the processes whose from(i) is true,
+// given their published address (read's get copies a peer's bytes at an
+// address into a local slice).
+func (c *Coll) nodeRead(ctx context.Context, buf []byte, from func(i int) bool, read func(i int, base uintptr, get func(dst []byte, at uintptr) error) error) error {
+	ng := c.hier.ng
+	ng.step++
+	s := ng.step
+	mark := s<<32 | c.sig<<2&sigBitsMask | slotArrived
+	ng.pos++
+	end := ng.pos
+	me := ng.ni
+	ng.addr(me).Store(uint64(cma.Addr(buf)))
+	if me == 0 {
+		ng.arrival(0).Store(mark) // (the leader's own arrival: for the readers)
+	}
+	if err := c.streamBegin(ctx, ng, s, mark); err != nil {
+		return err
+	}
+	for i := 0; i < ng.m; i++ {
+		if i == me || !from(i) {
+			continue
+		}
+		a := ng.arrival(i)
+		if err := c.hierSpin(ctx, func() (bool, error) {
+			v := a.Load()
+			switch {
+			case v == mark:
+				return true, nil
+			case v>>32 == s&(1<<32-1):
+				return false, fmt.Errorf("rank %d of this node called another collective, or with other arguments, where this rank is at %s #%d: %w",
+					ng.ranks[i], c.call, c.seq, ErrInvalid)
+			}
+			return false, ng.failed()
+		}, false, true); err != nil {
+			return err
+		}
+		pid := ng.ids[i].pid
+		if err := read(i, uintptr(ng.addr(i).Load()), func(dst []byte, at uintptr) error {
+			if _, err := cma.Read(pid, dst, at); err != nil {
+				return fmt.Errorf("copy from the process of rank %d: %w", ng.ranks[i], err)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	ng.consumed(me).Store(end)
+	if err := c.streamWait(ctx, ng, ng.consumed, end, nil); err != nil {
+		return err
+	}
+	if me == 0 {
+		ng.state().Store(s)
+	}
+	return nil
+}
+
+// singleCopy reports whether the node's processes copy straight from
+// each other's buffers (every one may, and, with one, each process holds
+// one rank of the communicator).
+func (c *Coll) singleCopy(oneRank bool) bool {
+	h := c.hier
+	if !h.ng.cma {
+		return false
+	}
+	return !oneRank || h.first[h.procs] == h.procs
+}
+
+// cmaBcast (process leader): process rp's b read by every other
+// process leader.
+func (c *Coll) cmaBcast(ctx context.Context, b []byte, rp int) error {
+	return c.nodeRead(ctx, b, func(i int) bool { return i == rp && c.hier.ng.ni != rp },
+		func(_ int, base uintptr, get func([]byte, uintptr) error) error { return get(b, base) })
+}
+
+// cmaAllgather (process leader): every process's ranks' blocks (in its
+// leader's recv, at their ranks' places) into this leader's recv.
+func (c *Coll) cmaAllgather(ctx context.Context, recv []byte, nb int) error {
+	h := c.hier
+	return c.nodeRead(ctx, recv, everyProc, func(i int, base uintptr, get func([]byte, uintptr) error) error {
+		for q := 0; q < len(h.procOf); q++ {
+			if h.procOf[q] == i {
+				if err := get(recv[q*nb:(q+1)*nb], base+uintptr(q*nb)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// cmaAlltoall (one rank per process): block me of every other rank's
+// send into its block of recv.
+func (c *Coll) cmaAlltoall(ctx context.Context, send, recv []byte, nb int) error {
+	me, rk := c.rank, c.hier.byPos() // process i's rank: rk[i]
+	return c.nodeRead(ctx, send, everyProc, func(i int, base uintptr, get func([]byte, uintptr) error) error {
+		return get(recv[rk[i]*nb:(rk[i]+1)*nb], base+uintptr(me*nb))
+	})
+}
