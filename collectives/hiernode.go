@@ -61,7 +61,10 @@ type nodeGroup struct {
 	// none).
 	prev uint64
 	pos  uint64 // stream chunks so far (hierstream.go; the same on every process)
-	cma  bool   // every process of the node may read the others' memory (hierstream.go)
+	// waitOn is the process a node wait waits on, plus one (0: none;
+	// alive checks every process).
+	waitOn int
+	cma    bool // every process of the node may read the others' memory (hierstream.go)
 }
 
 // Segment layout: line 0 holds the node's state (the last step done),
@@ -151,10 +154,13 @@ func (ng *nodeGroup) failed() error {
 }
 
 // alive returns an error wrapping ErrPeerGone if a process of the node
-// has exited.
+// has exited: during a node wait (nodeSpin) the process waited on, else
+// any. A process that has done its part of the step and left is no
+// reason to fail a wait on another; the one waiting on it sees the
+// process gone and fails the node group, which ends every wait.
 func (ng *nodeGroup) alive() error {
 	for i, id := range ng.ids {
-		if i == ng.ni {
+		if i == ng.ni || ng.waitOn > 0 && i != ng.waitOn-1 {
 			continue
 		}
 		if err := id.alive(); err != nil {
@@ -361,7 +367,7 @@ func (c *Coll) nodeStepFrom(ctx context.Context, from int, up func(slot []byte),
 		if v := a.Load(); v == mark || !need && v == prev {
 			continue // the common cases, without a wait's set-up
 		}
-		if err := c.hierSpin(ctx, func() (bool, error) {
+		if err := c.nodeSpin(ctx, ng, i, func() (bool, error) {
 			v := a.Load()
 			switch at := v >> 32; {
 			case v == mark:
@@ -374,7 +380,7 @@ func (c *Coll) nodeStepFrom(ctx context.Context, from int, up func(slot []byte),
 				return false, ng.mismatch(c, i)
 			}
 			return false, ng.failed()
-		}, false, true); err != nil {
+		}); err != nil {
 			return err
 		}
 	}
@@ -406,17 +412,25 @@ func (ng *nodeGroup) checkOut(c *Coll, s, mark uint64) error {
 	return nil
 }
 
+// nodeSpin is hierSpin for a node wait on process i of the node: its
+// liveness checks look at that process only.
+func (c *Coll) nodeSpin(ctx context.Context, ng *nodeGroup, i int, cond func() (bool, error)) error {
+	ng.waitOn = i + 1
+	defer func() { ng.waitOn = 0 }()
+	return c.hierSpin(ctx, cond, false, true)
+}
+
 // nodeWait waits until the node's leader has finished step s.
 func (c *Coll) nodeWait(ctx context.Context, ng *nodeGroup, s uint64) error {
 	if ng.state().Load() >= s {
 		return nil
 	}
-	return c.hierSpin(ctx, func() (bool, error) {
+	return c.nodeSpin(ctx, ng, 0, func() (bool, error) {
 		if ng.state().Load() >= s {
 			return true, nil
 		}
 		return false, ng.failed()
-	}, false, true)
+	})
 }
 
 // chunks calls f with the successive parts [a, b) of n units that one

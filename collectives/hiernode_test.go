@@ -127,6 +127,45 @@ func TestHierNodes(t *testing.T) {
 	})
 }
 
+// TestHierNodeDoneExit: 4 processes of one node, one rank each. In a
+// Reduce to the node's leader, process 3 gives its part and exits at
+// once while process 2 comes a second late: the leader, waiting for
+// process 2, must not fail because process 3, whose part it already
+// has, is gone; the Reduce completes with every part.
+func TestHierNodeDoneExit(t *testing.T) {
+	if !launchtest.IsWorker() {
+		launchtest.RunMayDie(t, 4, "shm", 60*time.Second, []int{3}, endpoint.EnvNodeTransport+"=native")
+		return
+	}
+	w := initWorld(t)
+	ctx := tctx(t, 50*time.Second)
+	c, err := C.New(ctx, w.Comm())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wantShape(c, 4, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := C.Barrier(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	me := c.Rank()
+	if me == 2 {
+		time.Sleep(time.Second) // the leader's liveness checks run meanwhile
+	}
+	out := make([]int64, 3)
+	err = C.Reduce(ctx, c, []int64{int64(me), 1, int64(me * me)}, out, C.Sum[int64](), 0)
+	if me == 3 {
+		os.Exit(0) // its part is given; the others still reduce
+	}
+	if err != nil {
+		t.Fatalf("rank %d: Reduce with process 3 gone after giving its part: %v", me, err)
+	}
+	if me == 0 && (out[0] != 6 || out[1] != 4 || out[2] != 14) {
+		t.Fatalf("Reduce: %v, want [6 4 14]", out)
+	}
+}
+
 // TestHierNodeFailures: 3 processes of one node, one rank each (the node
 // level alone). A rank whose context ends while the node's leader is
 // late fails with its context's error and the others with ErrCanceled;

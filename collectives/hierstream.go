@@ -131,12 +131,12 @@ func (c *Coll) streamWait(ctx context.Context, ng *nodeGroup, counter func(int) 
 		if w.Load() >= v {
 			continue
 		}
-		if err := c.hierSpin(ctx, func() (bool, error) {
+		if err := c.nodeSpin(ctx, ng, i, func() (bool, error) {
 			if w.Load() >= v {
 				return true, nil
 			}
 			return false, ng.failed()
-		}, false, true); err != nil {
+		}); err != nil {
 			return err
 		}
 	}
@@ -177,7 +177,7 @@ func (c *Coll) streamBegin(ctx context.Context, ng *nodeGroup, s, mark uint64) e
 func (c *Coll) nodeArrivals(ctx context.Context, ng *nodeGroup, s, mark uint64) error {
 	for i := 1; i < ng.m; i++ {
 		a := ng.arrival(i)
-		if err := c.hierSpin(ctx, func() (bool, error) {
+		if err := c.nodeSpin(ctx, ng, i, func() (bool, error) {
 			v := a.Load()
 			switch {
 			case v == mark:
@@ -187,7 +187,7 @@ func (c *Coll) nodeArrivals(ctx context.Context, ng *nodeGroup, s, mark uint64) 
 					ng.ranks[i], c.call, c.seq, ErrInvalid)
 			}
 			return false, ng.failed()
-		}, false, true); err != nil {
+		}); err != nil {
 			return err
 		}
 	}
@@ -427,7 +427,7 @@ func (c *Coll) nodeRead(ctx context.Context, buf []byte, from func(i int) bool, 
 			continue
 		}
 		a := ng.arrival(i)
-		if err := c.hierSpin(ctx, func() (bool, error) {
+		if err := c.nodeSpin(ctx, ng, i, func() (bool, error) {
 			v := a.Load()
 			switch {
 			case v == mark:
@@ -437,7 +437,7 @@ func (c *Coll) nodeRead(ctx context.Context, buf []byte, from func(i int) bool, 
 					ng.ranks[i], c.call, c.seq, ErrInvalid)
 			}
 			return false, ng.failed()
-		}, false, true); err != nil {
+		}); err != nil {
 			return err
 		}
 		pid := ng.ids[i].pid
