@@ -8,13 +8,16 @@ NP        ?= 4
 PROVIDER  ?= shm
 export CGO_ENABLED := 1
 
-.PHONY: test-verbs demo test deps test-deps build deb vet bench bench-fabric bench-ddt bench-p2p bench-ddtpp bench-osu bench-dashboard gpu-tests gpu-check bench-gpu clean
+.PHONY: test-verbs demo test deps test-deps bench-deps build deb vet bench bench-fabric bench-ddt bench-p2p bench-ddtpp bench-osu bench-dashboard gpu-tests gpu-check bench-gpu clean
 
 deps:
 	@deploy/install-deps.sh build
 
 test-deps:
 	@deploy/install-deps.sh test
+
+bench-deps:
+	@deploy/install-deps.sh bench
 
 build: deps
 	$(GO) build -o $(BIN)/ ./cmd/... ./examples/...
@@ -55,25 +58,25 @@ test-verbs: test-deps
 	test/verbs/run.sh
 
 # Side-by-side benchmarks (ratios go in docs/PERFORMANCE.md).
-bench: deps
+bench: bench-deps
 	$(GO) test -run '^$$' -bench . -benchtime 200ms ./...
 
-bench-fabric: deps
+bench-fabric: bench-deps
 	$(GO) run ./test/bench/pingpong -provider shm -reps 5
 
-bench-ddt: deps
+bench-ddt: bench-deps
 	$(GO) run ./test/bench/ddtbench -json
 
 # Point to point on one node: weft (both intra-node transports) against
 # fi_pingpong, MPICH and Open MPI (each left out when not installed).
-bench-p2p: deps
+bench-p2p: bench-deps
 	$(GO) run ./test/bench/p2p -reps 5 -weft native,fabric
 
 # The DDTBench layouts as typed messages on one node: a ping-pong of each
 # layout and size with weft's SendTyped/RecvTyped, the hand-written pack
 # loop with a contiguous send, a contiguous send of as many bytes, and
 # MPICH and Open MPI sending the same MPI datatype.
-bench-ddtpp: deps
+bench-ddtpp: bench-deps
 	$(GO) run ./test/bench/ddtpp -reps 5
 
 # One reproduce command per area writing JSON into BENCH_OUT, then the
@@ -81,10 +84,10 @@ bench-ddtpp: deps
 # cores; run it on an otherwise idle machine).
 BENCH_OUT ?= /tmp/weft-dashboard
 # Collectives with OSU's loops against MPICH and Open MPI (2 and 4 ranks).
-bench-osu: deps
+bench-osu: bench-deps
 	$(GO) run ./test/bench/osu -reps 3
 
-bench-dashboard: deps
+bench-dashboard: bench-deps
 	test/bench/dashboard/run.sh $(BENCH_OUT)
 
 # GPU: gpu-tests builds the test binaries of gpu/, endpoint/ and onesided/

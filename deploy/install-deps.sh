@@ -7,18 +7,25 @@
 #                                  environment-modules (the modulefile's test)
 #                                  and gpu/'s tools (deploy/install-gpu-tools.sh:
 #                                  pocl, ptxas, libcuda1; no GPU needed)
+#   deploy/install-deps.sh bench   the test set plus Open MPI, the second MPI
+#                                  the side-by-side benchmarks compare with
 #
 # Packages already present are not reinstalled; apt runs through sudo when
 # the caller is not root.
 set -euo pipefail
 
 want=(libfabric-dev libfabric-bin gcc pkg-config)
-if [ "${1:-build}" = test ]; then
+mode="${1:-build}"
+if [ "$mode" = test ] || [ "$mode" = bench ]; then
 	want+=(mpich libmpich-dev slurmd slurmctld slurm-client slurm-wlm-basic-plugins munge
 		openssh-server openssh-client procps iproute2 environment-modules)
 fi
 
-if [ "${1:-build}" = test ]; then
+if [ "$mode" = bench ]; then
+	want+=(openmpi-bin libopenmpi-dev)
+fi
+
+if [ "$mode" = test ] || [ "$mode" = bench ]; then
 	"$(dirname "$0")/install-gpu-tools.sh"
 fi
 
