@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,6 +80,13 @@ func (c *Comm) IsendDevice(src gpu.Typed, dest, tag int) (*Request, error) {
 	}
 	if n == 0 {
 		return c.isend(nil, dest, tag, c.ctx)
+	}
+	v := c.v
+	v.lock()
+	live := v.isClosed() || v.watchDevice(src.Buf.Device()) // a closed endpoint reports itself
+	v.unlock()
+	if !live {
+		return nil, fmt.Errorf("endpoint: send from %s: %w", src.Buf.Device(), gpu.ErrClosed)
 	}
 	return c.isendLayout(&typedRecv{dev: &src, count: src.Count, t: src.Type, n: n}, dest, tag)
 }
@@ -300,7 +308,7 @@ func (v *vci) watchDevice(d *gpu.Device) bool {
 // ended with unlock.
 func (v *vci) tryLockFor(wait time.Duration) bool {
 	end := time.Now().Add(wait)
-	for {
+	for i := 0; ; i++ {
 		if v.shared {
 			if v.mu.TryLock() {
 				return true
@@ -311,7 +319,11 @@ func (v *vci) tryLockFor(wait time.Duration) bool {
 		if time.Now().After(end) {
 			return false
 		}
-		time.Sleep(50 * time.Microsecond)
+		if i < 1000 { // a driver lets go between progress calls: look often
+			runtime.Gosched()
+		} else {
+			time.Sleep(50 * time.Microsecond)
+		}
 	}
 }
 

@@ -533,12 +533,26 @@ func TestDeviceClosedMidSend(t *testing.T) {
 		src, _ := gpuSource(t, d, st, count, 1)
 		dst, _ := gpuDest(t, d, rt, count)
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		rr, err := b.IrecvDevice(dst, a.Rank(), 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sr, err := a.IsendDevice(src, b.Rank(), 3)
+		if err != nil {
+			t.Fatal(err)
+		}
 		errc := make(chan error, 2)
-		go func() { errc <- a.SendDevice(ctx, src, b.Rank(), 3) }()
-		go func() { _, err := b.RecvDevice(ctx, dst, a.Rank(), 3); errc <- err }()
+		go func() { _, err := sr.Wait(ctx); errc <- err }()
+		go func() { _, err := rr.Wait(ctx); errc <- err }()
 		time.Sleep(2 * time.Millisecond)
 		if err := d.Close(); err != nil {
 			t.Fatal(err)
+		}
+		if _, err := a.IsendDevice(src, b.Rank(), 4); !errors.Is(err, gpu.ErrClosed) {
+			t.Fatalf("%s: IsendDevice from a closed device: %v, want gpu.ErrClosed", path, err)
+		}
+		if _, err := b.IrecvDevice(dst, a.Rank(), 4); !errors.Is(err, gpu.ErrClosed) {
+			t.Fatalf("%s: IrecvDevice into a closed device: %v, want gpu.ErrClosed", path, err)
 		}
 		for range 2 {
 			err := <-errc
