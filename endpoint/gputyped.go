@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -339,8 +340,8 @@ func (v *vci) tryUnlock() {
 // before it frees the device's memory): the GPU sends on d's ring end
 // with gpu.ErrClosed, the segments they posted are waited for (bounded by
 // devCloseWait; progress completes or fails them), then the ring's
-// registration is closed and v forgets d. Receives into d fail with
-// gpu.ErrClosed at their next piece (the device refuses the unpack).
+// registration is closed, receives into d end (failDevRecvs) and v
+// forgets d.
 func (v *vci) deviceClosed(d *gpu.Device) {
 	if !v.tryLockFor(devCloseWait) {
 		v.log.Warn("GPU closed while its endpoint stayed busy; its memory is freed without waiting for the network", "device", d)
@@ -354,13 +355,25 @@ func (v *vci) deviceClosed(d *gpu.Device) {
 	if g != nil {
 		cerr := fmt.Errorf("endpoint: GPU send: %s was closed: %w", d, gpu.ErrClosed)
 		var wait []*Request
-		for _, r := range v.slots {
-			if r != nil && r.reqExt != nil && r.pipe != nil && r.pipe.ring == g {
+		end1 := func(r *Request) {
+			if r != nil && r.reqExt != nil && r.pipe != nil && r.pipe.ring == g && !r.done {
 				v.finish(r, cerr) // waits for its kernels; posts nothing more
-				if !r.done {
+				if !r.done && !slices.Contains(wait, r) {
 					wait = append(wait, r)
 				}
 			}
+		}
+		for seq, r := range v.rdvSends { // waiting for the CTS (a later one is dropped)
+			if r.pipe != nil && r.pipe.ring == g {
+				delete(v.rdvSends, seq)
+				end1(r)
+			}
+		}
+		for _, r := range v.pipes { // started
+			end1(r)
+		}
+		for _, r := range v.slots { // segments on the wire
+			end1(r)
 		}
 		end := time.Now().Add(devCloseWait)
 		for len(wait) > 0 {
