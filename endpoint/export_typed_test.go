@@ -1,5 +1,7 @@
 package endpoint
 
+import "github.com/weft-hpc/weft/gpu"
+
 // SetPipePieceHook has f run after each piece a pipelined node-transport
 // typed send has packed (off bytes of n); nil removes it. Set it before
 // the first send.
@@ -11,3 +13,21 @@ func SentEagerly(r *Request) bool { return r.kind == kSendEager }
 
 // EagerLimit is the eager limit of c's endpoint.
 func EagerLimit(c *Comm) int { return c.v.eagerLimit }
+
+// DeviceEntries counts what c's endpoint keeps for device d: its send
+// ring, its mapping of the bounce buffers, its close hook.
+func DeviceEntries(c *Comm, d *gpu.Device) int {
+	c.v.lock()
+	defer c.v.unlock()
+	n := 0
+	if _, ok := c.v.devRings[d]; ok {
+		n++
+	}
+	if _, ok := c.v.devMaps[d]; ok {
+		n++
+	}
+	if _, ok := c.v.devHooks[d]; ok {
+		n++
+	}
+	return n
+}

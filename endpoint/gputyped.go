@@ -16,6 +16,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +26,7 @@ import (
 	"github.com/weft-hpc/weft/errs"
 	"github.com/weft-hpc/weft/fabric"
 	"github.com/weft-hpc/weft/gpu"
+	"github.com/weft-hpc/weft/internal/devhook"
 )
 
 // devView validates typed data in device memory and returns its packed
@@ -78,6 +81,13 @@ func (c *Comm) IsendDevice(src gpu.Typed, dest, tag int) (*Request, error) {
 	}
 	if n == 0 {
 		return c.isend(nil, dest, tag, c.ctx)
+	}
+	v := c.v
+	v.lock()
+	live := v.isClosed() || v.watchDevice(src.Buf.Device()) // a closed endpoint reports itself
+	v.unlock()
+	if !live {
+		return nil, fmt.Errorf("endpoint: send from %s: %w", src.Buf.Device(), gpu.ErrClosed)
 	}
 	return c.isendLayout(&typedRecv{dev: &src, count: src.Count, t: src.Type, n: n}, dest, tag)
 }
@@ -187,6 +197,10 @@ func (v *vci) ensureDevRing(d *gpu.Device) *devRing {
 	for i := range depth {
 		g.free = append(g.free, i)
 	}
+	if !v.watchDevice(d) { // closed meanwhile: nothing may stay registered on it
+		g.mr.Close()
+		return nil
+	}
 	if v.devRings == nil {
 		v.devRings = map[*gpu.Device]*devRing{}
 	}
@@ -269,10 +283,161 @@ func (v *vci) standInRing(d *gpu.Device, n int64) *devRing {
 	return &devRing{buf: b, mr: mr, size: v.segSize, hmem: true, addr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b.Bytes()))))}
 }
 
+// devCloseWait bounds how long a device's close hook waits for v's lock
+// and for the network operations posted from the device's memory.
+const devCloseWait = 10 * time.Second
+
+// watchDevice registers v's close hook with device d (once per device);
+// false when d is closed already.
+func (v *vci) watchDevice(d *gpu.Device) bool {
+	if _, ok := v.devHooks[d]; ok {
+		return true
+	}
+	remove, ok := devhook.OnClose(d, func() { v.deviceClosed(d) })
+	if !ok {
+		return false
+	}
+	if v.devHooks == nil {
+		v.devHooks = map[*gpu.Device]func(){}
+	}
+	v.devHooks[d] = remove
+	return true
+}
+
+// tryLockFor takes v's lock as lock does, giving up after wait (the
+// caller may be inside v's progress itself); true when taken, to be
+// ended with unlock.
+func (v *vci) tryLockFor(wait time.Duration) bool {
+	end := time.Now().Add(wait)
+	for i := 0; ; i++ {
+		if v.shared {
+			if v.mu.TryLock() {
+				return true
+			}
+		} else if v.inside.TryForeign() {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+		if i < 1000 { // a driver lets go between progress calls: look often
+			runtime.Gosched()
+		} else {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+}
+
+func (v *vci) tryUnlock() {
+	if v.shared {
+		v.mu.Unlock()
+	} else {
+		v.inside.EndForeign()
+	}
+}
+
+// deviceClosed is v's close hook of device d (gpu.Device.Close runs it
+// before it frees the device's memory): the GPU sends on d's ring end
+// with gpu.ErrClosed, the segments they posted are waited for (bounded by
+// devCloseWait; progress completes or fails them), then the ring's
+// registration is closed, receives into d end (failDevRecvs) and v
+// forgets d.
+func (v *vci) deviceClosed(d *gpu.Device) {
+	if !v.tryLockFor(devCloseWait) {
+		v.log.Warn("GPU closed while its endpoint stayed busy; its memory is freed without waiting for the network", "device", d)
+		return
+	}
+	defer v.tryUnlock()
+	if v.isClosed() {
+		return // closeDevRings has run or will; it skips the closed device's memory
+	}
+	g := v.devRings[d]
+	if g != nil {
+		cerr := fmt.Errorf("endpoint: GPU send: %s was closed: %w", d, gpu.ErrClosed)
+		var wait []*Request
+		end1 := func(r *Request) {
+			if r != nil && r.reqExt != nil && r.pipe != nil && r.pipe.ring == g && !r.done {
+				v.finish(r, cerr) // waits for its kernels; posts nothing more
+				if !r.done && !slices.Contains(wait, r) {
+					wait = append(wait, r)
+				}
+			}
+		}
+		for seq, r := range v.rdvSends { // waiting for the CTS (a later one is dropped)
+			if r.pipe != nil && r.pipe.ring == g {
+				delete(v.rdvSends, seq)
+				end1(r)
+			}
+		}
+		for _, r := range v.pipes { // started
+			end1(r)
+		}
+		for _, r := range v.slots { // segments on the wire
+			end1(r)
+		}
+		end := time.Now().Add(devCloseWait)
+		for len(wait) > 0 {
+			if err := v.progress(); err != nil || time.Now().After(end) {
+				v.log.Warn("GPU closed with sends from its memory still on the network", "device", d, "sends", len(wait), "err", err)
+				break
+			}
+			n := 0
+			for _, r := range wait {
+				if !r.done {
+					wait[n] = r
+					n++
+				}
+			}
+			wait = wait[:n]
+		}
+		if err := g.mr.Close(); err != nil {
+			v.log.Warn("close the GPU ring's registration", "device", d, "err", err)
+		}
+		delete(v.devRings, d)
+	}
+	v.failDevRecvs(d)
+	delete(v.devMaps, d)
+	delete(v.devHooks, d)
+}
+
+// failDevRecvs ends v's receives into device d, closed, with
+// gpu.ErrClosed: unmatched ones at once, pipelined ones now (the rest of
+// the message is dropped as it arrives), others when their data has
+// arrived (their unpack is refused).
+func (v *vci) failDevRecvs(d *gpu.Device) {
+	onDev := func(r *Request) bool {
+		return r.reqExt != nil && r.typed != nil && r.typed.dev != nil && r.typed.dev.Buf.Device() == d
+	}
+	cerr := fmt.Errorf("endpoint: GPU receive: %s was closed: %w", d, gpu.ErrClosed)
+	for r := v.posted.head; r != nil; {
+		next := r.qnext
+		if onDev(r) && r.state == stPosted {
+			v.posted.remove(r)
+			v.finish(r, cerr)
+		}
+		r = next
+	}
+	for _, r := range v.slots {
+		if r == nil || r.state == stDone || !onDev(r) {
+			continue
+		}
+		if r.piping {
+			r.piping = false
+			v.finish(r, cerr)
+		} else if r.err == nil {
+			r.err = cerr
+		}
+	}
+}
+
 // closeDevRings deregisters and frees v's device rings (a device closed
 // before the endpoint has freed them already).
 func (v *vci) closeDevRings() error {
 	var out []error
+	for d, remove := range v.devHooks {
+		remove()
+		delete(v.devHooks, d)
+	}
 	for d, g := range v.devRings {
 		out = append(out, g.mr.Close())
 		if err := g.buf.Free(); err != nil && !errors.Is(err, gpu.ErrClosed) {
@@ -315,8 +480,14 @@ func (v *vci) devUnpackRx(t *gpu.Typed, off int, piece []byte) error {
 	if !ok {
 		var err error
 		if m, err = d.MapHost(all); err != nil {
+			if errors.Is(err, gpu.ErrClosed) {
+				return fmt.Errorf("endpoint: unpack on %s: %w", d, err)
+			}
 			v.log.Debug("cannot map the bounce buffers into the GPU; unpacking through its staging buffer", "device", d, "err", err)
 			m = nil
+		}
+		if !v.watchDevice(d) {
+			return fmt.Errorf("endpoint: unpack on %s: %w", d, gpu.ErrClosed)
 		}
 		if v.devMaps == nil {
 			v.devMaps = map[*gpu.Device]*gpu.Buffer{}

@@ -514,3 +514,61 @@ func openCUDA() (*gpu.Device, error) {
 	}
 	return d, err
 }
+
+// TestDeviceClosedMidSend: a device closed while a large pipelined GPU
+// send and its GPU receive are in flight (on the hmem path and on the
+// staging ring): both end, with gpu.ErrClosed or complete, nothing hangs
+// or reads freed memory (-race), the endpoints forget the device and
+// close cleanly.
+func TestDeviceClosedMidSend(t *testing.T) {
+	t.Setenv(endpoint.EnvNodeTransport, "fabric")
+	defer endpoint.ForceDevicePath("")
+	for _, path := range []string{"hmem", "staging"} {
+		endpoint.ForceDevicePath(path)
+		d := openCLDevice(t)
+		a, b, ctx := singletonPair(t)
+		st, rt := gpuLayouts(t)
+		seg, depth, _ := endpoint.PipeRing(a)
+		count := 4 * depth * seg / int(st.Size())
+		src, _ := gpuSource(t, d, st, count, 1)
+		dst, _ := gpuDest(t, d, rt, count)
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		rr, err := b.IrecvDevice(dst, a.Rank(), 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sr, err := a.IsendDevice(src, b.Rank(), 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		errc := make(chan error, 2)
+		go func() { _, err := sr.Wait(ctx); errc <- err }()
+		go func() { _, err := rr.Wait(ctx); errc <- err }()
+		time.Sleep(2 * time.Millisecond)
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.IsendDevice(src, b.Rank(), 4); !errors.Is(err, gpu.ErrClosed) {
+			t.Fatalf("%s: IsendDevice from a closed device: %v, want gpu.ErrClosed", path, err)
+		}
+		if _, err := b.IrecvDevice(dst, a.Rank(), 4); !errors.Is(err, gpu.ErrClosed) {
+			t.Fatalf("%s: IrecvDevice into a closed device: %v, want gpu.ErrClosed", path, err)
+		}
+		for range 2 {
+			err := <-errc
+			if err != nil && !errors.Is(err, gpu.ErrClosed) {
+				t.Fatalf("%s: operation on the device closed under it: %v, want gpu.ErrClosed or success", path, err)
+			}
+			t.Logf("%s: %v", path, err)
+		}
+		cancel()
+		for _, c := range []*endpoint.Comm{a, b} {
+			if n := endpoint.DeviceEntries(c, d); n != 0 {
+				t.Fatalf("%s: the endpoint keeps %d entries of the closed device", path, n)
+			}
+			if err := c.Free(); err != nil {
+				t.Fatalf("%s: endpoint closed after its device: %v", path, err)
+			}
+		}
+	}
+}

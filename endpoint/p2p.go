@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/gpu"
 	"github.com/weft-hpc/weft/internal/peerwatch"
 )
 
@@ -214,6 +215,9 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *t
 	defer v.unlock()
 	if v.isClosed() {
 		return nil, fmt.Errorf("endpoint: receive: %w", ErrClosed)
+	}
+	if u != nil && u.dev != nil && !v.watchDevice(u.dev.Buf.Device()) { // ended by the device's close (gputyped.go)
+		return nil, fmt.Errorf("endpoint: receive into %s: %w", u.dev.Buf.Device(), gpu.ErrClosed)
 	}
 	want, ignore := matchBits(ctx, c.mySlot, src, tag)
 	var r *Request

@@ -140,6 +140,7 @@ type vci struct {
 	segDesc   fabric.Desc
 	devRings  map[*gpu.Device]*devRing    // GPU sends' segment rings (gputyped.go)
 	devMaps   map[*gpu.Device]*gpu.Buffer // the bounce buffers mapped into each GPU (nil: cannot)
+	devHooks  map[*gpu.Device]func()      // removes v's close hook of each device (gputyped.go)
 	segSize   int
 	segs      [][]byte
 	segFree   []int

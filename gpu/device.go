@@ -10,6 +10,7 @@ import (
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/errs"
 	"github.com/weft-hpc/weft/internal/ddtir"
+	"github.com/weft-hpc/weft/internal/devhook"
 )
 
 // backend is what a Device needs from a GPU runtime: the CUDA driver API
@@ -109,6 +110,35 @@ type Device struct {
 	// the cost model, measured on first need (method.go).
 	method Method
 	cost   *costModel
+	// hooks run first in Close, before the memory is freed (onClose);
+	// hookID numbers them.
+	hooks  map[int]func()
+	hookID int
+}
+
+func init() {
+	devhook.OnClose = func(d any, fn func()) (func(), bool) { return d.(*Device).onClose(fn) }
+}
+
+// onClose registers fn to run first in Close, before any memory is freed
+// (internal/devhook.OnClose); ok is false when d is closed already.
+func (d *Device) onClose(fn func()) (remove func(), ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return func() {}, false
+	}
+	if d.hooks == nil {
+		d.hooks = map[int]func(){}
+	}
+	d.hookID++
+	id := d.hookID
+	d.hooks[id] = fn
+	return func() {
+		d.mu.Lock()
+		delete(d.hooks, id)
+		d.mu.Unlock()
+	}, true
 }
 
 type modKey struct {
@@ -152,16 +182,35 @@ var ErrClosed = fmt.Errorf("gpu: %w", errs.ErrClosed)
 // Close releases the device's modules, tables and runtime context, and
 // frees the buffers still allocated (their later calls return ErrClosed,
 // so nothing a package above keeps on the device outlives it); later
-// calls on the device return ErrClosed.
+// calls on the device return ErrClosed. The packages that keep the
+// device's memory registered with libfabric or mapped (endpoint,
+// onesided) are told first: their operations on the device end with
+// ErrClosed, they wait (bounded) for the network operations posted on its
+// memory and close their registrations; only then is the memory freed
+// (docs/gpu.md). A second Close, also one concurrent with the first,
+// returns nil at once.
 func (d *Device) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true // new calls fail from here; the runtime stays up for the hooks
+	hooks := make([]func(), 0, len(d.hooks))
+	for id := 1; id <= d.hookID; id++ { // in the order they were registered
+		if fn, ok := d.hooks[id]; ok {
+			hooks = append(hooks, fn)
+		}
+	}
+	d.hooks = nil
+	d.mu.Unlock()
+	for _, fn := range hooks {
+		fn()
+	}
 	d.stageMu.Lock() // lock order: stageMu, then mu (viaStage packs under stageMu)
 	defer d.stageMu.Unlock()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return nil
-	}
-	d.closed = true
 	for b := range d.bufs {
 		b.release()
 	}

@@ -22,6 +22,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"github.com/weft-hpc/weft/fabric"
@@ -89,7 +90,12 @@ type fabPath struct {
 	chunks     *fabric.Buffer
 	freeChunks []int
 	chunkUse   [chunkCount]chunkUse
-	devMaps    map[*gpu.Device]*gpu.Buffer // chunks mapped into each GPU (nil: cannot; gputyped.go)
+	// devMaps are the chunks mapped into each GPU (nil: cannot), devHooks
+	// remove the path's close hook of each (gputyped.go); devMu guards
+	// both, since a device's Close runs the hook on its own goroutine.
+	devMu    sync.Mutex
+	devMaps  map[*gpu.Device]*gpu.Buffer
+	devHooks map[*gpu.Device]func()
 
 	atomics atomicCounts
 	// pend tracks the operations with a completion (fabops.go).

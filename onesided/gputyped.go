@@ -9,6 +9,7 @@ import (
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/gpu"
+	"github.com/weft-hpc/weft/internal/devhook"
 )
 
 // PutDevice is PutTyped with the origin in GPU memory: origin.Count
@@ -138,17 +139,31 @@ func (f *fabPath) devChunk(d *gpu.Device, b []byte) (*gpu.Buffer, int64, bool) {
 		devChunkStats[0].Add(1)
 		return nil, 0, false
 	}
+	f.devMu.Lock()
 	m, ok := f.devMaps[d]
+	f.devMu.Unlock()
 	if !ok {
 		var err error
 		if m, err = d.MapHost(all); err != nil {
+			if errors.Is(err, gpu.ErrClosed) { // the pack or unpack reports it
+				devChunkStats[0].Add(1)
+				return nil, 0, false
+			}
 			f.w.log.Debug("cannot map the chunk buffers into the GPU; staging through its buffer", "device", d, "err", err)
 			m = nil
 		}
+		remove, live := devhook.OnClose(d, func() { f.deviceClosed(d) })
+		if !live { // closed meanwhile: Close frees the mapping
+			devChunkStats[0].Add(1)
+			return nil, 0, false
+		}
+		f.devMu.Lock()
 		if f.devMaps == nil {
 			f.devMaps = map[*gpu.Device]*gpu.Buffer{}
+			f.devHooks = map[*gpu.Device]func(){}
 		}
-		f.devMaps[d] = m
+		f.devMaps[d], f.devHooks[d] = m, remove
+		f.devMu.Unlock()
 	}
 	if m == nil {
 		devChunkStats[0].Add(1)
@@ -158,17 +173,37 @@ func (f *fabPath) devChunk(d *gpu.Device, b []byte) (*gpu.Buffer, int64, bool) {
 	return m, int64(p - lo), true
 }
 
+// deviceClosed is f's close hook of device d (gpu.Device.Close runs it
+// before it frees the device's memory): f forgets d's mapping of its
+// chunk buffers, which Close then frees. The chunk buffers themselves are
+// f's (libfabric reads and writes them, not the device's memory), and a
+// pack or unpack into the mapping holds the device until it returns, so
+// nothing on the network refers to memory the device frees; a transfer
+// in flight fails at its next piece with gpu.ErrClosed.
+func (f *fabPath) deviceClosed(d *gpu.Device) {
+	f.devMu.Lock()
+	defer f.devMu.Unlock()
+	delete(f.devMaps, d)
+	delete(f.devHooks, d)
+}
+
 // unmapChunks frees the chunk buffers' device mappings (a device closed
 // first has freed its own).
 func (f *fabPath) unmapChunks() error {
+	f.devMu.Lock()
+	maps, hooks := f.devMaps, f.devHooks
+	f.devMaps, f.devHooks = nil, nil
+	f.devMu.Unlock()
+	for _, remove := range hooks {
+		remove()
+	}
 	var out []error
-	for d, m := range f.devMaps {
+	for _, m := range maps {
 		if m != nil {
 			if err := m.Free(); err != nil && !errors.Is(err, gpu.ErrClosed) {
 				out = append(out, err)
 			}
 		}
-		delete(f.devMaps, d)
 	}
 	return errors.Join(out...)
 }

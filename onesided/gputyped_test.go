@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/ddt/ddttest"
@@ -190,5 +191,82 @@ func TestDeviceTypedCUDA(t *testing.T) {
 		runRanks(t, 2, func(ctx context.Context, g Group) error {
 			return deviceScenario(ctx, g, d, count, providerCase{"shm", OrderAuto}.opts()...)
 		})
+	}
+}
+
+// TestDeviceClosedMidPut: a device closed while PutDevice (many chunks,
+// packed in place into the mapped chunk buffers) is in flight on both
+// ranks: each ends with gpu.ErrClosed or completes, nothing hangs or
+// touches freed memory (-race), the window forgets the closed device's
+// mapping and fences and frees cleanly.
+func TestDeviceClosedMidPut(t *testing.T) {
+	d := gpuDevice(t)
+	requireProvider(t, "shm")
+	const count = 20000
+	ot, err := ddt.Vector(count, 3, 5, ddt.Int32)
+	if err == nil {
+		err = ot.Commit()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	on, obase := ddttest.Layout(ot, 1)
+	started := make(chan struct{}, 2)
+	closed := make(chan error, 1)
+	done := make(chan struct{}) // closed once d.Close has returned
+	go func() {
+		<-started
+		<-started
+		time.Sleep(time.Millisecond)
+		closed <- d.Close()
+		close(done)
+	}()
+	runRanks(t, 2, func(ctx context.Context, g Group) (err error) {
+		w, err := Allocate(ctx, g, int(ot.Size()), providerCase{"shm", OrderAuto}.opts()...)
+		if err != nil {
+			return err
+		}
+		defer cleanup(ctx, &err, w.Free)
+		if err := w.Fence(ctx); err != nil {
+			return err
+		}
+		src, err := d.Alloc(int64(on))
+		if err != nil {
+			return err
+		}
+		// One put before the close maps the chunk buffers into the device.
+		if err := w.PutDevice((g.Rank()+1)%2, 0, gpu.Typed{Type: ot, Buf: src, Base: obase, Count: 1}, int(ot.Size()), ddt.Byte); err != nil {
+			return err
+		}
+		f := netFab(w.net)
+		f.devMu.Lock()
+		_, mapped := f.devMaps[d]
+		f.devMu.Unlock()
+		if !mapped {
+			return fmt.Errorf("rank %d: no mapping of the chunk buffers into the device", g.Rank())
+		}
+		started <- struct{}{}
+		// Put the layout a few times over: the device closes during one of them.
+		for range 20 {
+			err = w.PutDevice((g.Rank()+1)%2, 0, gpu.Typed{Type: ot, Buf: src, Base: obase, Count: 1}, int(ot.Size()), ddt.Byte)
+			if err != nil {
+				break
+			}
+		}
+		if err != nil && !errors.Is(err, gpu.ErrClosed) {
+			return fmt.Errorf("PutDevice on a device closed under it: %w, want gpu.ErrClosed", err)
+		}
+		t.Logf("rank %d: %v", g.Rank(), err)
+		<-done
+		f.devMu.Lock()
+		_, kept := f.devMaps[d]
+		f.devMu.Unlock()
+		if kept {
+			return fmt.Errorf("rank %d: the window keeps the closed device's mapping", g.Rank())
+		}
+		return w.Fence(ctx)
+	})
+	if err := <-closed; err != nil {
+		t.Fatal(err)
 	}
 }
