@@ -176,22 +176,28 @@ func (c *Coll) streamBegin(ctx context.Context, ng *nodeGroup, s, mark uint64) e
 // the node has arrived at step s with mark.
 func (c *Coll) nodeArrivals(ctx context.Context, ng *nodeGroup, s, mark uint64) error {
 	for i := 1; i < ng.m; i++ {
-		a := ng.arrival(i)
-		if err := c.nodeSpin(ctx, ng, i, func() (bool, error) {
-			v := a.Load()
-			switch {
-			case v == mark:
-				return true, nil
-			case v>>32 == s&(1<<32-1):
-				return false, fmt.Errorf("rank %d of this node called another collective, or with other arguments, where this rank is at %s #%d: %w",
-					ng.ranks[i], c.call, c.seq, ErrInvalid)
-			}
-			return false, ng.failed()
-		}); err != nil {
+		if err := c.nodeArrival(ctx, ng, i, s, mark); err != nil {
 			return err
 		}
 	}
 	return ng.failed()
+}
+
+// nodeArrival waits until process i of the node has arrived at step s
+// with mark; at step s with another mark it called another collective.
+func (c *Coll) nodeArrival(ctx context.Context, ng *nodeGroup, i int, s, mark uint64) error {
+	a := ng.arrival(i)
+	return c.nodeSpin(ctx, ng, i, func() (bool, error) {
+		v := a.Load()
+		switch {
+		case v == mark:
+			return true, nil
+		case v>>32 == s&(1<<32-1):
+			return false, fmt.Errorf("rank %d of this node called another collective, or with other arguments, where this rank is at %s #%d: %w",
+				ng.ranks[i], c.call, c.seq, ErrInvalid)
+		}
+		return false, ng.failed()
+	})
 }
 
 // chunkOf returns chunk k of n units cut w at a time: [a, b).
@@ -426,18 +432,7 @@ func (c *Coll) nodeRead(ctx context.Context, buf []byte, from func(i int) bool, 
 		if i == me || !from(i) {
 			continue
 		}
-		a := ng.arrival(i)
-		if err := c.nodeSpin(ctx, ng, i, func() (bool, error) {
-			v := a.Load()
-			switch {
-			case v == mark:
-				return true, nil
-			case v>>32 == s&(1<<32-1):
-				return false, fmt.Errorf("rank %d of this node called another collective, or with other arguments, where this rank is at %s #%d: %w",
-					ng.ranks[i], c.call, c.seq, ErrInvalid)
-			}
-			return false, ng.failed()
-		}); err != nil {
+		if err := c.nodeArrival(ctx, ng, i, s, mark); err != nil {
 			return err
 		}
 		pid := ng.ids[i].pid

@@ -247,11 +247,14 @@ static CUresult weft_cu_event_query(CUcontext ctx, CUevent e) { WITH(ctx, weft_c
 static CUresult weft_cu_event_wait(CUcontext ctx, CUevent e) { WITH(ctx, weft_cu.EventSynchronize(e)); }
 static CUresult weft_cu_event_destroy(CUcontext ctx, CUevent e) { WITH(ctx, weft_cu.EventDestroy(e)); }
 
-// Copies for the benchmark's DMA baselines.
-static CUresult copy2d(CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size_t spitch, size_t width, size_t height) {
+// 2-D copies: the benchmark's DMA baseline between device buffers
+// (memory type 2, CU_MEMORYTYPE_DEVICE) and the measured choice's DMA
+// (method.go) between unified addresses (4, CU_MEMORYTYPE_UNIFIED:
+// device memory or mapped host memory).
+static CUresult copy2d(unsigned int mtype, CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size_t spitch, size_t width, size_t height) {
 	weft_memcpy2d c;
 	memset(&c, 0, sizeof c);
-	c.srcMemoryType = c.dstMemoryType = 2; // CU_MEMORYTYPE_DEVICE
+	c.srcMemoryType = c.dstMemoryType = mtype;
 	c.srcDevice = src;
 	c.srcPitch = spitch;
 	c.dstDevice = dst;
@@ -263,26 +266,12 @@ static CUresult copy2d(CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size_t s
 }
 static CUresult weft_cu_copy2d(CUcontext ctx, CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size_t spitch,
 		size_t width, size_t height) {
-	WITH(ctx, copy2d(dst, dpitch, src, spitch, width, height));
+	WITH(ctx, copy2d(2, dst, dpitch, src, spitch, width, height));
 }
-// The measured choice's DMA (method.go): one 2-D copy between unified
-// addresses (device memory or mapped host memory), and a list of copies.
-static CUresult rect(CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size_t spitch, size_t width, size_t height) {
-	weft_memcpy2d c;
-	memset(&c, 0, sizeof c);
-	c.srcMemoryType = c.dstMemoryType = 4; // CU_MEMORYTYPE_UNIFIED
-	c.srcDevice = src;
-	c.srcPitch = spitch;
-	c.dstDevice = dst;
-	c.dstPitch = dpitch;
-	c.WidthInBytes = width;
-	c.Height = height;
-	CUresult r = weft_cu.Memcpy2D(&c);
-	return r ? r : weft_cu.CtxSynchronize();
-}
+// The list of copies below is the measured choice's other DMA.
 static CUresult weft_cu_rect(CUcontext ctx, CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size_t spitch,
 		size_t width, size_t height) {
-	WITH(ctx, rect(dst, dpitch, src, spitch, width, height));
+	WITH(ctx, copy2d(4, dst, dpitch, src, spitch, width, height));
 }
 static CUresult copylist(CUdeviceptr dst, CUdeviceptr src, const int64_t *doffs, const int64_t *soffs, const int64_t *lens, int n) {
 	for (int i = 0; i < n; i++) {
