@@ -222,20 +222,28 @@ func vunpack(msg []byte, n int, sizes func(k int) int, put func(k int, b []byte)
 	}
 }
 
+// vArrive opens a hierarchical v-collective: this rank's layout goes in
+// its slot, then it arrives with in and out (hierArrive). It reports
+// whether this rank leads its process in the call; otherwise (a member,
+// or a failure) the rank is done and its caller returns hierEnd(err).
+func vArrive(ctx context.Context, c *Coll, v *vcall, in, out []byte) (bool, error) {
+	if err := c.hierReady(ctx, v.s); err != nil {
+		return false, err
+	}
+	c.hier.g.slots[c.hier.li].vblock = v.block
+	leader, err := c.hierArrive(ctx, in, out)
+	if !leader && err == nil {
+		err = v.finish()
+	}
+	return leader && err == nil, err
+}
+
 // hierGatherv: each process leader sends its ranks' blocks to the leader
 // of the root's process in one message; that leader checks every block
 // against the root's counts and copies them into the root's buffer.
 func hierGatherv(ctx context.Context, c *Coll, v *vcall) error {
-	if err := c.hierReady(ctx, v.s); err != nil {
-		return c.hierEnd(err)
-	}
-	s := &c.hier.g.slots[c.hier.li]
-	s.vblock = v.block
-	leader, err := c.hierArrive(ctx, v.mine, nil)
-	if !leader || err != nil {
-		if err == nil {
-			err = v.finish()
-		}
+	lead, err := vArrive(ctx, c, v, v.mine, nil)
+	if !lead {
 		return c.hierEnd(err)
 	}
 	h, g := c.hier, c.hier.g
@@ -314,16 +322,8 @@ func hierGatherv(ctx context.Context, c *Coll, v *vcall) error {
 // each leader checks them against its members' buffers and copies them
 // in.
 func hierScatterv(ctx context.Context, c *Coll, v *vcall) error {
-	if err := c.hierReady(ctx, v.s); err != nil {
-		return c.hierEnd(err)
-	}
-	s := &c.hier.g.slots[c.hier.li]
-	s.vblock = v.block
-	leader, err := c.hierArrive(ctx, nil, v.mine)
-	if !leader || err != nil {
-		if err == nil {
-			err = v.finish()
-		}
+	lead, err := vArrive(ctx, c, v, nil, v.mine)
+	if !lead {
 		return c.hierEnd(err)
 	}
 	h, g := c.hier, c.hier.g
@@ -400,16 +400,8 @@ func hierScatterv(ctx context.Context, c *Coll, v *vcall) error {
 // member's buffer (over one process: straight from the members'
 // buffers).
 func hierAllgatherv(ctx context.Context, c *Coll, v *vcall) error {
-	if err := c.hierReady(ctx, v.s); err != nil {
-		return c.hierEnd(err)
-	}
-	s := &c.hier.g.slots[c.hier.li]
-	s.vblock = v.block
-	leader, err := c.hierArrive(ctx, v.mine, nil)
-	if !leader || err != nil {
-		if err == nil {
-			err = v.finish()
-		}
+	lead, err := vArrive(ctx, c, v, v.mine, nil)
+	if !lead {
 		return c.hierEnd(err)
 	}
 	h, g := c.hier, c.hier.g
