@@ -219,13 +219,13 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *t
 	var r *Request
 	if scratch && c.scratch != nil {
 		r, c.scratch = c.scratch, nil
-		*r = Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore, qrank: src}
+		r.postRecv(v, c, buf, want, ignore, src)
 	} else if n := len(v.freeReqs); n > 0 {
 		r = v.freeReqs[n-1]
 		v.freeReqs[n-1] = nil
 		v.freeReqs = v.freeReqs[:n-1]
 		x := r.reqExt // kept, cleared, for the next receive that needs one
-		*r = Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore, qrank: src}
+		r.postRecv(v, c, buf, want, ignore, src)
 		if x != nil {
 			*x = reqExt{}
 			r.reqExt = x
@@ -237,6 +237,10 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *t
 		r.ext().sigLayout = u
 	} else if u != nil {
 		r.ext().typed = u
+	}
+	if len(v.unexpected) == 0 { // the message-rate case: nothing waiting
+		v.posted.push(r)
+		return r, nil
 	}
 	if m, ok := v.takeUnexpected(want, ignore); ok {
 		if err := checkSigWord(r, m.sig, uint64(len(m.data))); err != nil {
@@ -251,6 +255,19 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *t
 	}
 	v.posted.push(r)
 	return r, nil
+}
+
+// postRecv makes r a fresh posted receive. It zeroes r in place and then
+// sets the fields one by one: assigning a whole Request literal builds it
+// on the stack and copies it over, which costs more than the rest of a
+// small receive's bookkeeping.
+func (r *Request) postRecv(v *vci, c *Comm, buf []byte, want, ignore uint64, src int) {
+	*r = Request{}
+	r.v, r.c = v, c
+	r.kind, r.state = kRecv, stPosted
+	r.buf = buf
+	r.want, r.ignore = want, ignore
+	r.qrank = src
 }
 
 // Send sends buf to rank dest and returns once buf may be reused (for a
