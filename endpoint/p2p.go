@@ -11,16 +11,17 @@ import (
 )
 
 func (c *Comm) checkPeer(rank int, wildcardOK bool) error {
+	if c.ok() && (rank >= 0 && rank < c.size || rank == AnySource && wildcardOK) {
+		return nil
+	}
+	return c.badPeer(rank)
+}
+
+func (c *Comm) badPeer(rank int) error {
 	if err := c.usable("point-to-point"); err != nil {
 		return err
 	}
-	if rank == AnySource && wildcardOK {
-		return nil
-	}
-	if rank < 0 || rank >= c.size {
-		return fmt.Errorf("endpoint: rank %d outside 0..%d: %w", rank, c.size-1, ErrInvalid)
-	}
-	return nil
+	return fmt.Errorf("endpoint: rank %d outside 0..%d: %w", rank, c.size-1, ErrInvalid)
 }
 
 // Isend starts sending buf to rank dest with tag. buf must not be modified
