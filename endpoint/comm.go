@@ -480,8 +480,7 @@ func (w *World) closeAll() error {
 }
 
 // usable returns an error for a nil (or zero) or freed communicator. The
-// check is small enough to inline into every call; the errors are built
-// out of line.
+// live case is one inlined check (ok); the errors are built out of line.
 func (c *Comm) usable(op string) error {
 	if c.ok() {
 		return nil

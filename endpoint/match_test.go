@@ -208,9 +208,8 @@ func TestTestAll(t *testing.T) {
 	}
 }
 
-// WaitAll on one endpoint's receives that complete last-first: a sweep
-// stops at the first request still in flight, so the later ones, already
-// complete, must still be seen once the first completes, with their data.
+// WaitAll on one endpoint's receives that complete last-first returns
+// once the first completes, with every receive's data in place.
 func TestWaitAllOutOfOrder(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		a, b, ctx := singletonPair(t, endpoint.Shared(shared))

@@ -295,27 +295,12 @@ var crowdedPolicy = wait.Policy{Name: "endpoint-crowded", YieldEvery: 1, OSYield
 
 // anyCrowded reports whether a request of reqs is on a crowded endpoint.
 func anyCrowded(reqs []*Request) bool {
-	crowded, _ := scanReqs(reqs)
-	return crowded
-}
-
-// scanReqs reports whether a request of reqs is on a crowded endpoint and
-// whether all of its in-flight requests are on one endpoint.
-func scanReqs(reqs []*Request) (crowded, single bool) {
-	var one *vci
-	single = true
 	for _, r := range reqs {
-		if r == nil || r.v == nil {
-			continue
-		}
-		crowded = crowded || r.v.crowded
-		if one == nil {
-			one = r.v
-		} else if r.v != one {
-			single = false
+		if r != nil && r.v != nil && r.v.crowded {
+			return true
 		}
 	}
-	return crowded, single
+	return false
 }
 
 func errNilRequest(op string) error {
@@ -435,11 +420,7 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 	start := 0 // reqs[:start] are complete
 	var prog [8]*vci
 	var pace peerwatch.Pacer
-	// With every request on one endpoint a sweep ends at the first request
-	// still in flight after that endpoint's progress call (WaitAll cannot
-	// return before it completes anyway), so a window of receives
-	// completing in order is not scanned once per arriving message.
-	crowded, single := scanReqs(reqs)
+	crowded := anyCrowded(reqs)
 	for spins := 1; ; spins++ {
 		np, live := 0, false
 		var held *vci // a run of requests on one endpoint takes its lock once
@@ -470,9 +451,6 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 			}
 			if !r.done {
 				live = true
-				if single {
-					break // progressed above or earlier in this sweep
-				}
 			} else if i == start {
 				start++
 			}
