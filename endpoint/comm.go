@@ -479,8 +479,19 @@ func (w *World) closeAll() error {
 	return errors.Join(errs...)
 }
 
-// usable returns an error for a nil (or zero) or freed communicator.
+// usable returns an error for a nil (or zero) or freed communicator. The
+// live case is one inlined check (ok); the errors are built out of line.
 func (c *Comm) usable(op string) error {
+	if c.ok() {
+		return nil
+	}
+	return c.unusable(op)
+}
+
+// ok reports whether c is a live communicator (usable's check).
+func (c *Comm) ok() bool { return c != nil && c.v != nil && !c.freed.Load() }
+
+func (c *Comm) unusable(op string) error {
 	if c == nil || c.v == nil {
 		return fmt.Errorf("endpoint: %s on a nil communicator: %w", op, ErrInvalid)
 	}

@@ -207,3 +207,46 @@ func TestTestAll(t *testing.T) {
 		t.Fatalf("TestAll of nothing: %v %v", done, err)
 	}
 }
+
+// WaitAll on one endpoint's receives that complete last-first returns
+// once the first completes, with every receive's data in place.
+func TestWaitAllOutOfOrder(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		a, b, ctx := singletonPair(t, endpoint.Shared(shared))
+		const n = 5
+		bufs := make([][]byte, n)
+		reqs := make([]*endpoint.Request, n+1) // and a nil one
+		for i := range n {
+			bufs[i] = make([]byte, 1)
+			r, err := b.Irecv(bufs[i], 0, i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reqs[i] = r
+		}
+		sent := make(chan error, 1)
+		go func() {
+			for i := n - 1; i >= 0; i-- {
+				if i == 0 {
+					time.Sleep(20 * time.Millisecond) // the others complete first
+				}
+				if err := a.Send(ctx, []byte{byte(10 + i)}, 1, i); err != nil {
+					sent <- err
+					return
+				}
+			}
+			sent <- nil
+		}()
+		if err := endpoint.WaitAll(ctx, reqs...); err != nil {
+			t.Fatalf("shared=%v: WaitAll: %v", shared, err)
+		}
+		if err := <-sent; err != nil {
+			t.Fatalf("shared=%v: send: %v", shared, err)
+		}
+		for i := range n {
+			if !reqs[i].Done() || bufs[i][0] != byte(10+i) {
+				t.Fatalf("shared=%v: receive %d: done %v, got %d, want %d", shared, i, reqs[i].Done(), bufs[i][0], 10+i)
+			}
+		}
+	}
+}

@@ -474,7 +474,8 @@ func (v *vci) nodeMessage(l *nodeLink, t uint64, n int) {
 				_, m, _, _ = l.in.TryRecv(b)
 				r.take(0, b[:min(m, len(b))])
 			} else {
-				_, m, _, _ = l.in.TryRecv(r.buf)
+				l.in.Take(r.buf, n) // the message Peek reported; truncation is reported below
+				m = n
 			}
 			c := r.capacity()
 			r.st = Status{Source: tagSource(t), Tag: tagUser(t), Count: min(m, c)}
@@ -487,7 +488,7 @@ func (v *vci) nodeMessage(l *nodeLink, t uint64, n int) {
 		}
 	}
 	data := v.smallBuf(n)
-	l.in.TryRecv(data)
+	l.in.Take(data, n)
 	v.appendUnexpected(unexp{tag: t, data: data, sig: aux})
 }
 
@@ -512,7 +513,7 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 		aux := sigWord(sig)
 		if len(v.sendq) == 0 {
 			err := l.trySendAux(t, aux, buf)
-			if errors.Is(err, fabric.ErrAgain) {
+			if err != nil && errors.Is(err, fabric.ErrAgain) {
 				err = v.tryPost(func() error { return l.trySendAux(t, aux, buf) })
 			}
 			if err == nil {

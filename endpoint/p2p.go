@@ -12,16 +12,17 @@ import (
 )
 
 func (c *Comm) checkPeer(rank int, wildcardOK bool) error {
+	if c.ok() && (rank >= 0 && rank < c.size || rank == AnySource && wildcardOK) {
+		return nil
+	}
+	return c.badPeer(rank)
+}
+
+func (c *Comm) badPeer(rank int) error {
 	if err := c.usable("point-to-point"); err != nil {
 		return err
 	}
-	if rank == AnySource && wildcardOK {
-		return nil
-	}
-	if rank < 0 || rank >= c.size {
-		return fmt.Errorf("endpoint: rank %d outside 0..%d: %w", rank, c.size-1, ErrInvalid)
-	}
-	return nil
+	return fmt.Errorf("endpoint: rank %d outside 0..%d: %w", rank, c.size-1, ErrInvalid)
 }
 
 // Isend starts sending buf to rank dest with tag. buf must not be modified
@@ -223,13 +224,13 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *t
 	var r *Request
 	if scratch && c.scratch != nil {
 		r, c.scratch = c.scratch, nil
-		*r = Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore, qrank: src}
+		r.postRecv(v, c, buf, want, ignore, src)
 	} else if n := len(v.freeReqs); n > 0 {
 		r = v.freeReqs[n-1]
 		v.freeReqs[n-1] = nil
 		v.freeReqs = v.freeReqs[:n-1]
 		x := r.reqExt // kept, cleared, for the next receive that needs one
-		*r = Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore, qrank: src}
+		r.postRecv(v, c, buf, want, ignore, src)
 		if x != nil {
 			*x = reqExt{}
 			r.reqExt = x
@@ -241,6 +242,10 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *t
 		r.ext().sigLayout = u
 	} else if u != nil {
 		r.ext().typed = u
+	}
+	if len(v.unexpected) == 0 { // the message-rate case: nothing waiting
+		v.posted.push(r)
+		return r, nil
 	}
 	if m, ok := v.takeUnexpected(want, ignore); ok {
 		if err := checkSigWord(r, m.sig, uint64(len(m.data))); err != nil {
@@ -255,6 +260,19 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *t
 	}
 	v.posted.push(r)
 	return r, nil
+}
+
+// postRecv makes r a fresh posted receive. It zeroes r in place and then
+// sets the fields one by one: assigning a whole Request literal builds it
+// on the stack and copies it over, which costs more than the rest of a
+// small receive's bookkeeping.
+func (r *Request) postRecv(v *vci, c *Comm, buf []byte, want, ignore uint64, src int) {
+	*r = Request{}
+	r.v, r.c = v, c
+	r.kind, r.state = kRecv, stPosted
+	r.buf = buf
+	r.want, r.ignore = want, ignore
+	r.qrank = src
 }
 
 // Send sends buf to rank dest and returns once buf may be reused (for a

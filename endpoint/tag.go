@@ -102,11 +102,12 @@ func ctrlSeq(t uint64) uint64 { return t & ctrlSeqMax }
 func ctrlTag(seq uint64) uint64 { return ctrlBit | seq&ctrlSeqMax }
 
 func checkTag(tag int, wildcardOK bool) error {
-	if tag == AnyTag && wildcardOK {
+	if tag >= 0 && tag <= TagUB || tag == AnyTag && wildcardOK {
 		return nil
 	}
-	if tag < 0 || tag > TagUB {
-		return fmt.Errorf("endpoint: tag %d outside 0..%d: %w", tag, TagUB, ErrInvalid)
-	}
-	return nil
+	return badTag(tag)
+}
+
+func badTag(tag int) error {
+	return fmt.Errorf("endpoint: tag %d outside 0..%d: %w", tag, TagUB, ErrInvalid)
 }

@@ -473,6 +473,10 @@ func (v *vci) finish(r *Request, err error) {
 }
 
 func (v *vci) maybeRetire(r *Request) {
+	if r.state == stDone && r.reqExt == nil && r.slot == 0 { // an eager receive: nothing to let go of
+		r.done = true
+		return
+	}
 	if r.state == stDone && (r.reqExt == nil || r.pending == 0 && !r.finNeeded) {
 		r.unpinAll()
 		v.freeSlot(r)

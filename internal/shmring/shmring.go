@@ -464,6 +464,19 @@ func (co *Consumer) TryRecv(buf []byte) (user uint64, n int, ok bool, err error)
 	if !ok {
 		return 0, 0, false, err
 	}
+	return user, n, true, co.take(buf, n)
+}
+
+// Take receives the message that the last Peek reported (ok true, err
+// nil), of n bytes as Peek returned, into buf, like TryRecv but without
+// looking at the ring's head again: a receiver that has just peeked at a
+// message to match it saves the second check. It returns an error
+// wrapping ErrTruncated when n > len(buf) (the message is consumed, buf
+// holds its first len(buf) bytes). Calling it without such a Peek, or
+// with another n, corrupts the ring's state.
+func (co *Consumer) Take(buf []byte, n int) error { return co.take(buf, n) }
+
+func (co *Consumer) take(buf []byte, n int) error {
 	r := &co.r
 	p := co.read
 	off := r.cellOff(p)
@@ -479,9 +492,9 @@ func (co *Consumer) TryRecv(buf []byte) (user uint64, n int, ok bool, err error)
 		release.Store(r.read, co.read)
 	}
 	if n > len(buf) {
-		return user, n, true, fmt.Errorf("shmring: message of %d bytes into a buffer of %d: %w", n, len(buf), ErrTruncated)
+		return fmt.Errorf("shmring: message of %d bytes into a buffer of %d: %w", n, len(buf), ErrTruncated)
 	}
-	return user, n, true, nil
+	return nil
 }
 
 // TryRecvFunc receives the next message by handing its payload to f,

@@ -249,6 +249,35 @@ func TestPeek(t *testing.T) {
 	}
 }
 
+// TestPeekTake takes messages of one and several cells, whole and
+// truncated, across the ring's wrap-around with Peek then Take, and checks
+// that the cells come back to the producer.
+func TestPeekTake(t *testing.T) {
+	_, pr, co := newRing(t, 16, 400)
+	for i := range 40 {
+		size := []int{8, 0, 56, 57, 300}[i%5]
+		msg := pattern(uint64(i), size)
+		mustSend(t, pr, uint64(i), msg)
+		u, n, ok, err := co.Peek()
+		if !ok || err != nil || u != uint64(i) || n != size {
+			t.Fatalf("message %d: Peek = %d, %d, %v, %v", i, u, n, ok, err)
+		}
+		short := i%3 == 2 && size > 0
+		buf := make([]byte, size)
+		if short {
+			buf = buf[:size-1]
+		}
+		err = co.Take(buf, n)
+		if short != errors.Is(err, ErrTruncated) || !short && err != nil {
+			t.Fatalf("message %d of %d bytes into %d: Take = %v", i, size, len(buf), err)
+		}
+		if !bytes.Equal(buf, msg[:len(buf)]) {
+			t.Fatalf("message %d: took %x, want %x", i, buf, msg[:len(buf)])
+		}
+		mustEmpty(t, co)
+	}
+}
+
 func TestBatch(t *testing.T) {
 	const cells = 16
 	_, pr, co := newRing(t, cells, MaxInlineFor(cells))
