@@ -26,13 +26,12 @@ func TestTypedChunkPostFails(t *testing.T) {
 	var victim atomic.Pointer[fabPath]
 	var posts atomic.Int32
 	const failAt = 21 // the fifth read or write of the second chunk
-	postFault = func(f *fabPath) error {
+	fault := func(f *fabPath) error {
 		if f == victim.Load() && posts.Add(1) == failAt {
 			return injected
 		}
 		return nil
 	}
-	defer func() { postFault = nil }()
 	runRanks(t, 2, func(ctx context.Context, g Group) (err error) {
 		const elems = 48 << 10 // int64s: 384 KiB, six chunks
 		vec := func(count, blk, stride int) (*ddt.Type, error) {
@@ -64,6 +63,7 @@ func TestTypedChunkPostFails(t *testing.T) {
 			for _, get := range []bool{true, false} {
 				posts.Store(0)
 				victim.Store(f)
+				f.postFault = fault
 				var err error
 				if get {
 					err = w.GetTyped(ctx, 1, 0, origin, 1, ot, 1, tt)
@@ -113,7 +113,7 @@ func TestTypedGetOutOfOrder(t *testing.T) {
 		cancelF context.CancelFunc
 	)
 	const perChunk = 16 // 4 KiB target blocks, 64 KiB chunks
-	completionOrder = func(f *fabPath, h opHandle) []opHandle {
+	order := func(f *fabPath, h opHandle) []opHandle {
 		mu.Lock()
 		defer mu.Unlock()
 		o := f.pend.op(h)
@@ -131,7 +131,6 @@ func TestTypedGetOutOfOrder(t *testing.T) {
 		}
 		return []opHandle{h}
 	}
-	defer func() { completionOrder = nil }()
 	runRanks(t, 2, func(ctx context.Context, g Group) (err error) {
 		const elems = 48 << 10 // int64s: 384 KiB, six chunks
 		vec := func(count, blk, stride int) (*ddt.Type, error) {
@@ -171,6 +170,7 @@ func TestTypedGetOutOfOrder(t *testing.T) {
 			defer cancel()
 			mu.Lock()
 			victim, base, cancelF = f, f.pend.seq, cancel
+			f.completionOrder = order
 			mu.Unlock()
 			err := w.GetTyped(gctx, 1, 0, origin, 1, ot, 1, tt)
 			if !errors.Is(err, context.Canceled) {
@@ -229,7 +229,7 @@ func TestTypedPutOutOfOrder(t *testing.T) {
 		release bool
 	)
 	const perChunk = 16
-	completionOrder = func(f *fabPath, h opHandle) []opHandle {
+	order := func(f *fabPath, h opHandle) []opHandle {
 		mu.Lock()
 		defer mu.Unlock()
 		o := f.pend.op(h)
@@ -253,7 +253,6 @@ func TestTypedPutOutOfOrder(t *testing.T) {
 		}
 		return []opHandle{h}
 	}
-	defer func() { completionOrder = nil }()
 	runRanks(t, 2, func(ctx context.Context, g Group) (err error) {
 		const elems = 48 << 10 // int64s: 384 KiB, six chunks
 		vec := func(count, blk, stride int) (*ddt.Type, error) {
@@ -290,6 +289,7 @@ func TestTypedPutOutOfOrder(t *testing.T) {
 			}
 			mu.Lock()
 			victim, base = f, f.pend.seq
+			f.completionOrder = order
 			mu.Unlock()
 			if err := w.PutTyped(1, 0, origin, 1, ot, 1, tt); err != nil {
 				return err

@@ -97,6 +97,16 @@ type fabPath struct {
 	devMaps  map[*gpu.Device]*gpu.Buffer
 	devHooks map[*gpu.Device]func()
 
+	// postFault, when set (by tests), runs before each post; an error it
+	// returns fails the post as the provider's own error would, nothing
+	// having been posted. completionOrder, when set (by tests), is given
+	// each successful completion read from the queue and returns the
+	// handles to complete now, in that order: it may hold some back and
+	// hand them over later, as a provider that completes operations out
+	// of order would.
+	postFault       func(f *fabPath) error
+	completionOrder func(f *fabPath, h opHandle) []opHandle
+
 	atomics atomicCounts
 	// pend tracks the operations with a completion (fabops.go).
 	pend opTable
@@ -150,25 +160,14 @@ func (f *fabPath) slot() ([]byte, int, error) {
 	return f.scratch.Bytes()[i*slotSize : (i+1)*slotSize], i, nil
 }
 
-// postFault, when set (by tests), runs before each post; an error it
-// returns fails the post as the provider's own error would, nothing
-// having been posted.
-var postFault func(f *fabPath) error
-
-// completionOrder, when set (by tests), is given each successful
-// completion read from f's queue and returns the handles to complete now,
-// in that order: it may hold some back and hand them over later, as a
-// provider that completes operations out of order would.
-var completionOrder func(f *fabPath, h opHandle) []opHandle
-
 // post retries an operation while the provider answers EAGAIN; on failure
 // it drops id.
 func (f *fabPath) post(id opHandle, fn func() error) error {
 	wt := f.w.newWaiter(f.w.opts.timeout)
 	for {
 		var err error
-		if postFault != nil {
-			err = postFault(f)
+		if f.postFault != nil {
+			err = f.postFault(f)
 		}
 		if err == nil {
 			err = fn()
@@ -246,8 +245,8 @@ func (f *fabPath) completed(n int, err error) error {
 			}
 			continue
 		}
-		if completionOrder != nil {
-			for _, h := range completionOrder(f, c.Context) {
+		if f.completionOrder != nil {
+			for _, h := range f.completionOrder(f, c.Context) {
 				f.complete(h, nil)
 			}
 			continue

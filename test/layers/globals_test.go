@@ -35,6 +35,8 @@ var globalExceptions = map[string]string{
 	"jit/weftJITOffChild":       "child process of TestWEFTJITOff",
 	"fabric/dlChild":            "child process of the libfabric load tests (TestLoad*)",
 	"endpoint/ForceMatchHeader": "called only by the ranks of a launched job (TestMatchHeaderMismatch's child processes)",
+	"endpoint/SetPipePieceHook": "called only by a rank of a launched job (TestNodePipelinePeerDies's child processes)",
+	"collectives/SetNodeCMA":    "called only by the ranks of a launched job (TestHierNodeStream's child processes)",
 }
 
 // TestNoGlobalMutation: no _test.go file calls a process-wide setter

@@ -35,6 +35,7 @@ var layer = map[string]int{
 	"internal/fft":         0,
 	"internal/gputools":    0,
 	"internal/ptxsim":      0,
+	"internal/devhook":     0,
 	"internal/testcluster": 1,
 	"jit/internal/amd64":   0,
 	"internal/pmi":         1,
