@@ -62,7 +62,7 @@ func TestHierNode(t *testing.T) {
 		if err := wantShape(c, 3, 1); err != nil {
 			return err
 		}
-		if err := hierBatteryOf(ctx, c, testing.Short()); err != nil {
+		if err := hierBatteryOf(ctx, c, short()); err != nil {
 			return err
 		}
 		if err := detOn(ctx, c.Comm()); err != nil {
@@ -258,7 +258,7 @@ func TestHierNodeBackToBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	iters := 1500
-	if testing.Short() {
+	if short() {
 		iters = 400
 	}
 	me := c.Rank()

@@ -40,9 +40,13 @@ func launch(t *testing.T, n int, provider string, timeout time.Duration, env ...
 	} else {
 		env = append(env, endpoint.EnvNodeTransport+"=fabric")
 	}
-	launchtest.Run(t, n, provider, timeout, env...)
+	launchtest.Run(t, n, provider, timeout, append(env, fmt.Sprintf("WEFT_TEST_SHORT=%v", testing.Short()))...)
 	return true
 }
+
+// short is testing.Short, also in the ranks of a job launch started:
+// they run without -test.short, so launch passes it as WEFT_TEST_SHORT.
+func short() bool { return testing.Short() || os.Getenv("WEFT_TEST_SHORT") == "true" }
 
 func initWorld(t *testing.T) *endpoint.World {
 	t.Helper()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -521,7 +520,7 @@ func TestTypedProcs(t *testing.T) {
 			if tc.prov != "native" {
 				testenv.Short(t, "the typed collectives over tcp")
 			}
-			if launch(t, tc.np, tc.prov, 60*time.Second, fmt.Sprintf("WEFT_TEST_SHORT=%v", testing.Short())) {
+			if launch(t, tc.np, tc.prov, 60*time.Second) {
 				return
 			}
 			w := initWorld(t)
@@ -531,7 +530,7 @@ func TestTypedProcs(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, nb := range []bool{false, true} {
-				if nb && os.Getenv("WEFT_TEST_SHORT") == "true" {
+				if nb && short() {
 					break // -short: the blocking forms (the nonblocking ones over handles)
 				}
 				if err := typedBattery(ctx, c, nb); err != nil {

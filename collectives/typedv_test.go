@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -447,7 +446,7 @@ func TestTypedVHandles(t *testing.T) {
 // the process leaders exchanging on the private communicator), and the
 // communicator Split makes with the processes' ranks interleaved.
 func TestTypedVProcs(t *testing.T) {
-	if launch(t, 2, "native", 60*time.Second, fmt.Sprintf("WEFT_TEST_SHORT=%v", testing.Short())) {
+	if launch(t, 2, "native", 60*time.Second) {
 		return
 	}
 	w := initWorld(t)
@@ -481,7 +480,7 @@ func TestTypedVProcs(t *testing.T) {
 		if err := typedBattery(ctx, c, false); err != nil { // the other typed forms through the hierarchy
 			return err
 		}
-		if os.Getenv("WEFT_TEST_SHORT") != "true" {
+		if !short() {
 			if err := typedVBattery(ctx, c, true); err != nil {
 				return fmt.Errorf("nonblocking: %w", err)
 			}
