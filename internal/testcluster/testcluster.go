@@ -90,8 +90,21 @@ type Config struct {
 	// (its daemons, Command, ssh sessions and Slurm tasks; TaskPlugin is
 	// task/none, so Slurm keeps it). Nodes without an entry run on every
 	// CPU. Each CPU must be one this process may run on. ParseNodeCPUs
-	// reads the command-line form.
+	// reads the command-line form. With no NodeCPUs at all, Start deals
+	// the CPUs this process may run on to the nodes (SplitCPUs) unless
+	// ShareCPUs is set.
 	NodeCPUs [][]int
+	// ShareCPUs runs every node on every CPU when NodeCPUs is empty. By
+	// default each node gets its own share of the CPUs, as real nodes have
+	// their own cores: a node's processes then see (in their affinity
+	// mask, runtime.NumCPU) the cores they really have, and a program
+	// that busy-polls, as weft's waits do, yields when a node holds more
+	// ranks than cores. Nodes sharing every CPU each believe they have
+	// them all; two nodes' busy-polling ranks then fill every core, and
+	// on the 2-CPU VMs here that starved the kernel's timers and
+	// workqueues for 30 to 55 s at a time (dmesg: "BUG: workqueue
+	// lockup"), stalling every process on the machine.
+	ShareCPUs bool
 	// Wait bounds the start-up (default 60 s).
 	Wait time.Duration
 }
@@ -127,6 +140,47 @@ func ParseNodeCPUs(s string) ([][]int, error) {
 		sets = append(sets, set)
 	}
 	return sets, nil
+}
+
+// SplitCPUs deals the CPUs this process may run on to nodes nodes: each
+// node gets a contiguous share (the first ones one CPU more when they do
+// not divide evenly); with fewer CPUs than nodes, the nodes take the CPUs
+// in turn and share them.
+func SplitCPUs(nodes int) ([][]int, error) {
+	var own unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &own); err != nil {
+		return nil, fmt.Errorf("testcluster: CPU sets: %w", err)
+	}
+	var cpus []int
+	for cpu := 0; cpu < len(own)*64; cpu++ {
+		if own.IsSet(cpu) {
+			cpus = append(cpus, cpu)
+		}
+	}
+	return splitCPUs(nodes, cpus), nil
+}
+
+func splitCPUs(nodes int, cpus []int) [][]int {
+	if nodes < 1 || len(cpus) == 0 {
+		return nil
+	}
+	sets := make([][]int, nodes)
+	if len(cpus) < nodes {
+		for k := range sets {
+			sets[k] = []int{cpus[k%len(cpus)]}
+		}
+		return sets
+	}
+	per, extra, next := len(cpus)/nodes, len(cpus)%nodes, 0
+	for k := range sets {
+		n := per
+		if k < extra {
+			n++
+		}
+		sets[k] = slices.Clone(cpus[next : next+n])
+		next += n
+	}
+	return sets
 }
 
 // checkNodeCPUs checks cfg.NodeCPUs against the CPUs this process may run
@@ -295,6 +349,13 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	if cfg.Wait == 0 {
 		cfg.Wait = 60 * time.Second
+	}
+	if len(cfg.NodeCPUs) == 0 && !cfg.ShareCPUs {
+		sets, err := SplitCPUs(cfg.Nodes)
+		if err != nil {
+			return nil, err
+		}
+		cfg.NodeCPUs = sets
 	}
 	if why := Missing(cfg); why != "" {
 		return nil, fmt.Errorf("testcluster: %s", why)

@@ -50,6 +50,32 @@ func TestNodeCPUs(t *testing.T) {
 	}
 }
 
+// TestSplitCPUs: the default CPU shares of the nodes.
+func TestSplitCPUs(t *testing.T) {
+	for _, c := range []struct {
+		nodes int
+		cpus  []int
+		want  [][]int
+	}{
+		{2, []int{0, 1}, [][]int{{0}, {1}}},
+		{2, []int{0, 1, 2, 3, 4}, [][]int{{0, 1, 2}, {3, 4}}},
+		{3, []int{4, 6}, [][]int{{4}, {6}, {4}}},
+		{1, []int{0, 1}, [][]int{{0, 1}}},
+		{2, nil, nil},
+	} {
+		if got := splitCPUs(c.nodes, c.cpus); !slices.EqualFunc(got, c.want, slices.Equal[[]int]) {
+			t.Errorf("splitCPUs(%d, %v) = %v, want %v", c.nodes, c.cpus, got, c.want)
+		}
+	}
+	sets, err := SplitCPUs(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkNodeCPUs(Config{Nodes: 2, NodeCPUs: sets}); err != nil || len(sets) != 2 {
+		t.Errorf("SplitCPUs(2) = %v: %v", sets, err)
+	}
+}
+
 // TestUpDown starts a two-node cluster with Slurm and sshd, checks what
 // makes the nodes nodes (own host names, hosts files, /dev/shm; reaching
 // each other by name over the bridge, ssh and a two-node srun --mpi=pmi2),

@@ -38,7 +38,8 @@ func run() int {
 	slurm := flag.Bool("slurm", true, "run Slurm (munged, slurmctld, a slurmd per node)")
 	sshd := flag.Bool("sshd", true, "run an sshd per node")
 	cpus := flag.Int("cpus", 2, "CPUs each node announces to Slurm")
-	nodeCPUs := flag.String("node-cpus", "", "CPUs each node runs on, node sets separated by ':' (\"0:1\": node 1 on CPU 0, node 2 on CPU 1); default every CPU")
+	nodeCPUs := flag.String("node-cpus", "", "CPUs each node runs on, node sets separated by ':' (\"0:1\": node 1 on CPU 0, node 2 on CPU 1); default: this process's CPUs dealt to the nodes")
+	shareCPUs := flag.Bool("share-cpus", false, "run every node on every CPU (when -node-cpus is empty)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: tcrun [flags] -- CMD [ARGS...]\n")
 		flag.PrintDefaults()
@@ -55,7 +56,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "tcrun: -node-cpus: %v\n", err)
 		return 2
 	}
-	c, err := testcluster.Start(ctx, testcluster.Config{Nodes: *nodes, Slurm: *slurm, SSHD: *sshd, CPUs: *cpus, NodeCPUs: sets})
+	c, err := testcluster.Start(ctx, testcluster.Config{Nodes: *nodes, Slurm: *slurm, SSHD: *sshd, CPUs: *cpus, NodeCPUs: sets, ShareCPUs: *shareCPUs})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "tcrun: %v\n", err)
 		return 1
