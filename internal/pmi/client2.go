@@ -230,8 +230,16 @@ func (cl *Client2) Finalize(ctx context.Context) error {
 // Abort asks the launcher to kill the whole job.
 func (cl *Client2) Abort(ctx context.Context, code int, msg string) error {
 	_ = code // PMI-2 abort carries no exit code; Slurm reports a failure
-	_, err := cl.exchange(ctx, NewMsg("abort", "isworld", "TRUE", "msg", strings.ReplaceAll(msg, "\n", " ")), "")
+	_, err := cl.exchange(ctx, NewMsg("abort", "isworld", "TRUE", "msg", abortText2(msg)), "")
 	return err
+}
+
+// abortText2 is msg as one line without semicolons. The wire format
+// escapes a ';' in a value as ";;", but Slurm 22.05's PMI-2 server splits
+// the abort message there anyway and logs "no value for key" with the
+// rest of the message as a key; the reason is free text, so ',' stands in.
+func abortText2(msg string) string {
+	return strings.NewReplacer("\n", " ", ";", ",").Replace(msg)
 }
 
 // Close closes the connection without finalizing.

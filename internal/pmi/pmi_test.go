@@ -839,3 +839,13 @@ func FuzzParseLine(f *testing.F) {
 		}
 	})
 }
+
+// TestAbortText2: a PMI-2 abort reason goes as one line without the
+// semicolons Slurm's server would split it at.
+func TestAbortText2(t *testing.T) {
+	in := "window: fi_cq_readerr: Transport endpoint is not connected; provider errno 32: Broken pipe\nsecond line"
+	want := "window: fi_cq_readerr: Transport endpoint is not connected, provider errno 32: Broken pipe second line"
+	if got := abortText2(in); got != want {
+		t.Errorf("abortText2 = %q, want %q", got, want)
+	}
+}
