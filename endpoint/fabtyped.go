@@ -461,7 +461,7 @@ func (c *Comm) isendEagerTyped(u *typedRecv, dest, tag int) (*Request, bool, err
 		b := v.inlineScratch(hl + m)
 		inlineHeader(b[hl:], u)
 		if err := u.pack(0, b[hl+rdvExtSize:]); err != nil {
-			return nil, true, fmt.Errorf("endpoint: pack %s: %w", u, err)
+			return nil, true, fmt.Errorf("endpoint: pack %s: %w", u.String(), err)
 		}
 		pathStats.eager.Add(1)
 		if !queued {
@@ -491,7 +491,7 @@ func (c *Comm) isendEagerTyped(u *typedRecv, dest, tag int) (*Request, bool, err
 	inlineHeader(b[hl:], u)
 	if err := u.pack(0, b[hl+rdvExtSize:]); err != nil {
 		v.segFree = append(v.segFree, idx)
-		return nil, true, fmt.Errorf("endpoint: pack %s: %w", u, err)
+		return nil, true, fmt.Errorf("endpoint: pack %s: %w", u.String(), err)
 	}
 	r := &Request{v: v, c: c, kind: kSendEager, state: stPosted, qrank: dest,
 		reqExt: &reqExt{qdata: b, qdesc: v.segDesc, qtag: t, qdest: addr, segIdx: idx + 1}}

@@ -73,7 +73,7 @@ func (v *vci) nodePipeSend(c *Comm, l *nodeLink, u *typedRecv, b []byte, w uint6
 		m := min(k, len(b)-off)
 		if err := u.pack(off, b[off:off+m]); err != nil {
 			v.setPipeWord(r.seq, npFailed) // the receiver fails; the FIN recycles b
-			return fmt.Errorf("endpoint: pack %s: %w", u, err)
+			return fmt.Errorf("endpoint: pack %s: %w", u.String(), err)
 		}
 		off += m
 		v.setPipeWord(r.seq, uint64(off))

@@ -238,10 +238,15 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *t
 	} else {
 		r = &Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore, qrank: src}
 	}
-	if u != nil && u.sigOnly {
-		r.ext().sigLayout = u
-	} else if u != nil {
-		r.ext().typed = u
+	if u != nil {
+		// A copy: the caller's u may live on its stack.
+		x := r.ext()
+		x.layout = *u
+		if u.sigOnly {
+			x.sigLayout = &x.layout
+		} else {
+			x.typed = &x.layout
+		}
 	}
 	if len(v.unexpected) == 0 { // the message-rate case: nothing waiting
 		v.posted.push(r)

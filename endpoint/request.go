@@ -105,6 +105,11 @@ type reqExt struct {
 	pipeTrunc bool         // the message is longer than the receive
 	cts       bool         // the control message owed is a CTS, not a FIN
 	sigLayout *typedRecv   // a contiguous typed receive's layout, for the signature check
+
+	// layout holds a typed receive's layout (typed or sigLayout points
+	// here): kept with the extension, which a released receive hands to
+	// the next one, so a typed receive allocates nothing in steady state.
+	layout typedRecv
 }
 
 // ext returns r's extension, allocating it on first use.

@@ -191,7 +191,7 @@ func (c *Comm) isendLayout(u *typedRecv, dest, tag int) (*Request, error) {
 	}
 	packed := make([]byte, u.n)
 	if err := u.pack(0, packed); err != nil {
-		return nil, fmt.Errorf("endpoint: pack %s: %w", u, err)
+		return nil, fmt.Errorf("endpoint: pack %s: %w", u.String(), err)
 	}
 	return c.isendSig(packed, dest, tag, c.ctx, u.signature())
 }
@@ -323,11 +323,14 @@ func (c *Comm) IsendTyped(buf []byte, count int, t *ddt.Type, dest, tag int) (*R
 	if r, done, err := c.isendTypedGather(buf, count, t, n, dest, tag); done {
 		return r, err
 	}
-	u := &typedRecv{buf: buf, count: count, t: t, n: n}
-	if r, done, err := c.isendPackedNode(u, dest, tag); done {
+	// u stays on the stack for the node transport, which packs it at
+	// once; a libfabric send may pack later, from a copy on the heap.
+	u := typedRecv{buf: buf, count: count, t: t, n: n}
+	if r, done, err := c.isendPackedNode(&u, dest, tag); done {
 		return r, err
 	}
-	if r, done, err := c.isendFabricTyped(u, dest, tag); done {
+	uh := u
+	if r, done, err := c.isendFabricTyped(&uh, dest, tag); done {
 		return r, err
 	}
 	packed := make([]byte, n)
@@ -362,7 +365,7 @@ func (c *Comm) isendPackedNode(u *typedRecv, dest, tag int) (r *Request, done bo
 		// pack per 56-byte cell costs more than the copy.
 		b := v.inlineScratch(n)
 		if err := u.pack(0, b); err != nil {
-			return nil, true, fmt.Errorf("endpoint: pack %s: %w", u, err)
+			return nil, true, fmt.Errorf("endpoint: pack %s: %w", u.String(), err)
 		}
 		ok, err := l.out.TrySendAux(w, sigWord(sig), b)
 		if err != nil {
@@ -379,7 +382,7 @@ func (c *Comm) isendPackedNode(u *typedRecv, dest, tag int) (r *Request, done bo
 	}
 	if err := u.pack(0, b); err != nil {
 		v.unstage(b)
-		return nil, true, fmt.Errorf("endpoint: pack %s: %w", u, err)
+		return nil, true, fmt.Errorf("endpoint: pack %s: %w", u.String(), err)
 	}
 	r, err = v.nodeSendStaged(c, l, b, w, dest, true, sig)
 	return r, true, err
@@ -407,11 +410,13 @@ func (c *Comm) IrecvTyped(buf []byte, count int, t *ddt.Type, src, tag int) (*Re
 		if n > 0 && t != ddt.Byte {
 			// The layout is kept for the type-signature check of
 			// libfabric messages.
-			return c.irecvReq(contig, src, tag, c.ctx, false, &typedRecv{buf: buf, count: count, t: t, n: n, sigOnly: true})
+			u := typedRecv{buf: buf, count: count, t: t, n: n, sigOnly: true}
+			return c.irecvReq(contig, src, tag, c.ctx, false, &u)
 		}
 		return c.irecv(contig, src, tag, c.ctx)
 	}
-	return c.irecvReq(nil, src, tag, c.ctx, false, &typedRecv{buf: buf, count: count, t: t, n: n})
+	u := typedRecv{buf: buf, count: count, t: t, n: n}
+	return c.irecvReq(nil, src, tag, c.ctx, false, &u)
 }
 
 // capacity is the number of bytes receive r takes.
@@ -435,7 +440,7 @@ func (r *Request) take(off int, piece []byte) {
 	if r.reqExt != nil && r.typed != nil {
 		u := r.typed
 		if err := u.unpack(off, piece); err != nil && r.err == nil {
-			r.err = fmt.Errorf("endpoint: unpack into %s: %w", u, err)
+			r.err = fmt.Errorf("endpoint: unpack into %s: %w", u.String(), err)
 		}
 		return
 	}
@@ -449,7 +454,7 @@ func (r *Request) unpackTyped(u *typedRecv) {
 		return
 	}
 	if err := u.unpack(0, r.buf[:r.st.Count]); err != nil && r.err == nil {
-		r.err = fmt.Errorf("endpoint: unpack %d bytes into %s: %w", r.st.Count, u, err)
+		r.err = fmt.Errorf("endpoint: unpack %d bytes into %s: %w", r.st.Count, u.String(), err)
 	}
 }
 
