@@ -932,3 +932,22 @@ func staleName(s string) (string, bool) {
 	}
 	return Prefix + f[0] + "-" + f[1], true
 }
+
+// KernelStalls returns the kernel's reports of stalled workqueues so far
+// ("BUG: workqueue lockup" lines of dmesg), or nil when there are none or
+// dmesg cannot be read. A new report during a test means the whole
+// machine stalled (see Config.ShareCPUs): a job that timed out then is the
+// machine's fault, not the job's.
+func KernelStalls() []string {
+	out, err := exec.Command("dmesg", "-T").Output()
+	if err != nil {
+		return nil
+	}
+	var stalls []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "workqueue lockup") {
+			stalls = append(stalls, l)
+		}
+	}
+	return stalls
+}

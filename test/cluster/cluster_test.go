@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,6 +37,7 @@ func TestMain(m *testing.M) {
 // cluster returns the binary's two-node cluster (Slurm and sshd on both).
 func cluster(t *testing.T) *testcluster.Cluster {
 	t.Helper()
+	stallsBefore()
 	return testcluster.Shared(t, testcluster.Config{Nodes: 2, Slurm: true, SSHD: true})
 }
 
@@ -58,7 +60,7 @@ var hybridLine = regexp.MustCompile(`rank (\d) of 4 on (n\d): hybrid ok \(node \
 func checkHybrid(t *testing.T, what string, r result) {
 	t.Helper()
 	if r.Code != 0 {
-		t.Fatalf("%s: exit %d\n%s%s", what, r.Code, r.Stdout, r.Stderr)
+		t.Fatalf("%s: exit %d\n%s%s%s", what, r.Code, r.Stdout, r.Stderr, stalls())
 	}
 	ms := hybridLine.FindAllStringSubmatch(r.Stdout, -1)
 	hosts := map[string]int{}
@@ -76,11 +78,25 @@ func checkHybrid(t *testing.T, what string, r result) {
 	t.Logf("%s: %v", what, r.Took)
 }
 
+// stallsBefore is how many kernel stall reports there were when the
+// binary first asked for its cluster.
+var stallsBefore = sync.OnceValue(func() int { return len(testcluster.KernelStalls()) })
+
+// stalls is the kernel's stall reports since then
+// (testcluster.KernelStalls), for a failure message, or "".
+func stalls() string {
+	s := testcluster.KernelStalls()
+	if len(s) <= stallsBefore() {
+		return ""
+	}
+	return "\nthe kernel reported stalls meanwhile (the machine itself stalled):\n" + strings.Join(s[stallsBefore():], "\n") + "\n"
+}
+
 // checkRing checks that hello's 4 ranks, tagged, ran two on each node.
 func checkRing(t *testing.T, what string, r result, out string) {
 	t.Helper()
 	if r.Code != 0 {
-		t.Fatalf("%s: exit %d\n%s%s%s", what, r.Code, out, r.Stdout, r.Stderr)
+		t.Fatalf("%s: exit %d\n%s%s%s%s", what, r.Code, out, r.Stdout, r.Stderr, stalls())
 	}
 	for _, want := range []string{"[0] rank 0 of 4 on n1: ring ok", "[1] rank 1 of 4 on n1: ring ok", "[2] rank 2 of 4 on n2: ring ok", "[3] rank 3 of 4 on n2: ring ok"} {
 		if !strings.Contains(out, want) {
