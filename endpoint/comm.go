@@ -433,7 +433,12 @@ func (w *World) Info() *fabric.Info {
 
 // Close frees every communicator and endpoint of the world, closes the
 // fabric objects and finalises the job (when Init started it). It is
-// idempotent. Call it once no goroutine uses the world any more.
+// idempotent. Call it once no goroutine uses the world any more. Sends on
+// the world communicator that the node transport completed at once
+// (staged) are still read by their receivers from this process's memory:
+// Close first waits until those receivers have copied them, a receiver's
+// process has exited, or the endpoint timeout (WEFT_ENDPOINT_TIMEOUT)
+// has passed, so that the process may exit when it returns.
 func (w *World) Close() error {
 	if w == nil {
 		return fmt.Errorf("endpoint: Close of a nil world: %w", ErrInvalid)
@@ -449,6 +454,9 @@ func (w *World) Close() error {
 }
 
 func (w *World) closeAll() error {
+	if w.comm != nil && w.comm.v != nil {
+		w.comm.v.linger() // the process may exit once Close returns
+	}
 	var errs []error
 	w.mu.Lock()
 	vcis := w.vcis

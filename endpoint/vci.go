@@ -396,6 +396,39 @@ func (v *vci) shutdown() error {
 	return err
 }
 
+// linger waits, before v closes, until the receivers of v's staged sends
+// on the node transport have copied them. Such a send completed when it
+// was made (eager semantics, and every typed message the node transport
+// packs), yet its receiver copies from a staging buffer in this
+// process's memory when its receive matches: a process that closed and
+// exited at once would fail that copy (process_vm_readv finds no
+// process). Sends to handles of this process need no wait: their
+// receivers copy from Go memory that stays while referenced. It gives up
+// on a receiver whose process has exited, and after the endpoint timeout.
+func (v *vci) linger() {
+	deadline := time.Now().Add(v.timeout)
+	for spins := 1; ; spins++ {
+		v.lock()
+		if v.isClosed() {
+			v.unlock()
+			return
+		}
+		_ = v.progress()
+		waiting := false
+		for _, r := range v.rdvSends {
+			if r.reqExt != nil && r.staged && r.link != nil && !r.link.local && r.peerErr() == nil {
+				waiting = true
+				break
+			}
+		}
+		v.unlock()
+		if !waiting || time.Now().After(deadline) {
+			return
+		}
+		idle(spins, true)
+	}
+}
+
 func (v *vci) retain() {
 	v.lock()
 	v.refs++

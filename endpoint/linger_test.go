@@ -1,0 +1,86 @@
+package endpoint_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/launchtest"
+)
+
+// TestCloseWaitsForStagedReads: a send the node transport stages is
+// complete at once, but its receiver copies it from the sender's memory
+// later. Rank 1 sends a staged byte message and a staged typed one, then
+// closes its world and its process exits; rank 0 receives them only after
+// rank 1 has reached Close, and gets every byte (before Close waited for
+// the receivers' copies, the copy failed with "no such process").
+func TestCloseWaitsForStagedReads(t *testing.T) {
+	if !launchtest.IsWorker() {
+		skipRepeatPass(t)
+		prov, env := provEnv("native", nil)
+		launchtest.Run(t, 2, prov, 60*time.Second, env...)
+		return
+	}
+	ctx := tctx(t, 45*time.Second)
+	w := initWorld(t)
+	c := w.Comm()
+	if tr, _ := c.Transport(1 - c.Rank()); tr != endpoint.TransportNode {
+		t.Fatalf("peer reached through %s", tr)
+	}
+	const blocks, blk, stride = 1024, 64, 128 // 64 KiB packed: staged, above the eager limit
+	vt, err := ddt.Vector(blocks, blk, stride, ddt.Byte)
+	if err == nil {
+		err = vt.Commit()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := make([]byte, 8000) // staged rendezvous below the eager limit
+	typed := make([]byte, blocks*stride)
+	if c.Rank() == 1 {
+		for i := range small {
+			small[i] = byte(i * 7)
+		}
+		for i := range typed {
+			typed[i] = byte(i * 13)
+		}
+		if err := c.Send(ctx, small, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SendTyped(ctx, typed, 1, vt, 0, 2); err != nil {
+			t.Fatal(err)
+		}
+		// Both sends are complete; tell rank 0, then leave at once.
+		if err := c.Send(ctx, []byte{1}, 0, 3); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return // and the process exits
+	}
+	defer w.Close()
+	if _, err := c.Recv(ctx, make([]byte, 1), 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // rank 1 is in Close, or would have exited
+	if _, err := c.Recv(ctx, small, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RecvTyped(ctx, typed, 1, vt, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	for i := range small {
+		if small[i] != byte(i*7) {
+			t.Fatalf("byte message: byte %d = %d, want %d", i, small[i], byte(i*7))
+		}
+	}
+	for b := 0; b < blocks; b++ {
+		for k := 0; k < blk; k++ {
+			if i := b*stride + k; typed[i] != byte(i*13) {
+				t.Fatalf("typed message: byte %d = %d, want %d", i, typed[i], byte(i*13))
+			}
+		}
+	}
+}
