@@ -147,6 +147,15 @@ func ParseNodeCPUs(s string) ([][]int, error) {
 // not divide evenly); with fewer CPUs than nodes, the nodes take the CPUs
 // in turn and share them.
 func SplitCPUs(nodes int) ([][]int, error) {
+	cpus, err := ownCPUs()
+	if err != nil {
+		return nil, err
+	}
+	return splitCPUs(nodes, cpus), nil
+}
+
+// ownCPUs lists the CPUs this process may run on, in order.
+func ownCPUs() ([]int, error) {
 	var own unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &own); err != nil {
 		return nil, fmt.Errorf("testcluster: CPU sets: %w", err)
@@ -157,7 +166,7 @@ func SplitCPUs(nodes int) ([][]int, error) {
 			cpus = append(cpus, cpu)
 		}
 	}
-	return splitCPUs(nodes, cpus), nil
+	return cpus, nil
 }
 
 func splitCPUs(nodes int, cpus []int) [][]int {
@@ -189,14 +198,14 @@ func checkNodeCPUs(cfg Config) error {
 	if len(cfg.NodeCPUs) > cfg.Nodes {
 		return fmt.Errorf("testcluster: CPU sets for %d nodes, the cluster has %d", len(cfg.NodeCPUs), cfg.Nodes)
 	}
-	var own unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &own); err != nil {
-		return fmt.Errorf("testcluster: CPU sets: %w", err)
+	own, err := ownCPUs()
+	if err != nil {
+		return err
 	}
 	for k, set := range cfg.NodeCPUs {
 		for _, cpu := range set {
-			if cpu >= len(own)*64 || !own.IsSet(cpu) {
-				return fmt.Errorf("testcluster: node %d: CPU %d is not one this process may run on (%d CPUs allowed)", k+1, cpu, own.Count())
+			if !slices.Contains(own, cpu) {
+				return fmt.Errorf("testcluster: node %d: CPU %d is not one this process may run on (%d CPUs allowed)", k+1, cpu, len(own))
 			}
 		}
 	}
