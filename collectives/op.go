@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"sync"
 	"unsafe"
+
+	"github.com/weft-hpc/weft/internal/vecop"
 )
 
 // Integer is the set of Go's integer types.
@@ -157,9 +159,81 @@ func MinLoc[T Real]() Op[Loc[T]] { return Op[Loc[T]]{"minloc", opMinLoc, minLocO
 // equal values (MPI_MAXLOC).
 func MaxLoc[T Real]() Op[Loc[T]] { return Op[Loc[T]]{"maxloc", opMaxLoc, maxLocOf[T], true} }
 
-// sumOf adds eight elements a step (the compiler drops the bounds
-// checks inside a step and overlaps the additions), then the rest.
+// kernelKind returns the vecop element kind of T for op, or 0 where no
+// vector kernel applies. A complex number's sum is the sum of its float
+// parts.
+func kernelKind[T any](op vecop.Op) vecop.Kind {
+	t := reflect.TypeFor[T]()
+	switch t.Kind() {
+	case reflect.Int8:
+		return vecop.Int8
+	case reflect.Int16:
+		return vecop.Int16
+	case reflect.Int32:
+		return vecop.Int32
+	case reflect.Int64:
+		return vecop.Int64
+	case reflect.Int:
+		return sized(t.Size(), vecop.Int32, vecop.Int64)
+	case reflect.Uint8:
+		return vecop.Uint8
+	case reflect.Uint16:
+		return vecop.Uint16
+	case reflect.Uint32:
+		return vecop.Uint32
+	case reflect.Uint64:
+		return vecop.Uint64
+	case reflect.Uint, reflect.Uintptr:
+		return sized(t.Size(), vecop.Uint32, vecop.Uint64)
+	case reflect.Float32:
+		return vecop.Float32
+	case reflect.Float64:
+		return vecop.Float64
+	case reflect.Complex64:
+		if op == vecop.Sum {
+			return vecop.Float32
+		}
+	case reflect.Complex128:
+		if op == vecop.Sum {
+			return vecop.Float64
+		}
+	}
+	return 0
+}
+
+func sized(size uintptr, k4, k8 vecop.Kind) vecop.Kind {
+	if size == 4 {
+		return k4
+	}
+	return k8
+}
+
+// vector applies op's vector kernel to inout and in if T has one and the
+// vectors are long enough for it to pay, and reports whether it did.
+// The kernels are element-wise, so the result is bitwise the scalar
+// loop's (Deterministic holds either way).
+func vector[T any](op vecop.Op, inout, in []T) bool {
+	var z T
+	n := len(inout) * int(unsafe.Sizeof(z))
+	if n < vecop.MinBytes || !vecop.Enabled() {
+		return false
+	}
+	f := vecop.Func(kernelKind[T](op), op)
+	if f == nil {
+		return false
+	}
+	in = in[:len(inout)]
+	f(unsafe.Pointer(unsafe.SliceData(inout)), unsafe.Pointer(unsafe.SliceData(in)), n)
+	return true
+}
+
+// sumOf adds with the vector kernel, or eight elements a step (the
+// compiler drops the bounds checks inside a step and overlaps the
+// additions), then the rest.
 func sumOf[T Number](inout, in []T) {
+	if vector(vecop.Sum, inout, in) {
+		return
+	}
 	in = in[:len(inout)]
 	i := 0
 	for ; i+8 <= len(inout); i += 8 {
@@ -179,6 +253,9 @@ func sumOf[T Number](inout, in []T) {
 }
 
 func prodOf[T Number](inout, in []T) {
+	if vector(vecop.Prod, inout, in) {
+		return
+	}
 	in = in[:len(inout)]
 	for i := range inout {
 		inout[i] *= in[i]
@@ -186,6 +263,9 @@ func prodOf[T Number](inout, in []T) {
 }
 
 func minOf[T Real](inout, in []T) {
+	if vector(vecop.Min, inout, in) {
+		return
+	}
 	in = in[:len(inout)]
 	for i := range inout {
 		inout[i] = min(inout[i], in[i])
@@ -193,6 +273,9 @@ func minOf[T Real](inout, in []T) {
 }
 
 func maxOf[T Real](inout, in []T) {
+	if vector(vecop.Max, inout, in) {
+		return
+	}
 	in = in[:len(inout)]
 	for i := range inout {
 		inout[i] = max(inout[i], in[i])
@@ -228,6 +311,9 @@ func lxorOf[T Integer](inout, in []T) {
 }
 
 func bandOf[T Integer](inout, in []T) {
+	if vector(vecop.BAnd, inout, in) {
+		return
+	}
 	in = in[:len(inout)]
 	for i := range inout {
 		inout[i] &= in[i]
@@ -235,6 +321,9 @@ func bandOf[T Integer](inout, in []T) {
 }
 
 func borOf[T Integer](inout, in []T) {
+	if vector(vecop.BOr, inout, in) {
+		return
+	}
 	in = in[:len(inout)]
 	for i := range inout {
 		inout[i] |= in[i]
@@ -242,6 +331,9 @@ func borOf[T Integer](inout, in []T) {
 }
 
 func bxorOf[T Integer](inout, in []T) {
+	if vector(vecop.BXor, inout, in) {
+		return
+	}
 	in = in[:len(inout)]
 	for i := range inout {
 		inout[i] ^= in[i]
