@@ -331,15 +331,15 @@ type callSig struct {
 	alg   Algorithm
 }
 
+// hash mixes the signature's fields a word at a time (multiply, then
+// fold the high half down, so that the low bits the marks keep depend on
+// every field); it runs on every call.
 func (s callSig) hash() uint64 {
 	h := uint64(14695981039346656037)
 	for _, v := range [...]uint64{uint64(s.call), uint64(int64(s.root)), uint64(int64(s.count)),
 		uint64(s.esize), uint64(s.op), uint64(s.alg)} {
-		for i := 0; i < 8; i++ {
-			h ^= v & 0xff
-			h *= 1099511628211
-			v >>= 8
-		}
+		h = (h ^ v) * 0x9e3779b97f4a7c15
+		h ^= h >> 32
 	}
 	return h
 }

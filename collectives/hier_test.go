@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -484,27 +487,131 @@ func TestHierFailures(t *testing.T) {
 // process, hierarchical (through memory) and flat (messages between the
 // handles).
 func BenchmarkAllreduce8(b *testing.B) {
-	for _, h := range []C.Hierarchy{C.HierAuto, C.HierOff} {
-		b.Run("hier="+h.String(), func(b *testing.B) {
-			eps := handles(b, 4)
-			ctx := context.Background()
-			errs := onHandles(ctx, eps, []C.Option{C.WithHierarchy(h)}, func(ctx context.Context, c *C.Coll) error {
-				x := []float64{1}
-				if c.Rank() == 0 {
-					b.ResetTimer()
-				}
-				for i := 0; i < b.N; i++ {
-					if err := C.Allreduce(ctx, c, nil, x, C.Sum[float64]()); err != nil {
-						return err
+	for _, n := range []int{2, 4} {
+		for _, h := range []C.Hierarchy{C.HierAuto, C.HierOff} {
+			b.Run(fmt.Sprintf("n%d/hier=%s", n, h), func(b *testing.B) {
+				eps := handles(b, n)
+				ctx := context.Background()
+				errs := onHandles(ctx, eps, []C.Option{C.WithHierarchy(h)}, func(ctx context.Context, c *C.Coll) error {
+					x := []float64{1}
+					if c.Rank() == 0 {
+						b.ResetTimer()
+					}
+					for i := 0; i < b.N; i++ {
+						if err := C.Allreduce(ctx, c, nil, x, C.Sum[float64]()); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				for _, err := range errs {
+					if err != nil {
+						b.Fatal(err)
 					}
 				}
-				return nil
 			})
-			for _, err := range errs {
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		}
 	}
+}
+
+// BenchmarkAllreduce8OSU: OSU's loop over 4 endpoint handles of one
+// process (each call timed alone, then an untimed Barrier); the metric
+// ns/call is the ranks' mean time per Allreduce, as osu reports it.
+func BenchmarkAllreduce8OSU(b *testing.B) {
+	eps := handles(b, 4)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var total time.Duration
+	errs := onHandles(ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+		x := []float64{1}
+		if c.Rank() == 0 {
+			b.ResetTimer()
+		}
+		var t time.Duration
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			if err := C.Allreduce(ctx, c, nil, x, C.Sum[float64]()); err != nil {
+				return err
+			}
+			t += time.Since(t0)
+			if err := C.Barrier(ctx, c); err != nil {
+				return err
+			}
+		}
+		mu.Lock()
+		total += t
+		mu.Unlock()
+		return nil
+	})
+	for _, err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(total.Nanoseconds())/4/float64(b.N), "ns/call")
+}
+
+// BenchmarkAllreduce8Floor is the floor of BenchmarkAllreduce8OSU: the
+// same loop over 4 goroutines with no library, each Allreduce and Barrier
+// one bare round (every goroutine publishes its value and call number in
+// its own cache line, the first one waits for all, sums and publishes
+// the call number; the others wait for it), waits yielding to the Go
+// scheduler after 32 polls as the library's do. With fewer cores than
+// goroutines this is what the scheduler's hand-offs cost.
+func BenchmarkAllreduce8Floor(b *testing.B) {
+	const n = 4
+	type line struct {
+		pub atomic.Uint64
+		v   float64
+		_   [48]byte
+	}
+	lines := make([]line, n)
+	var rel atomic.Uint64
+	var result float64
+	wait := func(cond func() bool) {
+		for s := 0; !cond(); s++ {
+			if s >= 32 {
+				runtime.Gosched()
+			}
+		}
+	}
+	round := func(r int, call uint64) {
+		lines[r].v = 1
+		lines[r].pub.Store(call)
+		if r != 0 {
+			wait(func() bool { return rel.Load() >= call })
+			return
+		}
+		sum := 0.0
+		for q := range lines {
+			wait(func() bool { return lines[q].pub.Load() == call })
+			sum += lines[q].v
+		}
+		result = sum
+		rel.Store(call)
+	}
+	var wg sync.WaitGroup
+	times := make([]time.Duration, n)
+	b.ResetTimer()
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := uint64(1); i <= uint64(b.N); i++ {
+				t0 := time.Now()
+				round(r, 2*i-1)
+				times[r] += time.Since(t0)
+				round(r, 2*i)
+			}
+		}()
+	}
+	wg.Wait()
+	if result != n {
+		b.Fatalf("sum %v, want %d", result, n)
+	}
+	var total time.Duration
+	for _, t := range times {
+		total += t
+	}
+	b.ReportMetric(float64(total.Nanoseconds())/n/float64(b.N), "ns/call")
 }
