@@ -15,6 +15,9 @@ func Barrier(ctx context.Context, c *Coll) error {
 	if c.hierFor(CollBarrier, 0) {
 		return hierBarrier(ctx, c)
 	}
+	if c.localNB(CollBarrier) {
+		return c.runLocal(callSig{call: callBarrier, root: -1, alg: algLocal}, nil, nil, func([]nbSlot) {})
+	}
 	if err := c.ready(ctx, callSig{call: callBarrier, root: -1, alg: Dissemination}); err != nil {
 		return c.fail(err)
 	}
@@ -44,6 +47,10 @@ func Bcast[T any](ctx context.Context, c *Coll, buf []T, root int) error {
 	b := bytesOf(buf)
 	if c.hierFor(CollBcast, 0) {
 		return hierBcast(ctx, c, b, root, callSig{call: callBcast, root: root, count: len(buf), esize: es})
+	}
+	if c.localNB(CollBcast) {
+		return c.runLocal(callSig{call: callBcast, root: root, count: len(buf), esize: es, alg: algLocal}, nil, b,
+			func(slots []nbSlot) { localBcast(slots, root) })
 	}
 	alg := c.cfg.pick(CollBcast, len(b), c.size)
 	if err := c.ready(ctx, callSig{call: callBcast, root: root, count: len(buf), esize: es, alg: alg}); err != nil {

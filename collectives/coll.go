@@ -63,7 +63,9 @@ type Coll struct {
 	// runs with it held.
 	own   *Coll
 	nb    *schedule
-	ended error // a clone's failure, once it has been handled
+	local *nbLocal    // the clone's call through process memory, while it waits (nblocal.go)
+	cond  func() bool // the clone's round when it waits for a condition, not requests
+	ended error       // a clone's failure, once it has been handled
 	mu    sync.Mutex
 	ops   []*schedule
 	nlive atomic.Int32 // len(ops), read without mu by blocking waits
@@ -472,6 +474,7 @@ func (c *Coll) fail(err error) error {
 // abandon cancels the receives of the round in flight and waits, bounded,
 // for them to end; sends cannot be cancelled and are left to complete.
 func (c *Coll) abandon() {
+	c.withdrawLocal()
 	for i, r := range c.reqs {
 		if c.want[i] >= 0 && !r.Done() {
 			_ = r.Cancel()

@@ -28,3 +28,7 @@ func SetNodeCMA(on bool) (restore func()) {
 	nodeCMA = func() bool { return on && cmaUsable() }
 	return func() { nodeCMA = cmaUsable }
 }
+
+// ThroughMemory reports whether nonblocking request q runs through the
+// process's memory (nblocal.go) rather than as a schedule of messages.
+func ThroughMemory(q *Request) bool { return q.s.direct }

@@ -22,6 +22,10 @@ func Gather[T any](ctx context.Context, c *Coll, send, recv []T, root int) error
 	switch alg {
 	case algHier:
 		return hierGatherTo(ctx, c, mine, all, root)
+	case algLocal:
+		nb := len(mine)
+		return c.runLocal(callSig{call: callGather, root: root, count: nb, esize: 1, alg: algLocal}, mine, all,
+			func(slots []nbSlot) { localGather(slots, nb, root) })
 	case Linear:
 		return c.done(c.gatherLinear(ctx, mine, all, root))
 	}
@@ -60,6 +64,8 @@ func rooted[T any](ctx context.Context, c *Coll, call callID, k Collective, whol
 	ready := c.ready
 	if c.hierFits(k, n*es) {
 		alg, ready = algHier, c.hierReady
+	} else if c.localNB(k) {
+		alg, ready = algLocal, c.localReady
 	}
 	if err := ready(ctx, callSig{call: call, root: root, count: n, esize: es, alg: alg}); err != nil {
 		return nil, nil, 0, err
@@ -212,6 +218,10 @@ func Scatter[T any](ctx context.Context, c *Coll, send, recv []T, root int) erro
 	switch alg {
 	case algHier:
 		return hierScatterFrom(ctx, c, all, mine, root)
+	case algLocal:
+		nb := len(mine)
+		return c.runLocal(callSig{call: callScatter, root: root, count: nb, esize: 1, alg: algLocal}, all, mine,
+			func(slots []nbSlot) { localScatter(slots, nb, root) })
 	case Linear:
 		return c.done(c.scatterLinear(ctx, all, mine, root))
 	}
@@ -311,6 +321,10 @@ func Allgather[T any](ctx context.Context, c *Coll, send, recv []T) error {
 	nb := n * es
 	if c.hierFits(CollAllgather, c.size*nb) || c.hierStreams(CollAllgather, nb) {
 		return hierAllgather(ctx, c, bytesOf(send), all, callSig{call: callAllgather, root: -1, count: n, esize: es})
+	}
+	if c.localNB(CollAllgather) {
+		return c.runLocal(callSig{call: callAllgather, root: -1, count: n, esize: es, alg: algLocal}, bytesOf(send), all,
+			func(slots []nbSlot) { localAllgather(slots, nb) })
 	}
 	alg := c.cfg.pick(CollAllgather, c.size*n*es, c.size)
 	if err := c.ready(ctx, callSig{call: callAllgather, root: -1, count: n, esize: es, alg: alg}); err != nil {

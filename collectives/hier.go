@@ -213,6 +213,10 @@ type procGroup struct {
 	// parity p, which the members copy out themselves; the leader
 	// allocates it at its first use, before the release that publishes it.
 	stage [2][]byte
+	// nb holds the nonblocking calls through process memory that not
+	// every member has joined yet, by call number (nblocal.go).
+	nbMu sync.Mutex
+	nb   map[uint32]*nbLocal
 }
 
 // groupSlot is one member's publication for the call in progress: its

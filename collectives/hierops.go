@@ -19,8 +19,12 @@ func (c *Coll) hierReady(ctx context.Context, s callSig) error {
 	return c.ready(ctx, s)
 }
 
-// algHier stands for the hierarchical path in call signatures.
-const algHier Algorithm = 255
+// algHier stands for the hierarchical path in call signatures, algLocal
+// for a nonblocking call through process memory (nblocal.go).
+const (
+	algHier  Algorithm = 255
+	algLocal Algorithm = 254
+)
 
 func hierBarrier(ctx context.Context, c *Coll) error {
 	if err := c.hierReady(ctx, callSig{call: callBarrier, root: -1}); err != nil {

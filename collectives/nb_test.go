@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -301,6 +302,140 @@ func TestNonblockingHandles(t *testing.T) {
 				return batteryOn(e, false)
 			})
 		})
+	}
+}
+
+// TestNonblockingFlatHandles: the battery through the nonblocking forms
+// over handles of one process with the hierarchy off, so that they run
+// the flat algorithms as schedules (with it on they go through process
+// memory, TestNonblockingHandles).
+func TestNonblockingFlatHandles(t *testing.T) {
+	runHandles(t, tctx(t, 120*time.Second), handles(t, 4), []C.Option{C.WithHierarchy(C.HierOff)}, func(ctx context.Context, c *C.Coll) error {
+		q, err := C.Ibarrier(c)
+		if err != nil {
+			return err
+		}
+		if C.ThroughMemory(q) {
+			return fmt.Errorf("Ibarrier with the hierarchy off goes through process memory")
+		}
+		if err := q.Wait(ctx); err != nil {
+			return err
+		}
+		e := newEnv(ctx, c)
+		e.nb = true
+		return batteryOn(e, false)
+	})
+}
+
+// TestNonblockingLastArriver: over handles of one process a nonblocking
+// collective is run by the member that starts it last, so the others'
+// Wait returns although that member never tests or waits for its
+// request until they are done; with the results right (Iallreduce,
+// Ibcast from a rank that is not first, Ireduce in place at a root that
+// is not rank 0, Igather, Iscatter and Iallgather in place).
+func TestNonblockingLastArriver(t *testing.T) {
+	const p, last = 4, 2
+	eps := handles(t, p)
+	ctx := tctx(t, 60*time.Second)
+	var started, waited sync.WaitGroup
+	started.Add(p - 1)
+	waited.Add(p - 1)
+	errs, _ := each(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+		r := c.Rank()
+		if r == last {
+			started.Wait() // every other rank has started all six
+		}
+		sum := []int64{int64(r + 1), int64(10 * (r + 1))}
+		bc := make([]byte, 100)
+		if r == 1 {
+			for i := range bc {
+				bc[i] = byte(i + 7)
+			}
+		}
+		red := []float64{float64(r), 1}
+		var gat []int32
+		if r == 3 {
+			gat = make([]int32, 2*p)
+		}
+		var sc []int16
+		if r == 0 {
+			sc = []int16{0, 1, 10, 11, 20, 21, 30, 31}
+		}
+		scr := make([]int16, 2)
+		ag := make([]uint8, 3*p)
+		for i := range 3 {
+			ag[3*r+i] = uint8(10*r + i)
+		}
+		var qs []*C.Request
+		add := func(q *C.Request, err error) error {
+			qs = append(qs, q)
+			return err
+		}
+		if err := errors.Join(
+			add(C.Iallreduce(c, nil, sum, C.Sum[int64]())),
+			add(C.Ibcast(c, bc, 1)),
+			add(C.Ireduce(c, map[bool][]float64{true: nil, false: red}[r == 3], red, C.Max[float64](), 3)),
+			add(C.Igather(c, []int32{int32(r), int32(-r)}, gat, 3)),
+			add(C.Iscatter(c, sc, scr, 0)),
+			add(C.Iallgather(c, nil, ag)),
+		); err != nil {
+			return err
+		}
+		for i, q := range qs {
+			if !C.ThroughMemory(q) {
+				return fmt.Errorf("request %d does not go through process memory", i)
+			}
+		}
+		if r != last {
+			started.Done()
+			for _, q := range qs {
+				if err := q.Wait(ctx); err != nil {
+					return err
+				}
+			}
+			waited.Done()
+		} else {
+			waited.Wait() // the others completed with no call of this rank's
+			for _, q := range qs {
+				if done, err := q.Test(); !done || err != nil {
+					return fmt.Errorf("the last rank's own request: done %v, %v", done, err)
+				}
+			}
+		}
+		if sum[0] != 10 || sum[1] != 100 {
+			return fmt.Errorf("Iallreduce: %v, want [10 100]", sum)
+		}
+		for i, v := range bc {
+			if v != byte(i+7) {
+				return fmt.Errorf("Ibcast: byte %d = %d", i, v)
+			}
+		}
+		if r == 3 && (red[0] != 3 || red[1] != 1) {
+			return fmt.Errorf("Ireduce in place at rank 3: %v, want [3 1]", red)
+		}
+		if r == 3 {
+			for q := range p {
+				if gat[2*q] != int32(q) || gat[2*q+1] != int32(-q) {
+					return fmt.Errorf("Igather: %v", gat)
+				}
+			}
+		}
+		if scr[0] != int16(10*r) || scr[1] != int16(10*r+1) {
+			return fmt.Errorf("Iscatter: %v", scr)
+		}
+		for q := range p {
+			for i := range 3 {
+				if ag[3*q+i] != uint8(10*q+i) {
+					return fmt.Errorf("Iallgather in place: %v", ag)
+				}
+			}
+		}
+		return nil
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("handle %d: %v", i, err)
+		}
 	}
 }
 

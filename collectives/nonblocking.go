@@ -44,6 +44,7 @@ type schedule struct {
 	stop      func()
 	yield     func(struct{}) bool
 	roundErr  error // progress failed while testing the round
+	direct    bool  // ran without a coroutine: a call through process memory (nblocal.go)
 	done      bool
 	err       error
 	tests     int           // Test calls that found it incomplete
@@ -69,7 +70,13 @@ func (s *schedule) round() error {
 // handle's mu is held.
 func (s *schedule) step() bool {
 	moved := false
+	if s.direct {
+		return s.stepLocal()
+	}
 	for !s.done {
+		if f := s.cl.cond; f != nil && !f() {
+			return moved
+		}
 		if reqs := s.cl.reqs; len(reqs) > 0 {
 			ok, err := endpoint.TestAll(reqs...)
 			if !ok {
@@ -89,7 +96,9 @@ func (s *schedule) step() bool {
 
 func (s *schedule) finish() {
 	s.done = true
-	s.stop()
+	if s.stop != nil {
+		s.stop()
+	}
 	s.cl.scratch = [numScratch][]uint64{}
 }
 
@@ -220,10 +229,20 @@ func (c *Coll) start(id callID, body func(cl *Coll) error) (*Request, error) {
 	cl := &Coll{parent: c.parent, comm: c.comm, rank: c.rank, size: c.size, cfg: c.cfg, crowded: c.crowded, own: c}
 	s := &schedule{h: c, cl: cl}
 	cl.nb = s
-	s.next, s.stop = iter.Pull(func(yield func(struct{}) bool) {
-		s.yield = yield
-		s.err = body(cl)
-	})
+	if k, ok := localColl[id]; ok && cl.localNB(k) {
+		// Through process memory: the body registers (or, last, runs the
+		// whole call) and returns; no rounds, so no coroutine.
+		s.direct = true
+		if err := body(cl); err != errLocalPending {
+			s.err = err
+			s.finish()
+		}
+	} else {
+		s.next, s.stop = iter.Pull(func(yield func(struct{}) bool) {
+			s.yield = yield
+			s.err = body(cl)
+		})
+	}
 	c.ops = append(c.ops, s)
 	c.nlive.Store(int32(len(c.ops)))
 	s.step()

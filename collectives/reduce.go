@@ -48,6 +48,19 @@ func Reduce[T any](ctx context.Context, c *Coll, send, recv []T, op Op[T], root 
 	if c.hierFor(CollReduce, c.orderedBytes(op.commutative, n*es)) {
 		return hierReduce(ctx, c, src, res, &op, root, callSig{call: callReduce, root: root, count: n, esize: es, op: op.code})
 	}
+	if c.localNB(CollReduce) {
+		return c.runLocal(callSig{call: callReduce, root: root, count: n, esize: es, op: op.code, alg: algLocal}, bytesOf(src), bytesOf(res),
+			func(slots []nbSlot) {
+				out := elems[T](slots[root].recv)
+				if root == 0 || !overlap(slots[root].send, slots[root].recv) {
+					localReduce(slots, out, &op)
+					return
+				}
+				acc := elems[T](c.buf(0, n*es)) // in place at root > 0: its contribution is read after x₀
+				localReduce(slots, acc, &op)
+				copy(out, acc)
+			})
+	}
 	alg := c.cfg.pick(CollReduce, n*es, c.size)
 	if err := c.ready(ctx, callSig{call: callReduce, root: root, count: n, esize: es, op: op.code, alg: alg}); err != nil {
 		return c.fail(err)
@@ -248,6 +261,16 @@ func Allreduce[T any](ctx context.Context, c *Coll, send, recv []T, op Op[T]) er
 	}
 	if c.hierFor(CollAllreduce, c.orderedBytes(op.commutative, n*es)) {
 		return hierAllreduce(ctx, c, send, recv, &op, callSig{call: callAllreduce, root: -1, count: n, esize: es, op: op.code})
+	}
+	if c.localNB(CollAllreduce) {
+		return c.runLocal(callSig{call: callAllreduce, root: -1, count: n, esize: es, op: op.code, alg: algLocal}, bytesOf(send), bytesOf(recv),
+			func(slots []nbSlot) {
+				acc := elems[T](slots[0].recv) // every other contribution is read before any other recv is written
+				localReduce(slots, acc, &op)
+				for _, s := range slots[1:] {
+					copy(s.recv, slots[0].recv)
+				}
+			})
 	}
 	alg := c.cfg.pick(CollAllreduce, n*es, c.size)
 	if err := c.ready(ctx, callSig{call: callAllreduce, root: -1, count: n, esize: es, op: op.code, alg: alg}); err != nil {

@@ -1,0 +1,269 @@
+package collectives
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+)
+
+// Nonblocking collectives of a communicator whose ranks all live in this
+// process (endpoint handles driven by goroutines) combine through the
+// process's memory, as the blocking forms do, without a leader that
+// waits: every member registers its buffers for the call in an entry of
+// its process group, and the member that arrives last runs the whole
+// collective on everyone's buffers and marks the entry done. The others'
+// schedules wait on that mark as a round (a condition instead of message
+// requests), so a rank that started the call can compute meanwhile, and
+// any number of calls can be in flight (each has its own entry, keyed by
+// the call's number). The blocking forms keep their leader and slots:
+// the two never share state, only the call numbering.
+
+// nbLocal is one nonblocking call of a process group (the group's nb
+// map, under nbMu, holds it until its last member arrives).
+type nbLocal struct {
+	sig     uint64
+	arrived int
+	slots   []nbSlot // by member index
+	state   atomic.Uint32
+	err     error // why it failed (state nbFailed); written before state
+}
+
+// nbSlot is one member's buffers for the call (send nil: in place).
+type nbSlot struct{ send, recv []byte }
+
+const (
+	nbOpen    = iota // members still arriving
+	nbWriting        // the last member runs the collective
+	nbDone
+	nbFailed
+)
+
+// localNB reports whether c, the clone of a nonblocking call, combines
+// through process memory for collective k: every rank of the
+// communicator is a handle of this process and the hierarchy applies to
+// k as for the blocking form.
+func (c *Coll) localNB(k Collective) bool {
+	if c.own == nil || c.nb == nil {
+		return false
+	}
+	h := c.own.hier
+	if h == nil || h.procs != 1 || len(h.g.slots) != c.size || c.size < 2 {
+		return false
+	}
+	switch c.cfg.hier {
+	case HierOn:
+		return true
+	case HierAuto:
+		return c.cfg.alg[k] == Auto
+	}
+	return false
+}
+
+// runLocal runs call s of clone c through its process group: it
+// registers send and recv, and the last member to arrive calls work with
+// every member's buffers (indexed by comm rank) while the others wait
+// for it as a round of their schedules.
+func (c *Coll) runLocal(s callSig, send, recv []byte, work func(slots []nbSlot)) error {
+	h := c.own.hier
+	g := h.g
+	c.sig = s.hash()
+	seq := c.seq
+	// A blocking hierarchical call of the same number on a member sees
+	// this one as a flat call (a mismatch), as it would the flat form.
+	g.slots[h.li].pub.Store(uint64(seq)<<32 | slotFlat)
+	g.nbMu.Lock()
+	if g.nb == nil {
+		g.nb = map[uint32]*nbLocal{}
+	}
+	e := g.nb[seq]
+	if e == nil {
+		e = &nbLocal{sig: c.sig, slots: make([]nbSlot, len(g.slots))}
+		g.nb[seq] = e
+	}
+	switch {
+	case e.state.Load() == nbFailed:
+		g.nbMu.Unlock()
+		return c.fail(e.err)
+	case e.sig != c.sig:
+		e.err = fmt.Errorf("the ranks of this process called %s #%d with different collectives or arguments (root, count, element size or operation): %w", c.call, seq, ErrInvalid)
+		e.state.Store(nbFailed)
+		g.nbMu.Unlock()
+		return c.fail(e.err)
+	}
+	e.slots[h.li] = nbSlot{send, recv}
+	e.arrived++
+	last := e.arrived == len(e.slots)
+	if last {
+		delete(g.nb, seq)
+		e.state.Store(nbWriting)
+	}
+	g.nbMu.Unlock()
+	if last {
+		work(e.slots)
+		e.state.Store(nbDone)
+		return c.done(nil)
+	}
+	c.local = e
+	if c.nb.direct {
+		return errLocalPending // the schedule watches e (stepLocal)
+	}
+	defer func() { c.local = nil }()
+	for {
+		switch e.state.Load() {
+		case nbDone:
+			return c.done(nil)
+		case nbFailed:
+			return c.fail(e.err)
+		}
+		if g.state.Load()&3 == phFailed {
+			return c.fail(g.failed())
+		}
+		c.cond = func() bool { return e.state.Load() >= nbDone || g.state.Load()&3 == phFailed }
+		err := c.nb.round()
+		c.cond = nil
+		if err != nil {
+			return c.fail(err)
+		}
+	}
+}
+
+// localColl are the calls whose nonblocking form goes through process
+// memory whenever localNB holds, so that start runs them without a
+// coroutine (Alltoall does not: in place it runs flat).
+var localColl = map[callID]Collective{
+	callBarrier: CollBarrier, callBcast: CollBcast, callReduce: CollReduce, callAllreduce: CollAllreduce,
+	callAllgather: CollAllgather, callGather: CollGather, callScatter: CollScatter,
+}
+
+// errLocalPending is runLocal's return to start on a member that is not
+// the last to arrive: the call is in flight.
+var errLocalPending = errors.New("collectives: call through process memory in flight")
+
+// stepLocal is step for a call through process memory: it completes the
+// schedule once the last member has run the call, or fails it.
+func (s *schedule) stepLocal() bool {
+	e := s.cl.local
+	if s.done || e == nil {
+		return false
+	}
+	switch e.state.Load() {
+	case nbDone:
+		s.cl.local = nil
+		s.err = s.cl.done(nil)
+	case nbFailed:
+		s.cl.local = nil
+		s.err = s.cl.fail(e.err)
+	default:
+		g := s.cl.own.hier.g
+		if g.state.Load()&3 != phFailed {
+			return false
+		}
+		s.err = s.cl.fail(g.failed())
+	}
+	s.finish()
+	return true
+}
+
+// localReady is ready for a call through process memory: runLocal
+// fixes the signature and compares it with the other members'.
+func (c *Coll) localReady(context.Context, callSig) error { return nil }
+
+// withdrawLocal is abandon's part for a clone waiting in runLocal: a
+// call that not every member has joined fails for all of them (no one
+// will write into this member's buffers); one whose last member is
+// writing is waited for, as the writes are local and short.
+func (c *Coll) withdrawLocal() {
+	e := c.local
+	if e == nil {
+		return
+	}
+	c.local = nil
+	g := c.own.hier.g
+	g.nbMu.Lock()
+	if e.state.Load() == nbOpen {
+		e.err = fmt.Errorf("rank %d of this process abandoned %s #%d: %w", c.rank, c.call, c.seq, ErrCanceled)
+		e.state.Store(nbFailed)
+	}
+	g.nbMu.Unlock()
+	for e.state.Load() == nbWriting {
+		runtime.Gosched()
+	}
+}
+
+// The collectives' work on every member's buffers (slots by comm rank).
+
+func localBcast(slots []nbSlot, root int) {
+	src := slots[root].recv
+	for r, s := range slots {
+		if r != root {
+			copy(s.recv, src)
+		}
+	}
+}
+
+// localReduce folds the members' contributions in rank order into acc
+// (x₀ ∘ x₁ ∘ …, the order deterministic mode and non-commutative
+// operations require); a member's contribution is its send, or its recv
+// in place.
+func localReduce[T any](slots []nbSlot, acc []T, op *Op[T]) {
+	in := func(s nbSlot) []byte {
+		if s.send != nil {
+			return s.send
+		}
+		return s.recv
+	}
+	copy(acc, elems[T](in(slots[0])))
+	for _, s := range slots[1:] {
+		op.left(acc, elems[T](in(s))[:len(acc)])
+	}
+}
+
+// localAllgather: member q's block (its send, or block q of its recv in
+// place) into block q of every member's recv.
+func localAllgather(slots []nbSlot, nb int) {
+	for q, sq := range slots {
+		blk := sq.send
+		if blk == nil {
+			blk = sq.recv[q*nb : (q+1)*nb]
+		}
+		for r, s := range slots {
+			if r != q || sq.send != nil {
+				copy(s.recv[q*nb:(q+1)*nb], blk)
+			}
+		}
+	}
+}
+
+// localAlltoall: block r of member q's send into block q of member r's
+// recv (no in-place form here).
+func localAlltoall(slots []nbSlot, nb int) {
+	for q, sq := range slots {
+		for r, s := range slots {
+			copy(s.recv[q*nb:(q+1)*nb], sq.send[r*nb:(r+1)*nb])
+		}
+	}
+}
+
+// localGather: member q's send into block q of the root's recv (the
+// root's own block in place when its send is nil).
+func localGather(slots []nbSlot, nb, root int) {
+	out := slots[root].recv
+	for q, s := range slots {
+		if s.send != nil {
+			copy(out[q*nb:(q+1)*nb], s.send)
+		}
+	}
+}
+
+// localScatter: block q of the root's send into member q's recv (the
+// root's recv nil in place).
+func localScatter(slots []nbSlot, nb, root int) {
+	in := slots[root].send
+	for q, s := range slots {
+		if s.recv != nil {
+			copy(s.recv, in[q*nb:(q+1)*nb])
+		}
+	}
+}
