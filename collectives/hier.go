@@ -127,6 +127,13 @@ func (c *Coll) hierFor(k Collective, ordered int) bool {
 	if ordered > hierOrderedMax && c.hier.procs > 1 {
 		return false
 	}
+	return c.hierMode(k)
+}
+
+// hierMode reports whether the handle's hierarchy setting lets
+// collective k take a hierarchical path: on, or automatic with k's
+// algorithm left to the selection.
+func (c *Coll) hierMode(k Collective) bool {
 	switch c.cfg.hier {
 	case HierOn:
 		return true

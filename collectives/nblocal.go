@@ -49,16 +49,7 @@ func (c *Coll) localNB(k Collective) bool {
 		return false
 	}
 	h := c.own.hier
-	if h == nil || h.procs != 1 || len(h.g.slots) != c.size || c.size < 2 {
-		return false
-	}
-	switch c.cfg.hier {
-	case HierOn:
-		return true
-	case HierAuto:
-		return c.cfg.alg[k] == Auto
-	}
-	return false
+	return h != nil && h.procs == 1 && len(h.g.slots) == c.size && c.size > 1 && c.hierMode(k)
 }
 
 // runLocal runs call s of clone c through its process group: it
