@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-hpc/weft/fabric"
@@ -433,12 +434,13 @@ func (w *World) Info() *fabric.Info {
 
 // Close frees every communicator and endpoint of the world, closes the
 // fabric objects and finalises the job (when Init started it). It is
-// idempotent. Call it once no goroutine uses the world any more. Sends on
-// the world communicator that the node transport completed at once
-// (staged) are still read by their receivers from this process's memory:
-// Close first waits until those receivers have copied them, a receiver's
-// process has exited, or the endpoint timeout (WEFT_ENDPOINT_TIMEOUT)
-// has passed, so that the process may exit when it returns.
+// idempotent. Call it once no goroutine uses the world any more. Sends
+// that the node transport completed at once (staged), on the world
+// communicator or on handles of CreateEndpoints (freed or not), are still
+// read by their receivers from this process's memory: Close first waits
+// until those receivers have copied them, a receiver's process has
+// exited, or the endpoint timeout (WEFT_ENDPOINT_TIMEOUT) has passed, so
+// that the process may exit when it returns.
 func (w *World) Close() error {
 	if w == nil {
 		return fmt.Errorf("endpoint: Close of a nil world: %w", ErrInvalid)
@@ -454,14 +456,24 @@ func (w *World) Close() error {
 }
 
 func (w *World) closeAll() error {
-	if w.comm != nil && w.comm.v != nil {
-		w.comm.v.linger() // the process may exit once Close returns
-	}
-	var errs []error
 	w.mu.Lock()
 	vcis := w.vcis
 	w.vcis = nil
 	w.mu.Unlock()
+	// The process may exit once Close returns: first every endpoint (the
+	// world's, and those of freed handles that still owed their peers)
+	// settles what its peers will read from this process.
+	var deadline time.Time
+	if w.comm != nil && w.comm.v != nil {
+		deadline = time.Now().Add(w.comm.v.timeout)
+		if !slices.Contains(vcis, w.comm.v) {
+			w.comm.v.linger(deadline)
+		}
+	}
+	for _, v := range vcis {
+		v.linger(deadline)
+	}
+	var errs []error
 	for _, v := range vcis {
 		errs = append(errs, v.shutdown()) // parked ones too
 	}
@@ -755,7 +767,9 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 // its endpoint. It is local (no communication) and idempotent; operations
 // still in flight on the handle are abandoned. The world communicator is
 // freed by World.Close. Freeing a nil communicator (what Split returns for
-// Undefined) does nothing.
+// Undefined) does nothing. An endpoint whose staged sends to another
+// process have not been copied by their receivers yet is closed by
+// World.Close, once they have, instead of at once.
 func (c *Comm) Free() error {
 	if c == nil || c.v == nil || c.freed.Load() {
 		return nil

@@ -84,3 +84,95 @@ func TestCloseWaitsForStagedReads(t *testing.T) {
 		}
 	}
 }
+
+// TestFreeKeepsStagedReads: as TestCloseWaitsForStagedReads, from
+// handles of CreateEndpoints. Rank 1's handle sends a staged byte
+// message and a staged typed one to rank 0's handle, then rank 1 frees
+// its handles, closes its world and exits; rank 0 receives them only
+// after that. Freeing must not drop the staging buffers (the endpoint
+// stays until World.Close) and Close must wait for the copies.
+func TestFreeKeepsStagedReads(t *testing.T) {
+	if !launchtest.IsWorker() {
+		skipRepeatPass(t)
+		prov, env := provEnv("native", nil)
+		launchtest.Run(t, 2, prov, 60*time.Second, env...)
+		return
+	}
+	ctx := tctx(t, 45*time.Second)
+	w := initWorld(t)
+	wc := w.Comm()
+	eps, err := wc.CreateEndpoints(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := eps[0]
+	peer := 1 - c.Rank()
+	if tr, _ := c.Transport(peer); tr != endpoint.TransportNode {
+		t.Fatalf("peer reached through %s", tr)
+	}
+	const blocks, blk, stride = 1024, 64, 128
+	vt, err := ddt.Vector(blocks, blk, stride, ddt.Byte)
+	if err == nil {
+		err = vt.Commit()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := make([]byte, 8000)
+	typed := make([]byte, blocks*stride)
+	if wc.Rank() == 1 {
+		for i := range small {
+			small[i] = byte(i * 5)
+		}
+		for i := range typed {
+			typed[i] = byte(i * 11)
+		}
+		if err := c.Send(ctx, small, peer, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SendTyped(ctx, typed, 1, vt, peer, 2); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Free(); err != nil {
+			t.Fatal(err)
+		}
+		// Overwrite what Go may hand out again, had the buffers been dropped.
+		for range 64 {
+			b := make([]byte, 64<<10)
+			for i := range b {
+				b[i] = 0xee
+			}
+		}
+		if err := wc.Send(ctx, []byte{1}, 0, 3); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return // and the process exits
+	}
+	defer w.Close()
+	defer c.Free()
+	if _, err := wc.Recv(ctx, make([]byte, 1), 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // rank 1 is in Close, or would have exited
+	if _, err := c.Recv(ctx, small, peer, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RecvTyped(ctx, typed, 1, vt, peer, 2); err != nil {
+		t.Fatal(err)
+	}
+	for i := range small {
+		if small[i] != byte(i*5) {
+			t.Fatalf("byte message: byte %d = %d, want %d", i, small[i], byte(i*5))
+		}
+	}
+	for b := 0; b < blocks; b++ {
+		for k := 0; k < blk; k++ {
+			if i := b*stride + k; typed[i] != byte(i*11) {
+				t.Fatalf("typed message: byte %d = %d, want %d", i, typed[i], byte(i*11))
+			}
+		}
+	}
+}

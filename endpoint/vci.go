@@ -350,12 +350,22 @@ func (v *vci) release() error {
 	if park {
 		return nil
 	}
-	errs := []error{v.shutdown()}
-	for _, o := range others {
+	var errs []error
+	var gone []*vci
+	for _, o := range append(others, v) {
+		o.lock()
+		owes := o.owesPeers()
+		o.unlock()
+		if owes {
+			// Its staged sends' receivers have not copied them yet: it
+			// stays (unusable) until World.Close, which waits for them.
+			continue
+		}
 		errs = append(errs, o.shutdown())
+		gone = append(gone, o)
 	}
 	// Closed for good: the world no longer needs to close them.
-	v.w.forget(append(others, v))
+	v.w.forget(gone)
 	return errors.Join(errs...)
 }
 
@@ -396,37 +406,50 @@ func (v *vci) shutdown() error {
 	return err
 }
 
-// linger waits, before v closes, until the receivers of v's staged sends
-// on the node transport have copied them. Such a send completed when it
-// was made (eager semantics, and every typed message the node transport
-// packs), yet its receiver copies from a staging buffer in this
-// process's memory when its receive matches: a process that closed and
-// exited at once would fail that copy (process_vm_readv finds no
-// process). Sends to handles of this process need no wait: their
-// receivers copy from Go memory that stays while referenced. It gives up
-// on a receiver whose process has exited, and after the endpoint timeout.
-func (v *vci) linger() {
-	deadline := time.Now().Add(v.timeout)
+// linger waits, before v closes for good, until v owes its peers
+// nothing on the node transport: the receivers of its staged sends have
+// copied them, and the FINs it holds back (a full ring) have gone out.
+// A staged send completed when it was made (eager semantics, and every
+// typed message the node transport packs), yet its receiver copies from
+// a staging buffer in this process's memory when its receive matches: a
+// process that closed and exited at once would fail that copy
+// (process_vm_readv finds no process), and a buffer dropped with its
+// endpoint could be reused under the copy. Sends to handles of this
+// process need no wait: their receivers copy from Go memory that stays
+// while referenced. It gives up on a peer whose process has exited, and
+// at deadline. It drives v even after its handle was freed.
+func (v *vci) linger(deadline time.Time) {
 	for spins := 1; ; spins++ {
 		v.lock()
-		if v.isClosed() {
+		if v.down {
 			v.unlock()
 			return
 		}
-		_ = v.progress()
-		waiting := false
-		for _, r := range v.rdvSends {
-			if r.reqExt != nil && r.staged && r.link != nil && !r.link.local && r.peerErr() == nil {
-				waiting = true
-				break
-			}
-		}
+		_ = v.poll()
+		owes := v.owesPeers()
 		v.unlock()
-		if !waiting || time.Now().After(deadline) {
+		if !owes || time.Now().After(deadline) {
 			return
 		}
 		idle(spins, true)
 	}
+}
+
+// owesPeers reports whether v has staged sends to live processes that
+// their receivers have not yet copied, or FINs for live processes that it
+// could not send yet. Caller holds the lock.
+func (v *vci) owesPeers() bool {
+	for _, f := range v.nodeFins {
+		if !f.link.id.Exited() {
+			return true
+		}
+	}
+	for _, r := range v.rdvSends {
+		if r.reqExt != nil && r.staged && r.link != nil && !r.link.local && r.peerErr() == nil {
+			return true
+		}
+	}
+	return false
 }
 
 func (v *vci) retain() {
@@ -642,6 +665,12 @@ func (v *vci) progress() error {
 	if v.isClosed() {
 		return fmt.Errorf("endpoint: progress: %w", ErrClosed)
 	}
+	return v.poll()
+}
+
+// poll is progress without the check that v is open: linger drives
+// endpoints whose handles were freed but which still owe their peers.
+func (v *vci) poll() error {
 	if len(v.repost) > 0 {
 		rp := v.repost
 		v.repost = v.repostSpare[:0]
