@@ -28,8 +28,7 @@ func TestCloseWaitsForStagedReads(t *testing.T) {
 	if tr, _ := c.Transport(1 - c.Rank()); tr != endpoint.TransportNode {
 		t.Fatalf("peer reached through %s", tr)
 	}
-	const blocks, blk, stride = 1024, 64, 128 // 64 KiB packed: staged, above the eager limit
-	vt, err := ddt.Vector(blocks, blk, stride, ddt.Byte)
+	vt, err := ddt.Vector(stagedBlocks, stagedBlk, stagedStride, ddt.Byte)
 	if err == nil {
 		err = vt.Commit()
 	}
@@ -37,14 +36,9 @@ func TestCloseWaitsForStagedReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	small := make([]byte, 8000) // staged rendezvous below the eager limit
-	typed := make([]byte, blocks*stride)
+	typed := make([]byte, stagedBlocks*stagedStride)
 	if c.Rank() == 1 {
-		for i := range small {
-			small[i] = byte(i * 7)
-		}
-		for i := range typed {
-			typed[i] = byte(i * 13)
-		}
+		fillStaged(small, typed, 7, 13)
 		if err := c.Send(ctx, small, 0, 1); err != nil {
 			t.Fatal(err)
 		}
@@ -71,18 +65,7 @@ func TestCloseWaitsForStagedReads(t *testing.T) {
 	if _, err := c.RecvTyped(ctx, typed, 1, vt, 1, 2); err != nil {
 		t.Fatal(err)
 	}
-	for i := range small {
-		if small[i] != byte(i*7) {
-			t.Fatalf("byte message: byte %d = %d, want %d", i, small[i], byte(i*7))
-		}
-	}
-	for b := 0; b < blocks; b++ {
-		for k := 0; k < blk; k++ {
-			if i := b*stride + k; typed[i] != byte(i*13) {
-				t.Fatalf("typed message: byte %d = %d, want %d", i, typed[i], byte(i*13))
-			}
-		}
-	}
+	checkStaged(t, small, typed, 7, 13)
 }
 
 // TestFreeKeepsStagedReads: as TestCloseWaitsForStagedReads, from
@@ -110,8 +93,7 @@ func TestFreeKeepsStagedReads(t *testing.T) {
 	if tr, _ := c.Transport(peer); tr != endpoint.TransportNode {
 		t.Fatalf("peer reached through %s", tr)
 	}
-	const blocks, blk, stride = 1024, 64, 128
-	vt, err := ddt.Vector(blocks, blk, stride, ddt.Byte)
+	vt, err := ddt.Vector(stagedBlocks, stagedBlk, stagedStride, ddt.Byte)
 	if err == nil {
 		err = vt.Commit()
 	}
@@ -119,14 +101,9 @@ func TestFreeKeepsStagedReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	small := make([]byte, 8000)
-	typed := make([]byte, blocks*stride)
+	typed := make([]byte, stagedBlocks*stagedStride)
 	if wc.Rank() == 1 {
-		for i := range small {
-			small[i] = byte(i * 5)
-		}
-		for i := range typed {
-			typed[i] = byte(i * 11)
-		}
+		fillStaged(small, typed, 5, 11)
 		if err := c.Send(ctx, small, peer, 1); err != nil {
 			t.Fatal(err)
 		}
@@ -163,15 +140,34 @@ func TestFreeKeepsStagedReads(t *testing.T) {
 	if _, err := c.RecvTyped(ctx, typed, 1, vt, peer, 2); err != nil {
 		t.Fatal(err)
 	}
+	checkStaged(t, small, typed, 5, 11)
+}
+
+// The staged messages of the linger tests: a byte message (small) and
+// the blocks of a vector of stagedBlocks blocks of stagedBlk bytes at a
+// stride of stagedStride (typed), byte i being i·a and i·b.
+const stagedBlocks, stagedBlk, stagedStride = 1024, 64, 128 // 64 KiB packed: staged, above the eager limit
+
+func fillStaged(small, typed []byte, a, b int) {
 	for i := range small {
-		if small[i] != byte(i*5) {
-			t.Fatalf("byte message: byte %d = %d, want %d", i, small[i], byte(i*5))
+		small[i] = byte(i * a)
+	}
+	for i := range typed {
+		typed[i] = byte(i * b)
+	}
+}
+
+func checkStaged(t *testing.T, small, typed []byte, a, b int) {
+	t.Helper()
+	for i := range small {
+		if small[i] != byte(i*a) {
+			t.Fatalf("byte message: byte %d = %d, want %d", i, small[i], byte(i*a))
 		}
 	}
-	for b := 0; b < blocks; b++ {
-		for k := 0; k < blk; k++ {
-			if i := b*stride + k; typed[i] != byte(i*11) {
-				t.Fatalf("typed message: byte %d = %d, want %d", i, typed[i], byte(i*11))
+	for k := 0; k < stagedBlocks; k++ {
+		for j := 0; j < stagedBlk; j++ {
+			if i := k*stagedStride + j; typed[i] != byte(i*b) {
+				t.Fatalf("typed message: byte %d = %d, want %d", i, typed[i], byte(i*b))
 			}
 		}
 	}
