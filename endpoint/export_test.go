@@ -130,3 +130,7 @@ func DevicePaths() (stagingRings, hmemRings, recvCopied, recvMapped int64) {
 // DeviceDirectSends reports the contiguous GPU sends this process sent
 // straight from the user's buffer (hmem path).
 func DeviceDirectSends() int64 { return pathStats.devDirect.Load() }
+
+// MediumFirst is the size from which a message the ring could carry
+// inline takes a free medium slot.
+const MediumFirst = medFirst

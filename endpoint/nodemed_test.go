@@ -75,10 +75,11 @@ func TestNodeMedium(t *testing.T) {
 
 	// Thresholds, unexpected then posted first.
 	sent0, _ := slotCount()
-	sizes := []int{inline, inline + 1, 4096, med - 1, med, med + 1}
+	medFirst := endpoint.MediumFirst
+	sizes := []int{medFirst - 1, medFirst, inline, inline + 1, 4096, med - 1, med, med + 1}
 	viaSlots := 0
 	for i, n := range sizes {
-		if n > inline && n <= med {
+		if n >= medFirst && n <= med {
 			viaSlots += 2
 		}
 		want := send(n, i, i)
@@ -97,7 +98,28 @@ func TestNodeMedium(t *testing.T) {
 		done()
 	}
 	if s, _ := slotCount(); s-sent0 != int64(viaSlots) {
-		t.Fatalf("%d messages went through the slots, want %d (inline < size ≤ %d)", s-sent0, viaSlots, med)
+		t.Fatalf("%d messages went through the slots, want %d (%d ≤ size ≤ %d)", s-sent0, viaSlots, medFirst, med)
+	}
+
+	// A burst of messages the ring could carry inline, to an endpoint
+	// nobody drives: the first take the free slots, the rest the ring's
+	// cells, and they arrive in order.
+	{
+		const tag, n = 9, 24
+		var wants [][]byte
+		_, busy0 := slotCount()
+		for i := 0; i < n; i++ {
+			wants = append(wants, send(medFirst+(i*97)%(inline-medFirst+1), tag, 3000+i))
+		}
+		if _, bz := slotCount(); bz == busy0 {
+			t.Fatalf("%d messages to an endpoint nobody drove never found the slots busy", n)
+		}
+		for i, w := range wants {
+			got := make([]byte, inline)
+			st, err := b.Recv(ctx, got, endpoint.AnySource, tag)
+			check(fmt.Sprintf("message %d of the inline burst", i+1), got, w, st, err)
+		}
+		done()
 	}
 
 	// Slot exhaustion: b is not driven while a sends, so the slots fill

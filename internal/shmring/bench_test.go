@@ -1,6 +1,7 @@
 package shmring
 
 import (
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -13,6 +14,42 @@ func spin(f func() bool) {
 		if i%1024 == 0 {
 			runtime.Gosched()
 		}
+	}
+}
+
+// BenchmarkPingPongSizes bounces messages of several sizes between two
+// goroutines through two rings of 512 cells; ns/half-rt is the one-way
+// latency. The cells are copied one by one on both sides, so this is the
+// inline path's cost per cell that crosses cores.
+func BenchmarkPingPongSizes(b *testing.B) {
+	for _, n := range []int{8, 128, 512, 2048} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			_, ping, pingRx := newRing(b, 512, DefaultMaxInline)
+			_, pong, pongRx := newRing(b, 512, DefaultMaxInline)
+			msg := make([]byte, n)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				buf := make([]byte, n)
+				for i := 0; i < b.N; i++ {
+					var u uint64
+					spin(func() bool { var ok bool; u, _, ok, _ = pingRx.TryRecv(buf); return ok })
+					spin(func() bool { ok, _ := pong.TrySend(u, buf); return ok })
+				}
+			}()
+			buf := make([]byte, n)
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				spin(func() bool { ok, _ := ping.TrySend(uint64(i), msg); return ok })
+				spin(func() bool { _, _, ok, _ := pongRx.TryRecv(buf); return ok })
+			}
+			el := time.Since(start)
+			b.StopTimer()
+			<-done
+			b.ReportMetric(float64(el.Nanoseconds())/float64(2*b.N), "ns/half-rt")
+			b.ReportMetric(0, "ns/op")
+		})
 	}
 }
 
@@ -114,4 +151,24 @@ func BenchmarkPingPong8OneGoroutine(b *testing.B) {
 	el := time.Since(start)
 	b.ReportMetric(float64(el.Nanoseconds())/float64(2*b.N), "ns/half-rt")
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkSendRecvSizesOneGoroutine sends and receives messages of
+// several sizes through one ring from one goroutine: the software cost of
+// the inline path, without cache lines crossing cores.
+func BenchmarkSendRecvSizesOneGoroutine(b *testing.B) {
+	for _, n := range []int{8, 128, 512, 2048} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			_, pr, co := newRing(b, 512, DefaultMaxInline)
+			msg, buf := make([]byte, n), make([]byte, n)
+			for i := 0; i < b.N; i++ {
+				if ok, _ := pr.TrySend(uint64(i), msg); !ok {
+					b.Fatal("ring full")
+				}
+				if _, _, ok, _ := co.TryRecv(buf); !ok {
+					b.Fatal("no message")
+				}
+			}
+		})
+	}
 }

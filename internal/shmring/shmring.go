@@ -240,10 +240,11 @@ func (r *ring) seq(p uint64) *uint64 { return word(r.cells, r.cellOff(p)) }
 // Producer is the sending end of a ring. Its methods must not be called
 // concurrently.
 type Producer struct {
-	r      ring
-	write  uint64 // next position to write
-	cached uint64 // last seen consumer position
-	start  uint64 // first position not yet published (== write: none)
+	r       ring
+	write   uint64 // next position to write
+	cached  uint64 // last seen consumer position
+	start   uint64 // first position not yet published (== write: none)
+	scratch []byte // fillBulk's cells
 }
 
 // NewProducer attaches the sending end to an initialised region. It finds
@@ -300,6 +301,9 @@ func (pr *Producer) room(k int) bool {
 func (pr *Producer) fill(p uint64, user uint64, aux uint32, payload []byte, seqFirst bool) int {
 	r := &pr.r
 	off := r.cellOff(p)
+	if k := CellsFor(len(payload)); k >= bulkCells && off+k*CellSize <= len(r.cells) {
+		return pr.fillBulk(p, off, k, user, aux, payload, seqFirst)
+	}
 	c := r.cells[off : off+CellSize : off+CellSize]
 	binary.LittleEndian.PutUint64(c[8:], user)
 	binary.LittleEndian.PutUint32(c[16:], uint32(len(payload)))
@@ -570,4 +574,38 @@ func (pr *Producer) TrySendFunc(user uint64, n int, fill func(off int, piece []b
 	pr.write = p + uint64(k)
 	pr.Publish()
 	return true, nil
+}
+
+// bulkCells is the size in cells from which fill lays a message out in
+// the producer's scratch and copies it into the ring with one copy:
+// stores of whole lines in one stream, where writing the cells word by
+// word waits for each line to come over from the consumer's core.
+const bulkCells = 4
+
+// fillBulk is fill for a message of k cells at offset off that does not
+// wrap: the cells are built in pr.scratch, the first one's sequence word
+// zero (never a valid word, so the consumer sees nothing until the
+// publishing store), and copied into the ring at once.
+func (pr *Producer) fillBulk(p uint64, off, k int, user uint64, aux uint32, payload []byte, seqFirst bool) int {
+	r := &pr.r
+	n := k * CellSize
+	if cap(pr.scratch) < n {
+		pr.scratch = make([]byte, max(n, CellsFor(r.maxInline)*CellSize))
+	}
+	b := pr.scratch[:n]
+	binary.LittleEndian.PutUint64(b[0:], 0)
+	binary.LittleEndian.PutUint64(b[8:], user)
+	binary.LittleEndian.PutUint32(b[16:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(b[20:], aux)
+	rest := payload[copy(b[24:CellSize], payload):]
+	for i := 1; i < k; i++ {
+		c := b[i*CellSize : (i+1)*CellSize]
+		binary.LittleEndian.PutUint64(c[0:], p+uint64(i)+1)
+		rest = rest[copy(c[8:], rest):]
+	}
+	copy(r.cells[off:off+n], b)
+	if seqFirst {
+		binary.LittleEndian.PutUint64(r.cells[off:], p+1)
+	}
+	return k
 }

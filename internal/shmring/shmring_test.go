@@ -641,3 +641,53 @@ func TestAux(t *testing.T) {
 		mustRecv(t, co, 8, pattern(2, 10))
 	}
 }
+
+// TestBulkEveryOffset: messages of four cells and more are laid out in
+// the producer's scratch and copied into the ring at once when they do
+// not wrap. Every such size class starts at every cell, alone, appended
+// two at a time and in batches of two, so that messages are written both
+// ways, first and not first of what one store publishes.
+func TestBulkEveryOffset(t *testing.T) {
+	const cells = 32
+	max := MaxInlineFor(cells)
+	_, pr, co := newRing(t, cells, max)
+	id := uint64(0)
+	for n := FirstPayload + 2*NextPayload + 1; n <= max; n += NextPayload/2 + 1 {
+		for off := 0; off < cells; off++ {
+			for pr.write%cells != uint64(off) { // move to the cell
+				mustSend(t, pr, id, nil)
+				mustRecv(t, co, id, nil)
+				id++
+			}
+			a, b := pattern(id, n), pattern(id+1, n/2+FirstPayload+NextPayload)
+			switch off % 3 {
+			case 0:
+				mustSend(t, pr, id, a)
+			case 1:
+				if ok, err := pr.Append(id, a); !ok || err != nil {
+					t.Fatalf("Append of %d bytes at cell %d: %v, %v", n, off, ok, err)
+				}
+				if ok, err := pr.Append(id+1, b); ok && err == nil {
+					pr.Publish()
+					mustRecv(t, co, id, a)
+					mustRecv(t, co, id+1, b)
+					id += 2
+					continue
+				}
+				pr.Publish()
+			case 2:
+				if k, err := pr.TrySendv([]uint64{id, id + 1}, [][]byte{a, b}); err != nil || k == 0 {
+					t.Fatalf("TrySendv of %d bytes at cell %d: %d, %v", n, off, k, err)
+				} else if k == 2 {
+					mustRecv(t, co, id, a)
+					mustRecv(t, co, id+1, b)
+					id += 2
+					continue
+				}
+			}
+			mustRecv(t, co, id, a)
+			id++
+			mustEmpty(t, co)
+		}
+	}
+}
