@@ -12,15 +12,16 @@ package endpoint
 // endpoint's driver (or under the lock of a shared endpoint), so nothing on
 // this path takes a lock or makes a system call.
 //
-// Messages up to the ring's inline limit travel in the cells, their match
-// word (tag.go) as the cell's user word; the receiver matches on the word
+// Messages below medFirst, and those up to the ring's inline limit when
+// the pair's medium slots are busy, travel in the cells, their match word
+// (tag.go) as the cell's user word; the receiver matches on the word
 // before it copies, so a matched message is copied once, from the cells
-// into the user's buffer. Medium messages, up to WEFT_TUNE's nodemedium,
-// are copied by the sender into a per-pair slot next to the ring and by
-// the receiver out of it, one contiguous copy each, with a 16-byte header
-// through the ring (nodemed.go): a 4 KiB half round trip 1.8 µs against
-// 11.4 through the staged process_vm_readv and MPICH's 1.4–1.5 in one run
-// of the loaded 2-vCPU VM (docs/perf/endpoint.md).
+// into the user's buffer. Medium messages, from medFirst up to WEFT_TUNE's
+// nodemedium, are copied by the sender into a per-pair slot next to the
+// ring and by the receiver out of it, one contiguous copy each, with a
+// 16-byte header through the ring (nodemed.go): a 4 KiB half round trip
+// 1.8 µs against 11.4 through the staged process_vm_readv and MPICH's
+// 1.4–1.5 in one run of the loaded 2-vCPU VM (docs/perf/endpoint.md).
 // With WEFT_TUNE's nodecopy set, messages from that size on to another
 // process are copied in and out of a per-pair copy area a slot at a time,
 // the two copies overlapping (nodecopy.go).
