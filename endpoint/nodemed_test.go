@@ -206,6 +206,19 @@ func TestNodeMedium(t *testing.T) {
 	if s, _ := slotCount(); s-s0 != 4 {
 		t.Fatalf("%d typed messages of 4 KiB went through the slots, want 4", s-s0)
 	}
+	// The same of 1 KiB, which the ring could carry inline: the slots
+	// take them too (from MediumFirst bytes).
+	const smallRows = 1024 / 8
+	s0, _ = slotCount()
+	if err := typedSend(ctx, a, 1, smallRows, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := typedRecv(ctx, b, 0, smallRows, 5, 3); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := slotCount(); s-s0 != 4 {
+		t.Fatalf("%d typed messages of 1 KiB went through the slots, want 4", s-s0)
+	}
 	if ok, st, err := b.Iprobe(endpoint.AnySource, endpoint.AnyTag); err != nil || ok {
 		t.Fatalf("messages left over: %v %+v %v", ok, st, err)
 	}

@@ -361,11 +361,16 @@ func (c *Comm) isendPackedNode(u *typedRecv, dest, tag int) (r *Request, done bo
 	w := packTag(c.ctx, c.slots[dest], c.rank, tag)
 	sig := u.signature()
 	if n <= l.inline {
-		// Packed in one call into scratch, then copied into the cells: a
-		// pack per 56-byte cell costs more than the copy.
+		// Packed in one call into scratch, then copied into a free medium
+		// slot (from medFirst bytes, as the byte path does) or the cells:
+		// a pack's small stores into memory the receiver's core last read
+		// cost more than one copy of whole lines (docs/perf/endpoint.md).
 		b := v.inlineScratch(n)
 		if err := u.pack(0, b); err != nil {
 			return nil, true, fmt.Errorf("endpoint: pack %s: %w", u.String(), err)
+		}
+		if n >= medFirst && l.medOut != nil && n <= l.medOut.size && v.nodeSendMedium(l, w, sigWord(sig), b) {
+			return completedRequest, true, nil
 		}
 		ok, err := l.out.TrySendAux(w, sigWord(sig), b)
 		if err != nil {
