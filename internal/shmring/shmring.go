@@ -583,9 +583,9 @@ func (pr *Producer) TrySendFunc(user uint64, n int, fill func(off int, piece []b
 const bulkCells = 4
 
 // fillBulk is fill for a message of k cells at offset off that does not
-// wrap: the cells are built in pr.scratch, the first one's sequence word
-// zero (never a valid word, so the consumer sees nothing until the
-// publishing store), and copied into the ring at once.
+// wrap: the cells are built in pr.scratch and copied into the ring at
+// once, all but the first cell's sequence word, which the consumer may be
+// polling (it is stored on its own, as by fill).
 func (pr *Producer) fillBulk(p uint64, off, k int, user uint64, aux uint32, payload []byte, seqFirst bool) int {
 	r := &pr.r
 	n := k * CellSize
@@ -593,7 +593,6 @@ func (pr *Producer) fillBulk(p uint64, off, k int, user uint64, aux uint32, payl
 		pr.scratch = make([]byte, max(n, CellsFor(r.maxInline)*CellSize))
 	}
 	b := pr.scratch[:n]
-	binary.LittleEndian.PutUint64(b[0:], 0)
 	binary.LittleEndian.PutUint64(b[8:], user)
 	binary.LittleEndian.PutUint32(b[16:], uint32(len(payload)))
 	binary.LittleEndian.PutUint32(b[20:], aux)
@@ -603,7 +602,7 @@ func (pr *Producer) fillBulk(p uint64, off, k int, user uint64, aux uint32, payl
 		binary.LittleEndian.PutUint64(c[0:], p+uint64(i)+1)
 		rest = rest[copy(c[8:], rest):]
 	}
-	copy(r.cells[off:off+n], b)
+	copy(r.cells[off+8:off+n], b[8:]) // not the first sequence word: the consumer may be loading it
 	if seqFirst {
 		binary.LittleEndian.PutUint64(r.cells[off:], p+1)
 	}
