@@ -61,14 +61,19 @@ type Coll struct {
 	// outstanding operations in start order. mu guards ops, seq, broken
 	// and freed against the progress goroutine, and every clone's code
 	// runs with it held.
-	own   *Coll
-	nb    *schedule
-	local *nbLocal    // the clone's call through process memory, while it waits (nblocal.go)
-	cond  func() bool // the clone's round when it waits for a condition, not requests
-	ended error       // a clone's failure, once it has been handled
-	mu    sync.Mutex
-	ops   []*schedule
-	nlive atomic.Int32 // len(ops), read without mu by blocking waits
+	own *Coll
+	nb  *schedule
+	// A member that left a call before its leader finished it (hierLeave):
+	// that call's number, and the buffers it copies its contribution into.
+	early     uint32
+	leftEarly bool
+	estage    [2][]byte
+	local     *nbLocal    // the clone's call through process memory, while it waits (nblocal.go)
+	cond      func() bool // the clone's round when it waits for a condition, not requests
+	ended     error       // a clone's failure, once it has been handled
+	mu        sync.Mutex
+	ops       []*schedule
+	nlive     atomic.Int32 // len(ops), read without mu by blocking waits
 }
 
 // New returns a collectives handle over comm; it is collective over comm
@@ -392,7 +397,9 @@ func (c *Coll) ready(ctx context.Context, s callSig) error {
 	}
 	c.sig = s.hash()
 	c.tag = int(c.seq&seqMask)<<sigBits | (int(c.sig%sigMask) + 1)
-	c.hierNote()
+	if err := c.hierNote(ctx); err != nil {
+		return err
+	}
 	if !c.cfg.check || c.size == 1 {
 		return nil
 	}

@@ -432,10 +432,41 @@ func (h *hier) free() error {
 // note tells the group that this member is in a flat collective as call
 // seq (a leader waiting for it in a hierarchical call then sees the
 // mismatch).
-func (c *Coll) hierNote() {
+func (c *Coll) hierNote(ctx context.Context) error {
 	if c.hier != nil && !c.inHier && len(c.hier.g.slots) > 1 {
+		if err := c.settle(ctx); err != nil {
+			return err
+		}
 		c.hier.g.slots[c.hier.li].pub.Store(uint64(c.seq)<<32 | slotFlat)
 	}
+	return nil
+}
+
+// hierLeave is a member's whole part in a hierarchical call in which it
+// only contributes (a Reduce's rank that is not the root) with at most
+// leaveMax bytes: it copies send into a buffer of its own (one per parity
+// of the call), publishes that as its buffer and returns without waiting
+// for the leader, as an eager send would. Its next publication waits
+// until the leader has finished this call (settle), which also keeps the
+// buffer of this parity until the leader has read it.
+func (c *Coll) hierLeave(ctx context.Context, send []byte) error {
+	if err := c.settle(ctx); err != nil {
+		return err
+	}
+	h := c.hier
+	seq := c.seq
+	st := c.estage[seq&1]
+	if cap(st) < len(send) {
+		st = make([]byte, len(send), max(len(send), 64))
+	}
+	st = st[:len(send)]
+	copy(st, send)
+	c.estage[seq&1] = st
+	sl := &h.g.slots[h.li]
+	sl.send, sl.recv = st, nil
+	sl.pub.Store(uint64(seq)<<32 | c.sig<<2&sigBitsMask | slotArrived)
+	c.early, c.leftEarly = seq, true
+	return nil
 }
 
 // hierWatch is check's look at the process group: a failed group ends
@@ -511,6 +542,9 @@ func (g *procGroup) begin(seq uint32) error {
 func (c *Coll) hierArrive(ctx context.Context, send, recv []byte) (leader bool, err error) {
 	h := c.hier
 	g := h.g
+	if err := c.settle(ctx); err != nil {
+		return false, err
+	}
 	s := &g.slots[h.li]
 	s.send, s.recv = send, recv
 	if len(g.slots) == 1 {
@@ -544,29 +578,49 @@ func (c *Coll) hierArrive(ctx context.Context, send, recv []byte) (leader bool, 
 	return true, nil
 }
 
+// waitLeader (member) waits until the leader has finished the release of
+// call seq or of a later one.
+func (c *Coll) waitLeader(ctx context.Context, g *procGroup, seq uint32) error {
+	done := func(v uint64) bool {
+		d := int32(uint32(v>>2) - seq)
+		return v&3 != phFailed && (d > 0 || d == 0 && v&3 == phDone)
+	}
+	if done(g.state.Load()) {
+		return nil
+	}
+	return c.hierSpin(ctx, func() (bool, error) {
+		v := g.state.Load()
+		switch {
+		case done(v):
+			return true, nil
+		case v&3 == phFailed:
+			return false, g.failed()
+		}
+		return false, nil
+	}, true, false)
+}
+
+// settle (member) waits, before the member publishes another call in its
+// slot, until the leader has finished the call the member left early
+// (hierLeave): until then the leader may still read that call's mark and
+// buffer.
+func (c *Coll) settle(ctx context.Context) error {
+	h := c.handle()
+	if !h.leftEarly {
+		return nil
+	}
+	h.leftEarly = false
+	return c.waitLeader(ctx, h.hier.g, h.early)
+}
+
 // hierWaitDone (member) waits until the leader has finished the
 // release of the call of mark (its seq<<32 | signature<<2 |
 // slotArrived), or of a later one (a staged Bcast's leader does not wait
 // for the members), and checks that the leader ran the same call.
 func (c *Coll) hierWaitDone(ctx context.Context, g *procGroup, mark uint64) error {
 	seq := uint32(mark >> 32)
-	done := func(v uint64) bool {
-		d := int32(uint32(v>>2) - seq)
-		return v&3 != phFailed && (d > 0 || d == 0 && v&3 == phDone)
-	}
-	if !done(g.state.Load()) {
-		if err := c.hierSpin(ctx, func() (bool, error) {
-			v := g.state.Load()
-			switch {
-			case done(v):
-				return true, nil
-			case v&3 == phFailed:
-				return false, g.failed()
-			}
-			return false, nil
-		}, true, false); err != nil {
-			return err
-		}
+	if err := c.waitLeader(ctx, g, seq); err != nil {
+		return err
 	}
 	if v := g.out[seq&1].Load(); v != mark {
 		return fmt.Errorf("rank %d, the leader of this process, called another collective, or with other arguments, where this rank is at %s #%d: %w",

@@ -615,3 +615,66 @@ func BenchmarkAllreduce8Floor(b *testing.B) {
 	}
 	b.ReportMetric(float64(total.Nanoseconds())/n/float64(b.N), "ns/call")
 }
+
+// TestReduceMemberLeavesEarly: a Reduce's member that is not the root
+// copies its small contribution aside and returns without waiting for its
+// leader (as an eager send would): here it returns before the leader, the
+// root, has even called, and then overwrites its send buffer; the root's
+// result still has the old contribution. The member's next call waits for
+// the leader to finish the Reduce first. A member whose count differs
+// from the leader's returns at once too; the leader finds the mismatch and
+// the member's next call fails.
+func TestReduceMemberLeavesEarly(t *testing.T) {
+	ctx := tctx(t, 30*time.Second)
+	left := make(chan struct{})
+	errs, _ := each(t, ctx, handles(t, 2), nil, func(ctx context.Context, c *C.Coll) error {
+		if c.Rank() == 1 {
+			x := []int64{3, 4, 5}
+			if err := C.Reduce(ctx, c, x, nil, C.Sum[int64](), 0); err != nil {
+				return err
+			}
+			close(left) // returned before rank 0 called
+			x[0], x[1], x[2] = -1, -1, -1
+			if err := C.Barrier(ctx, c); err != nil {
+				return err
+			}
+			return nil
+		}
+		<-left
+		out := make([]int64, 3)
+		if err := C.Reduce(ctx, c, []int64{10, 20, 30}, out, C.Sum[int64](), 0); err != nil {
+			return err
+		}
+		if out[0] != 13 || out[1] != 24 || out[2] != 35 {
+			return fmt.Errorf("Reduce: %v, want [13 24 35]", out)
+		}
+		return C.Barrier(ctx, c)
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("handle %d: %v", i, err)
+		}
+	}
+
+	errs, _ = each(t, ctx, handles(t, 2), nil, func(ctx context.Context, c *C.Coll) error {
+		if c.Rank() == 1 {
+			if err := C.Reduce(ctx, c, make([]int64, 5), nil, C.Sum[int64](), 0); err != nil {
+				return fmt.Errorf("the member's own Reduce: %v, want it to return at once", err)
+			}
+			if err := C.Barrier(ctx, c); !errors.Is(err, C.ErrInvalid) {
+				return fmt.Errorf("the member's call after a mismatched Reduce: %v, want ErrInvalid", err)
+			}
+			return nil
+		}
+		err := C.Reduce(ctx, c, make([]int64, 6), make([]int64, 6), C.Sum[int64](), 0)
+		if !errors.Is(err, C.ErrInvalid) {
+			return fmt.Errorf("the leader's Reduce against a member's other count: %v, want ErrInvalid", err)
+		}
+		return nil
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("mismatch: handle %d: %v", i, err)
+		}
+	}
+}

@@ -80,6 +80,11 @@ func hierBcast(ctx context.Context, c *Coll, b []byte, root int, s callSig) erro
 // stageMax bounds the Bcasts that hierBcastStaged runs.
 const stageMax = 64 << 10
 
+// leaveMax bounds the contributions a Reduce's member copies aside to
+// leave before its leader has folded them (hierLeave): beyond a few KiB
+// the copy costs more than the wait it saves.
+const leaveMax = 4 << 10
+
 // hierBcastStaged is hierBcast of at most stageMax bytes from a root
 // that is not a member of this process (it is a process's leader): the
 // leader brings the root's data (its own, or from the levels above) into
@@ -92,6 +97,9 @@ func (c *Coll) hierBcastStaged(ctx context.Context, b []byte, root int) error {
 	h, g := c.hier, c.hier.g
 	seq := c.seq
 	mark := uint64(seq)<<32 | c.sig<<2&sigBitsMask | slotArrived
+	if err := c.settle(ctx); err != nil {
+		return err
+	}
 	sl := &g.slots[h.li]
 	sl.send, sl.recv = nil, nil
 	sl.pub.Store(mark)
@@ -154,6 +162,9 @@ func (c *Coll) hierBcastStaged(ctx context.Context, b []byte, root int) error {
 func hierReduce[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], root int, s callSig) error {
 	if err := c.hierReady(ctx, s); err != nil {
 		return c.hierEnd(err)
+	}
+	if c.hier.li != 0 && c.rank != root && len(src)*sizeOf[T]() <= leaveMax {
+		return c.hierEnd(c.hierLeave(ctx, bytesOf(src)))
 	}
 	leader, err := c.hierArrive(ctx, bytesOf(src), bytesOf(res))
 	if !leader || err != nil {

@@ -63,6 +63,9 @@ func (c *Coll) runLocal(s callSig, send, recv []byte, work func(slots []nbSlot))
 	seq := c.seq
 	// A blocking hierarchical call of the same number on a member sees
 	// this one as a flat call (a mismatch), as it would the flat form.
+	if err := c.settle(bg); err != nil {
+		return c.fail(err)
+	}
 	g.slots[h.li].pub.Store(uint64(seq)<<32 | slotFlat)
 	g.nbMu.Lock()
 	if g.nb == nil {
