@@ -28,15 +28,7 @@ func TestCloseWaitsForStagedReads(t *testing.T) {
 	if tr, _ := c.Transport(1 - c.Rank()); tr != endpoint.TransportNode {
 		t.Fatalf("peer reached through %s", tr)
 	}
-	vt, err := ddt.Vector(stagedBlocks, stagedBlk, stagedStride, ddt.Byte)
-	if err == nil {
-		err = vt.Commit()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	small := make([]byte, 8000) // staged rendezvous below the eager limit
-	typed := make([]byte, stagedBlocks*stagedStride)
+	vt, small, typed := stagedMessages(t)
 	if c.Rank() == 1 {
 		fillStaged(small, typed, 7, 13)
 		if err := c.Send(ctx, small, 0, 1); err != nil {
@@ -93,15 +85,7 @@ func TestFreeKeepsStagedReads(t *testing.T) {
 	if tr, _ := c.Transport(peer); tr != endpoint.TransportNode {
 		t.Fatalf("peer reached through %s", tr)
 	}
-	vt, err := ddt.Vector(stagedBlocks, stagedBlk, stagedStride, ddt.Byte)
-	if err == nil {
-		err = vt.Commit()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	small := make([]byte, 8000)
-	typed := make([]byte, stagedBlocks*stagedStride)
+	vt, small, typed := stagedMessages(t)
 	if wc.Rank() == 1 {
 		fillStaged(small, typed, 5, 11)
 		if err := c.Send(ctx, small, peer, 1); err != nil {
@@ -147,6 +131,21 @@ func TestFreeKeepsStagedReads(t *testing.T) {
 // the blocks of a vector of stagedBlocks blocks of stagedBlk bytes at a
 // stride of stagedStride (typed), byte i being i·a and i·b.
 const stagedBlocks, stagedBlk, stagedStride = 1024, 64, 128 // 64 KiB packed: staged, above the eager limit
+
+// stagedMessages returns the vector type of the typed message and
+// buffers for both messages (the byte message of 8000 bytes goes by
+// staged rendezvous, below the eager limit).
+func stagedMessages(t *testing.T) (vt *ddt.Type, small, typed []byte) {
+	t.Helper()
+	vt, err := ddt.Vector(stagedBlocks, stagedBlk, stagedStride, ddt.Byte)
+	if err == nil {
+		err = vt.Commit()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vt, make([]byte, 8000), make([]byte, stagedBlocks*stagedStride)
+}
 
 func fillStaged(small, typed []byte, a, b int) {
 	for i := range small {

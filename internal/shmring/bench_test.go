@@ -19,57 +19,34 @@ func spin(f func() bool) {
 
 // BenchmarkPingPongSizes bounces messages of several sizes between two
 // goroutines through two rings of 512 cells; ns/half-rt is the one-way
-// latency. The cells are copied one by one on both sides, so this is the
-// inline path's cost per cell that crosses cores.
+// latency, the inline path's cost with every cell crossing cores.
 func BenchmarkPingPongSizes(b *testing.B) {
 	for _, n := range []int{8, 128, 512, 2048} {
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			_, ping, pingRx := newRing(b, 512, DefaultMaxInline)
-			_, pong, pongRx := newRing(b, 512, DefaultMaxInline)
-			msg := make([]byte, n)
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				buf := make([]byte, n)
-				for i := 0; i < b.N; i++ {
-					var u uint64
-					spin(func() bool { var ok bool; u, _, ok, _ = pingRx.TryRecv(buf); return ok })
-					spin(func() bool { ok, _ := pong.TrySend(u, buf); return ok })
-				}
-			}()
-			buf := make([]byte, n)
-			b.ResetTimer()
-			start := time.Now()
-			for i := 0; i < b.N; i++ {
-				spin(func() bool { ok, _ := ping.TrySend(uint64(i), msg); return ok })
-				spin(func() bool { _, _, ok, _ := pongRx.TryRecv(buf); return ok })
-			}
-			el := time.Since(start)
-			b.StopTimer()
-			<-done
-			b.ReportMetric(float64(el.Nanoseconds())/float64(2*b.N), "ns/half-rt")
-			b.ReportMetric(0, "ns/op")
-		})
+		b.Run(fmt.Sprint(n), func(b *testing.B) { pingPong(b, 512, n) })
 	}
 }
 
 // BenchmarkPingPong8 bounces an 8-byte message between two goroutines
 // through two rings; ns/half-rt is the one-way latency.
-func BenchmarkPingPong8(b *testing.B) {
-	_, ping, pingRx := newRing(b, 256, DefaultMaxInline)
-	_, pong, pongRx := newRing(b, 256, DefaultMaxInline)
-	msg := make([]byte, 8)
+func BenchmarkPingPong8(b *testing.B) { pingPong(b, 256, 8) }
+
+// pingPong bounces n-byte messages between two goroutines through two
+// rings of the given cells.
+func pingPong(b *testing.B, cells, n int) {
+	_, ping, pingRx := newRing(b, cells, DefaultMaxInline)
+	_, pong, pongRx := newRing(b, cells, DefaultMaxInline)
+	msg := make([]byte, n)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		buf := make([]byte, 8)
+		buf := make([]byte, n)
 		for i := 0; i < b.N; i++ {
 			var u uint64
 			spin(func() bool { var ok bool; u, _, ok, _ = pingRx.TryRecv(buf); return ok })
 			spin(func() bool { ok, _ := pong.TrySend(u, buf); return ok })
 		}
 	}()
-	buf := make([]byte, 8)
+	buf := make([]byte, n)
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i++ {
