@@ -504,11 +504,12 @@ func (v *vci) nodeSend(c *Comm, l *nodeLink, buf []byte, t uint64, dest int, sig
 // medFirst is the size from which a message the ring could carry inline
 // goes through a free medium slot instead, when one is free: one copy in
 // and one out of a contiguous slot cost less than the same bytes spread
-// over the ring's cells (a 1 KiB half round trip 0.23–0.26 µs against
-// 0.45–0.47, and 512 B messages at 6.4 M/s against 3.7 M/s in windows of
-// 64; docs/perf/endpoint.md). With every slot busy (a window of sends)
-// the cells take the message.
-const medFirst = 128
+// over the ring's cells (a 1 KiB half round trip 0.22–0.33 µs against
+// 0.71, and 512 B messages at 6.1 M/s against 3.5 M/s in windows of 64;
+// below 256 B the cells, written in one copy, are as fast;
+// docs/perf/endpoint.md). With every slot busy (a window of sends) the
+// cells take the message.
+const medFirst = 256
 
 // nodeSendStaged is nodeSend; with staged buf is a staging buffer of v's
 // already holding the message (a typed send packed it there).

@@ -21,7 +21,7 @@ func spin(f func() bool) {
 // goroutines through two rings of 512 cells; ns/half-rt is the one-way
 // latency, the inline path's cost with every cell crossing cores.
 func BenchmarkPingPongSizes(b *testing.B) {
-	for _, n := range []int{8, 128, 512, 2048} {
+	for _, n := range []int{8, 64, 128, 512, 2048} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) { pingPong(b, 512, n) })
 	}
 }

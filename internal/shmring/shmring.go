@@ -580,7 +580,7 @@ func (pr *Producer) TrySendFunc(user uint64, n int, fill func(off int, piece []b
 // the producer's scratch and copies it into the ring with one copy:
 // stores of whole lines in one stream, where writing the cells word by
 // word waits for each line to come over from the consumer's core.
-const bulkCells = 4
+const bulkCells = 3
 
 // fillBulk is fill for a message of k cells at offset off that does not
 // wrap: the cells are built in pr.scratch and copied into the ring at

@@ -642,7 +642,7 @@ func TestAux(t *testing.T) {
 	}
 }
 
-// TestBulkEveryOffset: messages of four cells and more are laid out in
+// TestBulkEveryOffset: messages of bulkCells cells and more are laid out in
 // the producer's scratch and copied into the ring at once when they do
 // not wrap. Every such size class starts at every cell, alone, appended
 // two at a time and in batches of two, so that messages are written both
@@ -652,7 +652,7 @@ func TestBulkEveryOffset(t *testing.T) {
 	max := MaxInlineFor(cells)
 	_, pr, co := newRing(t, cells, max)
 	id := uint64(0)
-	for n := FirstPayload + 2*NextPayload + 1; n <= max; n += NextPayload/2 + 1 {
+	for n := FirstPayload + (bulkCells-2)*NextPayload + 1; n <= max; n += NextPayload/2 + 1 {
 		for off := 0; off < cells; off++ {
 			for pr.write%cells != uint64(off) { // move to the cell
 				mustSend(t, pr, id, nil)
