@@ -55,6 +55,11 @@ type schedule struct {
 // round is the clone's wait: it hands control back to the driver, which
 // resumes the algorithm once every request of the round has completed.
 func (s *schedule) round() error {
+	if s.yield == nil {
+		// A call started through process memory (direct) has no rounds;
+		// one that reached a message round would be a bug, not a hang.
+		return fmt.Errorf("collectives: %s: a message round in a call through process memory: %w", s.cl.call, ErrInvalid)
+	}
 	if !s.yield(struct{}{}) {
 		return errStopped
 	}
