@@ -610,7 +610,7 @@ func (c *Coll) settle(ctx context.Context) error {
 		return nil
 	}
 	h.leftEarly = false
-	return c.waitLeader(ctx, h.hier.g, h.early)
+	return h.waitLeader(ctx, h.hier.g, h.early) // h: a clone has no hier
 }
 
 // hierWaitDone (member) waits until the leader has finished the

@@ -656,6 +656,35 @@ func TestReduceMemberLeavesEarly(t *testing.T) {
 		}
 	}
 
+	// A nonblocking call right after: it waits for the leader too.
+	errs, _ = each(t, ctx, handles(t, 2), nil, func(ctx context.Context, c *C.Coll) error {
+		x := []int64{int64(c.Rank() + 1)}
+		var out []int64
+		if c.Rank() == 0 {
+			out = make([]int64, 1)
+			time.Sleep(20 * time.Millisecond) // the member's Iallreduce waits for this Reduce
+		}
+		if err := C.Reduce(ctx, c, x, out, C.Sum[int64](), 0); err != nil {
+			return err
+		}
+		q, err := C.Iallreduce(c, nil, x, C.Sum[int64]())
+		if err != nil {
+			return err
+		}
+		if err := q.Wait(ctx); err != nil {
+			return err
+		}
+		if x[0] != 3 || c.Rank() == 0 && out[0] != 3 {
+			return fmt.Errorf("Reduce %v, then Iallreduce %v; want 3 and 3", out, x)
+		}
+		return nil
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("then nonblocking: handle %d: %v", i, err)
+		}
+	}
+
 	errs, _ = each(t, ctx, handles(t, 2), nil, func(ctx context.Context, c *C.Coll) error {
 		if c.Rank() == 1 {
 			if err := C.Reduce(ctx, c, make([]int64, 5), nil, C.Sum[int64](), 0); err != nil {
