@@ -511,6 +511,13 @@ func (v *vci) nodeSend(c *Comm, l *nodeLink, buf []byte, t uint64, dest int, sig
 // cells take the message.
 const medFirst = 256
 
+// slotFits reports whether a message of n bytes to l's peer may take a
+// medium slot: the pair has slots, n is at most their size, and the ring
+// cannot carry it inline or it is at least medFirst.
+func (l *nodeLink) slotFits(n int) bool {
+	return l.medOut != nil && n <= l.medOut.size && (n >= medFirst || n > l.inline)
+}
+
 // nodeSendStaged is nodeSend; with staged buf is a staging buffer of v's
 // already holding the message (a typed send packed it there).
 func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest int, staged bool, sig uint64) (*Request, error) {
@@ -522,8 +529,7 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 	}
 	if len(buf) <= l.inline && !staged {
 		aux := sigWord(sig)
-		if len(buf) >= medFirst && l.medOut != nil && len(buf) <= l.medOut.size && len(v.sendq) == 0 &&
-			v.nodeSendMedium(l, t, aux, buf) {
+		if l.slotFits(len(buf)) && len(v.sendq) == 0 && v.nodeSendMedium(l, t, aux, buf) {
 			return completedRequest, nil
 		}
 		if len(v.sendq) == 0 {
@@ -544,8 +550,7 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 		v.enqueue(r)
 		return r, nil
 	}
-	if l.medOut != nil && len(buf) <= l.medOut.size && len(buf) > l.inline && len(v.sendq) == 0 &&
-		v.nodeSendMedium(l, t, sigWord(sig), buf) {
+	if l.slotFits(len(buf)) && len(v.sendq) == 0 && v.nodeSendMedium(l, t, sigWord(sig), buf) {
 		if staged {
 			v.unstage(buf)
 		}

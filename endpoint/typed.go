@@ -369,7 +369,7 @@ func (c *Comm) isendPackedNode(u *typedRecv, dest, tag int) (r *Request, done bo
 		if err := u.pack(0, b); err != nil {
 			return nil, true, fmt.Errorf("endpoint: pack %s: %w", u.String(), err)
 		}
-		if n >= medFirst && l.medOut != nil && n <= l.medOut.size && v.nodeSendMedium(l, w, sigWord(sig), b) {
+		if l.slotFits(n) && v.nodeSendMedium(l, w, sigWord(sig), b) {
 			return completedRequest, true, nil
 		}
 		ok, err := l.out.TrySendAux(w, sigWord(sig), b)

@@ -76,10 +76,7 @@ func Func(k Kind, op Op) func(dst, src unsafe.Pointer, n int) {
 	case BXor:
 		return bxor
 	}
-	if f := kernels[k][op]; f != nil {
-		return f
-	}
-	return nil
+	return kernels[k][op]
 }
 
 // kernels[kind][op] are the arithmetic kernels.
