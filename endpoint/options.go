@@ -41,18 +41,29 @@ const (
 // fails Init through envConfig).
 var tune, _ = settings.Tune()
 
-// spinFree is the number of polls a wait makes before it starts yielding.
+// spinFree is the number of polls (about 5 µs) a wait makes before it
+// also drives the process's other endpoints and watches for exited peers.
 const spinFree = 256
 
 // spinYield: every spinYield-th poll of a wait checks the context and,
-// after spinFree polls, yields (WEFT_TUNE's epspin, process-wide like
+// after yieldFrom polls, yields (WEFT_TUNE's epspin, process-wide like
 // GOMAXPROCS).
 var spinYield = int(tune.EPSpin)
 
+// yieldFrom is the number of polls (about 40 µs on the 2-vCPU VM) an
+// uncrowded wait makes before it starts yielding: a yield between the
+// polls of a shorter wait, a 64 KiB message's rendezvous round trip for
+// one, cost more than it gave (64 KiB–256 KiB half round trips 1.2–1.9×
+// Open MPI's when the yields started at spinFree, 1.05–1.15× from
+// yieldFrom; docs/perf/endpoint.md).
+const yieldFrom = 2048
+
 // waitPolicy is the endpoint waits' wait.Policy: spin for spinFree polls,
-// then yield every spinYield-th poll, every eposyield-th of those to other
-// processes (sched_yield); never nap (docs/perf/endpoint.md).
-var waitPolicy = wait.Policy{Name: "endpoint", SpinPolls: spinFree, YieldEvery: spinYield, OSYieldEvery: int(tune.EPOSYield)}
+// then also drive the process's other endpoints and watch for exited
+// peers, from yieldFrom polls on yield every spinYield-th poll, every
+// eposyield-th of those to other processes (sched_yield); never nap
+// (docs/perf/endpoint.md).
+var waitPolicy = wait.Policy{Name: "endpoint", SpinPolls: spinFree, YieldPolls: yieldFrom, YieldEvery: spinYield, OSYieldEvery: int(tune.EPOSYield)}
 
 const (
 	defaultEagerLimit = 16 << 10

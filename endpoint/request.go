@@ -263,14 +263,15 @@ func (r *Request) goneErr() error {
 }
 
 // idle gives the processor away while a wait makes no progress, with the
-// endpoint wait policy (waitPolicy): the first spinFree polls only spin (a
-// yield costs a futex wake-up when other Ps are idle, far more than a
-// short wait); after that every spinYield-th poll yields to other
-// goroutines, and every osYieldEvery-th of those yields to other
-// processes (sched_yield), so that busy-polling endpoints share
-// oversubscribed cores with the peers they wait for. Past the spin budget
-// it also drives the progress of the process's other endpoints and
-// windows (internal/progress), which the peer being waited for may need.
+// endpoint wait policy (waitPolicy): the first spinFree polls only spin;
+// past that spin budget it also drives the progress of the process's
+// other endpoints and windows (internal/progress), which the peer being
+// waited for may need; from yieldFrom polls on (a yield costs a futex
+// wake-up when other Ps are idle, far more than a short wait) every
+// spinYield-th poll yields to other goroutines, and every
+// osYieldEvery-th of those yields to other processes (sched_yield), so
+// that busy-polling endpoints share oversubscribed cores with the peers
+// they wait for.
 //
 // On a crowded node (more endpoints of a communicator on this machine
 // than cores, crowded) spinning only keeps the peer being waited for off

@@ -130,7 +130,7 @@ var Knobs = []Knob{
 	{Key: "hugepages", Pkg: "fabric", Kind: Bool, Default: "1", Old: "WEFT_HUGEPAGES", Doc: "Domain.Alloc tries 2 MiB pages for multiples of 2 MiB", field: func(t *Tuning) any { return &t.HugePages }},
 	{Key: "shmsweep", Pkg: "fabric", Kind: Bool, Default: "1", Old: "WEFT_SHM_SWEEP", Doc: "remove the shm provider's regions left by dead processes, once per process", field: func(t *Tuning) any { return &t.ShmSweep }},
 
-	{Key: "epspin", Pkg: "endpoint", Kind: Int, Default: "16", Min: 1, Max: 1 << 20, Old: "WEFT_ENDPOINT_SPIN", Doc: "empty polls of an endpoint wait between context checks and, after 256, between yields", field: func(t *Tuning) any { return &t.EPSpin }},
+	{Key: "epspin", Pkg: "endpoint", Kind: Int, Default: "16", Min: 1, Max: 1 << 20, Old: "WEFT_ENDPOINT_SPIN", Doc: "empty polls of an endpoint wait between context checks and, after 2048, between yields", field: func(t *Tuning) any { return &t.EPSpin }},
 	{Key: "eposyield", Pkg: "endpoint", Kind: Int, Default: "4", Min: 0, Max: 1 << 20, Old: "WEFT_ENDPOINT_OSYIELD", Doc: "every N-th yield of an endpoint wait is a sched_yield (0: never)", field: func(t *Tuning) any { return &t.EPOSYield }},
 
 	{Key: "epwait", Pkg: "endpoint", Kind: Enum, Default: "auto", Allowed: []string{"auto", "spin", "yield"}, Doc: "endpoint waits: auto (yield the core on every empty poll when a communicator has more endpoints on this machine than cores), spin (never), yield (always)", field: func(t *Tuning) any { return &t.EPWait }},

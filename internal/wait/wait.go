@@ -41,6 +41,12 @@ type Policy struct {
 	NapMax time.Duration
 	// YieldEvery (Idle only) is the poll period of the pauses.
 	YieldEvery int
+	// YieldPolls (Idle only), when above SpinPolls, keeps the pauses of
+	// the polls between SpinPolls and YieldPolls from yielding: the loop
+	// is past its spin budget (it does its side work, Spun is true) but
+	// still keeps the core, since a yield costs more than a wait of that
+	// length (a Gosched wakes idle Ps, a sched_yield enters the kernel).
+	YieldPolls int
 	// OSYieldEvery: every OSYieldEvery-th yield gives the core to other
 	// processes (sched_yield) rather than to other goroutines; 0: never.
 	OSYieldEvery int
@@ -107,11 +113,11 @@ func (s *Sys) nap(d time.Duration) {
 func (p *Policy) Spun(spins int) bool { return spins >= p.SpinPolls }
 
 // Idle is the pause of a counting loop at poll spins (counted from 1),
-// called every YieldEvery-th poll: nothing during the spin phase, then a
-// yield to other goroutines, or every OSYieldEvery-th time to other
-// processes. It reports whether it yielded.
+// called every YieldEvery-th poll: nothing during the spin phase (and up
+// to YieldPolls), then a yield to other goroutines, or every
+// OSYieldEvery-th time to other processes. It reports whether it yielded.
 func (p *Policy) Idle(s *Sys, spins int) bool {
-	if spins < p.SpinPolls {
+	if spins < p.SpinPolls || spins < p.YieldPolls {
 		return false
 	}
 	if p.OSYieldEvery > 0 && spins%(max(p.YieldEvery, 1)*p.OSYieldEvery) == 0 {

@@ -155,4 +155,23 @@ func TestIdleCounting(t *testing.T) {
 	if f.osyield != 0 {
 		t.Fatal("sched_yield with OSYieldEvery 0")
 	}
+	// YieldPolls: past the spin budget from 256, yielding from 2048.
+	p = Policy{SpinPolls: 256, YieldPolls: 2048, YieldEvery: 16, OSYieldEvery: 4}
+	f.osyield, f.gosched = 0, 0
+	for spins := 256; spins < 2048; spins += 16 {
+		if !p.Spun(spins) {
+			t.Fatalf("not past the spin budget at poll %d", spins)
+		}
+		if p.Idle(s, spins) {
+			t.Fatalf("yielded at poll %d, before YieldPolls", spins)
+		}
+	}
+	for spins := 2048; spins < 2048+16*8; spins += 16 {
+		if !p.Idle(s, spins) {
+			t.Fatalf("no yield at poll %d", spins)
+		}
+	}
+	if f.osyield != 2 || f.gosched != 6 {
+		t.Fatalf("%d sched_yield, %d Gosched over 8 yields from YieldPolls; want 2 and 6", f.osyield, f.gosched)
+	}
 }
