@@ -27,6 +27,15 @@ var mpiSource []byte
 // tables.
 var weftCols = []string{"typed", "manual", "contig"}
 
+// mpiCols are the contenders an MPI job prints: the typed ping-pong of the
+// case's MPI datatype (mpi) and the contiguous ping-pong of the same bytes
+// (mpicontig).
+var mpiCols = []string{"mpi", "mpicontig"}
+
+// contigSuffix names an MPI's contiguous contender after the MPI:
+// mpich-contig, openmpi-contig.
+const contigSuffix = "-contig"
+
 // A job is one contender's job of a repetition: the weft job (which
 // measures the three weft contenders) or one MPI's.
 type job struct {
@@ -93,7 +102,9 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 					}
 					jit[k] = o.jit[k]
 				} else {
-					res.Add([2]string{j.name, k}, rep, o.lat[[2]string{"mpi", k}])
+					for _, col := range mpiCols {
+						res.Add([2]string{colName(col, j.name), k}, rep, o.lat[[2]string{col, k}])
+					}
 				}
 			}
 			for _, col := range o.cols {
@@ -111,10 +122,14 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 	return sidebyside.Output(cfg.jsonOut, stdout, stderr, rp.print, rp.records)
 }
 
-// colName is the column an output's contender name stands for in job j.
+// colName is the column an output's contender name stands for in job j:
+// mpi is the MPI's own name, mpicontig the MPI's name and contigSuffix.
 func colName(col, j string) string {
-	if col == "mpi" {
+	switch col {
+	case "mpi":
 		return j
+	case "mpicontig":
+		return j + contigSuffix
 	}
 	return col
 }
@@ -178,7 +193,7 @@ func hash(b []byte) uint64 {
 
 // output is what one job printed (rank 0's lines).
 type output struct {
-	lat  map[[2]string]float64 // contender (typed, manual, contig, mpi) and case → µs
+	lat  map[[2]string]float64 // contender (typed, manual, contig, mpi, mpicontig) and case → µs
 	sums map[string]sums
 	jit  map[string]string // case → compiled or interpreted (weft)
 	cols []string          // contenders in the order first seen
@@ -253,9 +268,10 @@ func parseOutput(out []byte) (*output, error) {
 var errMismatch = errors.New("layout differs from ddt's")
 
 // check verifies that the job measured every case (the three weft
-// contenders, or the MPI) and that its hashes are ddt's.
+// contenders, or the MPI's typed and contiguous ping-pongs) and that its
+// hashes are ddt's.
 func (o *output) check(cases []*ddtcases.Case, want map[string]sums, weft bool) error {
-	cols := []string{"mpi"}
+	cols := mpiCols
 	if weft {
 		cols = weftCols
 	}

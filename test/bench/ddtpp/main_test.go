@@ -223,6 +223,14 @@ RESULT contig a s 1.0
 JIT state a s compiled
 `
 
+// mpiOut is an MPI job's output of the case of jobOut: the typed
+// ping-pong, then the contiguous one of the same bytes.
+const mpiOut = `SUM pack a s 00000000000000ff
+SUM unpack a s 0000000000000100
+RESULT mpi a s 4.25
+RESULT mpicontig a s 0.75
+`
+
 func TestParseOutput(t *testing.T) {
 	o, err := parseOutput([]byte(jobOut))
 	if err != nil {
@@ -231,6 +239,20 @@ func TestParseOutput(t *testing.T) {
 	if o.sums["a/s"] != (sums{0xff, 0x100}) || o.lat[[2]string{"typed", "a/s"}] != 2.5 || o.jit["a/s"] != "compiled" ||
 		!slices.Equal(o.cols, []string{"typed", "manual", "contig"}) {
 		t.Errorf("parsed %+v", o)
+	}
+	o, err = parseOutput([]byte(mpiOut))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.lat[[2]string{"mpi", "a/s"}] != 4.25 || o.lat[[2]string{"mpicontig", "a/s"}] != 0.75 || !slices.Equal(o.cols, []string{"mpi", "mpicontig"}) {
+		t.Errorf("parsed MPI output %+v", o)
+	}
+	var names []string
+	for _, col := range o.cols {
+		names = append(names, colName(col, "mpich"))
+	}
+	if !slices.Equal(names, []string{"mpich", "mpich-contig"}) {
+		t.Errorf("MPI contenders named %v, want [mpich mpich-contig]", names)
 	}
 	for _, bad := range []string{
 		"SUM pack a s 00ff\n", "SUM pack a s 00000000000000fg\n", "SUM both a s 00000000000000ff\n",
@@ -261,6 +283,20 @@ func TestCheck(t *testing.T) {
 	if err := o.check(cases, want, false); err == nil {
 		t.Error("a weft output passed as an MPI's (no mpi result)")
 	}
+	om, err := parseOutput([]byte(mpiOut))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := om.check(cases, want, false); err != nil {
+		t.Errorf("good MPI output: %v", err)
+	}
+	if err := om.check(cases, want, true); err == nil {
+		t.Error("an MPI output passed as weft's")
+	}
+	om, _ = parseOutput([]byte(strings.Replace(mpiOut, "RESULT mpicontig a s 0.75\n", "", 1)))
+	if err := om.check(cases, want, false); err == nil || !strings.Contains(err.Error(), "no mpicontig result") {
+		t.Errorf("MPI output without its contiguous ping-pong: %v", err)
+	}
 	if err := o.check(cases, map[string]sums{"a/s": {0xff, 0x101}}, true); !errors.Is(err, errMismatch) {
 		t.Errorf("wrong unpack hash: %v", err)
 	}
@@ -290,7 +326,8 @@ func TestCheck(t *testing.T) {
 // TestAggregate: ratios are taken within each repetition, the best MPI per
 // repetition, medians over repetitions; the summaries pick the worst
 // typed ÷ manual cell, the geomean of typed ÷ contig over the cells of at
-// least 64 KiB and of typed ÷ best MPI over all.
+// least 64 KiB and of typed ÷ best MPI over all, and, for information, of
+// the floor (the fastest contiguous send of each repetition) ÷ best MPI.
 func TestAggregate(t *testing.T) {
 	small, _ := ddtcases.Build("milc_su3_zd", "s") // 1536 B
 	big, _ := ddtcases.Build("fft2", "s")          // 64 KiB
@@ -316,6 +353,9 @@ func TestAggregate(t *testing.T) {
 	set("contig", b, 5, 20, 8)
 	set("mpich", b, 40, 100, 30)
 	set("openmpi", b, 30, 120, 36)
+	set("mpich-contig", s, 0.8, 3.5, 1.2)
+	set("openmpi-contig", s, 1.5, 2, nan)
+	set("mpich-contig", b, 6, 15, nan) // no openmpi-contig at all
 	rp := &report{cfg: cfg, res: res, mpis: []string{"mpich", "openmpi"}, jit: map[string]string{s: "compiled", b: "interpreted"}}
 	if got := res.Best(keys(rp.mpis, s), true); !slices.Equal(got, []float64{4, 10, 4}) {
 		t.Errorf("best MPI %v", got)
@@ -339,8 +379,26 @@ func TestAggregate(t *testing.T) {
 	if r := by["ddtpp/fft2/s/typed"]; r.Note != "jit interpreted" || r.Value != 12 {
 		t.Errorf("typed %+v", r)
 	}
-	if len(by) != 2*8 {
-		t.Errorf("%d records, want 8 per cell", len(by))
+	// The floor, fastest of contig and the MPIs' contiguous sends: 0.8, 2,
+	// 1 → 1; ÷ best MPI 4, 10, 4: 0.2, 0.2, 0.25 → 0.2.
+	if r := by["ddtpp/milc_su3_zd/s/floor-vs-mpi"]; !near(r.Ratio, 0.2) || r.Value != 1 || r.Ref != "best MPI" || r.RefValue != 4 || r.Reps != 3 ||
+		r.Note != "floor: fastest of contig, mpich-contig, openmpi-contig" {
+		t.Errorf("floor-vs-mpi %+v", r)
+	}
+	// fft2: floor 5, 15, 8 → 8; ÷ best MPI 30, 100, 30: 1/6, 0.15, 4/15 → 1/6.
+	if r := by["ddtpp/fft2/s/floor-vs-mpi"]; !near(r.Ratio, 1.0/6) || r.Value != 8 || r.RefValue != 30 {
+		t.Errorf("fft2 floor-vs-mpi %+v", r)
+	}
+	if r := by["ddtpp/milc_su3_zd/s/openmpi-contig"]; r.Reps != 2 || r.Value != 1.75 {
+		t.Errorf("openmpi-contig %+v", r)
+	}
+	if r := by["ddtpp/fft2/s/mpich-contig"]; r.Reps != 2 || r.Value != 10.5 {
+		t.Errorf("mpich-contig %+v", r)
+	}
+	// 7 contenders, 3 comparisons of typed and the floor's; fft2 without
+	// openmpi-contig.
+	if len(by) != 11+10 {
+		t.Errorf("%d records, want 11 and 10", len(by))
 	}
 	sum := rp.summaries()
 	// Worst typed ÷ manual: milc 2 (fft2: 0.5).
@@ -355,12 +413,32 @@ func TestAggregate(t *testing.T) {
 	if !near(sum[2].value, math.Sqrt(0.6/3)) {
 		t.Errorf("MPI geomean %+v", sum[2])
 	}
+	// floor ÷ best MPI: milc 0.2, fft2 1/6; geomean √(1/30), no target.
+	if len(sum) != 4 || !near(sum[3].value, math.Sqrt(1.0/30)) || !sum[3].info || sum[3].where != "2 cells" {
+		t.Errorf("floor geomean %+v", sum)
+	}
 	var out bytes.Buffer
 	rp.print(&out)
 	tooltest.Contains(t, out.String(),
 		"typed ÷ manual, worst cell (target ≤ 1.0): NOT met (2.000, milc_su3_zd s)",
 		"typed ÷ contig, geomean of the cells ≥ 64 KiB (target ≤ 1.15): NOT met (1.500, 1 cells)",
-		"typed ÷ best MPI, geomean of all cells (target ≤ 0.5): met (0.447, 2 cells)")
+		"typed ÷ best MPI, geomean of all cells (target ≤ 0.5): met (0.447, 2 cells)",
+		"floor (fastest contiguous send of the same bytes) ÷ best MPI typed, geomean of all cells: floor 0.183 (2 cells)",
+		"a typed send cannot beat a contiguous send of its bytes",
+		"floor/MPI: the fastest of contig, mpich-contig, openmpi-contig ÷ the best MPI",
+		"    mpich   openmpi mpich-contig openmpi-contig  /manual",
+		"1.750     2.00     2.00     0.60      0.20 compiled\n",
+		"–     0.50     1.50     0.33      0.17 interpreted\n")
+	// Without an MPI there is no floor ÷ best MPI to take.
+	rp.mpis = nil
+	if sum := rp.summaries(); !math.IsNaN(sum[3].value) {
+		t.Errorf("floor geomean without MPI %+v", sum[3])
+	}
+	for _, r := range rp.records() {
+		if slices.Contains([]string{"mpich-contig", "openmpi-contig", "floor-vs-mpi"}, r.Metric) {
+			t.Errorf("record %s without MPI", r.Key())
+		}
+	}
 }
 
 // TestRunsSideBySide builds the tool and fabrun and runs it end to end on
@@ -393,12 +471,18 @@ func TestRunsSideBySide(t *testing.T) {
 			t.Fatalf("%d table rows, want %d:\n%s", len(rows), len(ddtcases.Names()), out)
 		}
 		for _, r := range rows {
-			if f := strings.Fields(r[2]); len(f) != 3+len(jobs)-1+3 {
-				t.Errorf("row %q: %d figures, want %d", r[0], len(f), 3+len(jobs)-1+3)
+			// weft's 3, each MPI's typed and contiguous, 4 ratios.
+			if want := 3 + 2*(len(jobs)-1) + 4; len(strings.Fields(r[2])) != want {
+				t.Errorf("row %q: %d figures, want %d", r[0], len(strings.Fields(r[2])), want)
 			}
 		}
-		if !strings.Contains(out, "targets (issue 20):") || strings.Contains(out, "not measured") {
-			t.Errorf("targets not all measured:\n%s", out)
+		if !strings.Contains(out, "targets (issue 20):") || strings.Contains(out, "not measured") || !strings.Contains(out, "geomean of all cells: floor ") {
+			t.Errorf("targets and floor not all measured:\n%s", out)
+		}
+		for _, j := range jobs[1:] {
+			if !regexp.MustCompile(`(?m)^rep 1 ` + j + `: .* ` + j + `-contig [0-9.]+ us \(geomean\)`).MatchString(progress) {
+				t.Errorf("no %s-contig figure in the progress lines:\n%s", j, progress)
+			}
 		}
 	})
 
@@ -409,13 +493,14 @@ func TestRunsSideBySide(t *testing.T) {
 			if r.Tool != "ddtpp" || r.Area != "ddtpp" || r.Reps != 1 || r.Stat != "median" || r.Value <= 0 || r.Unit != "us" || r.Bytes <= 0 || r.Machine == "" {
 				t.Errorf("record %+v: fields missing or wrong", r)
 			}
-			if strings.HasPrefix(r.Metric, "typed-vs-") && (r.Ref == "" || r.Ratio <= 0 || r.RefValue <= 0) {
+			if strings.Contains(r.Metric, "-vs-") && (r.Ref == "" || r.Ratio <= 0 || r.RefValue <= 0) {
 				t.Errorf("record %+v: comparison without reference or ratio", r)
 			}
 			keys[r.Key()] = true
 		}
 		for _, k := range []string{"ddtpp/fft2/s/typed", "ddtpp/fft2/s/manual", "ddtpp/fft2/s/contig", "ddtpp/fft2/s/mpich",
-			"ddtpp/fft2/s/typed-vs-manual", "ddtpp/fft2/s/typed-vs-contig", "ddtpp/fft2/s/typed-vs-mpi", "ddtpp/milc_su3_zd/s/typed"} {
+			"ddtpp/fft2/s/typed-vs-manual", "ddtpp/fft2/s/typed-vs-contig", "ddtpp/fft2/s/typed-vs-mpi", "ddtpp/milc_su3_zd/s/typed",
+			"ddtpp/fft2/s/mpich-contig", "ddtpp/fft2/s/floor-vs-mpi"} {
 			if !keys[k] {
 				t.Errorf("no record %s in\n%s", k, out)
 			}

@@ -14,7 +14,13 @@
  *      from one typed buffer and receives into another, rank 1 receives
  *      into its buffer and sends it back, both with the case's type
  *      (MPI_Send, MPI_Recv); rank 0 then checks that what came back packs
- *      to the stream it sent.
+ *      to the stream it sent;
+ *   4. the same ping-pong (a barrier, WARMUP untimed and ITERS timed round
+ *      trips) of BYTES contiguous MPI_BYTEs between buffers of their own:
+ *      rank 0 sends the pattern of seed 3 from one and receives into
+ *      another, rank 1 receives into its buffer and sends it back; rank 0
+ *      then checks that the pattern came back. This is the floor a typed
+ *      send of the case cannot beat: the same bytes, nothing to pack.
  *
  * The pattern: x = seed * 2654435761, then per byte x = 1664525 x +
  * 1013904223 (mod 2^32) and the byte is x >> 24 (ddtcases.Fill).
@@ -22,7 +28,8 @@
  * Output, from rank 0, per case:
  *   SUM pack NAME SIZE <hash, 16 hex digits>
  *   SUM unpack NAME SIZE <hash>
- *   RESULT mpi NAME SIZE <half round trip, microseconds>
+ *   RESULT mpi NAME SIZE <half round trip of step 3, microseconds>
+ *   RESULT mpicontig NAME SIZE <half round trip of step 4, microseconds>
  *
  * Usage: ddtpp RECIPE   (exactly 2 ranks)
  */
@@ -322,6 +329,19 @@ int main(int argc, char **argv)
 			printf("RESULT mpi %s %s %.4f\n", name, size, el * 1e6 / (2.0 * iters));
 			fflush(stdout);
 		}
+		/* 4. The contiguous ping-pong of the same bytes. */
+		unsigned char *cs = xmalloc(bytes), *cr = xmalloc(bytes);
+		if (rank == 0)
+			fill(cs, bytes, 3);
+		el = mpibench_pingpong(cs, cr, cr, (int)bytes, MPI_BYTE, rank, peer, warmup, iters);
+		if (rank == 0) {
+			if (memcmp(cs, cr, bytes) != 0)
+				fail("contiguous ping-pong did not bring the data back for", name);
+			printf("RESULT mpicontig %s %s %.4f\n", name, size, el * 1e6 / (2.0 * iters));
+			fflush(stdout);
+		}
+		free(cs);
+		free(cr);
 		free(sb);
 		free(rb);
 		free(stream);
