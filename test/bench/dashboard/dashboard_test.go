@@ -419,8 +419,13 @@ func TestP2P(t *testing.T) {
 	}
 }
 
-// ddtppRun is one run of test/bench/ddtpp: two cells, one below 64 KiB.
-const ddtppRun = `{"tool":"ddtpp","area":"ddtpp","case":"milc_su3_zd","size":"s","bytes":1536,"metric":"typed","value":2,"unit":"us","reps":5,"stat":"median","note":"jit compiled"}
+// ddtppRun is one run of test/bench/ddtpp: two cells, one below 64 KiB,
+// with the MPIs' contiguous sends and the floor (ddtppFloor).
+const ddtppRun = ddtppTyped + ddtppFloor
+
+// ddtppTyped is a run without the MPIs' contiguous sends, as before they
+// were measured: no floor.
+const ddtppTyped = `{"tool":"ddtpp","area":"ddtpp","case":"milc_su3_zd","size":"s","bytes":1536,"metric":"typed","value":2,"unit":"us","reps":5,"stat":"median","note":"jit compiled"}
 {"tool":"ddtpp","area":"ddtpp","case":"milc_su3_zd","size":"s","bytes":1536,"metric":"manual","value":1,"unit":"us","reps":5,"stat":"median"}
 {"tool":"ddtpp","area":"ddtpp","case":"milc_su3_zd","size":"s","bytes":1536,"metric":"contig","value":0.5,"unit":"us","reps":5,"stat":"median"}
 {"tool":"ddtpp","area":"ddtpp","case":"milc_su3_zd","size":"s","bytes":1536,"metric":"mpich","value":4,"unit":"us","reps":5,"stat":"median"}
@@ -434,10 +439,21 @@ const ddtppRun = `{"tool":"ddtpp","area":"ddtpp","case":"milc_su3_zd","size":"s"
 {"tool":"ddtpp","area":"ddtpp","case":"fft2","size":"s","bytes":65536,"metric":"typed-vs-mpi","value":10,"unit":"us","ref":"best MPI","ref_value":20,"ratio":0.125,"reps":5,"stat":"median"}
 `
 
+// ddtppFloor are the records of the contiguous sends of ddtppRun: the
+// MPIs' of the first cell and the floor ÷ best MPI of both.
+const ddtppFloor = `{"tool":"ddtpp","area":"ddtpp","case":"milc_su3_zd","size":"s","bytes":1536,"metric":"openmpi-contig","value":0.6,"unit":"us","reps":5,"stat":"median"}
+{"tool":"ddtpp","area":"ddtpp","case":"milc_su3_zd","size":"s","bytes":1536,"metric":"mpich-contig","value":0.4,"unit":"us","reps":5,"stat":"median"}
+{"tool":"ddtpp","area":"ddtpp","case":"milc_su3_zd","size":"s","bytes":1536,"metric":"floor-vs-mpi","value":0.4,"unit":"us","ref":"best MPI","ref_value":4,"ratio":0.1,"reps":5,"stat":"median","note":"floor: fastest of contig, mpich-contig, openmpi-contig"}
+{"tool":"ddtpp","area":"ddtpp","case":"fft2","size":"s","bytes":65536,"metric":"floor-vs-mpi","value":6,"unit":"us","ref":"best MPI","ref_value":20,"ratio":0.4,"reps":5,"stat":"median","note":"floor: fastest of contig, mpich-contig, openmpi-contig"}
+`
+
 // TestDDTPP: the summaries of the typed contender are derived over the
 // cells (typed ÷ contig only from 64 KiB up) and meet or miss their
-// targets, and the ddtpp section has a row per cell with every contender
-// and the three ratios, then the summaries.
+// targets, the floor ÷ best MPI is derived as a geometric mean without a
+// target, and the ddtpp section has a row per cell with every contender
+// (the MPIs' contiguous sends after the MPIs), the three ratios and the
+// floor's, then the summaries. A run without the floor renders as it did
+// before the floor was measured.
 func TestDDTPP(t *testing.T) {
 	rs, err := parseJSON(strings.NewReader(ddtppRun))
 	if err != nil {
@@ -453,6 +469,7 @@ func TestDDTPP(t *testing.T) {
 		"ddtpp/summary/64k-up/typed-contig-geomean": 1.2,
 		"ddtpp/summary/64k-up/typed-contig-worst":   1.2,
 		"ddtpp/summary/all/typed-mpi-geomean":       0.25, // √(0.5 × 0.125)
+		"ddtpp/summary/all/floor-mpi-geomean":       0.2,  // √(0.1 × 0.4)
 	} {
 		if r, ok := by[k]; !ok || !near(r.Value, want) || r.Area != "ddtpp" {
 			t.Errorf("%s = %+v, want %v", k, r, want)
@@ -460,6 +477,17 @@ func TestDDTPP(t *testing.T) {
 	}
 	if r := by["ddtpp/summary/all/typed-manual-worst"]; r.Note != "milc_su3_zd s" {
 		t.Errorf("worst cell named %q", r.Note)
+	}
+	if r := by["ddtpp/summary/all/floor-mpi-geomean"]; r.Stat != "geomean" || r.Reps != 5 || r.Note != "2 cells; no typed send can go below this" {
+		t.Errorf("floor summary %+v", r)
+	}
+	if r, ok := by["ddtpp/summary/all/floor-mpi-worst"]; ok {
+		t.Errorf("floor summary with a worst cell: %+v", r)
+	}
+	for _, tg := range targets {
+		if strings.Contains(tg.Key, "floor") {
+			t.Errorf("target %q reads the floor, which is information only", tg.What)
+		}
 	}
 	for key, want := range map[string]string{
 		"ddtpp/summary/all/typed-manual-worst":      statusNotMet,
@@ -485,14 +513,39 @@ func TestDDTPP(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"| case | size | bytes | typed (µs) | manual (µs) | contig (µs) | mpich (µs) | openmpi (µs) | typed ÷ manual | typed ÷ contig | typed ÷ best MPI | reps | typed's type |",
-		"| milc_su3_zd | s | 1536 | 2.000 | 1.000 | 0.500 | 4.000 | 5.000 | 2.000 | 4.000 | 0.500 | 5 | compiled |",
-		"| fft2 | s | 65536 | 10.0 | – | – | – | – | 0.500 | 1.200 | 0.125 | 5 | interpreted |",
+		"| case | size | bytes | typed (µs) | manual (µs) | contig (µs) | mpich (µs) | openmpi (µs) | mpich-contig (µs) | openmpi-contig (µs) | typed ÷ manual | typed ÷ contig | typed ÷ best MPI | floor ÷ best MPI | reps | typed's type |\n" +
+			"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+		"| milc_su3_zd | s | 1536 | 2.000 | 1.000 | 0.500 | 4.000 | 5.000 | 0.400 | 0.600 | 2.000 | 4.000 | 0.500 | 0.100 | 5 | compiled |",
+		"| fft2 | s | 65536 | 10.0 | – | – | – | – | – | – | 0.500 | 1.200 | 0.125 | 0.400 | 5 | interpreted |",
 		"| summary | 64k-up | typed-contig-geomean | 1.200 |",
+		"| summary | all | floor-mpi-geomean | 0.200 | – | – | – | – | 5 | 2 cells; no typed send can go below this |",
 	} {
 		if !strings.Contains(tab, want) {
 			t.Errorf("table lacks %q:\n%s", want, tab)
 		}
+	}
+	old, err := parseJSON(strings.NewReader(ddtppTyped))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old = aggregate(old)
+	old = append(old, derive(old)...)
+	otab, err := ddtppTable(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| case | size | bytes | typed (µs) | manual (µs) | contig (µs) | mpich (µs) | openmpi (µs) | typed ÷ manual | typed ÷ contig | typed ÷ best MPI | reps | typed's type |\n" +
+			"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+		"| milc_su3_zd | s | 1536 | 2.000 | 1.000 | 0.500 | 4.000 | 5.000 | 2.000 | 4.000 | 0.500 | 5 | compiled |",
+		"| fft2 | s | 65536 | 10.0 | – | – | – | – | 0.500 | 1.200 | 0.125 | 5 | interpreted |",
+	} {
+		if !strings.Contains(otab, want) {
+			t.Errorf("table without the floor lacks %q:\n%s", want, otab)
+		}
+	}
+	if strings.Contains(otab, "floor") {
+		t.Errorf("table without the floor shows one:\n%s", otab)
 	}
 	page, err := rewrite("<!-- dashboard:ddtpp begin -->\n<!-- dashboard:ddtpp end -->\n", rs)
 	if err != nil || !strings.Contains(page, tab) {

@@ -144,12 +144,15 @@ func p2pTable(rs []benchrec.Record) (string, error) {
 }
 
 // ddtppTable renders the records of test/bench/ddtpp: one row per layout
-// and size with every contender's half round trip and the typed
-// contender's three ratios, then the summaries over the cells.
+// and size with every contender's half round trip (weft's, the MPIs'
+// typed, then the MPIs' contiguous ones) and the typed contender's three
+// ratios, and the floor ÷ best MPI when any cell has one (floor-vs-mpi),
+// then the summaries over the cells.
 func ddtppTable(rs []benchrec.Record) (string, error) {
 	type cell struct{ c, s string }
 	var cells []cell
 	var mpis []string
+	floor := false // some cell has a floor-vs-mpi record
 	vals := map[cell]map[string]benchrec.Record{}
 	for _, r := range rs {
 		if r.Tool != "ddtpp" || r.Case == "summary" {
@@ -161,23 +164,32 @@ func ddtppTable(rs []benchrec.Record) (string, error) {
 			cells = append(cells, k)
 		}
 		vals[k][r.Metric] = r
-		if r.Metric != "typed" && r.Metric != "manual" && r.Metric != "contig" && !strings.HasPrefix(r.Metric, "typed-vs-") {
+		switch {
+		case r.Metric == "floor-vs-mpi":
+			floor = true
+		case r.Metric != "typed" && r.Metric != "manual" && r.Metric != "contig" && !strings.Contains(r.Metric, "-vs-"):
 			mpis = addUniq(mpis, r.Metric)
 		}
 	}
 	if len(cells) == 0 {
 		return "No data: run `make bench-ddtpp`.\n", nil
 	}
-	order := map[string]int{"mpich": 1, "openmpi": 2}
+	order := map[string]int{"mpich": 1, "openmpi": 2, "mpich-contig": 3, "openmpi-contig": 4}
 	slices.SortStableFunc(mpis, func(a, b string) int { return order[a] - order[b] })
 	cols := append([]string{"typed", "manual", "contig"}, mpis...)
+	ratios := []string{"typed-vs-manual", "typed-vs-contig", "typed-vs-mpi"}
 	var b strings.Builder
 	b.WriteString("| case | size | bytes |")
 	for _, c := range cols {
 		fmt.Fprintf(&b, " %s (µs) |", c)
 	}
-	b.WriteString(" typed ÷ manual | typed ÷ contig | typed ÷ best MPI | reps | typed's type |\n|---|---|---:|")
-	b.WriteString(strings.Repeat("---:|", len(cols)+4) + "---|\n")
+	b.WriteString(" typed ÷ manual | typed ÷ contig | typed ÷ best MPI |")
+	if floor {
+		ratios = append(ratios, "floor-vs-mpi")
+		b.WriteString(" floor ÷ best MPI |")
+	}
+	b.WriteString(" reps | typed's type |\n|---|---|---:|")
+	b.WriteString(strings.Repeat("---:|", len(cols)+len(ratios)+1) + "---|\n")
 	for _, k := range cells {
 		v := vals[k]
 		t := v["typed"]
@@ -185,7 +197,7 @@ func ddtppTable(rs []benchrec.Record) (string, error) {
 		for _, c := range cols {
 			fmt.Fprintf(&b, " %s |", num(v[c].Value))
 		}
-		for _, m := range []string{"typed-vs-manual", "typed-vs-contig", "typed-vs-mpi"} {
+		for _, m := range ratios {
 			fmt.Fprintf(&b, " %s |", num(v[m].Ratio))
 		}
 		fmt.Fprintf(&b, " %d | %s |\n", t.Reps, orDash(strings.TrimPrefix(firstNote(t.Note), "jit ")))
