@@ -32,3 +32,15 @@ func SetNodeCMA(on bool) (restore func()) {
 // ThroughMemory reports whether nonblocking request q runs through the
 // process's memory (nblocal.go) rather than as a schedule of messages.
 func ThroughMemory(q *Request) bool { return q.s.direct }
+
+// SymmetricSteps reports how many symmetric node steps (hierexch.go) c's
+// process has taken over c's node group (0 off a process leader).
+func SymmetricSteps(c *Coll) uint64 {
+	if c == nil || c.hier == nil || c.hier.ng == nil {
+		return 0
+	}
+	return c.hier.ng.symSteps
+}
+
+// ExchBytes is the largest part a symmetric node step carries.
+const ExchBytes = exchBytes

@@ -65,6 +65,14 @@ type nodeGroup struct {
 	// alive checks every process).
 	waitOn int
 	cma    bool // every process of the node may read the others' memory (hierstream.go)
+	// allAt is the last step at which this process saw every other one
+	// arrive (a symmetric exchange that read them all, hierexch.go).
+	allAt uint64
+	// symDone (the node's leader) is the last symmetric step whose end
+	// the state word does not show yet (0: none; flushSym).
+	symDone uint64
+	// symSteps counts the symmetric steps this process has taken.
+	symSteps uint64
 }
 
 // Segment layout: line 0 holds the node's state (the last step done),
@@ -90,8 +98,10 @@ func (ng *nodeGroup) arrival(i int) *atomic.Uint64 { return ng.word(1+i, 0) }
 // holds.
 func (ng *nodeGroup) outMark(p uint64) *atomic.Uint64 { return ng.word(0, 2+int(p&1)) }
 
-// nodeBytes is the size of the segment of a node of m processes.
-func nodeBytes(m int) int { return nodeHdr(m) + (m+1)*nodeSlot }
+// nodeBytes is the size of the segment of a node of m processes: the
+// header, the input and output slots, and every process's exchange area
+// (two halves of exchBytes, hierexch.go).
+func nodeBytes(m int) int { return nodeHdr(m) + (m+1)*nodeSlot + 2*m*exchBytes }
 
 // out returns the output slot of step s.
 func (ng *nodeGroup) out(s uint64) []byte {
@@ -359,6 +369,8 @@ func (c *Coll) nodeStepFrom(ctx context.Context, from int, up func(slot []byte),
 		down(ng.out(s))
 		return nil
 	}
+	ng.flushSym()
+	ng.arrival(0).Store(mark) // (the leader's own arrival: for symmetric steps, hierexch.go)
 	prev := ng.prev
 	ng.prev = mark
 	for i := 1; i < ng.m; i++ {
@@ -526,6 +538,18 @@ func topReduce[T any](ctx context.Context, c *Coll, acc []T, op *Op[T], rp int) 
 		rt = h.topOf[rp]
 		rk = rp - h.tfirst[rt]
 		k, call = CollReduce, callReduce
+	}
+	if every && c.symmetric(len(acc)*es) {
+		// Every process folds the parts, in the node's leader's order.
+		ng := h.ng
+		return c.nodeExchange(ctx, func(area []byte) { copy(area, bytesOf(acc)) }, func(area func(int) []byte) {
+			if ng.ni != 0 {
+				copy(bytesOf(acc), area(0))
+			}
+			for i := 1; i < ng.m; i++ {
+				op.left(acc, elems[T](area(i))[:len(acc)])
+			}
+		})
 	}
 	return h.chunks(len(acc), es, func(lo, hi int) error {
 		part := acc[lo:hi]

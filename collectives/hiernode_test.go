@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"testing"
@@ -417,5 +418,109 @@ func TestHierNodeStream(t *testing.T) {
 			return nil
 		})
 		restore()
+	}
+}
+
+// TestHierNodeSymmetric: 3 processes of one node, one rank each, take
+// an Allreduce of up to ExchBytes as one symmetric step (every process
+// folds every part itself). Float64 sums whose value depends on the
+// order of the fold must be bitwise the serial left fold over the
+// ranks on every rank; vectors at ExchBytes go symmetric and one element
+// more through the node's leader; the calls alternate with Reduces to
+// every root (whose non-root processes do not wait), Bcasts and
+// Barriers, back to back, and with Allreduces of every vector size, so
+// that every kind of step follows every other. Then rank 1 calls
+// Allreduce where the others call Barrier: every rank fails, none hangs.
+func TestHierNodeSymmetric(t *testing.T) {
+	if launch(t, 3, "native", 90*time.Second) {
+		return
+	}
+	w := initWorld(t)
+	ctx := tctx(t, 80*time.Second)
+	c, err := C.New(ctx, w.Comm())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Free()
+	if err := wantShape(c, 3, 1); err != nil {
+		t.Fatal(err)
+	}
+	me, p := c.Rank(), c.Size()
+	// part is rank r's element j in call i: 1 and twice 1.1e-16 (scaled
+	// by powers of two), so that (a+b)+c = a but a+(b+c) > a: a fold in
+	// another order gives another sum.
+	part := func(r, i, j int) float64 {
+		return []float64{1, 1.1e-16, 1.1e-16}[r%3] * float64(int(1)<<(j%5)) * float64(int(1)<<(i%7))
+	}
+	iters := 300
+	if short() {
+		iters = 90
+	}
+	counts := []int{1, 3, C.ExchBytes / 8, C.ExchBytes/8 + 1}
+	sym := uint64(0)
+	for i := range iters {
+		n := counts[i%len(counts)]
+		x := make([]float64, n)
+		for j := range x {
+			x[j] = part(me, i, j)
+		}
+		if err := C.Allreduce(ctx, c, nil, x, C.Sum[float64]()); err != nil {
+			t.Fatalf("rank %d: Allreduce %d of %d: %v", me, i, n, err)
+		}
+		for j, v := range x {
+			want := part(0, i, j)
+			for r := 1; r < p; r++ {
+				want += part(r, i, j)
+			}
+			if math.Float64bits(v) != math.Float64bits(want) {
+				t.Fatalf("rank %d: Allreduce %d of %d: element %d is %v, want the left fold %v", me, i, n, j, v, want)
+			}
+		}
+		if n*8 <= C.ExchBytes {
+			sym++
+		}
+		if got := C.SymmetricSteps(c); got != sym {
+			t.Fatalf("rank %d: after Allreduce %d of %d: %d symmetric steps, want %d", me, i, n, got, sym)
+		}
+		switch i % 4 {
+		case 0:
+			r := []int64{int64(me + i)}
+			out := make([]int64, 1)
+			root := (i / 4) % p
+			if err := C.Reduce(ctx, c, r, out, C.Sum[int64](), root); err != nil {
+				t.Fatalf("rank %d: Reduce %d: %v", me, i, err)
+			}
+			if me == root && out[0] != int64(3+3*i) {
+				t.Fatalf("rank %d: Reduce %d: %d, want %d", me, i, out[0], 3+3*i)
+			}
+		case 1:
+			b := []int32{0, 0}
+			if me == i%p {
+				b = []int32{int32(i), -int32(i)}
+			}
+			if err := C.Bcast(ctx, c, b, i%p); err != nil {
+				t.Fatalf("rank %d: Bcast %d: %v", me, i, err)
+			}
+			if b[0] != int32(i) || b[1] != -int32(i) {
+				t.Fatalf("rank %d: Bcast %d: %v", me, i, b)
+			}
+		case 2:
+			if err := C.Barrier(ctx, c); err != nil {
+				t.Fatalf("rank %d: Barrier %d: %v", me, i, err)
+			}
+		}
+	}
+
+	x := []int32{1}
+	if me == 1 {
+		err = C.Allreduce(ctx, c, nil, x, C.Sum[int32]())
+	} else {
+		err = C.Barrier(ctx, c)
+	}
+	if err == nil {
+		err = C.Barrier(ctx, c)
+	}
+	if !errors.Is(err, C.ErrInvalid) && !errors.Is(err, C.ErrCanceled) {
+		t.Fatalf("rank %d: Allreduce against Barrier, then Barrier: %v, want ErrInvalid or ErrCanceled", me, err)
 	}
 }

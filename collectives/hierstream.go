@@ -152,6 +152,8 @@ func (c *Coll) streamWait(ctx context.Context, ng *nodeGroup, counter func(int) 
 // still at this mark as begun.
 func (c *Coll) streamBegin(ctx context.Context, ng *nodeGroup, s, mark uint64) error {
 	if ng.ni == 0 {
+		ng.flushSym()
+		ng.arrival(0).Store(mark) // (for symmetric steps, hierexch.go)
 		if err := c.nodeArrivals(ctx, ng, s, mark); err != nil {
 			return err
 		}
