@@ -32,14 +32,17 @@ if [ $smoke = 1 ]; then
 	PPI=200 EPI=100 WIN=2 OSI=200 FII=1000 ROWS=64 LEN=256 DDT_RUNS=1 DDT="-reps 1 -mintime 100us -sizes s" BC="-count 1 -benchtime 100x"
 	P2P="-sizes 8,64k -iters 200 -windows 20"
 	DDTPP="-sizes s -iters 20 -miniters 5"
-	OSU="-sizes 8,1m -iters 10"
+	OSU2="-sizes 8,1m -iters 10"
+	OSU4="$OSU2"
 else
 	PPI=100000 EPI=5000 WIN=100 OSI=5000 FII=100000 ROWS=512 LEN=1024 DDT_RUNS=3 DDT="-reps 9" BC="-count 5 -benchtime 20000x"
 	P2P=""
 	DDTPP=""
-	# 50 timed calls per size up to 8 KiB, 10 above: with 4 busy-polling
-	# ranks on 2 cores a call waits for descheduled peers (milliseconds).
-	OSU="-iters 50"
+	# 2 ranks: OSU's 1000 timed calls per size up to 8 KiB (100 above).
+	# 4 ranks: 50 and 10: with 4 busy-polling ranks on 2 cores a call
+	# waits for descheduled peers (milliseconds).
+	OSU2="-iters 1000"
+	OSU4="-iters 50"
 fi
 reps() { if [ $smoke = 1 ]; then echo 1; else echo "$1"; fi; }
 
@@ -70,7 +73,9 @@ step "ddtpp: DDTBench layouts as typed messages against hand packing and MPI dat
 
 step "collectives: OSU loops against MPICH and Open MPI"
 # shellcheck disable=SC2086
-"$bin/osu" -fabrun "$bin/fabrun" -np 2,4 -reps "$(reps 3)" -timeout 150s $OSU -json >"$out/osu.json"
+"$bin/osu" -fabrun "$bin/fabrun" -np 2 -reps "$(reps 3)" -timeout 150s $OSU2 -json >"$out/osu.json"
+# shellcheck disable=SC2086
+"$bin/osu" -fabrun "$bin/fabrun" -np 4 -reps "$(reps 3)" -timeout 150s $OSU4 -json >>"$out/osu.json"
 
 step "ddt, jit: ddtbench ($DDT_RUNS runs) and commit time"
 for i in $(seq "$DDT_RUNS"); do
