@@ -134,3 +134,20 @@ func DeviceDirectSends() int64 { return pathStats.devDirect.Load() }
 // MediumFirst is the size from which a message the ring could carry
 // inline takes a free medium slot.
 const MediumFirst = medFirst
+
+// HoldSegments takes every free segment buffer of c's endpoint (eager
+// typed sends to libfabric peers then find none) until release is
+// called.
+func HoldSegments(c *Comm) (release func()) {
+	v := c.v
+	v.lock()
+	defer v.unlock()
+	v.ensureSegs()
+	held := append([]int(nil), v.segFree...)
+	v.segFree = v.segFree[:0]
+	return func() {
+		v.lock()
+		v.segFree = append(v.segFree, held...)
+		v.unlock()
+	}
+}

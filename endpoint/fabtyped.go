@@ -330,7 +330,7 @@ func (u *typedRecv) buffers(f func(b []byte)) {
 // isendFabricTyped sends the non-contiguous message of layout u to a
 // libfabric peer without packing it into a buffer of its own (see the
 // top of this file). done is false when the message takes the packed
-// path instead (typedpath=pack, no segment buffer to be had, a node peer).
+// path instead (typedpath=pack above the eager limit, a node peer).
 func (c *Comm) isendFabricTyped(u *typedRecv, dest, tag int) (r *Request, done bool, err error) {
 	if c.link(dest) != nil { // node peers have their own typed paths
 		return nil, false, nil
@@ -444,7 +444,9 @@ func within(p, b []byte) bool {
 
 // isendEagerTyped packs an eager typed message straight into what the
 // provider sends from: the inject scratch (inject-sized) or a registered
-// segment buffer, released when the send completes.
+// segment buffer, released when the send completes; when every segment
+// buffer is in use (or too small), into a buffer of its own
+// (isendEagerFresh). done is false only above the eager limit.
 func (c *Comm) isendEagerTyped(u *typedRecv, dest, tag int) (*Request, bool, error) {
 	v := c.v
 	v.lock()
@@ -480,12 +482,15 @@ func (c *Comm) isendEagerTyped(u *typedRecv, dest, tag int) (*Request, bool, err
 		v.enqueue(r)
 		return r, true, nil
 	}
-	if m > v.eagerLimit || !v.ensureSegs() || m > v.segSize {
+	if m > v.eagerLimit {
 		return nil, false, nil
+	}
+	if !v.ensureSegs() || m > v.segSize {
+		return c.isendEagerFresh(u, t, addr, dest)
 	}
 	idx, ok := v.takeSeg()
 	if !ok {
-		return nil, false, nil
+		return c.isendEagerFresh(u, t, addr, dest)
 	}
 	b := v.segs[idx][:hl+m]
 	inlineHeader(b[hl:], u)
@@ -557,6 +562,37 @@ func (c *Comm) isendContigTyped(contig, buf []byte, count int, t *ddt.Type, n, d
 	return c.isendSig(contig, dest, tag, c.ctx, sig)
 }
 
+// isendEagerFresh is isendEagerTyped's send from a buffer of its own,
+// when no segment buffer is free or large enough: the message still
+// carries its type signature, so that the receiver checks it. Caller
+// holds the lock.
+func (c *Comm) isendEagerFresh(u *typedRecv, t uint64, addr fabric.Addr, dest int) (*Request, bool, error) {
+	v := c.v
+	hl := v.hdrLen()
+	b := make([]byte, hl+rdvExtSize+u.n)
+	inlineHeader(b[hl:], u)
+	if err := u.pack(0, b[hl+rdvExtSize:]); err != nil {
+		return nil, true, fmt.Errorf("endpoint: pack %s: %w", u.String(), err)
+	}
+	r := &Request{v: v, c: c, kind: kSendEager, state: stPosted, qrank: dest,
+		reqExt: &reqExt{qdata: b, qtag: t, qdest: addr}}
+	if v.mrLocal {
+		mr, err := v.dom.Register(b, fabric.AccessSend)
+		if err != nil {
+			return nil, true, fmt.Errorf("endpoint: register send buffer: %w", err)
+		}
+		r.mr, r.qdesc = mr, mr.Desc()
+	}
+	r.pinBuf(b)
+	if err := v.submit(r); err != nil {
+		r.unpinAll()
+		v.freeSlot(r)
+		return nil, true, fmt.Errorf("endpoint: send %d bytes to rank %d: %w", u.n, dest, err)
+	}
+	pathStats.eager.Add(1)
+	return r, true, nil
+}
+
 // ensureSegs allocates the endpoint's ring of registered segment buffers
 // (WEFT_TUNE pipeseg × pipedepth) on first use; false when it cannot.
 func (v *vci) ensureSegs() bool {
@@ -568,6 +604,7 @@ func (v *vci) ensureSegs() bool {
 	}
 	size := int(min(tune.PipeSeg, int64(v.eagerLimit)))
 	depth := int(tune.PipeDepth)
+	v.pipeSize = min(v.pipeSeg(), size) - v.hdrLen()
 	b, err := v.dom.Alloc(size * depth)
 	if err != nil {
 		v.segFailed = true
@@ -585,6 +622,28 @@ func (v *vci) ensureSegs() bool {
 		v.segFree = append(v.segFree, i)
 	}
 	return true
+}
+
+// injectSeg is the smallest provider inject size that pipeSeg takes as
+// the pipeline's segment size.
+const injectSeg = 4 << 10
+
+// pipeSeg is the size of the segments of v's pipelined typed messages
+// (with their match header; the segment buffers themselves hold an eager
+// typed message of up to pipeseg bytes): WEFT_TUNE's pipeseg when set;
+// otherwise the provider's inject size where that is at least injectSeg
+// (shm, 4 KiB: it moves messages up to its inject size through its own
+// buffers and larger ones by a slower protocol; 1 MiB of 8–4096-byte
+// blocks went in 350–380 µs in 4 KiB segments against 450–490 in 16 KiB
+// ones and 630–710 in 8 KiB ones), else pipeseg's default (tcp;ofi_rxm,
+// inject size 64: 16 KiB segments 1.5–3× faster than 4 KiB ones);
+// docs/perf/typed.md.
+func (v *vci) pipeSeg() int {
+	seg := tune.PipeSeg
+	if !tune.IsSet("pipeseg") && v.info != nil && v.info.InjectSize >= injectSeg {
+		seg = int64(v.info.InjectSize)
+	}
+	return int(min(seg, int64(v.eagerLimit)))
 }
 
 // takeSeg takes a free segment buffer.
@@ -681,7 +740,7 @@ func (v *vci) pump(r *Request) {
 			if !ok {
 				break
 			}
-			k := min(v.segSize, p.want-p.off)
+			k := min(v.pipeSize, p.want-p.off)
 			if err := p.u.pack(p.off, v.segs[idx][v.hdrLen():v.hdrLen()+k]); err != nil {
 				v.segFree = append(v.segFree, idx)
 				v.finish(r, fmt.Errorf("endpoint: pack %s: %w", p.u, err))

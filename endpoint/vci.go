@@ -141,7 +141,8 @@ type vci struct {
 	devRings  map[*gpu.Device]*devRing    // GPU sends' segment rings (gputyped.go)
 	devMaps   map[*gpu.Device]*gpu.Buffer // the bounce buffers mapped into each GPU (nil: cannot)
 	devHooks  map[*gpu.Device]func()      // removes v's close hook of each device (gputyped.go)
-	segSize   int
+	segSize   int                         // payload bytes of a segment buffer (behind the match header)
+	pipeSize  int                         // payload bytes of a pipelined message's segment (≤ segSize)
 	segs      [][]byte
 	segFree   []int
 	segFailed bool
