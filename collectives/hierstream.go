@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/weft-hpc/weft/internal/cma"
+	"github.com/weft-hpc/weft/internal/memcopy"
 )
 
 // Node streams: the large-message form of the node level (hiernode.go)
@@ -223,7 +224,7 @@ func (c *Coll) streamBcast(ctx context.Context, b []byte, rp int) error {
 		cons: func(i int) bool { return i != rp },
 		fill: func(k int, sub []byte) {
 			a, e := chunkOf(k, streamSub, len(b))
-			copy(sub, b[a:e])
+			memcopy.Stream(sub, b[a:e])
 		},
 		take: func(k int, sub func(int) []byte) {
 			a, e := chunkOf(k, streamSub, len(b))
@@ -253,6 +254,10 @@ func streamReduce[T any](ctx context.Context, c *Coll, n int, src func(i int) []
 		cons: func(i int) bool { return i == rp },
 		fill: func(k int, sub []byte) {
 			a, b := chunkOf(k, w, n)
+			if len(g.slots) == 1 {
+				memcopy.Stream(sub, bytesOf(src(0)[a:b]))
+				return
+			}
 			foldChunk(elems[T](sub)[:b-a], g, src, a, b, op)
 		},
 		take: func(k int, sub func(int) []byte) {
@@ -306,7 +311,7 @@ func (c *Coll) streamAllgather(ctx context.Context, recv []byte, nb int) error {
 		fill: func(k int, sub []byte) {
 			a, b := chunkOf(k, streamSub, lenOf(me))
 			span(me, a, b, func(li, off, at, n int) {
-				copy(sub[at:at+n], g.slots[li].send[off:off+n])
+				memcopy.Stream(sub[at:at+n], g.slots[li].send[off:off+n])
 			})
 		},
 		take: func(k int, sub func(int) []byte) {
@@ -365,7 +370,7 @@ func (c *Coll) streamAlltoall(ctx context.Context, nb int) error {
 				r := sub[j*reg : (j+1)*reg]
 				span(me, j, a, b, func(li, lj, off, at, n int) {
 					q := rk[h.first[j]+lj]
-					copy(r[at:at+n], g.slots[li].send[q*nb+off:q*nb+off+n])
+					memcopy.Stream(r[at:at+n], g.slots[li].send[q*nb+off:q*nb+off+n])
 				})
 			}
 		},

@@ -30,6 +30,7 @@ var layer = map[string]int{
 	"internal/checked":     0,
 	"internal/wait":        0,
 	"internal/vecop":       0,
+	"internal/memcopy":     0,
 	"internal/progress":    1,
 	"internal/ddtir":       0,
 	"internal/settings":    0,
