@@ -28,6 +28,12 @@
  *     Output: RESULT copymin SIZE <fastest copy, us>, RESULT copymed SIZE
  *     <median copy, us>.
  *
+ *   floor shmcopy KIND SIZE ITERS
+ *     One process copies SIZE bytes into a buffer of shared memory (KIND
+ *     plain: memcpy; stream: non-temporal stores, as internal/memcopy),
+ *     the other copies them out, in turn (a counter per side in a shared
+ *     page, polled). Output: RESULT shmcopy SIZE <one copy in and out, us>.
+ *
  *   floor msgrate PAIRS WINDOW WINDOWS WARMUP SIZE
  *     PAIRS sender processes each stream SIZE-byte messages to a receiver
  *     process of their own through a single-producer single-consumer ring
@@ -57,6 +63,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <immintrin.h>
 
 static double now(void)
 {
@@ -290,6 +297,76 @@ static void copyonly(const char *kind, long n, long iters)
 	printf("RESULT copymin %ld %.4f\nRESULT copymed %ld %.4f\n", n, t[0], n, t[iters / 2]);
 }
 
+/* ---- a copy through shared memory ---- */
+
+/* streamcopy copies n bytes (a multiple of 128) to 32-byte aligned d with
+ * non-temporal stores, as internal/memcopy's Stream does. */
+__attribute__((target("avx2"))) static void streamcopy(char *d, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i += 128) {
+		__m256i a = _mm256_loadu_si256((const void *)(s + i)), b = _mm256_loadu_si256((const void *)(s + i + 32));
+		__m256i e = _mm256_loadu_si256((const void *)(s + i + 64)), f = _mm256_loadu_si256((const void *)(s + i + 96));
+		_mm256_stream_si256((void *)(d + i), a);
+		_mm256_stream_si256((void *)(d + i + 32), b);
+		_mm256_stream_si256((void *)(d + i + 64), e);
+		_mm256_stream_si256((void *)(d + i + 96), f);
+	}
+	_mm_sfence();
+}
+
+/* shmcopy: one process copies n bytes into a shared buffer (KIND plain:
+ * memcpy; stream: non-temporal stores), the other copies them out
+ * (memcpy), in turn; the time of one copy in and out. */
+static void shmcopy(const char *kind, long n, long iters)
+{
+	int stream = strcmp(kind, "stream") == 0;
+	if (!stream && strcmp(kind, "plain") != 0) {
+		fprintf(stderr, "floor: shmcopy kind %s: want plain or stream\n", kind);
+		exit(2);
+	}
+	n = (n + 127) & ~127L;
+	struct ppctl *c = shared(sizeof *c);
+	char *buf = shared(n);
+	pid_t child = fork();
+	if (child < 0) {
+		perror("floor: fork");
+		exit(1);
+	}
+	int me = child == 0;
+	pin(me);
+	char *own = alloc(n, 0);
+	memset(own, me + 1, n);
+	long warmup = iters / 10;
+	double t0 = now();
+	for (long k = 0; k < warmup + iters; k++) {
+		if (k == warmup)
+			t0 = now();
+		uint64_t seq = 2 * (uint64_t)k + 1;
+		if (me == 0) {
+			while (__atomic_load_n(&c->flag[1], __ATOMIC_ACQUIRE) != seq - 1)
+				__builtin_ia32_pause();
+			if (stream)
+				streamcopy(buf, own, n);
+			else
+				memcpy(buf, own, n);
+			__atomic_store_n(&c->flag[0], seq, __ATOMIC_RELEASE);
+		} else {
+			while (__atomic_load_n(&c->flag[0], __ATOMIC_ACQUIRE) != seq)
+				__builtin_ia32_pause();
+			memcpy(own, buf, n);
+			__atomic_store_n(&c->flag[1], seq + 1, __ATOMIC_RELEASE);
+		}
+	}
+	if (me == 1)
+		_exit(0);
+	while (__atomic_load_n(&c->flag[1], __ATOMIC_ACQUIRE) != 2 * (uint64_t)(warmup + iters))
+		__builtin_ia32_pause();
+	double us = (now() - t0) * 1e6 / iters;
+	int st;
+	waitpid(child, &st, 0);
+	printf("RESULT shmcopy %ld %.4f\n", n, us);
+}
+
 /* ---- message rate ---- */
 
 enum { CELLS = 512, CELL = 64, LAG = CELLS / 8 };
@@ -447,8 +524,13 @@ int main(int argc, char **argv)
 		msgrate(pairs, window, windows, warmup, size);
 		return 0;
 	}
+	if (argc == 5 && strcmp(argv[1], "shmcopy") == 0) {
+		shmcopy(argv[2], arg(argv[3], "SIZE"), arg(argv[4], "ITERS"));
+		return 0;
+	}
 	fprintf(stderr, "usage: floor pingpong cma|cmathp|cmafresh|memcpy ITERS WARMUP SIZE...\n"
 			"       floor copy cma|cmathp|memcpy SIZE ITERS\n"
+			"       floor shmcopy plain|stream SIZE ITERS\n"
 			"       floor msgrate PAIRS WINDOW WINDOWS WARMUP SIZE\n");
 	return 2;
 }
