@@ -79,6 +79,18 @@ func CopyCounts(c *Comm, r int) (copies int64, ok bool) {
 	return l.cpOut.copies, true
 }
 
+// CopyInProgress reports whether c's endpoint has a pipelined copy to
+// rank r in progress.
+func CopyInProgress(c *Comm, r int) bool {
+	l := c.link(r)
+	if l == nil {
+		return false
+	}
+	c.v.lock()
+	defer c.v.unlock()
+	return l.cout != nil
+}
+
 // MediumLimit reports the largest message c sends to rank r through a
 // medium slot (0: none).
 func MediumLimit(c *Comm, r int) int {

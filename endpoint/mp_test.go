@@ -642,7 +642,9 @@ func TestPeerDeath(t *testing.T) {
 			// tcp;ofi_rxm the header cannot even be sent: Isend gives up after
 			// WEFT_ENDPOINT_TIMEOUT).
 			start = time.Now()
-			sr, err := c.Isend(make([]byte, 100000), 1, 2)
+			// (Larger than a pair's copy area, nodecopy.go, which an
+			// Isend of a smaller message could fill and complete.)
+			sr, err := c.Isend(make([]byte, 4<<20), 1, 2)
 			if err == nil {
 				sctx, scancel := context.WithTimeout(context.Background(), limit)
 				defer scancel()
@@ -675,7 +677,9 @@ func TestPeerExitUnblocks(t *testing.T) {
 			return err
 		}},
 		{"rdv-send", []string{"native", "shm"}, func(ctx context.Context, c *endpoint.Comm) error {
-			return c.Send(ctx, make([]byte, 1<<20), 1, 7)
+			// Larger than a pair's copy area (nodecopy.go): the send
+			// needs the receiver whatever the protocol.
+			return c.Send(ctx, make([]byte, 4<<20), 1, 7)
 		}},
 		{"waitall", []string{"native", "shm"}, func(ctx context.Context, c *endpoint.Comm) error {
 			r, err := c.Irecv(make([]byte, 8), 1, 7)

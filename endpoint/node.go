@@ -493,14 +493,6 @@ func (v *vci) nodeMessage(l *nodeLink, t uint64, n int) {
 	v.appendUnexpected(unexp{tag: t, data: data, sig: aux})
 }
 
-// nodeSend sends buf to rank dest of c over link l (caller holds the lock
-// and has flushed v.sendq as far as it goes); sig is the hash of the
-// message's type signature (0: untyped), which it carries: folded into
-// the ring cell's aux word when inline, in the rendezvous header else.
-func (v *vci) nodeSend(c *Comm, l *nodeLink, buf []byte, t uint64, dest int, sig uint64) (*Request, error) {
-	return v.nodeSendStaged(c, l, buf, t, dest, false, sig)
-}
-
 // medFirst is the size from which a message the ring could carry inline
 // goes through a free medium slot instead, when one is free: one copy in
 // and one out of a contiguous slot cost less than the same bytes spread
@@ -518,9 +510,11 @@ func (l *nodeLink) slotFits(n int) bool {
 	return l.medOut != nil && n <= l.medOut.size && (n >= medFirst || n > l.inline)
 }
 
-// nodeSendStaged is nodeSend; with staged buf is a staging buffer of v's
-// already holding the message (a typed send packed it there).
-func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest int, staged bool, sig uint64) (*Request, error) {
+// nodeSendStaged sends buf over l to rank dest of c with match word t
+// and type-signature hash sig (0: untyped); with staged buf is a staging
+// buffer of v's already holding the message (a typed send packed it
+// there); blocking tells that the caller waits for the send at once.
+func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest int, staged bool, sig uint64, blocking bool) (*Request, error) {
 	if l.broken != nil {
 		if staged {
 			v.unstage(buf)
@@ -556,7 +550,7 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 		}
 		return completedRequest, nil
 	}
-	if !staged && v.nodeCopyFits(l, len(buf)) {
+	if !staged && v.nodeCopyFits(l, len(buf)) && (blocking || l.copyRoom(len(buf))) {
 		if r, ok := v.nodeSendCopy(c, l, t, sigWord(sig), buf, dest); ok {
 			return r, nil
 		}

@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/errs"
+	"github.com/weft-hpc/weft/internal/memcopy"
 	"github.com/weft-hpc/weft/internal/peerwatch"
 	"github.com/weft-hpc/weft/internal/release"
 )
@@ -170,7 +171,27 @@ func newCopyArea(info nodeInfo, mem []byte, i int) *medArea {
 // progress and nothing queued before it.
 func (v *vci) nodeCopyFits(l *nodeLink, n int) bool {
 	cp := int(tune.NodeCopy)
-	return cp > 0 && l.cpOut != nil && !l.local && l.cout == nil && n >= cp && n > v.eagerLimit && n <= nodeCopyMax && len(v.sendq) == 0
+	return cp > 0 && l.cpOut != nil && !l.local && !v.crowded && l.cout == nil && n >= cp && n > v.eagerLimit && n <= nodeCopyMax && len(v.sendq) == 0
+}
+
+// copyRoom reports whether the free slots of l's copy area, from the
+// next one on, hold n bytes: a send of n bytes by the pipelined copy
+// then completes within the call that starts it. A send that returns
+// before it completes (Isend) takes the pipelined copy only then: its
+// later fragments would wait for the sender to drive its endpoint,
+// where a rendezvous's receiver copies the whole message itself.
+func (l *nodeLink) copyRoom(n int) bool {
+	a := l.cpOut
+	need := (n + a.size - 1) / a.size
+	if need > a.slots {
+		return false
+	}
+	for j := 0; j < need; j++ {
+		if atomic.LoadUint64(a.flag((a.next+j)%a.slots)) != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // nodeSendCopy sends buf to rank dest of c over l by the pipelined copy.
@@ -208,7 +229,7 @@ func (v *vci) pumpCopyOut(l *nodeLink) bool {
 			break
 		}
 		k := min(a.size, len(o.buf)-o.off)
-		copy(a.slot(o.slot), o.buf[o.off:o.off+k])
+		memcopy.Stream(a.slot(o.slot), o.buf[o.off:o.off+k])
 		release.Store(f, 1)
 		o.off += k
 		o.slot = (o.slot + 1) % a.slots

@@ -276,6 +276,9 @@ func TestNodeCopyPeerDies(t *testing.T) {
 					_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 					select {}
 				}
+				// Not driving the endpoint: the sender fills one round of
+				// slots, then dies.
+				time.Sleep(300 * time.Millisecond)
 				start := time.Now()
 				st, err := r.Wait(ctx)
 				if took := time.Since(start); !errors.Is(err, endpoint.ErrPeerGone) || took > 20*time.Second {
@@ -290,19 +293,21 @@ func TestNodeCopyPeerDies(t *testing.T) {
 			if _, err := c.Recv(ctx, nil, 0, 2); err != nil {
 				t.Fatal(err)
 			}
-			r, err := c.Isend(msg, 0, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
+			// A blocking Send takes the pipelined copy whatever the
+			// message's size; the receiver does not drive its endpoint
+			// yet, so it copies one round of fragments and waits.
 			if dies == 1 {
-				if copies, _ := endpoint.CopyCounts(c, 0); copies != 0 {
-					t.Fatalf("a copy of %d bytes complete within Isend (fragments of %d)", len(msg), slot)
+				go func() { _ = c.Send(ctx, msg, 0, 1) }()
+				for deadline := time.Now().Add(10 * time.Second); !endpoint.CopyInProgress(c, 0); time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("no pipelined copy of %d bytes in progress (fragments of %d)", len(msg), slot)
+					}
 				}
 				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				select {}
 			}
 			start := time.Now()
-			_, err = r.Wait(ctx)
+			err := c.Send(ctx, msg, 0, 1)
 			if took := time.Since(start); !errors.Is(err, endpoint.ErrPeerGone) || took > 20*time.Second {
 				t.Fatalf("send of a copy whose receiver died: %v after %v; want ErrPeerGone", err, took)
 			}

@@ -54,6 +54,13 @@ func (c *Comm) isend(buf []byte, dest, tag int, ctx uint16) (*Request, error) {
 // isendSig is isend for a message whose type signature hashes to sig (0:
 // untyped), which a rendezvous header to a libfabric peer carries.
 func (c *Comm) isendSig(buf []byte, dest, tag int, ctx uint16, sig uint64) (*Request, error) {
+	return c.isendMode(buf, dest, tag, ctx, sig, false)
+}
+
+// isendMode is isendSig; blocking tells that the caller waits for the
+// send at once (Send), so that the node transport may take a protocol
+// that needs the sender's progress to complete (nodecopy.go).
+func (c *Comm) isendMode(buf []byte, dest, tag int, ctx uint16, sig uint64, blocking bool) (*Request, error) {
 	if err := c.checkPeer(dest, false); err != nil {
 		return nil, err
 	}
@@ -68,7 +75,7 @@ func (c *Comm) isendSig(buf []byte, dest, tag int, ctx uint16, sig uint64) (*Req
 	}
 	t := packTag(ctx, c.slots[dest], c.rank, tag)
 	if l := c.link(dest); l != nil {
-		return v.nodeSend(c, l, buf, t, dest, sig)
+		return v.nodeSendStaged(c, l, buf, t, dest, false, sig, blocking)
 	}
 	addr := c.addrs[dest]
 	if len(buf) <= v.injectLimit {
@@ -283,7 +290,13 @@ func (r *Request) postRecv(v *vci, c *Comm, buf []byte, want, ignore uint64, src
 // Send sends buf to rank dest and returns once buf may be reused (for a
 // rendezvous message: once the receiver has read it) or ctx ends.
 func (c *Comm) Send(ctx context.Context, buf []byte, dest, tag int) error {
-	r, err := c.Isend(buf, dest, tag)
+	if err := c.usable("send"); err != nil {
+		return err
+	}
+	if dest == ProcNull {
+		return nil
+	}
+	r, err := c.isendMode(buf, dest, tag, c.ctx, 0, true)
 	if err != nil {
 		return err
 	}

@@ -389,7 +389,7 @@ func (c *Comm) isendPackedNode(u *typedRecv, dest, tag int) (r *Request, done bo
 		v.unstage(b)
 		return nil, true, fmt.Errorf("endpoint: pack %s: %w", u.String(), err)
 	}
-	r, err = v.nodeSendStaged(c, l, b, w, dest, true, sig)
+	r, err = v.nodeSendStaged(c, l, b, w, dest, true, sig, false)
 	return r, true, err
 }
 
