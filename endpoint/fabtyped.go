@@ -543,9 +543,9 @@ func (v *vci) deliverInline(r *Request, t uint64, h rdvHeader, payload []byte) {
 // block: in place, as Isend sends bytes; to a libfabric peer with its
 // type signature (eagerly with the signature's header, or in the
 // rendezvous header), so that the receiver can check it.
-func (c *Comm) isendContigTyped(contig, buf []byte, count int, t *ddt.Type, n, dest, tag int) (*Request, error) {
+func (c *Comm) isendContigTyped(contig, buf []byte, count int, t *ddt.Type, n, dest, tag int, blocking bool) (*Request, error) {
 	if t == ddt.Byte || n == 0 {
-		return c.isend(contig, dest, tag, c.ctx)
+		return c.isendMode(contig, dest, tag, c.ctx, 0, blocking)
 	}
 	su := typedRecv{buf: buf, count: count, t: t, n: n} // on the stack
 	sig := su.signature()
@@ -559,7 +559,7 @@ func (c *Comm) isendContigTyped(contig, buf []byte, count int, t *ddt.Type, n, d
 		}
 		return c.isend(contig, dest, tag, c.ctx)
 	}
-	return c.isendSig(contig, dest, tag, c.ctx, sig)
+	return c.isendMode(contig, dest, tag, c.ctx, sig, blocking)
 }
 
 // isendEagerFresh is isendEagerTyped's send from a buffer of its own,

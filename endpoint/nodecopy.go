@@ -56,8 +56,10 @@ const copyStallPolls = 256
 type copyOut struct {
 	r    *Request // the send's request (nil while Isend runs)
 	buf  []byte
-	off  int // bytes copied into slots
-	slot int // slot of the next fragment
+	u    *typedRecv // a typed send's layout, packed into the slots (nil: buf's bytes)
+	n    int        // bytes of the message
+	off  int        // bytes copied into slots
+	slot int        // slot of the next fragment
 	stall
 }
 
@@ -198,20 +200,36 @@ func (l *nodeLink) copyRoom(n int) bool {
 // ok is false when the ring is full (nothing was sent). Caller holds the
 // lock.
 func (v *vci) nodeSendCopy(c *Comm, l *nodeLink, t uint64, aux uint32, buf []byte, dest int) (r *Request, ok bool) {
+	return v.nodeSendCopyOut(c, l, t, aux, &copyOut{buf: buf, n: len(buf)}, dest)
+}
+
+// nodeSendCopyTyped is nodeSendCopy of a typed message of layout u,
+// packed fragment by fragment straight into the slots (the receiver
+// unpacks straight out of them): the pack is the copy in.
+func (v *vci) nodeSendCopyTyped(c *Comm, l *nodeLink, t uint64, aux uint32, u *typedRecv, dest int) (r *Request, ok bool) {
+	uh := *u // packed after the call returns
+	return v.nodeSendCopyOut(c, l, t, aux, &copyOut{u: &uh, n: u.n}, dest)
+}
+
+// nodeSendCopyOut starts pipelined send o over l (see nodeSendCopy).
+func (v *vci) nodeSendCopyOut(c *Comm, l *nodeLink, t uint64, aux uint32, o *copyOut, dest int) (r *Request, ok bool) {
 	a := l.cpOut
 	var h [medHdrSize]byte
 	binary.LittleEndian.PutUint32(h[0:], copyMagic)
 	binary.LittleEndian.PutUint32(h[4:], uint32(a.next))
-	binary.LittleEndian.PutUint64(h[8:], uint64(len(buf)))
+	binary.LittleEndian.PutUint64(h[8:], uint64(o.n))
 	if ok, err := l.out.TrySendAux(t|rtsBit, aux, h[:]); !ok || err != nil {
 		return nil, false
 	}
-	o := &copyOut{buf: buf, slot: a.next}
+	o.slot = a.next
 	l.cout = o
 	if v.pumpCopyOut(l) {
+		if l.broken != nil { // a typed send's pack failed: the caller reports the link's error
+			return nil, false
+		}
 		return completedRequest, true
 	}
-	o.r = &Request{v: v, c: c, kind: kSendEager, state: stPosted, buf: buf, qrank: dest}
+	o.r = &Request{v: v, c: c, kind: kSendEager, state: stPosted, buf: o.buf, qrank: dest}
 	return o.r, true
 }
 
@@ -223,19 +241,33 @@ func (v *vci) pumpCopyOut(l *nodeLink) bool {
 	moved := false
 	// At most one round of the slots per call: progress also serves the
 	// endpoint's other work, and Isend returns after the first round.
-	for k := 0; k < a.slots && o.off < len(o.buf); k++ {
+	for k := 0; k < a.slots && o.off < o.n; k++ {
 		f := a.flag(o.slot)
 		if atomic.LoadUint64(f) != 0 {
 			break
 		}
-		k := min(a.size, len(o.buf)-o.off)
-		memcopy.Stream(a.slot(o.slot), o.buf[o.off:o.off+k])
+		k := min(a.size, o.n-o.off)
+		if o.u != nil {
+			if err := o.u.pack(o.off, a.slot(o.slot)[:k]); err != nil {
+				// The receiver waits for bytes that will not come: the
+				// link goes, as after a peer's failure.
+				err = fmt.Errorf("pack %s: %w", o.u, err)
+				l.cout, l.broken = nil, err
+				v.log.Error("node transport: pipelined send failed; link to this peer dropped", "member", l.member, "err", err)
+				if o.r != nil {
+					v.finish(o.r, fmt.Errorf("endpoint: send to rank %d: %w", o.r.qrank, err))
+				}
+				return true
+			}
+		} else {
+			memcopy.Stream(a.slot(o.slot), o.buf[o.off:o.off+k])
+		}
 		release.Store(f, 1)
 		o.off += k
 		o.slot = (o.slot + 1) % a.slots
 		moved = true
 	}
-	if o.off == len(o.buf) {
+	if o.off == o.n {
 		a.next = o.slot
 		a.copies++
 		l.cout = nil
@@ -248,7 +280,7 @@ func (v *vci) pumpCopyOut(l *nodeLink) bool {
 		o.moved()
 		return false
 	}
-	if err := o.check(l, v.timeout, "pipelined send", o.off, len(o.buf)); err != nil {
+	if err := o.check(l, v.timeout, "pipelined send", o.off, o.n); err != nil {
 		l.cout = nil
 		l.broken = err
 		v.log.Error("node transport: pipelined send failed; link to this peer dropped", "member", l.member, "err", err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/settings"
@@ -313,5 +314,123 @@ func TestNodeCopyPeerDies(t *testing.T) {
 			}
 			t.Logf("send failed after %v: %v", time.Since(start), err)
 		})
+	}
+}
+
+// TestNodeCopyTyped: typed messages through the pipelined copy, packed
+// straight into the slots and unpacked straight out of them. A blocking
+// SendTyped of a strided layout (several rounds of slots) is received as
+// contiguous float64s, as another strided layout and into a smaller
+// buffer (truncation); an IsendTyped that fits the free slots takes the
+// copy too, one that does not takes another path; a receive with another
+// type signature fails with ErrInvalid. Every byte is checked.
+func TestNodeCopyTyped(t *testing.T) {
+	if !launchtest.IsWorker() {
+		skipRepeatPass(t)
+		prov, env := provEnv("native", copyEnv())
+		launchtest.Run(t, 2, prov, 60*time.Second, env...)
+		return
+	}
+	slot, cp := copyLimits(t)
+	ctx := tctx(t, 45*time.Second)
+	w := initWorld(t)
+	defer w.Close()
+	c := w.Comm()
+	vec := func(n, stride int, old *ddt.Type) *ddt.Type {
+		ty, err := committed(ddt.Vector(n, 1, stride, old))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ty
+	}
+	// n elements: more than three rounds of the slots; fit: exactly the
+	// four free slots (an Isend of it completes within the call).
+	n := max(cp, 13*slot) / 8
+	fit := 4 * slot / 8
+	strided3, strided2 := vec(n, 3, ddt.Float64), vec(n, 2, ddt.Float64)
+	fitType := vec(fit, 3, ddt.Float64)
+	src := make([]byte, 3*8*n)
+	pattern(src, 1, 0, 7)
+	// want is the packed stream: every third float64 of src.
+	want := make([]byte, 8*n)
+	for i := range n {
+		copy(want[8*i:8*i+8], src[24*i:24*i+8])
+	}
+	const tagContig, tagStrided, tagTrunc, tagFit, tagBig, tagMismatch, tagGo = 1, 2, 3, 4, 5, 6, 7
+	if c.Rank() == 1 {
+		if _, err := c.Recv(ctx, nil, 0, tagGo); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := endpoint.CopyCounts(c, 0)
+		for _, tag := range []int{tagContig, tagStrided, tagTrunc} {
+			if err := c.SendTyped(ctx, src, 1, strided3, 0, tag); err != nil {
+				t.Fatalf("SendTyped tag %d: %v", tag, err)
+			}
+		}
+		if got, _ := endpoint.CopyCounts(c, 0); got != before+3 {
+			t.Fatalf("%d blocking typed sends went by the pipelined copy, want 3", got-before)
+		}
+		if _, err := c.Recv(ctx, nil, 0, tagGo); err != nil { // rank 0 has drained the slots
+			t.Fatal(err)
+		}
+		r, err := c.IsendTyped(src, 1, fitType, 0, tagFit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := endpoint.CopyCounts(c, 0); got != before+4 {
+			t.Fatalf("an IsendTyped of %d bytes did not take the free slots of %d bytes", 8*fit, 4*slot)
+		}
+		if _, err := r.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r, err = c.IsendTyped(src, 1, strided3, 0, tagBig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := endpoint.CopyCounts(c, 0); got != before+4 {
+			t.Fatalf("an IsendTyped of %d bytes took the pipelined copy (%d bytes of slots)", 8*n, 4*slot)
+		}
+		if err := c.SendTyped(ctx, src, 1, strided3, 0, tagMismatch); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if err := c.Send(ctx, nil, 1, tagGo); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 8*n)
+	if st, err := c.RecvTyped(ctx, got, n, ddt.Float64, 1, tagContig); err != nil || st.Count != 8*n || !bytes.Equal(got, want) {
+		t.Fatalf("strided into contiguous: %+v %v, bytes equal %v", st, err, bytes.Equal(got, want))
+	}
+	got2 := make([]byte, 2*8*n)
+	if st, err := c.RecvTyped(ctx, got2, 1, strided2, 1, tagStrided); err != nil || st.Count != 8*n {
+		t.Fatalf("strided into strided: %+v %v", st, err)
+	}
+	for i := range n {
+		if !bytes.Equal(got2[16*i:16*i+8], want[8*i:8*i+8]) || !bytes.Equal(got2[16*i+8:16*i+16], make([]byte, 8)) {
+			t.Fatalf("strided into strided: element %d wrong, or a gap written", i)
+		}
+	}
+	small := make([]byte, 8*(n/3))
+	if st, err := c.RecvTyped(ctx, small, n/3, ddt.Float64, 1, tagTrunc); !errors.Is(err, endpoint.ErrTruncated) || st.Count != len(small) || !bytes.Equal(small, want[:len(small)]) {
+		t.Fatalf("truncated: %+v %v", st, err)
+	}
+	if err := c.Send(ctx, nil, 1, tagGo); err != nil {
+		t.Fatal(err)
+	}
+	got = make([]byte, 8*fit)
+	wantFit := want[:8*fit]
+	if st, err := c.RecvTyped(ctx, got, fit, ddt.Float64, 1, tagFit); err != nil || st.Count != 8*fit || !bytes.Equal(got, wantFit) {
+		t.Fatalf("Isend that fit the slots: %+v %v", st, err)
+	}
+	got = make([]byte, 8*n)
+	if st, err := c.RecvTyped(ctx, got, n, ddt.Float64, 1, tagBig); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("Isend larger than the slots: %+v %v", st, err)
+	}
+	if _, err := c.RecvTyped(ctx, make([]byte, 8*n), 2*n, ddt.Int32, 1, tagMismatch); !errors.Is(err, endpoint.ErrInvalid) {
+		t.Fatalf("float64s received as int32s: %v, want ErrInvalid", err)
 	}
 }

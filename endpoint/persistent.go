@@ -93,7 +93,7 @@ func (p *Persistent) Start() (*Request, error) {
 		r = completedRequest
 	case p.send && p.packed != nil:
 		var done bool
-		if r, done, err = p.c.isendPackedNode(p.layout, p.peer, p.tag); done {
+		if r, done, err = p.c.isendPackedNode(p.layout, p.peer, p.tag, false); done {
 			break // packed into the ring or a staging buffer
 		}
 		if r, done, err = p.c.isendFabricTyped(p.layout, p.peer, p.tag); done {

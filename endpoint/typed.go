@@ -183,7 +183,7 @@ func (c *Comm) sendTo(dest, tag int) (null bool, err error) {
 // transport's or libfabric's typed paths, else packed into a buffer of
 // its own.
 func (c *Comm) isendLayout(u *typedRecv, dest, tag int) (*Request, error) {
-	if r, done, err := c.isendPackedNode(u, dest, tag); done {
+	if r, done, err := c.isendPackedNode(u, dest, tag, false); done {
 		return r, err
 	}
 	if r, done, err := c.isendFabricTyped(u, dest, tag); done {
@@ -301,6 +301,13 @@ const maxMessage = 1<<63 - 1
 // buf must not be modified until the request completes. dest may be
 // ProcNull.
 func (c *Comm) IsendTyped(buf []byte, count int, t *ddt.Type, dest, tag int) (*Request, error) {
+	return c.isendTyped(buf, count, t, dest, tag, false)
+}
+
+// isendTyped is IsendTyped; blocking tells that the caller waits for the
+// send at once (SendTyped), so that the node transport may take its
+// pipelined copy (nodecopy.go).
+func (c *Comm) isendTyped(buf []byte, count int, t *ddt.Type, dest, tag int, blocking bool) (*Request, error) {
 	if err := c.usable("send"); err != nil {
 		return nil, err
 	}
@@ -318,7 +325,7 @@ func (c *Comm) IsendTyped(buf []byte, count int, t *ddt.Type, dest, tag int) (*R
 		return nil, err
 	}
 	if ok {
-		return c.isendContigTyped(contig, buf, count, t, n, dest, tag)
+		return c.isendContigTyped(contig, buf, count, t, n, dest, tag, blocking)
 	}
 	if r, done, err := c.isendTypedGather(buf, count, t, n, dest, tag); done {
 		return r, err
@@ -326,7 +333,7 @@ func (c *Comm) IsendTyped(buf []byte, count int, t *ddt.Type, dest, tag int) (*R
 	// u stays on the stack for the node transport, which packs it at
 	// once; a libfabric send may pack later, from a copy on the heap.
 	u := typedRecv{buf: buf, count: count, t: t, n: n}
-	if r, done, err := c.isendPackedNode(&u, dest, tag); done {
+	if r, done, err := c.isendPackedNode(&u, dest, tag, blocking); done {
 		return r, err
 	}
 	uh := u
@@ -342,11 +349,13 @@ func (c *Comm) IsendTyped(buf []byte, count int, t *ddt.Type, dest, tag int) (*R
 
 // isendPackedNode sends the non-contiguous message of layout u to a peer
 // on the node transport without a buffer of its own: packed into the
-// ring's cells when it fits inline, else into a staging buffer of the
-// endpoint's (reused), from which the receiver copies it once; the send is
-// complete at once. done is false when the message takes another path (a
-// libfabric peer, a ring full or busy with queued sends).
-func (c *Comm) isendPackedNode(u *typedRecv, dest, tag int) (r *Request, done bool, err error) {
+// ring's cells when it fits inline; above the eager limit, from a
+// blocking send (or one that fits the free slots), into the pair's copy
+// area fragment by fragment (nodecopy.go); else into a staging buffer of
+// the endpoint's (reused), from which the receiver copies it once, the
+// send complete at once. done is false when the message takes another
+// path (a libfabric peer, a ring full or busy with queued sends).
+func (c *Comm) isendPackedNode(u *typedRecv, dest, tag int, blocking bool) (r *Request, done bool, err error) {
 	n := u.n
 	l := c.link(dest)
 	if l == nil {
@@ -380,6 +389,11 @@ func (c *Comm) isendPackedNode(u *typedRecv, dest, tag int) (r *Request, done bo
 			return completedRequest, true, nil
 		}
 		return nil, false, nil // ring full: the byte path retries and queues
+	}
+	if v.nodeCopyFits(l, n) && (blocking || l.copyRoom(n)) {
+		if r, ok := v.nodeSendCopyTyped(c, l, w, sigWord(sig), u, dest); ok {
+			return r, true, nil
+		}
 	}
 	b := v.stage(n)
 	if v.nodePiped(l, n) {
@@ -466,7 +480,7 @@ func (r *Request) unpackTyped(u *typedRecv) {
 // SendTyped sends count elements of t from buf to dest and returns once
 // buf may be reused (see IsendTyped) or ctx ends.
 func (c *Comm) SendTyped(ctx context.Context, buf []byte, count int, t *ddt.Type, dest, tag int) error {
-	r, err := c.IsendTyped(buf, count, t, dest, tag)
+	r, err := c.isendTyped(buf, count, t, dest, tag, true)
 	return sendWait(ctx, r, err)
 }
 
