@@ -104,6 +104,7 @@ type nodeLink struct {
 	cout    *copyOut        // our pipelined send in progress to the peer (nodecopy.go)
 	cin     *copyIn         // the peer's pipelined send we are taking
 	broken  error           // set when a pipelined copy failed: the link is dropped
+	fill    fillMode        // how our fragments go into the copy slots (nodecopy.go)
 }
 
 // trySend sends one message, fabric.ErrAgain when the ring is full.

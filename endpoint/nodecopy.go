@@ -233,6 +233,111 @@ func (v *vci) nodeSendCopyOut(c *Comm, l *nodeLink, t uint64, aux uint32, o *cop
 	return o.r, true
 }
 
+// fillMode is how a link's sender puts fragments into the copy slots:
+// with plain stores (a copy, or a typed send's pack, straight into the
+// slot) while those run near the speed of the same work into private
+// memory, with non-temporal stores (memcopy.Stream; a typed fragment is
+// packed into private memory first) while they do not. A plain store
+// into a line the receiver's core read last takes the line back from
+// that core: cheap where the two cores share a cache, the faster way then
+// (the receiver finds the data in the shared cache), and many times
+// slower where they do not (two sockets; a virtual machine whose vCPUs
+// the host placed apart), where non-temporal stores do not wait
+// (docs/perf/endpoint.md). The sender times its plain fills and, every
+// fillProbeEvery fragments, the same work into private memory; it
+// streams while the plain fills run more than fillSlowRatio times slower,
+// and while streaming it still fills
+// one fragment in fillProbeEvery plainly, to see the placement change
+// back.
+type fillMode struct {
+	slotNs, privNs float64 // moving averages of ns per byte (0: not measured)
+	frags          uint32
+	stream         bool
+}
+
+const (
+	fillProbeEvery = 16
+	// fillSlowRatio: the plain fills into the slots ran up to 6 times
+	// slower than into private memory where the VM's two cores shared a
+	// cache (copies and typed packs alike), and 6–24 times where they did
+	// not (docs/perf/endpoint.md).
+	fillSlowRatio = 6
+	// fillChoose: a copy of fewer bytes always streams: one fragment
+	// alone does not overlap the two copies, and streamed it was as fast
+	// or faster in both placements (32 and 64 KiB half round trips
+	// 4.9–5.5 and 7.4–9.2 µs against 5.5–7.5 and 5.6–11.5 chosen).
+	fillChoose = 128 << 10
+)
+
+// ewma folds a sample into a moving average (a quarter weight).
+func ewma(avg, x float64) float64 {
+	if avg == 0 {
+		return x
+	}
+	return avg + (x-avg)/4
+}
+
+// fillFragment puts fragment dst of o (bytes o.off on) into its slot the
+// way l's fillMode says.
+func (v *vci) fillFragment(l *nodeLink, o *copyOut, dst []byte) error {
+	m := &l.fill
+	k := len(dst)
+	fill := func(b []byte) error {
+		if o.u != nil {
+			return o.u.pack(o.off, b)
+		}
+		copy(b, o.buf[o.off:o.off+k])
+		return nil
+	}
+	if o.u == nil && k < fillChoose {
+		memcopy.Stream(dst, o.buf[o.off:o.off+k])
+		return nil
+	}
+	m.frags++
+	probe := m.frags%fillProbeEvery == 1
+	if m.stream && !probe {
+		if o.u == nil {
+			memcopy.Stream(dst, o.buf[o.off:o.off+k])
+			return nil
+		}
+		s := v.fillScratch(k)
+		t0 := time.Now()
+		if err := fill(s); err != nil {
+			return err
+		}
+		m.privNs = ewma(m.privNs, float64(time.Since(t0))/float64(k))
+		memcopy.Stream(dst, s)
+		return nil
+	}
+	t0 := time.Now()
+	if err := fill(dst); err != nil {
+		return err
+	}
+	m.slotNs = ewma(m.slotNs, float64(time.Since(t0))/float64(k))
+	if probe && (!m.stream || m.privNs == 0) {
+		s := v.fillScratch(k)
+		t0 = time.Now()
+		_ = fill(s)
+		m.privNs = ewma(m.privNs, float64(time.Since(t0))/float64(k))
+	}
+	if m.privNs > 0 {
+		was := m.stream
+		m.stream = m.slotNs > fillSlowRatio*m.privNs
+		if m.stream != was {
+			v.log.Debug("node transport: copy fragments", "member", l.member, "stream", m.stream, "slot_ns_per_kib", m.slotNs*1024, "private_ns_per_kib", m.privNs*1024, "typed", o.u != nil)
+		}
+	}
+	return nil
+}
+
+// fillScratch returns v's private buffer for a fragment of k bytes.
+func (v *vci) fillScratch(k int) []byte {
+	if len(v.cpScratch) < k {
+		v.cpScratch = make([]byte, k)
+	}
+	return v.cpScratch[:k]
+}
+
 // pumpCopyOut copies the next fragments of l's pipelined send into the
 // slots the receiver has freed; true when the send is complete (or has
 // failed, its request finished with the error).
@@ -247,20 +352,17 @@ func (v *vci) pumpCopyOut(l *nodeLink) bool {
 			break
 		}
 		k := min(a.size, o.n-o.off)
-		if o.u != nil {
-			if err := o.u.pack(o.off, a.slot(o.slot)[:k]); err != nil {
-				// The receiver waits for bytes that will not come: the
-				// link goes, as after a peer's failure.
-				err = fmt.Errorf("pack %s: %w", o.u, err)
-				l.cout, l.broken = nil, err
-				v.log.Error("node transport: pipelined send failed; link to this peer dropped", "member", l.member, "err", err)
-				if o.r != nil {
-					v.finish(o.r, fmt.Errorf("endpoint: send to rank %d: %w", o.r.qrank, err))
-				}
-				return true
+		if err := v.fillFragment(l, o, a.slot(o.slot)[:k]); err != nil {
+			// A typed send's pack failed. The receiver waits for bytes
+			// that will not come: the link goes, as after a peer's
+			// failure.
+			err = fmt.Errorf("pack %s: %w", o.u, err)
+			l.cout, l.broken = nil, err
+			v.log.Error("node transport: pipelined send failed; link to this peer dropped", "member", l.member, "err", err)
+			if o.r != nil {
+				v.finish(o.r, fmt.Errorf("endpoint: send to rank %d: %w", o.r.qrank, err))
 			}
-		} else {
-			memcopy.Stream(a.slot(o.slot), o.buf[o.off:o.off+k])
+			return true
 		}
 		release.Store(f, 1)
 		o.off += k

@@ -141,6 +141,7 @@ type vci struct {
 	devRings  map[*gpu.Device]*devRing    // GPU sends' segment rings (gputyped.go)
 	devMaps   map[*gpu.Device]*gpu.Buffer // the bounce buffers mapped into each GPU (nil: cannot)
 	devHooks  map[*gpu.Device]func()      // removes v's close hook of each device (gputyped.go)
+	cpScratch []byte                      // a fragment packed or copied before it is streamed into a copy slot (nodecopy.go)
 	segSize   int                         // payload bytes of a segment buffer (behind the match header)
 	pipeSize  int                         // payload bytes of a pipelined message's segment (≤ segSize)
 	segs      [][]byte
