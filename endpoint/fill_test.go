@@ -10,15 +10,16 @@ import (
 )
 
 // TestFillFragment: a pipelined copy's fragments arrive byte for byte
-// whichever way fillFragment puts them into the slot (plain, streamed,
-// a typed pack straight into the slot or through private memory), at
-// every offset; below fillChoose a copy always streams (nothing is
-// timed); while streaming, one fragment in fillProbeEvery is filled
-// plainly and timed, and a fill mode follows its measurements (slow
-// plain fills stream, fast ones do not).
+// whichever way fillFragment puts them into the slot (a contiguous send
+// streamed, a typed send packed straight into the slot or packed
+// privately and streamed), at every offset; a contiguous send's
+// fragments are never timed; while a typed send streams, one fragment
+// in fillProbeEvery is packed into the slot and timed; and the fill mode
+// follows its measurements (slow plain packs stream).
 func TestFillFragment(t *testing.T) {
+	const frag = 96 << 10
 	v := &vci{log: hclog.NewNullLogger()}
-	src := make([]byte, 3*fillChoose+100)
+	src := make([]byte, 5*frag+100)
 	for i := range src {
 		src[i] = byte(i*31 + i>>9)
 	}
@@ -41,15 +42,13 @@ func TestFillFragment(t *testing.T) {
 		}
 		for _, stream := range []bool{false, true} {
 			l := &nodeLink{}
-			l.fill.stream = stream
-			l.fill.slotNs, l.fill.privNs = 1, 1 // measured already: no decision on the first fill
+			l.fill = fillMode{stream: stream, slotNs: 1, privNs: 1}
 			o := &copyOut{buf: src, n: n}
 			if typed {
 				o.buf, o.u = nil, u
 			}
-			k := fillChoose + 4096
-			for o.off = 0; o.off < n; o.off += k {
-				m := min(k, n-o.off)
+			for o.off = 0; o.off < n; o.off += frag {
+				m := min(frag, n-o.off)
 				dst := make([]byte, m)
 				if err := v.fillFragment(l, o, dst); err != nil {
 					t.Fatal(err)
@@ -58,22 +57,16 @@ func TestFillFragment(t *testing.T) {
 					t.Fatalf("typed %v, streaming %v: fragment at %d differs", typed, stream, o.off)
 				}
 			}
+			if !typed && l.fill.frags != 0 {
+				t.Fatal("a contiguous send's fragments were timed")
+			}
 		}
 	}
-	// Below fillChoose a copy streams untimed.
+	// The probe cadence while a typed send streams, and the decision.
 	l := &nodeLink{}
-	dst := make([]byte, fillChoose-1)
-	if err := v.fillFragment(l, &copyOut{buf: src, n: len(src)}, dst); err != nil || !bytes.Equal(dst, src[:len(dst)]) {
-		t.Fatalf("small fragment: %v", err)
-	}
-	if l.fill.frags != 0 || l.fill.slotNs != 0 {
-		t.Fatal("a fragment below fillChoose was timed")
-	}
-	// The probe cadence while streaming, and the decision.
-	l = &nodeLink{}
 	l.fill = fillMode{stream: true, slotNs: 1e6, privNs: 1}
-	o := &copyOut{buf: src, n: len(src)}
-	dst = make([]byte, fillChoose)
+	o := &copyOut{u: u, n: len(packed)}
+	dst := make([]byte, frag)
 	timed := 0
 	for range 4 * fillProbeEvery {
 		before := l.fill.slotNs
@@ -85,15 +78,13 @@ func TestFillFragment(t *testing.T) {
 		}
 	}
 	if timed != 4 {
-		t.Fatalf("%d plain fills timed in %d streamed fragments, want 4", timed, 4*fillProbeEvery)
+		t.Fatalf("%d packs into the slot timed in %d streamed fragments, want 4", timed, 4*fillProbeEvery)
 	}
-	l.fill = fillMode{slotNs: 1, privNs: 1}
-	l.fill.slotNs = 100 * fillSlowRatio // as if the plain fills had become slow
-	l.fill.frags = 1                    // not a probe: only slotNs is measured
+	l.fill = fillMode{slotNs: 100 * fillSlowRatio, privNs: 1, frags: 1} // as if the plain packs had become slow
 	if err := v.fillFragment(l, o, dst); err != nil {
 		t.Fatal(err)
 	}
 	if !l.fill.stream {
-		t.Fatalf("plain fills at %.1f ns/B against %.3f privately: not streaming", l.fill.slotNs, l.fill.privNs)
+		t.Fatalf("packs into the slot at %.1f ns/B against %.3f privately: not streaming", l.fill.slotNs, l.fill.privNs)
 	}
 }

@@ -233,22 +233,26 @@ func (v *vci) nodeSendCopyOut(c *Comm, l *nodeLink, t uint64, aux uint32, o *cop
 	return o.r, true
 }
 
-// fillMode is how a link's sender puts fragments into the copy slots:
-// with plain stores (a copy, or a typed send's pack, straight into the
-// slot) while those run near the speed of the same work into private
-// memory, with non-temporal stores (memcopy.Stream; a typed fragment is
-// packed into private memory first) while they do not. A plain store
-// into a line the receiver's core read last takes the line back from
-// that core: cheap where the two cores share a cache, the faster way then
-// (the receiver finds the data in the shared cache), and many times
-// slower where they do not (two sockets; a virtual machine whose vCPUs
-// the host placed apart), where non-temporal stores do not wait
-// (docs/perf/endpoint.md). The sender times its plain fills and, every
-// fillProbeEvery fragments, the same work into private memory; it
-// streams while the plain fills run more than fillSlowRatio times slower,
-// and while streaming it still fills
-// one fragment in fillProbeEvery plainly, to see the placement change
-// back.
+// fillMode is how a link's sender puts a typed send's fragments into
+// the copy slots: packed straight into the slot (plain stores) while
+// that runs near the speed of the same pack into private memory, packed
+// privately and streamed in (memcopy.Stream: non-temporal stores) while
+// it does not. A plain store into a line the receiver's core read last
+// takes the line back from that core: cheap where the two cores share a
+// cache, the faster way then (the receiver finds the data in the shared
+// cache; a typed FFT2 transpose of 1 MiB 52–56 µs against 141 streamed),
+// and many times slower where they do not (two sockets; a virtual
+// machine whose vCPUs the host placed apart; 504 µs against 154–166),
+// where non-temporal stores do not wait (docs/perf/typed.md). The sender
+// times its plain packs and, every fillProbeEvery fragments, the same
+// pack into private memory; it streams while the plain packs run more
+// than fillSlowRatio times slower, and while streaming it still packs
+// one fragment in fillProbeEvery into the slot, to see the placement
+// change back. A contiguous send's fragments always stream: measured the
+// same way its plain copies' ratios straddled the threshold in the slow
+// placement (6–24 against 1–6), and a wrong choice there costs 3–9×
+// (1 MiB 178 µs against 56 streamed), where always streaming costs 1.5×
+// in the fast one (1 MiB 58–64 µs against 39–41).
 type fillMode struct {
 	slotNs, privNs float64 // moving averages of ns per byte (0: not measured)
 	frags          uint32
@@ -257,16 +261,10 @@ type fillMode struct {
 
 const (
 	fillProbeEvery = 16
-	// fillSlowRatio: the plain fills into the slots ran up to 6 times
-	// slower than into private memory where the VM's two cores shared a
-	// cache (copies and typed packs alike), and 6–24 times where they did
-	// not (docs/perf/endpoint.md).
+	// fillSlowRatio: typed packs into the slots ran up to 6 times slower
+	// than into private memory where the VM's two cores shared a cache,
+	// and 6–24 times where they did not.
 	fillSlowRatio = 6
-	// fillChoose: a copy of fewer bytes always streams: one fragment
-	// alone does not overlap the two copies, and streamed it was as fast
-	// or faster in both placements (32 and 64 KiB half round trips
-	// 4.9–5.5 and 7.4–9.2 µs against 5.5–7.5 and 5.6–11.5 chosen).
-	fillChoose = 128 << 10
 )
 
 // ewma folds a sample into a moving average (a quarter weight).
@@ -277,8 +275,9 @@ func ewma(avg, x float64) float64 {
 	return avg + (x-avg)/4
 }
 
-// fillFragment puts fragment dst of o (bytes o.off on) into its slot the
-// way l's fillMode says.
+// fillFragment puts fragment dst of o (bytes o.off on) into its slot:
+// streamed for a contiguous send, the way l's fillMode says for a typed
+// one.
 func (v *vci) fillFragment(l *nodeLink, o *copyOut, dst []byte) error {
 	m := &l.fill
 	k := len(dst)
@@ -289,7 +288,7 @@ func (v *vci) fillFragment(l *nodeLink, o *copyOut, dst []byte) error {
 		copy(b, o.buf[o.off:o.off+k])
 		return nil
 	}
-	if o.u == nil && k < fillChoose {
+	if o.u == nil {
 		memcopy.Stream(dst, o.buf[o.off:o.off+k])
 		return nil
 	}
