@@ -279,29 +279,18 @@ func ewma(avg, x float64) float64 {
 // streamed for a contiguous send, the way l's fillMode says for a typed
 // one.
 func (v *vci) fillFragment(l *nodeLink, o *copyOut, dst []byte) error {
-	m := &l.fill
 	k := len(dst)
-	fill := func(b []byte) error {
-		if o.u != nil {
-			return o.u.pack(o.off, b)
-		}
-		copy(b, o.buf[o.off:o.off+k])
-		return nil
-	}
 	if o.u == nil {
 		memcopy.Stream(dst, o.buf[o.off:o.off+k])
 		return nil
 	}
+	m := &l.fill
 	m.frags++
 	probe := m.frags%fillProbeEvery == 1
 	if m.stream && !probe {
-		if o.u == nil {
-			memcopy.Stream(dst, o.buf[o.off:o.off+k])
-			return nil
-		}
 		s := v.fillScratch(k)
 		t0 := time.Now()
-		if err := fill(s); err != nil {
+		if err := o.u.pack(o.off, s); err != nil {
 			return err
 		}
 		m.privNs = ewma(m.privNs, float64(time.Since(t0))/float64(k))
@@ -309,21 +298,21 @@ func (v *vci) fillFragment(l *nodeLink, o *copyOut, dst []byte) error {
 		return nil
 	}
 	t0 := time.Now()
-	if err := fill(dst); err != nil {
+	if err := o.u.pack(o.off, dst); err != nil {
 		return err
 	}
 	m.slotNs = ewma(m.slotNs, float64(time.Since(t0))/float64(k))
 	if probe && (!m.stream || m.privNs == 0) {
 		s := v.fillScratch(k)
 		t0 = time.Now()
-		_ = fill(s)
+		_ = o.u.pack(o.off, s) // it just packed without error
 		m.privNs = ewma(m.privNs, float64(time.Since(t0))/float64(k))
 	}
 	if m.privNs > 0 {
 		was := m.stream
 		m.stream = m.slotNs > fillSlowRatio*m.privNs
 		if m.stream != was {
-			v.log.Debug("node transport: copy fragments", "member", l.member, "stream", m.stream, "slot_ns_per_kib", m.slotNs*1024, "private_ns_per_kib", m.privNs*1024, "typed", o.u != nil)
+			v.log.Debug("node transport: typed fragments", "member", l.member, "stream", m.stream, "slot_ns_per_kib", m.slotNs*1024, "private_ns_per_kib", m.privNs*1024)
 		}
 	}
 	return nil
