@@ -550,14 +550,12 @@ func (c *Comm) isendContigTyped(contig, buf []byte, count int, t *ddt.Type, n, d
 	su := typedRecv{buf: buf, count: count, t: t, n: n} // on the stack
 	sig := su.signature()
 	if sig == 0 {
-		return c.isend(contig, dest, tag, c.ctx)
+		return c.isendMode(contig, dest, tag, c.ctx, 0, blocking)
 	}
 	if c.link(dest) == nil && n+rdvExtSize <= c.v.eagerLimit {
-		u := &typedRecv{buf: buf, count: count, t: t, n: n}
-		if r, done, err := c.isendEagerTyped(u, dest, tag); done {
-			return r, err
-		}
-		return c.isend(contig, dest, tag, c.ctx)
+		// Within the eager limit isendEagerTyped always sends it.
+		r, _, err := c.isendEagerTyped(&typedRecv{buf: buf, count: count, t: t, n: n}, dest, tag)
+		return r, err
 	}
 	return c.isendMode(contig, dest, tag, c.ctx, sig, blocking)
 }

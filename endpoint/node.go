@@ -551,7 +551,7 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 		}
 		return completedRequest, nil
 	}
-	if !staged && v.nodeCopyFits(l, len(buf)) && (blocking || l.copyRoom(len(buf))) {
+	if !staged && v.nodeCopyTakes(l, len(buf), blocking) {
 		if r, ok := v.nodeSendCopy(c, l, t, sigWord(sig), buf, dest); ok {
 			return r, nil
 		}

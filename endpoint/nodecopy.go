@@ -176,12 +176,20 @@ func (v *vci) nodeCopyFits(l *nodeLink, n int) bool {
 	return cp > 0 && l.cpOut != nil && !l.local && !v.crowded && l.cout == nil && n >= cp && n > v.eagerLimit && n <= nodeCopyMax && len(v.sendq) == 0
 }
 
+// nodeCopyTakes reports whether a send of n bytes to l goes by the
+// pipelined copy: it fits (nodeCopyFits), and either the caller waits
+// for it at once (blocking: Send, SendTyped) or it completes within the
+// call that starts it (copyRoom). An Isend that would not complete takes
+// another path: its later fragments would wait for the sender to drive
+// its endpoint, where a rendezvous's receiver copies the whole message
+// itself.
+func (v *vci) nodeCopyTakes(l *nodeLink, n int, blocking bool) bool {
+	return v.nodeCopyFits(l, n) && (blocking || l.copyRoom(n))
+}
+
 // copyRoom reports whether the free slots of l's copy area, from the
 // next one on, hold n bytes: a send of n bytes by the pipelined copy
-// then completes within the call that starts it. A send that returns
-// before it completes (Isend) takes the pipelined copy only then: its
-// later fragments would wait for the sender to drive its endpoint,
-// where a rendezvous's receiver copies the whole message itself.
+// then completes within the call that starts it.
 func (l *nodeLink) copyRoom(n int) bool {
 	a := l.cpOut
 	need := (n + a.size - 1) / a.size

@@ -38,13 +38,19 @@ func (c *Comm) badPeer(rank int) error {
 // endpoint (Wait, Test, WaitAll, any call that drives it); messages from
 // one endpoint go out in the order of their Isend calls.
 func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
+	return c.startSend(buf, dest, tag, false)
+}
+
+// startSend is Isend; blocking tells that the caller waits for the send
+// at once (Send).
+func (c *Comm) startSend(buf []byte, dest, tag int, blocking bool) (*Request, error) {
 	if err := c.usable("send"); err != nil {
 		return nil, err
 	}
 	if dest == ProcNull {
 		return completedRequest, nil
 	}
-	return c.isend(buf, dest, tag, c.ctx)
+	return c.isendMode(buf, dest, tag, c.ctx, 0, blocking)
 }
 
 func (c *Comm) isend(buf []byte, dest, tag int, ctx uint16) (*Request, error) {
@@ -290,13 +296,7 @@ func (r *Request) postRecv(v *vci, c *Comm, buf []byte, want, ignore uint64, src
 // Send sends buf to rank dest and returns once buf may be reused (for a
 // rendezvous message: once the receiver has read it) or ctx ends.
 func (c *Comm) Send(ctx context.Context, buf []byte, dest, tag int) error {
-	if err := c.usable("send"); err != nil {
-		return err
-	}
-	if dest == ProcNull {
-		return nil
-	}
-	r, err := c.isendMode(buf, dest, tag, c.ctx, 0, true)
+	r, err := c.startSend(buf, dest, tag, true)
 	if err != nil {
 		return err
 	}
