@@ -7,10 +7,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand"
+	"net"
 	"os/exec"
 	"regexp"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -41,21 +42,65 @@ func Parse(out []byte) (Result, error) {
 
 // Run runs the fi_pingpong at path as server and client over provider
 // prov with an RDM endpoint, size-byte messages and iters iterations,
-// on a random control port, and returns the client's result. The
-// processes are killed when ctx ends.
+// on a free control port, and returns the client's result. A server
+// that cannot bind its port (another program took it between the
+// choice and the bind) is retried on a fresh port. The processes are
+// killed when ctx ends.
 func Run(ctx context.Context, path, prov string, size, iters int) (Result, error) {
-	port := strconv.Itoa(20000 + rand.Intn(20000))
+	var err error
+	for range 5 {
+		var r Result
+		var retry bool
+		r, retry, err = runOnce(ctx, path, prov, size, iters)
+		if err == nil || !retry || ctx.Err() != nil {
+			return r, err
+		}
+	}
+	return Result{}, err
+}
+
+// pickPort chooses the control port; tests replace it.
+var pickPort = freePort
+
+// freePort returns a TCP port nobody listens on at this moment.
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+}
+
+// runOnce is one try of Run; retry says the server exited before the
+// client connected, so another port may succeed.
+func runOnce(ctx context.Context, path, prov string, size, iters int) (Result, bool, error) {
+	port, err := pickPort()
+	if err != nil {
+		return Result{}, false, err
+	}
 	args := []string{"-p", prov, "-e", "rdm", "-S", strconv.Itoa(size), "-I", strconv.Itoa(iters)}
 	srv := exec.CommandContext(ctx, path, append(args, "-B", port)...)
-	var srvOut bytes.Buffer
+	var srvOut syncBuffer
 	srv.Stdout, srv.Stderr = &srvOut, &srvOut
 	if err := srv.Start(); err != nil {
-		return Result{}, err
+		return Result{}, false, err
 	}
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- srv.Wait() }()
 	var out []byte
-	var err error
 	for range 50 { // the server needs a moment to listen
-		time.Sleep(100 * time.Millisecond)
+		select {
+		case werr := <-srvDone: // the server gave up before any client came
+			return Result{}, true, fmt.Errorf("fi_pingpong server exited early (%v): %s", werr, srvOut.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if bytes.Contains(srvOut.Bytes(), []byte("bind()")) {
+			// The server reports a taken port and keeps waiting.
+			srv.Process.Kill()
+			<-srvDone
+			return Result{}, true, fmt.Errorf("fi_pingpong server could not bind port %s: %s", port, srvOut.String())
+		}
 		cli := exec.CommandContext(ctx, path, append(args, "-P", port, "127.0.0.1")...)
 		out, err = cli.CombinedOutput()
 		if err == nil || ctx.Err() != nil {
@@ -64,11 +109,34 @@ func Run(ctx context.Context, path, prov string, size, iters int) (Result, error
 	}
 	if err != nil {
 		srv.Process.Kill()
-		srv.Wait() // the server's output is complete only after Wait
-		return Result{}, fmt.Errorf("%w: %s / server: %s", err, out, srvOut.String())
+		<-srvDone // the server's output is complete only after Wait
+		return Result{}, false, fmt.Errorf("%w: %s / server: %s", err, out, srvOut.String())
 	}
-	if err := srv.Wait(); err != nil {
-		return Result{}, fmt.Errorf("fi_pingpong server: %w: %s", err, srvOut.String())
+	if err := <-srvDone; err != nil {
+		return Result{}, false, fmt.Errorf("fi_pingpong server: %w: %s", err, srvOut.String())
 	}
-	return Parse(out)
+	r, err := Parse(out)
+	return r, false, err
 }
+
+// syncBuffer is a bytes.Buffer the server's output goroutine writes
+// while Run reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// Bytes returns a copy of what was written so far.
+func (b *syncBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
+}
+
+func (b *syncBuffer) String() string { return string(b.Bytes()) }

@@ -1,6 +1,13 @@
 package fipingpong
 
-import "testing"
+import (
+	"context"
+	"net"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+)
 
 func TestParse(t *testing.T) {
 	out := "bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec\n" +
@@ -13,5 +20,47 @@ func TestParse(t *testing.T) {
 		if _, err := Parse([]byte(bad)); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// TestRunRetriesTakenPort gives the first try a port another listener
+// holds: the server cannot bind it, and Run must succeed on the next.
+func TestRunRetriesTakenPort(t *testing.T) {
+	path, err := exec.LookPath("fi_pingpong")
+	if err != nil {
+		t.Fatalf("fi_pingpong not installed (make test installs libfabric-bin): %v", err)
+	}
+	l, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() { // a client that reaches this port is turned away
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	taken := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	tries := 0
+	pickPort = func() (string, error) {
+		tries++
+		if tries == 1 {
+			return taken, nil
+		}
+		return freePort()
+	}
+	defer func() { pickPort = freePort }()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := Run(ctx, path, "tcp", 8, 100)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if tries < 2 || r.Usec <= 0 {
+		t.Errorf("tries %d, result %+v", tries, r)
 	}
 }
