@@ -46,12 +46,10 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"flag"
 	"fmt"
-	"github.com/weft-hpc/weft/internal/benchrec"
 	"math"
 	"os"
 	"os/exec"
@@ -63,9 +61,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weft-hpc/weft/internal/benchrec"
 	"github.com/weft-hpc/weft/internal/launch"
 	"github.com/weft-hpc/weft/job"
 	"github.com/weft-hpc/weft/onesided"
+	"github.com/weft-hpc/weft/test/bench/internal/fipingpong"
 )
 
 func env(name, def string) string {
@@ -323,37 +323,11 @@ func fmtRatios(r []float64) string {
 
 // fiPingpong runs libfabric's fi_pingpong over shm with 8-byte messages.
 func fiPingpong(ctx context.Context) ([]byte, error) {
-	port := strconv.Itoa(20000 + os.Getpid()%20000)
-	args := []string{"-p", "shm", "-e", "rdm", "-S", "8", "-I", strconv.Itoa(max(*fiIters, 1))}
-	srv := exec.CommandContext(ctx, "fi_pingpong", append(args, "-B", port)...)
-	var sout bytes.Buffer
-	srv.Stdout, srv.Stderr = &sout, &sout
-	if err := srv.Start(); err != nil {
+	r, err := fipingpong.Run(ctx, "fi_pingpong", "shm", 8, max(*fiIters, 1))
+	if err != nil {
 		return nil, err
 	}
-	defer srv.Wait()
-	var out []byte
-	var err error
-	for try := 0; try < 50; try++ {
-		time.Sleep(50 * time.Millisecond)
-		out, err = exec.CommandContext(ctx, "fi_pingpong", append(args, "-P", port, "localhost")...).CombinedOutput()
-		if err == nil {
-			break
-		}
-	}
-	if err != nil {
-		_ = srv.Process.Kill()
-		return out, err
-	}
-	// bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 8 && f[0] == "8" {
-			return []byte("RESULT ps_lat 8 " + f[6] + "\n"), nil
-		}
-	}
-	return out, fmt.Errorf("fi_pingpong output not understood")
+	return fmt.Appendf(nil, "RESULT ps_lat 8 %g\n", r.Usec), nil
 }
 
 // metricUnits are the metrics in the order the tables show them.
