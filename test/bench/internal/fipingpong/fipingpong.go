@@ -47,20 +47,22 @@ func Parse(out []byte) (Result, error) {
 // choice and the bind) is retried on a fresh port. The processes are
 // killed when ctx ends.
 func Run(ctx context.Context, path, prov string, size, iters int) (Result, error) {
+	return run(ctx, path, prov, size, iters, freePort)
+}
+
+// run is Run with the control port chosen by pickPort.
+func run(ctx context.Context, path, prov string, size, iters int, pickPort func() (string, error)) (Result, error) {
 	var err error
 	for range 5 {
 		var r Result
 		var retry bool
-		r, retry, err = runOnce(ctx, path, prov, size, iters)
+		r, retry, err = runOnce(ctx, path, prov, size, iters, pickPort)
 		if err == nil || !retry || ctx.Err() != nil {
 			return r, err
 		}
 	}
 	return Result{}, err
 }
-
-// pickPort chooses the control port; tests replace it.
-var pickPort = freePort
 
 // freePort returns a TCP port nobody listens on at this moment.
 func freePort() (string, error) {
@@ -74,7 +76,7 @@ func freePort() (string, error) {
 
 // runOnce is one try of Run; retry says the server exited before the
 // client connected, so another port may succeed.
-func runOnce(ctx context.Context, path, prov string, size, iters int) (Result, bool, error) {
+func runOnce(ctx context.Context, path, prov string, size, iters int, pickPort func() (string, error)) (Result, bool, error) {
 	port, err := pickPort()
 	if err != nil {
 		return Result{}, false, err

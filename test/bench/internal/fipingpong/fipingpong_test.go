@@ -46,17 +46,16 @@ func TestRunRetriesTakenPort(t *testing.T) {
 	}()
 	taken := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	tries := 0
-	pickPort = func() (string, error) {
+	pick := func() (string, error) {
 		tries++
 		if tries == 1 {
 			return taken, nil
 		}
 		return freePort()
 	}
-	defer func() { pickPort = freePort }()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	r, err := Run(ctx, path, "tcp", 8, 100)
+	r, err := run(ctx, path, "tcp", 8, 100, pick)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
