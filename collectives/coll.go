@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,7 +110,7 @@ func New(ctx context.Context, comm *endpoint.Comm, opts ...Option) (*Coll, error
 }
 
 // crowded reports whether the communicator's ranks on this machine
-// outnumber its cores (WEFT_TUNE epwait, as endpoint's waits: auto decides
+// outnumber the cores they share (WEFT_TUNE epwait, as endpoint's waits: auto decides
 // so, spin never, yield always).
 func crowded(c *endpoint.Comm) bool {
 	t, _ := settings.Tune()
@@ -122,7 +121,7 @@ func crowded(c *endpoint.Comm) bool {
 		return true
 	}
 	_, n := c.NodeLocal()
-	return n > runtime.NumCPU()
+	return wait.Crowded(n)
 }
 
 // Rank returns this handle's rank (its rank in the communicator); -1 for
@@ -636,14 +635,15 @@ func (c *Coll) finishRound() error {
 // Wait pacing: see wait.
 const (
 	pollClock      = 64          // polls between two looks at the context and the clock
-	spinPolls      = 256         // polls before an uncrowded wait starts yielding
+	spinPolls      = 256         // polls before an uncrowded wait starts its side work
+	yieldPolls     = 16384       // polls before an uncrowded wait starts yielding
 	peerCheckAfter = time.Second // waiting time between two checks for exited peers
 	peerCheckSpan  = 150 * time.Millisecond
 )
 
 var (
 	crowdedPolicy = wait.Policy{Name: "collectives-crowded", YieldEvery: 1, OSYieldEvery: 2}
-	spinPolicy    = wait.Policy{Name: "collectives", SpinPolls: spinPolls, YieldEvery: 16, OSYieldEvery: 4}
+	spinPolicy    = wait.Policy{Name: "collectives", SpinPolls: spinPolls, YieldPolls: yieldPolls, YieldEvery: 16, OSYieldEvery: 4}
 )
 
 // pause paces the poll loop of wait after poll spins.

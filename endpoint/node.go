@@ -70,6 +70,7 @@ import (
 	"github.com/weft-hpc/weft/internal/nodeseg"
 	"github.com/weft-hpc/weft/internal/peerwatch"
 	"github.com/weft-hpc/weft/internal/shmring"
+	"github.com/weft-hpc/weft/internal/wait"
 )
 
 // Segment header (one cache line, then the rings).
@@ -1019,7 +1020,8 @@ func (c *Comm) Transport(r int) (string, error) {
 }
 
 // crowdedNode reports whether n busy endpoints on this machine outnumber
-// its cores (WEFT_TUNE epwait: auto decides so, spin never, yield always).
+// the cores they share (wait.Crowded; WEFT_TUNE epwait: auto decides so,
+// spin never, yield always).
 func crowdedNode(n int) bool {
 	switch tune.EPWait {
 	case "spin":
@@ -1027,7 +1029,7 @@ func crowdedNode(n int) bool {
 	case "yield":
 		return true
 	}
-	return n > runtime.NumCPU()
+	return wait.Crowded(n)
 }
 
 // Gather rendezvous: a large typed message whose blocks are big enough is

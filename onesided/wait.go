@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -102,7 +101,7 @@ func withTune(p waitPolicy) waitPolicy {
 func choosePolicy(name string, localRanks int) (waitPolicy, error) {
 	switch name {
 	case "", "auto":
-		if localRanks > runtime.NumCPU() {
+		if wait.Crowded(localRanks) {
 			return withTune(yieldPolicy), nil
 		}
 		return withTune(spinPolicy), nil

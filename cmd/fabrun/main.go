@@ -40,6 +40,7 @@
 //	--timeout-stacks WEFT_TIMEOUT_STACKS  on timeout, ranks dump their goroutine stacks first (default true)
 //	--tag-output   WEFT_TAG_OUTPUT  prefix output lines with "[rank] "
 //	--kill-grace   WEFT_KILL_GRACE  SIGTERM to SIGKILL delay (default 500ms)
+//	--bind         WEFT_BIND        local ranks' CPUs: auto (default: an equal share each when they fit), core (one each), none
 //	--ssh          WEFT_SSH         ssh command and options (default "ssh")
 //	--pmi-host     WEFT_PMI_HOST    address ssh ranks use to reach fabrun (and fabrun listens on)
 //	--srun         WEFT_SRUN        srun command and options (default "srun")
@@ -96,19 +97,20 @@ type options struct {
 	ssh       string
 	pmiHost   string
 	srun      string
+	bind      string
 	env       envList
 	argv      []string
 	npSet     bool // -n, -np or WEFT_NP was given (so 0 is an error, not "derive it")
 }
 
 const usageText = `usage: fabrun -n N [--hosts h1:slots,h2 | --hostfile F] [--launcher auto|local|ssh|slurm]
-              [--provider P] [--timeout D] [--env K=V]... [--tag-output] prog [args]
+              [--provider P] [--timeout D] [--bind auto|core|none] [--env K=V]... [--tag-output] prog [args]
        fabrun info [--provider P]
 `
 
 // parse reads flags, with WEFT_* environment variables as defaults.
 func parse(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
-	o := &options{launcher: "auto", killGrace: 500 * time.Millisecond, ssh: "ssh", srun: "srun", stacks: true}
+	o := &options{launcher: "auto", bind: "auto", killGrace: 500 * time.Millisecond, ssh: "ssh", srun: "srun", stacks: true}
 	fs := flag.NewFlagSet("fabrun", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -151,6 +153,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	envStr("WEFT_SSH", &o.ssh)
 	envStr("WEFT_PMI_HOST", &o.pmiHost)
 	envStr("WEFT_SRUN", &o.srun)
+	envStr("WEFT_BIND", &o.bind)
 	envBool := func(name string, dst *bool) {
 		if v := getenv(name); v != "" {
 			b, err := strconv.ParseBool(v)
@@ -179,6 +182,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	fs.StringVar(&o.ssh, "ssh", o.ssh, "ssh command and options (WEFT_SSH)")
 	fs.StringVar(&o.pmiHost, "pmi-host", o.pmiHost, "address remote ranks use to reach fabrun (WEFT_PMI_HOST)")
 	fs.StringVar(&o.srun, "srun", o.srun, "srun command and options (WEFT_SRUN)")
+	fs.StringVar(&o.bind, "bind", o.bind, "local ranks' CPUs: auto (an equal share each when 2 or more fit), core (one each) or none (WEFT_BIND)")
 	fs.Var(&o.env, "env", "KEY=VALUE for every rank (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -318,7 +322,7 @@ func (o *options) config(getenv func(string) string) (launch.Config, error) {
 	return launch.Config{
 		NP: np, Argv: o.argv, Env: o.env, Launcher: o.launcher, Hosts: hosts,
 		Provider: o.provider, Timeout: o.timeout, TimeoutStacks: o.stacks, TagOutput: o.tag, KillGrace: o.killGrace,
-		SSH: ssh, PMIHost: o.pmiHost, Srun: srun,
+		SSH: ssh, PMIHost: o.pmiHost, Srun: srun, Bind: o.bind,
 	}, nil
 }
 

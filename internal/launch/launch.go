@@ -92,6 +92,10 @@ type Config struct {
 	PMIHost       string        // address remote ranks use to reach the PMI server, which listens on what it resolves to
 	Dir           string        // working directory of the ranks (default: the current one)
 	Srun          []string      // srun command and extra options, default ["srun"]
+	// Bind: how local ranks are bound to CPUs (bind.go): BindAuto (the
+	// default, for ""), BindCore or BindNone. Only the local launcher
+	// binds; ssh ranks and Slurm's steps run as their hosts place them.
+	Bind string
 }
 
 // ErrTimeout is wrapped by the ExitError of a job that ran past its Timeout.
@@ -196,6 +200,10 @@ func (c *Config) validate() error {
 	}
 	if c.KillGrace <= 0 {
 		c.KillGrace = 500 * time.Millisecond
+	}
+	var err error
+	if c.Bind, err = checkBind(c.Bind); err != nil {
+		return err
 	}
 	if len(c.SSH) == 0 {
 		c.SSH = []string{"ssh"}
@@ -345,12 +353,25 @@ func (j *Job) startRanks() error {
 	}
 	_, lrank, lsize, mapping := placement(cfg.NP, hosts)
 	prog := cfg.Argv[0]
+	var binds [][]int // per local rank
+	nodeCPUs := ""    // the CPUs the local ranks share, for their wait policies
 	if j.launcher == "local" {
 		p, err := exec.LookPath(prog)
 		if err != nil {
 			return fmt.Errorf("launch: program %q: %w", prog, err)
 		}
 		prog = p
+		cpus, err := allowedCPUs()
+		if err != nil {
+			return err
+		}
+		if binds, err = bindSets(cfg.Bind, cfg.NP, cpus); err != nil {
+			return err
+		}
+		nodeCPUs = "WEFT_NODE_CPUS=" + strconv.Itoa(len(cpus))
+		if binds != nil {
+			log.Debug("ranks bound", "mode", cfg.Bind, "cpus", cpuList(cpus), "per-rank", len(binds[0]))
+		}
 	}
 	secret, err := pmi.NewSecret()
 	if err != nil {
@@ -421,7 +442,7 @@ func (j *Job) startRanks() error {
 			cmd = exec.Command(prog, cfg.Argv[1:]...)
 			// The secret also tells the bootstrap it runs under fabrun. An
 			// environment is readable by its owner only.
-			cmd.Env = append(append(append([]string{}, env...), renv...), "PMI_FD=3", "WEFT_PMI_SECRET="+secret)
+			cmd.Env = append(append(append([]string{}, env...), renv...), "PMI_FD=3", "WEFT_PMI_SECRET="+secret, nodeCPUs)
 			cmd.Dir = cfg.Dir
 			cmd.ExtraFiles = []*os.File{childEnd}
 		} else {
@@ -436,7 +457,11 @@ func (j *Job) startRanks() error {
 		case r == 0:
 			in = stdinForward
 		}
-		err := j.spawn(r, cmd, in)
+		var cpus []int
+		if binds != nil {
+			cpus = binds[lrank[r]]
+		}
+		err := j.spawn(r, cmd, in, cpus)
 		if err == nil && in == stdinLifeline {
 			// The remote wrapper's first line: the job secret, kept out of
 			// every command line. A pipe takes these few bytes at once.
@@ -554,7 +579,7 @@ const (
 // CONFIG_SCHED_AUTOGROUP, instead of sharing one CPU share with everything
 // else in the launcher's session; on the shared 2-core test machine that cut
 // a 4-rank examples/hello job from 2.3 s to 1.4 s (docs/perf/fabrun.md).
-func (j *Job) spawn(id int, cmd *exec.Cmd, stdin int) error {
+func (j *Job) spawn(id int, cmd *exec.Cmd, stdin int, cpus []int) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	outW, errW, err := j.out.pipes(id)
 	if err != nil {
@@ -572,7 +597,7 @@ func (j *Job) spawn(id int, cmd *exec.Cmd, stdin int) error {
 		cmd.Stdin = inR
 		defer inR.Close()
 	}
-	err = startDetached(cmd)
+	err = startDetached(cmd, cpus)
 	outW.Close() // the child holds its own copies
 	errW.Close()
 	if err != nil {
@@ -597,17 +622,6 @@ func (j *Job) spawn(id int, cmd *exec.Cmd, stdin int) error {
 		j.events <- event{p: p, state: cmd.ProcessState, err: err}
 	}()
 	return nil
-}
-
-// startDetached starts cmd from a new goroutine. Pdeathsig fires when the
-// thread that forked the child exits, not the process: a goroutine that is
-// not locked to its thread runs on one of the runtime's pooled threads,
-// which never exit, whereas the caller's goroutine may hold a thread
-// (runtime.LockOSThread) that ends with it.
-func startDetached(cmd *exec.Cmd) error {
-	errc := make(chan error, 1)
-	go func() { errc <- cmd.Start() }()
-	return <-errc
 }
 
 // ending reports whether a forwarded sig asks the ranks to end: those get

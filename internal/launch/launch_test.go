@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -332,6 +333,8 @@ func TestConfigErrors(t *testing.T) {
 		{NP: 1, Argv: []string{"true"}, Launcher: "ssh"},
 		{NP: 1, Argv: []string{"true"}, Hosts: []Host{{Name: "a", Slots: 0}}},
 		{NP: 1, Argv: []string{"true"}, Timeout: -time.Second},
+		{NP: 1, Argv: []string{"true"}, Bind: "socket"},
+		{NP: runtime.NumCPU() + 1, Argv: []string{"true"}, Bind: BindCore},
 	} {
 		if err := Run(ctx, c); err == nil {
 			t.Errorf("Run(%+v) succeeded", c)

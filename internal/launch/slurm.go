@@ -22,7 +22,7 @@ func (j *Job) startSlurm() error {
 	cmd.Dir = j.cfg.Dir
 	j.srunWatch = &srunWatcher{w: j.out.stderr}
 	j.out.stderr = j.srunWatch
-	return j.spawn(-1, cmd, stdinForward)
+	return j.spawn(-1, cmd, stdinForward, nil)
 }
 
 // srunTaskExit matches srun's "srun: error: HOST: task 1: Exited with exit

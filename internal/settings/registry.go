@@ -81,6 +81,7 @@ var Registry = []Setting{
 	{Env: "WEFT_TIMEOUT_STACKS", Package: "fabrun", Kind: Bool, Default: "true", Option: "--timeout-stacks", Doc: "on timeout, local ranks write their goroutine stacks (SIGQUIT) before the job is ended"},
 	{Env: "WEFT_TAG_OUTPUT", Package: "fabrun", Kind: Bool, Default: "false", Option: "--tag-output", Doc: `prefix output lines with "[rank] "`},
 	{Env: "WEFT_KILL_GRACE", Package: "fabrun", Kind: Duration, Default: "500ms", Min: 0, Max: int64(time.Hour), Option: "--kill-grace", Doc: "delay between SIGTERM and SIGKILL when ending ranks"},
+	{Env: "WEFT_BIND", Package: "fabrun", Kind: Enum, Default: "auto", Allowed: []string{"auto", "core", "none"}, Option: "--bind", Doc: "how local ranks are bound to CPUs: auto (an equal share of fabrun's CPUs each, when 2 or more ranks fit), core (one CPU each), none"},
 	{Env: "WEFT_SSH", Package: "fabrun", Kind: String, Default: "ssh", Option: "--ssh", Doc: "ssh command and options"},
 	{Env: "WEFT_PMI_HOST", Package: "fabrun", Kind: String, Option: "--pmi-host", Doc: "address ssh ranks use to reach fabrun (and fabrun listens on)"},
 	{Env: "WEFT_SRUN", Package: "fabrun", Kind: String, Default: "srun", Option: "--srun", Doc: "srun command and options"},

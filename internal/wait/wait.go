@@ -22,7 +22,10 @@
 package wait
 
 import (
+	"os"
 	"runtime"
+	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -223,4 +226,28 @@ func (w *Waiter) Pause() bool {
 		}
 		return true
 	}
+}
+
+// Crowded reports whether n busy ranks on this machine outnumber the CPUs
+// they share (NodeCPUs): their waits must then give the core away at
+// once rather than spin.
+func Crowded(n int) bool { return n > NodeCPUs() }
+
+// NodeCPUs is the number of CPUs the ranks on this machine share: what
+// the launcher says (WEFT_NODE_CPUS, which fabrun's local launcher sets,
+// since it may bind each rank to a share of them; Slurm's
+// SLURM_CPUS_ON_NODE), else the CPUs this process may use.
+func NodeCPUs() int { return nodeCPUs() }
+
+var nodeCPUs = sync.OnceValue(func() int { return nodeCPUsFrom(os.Getenv, runtime.NumCPU()) })
+
+// nodeCPUsFrom is NodeCPUs for an environment and the CPUs this process
+// may use.
+func nodeCPUsFrom(getenv func(string) string, mine int) int {
+	for _, name := range []string{"WEFT_NODE_CPUS", "SLURM_CPUS_ON_NODE"} {
+		if n, err := strconv.Atoi(getenv(name)); err == nil && n > 0 {
+			return max(n, mine)
+		}
+	}
+	return mine
 }

@@ -175,3 +175,34 @@ func TestIdleCounting(t *testing.T) {
 		t.Fatalf("%d sched_yield, %d Gosched over 8 yields from YieldPolls; want 2 and 6", f.osyield, f.gosched)
 	}
 }
+
+func TestNodeCPUs(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	for _, c := range []struct {
+		getenv     func(string) string
+		mine, want int
+	}{
+		{env(), 4, 4},
+		{env("WEFT_NODE_CPUS", "8"), 1, 8}, // a rank bound to 1 of 8
+		{env("WEFT_NODE_CPUS", "8", "SLURM_CPUS_ON_NODE", "4"), 1, 8}, // fabrun's word first
+		{env("SLURM_CPUS_ON_NODE", "4"), 1, 4},
+		{env("WEFT_NODE_CPUS", "2"), 4, 4}, // never fewer than this process's
+		{env("WEFT_NODE_CPUS", "x", "SLURM_CPUS_ON_NODE", "-3"), 2, 2},
+	} {
+		if got := nodeCPUsFrom(c.getenv, c.mine); got != c.want {
+			t.Errorf("nodeCPUsFrom(mine %d) = %d, want %d", c.mine, got, c.want)
+		}
+	}
+	if n := NodeCPUs(); n < 1 || Crowded(n) || !Crowded(n+1) {
+		t.Errorf("NodeCPUs %d, Crowded(%d) %v, Crowded(%d) %v", n, n, Crowded(n), n+1, Crowded(n+1))
+	}
+}
