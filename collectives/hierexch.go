@@ -16,9 +16,11 @@ import (
 // 1.36–1.53× → 1.07–1.16× Open MPI's time; docs/perf/collectives.md).
 // Every process folds the parts in the same (process) order as the
 // node's leader does, so the results are bitwise the same on every
-// process and equal to the leader's. Barrier, Bcast and Reduce, whose
-// steps through the leader already take one hand-off where it matters,
-// measured slower this way and keep them.
+// process and equal to the leader's. An Allgather's blocks go the same
+// way (symGather), one step where the gather to the leader and the copy
+// back took two. Barrier, Bcast and Reduce, whose steps through the
+// leader already take one hand-off where it matters, measured slower
+// this way and keep them.
 //
 // A process's exchange area has two halves of exchBytes, and its line
 // two mark words, one of each per parity of the step. Process i writes
@@ -102,8 +104,11 @@ func (c *Coll) nodeExchange(ctx context.Context, put func(area []byte), get func
 			}
 		}
 	}
-	if err := ng.failed(); err != nil {
-		return err
+	// Every process arrived. One that gave the step up since (its
+	// context ended while it waited) fails it for all; one that finished
+	// it and failed in a later call does not.
+	if v := ng.failure().Load(); v != 0 && int16(uint16(v>>40)-uint16(s)) < 0 {
+		return ng.failed()
 	}
 	ng.allAt = s
 	ng.symSteps++
@@ -166,4 +171,35 @@ func (ng *nodeGroup) flushSym() {
 		ng.state().Store(ng.symDone)
 		ng.symDone = 0
 	}
+}
+
+// mostRanks is the largest number of ranks one process of the
+// communicator holds.
+func (h *hier) mostRanks() int {
+	most := 0
+	for j := 0; j < h.procs; j++ {
+		most = max(most, h.first[j+1]-h.first[j])
+	}
+	return most
+}
+
+// symGather (process leader, on a node that takes symmetric steps)
+// returns every rank's published send buffer (nb bytes) in hierGather's
+// layout, process by process, from one symmetric step: each process
+// brings its ranks' blocks and reads every other's, where hierGather and
+// nodeDown take two steps through the node's leader.
+func (c *Coll) symGather(ctx context.Context, nb int) ([]byte, error) {
+	h, g := c.hier, c.hier.g
+	all := c.buf(1, h.first[h.procs]*nb)
+	err := c.nodeExchange(ctx, func(area []byte) {
+		for i := range g.slots {
+			copy(area[i*nb:(i+1)*nb], g.slots[i].send)
+		}
+	}, func(area func(int) []byte) {
+		for j := 0; j < h.procs; j++ {
+			a, b := h.first[j]*nb, h.first[j+1]*nb
+			copy(all[a:b], area(j)[:b-a])
+		}
+	})
+	return all, err
 }

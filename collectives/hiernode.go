@@ -130,7 +130,9 @@ func (ng *nodeGroup) close() error {
 	return err
 }
 
-// Failure word: failBit | code<<32 | rank, set once.
+// Failure word: failBit | at<<40 | code<<32 | rank, set once; at is the
+// low 16 bits of the last symmetric step the failing process finished
+// (allAt), which tells a slower process whether that step failed too.
 const (
 	failBit  = 1 << 63
 	goneCode = 3 // besides abortInvalid and abortAbandon: a process exited
@@ -143,7 +145,7 @@ func (ng *nodeGroup) markFailed(err error, rank int) {
 	if errors.Is(err, ErrPeerGone) {
 		code = goneCode
 	}
-	ng.failure().CompareAndSwap(0, failBit|code<<32|uint64(uint32(rank)))
+	ng.failure().CompareAndSwap(0, failBit|(ng.allAt&0xffff)<<40|code<<32|uint64(uint32(rank)))
 }
 
 // failed returns the node group's failure as a peer's error (nil if

@@ -508,6 +508,28 @@ func TestHierNodeSymmetric(t *testing.T) {
 			if err := C.Barrier(ctx, c); err != nil {
 				t.Fatalf("rank %d: Barrier %d: %v", me, i, err)
 			}
+		case 3: // an Allgather that fits the exchange areas is one symmetric step
+			k := []int{2, C.ExchBytes/8 + 1}[(i/4)%2]
+			mine, all := make([]int64, k), make([]int64, k*p)
+			for j := range mine {
+				mine[j] = int64(me*1000003 + i*31 + j)
+			}
+			if err := C.Allgather(ctx, c, mine, all); err != nil {
+				t.Fatalf("rank %d: Allgather %d of %d: %v", me, i, k, err)
+			}
+			for r := range p {
+				for j := range k {
+					if v := all[r*k+j]; v != int64(r*1000003+i*31+j) {
+						t.Fatalf("rank %d: Allgather %d of %d: rank %d's element %d is %d", me, i, k, r, j, v)
+					}
+				}
+			}
+			if k*8 <= C.ExchBytes {
+				sym++
+			}
+			if got := C.SymmetricSteps(c); got != sym {
+				t.Fatalf("rank %d: after Allgather %d of %d: %d symmetric steps, want %d", me, i, k, got, sym)
+			}
 		}
 	}
 

@@ -303,7 +303,9 @@ func hierAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) e
 		return c.hierEnd(err)
 	}
 	var all []byte
-	if all, err = hierGather(ctx, c, s, -1); err == nil {
+	if c.symmetric(h.mostRanks() * nb) {
+		all, err = c.symGather(ctx, nb)
+	} else if all, err = hierGather(ctx, c, s, -1); err == nil {
 		err = c.nodeDown(ctx, all, -1)
 	}
 	if err == nil {
