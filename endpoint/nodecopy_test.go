@@ -356,7 +356,18 @@ func TestNodeCopyTyped(t *testing.T) {
 	for i := range n {
 		copy(want[8*i:8*i+8], src[24*i:24*i+8])
 	}
-	const tagContig, tagStrided, tagTrunc, tagFit, tagBig, tagMismatch, tagGo = 1, 2, 3, 4, 5, 6, 7
+	// Blocks of a slot and a half, which the node transport would gather
+	// with process_vm_readv from an Isend: a blocking send packs them
+	// into the slots, pieces of blocks at the fragments' edges.
+	blk := 3 * slot / 16
+	bigBlocks := func(gap int) *ddt.Type {
+		ty, err := committed(ddt.Vector(5, blk, blk+gap, ddt.Float64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ty
+	}
+	const tagContig, tagStrided, tagTrunc, tagFit, tagBig, tagMismatch, tagGo, tagBlocks = 1, 2, 3, 4, 5, 6, 7, 8
 	if c.Rank() == 1 {
 		if _, err := c.Recv(ctx, nil, 0, tagGo); err != nil {
 			t.Fatal(err)
@@ -396,6 +407,14 @@ func TestNodeCopyTyped(t *testing.T) {
 		if err := c.SendTyped(ctx, src, 1, strided3, 0, tagMismatch); err != nil {
 			t.Fatal(err)
 		}
+		bsrc := make([]byte, 8*(5*(blk+3)))
+		pattern(bsrc, 3, 0, 11)
+		if err := c.SendTyped(ctx, bsrc, 1, bigBlocks(3), 0, tagBlocks); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := endpoint.CopyCounts(c, 0); got != before+6 {
+			t.Fatalf("a blocking send of blocks of %d bytes did not take the pipelined copy", 8*blk)
+		}
 		return
 	}
 	if err := c.Send(ctx, nil, 1, tagGo); err != nil {
@@ -432,5 +451,17 @@ func TestNodeCopyTyped(t *testing.T) {
 	}
 	if _, err := c.RecvTyped(ctx, make([]byte, 8*n), 2*n, ddt.Int32, 1, tagMismatch); !errors.Is(err, endpoint.ErrInvalid) {
 		t.Fatalf("float64s received as int32s: %v, want ErrInvalid", err)
+	}
+	bsrc := make([]byte, 8*(5*(blk+3)))
+	pattern(bsrc, 3, 0, 11)
+	bgot := make([]byte, 8*(5*(blk+7)))
+	if st, err := c.RecvTyped(ctx, bgot, 1, bigBlocks(7), 1, tagBlocks); err != nil || st.Count != 8*5*blk {
+		t.Fatalf("big blocks: %+v %v", st, err)
+	}
+	for b := range 5 {
+		at, from := 8*b*(blk+7), 8*b*(blk+3)
+		if !bytes.Equal(bgot[at:at+8*blk], bsrc[from:from+8*blk]) || !bytes.Equal(bgot[at+8*blk:at+8*(blk+7)], make([]byte, 56)) {
+			t.Fatalf("big blocks: block %d wrong, or its gap written", b)
+		}
 	}
 }

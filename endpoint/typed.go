@@ -327,7 +327,7 @@ func (c *Comm) isendTyped(buf []byte, count int, t *ddt.Type, dest, tag int, blo
 	if ok {
 		return c.isendContigTyped(contig, buf, count, t, n, dest, tag, blocking)
 	}
-	if r, done, err := c.isendTypedGather(buf, count, t, n, dest, tag); done {
+	if r, done, err := c.isendTypedGather(buf, count, t, n, dest, tag, blocking); done {
 		return r, err
 	}
 	// u stays on the stack for the node transport, which packs it at
