@@ -13,6 +13,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+
+	"github.com/weft-hpc/weft/internal/wait"
 )
 
 // Record is one -json output line: one measured figure of one case.
@@ -92,7 +94,9 @@ func buildCommit() string {
 	return rev
 }
 
-// machineName is the first CPU model in /proc/cpuinfo and the CPU count.
+// machineName is the first CPU model in /proc/cpuinfo and the machine's
+// CPU count (wait.NodeCPUs: a rank that fabrun bound to one CPU still
+// names the machine).
 func machineName() string {
 	model := runtime.GOARCH
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
@@ -105,7 +109,7 @@ func machineName() string {
 			}
 		}
 	}
-	return fmt.Sprintf("%s, %d CPUs", model, runtime.NumCPU())
+	return fmt.Sprintf("%s, %d CPUs", model, wait.NodeCPUs())
 }
 
 // Key identifies a result across runs: tool/case/size/metric.

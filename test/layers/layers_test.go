@@ -20,7 +20,7 @@ var layer = map[string]int{
 	"internal/wlog":        0,
 	"internal/ccall":       0,
 	"internal/proctest":    1,
-	"internal/benchrec":    0,
+	"internal/benchrec":    1,
 	"internal/peerwatch":   1,
 	"internal/shmring":     1,
 	"internal/cma":         1,
