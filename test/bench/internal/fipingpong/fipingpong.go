@@ -4,15 +4,16 @@
 package fipingpong
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"os/exec"
 	"regexp"
 	"strconv"
-	"sync"
+	"strings"
 	"time"
+
+	"github.com/weft-hpc/weft/internal/proctest"
 )
 
 // Result is what fi_pingpong's client reports: the half round trip
@@ -83,7 +84,7 @@ func runOnce(ctx context.Context, path, prov string, size, iters int, pickPort f
 	}
 	args := []string{"-p", prov, "-e", "rdm", "-S", strconv.Itoa(size), "-I", strconv.Itoa(iters)}
 	srv := exec.CommandContext(ctx, path, append(args, "-B", port)...)
-	var srvOut syncBuffer
+	var srvOut proctest.Buffer
 	srv.Stdout, srv.Stderr = &srvOut, &srvOut
 	if err := srv.Start(); err != nil {
 		return Result{}, false, err
@@ -97,7 +98,7 @@ func runOnce(ctx context.Context, path, prov string, size, iters int, pickPort f
 			return Result{}, true, fmt.Errorf("fi_pingpong server exited early (%v): %s", werr, srvOut.String())
 		case <-time.After(100 * time.Millisecond):
 		}
-		if bytes.Contains(srvOut.Bytes(), []byte("bind()")) {
+		if strings.Contains(srvOut.String(), "bind()") {
 			// The server reports a taken port and keeps waiting.
 			srv.Process.Kill()
 			<-srvDone
@@ -120,25 +121,3 @@ func runOnce(ctx context.Context, path, prov string, size, iters int, pickPort f
 	r, err := Parse(out)
 	return r, false, err
 }
-
-// syncBuffer is a bytes.Buffer the server's output goroutine writes
-// while Run reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// Bytes returns a copy of what was written so far.
-func (b *syncBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes())
-}
-
-func (b *syncBuffer) String() string { return string(b.Bytes()) }
