@@ -74,6 +74,20 @@ func Pattern(name string) string {
 
 var skipRE = regexp.MustCompile(`(?m)^\[0\] +[^\n]*\.go:\d+: (.*)\n\[0\] *--- SKIP`)
 
+// rankLines returns the lines of out that rank r wrote (tagged "[r] "),
+// so that a rank's consecutive lines are adjacent whatever the other
+// ranks wrote in between.
+func rankLines(out string, r int) string {
+	tag := fmt.Sprintf("[%d] ", r)
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(out, "\n") {
+		if strings.HasPrefix(line, tag) {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
 // run launches the workers and checks that every rank ran and passed name.
 func run(name string, n int, provider string, timeout time.Duration, env []string) (out, skip string, err error) {
 	exe, err := os.Executable()
@@ -122,7 +136,7 @@ func checkRanks(out, name string, ranks []int) (skip string, err error) {
 	}
 	if skipped == len(ranks) && skipped > 0 {
 		skip = "see output"
-		if m := skipRE.FindStringSubmatch(out); m != nil {
+		if m := skipRE.FindStringSubmatch(rankLines(out, 0)); m != nil {
 			skip = m[1]
 		}
 		return skip, nil

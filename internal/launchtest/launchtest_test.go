@@ -132,3 +132,19 @@ func TestMayDie(t *testing.T) {
 	}
 	defer bs.Finalize()
 }
+
+// TestSkipReasonInterleaved: the skip reason is found when another rank's
+// lines come between rank 0's reason and its SKIP line (untagged ranks
+// write at once).
+func TestSkipReasonInterleaved(t *testing.T) {
+	out := "[0] === RUN   TestX\n" +
+		"[0]     x_test.go:74: probe missing: nothing to see\n" +
+		"[1] === RUN   TestX\n" +
+		"[0] --- SKIP: TestX (0.00s)\n" +
+		"[1]     x_test.go:74: probe missing: nothing to see\n" +
+		"[1] --- SKIP: TestX (0.00s)\n"
+	skip, err := checkRanks(out, "TestX", []int{0, 1})
+	if err != nil || skip != "probe missing: nothing to see" {
+		t.Errorf("checkRanks = %q, %v", skip, err)
+	}
+}
