@@ -77,6 +77,7 @@ func onHandles(n int, body func(ctx context.Context, e *endpoint.Comm) error) er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			sidebyside.WarmCore()
 			errs[i] = body(ctx, e)
 		}()
 	}

@@ -170,6 +170,7 @@ func rankMsgrate(ctx context.Context, window, windows, warmup, size, handles int
 		done.Add(1)
 		go func() {
 			defer done.Done()
+			sidebyside.WarmCore()
 			var err error
 			for range warmup {
 				if err = st.Window(ctx); err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/test/bench/internal/sidebyside"
 )
 
 // Tags of the loops' messages: data, and the acknowledgement that closes
@@ -23,8 +24,9 @@ const (
 
 // Pair joins the weft job (endpoint.Init), which must have exactly two
 // ranks (what names the job in the error saying otherwise), and creates a
-// private endpoint handle of this rank (CreateEndpoints(1)). done frees
-// the handle and leaves the job.
+// private endpoint handle of this rank (CreateEndpoints(1)), then warms
+// this rank's core (sidebyside.WarmCore). done frees the handle and
+// leaves the job.
 func Pair(ctx context.Context, what string) (c *endpoint.Comm, done func(), err error) {
 	w, err := endpoint.Init(ctx)
 	if err != nil {
@@ -40,6 +42,7 @@ func Pair(ctx context.Context, what string) (c *endpoint.Comm, done func(), err 
 		return nil, nil, err
 	}
 	c = eps[0]
+	sidebyside.WarmCore()
 	return c, func() {
 		c.Free()
 		w.Close()
