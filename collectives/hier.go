@@ -437,7 +437,7 @@ func (c *Coll) hierNote(ctx context.Context) error {
 		if err := c.settle(ctx); err != nil {
 			return err
 		}
-		c.hier.g.slots[c.hier.li].pub.Store(uint64(c.seq)<<32 | slotFlat)
+		publish(&c.hier.g.slots[c.hier.li].pub, uint64(c.seq)<<32|slotFlat)
 	}
 	return nil
 }
@@ -464,7 +464,7 @@ func (c *Coll) hierLeave(ctx context.Context, send []byte) error {
 	c.estage[seq&1] = st
 	sl := &h.g.slots[h.li]
 	sl.send, sl.recv = st, nil
-	sl.pub.Store(uint64(seq)<<32 | c.sig<<2&sigBitsMask | slotArrived)
+	publish(&sl.pub, uint64(seq)<<32|c.sig<<2&sigBitsMask|slotArrived)
 	c.early, c.leftEarly = seq, true
 	return nil
 }
@@ -552,7 +552,7 @@ func (c *Coll) hierArrive(ctx context.Context, send, recv []byte) (leader bool, 
 	}
 	seq := c.seq
 	mark := uint64(seq)<<32 | c.sig<<2&sigBitsMask | slotArrived
-	s.pub.Store(mark)
+	publish(&s.pub, mark)
 	if h.li != 0 {
 		return false, c.hierWaitDone(ctx, g, mark)
 	}
@@ -641,8 +641,8 @@ func (c *Coll) hierRelease(write func()) error {
 		return err
 	}
 	write()
-	g.out[c.seq&1].Store(uint64(c.seq)<<32 | c.sig<<2&sigBitsMask | slotArrived)
-	g.state.Store(uint64(c.seq)<<2 | phDone)
+	publish(&g.out[c.seq&1], uint64(c.seq)<<32|c.sig<<2&sigBitsMask|slotArrived)
+	publish(&g.state, uint64(c.seq)<<2|phDone)
 	return nil
 }
 

@@ -95,8 +95,8 @@ func (c *Coll) nodeExchange(ctx context.Context, put func(area []byte), get func
 		}
 	}
 	put(ng.exch(me, s))
-	ng.symMark(me, s).Store(mark)
-	ng.arrival(me).Store(mark)
+	publish(ng.symMark(me, s), mark)
+	publish(ng.arrival(me), mark)
 	for i := 0; i < ng.m; i++ {
 		if i != me {
 			if err := c.nodeBegunAt(ctx, ng, i, s, mark); err != nil {
@@ -168,7 +168,7 @@ func (c *Coll) nodeBegunAt(ctx context.Context, ng *nodeGroup, i int, s, mark ui
 // other processes wait on in such a step.
 func (ng *nodeGroup) flushSym() {
 	if ng.symDone != 0 {
-		ng.state().Store(ng.symDone)
+		publish(ng.state(), ng.symDone)
 		ng.symDone = 0
 	}
 }

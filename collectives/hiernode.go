@@ -357,7 +357,7 @@ func (c *Coll) nodeStepFrom(ctx context.Context, from int, up func(slot []byte),
 		if up != nil {
 			up(ng.slot(ng.ni))
 		}
-		ng.arrival(ng.ni).Store(mark)
+		publish(ng.arrival(ng.ni), mark)
 		if down == nil {
 			ng.prev = mark
 			return nil
@@ -372,7 +372,7 @@ func (c *Coll) nodeStepFrom(ctx context.Context, from int, up func(slot []byte),
 		return nil
 	}
 	ng.flushSym()
-	ng.arrival(0).Store(mark) // (the leader's own arrival: for symmetric steps, hierexch.go)
+	publish(ng.arrival(0), mark) // (the leader's own arrival: for symmetric steps, hierexch.go)
 	prev := ng.prev
 	ng.prev = mark
 	for i := 1; i < ng.m; i++ {
@@ -404,8 +404,8 @@ func (c *Coll) nodeStepFrom(ctx context.Context, from int, up func(slot []byte),
 	if err := lead(ng); err != nil {
 		return err
 	}
-	ng.outMark(s).Store(mark)
-	ng.state().Store(s)
+	publish(ng.outMark(s), mark)
+	publish(ng.state(), s)
 	return nil
 }
 

@@ -102,7 +102,7 @@ func (c *Coll) hierBcastStaged(ctx context.Context, b []byte, root int) error {
 	}
 	sl := &g.slots[h.li]
 	sl.send, sl.recv = nil, nil
-	sl.pub.Store(mark)
+	publish(&sl.pub, mark)
 	if h.li != 0 {
 		if err := c.hierWaitDone(ctx, g, mark); err != nil {
 			return err
@@ -149,8 +149,8 @@ func (c *Coll) hierBcastStaged(ctx context.Context, b []byte, root int) error {
 	st = st[:len(b)]
 	copy(st, b)
 	g.stage[seq&1] = st
-	g.out[seq&1].Store(mark)
-	g.state.Store(uint64(seq)<<2 | phDone)
+	publish(&g.out[seq&1], mark)
+	publish(&g.state, uint64(seq)<<2|phDone)
 	return nil
 }
 

@@ -87,7 +87,7 @@ func (c *Coll) nodeStream(ctx context.Context, st *nodeStream) error {
 		return err
 	}
 	if !st.cons(me) {
-		ng.consumed(me).Store(end)
+		publish(ng.consumed(me), end)
 	}
 	sub := func(p uint64) func(i int) []byte {
 		return func(i int) []byte { return ng.sub(i, p) }
@@ -101,14 +101,14 @@ func (c *Coll) nodeStream(ctx context.Context, st *nodeStream) error {
 				}
 			}
 			st.fill(k, ng.sub(me, p))
-			ng.produced(me).Store(p + 1)
+			publish(ng.produced(me), p+1)
 		}
 		if st.cons(me) {
 			if err := c.streamWait(ctx, ng, ng.produced, p+1, st.prod); err != nil {
 				return err
 			}
 			st.take(k, sub(p))
-			ng.consumed(me).Store(p + 1)
+			publish(ng.consumed(me), p+1)
 		}
 	}
 	if me != 0 {
@@ -117,7 +117,7 @@ func (c *Coll) nodeStream(ctx context.Context, st *nodeStream) error {
 	if err := c.streamWait(ctx, ng, ng.consumed, end, nil); err != nil {
 		return err
 	}
-	ng.state().Store(s)
+	publish(ng.state(), s)
 	return nil
 }
 
@@ -154,7 +154,7 @@ func (c *Coll) streamWait(ctx context.Context, ng *nodeGroup, counter func(int) 
 func (c *Coll) streamBegin(ctx context.Context, ng *nodeGroup, s, mark uint64) error {
 	if ng.ni == 0 {
 		ng.flushSym()
-		ng.arrival(0).Store(mark) // (for symmetric steps, hierexch.go)
+		publish(ng.arrival(0), mark) // (for symmetric steps, hierexch.go)
 		if err := c.nodeArrivals(ctx, ng, s, mark); err != nil {
 			return err
 		}
@@ -171,7 +171,7 @@ func (c *Coll) streamBegin(ctx context.Context, ng *nodeGroup, s, mark uint64) e
 			return err
 		}
 	}
-	ng.arrival(ng.ni).Store(mark)
+	publish(ng.arrival(ng.ni), mark)
 	return nil
 }
 
@@ -430,7 +430,7 @@ func (c *Coll) nodeRead(ctx context.Context, buf []byte, from func(i int) bool, 
 	me := ng.ni
 	ng.addr(me).Store(uint64(cma.Addr(buf)))
 	if me == 0 {
-		ng.arrival(0).Store(mark) // (the leader's own arrival: for the readers)
+		publish(ng.arrival(0), mark) // (the leader's own arrival: for the readers)
 	}
 	if err := c.streamBegin(ctx, ng, s, mark); err != nil {
 		return err
@@ -452,12 +452,12 @@ func (c *Coll) nodeRead(ctx context.Context, buf []byte, from func(i int) bool, 
 			return err
 		}
 	}
-	ng.consumed(me).Store(end)
+	publish(ng.consumed(me), end)
 	if err := c.streamWait(ctx, ng, ng.consumed, end, nil); err != nil {
 		return err
 	}
 	if me == 0 {
-		ng.state().Store(s)
+		publish(ng.state(), s)
 	}
 	return nil
 }
