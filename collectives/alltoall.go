@@ -13,7 +13,9 @@ import (
 // the blocks to send taken from recv (copied first). Small blocks: every
 // rank posts all its receives and sends at once (Linear); large ones: p-1
 // steps exchanging with one partner each (Pairwise). The two send the
-// same messages, so ranks may pick differently (by WEFT_TUNE).
+// same messages, so ranks may pick differently (by WEFT_TUNE). Ranks of
+// one process, and small blocks between the processes of one node, go
+// through memory instead (docs/collectives.md, "Hierarchy").
 func Alltoall[T any](ctx context.Context, c *Coll, send, recv []T) error {
 	if err := c.enter(callAlltoall); err != nil {
 		return err
@@ -34,7 +36,7 @@ func Alltoall[T any](ctx context.Context, c *Coll, send, recv []T) error {
 			return c.fail(errAlias)
 		}
 	}
-	if c.hierFor(CollAlltoall, 0) || c.hierStreams(CollAlltoall, n*es) {
+	if c.hierFor(CollAlltoall, 0) || c.hierStreams(CollAlltoall, n*es) || c.symAlltoall(n*es) {
 		return hierAlltoall(ctx, c, bytesOf(send), bytesOf(recv), callSig{call: callAlltoall, root: -1, count: n, esize: es})
 	}
 	if send != nil && c.localNB(CollAlltoall) {

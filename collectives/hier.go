@@ -93,7 +93,9 @@ func WithHierarchy(h Hierarchy) Option {
 // Allgathers, Gathers and Scatters (hierFits), except that Allgather
 // and Alltoall of at least collnodestream bytes per block over more
 // than two processes of one node take the node level's stream
-// (hierStreams), which this size-blind report leaves out. Allgatherv
+// (hierStreams), and an Alltoall whose send buffers fit a symmetric
+// step between the processes of one node takes one (symAlltoall), which
+// this size-blind report leaves out. Allgatherv
 // (and Gatherv, Scatterv, which have no algorithm to choose) take the
 // process level only, where a process holds several ranks (hierv.go);
 // large Allgathervs across processes run flat.

@@ -53,12 +53,13 @@ func (ng *nodeGroup) exch(i int, s uint64) []byte {
 }
 
 // symmetric reports whether a node step that brings at most n bytes per
-// process goes as a symmetric exchange: one node and no network level
-// above it, a few processes, a part that fits an exchange area. Every
-// process of the node gives the same answer.
+// process goes as a symmetric exchange: one node (so no network level
+// above it) with a node level, a few processes, a part that fits an
+// exchange area. Every handle of every process gives the same answer
+// (the node group itself is on the process leaders only).
 func (c *Coll) symmetric(n int) bool {
 	h := c.hier
-	return h != nil && h.ng != nil && h.net == nil && h.tops == 1 && h.ng.m <= symMax && n <= exchBytes
+	return h != nil && h.chunk > 0 && h.tops == 1 && h.procs > 1 && h.procs <= symMax && n <= exchBytes
 }
 
 // nodeExchange runs one symmetric node step on a process leader: put
@@ -202,4 +203,48 @@ func (c *Coll) symGather(ctx context.Context, nb int) ([]byte, error) {
 		}
 	})
 	return all, err
+}
+
+// symAlltoall reports whether an Alltoall of nb bytes per block between
+// the processes of a node goes as one symmetric step (symAlltoallStep):
+// the node takes such steps, every process's blocks fit its exchange
+// area, and the hierarchy's mode allows it. Every process gives the same
+// answer.
+func (c *Coll) symAlltoall(nb int) bool {
+	h := c.hier
+	return h != nil && h.procs > 1 && c.hierMode(CollAlltoall) && c.symmetric(h.mostRanks()*c.size*nb)
+}
+
+// symAlltoallStep (process leader, members' buffers writable) moves an
+// Alltoall's blocks of nb bytes in one symmetric step: each process
+// brings every block of its ranks' send buffers, rank by rank, and every
+// process copies the blocks addressed to its ranks out of the others'
+// areas, where the flat Alltoall's messages take a hand-off each way
+// between every pair of ranks. The blocks between the ranks of this
+// process are copied directly.
+func (c *Coll) symAlltoallStep(ctx context.Context, nb int) error {
+	h, g := c.hier, c.hier.g
+	row := c.size * nb // one rank's send buffer
+	return c.nodeExchange(ctx, func(area []byte) {
+		for i := range g.slots {
+			copy(area[i*row:(i+1)*row], g.slots[i].send)
+		}
+	}, func(area func(int) []byte) {
+		me := h.procOf[c.rank]
+		for q := 0; q < c.size; q++ {
+			j := h.procOf[q]
+			if j == me {
+				for i := range g.slots {
+					ri := g.ranks[i]
+					copy(g.slots[i].recv[q*nb:(q+1)*nb], g.slots[h.local[q]].send[ri*nb:])
+				}
+				continue
+			}
+			from := area(j)[h.local[q]*row:]
+			for i := range g.slots {
+				ri := g.ranks[i]
+				copy(g.slots[i].recv[q*nb:(q+1)*nb], from[ri*nb:])
+			}
+		}
+	})
 }

@@ -482,11 +482,11 @@ func TestHierNodeSymmetric(t *testing.T) {
 		if got := C.SymmetricSteps(c); got != sym {
 			t.Fatalf("rank %d: after Allreduce %d of %d: %d symmetric steps, want %d", me, i, n, got, sym)
 		}
-		switch i % 4 {
+		switch i % 5 {
 		case 0:
 			r := []int64{int64(me + i)}
 			out := make([]int64, 1)
-			root := (i / 4) % p
+			root := (i / 5) % p
 			if err := C.Reduce(ctx, c, r, out, C.Sum[int64](), root); err != nil {
 				t.Fatalf("rank %d: Reduce %d: %v", me, i, err)
 			}
@@ -509,7 +509,7 @@ func TestHierNodeSymmetric(t *testing.T) {
 				t.Fatalf("rank %d: Barrier %d: %v", me, i, err)
 			}
 		case 3: // an Allgather that fits the exchange areas is one symmetric step
-			k := []int{2, C.ExchBytes/8 + 1}[(i/4)%2]
+			k := []int{2, C.ExchBytes/8 + 1}[(i/5)%2]
 			mine, all := make([]int64, k), make([]int64, k*p)
 			for j := range mine {
 				mine[j] = int64(me*1000003 + i*31 + j)
@@ -529,6 +529,33 @@ func TestHierNodeSymmetric(t *testing.T) {
 			}
 			if got := C.SymmetricSteps(c); got != sym {
 				t.Fatalf("rank %d: after Allgather %d of %d: %d symmetric steps, want %d", me, i, k, got, sym)
+			}
+		case 4: // so is an Alltoall whose blocks, all of a process's, fit
+			k := []int{1, 3, C.ExchBytes / 8 / p, C.ExchBytes/8/p + 1}[(i/5)%4]
+			send, recv := make([]int64, k*p), make([]int64, k*p)
+			for j := range send {
+				send[j] = int64(me*1000003 + i*31 + j)
+			}
+			inPlace := (i/5)%3 == 1
+			if inPlace {
+				copy(recv, send)
+				send = nil
+			}
+			if err := C.Alltoall(ctx, c, send, recv); err != nil {
+				t.Fatalf("rank %d: Alltoall %d of %d: %v", me, i, k, err)
+			}
+			for r := range p {
+				for j := range k {
+					if v, want := recv[r*k+j], int64(r*1000003+i*31+me*k+j); v != want {
+						t.Fatalf("rank %d: Alltoall %d of %d (in place %v): rank %d's element %d is %d, want %d", me, i, k, inPlace, r, j, v, want)
+					}
+				}
+			}
+			if p*k*8 <= C.ExchBytes {
+				sym++
+			}
+			if got := C.SymmetricSteps(c); got != sym {
+				t.Fatalf("rank %d: after Alltoall %d of %d: %d symmetric steps, want %d", me, i, k, got, sym)
 			}
 		}
 	}

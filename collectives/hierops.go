@@ -338,6 +338,18 @@ func hierAlltoall(ctx context.Context, c *Coll, send, recv []byte, s callSig) er
 		return c.hierEnd(err)
 	}
 	g, nb := c.hier.g, s.count*s.esize
+	if c.hier.procs > 1 && c.symAlltoall(nb) {
+		if len(g.slots) > 1 {
+			err = g.begin(c.seq) // the members' recv are written from here on
+		}
+		if err == nil {
+			err = c.symAlltoallStep(ctx, nb)
+		}
+		if err == nil {
+			err = c.hierRelease(func() {})
+		}
+		return c.hierEnd(err)
+	}
 	if c.hier.procs > 1 { // the node level's stream (hierStreams)
 		if len(g.slots) > 1 {
 			err = g.begin(c.seq) // the members' recv are written from here on
