@@ -337,17 +337,19 @@ type callSig struct {
 	alg   Algorithm
 }
 
-// hash mixes the signature's fields a word at a time (multiply, then
-// fold the high half down, so that the low bits the marks keep depend on
-// every field); it runs on every call.
-func (s callSig) hash() uint64 {
-	h := uint64(14695981039346656037)
-	for _, v := range [...]uint64{uint64(s.call), uint64(int64(s.root)), uint64(int64(s.count)),
-		uint64(s.esize), uint64(s.op), uint64(s.alg)} {
-		h = (h ^ v) * 0x9e3779b97f4a7c15
-		h ^= h >> 32
-	}
-	return h
+// hash mixes the signature's fields into a word whose low bits (the
+// marks keep 30, the tags 14) depend on every field; it runs on every
+// call. It reads the fields one by one through a pointer: a copy of the
+// struct would load 16 bytes at a time over the narrower stores that
+// spilled it, a load the processor cannot serve from those stores, which
+// then waits until every older store has reached the cache, behind the
+// previous call's stores to lines that other processes poll.
+func (s *callSig) hash() uint64 {
+	a := uint64(s.call) | uint64(s.op)<<8 | uint64(s.alg)<<16 | uint64(s.esize)<<24
+	b := uint64(int64(s.root))<<32 ^ uint64(int64(s.count))
+	h := a*0x9e3779b97f4a7c15 ^ b*0xc2b2ae3d27d4eb4f
+	h = (h ^ h>>32) * 0xff51afd7ed558ccd
+	return h ^ h>>29
 }
 
 // enter starts a call: it refuses a nil, freed or broken handle (nothing
@@ -358,7 +360,12 @@ func (c *Coll) enter(id callID) error {
 		return fmt.Errorf("collectives: %s on a nil handle: %w", id, ErrInvalid)
 	}
 	h := c.handle()
-	if c.own == nil { // a clone's caller holds h.mu
+	if c.own == nil && h.cfg.progress {
+		// mu guards the handle against the progress goroutine, which
+		// drives only handles made WithProgress (a clone's caller holds
+		// it already). Elsewhere the lock's atomic instruction would only
+		// wait for the stores of the call before, to lines other
+		// processes poll, to reach the cache (docs/perf/collectives.md).
 		h.mu.Lock()
 		defer h.mu.Unlock()
 	}

@@ -368,6 +368,11 @@ var pointerFree sync.Map // reflect.Type → bool
 func elemSize[T any]() (int, error) {
 	var z T
 	n := int(unsafe.Sizeof(z))
+	switch any(z).(type) {
+	case int8, int16, int32, int64, int, uint8, uint16, uint32, uint64, uint, uintptr,
+		float32, float64, complex64, complex128:
+		return n, nil // the common case, without the cache's lookup
+	}
 	t := reflect.TypeFor[T]()
 	free, ok := pointerFree.Load(t)
 	if !ok {
