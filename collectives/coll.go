@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,7 @@ type Coll struct {
 	want []int // per request: bytes a receive expects; -1 for a send
 
 	crowded bool       // more ranks of the communicator on this machine than cores: waits yield every poll
+	solo    bool       // this process holds one rank of the communicator (known from the hierarchy's set-up)
 	hier    *hier      // the communicator's process groups (hier.go); nil: flat only
 	watch   *procGroup // the process group whose failure ends this handle's waits
 	up      *Coll      // for the leaders' handle: the handle it serves
@@ -104,6 +106,11 @@ func New(ctx context.Context, comm *endpoint.Comm, opts ...Option) (*Coll, error
 		if c.hier, err = setupHier(ctx, c); err != nil {
 			d.Free()
 			return nil, err
+		}
+		// No hierarchy: one rank per process.
+		c.solo = c.hier == nil || len(c.hier.g.slots) == 1
+		if c.hier != nil && c.hier.net != nil {
+			c.hier.net.solo = c.solo
 		}
 	}
 	return c, nil
@@ -650,7 +657,16 @@ const (
 
 var (
 	crowdedPolicy = wait.Policy{Name: "collectives-crowded", YieldEvery: 1, OSYieldEvery: 2}
-	spinPolicy    = wait.Policy{Name: "collectives", SpinPolls: spinPolls, YieldPolls: yieldPolls, YieldEvery: 16, OSYieldEvery: 4}
+	// A process that holds one rank of the communicator waits for other
+	// processes only: on a crowded node it yields to them on every poll
+	// and to its own goroutines every soloGosched-th. runtime.Gosched
+	// wakes an idle P, whose thread then spins for work on another core,
+	// taking it from the ranks there: 4 processes on 2 cores ran a
+	// Barrier in 14–17 µs with a Gosched every other poll, 5.3–8.5 with
+	// one every 64th (docs/perf/collectives.md).
+	soloPolicy  = wait.Policy{Name: "collectives-crowded-solo", YieldEvery: 1, OSYieldEvery: 1}
+	soloGosched = 64
+	spinPolicy  = wait.Policy{Name: "collectives", SpinPolls: spinPolls, YieldPolls: yieldPolls, YieldEvery: 16, OSYieldEvery: 4}
 )
 
 // pause paces the poll loop of wait after poll spins.
@@ -659,7 +675,13 @@ func (c *Coll) pause(spins int) {
 		if spins >= spinPolls {
 			c.idleWork()
 		}
-		crowdedPolicy.Idle(nil, spins)
+		if c.solo && spins%soloGosched != 0 {
+			soloPolicy.Idle(nil, spins)
+		} else if c.solo {
+			runtime.Gosched()
+		} else {
+			crowdedPolicy.Idle(nil, spins)
+		}
 		return
 	}
 	if spins%spinPolicy.YieldEvery != 0 || !spinPolicy.Spun(spins) {

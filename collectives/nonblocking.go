@@ -231,7 +231,7 @@ func (c *Coll) start(id callID, body func(cl *Coll) error) (*Request, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cl := &Coll{parent: c.parent, comm: c.comm, rank: c.rank, size: c.size, cfg: c.cfg, crowded: c.crowded, own: c}
+	cl := &Coll{parent: c.parent, comm: c.comm, rank: c.rank, size: c.size, cfg: c.cfg, crowded: c.crowded, solo: c.solo, own: c}
 	s := &schedule{h: c, cl: cl}
 	cl.nb = s
 	if k, ok := localColl[id]; ok && cl.localNB(k) {
