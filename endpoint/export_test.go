@@ -79,6 +79,18 @@ func CopyCounts(c *Comm, r int) (copies int64, ok bool) {
 	return l.cpOut.copies, true
 }
 
+// CopyFragments reports how many fragments c's pipelined copies to rank
+// r took in all.
+func CopyFragments(c *Comm, r int) int64 {
+	l := c.link(r)
+	if l == nil || l.cpOut == nil {
+		return 0
+	}
+	c.v.lock()
+	defer c.v.unlock()
+	return l.cpOut.frags
+}
+
 // CopyInProgress reports whether c's endpoint has a pipelined copy to
 // rank r in progress.
 func CopyInProgress(c *Comm, r int) bool {

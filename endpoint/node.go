@@ -552,7 +552,7 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 		}
 		return completedRequest, nil
 	}
-	if !staged && v.nodeCopyTakes(l, len(buf), blocking) {
+	if !staged && v.nodeCopyTakes(l, len(buf), blocking, false) {
 		if r, ok := v.nodeSendCopy(c, l, t, sigWord(sig), buf, dest); ok {
 			return r, nil
 		}
@@ -1073,7 +1073,7 @@ func (c *Comm) isendTypedGather(buf []byte, count int, t *ddt.Type, n, dest, tag
 	v := c.v
 	v.lock()
 	defer v.unlock()
-	if !l.local && v.nodeCopyTakes(l, n, blocking) {
+	if !l.local && v.nodeCopyTakes(l, n, blocking, true) {
 		// The pipelined copy packs the blocks into the copy area while
 		// the receiver unpacks them: two copies that overlap, with
 		// non-temporal stores where plain ones wait for the lines, where

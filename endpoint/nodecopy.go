@@ -58,6 +58,7 @@ type copyOut struct {
 	buf  []byte
 	u    *typedRecv // a typed send's layout, packed into the slots (nil: buf's bytes)
 	n    int        // bytes of the message
+	frag int        // bytes per fragment (the last may be short)
 	off  int        // bytes copied into slots
 	slot int        // slot of the next fragment
 	stall
@@ -71,6 +72,7 @@ type copyIn struct {
 	aux    uint32
 	data   []byte // the unexpected buffer
 	size   int
+	frag   int // bytes per fragment, as the header says
 	off    int // bytes copied out of slots
 	slot   int // slot of the next fragment
 	stall
@@ -182,17 +184,24 @@ func (v *vci) nodeCopyFits(l *nodeLink, n int) bool {
 // call that starts it (copyRoom). An Isend that would not complete takes
 // another path: its later fragments would wait for the sender to drive
 // its endpoint, where a rendezvous's receiver copies the whole message
-// itself.
-func (v *vci) nodeCopyTakes(l *nodeLink, n int, blocking bool) bool {
-	return v.nodeCopyFits(l, n) && (blocking || l.copyRoom(n))
+// itself. typed: a typed message (whole-slot fragments, copyFrag).
+func (v *vci) nodeCopyTakes(l *nodeLink, n int, blocking, typed bool) bool {
+	if !v.nodeCopyFits(l, n) {
+		return false
+	}
+	f := l.cpOut.size
+	if !typed {
+		f = copyFrag(l.cpOut, n)
+	}
+	return blocking || l.copyRoom(n, f)
 }
 
 // copyRoom reports whether the free slots of l's copy area, from the
 // next one on, hold n bytes: a send of n bytes by the pipelined copy
 // then completes within the call that starts it.
-func (l *nodeLink) copyRoom(n int) bool {
+func (l *nodeLink) copyRoom(n, f int) bool {
 	a := l.cpOut
-	need := (n + a.size - 1) / a.size
+	need := (n + f - 1) / f
 	if need > a.slots {
 		return false
 	}
@@ -208,7 +217,7 @@ func (l *nodeLink) copyRoom(n int) bool {
 // ok is false when the ring is full (nothing was sent). Caller holds the
 // lock.
 func (v *vci) nodeSendCopy(c *Comm, l *nodeLink, t uint64, aux uint32, buf []byte, dest int) (r *Request, ok bool) {
-	return v.nodeSendCopyOut(c, l, t, aux, &copyOut{buf: buf, n: len(buf)}, dest)
+	return v.nodeSendCopyOut(c, l, t, aux, &copyOut{buf: buf, n: len(buf), frag: copyFrag(l.cpOut, len(buf))}, dest)
 }
 
 // nodeSendCopyTyped is nodeSendCopy of a typed message of layout u,
@@ -216,7 +225,7 @@ func (v *vci) nodeSendCopy(c *Comm, l *nodeLink, t uint64, aux uint32, buf []byt
 // unpacks straight out of them): the pack is the copy in.
 func (v *vci) nodeSendCopyTyped(c *Comm, l *nodeLink, t uint64, aux uint32, u *typedRecv, dest int) (r *Request, ok bool) {
 	uh := *u // packed after the call returns
-	return v.nodeSendCopyOut(c, l, t, aux, &copyOut{u: &uh, n: u.n}, dest)
+	return v.nodeSendCopyOut(c, l, t, aux, &copyOut{u: &uh, n: u.n, frag: l.cpOut.size}, dest)
 }
 
 // nodeSendCopyOut starts pipelined send o over l (see nodeSendCopy).
@@ -224,7 +233,7 @@ func (v *vci) nodeSendCopyOut(c *Comm, l *nodeLink, t uint64, aux uint32, o *cop
 	a := l.cpOut
 	var h [medHdrSize]byte
 	binary.LittleEndian.PutUint32(h[0:], copyMagic)
-	binary.LittleEndian.PutUint32(h[4:], uint32(a.next))
+	binary.LittleEndian.PutUint32(h[4:], uint32(a.next)|uint32(o.frag/fragUnit)<<8)
 	binary.LittleEndian.PutUint64(h[8:], uint64(o.n))
 	if ok, err := l.out.TrySendAux(t|rtsBit, aux, h[:]); !ok || err != nil {
 		return nil, false
@@ -347,7 +356,7 @@ func (v *vci) pumpCopyOut(l *nodeLink) bool {
 		if atomic.LoadUint64(f) != 0 {
 			break
 		}
-		k := min(a.size, o.n-o.off)
+		k := min(o.frag, o.n-o.off)
 		if err := v.fillFragment(l, o, a.slot(o.slot)[:k]); err != nil {
 			// A typed send's pack failed. The receiver waits for bytes
 			// that will not come: the link goes, as after a peer's
@@ -361,6 +370,7 @@ func (v *vci) pumpCopyOut(l *nodeLink) bool {
 			return true
 		}
 		release.Store(f, 1)
+		a.frags++
 		o.off += k
 		o.slot = (o.slot + 1) % a.slots
 		moved = true
@@ -393,16 +403,17 @@ func (v *vci) pumpCopyOut(l *nodeLink) bool {
 // nodeCopyStart takes the pipelined copy header at the head of l's ring
 // (fields of h): the message goes into the first matching posted receive,
 // else into an unexpected buffer, as its fragments arrive.
-func (v *vci) nodeCopyStart(l *nodeLink, t uint64, aux uint32, slot int, size uint64) {
+func (v *vci) nodeCopyStart(l *nodeLink, t uint64, aux uint32, field uint32, size uint64) {
 	a := l.cpIn
-	if slot >= a.slots || size > uint64(nodeCopyMax) || size == 0 {
-		err := fmt.Errorf("endpoint: node copy header corrupt (slot %d, %d bytes): %w", slot, size, ErrInvalid)
+	slot, frag := int(field&0xff), int(field>>8)*fragUnit
+	if slot >= a.slots || size > uint64(nodeCopyMax) || size == 0 || frag <= 0 || frag > a.size {
+		err := fmt.Errorf("endpoint: node copy header corrupt (slot %d, fragments of %d bytes, %d bytes): %w", slot, frag, size, ErrInvalid)
 		l.broken = err
 		v.log.Error("node transport: link to this peer dropped", "member", l.member, "err", err)
 		return
 	}
 	t &^= rtsBit
-	in := &copyIn{t: t, aux: aux, size: int(size), slot: slot}
+	in := &copyIn{t: t, aux: aux, size: int(size), frag: frag, slot: slot}
 	for r := v.posted.head; r != nil; r = r.qnext {
 		if tagMatches(t, r.want, r.ignore) {
 			v.posted.remove(r)
@@ -422,6 +433,29 @@ func (v *vci) nodeCopyStart(l *nodeLink, t uint64, aux uint32, slot int, size ui
 	v.pumpCopyIn(l)
 }
 
+// copyFrag is the fragment size of a contiguous pipelined message of n
+// bytes over copy area a: a slot, or for a message of fewer than
+// copyMinFrags slots n/copyMinFrags rounded up to whole pages (at least
+// copyFragMin), so that a message of one slot or less still goes in
+// fragments whose copy in and copy out overlap (a 256 KiB message in one
+// fragment waited for the whole copy in before its copy out began;
+// docs/perf/endpoint.md). A typed message keeps whole slots: each
+// fragment is a partial pack, and the fill mode's timing (fillMode) is
+// per fragment. The header tells the receiver the size.
+func copyFrag(a *medArea, n int) int {
+	f := (n + copyMinFrags - 1) / copyMinFrags
+	f = (f + copyPage - 1) &^ (copyPage - 1)
+	return min(a.size, max(f, copyFragMin))
+}
+
+const (
+	copyMinFrags = 4
+	copyFragMin  = 16 << 10
+	// fragUnit is the unit of the fragment size in a copy header's slot
+	// word (bits 8 on): slots are whole multiples of it.
+	fragUnit = 64
+)
+
 // nodeCopyMax bounds the size a copy header may announce (a corrupt one
 // must not make the receiver allocate without limit).
 const nodeCopyMax = 1 << 30
@@ -436,7 +470,7 @@ func (v *vci) pumpCopyIn(l *nodeLink) bool {
 		if atomic.LoadUint64(f) == 0 {
 			break
 		}
-		k := min(a.size, in.size-in.off)
+		k := min(in.frag, in.size-in.off)
 		v.copyFragment(in, a.slot(in.slot)[:k])
 		release.Store(f, 0)
 		in.off += k

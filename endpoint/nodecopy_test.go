@@ -465,3 +465,106 @@ func TestNodeCopyTyped(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeCopyFragments: with the default copy slots (256 KiB), a
+// contiguous message of up to four slots goes in at least four fragments
+// of whole pages (16 KiB at least), so that the copies in and out
+// overlap; larger ones in whole slots, and a typed message in whole
+// slots whatever its size. Every message, blocking or from an Isend that
+// fits the free slots, arrives byte for byte, and the sender's fragment
+// count matches those sizes.
+func TestNodeCopyFragments(t *testing.T) {
+	if !launchtest.IsWorker() {
+		skipRepeatPass(t)
+		if strings.Contains(os.Getenv(settings.TuneEnv), "nodecopy") {
+			testenv.Skip(t, "nodecopy", "WEFT_TUNE sets the copy knobs this test sets itself")
+		}
+		prov, env := provEnv("native", []string{settings.TuneEnv + "=" + os.Getenv(settings.TuneEnv) + ",nodecopy=16K,nodecopyslot=256K"})
+		launchtest.Run(t, 2, prov, 60*time.Second, env...)
+		return
+	}
+	slot, _ := copyLimits(t)
+	ctx := tctx(t, 45*time.Second)
+	w := initWorld(t)
+	c := w.Comm()
+	frag := func(n int) int { // a quarter, in whole pages, 16 KiB to a slot
+		f := ((n+3)/4 + 4095) &^ 4095
+		return min(slot, max(f, 16<<10))
+	}
+	sizes := []int{20 << 10, 64 << 10, 100<<10 + 3, slot - 1, slot, slot + 1, 4*slot + 5}
+	const tagSizes, tagIsend, tagTyped = 1, 2, 3
+	want := int64(0)
+	for i, n := range sizes {
+		m := make([]byte, n)
+		if c.Rank() == 1 {
+			pattern(m, 1, 0, 700+i)
+			if err := c.Send(ctx, m, 0, tagSizes); err != nil {
+				t.Fatal(err)
+			}
+			want += int64((n + frag(n) - 1) / frag(n))
+			continue
+		}
+		if _, err := c.Recv(ctx, m, 1, tagSizes); err != nil {
+			t.Fatal(err)
+		}
+		exp := make([]byte, n)
+		pattern(exp, 1, 0, 700+i)
+		if !bytes.Equal(m, exp) {
+			t.Fatalf("%d bytes: data differ", n)
+		}
+	}
+	// An Isend of 64 KiB fits the free slots in four fragments.
+	n := 64 << 10
+	m := make([]byte, n)
+	if c.Rank() == 1 {
+		pattern(m, 1, 0, 800)
+		r, err := c.Isend(m, 0, tagIsend)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want += 4
+	} else {
+		if _, err := c.Recv(ctx, m, 1, tagIsend); err != nil {
+			t.Fatal(err)
+		}
+		exp := make([]byte, n)
+		pattern(exp, 1, 0, 800)
+		if !bytes.Equal(m, exp) {
+			t.Fatal("Isend of 64 KiB: data differ")
+		}
+	}
+	// A typed message of 48 KiB of doubles, every other one: one slot.
+	ty, err := committed(ddt.Vector(6<<10, 1, 2, ddt.Float64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 96<<10)
+	if c.Rank() == 1 {
+		pattern(buf, 1, 0, 900)
+		if err := c.SendTyped(ctx, buf, 1, ty, 0, tagTyped); err != nil {
+			t.Fatal(err)
+		}
+		want++
+		if got := endpoint.CopyFragments(c, 0); got != want {
+			t.Fatalf("the pipelined copies took %d fragments, want %d", got, want)
+		}
+	} else {
+		packed := make([]byte, 48<<10)
+		if _, err := c.Recv(ctx, packed, 1, tagTyped); err != nil {
+			t.Fatal(err)
+		}
+		src := make([]byte, 96<<10)
+		pattern(src, 1, 0, 900)
+		for i := 0; i < 6<<10; i++ {
+			if !bytes.Equal(packed[8*i:8*i+8], src[16*i:16*i+8]) {
+				t.Fatalf("typed message: double %d differs", i)
+			}
+		}
+	}
+	if err := c.Barrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -104,6 +104,8 @@ type medArea struct {
 	// copies counts the sender's pipelined copies (a copy area,
 	// nodecopy.go).
 	copies int64
+	// frags counts the fragments of those copies.
+	frags int64
 }
 
 // newMedArea returns the area of ring i of a segment described by info
@@ -182,7 +184,7 @@ func (v *vci) nodeMedium(l *nodeLink, t uint64) {
 	i := int(binary.LittleEndian.Uint32(h[4:]))
 	n := binary.LittleEndian.Uint64(h[8:])
 	if binary.LittleEndian.Uint32(h[0:]) == copyMagic && l.cpIn != nil {
-		v.nodeCopyStart(l, t, aux, i, n)
+		v.nodeCopyStart(l, t, aux, binary.LittleEndian.Uint32(h[4:]), n)
 		return
 	}
 	if a == nil || binary.LittleEndian.Uint32(h[0:]) != medMagic || i >= a.slots || n > uint64(a.size) {

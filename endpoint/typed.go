@@ -390,7 +390,7 @@ func (c *Comm) isendPackedNode(u *typedRecv, dest, tag int, blocking bool) (r *R
 		}
 		return nil, false, nil // ring full: the byte path retries and queues
 	}
-	if v.nodeCopyTakes(l, n, blocking) {
+	if v.nodeCopyTakes(l, n, blocking, true) {
 		if r, ok := v.nodeSendCopyTyped(c, l, w, sigWord(sig), u, dest); ok {
 			return r, true, nil
 		}
