@@ -36,7 +36,7 @@ import (
 const (
 	// exchBytes is the part a process brings to a symmetric step, at
 	// most.
-	exchBytes = 4 << 10
+	exchBytes = 16 << 10
 	// symMax bounds the processes of a node that take symmetric steps:
 	// each process reads every other one's arrival line and area, where
 	// through the leader it reads one.
