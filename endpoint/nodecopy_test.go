@@ -492,7 +492,7 @@ func TestNodeCopyFragments(t *testing.T) {
 		return min(slot, max(f, 16<<10))
 	}
 	sizes := []int{20 << 10, 64 << 10, 100<<10 + 3, slot - 1, slot, slot + 1, 4*slot + 5}
-	const tagSizes, tagIsend, tagTyped = 1, 2, 3
+	const tagSizes, tagIsend, tagTyped, tagGo = 1, 2, 3, 4
 	want := int64(0)
 	for i, n := range sizes {
 		m := make([]byte, n)
@@ -513,10 +513,14 @@ func TestNodeCopyFragments(t *testing.T) {
 			t.Fatalf("%d bytes: data differ", n)
 		}
 	}
-	// An Isend of 64 KiB fits the free slots in four fragments.
+	// An Isend of 64 KiB fits the free slots in four fragments: rank 0
+	// has copied every fragment before out (its go message).
 	n := 64 << 10
 	m := make([]byte, n)
 	if c.Rank() == 1 {
+		if _, err := c.Recv(ctx, nil, 0, tagGo); err != nil {
+			t.Fatal(err)
+		}
 		pattern(m, 1, 0, 800)
 		r, err := c.Isend(m, 0, tagIsend)
 		if err != nil {
@@ -527,6 +531,9 @@ func TestNodeCopyFragments(t *testing.T) {
 		}
 		want += 4
 	} else {
+		if err := c.Send(ctx, nil, 1, tagGo); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := c.Recv(ctx, m, 1, tagIsend); err != nil {
 			t.Fatal(err)
 		}
