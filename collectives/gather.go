@@ -333,17 +333,18 @@ func Allgather[T any](ctx context.Context, c *Coll, send, recv []T) error {
 	if send != nil {
 		copy(all[c.rank*nb:], bytesOf(send))
 	}
-	return c.done(c.allgather(ctx, all, nb, alg))
+	return c.done(c.allgather(ctx, all, nb, alg, bytesOf(send)))
 }
 
 // allgather completes all, p blocks of nb bytes of which this rank's own
-// is in place, with the ring or Bruck's algorithm.
-func (c *Coll) allgather(ctx context.Context, all []byte, nb int, alg Algorithm) error {
+// is in place (and in own, when not nil: the ring sends it from there),
+// with the ring or Bruck's algorithm.
+func (c *Coll) allgather(ctx context.Context, all []byte, nb int, alg Algorithm, own []byte) error {
 	if c.size == 1 {
 		return nil
 	}
 	if alg == Ring {
-		return c.ringAllgather(ctx, all, func(i int) int { return i * nb }, 0)
+		return c.ringAllgatherFrom(ctx, all, func(i int) int { return i * nb }, 0, own)
 	}
 	tmp, err := c.bruck(ctx, all[c.rank*nb:(c.rank+1)*nb])
 	if err != nil {

@@ -325,7 +325,7 @@ func AllgatherTyped(ctx context.Context, c *Coll, send []byte, scount int, stype
 			return nil
 		})
 	}
-	if err := c.allgather(ctx, all, nb, alg); err != nil {
+	if err := c.allgather(ctx, all, nb, alg, nil); err != nil {
 		return c.fail(err)
 	}
 	if rl.packed {
