@@ -875,6 +875,7 @@ func (w *World) connectWorld(v *vci, nodes []nodeInfo, ids []peerwatch.Ident) er
 	}
 	v.lock()
 	v.crowded = crowdedNode(len(group))
+	v.solo = true // the world's endpoint, one per process
 	v.noNet = n == c.size
 	if v.seg != nil && n == 0 {
 		v.closeNode() // nobody to talk to this way
@@ -989,6 +990,7 @@ func (w *World) connectEndpoints(ctx context.Context, c *Comm, native bool, vcis
 	for _, v := range vcis {
 		v.lock()
 		v.crowded = crowdedNode(len(group))
+		v.solo = len(vcis) == 1
 		v.noNet = n == len(rankAddr)
 		if v.seg != nil && n == 0 {
 			v.closeNode()

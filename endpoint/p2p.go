@@ -401,9 +401,9 @@ func (c *Comm) Probe(ctx context.Context, src, tag int) (Status, error) {
 					return Status{}, fmt.Errorf("endpoint: probe from rank %d: %w", src, err)
 				}
 			}
-			idle(spins, c.v.crowded)
+			idle(spins, c.v.crowded, c.v.solo)
 		} else if c.v.crowded {
-			idle(spins, true)
+			idle(spins, true, c.v.solo)
 		}
 	}
 }

@@ -179,7 +179,7 @@ func (r *Request) Wait(ctx context.Context) (Status, error) {
 	}
 	done := ctx.Done()
 	var pace peerwatch.Pacer
-	crowded := v.crowded
+	crowded, solo := v.crowded, v.solo
 	for spins := 1; ; spins++ {
 		v.lock()
 		fin := r.done
@@ -208,9 +208,9 @@ func (r *Request) Wait(ctx context.Context) (Status, error) {
 					return Status{}, err
 				}
 			}
-			idle(spins, crowded)
+			idle(spins, crowded, solo)
 		} else if crowded {
-			idle(spins, crowded)
+			idle(spins, crowded, solo)
 		}
 	}
 }
@@ -278,12 +278,25 @@ func (r *Request) goneErr() error {
 // the core: every empty poll then gives the core to other processes
 // (sched_yield) or to the process's other goroutines, in turn, as Open
 // MPI yields on oversubscribed nodes; callers call idle on every poll then.
-func idle(spins int, crowded bool) {
+// solo: every endpoint waited on is the only one of its node group in
+// this process, so what the wait needs comes from other processes: it
+// yields to them on every poll and to goroutines only every
+// soloGosched-th, since runtime.Gosched also wakes an idle P of the
+// runtime, whose thread spins on another core, taking it from the ranks
+// there (as collectives' waits do; docs/perf/endpoint.md).
+func idle(spins int, crowded, solo bool) {
 	if crowded {
 		if spins >= spinFree {
 			progress.PollAll()
 		}
-		crowdedPolicy.Idle(nil, spins)
+		switch {
+		case !solo:
+			crowdedPolicy.Idle(nil, spins)
+		case spins%soloGosched == 0:
+			runtime.Gosched()
+		default:
+			soloPolicy.Idle(nil, spins)
+		}
 		return
 	}
 	if !waitPolicy.Spun(spins) {
@@ -298,6 +311,23 @@ func idle(spins int, crowded bool) {
 // that only gave the core to other processes would keep its P until the
 // runtime preempted it, milliseconds later) and to other processes.
 var crowdedPolicy = wait.Policy{Name: "endpoint-crowded", YieldEvery: 1, OSYieldEvery: 2}
+
+// soloPolicy yields to other processes on every poll (idle, solo).
+var (
+	soloPolicy  = wait.Policy{Name: "endpoint-crowded-solo", YieldEvery: 1, OSYieldEvery: 1}
+	soloGosched = 64
+)
+
+// allSolo reports whether every request of reqs is on an endpoint that is
+// the only one of its node group in its process.
+func allSolo(reqs []*Request) bool {
+	for _, r := range reqs {
+		if r != nil && r.v != nil && !r.v.solo {
+			return false
+		}
+	}
+	return true
+}
 
 // anyCrowded reports whether a request of reqs is on a crowded endpoint.
 func anyCrowded(reqs []*Request) bool {
@@ -426,7 +456,7 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 	start := 0 // reqs[:start] are complete
 	var prog [8]*vci
 	var pace peerwatch.Pacer
-	crowded := anyCrowded(reqs)
+	crowded, solo := anyCrowded(reqs), allSolo(reqs)
 	for spins := 1; ; spins++ {
 		np, live := 0, false
 		var held *vci // a run of requests on one endpoint takes its lock once
@@ -485,9 +515,9 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 					}
 				}
 			}
-			idle(spins, crowded)
+			idle(spins, crowded, solo)
 		} else if crowded {
-			idle(spins, crowded)
+			idle(spins, crowded, solo)
 		}
 	}
 	for _, r := range reqs {
@@ -517,7 +547,7 @@ func progressed(vs []*vci, v *vci) bool {
 func WaitAny(ctx context.Context, reqs []*Request) (int, Status, error) {
 	done := ctx.Done()
 	var pace peerwatch.Pacer
-	crowded := anyCrowded(reqs)
+	crowded, solo := anyCrowded(reqs), allSolo(reqs)
 	for spins := 1; ; spins++ {
 		live := false
 		for i, r := range reqs {
@@ -558,9 +588,9 @@ func WaitAny(ctx context.Context, reqs []*Request) (int, Status, error) {
 					return -1, Status{}, fmt.Errorf("endpoint: wait any: %w", gone)
 				}
 			}
-			idle(spins, crowded)
+			idle(spins, crowded, solo)
 		} else if crowded {
-			idle(spins, crowded)
+			idle(spins, crowded, solo)
 		}
 	}
 }

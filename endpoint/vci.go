@@ -126,6 +126,7 @@ type vci struct {
 	nodeFins   []nodeFin
 	noNet      bool
 	crowded    bool       // more endpoints of its node group on this machine than cores: waits yield (request.go)
+	solo       bool       // the only endpoint of its node group in this process: its peers are other processes
 	stages     [][]byte   // staging buffers for reuse
 	freeReqs   []*Request // released requests for reuse (Request.Release)
 	chunk      []byte     // a typed receive's copy-then-unpack piece (node.go)
@@ -433,7 +434,7 @@ func (v *vci) linger(deadline time.Time) {
 		if !owes || time.Now().After(deadline) {
 			return
 		}
-		idle(spins, true)
+		idle(spins, true, v.solo)
 	}
 }
 
