@@ -278,10 +278,14 @@ type fillMode struct {
 
 const (
 	fillProbeEvery = 16
-	// fillSlowRatio: typed packs into the slots ran up to 6 times slower
-	// than into private memory where the VM's two cores shared a cache,
-	// and 6–24 times where they did not.
-	fillSlowRatio = 6
+	// fillSlowRatio: where the VM's two cores did not share a cache, the
+	// packs of small blocks (SPECFEM3D, NAS MG x, WRF x, LAMMPS) into the
+	// slots ran 3–6 times slower than into private memory, and already
+	// lost to packing privately and streaming; where they shared one,
+	// only FFT2's transpose came near 3 (docs/perf/typed.md). 6 missed
+	// the former: SPECFEM3D oc m took 23.5 µs against 14 with 3, and 16
+	// by hand packing.
+	fillSlowRatio = 3
 )
 
 // ewma folds a sample into a moving average (a quarter weight).
