@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -657,16 +656,7 @@ const (
 
 var (
 	crowdedPolicy = wait.Policy{Name: "collectives-crowded", YieldEvery: 1, OSYieldEvery: 2}
-	// A process that holds one rank of the communicator waits for other
-	// processes only: on a crowded node it yields to them on every poll
-	// and to its own goroutines every soloGosched-th. runtime.Gosched
-	// wakes an idle P, whose thread then spins for work on another core,
-	// taking it from the ranks there: 4 processes on 2 cores ran a
-	// Barrier in 14–17 µs with a Gosched every other poll, 5.3–8.5 with
-	// one every 64th (docs/perf/collectives.md).
-	soloPolicy  = wait.Policy{Name: "collectives-crowded-solo", YieldEvery: 1, OSYieldEvery: 1}
-	soloGosched = 64
-	spinPolicy  = wait.Policy{Name: "collectives", SpinPolls: spinPolls, YieldPolls: yieldPolls, YieldEvery: 16, OSYieldEvery: 4}
+	spinPolicy    = wait.Policy{Name: "collectives", SpinPolls: spinPolls, YieldPolls: yieldPolls, YieldEvery: 16, OSYieldEvery: 4}
 )
 
 // pause paces the poll loop of wait after poll spins.
@@ -675,10 +665,8 @@ func (c *Coll) pause(spins int) {
 		if spins >= spinPolls {
 			c.idleWork()
 		}
-		if c.solo && spins%soloGosched != 0 {
-			soloPolicy.Idle(nil, spins)
-		} else if c.solo {
-			runtime.Gosched()
+		if c.solo { // it waits for other processes only
+			wait.Solo(nil, spins)
 		} else {
 			crowdedPolicy.Idle(nil, spins)
 		}

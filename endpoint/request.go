@@ -279,23 +279,17 @@ func (r *Request) goneErr() error {
 // (sched_yield) or to the process's other goroutines, in turn, as Open
 // MPI yields on oversubscribed nodes; callers call idle on every poll then.
 // solo: every endpoint waited on is the only one of its node group in
-// this process, so what the wait needs comes from other processes: it
-// yields to them on every poll and to goroutines only every
-// soloGosched-th, since runtime.Gosched also wakes an idle P of the
-// runtime, whose thread spins on another core, taking it from the ranks
-// there (as collectives' waits do; docs/perf/endpoint.md).
+// this process, so what the wait needs comes from other processes
+// (wait.Solo paces it).
 func idle(spins int, crowded, solo bool) {
 	if crowded {
 		if spins >= spinFree {
 			progress.PollAll()
 		}
-		switch {
-		case !solo:
+		if solo {
+			wait.Solo(nil, spins)
+		} else {
 			crowdedPolicy.Idle(nil, spins)
-		case spins%soloGosched == 0:
-			runtime.Gosched()
-		default:
-			soloPolicy.Idle(nil, spins)
 		}
 		return
 	}
@@ -311,12 +305,6 @@ func idle(spins int, crowded, solo bool) {
 // that only gave the core to other processes would keep its P until the
 // runtime preempted it, milliseconds later) and to other processes.
 var crowdedPolicy = wait.Policy{Name: "endpoint-crowded", YieldEvery: 1, OSYieldEvery: 2}
-
-// soloPolicy yields to other processes on every poll (idle, solo).
-var (
-	soloPolicy  = wait.Policy{Name: "endpoint-crowded-solo", YieldEvery: 1, OSYieldEvery: 1}
-	soloGosched = 64
-)
 
 // allSolo reports whether every request of reqs is on an endpoint that is
 // the only one of its node group in its process.

@@ -131,6 +131,27 @@ func (p *Policy) Idle(s *Sys, spins int) bool {
 	return true
 }
 
+// SoloGosched is how often Solo yields to the process's goroutines.
+const SoloGosched = 64
+
+// Solo is the pause, at poll spins, of a counting loop on a crowded node
+// whose wait needs other processes only (its process holds no other
+// busy endpoint, or rank of the communicator): a yield to other
+// processes on every poll, and to this process's goroutines every
+// SoloGosched-th. runtime.Gosched also wakes an idle P of the Go runtime,
+// whose thread then spins looking for work on another core and takes it
+// from the ranks there: with 4 processes on 2 cores, yielding to
+// goroutines every other poll made a collectives Barrier 14–20 µs
+// against 5.3–8.5, and a 2-sender message rate 0.8–4.2 M msg/s against
+// 5.2–9.3 M (docs/perf/collectives.md, docs/perf/endpoint.md).
+func Solo(s *Sys, spins int) {
+	if spins%SoloGosched == 0 {
+		s.gosched()
+		return
+	}
+	s.osYield()
+}
+
 // Phase is where a Waiter is.
 type Phase uint8
 

@@ -130,6 +130,19 @@ func TestWaiterGoschedWhileSpinning(t *testing.T) {
 	}
 }
 
+// TestSolo: a yield to processes on every poll, to goroutines every
+// SoloGosched-th.
+func TestSolo(t *testing.T) {
+	f := &fake{}
+	s := f.sys()
+	for spins := 1; spins <= 2*SoloGosched; spins++ {
+		Solo(s, spins)
+	}
+	if f.gosched != 2 || f.osyield != 2*SoloGosched-2 {
+		t.Fatalf("%d Gosched, %d sched_yield over %d polls; want 2 and %d", f.gosched, f.osyield, 2*SoloGosched, 2*SoloGosched-2)
+	}
+}
+
 func TestIdleCounting(t *testing.T) {
 	f := &fake{}
 	p := Policy{SpinPolls: 256, YieldEvery: 16, OSYieldEvery: 4}
