@@ -211,17 +211,16 @@ func (c *Coll) symGather(ctx context.Context, nb int) ([]byte, error) {
 // area, and the hierarchy's mode allows it. Every process gives the same
 // answer.
 func (c *Coll) symAlltoall(nb int) bool {
-	h := c.hier
-	return h != nil && h.procs > 1 && c.hierMode(CollAlltoall) && c.symmetric(h.mostRanks()*c.size*nb)
+	return c.hier != nil && c.hierMode(CollAlltoall) && c.symmetric(c.hier.mostRanks()*c.size*nb)
 }
 
-// symAlltoallStep (process leader, members' buffers writable) moves an
-// Alltoall's blocks of nb bytes in one symmetric step: each process
-// brings every block of its ranks' send buffers, rank by rank, and every
-// process copies the blocks addressed to its ranks out of the others'
-// areas, where the flat Alltoall's messages take a hand-off each way
-// between every pair of ranks. The blocks between the ranks of this
-// process are copied directly.
+// symAlltoallStep (process leader, members' buffers writable) moves the
+// blocks of an Alltoall (nb bytes each) between the processes of the
+// node in one symmetric step: each process brings its ranks' send
+// buffers, rank by rank, and copies the blocks addressed to its ranks
+// out of the others' areas, where the flat Alltoall's messages take a
+// hand-off each way between every pair of ranks. The blocks between the
+// ranks of this process are alltoallOwn's.
 func (c *Coll) symAlltoallStep(ctx context.Context, nb int) error {
 	h, g := c.hier, c.hier.g
 	row := c.size * nb // one rank's send buffer
@@ -232,18 +231,12 @@ func (c *Coll) symAlltoallStep(ctx context.Context, nb int) error {
 	}, func(area func(int) []byte) {
 		me := h.procOf[c.rank]
 		for q := 0; q < c.size; q++ {
-			j := h.procOf[q]
-			if j == me {
+			if j := h.procOf[q]; j != me {
+				from := area(j)[h.local[q]*row:]
 				for i := range g.slots {
 					ri := g.ranks[i]
-					copy(g.slots[i].recv[q*nb:(q+1)*nb], g.slots[h.local[q]].send[ri*nb:])
+					copy(g.slots[i].recv[q*nb:(q+1)*nb], from[ri*nb:])
 				}
-				continue
-			}
-			from := area(j)[h.local[q]*row:]
-			for i := range g.slots {
-				ri := g.ranks[i]
-				copy(g.slots[i].recv[q*nb:(q+1)*nb], from[ri*nb:])
 			}
 		}
 	})

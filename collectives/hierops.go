@@ -351,49 +351,40 @@ func hierAlltoall(ctx context.Context, c *Coll, send, recv []byte, s callSig) er
 		return c.hierEnd(err)
 	}
 	g, nb := c.hier.g, s.count*s.esize
-	if c.hier.procs > 1 && c.symAlltoall(nb) {
-		if len(g.slots) > 1 {
-			err = g.begin(c.seq) // the members' recv are written from here on
-		}
-		if err == nil {
+	if c.hier.procs == 1 {
+		return c.hierEnd(c.hierRelease(func() { g.alltoallOwn(nb) }))
+	}
+	// Across processes: one symmetric step for small blocks, else the
+	// node level's stream (hierStreams).
+	if len(g.slots) > 1 {
+		err = g.begin(c.seq) // the members' recv are written from here on
+	}
+	if err == nil {
+		g.alltoallOwn(nb)
+		switch {
+		case c.symAlltoall(nb):
 			err = c.symAlltoallStep(ctx, nb)
+		case c.singleCopy(true):
+			err = c.cmaAlltoall(ctx, send, recv, nb)
+		default:
+			err = c.streamAlltoall(ctx, nb)
 		}
-		if err == nil {
-			err = c.hierRelease(func() {})
-		}
-		return c.hierEnd(err)
 	}
-	if c.hier.procs > 1 { // the node level's stream (hierStreams)
-		if len(g.slots) > 1 {
-			err = g.begin(c.seq) // the members' recv are written from here on
-		}
-		if err == nil {
-			for i := range g.slots {
-				for j := range g.slots {
-					ri, rj := g.ranks[i], g.ranks[j]
-					copy(g.slots[j].recv[ri*nb:(ri+1)*nb], g.slots[i].send[rj*nb:])
-				}
-			}
-			if c.singleCopy(true) {
-				err = c.cmaAlltoall(ctx, send, recv, nb)
-			} else {
-				err = c.streamAlltoall(ctx, nb)
-			}
-		}
-		if err == nil {
-			err = c.hierRelease(func() {})
-		}
-		return c.hierEnd(err)
+	if err == nil {
+		err = c.hierRelease(func() {})
 	}
-	err = c.hierRelease(func() {
-		for i := range g.slots {
-			for j := range g.slots {
-				ri, rj := g.ranks[i], g.ranks[j]
-				copy(g.slots[j].recv[ri*nb:(ri+1)*nb], g.slots[i].send[rj*nb:])
-			}
-		}
-	})
 	return c.hierEnd(err)
+}
+
+// alltoallOwn copies block j of each rank's send of this process into
+// block i of rank j's recv, for the ranks i and j of this process.
+func (g *procGroup) alltoallOwn(nb int) {
+	for i := range g.slots {
+		for j := range g.slots {
+			ri, rj := g.ranks[i], g.ranks[j]
+			copy(g.slots[j].recv[ri*nb:(ri+1)*nb], g.slots[i].send[rj*nb:])
+		}
+	}
 }
 
 // hierGather (leader) returns every rank's published send buffer (s.count
