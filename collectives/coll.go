@@ -106,7 +106,8 @@ func New(ctx context.Context, comm *endpoint.Comm, opts ...Option) (*Coll, error
 			d.Free()
 			return nil, err
 		}
-		// No hierarchy: one rank per process.
+		// setupHier gives no hierarchy when every process holds one rank
+		// (and no node has several processes).
 		c.solo = c.hier == nil || len(c.hier.g.slots) == 1
 		if c.hier != nil && c.hier.net != nil {
 			c.hier.net.solo = c.solo
