@@ -33,6 +33,7 @@ demo: build
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	@! git ls-files --eol | grep 'i/-text' || { echo "binary files are tracked by git (build outputs belong in bin/)"; exit 1; }
 
 # The whole suite, then endpoint's suite again with every same-node peer on
 # libfabric (WEFT_NODE_TRANSPORT=fabric; its multi-process tests set the
