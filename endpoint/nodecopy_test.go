@@ -26,7 +26,20 @@ func copyEnv() []string {
 	if strings.Contains(tu, "nodecopy") {
 		return nil
 	}
-	return []string{settings.TuneEnv + "=" + tu + ",nodecopy=64K,nodecopyslot=16K"}
+	return []string{settings.TuneEnv + "=" + copyTune(tu) + ",nodecopy=64K,nodecopyslot=16K"}
+}
+
+// copyTune is WEFT_TUNE value tu without its epwait: waits told to yield
+// treat the node as crowded, where the pipelined copy these tests
+// exercise is off, so their ranks wait as the machine decides.
+func copyTune(tu string) string {
+	var keep []string
+	for _, kv := range strings.Split(tu, ",") {
+		if k, _, _ := strings.Cut(kv, "="); strings.TrimSpace(strings.ToLower(k)) != "epwait" {
+			keep = append(keep, kv)
+		}
+	}
+	return strings.Join(keep, ",")
 }
 
 // copyLimits returns the copy slot size and the smallest message of the
@@ -479,7 +492,7 @@ func TestNodeCopyFragments(t *testing.T) {
 		if strings.Contains(os.Getenv(settings.TuneEnv), "nodecopy") {
 			testenv.Skip(t, "nodecopy", "WEFT_TUNE sets the copy knobs this test sets itself")
 		}
-		prov, env := provEnv("native", []string{settings.TuneEnv + "=" + os.Getenv(settings.TuneEnv) + ",nodecopy=16K,nodecopyslot=256K"})
+		prov, env := provEnv("native", []string{settings.TuneEnv + "=" + copyTune(os.Getenv(settings.TuneEnv)) + ",nodecopy=16K,nodecopyslot=256K"})
 		launchtest.Run(t, 2, prov, 60*time.Second, env...)
 		return
 	}
