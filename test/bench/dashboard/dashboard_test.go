@@ -673,3 +673,39 @@ func TestInherit(t *testing.T) {
 		t.Errorf("a tie inherited %+v, want no machine or commit", tie[0])
 	}
 }
+
+// TestMachineProbe: the machine table shows the placement probe read
+// before and after each area's run when run.sh recorded it, and keeps
+// its four columns when nothing was probed.
+func TestMachineProbe(t *testing.T) {
+	rs := []benchrec.Record{
+		{Tool: "p2p", Area: "p2p", Case: "weft", Size: "8", Metric: "lat", Value: 0.2, Commit: "abc", Machine: "M", Go: "go1"},
+		{Tool: "osu", Area: "collectives", Case: "weft-np2", Size: "8", Metric: "lat", Value: 1, Commit: "abc", Machine: "M", Go: "go1"},
+		{Tool: "probe", Area: "p2p", Case: "p2p", Size: "before", Metric: "regime", Value: 9.04},
+		{Tool: "probe", Area: "p2p", Case: "p2p", Size: "after", Metric: "regime", Value: 33.46},
+		{Tool: "probe", Area: "ddtpp", Case: "ddtpp", Size: "before", Metric: "regime", Value: 9},
+	}
+	got, err := machineTable(aggregate(rs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| area | machine | commit | Go | placement probe before → after (µs) |",
+		"| collectives | M | abc | go1 | – → – |",
+		"| p2p | M | abc | go1 | 9.0 → 33.5 |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("machine table lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "ddtpp") {
+		t.Errorf("an area with only probe records has a row:\n%s", got)
+	}
+	got, err = machineTable(rs[:2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got, "| area | machine | commit | Go |\n|---|---|---|---|\n") || strings.Contains(got, "probe") {
+		t.Errorf("without probes the table has four columns:\n%s", got)
+	}
+}

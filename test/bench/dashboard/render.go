@@ -217,15 +217,23 @@ func orDash(s string) string {
 }
 
 // machineTable names, per area, the machines, commits and Go releases the
-// figures come from, and says when they were transcribed.
+// figures come from, the placement probe's readings before and after the
+// area's run (tool probe, size before or after: run.sh), and says when
+// the figures were transcribed.
 func machineTable(rs []benchrec.Record) (string, error) {
-	type prov struct{ machines, commits, gos []string }
+	type prov struct {
+		machines, commits, gos []string
+		before, after          float64
+	}
 	var areas []string
 	by := map[string]*prov{}
 	transcribed := false
 	for _, r := range rs {
 		if strings.Contains(r.Note, "transcribed") {
 			transcribed = true
+		}
+		if r.Tool == "probe" {
+			continue
 		}
 		p := by[r.Area]
 		if p == nil {
@@ -243,21 +251,51 @@ func machineTable(rs []benchrec.Record) (string, error) {
 			p.gos = addUniq(p.gos, g)
 		}
 	}
+	probed := false
+	for _, r := range rs {
+		p := by[r.Area]
+		if r.Tool != "probe" || p == nil {
+			continue
+		}
+		probed = true
+		switch r.Size {
+		case "before":
+			p.before = r.Value
+		case "after":
+			p.after = r.Value
+		}
+	}
 	slices.Sort(areas)
 	var b strings.Builder
 	if transcribed {
 		b.WriteString("Figures transcribed from the last measured runs; regenerate with `make bench-dashboard`.\n\n")
 	}
-	b.WriteString("| area | machine | commit | Go |\n|---|---|---|---|\n")
+	if !probed {
+		b.WriteString("| area | machine | commit | Go |\n|---|---|---|---|\n")
+	} else {
+		b.WriteString("| area | machine | commit | Go | placement probe before → after (µs) |\n|---|---|---|---|---|\n")
+	}
 	for _, a := range areas {
 		p := by[a]
 		c := strings.Join(p.commits, ", ")
 		if c == "" {
 			c = "not recorded"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", a, orDash(strings.Join(p.machines, "; ")), c, orDash(strings.Join(p.gos, ", ")))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |", a, orDash(strings.Join(p.machines, "; ")), c, orDash(strings.Join(p.gos, ", ")))
+		if probed {
+			fmt.Fprintf(&b, " %s → %s |", probeCell(p.before), probeCell(p.after))
+		}
+		b.WriteString("\n")
 	}
 	return b.String(), nil
+}
+
+// probeCell formats one reading of the placement probe (0: none).
+func probeCell(v float64) string {
+	if v <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f", v)
 }
 
 var marker = regexp.MustCompile(`<!-- dashboard:([a-z0-9]+) (begin|end) -->`)

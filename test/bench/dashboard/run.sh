@@ -46,44 +46,76 @@ else
 fi
 reps() { if [ $smoke = 1 ]; then echo 1; else echo "$1"; fi; }
 
+# The placement probe (test/bench/p2p/floor: plain stores into 64 KiB that
+# another process's core read last; about 9-12 us where the vCPUs share a
+# cache, 33-37 where they do not) is read before and after each area, so
+# that the page says which regime each area's figures come from (tool
+# probe, case and area the area's name, size before or after).
+probebin=""
+if cc -O2 -o "$bin/floor" test/bench/p2p/floor/floor.c 2>/dev/null; then probebin="$bin/floor"; fi
+probe() { # WHEN AREA...
+	[ -n "$probebin" ] || return 0
+	local when="$1" us
+	shift
+	us="$("$probebin" shmcopy plain 65536 2000 | awk '$1 == "RESULT" { print $4 }')" || return 0
+	[ -n "$us" ] || return 0
+	for a in "$@"; do
+		printf '{"tool":"probe","area":"%s","case":"%s","size":"%s","metric":"regime","value":%s,"unit":"us","reps":1,"stat":"single"}\n' "$a" "$a" "$when" "$us" >>"$out/regime.json"
+	done
+}
+
 step() { echo "bench-dashboard: $*" >&2; }
 
 step "fabric: pingpong against fi_pingpong"
+probe before fabric
 "$bin/pingpong" -provider shm -sizes 8,64,4k,1m -path both -reps "$(reps 9)" -iters $PPI -json >"$out/fabric.json"
+probe after fabric
 
 step "endpoint: against raw fabric/, private against shared"
+probe before endpoint
 # The libfabric path (the targets compare it with raw fabric/); the node
 # transport is measured by p2p below.
 WEFT_NODE_TRANSPORT=fabric "$bin/fabrun" -n 2 --provider shm "$bin/endpoint" -bench pingpong,rate,depth -sizes 8,64 -goroutines 1,2 \
 	-reps "$(reps 5)" -iters $EPI -windows $WIN -json >"$out/endpoint.json"
 "$bin/fabrun" -n 1 --provider shm "$bin/endpoint" -bench inproc -goroutines 1,2 \
 	-reps "$(reps 7)" -windows $((WIN * 20)) -json >"$out/endpoint-inproc.json"
+probe after endpoint
 
 step "onesided: PutSignal against fi_pingpong"
+probe before onesided
 "$bin/onesided" -tools weft-direct,weft-shm,fi_pingpong -sizes 8 -reps "$(reps 7)" -iters $OSI -fi_iters $FII -json >"$out/onesided.json"
 "$bin/overlap" -np 2 -rows $ROWS -len $LEN -work 4 -reps "$(reps 5)" -json >"$out/overlap.json"
+probe after onesided
 
 step "p2p: endpoint against fi_pingpong, MPICH and Open MPI"
+probe before p2p
 # shellcheck disable=SC2086
 "$bin/p2p" -fabrun "$bin/fabrun" -weft native,fabric -reps "$(reps 5)" $P2P -json >"$out/p2p.json"
+probe after p2p
 
 step "ddtpp: DDTBench layouts as typed messages against hand packing and MPI datatypes"
+probe before ddtpp
 # shellcheck disable=SC2086
 "$bin/ddtpp" -fabrun "$bin/fabrun" -reps "$(reps 5)" $DDTPP -json >"$out/ddtpp.json"
+probe after ddtpp
 
 step "collectives: OSU loops against MPICH and Open MPI"
+probe before collectives
 # shellcheck disable=SC2086
 "$bin/osu" -fabrun "$bin/fabrun" -np 2 -reps "$(reps 3)" -timeout 150s $OSU2 -json >"$out/osu.json"
 # shellcheck disable=SC2086
 "$bin/osu" -fabrun "$bin/fabrun" -np 4 -reps "$(reps 3)" -timeout 150s $OSU4 -json >>"$out/osu.json"
+probe after collectives
 
 step "ddt, jit: ddtbench ($DDT_RUNS runs) and commit time"
+probe before ddt jit
 for i in $(seq "$DDT_RUNS"); do
 	# shellcheck disable=SC2086
 	"$bin/ddtbench" -json $DDT -engines manual,interp,copy,jit >"$out/ddt$i.json"
 done
 # shellcheck disable=SC2086
 go test -run '^$' -bench '^BenchmarkCommit$' $BC ./ddt >"$out/ddt-commit.bench"
+probe after ddt jit
 
 step "tables of $doc"
 go run ./test/bench/dashboard -doc "$doc" "$out"
