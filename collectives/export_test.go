@@ -44,3 +44,7 @@ func SymmetricSteps(c *Coll) uint64 {
 
 // ExchBytes is the largest part a symmetric node step carries.
 const ExchBytes = exchBytes
+
+// ShareMin is shareMin: from it a rank's part of a release in one process
+// is written by the rank itself.
+const ShareMin = shareMin

@@ -226,6 +226,17 @@ type procGroup struct {
 	// every member has joined yet, by call number (nblocal.go).
 	nbMu sync.Mutex
 	nb   map[uint32]*nbLocal
+	// share is the release in progress that every member writes its own
+	// part of (hierReleaseShared), published before the release begins;
+	// shareLeft counts the members yet to finish their part.
+	share     atomic.Pointer[shareWork]
+	shareLeft atomic.Int32
+}
+
+// shareWork is a shared release: write(i) writes slot i's result.
+type shareWork struct {
+	seq   uint32
+	write func(i int)
 }
 
 // groupSlot is one member's publication for the call in progress: its
@@ -581,7 +592,8 @@ func (c *Coll) hierArrive(ctx context.Context, send, recv []byte) (leader bool, 
 }
 
 // waitLeader (member) waits until the leader has finished the release of
-// call seq or of a later one.
+// call seq or of a later one; in a shared release of call seq it writes
+// its own part meanwhile.
 func (c *Coll) waitLeader(ctx context.Context, g *procGroup, seq uint32) error {
 	done := func(v uint64) bool {
 		d := int32(uint32(v>>2) - seq)
@@ -590,6 +602,7 @@ func (c *Coll) waitLeader(ctx context.Context, g *procGroup, seq uint32) error {
 	if done(g.state.Load()) {
 		return nil
 	}
+	wrote := false
 	return c.hierSpin(ctx, func() (bool, error) {
 		v := g.state.Load()
 		switch {
@@ -597,6 +610,12 @@ func (c *Coll) waitLeader(ctx context.Context, g *procGroup, seq uint32) error {
 			return true, nil
 		case v&3 == phFailed:
 			return false, g.failed()
+		case !wrote && v == uint64(seq)<<2|phWriting:
+			if w := g.share.Load(); w != nil && w.seq == seq {
+				w.write(c.hier.li)
+				wrote = true
+				g.shareLeft.Add(-1)
+			}
 		}
 		return false, nil
 	}, true, false)
@@ -643,6 +662,37 @@ func (c *Coll) hierRelease(write func()) error {
 		return err
 	}
 	write()
+	publish(&g.out[c.seq&1], uint64(c.seq)<<32|c.sig<<2&sigBitsMask|slotArrived)
+	publish(&g.state, uint64(c.seq)<<2|phDone)
+	return nil
+}
+
+// hierReleaseShared (leader) is hierRelease with the writing shared:
+// every member, the leader too, runs write with its own slot's index
+// while it waits, so that the members' results (their own receive
+// buffers, from what every slot published) are written in parallel. The
+// leader lets the members return once every part is written.
+func (c *Coll) hierReleaseShared(write func(i int)) error {
+	g := c.hier.g
+	if len(g.slots) == 1 {
+		write(0)
+		return nil
+	}
+	g.shareLeft.Store(int32(len(g.slots) - 1))
+	g.share.Store(&shareWork{seq: c.seq, write: write})
+	defer g.share.Store(nil)
+	if err := g.begin(c.seq); err != nil {
+		return err
+	}
+	write(0)
+	// The members cannot withdraw once the release has begun: their
+	// parts take one copy each.
+	for i := 0; g.shareLeft.Load() != 0; i++ {
+		if g.state.Load()&3 == phFailed {
+			return g.failed()
+		}
+		runtime.Gosched()
+	}
 	publish(&g.out[c.seq&1], uint64(c.seq)<<32|c.sig<<2&sigBitsMask|slotArrived)
 	publish(&g.state, uint64(c.seq)<<2|phDone)
 	return nil

@@ -246,6 +246,22 @@ func TestHierHandles(t *testing.T) {
 	})
 }
 
+// TestHierShared: Allgather and Alltoall among the handles of one process
+// with parts on both sides of ShareMin, where the leader writes every
+// result or each handle writes its own (hierReleaseShared), in place and
+// not, interleaved with the other data movers.
+func TestHierShared(t *testing.T) {
+	for _, n := range []int{2, 3, 4} {
+		t.Run(fmt.Sprintf("p%d", n), func(t *testing.T) {
+			k := C.ShareMin / 4 / (n - 1) // int32 elements per block at the Allgather's threshold
+			counts := []int{k/n - 1, k/n + 1, k - 1, k + 1}
+			runHandles(t, tctx(t, 60*time.Second), handles(t, n), nil, func(ctx context.Context, c *C.Coll) error {
+				return hierMovers(newEnv(ctx, c), "int32", genInt[int32], counts, []int{0})
+			})
+		})
+	}
+}
+
 // TestHierSelection: the mode and the algorithm overrides decide.
 func TestHierSelection(t *testing.T) {
 	eps := handles(t, 3)

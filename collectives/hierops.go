@@ -265,9 +265,16 @@ func hierAllreduce[T any](ctx context.Context, c *Coll, send, acc []T, op *Op[T]
 	return c.hierEnd(err)
 }
 
+// shareMin is the bytes a rank's part of a release in one process must
+// reach for the ranks to write their parts themselves, in parallel
+// (hierReleaseShared), rather than the leader writing every part: below
+// it the second hand-off costs more than the copies.
+const shareMin = 32 << 10
+
 // hierAllgather: send is this rank's block (nil: already in its place in
-// recv). Over one process the leader copies every member's block into
-// every other member's recv; otherwise the leaders gather their
+// recv). Over one process every member's block goes into every other
+// member's recv, copied by the leader or, from shareMin bytes a rank, by
+// each member into its own; otherwise the leaders gather their
 // processes' blocks among themselves first.
 func hierAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) error {
 	if err := c.hierReady(ctx, s); err != nil {
@@ -282,15 +289,22 @@ func hierAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) e
 	}
 	h, g := c.hier, c.hier.g
 	if h.net == nil && h.ng == nil {
-		err = c.hierRelease(func() {
-			for i := range g.slots {
-				for j := range g.slots {
-					if i != j {
-						copy(g.slots[i].recv[g.ranks[j]*nb:], g.slots[j].send)
-					}
+		into := func(i int) {
+			for j := range g.slots {
+				if i != j {
+					copy(g.slots[i].recv[g.ranks[j]*nb:], g.slots[j].send)
 				}
 			}
-		})
+		}
+		if nb*(len(g.slots)-1) >= shareMin {
+			err = c.hierReleaseShared(into) // each rank copies into its own recv
+		} else {
+			err = c.hierRelease(func() {
+				for i := range g.slots {
+					into(i)
+				}
+			})
+		}
 		return c.hierEnd(err)
 	}
 	if c.hierStreams(CollAllgather, nb) {
@@ -352,6 +366,9 @@ func hierAlltoall(ctx context.Context, c *Coll, send, recv []byte, s callSig) er
 	}
 	g, nb := c.hier.g, s.count*s.esize
 	if c.hier.procs == 1 {
+		if nb*len(g.slots) >= shareMin {
+			return c.hierEnd(c.hierReleaseShared(func(j int) { g.alltoallInto(j, nb) }))
+		}
 		return c.hierEnd(c.hierRelease(func() { g.alltoallOwn(nb) }))
 	}
 	// Across processes: one symmetric step for small blocks, else the
@@ -379,11 +396,18 @@ func hierAlltoall(ctx context.Context, c *Coll, send, recv []byte, s callSig) er
 // alltoallOwn copies block j of each rank's send of this process into
 // block i of rank j's recv, for the ranks i and j of this process.
 func (g *procGroup) alltoallOwn(nb int) {
+	for j := range g.slots {
+		g.alltoallInto(j, nb)
+	}
+}
+
+// alltoallInto copies into member j's recv its blocks from every member
+// of g (itself included).
+func (g *procGroup) alltoallInto(j, nb int) {
+	rj := g.ranks[j]
 	for i := range g.slots {
-		for j := range g.slots {
-			ri, rj := g.ranks[i], g.ranks[j]
-			copy(g.slots[j].recv[ri*nb:(ri+1)*nb], g.slots[i].send[rj*nb:])
-		}
+		ri := g.ranks[i]
+		copy(g.slots[j].recv[ri*nb:(ri+1)*nb], g.slots[i].send[rj*nb:])
 	}
 }
 
