@@ -48,3 +48,9 @@ const ExchBytes = exchBytes
 // ShareMin is shareMin: from it a rank's part of a release in one process
 // is written by the rank itself.
 const ShareMin = shareMin
+
+// StreamSub is the bytes of a node stream's sub-slot (one chunk).
+const StreamSub = streamSub
+
+// StreamMin is the bytes per rank from which c's node level streams.
+func StreamMin(c *Coll) int { return c.cfg.stream }

@@ -529,6 +529,18 @@ func (c *Coll) topBcast(ctx context.Context, b []byte, rp int) error {
 	})
 }
 
+// streamAllreduceMax is the most processes a node-level Allreduce
+// streams with (streamAllreduce): each process folds every other's
+// contribution, which with more processes reads more than the leader's
+// steps move.
+const streamAllreduceMax = 3
+
+// streamsAllreduce reports whether a commutative Allreduce of nbytes
+// per rank goes through the node level as one stream (streamAllreduce).
+func (c *Coll) streamsAllreduce(nbytes int) bool {
+	return c.streams(nbytes) && c.hier.procs <= streamAllreduceMax
+}
+
 // topReduce (process leader, commutative op): the process leaders' acc
 // combined into process rp's acc, or into every one's for rp < 0.
 func topReduce[T any](ctx context.Context, c *Coll, acc []T, op *Op[T], rp int) error {
@@ -552,6 +564,9 @@ func topReduce[T any](ctx context.Context, c *Coll, acc []T, op *Op[T], rp int) 
 				op.left(acc, elems[T](area(i))[:len(acc)])
 			}
 		})
+	}
+	if every && c.streamsAllreduce(len(acc)*es) {
+		return streamAllreduce(ctx, c, acc, acc, op)
 	}
 	return h.chunks(len(acc), es, func(lo, hi int) error {
 		part := acc[lo:hi]

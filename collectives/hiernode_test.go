@@ -573,3 +573,93 @@ func TestHierNodeSymmetric(t *testing.T) {
 		t.Fatalf("rank %d: Allreduce against Barrier, then Barrier: %v, want ErrInvalid or ErrCanceled", me, err)
 	}
 }
+
+// TestHierNodeStreamAllreduce: 3 processes of one node, one rank each,
+// and two of them on a communicator of their own, take an Allreduce at
+// or above collnodestream as one node stream in which every process
+// folds every contribution (streamAllreduce). Float64 sums whose value
+// depends on the order of the fold must be bitwise the serial left fold
+// over the ranks on every rank, with a separate send buffer (streamed
+// straight from it) and in place, for vectors just above the stream's
+// threshold, of one sub-slot, and across more sub-slots than a slot
+// holds (writers wait for readers), back to back with Bcasts.
+func TestHierNodeStreamAllreduce(t *testing.T) {
+	if launch(t, 3, "native", 90*time.Second) {
+		return
+	}
+	w := initWorld(t)
+	ctx := tctx(t, 80*time.Second)
+	// part is rank r's element j in call i: (1 + -1) + 1.1e-16 is
+	// 1.1e-16, (1 + 1.1e-16) + -1 is 0: a fold in another order gives
+	// another sum.
+	part := func(r, i, j int) float64 {
+		return []float64{1, -1, 1.1e-16}[r%3] * float64(int(1)<<(j%5)) * float64(int(1)<<(i%7))
+	}
+	run := func(comm *endpoint.Comm) error {
+		c, err := C.New(ctx, comm)
+		if err != nil {
+			return err
+		}
+		defer c.Free()
+		me, p := c.Rank(), c.Size()
+		for i, n := range []int{C.StreamMin(c)/8 + 1, C.StreamSub / 8, 9*C.StreamSub/8 + 3, 5} {
+			if st, _ := C.NodeStreams(c, n*8); st != (n*8 >= C.StreamMin(c)) {
+				return fmt.Errorf("rank %d of %d: %d float64s stream %v", me, p, n, st)
+			}
+			for _, inPlace := range []bool{false, true} {
+				x, y := make([]float64, n), make([]float64, n)
+				for j := range x {
+					x[j] = part(me, i, j)
+				}
+				send := x
+				if inPlace {
+					y, send = x, nil
+				}
+				if err := C.Allreduce(ctx, c, send, y, C.Sum[float64]()); err != nil {
+					return fmt.Errorf("rank %d of %d: Allreduce of %d (in place %v): %w", me, p, n, inPlace, err)
+				}
+				for j, v := range y {
+					want := part(0, i, j)
+					for r := 1; r < p; r++ {
+						want += part(r, i, j)
+					}
+					if math.Float64bits(v) != math.Float64bits(want) {
+						return fmt.Errorf("rank %d of %d: Allreduce of %d (in place %v): element %d is %v, want the left fold %v", me, p, n, inPlace, j, v, want)
+					}
+				}
+				if !inPlace && x[0] != part(me, i, 0) {
+					return fmt.Errorf("rank %d of %d: Allreduce of %d changed its send buffer", me, p, n)
+				}
+				b := []int64{0}
+				if me == i%p {
+					b[0] = int64(i + 1)
+				}
+				if err := C.Bcast(ctx, c, b, i%p); err != nil || b[0] != int64(i+1) {
+					return fmt.Errorf("rank %d of %d: Bcast after Allreduce of %d: %v, %v", me, p, n, b, err)
+				}
+			}
+		}
+		return nil
+	}
+	if err := run(w.Comm()); err != nil {
+		t.Fatal(err)
+	}
+	me := w.Comm().Rank()
+	color := endpoint.Undefined
+	if me < 2 {
+		color = 0
+	}
+	sub, err := w.Comm().Split(ctx, color, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sub != nil {
+		defer sub.Free()
+		if err := run(sub); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Comm().Barrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -230,6 +230,17 @@ func hierAllreduce[T any](ctx context.Context, c *Coll, send, acc []T, op *Op[T]
 	if err := c.hierReady(ctx, s); err != nil {
 		return c.hierEnd(err)
 	}
+	h, g := c.hier, c.hier.g
+	n, es := len(acc), sizeOf[T]()
+	if send != nil && len(g.slots) == 1 && op.commutative && !c.cfg.det && c.streamsAllreduce(n*es) {
+		// The process's only rank streams its send buffer in and folds
+		// into recv chunk by chunk (no whole copy of send first).
+		_, err := c.hierArrive(ctx, bytesOf(send), bytesOf(acc))
+		if err == nil {
+			err = streamAllreduce(ctx, c, send, acc, op)
+		}
+		return c.hierEnd(err)
+	}
 	if send != nil {
 		copy(acc, send)
 	}
@@ -237,8 +248,6 @@ func hierAllreduce[T any](ctx context.Context, c *Coll, send, acc []T, op *Op[T]
 	if !leader || err != nil {
 		return c.hierEnd(err)
 	}
-	h, g := c.hier, c.hier.g
-	n, es := len(acc), sizeOf[T]()
 	res, from := acc, 1
 	if c.cfg.det || !op.commutative {
 		res, from = elems[T](c.buf(0, n*es)), 0

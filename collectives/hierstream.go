@@ -273,6 +273,46 @@ func streamReduce[T any](ctx context.Context, c *Coll, n int, src func(i int) []
 	})
 }
 
+// streamAllreduce (process leader, commutative op): src is this
+// process's contribution (its ranks' already folded, or the leader's
+// send), acc receives the result (it may be src). Every process streams
+// its contribution in and folds every process's chunk into its own acc,
+// in process order, so that every process computes the same result bit
+// for bit; its own chunk it folds from src, which the stream has just
+// read. Each process reads what the others wrote, as an allgather of the
+// contributions would; with two processes that is all a reduce-scatter
+// and an allgather would read, in one stream.
+func streamAllreduce[T any](ctx context.Context, c *Coll, src, acc []T, op *Op[T]) error {
+	ng, n := c.hier.ng, len(acc)
+	w := streamSub / sizeOf[T]()
+	apart := n > 0 && &src[0] != &acc[0] // else acc's chunk is overwritten before its turn: fold it from the slot
+	return c.nodeStream(ctx, &nodeStream{
+		n:    chunksFor(n, w),
+		prod: everyProc,
+		cons: everyProc,
+		fill: func(k int, sub []byte) {
+			a, b := chunkOf(k, w, n)
+			memcopy.Stream(sub, bytesOf(src[a:b]))
+		},
+		take: func(k int, sub func(int) []byte) {
+			a, b := chunkOf(k, w, n)
+			o := acc[a:b]
+			part := func(i int) []T {
+				if i == ng.ni && apart {
+					return src[a:b]
+				}
+				return elems[T](sub(i))[:b-a]
+			}
+			if ng.ni != 0 || apart {
+				copy(o, part(0))
+			}
+			for i := 1; i < ng.m; i++ {
+				op.left(o, part(i))
+			}
+		},
+	})
+}
+
 // byPos returns the comm rank at each place of hierGather's layout.
 func (h *hier) byPos() []int {
 	r := make([]int, len(h.procOf))

@@ -199,7 +199,7 @@ var Knobs = []Knob{
 	{Key: "collgatherlarge", Pkg: "collectives", Kind: Int, Default: "4K", Min: 0, Max: maxCount, Doc: "bytes per rank from which Gather and Scatter are linear", field: func(t *Tuning) any { return &t.CollGatherLarge }},
 	{Key: "collallgatherlarge", Pkg: "collectives", Kind: Int, Default: "64K", Min: 0, Max: maxCount, Doc: "bytes of the whole result from which Allgather and Allgatherv use the ring", field: func(t *Tuning) any { return &t.CollAllgatherLarge }},
 	{Key: "collalltoalllarge", Pkg: "collectives", Kind: Int, Default: "16K", Min: 0, Max: maxCount, Doc: "bytes per block from which Alltoall and Alltoallv exchange pairwise", field: func(t *Tuning) any { return &t.CollAlltoallLarge }},
-	{Key: "collnodestream", Pkg: "collectives", Kind: Int, Default: "32K", Min: 0, Max: maxCount, Doc: "bytes per rank from which the node level (one node holding the communicator) streams Bcast, Allgather and Alltoall (more than two processes) and Reduce (two processes) through the node segment in pipelined chunks, each process reading straight from the writer's slot or, where the kernel allows, its buffer", field: func(t *Tuning) any { return &t.CollNodeStream }},
+	{Key: "collnodestream", Pkg: "collectives", Kind: Int, Default: "32K", Min: 0, Max: maxCount, Doc: "bytes per rank from which the node level (one node holding the communicator) streams Bcast, Allgather and Alltoall (more than two processes), Reduce (two processes) and Allreduce (up to three) through the node segment in pipelined chunks, each process reading straight from the writer's slot or, where the kernel allows, its buffer", field: func(t *Tuning) any { return &t.CollNodeStream }},
 }
 
 // Defaults returns the tuning with every knob at its default.
