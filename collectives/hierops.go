@@ -324,7 +324,9 @@ func hierAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) e
 		for j := 1; j < len(g.slots); j++ {
 			copy(recv[g.ranks[j]*nb:(g.ranks[j]+1)*nb], g.slots[j].send)
 		}
-		if c.singleCopy(false) {
+		if c.singleCopy(true) && send != nil {
+			err = c.cmaAllgatherFrom(ctx, send, recv, nb)
+		} else if c.singleCopy(false) {
 			err = c.cmaAllgather(ctx, recv, nb)
 		} else {
 			err = c.streamAllgather(ctx, recv, nb)

@@ -536,6 +536,18 @@ func (c *Coll) cmaAllgather(ctx context.Context, recv []byte, nb int) error {
 	})
 }
 
+// cmaAllgatherFrom (one rank per process, not in place): every other
+// process's block read from its send buffer into recv. Its copy in
+// recv was written by its own core just before, and a read of those
+// lines would wait for that core to give them up; the send buffer's are
+// clean.
+func (c *Coll) cmaAllgatherFrom(ctx context.Context, send, recv []byte, nb int) error {
+	rk := c.hier.byPos() // process i's rank: rk[i]
+	return c.nodeRead(ctx, send, everyProc, func(i int, base uintptr, get func([]byte, uintptr) error) error {
+		return get(recv[rk[i]*nb:(rk[i]+1)*nb], base)
+	})
+}
+
 // cmaAlltoall (one rank per process): block me of every other rank's
 // send into its block of recv.
 func (c *Coll) cmaAlltoall(ctx context.Context, send, recv []byte, nb int) error {
