@@ -246,15 +246,11 @@ func TestRewriteIdempotent(t *testing.T) {
 	if strings.Contains(once, "stale") {
 		t.Errorf("old section text kept:\n%s", once)
 	}
-	for _, want := range []string{"# page\n\nintro kept as is\n", "\nmiddle\n", "\ntail\n",
+	wantAll(t, "output", once, "# page\n\nintro kept as is\n", "\nmiddle\n", "\ntail\n",
 		"| fabric | 8 B half round trip ≤ 1.15× fi_pingpong (shm) | `pingpong/batch/8/lat` | ratio | ≤ 1.150 | 1.090 | met |",
 		"| fabric | 1 MiB bandwidth ≥ 0.95× fi_pingpong (shm) | `pingpong/batch/1048576/bw` | ratio | ≥ 0.950 | 0.960 | met |",
 		"| endpoint | 8 B latency ≤ 1.10× raw fabric/ (shm) | `endpoint/pingpong/8/lat` | ratio | ≤ 1.100 | – | not measured |",
-		"| batch | 8 | lat | 1.200 | us | fi_pingpong | 1.100 | 1.090 | 9 | – |"} {
-		if !strings.Contains(once, want) {
-			t.Errorf("output lacks %q:\n%s", want, once)
-		}
-	}
+		"| batch | 8 | lat | 1.200 | us | fi_pingpong | 1.100 | 1.090 | 9 | – |")
 	twice, err := rewrite(once, rs)
 	if err != nil {
 		t.Fatal(err)
@@ -301,12 +297,8 @@ func TestRunCheck(t *testing.T) {
 		t.Fatalf("%v\n%s", err, &stderr)
 	}
 	got, _ := os.ReadFile(page)
-	for _, want := range []string{"| summary | all | jit-geomean |", "| fabric | cpu, 2 CPUs | abc | go1.26.8 |",
-		"| jit | cpu, 2 CPUs | abc | go1.26.8 |"} { // ddtbench lines take the directory's machine
-		if !strings.Contains(string(got), want) {
-			t.Errorf("page lacks %q:\n%s", want, got)
-		}
-	}
+	wantAll(t, "page", string(got), "| summary | all | jit-geomean |", "| fabric | cpu, 2 CPUs | abc | go1.26.8 |",
+		"| jit | cpu, 2 CPUs | abc | go1.26.8 |")
 	if err := run([]string{"-doc", page, "-check", data}, &stderr); err != nil {
 		t.Errorf("-check after a write: %v", err)
 	}
@@ -400,16 +392,11 @@ func TestP2P(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{
+	wantAll(t, "table", tab,
 		"| metric | size or case | weft | weft ÷ reference | fi_pingpong | mpich | openmpi | reference | reference value | reps |",
 		"| lat (us) | 8 | 0.900 | 3.000 | – | 0.350 | 0.300 | best MPI | 0.300 | 5 |",
 		"| bw (MB/s) | 65536 | 9000 | 0.500 | 14000 | – | – | best of MPI, fi_pingpong | 18000 | 5 |",
-		"| msgrate (msg/s) | 2ep | 3000000 | 1.600 | – | – | – | best MPI 2 senders | 2000000 | 5 |",
-	} {
-		if !strings.Contains(tab, want) {
-			t.Errorf("table lacks %q:\n%s", want, tab)
-		}
-	}
+		"| msgrate (msg/s) | 2ep | 3000000 | 1.600 | – | – | – | best MPI 2 senders | 2000000 | 5 |")
 	if strings.Contains(tab, "64k-up") {
 		t.Errorf("derived record shown as a row:\n%s", tab)
 	}
@@ -512,18 +499,13 @@ func TestDDTPP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{
-		"| case | size | bytes | typed (µs) | manual (µs) | contig (µs) | mpich (µs) | openmpi (µs) | mpich-contig (µs) | openmpi-contig (µs) | typed ÷ manual | typed ÷ contig | typed ÷ best MPI | floor ÷ best MPI | reps | typed's type |\n" +
+	wantAll(t, "table", tab,
+		"| case | size | bytes | typed (µs) | manual (µs) | contig (µs) | mpich (µs) | openmpi (µs) | mpich-contig (µs) | openmpi-contig (µs) | typed ÷ manual | typed ÷ contig | typed ÷ best MPI | floor ÷ best MPI | reps | typed's type |\n"+
 			"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
 		"| milc_su3_zd | s | 1536 | 2.000 | 1.000 | 0.500 | 4.000 | 5.000 | 0.400 | 0.600 | 2.000 | 4.000 | 0.500 | 0.100 | 5 | compiled |",
 		"| fft2 | s | 65536 | 10.0 | – | – | – | – | – | – | 0.500 | 1.200 | 0.125 | 0.400 | 5 | interpreted |",
 		"| summary | 64k-up | typed-contig-geomean | 1.200 |",
-		"| summary | all | floor-mpi-geomean | 0.200 | – | – | – | – | 5 | 2 cells; no typed send can go below this |",
-	} {
-		if !strings.Contains(tab, want) {
-			t.Errorf("table lacks %q:\n%s", want, tab)
-		}
-	}
+		"| summary | all | floor-mpi-geomean | 0.200 | – | – | – | – | 5 | 2 cells; no typed send can go below this |")
 	old, err := parseJSON(strings.NewReader(ddtppTyped))
 	if err != nil {
 		t.Fatal(err)
@@ -534,16 +516,11 @@ func TestDDTPP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{
-		"| case | size | bytes | typed (µs) | manual (µs) | contig (µs) | mpich (µs) | openmpi (µs) | typed ÷ manual | typed ÷ contig | typed ÷ best MPI | reps | typed's type |\n" +
+	wantAll(t, "table without the floor", otab,
+		"| case | size | bytes | typed (µs) | manual (µs) | contig (µs) | mpich (µs) | openmpi (µs) | typed ÷ manual | typed ÷ contig | typed ÷ best MPI | reps | typed's type |\n"+
 			"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
 		"| milc_su3_zd | s | 1536 | 2.000 | 1.000 | 0.500 | 4.000 | 5.000 | 2.000 | 4.000 | 0.500 | 5 | compiled |",
-		"| fft2 | s | 65536 | 10.0 | – | – | – | – | 0.500 | 1.200 | 0.125 | 5 | interpreted |",
-	} {
-		if !strings.Contains(otab, want) {
-			t.Errorf("table without the floor lacks %q:\n%s", want, otab)
-		}
-	}
+		"| fft2 | s | 65536 | 10.0 | – | – | – | – | 0.500 | 1.200 | 0.125 | 5 | interpreted |")
 	if strings.Contains(otab, "floor") {
 		t.Errorf("table without the floor shows one:\n%s", otab)
 	}
@@ -689,15 +666,10 @@ func TestMachineProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{
+	wantAll(t, "machine table", got,
 		"| area | machine | commit | Go | placement probe before → after (µs) |",
 		"| collectives | M | abc | go1 | – → – |",
-		"| p2p | M | abc | go1 | 9.0 → 33.5 |",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("machine table lacks %q:\n%s", want, got)
-		}
-	}
+		"| p2p | M | abc | go1 | 9.0 → 33.5 |")
 	if strings.Contains(got, "ddtpp") {
 		t.Errorf("an area with only probe records has a row:\n%s", got)
 	}
@@ -707,5 +679,16 @@ func TestMachineProbe(t *testing.T) {
 	}
 	if !strings.Contains(got, "| area | machine | commit | Go |\n|---|---|---|---|\n") || strings.Contains(got, "probe") {
 		t.Errorf("without probes the table has four columns:\n%s", got)
+	}
+}
+
+// wantAll reports every string of want that text (called what in the
+// message) lacks.
+func wantAll(t *testing.T, what, text string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(text, w) {
+			t.Errorf("%s lacks %q:\n%s", what, w, text)
+		}
 	}
 }
