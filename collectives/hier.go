@@ -687,7 +687,7 @@ func (c *Coll) hierReleaseShared(write func(i int)) error {
 	write(0)
 	// The members cannot withdraw once the release has begun: their
 	// parts take one copy each.
-	for i := 0; g.shareLeft.Load() != 0; i++ {
+	for g.shareLeft.Load() != 0 {
 		if g.state.Load()&3 == phFailed {
 			return g.failed()
 		}
