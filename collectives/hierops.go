@@ -292,7 +292,14 @@ func hierAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) e
 	nb := s.count * s.esize
 	mine := recv[c.rank*nb : (c.rank+1)*nb]
 	copy(mine, send)
-	leader, err := c.hierArrive(ctx, mine, recv)
+	// The others read this rank's block from its send buffer: the copy in
+	// recv was just written by this core, and another core's reads of
+	// those lines wait for it to give them up.
+	src := mine
+	if send != nil {
+		src = send
+	}
+	leader, err := c.hierArrive(ctx, src, recv)
 	if !leader || err != nil {
 		return c.hierEnd(err)
 	}
