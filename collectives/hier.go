@@ -156,11 +156,18 @@ func (c *Coll) hierFits(k Collective, nbytes int) bool {
 
 // hierStreams reports whether Allgather or Alltoall with nb bytes per
 // block takes the node level's stream (hierstream.go): the hierarchy's
-// mode allows it and the communicator's processes, more than two (two
-// exchange as fast flat, with less waiting on each other), share one
-// node.
+// mode allows it and the communicator's processes share one node, more
+// than two of them, or two holding one rank each that read each other's
+// buffers in one copy (through the slots two exchange as fast flat, with
+// less waiting on each other; flat, each large message's rendezvous
+// costs a hand-off more than the single-copy step).
 func (c *Coll) hierStreams(k Collective, nb int) bool {
-	if c.hier == nil || !c.streams(nb) || c.hier.procs < 3 {
+	if c.hier == nil || !c.streams(nb) || c.hier.procs < 2 {
+		return false
+	}
+	// Two processes: only with one rank each (every handle is then its
+	// process's leader and knows whether the node level copies once).
+	if h := c.hier; h.procs == 2 && (h.first[h.procs] != h.procs || h.ng == nil || !c.singleCopy(true)) {
 		return false
 	}
 	switch c.cfg.hier {
