@@ -2,6 +2,7 @@ package collectives
 
 import (
 	"context"
+	"github.com/weft-hpc/weft/internal/memcopy"
 	"sync/atomic"
 )
 
@@ -60,6 +61,22 @@ func (ng *nodeGroup) exch(i int, s uint64) []byte {
 func (c *Coll) symmetric(n int) bool {
 	h := c.hier
 	return h != nil && h.chunk > 0 && h.tops == 1 && h.procs > 1 && h.procs <= symMax && n <= exchBytes
+}
+
+// exchStream is the size from which a part is written into an exchange
+// area with non-temporal stores (memcopy.Stream), as the node
+// transport's medium slots are: the other processes read the area last,
+// and where their cores share no cache with this one plain stores wait
+// for each line.
+const exchStream = 8 << 10
+
+// exchCopy copies src into dst, a part of an exchange area.
+func exchCopy(dst, src []byte) {
+	if len(src) >= exchStream {
+		memcopy.Stream(dst, src)
+		return
+	}
+	copy(dst, src)
 }
 
 // nodeExchange runs one symmetric node step on a process leader: put
@@ -194,7 +211,7 @@ func (c *Coll) symGather(ctx context.Context, nb int) ([]byte, error) {
 	all := c.buf(1, h.first[h.procs]*nb)
 	err := c.nodeExchange(ctx, func(area []byte) {
 		for i := range g.slots {
-			copy(area[i*nb:(i+1)*nb], g.slots[i].send)
+			exchCopy(area[i*nb:(i+1)*nb], g.slots[i].send)
 		}
 	}, func(area func(int) []byte) {
 		for j := 0; j < h.procs; j++ {
@@ -226,7 +243,7 @@ func (c *Coll) symAlltoallStep(ctx context.Context, nb int) error {
 	row := c.size * nb // one rank's send buffer
 	return c.nodeExchange(ctx, func(area []byte) {
 		for i := range g.slots {
-			copy(area[i*row:(i+1)*row], g.slots[i].send)
+			exchCopy(area[i*row:(i+1)*row], g.slots[i].send)
 		}
 	}, func(area func(int) []byte) {
 		me := h.procOf[c.rank]
