@@ -663,3 +663,43 @@ func TestHierNodeStreamAllreduce(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestHierNodeStreamPeerExit: a process that exits in the middle of a
+// streamed Allreduce (3 processes, 8 MiB, many rounds of the sub-slots)
+// makes the others' call fail with ErrPeerGone (or ErrCanceled, from a
+// rank that learnt it first) within seconds, not hang.
+func TestHierNodeStreamPeerExit(t *testing.T) {
+	if !launchtest.IsWorker() {
+		launchtest.RunMayDie(t, 3, "shm", 60*time.Second, []int{2}, endpoint.EnvNodeTransport+"=native")
+		return
+	}
+	w := initWorld(t)
+	ctx := tctx(t, 50*time.Second)
+	c, err := C.New(ctx, w.Comm())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Free()
+	x := make([]float64, 1<<20)
+	if st, _ := C.NodeStreams(c, len(x)*8); !st {
+		t.Fatalf("rank %d: an Allreduce of %d bytes does not stream", c.Rank(), len(x)*8)
+	}
+	if err := C.Barrier(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Rank() == 2 {
+		go func() { _ = C.Allreduce(ctx, c, nil, x, C.Sum[float64]()) }()
+		time.Sleep(2 * time.Millisecond) // inside the stream
+		os.Exit(0)
+	}
+	start := time.Now()
+	err = C.Allreduce(ctx, c, nil, x, C.Sum[float64]())
+	took := time.Since(start)
+	t.Logf("rank %d: %v after %v", c.Rank(), err, took)
+	if !errors.Is(err, C.ErrPeerGone) && !errors.Is(err, C.ErrCanceled) {
+		t.Fatalf("rank %d: streamed Allreduce with process 2 gone: %v, want ErrPeerGone", c.Rank(), err)
+	}
+	if took > 10*time.Second {
+		t.Fatalf("rank %d: streamed Allreduce with process 2 gone took %v", c.Rank(), took)
+	}
+}
