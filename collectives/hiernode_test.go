@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"strconv"
 	"testing"
 	"time"
@@ -665,7 +666,7 @@ func TestHierNodeStreamAllreduce(t *testing.T) {
 }
 
 // TestHierNodeStreamPeerExit: a process that exits in the middle of a
-// streamed Allreduce (3 processes, 8 MiB, many rounds of the sub-slots)
+// streamed Allreduce (3 processes, 32 MiB, many rounds of the sub-slots)
 // makes the others' call fail with ErrPeerGone (or ErrCanceled, from a
 // rank that learnt it first) within seconds, not hang.
 func TestHierNodeStreamPeerExit(t *testing.T) {
@@ -680,7 +681,7 @@ func TestHierNodeStreamPeerExit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Free()
-	x := make([]float64, 1<<20)
+	x := make([]float64, 4<<20) // 32 MiB: 512 chunks, far more than rank 2 writes before it exits
 	if st, _ := C.NodeStreams(c, len(x)*8); !st {
 		t.Fatalf("rank %d: an Allreduce of %d bytes does not stream", c.Rank(), len(x)*8)
 	}
@@ -688,12 +689,19 @@ func TestHierNodeStreamPeerExit(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Rank() == 2 {
-		go func() { _ = C.Allreduce(ctx, c, nil, x, C.Sum[float64]()) }()
-		time.Sleep(2 * time.Millisecond) // inside the stream
-		os.Exit(0)
+		// Killed from outside a few milliseconds in, whatever this
+		// process's goroutines are doing (the race detector's build
+		// takes the whole stream far longer than that).
+		killer := exec.Command("sh", "-c", fmt.Sprintf("sleep 0.005; kill -9 %d", os.Getpid()))
+		if err := killer.Start(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	start := time.Now()
 	err = C.Allreduce(ctx, c, nil, x, C.Sum[float64]())
+	if c.Rank() == 2 {
+		t.Fatalf("rank 2: the Allreduce ended (%v) before the kill", err)
+	}
 	took := time.Since(start)
 	t.Logf("rank %d: %v after %v", c.Rank(), err, took)
 	if !errors.Is(err, C.ErrPeerGone) && !errors.Is(err, C.ErrCanceled) {
