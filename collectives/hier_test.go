@@ -14,7 +14,6 @@ import (
 
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/endpoint"
-	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
 
@@ -378,8 +377,7 @@ func TestHierProcs(t *testing.T) {
 // leader or member, returns ErrPeerGone or ErrCanceled within seconds.
 func TestHierPeerExit(t *testing.T) {
 	testenv.Short(t, "a process leaving mid-collective")
-	if !launchtest.IsWorker() {
-		launchtest.RunMayDie(t, 3, "shm", 60*time.Second, []int{2}, endpoint.EnvNodeTransport+"=native")
+	if launchMayDie(t, 3, 2) {
 		return
 	}
 	w := initWorld(t)

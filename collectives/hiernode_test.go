@@ -135,16 +135,10 @@ func TestHierNodes(t *testing.T) {
 // process 2, must not fail because process 3, whose part it already
 // has, is gone; the Reduce completes with every part.
 func TestHierNodeDoneExit(t *testing.T) {
-	if !launchtest.IsWorker() {
-		launchtest.RunMayDie(t, 4, "shm", 60*time.Second, []int{3}, endpoint.EnvNodeTransport+"=native")
+	if launchMayDie(t, 4, 3) {
 		return
 	}
-	w := initWorld(t)
-	ctx := tctx(t, 50*time.Second)
-	c, err := C.New(ctx, w.Comm())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ctx, c := worldColl(t)
 	if err := wantShape(c, 4, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +150,7 @@ func TestHierNodeDoneExit(t *testing.T) {
 		time.Sleep(time.Second) // the leader's liveness checks run meanwhile
 	}
 	out := make([]int64, 3)
-	err = C.Reduce(ctx, c, []int64{int64(me), 1, int64(me * me)}, out, C.Sum[int64](), 0)
+	err := C.Reduce(ctx, c, []int64{int64(me), 1, int64(me * me)}, out, C.Sum[int64](), 0)
 	if me == 3 {
 		os.Exit(0) // its part is given; the others still reduce
 	}
@@ -175,16 +169,10 @@ func TestHierNodeDoneExit(t *testing.T) {
 // both return ErrPeerGone (or the abort of the one that saw it first)
 // within seconds.
 func TestHierNodeFailures(t *testing.T) {
-	if !launchtest.IsWorker() {
-		launchtest.RunMayDie(t, 3, "shm", 60*time.Second, []int{2}, endpoint.EnvNodeTransport+"=native")
+	if launchMayDie(t, 3, 2) {
 		return
 	}
-	w := initWorld(t)
-	ctx := tctx(t, 50*time.Second)
-	c, err := C.New(ctx, w.Comm())
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, ctx, c := worldColl(t)
 	if err := wantShape(c, 3, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +189,7 @@ func TestHierNodeFailures(t *testing.T) {
 		defer cancel()
 	}
 	start := time.Now()
-	err = C.Allreduce(cctx, c, nil, []int32{1}, C.Sum[int32]())
+	err := C.Allreduce(cctx, c, nil, []int32{1}, C.Sum[int32]())
 	want := C.ErrCanceled
 	if c.Rank() == 1 {
 		want = context.DeadlineExceeded
@@ -670,16 +658,10 @@ func TestHierNodeStreamAllreduce(t *testing.T) {
 // makes the others' call fail with ErrPeerGone (or ErrCanceled, from a
 // rank that learnt it first) within seconds, not hang.
 func TestHierNodeStreamPeerExit(t *testing.T) {
-	if !launchtest.IsWorker() {
-		launchtest.RunMayDie(t, 3, "shm", 60*time.Second, []int{2}, endpoint.EnvNodeTransport+"=native")
+	if launchMayDie(t, 3, 2) {
 		return
 	}
-	w := initWorld(t)
-	ctx := tctx(t, 50*time.Second)
-	c, err := C.New(ctx, w.Comm())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ctx, c := worldColl(t)
 	defer c.Free()
 	x := make([]float64, 4<<20) // 32 MiB: 512 chunks, far more than rank 2 writes before it exits
 	if st, _ := C.NodeStreams(c, len(x)*8); !st {
@@ -698,7 +680,7 @@ func TestHierNodeStreamPeerExit(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	err = C.Allreduce(ctx, c, nil, x, C.Sum[float64]())
+	err := C.Allreduce(ctx, c, nil, x, C.Sum[float64]())
 	if c.Rank() == 2 {
 		t.Fatalf("rank 2: the Allreduce ended (%v) before the kill", err)
 	}

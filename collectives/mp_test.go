@@ -48,6 +48,30 @@ func launch(t *testing.T, n int, provider string, timeout time.Duration, env ...
 // they run without -test.short, so launch passes it as WEFT_TEST_SHORT.
 func short() bool { return testing.Short() || os.Getenv("WEFT_TEST_SHORT") == "true" }
 
+// launchMayDie is launch on the node transport for a test whose ranks
+// dies may exit on purpose (launchtest.RunMayDie: unsupervised ranks).
+func launchMayDie(t *testing.T, n int, dies ...int) bool {
+	t.Helper()
+	if launchtest.IsWorker() {
+		return false
+	}
+	launchtest.RunMayDie(t, n, "shm", 60*time.Second, dies, endpoint.EnvNodeTransport+"=native")
+	return true
+}
+
+// worldColl joins the job (initWorld) and makes a handle over the world
+// communicator, with a 50 s context for the test's calls.
+func worldColl(t *testing.T) (*endpoint.World, context.Context, *C.Coll) {
+	t.Helper()
+	w := initWorld(t)
+	ctx := tctx(t, 50*time.Second)
+	c, err := C.New(ctx, w.Comm())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, ctx, c
+}
+
 func initWorld(t *testing.T) *endpoint.World {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -158,16 +182,10 @@ func TestPeerExit(t *testing.T) {
 	testenv.Short(t, "a process leaving mid-collective")
 	for _, nb := range []bool{false, true} {
 		t.Run(fmt.Sprintf("nonblocking=%v", nb), func(t *testing.T) {
-			if !launchtest.IsWorker() {
-				launchtest.RunMayDie(t, 3, "shm", 60*time.Second, []int{2}, endpoint.EnvNodeTransport+"=native")
+			if launchMayDie(t, 3, 2) {
 				return
 			}
-			w := initWorld(t)
-			ctx := tctx(t, 50*time.Second)
-			c, err := C.New(ctx, w.Comm())
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, ctx, c := worldColl(t)
 			if err := C.Barrier(ctx, c); err != nil {
 				t.Fatal(err)
 			}

@@ -523,12 +523,7 @@ func TestTypedProcs(t *testing.T) {
 			if launch(t, tc.np, tc.prov, 60*time.Second) {
 				return
 			}
-			w := initWorld(t)
-			ctx := tctx(t, 50*time.Second)
-			c, err := C.New(ctx, w.Comm())
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, ctx, c := worldColl(t)
 			for _, nb := range []bool{false, true} {
 				if nb && short() {
 					break // -short: the blocking forms (the nonblocking ones over handles)

@@ -449,12 +449,7 @@ func TestTypedVProcs(t *testing.T) {
 	if launch(t, 2, "native", 60*time.Second) {
 		return
 	}
-	w := initWorld(t)
-	ctx := tctx(t, 50*time.Second)
-	c, err := C.New(ctx, w.Comm())
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, ctx, c := worldColl(t)
 	if err := typedVBattery(ctx, c, false); err != nil {
 		t.Fatalf("processes: %v", err)
 	}
