@@ -2,8 +2,9 @@ package collectives
 
 import (
 	"context"
-	"github.com/weft-hpc/weft/internal/memcopy"
 	"sync/atomic"
+
+	"github.com/weft-hpc/weft/internal/memcopy"
 )
 
 // Symmetric node steps. A node step through the node's leader
@@ -63,24 +64,11 @@ func (c *Coll) symmetric(n int) bool {
 	return h != nil && h.chunk > 0 && h.tops == 1 && h.procs > 1 && h.procs <= symMax && n <= exchBytes
 }
 
-// exchStream is the size from which a part is written into an exchange
-// area with non-temporal stores (memcopy.Stream), as the node
-// transport's medium slots are: the other processes read the area last,
-// and where their cores share no cache with this one plain stores wait
-// for each line.
-const exchStream = 8 << 10
-
-// exchCopy copies src into dst, a part of an exchange area.
-func exchCopy(dst, src []byte) {
-	if len(src) >= exchStream {
-		memcopy.Stream(dst, src)
-		return
-	}
-	copy(dst, src)
-}
-
 // nodeExchange runs one symmetric node step on a process leader: put
-// writes this process's part into its exchange area; once every process
+// writes this process's part into its exchange area (with
+// memcopy.Shared: the other processes read the area last, and where
+// their cores share no cache with this one plain stores of 8 KiB and
+// more wait for each line); once every process
 // of the node has arrived at the step, get reads the parts (area(i):
 // process i's).
 func (c *Coll) nodeExchange(ctx context.Context, put func(area []byte), get func(area func(i int) []byte)) error {
@@ -211,7 +199,7 @@ func (c *Coll) symGather(ctx context.Context, nb int) ([]byte, error) {
 	all := c.buf(1, h.first[h.procs]*nb)
 	err := c.nodeExchange(ctx, func(area []byte) {
 		for i := range g.slots {
-			exchCopy(area[i*nb:(i+1)*nb], g.slots[i].send)
+			memcopy.Shared(area[i*nb:(i+1)*nb], g.slots[i].send)
 		}
 	}, func(area func(int) []byte) {
 		for j := 0; j < h.procs; j++ {
@@ -243,7 +231,7 @@ func (c *Coll) symAlltoallStep(ctx context.Context, nb int) error {
 	row := c.size * nb // one rank's send buffer
 	return c.nodeExchange(ctx, func(area []byte) {
 		for i := range g.slots {
-			exchCopy(area[i*row:(i+1)*row], g.slots[i].send)
+			memcopy.Shared(area[i*row:(i+1)*row], g.slots[i].send)
 		}
 	}, func(area func(int) []byte) {
 		me := h.procOf[c.rank]

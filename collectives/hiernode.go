@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/weft-hpc/weft/internal/memcopy"
 	"github.com/weft-hpc/weft/internal/nodeseg"
 )
 
@@ -556,7 +557,7 @@ func topReduce[T any](ctx context.Context, c *Coll, acc []T, op *Op[T], rp int) 
 	if every && c.symmetric(len(acc)*es) {
 		// Every process folds the parts, in the node's leader's order.
 		ng := h.ng
-		return c.nodeExchange(ctx, func(area []byte) { exchCopy(area, bytesOf(acc)) }, func(area func(int) []byte) {
+		return c.nodeExchange(ctx, func(area []byte) { memcopy.Shared(area, bytesOf(acc)) }, func(area func(int) []byte) {
 			if ng.ni != 0 {
 				copy(bytesOf(acc), area(0))
 			}

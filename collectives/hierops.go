@@ -82,13 +82,6 @@ func hierBcast(ctx context.Context, c *Coll, b []byte, root int, s callSig) erro
 // stageMax bounds the Bcasts that hierBcastStaged runs.
 const stageMax = 64 << 10
 
-// stageStream is the smallest staged Bcast that the leader copies into
-// the group's buffer with non-temporal stores: a plain store into a line
-// a member's core read last waits for the line where the cores do not
-// share a cache (the VM's slow regime, docs/perf/collectives.md), as the
-// node transport's medium slots found from 8 KiB.
-const stageStream = 8 << 10
-
 // leaveMax bounds the contributions a Reduce's member copies aside to
 // leave before its leader has folded them (hierLeave): beyond a few KiB
 // the copy costs more than the wait it saves.
@@ -156,11 +149,10 @@ func (c *Coll) hierBcastStaged(ctx context.Context, b []byte, root int) error {
 		st = make([]byte, min(max(2*len(b), 256), stageMax))
 	}
 	st = st[:len(b)]
-	if len(b) >= stageStream {
-		memcopy.Stream(st, b)
-	} else {
-		copy(st, b)
-	}
+	// From 8 KiB with non-temporal stores: a plain store into a line a
+	// member's core read last waits for the line where the cores share
+	// no cache (docs/perf/collectives.md).
+	memcopy.Shared(st, b)
 	g.stage[seq&1] = st
 	publish(&g.out[seq&1], mark)
 	publish(&g.state, uint64(seq)<<2|phDone)

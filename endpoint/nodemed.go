@@ -46,16 +46,7 @@ const (
 	// medHdrSize is the size of a medium header in the ring; it differs
 	// from rdvHeaderSize, which tells the two rts messages apart.
 	medHdrSize = 16
-	// medStream is the size from which a medium message is copied into
-	// its slot with non-temporal stores (internal/memcopy): from 8 KiB
-	// they are as fast as a plain copy where the two cores share a cache
-	// and 2.7–3.6× faster where they do not, when a plain store first
-	// takes its line back from the receiver's core (a 16 KiB half round
-	// trip 2.1–2.2 µs against 2.5–3.0, and 2.5–3.2 against 7.2–9.3;
-	// below 8 KiB the plain copy is faster in the first case;
-	// docs/perf/endpoint.md).
-	medStream = 8 << 10
-	medMagic  = 0x6d646577 // "wedm"
+	medMagic   = 0x6d646577 // "wedm"
 )
 
 // A medium header must not be mistaken for a rendezvous header.
@@ -145,12 +136,8 @@ func (v *vci) nodeSendMedium(l *nodeLink, t uint64, aux uint32, buf []byte) bool
 		if atomic.LoadUint64(f) != 0 {
 			continue
 		}
-		if len(buf) >= medStream {
-			memcopy.Stream(a.slot(i), buf)
-		} else {
-			copy(a.slot(i), buf)
-		}
-		*f = 1 // published by the ring's release store below
+		memcopy.Shared(a.slot(i), buf) // streamed from 8 KiB
+		*f = 1                         // published by the ring's release store below
 		var h [medHdrSize]byte
 		binary.LittleEndian.PutUint32(h[0:], medMagic)
 		binary.LittleEndian.PutUint32(h[4:], uint32(i))

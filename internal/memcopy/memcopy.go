@@ -34,6 +34,25 @@ func Stream(dst, src []byte) int {
 	return n
 }
 
+// SharedMin is the length from which Shared streams: from 8 KiB
+// non-temporal stores were as fast as a plain copy where two cores share
+// a cache and 2.7–3.6× faster where they do not; below it the plain copy
+// is faster where the cores share one (docs/perf/endpoint.md, medium
+// slots; docs/perf/collectives.md, exchange areas).
+const SharedMin = 8 << 10
+
+// Shared copies src into dst, memory that another core reads next (a
+// slot or area of a node-shared segment, a buffer other threads copy
+// out of), and returns the count copied: with Stream from SharedMin
+// bytes, with copy below. Its stores are visible to other cores when it
+// returns, before any store that follows it.
+func Shared(dst, src []byte) int {
+	if len(src) >= SharedMin && len(dst) >= SharedMin {
+		return Stream(dst, src)
+	}
+	return copy(dst, src)
+}
+
 // Enabled reports whether Stream uses non-temporal stores on this
 // machine.
 func Enabled() bool { return useAVX2 }

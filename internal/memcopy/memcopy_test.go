@@ -46,6 +46,22 @@ func TestStream(t *testing.T) {
 	}
 }
 
+// TestShared: Shared copies like copy on both sides of SharedMin.
+func TestShared(t *testing.T) {
+	for _, n := range []int{0, 5, SharedMin - 1, SharedMin, SharedMin + 77} {
+		src, dst := make([]byte, n), make([]byte, n+9)
+		for i := range src {
+			src[i] = byte(i*13 + 1)
+		}
+		if got := Shared(dst, src); got != n || !bytes.Equal(dst[:n], src) {
+			t.Fatalf("n %d: Shared returned %d, bytes equal %v", n, got, bytes.Equal(dst[:n], src))
+		}
+		if n > 0 && Shared(dst[:n-1], src) != n-1 {
+			t.Fatalf("n %d: Shared into a shorter dst did not stop at its length", n)
+		}
+	}
+}
+
 func BenchmarkStream(b *testing.B) {
 	for _, n := range []int{4 << 10, 64 << 10, 1 << 20} {
 		src, dst := make([]byte, n), make([]byte, n)
