@@ -92,8 +92,8 @@ func WithHierarchy(h Hierarchy) Option {
 // exceed hierOrderedMax run flat, and so do, with a node level, large
 // Allgathers, Gathers and Scatters (hierFits), except that Allgather
 // and Alltoall of at least collnodestream bytes per block over more
-// than two processes of one node take the node level's stream
-// (hierStreams), and an Alltoall whose send buffers fit a symmetric
+// than two processes of one node, or two of one rank each with single
+// copies, take the node level's stream (hierStreams), and an Alltoall whose send buffers fit a symmetric
 // step between the processes of one node takes one (symAlltoall), which
 // this size-blind report leaves out. Allgatherv
 // (and Gatherv, Scatterv, which have no algorithm to choose) take the
@@ -165,9 +165,10 @@ func (c *Coll) hierStreams(k Collective, nb int) bool {
 	if c.hier == nil || !c.streams(nb) || c.hier.procs < 2 {
 		return false
 	}
-	// Two processes: only with one rank each (every handle is then its
-	// process's leader and knows whether the node level copies once).
-	if h := c.hier; h.procs == 2 && (h.first[h.procs] != h.procs || h.ng == nil || !c.singleCopy(true)) {
+	// Two processes: only with one rank each and single copies (every
+	// handle is then its process's leader, with the node group; a member
+	// has none and says no, as its leader does).
+	if h := c.hier; h.procs == 2 && (h.ng == nil || !c.singleCopy(true)) {
 		return false
 	}
 	switch c.cfg.hier {
@@ -669,9 +670,15 @@ func (c *Coll) hierRelease(write func()) error {
 		return err
 	}
 	write()
-	publish(&g.out[c.seq&1], uint64(c.seq)<<32|c.sig<<2&sigBitsMask|slotArrived)
-	publish(&g.state, uint64(c.seq)<<2|phDone)
+	g.done(c.seq, uint64(c.seq)<<32|c.sig<<2&sigBitsMask|slotArrived)
 	return nil
+}
+
+// done ends the leader's release of call seq, whose mark the members
+// check (hierWaitDone): it lets them return.
+func (g *procGroup) done(seq uint32, mark uint64) {
+	publish(&g.out[seq&1], mark)
+	publish(&g.state, uint64(seq)<<2|phDone)
 }
 
 // hierReleaseShared (leader) is hierRelease with the writing shared:
@@ -700,8 +707,7 @@ func (c *Coll) hierReleaseShared(write func(i int)) error {
 		}
 		runtime.Gosched()
 	}
-	publish(&g.out[c.seq&1], uint64(c.seq)<<32|c.sig<<2&sigBitsMask|slotArrived)
-	publish(&g.state, uint64(c.seq)<<2|phDone)
+	g.done(c.seq, uint64(c.seq)<<32|c.sig<<2&sigBitsMask|slotArrived)
 	return nil
 }
 

@@ -154,8 +154,7 @@ func (c *Coll) hierBcastStaged(ctx context.Context, b []byte, root int) error {
 	// no cache (docs/perf/collectives.md).
 	memcopy.Shared(st, b)
 	g.stage[seq&1] = st
-	publish(&g.out[seq&1], mark)
-	publish(&g.state, uint64(seq)<<2|phDone)
+	g.done(seq, mark)
 	return nil
 }
 
