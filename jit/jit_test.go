@@ -523,3 +523,36 @@ func TestRegressionNestedBigBody(t *testing.T) {
 		differential(t, r, ty, k, count)
 	}
 }
+
+// TestWalkBlockRuns checks the walker's loop for runs of whole blocks
+// (blockRun) against the interpreter: index lists and strided loops of
+// blocks of every length it moves in one fixed-size copy and a few it
+// does not, under a struct as LAMMPS's types are, unrolled into one body
+// so that every window the random chunks cut goes through the walker.
+func TestWalkBlockRuns(t *testing.T) {
+	t.Parallel()
+	needNative(t)
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, bl := range []int{1, 3, 4, 8, 12, 16, 20, 24, 32, 40} {
+		elem := must(ddt.Contiguous(bl, ddt.Byte))
+		disps := make([]int, 150)
+		at := 0
+		for i := range disps {
+			at += 1 + r.IntN(3)
+			disps[i] = at
+		}
+		idx := must(ddt.IndexedBlock(1, disps, elem))
+		vec := must(ddt.Vector(120, 1, 3, elem))
+		st := must(ddt.Struct([]int{1, 1}, []int64{0, int64(4 * at * bl)}, []*ddt.Type{idx, vec}))
+		for _, ty := range []*ddt.Type{idx, vec, st} {
+			ty = interpType(t, ty)
+			k, err := compileWith(irOf(ty), hostFeatures, defaultConfig)
+			if err != nil {
+				t.Fatalf("block %d: %v", bl, err)
+			}
+			for range 6 {
+				differential(t, r, ty, k, 1+r.IntN(2))
+			}
+		}
+	}
+}

@@ -1,7 +1,9 @@
 package jit
 
 import (
+	"runtime"
 	"sort"
+	"unsafe"
 
 	"github.com/weft-hpc/weft/internal/ddtir"
 )
@@ -23,6 +25,10 @@ func walk(n *ddtir.Node, o, lo, hi int64, p, t []byte, pack bool) {
 		}
 	case ddtir.OpLoop, ddtir.OpIndex:
 		cs := n.Child.Size
+		if n.Child.Op == ddtir.OpBlock {
+			blockRun(n, o, lo, hi, p, t, pack)
+			return
+		}
 		for i := lo / cs; lo < hi; i++ {
 			off := i * n.Stride
 			if n.Op == ddtir.OpIndex {
@@ -52,4 +58,111 @@ func walk(n *ddtir.Node, o, lo, hi int64, p, t []byte, pack bool) {
 			lo += h - l
 		}
 	}
+}
+
+// blockRun is walk for a loop or an index list of blocks (LAMMPS's index
+// lists of atoms): the whole blocks between the window's ends are moved
+// in a loop of fixed-size copies, without a recursive call per block.
+func blockRun(n *ddtir.Node, o, lo, hi int64, p, t []byte, pack bool) {
+	c := n.Child
+	cs := c.Len
+	o += c.Disp
+	at := func(i int64) int64 {
+		if n.Op == ddtir.OpIndex {
+			return o + n.Offsets[i]
+		}
+		return o + i*n.Stride
+	}
+	i := lo / cs
+	if r := lo - i*cs; r != 0 || hi-lo < cs { // a block cut by the start
+		h := min(hi-i*cs, cs)
+		a := at(i) + r
+		if pack {
+			copy(p[:h-r], t[a:a+h-r])
+		} else {
+			copy(t[a:a+h-r], p[:h-r])
+		}
+		p = p[h-r:]
+		lo += h - r
+		i++
+	}
+	whole := (hi - lo) / cs
+	q := whole * cs
+	var offs []int64
+	stride := int64(0)
+	if n.Op == ddtir.OpIndex {
+		offs = n.Offsets[i : i+whole]
+	} else {
+		stride = n.Stride
+	}
+	switch cs {
+	case 4:
+		moveBlocks[[4]byte](p[:q], t, o, i, whole, stride, offs, pack)
+	case 8:
+		moveBlocks[[8]byte](p[:q], t, o, i, whole, stride, offs, pack)
+	case 12:
+		moveBlocks[[12]byte](p[:q], t, o, i, whole, stride, offs, pack)
+	case 16:
+		moveBlocks[[16]byte](p[:q], t, o, i, whole, stride, offs, pack)
+	case 24:
+		moveBlocks[[24]byte](p[:q], t, o, i, whole, stride, offs, pack)
+	case 32:
+		moveBlocks[[32]byte](p[:q], t, o, i, whole, stride, offs, pack)
+	default:
+		for k := int64(0); k < whole; k++ {
+			a := o + (i+k)*stride
+			if offs != nil {
+				a = o + offs[k]
+			}
+			if pack {
+				copy(p[k*cs:(k+1)*cs], t[a:a+cs])
+			} else {
+				copy(t[a:a+cs], p[k*cs:(k+1)*cs])
+			}
+		}
+	}
+	i += whole
+	lo += q
+	if lo < hi { // a block cut by the end
+		a := at(i)
+		if pack {
+			copy(p[q:q+hi-lo], t[a:a+hi-lo])
+		} else {
+			copy(t[a:a+hi-lo], p[q:q+hi-lo])
+		}
+	}
+}
+
+// moveBlocks moves whole blocks of T's size between the window p (one
+// after the other) and the typed buffer t: instance i+k at o+offs[k] (an
+// index list) or o+(i+k)*stride (a loop). The kernel checked the typed
+// buffer's bounds for the whole window before it ran, as the generated
+// code relies on; p holds exactly the blocks.
+func moveBlocks[T any](p, t []byte, o, i, whole, stride int64, offs []int64, pack bool) {
+	if whole == 0 {
+		return
+	}
+	pp := unsafe.Pointer(unsafe.SliceData(p))
+	tp := unsafe.Add(unsafe.Pointer(unsafe.SliceData(t)), o)
+	sz := unsafe.Sizeof(*new(T))
+	switch {
+	case offs != nil && pack:
+		for k, off := range offs {
+			*(*T)(unsafe.Add(pp, uintptr(k)*sz)) = *(*T)(unsafe.Add(tp, off))
+		}
+	case offs != nil:
+		for k, off := range offs {
+			*(*T)(unsafe.Add(tp, off)) = *(*T)(unsafe.Add(pp, uintptr(k)*sz))
+		}
+	case pack:
+		for k, a := int64(0), i*stride; k < whole; k, a = k+1, a+stride {
+			*(*T)(unsafe.Add(pp, uintptr(k)*sz)) = *(*T)(unsafe.Add(tp, a))
+		}
+	default:
+		for k, a := int64(0), i*stride; k < whole; k, a = k+1, a+stride {
+			*(*T)(unsafe.Add(tp, a)) = *(*T)(unsafe.Add(pp, uintptr(k)*sz))
+		}
+	}
+	runtime.KeepAlive(p)
+	runtime.KeepAlive(t)
 }
