@@ -15,7 +15,8 @@ import (
 // privately and streamed), at every offset; a contiguous send's
 // fragments are never timed; while a typed send streams, one fragment
 // in fillProbeEvery is packed into the slot and timed; and the fill mode
-// follows its measurements (slow plain packs stream).
+// follows its measurements (slow plain packs stream); fragments shorter
+// than fillLearnMin are neither timed nor counted.
 func TestFillFragment(t *testing.T) {
 	const frag = 96 << 10
 	v := &vci{log: hclog.NewNullLogger()}
@@ -86,5 +87,22 @@ func TestFillFragment(t *testing.T) {
 	}
 	if !l.fill.stream {
 		t.Fatalf("packs into the slot at %.1f ns/B against %.3f privately: not streaming", l.fill.slotNs, l.fill.privNs)
+	}
+	// A fragment shorter than fillLearnMin is neither timed nor counted,
+	// and leaves the mode as the long ones set it.
+	short := make([]byte, fillLearnMin-1)
+	for _, stream := range []bool{false, true} {
+		l.fill = fillMode{stream: stream, slotNs: 7, privNs: 5, frags: 1}
+		for range 2 * fillProbeEvery {
+			if err := v.fillFragment(l, o, short); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if l.fill != (fillMode{stream: stream, slotNs: 7, privNs: 5, frags: 1}) {
+			t.Fatalf("short fragments changed the fill mode: %+v", l.fill)
+		}
+		if !bytes.Equal(short, packed[:len(short)]) {
+			t.Fatal("a short fragment differs")
+		}
 	}
 }

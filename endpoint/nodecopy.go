@@ -184,16 +184,19 @@ func (v *vci) nodeCopyFits(l *nodeLink, n int) bool {
 // call that starts it (copyRoom). An Isend that would not complete takes
 // another path: its later fragments would wait for the sender to drive
 // its endpoint, where a rendezvous's receiver copies the whole message
-// itself. typed: a typed message (whole-slot fragments, copyFrag).
+// itself. typed: a typed message (copyFragTyped).
 func (v *vci) nodeCopyTakes(l *nodeLink, n int, blocking, typed bool) bool {
 	if !v.nodeCopyFits(l, n) {
 		return false
 	}
-	f := l.cpOut.size
-	if !typed {
-		f = copyFrag(l.cpOut, n)
+	if blocking {
+		return true
 	}
-	return blocking || l.copyRoom(n, f)
+	f := copyFrag(l.cpOut, n)
+	if typed {
+		f = copyFragTyped(l.cpOut, n)
+	}
+	return l.copyRoom(n, f)
 }
 
 // copyRoom reports whether the free slots of l's copy area, from the
@@ -225,7 +228,7 @@ func (v *vci) nodeSendCopy(c *Comm, l *nodeLink, t uint64, aux uint32, buf []byt
 // unpacks straight out of them): the pack is the copy in.
 func (v *vci) nodeSendCopyTyped(c *Comm, l *nodeLink, t uint64, aux uint32, u *typedRecv, dest int) (r *Request, ok bool) {
 	uh := *u // packed after the call returns
-	return v.nodeSendCopyOut(c, l, t, aux, &copyOut{u: &uh, n: u.n, frag: l.cpOut.size}, dest)
+	return v.nodeSendCopyOut(c, l, t, aux, &copyOut{u: &uh, n: u.n, frag: copyFragTyped(l.cpOut, u.n)}, dest)
 }
 
 // nodeSendCopyOut starts pipelined send o over l (see nodeSendCopy).
@@ -286,6 +289,14 @@ const (
 	// the former: SPECFEM3D oc m took 23.5 µs against 14 with 3, and 16
 	// by hand packing.
 	fillSlowRatio = 3
+	// fillLearnMin: a short last fragment of a typed message (1.6 KB
+	// of an 18 KB one cut after 16 KiB) packed into the slot about as
+	// fast as into private memory, the clock's and the call's costs
+	// outweighing the stores', and flipped the mode to plain packs for
+	// the long fragments that followed: 2.1× the time where the cores
+	// share no cache. Fragments this short follow the mode the long
+	// ones chose.
+	fillLearnMin = 8 << 10
 )
 
 // ewma folds a sample into a moving average (a quarter weight).
@@ -306,21 +317,32 @@ func (v *vci) fillFragment(l *nodeLink, o *copyOut, dst []byte) error {
 		return nil
 	}
 	m := &l.fill
-	m.frags++
-	probe := m.frags%fillProbeEvery == 1
+	// Only fragments of fillLearnMin bytes or more are timed and counted:
+	// in a short one the fixed costs hide the stores' (see fillLearnMin).
+	learn := k >= fillLearnMin
+	probe := false
+	if learn {
+		m.frags++
+		probe = m.frags%fillProbeEvery == 1
+	}
 	if m.stream && !probe {
 		s := v.fillScratch(k)
 		t0 := time.Now()
 		if err := o.u.pack(o.off, s); err != nil {
 			return err
 		}
-		m.privNs = ewma(m.privNs, float64(time.Since(t0))/float64(k))
+		if learn {
+			m.privNs = ewma(m.privNs, float64(time.Since(t0))/float64(k))
+		}
 		memcopy.Stream(dst, s)
 		return nil
 	}
 	t0 := time.Now()
 	if err := o.u.pack(o.off, dst); err != nil {
 		return err
+	}
+	if !learn {
+		return nil
 	}
 	m.slotNs = ewma(m.slotNs, float64(time.Since(t0))/float64(k))
 	if probe && (!m.stream || m.privNs == 0) {
@@ -443,13 +465,27 @@ func (v *vci) nodeCopyStart(l *nodeLink, t uint64, aux uint32, field uint32, siz
 // copyFragMin), so that a message of one slot or less still goes in
 // fragments whose copy in and copy out overlap (a 256 KiB message in one
 // fragment waited for the whole copy in before its copy out began;
-// docs/perf/endpoint.md). A typed message keeps whole slots: each
-// fragment is a partial pack, and the fill mode's timing (fillMode) is
-// per fragment. The header tells the receiver the size.
+// docs/perf/endpoint.md). The header tells the receiver the size.
 func copyFrag(a *medArea, n int) int {
 	f := (n + copyMinFrags - 1) / copyMinFrags
 	f = (f + copyPage - 1) &^ (copyPage - 1)
 	return min(a.size, max(f, copyFragMin))
+}
+
+// copyFragTyped is copyFrag for a typed message: one shorter than
+// copyMinFrags fragments of copyFragMin goes whole, as one fragment, a
+// longer one in copyFrag's fragments. Each fragment is a partial pack
+// and unpack, where the layout's unit is the whole message (LAMMPS's
+// struct of index lists, unrolled into one body) finished by the JIT's
+// Go walker: cut into a fragment of 16 KiB and a short one, messages of
+// 18–24 KB took up to 1.1–1.4× the time of one fragment (small blocks,
+// and LAMMPS's receive layout of four large ones alike), where from
+// 64 KiB the overlap of pack and unpack gains 10–25% (docs/perf/typed.md).
+func copyFragTyped(a *medArea, n int) int {
+	if n < copyMinFrags*copyFragMin {
+		return a.size
+	}
+	return copyFrag(a, n)
 }
 
 const (

@@ -556,31 +556,49 @@ func TestNodeCopyFragments(t *testing.T) {
 			t.Fatal("Isend of 64 KiB: data differ")
 		}
 	}
-	// A typed message of 48 KiB of doubles, every other one: one slot.
-	ty, err := committed(ddt.Vector(6<<10, 1, 2, ddt.Float64))
-	if err != nil {
-		t.Fatal(err)
+	// Typed messages (copyFragTyped): 48 KiB of doubles, every other one,
+	// go whole in one slot; 96 KiB in three blocks of 32 KiB, and 80 KiB
+	// of every other double, in copyFrag's fragments.
+	typedCases := []struct {
+		name       string
+		n, stride  int // doubles: n blocks of blk, stride apart
+		blk, frags int
+	}{
+		{"small blocks, 48 KiB", 6 << 10, 2, 1, 1},
+		{"three blocks of 32 KiB", 3, 5 << 10, 4 << 10, 4},
+		{"small blocks, 80 KiB", 10 << 10, 2, 1, 4},
 	}
-	buf := make([]byte, 96<<10)
-	if c.Rank() == 1 {
-		pattern(buf, 1, 0, 900)
-		if err := c.SendTyped(ctx, buf, 1, ty, 0, tagTyped); err != nil {
+	for i, tc := range typedCases {
+		ty, err := committed(ddt.Vector(tc.n, tc.blk, tc.stride, ddt.Float64))
+		if err != nil {
 			t.Fatal(err)
 		}
-		want++
-		if got := endpoint.CopyFragments(c, 0); got != want {
-			t.Fatalf("the pipelined copies took %d fragments, want %d", got, want)
+		size := 8 * tc.n * tc.blk
+		if got := frag(size); tc.frags > 1 && (size+got-1)/got != tc.frags {
+			t.Fatalf("%s: copyFrag makes %d fragments, the case says %d", tc.name, (size+got-1)/got, tc.frags)
 		}
-	} else {
-		packed := make([]byte, 48<<10)
+		buf := make([]byte, 8*tc.n*tc.stride)
+		if c.Rank() == 1 {
+			pattern(buf, 1, 0, 900+i)
+			if err := c.SendTyped(ctx, buf, 1, ty, 0, tagTyped); err != nil {
+				t.Fatal(err)
+			}
+			want += int64(tc.frags)
+			if got := endpoint.CopyFragments(c, 0); got != want {
+				t.Fatalf("%s: the pipelined copies took %d fragments, want %d", tc.name, got, want)
+			}
+			continue
+		}
+		packed := make([]byte, size)
 		if _, err := c.Recv(ctx, packed, 1, tagTyped); err != nil {
 			t.Fatal(err)
 		}
-		src := make([]byte, 96<<10)
-		pattern(src, 1, 0, 900)
-		for i := 0; i < 6<<10; i++ {
-			if !bytes.Equal(packed[8*i:8*i+8], src[16*i:16*i+8]) {
-				t.Fatalf("typed message: double %d differs", i)
+		src := make([]byte, len(buf))
+		pattern(src, 1, 0, 900+i)
+		for j := 0; j < tc.n; j++ {
+			b := 8 * tc.blk
+			if !bytes.Equal(packed[j*b:(j+1)*b], src[8*tc.stride*j:8*tc.stride*j+b]) {
+				t.Fatalf("%s: block %d differs", tc.name, j)
 			}
 		}
 	}
