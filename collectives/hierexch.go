@@ -20,9 +20,11 @@ import (
 // node's leader does, so the results are bitwise the same on every
 // process and equal to the leader's. An Allgather's blocks go the same
 // way (symGather), one step where the gather to the leader and the copy
-// back took two. Barrier, Bcast and Reduce, whose steps through the
-// leader already take one hand-off where it matters, measured slower
-// this way and keep them.
+// back took two. The Barrier of two processes is a symmetric step with
+// no data (topBarrier); Bcast and Reduce, whose steps through the leader
+// take one hand-off where it matters, keep them, and so does the
+// Barrier of more processes (on a crowded node, every process waiting
+// for every other one slowed the calls after it).
 //
 // A process's exchange area has two halves of exchBytes, and its line
 // two mark words, one of each per parity of the step. Process i writes

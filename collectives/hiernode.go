@@ -74,18 +74,48 @@ type nodeGroup struct {
 	symDone uint64
 	// symSteps counts the symmetric steps this process has taken.
 	symSteps uint64
+	// inl: the step in progress brings each process's input in its
+	// inline line, not its input slot; inlOut: its output goes in the
+	// inline output line of its parity, not the output slot
+	// (nodeStepInline).
+	inl, inlOut bool
 }
 
 // Segment layout: line 0 holds the node's state (the last step done),
 // its failure word and, per parity of the step, the mark of the step
 // whose output the matching output slot holds (step<<32 | signature<<2
 // | slotArrived); line 1+i process i's arrival word (the same mark, for
-// the last step it began); the data slots follow from nodeHdr: process
-// i's input slot i (i ≥ 1), the output slots 0 (even steps) and m (odd
-// steps).
+// the last step it began); line m+1+i process i's inline line (a mark
+// word and up to inlineMax bytes of input, nodeStepInline), lines 2m+1
+// and 2m+2 the inline output lines of even and odd steps (the same for
+// the output); the data slots follow from nodeHdr: process i's input
+// slot i (i ≥ 1), the output slots 0 (even steps) and m (odd steps).
 const lineBytes = 64
 
-func nodeHdr(m int) int { return (lineBytes*(m+1) + 4095) &^ 4095 }
+func nodeHdr(m int) int { return (lineBytes*(2*m+3) + 4095) &^ 4095 }
+
+// inlineMax is the input a process brings in its inline line.
+const inlineMax = lineBytes - 8
+
+// inlMark is the mark word of process i's inline line: the mark of the
+// step whose input the line holds.
+func (ng *nodeGroup) inlMark(i int) *atomic.Uint64 { return ng.word(ng.m+1+i, 0) }
+
+// outInlMark is the mark word of the inline output line of step s: the
+// mark of the step whose output the line holds.
+func (ng *nodeGroup) outInlMark(s uint64) *atomic.Uint64 {
+	return ng.word(2*ng.m+1+int(s&1), 0)
+}
+
+// input returns where process i (i ≥ 1) brings its input to the step in
+// progress: its inline line's data (nodeStepInline) or its input slot.
+func (ng *nodeGroup) input(i int) []byte {
+	if ng.inl {
+		off := (ng.m+1+i)*lineBytes + 8
+		return ng.mem[off : off+inlineMax : off+inlineMax]
+	}
+	return ng.slot(i)
+}
 
 func (ng *nodeGroup) word(line, i int) *atomic.Uint64 {
 	return (*atomic.Uint64)(unsafe.Pointer(&ng.mem[line*lineBytes+i*8]))
@@ -112,9 +142,16 @@ func (ng *nodeGroup) out(s uint64) []byte {
 	return ng.slot(ng.m)
 }
 
-// result returns the output slot of the step in progress (the node's
-// leader writes the step's result there).
-func (ng *nodeGroup) result() []byte { return ng.out(ng.step) }
+// result returns where the node's leader writes the result of the step
+// in progress: its output slot, or its inline output line's data
+// (nodeStepInline).
+func (ng *nodeGroup) result() []byte {
+	if ng.inlOut {
+		off := (2*ng.m+1+int(ng.step&1))*lineBytes + 8
+		return ng.mem[off : off+inlineMax : off+inlineMax]
+	}
+	return ng.out(ng.step)
+}
 
 // slot returns process i's input slot (i ≥ 1), or an output slot (0, m).
 func (ng *nodeGroup) slot(i int) []byte {
@@ -318,6 +355,24 @@ func (c *Coll) nodeStep(ctx context.Context, up func(slot []byte), lead func(ng 
 	return c.nodeStepFrom(ctx, fromAll, up, lead, down)
 }
 
+// nodeStepMaybeInline is nodeStep for a step whose inputs are at most
+// inlineMax bytes a process: each process brings its input in its inline
+// line, next to the line's mark, and the node's leader, which waits for
+// that mark, takes both in one transfer of the line where the arrival
+// word and the input slot took two in turn (lead reads the inputs with
+// ng.input).
+// With inline false it is nodeStep.
+func (c *Coll) nodeStepMaybeInline(ctx context.Context, inline bool, from int, up func(slot []byte), lead func(ng *nodeGroup) error, down func(out []byte)) error {
+	ng := c.hier.ng
+	if ng == nil || !inline {
+		return c.nodeStepFrom(ctx, from, up, lead, down)
+	}
+	ng.inl, ng.inlOut = true, true
+	err := c.nodeStepFrom(ctx, from, up, lead, down)
+	ng.inl, ng.inlOut = false, false
+	return err
+}
+
 // fromAll and fromNone are nodeStepFrom's from for a step in which the
 // node's leader reads every process's input slot or none.
 const (
@@ -344,9 +399,16 @@ func (c *Coll) nodeStepFrom(ctx context.Context, from int, up func(slot []byte),
 	mark := s<<32 | c.sig<<2&sigBitsMask | slotArrived
 	if ng.ni != 0 {
 		// The leader has finished step s-1: this slot is free again, and
-		// the output of step s-1 has its mark.
-		if err := c.nodeWait(ctx, ng, s-1); err != nil {
-			return err
+		// the output of step s-1 has its mark. After a symmetric step
+		// s-1 in which this process saw every other one arrive (allAt),
+		// that is known: the leader arrived at it once done with every
+		// step before, the last that read this slot, and such a step
+		// has no output (the state word shows its end only once the
+		// leader begins a step through it, flushSym).
+		if ng.allAt != s-1 {
+			if err := c.nodeWait(ctx, ng, s-1); err != nil {
+				return err
+			}
 		}
 		if ng.prev != 0 {
 			err := ng.checkOut(c, s-1, ng.prev)
@@ -356,12 +418,20 @@ func (c *Coll) nodeStepFrom(ctx context.Context, from int, up func(slot []byte),
 			}
 		}
 		if up != nil {
-			up(ng.slot(ng.ni))
+			up(ng.input(ng.ni))
+			if ng.inl {
+				// The mark shares the line with the data: the node's
+				// leader takes both with one transfer of the line.
+				publish(ng.inlMark(ng.ni), mark)
+			}
 		}
 		publish(ng.arrival(ng.ni), mark)
 		if down == nil {
 			ng.prev = mark
 			return nil
+		}
+		if ng.inlOut {
+			return c.nodeDownInline(ctx, ng, s, mark, down)
 		}
 		if err := c.nodeWait(ctx, ng, s); err != nil {
 			return err
@@ -376,13 +446,20 @@ func (c *Coll) nodeStepFrom(ctx context.Context, from int, up func(slot []byte),
 	publish(ng.arrival(0), mark) // (the leader's own arrival: for symmetric steps, hierexch.go)
 	prev := ng.prev
 	ng.prev = mark
+	inl := ng.inl
 	for i := 1; i < ng.m; i++ {
 		a := ng.arrival(i)
 		need := from == fromAll || from == i
+		if inl && need && ng.inlMark(i).Load() == mark {
+			continue // its input is in its inline line
+		}
 		if v := a.Load(); v == mark || !need && v == prev {
 			continue // the common cases, without a wait's set-up
 		}
 		if err := c.nodeSpin(ctx, ng, i, func() (bool, error) {
+			if inl && need && ng.inlMark(i).Load() == mark {
+				return true, nil
+			}
 			v := a.Load()
 			switch at := v >> 32; {
 			case v == mark:
@@ -405,8 +482,36 @@ func (c *Coll) nodeStepFrom(ctx context.Context, from int, up func(slot []byte),
 	if err := lead(ng); err != nil {
 		return err
 	}
+	if ng.inlOut {
+		publish(ng.outInlMark(s), mark) // in the line of the data lead wrote
+	}
 	publish(ng.outMark(s), mark)
 	publish(ng.state(), s)
+	return nil
+}
+
+// nodeDownInline (not the node's leader) waits for the inline output of
+// step s (mark) and passes its data to down: the mark shares the line
+// with the data, so one transfer of the line brings both, where the
+// state word and the output slot took two in turn. A leader that
+// finished step s without that mark called another collective.
+func (c *Coll) nodeDownInline(ctx context.Context, ng *nodeGroup, s, mark uint64, down func(out []byte)) error {
+	om := ng.outInlMark(s)
+	if om.Load() != mark {
+		if err := c.nodeSpin(ctx, ng, 0, func() (bool, error) {
+			if om.Load() == mark {
+				return true, nil
+			}
+			if ng.state().Load() >= s {
+				return false, ng.checkOut(c, s, mark)
+			}
+			return false, ng.failed()
+		}); err != nil {
+			return err
+		}
+	}
+	off := (2*ng.m+1+int(s&1))*lineBytes + 8
+	down(ng.mem[off : off+inlineMax : off+inlineMax])
 	return nil
 }
 
@@ -479,6 +584,13 @@ func (h *hier) myTop(rank int) (proc, top, idx int) {
 // node's leader, has entered.
 func (c *Coll) topBarrier(ctx context.Context) error {
 	h := c.hier
+	if c.symmetric(0) && h.procs == 2 {
+		// Two processes: each publishes its arrival and waits for the
+		// other's, one hand-off each way at once, where through the
+		// leader the other process waited for the leader's release
+		// after its own arrival (docs/perf/collectives.md).
+		return c.nodeExchange(ctx, func([]byte) {}, func(func(int) []byte) {})
+	}
 	return c.nodeStep(ctx, nil, func(*nodeGroup) error {
 		if h.net == nil {
 			return nil
@@ -504,13 +616,14 @@ func (c *Coll) topBcast(ctx context.Context, b []byte, rp int) error {
 	if mt == rt && rk != 0 {
 		from = rk
 	}
+	inline := len(b) <= inlineMax
 	return h.chunks(len(b), 1, func(lo, hi int) error {
 		part := b[lo:hi]
-		return c.nodeStepFrom(ctx, from, onlyIf(me == rp, func(slot []byte) {
+		return c.nodeStepMaybeInline(ctx, inline, from, onlyIf(me == rp, func(slot []byte) {
 			copy(slot, part)
 		}), func(ng *nodeGroup) error {
 			if ng != nil && mt == rt && rk != 0 {
-				copy(part, ng.slot(rk))
+				copy(part, ng.input(rk))
 			}
 			if h.net != nil {
 				alg := h.net.cfg.pick(CollBcast, len(part), h.net.size)
@@ -569,14 +682,15 @@ func topReduce[T any](ctx context.Context, c *Coll, acc []T, op *Op[T], rp int) 
 	if every && c.streamsAllreduce(len(acc)*es) {
 		return streamAllreduce(ctx, c, acc, acc, op)
 	}
+	inline := len(acc)*es <= inlineMax
 	return h.chunks(len(acc), es, func(lo, hi int) error {
 		part := acc[lo:hi]
-		return c.nodeStep(ctx, func(slot []byte) {
+		return c.nodeStepMaybeInline(ctx, inline, fromAll, func(slot []byte) {
 			copy(slot, bytesOf(part))
 		}, func(ng *nodeGroup) error {
 			if ng != nil {
 				for i := 1; i < ng.m; i++ {
-					op.left(part, elems[T](ng.slot(i))[:len(part)])
+					op.left(part, elems[T](ng.input(i))[:len(part)])
 				}
 			}
 			if h.net != nil {

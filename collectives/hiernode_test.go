@@ -304,6 +304,143 @@ func TestHierNodeBackToBack(t *testing.T) {
 	}
 }
 
+// TestHierNodeInlineMismatch: 3 processes of one node, one rank each,
+// whose small Bcasts and Reduces go through the processes' inline lines
+// (the data next to its mark in one cache line): a Bcast from the node's
+// leader where the others Reduce to it, then a Bcast from a member where
+// the others Reduce to that member, make every rank fail (at the latest
+// in the Barrier that follows), none hang; between them the inline steps
+// still deliver, Bcast from every root and Reduce to every root.
+func TestHierNodeInlineMismatch(t *testing.T) {
+	if launch(t, 3, "native", 60*time.Second) {
+		return
+	}
+	w, ctx, c := worldColl(t)
+	if err := wantShape(c, 3, 1); err != nil {
+		t.Fatal(err)
+	}
+	me := c.Rank()
+	check := func(what string, err error) {
+		t.Helper()
+		if err == nil {
+			err = C.Barrier(ctx, c)
+		}
+		if !errors.Is(err, C.ErrInvalid) && !errors.Is(err, C.ErrCanceled) {
+			t.Fatalf("rank %d: %s, then Barrier: %v, want ErrInvalid or ErrCanceled", me, what, err)
+		}
+	}
+	mixed := func(root int) error {
+		x := []int64{int64(me), 7}
+		if me == root {
+			return C.Bcast(ctx, c, x, root)
+		}
+		return C.Reduce(ctx, c, x, nil, C.Sum[int64](), root)
+	}
+	check("Bcast from the leader against Reduces to it", mixed(0))
+	c.Free()
+	for _, root := range []int{2, 1, 0} {
+		var err error
+		if c, err = C.New(ctx, w.Comm()); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 20 {
+			b := []int64{0, 0, 0}
+			if me == root {
+				b = []int64{int64(i), -int64(i), int64(root)}
+			}
+			if err := C.Bcast(ctx, c, b, root); err != nil {
+				t.Fatalf("rank %d: Bcast from %d: %v", me, root, err)
+			}
+			if b[0] != int64(i) || b[1] != -int64(i) || b[2] != int64(root) {
+				t.Fatalf("rank %d: Bcast %d from %d: %v", me, i, root, b)
+			}
+			out := make([]int64, 1)
+			if err := C.Reduce(ctx, c, []int64{int64(me * i)}, out, C.Sum[int64](), root); err != nil {
+				t.Fatalf("rank %d: Reduce to %d: %v", me, root, err)
+			}
+			if me == root && out[0] != int64(3*i) {
+				t.Fatalf("rank %d: Reduce %d to %d: %d, want %d", me, i, root, out[0], 3*i)
+			}
+		}
+		if root == 2 {
+			check("Bcast from a member against Reduces to it", mixed(2))
+		}
+		c.Free()
+	}
+}
+
+// TestHierNodeBarrierTwo: the Barrier of two processes of one node is
+// one symmetric step (each waits for the other's arrival alone), and
+// the steps through the leader that follow it (small Bcasts and Reduces
+// to either root, whose non-leader process skips the wait for the
+// symmetric step's end) deliver. A Barrier against a small Allreduce
+// (both symmetric) and against a Bcast (through the leader) fail on
+// both ranks, at the latest in the Barrier that follows; none hangs.
+func TestHierNodeBarrierTwo(t *testing.T) {
+	if launch(t, 2, "native", 60*time.Second) {
+		return
+	}
+	w, ctx, c := worldColl(t)
+	if err := wantShape(c, 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	me := c.Rank()
+	sym := C.SymmetricSteps(c)
+	for i := range 200 {
+		if err := C.Barrier(ctx, c); err != nil {
+			t.Fatalf("rank %d: Barrier %d: %v", me, i, err)
+		}
+		sym++
+		if got := C.SymmetricSteps(c); got != sym {
+			t.Fatalf("rank %d: after Barrier %d: %d symmetric steps, want %d", me, i, got, sym)
+		}
+		root := i % 2
+		switch i % 3 {
+		case 0:
+			b := []int32{0, 0}
+			if me == root {
+				b = []int32{int32(i), -int32(i)}
+			}
+			if err := C.Bcast(ctx, c, b, root); err != nil {
+				t.Fatalf("rank %d: Bcast %d: %v", me, i, err)
+			}
+			if b[0] != int32(i) || b[1] != -int32(i) {
+				t.Fatalf("rank %d: Bcast %d from %d: %v", me, i, root, b)
+			}
+		case 1:
+			out := make([]int64, 2)
+			if err := C.Reduce(ctx, c, []int64{int64(me + i), 1}, out, C.Sum[int64](), root); err != nil {
+				t.Fatalf("rank %d: Reduce %d: %v", me, i, err)
+			}
+			if me == root && (out[0] != int64(1+2*i) || out[1] != 2) {
+				t.Fatalf("rank %d: Reduce %d to %d: %v", me, i, root, out)
+			}
+		}
+	}
+	for _, other := range []string{"Allreduce", "Bcast"} {
+		var err error
+		switch {
+		case me == 0:
+			err = C.Barrier(ctx, c)
+		case other == "Allreduce":
+			err = C.Allreduce(ctx, c, nil, []int32{1}, C.Sum[int32]())
+		default:
+			err = C.Bcast(ctx, c, []int32{1}, 1)
+		}
+		if err == nil {
+			err = C.Barrier(ctx, c)
+		}
+		if !errors.Is(err, C.ErrInvalid) && !errors.Is(err, C.ErrCanceled) {
+			t.Fatalf("rank %d: Barrier against %s, then Barrier: %v, want ErrInvalid or ErrCanceled", me, other, err)
+		}
+		c.Free()
+		if c, err = C.New(ctx, w.Comm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Free()
+}
+
 // TestHierNodeStream: 4 processes of one node holding 1, 2, 1 and 2
 // endpoint handles (6 ranks) with collnodestream=1, so that the node
 // level streams every call it can (Bcast; Allgather and Alltoall over
@@ -493,9 +630,12 @@ func TestHierNodeSymmetric(t *testing.T) {
 			if b[0] != int32(i) || b[1] != -int32(i) {
 				t.Fatalf("rank %d: Bcast %d: %v", me, i, b)
 			}
-		case 2:
+		case 2: // a Barrier of three processes goes through the leader
 			if err := C.Barrier(ctx, c); err != nil {
 				t.Fatalf("rank %d: Barrier %d: %v", me, i, err)
+			}
+			if got := C.SymmetricSteps(c); got != sym {
+				t.Fatalf("rank %d: after Barrier %d: %d symmetric steps, want %d", me, i, got, sym)
 			}
 		case 3: // an Allgather that fits the exchange areas is one symmetric step
 			k := []int{2, C.ExchBytes/8 + 1}[(i/5)%2]
