@@ -3,6 +3,7 @@ package endpoint_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,6 +119,8 @@ func TestMatchingOrder(t *testing.T) {
 		short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
 		if _, err := b.Recv(short, buf, 0, 30); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Recv past its deadline: %v", err)
+		} else if !strings.Contains(err.Error(), "from rank 0, tag 30") || !strings.Contains(err.Error(), "0 unexpected messages") {
+			t.Fatalf("Recv past its deadline: %v, want what it waited for and what the endpoint holds", err)
 		}
 		cancelShort()
 		aDone = make(chan struct{})

@@ -2,6 +2,7 @@ package endpoint_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"slices"
@@ -600,6 +601,16 @@ func TestNodeCopyFragments(t *testing.T) {
 			if !bytes.Equal(packed[j*b:(j+1)*b], src[8*tc.stride*j:8*tc.stride*j+b]) {
 				t.Fatalf("%s: block %d differs", tc.name, j)
 			}
+		}
+	}
+	// A receive that times out says what it waited for and what arrived:
+	// nothing from rank 1 (its node ring is empty).
+	if c.Rank() == 0 {
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		_, err := c.Recv(short, make([]byte, 8), 1, 99)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "from rank 1, tag 99; that rank's node ring is empty") {
+			t.Fatalf("Recv from a rank that sends nothing: %v, want its deadline and the empty ring named", err)
 		}
 	}
 	if err := c.Barrier(ctx); err != nil {

@@ -199,7 +199,7 @@ func (r *Request) Wait(ctx context.Context) (Status, error) {
 			if done != nil {
 				select {
 				case <-done:
-					return Status{}, fmt.Errorf("endpoint: wait on %s: %w", r.describe(), ctx.Err())
+					return Status{}, fmt.Errorf("endpoint: wait on %s%s: %w", r.describe(), r.stuck(), ctx.Err())
 				default:
 				}
 			}
@@ -337,6 +337,43 @@ func (r *Request) describe() string {
 		return "send"
 	}
 	return "receive"
+}
+
+// stuck describes, for the error of a wait that ended unmet, what the
+// endpoint holds for a receive: its source and tag, what is at the head
+// of the node ring from that source (a message is there that did not
+// match, or none arrived), the unexpected messages and the posted
+// receives. It takes the endpoint's lock.
+func (r *Request) stuck() string {
+	if r.kind != kRecv {
+		return ""
+	}
+	v := r.v
+	v.lock()
+	defer v.unlock()
+	src := "any rank"
+	if r.qrank >= 0 {
+		src = fmt.Sprintf("rank %d", r.qrank)
+	}
+	tag := "any tag"
+	if r.ignore&(tagMask<<tagShift) == 0 {
+		tag = fmt.Sprintf("tag %d", tagUser(r.want))
+	}
+	ring := ""
+	if r.c != nil && r.qrank >= 0 {
+		if l := r.c.link(r.qrank); l != nil && l.in != nil {
+			if t, n, ok, _ := l.in.Peek(); ok {
+				ring = fmt.Sprintf("; that rank's node ring holds %d bytes from rank %d, tag %d, at its head", n, tagSource(t), tagUser(t))
+			} else {
+				ring = "; that rank's node ring is empty"
+			}
+		}
+	}
+	posted := 0
+	for q := v.posted.head; q != nil; q = q.qnext {
+		posted++
+	}
+	return fmt.Sprintf(" (from %s, %s%s; %d unexpected messages, %d receives posted with this one)", src, tag, ring, len(v.unexpected), posted)
 }
 
 // maxFreeReqs bounds the released requests an endpoint keeps for reuse.
