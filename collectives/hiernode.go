@@ -77,7 +77,7 @@ type nodeGroup struct {
 	// inl: the step in progress brings each process's input in its
 	// inline line, not its input slot; inlOut: its output goes in the
 	// inline output line of its parity, not the output slot
-	// (nodeStepInline).
+	// (nodeStepMaybeInline).
 	inl, inlOut bool
 }
 
@@ -86,7 +86,7 @@ type nodeGroup struct {
 // whose output the matching output slot holds (step<<32 | signature<<2
 // | slotArrived); line 1+i process i's arrival word (the same mark, for
 // the last step it began); line m+1+i process i's inline line (a mark
-// word and up to inlineMax bytes of input, nodeStepInline), lines 2m+1
+// word and up to inlineMax bytes of input, nodeStepMaybeInline), lines 2m+1
 // and 2m+2 the inline output lines of even and odd steps (the same for
 // the output); the data slots follow from nodeHdr: process i's input
 // slot i (i ≥ 1), the output slots 0 (even steps) and m (odd steps).
@@ -107,8 +107,14 @@ func (ng *nodeGroup) outInlMark(s uint64) *atomic.Uint64 {
 	return ng.word(2*ng.m+1+int(s&1), 0)
 }
 
+// outInl returns the data of the inline output line of step s.
+func (ng *nodeGroup) outInl(s uint64) []byte {
+	off := (2*ng.m+1+int(s&1))*lineBytes + 8
+	return ng.mem[off : off+inlineMax : off+inlineMax]
+}
+
 // input returns where process i (i ≥ 1) brings its input to the step in
-// progress: its inline line's data (nodeStepInline) or its input slot.
+// progress: its inline line's data (nodeStepMaybeInline) or its input slot.
 func (ng *nodeGroup) input(i int) []byte {
 	if ng.inl {
 		off := (ng.m+1+i)*lineBytes + 8
@@ -144,11 +150,10 @@ func (ng *nodeGroup) out(s uint64) []byte {
 
 // result returns where the node's leader writes the result of the step
 // in progress: its output slot, or its inline output line's data
-// (nodeStepInline).
+// (nodeStepMaybeInline).
 func (ng *nodeGroup) result() []byte {
 	if ng.inlOut {
-		off := (2*ng.m+1+int(ng.step&1))*lineBytes + 8
-		return ng.mem[off : off+inlineMax : off+inlineMax]
+		return ng.outInl(ng.step)
 	}
 	return ng.out(ng.step)
 }
@@ -360,8 +365,8 @@ func (c *Coll) nodeStep(ctx context.Context, up func(slot []byte), lead func(ng 
 // line, next to the line's mark, and the node's leader, which waits for
 // that mark, takes both in one transfer of the line where the arrival
 // word and the input slot took two in turn (lead reads the inputs with
-// ng.input).
-// With inline false it is nodeStep.
+// ng.input); results come back the same way, in the inline output line
+// of the step's parity (ng.result). With inline false it is nodeStep.
 func (c *Coll) nodeStepMaybeInline(ctx context.Context, inline bool, from int, up func(slot []byte), lead func(ng *nodeGroup) error, down func(out []byte)) error {
 	ng := c.hier.ng
 	if ng == nil || !inline {
@@ -510,8 +515,7 @@ func (c *Coll) nodeDownInline(ctx context.Context, ng *nodeGroup, s, mark uint64
 			return err
 		}
 	}
-	off := (2*ng.m+1+int(s&1))*lineBytes + 8
-	down(ng.mem[off : off+inlineMax : off+inlineMax])
+	down(ng.outInl(s))
 	return nil
 }
 
