@@ -75,10 +75,10 @@ type nodeGroup struct {
 	// symSteps counts the symmetric steps this process has taken.
 	symSteps uint64
 	// inl: the step in progress brings each process's input in its
-	// inline line, not its input slot; inlOut: its output goes in the
-	// inline output line of its parity, not the output slot
+	// inline line, not its input slot, and its output in the inline
+	// output line of its parity, not the output slot
 	// (nodeStepMaybeInline).
-	inl, inlOut bool
+	inl bool
 }
 
 // Segment layout: line 0 holds the node's state (the last step done),
@@ -152,7 +152,7 @@ func (ng *nodeGroup) out(s uint64) []byte {
 // in progress: its output slot, or its inline output line's data
 // (nodeStepMaybeInline).
 func (ng *nodeGroup) result() []byte {
-	if ng.inlOut {
+	if ng.inl {
 		return ng.outInl(ng.step)
 	}
 	return ng.out(ng.step)
@@ -372,9 +372,9 @@ func (c *Coll) nodeStepMaybeInline(ctx context.Context, inline bool, from int, u
 	if ng == nil || !inline {
 		return c.nodeStepFrom(ctx, from, up, lead, down)
 	}
-	ng.inl, ng.inlOut = true, true
+	ng.inl = true
 	err := c.nodeStepFrom(ctx, from, up, lead, down)
-	ng.inl, ng.inlOut = false, false
+	ng.inl = false
 	return err
 }
 
@@ -435,7 +435,7 @@ func (c *Coll) nodeStepFrom(ctx context.Context, from int, up func(slot []byte),
 			ng.prev = mark
 			return nil
 		}
-		if ng.inlOut {
+		if ng.inl {
 			return c.nodeDownInline(ctx, ng, s, mark, down)
 		}
 		if err := c.nodeWait(ctx, ng, s); err != nil {
@@ -487,7 +487,7 @@ func (c *Coll) nodeStepFrom(ctx context.Context, from int, up func(slot []byte),
 	if err := lead(ng); err != nil {
 		return err
 	}
-	if ng.inlOut {
+	if ng.inl {
 		publish(ng.outInlMark(s), mark) // in the line of the data lead wrote
 	}
 	publish(ng.outMark(s), mark)

@@ -17,12 +17,7 @@ func walk(n *ddtir.Node, o, lo, hi int64, p, t []byte, pack bool) {
 	o += n.Disp
 	switch n.Op {
 	case ddtir.OpBlock:
-		a := o + lo
-		if pack {
-			copy(p[:hi-lo], t[a:a+hi-lo])
-		} else {
-			copy(t[a:a+hi-lo], p[:hi-lo])
-		}
+		piece(p, t, o+lo, hi-lo, pack)
 	case ddtir.OpLoop, ddtir.OpIndex:
 		cs := n.Child.Size
 		if n.Child.Op == ddtir.OpBlock {
@@ -45,12 +40,7 @@ func walk(n *ddtir.Node, o, lo, hi int64, p, t []byte, pack bool) {
 			start, size := n.Prefix[i], n.Prefix[i+1]-n.Prefix[i]
 			l, h := lo-start, min(hi-start, size)
 			if n.Op == ddtir.OpBlocks {
-				a := o + n.Offsets[i] + l
-				if pack {
-					copy(p[:h-l], t[a:a+h-l])
-				} else {
-					copy(t[a:a+h-l], p[:h-l])
-				}
+				piece(p, t, o+n.Offsets[i]+l, h-l, pack)
 			} else {
 				walk(n.Children[i], o+n.Offsets[i], l, h, p, t, pack)
 			}
@@ -76,12 +66,7 @@ func blockRun(n *ddtir.Node, o, lo, hi int64, p, t []byte, pack bool) {
 	i := lo / cs
 	if r := lo - i*cs; r != 0 || hi-lo < cs { // a block cut by the start
 		h := min(hi-i*cs, cs)
-		a := at(i) + r
-		if pack {
-			copy(p[:h-r], t[a:a+h-r])
-		} else {
-			copy(t[a:a+h-r], p[:h-r])
-		}
+		piece(p, t, at(i)+r, h-r, pack)
 		p = p[h-r:]
 		lo += h - r
 		i++
@@ -110,26 +95,23 @@ func blockRun(n *ddtir.Node, o, lo, hi int64, p, t []byte, pack bool) {
 		moveBlocks[[32]byte](p[:q], t, o, i, whole, stride, offs, pack)
 	default:
 		for k := int64(0); k < whole; k++ {
-			a := o + (i+k)*stride
-			if offs != nil {
-				a = o + offs[k]
-			}
-			if pack {
-				copy(p[k*cs:(k+1)*cs], t[a:a+cs])
-			} else {
-				copy(t[a:a+cs], p[k*cs:(k+1)*cs])
-			}
+			piece(p[k*cs:], t, at(i+k), cs, pack)
 		}
 	}
 	i += whole
 	lo += q
 	if lo < hi { // a block cut by the end
-		a := at(i)
-		if pack {
-			copy(p[q:q+hi-lo], t[a:a+hi-lo])
-		} else {
-			copy(t[a:a+hi-lo], p[q:q+hi-lo])
-		}
+		piece(p[q:], t, at(i), hi-lo, pack)
+	}
+}
+
+// piece copies k bytes between the window p (from its start) and the
+// typed buffer t (from a): into p for a pack, out of it for an unpack.
+func piece(p, t []byte, a, k int64, pack bool) {
+	if pack {
+		copy(p[:k], t[a:a+k])
+	} else {
+		copy(t[a:a+k], p[:k])
 	}
 }
 
