@@ -672,14 +672,26 @@ func topReduce[T any](ctx context.Context, c *Coll, acc []T, op *Op[T], rp int) 
 		k, call = CollReduce, callReduce
 	}
 	if every && c.symmetric(len(acc)*es) {
-		// Every process folds the parts, in the node's leader's order.
+		// Every process folds the parts, in the node's leader's order. One
+		// other than the leader keeps its own part in private memory too:
+		// reading it back from its area would fetch from memory what it
+		// just streamed there.
 		ng := h.ng
+		var own []T
+		if ng.ni != 0 {
+			own = elems[T](c.buf(1, len(acc)*es))
+			copy(own, acc)
+		}
 		return c.nodeExchange(ctx, func(area []byte) { memcopy.Shared(area, bytesOf(acc)) }, func(area func(int) []byte) {
 			if ng.ni != 0 {
 				copy(bytesOf(acc), area(0))
 			}
 			for i := 1; i < ng.m; i++ {
-				op.left(acc, elems[T](area(i))[:len(acc)])
+				in := own
+				if i != ng.ni {
+					in = elems[T](area(i))[:len(acc)]
+				}
+				op.left(acc, in)
 			}
 		})
 	}

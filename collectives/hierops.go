@@ -338,10 +338,20 @@ func hierAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) e
 		}
 		return c.hierEnd(err)
 	}
-	var all []byte
 	if c.symmetric(h.mostRanks() * nb) {
-		all, err = c.symGather(ctx, nb)
-	} else if all, err = hierGather(ctx, c, s, -1); err == nil {
+		if len(g.slots) > 1 {
+			err = g.begin(c.seq) // the members' recv are written from here on
+		}
+		if err == nil {
+			err = c.symAllgather(ctx, nb)
+		}
+		if err == nil {
+			err = c.hierRelease(func() {})
+		}
+		return c.hierEnd(err)
+	}
+	all, err := hierGather(ctx, c, s, -1)
+	if err == nil {
 		err = c.nodeDown(ctx, all, -1)
 	}
 	if err == nil {
