@@ -54,3 +54,11 @@ const StreamSub = streamSub
 
 // StreamMin is the bytes per rank from which c's node level streams.
 func StreamMin(c *Coll) int { return c.cfg.stream }
+
+// SetStreamArrived makes the node's leader in this process run f between
+// its arrival at a node stream and its wait for the other processes'; it
+// returns a function that removes f.
+func SetStreamArrived(f func()) (restore func()) {
+	streamArrived = f
+	return func() { streamArrived = nil }
+}

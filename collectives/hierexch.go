@@ -79,16 +79,23 @@ func (c *Coll) nodeExchange(ctx context.Context, put func(area []byte), get func
 	s := ng.step
 	mark := s<<32 | c.sig<<2&sigBitsMask | slotArrived
 	me := ng.ni
-	if me != 0 && ng.prev != 0 {
-		// The previous step was the leader's and this process did not
-		// wait for its end: check it now (as nodeStepFrom does).
+	if me != 0 && ng.allAt != s-1 {
+		// Step s-1 was the leader's or a stream, and this process did not
+		// wait for its end: wait now, as nodeStepFrom does. The leader
+		// may not have read this process's arrival at it yet, and the
+		// arrival below overwrites it (after a stream, a producer that
+		// had finished its chunks came here at once and the leader waited
+		// forever for an arrival it no longer saw). After a step whose
+		// end it waited for, the state word already shows it.
 		if err := c.nodeWait(ctx, ng, s-1); err != nil {
 			return err
 		}
-		err := ng.checkOut(c, s-1, ng.prev)
-		ng.prev = 0
-		if err != nil {
-			return err
+		if ng.prev != 0 {
+			err := ng.checkOut(c, s-1, ng.prev)
+			ng.prev = 0
+			if err != nil {
+				return err
+			}
 		}
 	}
 	if ng.allAt+1 < s {

@@ -441,6 +441,52 @@ func TestHierNodeBarrierTwo(t *testing.T) {
 	c.Free()
 }
 
+// TestHierNodeStreamThenBarrier: two processes of one rank each; a
+// Reduce to the node's leader that streams (one chunk, which the other
+// process writes and leaves) and then a Barrier (a symmetric step). The
+// leader pauses between its arrival at the stream and its wait for the
+// other's, so that the other process reaches the Barrier first: its
+// arrival there must not hide its arrival at the stream, and the pair
+// must go on, with the right sums, rather than wait until the context
+// ends.
+func TestHierNodeStreamThenBarrier(t *testing.T) {
+	if launch(t, 2, "native", 60*time.Second) {
+		return
+	}
+	_, _, c := worldColl(t)
+	if err := wantShape(c, 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	me := c.Rank()
+	n := C.StreamMin(c) / 4
+	if stream, _ := C.NodeStreams(c, 4*n); !stream || 4*n > C.StreamSub {
+		t.Fatalf("a Reduce of %d int32 does not stream in one chunk", n)
+	}
+	if me == 0 {
+		defer C.SetStreamArrived(func() { time.Sleep(20 * time.Millisecond) })()
+	}
+	ctx := tctx(t, 20*time.Second)
+	src, out := make([]int32, n), make([]int32, n)
+	for i := range 5 {
+		for k := range src {
+			src[k] = int32(me*1000 + i + k)
+		}
+		if err := C.Reduce(ctx, c, src, out, C.Sum[int32](), 0); err != nil {
+			t.Fatalf("rank %d: Reduce %d: %v", me, i, err)
+		}
+		if me == 0 {
+			for k := range out {
+				if want := int32(1000 + 2*(i+k)); out[k] != want {
+					t.Fatalf("Reduce %d: element %d is %d, want %d", i, k, out[k], want)
+				}
+			}
+		}
+		if err := C.Barrier(ctx, c); err != nil {
+			t.Fatalf("rank %d: Barrier after Reduce %d: %v", me, i, err)
+		}
+	}
+}
+
 // TestHierNodeStream: 4 processes of one node holding 1, 2, 1 and 2
 // endpoint handles (6 ranks) with collnodestream=1, so that the node
 // level streams every call it can (Bcast; Allgather and Alltoall over

@@ -155,6 +155,9 @@ func (c *Coll) streamBegin(ctx context.Context, ng *nodeGroup, s, mark uint64) e
 	if ng.ni == 0 {
 		ng.flushSym()
 		publish(ng.arrival(0), mark) // (for symmetric steps, hierexch.go)
+		if streamArrived != nil {
+			streamArrived()
+		}
 		if err := c.nodeArrivals(ctx, ng, s, mark); err != nil {
 			return err
 		}
@@ -174,6 +177,10 @@ func (c *Coll) streamBegin(ctx context.Context, ng *nodeGroup, s, mark uint64) e
 	publish(ng.arrival(ng.ni), mark)
 	return nil
 }
+
+// streamArrived, when set (by tests), runs on the node's leader between
+// its arrival at a stream and its wait for the others'.
+var streamArrived func()
 
 // nodeArrivals (the node's leader) waits until every other process of
 // the node has arrived at step s with mark.
