@@ -624,7 +624,7 @@ func (c *Coll) topBcast(ctx context.Context, b []byte, rp int) error {
 	return h.chunks(len(b), 1, func(lo, hi int) error {
 		part := b[lo:hi]
 		return c.nodeStepMaybeInline(ctx, inline, from, onlyIf(me == rp, func(slot []byte) {
-			copy(slot, part)
+			memcopy.Shared(slot, part)
 		}), func(ng *nodeGroup) error {
 			if ng != nil && mt == rt && rk != 0 {
 				copy(part, ng.input(rk))
@@ -638,7 +638,7 @@ func (c *Coll) topBcast(ctx context.Context, b []byte, rp int) error {
 				}
 			}
 			if ng != nil {
-				copy(ng.result(), part)
+				memcopy.Shared(ng.result(), part)
 			}
 			return nil
 		}, onlyIf(me != rp, func(out []byte) {
@@ -702,7 +702,7 @@ func topReduce[T any](ctx context.Context, c *Coll, acc []T, op *Op[T], rp int) 
 	return h.chunks(len(acc), es, func(lo, hi int) error {
 		part := acc[lo:hi]
 		return c.nodeStepMaybeInline(ctx, inline, fromAll, func(slot []byte) {
-			copy(slot, bytesOf(part))
+			memcopy.Shared(slot, bytesOf(part))
 		}, func(ng *nodeGroup) error {
 			if ng != nil {
 				for i := 1; i < ng.m; i++ {
@@ -725,7 +725,7 @@ func topReduce[T any](ctx context.Context, c *Coll, acc []T, op *Op[T], rp int) 
 				}
 			}
 			if ng != nil && (every || mt == rt && rk != 0) {
-				copy(ng.result(), bytesOf(part))
+				memcopy.Shared(ng.result(), bytesOf(part))
 			}
 			return nil
 		}, onlyIf(every || me == rp, func(out []byte) { copy(bytesOf(part), out) }))
@@ -752,7 +752,7 @@ func (c *Coll) nodeGatherUp(ctx context.Context, all []byte, nb int) error {
 		return c.nodeStep(ctx, func(slot []byte) {
 			for i := 0; i < h.first[me+1]-h.first[me]; i++ {
 				at := (h.first[me] + i) * nb
-				copy(slot[i*w:], all[at+lo:at+hi])
+				memcopy.Shared(slot[i*w:(i+1)*w], all[at+lo:at+hi])
 			}
 		}, func(ng *nodeGroup) error {
 			for k := 1; k < ng.m; k++ {
@@ -777,7 +777,7 @@ func (c *Coll) nodeDown(ctx context.Context, buf []byte, to int) error {
 	return h.chunks(len(buf), 1, func(lo, hi int) error {
 		part := buf[lo:hi]
 		return c.nodeStepFrom(ctx, fromNone, nil, func(ng *nodeGroup) error {
-			copy(ng.result(), part)
+			memcopy.Shared(ng.result(), part)
 			return nil
 		}, onlyIf(to < 0 || to == ng.ni, func(out []byte) { copy(part, out) }))
 	})
@@ -793,7 +793,7 @@ func (c *Coll) nodeUp(ctx context.Context, buf []byte, from int) error {
 	return h.chunks(len(buf), 1, func(lo, hi int) error {
 		part := buf[lo:hi]
 		return c.nodeStepFrom(ctx, from, onlyIf(ng.ni == from, func(slot []byte) {
-			copy(slot, part)
+			memcopy.Shared(slot, part)
 		}), func(ng *nodeGroup) error {
 			copy(part, ng.slot(from))
 			return nil
