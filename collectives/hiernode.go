@@ -621,6 +621,9 @@ func (c *Coll) topBcast(ctx context.Context, b []byte, rp int) error {
 		from = rk
 	}
 	inline := len(b) <= inlineMax
+	// The output goes to the processes of the node other than the
+	// leader's and the root's: none when those are the only two.
+	out := mt != rt || rk == 0 || h.ng != nil && h.ng.m > 2
 	return h.chunks(len(b), 1, func(lo, hi int) error {
 		part := b[lo:hi]
 		return c.nodeStepMaybeInline(ctx, inline, from, onlyIf(me == rp, func(slot []byte) {
@@ -637,12 +640,12 @@ func (c *Coll) topBcast(ctx context.Context, b []byte, rp int) error {
 					return err
 				}
 			}
-			if ng != nil {
+			if ng != nil && out {
 				memcopy.Shared(ng.result(), part)
 			}
 			return nil
-		}, onlyIf(me != rp, func(out []byte) {
-			copy(part, out)
+		}, onlyIf(me != rp, func(res []byte) {
+			copy(part, res)
 		}))
 	})
 }

@@ -62,13 +62,11 @@ func hierBcast(ctx context.Context, c *Coll, b []byte, root int, s callSig) erro
 	if rp == h.procOf[c.rank] && rl != 0 {
 		copy(b, g.slots[rl].recv)
 	}
-	if c.streams(len(b)) && c.singleCopy(false) {
-		err = c.cmaBcast(ctx, b, rp)
-	} else if c.streams(len(b)) {
-		err = c.streamBcast(ctx, b, rp)
-	} else {
-		err = c.topBcast(ctx, b, rp)
-	}
+	// At every size through the node's leader's steps: a stream, or
+	// single copies from the root's buffer, keep the root's process in
+	// the step until every other one has read it, where a step lets it
+	// leave once its data is in its slot (docs/perf/collectives.md).
+	err = c.topBcast(ctx, b, rp)
 	if err == nil {
 		err = c.hierRelease(func() {
 			for i := 1; i < len(g.slots); i++ {

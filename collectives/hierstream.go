@@ -20,7 +20,6 @@ import (
 // reads straight from the slot of the process that wrote the data, with
 // no stop at the node's leader:
 //
-//   - Bcast: the root's process writes, every other process reads.
 //   - Reduce (two processes): the other process writes its
 //     contribution, the root's process folds each chunk from the slot
 //     into the result.
@@ -221,24 +220,6 @@ func chunksFor(n, w int) int { return (n + w - 1) / w }
 
 // everyProc: every process of the node.
 func everyProc(int) bool { return true }
-
-// streamBcast (process leader): process rp's b to every process
-// leader's b.
-func (c *Coll) streamBcast(ctx context.Context, b []byte, rp int) error {
-	return c.nodeStream(ctx, &nodeStream{
-		n:    chunksFor(len(b), streamSub),
-		prod: func(i int) bool { return i == rp },
-		cons: func(i int) bool { return i != rp },
-		fill: func(k int, sub []byte) {
-			a, e := chunkOf(k, streamSub, len(b))
-			memcopy.Stream(sub, b[a:e])
-		},
-		take: func(k int, sub func(int) []byte) {
-			a, e := chunkOf(k, streamSub, len(b))
-			copy(b[a:e], sub(rp))
-		},
-	})
-}
 
 // foldChunk sets dst to the members' contributions [a, b) (src(i) for
 // the process's ranks) combined in rank order.
@@ -452,7 +433,7 @@ var cmaUsable = sync.OnceValue(func() bool {
 // the segment's path with it off).
 var nodeCMA = cmaUsable
 
-// The single-copy form of a stream (Bcast, Allgather, Alltoall, where
+// The single-copy form of a stream (Allgather, Alltoall, where
 // every process of the node may read the others' memory): each process
 // leader publishes the address of its buffer in word 4 of its line and
 // arrives; every reader copies what it needs straight from the writers'
@@ -518,13 +499,6 @@ func (c *Coll) singleCopy(oneRank bool) bool {
 		return false
 	}
 	return !oneRank || h.first[h.procs] == h.procs
-}
-
-// cmaBcast (process leader): process rp's b read by every other
-// process leader.
-func (c *Coll) cmaBcast(ctx context.Context, b []byte, rp int) error {
-	return c.nodeRead(ctx, b, func(i int) bool { return i == rp && c.hier.ng.ni != rp },
-		func(_ int, base uintptr, get func([]byte, uintptr) error) error { return get(b, base) })
 }
 
 // cmaAllgather (process leader): every process's ranks' blocks (in its
