@@ -38,10 +38,11 @@ else
 	PPI=100000 EPI=5000 WIN=100 OSI=5000 FII=100000 ROWS=512 LEN=1024 DDT_RUNS=3 DDT="-reps 9" BC="-count 5 -benchtime 20000x"
 	P2P=""
 	DDTPP=""
-	# 2 ranks: OSU's 1000 timed calls per size up to 8 KiB (100 above).
+	# 2 ranks: 10 000 timed calls per size up to 8 KiB (1000 above): a cell of
+	# 1000 calls lasts 0.2 ms, and one preemption moved it by up to 2×.
 	# 4 ranks: 50 and 10: with 4 busy-polling ranks on 2 cores a call
 	# waits for descheduled peers (milliseconds).
-	OSU2="-iters 1000"
+	OSU2="-iters 10000"
 	OSU4="-iters 50"
 fi
 reps() { if [ $smoke = 1 ]; then echo 1; else echo "$1"; fi; }
