@@ -320,11 +320,12 @@ func hierAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) e
 		for j := 1; j < len(g.slots); j++ {
 			copy(recv[g.ranks[j]*nb:(g.ranks[j]+1)*nb], g.slots[j].send)
 		}
-		if c.singleCopy(true) && send != nil {
+		switch cma := h.procs == 2 || nb < cmaAllgatherMax; {
+		case cma && c.singleCopy(true) && send != nil:
 			err = c.cmaAllgatherFrom(ctx, send, recv, nb)
-		} else if c.singleCopy(false) {
+		case cma && c.singleCopy(false):
 			err = c.cmaAllgather(ctx, recv, nb)
-		} else {
+		default:
 			err = c.streamAllgather(ctx, recv, nb)
 		}
 		if err == nil {
@@ -365,6 +366,16 @@ func hierAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) e
 	}
 	return c.hierEnd(err)
 }
+
+// cmaAllgatherMax is the block from which an Allgather among more than
+// two processes streams through the node segment even where single
+// copies are possible: each process then reads every other one's block
+// with the kernel's copy, which pins each page of the source, where
+// through the slots it writes its own once and reads the others' at the
+// speed of a plain copy (4 processes on 2 vCPUs, 1 MiB 791–901 µs
+// against 573–805, 256 KiB 201–255 against 140–167; below, single
+// copies won: 128 KiB 119–122 against 158–215; docs/perf/collectives.md).
+const cmaAllgatherMax = 256 << 10
 
 // hierAlltoall (every rank in this process): the leader copies block j of
 // each rank's send into block i of rank j's recv. In place (send nil) a
