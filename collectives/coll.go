@@ -74,6 +74,7 @@ type Coll struct {
 	mu        sync.Mutex
 	ops       []*schedule
 	nlive     atomic.Int32 // len(ops), read without mu by blocking waits
+	workers   []*nbWorker  // idle coroutines for the next nonblocking calls
 }
 
 // New returns a collectives handle over comm; it is collective over comm
@@ -206,6 +207,10 @@ func (c *Coll) Free() error {
 		return fmt.Errorf("collectives: free with %d nonblocking collectives outstanding (complete them with Wait first): %w", n, ErrInvalid)
 	}
 	c.freed = true
+	for _, w := range c.workers {
+		w.stop()
+	}
+	c.workers = nil
 	c.mu.Unlock()
 	unwatch(c)
 	c.scratch = [numScratch][]uint64{}

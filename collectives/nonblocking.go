@@ -38,12 +38,10 @@ var errStopped = errors.New("collectives: schedule stopped")
 
 // schedule is a nonblocking collective in flight.
 type schedule struct {
-	h         *Coll // the handle
-	cl        *Coll // the clone the algorithm runs on
-	next      func() (struct{}, bool)
-	stop      func()
-	yield     func(struct{}) bool
-	roundErr  error // progress failed while testing the round
+	h         *Coll     // the handle
+	cl        *Coll     // the clone the algorithm runs on
+	w         *nbWorker // the coroutine running it (nil once done, and for direct)
+	roundErr  error     // progress failed while testing the round
 	direct    bool  // ran without a coroutine: a call through process memory (nblocal.go)
 	done      bool
 	err       error
@@ -52,15 +50,47 @@ type schedule struct {
 	nextCheck time.Duration // since t0: when Test next looks for a mismatch
 }
 
+// nbWorker is a coroutine (iter.Pull) that runs the algorithms of a
+// handle's nonblocking calls, one call after the other: a handle keeps
+// the idle ones, with their scratch buffers, for its next calls. A
+// coroutine made for each call cost a goroutine's creation and the
+// growth of its stack to the algorithm's depth, with the scratch buffers
+// allocated anew: most of an 8-byte Iallreduce's 3.5 µs between two
+// handles (docs/perf/collectives.md).
+type nbWorker struct {
+	cl      *Coll                // the clone of the call it runs
+	body    func(cl *Coll) error // the call's algorithm; nil once it returned
+	err     error                // what body returned
+	next    func() (bool, bool)  // resumes it; true once body returned
+	stop    func()
+	yield   func(bool) bool
+	scratch [numScratch][]uint64 // kept from one call to the next
+}
+
+func newWorker() *nbWorker {
+	w := &nbWorker{}
+	w.next, w.stop = iter.Pull(func(yield func(bool) bool) {
+		w.yield = yield
+		for {
+			w.err = w.body(w.cl)
+			w.body = nil
+			if !yield(true) {
+				return
+			}
+		}
+	})
+	return w
+}
+
 // round is the clone's wait: it hands control back to the driver, which
 // resumes the algorithm once every request of the round has completed.
 func (s *schedule) round() error {
-	if s.yield == nil {
+	if s.w == nil {
 		// A call started through process memory (direct) has no rounds;
 		// one that reached a message round would be a bug, not a hang.
 		return fmt.Errorf("collectives: %s: a message round in a call through process memory: %w", s.cl.call, ErrInvalid)
 	}
-	if !s.yield(struct{}{}) {
+	if !s.w.yield(false) {
 		return errStopped
 	}
 	if err := s.roundErr; err != nil {
@@ -92,17 +122,27 @@ func (s *schedule) step() bool {
 			}
 		}
 		moved = true
-		if _, more := s.next(); !more {
+		if fin, more := s.w.next(); fin || !more {
+			s.err = s.w.err
 			s.finish()
 		}
 	}
 	return moved
 }
 
+// finish marks s done. Its worker, if its algorithm returned, goes back
+// to the handle with the clone's scratch buffers; one stopped in the
+// middle of a call ends. The handle's mu is held.
 func (s *schedule) finish() {
 	s.done = true
-	if s.stop != nil {
-		s.stop()
+	if w := s.w; w != nil {
+		s.w = nil
+		if w.body == nil {
+			w.scratch, w.cl, w.err = s.cl.scratch, nil, nil
+			s.h.workers = append(s.h.workers, w)
+		} else {
+			w.stop()
+		}
 	}
 	s.cl.scratch = [numScratch][]uint64{}
 }
@@ -243,10 +283,17 @@ func (c *Coll) start(id callID, body func(cl *Coll) error) (*Request, error) {
 			s.finish()
 		}
 	} else {
-		s.next, s.stop = iter.Pull(func(yield func(struct{}) bool) {
-			s.yield = yield
-			s.err = body(cl)
-		})
+		var w *nbWorker
+		if n := len(c.workers); n > 0 {
+			w = c.workers[n-1]
+			c.workers[n-1] = nil
+			c.workers = c.workers[:n-1]
+		} else {
+			w = newWorker()
+		}
+		w.cl, w.body, cl.scratch = cl, body, w.scratch
+		w.scratch = [numScratch][]uint64{}
+		s.w = w
 	}
 	c.ops = append(c.ops, s)
 	c.nlive.Store(int32(len(c.ops)))

@@ -98,7 +98,7 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 
 // sizesOf is the sizes collective k runs: 0 alone for the barrier.
 func sizesOf(cfg *config, k string) []int {
-	if k == "barrier" {
+	if noData(k) {
 		return []int{0}
 	}
 	return cfg.sizes

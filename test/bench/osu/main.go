@@ -1,7 +1,8 @@
 // Command osu measures weft's collectives (package collectives) with the
 // loops of the OSU micro-benchmarks (osu_barrier, osu_bcast, osu_reduce,
-// osu_allreduce, osu_allgather, osu_alltoall) and prints their output
-// format, next to MPICH and Open MPI running the same loops, side by side
+// osu_allreduce, osu_allgather, osu_alltoall, and on request the
+// nonblocking osu_ibarrier ... osu_ialltoall as started and waited for)
+// and prints their output format, next to MPICH and Open MPI running the same loops, side by side
 // in one run on this node:
 //
 //	weft     np processes of a fabrun job, one rank each (the world's
@@ -95,7 +96,7 @@ type config struct {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	cli := sidebyside.NewCLI("osu", "internal: rank, a process of the weft job", 2*time.Minute, stderr)
-	colls := cli.String("colls", strings.Join(collNames, ","), "collectives: barrier, bcast, reduce, allreduce, allgather, alltoall")
+	colls := cli.String("colls", strings.Join(collNames, ","), "collectives: barrier, bcast, reduce, allreduce, allgather, alltoall; the nonblocking forms (started, then waited for) on request: ibarrier, ibcast, ireduce, iallreduce, iallgather, ialltoall")
 	sizes := cli.String("sizes", "8,64,512,1k,8k,64k,1m", "message sizes in bytes (k, m suffixes)")
 	nps := cli.String("np", "2,4", "rank counts")
 	weft := cli.String("weft", "procs,ep", "weft columns: procs (a process per rank), ep (one process, a handle per rank), flat (procs with the hierarchy off)")

@@ -106,7 +106,7 @@ func handleMain(ctx context.Context, e *endpoint.Comm, iters int, colls []string
 	sb, rb := make([]byte, most*p), make([]byte, most*p)
 	for _, k := range colls {
 		for i, size := range sizes {
-			if k == "barrier" {
+			if noData(k) {
 				if i > 0 {
 					break
 				}
@@ -157,6 +157,27 @@ func osuLoop(ctx context.Context, c *C.Coll, k string, sb, rb []byte, size, iter
 		call = func() error { return C.Allgather(ctx, c, sb[:size], rb[:p*size]) }
 	case "alltoall":
 		call = func() error { return C.Alltoall(ctx, c, sb[:p*size], rb[:p*size]) }
+	default: // the nonblocking forms: start, then wait (OSU's pure latency)
+		start := map[string]func() (*C.Request, error){
+			"ibarrier": func() (*C.Request, error) { return C.Ibarrier(c) },
+			"ibcast":   func() (*C.Request, error) { return C.Ibcast(c, sb[:size], 0) },
+			"ireduce": func() (*C.Request, error) {
+				if c.Rank() == 0 {
+					return C.Ireduce(c, sf, rf, C.Sum[float32](), 0)
+				}
+				return C.Ireduce(c, sf, nil, C.Sum[float32](), 0)
+			},
+			"iallreduce": func() (*C.Request, error) { return C.Iallreduce(c, sf, rf, C.Sum[float32]()) },
+			"iallgather": func() (*C.Request, error) { return C.Iallgather(c, sb[:size], rb[:p*size]) },
+			"ialltoall":  func() (*C.Request, error) { return C.Ialltoall(c, sb[:p*size], rb[:p*size]) },
+		}[k]
+		call = func() error {
+			q, err := start()
+			if err != nil {
+				return err
+			}
+			return q.Wait(ctx)
+		}
 	}
 	var total time.Duration
 	for i := 0; i < skip+iters; i++ {
@@ -167,7 +188,7 @@ func osuLoop(ctx context.Context, c *C.Coll, k string, sb, rb []byte, size, iter
 		if el := time.Since(t0); i >= skip {
 			total += el
 		}
-		if k != "barrier" {
+		if !noData(k) {
 			if err := C.Barrier(ctx, c); err != nil {
 				return 0, err
 			}
@@ -187,8 +208,17 @@ func floats(b []byte) []float32 {
 
 var collNames = []string{"barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall"}
 
+// nbNames are the nonblocking forms (OSU's osu_ibarrier, ...: the call
+// started, then waited for, with no computation between), run only when
+// -colls names them.
+var nbNames = []string{"ibarrier", "ibcast", "ireduce", "iallreduce", "iallgather", "ialltoall"}
+
+// noData reports whether collective k moves no data (the barriers: one
+// size, 0, and no barrier after each call).
+func noData(k string) bool { return k == "barrier" || k == "ibarrier" }
+
 func knownColl(k string) bool {
-	for _, n := range collNames {
+	for _, n := range append(collNames[:len(collNames):len(collNames)], nbNames...) {
 		if n == k {
 			return true
 		}

@@ -64,7 +64,7 @@ func (r *report) print(w io.Writer) {
 		for _, name := range names {
 			for _, k := range cfg.colls {
 				fmt.Fprintf(w, "# OSU MPI %s Latency Test (%s; median of %d runs)\n", title(k), describe(name, np), cfg.reps)
-				if k == "barrier" {
+				if noData(k) {
 					fmt.Fprintf(w, "# Avg Latency(us)\n%18.2f\n\n", r.median(cell{name, np, k, 0}))
 					continue
 				}

@@ -1,10 +1,12 @@
 /*
  * osu: the MPI side of test/bench/osu, the collective latency loops of the
  * OSU micro-benchmarks (osu_barrier, osu_bcast, osu_reduce, osu_allreduce,
- * osu_allgather, osu_alltoall). For each collective and size: SKIP
+ * osu_allgather, osu_alltoall; and their nonblocking forms, osu_ibarrier
+ * ... osu_ialltoall, each call started and waited for with MPI_Wait, no
+ * computation between). For each collective and size: SKIP
  * untimed and ITERS timed calls, each timed alone with MPI_Wtime and
- * followed by an untimed MPI_Barrier (osu_barrier times MPI_Barrier
- * back to back); a rank's latency is its mean, the figure the mean over
+ * followed by an untimed MPI_Barrier (the barriers run back to back); a
+ * rank's latency is its mean, the figure the mean over
  * the ranks (OSU's "Avg Latency"). Reductions are MPI_SUM of MPI_FLOAT
  * (size/4 elements, as OSU); Bcast and Reduce are rooted at rank 0;
  * Allgather and Alltoall move SIZE bytes per rank and block. Sizes above
@@ -20,6 +22,13 @@
 #include <string.h>
 
 #include "mpibench.h"
+
+/* nodata: the barriers, which move no data (one size, 0) and are not
+ * followed by a barrier. */
+static int nodata(const char *coll)
+{
+	return strcmp(coll, "barrier") == 0 || strcmp(coll, "ibarrier") == 0;
+}
 
 static double loop(const char *coll, char *sbuf, char *rbuf, int size, int np, long iters, long skip)
 {
@@ -37,12 +46,28 @@ static double loop(const char *coll, char *sbuf, char *rbuf, int size, int np, l
 			MPI_Allreduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 		else if (strcmp(coll, "allgather") == 0)
 			MPI_Allgather(sbuf, size, MPI_CHAR, rbuf, size, MPI_CHAR, MPI_COMM_WORLD);
-		else
+		else if (strcmp(coll, "alltoall") == 0)
 			MPI_Alltoall(sbuf, size, MPI_CHAR, rbuf, size, MPI_CHAR, MPI_COMM_WORLD);
+		else {
+			MPI_Request req;
+			if (strcmp(coll, "ibarrier") == 0)
+				MPI_Ibarrier(MPI_COMM_WORLD, &req);
+			else if (strcmp(coll, "ibcast") == 0)
+				MPI_Ibcast(sbuf, size, MPI_CHAR, 0, MPI_COMM_WORLD, &req);
+			else if (strcmp(coll, "ireduce") == 0)
+				MPI_Ireduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD, &req);
+			else if (strcmp(coll, "iallreduce") == 0)
+				MPI_Iallreduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+			else if (strcmp(coll, "iallgather") == 0)
+				MPI_Iallgather(sbuf, size, MPI_CHAR, rbuf, size, MPI_CHAR, MPI_COMM_WORLD, &req);
+			else
+				MPI_Ialltoall(sbuf, size, MPI_CHAR, rbuf, size, MPI_CHAR, MPI_COMM_WORLD, &req);
+			MPI_Wait(&req, MPI_STATUS_IGNORE);
+		}
 		double el = MPI_Wtime() - t0;
 		if (i >= skip)
 			total += el;
-		if (strcmp(coll, "barrier") != 0)
+		if (!nodata(coll))
 			MPI_Barrier(MPI_COMM_WORLD);
 	}
 	return total * 1e6 / iters;
@@ -75,9 +100,10 @@ int main(int argc, char **argv)
 	memset(rbuf, 0, maxsize * np);
 	char *colls = strdup(argv[2]);
 	for (char *coll = strtok(colls, ","); coll != NULL; coll = strtok(NULL, ",")) {
-		const char *known[] = {"barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall"};
+		const char *known[] = {"barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall",
+				       "ibarrier", "ibcast", "ireduce", "iallreduce", "iallgather", "ialltoall"};
 		int ok = 0;
-		for (int k = 0; k < 6; k++)
+		for (int k = 0; k < 12; k++)
 			ok |= strcmp(coll, known[k]) == 0;
 		if (!ok) {
 			if (rank == 0)
@@ -86,7 +112,7 @@ int main(int argc, char **argv)
 		}
 		for (int i = 3; i < argc; i++) {
 			int size = (int)atol(argv[i]);
-			if (strcmp(coll, "barrier") == 0) {
+			if (nodata(coll)) {
 				if (i > 3)
 					break;
 				size = 0;
