@@ -42,7 +42,7 @@ type schedule struct {
 	cl        *Coll     // the clone the algorithm runs on
 	w         *nbWorker // the coroutine running it (nil once done, and for direct)
 	roundErr  error     // progress failed while testing the round
-	direct    bool  // ran without a coroutine: a call through process memory (nblocal.go)
+	direct    bool      // ran without a coroutine: a call through process memory (nblocal.go)
 	done      bool
 	err       error
 	tests     int           // Test calls that found it incomplete
