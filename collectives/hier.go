@@ -231,9 +231,9 @@ type procGroup struct {
 	// allocates it at its first use, before the release that publishes it.
 	stage [2][]byte
 	// nb holds the nonblocking calls through process memory that not
-	// every member has joined yet, by call number (nblocal.go).
-	nbMu sync.Mutex
-	nb   map[uint32]*nbLocal
+	// every member has joined yet, at their call number modulo nbCalls
+	// (nblocal.go).
+	nb [nbCalls]atomic.Pointer[nbLocal]
 	// share is the release in progress that every member writes its own
 	// part of (hierReleaseShared), published before the release begins;
 	// shareLeft counts the members yet to finish their part.

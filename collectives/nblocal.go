@@ -21,14 +21,42 @@ import (
 // the two never share state, only the call numbering.
 
 // nbLocal is one nonblocking call of a process group (the group's nb
-// map, under nbMu, holds it until its last member arrives).
+// ring holds it until its last member arrives). Its first member makes
+// it; each member writes its own slot, then counts itself arrived; the
+// one that completes the count runs the call. No lock: two members that
+// met on a mutex (and a map) at every call spent more time there than
+// the call took (docs/perf/collectives.md).
 type nbLocal struct {
+	seq     uint32 // the call's number
 	sig     uint64
-	arrived int
+	arrived atomic.Int32
 	slots   []nbSlot // by member index
 	state   atomic.Uint32
-	err     error // why it failed (state nbFailed); written before state
+	err     error // why it failed: written in state nbFailing, read in nbFailed
 }
+
+// failWith moves e from open to failed with err, unless it has left the
+// open state already.
+func (e *nbLocal) failWith(err error) {
+	if e.state.CompareAndSwap(nbOpen, nbFailing) {
+		e.err = err
+		e.state.Store(nbFailed)
+	}
+}
+
+// failure waits out a failure being recorded and returns e's error.
+func (e *nbLocal) failure() error {
+	for e.state.Load() == nbFailing {
+		runtime.Gosched()
+	}
+	return e.err
+}
+
+// nbCalls is the length of a process group's ring of calls through
+// process memory (indexed by call number): more than the numbers the
+// members' calls in flight can span (a member is at most maxAhead calls
+// past its oldest outstanding one, which waits for the others).
+const nbCalls = 4 * maxAhead
 
 // nbSlot is one member's buffers for the call (send nil: in place).
 type nbSlot struct{ send, recv []byte }
@@ -37,6 +65,7 @@ const (
 	nbOpen    = iota // members still arriving
 	nbWriting        // the last member runs the collective
 	nbDone
+	nbFailing // err being written
 	nbFailed
 )
 
@@ -67,34 +96,36 @@ func (c *Coll) runLocal(s callSig, send, recv []byte, work func(slots []nbSlot))
 		return c.fail(err)
 	}
 	g.slots[h.li].pub.Store(uint64(seq)<<32 | slotFlat)
-	g.nbMu.Lock()
-	if g.nb == nil {
-		g.nb = map[uint32]*nbLocal{}
+	at := &g.nb[seq%nbCalls]
+	e := at.Load()
+	if old := e; e == nil || e.seq != seq && e.state.Load() == nbFailed {
+		// A failed call stays in the ring for its late members until a
+		// call nbCalls later takes its place.
+		e = &nbLocal{seq: seq, sig: c.sig, slots: make([]nbSlot, len(g.slots))}
+		if !at.CompareAndSwap(old, e) {
+			e = at.Load() // another member made it first
+		}
 	}
-	e := g.nb[seq]
-	if e == nil {
-		e = &nbLocal{sig: c.sig, slots: make([]nbSlot, len(g.slots))}
-		g.nb[seq] = e
+	if e.seq != seq {
+		// Not reached: a member starts a call at most maxAhead after its
+		// oldest outstanding one, so the members' calls in flight span
+		// less than nbCalls numbers.
+		return c.fail(fmt.Errorf("the ranks of this process are more than %d nonblocking calls apart (%s #%d meets #%d): %w", nbCalls, c.call, seq, e.seq, ErrInvalid))
 	}
-	switch {
-	case e.state.Load() == nbFailed:
-		g.nbMu.Unlock()
-		return c.fail(e.err)
-	case e.sig != c.sig:
-		e.err = fmt.Errorf("the ranks of this process called %s #%d with different collectives or arguments (root, count, element size or operation): %w", c.call, seq, ErrInvalid)
-		e.state.Store(nbFailed)
-		g.nbMu.Unlock()
-		return c.fail(e.err)
+	if e.sig != c.sig {
+		e.failWith(fmt.Errorf("the ranks of this process called %s #%d with different collectives or arguments (root, count, element size or operation): %w", c.call, seq, ErrInvalid))
+	}
+	if st := e.state.Load(); st == nbFailing || st == nbFailed {
+		return c.fail(e.failure())
 	}
 	e.slots[h.li] = nbSlot{send, recv}
-	e.arrived++
-	last := e.arrived == len(e.slots)
-	if last {
-		delete(g.nb, seq)
-		e.state.Store(nbWriting)
-	}
-	g.nbMu.Unlock()
-	if last {
+	if int(e.arrived.Add(1)) == len(e.slots) {
+		// The last member: every slot is written. Unless the call failed
+		// meanwhile (a member withdrew), it runs the call.
+		at.CompareAndSwap(e, nil)
+		if !e.state.CompareAndSwap(nbOpen, nbWriting) {
+			return c.fail(e.failure())
+		}
 		work(e.slots)
 		e.state.Store(nbDone)
 		return c.done(nil)
@@ -174,13 +205,7 @@ func (c *Coll) withdrawLocal() {
 		return
 	}
 	c.local = nil
-	g := c.own.hier.g
-	g.nbMu.Lock()
-	if e.state.Load() == nbOpen {
-		e.err = fmt.Errorf("rank %d of this process abandoned %s #%d: %w", c.rank, c.call, c.seq, ErrCanceled)
-		e.state.Store(nbFailed)
-	}
-	g.nbMu.Unlock()
+	e.failWith(fmt.Errorf("rank %d of this process abandoned %s #%d: %w", c.rank, c.call, c.seq, ErrCanceled))
 	for e.state.Load() == nbWriting {
 		runtime.Gosched()
 	}

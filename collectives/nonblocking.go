@@ -50,25 +50,25 @@ type schedule struct {
 	nextCheck time.Duration // since t0: when Test next looks for a mismatch
 }
 
-// nbWorker is a coroutine (iter.Pull) that runs the algorithms of a
-// handle's nonblocking calls, one call after the other: a handle keeps
-// the idle ones, with their scratch buffers, for its next calls. A
-// coroutine made for each call cost a goroutine's creation and the
-// growth of its stack to the algorithm's depth, with the scratch buffers
-// allocated anew: most of an 8-byte Iallreduce's 3.5 µs between two
-// handles (docs/perf/collectives.md).
+// nbWorker runs the nonblocking calls of a handle, one call after the
+// other: it holds the clone a call runs on, and a coroutine (iter.Pull)
+// that runs the call's algorithm on it. A handle keeps the idle ones for
+// its next calls, so that a call reuses a coroutine whose stack has
+// grown to the algorithm's depth, and a clone with its scratch buffers
+// and request slices. A coroutine and a clone made for each call cost
+// most of an 8-byte Iallreduce's 3.5 µs between two handles
+// (docs/perf/collectives.md).
 type nbWorker struct {
-	cl      *Coll                // the clone of the call it runs
-	body    func(cl *Coll) error // the call's algorithm; nil once it returned
-	err     error                // what body returned
-	next    func() (bool, bool)  // resumes it; true once body returned
-	stop    func()
-	yield   func(bool) bool
-	scratch [numScratch][]uint64 // kept from one call to the next
+	cl    *Coll                // the clone, reset for each call
+	body  func(cl *Coll) error // the call's algorithm; nil once it returned
+	err   error                // what body returned
+	next  func() (bool, bool)  // resumes it; true once body returned
+	stop  func()
+	yield func(bool) bool
 }
 
 func newWorker() *nbWorker {
-	w := &nbWorker{}
+	w := &nbWorker{cl: &Coll{}}
 	w.next, w.stop = iter.Pull(func(yield func(bool) bool) {
 		w.yield = yield
 		for {
@@ -82,10 +82,27 @@ func newWorker() *nbWorker {
 	return w
 }
 
+// worker returns an idle worker of handle c, its clone set for a call
+// on c (c.mu held).
+func (c *Coll) worker() *nbWorker {
+	var w *nbWorker
+	if n := len(c.workers); n > 0 {
+		w = c.workers[n-1]
+		c.workers[n-1] = nil
+		c.workers = c.workers[:n-1]
+	} else {
+		w = newWorker()
+	}
+	cl := w.cl
+	*cl = Coll{parent: c.parent, comm: c.comm, rank: c.rank, size: c.size, cfg: c.cfg, crowded: c.crowded, solo: c.solo, own: c,
+		reqs: cl.reqs[:0], peer: cl.peer[:0], want: cl.want[:0], scratch: cl.scratch}
+	return w
+}
+
 // round is the clone's wait: it hands control back to the driver, which
 // resumes the algorithm once every request of the round has completed.
 func (s *schedule) round() error {
-	if s.w == nil {
+	if s.direct {
 		// A call started through process memory (direct) has no rounds;
 		// one that reached a message round would be a bug, not a hang.
 		return fmt.Errorf("collectives: %s: a message round in a call through process memory: %w", s.cl.call, ErrInvalid)
@@ -130,20 +147,24 @@ func (s *schedule) step() bool {
 	return moved
 }
 
-// finish marks s done. Its worker, if its algorithm returned, goes back
-// to the handle with the clone's scratch buffers; one stopped in the
-// middle of a call ends. The handle's mu is held.
+// finish marks s done. Its worker goes back to the handle if the call
+// succeeded (a failed call's clone is kept for its error messages, and
+// the worker ends); the handle's mu is held. Nothing reads the clone of
+// a completed call: the handle drops it from its list before it lets
+// go of mu.
 func (s *schedule) finish() {
 	s.done = true
-	if w := s.w; w != nil {
-		s.w = nil
-		if w.body == nil {
-			w.scratch, w.cl, w.err = s.cl.scratch, nil, nil
-			s.h.workers = append(s.h.workers, w)
-		} else {
-			w.stop()
-		}
+	w := s.w
+	if w == nil {
+		return
 	}
+	s.w = nil
+	if w.body == nil && s.err == nil && s.cl.ended == nil {
+		w.err = nil
+		s.h.workers = append(s.h.workers, w)
+		return
+	}
+	w.stop()
 	s.cl.scratch = [numScratch][]uint64{}
 }
 
@@ -271,8 +292,9 @@ func (c *Coll) start(id callID, body func(cl *Coll) error) (*Request, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cl := &Coll{parent: c.parent, comm: c.comm, rank: c.rank, size: c.size, cfg: c.cfg, crowded: c.crowded, solo: c.solo, own: c}
-	s := &schedule{h: c, cl: cl}
+	w := c.worker()
+	cl := w.cl
+	s := &schedule{h: c, cl: cl, w: w}
 	cl.nb = s
 	if k, ok := localColl[id]; ok && cl.localNB(k) {
 		// Through process memory: the body registers (or, last, runs the
@@ -283,17 +305,7 @@ func (c *Coll) start(id callID, body func(cl *Coll) error) (*Request, error) {
 			s.finish()
 		}
 	} else {
-		var w *nbWorker
-		if n := len(c.workers); n > 0 {
-			w = c.workers[n-1]
-			c.workers[n-1] = nil
-			c.workers = c.workers[:n-1]
-		} else {
-			w = newWorker()
-		}
-		w.cl, w.body, cl.scratch = cl, body, w.scratch
-		w.scratch = [numScratch][]uint64{}
-		s.w = w
+		w.body = body
 	}
 	c.ops = append(c.ops, s)
 	c.nlive.Store(int32(len(c.ops)))
