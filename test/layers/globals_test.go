@@ -29,14 +29,15 @@ var processSetters = map[string]bool{
 // change process-wide state, each with its reason. A child-process body
 // runs in a re-executed test binary of its own.
 var globalExceptions = map[string]string{
-	"fabric/checkDefaults":      "child process of TestProcessDefaults",
-	"ddt/TestJITMode":           "body runs in a child process (testenv.InChild)",
-	"jit/TestForcedFallback":    "body runs in a child process (testenv.InChild)",
-	"jit/weftJITOffChild":       "child process of TestWEFTJITOff",
-	"fabric/dlChild":            "child process of the libfabric load tests (TestLoad*)",
-	"endpoint/ForceMatchHeader": "called only by the ranks of a launched job (TestMatchHeaderMismatch's child processes)",
-	"endpoint/SetPipePieceHook": "called only by a rank of a launched job (TestNodePipelinePeerDies's child processes)",
-	"collectives/SetNodeCMA":    "called only by the ranks of a launched job (TestHierNodeStream's child processes)",
+	"fabric/checkDefaults":         "child process of TestProcessDefaults",
+	"ddt/TestJITMode":              "body runs in a child process (testenv.InChild)",
+	"jit/TestForcedFallback":       "body runs in a child process (testenv.InChild)",
+	"jit/weftJITOffChild":          "child process of TestWEFTJITOff",
+	"fabric/dlChild":               "child process of the libfabric load tests (TestLoad*)",
+	"endpoint/ForceMatchHeader":    "called only by the ranks of a launched job (TestMatchHeaderMismatch's child processes)",
+	"endpoint/SetPipePieceHook":    "called only by a rank of a launched job (TestNodePipelinePeerDies's child processes)",
+	"collectives/SetNodeCMA":       "called only by the ranks of a launched job (TestHierNodeStream's child processes)",
+	"collectives/SetStreamArrived": "called only by a rank of a launched job (TestHierNodeStreamThenBarrier's child processes)",
 }
 
 // TestNoGlobalMutation: no _test.go file calls a process-wide setter
