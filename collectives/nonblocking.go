@@ -40,7 +40,8 @@ var errStopped = errors.New("collectives: schedule stopped")
 type schedule struct {
 	h         *Coll     // the handle
 	cl        *Coll     // the clone the algorithm runs on
-	w         *nbWorker // the coroutine running it (nil once done, and for direct)
+	w         *nbWorker // the worker whose clone (and, unless direct, coroutine) runs it; nil once done
+	req       Request   // the caller's request (one allocation with the schedule)
 	roundErr  error     // progress failed while testing the round
 	direct    bool      // ran without a coroutine: a call through process memory (nblocal.go)
 	done      bool
@@ -317,7 +318,8 @@ func (c *Coll) start(id callID, body func(cl *Coll) error) (*Request, error) {
 	if !s.done && c.cfg.progress {
 		watch(c)
 	}
-	return &Request{s: s}, nil
+	s.req.s = s
+	return &s.req, nil
 }
 
 func lowerFirst(s string) string {
