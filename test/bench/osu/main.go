@@ -24,8 +24,9 @@
 // untimed barrier (none in the barrier test); a rank's latency is its
 // mean, the figure the mean over the ranks (OSU's "Avg Latency").
 // Reductions sum float32s (size/4, as OSU's MPI_FLOAT); Bcast and Reduce
-// are rooted at rank 0; Allgather and Alltoall move size bytes per rank
-// and block. Sizes above 8 KiB run a tenth of the calls.
+// are rooted at rank 0 (at the last rank as bcast:last, reduce:last);
+// Allgather and Alltoall move size bytes per rank and block. Sizes above
+// 8 KiB run a tenth of the calls.
 //
 // Each repetition runs one job per contender and rank count, the
 // contenders in an order rotated from one repetition to the next; the
@@ -96,7 +97,7 @@ type config struct {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	cli := sidebyside.NewCLI("osu", "internal: rank, a process of the weft job", 2*time.Minute, stderr)
-	colls := cli.String("colls", strings.Join(collNames, ","), "collectives: barrier, bcast, reduce, allreduce, allgather, alltoall; the nonblocking forms (started, then waited for) on request: ibarrier, ibcast, ireduce, iallreduce, iallgather, ialltoall")
+	colls := cli.String("colls", strings.Join(collNames, ","), "collectives: barrier, bcast, reduce, allreduce, allgather, alltoall; the nonblocking forms (started, then waited for) on request: ibarrier, ibcast, ireduce, iallreduce, iallgather, ialltoall; a rooted one with :last (bcast:last ...) is rooted at the last rank instead of 0")
 	sizes := cli.String("sizes", "8,64,512,1k,8k,64k,1m", "message sizes in bytes (k, m suffixes)")
 	nps := cli.String("np", "2,4", "rank counts")
 	weft := cli.String("weft", "procs,ep", "weft columns: procs (a process per rank), ep (one process, a handle per rank), flat (procs with the hierarchy off)")

@@ -138,18 +138,23 @@ func handleMain(ctx context.Context, e *endpoint.Comm, iters int, colls []string
 func osuLoop(ctx context.Context, c *C.Coll, k string, sb, rb []byte, size, iters, skip int) (float64, error) {
 	p := c.Size()
 	sf, rf := floats(sb[:size]), floats(rb[:size])
+	k, last := rootOf(k)
+	root := 0
+	if last {
+		root = p - 1
+	}
 	var call func() error
 	switch k {
 	case "barrier":
 		call = func() error { return C.Barrier(ctx, c) }
 	case "bcast":
-		call = func() error { return C.Bcast(ctx, c, sb[:size], 0) }
+		call = func() error { return C.Bcast(ctx, c, sb[:size], root) }
 	case "reduce":
 		call = func() error {
-			if c.Rank() == 0 {
-				return C.Reduce(ctx, c, sf, rf, C.Sum[float32](), 0)
+			if c.Rank() == root {
+				return C.Reduce(ctx, c, sf, rf, C.Sum[float32](), root)
 			}
-			return C.Reduce(ctx, c, sf, nil, C.Sum[float32](), 0)
+			return C.Reduce(ctx, c, sf, nil, C.Sum[float32](), root)
 		}
 	case "allreduce":
 		call = func() error { return C.Allreduce(ctx, c, sf, rf, C.Sum[float32]()) }
@@ -160,12 +165,12 @@ func osuLoop(ctx context.Context, c *C.Coll, k string, sb, rb []byte, size, iter
 	default: // the nonblocking forms: start, then wait (OSU's pure latency)
 		start := map[string]func() (*C.Request, error){
 			"ibarrier": func() (*C.Request, error) { return C.Ibarrier(c) },
-			"ibcast":   func() (*C.Request, error) { return C.Ibcast(c, sb[:size], 0) },
+			"ibcast":   func() (*C.Request, error) { return C.Ibcast(c, sb[:size], root) },
 			"ireduce": func() (*C.Request, error) {
-				if c.Rank() == 0 {
-					return C.Ireduce(c, sf, rf, C.Sum[float32](), 0)
+				if c.Rank() == root {
+					return C.Ireduce(c, sf, rf, C.Sum[float32](), root)
 				}
-				return C.Ireduce(c, sf, nil, C.Sum[float32](), 0)
+				return C.Ireduce(c, sf, nil, C.Sum[float32](), root)
 			},
 			"iallreduce": func() (*C.Request, error) { return C.Iallreduce(c, sf, rf, C.Sum[float32]()) },
 			"iallgather": func() (*C.Request, error) { return C.Iallgather(c, sb[:size], rb[:p*size]) },
@@ -217,7 +222,28 @@ var nbNames = []string{"ibarrier", "ibcast", "ireduce", "iallreduce", "iallgathe
 // size, 0, and no barrier after each call).
 func noData(k string) bool { return k == "barrier" || k == "ibarrier" }
 
+// rootOf splits a collective's name from its ":last" suffix, which roots
+// Bcast and Reduce (and their nonblocking forms) at the last rank
+// instead of rank 0.
+func rootOf(k string) (name string, last bool) {
+	name, last = strings.CutSuffix(k, ":last")
+	return name, last
+}
+
+// rooted reports whether collective k takes a root.
+func rooted(k string) bool {
+	switch k {
+	case "bcast", "reduce", "ibcast", "ireduce":
+		return true
+	}
+	return false
+}
+
 func knownColl(k string) bool {
+	k, last := rootOf(k)
+	if last && !rooted(k) {
+		return false
+	}
 	for _, n := range append(collNames[:len(collNames):len(collNames)], nbNames...) {
 		if n == k {
 			return true

@@ -8,7 +8,8 @@
  * followed by an untimed MPI_Barrier (the barriers run back to back); a
  * rank's latency is its mean, the figure the mean over
  * the ranks (OSU's "Avg Latency"). Reductions are MPI_SUM of MPI_FLOAT
- * (size/4 elements, as OSU); Bcast and Reduce are rooted at rank 0;
+ * (size/4 elements, as OSU); Bcast and Reduce are rooted at rank 0
+ * (at the last rank as bcast:last, reduce:last, ibcast:last, ireduce:last);
  * Allgather and Alltoall move SIZE bytes per rank and block. Sizes above
  * 8 KiB run ITERS/10 calls (at least 10), as OSU's large-message counts.
  *
@@ -30,18 +31,27 @@ static int nodata(const char *coll)
 	return strcmp(coll, "barrier") == 0 || strcmp(coll, "ibarrier") == 0;
 }
 
-static double loop(const char *coll, char *sbuf, char *rbuf, int size, int np, long iters, long skip)
+static double loop(const char *name, char *sbuf, char *rbuf, int size, int np, long iters, long skip)
 {
 	int count = size / 4;
+	/* "bcast:last" and the like: rooted at the last rank instead of 0 */
+	char coll[32];
+	snprintf(coll, sizeof coll, "%s", name);
+	int root = 0;
+	char *suffix = strstr(coll, ":last");
+	if (suffix != NULL) {
+		*suffix = '\0';
+		root = np - 1;
+	}
 	double total = 0;
 	for (long i = 0; i < skip + iters; i++) {
 		double t0 = MPI_Wtime();
 		if (strcmp(coll, "barrier") == 0)
 			MPI_Barrier(MPI_COMM_WORLD);
 		else if (strcmp(coll, "bcast") == 0)
-			MPI_Bcast(sbuf, size, MPI_CHAR, 0, MPI_COMM_WORLD);
+			MPI_Bcast(sbuf, size, MPI_CHAR, root, MPI_COMM_WORLD);
 		else if (strcmp(coll, "reduce") == 0)
-			MPI_Reduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+			MPI_Reduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, root, MPI_COMM_WORLD);
 		else if (strcmp(coll, "allreduce") == 0)
 			MPI_Allreduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 		else if (strcmp(coll, "allgather") == 0)
@@ -53,9 +63,9 @@ static double loop(const char *coll, char *sbuf, char *rbuf, int size, int np, l
 			if (strcmp(coll, "ibarrier") == 0)
 				MPI_Ibarrier(MPI_COMM_WORLD, &req);
 			else if (strcmp(coll, "ibcast") == 0)
-				MPI_Ibcast(sbuf, size, MPI_CHAR, 0, MPI_COMM_WORLD, &req);
+				MPI_Ibcast(sbuf, size, MPI_CHAR, root, MPI_COMM_WORLD, &req);
 			else if (strcmp(coll, "ireduce") == 0)
-				MPI_Ireduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD, &req);
+				MPI_Ireduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, root, MPI_COMM_WORLD, &req);
 			else if (strcmp(coll, "iallreduce") == 0)
 				MPI_Iallreduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
 			else if (strcmp(coll, "iallgather") == 0)
@@ -105,6 +115,9 @@ int main(int argc, char **argv)
 		int ok = 0;
 		for (int k = 0; k < 12; k++)
 			ok |= strcmp(coll, known[k]) == 0;
+		const char *rooted[] = {"bcast:last", "reduce:last", "ibcast:last", "ireduce:last"};
+		for (int k = 0; k < 4; k++)
+			ok |= strcmp(coll, rooted[k]) == 0;
 		if (!ok) {
 			if (rank == 0)
 				fprintf(stderr, "osu: unknown collective %s\n", coll);
