@@ -26,10 +26,13 @@ func TestParseConfig(t *testing.T) {
 	if cfg, err := parseConfig("bcast", "8", "4", "procs,flat", "", 1, 1); err != nil || !slices.Equal(cfg.weft, []string{"procs", "flat"}) {
 		t.Errorf("-weft procs,flat: %+v, %v", cfg, err)
 	}
+	if cfg, err := parseConfig("ibarrier,bcast:last,ireduce:last", "8", "2", "ep", "", 1, 1); err != nil || !slices.Equal(cfg.colls, []string{"ibarrier", "bcast:last", "ireduce:last"}) {
+		t.Errorf("nonblocking and rooted at the last rank: %+v, %v", cfg, err)
+	}
 	for _, bad := range [][5]string{
 		{"scan", "8", "2", "ep", ""}, {"bcast", "0", "2", "ep", ""}, {"bcast", "65m", "2", "ep", ""}, {"bcast", "8", "1", "ep", ""},
 		{"bcast", "8", "2", "threads", ""}, {"bcast", "8", "2", "", "lam"}, {"", "8", "2", "ep", ""}, {"bcast", "", "2", "ep", ""},
-		{"bcast", "8", "", "ep", ""}, {"bcast", "8", "2", "", ""},
+		{"bcast", "8", "", "ep", ""}, {"bcast", "8", "2", "", ""}, {"allgather:last", "8", "2", "ep", ""}, {"bcast:first", "8", "2", "ep", ""},
 	} {
 		if _, err := parseConfig(bad[0], bad[1], bad[2], bad[3], bad[4], 1, 1); err == nil {
 			t.Errorf("%q accepted", bad)
