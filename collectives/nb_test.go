@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -325,6 +326,48 @@ func TestNonblockingFlatHandles(t *testing.T) {
 		e.nb = true
 		return batteryOn(e, false)
 	})
+}
+
+// TestNonblockingWorkersReused: the flat schedules of a handle's
+// nonblocking calls run on coroutines the handle keeps for its next calls,
+// so 300 calls one after the other leave no goroutine per call behind,
+// with their results right, and Free ends the idle ones.
+func TestNonblockingWorkersReused(t *testing.T) {
+	eps := handles(t, 2)
+	before := runtime.NumGoroutine()
+	var during [2]int
+	runHandles(t, tctx(t, 60*time.Second), eps, []C.Option{C.WithHierarchy(C.HierOff)}, func(ctx context.Context, c *C.Coll) error {
+		for i := range 300 {
+			x := []int64{int64(i + c.Rank())}
+			q, err := C.Iallreduce(c, nil, x, C.Sum[int64]())
+			if err != nil {
+				return err
+			}
+			if C.ThroughMemory(q) {
+				return fmt.Errorf("Iallreduce with the hierarchy off goes through process memory")
+			}
+			if err := q.Wait(ctx); err != nil {
+				return err
+			}
+			if x[0] != int64(2*i+1) {
+				return fmt.Errorf("call %d: sum %d, want %d", i, x[0], 2*i+1)
+			}
+		}
+		during[c.Rank()] = runtime.NumGoroutine()
+		return nil
+	})
+	for r, n := range during {
+		if n > before+40 {
+			t.Errorf("rank %d: %d goroutines after 300 calls, %d before", r, n, before)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before+1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before+1 {
+		t.Errorf("%d goroutines after Free, %d before", n, before)
+	}
 }
 
 // TestNonblockingLastArriver: over handles of one process a nonblocking
