@@ -445,10 +445,10 @@ var nodeCMA = cmaUsable
 func (ng *nodeGroup) addr(i int) *atomic.Uint64 { return ng.word(1+i, 4) }
 
 // nodeRead runs one single-copy node step: this process leader
-// publishes buf; read copies from the processes whose from(i) is true,
-// given their published address (read's get copies a peer's bytes at an
-// address into a local slice).
-func (c *Coll) nodeRead(ctx context.Context, buf []byte, from func(i int) bool, read func(i int, base uintptr, get func(dst []byte, at uintptr) error) error) error {
+// publishes buf; read copies from every other process, given its
+// published address (read's get copies a peer's bytes at an address
+// into a local slice).
+func (c *Coll) nodeRead(ctx context.Context, buf []byte, read func(i int, base uintptr, get func(dst []byte, at uintptr) error) error) error {
 	ng := c.hier.ng
 	ng.step++
 	s := ng.step
@@ -464,7 +464,7 @@ func (c *Coll) nodeRead(ctx context.Context, buf []byte, from func(i int) bool, 
 		return err
 	}
 	for i := 0; i < ng.m; i++ {
-		if i == me || !from(i) {
+		if i == me {
 			continue
 		}
 		if err := c.nodeArrival(ctx, ng, i, s, mark); err != nil {
@@ -505,7 +505,7 @@ func (c *Coll) singleCopy(oneRank bool) bool {
 // leader's recv, at their ranks' places) into this leader's recv.
 func (c *Coll) cmaAllgather(ctx context.Context, recv []byte, nb int) error {
 	h := c.hier
-	return c.nodeRead(ctx, recv, everyProc, func(i int, base uintptr, get func([]byte, uintptr) error) error {
+	return c.nodeRead(ctx, recv, func(i int, base uintptr, get func([]byte, uintptr) error) error {
 		for q := 0; q < len(h.procOf); q++ {
 			if h.procOf[q] == i {
 				if err := get(recv[q*nb:(q+1)*nb], base+uintptr(q*nb)); err != nil {
@@ -524,7 +524,7 @@ func (c *Coll) cmaAllgather(ctx context.Context, recv []byte, nb int) error {
 // clean.
 func (c *Coll) cmaAllgatherFrom(ctx context.Context, send, recv []byte, nb int) error {
 	rk := c.hier.byPos() // process i's rank: rk[i]
-	return c.nodeRead(ctx, send, everyProc, func(i int, base uintptr, get func([]byte, uintptr) error) error {
+	return c.nodeRead(ctx, send, func(i int, base uintptr, get func([]byte, uintptr) error) error {
 		return get(recv[rk[i]*nb:(rk[i]+1)*nb], base)
 	})
 }
@@ -533,7 +533,7 @@ func (c *Coll) cmaAllgatherFrom(ctx context.Context, send, recv []byte, nb int) 
 // send into its block of recv.
 func (c *Coll) cmaAlltoall(ctx context.Context, send, recv []byte, nb int) error {
 	me, rk := c.rank, c.hier.byPos() // process i's rank: rk[i]
-	return c.nodeRead(ctx, send, everyProc, func(i int, base uintptr, get func([]byte, uintptr) error) error {
+	return c.nodeRead(ctx, send, func(i int, base uintptr, get func([]byte, uintptr) error) error {
 		return get(recv[rk[i]*nb:(rk[i]+1)*nb], base+uintptr(me*nb))
 	})
 }
