@@ -313,19 +313,25 @@ func TestNonblockingHandles(t *testing.T) {
 func TestNonblockingFlatHandles(t *testing.T) {
 	runHandles(t, tctx(t, 120*time.Second), handles(t, 4), []C.Option{C.WithHierarchy(C.HierOff)}, func(ctx context.Context, c *C.Coll) error {
 		q, err := C.Ibarrier(c)
-		if err != nil {
-			return err
-		}
-		if C.ThroughMemory(q) {
-			return fmt.Errorf("Ibarrier with the hierarchy off goes through process memory")
-		}
-		if err := q.Wait(ctx); err != nil {
+		if err := waitFlat(ctx, "Ibarrier", q, err); err != nil {
 			return err
 		}
 		e := newEnv(ctx, c)
 		e.nb = true
 		return batteryOn(e, false)
 	})
+}
+
+// waitFlat waits for q, which its call started with err, after checking
+// that it runs as a flat schedule, not through process memory.
+func waitFlat(ctx context.Context, name string, q *C.Request, err error) error {
+	if err != nil {
+		return err
+	}
+	if C.ThroughMemory(q) {
+		return fmt.Errorf("%s with the hierarchy off goes through process memory", name)
+	}
+	return q.Wait(ctx)
 }
 
 // TestNonblockingWorkersReused: the flat schedules of a handle's
@@ -340,13 +346,7 @@ func TestNonblockingWorkersReused(t *testing.T) {
 		for i := range 300 {
 			x := []int64{int64(i + c.Rank())}
 			q, err := C.Iallreduce(c, nil, x, C.Sum[int64]())
-			if err != nil {
-				return err
-			}
-			if C.ThroughMemory(q) {
-				return fmt.Errorf("Iallreduce with the hierarchy off goes through process memory")
-			}
-			if err := q.Wait(ctx); err != nil {
+			if err := waitFlat(ctx, "Iallreduce", q, err); err != nil {
 				return err
 			}
 			if x[0] != int64(2*i+1) {
