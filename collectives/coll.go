@@ -70,6 +70,9 @@ type Coll struct {
 	estage    [2][]byte
 	local     *nbLocal    // the clone's call through process memory, while it waits (nblocal.go)
 	cond      func() bool // the clone's round when it waits for a condition, not requests
+	ticket    uint32      // the call's ticket for the node level plus one (0: none; nbnode.go)
+	polling   bool        // the clone's coroutine waits in nbSpin, polling its condition
+	waits     uint32      // the clone's nbSpin waits so far
 	ended     error       // a clone's failure, once it has been handled
 	mu        sync.Mutex
 	ops       []*schedule
@@ -464,6 +467,9 @@ func (c *Coll) done(err error) error {
 	if err != nil {
 		return c.fail(err)
 	}
+	if c.ticket != 0 {
+		c.endTurn()
+	}
 	for i := range c.scratch {
 		if cap(c.scratch[i])*8 > keepScratch {
 			c.scratch[i] = nil
@@ -479,6 +485,9 @@ func (c *Coll) done(err error) error {
 // may hold messages of the failed call). A mismatch every rank saw in the
 // argument check leaves the handle usable.
 func (c *Coll) fail(err error) error {
+	if c.ticket != 0 {
+		c.endTurn()
+	}
 	if c.ended != nil {
 		return c.ended // a nonblocking operation already ended (nonblocking.go)
 	}

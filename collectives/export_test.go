@@ -62,3 +62,12 @@ func SetStreamArrived(f func()) (restore func()) {
 	streamArrived = f
 	return func() { streamArrived = nil }
 }
+
+// NodeSteps reports how many steps c's process has taken over c's node
+// group, of every kind (0 off a process leader).
+func NodeSteps(c *Coll) uint64 {
+	if c == nil || c.hier == nil || c.hier.ng == nil {
+		return 0
+	}
+	return c.hier.ng.step
+}

@@ -747,6 +747,9 @@ func (c *Coll) hierEnd(err error) error {
 // other processes (node, at the node level) paces itself as a message
 // wait does (pause: on a crowded node it yields to processes at once).
 func (c *Coll) hierSpin(ctx context.Context, cond func() (bool, error), member, node bool) error {
+	if c.own != nil && !c.nb.direct {
+		return c.nbSpin(cond) // a nonblocking call across processes (nbnode.go)
+	}
 	done := ctx.Done()
 	g := c.hier.g
 	var t0 time.Time

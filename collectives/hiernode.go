@@ -79,6 +79,11 @@ type nodeGroup struct {
 	// output line of its parity, not the output slot
 	// (nodeStepMaybeInline).
 	inl bool
+	// tickets counts the calls that took a ticket for the node level
+	// (on the goroutine that starts the handle's calls); turn is the
+	// ticket whose call may run its node steps (nbnode.go).
+	tickets uint32
+	turn    atomic.Uint32
 }
 
 // Segment layout: line 0 holds the node's state (the last step done),

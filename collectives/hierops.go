@@ -18,6 +18,13 @@ import (
 func (c *Coll) hierReady(ctx context.Context, s callSig) error {
 	c.inHier = true
 	s.alg = algHier
+	if ng := c.hier.ng; ng != nil && (c.own != nil || ng.turn.Load() != ng.tickets) {
+		// A nonblocking call, or one after nonblocking calls that hold
+		// or await the node level (nbnode.go).
+		if err := c.nodeTurn(ctx, ng); err != nil {
+			return err
+		}
+	}
 	return c.ready(ctx, s)
 }
 

@@ -930,3 +930,172 @@ func TestManyOutstanding(t *testing.T) {
 		return nil
 	})
 }
+
+// TestNonblockingNode: between processes of one node holding one rank
+// each (2 and 4), the nonblocking forms take the node level, as the
+// blocking ones do (every call advances the node group's steps), at
+// sizes through its inline steps, slots, exchanges and streams; several
+// are in flight at once, with blocking calls between them, completed in
+// reverse order while one rank computes before it first drives them.
+func TestNonblockingNode(t *testing.T) {
+	for _, np := range []int{2, 4} {
+		t.Run(fmt.Sprintf("n%d", np), func(t *testing.T) {
+			if launch(t, np, "native", 120*time.Second) {
+				return
+			}
+			w := initWorld(t)
+			ctx := tctx(t, 100*time.Second)
+			for _, progress := range []bool{false, true} {
+				c, err := C.New(ctx, w.Comm(), C.WithProgress(progress))
+				if err != nil {
+					t.Fatal(err)
+				}
+				nonblockingNode(t, ctx, c)
+				if err := c.Free(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func nonblockingNode(t *testing.T, ctx context.Context, c *C.Coll) {
+	p, r := c.Size(), c.Rank()
+	if procs, _, node := C.HierShape(c); procs != p || !node {
+		t.Fatalf("hierarchy: %d processes, node level %v; want %d, true", procs, node, p)
+	}
+	e := newEnv(ctx, c)
+	nodeCalls := 0
+	for _, n := range []int{1, 300, 4 << 10, 80 << 10, 300 << 10} {
+		salt := e.next("node n=%d", n)
+		xs := contributions(genInt[int32], p, n, salt)
+		type call struct {
+			name  string
+			start func() (*C.Request, error)
+			check func() error
+			block func() error
+		}
+		ar := append([]int32(nil), xs[r]...)
+		bc := make([]int32, n)
+		if r == p-1 {
+			copy(bc, xs[p-1])
+		}
+		ag := make([]int32, p*n)
+		rd := make([]int32, n)
+		a2s, a2r := make([]int32, p*n), make([]int32, p*n)
+		for j := 0; j < p; j++ {
+			copy(a2s[j*n:(j+1)*n], xs[(r+j)%p])
+		}
+		calls := []call{
+			{"Iallreduce", func() (*C.Request, error) { return C.Iallreduce(c, nil, ar, C.Sum[int32]()) },
+				func() error { return check(e, ar, foldRanks(C.Sum[int32](), xs, 0, p)) },
+				func() error { return C.Allreduce(ctx, c, nil, ar, C.Sum[int32]()) }},
+			{"Ibarrier", func() (*C.Request, error) { return C.Ibarrier(c) }, func() error { return nil },
+				func() error { return C.Barrier(ctx, c) }},
+			{"Ibcast", func() (*C.Request, error) { return C.Ibcast(c, bc, p-1) },
+				func() error { return check(e, bc, xs[p-1]) },
+				func() error { return C.Bcast(ctx, c, bc, p-1) }},
+			{"Iallgather", func() (*C.Request, error) { return C.Iallgather(c, xs[r], ag) },
+				func() error {
+					for i := 0; i < p; i++ {
+						if err := check(e, ag[i*n:(i+1)*n], xs[i]); err != nil {
+							return err
+						}
+					}
+					return nil
+				},
+				func() error { return C.Allgather(ctx, c, xs[r], ag) }},
+			{"Ireduce", func() (*C.Request, error) { return C.Ireduce(c, xs[r], rd, C.Max[int32](), 0) },
+				func() error {
+					if r != 0 {
+						return nil
+					}
+					return check(e, rd, foldRanks(C.Max[int32](), xs, 0, p))
+				},
+				func() error { return C.Reduce(ctx, c, xs[r], rd, C.Max[int32](), 0) }},
+			{"Ialltoall", func() (*C.Request, error) { return C.Ialltoall(c, a2s, a2r) },
+				func() error {
+					for i := 0; i < p; i++ {
+						if err := check(e, a2r[i*n:(i+1)*n], xs[(i+r)%p]); err != nil {
+							return e.errf("alltoall block from %d: %v", i, err)
+						}
+					}
+					return nil
+				},
+				func() error { return C.Alltoall(ctx, c, a2s, a2r) }},
+		}
+		// One at a time: each call takes node steps where its
+		// blocking form does.
+		for _, k := range calls {
+			before := C.NodeSteps(c)
+			if err := k.block(); err != nil {
+				t.Fatalf("%s of %d, blocking: %v", k.name[1:], n, err)
+			}
+			node := C.NodeSteps(c) != before
+			before = C.NodeSteps(c)
+			copy(ar, xs[r])
+			clear(ag)
+			clear(rd)
+			clear(a2r)
+			if r != p-1 {
+				clear(bc)
+			}
+			q, err := k.start()
+			if err == nil {
+				err = q.Wait(ctx)
+			}
+			if err == nil {
+				err = k.check()
+			}
+			if err != nil {
+				t.Fatalf("%s of %d: %v", k.name, n, err)
+			}
+			if got := C.NodeSteps(c) != before; got != node {
+				t.Fatalf("%s of %d took node steps %v, its blocking form %v", k.name, n, got, node)
+			}
+			nodeCalls += map[bool]int{true: 1}[node]
+		}
+		// All in flight, a blocking Allreduce among them, completed
+		// in reverse order; the last rank computes first.
+		copy(ar, xs[r])
+		clear(ag)
+		clear(a2r)
+		if r != p-1 {
+			clear(bc)
+		}
+		reqs := make([]*C.Request, len(calls))
+		for i, k := range calls {
+			q, err := k.start()
+			if err != nil {
+				t.Fatalf("start %s of %d: %v", k.name, n, err)
+			}
+			reqs[i] = q
+			if i == 2 {
+				blk := []int64{int64(r)}
+				if err := C.Allreduce(ctx, c, nil, blk, C.Sum[int64]()); err != nil || blk[0] != int64(p*(p-1)/2) {
+					t.Fatalf("blocking Allreduce among the outstanding calls: %v (sum %d)", err, blk[0])
+				}
+			}
+		}
+		if r == p-1 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		for i := len(reqs) - 1; i >= 0; i-- {
+			if err := reqs[i].Wait(ctx); err != nil {
+				t.Fatalf("wait %s of %d: %v", calls[i].name, n, err)
+			}
+		}
+		for _, k := range calls {
+			if err := k.check(); err != nil {
+				t.Fatalf("%s of %d in flight together: %v", k.name, n, err)
+			}
+		}
+	}
+	t.Logf("%d of the 30 calls took the node level", nodeCalls)
+	if nodeCalls < 20 {
+		t.Fatalf("%d of the 30 calls took the node level", nodeCalls)
+	}
+	if err := C.Barrier(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -154,12 +154,28 @@ func (c *Coll) runLocal(s callSig, send, recv []byte, work func(slots []nbSlot))
 	}
 }
 
-// localColl are the calls whose nonblocking form goes through process
-// memory whenever localNB holds, so that start runs them without a
-// coroutine (Alltoall does not: in place it runs flat).
-var localColl = map[callID]Collective{
-	callBarrier: CollBarrier, callBcast: CollBcast, callReduce: CollReduce, callAllreduce: CollAllreduce,
-	callAllgather: CollAllgather, callGather: CollGather, callScatter: CollScatter,
+// localColl returns, for the calls whose nonblocking form goes through
+// process memory whenever localNB holds (so that start runs them without
+// a coroutine), their collective; 0 for the others (Alltoall: in place it
+// runs flat).
+func localColl(id callID) Collective {
+	switch id {
+	case callBarrier:
+		return CollBarrier
+	case callBcast:
+		return CollBcast
+	case callReduce:
+		return CollReduce
+	case callAllreduce:
+		return CollAllreduce
+	case callAllgather:
+		return CollAllgather
+	case callGather:
+		return CollGather
+	case callScatter:
+		return CollScatter
+	}
+	return 0
 }
 
 // errLocalPending is runLocal's return to start on a member that is not

@@ -96,7 +96,7 @@ func (c *Coll) worker() *nbWorker {
 	}
 	cl := w.cl
 	*cl = Coll{parent: c.parent, comm: c.comm, rank: c.rank, size: c.size, cfg: c.cfg, crowded: c.crowded, solo: c.solo, own: c,
-		reqs: cl.reqs[:0], peer: cl.peer[:0], want: cl.want[:0], scratch: cl.scratch}
+		hier: c.nodeNB(), reqs: cl.reqs[:0], peer: cl.peer[:0], want: cl.want[:0], scratch: cl.scratch}
 	return w
 }
 
@@ -139,11 +139,17 @@ func (s *schedule) step() bool {
 				s.roundErr = err
 			}
 		}
-		moved = true
-		if fin, more := s.w.next(); fin || !more {
+		polled, w0 := s.cl.polling, s.cl.waits
+		fin, more := s.w.next()
+		if fin || !more {
 			s.err = s.w.err
 			s.finish()
+			return true
 		}
+		if polled && s.cl.polling && s.cl.waits == w0 {
+			return moved // still at the same wait (nbnode.go)
+		}
+		moved = true
 	}
 	return moved
 }
@@ -297,7 +303,7 @@ func (c *Coll) start(id callID, body func(cl *Coll) error) (*Request, error) {
 	cl := w.cl
 	s := &schedule{h: c, cl: cl, w: w}
 	cl.nb = s
-	if k, ok := localColl[id]; ok && cl.localNB(k) {
+	if k := localColl(id); k != 0 && cl.localNB(k) {
 		// Through process memory: the body registers (or, last, runs the
 		// whole call) and returns; no rounds, so no coroutine.
 		s.direct = true
@@ -311,7 +317,11 @@ func (c *Coll) start(id callID, body func(cl *Coll) error) (*Request, error) {
 	c.ops = append(c.ops, s)
 	c.nlive.Store(int32(len(c.ops)))
 	s.step()
-	c.advanceLocked() // the others, while the handle is driven
+	if len(c.ops) > 1 {
+		c.advanceLocked() // the others, while the handle is driven
+	} else {
+		c.killLocked() // (drops s if it is done)
+	}
 	if s.done && s.err != nil {
 		return nil, s.err
 	}
