@@ -71,3 +71,9 @@ func NodeSteps(c *Coll) uint64 {
 	}
 	return c.hier.ng.step
 }
+
+// SymmetricLocal reports whether c's small calls among the handles of
+// its process take symmetric steps (hiersym.go).
+func SymmetricLocal(c *Coll) bool {
+	return c != nil && c.hier != nil && c.hier.procs == 1 && c.hier.g.sym
+}

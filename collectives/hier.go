@@ -216,6 +216,7 @@ type hier struct {
 type procGroup struct {
 	ranks []int // comm ranks, ascending; ranks[0] leads
 	slots []groupSlot
+	sym   bool // small calls may take symmetric steps (hiersym.go)
 	// state is seq<<2 | phase: the last call whose release began
 	// (phWriting: the leader writes into the members' buffers) or ended
 	// (phDone), or phFailed for good.
@@ -253,7 +254,8 @@ type groupSlot struct {
 	pub        atomic.Uint64 // seq<<32 | signature<<2 | flags
 	send, recv []byte
 	vblock     func(r int) []byte // a v-collective's rank blocks of the whole (hierv.go)
-	_          [64]byte           // apart from the next slot's line
+	_          [64]byte           // apart from the lines the others poll
+	sym        [2]symLine         // the symmetric steps' lines, by parity of the call (hiersym.go)
 }
 
 const (
@@ -271,6 +273,7 @@ const (
 type groupFailure struct {
 	err  error
 	rank int
+	seq  uint32 // the call it gave up
 }
 
 // procToken names this process in the records New exchanges.
@@ -415,7 +418,7 @@ func setupHier(ctx context.Context, c *Coll) (*hier, error) {
 	}
 	g := registry.m[key]
 	if g == nil {
-		g = &procGroup{ranks: ranks, slots: make([]groupSlot, len(ranks))}
+		g = &procGroup{ranks: ranks, slots: make([]groupSlot, len(ranks)), sym: symFits(len(ranks))}
 		registry.m[key] = g
 	}
 	g.joined++
@@ -529,14 +532,14 @@ func (g *procGroup) failed() error {
 
 // markFailed fails the group for good with err (unless it failed
 // already).
-func (g *procGroup) markFailed(err error, rank int) {
+func (g *procGroup) markFailed(err error, rank int, seq uint32) {
 	for {
 		v := g.state.Load()
 		if v&3 == phFailed {
 			return
 		}
 		if g.state.CompareAndSwap(v, v&^3|phFailed) {
-			g.failure.CompareAndSwap(nil, &groupFailure{err: err, rank: rank})
+			g.failure.CompareAndSwap(nil, &groupFailure{err: err, rank: rank, seq: seq})
 			return
 		}
 	}
@@ -721,7 +724,7 @@ func (c *Coll) hierEnd(err error) error {
 	}
 	h := c.hier
 	if len(h.g.slots) > 1 {
-		h.g.markFailed(err, c.rank)
+		h.g.markFailed(err, c.rank, c.seq)
 	}
 	if h.ng != nil {
 		h.ng.markFailed(err, c.rank)
@@ -823,7 +826,7 @@ func (g *procGroup) withdraw(seq uint32, rank int, err error) bool {
 			return false
 		}
 		if g.state.CompareAndSwap(v, v&^3|phFailed) {
-			g.failure.CompareAndSwap(nil, &groupFailure{err: err, rank: rank})
+			g.failure.CompareAndSwap(nil, &groupFailure{err: err, rank: rank, seq: seq})
 			return true
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"sync"
@@ -719,5 +720,183 @@ func TestReduceMemberLeavesEarly(t *testing.T) {
 		if err != nil {
 			t.Errorf("mismatch: handle %d: %v", i, err)
 		}
+	}
+}
+
+// TestHierSymmetric: among 2, 3 and 5 handles of one process (GOMAXPROCS
+// raised to fit, as the symmetric steps require), small Barriers,
+// Allreduces (deterministic too), Allgathers, Alltoalls and Bcasts take
+// the symmetric steps, interleaved with calls that take the leader's
+// path (a larger Allreduce, Reduce), flat ones (Scan) and nonblocking
+// ones through process memory, every result checked; then a mismatch
+// (Allreduce against Allgather) and a member whose context ends fail
+// every handle's call at once.
+func TestHierSymmetric(t *testing.T) {
+	for _, m := range []int{2, 3, 5} {
+		t.Run(fmt.Sprintf("p%d", m), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(m, runtime.GOMAXPROCS(0))))
+			eps := handles(t, m)
+			ctx := tctx(t, 60*time.Second)
+			runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+				p, r := c.Size(), c.Rank()
+				if !C.SymmetricLocal(c) {
+					return fmt.Errorf("%d handles with GOMAXPROCS %d: no symmetric steps", p, runtime.GOMAXPROCS(0))
+				}
+				det, err := C.New(ctx, c.Comm(), C.Deterministic(true))
+				if err != nil {
+					return err
+				}
+				defer det.Free()
+				for it := 0; it < 300; it++ {
+					n := 1 + it%(120/8)
+					x := make([]float64, n)
+					for i := range x {
+						x[i] = float64((r+1)*(i+it)) / 3
+					}
+					want := make([]float64, n)
+					for q := 0; q < p; q++ {
+						for i := range want {
+							want[i] += float64((q+1)*(i+it)) / 3
+						}
+					}
+					sum := append([]float64(nil), x...)
+					h := c
+					if it%3 == 0 {
+						h = det
+					}
+					if err := C.Allreduce(ctx, h, nil, sum, C.Sum[float64]()); err != nil {
+						return fmt.Errorf("Allreduce %d: %w", it, err)
+					}
+					for i := range sum {
+						if math.Abs(sum[i]-want[i]) > 1e-9*math.Abs(want[i]) {
+							return fmt.Errorf("Allreduce %d: [%d] %v, want %v", it, i, sum[i], want[i])
+						}
+					}
+					k := 1 + it%(120/(4*p))
+					send := make([]int32, p*k)
+					for i := range send {
+						send[i] = int32(1000*r + i + it)
+					}
+					recv := make([]int32, p*k)
+					if err := C.Alltoall(ctx, c, send, recv); err != nil {
+						return fmt.Errorf("Alltoall %d: %w", it, err)
+					}
+					for q := 0; q < p; q++ {
+						for i := 0; i < k; i++ {
+							if w := int32(1000*q + r*k + i + it); recv[q*k+i] != w {
+								return fmt.Errorf("Alltoall %d: from %d [%d] %d, want %d", it, q, i, recv[q*k+i], w)
+							}
+						}
+					}
+					ag := make([]int32, p*k)
+					if err := C.Allgather(ctx, c, send[:k], ag); err != nil {
+						return fmt.Errorf("Allgather %d: %w", it, err)
+					}
+					for q := 0; q < p; q++ {
+						for i := 0; i < k; i++ {
+							if w := int32(1000*q + i + it); ag[q*k+i] != w {
+								return fmt.Errorf("Allgather %d: from %d [%d] %d, want %d", it, q, i, ag[q*k+i], w)
+							}
+						}
+					}
+					root := it % p
+					bc := make([]int32, k)
+					if r == root {
+						copy(bc, send)
+					}
+					if err := C.Bcast(ctx, c, bc, root); err != nil {
+						return fmt.Errorf("Bcast %d: %w", it, err)
+					}
+					for i := range bc {
+						if w := int32(1000*root + i + it); bc[i] != w {
+							return fmt.Errorf("Bcast %d: [%d] %d, want %d", it, i, bc[i], w)
+						}
+					}
+					switch it % 4 {
+					case 0: // the leader's path
+						big := make([]int64, 64)
+						big[0] = int64(r)
+						if err := C.Allreduce(ctx, c, nil, big, C.Sum[int64]()); err != nil || big[0] != int64(p*(p-1)/2) {
+							return fmt.Errorf("large Allreduce %d: %v (%d)", it, err, big[0])
+						}
+					case 1:
+						out := make([]int32, 1)
+						if err := C.Reduce(ctx, c, []int32{int32(r)}, out, C.Sum[int32](), root); err != nil {
+							return fmt.Errorf("Reduce %d: %w", it, err)
+						}
+						if r == root && out[0] != int32(p*(p-1)/2) {
+							return fmt.Errorf("Reduce %d: %d", it, out[0])
+						}
+					case 2: // flat
+						out := make([]int32, 1)
+						if err := C.Scan(ctx, c, []int32{1}, out, C.Sum[int32]()); err != nil || out[0] != int32(r+1) {
+							return fmt.Errorf("Scan %d: %v (%d)", it, err, out[0])
+						}
+					case 3: // nonblocking, through process memory
+						v := []int32{int32(r)}
+						q, err := C.Iallreduce(c, nil, v, C.Max[int32]())
+						if err == nil {
+							err = q.Wait(ctx)
+						}
+						if err != nil || v[0] != int32(p-1) {
+							return fmt.Errorf("Iallreduce %d: %v (%d)", it, err, v[0])
+						}
+					}
+					if err := C.Barrier(ctx, c); err != nil {
+						return fmt.Errorf("Barrier %d: %w", it, err)
+					}
+				}
+				return nil
+			})
+			t.Run("mismatch", func(t *testing.T) {
+				errs := onHandles(ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+					var err error
+					if c.Rank() == 1 {
+						err = C.Allgather(ctx, c, []int32{1}, make([]int32, c.Size()))
+					} else {
+						err = C.Allreduce(ctx, c, nil, []int32{1}, C.Sum[int32]())
+					}
+					if !errors.Is(err, C.ErrInvalid) && !errors.Is(err, C.ErrCanceled) {
+						return fmt.Errorf("rank %d: %v, want ErrInvalid", c.Rank(), err)
+					}
+					return nil
+				})
+				for i, err := range errs {
+					if err != nil {
+						t.Errorf("handle %d: %v", i, err)
+					}
+				}
+			})
+			t.Run("cancel", func(t *testing.T) {
+				start := time.Now()
+				errs := onHandles(ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+					switch c.Rank() {
+					case 0:
+						time.Sleep(300 * time.Millisecond)
+					case 1:
+						var cancel context.CancelFunc
+						ctx, cancel = context.WithTimeout(ctx, 50*time.Millisecond)
+						defer cancel()
+					}
+					err := C.Allreduce(ctx, c, nil, []int32{1}, C.Sum[int32]())
+					want := C.ErrCanceled
+					if c.Rank() == 1 {
+						want = context.DeadlineExceeded
+					}
+					if !errors.Is(err, want) {
+						return fmt.Errorf("rank %d: %v, want %v", c.Rank(), err, want)
+					}
+					return nil
+				})
+				for i, err := range errs {
+					if err != nil {
+						t.Errorf("handle %d: %v", i, err)
+					}
+				}
+				if took := time.Since(start); took > 5*time.Second {
+					t.Errorf("took %v", took)
+				}
+			})
+		})
 	}
 }
