@@ -422,43 +422,7 @@ func TestHierPeerExit(t *testing.T) {
 // flat collective end every handle's call with an error at once.
 func TestHierFailures(t *testing.T) {
 	eps := handles(t, 4)
-	t.Run("cancel", func(t *testing.T) {
-		ctx := tctx(t, 30*time.Second)
-		start := time.Now()
-		errs := onHandles(ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
-			switch c.Rank() {
-			case 0: // the leader comes late
-				time.Sleep(300 * time.Millisecond)
-			case 1:
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, 50*time.Millisecond)
-				defer cancel()
-			}
-			err := C.Allreduce(ctx, c, nil, []int32{1}, C.Sum[int32]())
-			if err == nil {
-				return errors.New("Allreduce succeeded")
-			}
-			want := C.ErrCanceled
-			if c.Rank() == 1 {
-				want = context.DeadlineExceeded
-			}
-			if !errors.Is(err, want) {
-				return fmt.Errorf("rank %d: %v, want %v", c.Rank(), err, want)
-			}
-			if err := C.Barrier(ctx, c); !errors.Is(err, C.ErrClosed) {
-				return fmt.Errorf("rank %d: Barrier after a failure: %v, want ErrClosed", c.Rank(), err)
-			}
-			return nil
-		})
-		for i, err := range errs {
-			if err != nil {
-				t.Errorf("handle %d: %v", i, err)
-			}
-		}
-		if took := time.Since(start); took > 5*time.Second {
-			t.Errorf("took %v", took)
-		}
-	})
+	t.Run("cancel", func(t *testing.T) { cancelledMember(t, eps) })
 	for _, tc := range []struct {
 		name string
 		odd  func(ctx context.Context, c *C.Coll) error
@@ -867,36 +831,49 @@ func TestHierSymmetric(t *testing.T) {
 					}
 				}
 			})
-			t.Run("cancel", func(t *testing.T) {
-				start := time.Now()
-				errs := onHandles(ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
-					switch c.Rank() {
-					case 0:
-						time.Sleep(300 * time.Millisecond)
-					case 1:
-						var cancel context.CancelFunc
-						ctx, cancel = context.WithTimeout(ctx, 50*time.Millisecond)
-						defer cancel()
-					}
-					err := C.Allreduce(ctx, c, nil, []int32{1}, C.Sum[int32]())
-					want := C.ErrCanceled
-					if c.Rank() == 1 {
-						want = context.DeadlineExceeded
-					}
-					if !errors.Is(err, want) {
-						return fmt.Errorf("rank %d: %v, want %v", c.Rank(), err, want)
-					}
-					return nil
-				})
-				for i, err := range errs {
-					if err != nil {
-						t.Errorf("handle %d: %v", i, err)
-					}
-				}
-				if took := time.Since(start); took > 5*time.Second {
-					t.Errorf("took %v", took)
-				}
-			})
+			t.Run("cancel", func(t *testing.T) { cancelledMember(t, eps) })
 		})
+	}
+}
+
+// cancelledMember: among handles eps of one process, the leader comes
+// late to an Allreduce whose member 1 gives up after 50 ms: every handle's
+// call fails at once (member 1 with its context's error, the others with
+// ErrCanceled), and the next call finds the handle closed.
+func cancelledMember(t *testing.T, eps []*endpoint.Comm) {
+	ctx := tctx(t, 30*time.Second)
+	start := time.Now()
+	errs := onHandles(ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+		switch c.Rank() {
+		case 0: // the leader comes late
+			time.Sleep(300 * time.Millisecond)
+		case 1:
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+		}
+		err := C.Allreduce(ctx, c, nil, []int32{1}, C.Sum[int32]())
+		if err == nil {
+			return errors.New("Allreduce succeeded")
+		}
+		want := C.ErrCanceled
+		if c.Rank() == 1 {
+			want = context.DeadlineExceeded
+		}
+		if !errors.Is(err, want) {
+			return fmt.Errorf("rank %d: %v, want %v", c.Rank(), err, want)
+		}
+		if err := C.Barrier(ctx, c); !errors.Is(err, C.ErrClosed) {
+			return fmt.Errorf("rank %d: Barrier after a failure: %v, want ErrClosed", c.Rank(), err)
+		}
+		return nil
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("handle %d: %v", i, err)
+		}
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("took %v", took)
 	}
 }
