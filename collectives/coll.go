@@ -72,8 +72,7 @@ type Coll struct {
 	cond      func() bool // the clone's round when it waits for a condition, not requests
 	ticket    uint32      // the call's ticket for the node level plus one (0: none; nbnode.go)
 	symAt     uint32      // the last call in which this handle saw every member of its process arrive at a symmetric step (hiersym.go)
-	polling   bool        // the clone's coroutine waits in nbSpin, polling its condition
-	waits     uint32      // the clone's nbSpin waits so far
+	stalled   bool        // the clone's coroutine yielded in nbSpin after polling the same condition again
 	ended     error       // a clone's failure, once it has been handled
 	mu        sync.Mutex
 	ops       []*schedule

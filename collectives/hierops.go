@@ -58,9 +58,10 @@ func hierBarrier(ctx context.Context, c *Coll) error {
 // leader copies into its members' buffers.
 func hierBcast(ctx context.Context, c *Coll, b []byte, root int, s callSig) error {
 	if c.symLocal(len(b)) && len(c.hier.g.slots) == 2 {
-		// (Among more handles the staged Bcast below, whose members copy
-		// out after one release, was faster: 4 handles on 2 cores 0.12
-		// µs against 0.62.)
+		// (Among more handles the staged Bcast below stays: its members
+		// also copy out after one hand-off, and a symmetric Bcast among
+		// 3 or more handles could not be timed on this 2-core machine
+		// with every handle on a core of its own.)
 		return symBcast(ctx, c, b, root, s)
 	}
 	if err := c.hierReady(ctx, s); err != nil {

@@ -54,8 +54,9 @@ const algSym Algorithm = 253
 
 // symLocal reports whether a call whose parts take part bytes per member
 // runs as a symmetric step in process memory: every rank of the
-// communicator is a handle of this process, a few of them, and the parts
-// fit a line. Every handle gives the same answer.
+// communicator is a handle of this process, as many as symFits allows
+// (decided when the group was made), and the parts fit a member's area.
+// Every handle gives the same answer.
 func (c *Coll) symLocal(part int) bool {
 	h := c.hier
 	return h != nil && h.procs == 1 && h.g.sym && part <= symBytes

@@ -84,7 +84,8 @@ func (c *Coll) endTurn() {
 
 // nbSpin is hierSpin in a nonblocking call's coroutine: while cond does
 // not hold, the call hands control back to its driver after each poll
-// (polling set, so that the driver sees the call has not moved), and from
+// (stalled from the second poll on, so that the driver sees the call
+// has not moved), and from
 // time to time (firstCheck, then at doubling intervals) checks the other
 // ranks as hierSpin does. The coroutine polls cond itself: handed to the
 // driver as the round's condition, every caller's closure would escape
@@ -92,7 +93,6 @@ func (c *Coll) endTurn() {
 func (c *Coll) nbSpin(cond func() (bool, error)) error {
 	var t0 time.Time
 	next := firstCheck
-	c.waits++
 	for polls := 1; ; polls++ {
 		ok, err := cond()
 		if ok || err != nil {
@@ -112,9 +112,9 @@ func (c *Coll) nbSpin(cond func() (bool, error)) error {
 				}
 			}
 		}
-		c.polling = true
+		c.stalled = polls > 1
 		more := c.nb.w.yield(false)
-		c.polling = false
+		c.stalled = false
 		if !more {
 			return errStopped
 		}

@@ -139,14 +139,13 @@ func (s *schedule) step() bool {
 				s.roundErr = err
 			}
 		}
-		polled, w0 := s.cl.polling, s.cl.waits
 		fin, more := s.w.next()
 		if fin || !more {
 			s.err = s.w.err
 			s.finish()
 			return true
 		}
-		if polled && s.cl.polling && s.cl.waits == w0 {
+		if s.cl.stalled {
 			return moved // still at the same wait (nbnode.go)
 		}
 		moved = true
