@@ -16,10 +16,15 @@ import (
 // by hand with the device's staging
 // (PackBytes, Send, Recv, UnpackBytes: staged), and the host typed
 // message of the same layout in host memory (host: the JIT's pack into
-// the pipeline). On pocl these are CPU figures.
+// the pipeline). It runs on CUDA device 0 when there is one, else on
+// OpenCL device 0: on pocl these are CPU figures.
 func BenchmarkDeviceTypedSend(b *testing.B) {
-	d := openCLDevice(b)
+	d, err := openCUDA()
+	if err != nil {
+		d = openCLDevice(b)
+	}
 	defer d.Close()
+	b.Logf("device %s", d)
 	b.Setenv(endpoint.EnvNodeTransport, "fabric")
 	a, c, ctx := benchPair(b, false)
 	st, rt := gpuLayouts(b)
