@@ -151,6 +151,10 @@ func DevicePaths() (stagingRings, hmemRings, recvCopied, recvMapped int64) {
 	return s.devRings[0].Load(), s.devRings[1].Load(), s.devRecv[0].Load(), s.devRecv[1].Load()
 }
 
+// DeviceLanded reports the landing chunks of pipelined GPU receives this
+// process unpacked (one kernel each).
+func DeviceLanded() int64 { return pathStats.devLanded.Load() }
+
 // DeviceDirectSends reports the contiguous GPU sends this process sent
 // straight from the user's buffer (hmem path).
 func DeviceDirectSends() int64 { return pathStats.devDirect.Load() }

@@ -74,6 +74,7 @@ var pathStats struct {
 	// unpacked through the staging buffer [0] and straight from the
 	// mapped bounce buffers [1].
 	devRings, devRecv [2]atomic.Int64
+	devLanded         atomic.Int64 // landing chunks of pipelined GPU receives unpacked (gputyped.go)
 	devDirect         atomic.Int64 // contiguous GPU sends from the user's buffer
 }
 
@@ -695,7 +696,9 @@ func (v *vci) pipeCtrl(t uint64, payload []byte) {
 			v.log.Debug("pipeline segment for a finished receive dropped", "token", tok)
 			return
 		}
-		r.take(r.pipeGot, payload)
+		if u := r.typed; u == nil || u.dev == nil || u.rx == nil || !v.devLandTake(r, r.pipeGot, payload) {
+			r.take(r.pipeGot, payload)
+		}
 		r.pipeGot += len(payload)
 		if r.pipeGot >= r.st.Count {
 			v.pipeRecvDone(r)
@@ -790,7 +793,7 @@ func (v *vci) pumpAll() {
 func (v *vci) segDone(r *Request, ctx uint64, err error) {
 	if r.reqExt != nil && r.pipe != nil && r.pipe.ring != nil {
 		if ctx&directBit == 0 {
-			r.pipe.ring.free = append(r.pipe.ring.free, int(ctx>>32&0xff))
+			r.pipe.ring.release(int(ctx>>32&0xff), 1)
 		}
 	} else {
 		v.segFree = append(v.segFree, int(ctx>>32&0xff))
@@ -861,6 +864,9 @@ func (v *vci) startPipeRecv(r *Request, t uint64, h rdvHeader, reject error) {
 // pipeRecvDone completes a pipelined receive once all it takes arrived.
 func (v *vci) pipeRecvDone(r *Request) {
 	r.piping = false
+	if r.land != nil {
+		r.landFlush() // the last chunk of a GPU receive
+	}
 	var err error
 	if r.pipeTrunc {
 		err = fmt.Errorf("endpoint: pipelined message from rank %d into %d bytes: %w", r.st.Source, r.capacity(), ErrTruncated)

@@ -129,17 +129,20 @@ func (c *Comm) RecvDevice(ctx context.Context, dst gpu.Typed, src, tag int) (Sta
 	return recvWait(ctx, r, err)
 }
 
-// devRing is a ring of pipeline segments in pinned host memory of one
-// device (gpu.Device.AllocHost: mapped into the device, so its kernels
-// write it), registered with the endpoint's domain, so the provider sends
-// from it. An endpoint keeps one per device it has sent from, until it
-// closes.
+// devRing is a ring of chunks in pinned host memory of one device
+// (gpu.Device.AllocHost: mapped into the device, so its kernels write it),
+// registered with the endpoint's domain, so the provider sends from it.
+// One pack kernel fills a chunk, which then goes out in segments of at
+// most size bytes; it is free again once all of them completed. An
+// endpoint keeps one ring per device it has sent from, until it closes.
 type devRing struct {
-	buf  *gpu.Buffer
-	mr   *fabric.MR
-	size int // payload bytes per segment
-	hl   int // bytes reserved in front of each segment's payload (v.hdrLen)
-	free []int
+	buf   *gpu.Buffer
+	mr    *fabric.MR
+	size  int // payload bytes per segment on the wire
+	hl    int // bytes reserved in front of each chunk's payload (v.hdrLen)
+	chunk int // payload bytes per chunk: size when hl > 0 (the header goes in front of each segment)
+	free  []int
+	busy  []int // per chunk: its segments not yet completed
 	// hmem: the ring is device memory registered with FI_HMEM
 	// (RegisterDevice) at device address addr; segments are sent from
 	// there (no header in front: hl is 0).
@@ -147,9 +150,36 @@ type devRing struct {
 	addr uint64
 }
 
-// seg returns segment i: hl reserved bytes, then size bytes of payload.
+// newDevRing returns the ring layout for n bytes of memory: chunks of
+// gpuchunk bytes sent in segments of size bytes, or, with a header in
+// front of each segment (hl > 0), one segment per chunk.
+func newDevRing(size, hl, n int) *devRing {
+	g := &devRing{size: size, hl: hl, chunk: size}
+	if hl == 0 {
+		g.chunk = max(size, int(tune.GPUChunk)/size*size)
+	}
+	g.busy = make([]int, max(1, n/(hl+g.chunk)))
+	return g
+}
+
+// devRingBytes is the memory of a device ring: devRingChunks chunks of
+// gpuchunk bytes, or, with a header in front of each segment, depth
+// segments.
+func devRingBytes(size, hl, depth int) int {
+	if hl > 0 {
+		return (hl + size) * depth
+	}
+	return devRingChunks * max(size, int(tune.GPUChunk)/size*size)
+}
+
+// devRingChunks is the number of chunks of a device ring (and of a
+// receiver's landing area, devLand): one being sent, one being packed,
+// two more queued.
+const devRingChunks = 4
+
+// seg returns chunk i: hl reserved bytes, then chunk bytes of payload.
 func (g *devRing) seg(i int) []byte {
-	n := g.hl + g.size
+	n := g.hl + g.chunk
 	b := g.buf.Bytes()
 	if b == nil { // freed: the device was closed first
 		return nil
@@ -157,13 +187,28 @@ func (g *devRing) seg(i int) []byte {
 	return b[i*n : (i+1)*n : (i+1)*n]
 }
 
-// segAddr is the address of segment i's payload in an hmem ring.
-func (g *devRing) segAddr(i int) uint64 { return g.addr + uint64(i*(g.hl+g.size)+g.hl) }
+// segAddr is the address of chunk i's payload in an hmem ring.
+func (g *devRing) segAddr(i int) uint64 { return g.addr + uint64(i*(g.hl+g.chunk)+g.hl) }
 
-// devSeg is one segment of a pipelined GPU send whose kernel was started.
+// pieces is the number of segments n payload bytes of a chunk go in.
+func (g *devRing) pieces(n int) int { return (n + g.size - 1) / g.size }
+
+// release counts k segments of chunk i as completed (or never to be
+// posted); the chunk is free once none is left.
+func (g *devRing) release(i, k int) {
+	g.busy[i] -= k
+	if g.busy[i] <= 0 {
+		g.busy[i] = 0
+		g.free = append(g.free, i)
+	}
+}
+
+// devSeg is one chunk of a pipelined GPU send whose kernel was started:
+// n payload bytes, sent of them posted.
 type devSeg struct {
-	idx, n int
-	ev     *gpu.Event
+	idx, n, sent int
+	ev           *gpu.Event
+	packed       bool
 }
 
 // ensureDevRing returns v's segment ring of device d, allocating and
@@ -180,8 +225,16 @@ func (v *vci) ensureDevRing(d *gpu.Device) *devRing {
 	depth := len(v.segs)
 	g := v.hmemRing(d, depth)
 	if g == nil {
-		hl := v.hdrLen() // the match header goes in front of each segment (sendFramed)
-		b, err := d.AllocHost(int64((hl + v.segSize) * depth))
+		// The match header goes in front of each segment (sendFramed):
+		// then a chunk is one segment buffer's payload. Without it a
+		// chunk goes out in the host pipeline's segments (pipeseg: on shm
+		// its inject size, the fastest there).
+		hl, size := v.hdrLen(), v.segSize
+		if hl == 0 {
+			size = v.pipeSize
+		}
+		n := devRingBytes(size, hl, depth)
+		b, err := d.AllocHost(int64(n))
 		if err != nil {
 			v.log.Warn("no pinned host ring on the GPU; staging through the device's buffer", "device", d, "err", err)
 			return nil
@@ -192,9 +245,10 @@ func (v *vci) ensureDevRing(d *gpu.Device) *devRing {
 			v.log.Warn("cannot register the GPU's pinned host ring; staging through the device's buffer", "device", d, "err", err)
 			return nil
 		}
-		g = &devRing{buf: b, mr: mr, size: v.segSize, hl: hl}
+		g = newDevRing(size, hl, n)
+		g.buf, g.mr = b, mr
 	}
-	for i := range depth {
+	for i := range g.busy {
 		g.free = append(g.free, i)
 	}
 	if !v.watchDevice(d) { // closed meanwhile: nothing may stay registered on it
@@ -225,7 +279,7 @@ func (v *vci) hmemRing(d *gpu.Device, depth int) *devRing {
 	if p := devPathOverride.Load(); p != nil {
 		force = *p
 	}
-	n := int64(v.segSize * depth)
+	n := int64(devRingBytes(v.segSize, 0, depth))
 	if force == "hmem" {
 		if g := v.standInRing(d, n); g != nil {
 			pathStats.devRings[1].Add(1)
@@ -261,7 +315,9 @@ func (v *vci) hmemRing(d *gpu.Device, depth int) *devRing {
 	}
 	ptr, _, _ := b.CUDAPointer()
 	pathStats.devRings[1].Add(1)
-	return &devRing{buf: b, mr: mr, size: v.segSize, hmem: true, addr: ptr}
+	g := newDevRing(v.segSize, 0, int(n))
+	g.buf, g.mr, g.hmem, g.addr = b, mr, true, ptr
+	return g
 }
 
 // standInRing is the forced hmem ring of a device whose memory has no
@@ -280,7 +336,9 @@ func (v *vci) standInRing(d *gpu.Device, n int64) *devRing {
 		b.Free()
 		return nil
 	}
-	return &devRing{buf: b, mr: mr, size: v.segSize, hmem: true, addr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b.Bytes()))))}
+	g := newDevRing(v.segSize, 0, int(n))
+	g.buf, g.mr, g.hmem, g.addr = b, mr, true, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b.Bytes()))))
+	return g
 }
 
 // devCloseWait bounds how long a device's close hook waits for v's lock
@@ -397,6 +455,7 @@ func (v *vci) deviceClosed(d *gpu.Device) {
 	}
 	v.failDevRecvs(d)
 	delete(v.devMaps, d)
+	delete(v.devLands, d)
 	delete(v.devHooks, d)
 }
 
@@ -444,6 +503,14 @@ func (v *vci) closeDevRings() error {
 			out = append(out, err)
 		}
 		delete(v.devRings, d)
+	}
+	for d, l := range v.devLands {
+		if l != nil {
+			if err := l.buf.Free(); err != nil && !errors.Is(err, gpu.ErrClosed) {
+				out = append(out, err)
+			}
+		}
+		delete(v.devLands, d)
 	}
 	for d, m := range v.devMaps {
 		if m != nil {
@@ -507,10 +574,210 @@ func (v *vci) devUnpackRx(t *gpu.Typed, off int, piece []byte) error {
 	return err
 }
 
+// devLand is an endpoint's landing area on one device: devRingChunks
+// chunks of gpuchunk bytes of pinned host memory mapped into the device
+// (gpu.Device.AllocHost). The segments of a pipelined GPU receive are
+// copied there as they arrive (a host copy of a few KiB, the bounce
+// buffer free again at once), and each full chunk is unpacked by one
+// kernel, started without waiting: one launch per chunk instead of one
+// per segment.
+type devLand struct {
+	buf   *gpu.Buffer
+	chunk int
+	free  []int
+}
+
+// landRecv is a pipelined GPU receive's use of its endpoint's landing
+// area.
+type landRecv struct {
+	r    *Request
+	l    *devLand
+	idx  int // chunk being filled; -1: none
+	base int // stream offset of its first byte
+	fill int // bytes in it
+	pend []landChunk
+}
+
+// landChunk is a chunk whose unpack kernel was started.
+type landChunk struct {
+	idx int
+	ev  *gpu.Event
+}
+
+// landing returns v's landing area on device d, allocating it on first
+// use; nil when there is none (segments are then unpacked one by one).
+func (v *vci) landing(d *gpu.Device) *devLand {
+	if l, ok := v.devLands[d]; ok {
+		return l
+	}
+	chunk := int(tune.GPUChunk)
+	var l *devLand
+	b, err := d.AllocHost(int64(devRingChunks * chunk))
+	if err != nil {
+		if errors.Is(err, gpu.ErrClosed) {
+			return nil
+		}
+		v.log.Debug("no landing area on the GPU; segments unpacked one by one", "device", d, "err", err)
+	} else {
+		l = &devLand{buf: b, chunk: chunk}
+		for i := range devRingChunks {
+			l.free = append(l.free, i)
+		}
+	}
+	if !v.watchDevice(d) { // closed meanwhile
+		if b != nil {
+			b.Free()
+		}
+		return nil
+	}
+	if v.devLands == nil {
+		v.devLands = map[*gpu.Device]*devLand{}
+	}
+	v.devLands[d] = l
+	return l
+}
+
+// devLandTake gathers piece, the stream's bytes from off of pipelined GPU
+// receive r, into r's landing chunk, starting the chunk's unpack kernel
+// once it is full (pipeRecvDone starts the last one). False when r has
+// no landing area (none could be made, or the per-segment path is
+// forced): the caller unpacks the piece itself.
+func (v *vci) devLandTake(r *Request, off int, piece []byte) bool {
+	if devRecvCopy.Load() {
+		return false
+	}
+	x := r.land
+	if x == nil {
+		l := v.landing(r.typed.dev.Buf.Device())
+		if l == nil {
+			return false
+		}
+		x = &landRecv{r: r, l: l, idx: -1}
+		r.land = x
+	}
+	c := r.capacity()
+	if off >= c {
+		return true // past a truncated receive's end: dropped
+	}
+	piece = piece[:min(len(piece), c-off)]
+	for len(piece) > 0 {
+		if x.idx >= 0 && off != x.base+x.fill {
+			x.flush()
+		}
+		if x.idx < 0 && !x.take(off) {
+			// Every chunk is another receive's: this piece alone.
+			r.take(off, piece)
+			return true
+		}
+		b := x.l.buf.Bytes()
+		if b == nil { // the device was closed under the receive
+			if r.err == nil {
+				r.err = fmt.Errorf("endpoint: GPU receive: %s was closed: %w", r.typed.dev.Buf.Device(), gpu.ErrClosed)
+			}
+			return true
+		}
+		k := min(len(piece), x.l.chunk-x.fill)
+		copy(b[x.idx*x.l.chunk+x.fill:], piece[:k])
+		x.fill += k
+		off += k
+		piece = piece[k:]
+		if x.fill == x.l.chunk {
+			x.flush()
+		}
+	}
+	return true
+}
+
+// take makes a free chunk, for stream offset off, the one being filled,
+// first retiring r's own finished unpacks (waiting for the oldest when
+// none is free); false when every chunk is another receive's.
+func (x *landRecv) take(off int) bool {
+	x.retire(false)
+	for len(x.l.free) == 0 && len(x.pend) > 0 {
+		x.retire(true)
+	}
+	n := len(x.l.free)
+	if n == 0 {
+		return false
+	}
+	x.idx, x.base, x.fill = x.l.free[n-1], off, 0
+	x.l.free = x.l.free[:n-1]
+	return true
+}
+
+// flush starts the unpack kernel of the chunk being filled.
+func (x *landRecv) flush() {
+	i := x.idx
+	if i < 0 {
+		return
+	}
+	x.idx = -1
+	if x.fill == 0 {
+		x.l.free = append(x.l.free, i)
+		return
+	}
+	u := x.r.typed
+	ev, err := u.dev.Buf.Device().UnpackAsync(context.Background(), *u.dev, x.l.buf, int64(i*x.l.chunk), int64(x.base), int64(x.fill))
+	if err == nil && ev.Len() != int64(x.fill) {
+		err = fmt.Errorf("unpacked %d of %d bytes: %w", ev.Len(), x.fill, errs.ErrOutOfRange)
+	}
+	if err != nil {
+		x.l.free = append(x.l.free, i)
+		x.fail(err)
+		return
+	}
+	pathStats.devLanded.Add(1)
+	x.pend = append(x.pend, landChunk{idx: i, ev: ev})
+}
+
+// retire gives back the chunks whose unpack has completed, in order;
+// with wait, it first waits for the oldest.
+func (x *landRecv) retire(wait bool) {
+	for len(x.pend) > 0 {
+		c := x.pend[0]
+		var err error
+		if wait {
+			err = c.ev.Wait(context.Background())
+			wait = false
+		} else if done, e := c.ev.Done(); !done {
+			return
+		} else {
+			err = e
+		}
+		x.fail(err)
+		x.l.free = append(x.l.free, c.idx)
+		x.pend = x.pend[1:]
+	}
+}
+
+// fail makes err, an unpack's error, r's error.
+func (x *landRecv) fail(err error) {
+	if err != nil && x.r.err == nil {
+		x.r.err = fmt.Errorf("endpoint: unpack into %s: %w", x.r.typed.String(), err)
+	}
+}
+
+// landFlush starts the unpack of r's last, partly filled chunk.
+func (r *Request) landFlush() { r.land.flush() }
+
+// landEnd waits for r's unpack kernels and gives its chunks back (a
+// chunk being filled when r ends early is dropped).
+func (r *Request) landEnd() {
+	x := r.land
+	r.land = nil
+	for len(x.pend) > 0 {
+		x.retire(true)
+	}
+	if x.idx >= 0 {
+		x.l.free = append(x.l.free, x.idx)
+		x.idx = -1
+	}
+}
+
 // pumpDev drives pipelined GPU send r: it starts the pack kernels of the
-// next segments into free ring segments (enqueued, not waited for), and
-// posts each segment, in order, once its kernel has completed. Progress
-// calls it again; it never blocks on the device.
+// next chunks into free ring chunks (enqueued, not waited for), and posts
+// each chunk's segments, in order, once its kernel has completed.
+// Progress calls it again; it never blocks on the device.
 func (v *vci) pumpDev(r *Request) {
 	p := r.pipe
 	if r.state == stDone {
@@ -531,8 +798,8 @@ func (v *vci) pumpDev(r *Request) {
 			break
 		}
 		idx := g.free[n-1]
-		k := min(g.size, p.want-p.enq)
-		ev, err := d.PackAsync(context.Background(), g.buf, int64(idx*(g.hl+g.size)+g.hl), *p.u.dev, int64(p.enq), int64(k))
+		k := min(g.chunk, p.want-p.enq)
+		ev, err := d.PackAsync(context.Background(), g.buf, int64(idx*(g.hl+g.chunk)+g.hl), *p.u.dev, int64(p.enq), int64(k))
 		if err == nil && ev.Len() != int64(k) {
 			err = fmt.Errorf("packed %d of %d bytes: %w", ev.Len(), k, errs.ErrOutOfRange)
 		}
@@ -541,46 +808,53 @@ func (v *vci) pumpDev(r *Request) {
 			return
 		}
 		g.free = g.free[:n-1]
+		g.busy[idx] = g.pieces(k)
 		p.inflight = append(p.inflight, devSeg{idx: idx, n: k, ev: ev})
 		p.enq += k
 	}
 	data := ctrlBit | rtsBit | pipeDataBit | (r.seq&pipeSeqMask)<<pipeTokBits | p.token&pipeTokMask
 	for len(p.inflight) > 0 {
-		s := p.inflight[0]
-		done, err := s.ev.Done()
-		if err != nil {
-			v.failDev(r, fmt.Errorf("endpoint: pack %s on %s: %w", p.u, d, err))
-			return
+		s := &p.inflight[0]
+		if !s.packed {
+			done, err := s.ev.Done()
+			if err != nil {
+				v.failDev(r, fmt.Errorf("endpoint: pack %s on %s: %w", p.u, d, err))
+				return
+			}
+			if !done {
+				return
+			}
+			s.packed = true
 		}
-		if !done {
-			return
-		}
-		ctx := v.handle(r) | segBit | uint64(s.idx)<<32
-		if g.hmem { // from device memory (FI_HMEM); no header in front
-			err = v.ep.SendDataDevice(g.segAddr(s.idx), s.n, g.mr.Desc(), data, r.qdest, ctx)
-		} else {
-			if seg := g.seg(s.idx); seg == nil { // the device was closed under the send, freeing its ring
+		for s.sent < s.n {
+			k := min(g.size, s.n-s.sent)
+			ctx := v.handle(r) | segBit | uint64(s.idx)<<32
+			var err error
+			if g.hmem { // from device memory (FI_HMEM); no header in front
+				err = v.ep.SendDataDevice(g.segAddr(s.idx)+uint64(s.sent), k, g.mr.Desc(), data, r.qdest, ctx)
+			} else if seg := g.seg(s.idx); seg == nil { // the device was closed under the send, freeing its ring
 				err = fmt.Errorf("endpoint: the send ring on %s: %w", d, gpu.ErrClosed)
-			} else {
-				err = v.sendFramed(seg[:g.hl+s.n], g.mr.Desc(), data, r.qdest, ctx)
+			} else { // hl > 0 only with one segment per chunk (sent is 0)
+				err = v.sendFramed(seg[s.sent:s.sent+g.hl+k], g.mr.Desc(), data, r.qdest, ctx)
 			}
-		}
-		if errors.Is(err, fabric.ErrAgain) {
-			if p.stalled.IsZero() {
-				p.stalled = time.Now()
-			} else if time.Since(p.stalled) > v.timeout {
-				v.failDev(r, fmt.Errorf("endpoint: pipelined send to rank %d: queue stayed full for %v: %w", r.qrank, v.timeout, err))
+			if errors.Is(err, fabric.ErrAgain) {
+				if p.stalled.IsZero() {
+					p.stalled = time.Now()
+				} else if time.Since(p.stalled) > v.timeout {
+					v.failDev(r, fmt.Errorf("endpoint: pipelined send to rank %d: queue stayed full for %v: %w", r.qrank, v.timeout, err))
+				}
+				return
 			}
-			return
+			if err != nil {
+				v.failDev(r, fmt.Errorf("endpoint: pipelined send to rank %d: %w", r.qrank, err))
+				return
+			}
+			p.stalled = time.Time{}
+			s.sent += k
+			p.off += k
+			r.pending++
 		}
-		if err != nil {
-			v.failDev(r, fmt.Errorf("endpoint: pipelined send to rank %d: %w", r.qrank, err))
-			return
-		}
-		p.stalled = time.Time{}
 		p.inflight = p.inflight[1:]
-		p.off += s.n
-		r.pending++
 	}
 	if p.off == p.want && len(p.inflight) == 0 && r.pending == 0 {
 		v.finish(r, nil)
@@ -659,12 +933,14 @@ func (v *vci) failDev(r *Request, err error) {
 	v.finish(r, err)
 }
 
-// drain waits for the kernels p started but did not post and gives their
-// segments back to the ring.
+// drain waits for the kernels p started and gives back to the ring what
+// of their chunks was not posted (a chunk partly on the wire is free once
+// its posted segments complete).
 func (p *pipeSend) drain() {
+	g := p.ring
 	for _, s := range p.inflight {
 		_ = s.ev.Wait(context.Background())
-		p.ring.free = append(p.ring.free, s.idx)
+		g.release(s.idx, g.pieces(s.n)-g.pieces(s.sent))
 	}
 	p.inflight = nil
 }

@@ -243,7 +243,7 @@ func TestDeviceTypedProcesses(t *testing.T) {
 	d := openCLDevice(t)
 	gpuMP(t, ctx, d, c)
 	st, rt := gpuLayouts(t)
-	const count = 1 << 20 // 12 MiB
+	const count = 4 << 20 // 48 MiB
 	if c.Rank() == 1 {
 		src, _ := gpuSource(t, d, st, count, 1)
 		if _, err := c.Recv(ctx, make([]byte, 1), 0, 1); err != nil {
@@ -253,9 +253,9 @@ func TestDeviceTypedProcesses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := 0; i < 40; i++ { // a few segments go out
+		for i := 0; i < 10; i++ { // a few chunks go out
 			if done, _, err := r.Test(); done || err != nil {
-				t.Fatalf("pipelined GPU send of 12 MiB complete after %d tests: %v", i, err)
+				t.Fatalf("pipelined GPU send of 48 MiB complete after %d tests: %v", i, err)
 			}
 			time.Sleep(time.Millisecond)
 		}
@@ -339,10 +339,17 @@ func TestDevicePaths(t *testing.T) {
 		endpoint.ForceDevicePath(c.path)
 		endpoint.ForceDeviceRecvCopy(c.copied)
 		s0, h0, c0, m0 := endpoint.DevicePaths()
+		l0 := endpoint.DeviceLanded()
 		a, b, ctx := singletonPair(t)
 		devicePair(t, ctx, d, a, b)
 		s1, h1, c1, m1 := endpoint.DevicePaths()
-		t.Logf("%q: rings staging %d hmem %d, pieces copied %d mapped %d", c.path, s1-s0, h1-h0, c1-c0, m1-m0)
+		l1 := endpoint.DeviceLanded()
+		t.Logf("%q: rings staging %d hmem %d, pieces copied %d mapped %d, landing chunks %d", c.path, s1-s0, h1-h0, c1-c0, m1-m0, l1-l0)
+		// Pipelined receives gather their segments into landing chunks
+		// (one unpack each) unless the per-piece copy is forced.
+		if (l1 > l0) == c.copied {
+			t.Fatalf("%q: landing chunks %d→%d", c.path, l0, l1)
+		}
 		wantHMEM := c.path == "hmem"
 		if (h1 > h0) != wantHMEM || (s1 > s0) == wantHMEM {
 			t.Fatalf("%q: rings staging %d→%d, hmem %d→%d", c.path, s0, s1, h0, h1)
@@ -456,7 +463,7 @@ func TestDeviceTypedCUDA(t *testing.T) {
 	}
 	defer buf.Free()
 	st, hm, cp, mp := endpoint.DevicePaths()
-	t.Logf("CUDA memory on shm: %s; rings staging %d hmem %d; pieces copied %d mapped %d", endpoint.DeviceTransport(a, buf), st, hm, cp, mp)
+	t.Logf("CUDA memory on shm: %s; rings staging %d hmem %d; pieces copied %d mapped %d; landing chunks %d", endpoint.DeviceTransport(a, buf), st, hm, cp, mp, endpoint.DeviceLanded())
 }
 
 // devicePair sends from GPU memory of d to GPU memory (and GPU→host,

@@ -103,6 +103,7 @@ type reqExt struct {
 	piping    bool         // a pipelined receive taking segments
 	pipeGot   int          // bytes of it arrived
 	pipeTrunc bool         // the message is longer than the receive
+	land      *landRecv    // a pipelined GPU receive's landing chunks (gputyped.go)
 	cts       bool         // the control message owed is a CTS, not a FIN
 	sigLayout *typedRecv   // a contiguous typed receive's layout, for the signature check
 

@@ -141,6 +141,7 @@ type vci struct {
 	segDesc   fabric.Desc
 	devRings  map[*gpu.Device]*devRing    // GPU sends' segment rings (gputyped.go)
 	devMaps   map[*gpu.Device]*gpu.Buffer // the bounce buffers mapped into each GPU (nil: cannot)
+	devLands  map[*gpu.Device]*devLand    // pipelined GPU receives' landing areas (nil: none)
 	devHooks  map[*gpu.Device]func()      // removes v's close hook of each device (gputyped.go)
 	cpScratch []byte                      // a fragment packed or copied before it is streamed into a copy slot (nodecopy.go)
 	segSize   int                         // payload bytes of a segment buffer (behind the match header)
@@ -527,6 +528,9 @@ func (v *vci) finish(r *Request, err error) {
 	}
 	if r.reqExt != nil && r.pipe != nil && r.pipe.ring != nil {
 		r.pipe.drain() // kernels still running on the ring (gputyped.go)
+	}
+	if r.reqExt != nil && r.land != nil {
+		r.landEnd() // unpack kernels still reading landing chunks (gputyped.go)
 	}
 	v.maybeRetire(r)
 }

@@ -40,6 +40,7 @@ type Tuning struct {
 	ZCBlock      int64  // average block bytes from which a large typed message goes by iovec RMA
 	PipeSeg      int64  // bytes per segment of a pipelined typed message
 	PipeDepth    int64  // registered segment buffers per endpoint
+	GPUChunk     int64  // stream bytes one kernel packs or unpacks in a pipelined GPU message
 	NodePipe     int64  // bytes a node-transport typed send packs between two progress marks (0: pack whole first)
 	NodeGather   int64  // average block bytes from which a node-transport typed message is gathered, not packed
 	EPMatchHdr   bool   // carry the match word in a header, not in remote CQ data
@@ -144,6 +145,7 @@ var Knobs = []Knob{
 	{Key: "typedpath", Pkg: "endpoint", Kind: Enum, Default: "auto", Allowed: []string{"auto", "zerocopy", "pipeline", "pack"}, Doc: "how typed messages above the eager limit go to a libfabric peer: auto (the cost model, zcblock), zerocopy (iovec RMA from and to the user's blocks), pipeline (packed in segments), pack (packed whole, then a plain rendezvous; for comparisons)", field: func(t *Tuning) any { return &t.TypedPath }},
 	{Key: "zcblock", Pkg: "endpoint", Kind: Int, Default: "64K", Min: 1, Max: 1 << 30, Doc: "average block size (bytes) from which a typed message above the eager limit moves its blocks by iovec RMA instead of the segment pipeline (libfabric peers; onesided typed transfers likewise)", field: func(t *Tuning) any { return &t.ZCBlock }},
 	{Key: "pipeseg", Pkg: "endpoint", Kind: Int, Default: "16K", Min: 256, Max: 1 << 30, Doc: "bytes per segment of a pipelined typed message (capped at the eager limit); unset, the provider's inject size where that is at least 4 KiB (shm), else 16K", field: func(t *Tuning) any { return &t.PipeSeg }},
+	{Key: "gpuchunk", Pkg: "endpoint", Kind: Int, Default: "256K", Min: 4096, Max: 64 << 20, Doc: "stream bytes one kernel launch packs or unpacks in a pipelined GPU message (4 chunks of pinned host memory per endpoint and device on each side; the sender's chunk goes out in pipeseg segments, the receiver gathers arriving segments into a chunk before its unpack)", field: func(t *Tuning) any { return &t.GPUChunk }},
 	{Key: "pipedepth", Pkg: "endpoint", Kind: Int, Default: "8", Min: 1, Max: 256, Doc: "registered segment buffers per endpoint for pipelined and eager typed sends (segments in flight)", field: func(t *Tuning) any { return &t.PipeDepth }},
 
 	{Key: "nodepipe", Pkg: "endpoint", Kind: Int, Default: "256K", Min: 0, Max: 1 << 30, Doc: "a typed message above the eager limit to a node-transport peer in another process is packed this many bytes at a time after its header has gone, the receiver copying and unpacking each piece while the next is packed (0: packed whole before the header)", field: func(t *Tuning) any { return &t.NodePipe }},
