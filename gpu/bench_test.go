@@ -263,6 +263,11 @@ func BenchmarkLayouts(b *testing.B) {
 	}
 }
 
+// jitLeveler is implemented by the runtimes whose compiler takes an
+// optimisation level (CUDA's PTX JIT): setJITOptLevel sets it for later
+// builds, -1 for the driver's default. For measurement only.
+type jitLeveler interface{ setJITOptLevel(level int) }
+
 // BenchmarkBuild times what a new type costs before its first launch,
 // without any cache: lowering the IR to a plan under a fresh key (a new
 // plan, kernel names and text each iteration, so neither this package's
@@ -276,7 +281,9 @@ func BenchmarkLayouts(b *testing.B) {
 //   - variant: what a Device does on a type's first Pack: the module of
 //     the one pack kernel that a whole-stream launch of one element takes;
 //   - module: all the plan's kernels (pack and unpack, three launch splits;
-//     four kernels without levels) in one module, for comparison.
+//     four kernels without levels) in one module, for comparison;
+//   - variant-O1, variant-O3 (CUDA only): variant with the PTX JIT at
+//     CU_JIT_OPTIMIZATION_LEVEL 1 and 3 (the driver's default is 4).
 func BenchmarkBuild(b *testing.B) {
 	d := benchDevice(b)
 	defer d.Close()
@@ -311,6 +318,15 @@ func BenchmarkBuild(b *testing.B) {
 	}
 	b.Run("variant", func(b *testing.B) { bench(b, false) })
 	b.Run("module", func(b *testing.B) { bench(b, true) })
+	if jl, ok := d.be.(jitLeveler); ok {
+		for _, lv := range []int{1, 3} {
+			b.Run(fmt.Sprintf("variant-O%d", lv), func(b *testing.B) {
+				jl.setJITOptLevel(lv)
+				defer jl.setJITOptLevel(-1)
+				bench(b, false)
+			})
+		}
+	}
 }
 
 // BenchmarkCacheHit times what a type already built costs before a launch:
