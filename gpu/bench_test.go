@@ -330,8 +330,8 @@ func BenchmarkBuild(b *testing.B) {
 }
 
 // BenchmarkCacheHit times what a type already built costs before a launch:
-// its plan and its module found again (PlanOf and the device's module
-// cache).
+// its plan and kernels found again (Prepare: PlanOf, then the device's
+// kernel cache for the pack and the unpack kernel, and the table's).
 func BenchmarkCacheHit(b *testing.B) {
 	d := benchDevice(b)
 	defer d.Close()
