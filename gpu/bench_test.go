@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/ddt/ddttest"
@@ -262,42 +263,75 @@ func BenchmarkLayouts(b *testing.B) {
 	}
 }
 
-// BenchmarkBuild times what a new type costs before its first launch:
-// lowering the IR to a plan, emitting the module and building it with the
-// device's compiler (the CUDA driver's PTX JIT, or the OpenCL compiler),
-// without any cache.
+// jitLeveler is implemented by the runtimes whose compiler takes an
+// optimisation level (CUDA's PTX JIT): setJITOptLevel sets it for later
+// builds, -1 for the driver's default. For measurement only.
+type jitLeveler interface{ setJITOptLevel(level int) }
+
+// BenchmarkBuild times what a new type costs before its first launch,
+// without any cache: lowering the IR to a plan under a fresh key (a new
+// plan, kernel names and text each iteration, so neither this package's
+// caches nor a compiler's disk cache of sources can answer), emitting the
+// kernel text and building it with the device's compiler (the CUDA
+// driver's PTX JIT, or the OpenCL compiler).
+//
+//	go test -run '^$' -bench Build -benchtime 200x ./gpu
+//
+// Sub-benchmarks:
+//   - variant: what a Device does on a type's first Pack: the module of
+//     the one pack kernel that a whole-stream launch of one element takes;
+//   - module: all the plan's kernels (pack and unpack, three launch splits;
+//     four kernels without levels) in one module, for comparison;
+//   - variant-O1, variant-O3 (CUDA only): variant with the PTX JIT at
+//     CU_JIT_OPTIMIZATION_LEVEL 1 and 3 (the driver's default is 4).
 func BenchmarkBuild(b *testing.B) {
 	d := benchDevice(b)
 	defer d.Close()
 	lay := benchLayouts(8)
-	b.ResetTimer()
-	for i := range b.N {
-		ir := ddtir.TypeIR(lay[i%len(lay)].t)
-		p, err := lower(ir, fmt.Sprintf("%s#%d", ir, i)) // a fresh key: no plan cache
-		if err != nil {
-			b.Fatal(err)
+	l := d.be.language()
+	nonce, seq := time.Now().UnixNano(), 0
+	bench := func(b *testing.B, all bool) {
+		for range b.N {
+			ir := ddtir.TypeIR(lay[seq%len(lay)].t)
+			p, err := lower(ir, fmt.Sprintf("%s#%d.%d", ir, nonce, seq))
+			seq++
+			if err != nil {
+				b.Fatal(err)
+			}
+			v, _, _ := d.shape(p, variant{w: p.maxWord}, 0, uint64(p.size/p.maxWord))
+			ks := []variant{v}
+			if all {
+				ks = p.allKinds(p.maxWord)
+			}
+			names := make([]string, len(ks))
+			for j, k := range ks {
+				names[j] = p.kernelName(k)
+			}
+			src := p.emitOpenCL(ks)
+			if l == langPTX {
+				src = p.emitPTX(ks)
+			}
+			if _, err := d.be.build(src, names); err != nil {
+				b.Fatal(err)
+			}
 		}
-		k := srcKey{lang: d.be.language(), w: p.maxWord}
-		var src string
-		if k.lang == langPTX {
-			src = p.emitPTX(k.w)
-		} else {
-			src = p.emitOpenCL(k.w)
-		}
-		names := make([]string, len(p.kinds()))
-		for j, v := range p.kinds() {
-			v.w = k.w
-			names[j] = p.kernelName(v)
-		}
-		if _, err := d.be.build(src, names); err != nil {
-			b.Fatal(err)
+	}
+	b.Run("variant", func(b *testing.B) { bench(b, false) })
+	b.Run("module", func(b *testing.B) { bench(b, true) })
+	if jl, ok := d.be.(jitLeveler); ok {
+		for _, lv := range []int{1, 3} {
+			b.Run(fmt.Sprintf("variant-O%d", lv), func(b *testing.B) {
+				jl.setJITOptLevel(lv)
+				defer jl.setJITOptLevel(-1)
+				bench(b, false)
+			})
 		}
 	}
 }
 
 // BenchmarkCacheHit times what a type already built costs before a launch:
-// its plan and its module found again (PlanOf and the device's module
-// cache).
+// its plan and kernels found again (Prepare: PlanOf, then the device's
+// kernel cache for the pack and the unpack kernel, and the table's).
 func BenchmarkCacheHit(b *testing.B) {
 	d := benchDevice(b)
 	defer d.Close()

@@ -10,7 +10,7 @@ var errInvalid = ddt.ErrInvalid
 
 // Kernel sources are cached per plan (and plans per canonical IR, plan.go):
 // a type committed again, or another type with the same IR, reuses the text
-// and, in each device, the module built from it.
+// and, in each device, the kernels built from it.
 
 type lang uint8
 
@@ -19,13 +19,22 @@ const (
 	langOpenCL
 )
 
+// srcKey names an emitted text: the module of the one kernel v (what a
+// Device builds), or, with all set, the whole module of the plan for word
+// size v.w (Plan.PTX, Plan.OpenCL; the other fields of v are zero).
 type srcKey struct {
 	lang lang
-	w    int64
+	v    variant
+	all  bool
 }
 
-// source returns the module text of the plan for the language and word
-// size, emitting it on first use.
+// kernelSource returns the module text holding only kernel v of the plan,
+// in language l.
+func (p *Plan) kernelSource(l lang, v variant) string {
+	return p.source(srcKey{lang: l, v: v})
+}
+
+// source returns the module text k names, emitting it on first use.
 func (p *Plan) source(k srcKey) string {
 	p.srcMu.Lock()
 	defer p.srcMu.Unlock()
@@ -35,12 +44,16 @@ func (p *Plan) source(k srcKey) string {
 	if p.srcs == nil {
 		p.srcs = map[srcKey]string{}
 	}
+	ks := []variant{k.v}
+	if k.all {
+		ks = p.allKinds(k.v.w)
+	}
 	var s string
 	switch k.lang {
 	case langPTX:
-		s = p.emitPTX(k.w)
+		s = p.emitPTX(ks)
 	case langOpenCL:
-		s = p.emitOpenCL(k.w)
+		s = p.emitOpenCL(ks)
 	default:
 		panic(fmt.Sprintf("gpu: internal: language %d", k.lang))
 	}

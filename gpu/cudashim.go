@@ -186,11 +186,14 @@ static CUresult weft_cu_hostunregister(CUcontext ctx, void *h) { WITH(ctx, weft_
 static CUresult weft_cu_htod(CUcontext ctx, CUdeviceptr d, const void *h, size_t n) { WITH(ctx, weft_cu.MemcpyHtoD(d, h, n)); }
 static CUresult weft_cu_dtoh(CUcontext ctx, void *h, CUdeviceptr d, size_t n) { WITH(ctx, weft_cu.MemcpyDtoH(h, d, n)); }
 
-static CUresult load(const char *ptx, CUmodule *mod, const char **names, int n, CUfunction *out, char *log, size_t loglen) {
-	int opts[2] = {5, 6}; // CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
-	void *vals[2] = {log, (void *)(uintptr_t)loglen};
+// optlevel ≥ 0 passes CU_JIT_OPTIMIZATION_LEVEL (0-4); < 0 leaves the
+// driver's default (4).
+static CUresult load(const char *ptx, CUmodule *mod, const char **names, int n, CUfunction *out, char *log, size_t loglen,
+		int optlevel) {
+	int opts[3] = {5, 6, 7}; // CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_OPTIMIZATION_LEVEL
+	void *vals[3] = {log, (void *)(uintptr_t)loglen, (void *)(uintptr_t)(unsigned)optlevel};
 	log[0] = 0;
-	CUresult r = weft_cu.ModuleLoadDataEx(mod, ptx, 2, opts, vals);
+	CUresult r = weft_cu.ModuleLoadDataEx(mod, ptx, optlevel >= 0 ? 3 : 2, opts, vals);
 	if (r != 0)
 		return r;
 	for (int i = 0; i < n; i++)
@@ -199,8 +202,8 @@ static CUresult load(const char *ptx, CUmodule *mod, const char **names, int n, 
 	return 0;
 }
 static CUresult weft_cu_load_module(CUcontext ctx, const char *ptx, CUmodule *mod, const char **names, int n,
-		CUfunction *out, char *log, size_t loglen) {
-	WITH(ctx, load(ptx, mod, names, n, out, log, loglen));
+		CUfunction *out, char *log, size_t loglen, int optlevel) {
+	WITH(ctx, load(ptx, mod, names, n, out, log, loglen, optlevel));
 }
 static CUresult weft_cu_unload(CUcontext ctx, CUmodule m) { WITH(ctx, weft_cu.ModuleUnload(m)); }
 
@@ -425,7 +428,15 @@ type cudaBackend struct {
 	stream C.CUstream // for asynchronous launches, created on first use
 	name   string
 	mods   []C.CUmodule
+	// jitOptLevel is the PTX JIT's CU_JIT_OPTIMIZATION_LEVEL (0-4) for
+	// later builds; -1 leaves the driver's default (4). Only
+	// BenchmarkBuild changes it (setJITOptLevel), to measure.
+	jitOptLevel int
 }
+
+// setJITOptLevel sets the PTX JIT's optimisation level for later builds
+// (-1: the driver's default).
+func (b *cudaBackend) setJITOptLevel(level int) { b.jitOptLevel = level }
 
 // OpenCUDA opens CUDA device ordinal through the driver API (libcuda.so.1,
 // loaded at run time) and its primary context. Kernels are loaded as PTX,
@@ -439,7 +450,7 @@ func OpenCUDA(ordinal int) (*Device, error) {
 	if ordinal < 0 {
 		return nil, fmt.Errorf("gpu: CUDA device %d: %w", ordinal, errs.ErrInvalid)
 	}
-	b := &cudaBackend{}
+	b := &cudaBackend{jitOptLevel: -1}
 	var name [256]C.char
 	if r := C.weft_cu_open(C.int(ordinal), &b.dev, &b.ctx, &name[0], C.int(len(name))); r != 0 {
 		err := error(cudaResult(r))
@@ -534,7 +545,8 @@ func (b *cudaBackend) build(src string, names []string) ([]any, error) {
 	defer c.free()
 	var mod C.CUmodule
 	fs := (*[1 << 10]C.CUfunction)(c.out)
-	if r := C.weft_cu_load_module(b.ctx, c.src, &mod, c.names, C.int(len(names)), &fs[0], c.log, cLogLen); r != 0 {
+	if r := C.weft_cu_load_module(b.ctx, c.src, &mod, c.names, C.int(len(names)), &fs[0], c.log, cLogLen,
+		C.int(b.jitOptLevel)); r != 0 {
 		return nil, fmt.Errorf("gpu: cuModuleLoadDataEx: %w:\n%s", cudaResult(r), C.GoString(c.log))
 	}
 	b.mods = append(b.mods, mod)

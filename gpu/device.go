@@ -92,7 +92,7 @@ type Device struct {
 	mu      sync.Mutex
 	be      backend
 	closed  bool
-	mods    map[modKey][]any
+	kerns   map[kernKey]any // built kernels (kernel)
 	tabs    map[*Plan]mem
 	block   int // threads per block
 	maxGrid int // blocks per launch (the kernels loop over the rest)
@@ -141,15 +141,21 @@ func (d *Device) onClose(fn func()) (remove func(), ok bool) {
 	}, true
 }
 
-type modKey struct {
+// kernKey names one built kernel: plan p's variant v (word size,
+// direction, split).
+type kernKey struct {
 	p *Plan
-	w int64
+	v variant
 }
 
 // Stats counts a Device's work.
 type Stats struct {
-	Builds    int64 // modules compiled (one per plan and word size)
-	CacheHits int64 // launches whose module was already built
+	// Builds counts the kernels compiled: each is built alone, as a module
+	// (CUDA) or program (OpenCL) of its own, on the first launch that needs
+	// it (or by Prepare). A kernel is one plan, word size, direction and
+	// launch split, so a new type's first Pack builds one.
+	Builds    int64
+	CacheHits int64 // launches (and Prepare's look-ups) whose kernel was already built
 	Launches  int64
 	Copies    int64 // contiguous packs and unpacks done by one device copy
 	Async     int64 // launches enqueued without waiting (PackAsync, UnpackAsync)
@@ -159,7 +165,7 @@ type Stats struct {
 }
 
 func newDevice(be backend) *Device {
-	return &Device{be: be, mods: map[modKey][]any{}, tabs: map[*Plan]mem{}, block: 256, maxGrid: 8192,
+	return &Device{be: be, kerns: map[kernKey]any{}, tabs: map[*Plan]mem{}, block: 256, maxGrid: 8192,
 		bufs: map[*Buffer]struct{}{}}
 }
 
@@ -219,7 +225,7 @@ func (d *Device) Close() error {
 	for _, m := range d.tabs {
 		d.be.free(m)
 	}
-	d.tabs, d.mods = nil, nil
+	d.tabs, d.kerns = nil, nil
 	return d.be.close()
 }
 
@@ -492,70 +498,64 @@ func (d *Device) start(ctx context.Context, pk *Buffer, poff int64, ty Typed, fr
 // p's kernel; d.mu is held.
 func (d *Device) launchKernel(p *Plan, pk *Buffer, poff int64, ty Typed, from, nb int64, unpack, async bool) (int64, any, error) {
 	v := p.word(from, nb, ty.Buf.m.addr+uint64(ty.Base), pk.m.addr+uint64(poff), unpack)
-	v.wide = v.wide || d.forceWide
 	words := nb / v.w
 	q0 := uint64(from / v.w)
 	a := launchArgs{typed: ty.Buf.m, toff: ty.Base, packed: pk.m, poff: poff, q0: q0, n: uint64(words)}
-	if d0, d1, _, zn, ok := p.grid3Fits(v.w, q0, uint64(words), d.block); ok && !v.wide && !d.grid1D {
-		v.grid3 = true
-		bx, by := shape3(d0, d1, d.block)
-		a.block = [3]int{int(bx), int(by), 1}
-		a.grid = [3]int{int((d0 + bx - 1) / bx), int((d1 + by - 1) / by), int(zn)}
-	} else {
-		a.block = [3]int{d.block, 1, 1}
-		a.grid = [3]int{int(min((words+int64(d.block)-1)/int64(d.block), int64(d.maxGrid))), 1, 1}
-	}
-	fns, err := d.module(p, v.w)
+	v, a.grid, a.block = d.shape(p, v, q0, uint64(words))
+	f, err := d.kernel(p, v)
 	if err != nil {
 		return 0, nil, err
 	}
 	if a.tab, err = d.table(p); err != nil {
 		return 0, nil, err
 	}
-	idx := -1
-	for i, k := range p.kinds() {
-		if k.wide == v.wide && k.unpack == v.unpack && k.grid3 == v.grid3 {
-			idx = i
-		}
-	}
-	if idx < 0 {
-		return 0, nil, fmt.Errorf("gpu: internal: no kernel for %+v", v)
-	}
 	a.unpack, a.nbytes = unpack, nb
 	d.stats.Launches++
 	if as, ok := d.be.(asyncer); ok && async {
-		ev, err := as.launchAsync(fns[idx], a)
+		ev, err := as.launchAsync(f, a)
 		if err != nil {
 			return 0, nil, err
 		}
 		d.stats.Async++
 		return nb, ev, nil
 	}
-	if err := d.be.launch(fns[idx], a); err != nil {
+	if err := d.be.launch(f, a); err != nil {
 		return 0, nil, err
 	}
 	return nb, nil, nil
 }
 
-// module returns the kernels of plan p for word size w, building them on
-// first use.
-func (d *Device) module(p *Plan, w int64) ([]any, error) {
-	if f, ok := d.mods[modKey{p, w}]; ok {
+// shape completes variant v (word size, direction, and the 64-bit element
+// split where the window needs it) for a launch of words words from
+// stream word q0, and returns it with the launch's grid and thread block:
+// the 3-D launch where it fits, else the 1-D one (a grid-stride loop);
+// the 64-bit split is always 1-D. d.mu is held (forceWide and grid1D are
+// the tests' knobs).
+func (d *Device) shape(p *Plan, v variant, q0, words uint64) (variant, [3]int, [3]int) {
+	v.wide = v.wide || d.forceWide
+	if d0, d1, _, zn, ok := p.grid3Fits(v.w, q0, words, d.block); ok && !v.wide && !d.grid1D {
+		v.grid3 = true
+		bx, by := shape3(d0, d1, d.block)
+		return v, [3]int{int((d0 + bx - 1) / bx), int((d1 + by - 1) / by), int(zn)}, [3]int{int(bx), int(by), 1}
+	}
+	n := min((int64(words)+int64(d.block)-1)/int64(d.block), int64(d.maxGrid))
+	return v, [3]int{int(n), 1, 1}, [3]int{d.block, 1, 1}
+}
+
+// kernel returns kernel v of plan p, building it on first use: the
+// module (or program) of that kernel alone. d.mu is held.
+func (d *Device) kernel(p *Plan, v variant) (any, error) {
+	if f, ok := d.kerns[kernKey{p, v}]; ok {
 		d.stats.CacheHits++
 		return f, nil
 	}
-	names := make([]string, len(p.kinds()))
-	for i, k := range p.kinds() {
-		k.w = w
-		names[i] = p.kernelName(k)
-	}
-	f, err := d.be.build(p.source(srcKey{lang: d.be.language(), w: w}), names)
+	fs, err := d.be.build(p.kernelSource(d.be.language(), v), []string{p.kernelName(v)})
 	if err != nil {
 		return nil, err
 	}
 	d.stats.Builds++
-	d.mods[modKey{p, w}] = f
-	return f, nil
+	d.kerns[kernKey{p, v}] = fs[0]
+	return fs[0], nil
 }
 
 // table returns the device copy of p's lookaside table.
@@ -583,8 +583,16 @@ func (d *Device) table(p *Plan) (mem, error) {
 	return m, nil
 }
 
-// Prepare builds the kernels of t for its plan's largest word size now
-// (otherwise the first Pack or Unpack builds them).
+// Prepare builds t's kernels now, so that ordinary packs and unpacks of t
+// have nothing left to build (otherwise the first launch that needs a
+// kernel builds it): the pack and the unpack kernel for the plan's largest
+// word size (MaxWord) and the launch split that a whole-stream launch of
+// one element takes (the 3-D launch where it fits, as it does for most
+// types with a loop or index level; else the 1-D one), and the device
+// copy of its lookaside table. A launch whose window, count or alignment
+// calls for another word size or split (a window of more than 65535 rows
+// of the 3-D grid, a stream past 2^31 words, buffers or windows aligned to
+// less than MaxWord) builds that kernel on first use.
 func (d *Device) Prepare(t *ddt.Type) error {
 	p, err := PlanOf(t)
 	if err != nil {
@@ -595,8 +603,12 @@ func (d *Device) Prepare(t *ddt.Type) error {
 	if d.closed {
 		return ErrClosed
 	}
-	if _, err := d.module(p, p.maxWord); err != nil {
-		return err
+	v, _, _ := d.shape(p, variant{w: p.maxWord}, 0, uint64(p.size/p.maxWord))
+	for _, unpack := range []bool{false, true} {
+		v.unpack = unpack
+		if _, err := d.kernel(p, v); err != nil {
+			return err
+		}
 	}
 	_, err = d.table(p)
 	return err

@@ -23,20 +23,21 @@ func (p *Plan) OpenCL(w int64) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return p.source(srcKey{lang: langOpenCL, w: w}), nil
+	return p.source(srcKey{lang: langOpenCL, v: variant{w: w}, all: true}), nil
 }
 
 var clWord = map[int64]string{1: "uchar", 2: "ushort", 4: "uint", 8: "ulong", 16: "ulong2"}
 
-func (p *Plan) emitOpenCL(w int64) string {
+// emitOpenCL returns an OpenCL C program holding the kernels ks, in that
+// order.
+func (p *Plan) emitOpenCL(ks []variant) string {
 	var b strings.Builder
 	b.WriteString("/* weft gpu kernels, generated from the datatype IR:\n")
 	for _, l := range p.irLines() {
 		b.WriteString(" *   " + strings.ReplaceAll(l, "*/", "* /") + "\n")
 	}
 	b.WriteString(" */\n")
-	for _, k := range p.kinds() {
-		k.w = w
+	for _, k := range ks {
 		p.clKernel(&b, k)
 	}
 	return b.String()

@@ -5,9 +5,11 @@ import (
 	"strings"
 )
 
-// The PTX emitter. Each module holds the kernels of one plan and word
-// size: pack and unpack, each for the 3-D launch (plans with levels) and
-// the 1-D launch with the 32- and the 64-bit element split.
+// The PTX emitter. A Device builds one kernel per module (kernelSource):
+// the variant a launch needs, on first use. The whole module of a plan and
+// word size (PTX) holds all its kernels: pack and unpack, each for the 3-D
+// launch (plans with levels) and the 1-D launch with the 32- and the
+// 64-bit element split.
 // The text targets PTX ISA 7.8 and sm_80; the driver's JIT compiles it for
 // the GPU it finds (sm_90 included). Every kernel has the signature
 //
@@ -24,17 +26,26 @@ import (
 // registers, cvta, add/sub/mul/mad/shr, cvt, setp/selp, bra, ld/st.global,
 // ret), and internal/ptxsim executes exactly that subset in tests.
 
-// ptxKinds lists the kernels of a module in their order.
+// ptxKinds lists the kernels of a whole module in their order.
 var ptxKinds = []variant{{wide: false}, {wide: true}, {wide: false, unpack: true}, {wide: true, unpack: true},
 	{grid3: true}, {grid3: true, unpack: true}}
 
-// kinds returns the kernels of p's modules: the 3-D ones only for plans
-// with a level to put on y.
+// kinds returns the kernels of p's whole modules: the 3-D ones only for
+// plans with a level to put on y.
 func (p *Plan) kinds() []variant {
 	if len(p.levels) == 0 {
 		return ptxKinds[:4]
 	}
 	return ptxKinds
+}
+
+// allKinds returns the kernels of p's whole module for word size w.
+func (p *Plan) allKinds(w int64) []variant {
+	ks := append([]variant(nil), p.kinds()...)
+	for i := range ks {
+		ks[i].w = w
+	}
+	return ks
 }
 
 // kernelName is the symbol of variant v of plan p.
@@ -61,7 +72,7 @@ func (p *Plan) PTX(w int64) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return p.source(srcKey{lang: langPTX, w: w}), nil
+	return p.source(srcKey{lang: langPTX, v: variant{w: w}, all: true}), nil
 }
 
 func (p *Plan) checkWord(w int64) (int64, error) {
@@ -74,15 +85,15 @@ func (p *Plan) checkWord(w int64) (int64, error) {
 	return w, nil
 }
 
-func (p *Plan) emitPTX(w int64) string {
+// emitPTX returns a PTX module holding the kernels ks, in that order.
+func (p *Plan) emitPTX(ks []variant) string {
 	var b strings.Builder
 	b.WriteString("//\n// weft gpu kernels, generated from the datatype IR:\n")
 	for _, l := range p.irLines() {
 		b.WriteString("//   " + l + "\n")
 	}
 	b.WriteString("//\n.version 7.8\n.target sm_80\n.address_size 64\n")
-	for _, k := range p.kinds() {
-		k.w = w
+	for _, k := range ks {
 		g := &ptxGen{}
 		g.kernel(p, k)
 		fmt.Fprintf(&b, "\n.visible .entry %s(\n\t.param .u64 typed,\n\t.param .u64 packed,\n\t.param .u64 tab,\n\t.param .u64 q0,\n\t.param .u64 n\n)\n{\n", p.kernelName(k))

@@ -106,6 +106,33 @@ func TestPtxasLayouts(t *testing.T) {
 	}
 	plans = append(plans, p)
 	checkPtxas(t, plans)
+	checkPtxasVariants(t, p)
+}
+
+// checkPtxasVariants assembles, each alone, the one-kernel modules a
+// Device builds for plan p (every kernel of its largest word size), for
+// sm_80 with ptxas -v -Werror, and checks that each holds the same kernel
+// text as the whole module (which checkPtxas assembles for every word
+// size, both architectures).
+func checkPtxasVariants(t *testing.T, p *Plan) {
+	all, err := p.PTX(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range p.allKinds(p.maxWord) {
+		src := p.kernelSource(langPTX, v)
+		head, body, ok := strings.Cut(src, ".address_size 64\n")
+		if !ok || !strings.HasPrefix(all, head) || strings.Count(src, ".entry") != 1 || !strings.Contains(all, body) {
+			t.Fatalf("the module of %s alone is not the whole module's header and kernel:\n%s", p.kernelName(v), src)
+		}
+		fs, err := gputools.Assemble(src, "sm_80", t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fs) != 1 || fs[0].Name != p.kernelName(v) || fs[0].Registers > registerBudget || fs[0].Stack != 0 || fs[0].SpillStores != 0 {
+			t.Fatalf("%s alone: %+v", p.kernelName(v), fs)
+		}
+	}
 }
 
 // TestPtxasRejects: ptxas really checks the text (a broken kernel fails).

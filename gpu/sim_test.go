@@ -175,7 +175,7 @@ func TestPTXSimRandomTypes(t *testing.T) {
 		if st.Instructions == 0 || d.Stats().Builds == 0 {
 			t.Fatalf("nothing ran: %+v %+v", st, d.Stats())
 		}
-		t.Logf("mode %d: %d modules, %d launches, %d threads, %d instructions simulated", mode, d.Stats().Builds, d.Stats().Launches, st.Threads, st.Instructions)
+		t.Logf("mode %d: %d kernels built, %d launches, %d threads, %d instructions simulated", mode, d.Stats().Builds, d.Stats().Launches, st.Threads, st.Instructions)
 	}
 }
 
