@@ -96,9 +96,11 @@ bench-dashboard: bench-deps
 # NVIDIA GPU and its driver, building nothing there: every real-GPU test
 # (WEFT_REQUIRE=gpu: a missing device fails instead of skipping), then the
 # GPU benchmark (-test.v: the cost model's choice per layout is logged;
-# 0.5 s per case, not a count: 65536 per-block copies take a while).
-# Each step runs even when an earlier one failed; the target fails if any
-# did. About 5 minutes; the steps' timeouts add up to 28.
+# 0.5 s per case, not a count: 65536 per-block copies take a while), then
+# the GPU message benchmark. The machine needs the NVIDIA driver and
+# libfabric (libfabric.so.1), not Go. Each step runs even when an earlier
+# one failed; the target fails if any did. About 3 minutes on an H200; the
+# steps' timeouts add up to 31.
 GPU_BIN := $(BIN)/gpu
 gpu-tests:
 	mkdir -p $(GPU_BIN)
@@ -113,6 +115,7 @@ gpu-check:
 	(cd endpoint && WEFT_REQUIRE=gpu timeout 3m $(GPU_BIN)/endpoint.test -test.run 'TestDeviceTypedCUDA' -test.v -test.timeout 3m) || st=1; \
 	(cd onesided && WEFT_REQUIRE=gpu timeout 3m $(GPU_BIN)/onesided.test -test.run 'TestDeviceTypedCUDA' -test.v -test.timeout 3m) || st=1; \
 	(cd gpu && timeout 8m $(GPU_BIN)/gpu.test -test.run '^$$' -test.bench . -test.benchtime 0.5s -test.count 5 -test.v -test.timeout 8m) || st=1; \
+	(cd endpoint && timeout 3m $(GPU_BIN)/endpoint.test -test.run '^$$' -test.bench DeviceTypedSend -test.benchtime 20x -test.count 5 -test.v -test.timeout 3m) || st=1; \
 	exit $$st
 
 # The GPU benchmark on whatever device is here (CUDA, else OpenCL: pocl on

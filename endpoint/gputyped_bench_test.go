@@ -10,10 +10,11 @@ import (
 // BenchmarkDeviceTypedSend: one typed message of 1 MiB (int32 triples
 // every 20 bytes: 12-byte blocks) between two endpoints of one process
 // over libfabric shm, side by side: from GPU memory into GPU memory by
-// the kernel pipeline (gpu; the receiver unpacks from its bounce
-// buffers mapped into the device), the same with every received piece
-// copied into the device's staging buffer first (gpu-copyrecv), the same
-// by hand with the device's staging
+// the kernel pipeline (gpu: a pack kernel per chunk of the sender's ring,
+// the receiver gathering the segments into landing chunks, an unpack
+// kernel per chunk), the same with every received segment unpacked on its
+// own through the device's staging buffer (gpu-copyrecv, the fallback),
+// the same by hand with the device's staging
 // (PackBytes, Send, Recv, UnpackBytes: staged), and the host typed
 // message of the same layout in host memory (host: the JIT's pack into
 // the pipeline). It runs on CUDA device 0 when there is one, else on
@@ -54,9 +55,9 @@ func BenchmarkDeviceTypedSend(b *testing.B) {
 		run(b, func() error { return a.SendDevice(ctx, src, c.Rank(), 1) },
 			func() error { _, err := c.RecvDevice(ctx, dst, a.Rank(), 1); return err })
 	})
-	// The same messages with every received piece copied into the
-	// device's staging buffer first (the fallback), instead of unpacked
-	// from the mapped bounce buffers.
+	// The same messages with every received segment copied into the
+	// device's staging buffer and unpacked on its own (the fallback),
+	// instead of gathered into landing chunks.
 	b.Run("gpu-copyrecv", func(b *testing.B) {
 		endpoint.ForceDeviceRecvCopy(true)
 		defer endpoint.ForceDeviceRecvCopy(false)

@@ -42,6 +42,14 @@ func benchDevice(b *testing.B) *Device {
 	return d
 }
 
+// closeBench closes a benchmark's device with the timer stopped: closing
+// a CUDA context takes tens of milliseconds, which a benchmark of few
+// iterations would otherwise count in every one.
+func closeBench(b *testing.B, d *Device) {
+	b.StopTimer()
+	d.Close()
+}
+
 // dmaBackend is implemented by the runtimes that have the DMA baselines.
 type dmaBackend interface {
 	copy2D(dst mem, dpitch int64, src mem, soff, spitch, width, height int64) error
@@ -170,7 +178,7 @@ func benchN(d *Device) int {
 // BenchmarkLayouts packs each layout device to device with every method.
 func BenchmarkLayouts(b *testing.B) {
 	d := benchDevice(b)
-	defer d.Close()
+	defer closeBench(b, d)
 	ctx := context.Background()
 	hsrc := handCL
 	if d.be.language() == langPTX {
@@ -282,15 +290,20 @@ type jitLeveler interface{ setJITOptLevel(level int) }
 //     the one pack kernel that a whole-stream launch of one element takes;
 //   - module: all the plan's kernels (pack and unpack, three launch splits;
 //     four kernels without levels) in one module, for comparison;
+//   - emit: variant without the build (lowering and the kernel's text:
+//     this package's share of the cost);
+//   - again: one kernel's text built over and over (a compiler's disk
+//     cache answers: what a program's next run pays);
+//   - empty: the compiler's floor, an empty kernel under a fresh name;
 //   - variant-O1, variant-O3 (CUDA only): variant with the PTX JIT at
 //     CU_JIT_OPTIMIZATION_LEVEL 1 and 3 (the driver's default is 4).
 func BenchmarkBuild(b *testing.B) {
 	d := benchDevice(b)
-	defer d.Close()
+	defer closeBench(b, d)
 	lay := benchLayouts(8)
 	l := d.be.language()
 	nonce, seq := time.Now().UnixNano(), 0
-	bench := func(b *testing.B, all bool) {
+	bench := func(b *testing.B, all, build bool) {
 		for range b.N {
 			ir := ddtir.TypeIR(lay[seq%len(lay)].t)
 			p, err := lower(ir, fmt.Sprintf("%s#%d.%d", ir, nonce, seq))
@@ -311,19 +324,57 @@ func BenchmarkBuild(b *testing.B) {
 			if l == langPTX {
 				src = p.emitPTX(ks)
 			}
+			if !build {
+				continue
+			}
 			if _, err := d.be.build(src, names); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
-	b.Run("variant", func(b *testing.B) { bench(b, false) })
-	b.Run("module", func(b *testing.B) { bench(b, true) })
+	b.Run("variant", func(b *testing.B) { bench(b, false, true) })
+	b.Run("module", func(b *testing.B) { bench(b, true, true) })
+	b.Run("emit", func(b *testing.B) { bench(b, false, false) })
+	// The same kernel text built again and again: what a program's next
+	// run pays where the compiler keeps a disk cache of what it built
+	// (the CUDA driver's, unless CUDA_CACHE_DISABLE=1; pocl's).
+	b.Run("again", func(b *testing.B) {
+		ir := ddtir.TypeIR(lay[0].t)
+		p, err := lower(ir, fmt.Sprintf("%s#%d.again", ir, nonce))
+		if err != nil {
+			b.Fatal(err)
+		}
+		v, _, _ := d.shape(p, variant{w: p.maxWord}, 0, uint64(p.size/p.maxWord))
+		src := p.emitOpenCL([]variant{v})
+		if l == langPTX {
+			src = p.emitPTX([]variant{v})
+		}
+		for range b.N {
+			if _, err := d.be.build(src, []string{p.kernelName(v)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// The compiler's floor: an empty kernel under a fresh name.
+	b.Run("empty", func(b *testing.B) {
+		for range b.N {
+			name := fmt.Sprintf("weft_empty_%d_%d", nonce, seq)
+			seq++
+			src := "__kernel void " + name + "(void) {}\n"
+			if l == langPTX {
+				src = ".version 7.8\n.target sm_80\n.address_size 64\n.visible .entry " + name + "()\n{\n\tret;\n}\n"
+			}
+			if _, err := d.be.build(src, []string{name}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	if jl, ok := d.be.(jitLeveler); ok {
 		for _, lv := range []int{1, 3} {
 			b.Run(fmt.Sprintf("variant-O%d", lv), func(b *testing.B) {
 				jl.setJITOptLevel(lv)
 				defer jl.setJITOptLevel(-1)
-				bench(b, false)
+				bench(b, false, true)
 			})
 		}
 	}
@@ -334,7 +385,7 @@ func BenchmarkBuild(b *testing.B) {
 // kernel cache for the pack and the unpack kernel, and the table's).
 func BenchmarkCacheHit(b *testing.B) {
 	d := benchDevice(b)
-	defer d.Close()
+	defer closeBench(b, d)
 	t := benchLayouts(8)[4].t
 	if err := d.Prepare(t); err != nil {
 		b.Fatal(err)
