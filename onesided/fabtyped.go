@@ -19,6 +19,7 @@ package onesided
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -196,6 +197,19 @@ func (f *fabPath) typedVec(target, offset int, segs []ddt.Segment, pieces [][]by
 	return nil
 }
 
+// chunkPack packs the stream bytes from off into b, a chunk buffer. It
+// either packs before it returns (wait nil) or starts the pack and
+// returns wait, which completes it (a GPU kernel on its stream): then the
+// packs of the next free chunks are started before the first is waited
+// for and written.
+type chunkPack func(b []byte, off int) (wait func() error, err error)
+
+// chunkUnpack unpacks b, a chunk buffer holding the stream bytes from
+// off, into the origin: before it returns (wait nil), or it starts the
+// unpack and returns wait, which completes it; the chunk is not reused
+// until then.
+type chunkUnpack func(b []byte, off int) (wait func() error, err error)
+
 // typedChunks moves n stream bytes between the origin (through pack or
 // unpack, at a stream offset) and the target blocks segs at offset, a
 // chunk at a time. A Put's chunk goes out as soon as it is packed; a Get
@@ -205,70 +219,152 @@ func (f *fabPath) typedVec(target, offset int, segs []ddt.Segment, pieces [][]by
 // its reference to each chunk it took; a chunk whose operations are
 // still in flight stays taken until the last of them completes.
 func (f *fabPath) typedChunks(ctx context.Context, target, offset int, segs []ddt.Segment, n int,
-	pack func(b []byte, off int) error, unpack func(b []byte, off int) error) error {
+	pack chunkPack, unpack chunkUnpack) error {
+	if pack != nil {
+		return f.putChunks(ctx, target, offset, segs, n, pack)
+	}
 	si, soff := 0, 0
-	var prev *getChunk // a Get's chunk in flight, not yet unpacked
+	var prev *getChunk  // a Get's chunk in flight, not yet unpacked
+	var pend []putChunk // chunks whose unpack was started, oldest first
+	// retire completes started unpacks, oldest first: all of them, or
+	// while no chunk is free (f.chunk would wait for one in vain).
+	retire := func(all bool) error {
+		var first error
+		for len(pend) > 0 && (all || len(f.freeChunks) == 0) {
+			h := pend[0]
+			pend = pend[1:]
+			if err := h.wait(); err != nil && first == nil {
+				first = err
+			}
+			f.unrefChunk(h.idx, nil)
+		}
+		return first
+	}
+	finish := func(g *getChunk) error {
+		wait, err := f.finishGet(ctx, g, unpack)
+		if wait != nil {
+			pend = append(pend, putChunk{idx: g.idx, wait: wait})
+		}
+		return err
+	}
 	for pos := 0; pos < n; {
+		if err := retire(false); err != nil {
+			return errors.Join(f.abandon(prev, err), retire(true))
+		}
 		buf, ci, err := f.chunk()
 		if err != nil {
-			return f.abandon(prev, err)
+			return errors.Join(f.abandon(prev, err), retire(true))
 		}
 		k := min(chunkBytes, n-pos)
 		c := buf[:k]
-		if pack != nil {
-			if err := pack(c, pos); err != nil {
-				f.unrefChunk(ci, nil)
-				return err
+		if err := f.postChunk(ctx, target, offset, segs, &si, &soff, c, ci, false); err != nil {
+			return errors.Join(f.abandon(prev, err), retire(true))
+		}
+		cur := &getChunk{b: c, pos: pos, idx: ci}
+		if prev != nil {
+			if err := finish(prev); err != nil {
+				return errors.Join(f.abandon(cur, err), retire(true))
 			}
 		}
-		// One operation per target block piece the chunk covers, each
-		// holding a reference to the chunk until it completes.
-		for done := 0; done < k; {
-			s := segs[si]
-			m := min(int(s.Len)-soff, k-done)
-			piece := c[done : done+m]
-			raddr := f.raddr(target, offset+int(s.Off)+soff+ctrlBytes)
-			id := f.chunkOp(target, ci)
-			if pack != nil {
-				f.markDirty(target)
-			}
-			if err := f.post(id, func() error {
-				if pack != nil {
-					return f.ep.Write(piece, f.chunks.Desc(), f.addrs[target], raddr, f.keys[target], id)
-				}
-				return f.ep.Read(piece, f.chunks.Desc(), f.addrs[target], raddr, f.keys[target], id)
-			}); err != nil {
-				// The failed post dropped its reference; the operations
-				// posted before it (on this chunk and on prev) are
-				// waited for, so that the call returns with none of
-				// them in flight. A chunk they never complete on stays
-				// taken rather than be reused under them.
-				if werr := f.waitIssued(ctx, f.pend.seq); werr != nil {
-					err = fmt.Errorf("%w (and waiting for the chunk's earlier operations: %w)", err, werr)
-				}
-				f.unrefChunk(ci, nil)
-				return f.abandon(prev, err)
-			}
-			done, soff = done+m, soff+m
-			if soff == int(s.Len) {
-				si, soff = si+1, 0
-			}
-		}
-		if unpack == nil {
-			f.unrefChunk(ci, nil)
-		} else {
-			cur := &getChunk{b: c, pos: pos, idx: ci}
-			if prev != nil {
-				if err := f.finishGet(ctx, prev, unpack); err != nil {
-					return f.abandon(cur, err)
-				}
-			}
-			prev = cur
-		}
+		prev = cur
 		pos += k
 	}
+	var err error
 	if prev != nil {
-		return f.finishGet(ctx, prev, unpack)
+		err = finish(prev)
+	}
+	return errors.Join(err, retire(true))
+}
+
+// putChunk is a chunk of a typed Put whose pack was started.
+type putChunk struct {
+	c    []byte
+	idx  int
+	wait func() error // nil: packed
+}
+
+// putChunks is typedChunks for a Put: each chunk is written once packed.
+// Packs that complete later (wait) are started for every free chunk
+// before the oldest is waited for, so that the packs of the next chunks
+// run while the writes of the previous ones go out.
+func (f *fabPath) putChunks(ctx context.Context, target, offset int, segs []ddt.Segment, n int, pack chunkPack) error {
+	si, soff := 0, 0
+	var q []putChunk
+	fail := func(err error) error { // the chunks packed or being packed are not written
+		for _, h := range q {
+			if h.wait != nil {
+				_ = h.wait()
+			}
+			f.unrefChunk(h.idx, nil)
+		}
+		return err
+	}
+	for pos := 0; pos < n || len(q) > 0; {
+		for pos < n && (len(q) == 0 || len(f.freeChunks) > 0 && q[len(q)-1].wait != nil) {
+			buf, ci, err := f.chunk()
+			if err != nil {
+				return fail(err)
+			}
+			k := min(chunkBytes, n-pos)
+			wait, err := pack(buf[:k], pos)
+			if err != nil {
+				f.unrefChunk(ci, nil)
+				return fail(err)
+			}
+			q = append(q, putChunk{c: buf[:k], idx: ci, wait: wait})
+			pos += k
+		}
+		h := q[0]
+		q = q[1:]
+		if h.wait != nil {
+			if err := h.wait(); err != nil {
+				f.unrefChunk(h.idx, nil)
+				return fail(err)
+			}
+		}
+		if err := f.postChunk(ctx, target, offset, segs, &si, &soff, h.c, h.idx, true); err != nil {
+			return fail(err)
+		}
+		f.unrefChunk(h.idx, nil)
+	}
+	return nil
+}
+
+// postChunk posts the writes (put) or reads of chunk c, index ci, to or
+// from the target blocks segs from (*si, *soff) on, one operation per
+// target block piece the chunk covers, each holding a reference to the
+// chunk until it completes. A failed post drops its reference and waits
+// for the operations posted before it (on this chunk and earlier ones),
+// so that the call returns with none of them in flight, and gives up the
+// caller's reference to c; a chunk they never complete on stays taken
+// rather than be reused under them.
+func (f *fabPath) postChunk(ctx context.Context, target, offset int, segs []ddt.Segment, si, soff *int, c []byte, ci int, put bool) error {
+	k := len(c)
+	for done := 0; done < k; {
+		s := segs[*si]
+		m := min(int(s.Len)-*soff, k-done)
+		piece := c[done : done+m]
+		raddr := f.raddr(target, offset+int(s.Off)+*soff+ctrlBytes)
+		id := f.chunkOp(target, ci)
+		if put {
+			f.markDirty(target)
+		}
+		if err := f.post(id, func() error {
+			if put {
+				return f.ep.Write(piece, f.chunks.Desc(), f.addrs[target], raddr, f.keys[target], id)
+			}
+			return f.ep.Read(piece, f.chunks.Desc(), f.addrs[target], raddr, f.keys[target], id)
+		}); err != nil {
+			if werr := f.waitIssued(ctx, f.pend.seq); werr != nil {
+				err = fmt.Errorf("%w (and waiting for the chunk's earlier operations: %w)", err, werr)
+			}
+			f.unrefChunk(ci, nil)
+			return err
+		}
+		done, *soff = done+m, *soff+m
+		if *soff == int(s.Len) {
+			*si, *soff = *si+1, 0
+		}
 	}
 	return nil
 }
@@ -283,14 +379,18 @@ type getChunk struct {
 
 // finishGet waits for every read of chunk g (the reads into one chunk
 // complete in no set order; later chunks' reads stay in flight), unpacks
-// it and gives up the transfer's reference to it.
-func (f *fabPath) finishGet(ctx context.Context, g *getChunk, unpack func(b []byte, off int) error) error {
-	err := f.waitChunk(ctx, g.idx)
+// it and gives up the transfer's reference to it; for an unpack that
+// completes later it returns the unpack's wait instead, and the caller
+// gives up the reference once that has returned.
+func (f *fabPath) finishGet(ctx context.Context, g *getChunk, unpack chunkUnpack) (wait func() error, err error) {
+	err = f.waitChunk(ctx, g.idx)
 	if err == nil {
-		err = unpack(g.b, g.pos)
+		wait, err = unpack(g.b, g.pos)
 	}
-	f.unrefChunk(g.idx, nil)
-	return err
+	if wait == nil {
+		f.unrefChunk(g.idx, nil)
+	}
+	return wait, err
 }
 
 // abandon returns err after giving up the transfer's reference to the

@@ -15,11 +15,12 @@ import (
 // PutDevice is PutTyped with the origin in GPU memory: origin.Count
 // elements of origin.Type in origin.Buf (package gpu) are stored as
 // targetCount elements of targetType starting at offset in target's
-// region. The device's pack kernel writes the stream a megabyte at a time
-// into a pinned host buffer mapped into the device, from which it goes
-// 64 KiB at a time into the window's registered chunk buffers (libfabric
-// peers: each chunk written as soon as it is packed) or straight into the
-// target's layout (direct-store peers). As with Put, the transfer is
+// region. For a libfabric peer the device's pack kernels write the stream
+// straight into the window's registered 64 KiB chunk buffers, mapped into
+// the device: the kernels of all free chunks are started together, and
+// each chunk is written as soon as its kernel has completed. For a
+// direct-store peer the stream goes through the device's staging buffer
+// into the target's layout. As with Put, the transfer is
 // complete at the target after the next flush; origin may be reused when
 // PutDevice returns. Errors: PutTyped's, and gpu's (gpu.ErrDeclined for a
 // type without a GPU kernel).
@@ -29,8 +30,10 @@ func (w *Window) PutDevice(target, offset int, origin gpu.Typed, targetCount int
 
 // GetDevice is GetTyped with the origin in GPU memory: targetCount
 // elements of targetType at offset in target's region are read, a chunk
-// at a time, and unpacked by the device's unpack kernel into origin. It
-// returns once origin holds the data.
+// at a time, and unpacked by the device's unpack kernel into origin (for
+// a libfabric peer, a kernel per chunk started as its reads complete,
+// while the next chunk's reads are in flight). It returns once origin
+// holds the data.
 func (w *Window) GetDevice(ctx context.Context, target, offset int, origin gpu.Typed, targetCount int, targetType *ddt.Type) error {
 	return w.devTyped(ctx, "GetDevice", target, offset, origin, targetCount, targetType, true)
 }
@@ -61,6 +64,30 @@ func (w *Window) devTyped(ctx context.Context, op string, target, offset int, or
 			return fmt.Errorf("onesided: %s: pack origin on %s (%d of %d bytes): %w", op, d, m, len(b), err)
 		}
 		return nil
+	}
+	// The chunks of the libfabric path are packed (Put) by kernels
+	// started without waiting, one per free chunk, each waited for before
+	// its writes are posted, and unpacked (Get) by kernels started as
+	// each chunk's reads complete, waited for before the chunk is reused.
+	packChunk := func(b []byte, off int) (func() error, error) {
+		mb, at, ok := f.devChunk(d, b)
+		if !ok || devChunkSync.Load() {
+			return nil, pack(b, off)
+		}
+		devChunkAsync.Add(1)
+		ev, err := d.PackAsync(ctx, mb, at, origin, int64(off), int64(len(b)))
+		if err == nil && ev.Len() != int64(len(b)) {
+			err = fmt.Errorf("%d of %d bytes: %w", ev.Len(), len(b), ErrOutOfRange)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("onesided: %s: pack origin on %s: %w", op, d, err)
+		}
+		return func() error {
+			if err := ev.Wait(ctx); err != nil {
+				return fmt.Errorf("onesided: %s: pack origin on %s: %w", op, d, err)
+			}
+			return nil
+		}, nil
 	}
 	unpack := func(b []byte, off int) error {
 		var m int64
@@ -107,14 +134,42 @@ func (w *Window) devTyped(ctx context.Context, op string, target, offset int, or
 	if err != nil {
 		return err
 	}
+	unpackChunk := func(b []byte, off int) (func() error, error) {
+		mb, at, ok := f.devChunk(d, b)
+		if !ok || devChunkSync.Load() {
+			return nil, unpack(b, off)
+		}
+		devChunkAsync.Add(1)
+		ev, err := d.UnpackAsync(ctx, origin, mb, at, int64(off), int64(len(b)))
+		if err == nil && ev.Len() != int64(len(b)) {
+			err = fmt.Errorf("%d of %d bytes: %w", ev.Len(), len(b), ErrOutOfRange)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("onesided: %s: unpack origin on %s: %w", op, d, err)
+		}
+		return func() error {
+			if err := ev.Wait(ctx); err != nil {
+				return fmt.Errorf("onesided: %s: unpack origin on %s: %w", op, d, err)
+			}
+			return nil
+		}, nil
+	}
 	if get {
-		if err := w.net.typedChunks(ctx, target, offset, segs, n, nil, unpack); err != nil {
+		if err := w.net.typedChunks(ctx, target, offset, segs, n, nil, unpackChunk); err != nil {
 			return err
 		}
 		return w.net.flush(ctx, target)
 	}
-	return w.net.typedChunks(ctx, target, offset, segs, n, pack, nil)
+	return w.net.typedChunks(ctx, target, offset, segs, n, packChunk, nil)
 }
+
+// devChunkSync makes PutDevice and GetDevice wait for each chunk's pack
+// or unpack before going on (tests and benchmarks compare);
+// devChunkAsync counts the packs and unpacks started without waiting.
+var (
+	devChunkSync  atomic.Bool
+	devChunkAsync atomic.Int64
+)
 
 // devChunkCopy forces GPU transfers through the device's staging buffer
 // instead of the mapped chunk buffers (tests).

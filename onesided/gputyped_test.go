@@ -142,30 +142,39 @@ func refPack(t *ddt.Type, typed []byte, base int64) []byte {
 // pocl, direct store and libfabric shm, in every regime: one 64 KiB
 // piece, many pieces, more than the device's 1 MiB staging buffer. Over
 // libfabric each chunk is packed into and unpacked from in place (the
-// chunk buffers mapped into the device); the "copy" case forces the
-// fallback through the device's staging buffer.
+// chunk buffers mapped into the device), a Put's packs started without
+// waiting for every free chunk; "net-sync" waits for each pack before
+// the next, and "net-copy" forces the fallback through the device's
+// staging buffer.
 func TestDeviceTyped(t *testing.T) {
 	d := gpuDevice(t)
 	requireProvider(t, "shm")
 	defer devChunkCopy.Store(false)
+	defer devChunkSync.Store(false)
 	for _, c := range []struct {
 		name, path string
 		count      int
-	}{{"onepiece", "net", 100}, {"pieces", "direct", 20000}, {"pieces", "net", 20000}, {"beyondstage", "net", 110000}, {"pieces", "net-copy", 20000}} {
+	}{{"onepiece", "net", 100}, {"pieces", "direct", 20000}, {"pieces", "net", 20000}, {"beyondstage", "net", 110000},
+		{"pieces", "net-sync", 20000}, {"pieces", "net-copy", 20000}} {
 		t.Run(c.name+"/"+c.path, func(t *testing.T) {
 			opts := []Option{WithSharedMemory(ShmOnly)}
 			if c.path != "direct" {
 				opts = providerCase{"shm", OrderAuto}.opts()
 			}
 			devChunkCopy.Store(c.path == "net-copy")
-			copied, mapped := devChunkStats[0].Load(), devChunkStats[1].Load()
+			devChunkSync.Store(c.path == "net-sync")
+			copied, mapped, async := devChunkStats[0].Load(), devChunkStats[1].Load(), devChunkAsync.Load()
 			runRanks(t, 2, func(ctx context.Context, g Group) error {
 				return deviceScenario(ctx, g, d, c.count, opts...)
 			})
-			copied, mapped = devChunkStats[0].Load()-copied, devChunkStats[1].Load()-mapped
-			t.Logf("pieces through the staging buffer %d, in mapped chunks %d", copied, mapped)
-			if c.path == "net" && (mapped == 0 || copied != 0) || c.path != "net" && mapped != 0 {
+			copied, mapped, async = devChunkStats[0].Load()-copied, devChunkStats[1].Load()-mapped, devChunkAsync.Load()-async
+			t.Logf("pieces through the staging buffer %d, in mapped chunks %d (packs started without waiting %d)", copied, mapped, async)
+			inPlace := c.path == "net" || c.path == "net-sync"
+			if inPlace && (mapped == 0 || copied != 0) || !inPlace && mapped != 0 {
 				t.Fatalf("%s: %d pieces staged, %d in mapped chunks", c.path, copied, mapped)
+			}
+			if (async > 0) != (c.path == "net") {
+				t.Fatalf("%s: %d packs started without waiting", c.path, async)
 			}
 		})
 	}

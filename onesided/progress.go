@@ -80,7 +80,7 @@ func (p *guardedPath) typedVec(target, offset int, segs []ddt.Segment, pieces []
 }
 
 func (p *guardedPath) typedChunks(ctx context.Context, target, offset int, segs []ddt.Segment, n int,
-	pack func(b []byte, off int) error, unpack func(b []byte, off int) error) error {
+	pack chunkPack, unpack chunkUnpack) error {
 	p.g.Enter()
 	defer p.g.Exit()
 	return p.f.typedChunks(ctx, target, offset, segs, n, pack, unpack)

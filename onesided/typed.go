@@ -90,17 +90,17 @@ func (w *Window) netTyped(ctx context.Context, op string, target, offset int, se
 		defer release()
 		return w.net.typedVec(target, offset, segs, pieces, get)
 	}
-	pack := func(b []byte, off int) error {
+	pack := func(b []byte, off int) (func() error, error) {
 		if _, err := t.PackRange(b, origin, 0, count, int64(off)); err != nil {
-			return fmt.Errorf("onesided: %s: pack origin: %w: %w", op, ErrInvalid, err)
+			return nil, fmt.Errorf("onesided: %s: pack origin: %w: %w", op, ErrInvalid, err)
 		}
-		return nil
+		return nil, nil
 	}
-	unpack := func(b []byte, off int) error {
+	unpack := func(b []byte, off int) (func() error, error) {
 		if _, err := t.UnpackRange(origin, b, 0, count, int64(off)); err != nil {
-			return fmt.Errorf("onesided: %s: unpack origin: %w: %w", op, ErrInvalid, err)
+			return nil, fmt.Errorf("onesided: %s: unpack origin: %w: %w", op, ErrInvalid, err)
 		}
-		return nil
+		return nil, nil
 	}
 	if get {
 		return w.net.typedChunks(ctx, target, offset, segs, n, nil, unpack)

@@ -280,7 +280,7 @@ type netPath interface {
 	// (fabtyped.go).
 	typedVec(target, offset int, segs []ddt.Segment, pieces [][]byte, get bool) error
 	typedChunks(ctx context.Context, target, offset int, segs []ddt.Segment, n int,
-		pack func(b []byte, off int) error, unpack func(b []byte, off int) error) error
+		pack chunkPack, unpack chunkUnpack) error
 	hold(b []byte) (release func(), err error)
 	ordering() SignalOrdering
 	provider() string
