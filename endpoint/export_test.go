@@ -151,6 +151,20 @@ func DevicePaths() (stagingRings, hmemRings, recvCopied, recvMapped int64) {
 	return s.devRings[0].Load(), s.devRings[1].Load(), s.devRecv[0].Load(), s.devRecv[1].Load()
 }
 
+// AssumeDiscreteDevice makes GPU receives treat every device as a
+// discrete GPU (eager pieces unpacked through the staging buffer).
+func AssumeDiscreteDevice(on bool) { devAssumeDiscrete.Store(on) }
+
+// ForceDeviceSendCopy makes eager GPU sends pack through the device's
+// staging buffer instead of in place in the mapped segment buffers.
+func ForceDeviceSendCopy(on bool) { devSendCopy.Store(on) }
+
+// DeviceSendPaths reports the eager GPU sends this process packed through
+// the staging buffer and in place in mapped segment buffers.
+func DeviceSendPaths() (copied, mapped int64) {
+	return pathStats.devSend[0].Load(), pathStats.devSend[1].Load()
+}
+
 // DeviceLanded reports the landing chunks of pipelined GPU receives this
 // process unpacked (one kernel each).
 func DeviceLanded() int64 { return pathStats.devLanded.Load() }

@@ -74,8 +74,9 @@ var pathStats struct {
 	// unpacked through the staging buffer [0] and straight from the
 	// mapped bounce buffers [1].
 	devRings, devRecv [2]atomic.Int64
-	devLanded         atomic.Int64 // landing chunks of pipelined GPU receives unpacked (gputyped.go)
-	devDirect         atomic.Int64 // contiguous GPU sends from the user's buffer
+	devLanded         atomic.Int64    // landing chunks of pipelined GPU receives unpacked (gputyped.go)
+	devSend           [2]atomic.Int64 // eager GPU sends packed through the staging buffer, in place in mapped segment buffers
+	devDirect         atomic.Int64    // contiguous GPU sends from the user's buffer
 }
 
 // maxReadsInFlight bounds the RMA reads one rendezvous receive keeps
@@ -460,7 +461,10 @@ func (c *Comm) isendEagerTyped(u *typedRecv, dest, tag int) (*Request, bool, err
 	addr := c.addrs[dest]
 	hl := v.hdrLen() // reserved in front of each buffer for the match header
 	m := rdvExtSize + u.n
-	if m <= v.injectLimit {
+	// GPU data goes to a segment buffer, packed there in place by one
+	// kernel, rather than through the device's staging buffer into the
+	// inline scratch (Go memory, which the device cannot map).
+	if m <= v.injectLimit && (u.dev == nil || !v.ensureSegs()) {
 		b := v.inlineScratch(hl + m)
 		inlineHeader(b[hl:], u)
 		if err := u.pack(0, b[hl+rdvExtSize:]); err != nil {

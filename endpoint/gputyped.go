@@ -89,7 +89,7 @@ func (c *Comm) IsendDevice(src gpu.Typed, dest, tag int) (*Request, error) {
 	if !live {
 		return nil, fmt.Errorf("endpoint: send from %s: %w", src.Buf.Device(), gpu.ErrClosed)
 	}
-	return c.isendLayout(&typedRecv{dev: &src, count: src.Count, t: src.Type, n: n}, dest, tag)
+	return c.isendLayout(&typedRecv{dev: &src, tx: c.v, count: src.Count, t: src.Type, n: n}, dest, tag)
 }
 
 // IrecvDevice starts receiving into dst, at most Count elements of a
@@ -455,6 +455,7 @@ func (v *vci) deviceClosed(d *gpu.Device) {
 	}
 	v.failDevRecvs(d)
 	delete(v.devMaps, d)
+	delete(v.devSegMaps, d)
 	delete(v.devLands, d)
 	delete(v.devHooks, d)
 }
@@ -512,13 +513,15 @@ func (v *vci) closeDevRings() error {
 		}
 		delete(v.devLands, d)
 	}
-	for d, m := range v.devMaps {
-		if m != nil {
-			if err := m.Free(); err != nil && !errors.Is(err, gpu.ErrClosed) {
-				out = append(out, err)
+	for _, maps := range []map[*gpu.Device]*gpu.Buffer{v.devMaps, v.devSegMaps} {
+		for d, m := range maps {
+			if m != nil {
+				if err := m.Free(); err != nil && !errors.Is(err, gpu.ErrClosed) {
+					out = append(out, err)
+				}
 			}
+			delete(maps, d)
 		}
-		delete(v.devMaps, d)
 	}
 	return errors.Join(out...)
 }
@@ -528,46 +531,97 @@ func (v *vci) closeDevRings() error {
 // buffers (tests).
 var devRecvCopy atomic.Bool
 
+// devAssumeDiscrete makes receives treat every device as a discrete GPU
+// (tests: pocl shares the host's memory).
+var devAssumeDiscrete atomic.Bool
+
+// devSendCopy forces eager GPU sends to pack through the device's staging
+// buffer instead of in place in the mapped segment buffers (tests and
+// benchmarks).
+var devSendCopy atomic.Bool
+
+// devMapped returns the mapping into device d of all, one of v's
+// registered host regions, made on first use and kept in *maps; nil
+// (and no error) when d cannot map it, what naming it in the log.
+func (v *vci) devMapped(d *gpu.Device, all []byte, maps *map[*gpu.Device]*gpu.Buffer, what string) (*gpu.Buffer, error) {
+	if m, ok := (*maps)[d]; ok {
+		return m, nil
+	}
+	m, err := d.MapHost(all)
+	if err != nil {
+		if errors.Is(err, gpu.ErrClosed) {
+			return nil, err
+		}
+		v.log.Debug("cannot map "+what+" into the GPU; going through its staging buffer", "device", d, "err", err)
+		m = nil
+	}
+	if !v.watchDevice(d) { // closed meanwhile: its Close frees the mapping
+		return nil, gpu.ErrClosed
+	}
+	if *maps == nil {
+		*maps = map[*gpu.Device]*gpu.Buffer{}
+	}
+	(*maps)[d] = m
+	return m, nil
+}
+
+// at is the offset of piece in all (piece lies within all).
+func at(piece, all []byte) int64 {
+	return int64(uintptr(unsafe.Pointer(unsafe.SliceData(piece))) - uintptr(unsafe.Pointer(unsafe.SliceData(all))))
+}
+
+// devPackTx packs the stream's bytes from off of GPU data into piece: in
+// place, by one kernel, when piece lies in v's segment buffers and the
+// device can map them (an eager GPU send); else through the device's
+// staging buffer (a kernel and a copy).
+func (v *vci) devPackTx(t *gpu.Typed, off int, piece []byte) error {
+	d := t.Buf.Device()
+	if v.segBuf == nil || devSendCopy.Load() || !within(piece, v.segBuf.Bytes()) {
+		pathStats.devSend[0].Add(1)
+		return devPack(t, off, piece)
+	}
+	all := v.segBuf.Bytes()
+	m, err := v.devMapped(d, all, &v.devSegMaps, "the segment buffers")
+	if err != nil {
+		return fmt.Errorf("endpoint: pack on %s: %w", d, err)
+	}
+	if m == nil {
+		pathStats.devSend[0].Add(1)
+		return devPack(t, off, piece)
+	}
+	pathStats.devSend[1].Add(1)
+	n, err := d.Pack(context.Background(), m, at(piece, all), *t, int64(off), int64(len(piece)))
+	if err == nil && n != int64(len(piece)) {
+		err = fmt.Errorf("packed %d of %d bytes: %w", n, len(piece), errs.ErrOutOfRange)
+	}
+	return err
+}
+
 // devUnpackRx unpacks piece, the stream's bytes from off, into GPU data:
+// on a device that shares the host's memory (gpu.Device.Integrated),
 // straight from v's bounce buffers, mapped into the device (MapHost: no
-// host copy), when piece lies in them and the device can map them; else
-// through the device's staging buffer.
+// host copy), when piece lies in them and the device can map them; else,
+// and on a discrete GPU, whose kernels would read the bounce buffer
+// across the bus (a 12 KiB message took twice as long so on an H200),
+// through the device's staging buffer (a DMA copy and a launch).
 func (v *vci) devUnpackRx(t *gpu.Typed, off int, piece []byte) error {
 	d := t.Buf.Device()
-	if v.bounce == nil || devRecvCopy.Load() {
+	discrete := !d.Integrated() || devAssumeDiscrete.Load()
+	if v.bounce == nil || devRecvCopy.Load() || discrete || !within(piece, v.bounce.Bytes()) {
 		pathStats.devRecv[0].Add(1)
 		return devUnpack(t, off, piece)
 	}
 	all := v.bounce.Bytes()
-	if !within(piece, all) {
-		pathStats.devRecv[0].Add(1)
-		return devUnpack(t, off, piece)
-	}
-	m, ok := v.devMaps[d]
-	if !ok {
-		var err error
-		if m, err = d.MapHost(all); err != nil {
-			if errors.Is(err, gpu.ErrClosed) {
-				return fmt.Errorf("endpoint: unpack on %s: %w", d, err)
-			}
-			v.log.Debug("cannot map the bounce buffers into the GPU; unpacking through its staging buffer", "device", d, "err", err)
-			m = nil
-		}
-		if !v.watchDevice(d) {
-			return fmt.Errorf("endpoint: unpack on %s: %w", d, gpu.ErrClosed)
-		}
-		if v.devMaps == nil {
-			v.devMaps = map[*gpu.Device]*gpu.Buffer{}
-		}
-		v.devMaps[d] = m
+	m, err := v.devMapped(d, all, &v.devMaps, "the bounce buffers")
+	if err != nil {
+		return fmt.Errorf("endpoint: unpack on %s: %w", d, err)
 	}
 	if m == nil {
 		pathStats.devRecv[0].Add(1)
 		return devUnpack(t, off, piece)
 	}
-	at := int64(uintptr(unsafe.Pointer(unsafe.SliceData(piece))) - uintptr(unsafe.Pointer(unsafe.SliceData(all))))
 	pathStats.devRecv[1].Add(1)
-	n, err := d.Unpack(context.Background(), *t, m, at, int64(off), int64(len(piece)))
+	n, err := d.Unpack(context.Background(), *t, m, at(piece, all), int64(off), int64(len(piece)))
 	if err == nil && n != int64(len(piece)) {
 		err = fmt.Errorf("unpacked %d of %d bytes: %w", n, len(piece), errs.ErrOutOfRange)
 	}

@@ -332,19 +332,33 @@ func TestDevicePaths(t *testing.T) {
 	t.Setenv(endpoint.EnvNodeTransport, "fabric")
 	defer endpoint.ForceDevicePath("")
 	defer endpoint.ForceDeviceRecvCopy(false)
+	defer endpoint.ForceDeviceSendCopy(false)
+	defer endpoint.AssumeDiscreteDevice(false)
+	if !d.Integrated() {
+		t.Fatalf("%s: not a device sharing the host's memory", d)
+	}
 	for _, c := range []struct {
-		path   string
-		copied bool
-	}{{"hmem", false}, {"staging", true}, {"", false}} {
+		path             string
+		copied, discrete bool
+	}{{"hmem", false, false}, {"staging", true, false}, {"", false, false}, {"", false, true}} {
 		endpoint.ForceDevicePath(c.path)
 		endpoint.ForceDeviceRecvCopy(c.copied)
+		endpoint.ForceDeviceSendCopy(c.copied)
+		endpoint.AssumeDiscreteDevice(c.discrete)
 		s0, h0, c0, m0 := endpoint.DevicePaths()
 		l0 := endpoint.DeviceLanded()
+		sc0, sm0 := endpoint.DeviceSendPaths()
 		a, b, ctx := singletonPair(t)
 		devicePair(t, ctx, d, a, b)
 		s1, h1, c1, m1 := endpoint.DevicePaths()
 		l1 := endpoint.DeviceLanded()
-		t.Logf("%q: rings staging %d hmem %d, pieces copied %d mapped %d, landing chunks %d", c.path, s1-s0, h1-h0, c1-c0, m1-m0, l1-l0)
+		sc1, sm1 := endpoint.DeviceSendPaths()
+		t.Logf("%q: rings staging %d hmem %d, pieces copied %d mapped %d, landing chunks %d; eager sends copied %d mapped %d", c.path, s1-s0, h1-h0, c1-c0, m1-m0, l1-l0, sc1-sc0, sm1-sm0)
+		// Eager GPU sends pack in place in the mapped segment buffers
+		// unless the staging copy is forced.
+		if c.copied && (sm1 != sm0 || sc1 == sc0) || !c.copied && sm1 == sm0 {
+			t.Fatalf("%q: eager sends copied %d→%d, mapped %d→%d", c.path, sc0, sc1, sm0, sm1)
+		}
 		// Pipelined receives gather their segments into landing chunks
 		// (one unpack each) unless the per-piece copy is forced.
 		if (l1 > l0) == c.copied {
@@ -354,7 +368,9 @@ func TestDevicePaths(t *testing.T) {
 		if (h1 > h0) != wantHMEM || (s1 > s0) == wantHMEM {
 			t.Fatalf("%q: rings staging %d→%d, hmem %d→%d", c.path, s0, s1, h0, h1)
 		}
-		if c.copied && (m1 != m0 || c1 == c0) || !c.copied && m1 == m0 {
+		// As a discrete GPU, eager pieces are copied in by DMA, not read
+		// from the mapped bounce buffers; landing chunks stay.
+		if (c.copied || c.discrete) && (m1 != m0 || c1 == c0) || !c.copied && !c.discrete && m1 == m0 {
 			t.Fatalf("%q: pieces copied %d→%d, mapped %d→%d", c.path, c0, c1, m0, m1)
 		}
 		// A contiguous message from mapped host memory of the device (the
@@ -451,10 +467,14 @@ func TestDeviceTypedCUDA(t *testing.T) {
 	}
 	// The measured choice (kernel or copies) and the zero-copy receive.
 	d.SetMethod(gpu.MethodAuto)
-	_, _, _, mapped := endpoint.DevicePaths()
+	_, _, copied, mapped := endpoint.DevicePaths()
 	devicePair(t, ctx, d, a, b)
-	if _, _, _, m := endpoint.DevicePaths(); m == mapped {
-		t.Fatal("no piece was unpacked from the mapped bounce buffers")
+	// Eager pieces are unpacked from the mapped bounce buffers where the
+	// GPU shares the host's memory, through the staging buffer (a DMA
+	// copy) on a discrete one.
+	_, _, c, m := endpoint.DevicePaths()
+	if d.Integrated() && m == mapped || !d.Integrated() && (m != mapped || c == copied) {
+		t.Fatalf("integrated %v: pieces copied %d→%d, mapped %d→%d", d.Integrated(), copied, c, mapped, m)
 	}
 	t.Logf("after the auto pass: %+v", d.Stats())
 	buf, err := d.Alloc(4096)
@@ -463,7 +483,7 @@ func TestDeviceTypedCUDA(t *testing.T) {
 	}
 	defer buf.Free()
 	st, hm, cp, mp := endpoint.DevicePaths()
-	t.Logf("CUDA memory on shm: %s; rings staging %d hmem %d; pieces copied %d mapped %d; landing chunks %d", endpoint.DeviceTransport(a, buf), st, hm, cp, mp, endpoint.DeviceLanded())
+	t.Logf("integrated %v; CUDA memory on shm: %s; rings staging %d hmem %d; pieces copied %d mapped %d; landing chunks %d", d.Integrated(), endpoint.DeviceTransport(a, buf), st, hm, cp, mp, endpoint.DeviceLanded())
 }
 
 // devicePair sends from GPU memory of d to GPU memory (and GPU→host,

@@ -45,6 +45,9 @@ type typedRecv struct {
 	// (its bounce buffers are mapped into the device).
 	dev *gpu.Typed
 	rx  *vci
+	// tx: the endpoint that sends from it (its segment buffers are
+	// mapped into the device for eager sends).
+	tx *vci
 }
 
 // unpack unpacks piece, the stream's bytes from off, into the layout.
@@ -68,6 +71,9 @@ func (u *typedRecv) unpack(off int, piece []byte) error {
 // pack packs the stream's bytes from off into piece.
 func (u *typedRecv) pack(off int, piece []byte) error {
 	if u.dev != nil {
+		if u.tx != nil {
+			return u.tx.devPackTx(u.dev, off, piece)
+		}
 		return devPack(u.dev, off, piece)
 	}
 	if u.parts == nil {

@@ -137,19 +137,20 @@ type vci struct {
 
 	// registered segment buffers of eager and pipelined typed sends
 	// (fabtyped.go), and the pipelined sends in progress
-	segBuf    *fabric.Buffer
-	segDesc   fabric.Desc
-	devRings  map[*gpu.Device]*devRing    // GPU sends' segment rings (gputyped.go)
-	devMaps   map[*gpu.Device]*gpu.Buffer // the bounce buffers mapped into each GPU (nil: cannot)
-	devLands  map[*gpu.Device]*devLand    // pipelined GPU receives' landing areas (nil: none)
-	devHooks  map[*gpu.Device]func()      // removes v's close hook of each device (gputyped.go)
-	cpScratch []byte                      // a fragment packed or copied before it is streamed into a copy slot (nodecopy.go)
-	segSize   int                         // payload bytes of a segment buffer (behind the match header)
-	pipeSize  int                         // payload bytes of a pipelined message's segment (≤ segSize)
-	segs      [][]byte
-	segFree   []int
-	segFailed bool
-	pipes     []*Request
+	segBuf     *fabric.Buffer
+	segDesc    fabric.Desc
+	devRings   map[*gpu.Device]*devRing    // GPU sends' segment rings (gputyped.go)
+	devMaps    map[*gpu.Device]*gpu.Buffer // the bounce buffers mapped into each GPU (nil: cannot)
+	devSegMaps map[*gpu.Device]*gpu.Buffer // the segment buffers mapped into each GPU (nil: cannot)
+	devLands   map[*gpu.Device]*devLand    // pipelined GPU receives' landing areas (nil: none)
+	devHooks   map[*gpu.Device]func()      // removes v's close hook of each device (gputyped.go)
+	cpScratch  []byte                      // a fragment packed or copied before it is streamed into a copy slot (nodecopy.go)
+	segSize    int                         // payload bytes of a segment buffer (behind the match header)
+	pipeSize   int                         // payload bytes of a pipelined message's segment (≤ segSize)
+	segs       [][]byte
+	segFree    []int
+	segFailed  bool
+	pipes      []*Request
 }
 
 func (v *vci) lock() {

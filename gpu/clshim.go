@@ -91,6 +91,15 @@ static int weft_cl_load(const char *name) {
 
 static const char *weft_cl_error(void) { return weft_cl_msg; }
 
+// weft_cl_unified reports CL_DEVICE_HOST_UNIFIED_MEMORY (0x1035): the
+// device shares the host's memory (a CPU device, an integrated GPU).
+static int weft_cl_unified(cl_device_id dev) {
+	cl_uint v = 0; // cl_bool
+	if (weft_cl.GetDeviceInfo(dev, 0x1035, sizeof v, &v, NULL) != 0)
+		return 0;
+	return v != 0;
+}
+
 // weft_cl_open opens device number idx over all platforms: context and
 // in-order queue. Returns 0 or an OpenCL error (-1001: no platform,
 // -1: no such device).
@@ -381,6 +390,7 @@ type clBackend struct {
 	// published counts the windows of host memory handed to the device
 	// before a command read them (publish; tests).
 	published int64
+	unified   bool // CL_DEVICE_HOST_UNIFIED_MEMORY
 }
 
 type clProg struct {
@@ -408,10 +418,12 @@ func OpenOpenCL(index int) (*Device, error) {
 		return nil, fmt.Errorf("gpu: OpenCL device %d: %w", index, err)
 	}
 	b.name = C.GoString(&name[0])
+	b.unified = C.weft_cl_unified(b.dev) != 0
 	return newDevice(b), nil
 }
 
 func (b *clBackend) kind() string     { return "opencl" }
+func (b *clBackend) integrated() bool { return b.unified }
 func (b *clBackend) describe() string { return b.name }
 func (b *clBackend) language() lang   { return langOpenCL }
 

@@ -81,7 +81,7 @@ func TestCUDADevice(t *testing.T) {
 	if d == nil {
 		testenv.Skip(t, "gpu", "no CUDA device on this machine")
 	}
-	t.Logf("device %s", d)
+	t.Logf("device %s (integrated: %v)", d, d.Integrated())
 	r := rand.New(rand.NewPCG(3, 22))
 	for mode := range 3 { // the 3-D launch, 1-D with 32- and 64-bit splits
 		d.grid1D, d.forceWide = mode == 1, mode == 2

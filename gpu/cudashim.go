@@ -147,6 +147,15 @@ static CUresult weft_cu_open(int ord, CUdevice *dev, CUcontext *ctx, char *name,
 
 static void weft_cu_close(CUdevice dev) { weft_cu.DevicePrimaryCtxRelease(dev); }
 
+// weft_cu_integrated reports CU_DEVICE_ATTRIBUTE_INTEGRATED (18): the GPU
+// shares the host's memory.
+static int weft_cu_integrated(CUdevice dev) {
+	int v = 0;
+	if (weft_cu.DeviceGetAttribute(&v, 18, dev) != 0)
+		return 0;
+	return v;
+}
+
 // Every call below makes the context current on the calling OS thread,
 // works, and pops it again (contexts are per thread; a Go goroutine may
 // move between threads between two calls, never inside one).
@@ -432,6 +441,7 @@ type cudaBackend struct {
 	// later builds; -1 leaves the driver's default (4). Only
 	// BenchmarkBuild changes it (setJITOptLevel), to measure.
 	jitOptLevel int
+	integ       bool // CU_DEVICE_ATTRIBUTE_INTEGRATED
 }
 
 // setJITOptLevel sets the PTX JIT's optimisation level for later builds
@@ -460,6 +470,7 @@ func OpenCUDA(ordinal int) (*Device, error) {
 		return nil, fmt.Errorf("gpu: CUDA device %d: %w", ordinal, err)
 	}
 	b.name = C.GoString(&name[0])
+	b.integ = C.weft_cu_integrated(b.dev) != 0
 	d := newDevice(b)
 	d.ordinal = ordinal
 	return d, nil
@@ -484,6 +495,8 @@ func cuErr(op string, r C.CUresult) error {
 }
 
 func (b *cudaBackend) kind() string { return "cuda" }
+
+func (b *cudaBackend) integrated() bool { return b.integ }
 func (b *cudaBackend) describe() string {
 	return fmt.Sprintf("%s (driver API %d)", b.name, cudaLib.version)
 }

@@ -20,6 +20,7 @@ import (
 type backend interface {
 	kind() string     // "cuda", "opencl"
 	describe() string // the device's name and version
+	integrated() bool // the device shares the host's memory
 	language() lang
 	alloc(n int64, host bool) (mem, error)
 	free(m mem) error
@@ -174,6 +175,14 @@ func (d *Device) Kind() string { return d.be.kind() }
 
 // String describes the device.
 func (d *Device) String() string { return d.be.kind() + ": " + d.be.describe() }
+
+// Integrated reports whether the device shares the host's memory (a CPU
+// OpenCL device such as pocl, an integrated GPU), as its runtime says
+// (CU_DEVICE_ATTRIBUTE_INTEGRATED, CL_DEVICE_HOST_UNIFIED_MEMORY). Its
+// kernels then read mapped host memory as fast as their own; a discrete
+// GPU reads it across the bus, a request at a time, so that packages
+// moving received host bytes into its memory copy them by DMA first.
+func (d *Device) Integrated() bool { return d.be.integrated() }
 
 // Stats returns the device's counters.
 func (d *Device) Stats() Stats {

@@ -34,6 +34,7 @@ func newSimDevice() *Device {
 
 func (s *simBackend) kind() string     { return "ptxsim" }
 func (s *simBackend) describe() string { return "PTX simulator" }
+func (s *simBackend) integrated() bool { return true }
 func (s *simBackend) language() lang   { return langPTX }
 func (s *simBackend) alloc(n int64, host bool) (mem, error) {
 	data := make([]byte, n)
