@@ -97,10 +97,10 @@ bench-dashboard: bench-deps
 # (WEFT_REQUIRE=gpu: a missing device fails instead of skipping), then the
 # GPU benchmark (-test.v: the cost model's choice per layout is logged;
 # 0.5 s per case, not a count: 65536 per-block copies take a while), then
-# the GPU message benchmark. The machine needs the NVIDIA driver and
-# libfabric (libfabric.so.1), not Go. Each step runs even when an earlier
-# one failed; the target fails if any did. About 3 minutes on an H200; the
-# steps' timeouts add up to 31.
+# the GPU message and one-sided benchmarks. The machine needs the NVIDIA
+# driver and libfabric (libfabric.so.1), not Go. Each step runs even when
+# an earlier one failed; the target fails if any did. About 3 minutes on
+# an H200; the steps' timeouts add up to 33.
 GPU_BIN := $(BIN)/gpu
 gpu-tests:
 	mkdir -p $(GPU_BIN)
@@ -115,7 +115,8 @@ gpu-check:
 	(cd endpoint && WEFT_REQUIRE=gpu timeout 3m $(GPU_BIN)/endpoint.test -test.run 'TestDeviceTypedCUDA' -test.v -test.timeout 3m) || st=1; \
 	(cd onesided && WEFT_REQUIRE=gpu timeout 3m $(GPU_BIN)/onesided.test -test.run 'TestDeviceTypedCUDA' -test.v -test.timeout 3m) || st=1; \
 	(cd gpu && timeout 8m $(GPU_BIN)/gpu.test -test.run '^$$' -test.bench . -test.benchtime 0.5s -test.count 5 -test.v -test.timeout 8m) || st=1; \
-	(cd endpoint && timeout 3m $(GPU_BIN)/endpoint.test -test.run '^$$' -test.bench DeviceTypedSend -test.benchtime 20x -test.count 5 -test.v -test.timeout 3m) || st=1; \
+	(cd endpoint && timeout 3m $(GPU_BIN)/endpoint.test -test.run '^$$' -test.bench 'DeviceTypedSend|DeviceTypedPingPong' -test.benchtime 200x -test.count 5 -test.v -test.timeout 3m) || st=1; \
+	(cd onesided && timeout 2m $(GPU_BIN)/onesided.test -test.run '^$$' -test.bench 'DevicePut|DeviceGet' -test.benchtime 20x -test.count 5 -test.v -test.timeout 2m) || st=1; \
 	exit $$st
 
 # The GPU benchmark on whatever device is here (CUDA, else OpenCL: pocl on
