@@ -1,7 +1,9 @@
 package endpoint_test
 
 import (
+	"context"
 	"fmt"
+	"github.com/weft-hpc/weft/gpu"
 	"testing"
 
 	"github.com/weft-hpc/weft/ddt/ddttest"
@@ -32,14 +34,7 @@ func BenchmarkDeviceTypedSend(b *testing.B) { benchDeviceSend(b, 1<<20) }
 // and a copy each); staged: by hand (PackBytes, Send, Recv, UnpackBytes);
 // host: the host typed messages of the same layouts.
 func BenchmarkDeviceTypedPingPong(b *testing.B) {
-	d, err := openCUDA()
-	if err != nil {
-		d = openCLDevice(b)
-	}
-	defer func() { b.StopTimer(); d.Close() }()
-	b.Logf("device %s", d)
-	b.Setenv(endpoint.EnvNodeTransport, "fabric")
-	a, c, ctx := benchPair(b, false)
+	d, a, c, ctx := deviceBenchPair(b)
 	st, rt := gpuLayouts(b)
 	for _, size := range []int{1 << 10, 12 << 10} {
 		count := size / int(st.Size())
@@ -164,15 +159,23 @@ func BenchmarkDeviceTypedPingPong(b *testing.B) {
 	}
 }
 
-func benchDeviceSend(b *testing.B, size int) {
+// deviceBenchPair opens CUDA device 0 where there is one, else OpenCL
+// device 0 (closed when b ends, outside its timer), and two endpoints of
+// one process over libfabric shm.
+func deviceBenchPair(b *testing.B) (*gpu.Device, *endpoint.Comm, *endpoint.Comm, context.Context) {
 	d, err := openCUDA()
 	if err != nil {
 		d = openCLDevice(b)
 	}
-	defer func() { b.StopTimer(); d.Close() }()
+	b.Cleanup(func() { b.StopTimer(); d.Close() })
 	b.Logf("device %s", d)
 	b.Setenv(endpoint.EnvNodeTransport, "fabric")
 	a, c, ctx := benchPair(b, false)
+	return d, a, c, ctx
+}
+
+func benchDeviceSend(b *testing.B, size int) {
+	d, a, c, ctx := deviceBenchPair(b)
 	st, rt := gpuLayouts(b)
 	count := size / int(st.Size())
 	src, stream := gpuSource(b, d, st, count, 1)

@@ -65,30 +65,6 @@ func (w *Window) devTyped(ctx context.Context, op string, target, offset int, or
 		}
 		return nil
 	}
-	// The chunks of the libfabric path are packed (Put) by kernels
-	// started without waiting, one per free chunk, each waited for before
-	// its writes are posted, and unpacked (Get) by kernels started as
-	// each chunk's reads complete, waited for before the chunk is reused.
-	packChunk := func(b []byte, off int) (func() error, error) {
-		mb, at, ok := f.devChunk(d, b)
-		if !ok || devChunkSync.Load() {
-			return nil, pack(b, off)
-		}
-		devChunkAsync.Add(1)
-		ev, err := d.PackAsync(ctx, mb, at, origin, int64(off), int64(len(b)))
-		if err == nil && ev.Len() != int64(len(b)) {
-			err = fmt.Errorf("%d of %d bytes: %w", ev.Len(), len(b), ErrOutOfRange)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("onesided: %s: pack origin on %s: %w", op, d, err)
-		}
-		return func() error {
-			if err := ev.Wait(ctx); err != nil {
-				return fmt.Errorf("onesided: %s: pack origin on %s: %w", op, d, err)
-			}
-			return nil
-		}, nil
-	}
 	unpack := func(b []byte, off int) error {
 		var m int64
 		var err error
@@ -134,32 +110,47 @@ func (w *Window) devTyped(ctx context.Context, op string, target, offset int, or
 	if err != nil {
 		return err
 	}
-	unpackChunk := func(b []byte, off int) (func() error, error) {
+	// The chunks of the libfabric path are packed (Put) by kernels
+	// started without waiting, one per free chunk, each waited for before
+	// its writes are posted, and unpacked (Get) by kernels started as
+	// each chunk's reads complete, waited for before the chunk is reused.
+	// Chunks the device cannot reach in place go by sync (pack, unpack).
+	async := func(b []byte, off int, sync func([]byte, int) error) (func() error, error) {
 		mb, at, ok := f.devChunk(d, b)
 		if !ok || devChunkSync.Load() {
-			return nil, unpack(b, off)
+			return nil, sync(b, off)
 		}
 		devChunkAsync.Add(1)
-		ev, err := d.UnpackAsync(ctx, origin, mb, at, int64(off), int64(len(b)))
+		what := "pack"
+		var ev *gpu.Event
+		var err error
+		if get {
+			what = "unpack"
+			ev, err = d.UnpackAsync(ctx, origin, mb, at, int64(off), int64(len(b)))
+		} else {
+			ev, err = d.PackAsync(ctx, mb, at, origin, int64(off), int64(len(b)))
+		}
 		if err == nil && ev.Len() != int64(len(b)) {
 			err = fmt.Errorf("%d of %d bytes: %w", ev.Len(), len(b), ErrOutOfRange)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("onesided: %s: unpack origin on %s: %w", op, d, err)
+			return nil, fmt.Errorf("onesided: %s: %s origin on %s: %w", op, what, d, err)
 		}
 		return func() error {
 			if err := ev.Wait(ctx); err != nil {
-				return fmt.Errorf("onesided: %s: unpack origin on %s: %w", op, d, err)
+				return fmt.Errorf("onesided: %s: %s origin on %s: %w", op, what, d, err)
 			}
 			return nil
 		}, nil
 	}
 	if get {
+		unpackChunk := func(b []byte, off int) (func() error, error) { return async(b, off, unpack) }
 		if err := w.net.typedChunks(ctx, target, offset, segs, n, nil, unpackChunk); err != nil {
 			return err
 		}
 		return w.net.flush(ctx, target)
 	}
+	packChunk := func(b []byte, off int) (func() error, error) { return async(b, off, pack) }
 	return w.net.typedChunks(ctx, target, offset, segs, n, packChunk, nil)
 }
 
