@@ -755,19 +755,9 @@ func (v *vci) pump(r *Request) {
 		}
 		idx := p.ready - 1
 		err := v.sendFramed(v.segs[idx][:v.hdrLen()+p.readyLen], v.segDesc, data, r.qdest, v.handle(r)|segBit|uint64(idx)<<32)
-		if errors.Is(err, fabric.ErrAgain) {
-			if p.stalled.IsZero() {
-				p.stalled = time.Now()
-			} else if time.Since(p.stalled) > v.timeout {
-				v.finish(r, fmt.Errorf("endpoint: pipelined send to rank %d: queue stayed full for %v: %w", r.qrank, v.timeout, err))
-			}
+		if !v.segPosted(r, err, v.finish) {
 			return
 		}
-		if err != nil {
-			v.finish(r, fmt.Errorf("endpoint: pipelined send to rank %d: %w", r.qrank, err))
-			return
-		}
-		p.stalled = time.Time{}
 		p.ready = 0
 		p.off += p.readyLen
 		r.pending++
@@ -775,6 +765,28 @@ func (v *vci) pump(r *Request) {
 	if p.off == p.want && p.ready == 0 && r.pending == 0 {
 		v.finish(r, nil)
 	}
+}
+
+// segPosted handles the outcome err of posting one segment of pipelined
+// send r: true when it went; false when the provider's queue is full (r
+// fails with fail once it has stayed full for v's timeout) or on another
+// error, which fails r.
+func (v *vci) segPosted(r *Request, err error, fail func(*Request, error)) bool {
+	p := r.pipe
+	if errors.Is(err, fabric.ErrAgain) {
+		if p.stalled.IsZero() {
+			p.stalled = time.Now()
+		} else if time.Since(p.stalled) > v.timeout {
+			fail(r, fmt.Errorf("endpoint: pipelined send to rank %d: queue stayed full for %v: %w", r.qrank, v.timeout, err))
+		}
+		return false
+	}
+	if err != nil {
+		fail(r, fmt.Errorf("endpoint: pipelined send to rank %d: %w", r.qrank, err))
+		return false
+	}
+	p.stalled = time.Time{}
+	return true
 }
 
 // pumpAll drives every pipelined send of v and drops finished ones.

@@ -575,26 +575,11 @@ func at(piece, all []byte) int64 {
 // device can map them (an eager GPU send); else through the device's
 // staging buffer (a kernel and a copy).
 func (v *vci) devPackTx(t *gpu.Typed, off int, piece []byte) error {
-	d := t.Buf.Device()
-	if v.segBuf == nil || devSendCopy.Load() || !within(piece, v.segBuf.Bytes()) {
-		pathStats.devSend[0].Add(1)
-		return devPack(t, off, piece)
+	var region []byte
+	if v.segBuf != nil {
+		region = v.segBuf.Bytes()
 	}
-	all := v.segBuf.Bytes()
-	m, err := v.devMapped(d, all, &v.devSegMaps, "the segment buffers")
-	if err != nil {
-		return fmt.Errorf("endpoint: pack on %s: %w", d, err)
-	}
-	if m == nil {
-		pathStats.devSend[0].Add(1)
-		return devPack(t, off, piece)
-	}
-	pathStats.devSend[1].Add(1)
-	n, err := d.Pack(context.Background(), m, at(piece, all), *t, int64(off), int64(len(piece)))
-	if err == nil && n != int64(len(piece)) {
-		err = fmt.Errorf("packed %d of %d bytes: %w", n, len(piece), errs.ErrOutOfRange)
-	}
-	return err
+	return v.devMove(t, off, piece, region, &v.devSegMaps, "the segment buffers", &pathStats.devSend, devSendCopy.Load(), false)
 }
 
 // devUnpackRx unpacks piece, the stream's bytes from off, into GPU data:
@@ -605,25 +590,49 @@ func (v *vci) devPackTx(t *gpu.Typed, off int, piece []byte) error {
 // across the bus (a 12 KiB message took twice as long so on an H200),
 // through the device's staging buffer (a DMA copy and a launch).
 func (v *vci) devUnpackRx(t *gpu.Typed, off int, piece []byte) error {
-	d := t.Buf.Device()
-	discrete := !d.Integrated() || devAssumeDiscrete.Load()
-	if v.bounce == nil || devRecvCopy.Load() || discrete || !within(piece, v.bounce.Bytes()) {
-		pathStats.devRecv[0].Add(1)
-		return devUnpack(t, off, piece)
+	var region []byte
+	if v.bounce != nil {
+		region = v.bounce.Bytes()
 	}
-	all := v.bounce.Bytes()
-	m, err := v.devMapped(d, all, &v.devMaps, "the bounce buffers")
+	discrete := !t.Buf.Device().Integrated() || devAssumeDiscrete.Load()
+	return v.devMove(t, off, piece, region, &v.devMaps, "the bounce buffers", &pathStats.devRecv, devRecvCopy.Load() || discrete, true)
+}
+
+// devMove packs the stream's bytes from off of GPU data t into piece, or
+// unpacks them from it: in place, by one kernel, where piece lies in
+// region (one of v's registered host regions) and the device maps region
+// (kept in *maps; what names it in the log); else, and when viaCopy is
+// set, through the device's staging buffer. stats[0] counts the pieces
+// that went through the staging buffer, stats[1] those moved in place.
+func (v *vci) devMove(t *gpu.Typed, off int, piece, region []byte, maps *map[*gpu.Device]*gpu.Buffer, what string,
+	stats *[2]atomic.Int64, viaCopy, unpack bool) error {
+	d := t.Buf.Device()
+	staged := func() error {
+		stats[0].Add(1)
+		if unpack {
+			return devUnpack(t, off, piece)
+		}
+		return devPack(t, off, piece)
+	}
+	if region == nil || viaCopy || !within(piece, region) {
+		return staged()
+	}
+	m, err := v.devMapped(d, region, maps, what)
 	if err != nil {
-		return fmt.Errorf("endpoint: unpack on %s: %w", d, err)
+		return fmt.Errorf("endpoint: %s on %s: %w", map[bool]string{false: "pack", true: "unpack"}[unpack], d, err)
 	}
 	if m == nil {
-		pathStats.devRecv[0].Add(1)
-		return devUnpack(t, off, piece)
+		return staged()
 	}
-	pathStats.devRecv[1].Add(1)
-	n, err := d.Unpack(context.Background(), *t, m, at(piece, all), int64(off), int64(len(piece)))
+	stats[1].Add(1)
+	var n int64
+	if unpack {
+		n, err = d.Unpack(context.Background(), *t, m, at(piece, region), int64(off), int64(len(piece)))
+	} else {
+		n, err = d.Pack(context.Background(), m, at(piece, region), *t, int64(off), int64(len(piece)))
+	}
 	if err == nil && n != int64(len(piece)) {
-		err = fmt.Errorf("unpacked %d of %d bytes: %w", n, len(piece), errs.ErrOutOfRange)
+		err = fmt.Errorf("moved %d of %d bytes: %w", n, len(piece), errs.ErrOutOfRange)
 	}
 	return err
 }
@@ -881,6 +890,11 @@ func (v *vci) pumpDev(r *Request) {
 			s.packed = true
 		}
 		for s.sent < s.n {
+			if r.pending >= len(v.segs) {
+				// As many segments in flight as the host pipeline's ring
+				// holds: the rest go as these complete (segDone pumps).
+				return
+			}
 			k := min(g.size, s.n-s.sent)
 			ctx := v.handle(r) | segBit | uint64(s.idx)<<32
 			var err error
@@ -891,19 +905,9 @@ func (v *vci) pumpDev(r *Request) {
 			} else { // hl > 0 only with one segment per chunk (sent is 0)
 				err = v.sendFramed(seg[s.sent:s.sent+g.hl+k], g.mr.Desc(), data, r.qdest, ctx)
 			}
-			if errors.Is(err, fabric.ErrAgain) {
-				if p.stalled.IsZero() {
-					p.stalled = time.Now()
-				} else if time.Since(p.stalled) > v.timeout {
-					v.failDev(r, fmt.Errorf("endpoint: pipelined send to rank %d: queue stayed full for %v: %w", r.qrank, v.timeout, err))
-				}
+			if !v.segPosted(r, err, v.failDev) {
 				return
 			}
-			if err != nil {
-				v.failDev(r, fmt.Errorf("endpoint: pipelined send to rank %d: %w", r.qrank, err))
-				return
-			}
-			p.stalled = time.Time{}
 			s.sent += k
 			p.off += k
 			r.pending++
@@ -959,19 +963,9 @@ func (v *vci) pumpDirect(r *Request) {
 	for p.off < p.want && r.pending < len(v.segs) { // as many in flight as the ring has segments
 		k := min(g.size, p.want-p.off)
 		err := v.ep.SendDataDevice(p.directAddr+uint64(p.off), k, p.directDesc, data, r.qdest, v.handle(r)|segBit|directBit)
-		if errors.Is(err, fabric.ErrAgain) {
-			if p.stalled.IsZero() {
-				p.stalled = time.Now()
-			} else if time.Since(p.stalled) > v.timeout {
-				v.finish(r, fmt.Errorf("endpoint: pipelined send to rank %d: queue stayed full for %v: %w", r.qrank, v.timeout, err))
-			}
+		if !v.segPosted(r, err, v.finish) {
 			return
 		}
-		if err != nil {
-			v.finish(r, fmt.Errorf("endpoint: pipelined send to rank %d: %w", r.qrank, err))
-			return
-		}
-		p.stalled = time.Time{}
 		p.off += k
 		r.pending++
 	}

@@ -3,6 +3,7 @@ package endpoint_test
 import (
 	"context"
 	"fmt"
+	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/gpu"
 	"testing"
 
@@ -38,13 +39,7 @@ func BenchmarkDeviceTypedPingPong(b *testing.B) {
 	st, rt := gpuLayouts(b)
 	for _, size := range []int{1 << 10, 12 << 10} {
 		count := size / int(st.Size())
-		src, stream := gpuSource(b, d, st, count, 1)
-		dst, _ := gpuDest(b, d, rt, count)
-		n := len(stream)
-		hn, hbase := ddttest.Layout(st, count)
-		host := make([]byte, hn)
-		rn, rbase := ddttest.Layout(rt, count)
-		hostDst := make([]byte, rn)
+		src, dst, host, hostDst, n := deviceBenchBufs(b, d, st, rt, count)
 		pa, pc := make([]byte, n), make([]byte, n)
 		// pp times b.N round trips: ping on this goroutine (a's side),
 		// pong on another (c's).
@@ -144,16 +139,16 @@ func BenchmarkDeviceTypedPingPong(b *testing.B) {
 		})
 		b.Run(name+"host", func(b *testing.B) {
 			pp(b, func() error {
-				if err := a.SendTyped(ctx, host[hbase:], count, st, c.Rank(), 3); err != nil {
+				if err := a.SendTyped(ctx, host, count, st, c.Rank(), 3); err != nil {
 					return err
 				}
-				_, err := a.RecvTyped(ctx, host[hbase:], count, st, c.Rank(), 3)
+				_, err := a.RecvTyped(ctx, host, count, st, c.Rank(), 3)
 				return err
 			}, func() error {
-				if _, err := c.RecvTyped(ctx, hostDst[rbase:], count, rt, a.Rank(), 3); err != nil {
+				if _, err := c.RecvTyped(ctx, hostDst, count, rt, a.Rank(), 3); err != nil {
 					return err
 				}
-				return c.SendTyped(ctx, hostDst[rbase:], count, rt, a.Rank(), 3)
+				return c.SendTyped(ctx, hostDst, count, rt, a.Rank(), 3)
 			})
 		})
 	}
@@ -174,17 +169,22 @@ func deviceBenchPair(b *testing.B) (*gpu.Device, *endpoint.Comm, *endpoint.Comm,
 	return d, a, c, ctx
 }
 
+// deviceBenchBufs returns count elements of st in GPU memory (src),
+// room for count of rt there (dst), the same layouts in host memory
+// (from their displacement 0) and the packed size n.
+func deviceBenchBufs(b *testing.B, d *gpu.Device, st, rt *ddt.Type, count int) (src, dst gpu.Typed, host, hostDst []byte, n int) {
+	src, stream := gpuSource(b, d, st, count, 1)
+	dst, _ = gpuDest(b, d, rt, count)
+	hn, hbase := ddttest.Layout(st, count)
+	rn, rbase := ddttest.Layout(rt, count)
+	return src, dst, make([]byte, hn)[hbase:], make([]byte, rn)[rbase:], len(stream)
+}
+
 func benchDeviceSend(b *testing.B, size int) {
 	d, a, c, ctx := deviceBenchPair(b)
 	st, rt := gpuLayouts(b)
 	count := size / int(st.Size())
-	src, stream := gpuSource(b, d, st, count, 1)
-	dst, _ := gpuDest(b, d, rt, count)
-	n := len(stream)
-	hn, hbase := ddttest.Layout(st, count)
-	host := make([]byte, hn)
-	rn, rbase := ddttest.Layout(rt, count)
-	hostDst := make([]byte, rn)
+	src, dst, host, hostDst, n := deviceBenchBufs(b, d, st, rt, count)
 	packed := make([]byte, n)
 	run := func(b *testing.B, send func() error, recv func() error) {
 		b.SetBytes(int64(n))
@@ -228,7 +228,7 @@ func benchDeviceSend(b *testing.B, size int) {
 		})
 	})
 	b.Run("host", func(b *testing.B) {
-		run(b, func() error { return a.SendTyped(ctx, host[hbase:], count, st, c.Rank(), 3) },
-			func() error { _, err := c.RecvTyped(ctx, hostDst[rbase:], count, rt, a.Rank(), 3); return err })
+		run(b, func() error { return a.SendTyped(ctx, host, count, st, c.Rank(), 3) },
+			func() error { _, err := c.RecvTyped(ctx, hostDst, count, rt, a.Rank(), 3); return err })
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -571,6 +572,24 @@ func TestDeviceClosedMidSend(t *testing.T) {
 		errc := make(chan error, 2)
 		go func() { _, err := sr.Wait(ctx); errc <- err }()
 		go func() { _, err := rr.Wait(ctx); errc <- err }()
+		// The receiving endpoint keeps being driven, as its process
+		// would keep calling in, after its receive has failed: the
+		// segments already on the network complete only so (the
+		// sender's close hook waits for them).
+		stop := make(chan struct{})
+		driven := make(chan struct{})
+		go func() {
+			defer close(driven)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _, _ = b.Iprobe(endpoint.AnySource, endpoint.AnyTag)
+				runtime.Gosched()
+			}
+		}()
 		time.Sleep(2 * time.Millisecond)
 		if err := d.Close(); err != nil {
 			t.Fatal(err)
@@ -588,6 +607,8 @@ func TestDeviceClosedMidSend(t *testing.T) {
 			}
 			t.Logf("%s: %v", path, err)
 		}
+		close(stop)
+		<-driven
 		cancel()
 		for _, c := range []*endpoint.Comm{a, b} {
 			if n := endpoint.DeviceEntries(c, d); n != 0 {
