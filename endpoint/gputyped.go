@@ -586,9 +586,9 @@ func (v *vci) devPackTx(t *gpu.Typed, off int, piece []byte) error {
 // on a device that shares the host's memory (gpu.Device.Integrated),
 // straight from v's bounce buffers, mapped into the device (MapHost: no
 // host copy), when piece lies in them and the device can map them; else,
-// and on a discrete GPU, whose kernels would read the bounce buffer
-// across the bus (a 12 KiB message took twice as long so on an H200),
-// through the device's staging buffer (a DMA copy and a launch).
+// and on a discrete GPU (where a 12 KiB message read in place took twice
+// as long on an H200 as one copied first), through the device's staging
+// buffer (a host copy into the device's pinned buffer, and a launch).
 func (v *vci) devUnpackRx(t *gpu.Typed, off int, piece []byte) error {
 	var region []byte
 	if v.bounce != nil {

@@ -369,8 +369,8 @@ func TestDevicePaths(t *testing.T) {
 		if (h1 > h0) != wantHMEM || (s1 > s0) == wantHMEM {
 			t.Fatalf("%q: rings staging %d→%d, hmem %d→%d", c.path, s0, s1, h0, h1)
 		}
-		// As a discrete GPU, eager pieces are copied in by DMA, not read
-		// from the mapped bounce buffers; landing chunks stay.
+		// As a discrete GPU, eager pieces go through the staging buffer,
+		// not read from the mapped bounce buffers; landing chunks stay.
 		if (c.copied || c.discrete) && (m1 != m0 || c1 == c0) || !c.copied && !c.discrete && m1 == m0 {
 			t.Fatalf("%q: pieces copied %d→%d, mapped %d→%d", c.path, c0, c1, m0, m1)
 		}
@@ -471,8 +471,8 @@ func TestDeviceTypedCUDA(t *testing.T) {
 	_, _, copied, mapped := endpoint.DevicePaths()
 	devicePair(t, ctx, d, a, b)
 	// Eager pieces are unpacked from the mapped bounce buffers where the
-	// GPU shares the host's memory, through the staging buffer (a DMA
-	// copy) on a discrete one.
+	// GPU shares the host's memory, through the staging buffer on a
+	// discrete one.
 	_, _, c, m := endpoint.DevicePaths()
 	if d.Integrated() && m == mapped || !d.Integrated() && (m != mapped || c == copied) {
 		t.Fatalf("integrated %v: pieces copied %d→%d, mapped %d→%d", d.Integrated(), copied, c, mapped, m)

@@ -178,10 +178,9 @@ func (d *Device) String() string { return d.be.kind() + ": " + d.be.describe() }
 
 // Integrated reports whether the device shares the host's memory (a CPU
 // OpenCL device such as pocl, an integrated GPU), as its runtime says
-// (CU_DEVICE_ATTRIBUTE_INTEGRATED, CL_DEVICE_HOST_UNIFIED_MEMORY). Its
-// kernels then read mapped host memory as fast as their own; a discrete
-// GPU reads it across the bus, a request at a time, so that packages
-// moving received host bytes into its memory copy them by DMA first.
+// (CU_DEVICE_ATTRIBUTE_INTEGRATED, CL_DEVICE_HOST_UNIFIED_MEMORY). There
+// kernels read host memory mapped into the device (MapHost) as they read
+// their own; a discrete GPU reads it across the bus.
 func (d *Device) Integrated() bool { return d.be.integrated() }
 
 // Stats returns the device's counters.
