@@ -98,19 +98,25 @@ bench-dashboard: bench-deps
 # GPU benchmark (-test.v: the cost model's choice per layout is logged;
 # 0.5 s per case, not a count: 65536 per-block copies take a while), then
 # the GPU message and one-sided benchmarks. The machine needs the NVIDIA
-# driver and libfabric (libfabric.so.1), not Go. Each step runs even when
-# an earlier one failed; the target fails if any did. About 3 minutes on
-# an H200; the steps' timeouts add up to 33.
+# driver, not Go; gpu-tests bundles this machine's libfabric and its
+# libraries into $(GPU_BIN)/lib, used where the GPU machine has none. Each
+# step runs even when an earlier one failed; the target fails if any did.
+# About 3 minutes on an H200; the steps' timeouts add up to 33.
 GPU_BIN := $(BIN)/gpu
 gpu-tests:
 	mkdir -p $(GPU_BIN)
 	$(GO) test -c -o $(GPU_BIN)/gpu.test ./gpu
 	$(GO) test -c -o $(GPU_BIN)/endpoint.test ./endpoint
 	$(GO) test -c -o $(GPU_BIN)/onesided.test ./onesided
+	deploy/bundle-libfabric.sh $(GPU_BIN)/lib
 
 gpu-check:
 	@test -x $(GPU_BIN)/gpu.test || { echo "gpu-check: run 'make gpu-tests' first (it builds the test binaries)"; exit 1; }
 	@st=0; \
+	if ! ldconfig -p 2>/dev/null | grep -q 'libfabric\.so\.1 '; then \
+		echo "gpu-check: no libfabric on this machine; using the one bundled in $(GPU_BIN)/lib"; \
+		export LD_LIBRARY_PATH=$(GPU_BIN)/lib$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}; \
+	fi; \
 	(cd gpu && WEFT_REQUIRE=gpu timeout 14m $(GPU_BIN)/gpu.test -test.run 'CUDA' -test.v -test.timeout 14m) || st=1; \
 	(cd endpoint && WEFT_REQUIRE=gpu timeout 3m $(GPU_BIN)/endpoint.test -test.run 'TestDeviceTypedCUDA' -test.v -test.timeout 3m) || st=1; \
 	(cd onesided && WEFT_REQUIRE=gpu timeout 3m $(GPU_BIN)/onesided.test -test.run 'TestDeviceTypedCUDA' -test.v -test.timeout 3m) || st=1; \
