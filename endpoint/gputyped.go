@@ -156,7 +156,7 @@ type devRing struct {
 func newDevRing(size, hl, n int) *devRing {
 	g := &devRing{size: size, hl: hl, chunk: size}
 	if hl == 0 {
-		g.chunk = max(size, int(tune.GPUChunk)/size*size)
+		g.chunk = devChunk(size)
 	}
 	g.busy = make([]int, max(1, n/(hl+g.chunk)))
 	return g
@@ -169,8 +169,12 @@ func devRingBytes(size, hl, depth int) int {
 	if hl > 0 {
 		return (hl + size) * depth
 	}
-	return devRingChunks * max(size, int(tune.GPUChunk)/size*size)
+	return devRingChunks * devChunk(size)
 }
+
+// devChunk is the payload of a ring's chunk whose segments carry size
+// bytes: gpuchunk, in whole segments.
+func devChunk(size int) int { return max(size, int(tune.GPUChunk)/size*size) }
 
 // devRingChunks is the number of chunks of a device ring (and of a
 // receiver's landing area, devLand): one being sent, one being packed,
@@ -619,7 +623,11 @@ func (v *vci) devMove(t *gpu.Typed, off int, piece, region []byte, maps *map[*gp
 	}
 	m, err := v.devMapped(d, region, maps, what)
 	if err != nil {
-		return fmt.Errorf("endpoint: %s on %s: %w", map[bool]string{false: "pack", true: "unpack"}[unpack], d, err)
+		op := "pack"
+		if unpack {
+			op = "unpack"
+		}
+		return fmt.Errorf("endpoint: %s on %s: %w", op, d, err)
 	}
 	if m == nil {
 		return staged()
