@@ -1,6 +1,10 @@
 package endpoint
 
-import "github.com/weft-hpc/weft/gpu"
+import (
+	"time"
+
+	"github.com/weft-hpc/weft/gpu"
+)
 
 // ParkedEndpoints reports how many freed endpoints of w wait for the other
 // endpoints of their communicator in this process (peerset.go).
@@ -150,6 +154,10 @@ func DevicePaths() (stagingRings, hmemRings, recvCopied, recvMapped int64) {
 	s := &pathStats
 	return s.devRings[0].Load(), s.devRings[1].Load(), s.devRecv[0].Load(), s.devRecv[1].Load()
 }
+
+// SetDeviceCloseWait bounds a device close hook's wait for the segments
+// its sends posted (0: the default, 10 s).
+func SetDeviceCloseWait(d time.Duration) { devCloseWaitTest.Store(int64(d)) }
 
 // AssumeDiscreteDevice makes GPU receives treat every device as a
 // discrete GPU (eager pieces unpacked through the staging buffer).

@@ -349,6 +349,10 @@ func (v *vci) standInRing(d *gpu.Device, n int64) *devRing {
 // and for the network operations posted from the device's memory.
 const devCloseWait = 10 * time.Second
 
+// devCloseWaitTest, when positive, replaces devCloseWait for the wait on
+// posted segments (nanoseconds; tests).
+var devCloseWaitTest atomic.Int64
+
 // watchDevice registers v's close hook with device d (once per device);
 // false when d is closed already.
 func (v *vci) watchDevice(d *gpu.Device) bool {
@@ -438,9 +442,18 @@ func (v *vci) deviceClosed(d *gpu.Device) {
 			end1(r)
 		}
 		end := time.Now().Add(devCloseWait)
+		if w := devCloseWaitTest.Load(); w > 0 {
+			end = time.Now().Add(time.Duration(w))
+		}
 		for len(wait) > 0 {
 			if err := v.progress(); err != nil || time.Now().After(end) {
 				v.log.Warn("GPU closed with sends from its memory still on the network", "device", d, "sends", len(wait), "err", err)
+				// Their segments may still complete (a receiver that
+				// resumes its progress): the sends end now, with
+				// gpu.ErrClosed, and keep their slots until then.
+				for _, r := range wait {
+					r.done = true
+				}
 				break
 			}
 			n := 0

@@ -620,3 +620,86 @@ func TestDeviceClosedMidSend(t *testing.T) {
 		}
 	}
 }
+
+// TestDeviceClosedStalledReceiver: a device closed under a pipelined GPU
+// send whose segments cannot complete, because the receiving endpoint is
+// no longer driven (tcp;ofi_rxm: a large segment waits for the receiver):
+// the close hook's bounded wait gives up and the send ends with
+// gpu.ErrClosed instead of waiting for ever; once the receiver is driven
+// again what was on the network drains and both endpoints free cleanly.
+func TestDeviceClosedStalledReceiver(t *testing.T) {
+	testenv.Short(t, "a world on tcp;ofi_rxm")
+	t.Setenv(endpoint.EnvNodeTransport, "fabric")
+	endpoint.ForceDevicePath("hmem")
+	defer endpoint.ForceDevicePath("")
+	endpoint.SetDeviceCloseWait(300 * time.Millisecond)
+	defer endpoint.SetDeviceCloseWait(0)
+	d := openCLDevice(t)
+	singleton(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	w, err := endpoint.Init(ctx, endpoint.WithProvider("tcp;ofi_rxm"))
+	if err != nil {
+		t.Fatalf("Init: %v", err)
+	}
+	defer w.Close()
+	eps, err := w.Comm().CreateEndpoints(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := eps[0], eps[1]
+	st, rt := gpuLayouts(t)
+	count := (32 << 20) / int(st.Size())
+	src, _ := gpuSource(t, d, st, count, 1)
+	dst, _ := gpuDest(t, d, rt, count)
+	rr, err := b.IrecvDevice(dst, a.Rank(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr, err := a.IsendDevice(src, b.Rank(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both sides are driven until the receiver has unpacked a chunk.
+	for l0 := endpoint.DeviceLanded(); endpoint.DeviceLanded() == l0; {
+		for _, r := range []*endpoint.Request{rr, sr} {
+			if done, _, err := r.Test(); done || err != nil {
+				t.Fatalf("the message ended before the close: %v", err)
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no chunk landed")
+		}
+	}
+	// Only the sender is driven from now on.
+	sent := make(chan error, 1)
+	go func() { _, err := sr.Wait(ctx); sent <- err }()
+	time.Sleep(50 * time.Millisecond)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-sent:
+		if !errors.Is(err, gpu.ErrClosed) {
+			t.Fatalf("send from the closed device: %v, want gpu.ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the send still waits 5 s after its device was closed")
+	}
+	if _, err := rr.Wait(ctx); !errors.Is(err, gpu.ErrClosed) {
+		t.Fatalf("receive into the closed device: %v, want gpu.ErrClosed", err)
+	}
+	// The receiver resumes; what was on the network drains.
+	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); {
+		for _, c := range []*endpoint.Comm{a, b} {
+			if _, _, err := c.Iprobe(endpoint.AnySource, endpoint.AnyTag); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, c := range []*endpoint.Comm{a, b} {
+		if err := c.Free(); err != nil {
+			t.Fatalf("endpoint freed after the close: %v", err)
+		}
+	}
+}
