@@ -555,20 +555,10 @@ func TestDeviceClosedMidSend(t *testing.T) {
 		endpoint.ForceDevicePath(path)
 		d := openCLDevice(t)
 		a, b, ctx := singletonPair(t)
-		st, rt := gpuLayouts(t)
+		st, _ := gpuLayouts(t)
 		seg, depth, _ := endpoint.PipeRing(a)
-		count := 4 * depth * seg / int(st.Size())
-		src, _ := gpuSource(t, d, st, count, 1)
-		dst, _ := gpuDest(t, d, rt, count)
+		sr, rr, src, dst := startDeviceMessage(t, d, a, b, 4*depth*seg/int(st.Size()))
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		rr, err := b.IrecvDevice(dst, a.Rank(), 3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sr, err := a.IsendDevice(src, b.Rank(), 3)
-		if err != nil {
-			t.Fatal(err)
-		}
 		errc := make(chan error, 2)
 		go func() { _, err := sr.Wait(ctx); errc <- err }()
 		go func() { _, err := rr.Wait(ctx); errc <- err }()
@@ -635,31 +625,9 @@ func TestDeviceClosedStalledReceiver(t *testing.T) {
 	endpoint.SetDeviceCloseWait(300 * time.Millisecond)
 	defer endpoint.SetDeviceCloseWait(0)
 	d := openCLDevice(t)
-	singleton(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	w, err := endpoint.Init(ctx, endpoint.WithProvider("tcp;ofi_rxm"))
-	if err != nil {
-		t.Fatalf("Init: %v", err)
-	}
-	defer w.Close()
-	eps, err := w.Comm().CreateEndpoints(ctx, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b := eps[0], eps[1]
-	st, rt := gpuLayouts(t)
-	count := (32 << 20) / int(st.Size())
-	src, _ := gpuSource(t, d, st, count, 1)
-	dst, _ := gpuDest(t, d, rt, count)
-	rr, err := b.IrecvDevice(dst, a.Rank(), 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sr, err := a.IsendDevice(src, b.Rank(), 3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, ctx := providerPair(t, "tcp;ofi_rxm")
+	st, _ := gpuLayouts(t)
+	sr, rr, _, _ := startDeviceMessage(t, d, a, b, (32<<20)/int(st.Size()))
 	// Both sides are driven until the receiver has unpacked a chunk.
 	for l0 := endpoint.DeviceLanded(); endpoint.DeviceLanded() == l0; {
 		for _, r := range []*endpoint.Request{rr, sr} {
@@ -702,4 +670,23 @@ func TestDeviceClosedStalledReceiver(t *testing.T) {
 			t.Fatalf("endpoint freed after the close: %v", err)
 		}
 	}
+}
+
+// startDeviceMessage starts a GPU message of count elements of the GPU
+// tests' layouts from a to b (tag 3), the receive posted first, and
+// returns the requests and the GPU data.
+func startDeviceMessage(t *testing.T, d *gpu.Device, a, b *endpoint.Comm, count int) (sr, rr *endpoint.Request, src, dst gpu.Typed) {
+	t.Helper()
+	st, rt := gpuLayouts(t)
+	src, _ = gpuSource(t, d, st, count, 1)
+	dst, _ = gpuDest(t, d, rt, count)
+	rr, err := b.IrecvDevice(dst, a.Rank(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr, err = a.IsendDevice(src, b.Rank(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sr, rr, src, dst
 }

@@ -14,10 +14,16 @@ import (
 // matching engine runs for real over shm, without launching processes.
 func singletonPair(t testing.TB, opts ...endpoint.Option) (a, b *endpoint.Comm, ctx context.Context) {
 	t.Helper()
+	return providerPair(t, "shm", opts...)
+}
+
+// providerPair is singletonPair on provider prov.
+func providerPair(t testing.TB, prov string, opts ...endpoint.Option) (a, b *endpoint.Comm, ctx context.Context) {
+	t.Helper()
 	singleton(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
-	w, err := endpoint.Init(ctx, endpoint.WithProvider("shm"))
+	w, err := endpoint.Init(ctx, endpoint.WithProvider(prov))
 	if err != nil {
 		t.Fatalf("Init: %v", err)
 	}
