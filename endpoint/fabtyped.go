@@ -444,6 +444,11 @@ func within(p, b []byte) bool {
 	return pp >= bp && pp+uintptr(len(p)) <= bp+uintptr(len(b))
 }
 
+// offsetIn is the offset of p in b (p lies within b).
+func offsetIn(p, b []byte) int64 {
+	return int64(uintptr(unsafe.Pointer(unsafe.SliceData(p))) - uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+}
+
 // isendEagerTyped packs an eager typed message straight into what the
 // provider sends from: the inject scratch (inject-sized) or a registered
 // segment buffer, released when the send completes; when every segment
@@ -881,7 +886,7 @@ func (v *vci) startPipeRecv(r *Request, t uint64, h rdvHeader, reject error) {
 func (v *vci) pipeRecvDone(r *Request) {
 	r.piping = false
 	if r.land != nil {
-		r.landFlush() // the last chunk of a GPU receive
+		r.land.flush() // the last, partly filled chunk of a GPU receive (gputyped.go)
 	}
 	var err error
 	if r.pipeTrunc {

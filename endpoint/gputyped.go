@@ -582,11 +582,6 @@ func (v *vci) devMapped(d *gpu.Device, all []byte, maps *map[*gpu.Device]*gpu.Bu
 	return m, nil
 }
 
-// at is the offset of piece in all (piece lies within all).
-func at(piece, all []byte) int64 {
-	return int64(uintptr(unsafe.Pointer(unsafe.SliceData(piece))) - uintptr(unsafe.Pointer(unsafe.SliceData(all))))
-}
-
 // devPackTx packs the stream's bytes from off of GPU data into piece: in
 // place, by one kernel, when piece lies in v's segment buffers and the
 // device can map them (an eager GPU send); else through the device's
@@ -648,9 +643,9 @@ func (v *vci) devMove(t *gpu.Typed, off int, piece, region []byte, maps *map[*gp
 	stats[1].Add(1)
 	var n int64
 	if unpack {
-		n, err = d.Unpack(context.Background(), *t, m, at(piece, region), int64(off), int64(len(piece)))
+		n, err = d.Unpack(context.Background(), *t, m, offsetIn(piece, region), int64(off), int64(len(piece)))
 	} else {
-		n, err = d.Pack(context.Background(), m, at(piece, region), *t, int64(off), int64(len(piece)))
+		n, err = d.Pack(context.Background(), m, offsetIn(piece, region), *t, int64(off), int64(len(piece)))
 	}
 	if err == nil && n != int64(len(piece)) {
 		err = fmt.Errorf("moved %d of %d bytes: %w", n, len(piece), errs.ErrOutOfRange)
@@ -840,9 +835,6 @@ func (x *landRecv) fail(err error) {
 		x.r.err = fmt.Errorf("endpoint: unpack into %s: %w", x.r.typed.String(), err)
 	}
 }
-
-// landFlush starts the unpack of r's last, partly filled chunk.
-func (r *Request) landFlush() { r.land.flush() }
 
 // landEnd waits for r's unpack kernels and gives its chunks back (a
 // chunk being filled when r ends early is dropped).

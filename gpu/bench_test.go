@@ -320,10 +320,7 @@ func BenchmarkBuild(b *testing.B) {
 			for j, k := range ks {
 				names[j] = p.kernelName(k)
 			}
-			src := p.emitOpenCL(ks)
-			if l == langPTX {
-				src = p.emitPTX(ks)
-			}
+			src := p.emit(l, ks)
 			if !build {
 				continue
 			}
@@ -345,10 +342,7 @@ func BenchmarkBuild(b *testing.B) {
 			b.Fatal(err)
 		}
 		v, _, _ := d.shape(p, variant{w: p.maxWord}, 0, uint64(p.size/p.maxWord))
-		src := p.emitOpenCL([]variant{v})
-		if l == langPTX {
-			src = p.emitPTX([]variant{v})
-		}
+		src := p.emit(l, []variant{v})
 		for range b.N {
 			if _, err := d.be.build(src, []string{p.kernelName(v)}); err != nil {
 				b.Fatal(err)

@@ -48,15 +48,18 @@ func (p *Plan) source(k srcKey) string {
 	if k.all {
 		ks = p.allKinds(k.v.w)
 	}
-	var s string
-	switch k.lang {
-	case langPTX:
-		s = p.emitPTX(ks)
-	case langOpenCL:
-		s = p.emitOpenCL(ks)
-	default:
-		panic(fmt.Sprintf("gpu: internal: language %d", k.lang))
-	}
+	s := p.emit(k.lang, ks)
 	p.srcs[k] = s
 	return s
+}
+
+// emit returns the module text of kernels ks in language l.
+func (p *Plan) emit(l lang, ks []variant) string {
+	switch l {
+	case langPTX:
+		return p.emitPTX(ks)
+	case langOpenCL:
+		return p.emitOpenCL(ks)
+	}
+	panic(fmt.Sprintf("gpu: internal: language %d", l))
 }

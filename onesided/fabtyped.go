@@ -224,8 +224,8 @@ func (f *fabPath) typedChunks(ctx context.Context, target, offset int, segs []dd
 		return f.putChunks(ctx, target, offset, segs, n, pack)
 	}
 	si, soff := 0, 0
-	var prev *getChunk  // a Get's chunk in flight, not yet unpacked
-	var pend []putChunk // chunks whose unpack was started, oldest first
+	var prev *getChunk      // a Get's chunk in flight, not yet unpacked
+	var pend []startedChunk // chunks whose unpack was started, oldest first
 	// retire completes started unpacks, oldest first: all of them, or
 	// while no chunk is free (f.chunk would wait for one in vain).
 	retire := func(all bool) error {
@@ -243,7 +243,7 @@ func (f *fabPath) typedChunks(ctx context.Context, target, offset int, segs []dd
 	finish := func(g *getChunk) error {
 		wait, err := f.finishGet(ctx, g, unpack)
 		if wait != nil {
-			pend = append(pend, putChunk{idx: g.idx, wait: wait})
+			pend = append(pend, startedChunk{idx: g.idx, wait: wait})
 		}
 		return err
 	}
@@ -276,11 +276,11 @@ func (f *fabPath) typedChunks(ctx context.Context, target, offset int, segs []dd
 	return errors.Join(err, retire(true))
 }
 
-// putChunk is a chunk of a typed Put whose pack was started.
-type putChunk struct {
+// startedChunk is a chunk whose pack (Put) or unpack (Get) was started.
+type startedChunk struct {
 	c    []byte
 	idx  int
-	wait func() error // nil: packed
+	wait func() error // nil: done already
 }
 
 // putChunks is typedChunks for a Put: each chunk is written once packed.
@@ -289,7 +289,7 @@ type putChunk struct {
 // run while the writes of the previous ones go out.
 func (f *fabPath) putChunks(ctx context.Context, target, offset int, segs []ddt.Segment, n int, pack chunkPack) error {
 	si, soff := 0, 0
-	var q []putChunk
+	var q []startedChunk
 	fail := func(err error) error { // the chunks packed or being packed are not written
 		for _, h := range q {
 			if h.wait != nil {
@@ -311,7 +311,7 @@ func (f *fabPath) putChunks(ctx context.Context, target, offset int, segs []ddt.
 				f.unrefChunk(ci, nil)
 				return fail(err)
 			}
-			q = append(q, putChunk{c: buf[:k], idx: ci, wait: wait})
+			q = append(q, startedChunk{c: buf[:k], idx: ci, wait: wait})
 			pos += k
 		}
 		h := q[0]
