@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/memcopy"
 )
 
 // Alltoall sends block j of every rank's send, send[j·n:(j+1)·n], to rank
@@ -52,7 +53,7 @@ func Alltoall[T any](ctx context.Context, c *Coll, send, recv []T) error {
 	var sb []byte
 	if send == nil {
 		sb = c.buf(0, len(rb))
-		copy(sb, rb)
+		memcopy.Copy(sb, rb)
 	} else {
 		sb = bytesOf(send)
 	}
@@ -65,7 +66,7 @@ func Alltoall[T any](ctx context.Context, c *Coll, send, recv []T) error {
 // rblock(i).
 func (c *Coll) alltoall(ctx context.Context, sblock, rblock func(int) []byte, alg Algorithm) error {
 	p, me := c.size, c.rank
-	copy(rblock(me), sblock(me))
+	memcopy.Copy(rblock(me), sblock(me))
 	if alg == Pairwise {
 		pow2 := p&(p-1) == 0
 		for s := 1; s < p; s++ {
@@ -126,7 +127,7 @@ func Alltoallv[T any](ctx context.Context, c *Coll, send []T, scounts, sdispls [
 	var sb []byte
 	if send == nil {
 		sb = c.buf(0, len(rb))
-		copy(sb, rb)
+		memcopy.Copy(sb, rb)
 		scounts, sdispls = rcounts, rdispls
 	} else {
 		sb = bytesOf(send)
@@ -211,7 +212,7 @@ func alltoallw(ctx context.Context, c *Coll, send []byte, scounts, sdispls []int
 			sblk[j] = scratch[at : at+b.n : at+b.n]
 			at += b.n
 			if !b.packed {
-				copy(sblk[j], b.contig)
+				memcopy.Copy(sblk[j], b.contig)
 			} else if _, err := stypes[j].Pack(sblk[j], send[sdispls[j]:], scounts[j]); err != nil {
 				return c.fail(fmt.Errorf("alltoallw: pack block %d (%d of %s): %w", j, scounts[j], stypes[j].Name(), err))
 			}

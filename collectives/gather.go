@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sort"
+
+	"github.com/weft-hpc/weft/internal/memcopy"
 )
 
 // Gather collects every rank's send, in rank order, into root's recv:
@@ -139,7 +141,7 @@ func (c *Coll) gatherLinear(ctx context.Context, mine, all []byte, root int) err
 			}
 		}
 	}
-	copy(all[root*n:], mine)
+	memcopy.Copy(all[root*n:], mine)
 	return c.wait(ctx)
 }
 
@@ -162,7 +164,7 @@ func lowbit(v, p int) int {
 func (c *Coll) gatherBinomial(ctx context.Context, mine, all []byte, root int) error {
 	p, n := c.size, len(mine)
 	if p == 1 {
-		copy(all, mine)
+		memcopy.Copy(all, mine)
 		return nil
 	}
 	v := (c.rank - root + p) % p
@@ -174,10 +176,10 @@ func (c *Coll) gatherBinomial(ctx context.Context, mine, all []byte, root int) e
 		tmp = mine
 	case v == 0 && root == 0:
 		tmp = all
-		copy(tmp, mine)
+		memcopy.Copy(tmp, mine)
 	default:
 		tmp = c.buf(0, sub*n)
-		copy(tmp, mine)
+		memcopy.Copy(tmp, mine)
 	}
 	for mask := 1; mask < lb && v+mask < p; mask <<= 1 {
 		cn := min(mask, p-v-mask)
@@ -196,7 +198,7 @@ func (c *Coll) gatherBinomial(ctx context.Context, mine, all []byte, root int) e
 	}
 	if root != 0 {
 		for i := 0; i < p; i++ {
-			copy(all[((i+root)%p)*n:], tmp[i*n:(i+1)*n])
+			memcopy.Copy(all[((i+root)%p)*n:], tmp[i*n:(i+1)*n])
 		}
 	}
 	return nil
@@ -242,7 +244,7 @@ func (c *Coll) scatterLinear(ctx context.Context, all, mine []byte, root int) er
 			return err
 		}
 	}
-	copy(mine, all[root*n:(root+1)*n])
+	memcopy.Copy(mine, all[root*n:(root+1)*n])
 	return c.wait(ctx)
 }
 
@@ -251,7 +253,7 @@ func (c *Coll) scatterLinear(ctx context.Context, all, mine []byte, root int) er
 func (c *Coll) scatterBinomial(ctx context.Context, all, mine []byte, root int) error {
 	p, n := c.size, len(mine)
 	if p == 1 {
-		copy(mine, all)
+		memcopy.Copy(mine, all)
 		return nil
 	}
 	v := (c.rank - root + p) % p
@@ -266,7 +268,7 @@ func (c *Coll) scatterBinomial(ctx context.Context, all, mine []byte, root int) 
 	case v == 0:
 		tmp = c.buf(0, p*n)
 		for i := 0; i < p; i++ {
-			copy(tmp[i*n:(i+1)*n], all[((i+root)%p)*n:])
+			memcopy.Copy(tmp[i*n:(i+1)*n], all[((i+root)%p)*n:])
 		}
 	default:
 		tmp = c.buf(0, sub*n)
@@ -288,7 +290,7 @@ func (c *Coll) scatterBinomial(ctx context.Context, all, mine []byte, root int) 
 		}
 	}
 	if sub > 1 {
-		copy(mine, tmp[:n])
+		memcopy.Copy(mine, tmp[:n])
 	}
 	return c.wait(ctx)
 }
@@ -331,7 +333,7 @@ func Allgather[T any](ctx context.Context, c *Coll, send, recv []T) error {
 		return c.fail(err)
 	}
 	if send != nil {
-		copy(all[c.rank*nb:], bytesOf(send))
+		memcopy.Copy(all[c.rank*nb:], bytesOf(send))
 	}
 	return c.done(c.allgather(ctx, all, nb, alg, bytesOf(send)))
 }
@@ -352,7 +354,7 @@ func (c *Coll) allgather(ctx context.Context, all []byte, nb int, alg Algorithm,
 	}
 	for i := 0; i < c.size; i++ {
 		if r := (c.rank + i) % c.size; r != c.rank {
-			copy(all[r*nb:(r+1)*nb], tmp[i*nb:])
+			memcopy.Copy(all[r*nb:(r+1)*nb], tmp[i*nb:])
 		}
 	}
 	return nil
@@ -365,7 +367,7 @@ func (c *Coll) allgather(ctx context.Context, all []byte, nb int, alg Algorithm,
 func (c *Coll) bruck(ctx context.Context, mine []byte) ([]byte, error) {
 	p, n := c.size, len(mine)
 	tmp := c.buf(2, p*n)
-	copy(tmp, mine)
+	memcopy.Copy(tmp, mine)
 	for dist := 1; dist < p; dist <<= 1 {
 		cnt := min(dist, p-dist)
 		if err := c.sendrecv(ctx, tmp[:cnt*n], (c.rank-dist+p)%p, tmp[dist*n:(dist+cnt)*n], (c.rank+dist)%p); err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/memcopy"
 )
 
 // The hierarchy (docs/collectives.md, "Hierarchy"): the ranks of a
@@ -484,7 +485,7 @@ func (c *Coll) hierLeave(ctx context.Context, send []byte) error {
 		st = make([]byte, len(send), max(len(send), 64))
 	}
 	st = st[:len(send)]
-	copy(st, send)
+	memcopy.Copy(st, send)
 	c.estage[seq&1] = st
 	sl := &h.g.slots[h.li]
 	sl.send, sl.recv = st, nil

@@ -226,7 +226,7 @@ func (c *Coll) symAllgather(ctx context.Context, nb int) error {
 			}
 			for i := range g.slots {
 				if g.ranks[i] != r {
-					copy(g.slots[i].recv[r*nb:(r+1)*nb], from)
+					memcopy.Copy(g.slots[i].recv[r*nb:(r+1)*nb], from)
 				}
 			}
 		}
@@ -263,7 +263,7 @@ func (c *Coll) symAlltoallStep(ctx context.Context, nb int) error {
 				from := area(j)[h.local[q]*row:]
 				for i := range g.slots {
 					ri := g.ranks[i]
-					copy(g.slots[i].recv[q*nb:(q+1)*nb], from[ri*nb:])
+					memcopy.Copy(g.slots[i].recv[q*nb:(q+1)*nb], from[ri*nb:])
 				}
 			}
 		}

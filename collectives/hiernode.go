@@ -635,7 +635,7 @@ func (c *Coll) topBcast(ctx context.Context, b []byte, rp int) error {
 			memcopy.Shared(slot, part)
 		}), func(ng *nodeGroup) error {
 			if ng != nil && mt == rt && rk != 0 {
-				copy(part, ng.input(rk))
+				memcopy.Copy(part, ng.input(rk))
 			}
 			if h.net != nil {
 				alg := h.net.cfg.pick(CollBcast, len(part), h.net.size)
@@ -650,7 +650,7 @@ func (c *Coll) topBcast(ctx context.Context, b []byte, rp int) error {
 			}
 			return nil
 		}, onlyIf(me != rp, func(res []byte) {
-			copy(part, res)
+			memcopy.Copy(part, res)
 		}))
 	})
 }
@@ -688,11 +688,11 @@ func topReduce[T any](ctx context.Context, c *Coll, acc []T, op *Op[T], rp int) 
 		var own []T
 		if ng.ni != 0 {
 			own = elems[T](c.buf(1, len(acc)*es))
-			copy(own, acc)
+			memcopy.Copy(own, acc)
 		}
 		return c.nodeExchange(ctx, func(area []byte) { memcopy.Shared(area, bytesOf(acc)) }, func(area func(int) []byte) {
 			if ng.ni != 0 {
-				copy(bytesOf(acc), area(0))
+				memcopy.Copy(bytesOf(acc), area(0))
 			}
 			for i := 1; i < ng.m; i++ {
 				in := own
@@ -736,7 +736,7 @@ func topReduce[T any](ctx context.Context, c *Coll, acc []T, op *Op[T], rp int) 
 				memcopy.Shared(ng.result(), bytesOf(part))
 			}
 			return nil
-		}, onlyIf(every || me == rp, func(out []byte) { copy(bytesOf(part), out) }))
+		}, onlyIf(every || me == rp, func(out []byte) { memcopy.Copy(bytesOf(part), out) }))
 	})
 }
 
@@ -767,7 +767,7 @@ func (c *Coll) nodeGatherUp(ctx context.Context, all []byte, nb int) error {
 				j, s := p0+k, ng.slot(k)
 				for i := 0; i < h.first[j+1]-h.first[j]; i++ {
 					at := (h.first[j] + i) * nb
-					copy(all[at+lo:at+hi], s[i*w:(i+1)*w])
+					memcopy.Copy(all[at+lo:at+hi], s[i*w:(i+1)*w])
 				}
 			}
 			return nil
@@ -787,7 +787,7 @@ func (c *Coll) nodeDown(ctx context.Context, buf []byte, to int) error {
 		return c.nodeStepFrom(ctx, fromNone, nil, func(ng *nodeGroup) error {
 			memcopy.Shared(ng.result(), part)
 			return nil
-		}, onlyIf(to < 0 || to == ng.ni, func(out []byte) { copy(part, out) }))
+		}, onlyIf(to < 0 || to == ng.ni, func(out []byte) { memcopy.Copy(part, out) }))
 	})
 }
 
@@ -803,7 +803,7 @@ func (c *Coll) nodeUp(ctx context.Context, buf []byte, from int) error {
 		return c.nodeStepFrom(ctx, from, onlyIf(ng.ni == from, func(slot []byte) {
 			memcopy.Shared(slot, part)
 		}), func(ng *nodeGroup) error {
-			copy(part, ng.slot(from))
+			memcopy.Copy(part, ng.slot(from))
 			return nil
 		}, nil)
 	})

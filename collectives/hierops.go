@@ -77,7 +77,7 @@ func hierBcast(ctx context.Context, c *Coll, b []byte, root int, s callSig) erro
 	h, g := c.hier, c.hier.g
 	rp, rl := h.procOf[root], h.local[root]
 	if rp == h.procOf[c.rank] && rl != 0 {
-		copy(b, g.slots[rl].recv)
+		memcopy.Copy(b, g.slots[rl].recv)
 	}
 	// At every size through the node's leader's steps: a stream, or
 	// single copies from the root's buffer, keep the root's process in
@@ -87,7 +87,7 @@ func hierBcast(ctx context.Context, c *Coll, b []byte, root int, s callSig) erro
 	if err == nil {
 		err = c.hierRelease(func() {
 			for i := 1; i < len(g.slots); i++ {
-				copy(g.slots[i].recv, b)
+				memcopy.Copy(g.slots[i].recv, b)
 			}
 		})
 	}
@@ -124,7 +124,7 @@ func (c *Coll) hierBcastStaged(ctx context.Context, b []byte, root int) error {
 		if err := c.hierWaitDone(ctx, g, mark); err != nil {
 			return err
 		}
-		copy(b, g.stage[seq&1])
+		memcopy.Copy(b, g.stage[seq&1])
 		return nil
 	}
 	for i := 1; i < len(g.slots) && c.symAt != seq-1; i++ {
@@ -223,9 +223,9 @@ func hierReduce[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], ro
 		err = c.hierRelease(func() {
 			if local {
 				out := elems[T](g.slots[rl].recv)
-				foldBlocks(g, acc, n, op, func(a, b int, r []T) { copy(out[a:b], r) })
+				foldBlocks(g, acc, n, op, func(a, b int, r []T) { memcopy.Copy(out[a:b], r) })
 			} else if mine && !direct {
-				copy(elems[T](g.slots[rl].recv), acc)
+				memcopy.Copy(elems[T](g.slots[rl].recv), acc)
 			}
 		})
 	}
@@ -253,7 +253,7 @@ func hierAllreduce[T any](ctx context.Context, c *Coll, send, acc []T, op *Op[T]
 		return c.hierEnd(err)
 	}
 	if send != nil {
-		copy(acc, send)
+		memcopy.Copy(acc, send)
 	}
 	leader, err := c.hierArrive(ctx, bytesOf(acc), bytesOf(acc))
 	if !leader || err != nil {
@@ -278,7 +278,7 @@ func hierAllreduce[T any](ctx context.Context, c *Coll, send, acc []T, op *Op[T]
 	if err == nil {
 		err = c.hierRelease(func() {
 			for i := from; i < len(g.slots); i++ {
-				copy(g.slots[i].recv, bytesOf(res))
+				memcopy.Copy(g.slots[i].recv, bytesOf(res))
 			}
 		})
 	}
@@ -305,7 +305,7 @@ func hierAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) e
 	}
 	nb := s.count * s.esize
 	mine := recv[c.rank*nb : (c.rank+1)*nb]
-	copy(mine, send)
+	memcopy.Copy(mine, send)
 	// The others read this rank's block from its send buffer: the copy in
 	// recv was just written by this core, and another core's reads of
 	// those lines wait for it to give them up.
@@ -322,7 +322,7 @@ func hierAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) e
 		into := func(i int) {
 			for j := range g.slots {
 				if i != j {
-					copy(g.slots[i].recv[g.ranks[j]*nb:], g.slots[j].send)
+					memcopy.Copy(g.slots[i].recv[g.ranks[j]*nb:], g.slots[j].send)
 				}
 			}
 		}
@@ -343,7 +343,7 @@ func hierAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) e
 		// own blocks go first, or through the node segment); then to
 		// its members.
 		for j := 1; j < len(g.slots); j++ {
-			copy(recv[g.ranks[j]*nb:(g.ranks[j]+1)*nb], g.slots[j].send)
+			memcopy.Copy(recv[g.ranks[j]*nb:(g.ranks[j]+1)*nb], g.slots[j].send)
 		}
 		switch cma := h.procs == 2 || nb < cmaAllgatherMax; {
 		case cma && c.singleCopy(true) && send != nil:
@@ -356,7 +356,7 @@ func hierAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) e
 		if err == nil {
 			err = c.hierRelease(func() {
 				for i := 1; i < len(g.slots); i++ {
-					copy(g.slots[i].recv, recv)
+					memcopy.Copy(g.slots[i].recv, recv)
 				}
 			})
 		}
@@ -383,7 +383,7 @@ func hierAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) e
 			for i := range g.slots {
 				for r := 0; r < c.size; r++ {
 					if r != g.ranks[i] {
-						copy(g.slots[i].recv[r*nb:(r+1)*nb], all[h.pos(r)*nb:])
+						memcopy.Copy(g.slots[i].recv[r*nb:(r+1)*nb], all[h.pos(r)*nb:])
 					}
 				}
 			}
@@ -414,7 +414,7 @@ func hierAlltoall(ctx context.Context, c *Coll, send, recv []byte, s callSig) er
 	}
 	if send == nil {
 		send = c.buf(0, len(recv))
-		copy(send, recv)
+		memcopy.Copy(send, recv)
 	}
 	leader, err := c.hierArrive(ctx, send, recv)
 	if !leader || err != nil {
@@ -463,7 +463,7 @@ func (g *procGroup) alltoallInto(j, nb int) {
 	rj := g.ranks[j]
 	for i := range g.slots {
 		ri := g.ranks[i]
-		copy(g.slots[j].recv[ri*nb:(ri+1)*nb], g.slots[i].send[rj*nb:])
+		memcopy.Copy(g.slots[j].recv[ri*nb:(ri+1)*nb], g.slots[i].send[rj*nb:])
 	}
 }
 
@@ -480,7 +480,7 @@ func hierGather(ctx context.Context, c *Coll, s callSig, root int) ([]byte, erro
 	all := c.buf(1, h.first[h.procs]*nb)
 	me, mt, _ := h.myTop(c.rank)
 	for i := range g.slots {
-		copy(all[(h.first[me]+i)*nb:], g.slots[i].send)
+		memcopy.Copy(all[(h.first[me]+i)*nb:], g.slots[i].send)
 	}
 	if err := c.nodeGatherUp(ctx, all, nb); err != nil {
 		return nil, err
@@ -535,7 +535,7 @@ func foldBlocks[T any](g *procGroup, tmp []T, n int, op *Op[T], emit func(a, b i
 // foldLocal sets acc to the contributions (send buffers) of g's ranks
 // combined in rank order.
 func foldLocal[T any](g *procGroup, acc []T, op *Op[T]) {
-	copy(acc, elems[T](g.slots[0].send))
+	memcopy.Copy(acc, elems[T](g.slots[0].send))
 	for i := 1; i < len(g.slots); i++ {
 		op.left(acc, elems[T](g.slots[i].send))
 	}
@@ -547,7 +547,7 @@ func foldLocal[T any](g *procGroup, acc []T, op *Op[T]) {
 func foldRanks[T any](h *hier, res, all []T, op *Op[T]) {
 	n := len(res)
 	x := func(r int) []T { at := h.pos(r) * n; return all[at : at+n] }
-	copy(res, x(0))
+	memcopy.Copy(res, x(0))
 	for r := 1; r < len(h.procOf); r++ {
 		op.left(res, x(r))
 	}
@@ -575,7 +575,7 @@ func hierGatherTo(ctx context.Context, c *Coll, mine, all []byte, root int) erro
 			if me == rp {
 				out := g.slots[rl].recv
 				for r := 0; r < c.size; r++ {
-					copy(out[r*nb:(r+1)*nb], lay[h.pos(r)*nb:])
+					memcopy.Copy(out[r*nb:(r+1)*nb], lay[h.pos(r)*nb:])
 				}
 			}
 		})
@@ -603,7 +603,7 @@ func hierScatterFrom(ctx context.Context, c *Coll, all, mine []byte, root int) e
 		src := g.slots[rl].send
 		for r := 0; r < c.size; r++ {
 			at := h.pos(r)
-			copy(lay[at*nb:(at+1)*nb], src[r*nb:])
+			memcopy.Copy(lay[at*nb:(at+1)*nb], src[r*nb:])
 		}
 	}
 	if mt == rt {
@@ -634,7 +634,7 @@ func hierScatterFrom(ctx context.Context, c *Coll, all, mine []byte, root int) e
 	if err == nil {
 		err = c.hierRelease(func() {
 			for i := range g.slots {
-				copy(g.slots[i].recv, lay[(h.first[me]+i)*nb:])
+				memcopy.Copy(g.slots[i].recv, lay[(h.first[me]+i)*nb:])
 			}
 		})
 	}

@@ -224,7 +224,7 @@ func everyProc(int) bool { return true }
 // foldChunk sets dst to the members' contributions [a, b) (src(i) for
 // the process's ranks) combined in rank order.
 func foldChunk[T any](dst []T, g *procGroup, src func(i int) []T, a, b int, op *Op[T]) {
-	copy(dst, src(0)[a:b])
+	memcopy.Copy(dst, src(0)[a:b])
 	for i := 1; i < len(g.slots); i++ {
 		op.left(dst, src(i)[a:b])
 	}
@@ -292,7 +292,7 @@ func streamAllreduce[T any](ctx context.Context, c *Coll, src, acc []T, op *Op[T
 				return elems[T](sub(i))[:b-a]
 			}
 			if ng.ni != 0 || apart {
-				copy(o, part(0))
+				memcopy.Copy(o, part(0))
 			}
 			for i := 1; i < ng.m; i++ {
 				op.left(o, part(i))
@@ -351,7 +351,7 @@ func (c *Coll) streamAllgather(ctx context.Context, recv []byte, nb int) error {
 				s := sub(j)
 				span(j, a, b, func(li, off, at, n int) {
 					r := rk[h.first[j]+li]
-					copy(recv[r*nb+off:r*nb+off+n], s[at:at+n])
+					memcopy.Copy(recv[r*nb+off:r*nb+off+n], s[at:at+n])
 				})
 			}
 		},
@@ -411,7 +411,7 @@ func (c *Coll) streamAlltoall(ctx context.Context, nb int) error {
 				r := sub(i)[me*reg : (me+1)*reg]
 				span(i, me, a, b, func(li, lj, off, at, n int) {
 					src := rk[h.first[i]+li]
-					copy(g.slots[lj].recv[src*nb+off:src*nb+off+n], r[at:at+n])
+					memcopy.Copy(g.slots[lj].recv[src*nb+off:src*nb+off+n], r[at:at+n])
 				})
 			}
 		},

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
+
+	"github.com/weft-hpc/weft/internal/memcopy"
 )
 
 // Small collectives among the handles of one process without a leader
@@ -213,8 +215,8 @@ func symAllreduce[T any](ctx context.Context, c *Coll, send, acc []T, op *Op[T],
 		in = send
 	}
 	nb := len(acc) * sizeOf[T]()
-	err := c.symStep(ctx, -1, func(b []byte) { copy(b, bytesOf(in)) }, func(line func(i int) []byte) {
-		copy(acc, elems[T](line(0)[:nb]))
+	err := c.symStep(ctx, -1, func(b []byte) { memcopy.Copy(b, bytesOf(in)) }, func(line func(i int) []byte) {
+		memcopy.Copy(acc, elems[T](line(0)[:nb]))
 		for i := 1; i < len(c.hier.g.slots); i++ {
 			op.left(acc, elems[T](line(i)[:nb]))
 		}
@@ -234,11 +236,11 @@ func symAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) er
 		send = mine
 	}
 	g := c.hier.g
-	err := c.symStep(ctx, -1, func(b []byte) { copy(b, send) }, func(line func(i int) []byte) {
-		copy(mine, send)
+	err := c.symStep(ctx, -1, func(b []byte) { memcopy.Copy(b, send) }, func(line func(i int) []byte) {
+		memcopy.Copy(mine, send)
 		for i, r := range g.ranks {
 			if r != c.rank {
-				copy(recv[r*nb:(r+1)*nb], line(i))
+				memcopy.Copy(recv[r*nb:(r+1)*nb], line(i))
 			}
 		}
 	})
@@ -256,9 +258,9 @@ func symAlltoall(ctx context.Context, c *Coll, send, recv []byte, s callSig) err
 	}
 	nb := s.count * s.esize
 	g := c.hier.g
-	err := c.symStep(ctx, -1, func(b []byte) { copy(b, send) }, func(line func(i int) []byte) {
+	err := c.symStep(ctx, -1, func(b []byte) { memcopy.Copy(b, send) }, func(line func(i int) []byte) {
 		for i, r := range g.ranks {
-			copy(recv[r*nb:(r+1)*nb], line(i)[c.rank*nb:])
+			memcopy.Copy(recv[r*nb:(r+1)*nb], line(i)[c.rank*nb:])
 		}
 	})
 	return c.hierEnd(err)
@@ -274,9 +276,9 @@ func symBcast(ctx context.Context, c *Coll, b []byte, root int, s callSig) error
 	var put func([]byte)
 	var get func(func(int) []byte)
 	if c.rank == root {
-		put = func(l []byte) { copy(l, b) }
+		put = func(l []byte) { memcopy.Copy(l, b) }
 	} else {
-		get = func(line func(int) []byte) { copy(b, line(from)) }
+		get = func(line func(int) []byte) { memcopy.Copy(b, line(from)) }
 	}
 	return c.hierEnd(c.symStep(ctx, from, put, get))
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+
+	"github.com/weft-hpc/weft/internal/memcopy"
 )
 
 // The v-collectives' data movement on bytes (Gatherv, Scatterv,
@@ -78,7 +80,7 @@ func (c *Coll) runGatherv(ctx context.Context, v *vcall) error {
 			}
 		}
 	}
-	copy(v.block(root), v.mine)
+	memcopy.Copy(v.block(root), v.mine)
 	if err := c.wait(ctx); err != nil {
 		return c.fail(err)
 	}
@@ -110,7 +112,7 @@ func (c *Coll) runScatterv(ctx context.Context, v *vcall) error {
 			return c.fail(err)
 		}
 	}
-	copy(v.mine, v.block(root))
+	memcopy.Copy(v.mine, v.block(root))
 	if err := c.wait(ctx); err != nil {
 		return c.fail(err)
 	}
@@ -131,7 +133,7 @@ func (c *Coll) runAllgatherv(ctx context.Context, v *vcall, total int) error {
 		return c.fail(err)
 	}
 	me, p := c.rank, c.size
-	copy(v.block(me), v.mine)
+	memcopy.Copy(v.block(me), v.mine)
 	if alg == Ring {
 		left, right := (me-1+p)%p, (me+1)%p
 		for s := 0; s < p-1; s++ {
@@ -196,7 +198,7 @@ func vpack(msg []byte, blocks func(k int) []byte, n int) {
 	for k := 0; k < n; k++ {
 		b := blocks(k)
 		binary.LittleEndian.PutUint64(msg[8*k:], uint64(len(b)))
-		copy(msg[at:], b)
+		memcopy.Copy(msg[at:], b)
 		at += len(b)
 	}
 }
@@ -303,11 +305,11 @@ func hierGatherv(ctx context.Context, c *Coll, v *vcall) error {
 	}
 	err = c.hierRelease(func() {
 		for k := 0; k < nm; k++ {
-			copy(block(g.ranks[k]), send(k))
+			memcopy.Copy(block(g.ranks[k]), send(k))
 		}
 		for j := range h.procs {
 			if j != me {
-				vunpack(msgs[j], len(ranks[j]), sizes(j), func(k int, b []byte) { copy(block(ranks[j][k]), b) })
+				vunpack(msgs[j], len(ranks[j]), sizes(j), func(k int, b []byte) { memcopy.Copy(block(ranks[j][k]), b) })
 			}
 		}
 	})
@@ -343,7 +345,7 @@ func hierScatterv(ctx context.Context, c *Coll, v *vcall) error {
 		}
 		if err == nil {
 			err = c.hierRelease(func() {
-				vunpack(msg, nm, size, func(k int, b []byte) { copy(recv(k), b) })
+				vunpack(msg, nm, size, func(k int, b []byte) { memcopy.Copy(recv(k), b) })
 			})
 		}
 		if err == nil {
@@ -385,7 +387,7 @@ func hierScatterv(ctx context.Context, c *Coll, v *vcall) error {
 	}
 	err = c.hierRelease(func() {
 		for k := 0; k < nm; k++ {
-			copy(recv(k), block(g.ranks[k]))
+			memcopy.Copy(recv(k), block(g.ranks[k]))
 		}
 	})
 	if err == nil {
@@ -472,11 +474,11 @@ func hierAllgatherv(ctx context.Context, c *Coll, v *vcall) error {
 		for i := 0; i < nm; i++ {
 			blk := g.slots[i].vblock
 			for k := 0; k < nm; k++ {
-				copy(blk(g.ranks[k]), send(k)) // its own block too: a copy onto itself in place
+				memcopy.Copy(blk(g.ranks[k]), send(k)) // its own block too: a copy onto itself in place
 			}
 			for j := range msgs {
 				if j != me {
-					vunpack(msgs[j], len(ranks[j]), func(k int) int { return len(blk(ranks[j][k])) }, func(k int, b []byte) { copy(blk(ranks[j][k]), b) })
+					vunpack(msgs[j], len(ranks[j]), func(k int) int { return len(blk(ranks[j][k])) }, func(k int, b []byte) { memcopy.Copy(blk(ranks[j][k]), b) })
 				}
 			}
 		}

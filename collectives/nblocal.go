@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
+
+	"github.com/weft-hpc/weft/internal/memcopy"
 )
 
 // Nonblocking collectives of a communicator whose ranks all live in this
@@ -233,7 +235,7 @@ func localBcast(slots []nbSlot, root int) {
 	src := slots[root].recv
 	for r, s := range slots {
 		if r != root {
-			copy(s.recv, src)
+			memcopy.Copy(s.recv, src)
 		}
 	}
 }
@@ -249,7 +251,7 @@ func localReduce[T any](slots []nbSlot, acc []T, op *Op[T]) {
 		}
 		return s.recv
 	}
-	copy(acc, elems[T](in(slots[0])))
+	memcopy.Copy(acc, elems[T](in(slots[0])))
 	for _, s := range slots[1:] {
 		op.left(acc, elems[T](in(s))[:len(acc)])
 	}
@@ -265,7 +267,7 @@ func localAllgather(slots []nbSlot, nb int) {
 		}
 		for r, s := range slots {
 			if r != q || sq.send != nil {
-				copy(s.recv[q*nb:(q+1)*nb], blk)
+				memcopy.Copy(s.recv[q*nb:(q+1)*nb], blk)
 			}
 		}
 	}
@@ -276,7 +278,7 @@ func localAllgather(slots []nbSlot, nb int) {
 func localAlltoall(slots []nbSlot, nb int) {
 	for q, sq := range slots {
 		for r, s := range slots {
-			copy(s.recv[q*nb:(q+1)*nb], sq.send[r*nb:(r+1)*nb])
+			memcopy.Copy(s.recv[q*nb:(q+1)*nb], sq.send[r*nb:(r+1)*nb])
 		}
 	}
 }
@@ -287,7 +289,7 @@ func localGather(slots []nbSlot, nb, root int) {
 	out := slots[root].recv
 	for q, s := range slots {
 		if s.send != nil {
-			copy(out[q*nb:(q+1)*nb], s.send)
+			memcopy.Copy(out[q*nb:(q+1)*nb], s.send)
 		}
 	}
 }
@@ -298,7 +300,7 @@ func localScatter(slots []nbSlot, nb, root int) {
 	in := slots[root].send
 	for q, s := range slots {
 		if s.recv != nil {
-			copy(s.recv, in[q*nb:(q+1)*nb])
+			memcopy.Copy(s.recv, in[q*nb:(q+1)*nb])
 		}
 	}
 }

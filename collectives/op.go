@@ -6,6 +6,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/weft-hpc/weft/internal/memcopy"
 	"github.com/weft-hpc/weft/internal/vecop"
 )
 
@@ -110,7 +111,7 @@ func (o *Op[T]) right(acc, in []T) {
 		return
 	}
 	o.fn(in, acc)
-	copy(acc, in)
+	memcopy.Copy(acc, in)
 }
 
 // Sum adds (MPI_SUM).

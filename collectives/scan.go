@@ -1,6 +1,10 @@
 package collectives
 
-import "context"
+import (
+	"context"
+
+	"github.com/weft-hpc/weft/internal/memcopy"
+)
 
 // Scan sets rank r's recv to the combination, in rank order, of send on
 // ranks 0..r (an inclusive prefix reduction; len(send) = len(recv), the
@@ -64,9 +68,9 @@ func scanChain[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], exc
 	case !excl:
 		if r > 0 {
 			op.left(prev, src) // the prefix on the left, as the serial fold
-			copy(res, prev)
+			memcopy.Copy(res, prev)
 		} else {
-			copy(res, src)
+			memcopy.Copy(res, src)
 		}
 		out = res
 	case r == 0:
@@ -74,10 +78,10 @@ func scanChain[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], exc
 	default:
 		if r < p-1 {
 			out = elems[T](c.buf(0, n*es))
-			copy(out, prev)
+			memcopy.Copy(out, prev)
 			op.left(out, src)
 		}
-		copy(res, prev)
+		memcopy.Copy(res, prev)
 	}
 	if r == p-1 {
 		return nil
@@ -95,9 +99,9 @@ func scanChain[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], exc
 func scanRecDbl[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], excl bool) error {
 	p, r, n, es := c.size, c.rank, len(res), sizeOf[T]()
 	partial := elems[T](c.buf(0, n*es))
-	copy(partial, src)
+	memcopy.Copy(partial, src)
 	if !excl {
-		copy(res, src)
+		memcopy.Copy(res, src)
 	}
 	tmp := elems[T](c.buf(1, n*es))
 	var tmp2 []T
@@ -115,7 +119,7 @@ func scanRecDbl[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], ex
 			continue
 		}
 		if !have {
-			copy(res, tmp)
+			memcopy.Copy(res, tmp)
 			have = true
 			op.right(partial, tmp)
 			continue
@@ -128,7 +132,7 @@ func scanRecDbl[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], ex
 		if tmp2 == nil {
 			tmp2 = elems[T](c.buf(2, n*es))
 		}
-		copy(tmp2, tmp)
+		memcopy.Copy(tmp2, tmp)
 		op.right(res, tmp)
 		op.right(partial, tmp2)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/memcopy"
 	"github.com/weft-hpc/weft/onesided"
 )
 
@@ -250,7 +251,7 @@ func (a *TiledAlltoall[T]) Alltoall(ctx context.Context, compute TileCompute[T],
 	block := a.iters * a.count
 	return a.Run(ctx, compute, func(t Tile, in [][]T) error {
 		for p, b := range in {
-			copy(recv[p*block+t.First*a.count:], b)
+			memcopy.Copy(recv[p*block+t.First*a.count:], b)
 		}
 		return nil
 	})

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/memcopy"
 )
 
 // The typed forms of the data movers and reductions: every buffer is a
@@ -55,7 +56,7 @@ func (l *layout) pack(dst []byte, first, k int) error {
 		return nil
 	}
 	if !l.packed {
-		copy(dst, l.span(first, k))
+		memcopy.Copy(dst, l.span(first, k))
 		return nil
 	}
 	m, err := l.t.PackRange(dst, l.buf, int64(first)*l.t.Extent(), k, 0)
@@ -74,7 +75,7 @@ func (l *layout) unpack(src []byte, first, k int) error {
 		return nil
 	}
 	if !l.packed {
-		copy(l.span(first, k), src)
+		memcopy.Copy(l.span(first, k), src)
 		return nil
 	}
 	if _, err := l.t.UnpackRange(l.buf, src, int64(first)*l.t.Extent(), k, 0); err != nil {
