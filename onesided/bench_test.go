@@ -2,6 +2,7 @@ package onesided
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -166,4 +167,38 @@ func BenchmarkGetTypedChunks(b *testing.B) {
 			b.Error(err)
 		}
 	}, shmOpts...)
+}
+
+// BenchmarkGetDirect is a Get of a large block from another rank's
+// window through direct loads into the same local buffer, call after
+// call (the caller reads what it got next):
+//
+//	go test -run '^$' -bench GetDirect ./onesided/
+func BenchmarkGetDirect(b *testing.B) {
+	for _, n := range []int{256 << 10, 1 << 20, 4 << 20} {
+		b.Run(fmt.Sprintf("%dKiB", n>>10), func(b *testing.B) {
+			dst := make([]byte, n)
+			b.SetBytes(int64(n))
+			benchPair(b, n, func(ctx context.Context, w *Window, rank int) {
+				if rank != 0 {
+					return
+				}
+				src := make([]byte, n)
+				for i := range src {
+					src[i] = byte(i)
+				}
+				// Real pages in the target's window, as a program's data are.
+				if err := w.Put(1, 0, src); err != nil {
+					b.Error(err)
+					return
+				}
+				for i := 0; i < b.N; i++ {
+					if err := w.Get(1, 0, dst); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
 }

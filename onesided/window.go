@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/weft-hpc/weft/internal/memcopy"
 	"github.com/weft-hpc/weft/internal/nodeseg"
 	"runtime"
 	"strings"
@@ -774,7 +775,7 @@ func (w *Window) Get(target, offset int, dst []byte) error {
 		return err
 	}
 	if p := w.peers[target]; p != nil {
-		copy(dst, p[offset:])
+		memcopy.Copy(dst, p[offset:])
 		return nil
 	}
 	return w.net.get(target, offset+w.netOff, dst)
