@@ -67,7 +67,6 @@ import (
 	"github.com/weft-hpc/weft/errs"
 	"github.com/weft-hpc/weft/fabric"
 	"github.com/weft-hpc/weft/internal/cma"
-	"github.com/weft-hpc/weft/internal/memcopy"
 	"github.com/weft-hpc/weft/internal/nodeseg"
 	"github.com/weft-hpc/weft/internal/peerwatch"
 	"github.com/weft-hpc/weft/internal/shmring"
@@ -829,7 +828,7 @@ func localCopy(k uint64, dst []byte) error {
 	if e == nil || len(e.b) < len(dst) {
 		return fmt.Errorf("endpoint: rendezvous buffer of this process gone (sending endpoint closed): %w", ErrPeerGone)
 	}
-	memcopy.Copy(dst, e.b)
+	copy(dst, e.b)
 	e.read.Store(true)
 	return nil
 }

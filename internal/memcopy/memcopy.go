@@ -9,10 +9,9 @@
 // finds the data in memory. Below a few KiB, or where the cores share a
 // cache, a plain copy is as fast or faster (docs/perf/endpoint.md).
 //
-// Copy is the opposite case: a large copy whose destination this core or
-// process reads next (a collective's result, a message between endpoints
-// of one process), which the runtime's copy would write with
-// non-temporal stores from 1 MiB.
+// Copy is the opposite case: a large copy whose destination this core
+// reads next (a collective's result, a one-sided Get), which the
+// runtime's copy would write with non-temporal stores from 1 MiB.
 package memcopy
 
 import "unsafe"
