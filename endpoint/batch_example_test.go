@@ -60,3 +60,53 @@ func ExampleComm_IsendBatch() {
 	// receive 1: "three" (tag 6)
 	// receive 2: "two" (tag 5)
 }
+
+// A message-rate loop: a window of receives, one WaitAll, then one
+// ReleaseAll hands the completed requests back for the next window to
+// reuse, as MPI_Waitall frees them.
+func ExampleReleaseAll() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := endpoint.Init(ctx, endpoint.WithProvider("shm"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Close()
+	eps, err := w.Comm().CreateEndpoints(ctx, 2)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	x, y := eps[0], eps[1]
+	bufs := make([][]byte, 4)
+	reqs := make([]*endpoint.Request, len(bufs))
+	got := 0
+	for window := 0; window < 3; window++ {
+		for i := range bufs {
+			bufs[i] = make([]byte, 8)
+			if reqs[i], err = y.Irecv(bufs[i], 0, 1); err != nil {
+				fmt.Println(err)
+				return
+			}
+		}
+		for range bufs {
+			if _, err := x.Isend([]byte("msg"), 1, 1); err != nil {
+				fmt.Println(err)
+				return
+			}
+		}
+		if err := endpoint.WaitAll(ctx, reqs...); err != nil {
+			fmt.Println(err)
+			return
+		}
+		got += len(reqs)
+		if err := endpoint.ReleaseAll(reqs...); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	fmt.Println("messages received:", got)
+	// Output:
+	// messages received: 12
+}

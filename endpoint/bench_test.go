@@ -188,7 +188,7 @@ func (r *rawFab) close() {
 
 // BenchmarkRate8B is the per-message cost of both ends in one goroutine:
 // per window, 64 receives posted on y, 64 sends of 8 bytes from x, one
-// WaitAll over the receives, which are then released; ns/op is per
+// WaitAll over the receives, which are then released (ReleaseAll); ns/op is per
 // message (send + receive). native-batch sends each window with one
 // IsendBatch.
 func BenchmarkRate8B(b *testing.B) {
@@ -241,8 +241,8 @@ func BenchmarkRate8B(b *testing.B) {
 				if err := endpoint.WaitAll(ctx, reqs...); err != nil {
 					b.Fatal(err)
 				}
-				for _, r := range reqs {
-					r.Release()
+				if err := endpoint.ReleaseAll(reqs...); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})

@@ -350,3 +350,117 @@ func waitRelease(ctx context.Context, reqs []*endpoint.Request) error {
 	}
 	return nil
 }
+
+// TestReleaseAll: a window of completed receives (and the shared request
+// of sends complete at once, and nil) released in one call is reused by
+// the next window, allocating nothing; one request still in flight makes
+// the call fail with ErrInvalid and release none of them; a request
+// released before, or listed twice, gives ErrInvalid; requests of two
+// endpoints go in one call.
+func TestReleaseAll(t *testing.T) {
+	x, y, ctx := singletonPair(t, endpoint.WithNodeTransport(true))
+	msg := []byte("abcdefgh")
+	bufs := make([][]byte, 16)
+	for i := range bufs {
+		bufs[i] = make([]byte, 8)
+	}
+	reqs := make([]*endpoint.Request, 0, 2*len(bufs)+1)
+	var ferr error
+	window := func() {
+		reqs = reqs[:0]
+		for i := range bufs {
+			r, err := y.Irecv(bufs[i], 0, 6)
+			if err != nil {
+				ferr = err
+				return
+			}
+			reqs = append(reqs, r)
+		}
+		for range bufs {
+			r, err := x.Isend(msg, 1, 6)
+			if err != nil {
+				ferr = err
+				return
+			}
+			reqs = append(reqs, r)
+		}
+		reqs = append(reqs, nil)
+		if err := endpoint.WaitAll(ctx, reqs...); err != nil {
+			ferr = err
+			return
+		}
+		ferr = endpoint.ReleaseAll(reqs...)
+	}
+	window()
+	if allocs := testing.AllocsPerRun(200, window); allocs != 0 {
+		t.Errorf("%.1f allocations per window of %d messages, want 0", allocs, len(bufs))
+	}
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	for i, b := range bufs {
+		if string(b) != string(msg) {
+			t.Fatalf("buffer %d holds %q", i, b)
+		}
+	}
+
+	// One in flight: nothing released, so each may still be released alone.
+	done := make([]*endpoint.Request, 3)
+	for i := range done {
+		var err error
+		if done[i], err = y.Irecv(bufs[i], 0, 7); err != nil {
+			t.Fatal(err)
+		}
+		if err := x.Send(ctx, msg, 1, 7); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := done[i].Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open, err := y.Irecv(bufs[3], 0, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := endpoint.ReleaseAll(done[0], open, done[1], done[2]); !errors.Is(err, endpoint.ErrInvalid) {
+		t.Fatalf("ReleaseAll with a request in flight: %v", err)
+	}
+	if err := done[0].Release(); err != nil {
+		t.Fatalf("a completed request was released by the failed ReleaseAll: %v", err)
+	}
+	if err := endpoint.ReleaseAll(done[1], done[0]); !errors.Is(err, endpoint.ErrInvalid) {
+		t.Fatalf("ReleaseAll of a released request: %v", err)
+	}
+	if err := done[1].Release(); err != nil {
+		t.Fatalf("the failed ReleaseAll released the request beside the released one: %v", err)
+	}
+	if err := endpoint.ReleaseAll(done[2], done[2]); !errors.Is(err, endpoint.ErrInvalid) {
+		t.Fatalf("ReleaseAll of a request listed twice: %v", err)
+	}
+	if err := done[2].Release(); !errors.Is(err, endpoint.ErrInvalid) {
+		t.Fatalf("a request listed twice was not released: %v", err)
+	}
+	if err := x.Send(ctx, msg, 1, 8); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Requests of two endpoints in one call.
+	back, err := x.Irecv(make([]byte, 8), 1, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := y.Send(ctx, msg, 0, 9); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := back.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := endpoint.ReleaseAll(open, back); err != nil {
+		t.Fatal(err)
+	}
+	if err := endpoint.ReleaseAll(); err != nil {
+		t.Fatal(err)
+	}
+}

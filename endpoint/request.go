@@ -402,10 +402,70 @@ func (r *Request) Release() error {
 	case !r.done:
 		return fmt.Errorf("endpoint: release of a %s still in flight: %w", r.describe(), ErrInvalid)
 	}
+	v.keepReleased(r)
+	return nil
+}
+
+// keepReleased marks completed request r released and keeps it for reuse.
+// Caller holds the lock.
+func (v *vci) keepReleased(r *Request) {
 	r.released = true
 	if len(v.freeReqs) < maxFreeReqs && !v.isClosed() {
 		r.buf, r.err, r.c = nil, nil, nil // drop references until reused
 		v.freeReqs = append(v.freeReqs, r)
+	}
+}
+
+// ReleaseAll releases every request of reqs, as Release does each, taking
+// each endpoint's lock once for a run of its requests: the form for a
+// window of completed requests (MPI_Waitall frees them all). It checks
+// every request before it releases any: if one is still in flight or
+// was released already it returns an error wrapping ErrInvalid and
+// releases none. nil requests, and the shared request Isend returns for
+// a send complete at once, are skipped. A request listed twice is
+// released once, and ReleaseAll then returns an error wrapping
+// ErrInvalid.
+func ReleaseAll(reqs ...*Request) error {
+	twice := false
+	for pass := 0; pass < 2; pass++ {
+		var held *vci
+		for _, r := range reqs {
+			if r == nil || r.v == nil {
+				continue
+			}
+			if r.v != held {
+				if held != nil {
+					held.unlock()
+				}
+				held = r.v
+				held.lock()
+			}
+			if pass == 1 {
+				if r.released { // listed before
+					twice = true
+				} else {
+					held.keepReleased(r)
+				}
+				continue
+			}
+			var err error
+			switch {
+			case r.released:
+				err = fmt.Errorf("endpoint: request released twice: %w", ErrInvalid)
+			case !r.done:
+				err = fmt.Errorf("endpoint: release of a %s still in flight: %w", r.describe(), ErrInvalid)
+			}
+			if err != nil {
+				held.unlock()
+				return err
+			}
+		}
+		if held != nil {
+			held.unlock()
+		}
+	}
+	if twice {
+		return fmt.Errorf("endpoint: release all: a request listed twice (released once): %w", ErrInvalid)
 	}
 	return nil
 }

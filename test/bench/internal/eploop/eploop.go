@@ -148,10 +148,8 @@ func (s *Stream) finish(ctx context.Context) error {
 	if err := endpoint.WaitAll(ctx, s.reqs...); err != nil {
 		return err
 	}
-	for _, r := range s.reqs { // as MPI_Waitall frees the requests
-		if err := r.Release(); err != nil {
-			return err
-		}
+	if err := endpoint.ReleaseAll(s.reqs...); err != nil { // as MPI_Waitall frees the requests
+		return err
 	}
 	if s.sender {
 		_, err := s.c.Recv(ctx, s.ack, s.peer, AckTag)
