@@ -104,6 +104,15 @@ func Tune(ctx context.Context, c *Coll, tc TuneConfig) (*Table, []TuneMeasure, e
 	p := c.size
 	maxSize := sizes[len(sizes)-1]
 	send, recv := make([]byte, max(p*maxSize, 8)), make([]byte, max(p*maxSize, 8))
+	// Written once, as an application's data are: untouched memory reads
+	// as the kernel's one zero page, hot in the cache, and would make the
+	// copies that read it (another process's process_vm_readv too) look
+	// faster than they are on real data.
+	for _, b := range [][]byte{send, recv} {
+		for i := range b {
+			b[i] = 1
+		}
+	}
 	def := c.cfg // the selection without a table
 	def.alg, def.table = [numColl]Algorithm{}, nil
 	table := &Table{}
