@@ -217,6 +217,10 @@ func (cfg *config) pick(k Collective, nbytes, p int) Algorithm {
 		if p < 3 { // two ranks: the scatter halves nothing
 			return small
 		}
+	case CollReduce:
+		if p < 3 { // two ranks: halves both ways and a gather, against one message
+			return small
+		}
 	case CollReduceScatter, CollScan:
 		return small
 	}

@@ -197,3 +197,34 @@ func TestTableErrors(t *testing.T) {
 		t.Errorf("New with a bad %s: %v", C.EnvTable, err)
 	}
 }
+
+// TestDefaultSelection: without a table or settings, the thresholds of
+// docs/collectives.md pick: recursive doubling below 32 KiB and
+// Rabenseifner from it for Allreduce; for Reduce the binomial tree at
+// every size on two ranks and the reduce-scatter and gather from 64 KiB
+// on more.
+func TestDefaultSelection(t *testing.T) {
+	for _, p := range []int{2, 4} {
+		runHandles(t, tctx(t, 30*time.Second), handles(t, p), nil, func(ctx context.Context, c *C.Coll) error {
+			large := C.ReduceScatterGather
+			if p == 2 {
+				large = C.Binomial
+			}
+			for _, w := range []struct {
+				k    C.Collective
+				n    int
+				want C.Algorithm
+			}{
+				{C.CollAllreduce, 8, C.RecursiveDoubling}, {C.CollAllreduce, 16 << 10, C.RecursiveDoubling},
+				{C.CollAllreduce, 32 << 10, C.Rabenseifner}, {C.CollAllreduce, 1 << 20, C.Rabenseifner},
+				{C.CollReduce, 8, C.Binomial}, {C.CollReduce, 64<<10 - 1, C.Binomial},
+				{C.CollReduce, 64 << 10, large}, {C.CollReduce, 1 << 20, large},
+			} {
+				if got := c.Algorithm(w.k, w.n); got != w.want {
+					return fmt.Errorf("%d ranks: %s at %d B: %s, want %s", p, w.k, w.n, got, w.want)
+				}
+			}
+			return nil
+		})
+	}
+}
