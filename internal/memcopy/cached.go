@@ -1,11 +1,10 @@
 package memcopy
 
 import (
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/weft-hpc/weft/internal/cpucache"
 )
 
 // Go's runtime copies a block of goStreamMin bytes or more with
@@ -63,32 +62,8 @@ func overlap[T any](a, b []T, bytes int) bool {
 // unknown. Measured on a 32 MiB L3: pieces 1.75× faster than copy up to
 // 4 MiB, 1.2× at 8 MiB, a tie at 12 MiB (docs/perf/collectives.md).
 var CachedMax = sync.OnceValue(func() int {
-	if n := lastLevelCache(); n > 0 {
+	if n := int(cpucache.LastLevel(0)); n > 0 {
 		return max(n/4, goStreamMin)
 	}
 	return 4 << 20
 })
-
-// lastLevelCache reads the size of the largest cache of CPU 0 from
-// sysfs (Linux), 0 when it cannot.
-func lastLevelCache() int {
-	best := 0
-	for i := 0; i < 8; i++ {
-		b, err := os.ReadFile("/sys/devices/system/cpu/cpu0/cache/index" + strconv.Itoa(i) + "/size")
-		if err != nil {
-			break
-		}
-		s := strings.TrimSpace(string(b))
-		mul := 1
-		switch {
-		case strings.HasSuffix(s, "K"):
-			mul, s = 1<<10, s[:len(s)-1]
-		case strings.HasSuffix(s, "M"):
-			mul, s = 1<<20, s[:len(s)-1]
-		}
-		if v, err := strconv.Atoi(s); err == nil {
-			best = max(best, v*mul)
-		}
-	}
-	return best
-}
