@@ -688,7 +688,7 @@ func topReduce[T any](ctx context.Context, c *Coll, acc []T, op *Op[T], rp int) 
 		var own []T
 		if ng.ni != 0 {
 			own = elems[T](c.buf(1, len(acc)*es))
-			memcopy.Copy(own, acc)
+			memcopy.CopyOf(own, acc)
 		}
 		return c.nodeExchange(ctx, func(area []byte) { memcopy.Shared(area, bytesOf(acc)) }, func(area func(int) []byte) {
 			if ng.ni != 0 {

@@ -223,9 +223,9 @@ func hierReduce[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], ro
 		err = c.hierRelease(func() {
 			if local {
 				out := elems[T](g.slots[rl].recv)
-				foldBlocks(g, acc, n, op, func(a, b int, r []T) { memcopy.Copy(out[a:b], r) })
+				foldBlocks(g, acc, n, op, func(a, b int, r []T) { memcopy.CopyOf(out[a:b], r) })
 			} else if mine && !direct {
-				memcopy.Copy(elems[T](g.slots[rl].recv), acc)
+				memcopy.CopyOf(elems[T](g.slots[rl].recv), acc)
 			}
 		})
 	}
@@ -253,7 +253,7 @@ func hierAllreduce[T any](ctx context.Context, c *Coll, send, acc []T, op *Op[T]
 		return c.hierEnd(err)
 	}
 	if send != nil {
-		memcopy.Copy(acc, send)
+		memcopy.CopyOf(acc, send)
 	}
 	leader, err := c.hierArrive(ctx, bytesOf(acc), bytesOf(acc))
 	if !leader || err != nil {
@@ -535,7 +535,7 @@ func foldBlocks[T any](g *procGroup, tmp []T, n int, op *Op[T], emit func(a, b i
 // foldLocal sets acc to the contributions (send buffers) of g's ranks
 // combined in rank order.
 func foldLocal[T any](g *procGroup, acc []T, op *Op[T]) {
-	memcopy.Copy(acc, elems[T](g.slots[0].send))
+	memcopy.CopyOf(acc, elems[T](g.slots[0].send))
 	for i := 1; i < len(g.slots); i++ {
 		op.left(acc, elems[T](g.slots[i].send))
 	}
@@ -547,7 +547,7 @@ func foldLocal[T any](g *procGroup, acc []T, op *Op[T]) {
 func foldRanks[T any](h *hier, res, all []T, op *Op[T]) {
 	n := len(res)
 	x := func(r int) []T { at := h.pos(r) * n; return all[at : at+n] }
-	memcopy.Copy(res, x(0))
+	memcopy.CopyOf(res, x(0))
 	for r := 1; r < len(h.procOf); r++ {
 		op.left(res, x(r))
 	}

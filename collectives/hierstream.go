@@ -224,7 +224,7 @@ func everyProc(int) bool { return true }
 // foldChunk sets dst to the members' contributions [a, b) (src(i) for
 // the process's ranks) combined in rank order.
 func foldChunk[T any](dst []T, g *procGroup, src func(i int) []T, a, b int, op *Op[T]) {
-	memcopy.Copy(dst, src(0)[a:b])
+	memcopy.CopyOf(dst, src(0)[a:b])
 	for i := 1; i < len(g.slots); i++ {
 		op.left(dst, src(i)[a:b])
 	}
@@ -292,7 +292,7 @@ func streamAllreduce[T any](ctx context.Context, c *Coll, src, acc []T, op *Op[T
 				return elems[T](sub(i))[:b-a]
 			}
 			if ng.ni != 0 || apart {
-				memcopy.Copy(o, part(0))
+				memcopy.CopyOf(o, part(0))
 			}
 			for i := 1; i < ng.m; i++ {
 				op.left(o, part(i))

@@ -216,7 +216,7 @@ func symAllreduce[T any](ctx context.Context, c *Coll, send, acc []T, op *Op[T],
 	}
 	nb := len(acc) * sizeOf[T]()
 	err := c.symStep(ctx, -1, func(b []byte) { memcopy.Copy(b, bytesOf(in)) }, func(line func(i int) []byte) {
-		memcopy.Copy(acc, elems[T](line(0)[:nb]))
+		memcopy.CopyOf(acc, elems[T](line(0)[:nb]))
 		for i := 1; i < len(c.hier.g.slots); i++ {
 			op.left(acc, elems[T](line(i)[:nb]))
 		}

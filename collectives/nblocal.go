@@ -251,7 +251,7 @@ func localReduce[T any](slots []nbSlot, acc []T, op *Op[T]) {
 		}
 		return s.recv
 	}
-	memcopy.Copy(acc, elems[T](in(slots[0])))
+	memcopy.CopyOf(acc, elems[T](in(slots[0])))
 	for _, s := range slots[1:] {
 		op.left(acc, elems[T](in(s))[:len(acc)])
 	}

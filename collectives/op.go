@@ -111,7 +111,7 @@ func (o *Op[T]) right(acc, in []T) {
 		return
 	}
 	o.fn(in, acc)
-	memcopy.Copy(acc, in)
+	memcopy.CopyOf(acc, in)
 }
 
 // Sum adds (MPI_SUM).

@@ -60,7 +60,7 @@ func Reduce[T any](ctx context.Context, c *Coll, send, recv []T, op Op[T], root 
 				}
 				acc := elems[T](c.buf(0, n*es)) // in place at root > 0: its contribution is read after x₀
 				localReduce(slots, acc, &op)
-				memcopy.Copy(out, acc)
+				memcopy.CopyOf(out, acc)
 			})
 	}
 	alg := c.cfg.pick(CollReduce, n*es, c.size)
@@ -72,7 +72,7 @@ func Reduce[T any](ctx context.Context, c *Coll, send, recv []T, op Op[T], root 
 
 func reduceTo[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], root int, alg Algorithm) error {
 	if c.size == 1 {
-		memcopy.Copy(res, src)
+		memcopy.CopyOf(res, src)
 		return nil
 	}
 	ordered := c.cfg.det || !op.commutative
@@ -87,7 +87,7 @@ func reduceTo[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], root
 
 // fold sets res to all's p blocks of n combined in rank order.
 func fold[T any](res, all []T, n, p int, op *Op[T]) {
-	memcopy.Copy(res, all[:n])
+	memcopy.CopyOf(res, all[:n])
 	for i := 1; i < p; i++ {
 		op.left(res, all[i*n:(i+1)*n])
 	}
@@ -122,7 +122,7 @@ func reduceBinomial[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T]
 	v := (c.rank - root + p) % p
 	acc, own := src, false
 	if c.rank == root {
-		memcopy.Copy(res, src)
+		memcopy.CopyOf(res, src)
 		acc, own = res, true
 	}
 	var tmp []T
@@ -147,7 +147,7 @@ func reduceBinomial[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T]
 		}
 		if !own {
 			w := elems[T](c.buf(0, n*es))
-			memcopy.Copy(w, acc)
+			memcopy.CopyOf(w, acc)
 			acc, own = w, true
 		}
 		op.left(acc, tmp)
@@ -172,7 +172,7 @@ func reduceRSGather[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T]
 			return err
 		}
 	} else {
-		memcopy.Copy(acc, src)
+		memcopy.CopyOf(acc, src)
 		if err := ringReduceScatter(ctx, c, acc, op, off); err != nil {
 			return err
 		}
@@ -236,7 +236,7 @@ func orderedReduceScatter[T any](ctx context.Context, c *Coll, src, dst []T, op 
 			return err
 		}
 	}
-	memcopy.Copy(stage[r*m:(r+1)*m], src[lo:hi])
+	memcopy.CopyOf(stage[r*m:(r+1)*m], src[lo:hi])
 	if err := c.wait(ctx); err != nil {
 		return err
 	}
@@ -279,7 +279,7 @@ func Allreduce[T any](ctx context.Context, c *Coll, send, recv []T, op Op[T]) er
 		return c.fail(err)
 	}
 	if send != nil {
-		memcopy.Copy(recv, send)
+		memcopy.CopyOf(recv, send)
 	}
 	return c.done(allreduce(ctx, c, recv, &op, alg))
 }
@@ -323,7 +323,7 @@ func allreduceGatherFold[T any](ctx context.Context, c *Coll, acc []T, op *Op[T]
 	}
 	all := elems[T](tmp) // block i is rank (r+i)%p's
 	at := func(k int) []T { i := (k - r + p) % p; return all[i*n : (i+1)*n] }
-	memcopy.Copy(acc, at(0))
+	memcopy.CopyOf(acc, at(0))
 	for k := 1; k < p; k++ {
 		op.left(acc, at(k))
 	}
@@ -553,7 +553,7 @@ func reduceScatter[T any](ctx context.Context, c *Coll, src, dst []T, copyIn boo
 	p, r := c.size, c.rank
 	switch {
 	case p == 1:
-		memcopy.Copy(dst, src[off(0):off(1)])
+		memcopy.CopyOf(dst, src[off(0):off(1)])
 		return nil
 	case alg == Pairwise:
 		return orderedReduceScatter(ctx, c, src, dst, op, off)
@@ -561,12 +561,12 @@ func reduceScatter[T any](ctx context.Context, c *Coll, src, dst []T, copyIn boo
 	acc := src
 	if copyIn {
 		acc = elems[T](c.buf(0, off(p)*sizeOf[T]()))
-		memcopy.Copy(acc, src[:off(p)])
+		memcopy.CopyOf(acc, src[:off(p)])
 	}
 	if err := ringReduceScatter(ctx, c, acc, op, off); err != nil {
 		return err
 	}
-	memcopy.Copy(dst, acc[off(r):off(r+1)])
+	memcopy.CopyOf(dst, acc[off(r):off(r+1)])
 	return nil
 }
 

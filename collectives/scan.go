@@ -68,9 +68,9 @@ func scanChain[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], exc
 	case !excl:
 		if r > 0 {
 			op.left(prev, src) // the prefix on the left, as the serial fold
-			memcopy.Copy(res, prev)
+			memcopy.CopyOf(res, prev)
 		} else {
-			memcopy.Copy(res, src)
+			memcopy.CopyOf(res, src)
 		}
 		out = res
 	case r == 0:
@@ -78,10 +78,10 @@ func scanChain[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], exc
 	default:
 		if r < p-1 {
 			out = elems[T](c.buf(0, n*es))
-			memcopy.Copy(out, prev)
+			memcopy.CopyOf(out, prev)
 			op.left(out, src)
 		}
-		memcopy.Copy(res, prev)
+		memcopy.CopyOf(res, prev)
 	}
 	if r == p-1 {
 		return nil
@@ -99,9 +99,9 @@ func scanChain[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], exc
 func scanRecDbl[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], excl bool) error {
 	p, r, n, es := c.size, c.rank, len(res), sizeOf[T]()
 	partial := elems[T](c.buf(0, n*es))
-	memcopy.Copy(partial, src)
+	memcopy.CopyOf(partial, src)
 	if !excl {
-		memcopy.Copy(res, src)
+		memcopy.CopyOf(res, src)
 	}
 	tmp := elems[T](c.buf(1, n*es))
 	var tmp2 []T
@@ -119,7 +119,7 @@ func scanRecDbl[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], ex
 			continue
 		}
 		if !have {
-			memcopy.Copy(res, tmp)
+			memcopy.CopyOf(res, tmp)
 			have = true
 			op.right(partial, tmp)
 			continue
@@ -132,7 +132,7 @@ func scanRecDbl[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], ex
 		if tmp2 == nil {
 			tmp2 = elems[T](c.buf(2, n*es))
 		}
-		memcopy.Copy(tmp2, tmp)
+		memcopy.CopyOf(tmp2, tmp)
 		op.right(res, tmp)
 		op.right(partial, tmp2)
 	}

@@ -251,7 +251,7 @@ func (a *TiledAlltoall[T]) Alltoall(ctx context.Context, compute TileCompute[T],
 	block := a.iters * a.count
 	return a.Run(ctx, compute, func(t Tile, in [][]T) error {
 		for p, b := range in {
-			memcopy.Copy(recv[p*block+t.First*a.count:], b)
+			memcopy.CopyOf(recv[p*block+t.First*a.count:], b)
 		}
 		return nil
 	})

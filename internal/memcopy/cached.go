@@ -19,14 +19,22 @@ const (
 	cachedChunk = goStreamMin / 2
 )
 
-// Copy copies min(len(dst), len(src)) elements from src to dst and
-// returns that count, as copy does, but keeps the destination in the
-// cache where it fits: from 1 MiB up to CachedMax bytes it copies in
-// pieces that the runtime copies with ordinary stores. Beyond CachedMax,
-// for overlapping slices and below 1 MiB it is copy.
-func Copy[T any](dst, src []T) int {
+// Copy copies min(len(dst), len(src)) bytes from src to dst and returns
+// that count, as copy does, but keeps the destination in the cache where
+// it fits: from 1 MiB up to CachedMax bytes it copies in pieces that the
+// runtime copies with ordinary stores. Beyond CachedMax, for overlapping
+// slices and below 1 MiB it is copy (and inlined, a length test more).
+func Copy(dst, src []byte) int {
+	if len(src) < goStreamMin {
+		return copy(dst, src)
+	}
+	return copyCached(dst, src)
+}
+
+// CopyOf is Copy for slices of any element type.
+func CopyOf[T any](dst, src []T) int {
 	var zero T
-	if min(len(dst), len(src))*int(unsafe.Sizeof(zero)) < goStreamMin {
+	if len(src)*int(unsafe.Sizeof(zero)) < goStreamMin {
 		return copy(dst, src)
 	}
 	return copyCached(dst, src)

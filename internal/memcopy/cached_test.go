@@ -33,7 +33,7 @@ func TestCopy(t *testing.T) {
 		src[i] = triple{uint64(i), uint64(i) * 3, ^uint64(i)}
 	}
 	dst := make([]triple, len(src))
-	if got := Copy(dst, src); got != len(src) || !slices.Equal(dst, src) {
+	if got := CopyOf(dst, src); got != len(src) || !slices.Equal(dst, src) {
 		t.Fatalf("24-byte elements: count %d of %d, equal %v", got, len(src), slices.Equal(dst, src))
 	}
 	// Overlap, forwards and backwards, by less than a piece.
@@ -75,7 +75,7 @@ func BenchmarkCopy(b *testing.B) {
 		for _, f := range []struct {
 			name string
 			f    func(d, s []byte) int
-		}{{"copy", func(d, s []byte) int { return copy(d, s) }}, {"Copy", Copy[byte]}} {
+		}{{"copy", func(d, s []byte) int { return copy(d, s) }}, {"Copy", Copy}} {
 			b.Run(fmt.Sprintf("%s/%dKiB", f.name, n>>10), func(b *testing.B) {
 				b.SetBytes(int64(n))
 				for b.Loop() {
