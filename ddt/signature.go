@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/bits"
+	"sync/atomic"
 )
 
 // Type signatures (MPI's rule for matching a send with a receive): the
@@ -205,6 +206,9 @@ func (t *Type) sigOf(op string, count int, nbytes int64) (Sig, error) {
 	if _, err := t.committedState(op); err != nil {
 		return Sig{}, err
 	}
+	if s, ok := t.sigLast.get(count, nbytes); ok {
+		return s, nil // a message of the same shape as the last: the hash costs tens of multiplications
+	}
 	size, err := t.PackSize(count)
 	if err != nil {
 		return Sig{}, err
@@ -216,7 +220,44 @@ func (t *Type) sigOf(op string, count int, nbytes int64) (Sig, error) {
 	if !ok {
 		return Sig{}, fmt.Errorf("ddt: %s: %d bytes end inside an element of %s: %w", op, nbytes, t.Name(), ErrInvalid)
 	}
-	return Sig{Hash: s.h, Elems: s.n}, nil
+	out := Sig{Hash: s.h, Elems: s.n}
+	t.sigLast.put(count, nbytes, out)
+	return out, nil
+}
+
+// sigMemo holds the signature last computed, for count elements and
+// nbytes bytes of them: repeated messages of one shape (a halo exchange,
+// a rate loop) find theirs without the modular arithmetic. It is a
+// sequence lock: a writer makes seq odd (one writer at a time; another
+// skips its store), writes, and makes it even again; a reader that sees
+// seq odd or changed misses. Nothing is allocated.
+type sigMemo struct {
+	seq                        atomic.Uint64
+	count, nbytes, hash, elems atomic.Uint64
+}
+
+// get returns the memo's signature if it is for count and nbytes.
+func (m *sigMemo) get(count int, nbytes int64) (Sig, bool) {
+	s1 := m.seq.Load()
+	if s1 == 0 || s1&1 != 0 || m.count.Load() != uint64(count) || m.nbytes.Load() != uint64(nbytes) {
+		return Sig{}, false
+	}
+	s := Sig{Hash: m.hash.Load(), Elems: m.elems.Load()}
+	return s, m.seq.Load() == s1
+}
+
+// put stores s as the signature of count elements, nbytes bytes of them,
+// unless another goroutine is storing one.
+func (m *sigMemo) put(count int, nbytes int64, s Sig) {
+	s1 := m.seq.Load()
+	if s1&1 != 0 || !m.seq.CompareAndSwap(s1, s1+1) {
+		return
+	}
+	m.count.Store(uint64(count))
+	m.nbytes.Store(uint64(nbytes))
+	m.hash.Store(s.Hash)
+	m.elems.Store(s.Elems)
+	m.seq.Store(s1 + 2)
 }
 
 // Then returns the signature of s's elements followed by next's.

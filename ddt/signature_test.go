@@ -2,7 +2,9 @@ package ddt
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 )
 
@@ -88,6 +90,16 @@ func TestSignatureAgainstExpansion(t *testing.T) {
 			if want := naive(es[:j]); got != want {
 				t.Fatalf("%v ×%d prefix of %d elements: hash %x, want %x", ty, k, j, got, want)
 			}
+			// Asked again (the memo of the last shape), and after another shape.
+			if again, err := ty.Signature(k, off); err != nil || again != got {
+				t.Fatalf("%v ×%d prefix %d bytes asked again: %x, %v; first %x", ty, k, off, again, err, got)
+			}
+			if _, err := ty.Signature(k, 0); err != nil {
+				t.Fatal(err)
+			}
+			if again, err := ty.Signature(k, off); err != nil || again != got {
+				t.Fatalf("%v ×%d prefix %d bytes after another shape: %x, %v; first %x", ty, k, off, again, err, got)
+			}
 			if j < len(es) {
 				off += es[j].size
 			}
@@ -172,5 +184,83 @@ func TestSigThen(t *testing.T) {
 	}
 	if _, err := Float64.SigOf(2, 20); !errors.Is(err, ErrInvalid) {
 		t.Errorf("SigOf of a prefix ending inside an element: %v", err)
+	}
+}
+
+// TestSignatureRepeatNoAllocs: the signature of a message of the shape
+// just asked for is found again without allocating.
+func TestSignatureRepeatNoAllocs(t *testing.T) {
+	ty := committer(t)(Vector(64, 3, 5, Float64))
+	n := 4 * ty.Size()
+	want, err := ty.Signature(4, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if allocs := testing.AllocsPerRun(100, func() {
+		if got, err := ty.Signature(4, n); err != nil || got != want {
+			t.Fatalf("%x, %v; want %x", got, err, want)
+		}
+	}); allocs != 0 {
+		t.Errorf("%.1f allocations per repeated Signature, want 0", allocs)
+	}
+}
+
+// BenchmarkSignature is the signature of a message of the same shape as
+// the last one (the memo) and of alternating shapes (computed each time).
+func BenchmarkSignature(b *testing.B) {
+	ty, err := Vector(64, 3, 5, Float64)
+	if err == nil {
+		err = ty.Commit()
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 4 * ty.Size()
+	b.Run("repeat", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = ty.Signature(4, n)
+		}
+	})
+	b.Run("alternate", func(b *testing.B) {
+		k := 0
+		for b.Loop() {
+			k ^= 1
+			_, _ = ty.Signature(3+k, int64(3+k)*ty.Size())
+		}
+	})
+}
+
+// TestSignatureConcurrent: goroutines asking for different shapes of one
+// type at once each get their own shape's signature (the memo of the
+// last shape is shared).
+func TestSignatureConcurrent(t *testing.T) {
+	ty := committer(t)(Vector(8, 3, 5, Int32))
+	want := make([]uint64, 4)
+	for k := range want {
+		var err error
+		if want[k], err = ty.Signature(k+1, int64(k+1)*ty.Size()-4*int64(k%2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 20000; i++ {
+				k := (g + i) % len(want)
+				got, err := ty.Signature(k+1, int64(k+1)*ty.Size()-4*int64(k%2))
+				if err != nil || got != want[k] {
+					errs <- fmt.Errorf("shape %d: %x, %v; want %x", k, got, err, want[k])
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }

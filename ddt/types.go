@@ -75,6 +75,7 @@ type Type struct {
 	st     atomic.Pointer[state] // set once by Commit
 
 	sigCache atomic.Pointer[sig] // signature of one instance (signature.go)
+	sigLast  sigMemo             // the last message signature computed (signature.go)
 }
 
 // state is what Commit produced; read lock-free on the Pack/Unpack path.
