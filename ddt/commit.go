@@ -43,7 +43,7 @@ func (t *Type) Commit() error {
 	if err != nil {
 		return err
 	}
-	t.st.Store(&state{ir: ir, kernel: k})
+	t.st.Store(newState(ir, k))
 	return nil
 }
 

@@ -174,7 +174,7 @@ func (t *Type) Blocks(count int) (int64, error) {
 	if s.ir.Root == nil {
 		return 0, nil
 	}
-	n, ok := checked.Mul(nodeBlocks(s.ir.Root), int64(count))
+	n, ok := checked.Mul(s.blocks, int64(count))
 	if !ok {
 		return math.MaxInt64, nil
 	}

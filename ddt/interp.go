@@ -443,7 +443,7 @@ func (t *Type) Interpreter() (Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	return interpKernel{t: t, st: &state{ir: s.ir}}, nil
+	return interpKernel{t: t, st: &state{ir: s.ir, blocks: s.blocks}}, nil
 }
 
 type interpKernel struct {

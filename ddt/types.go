@@ -82,6 +82,16 @@ type Type struct {
 type state struct {
 	ir     *ddtir.IR
 	kernel ddtir.Kernel
+	blocks int64 // blocks one instance visits (Blocks), saturated
+}
+
+// newState is the state of a committed type with IR ir and kernel k.
+func newState(ir *ddtir.IR, k ddtir.Kernel) *state {
+	s := &state{ir: ir, kernel: k}
+	if ir.Root != nil {
+		s.blocks = nodeBlocks(ir.Root)
+	}
+	return s
 }
 
 // Contents is the constructor call that made a type, as MPI_Type_get_contents
@@ -96,7 +106,7 @@ type Contents struct {
 
 func predefined(name string, size, align int64) *Type {
 	t := &Type{comb: CombinerNamed, name: name, size: size, ub: size, trueUB: size, align: align, elem: size}
-	t.st.Store(&state{ir: t.buildIR()})
+	t.st.Store(newState(t.buildIR(), nil))
 	return t
 }
 
