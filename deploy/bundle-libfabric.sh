@@ -8,7 +8,9 @@
 set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: $0 DIR" >&2; exit 2; }
 dir=$1
-lib=$(ldconfig -p | awk '$1 == "libfabric.so.1" { print $NF; exit }')
+# awk reads to the end: exiting at the first match would let ldconfig die
+# of SIGPIPE on its longer output, which pipefail turns into a failure.
+lib=$(ldconfig -p | awk '$1 == "libfabric.so.1" && !found { print $NF; found = 1 }')
 [ -n "$lib" ] || { echo "bundle-libfabric: no libfabric.so.1 here (apt-get install libfabric1)" >&2; exit 1; }
 mkdir -p "$dir"
 cp -L "$lib" "$dir/libfabric.so.1"
