@@ -396,13 +396,22 @@ func (r *Request) Release() error {
 	v := r.v
 	v.lock()
 	defer v.unlock()
+	if err := r.releasable(); err != nil {
+		return err
+	}
+	v.keepReleased(r)
+	return nil
+}
+
+// releasable reports why r may not be released (nil if it may). Caller
+// holds the lock.
+func (r *Request) releasable() error {
 	switch {
 	case r.released:
 		return fmt.Errorf("endpoint: request released twice: %w", ErrInvalid)
 	case !r.done:
 		return fmt.Errorf("endpoint: release of a %s still in flight: %w", r.describe(), ErrInvalid)
 	}
-	v.keepReleased(r)
 	return nil
 }
 
@@ -448,14 +457,7 @@ func ReleaseAll(reqs ...*Request) error {
 				}
 				continue
 			}
-			var err error
-			switch {
-			case r.released:
-				err = fmt.Errorf("endpoint: request released twice: %w", ErrInvalid)
-			case !r.done:
-				err = fmt.Errorf("endpoint: release of a %s still in flight: %w", r.describe(), ErrInvalid)
-			}
-			if err != nil {
+			if err := r.releasable(); err != nil {
 				held.unlock()
 				return err
 			}

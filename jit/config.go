@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"reflect"
 
+	"github.com/weft-hpc/weft/internal/cpucache"
 	"github.com/weft-hpc/weft/internal/settings"
 )
 
@@ -89,15 +90,15 @@ func newConfig(t *settings.Tuning) *config {
 		regTileOn:          t.JITRT,
 		regTileBand:        t.JITRTBand,
 		regTileRows:        t.JITRTTile,
-		regTileSmall:       pick(t.JITRTSmall, cacheSize(2, 1<<20)),
+		regTileSmall:       pick(t.JITRTSmall, cpucache.Size(2, 1<<20)),
 		regTileSBand:       t.JITRTSBand,
 		regTileSRows:       t.JITRTSTile,
 		regTileNTBand:      t.JITRTNTBand,
 		regTileNTRows:      t.JITRTNTTile,
 		regTileUBand:       t.JITRTUBand,
 		regTileURows:       t.JITRTUTile,
-		regTileNTMin:       pick(t.JITRTNTMin, 2*cacheSize(2, 1<<20)),
-		regTileUNTMin:      pick(t.JITRTUNTMin, lastLevelCache(32<<20)),
+		regTileNTMin:       pick(t.JITRTNTMin, 2*cpucache.Size(2, 1<<20)),
+		regTileUNTMin:      pick(t.JITRTUNTMin, cpucache.LastLevel(32<<20)),
 		dualMap:            t.JITDualMap,
 	}
 	return c.finish()

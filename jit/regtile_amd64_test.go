@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/cpucache"
 	"github.com/weft-hpc/weft/internal/settings"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
@@ -137,10 +138,10 @@ func TestRegTileNTThresholds(t *testing.T) {
 	if !hostFeatures.AVX512 {
 		testenv.Skip(t, "avx512", "register-tiled transposes need AVX-512; this CPU has %v", hostFeatures)
 	}
-	if want := 2 * cacheSize(2, 1<<20); defaultConfig.regTileNTMin != want && tune.JITRTNTMin == settings.Auto {
+	if want := 2 * cpucache.Size(2, 1<<20); defaultConfig.regTileNTMin != want && tune.JITRTNTMin == settings.Auto {
 		t.Fatalf("default pack threshold %d, want twice the L2 (%d)", defaultConfig.regTileNTMin, want)
 	}
-	if want := lastLevelCache(32 << 20); defaultConfig.regTileUNTMin != want && tune.JITRTUNTMin == settings.Auto {
+	if want := cpucache.LastLevel(32 << 20); defaultConfig.regTileUNTMin != want && tune.JITRTUNTMin == settings.Auto {
 		t.Fatalf("default unpack threshold %d, want the LLC size (%d)", defaultConfig.regTileUNTMin, want)
 	}
 	const n = 64

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"github.com/weft-hpc/weft/internal/memcopy"
-	"github.com/weft-hpc/weft/internal/nodeseg"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -14,6 +12,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/memcopy"
+	"github.com/weft-hpc/weft/internal/nodeseg"
 	"github.com/weft-hpc/weft/internal/peerwatch"
 	"github.com/weft-hpc/weft/internal/settings"
 	"github.com/weft-hpc/weft/internal/wlog"
