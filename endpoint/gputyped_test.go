@@ -496,9 +496,12 @@ func devicePair(t *testing.T, ctx context.Context, d *gpu.Device, a, b *endpoint
 		name, count := g.name, g.count
 		src, stream := gpuSource(t, d, st, count, count)
 		dst, check := gpuDest(t, d, rt, count)
+		// The GPU receives are posted before their sends start, so that
+		// no message waits in the unexpected queue (a host copy, whose
+		// pieces always go through the staging buffer) and the counters
+		// of TestDevicePaths see the path each regime takes.
 		errc := make(chan error, 1)
-		go func() { errc <- a.SendDevice(ctx, src, b.Rank(), 7) }()
-		stt, err := b.RecvDevice(ctx, dst, a.Rank(), 7)
+		stt, err := recvDevice(ctx, b, dst, a.Rank(), 7, func() { errc <- a.SendDevice(ctx, src, b.Rank(), 7) })
 		if err == nil {
 			err = <-errc
 		}
@@ -522,14 +525,24 @@ func devicePair(t *testing.T, ctx context.Context, d *gpu.Device, a, b *endpoint
 			t.Fatalf("%s: GPU to host: bytes differ", name)
 		}
 		dst2, check2 := gpuDest(t, d, rt, count)
-		go func() { errc <- a.SendTyped(ctx, host[base:], count, rt, b.Rank(), 9) }()
-		if _, err := b.RecvDevice(ctx, dst2, a.Rank(), 9); err != nil || <-errc != nil {
+		if _, err := recvDevice(ctx, b, dst2, a.Rank(), 9, func() { errc <- a.SendTyped(ctx, host[base:], count, rt, b.Rank(), 9) }); err != nil || <-errc != nil {
 			t.Fatalf("%s: host to GPU: %v", name, err)
 		}
 		if err := check2(stream); err != nil {
 			t.Fatalf("%s: host to GPU: %v", name, err)
 		}
 	}
+}
+
+// recvDevice posts a GPU receive on c, then starts send in its own
+// goroutine and waits for the receive.
+func recvDevice(ctx context.Context, c *endpoint.Comm, dst gpu.Typed, src, tag int, send func()) (endpoint.Status, error) {
+	r, err := c.IrecvDevice(dst, src, tag)
+	if err != nil {
+		return endpoint.Status{}, err
+	}
+	go send()
+	return r.Wait(ctx)
 }
 
 // openCUDA opens CUDA device 0; as root on a machine without a GPU,
