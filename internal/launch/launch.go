@@ -83,15 +83,19 @@ type Config struct {
 	// KillGrace when longer, to write them and exit before the job is
 	// ended. Their output is tagged from then on.
 	TimeoutStacks bool
-	TagOutput     bool
-	Stdout        io.Writer     // default os.Stdout
-	Stderr        io.Writer     // default os.Stderr
-	Stdin         io.Reader     // to rank 0; nil means /dev/null
-	KillGrace     time.Duration // SIGTERM→SIGKILL delay, default 500 ms
-	SSH           []string      // ssh command and options, default ["ssh"]
-	PMIHost       string        // address remote ranks use to reach the PMI server, which listens on what it resolves to
-	Dir           string        // working directory of the ranks (default: the current one)
-	Srun          []string      // srun command and extra options, default ["srun"]
+	// FailStacks: when a rank fails, the local ranks still running are
+	// asked for their stacks the same way before the job is ended, so that
+	// a rank that waits on the failed one shows where it waits.
+	FailStacks bool
+	TagOutput  bool
+	Stdout     io.Writer     // default os.Stdout
+	Stderr     io.Writer     // default os.Stderr
+	Stdin      io.Reader     // to rank 0; nil means /dev/null
+	KillGrace  time.Duration // SIGTERM→SIGKILL delay, default 500 ms
+	SSH        []string      // ssh command and options, default ["ssh"]
+	PMIHost    string        // address remote ranks use to reach the PMI server, which listens on what it resolves to
+	Dir        string        // working directory of the ranks (default: the current one)
+	Srun       []string      // srun command and extra options, default ["srun"]
 	// Bind: how local ranks are bound to CPUs (bind.go): BindAuto (the
 	// default, for ""), BindCore or BindNone. Only the local launcher
 	// binds; ssh ranks and Slurm's steps run as their hosts place them.
@@ -691,18 +695,26 @@ func (j *Job) supervise() error {
 		j.killAll(syscall.SIGTERM)
 		killTimer = time.After(j.cfg.KillGrace)
 	}
+	// After a timeout with TimeoutStacks, or a failure with FailStacks: the
+	// processes asked for their stacks; the job is ended once they are gone
+	// or at dumpEnd.
+	var dumping []int
+	var dumpEnd <-chan time.Time
 	failWith := func(e *ExitError) {
 		if first != nil {
 			return
 		}
 		first = e
 		log.Debug("job failing", "err", e)
+		if j.cfg.FailStacks && e.Rank >= 0 {
+			if dumping = j.askStacks(syscall.SIGQUIT); dumping != nil {
+				log.Debug("rank failed; waiting for the others' stacks", "pids", dumping)
+				dumpEnd = time.After(stackWait(j.cfg.KillGrace))
+				return
+			}
+		}
 		endRanks()
 	}
-	// After a timeout with TimeoutStacks: the processes asked for their
-	// stacks; the job is ended once they are gone or at dumpEnd.
-	var dumping []int
-	var dumpEnd <-chan time.Time
 	endDump := func() {
 		dumping, dumpEnd = nil, nil
 		endRanks()

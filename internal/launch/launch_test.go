@@ -54,6 +54,18 @@ func helper(mode string) int {
 		if me == 1 {
 			return 0 // exits without finalize while rank 0 waits in the fence
 		}
+	case "failstacks":
+		// Rank 1 fails after the fence; rank 0 waits for it in
+		// waitOnFailedPeer, which its stacks must show.
+		if err := b.Fence(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			return 2
+		}
+		if me == 1 {
+			return 3
+		}
+		waitOnFailedPeer(ctx)
+		return 0
 	case "vanish", "nofinalize":
 		// Everyone trades a value; then rank 1 exits 0 without finalize.
 		// In "vanish" rank 0 meanwhile waits for something other than PMI
@@ -101,6 +113,11 @@ func helper(mode string) int {
 	}
 	return 0
 }
+
+// waitOnFailedPeer stands for a rank blocked on a peer that failed.
+//
+//go:noinline
+func waitOnFailedPeer(ctx context.Context) { <-ctx.Done() }
 
 func self(t *testing.T) string {
 	exe, err := os.Executable()

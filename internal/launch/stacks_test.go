@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"syscall"
 	"testing"
 	"time"
@@ -116,5 +117,38 @@ func TestTimeoutStacksSkipsNonCatchers(t *testing.T) {
 	}
 	if left := leftovers(j); len(left) > 0 {
 		t.Errorf("processes left behind: %v", left)
+	}
+}
+
+// TestFailStacks: with FailStacks, a rank's failure makes the ranks still
+// running write their stacks (tagged) before the job ends, and the job
+// reports the failed rank, not a timeout; without it, no stacks.
+func TestFailStacks(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var out proctest.Buffer
+		start := time.Now()
+		j, err := Start(ctx, Config{NP: 2, Timeout: 20 * time.Second, FailStacks: on, TagOutput: true,
+			Stdout: &out, Stderr: &out, Env: []string{"WEFT_LAUNCH_HELPER=failstacks"}, Argv: []string{self(t)}})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		err = j.Wait()
+		cancel()
+		var ee *ExitError
+		if !errors.As(err, &ee) || ee.Rank != 1 || ee.Code != 3 {
+			t.Fatalf("FailStacks=%v: err = %v, want rank 1's exit status 3\n%s", on, err, out.String())
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("FailStacks=%v: took %v", on, took)
+		}
+		shown := regexp.MustCompile(`(?m)^\[0\] .*\.waitOnFailedPeer\(`).MatchString(out.String())
+		if shown != on {
+			t.Errorf("FailStacks=%v: rank 0's stack in the output: %v\n%s", on, shown, out.String())
+		}
+		if left := leftovers(j); len(left) > 0 {
+			t.Errorf("FailStacks=%v: processes left behind: %v", on, left)
+		}
 	}
 }

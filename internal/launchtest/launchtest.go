@@ -41,7 +41,9 @@ func IsWorker() bool { return os.Getenv("WEFT_TEST_WORKER") == "1" }
 // WEFT_TEST_WORKER=1, WEFT_PROVIDER=provider (when not empty) and the extra
 // KEY=VALUE entries in env. It fails t with every rank's output if a rank
 // fails or does not run the test, or if timeout passes (then every rank is
-// killed). The timeout is shortened to fit the test binary's own deadline.
+// killed). Before the ranks are ended, by the timeout or by a failing
+// rank, those still running write their goroutine stacks into the output.
+// The timeout is shortened to fit the test binary's own deadline.
 func Run(t *testing.T, n int, provider string, timeout time.Duration, env ...string) {
 	t.Helper()
 	if IsWorker() {
@@ -98,15 +100,19 @@ func run(name string, n int, provider string, timeout time.Duration, env []strin
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Second)
 	defer cancel()
 	err = launch.Run(ctx, launch.Config{
-		NP:        n,
-		Launcher:  "local", // never srun, even inside a Slurm allocation
-		Argv:      []string{exe, "-test.run", Pattern(name), "-test.count=1", "-test.v=true", "-test.timeout=" + (timeout + 2*time.Second).String()},
-		Env:       append([]string{"WEFT_TEST_WORKER=1"}, env...),
-		Provider:  provider,
-		Timeout:   timeout,
-		TagOutput: true,
-		Stdout:    &buf,
-		Stderr:    &buf,
+		NP:       n,
+		Launcher: "local", // never srun, even inside a Slurm allocation
+		Argv:     []string{exe, "-test.run", Pattern(name), "-test.count=1", "-test.v=true", "-test.timeout=" + (timeout + 2*time.Second).String()},
+		Env:      append([]string{"WEFT_TEST_WORKER=1"}, env...),
+		Provider: provider,
+		Timeout:  timeout,
+		// A hang shows where every rank waits: on the timeout, and when one
+		// rank fails (its own deadline passed) while the others still run.
+		TimeoutStacks: true,
+		FailStacks:    true,
+		TagOutput:     true,
+		Stdout:        &buf,
+		Stderr:        &buf,
 	})
 	out = buf.String()
 	if err != nil {
