@@ -201,3 +201,17 @@ func HoldSegments(c *Comm) (release func()) {
 		v.unlock()
 	}
 }
+
+// WayEstimates reports the time per byte (ns) c's link to rank r has
+// measured for sends of n bytes by the pipelined copy and by the single
+// copy (0: not measured; ok false: no link).
+func WayEstimates(c *Comm, r, n int) (pipe, single float64, ok bool) {
+	l := c.link(r)
+	if l == nil {
+		return 0, 0, false
+	}
+	c.v.lock()
+	defer c.v.unlock()
+	k := wayClass(n)
+	return float64(l.way.est[wayPipe][k]), float64(l.way.est[waySingle][k]), true
+}

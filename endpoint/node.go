@@ -106,6 +106,7 @@ type nodeLink struct {
 	cin     *copyIn         // the peer's pipelined send we are taking
 	broken  error           // set when a pipelined copy failed: the link is dropped
 	fill    fillMode        // how our fragments go into the copy slots (nodecopy.go)
+	way     wayChooser      // pipelined or single copy for large sends (nodeway.go)
 }
 
 // trySend sends one message, fabric.ErrAgain when the ring is full.
@@ -425,6 +426,9 @@ func (v *vci) pollNode() {
 		if l.cout != nil {
 			v.pumpCopyOut(l)
 		}
+		if l.way.pipeN != 0 {
+			v.pipeCheck(l, -1)
+		}
 		if l.cin != nil && !v.pumpCopyIn(l) || l.broken != nil {
 			continue // the rest of this ring waits for the copy in progress
 		}
@@ -552,9 +556,18 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 		}
 		return completedRequest, nil
 	}
+	var timed time.Time // a blocking single copy timed for l.way
 	if !staged && v.nodeCopyTakes(l, len(buf), blocking, false) {
-		if r, ok := v.nodeSendCopy(c, l, t, sigWord(sig), buf, dest); ok {
-			return r, nil
+		way := l.way.prefer(len(buf))
+		if blocking {
+			way = l.way.pick(len(buf))
+		}
+		if way == wayPipe {
+			if r, ok := v.nodeSendCopy(c, l, t, sigWord(sig), buf, dest, blocking); ok {
+				return r, nil
+			}
+		} else if blocking {
+			timed = time.Now()
 		}
 	}
 	// Rendezvous: the receiver copies from buf and answers with a FIN. Up
@@ -573,6 +586,7 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 	case staged:
 		return completedRequest, nil
 	}
+	r.reqExt.timed = timed
 	return r, nil
 }
 

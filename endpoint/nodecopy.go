@@ -61,6 +61,7 @@ type copyOut struct {
 	frag int        // bytes per fragment (the last may be short)
 	off  int        // bytes copied into slots
 	slot int        // slot of the next fragment
+	t0   time.Time  // a send timed for the link's wayChooser: its start
 	stall
 }
 
@@ -216,11 +217,15 @@ func (l *nodeLink) copyRoom(n, f int) bool {
 	return true
 }
 
-// nodeSendCopy sends buf to rank dest of c over l by the pipelined copy.
-// ok is false when the ring is full (nothing was sent). Caller holds the
-// lock.
-func (v *vci) nodeSendCopy(c *Comm, l *nodeLink, t uint64, aux uint32, buf []byte, dest int) (r *Request, ok bool) {
-	return v.nodeSendCopyOut(c, l, t, aux, &copyOut{buf: buf, n: len(buf), frag: copyFrag(l.cpOut, len(buf))}, dest)
+// nodeSendCopy sends buf to rank dest of c over l by the pipelined copy,
+// timed for l.way when timed. ok is false when the ring is full (nothing
+// was sent). Caller holds the lock.
+func (v *vci) nodeSendCopy(c *Comm, l *nodeLink, t uint64, aux uint32, buf []byte, dest int, timed bool) (r *Request, ok bool) {
+	o := &copyOut{buf: buf, n: len(buf), frag: copyFrag(l.cpOut, len(buf))}
+	if timed {
+		o.t0 = time.Now()
+	}
+	return v.nodeSendCopyOut(c, l, t, aux, o, dest)
 }
 
 // nodeSendCopyTyped is nodeSendCopy of a typed message of layout u,
@@ -382,6 +387,9 @@ func (v *vci) pumpCopyOut(l *nodeLink) bool {
 		if atomic.LoadUint64(f) != 0 {
 			break
 		}
+		if l.way.pipeN != 0 {
+			v.pipeCheck(l, o.slot)
+		}
 		k := min(o.frag, o.n-o.off)
 		if err := v.fillFragment(l, o, a.slot(o.slot)[:k]); err != nil {
 			// A typed send's pack failed. The receiver waits for bytes
@@ -405,6 +413,9 @@ func (v *vci) pumpCopyOut(l *nodeLink) bool {
 		a.next = o.slot
 		a.copies++
 		l.cout = nil
+		if !o.t0.IsZero() {
+			l.way.pipeDone(o.t0, o.n, (o.slot+a.slots-1)%a.slots)
+		}
 		if o.r != nil {
 			v.finish(o.r, nil)
 		}

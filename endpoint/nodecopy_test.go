@@ -20,14 +20,15 @@ import (
 
 // copyEnv is the environment of ranks that use the pipelined copy from
 // 64 KiB on in 16 KiB fragments (4 to a round), so that small messages
-// take several rounds; a WEFT_TUNE of the test's own that sets the copy
-// knobs is kept as it is.
+// take several rounds, for every large blocking send (nodeway=pipe, not
+// the faster way the link measures); a WEFT_TUNE of the test's own that
+// sets the copy knobs is kept as it is.
 func copyEnv() []string {
 	tu := os.Getenv(settings.TuneEnv)
 	if strings.Contains(tu, "nodecopy") {
 		return nil
 	}
-	return []string{settings.TuneEnv + "=" + copyTune(tu) + ",nodecopy=64K,nodecopyslot=16K"}
+	return []string{settings.TuneEnv + "=" + copyTune(tu) + ",nodecopy=64K,nodecopyslot=16K,nodeway=pipe"}
 }
 
 // copyTune is WEFT_TUNE value tu without its epwait: waits told to yield
@@ -493,7 +494,7 @@ func TestNodeCopyFragments(t *testing.T) {
 		if strings.Contains(os.Getenv(settings.TuneEnv), "nodecopy") {
 			testenv.Skip(t, "nodecopy", "WEFT_TUNE sets the copy knobs this test sets itself")
 		}
-		prov, env := provEnv("native", []string{settings.TuneEnv + "=" + copyTune(os.Getenv(settings.TuneEnv)) + ",nodecopy=16K,nodecopyslot=256K"})
+		prov, env := provEnv("native", []string{settings.TuneEnv + "=" + copyTune(os.Getenv(settings.TuneEnv)) + ",nodecopy=16K,nodecopyslot=256K,nodeway=pipe"})
 		launchtest.Run(t, 2, prov, 60*time.Second, env...)
 		return
 	}
@@ -615,5 +616,80 @@ func TestNodeCopyFragments(t *testing.T) {
 	}
 	if err := c.Barrier(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNodeWay: blocking sends of 1 MiB between two processes, with
+// WEFT_TUNE's nodeway auto (both ways tried and timed, the faster kept,
+// so some go by the pipelined copy and some by the single copy), pipe
+// (all by the pipelined copy) and single (none). Every message arrives
+// byte for byte and in order.
+func TestNodeWay(t *testing.T) {
+	tu := os.Getenv(settings.TuneEnv)
+	if !launchtest.IsWorker() {
+		skipRepeatPass(t)
+		if strings.Contains(tu, "nodecopy") || strings.Contains(tu, "nodeway") {
+			testenv.Skip(t, "nodeway", "WEFT_TUNE sets the copy knobs this test sets itself")
+		}
+	}
+	for _, way := range []string{"auto", "pipe", "single"} {
+		t.Run(way, func(t *testing.T) {
+			if !launchtest.IsWorker() {
+				prov, env := provEnv("native", []string{settings.TuneEnv + "=" + copyTune(tu) + ",nodecopy=16K,nodeway=" + way})
+				launchtest.Run(t, 2, prov, 60*time.Second, env...)
+				return
+			}
+			nodeWayRank(t, way)
+		})
+	}
+}
+
+// nodeWayRank is one rank of TestNodeWay with nodeway set to way.
+func nodeWayRank(t *testing.T, way string) {
+	const n, k = 1 << 20, 24
+	ctx := tctx(t, 45*time.Second)
+	w := initWorld(t)
+	c := w.Comm()
+	if tr, _ := c.Transport(1 - c.Rank()); tr != endpoint.TransportNode {
+		t.Fatalf("peer reached through %s", tr)
+	}
+	m := make([]byte, n)
+	for i := 0; i < k; i++ {
+		if c.Rank() == 1 {
+			pattern(m, 1, 0, i)
+			if err := c.Send(ctx, m, 0, i); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		st, err := c.Recv(ctx, m, 1, endpoint.AnyTag)
+		want := make([]byte, n)
+		pattern(want, 1, 0, i)
+		if err != nil || st.Tag != i || st.Count != n || !bytes.Equal(m, want) {
+			t.Fatalf("message %d: status %+v, err %v, bytes equal %v", i, st, err, bytes.Equal(m, want))
+		}
+	}
+	if err := c.Barrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c.Rank() == 0 {
+		return
+	}
+	copies, _ := endpoint.CopyCounts(c, 0)
+	pipe, single, _ := endpoint.WayEstimates(c, 0, n)
+	t.Logf("%d of %d by the pipelined copy; ns per byte: pipelined %.4f, single %.4f", copies, k, pipe, single)
+	switch way {
+	case "auto":
+		if copies < 1 || copies > k-1 || pipe <= 0 || single <= 0 {
+			t.Errorf("auto: %d of %d sends by the pipelined copy, estimates %v and %v: want both ways tried and timed", copies, k, pipe, single)
+		}
+	case "pipe":
+		if copies != k || single != 0 {
+			t.Errorf("pipe: %d of %d sends by the pipelined copy, single copy estimate %v", copies, k, single)
+		}
+	case "single":
+		if copies != 0 || pipe != 0 {
+			t.Errorf("single: %d sends by the pipelined copy, its estimate %v", copies, pipe)
+		}
 	}
 }

@@ -92,6 +92,7 @@ type reqExt struct {
 	unpack *typedRecv // a typed receive's unpack from r.buf, done when it completes (typed.go)
 	link   *nodeLink  // a send over the node transport (node.go)
 	staged bool       // buf is a staging copy (node.go), recycled when done
+	timed  time.Time  // a node rendezvous send timed for its link's wayChooser: its start
 	lkey   uint64     // key of a same-process rendezvous buffer in localBufs
 	iov    []uint64   // a gather send's block table (address, length pairs), pinned
 

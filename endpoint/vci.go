@@ -832,6 +832,8 @@ func (v *vci) incoming(t uint64, payload []byte) {
 		var err error
 		if len(payload) < 8 || binary.LittleEndian.Uint64(payload) == finFailed {
 			err = fmt.Errorf("endpoint: rendezvous send: the receiver failed to read the data")
+		} else if x := r.reqExt; x != nil && x.link != nil && !x.timed.IsZero() {
+			v.learnWay(x.link, waySingle, len(r.buf), time.Since(x.timed))
 		}
 		v.finish(r, err) // truncation is reported at the receiver only (MPI)
 		return
