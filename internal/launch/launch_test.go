@@ -62,6 +62,7 @@ func helper(mode string) int {
 			return 2
 		}
 		if me == 1 {
+			time.Sleep(time.Second) // rank 0 leaves the fence meanwhile
 			return 3
 		}
 		waitOnFailedPeer(ctx)
