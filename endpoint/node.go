@@ -556,17 +556,15 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 		}
 		return completedRequest, nil
 	}
-	var timed time.Time // a blocking single copy timed for l.way
-	if !staged && v.nodeCopyTakes(l, len(buf), blocking, false) {
-		way := l.way.prefer(len(buf))
-		if blocking {
-			way = l.way.pick(len(buf))
-		}
-		if way == wayPipe {
-			if r, ok := v.nodeSendCopy(c, l, t, sigWord(sig), buf, dest, blocking); ok {
+	var timed time.Time // a single copy timed for l.way
+	if !staged && v.nodeCopyFits(l, len(buf)) {
+		// An Isend that does not fit in the free copy slots takes the
+		// single copy whatever the way (nodeCopyTakes), and is timed as one.
+		if l.way.pick(len(buf)) == wayPipe && v.nodeCopyTakes(l, len(buf), blocking, false) {
+			if r, ok := v.nodeSendCopy(c, l, t, sigWord(sig), buf, dest); ok {
 				return r, nil
 			}
-		} else if blocking {
+		} else {
 			timed = time.Now()
 		}
 	}

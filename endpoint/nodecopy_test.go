@@ -619,11 +619,11 @@ func TestNodeCopyFragments(t *testing.T) {
 	}
 }
 
-// TestNodeWay: blocking sends of 1 MiB between two processes, with
-// WEFT_TUNE's nodeway auto (both ways tried and timed, the faster kept,
-// so some go by the pipelined copy and some by the single copy), pipe
-// (all by the pipelined copy) and single (none). Every message arrives
-// byte for byte and in order.
+// TestNodeWay: blocking sends of 1 MiB, then Isends of 64 KiB, between two
+// processes, with WEFT_TUNE's nodeway auto (both ways tried and timed, the
+// faster kept, so some go by the pipelined copy and some by the single
+// copy), pipe (all by the pipelined copy) and single (none). Every message
+// arrives byte for byte and in order.
 func TestNodeWay(t *testing.T) {
 	tu := os.Getenv(settings.TuneEnv)
 	if !launchtest.IsWorker() {
@@ -669,13 +669,38 @@ func nodeWayRank(t *testing.T, way string) {
 			t.Fatalf("message %d: status %+v, err %v, bytes equal %v", i, st, err, bytes.Equal(m, want))
 		}
 	}
+	copies, _ := endpoint.CopyCounts(c, 0) // the blocking sends'
+	// Isends of 64 KiB (which fit in the free copy slots) are timed too.
+	const isendN = 64 << 10
+	for i := 0; i < 8; i++ {
+		if c.Rank() == 1 {
+			pattern(m[:isendN], 1, 0, 100+i)
+			r, err := c.Isend(m[:isendN], 0, 100+i)
+			if err == nil {
+				_, err = r.Wait(ctx)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got := m[:isendN]
+		st, err := c.Recv(ctx, got, 1, 100+i)
+		want := make([]byte, isendN)
+		pattern(want, 1, 0, 100+i)
+		if err != nil || st.Count != isendN || !bytes.Equal(got, want) {
+			t.Fatalf("Isend %d: status %+v, err %v, bytes equal %v", i, st, err, bytes.Equal(got, want))
+		}
+	}
 	if err := c.Barrier(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if c.Rank() == 0 {
 		return
 	}
-	copies, _ := endpoint.CopyCounts(c, 0)
+	if p, s, _ := endpoint.WayEstimates(c, 0, isendN); way == "auto" && (p <= 0 || s <= 0) {
+		t.Errorf("auto: Isends of %d bytes left the estimates at %v and %v: want both ways timed", isendN, p, s)
+	}
 	pipe, single, _ := endpoint.WayEstimates(c, 0, n)
 	t.Logf("%d of %d by the pipelined copy; ns per byte: pipelined %.4f, single %.4f", copies, k, pipe, single)
 	switch way {

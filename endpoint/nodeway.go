@@ -27,17 +27,17 @@ const (
 // up to nodeCopyMax (1 GiB).
 const wayClasses = 16
 
-// wayProbeEvery: a blocking send in one of every wayProbeEvery of a size
-// class goes the way that is not the faster, so that a change of the
+// wayProbeEvery: a send in one of every wayProbeEvery of a size class
+// goes the way that is not the faster, so that a change of the
 // host's placement of the cores is seen (it lasts minutes): where the
 // ways differ by 2× that costs 1.5% of the class's time.
 const wayProbeEvery = 64
 
 // wayChooser is one link's estimate, per size class, of the time per byte
-// of each way (0: not measured yet), from blocking sends: a send is timed
-// from its start until the receiver has the whole message (the FIN of a
-// single copy; the receiver freeing the slot of a pipelined copy's last
-// fragment). Only the endpoint's goroutine touches it (under its guard).
+// of each way (0: not measured yet), from the sends themselves: a send is
+// timed from its start until the receiver has the whole message (the FIN
+// of a single copy, the receiver freeing the slot of a pipelined copy's
+// last fragment), either seen while the sender drives its endpoint. Only the endpoint's goroutine touches it (under its guard).
 type wayChooser struct {
 	est   [2][wayClasses]float32 // ns per byte
 	seen  [2][wayClasses]uint8   // samples of each way, counted up to 3
@@ -65,7 +65,7 @@ func wayClass(n int) int {
 	return min(max(bits.Len(uint(n))-16, 0), wayClasses-1)
 }
 
-// pick returns the way of a blocking send of n bytes, which is timed:
+// pick returns the way of a send of n bytes, which is timed:
 // while a way of its class has fewer than two samples, the one with fewer
 // (the first sample of each, taken cold, is replaced by the second);
 // then the faster, but the other in one send of every wayProbeEvery.
@@ -90,16 +90,6 @@ func (w *wayChooser) pick(n int) int {
 		return 1 - best
 	}
 	return best
-}
-
-// prefer returns the way of an untimed send of n bytes (an Isend): the
-// faster when both are measured twice, else the pipelined copy.
-func (w *wayChooser) prefer(n int) int {
-	if way, ok := fixedWay(); ok {
-		return way
-	}
-	way, _ := w.faster(wayClass(n))
-	return way
 }
 
 // learn folds in a send of n bytes by way that took d. A faster sample

@@ -9,8 +9,7 @@ import (
 
 // TestWayChooser: a size class tries the pipelined copy and the single
 // copy twice each (the second sample replacing the first), then takes the
-// faster but for one send in wayProbeEvery; Isends take the pipelined
-// copy until both are measured; a faster sample moves an estimate halfway
+// faster but for one send in wayProbeEvery; a faster sample moves an estimate halfway
 // down, a slower one an eighth up; classes are independent.
 func TestWayChooser(t *testing.T) {
 	if _, fixed := fixedWay(); fixed {
@@ -18,8 +17,8 @@ func TestWayChooser(t *testing.T) {
 	}
 	var w wayChooser
 	const mib = 1 << 20
-	if got := w.prefer(mib); got != wayPipe {
-		t.Fatalf("prefer before any measurement = %d, want the pipelined copy", got)
+	if got, known := w.faster(wayClass(mib)); got != wayPipe || known {
+		t.Fatalf("faster before any measurement = %d, %v; want the pipelined copy, unknown", got, known)
 	}
 	// Two samples of each way, alternating; the second replaces the first.
 	for i, d := range []time.Duration{900, 700, 130, 65} {
@@ -27,8 +26,8 @@ func TestWayChooser(t *testing.T) {
 		if got := w.pick(mib); got != want {
 			t.Fatalf("pick %d = %d, want %d", i, got, want)
 		}
-		if i < 3 && w.prefer(mib) != wayPipe {
-			t.Fatalf("prefer after %d samples = %d, want the pipelined copy", i, w.prefer(mib))
+		if _, known := w.faster(wayClass(mib)); i < 3 && known {
+			t.Fatalf("faster known after %d samples", i)
 		}
 		w.learn(want, mib, d*time.Microsecond)
 	}
@@ -45,8 +44,8 @@ func TestWayChooser(t *testing.T) {
 	if singles != 2*wayProbeEvery-2 {
 		t.Errorf("%d of %d picks took the faster single copy, want all but 2 probes", singles, 2*wayProbeEvery)
 	}
-	if got := w.prefer(mib); got != waySingle {
-		t.Errorf("prefer = %d, want the faster single copy", got)
+	if got, known := w.faster(wayClass(mib)); got != waySingle || !known {
+		t.Errorf("faster = %d, %v; want the single copy, known", got, known)
 	}
 	// Another class is measured on its own.
 	if got := w.pick(64 << 10); got != wayPipe {
