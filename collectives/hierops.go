@@ -67,7 +67,7 @@ func hierBcast(ctx context.Context, c *Coll, b []byte, root int, s callSig) erro
 	if err := c.hierReady(ctx, s); err != nil {
 		return c.hierEnd(err)
 	}
-	if len(b) <= stageMax && c.hier.local[root] == 0 && len(c.hier.g.slots) > 1 {
+	if len(b) <= stageMax && c.hier.local[root] == 0 && len(c.hier.g.slots) > 1 && c.stagesBcast() {
 		return c.hierEnd(c.hierBcastStaged(ctx, b, root))
 	}
 	leader, err := c.hierArrive(ctx, nil, b)
@@ -96,6 +96,19 @@ func hierBcast(ctx context.Context, c *Coll, b []byte, root int, s callSig) erro
 
 // stageMax bounds the Bcasts that hierBcastStaged runs.
 const stageMax = 64 << 10
+
+// stagesBcast reports whether a Bcast of up to stageMax among this
+// process's handles is staged (hierBcastStaged) rather than written by
+// the leader into every member's buffer once all have arrived: where a
+// member may be waiting for a core (more handles than GOMAXPROCS, or a
+// crowded node), so that the leader does not wait for it. Where every
+// handle runs at once the leader's one copy is the faster way: two
+// handles' 64 KiB Bcast took 1.6–1.7 µs against 9.4 staged on an Intel
+// Xeon host, whose cores take 5 µs to hand 64 KiB over through memory
+// or each other's caches (docs/perf/collectives.md).
+func (c *Coll) stagesBcast() bool {
+	return !c.hier.g.sym || c.crowded
+}
 
 // leaveMax bounds the contributions a Reduce's member copies aside to
 // leave before its leader has folded them (hierLeave): beyond a few KiB
