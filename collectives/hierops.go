@@ -103,7 +103,7 @@ const stageMax = 64 << 10
 // member may be waiting for a core (more handles than GOMAXPROCS, or a
 // crowded node), so that the leader does not wait for it. Where every
 // handle runs at once the leader's one copy is the faster way: two
-// handles' 64 KiB Bcast took 1.6–1.7 µs against 9.4 staged on an Intel
+// handles' 64 KiB Bcast took 1.6–1.9 µs against 9.1–9.5 staged on an Intel
 // Xeon host, whose cores take 5 µs to hand 64 KiB over through memory
 // or each other's caches (docs/perf/collectives.md).
 func (c *Coll) stagesBcast() bool {
