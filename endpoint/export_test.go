@@ -212,6 +212,5 @@ func WayEstimates(c *Comm, r, n int) (pipe, single float64, ok bool) {
 	}
 	c.v.lock()
 	defer c.v.unlock()
-	k := wayClass(n)
-	return float64(l.way.est[wayPipe][k]), float64(l.way.est[waySingle][k]), true
+	return l.way.Estimate(wayPipe, n), l.way.Estimate(waySingle, n), true
 }

@@ -1,9 +1,10 @@
 package endpoint
 
 import (
-	"math/bits"
 	"sync/atomic"
 	"time"
+
+	"github.com/weft-hpc/weft/internal/choose"
 )
 
 // A large message to a peer in another process of the node goes one of
@@ -16,32 +17,21 @@ import (
 // where they did not 178 µs against 84, and on another host, whose
 // non-temporal stores run at half the speed of plain ones and whose
 // process_vm_readv is fast, 129 µs against 63 at every placement
-// (docs/perf/endpoint.md). So each link learns it from its own sends.
+// (docs/perf/endpoint.md). So each link learns it from its own sends
+// (internal/choose).
 const (
 	wayPipe   = 0 // the pipelined copy
 	waySingle = 1 // the receiver's single copy
 )
 
-// wayClasses size classes of the chooser: class c holds the messages of
-// 2^(15+c) up to 2^(16+c) bytes, class 0 everything below 64 KiB, class 15
-// up to nodeCopyMax (1 GiB).
-const wayClasses = 16
-
-// wayProbeEvery: a send in one of every wayProbeEvery of a size class
-// goes the way that is not the faster, so that a change of the
-// host's placement of the cores is seen (it lasts minutes): where the
-// ways differ by 2× that costs 1.5% of the class's time.
-const wayProbeEvery = 64
-
-// wayChooser is one link's estimate, per size class, of the time per byte
-// of each way (0: not measured yet), from the sends themselves: a send is
-// timed from its start until the receiver has the whole message (the FIN
-// of a single copy, the receiver freeing the slot of a pipelined copy's
-// last fragment), either seen while the sender drives its endpoint. Only the endpoint's goroutine touches it (under its guard).
+// wayChooser is one link's choice between the two ways: its estimates
+// (choose.Pair) come from the sends themselves, each timed from its start
+// until the receiver has the whole message (the FIN of a single copy, the
+// receiver freeing the slot of a pipelined copy's last fragment), either
+// seen while the sender drives its endpoint. Only the endpoint's
+// goroutine touches it (under its guard).
 type wayChooser struct {
-	est   [2][wayClasses]float32 // ns per byte
-	seen  [2][wayClasses]uint8   // samples of each way, counted up to 3
-	sends [wayClasses]uint32
+	choose.Pair
 	// a pipelined send being timed: start, bytes, slot of its last
 	// fragment (n 0: none)
 	pipeT0   time.Time
@@ -60,87 +50,23 @@ func fixedWay() (int, bool) {
 	return 0, false
 }
 
-// wayClass is the size class of an n-byte message.
-func wayClass(n int) int {
-	return min(max(bits.Len(uint(n))-16, 0), wayClasses-1)
-}
-
-// pick returns the way of a send of n bytes, which is timed:
-// while a way of its class has fewer than two samples, the one with fewer
-// (the first sample of each, taken cold, is replaced by the second);
-// then the faster, but the other in one send of every wayProbeEvery.
+// pick returns the way of a send of n bytes, which is timed.
 func (w *wayChooser) pick(n int) int {
 	if way, ok := fixedWay(); ok {
 		return way
 	}
-	c := wayClass(n)
-	w.sends[c]++
-	if sp, ss := w.seen[wayPipe][c], w.seen[waySingle][c]; sp < 2 || ss < 2 {
-		if ss < sp {
-			return waySingle
-		}
-		return wayPipe
-	}
-	p, s := w.est[wayPipe][c], w.est[waySingle][c]
-	best := wayPipe
-	if s < p {
-		best = waySingle
-	}
-	if w.sends[c]%wayProbeEvery == 0 {
-		return 1 - best
-	}
-	return best
+	return w.Pick(n)
 }
 
-// learn folds in a send of n bytes by way that took d. A faster sample
-// moves the estimate halfway down, a slower one an eighth of the way up:
-// a send that waited for a late receiver is slow for reasons of its own,
-// and the estimates compare the ways, not the receivers. A way that is
-// chosen on a sample too fast is measured again at its next send and
-// climbs back within a few.
-func (w *wayChooser) learn(way, n int, d time.Duration) {
-	if n <= 0 || d <= 0 {
-		return
-	}
-	s := float32(d) / float32(n)
-	c := wayClass(n)
-	e := &w.est[way][c]
-	seen := &w.seen[way][c]
-	if *seen < 3 {
-		*seen++
-	}
-	switch {
-	case *seen <= 2:
-		*e = s // the first sample, or the second replacing the cold first
-	case s < *e:
-		*e += (s - *e) / 2
-	default:
-		*e += (s - *e) / 8
-	}
-}
-
-// faster returns the faster way for class c, and false while either is
-// measured fewer than twice.
-func (w *wayChooser) faster(c int) (int, bool) {
-	if w.seen[wayPipe][c] < 2 || w.seen[waySingle][c] < 2 {
-		return wayPipe, false
-	}
-	if w.est[waySingle][c] < w.est[wayPipe][c] {
-		return waySingle, true
-	}
-	return wayPipe, true
-}
-
-// learnWay folds a sample into l's chooser (learn) and logs a change of
-// the faster way.
+// learnWay folds a sample into l's chooser and logs a change of the
+// faster way.
 func (v *vci) learnWay(l *nodeLink, way, n int, d time.Duration) {
 	w := &l.way
-	c := wayClass(n)
-	was, known := w.faster(c)
-	w.learn(way, n, d)
-	if now, ok := w.faster(c); ok && (!known || now != was) {
-		v.log.Debug("node transport: large sends", "member", l.member, "from_bytes", 1<<(15+c), "single_copy", now == waySingle,
-			"pipelined_ns_per_kib", w.est[wayPipe][c]*1024, "single_ns_per_kib", w.est[waySingle][c]*1024)
+	was, known := w.Faster(n)
+	w.Learn(way, n, d)
+	if now, ok := w.Faster(n); ok && (!known || now != was) {
+		v.log.Debug("node transport: large sends", "member", l.member, "size_class", choose.Class(n), "bytes", n, "single_copy", now == waySingle,
+			"pipelined_ns_per_kib", w.Estimate(wayPipe, n)*1024, "single_ns_per_kib", w.Estimate(waySingle, n)*1024)
 	}
 }
 

@@ -32,6 +32,7 @@ var layer = map[string]int{
 	"internal/vecop":       0,
 	"internal/memcopy":     1,
 	"internal/cpucache":    0,
+	"internal/choose":      0,
 	"internal/progress":    1,
 	"internal/ddtir":       0,
 	"internal/settings":    0,
