@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/choose"
 	"github.com/weft-hpc/weft/internal/progress"
 	"github.com/weft-hpc/weft/internal/settings"
 	"github.com/weft-hpc/weft/internal/wait"
@@ -54,6 +55,13 @@ type Coll struct {
 	broken  error      // the failure that left the communicator unknown
 	freed   bool
 	scratch [numScratch][]uint64
+
+	// How the call in progress writes memory other processes or handles
+	// read next, and the timings of earlier calls behind that choice
+	// (stores.go).
+	storeWay  int
+	storeTime storeTimed
+	stores    map[callID]*choose.Pair
 
 	// Nonblocking collectives (nonblocking.go). An operation in flight
 	// runs its algorithm on a clone of the handle (own points back to the
@@ -418,6 +426,7 @@ func (c *Coll) ready(ctx context.Context, s callSig) error {
 	}
 	c.sig = s.hash()
 	c.tag = int(c.seq&seqMask)<<sigBits | (int(c.sig%sigMask) + 1)
+	c.storeBegin(s)
 	if err := c.hierNote(ctx); err != nil {
 		return err
 	}
@@ -470,6 +479,7 @@ func (c *Coll) done(err error) error {
 	if c.ticket != 0 {
 		c.endTurn()
 	}
+	c.storeEnd()
 	for i := range c.scratch {
 		if cap(c.scratch[i])*8 > keepScratch {
 			c.scratch[i] = nil
@@ -485,6 +495,7 @@ func (c *Coll) done(err error) error {
 // may hold messages of the failed call). A mismatch every rank saw in the
 // argument check leaves the handle usable.
 func (c *Coll) fail(err error) error {
+	c.storeDrop()
 	if c.ticket != 0 {
 		c.endTurn()
 	}

@@ -77,3 +77,13 @@ func NodeSteps(c *Coll) uint64 {
 func SymmetricLocal(c *Coll) bool {
 	return c != nil && c.hier != nil && c.hier.procs == 1 && c.hier.g.sym
 }
+
+// StoreEstimates reports c's estimates (ns per byte; 0: not measured) of
+// Allreduce calls of nbytes with streamed and with plain copies.
+func StoreEstimates(c *Coll, nbytes int) (stream, plain float64) {
+	p := c.stores[callAllreduce]
+	if p == nil {
+		return 0, 0
+	}
+	return p.Estimate(storeStream, nbytes), p.Estimate(storePlain, nbytes)
+}

@@ -214,7 +214,7 @@ func (c *Coll) symAllgather(ctx context.Context, nb int) error {
 	me := h.procOf[c.rank]
 	return c.nodeExchange(ctx, func(area []byte) {
 		for i := range g.slots {
-			memcopy.Shared(area[i*nb:(i+1)*nb], g.slots[i].send)
+			c.shared(area[i*nb:(i+1)*nb], g.slots[i].send)
 		}
 	}, func(area func(int) []byte) {
 		for r := 0; r < c.size; r++ {
@@ -254,7 +254,7 @@ func (c *Coll) symAlltoallStep(ctx context.Context, nb int) error {
 	row := c.size * nb // one rank's send buffer
 	return c.nodeExchange(ctx, func(area []byte) {
 		for i := range g.slots {
-			memcopy.Shared(area[i*row:(i+1)*row], g.slots[i].send)
+			c.shared(area[i*row:(i+1)*row], g.slots[i].send)
 		}
 	}, func(area func(int) []byte) {
 		me := h.procOf[c.rank]

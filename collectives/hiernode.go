@@ -632,7 +632,7 @@ func (c *Coll) topBcast(ctx context.Context, b []byte, rp int) error {
 	return h.chunks(len(b), 1, func(lo, hi int) error {
 		part := b[lo:hi]
 		return c.nodeStepMaybeInline(ctx, inline, from, onlyIf(me == rp, func(slot []byte) {
-			memcopy.Shared(slot, part)
+			c.shared(slot, part)
 		}), func(ng *nodeGroup) error {
 			if ng != nil && mt == rt && rk != 0 {
 				memcopy.Copy(part, ng.input(rk))
@@ -646,7 +646,7 @@ func (c *Coll) topBcast(ctx context.Context, b []byte, rp int) error {
 				}
 			}
 			if ng != nil && out {
-				memcopy.Shared(ng.result(), part)
+				c.shared(ng.result(), part)
 			}
 			return nil
 		}, onlyIf(me != rp, func(res []byte) {
@@ -690,7 +690,7 @@ func topReduce[T any](ctx context.Context, c *Coll, acc []T, op *Op[T], rp int) 
 			own = elems[T](c.buf(1, len(acc)*es))
 			memcopy.CopyOf(own, acc)
 		}
-		return c.nodeExchange(ctx, func(area []byte) { memcopy.Shared(area, bytesOf(acc)) }, func(area func(int) []byte) {
+		return c.nodeExchange(ctx, func(area []byte) { c.shared(area, bytesOf(acc)) }, func(area func(int) []byte) {
 			if ng.ni != 0 {
 				memcopy.Copy(bytesOf(acc), area(0))
 			}
@@ -710,7 +710,7 @@ func topReduce[T any](ctx context.Context, c *Coll, acc []T, op *Op[T], rp int) 
 	return h.chunks(len(acc), es, func(lo, hi int) error {
 		part := acc[lo:hi]
 		return c.nodeStepMaybeInline(ctx, inline, fromAll, func(slot []byte) {
-			memcopy.Shared(slot, bytesOf(part))
+			c.shared(slot, bytesOf(part))
 		}, func(ng *nodeGroup) error {
 			if ng != nil {
 				for i := 1; i < ng.m; i++ {
@@ -733,7 +733,7 @@ func topReduce[T any](ctx context.Context, c *Coll, acc []T, op *Op[T], rp int) 
 				}
 			}
 			if ng != nil && (every || mt == rt && rk != 0) {
-				memcopy.Shared(ng.result(), bytesOf(part))
+				c.shared(ng.result(), bytesOf(part))
 			}
 			return nil
 		}, onlyIf(every || me == rp, func(out []byte) { memcopy.Copy(bytesOf(part), out) }))
@@ -760,7 +760,7 @@ func (c *Coll) nodeGatherUp(ctx context.Context, all []byte, nb int) error {
 		return c.nodeStep(ctx, func(slot []byte) {
 			for i := 0; i < h.first[me+1]-h.first[me]; i++ {
 				at := (h.first[me] + i) * nb
-				memcopy.Shared(slot[i*w:(i+1)*w], all[at+lo:at+hi])
+				c.shared(slot[i*w:(i+1)*w], all[at+lo:at+hi])
 			}
 		}, func(ng *nodeGroup) error {
 			for k := 1; k < ng.m; k++ {
@@ -785,7 +785,7 @@ func (c *Coll) nodeDown(ctx context.Context, buf []byte, to int) error {
 	return h.chunks(len(buf), 1, func(lo, hi int) error {
 		part := buf[lo:hi]
 		return c.nodeStepFrom(ctx, fromNone, nil, func(ng *nodeGroup) error {
-			memcopy.Shared(ng.result(), part)
+			c.shared(ng.result(), part)
 			return nil
 		}, onlyIf(to < 0 || to == ng.ni, func(out []byte) { memcopy.Copy(part, out) }))
 	})
@@ -801,7 +801,7 @@ func (c *Coll) nodeUp(ctx context.Context, buf []byte, from int) error {
 	return h.chunks(len(buf), 1, func(lo, hi int) error {
 		part := buf[lo:hi]
 		return c.nodeStepFrom(ctx, from, onlyIf(ng.ni == from, func(slot []byte) {
-			memcopy.Shared(slot, part)
+			c.shared(slot, part)
 		}), func(ng *nodeGroup) error {
 			memcopy.Copy(part, ng.slot(from))
 			return nil

@@ -879,3 +879,53 @@ func TestHierNodeStreamPeerExit(t *testing.T) {
 		t.Fatalf("rank %d: streamed Allreduce with process 2 gone took %v", c.Rank(), took)
 	}
 }
+
+// TestStores: 2 processes of one node holding 1 and 2 handles run
+// Bcast, Reduce, Allreduce, Allgather and Alltoall of 8 KiB and more per
+// rank, each checked against the serial reference on every rank, with
+// WEFT_TUNE's collstores stream, plain and auto; under auto, 40 more
+// Allreduces of 64 KiB leave both ways timed on every handle.
+func TestStores(t *testing.T) {
+	for _, mode := range []string{"stream", "plain", "auto"} {
+		t.Run(mode, func(t *testing.T) {
+			if launch(t, 2, "native", 120*time.Second, "WEFT_TUNE=collstores="+mode) {
+				return
+			}
+			w := initWorld(t)
+			ctx := tctx(t, 110*time.Second)
+			eps := endpointsOf(t, ctx, w.Comm(), 1+w.Comm().Rank())
+			runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+				e := newEnv(ctx, c)
+				counts, roots := []int{2049, 16385, 300000}, []int{0, c.Size() - 1}
+				if err := hierMovers(e, "int32", genInt[int32], counts, roots); err != nil {
+					return err
+				}
+				if err := hierReductions(e, "int32", genInt[int32], C.Sum[int32](), counts, roots, true); err != nil {
+					return err
+				}
+				if mode != "auto" {
+					return nil
+				}
+				x := make([]float64, 8192)
+				for i := 0; i < 40; i++ {
+					for j := range x {
+						x[j] = float64(j + c.Rank())
+					}
+					if err := C.Allreduce(ctx, c, nil, x, C.Sum[float64]()); err != nil {
+						return err
+					}
+					if want := float64(3*c.Size() + c.Size()*(c.Size()-1)/2); x[3] != want {
+						return fmt.Errorf("Allreduce %d: element 3 is %v, want %v", i, x[3], want)
+					}
+				}
+				if procs, _, _ := C.HierShape(c); procs != 2 {
+					return fmt.Errorf("rank %d: %d processes in the hierarchy, want 2", c.Rank(), procs)
+				}
+				if s, p := C.StoreEstimates(c, 8*len(x)); s <= 0 || p <= 0 {
+					return fmt.Errorf("rank %d: Allreduce of %d bytes timed %v streamed, %v plain: want both", c.Rank(), 8*len(x), s, p)
+				}
+				return nil
+			})
+		})
+	}
+}

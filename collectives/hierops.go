@@ -182,7 +182,7 @@ func (c *Coll) hierBcastStaged(ctx context.Context, b []byte, root int) error {
 	// From 8 KiB with non-temporal stores: a plain store into a line a
 	// member's core read last waits for the line where the cores share
 	// no cache (docs/perf/collectives.md).
-	memcopy.Shared(st, b)
+	c.shared(st, b)
 	g.stage[seq&1] = st
 	g.done(seq, mark)
 	return nil

@@ -243,7 +243,7 @@ func streamReduce[T any](ctx context.Context, c *Coll, n int, src func(i int) []
 		fill: func(k int, sub []byte) {
 			a, b := chunkOf(k, w, n)
 			if len(g.slots) == 1 {
-				memcopy.Stream(sub, bytesOf(src(0)[a:b]))
+				c.stream(sub, bytesOf(src(0)[a:b]))
 				return
 			}
 			foldChunk(elems[T](sub)[:b-a], g, src, a, b, op)
@@ -280,7 +280,7 @@ func streamAllreduce[T any](ctx context.Context, c *Coll, src, acc []T, op *Op[T
 		cons: everyProc,
 		fill: func(k int, sub []byte) {
 			a, b := chunkOf(k, w, n)
-			memcopy.Stream(sub, bytesOf(src[a:b]))
+			c.stream(sub, bytesOf(src[a:b]))
 		},
 		take: func(k int, sub func(int) []byte) {
 			a, b := chunkOf(k, w, n)
@@ -339,7 +339,7 @@ func (c *Coll) streamAllgather(ctx context.Context, recv []byte, nb int) error {
 		fill: func(k int, sub []byte) {
 			a, b := chunkOf(k, streamSub, lenOf(me))
 			span(me, a, b, func(li, off, at, n int) {
-				memcopy.Stream(sub[at:at+n], g.slots[li].send[off:off+n])
+				c.stream(sub[at:at+n], g.slots[li].send[off:off+n])
 			})
 		},
 		take: func(k int, sub func(int) []byte) {
@@ -398,7 +398,7 @@ func (c *Coll) streamAlltoall(ctx context.Context, nb int) error {
 				r := sub[j*reg : (j+1)*reg]
 				span(me, j, a, b, func(li, lj, off, at, n int) {
 					q := rk[h.first[j]+lj]
-					memcopy.Stream(r[at:at+n], g.slots[li].send[q*nb+off:q*nb+off+n])
+					c.stream(r[at:at+n], g.slots[li].send[q*nb+off:q*nb+off+n])
 				})
 			}
 		},

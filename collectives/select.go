@@ -132,6 +132,9 @@ type config struct {
 	// stream is the bytes per rank from which the node level streams
 	// (hierstream.go).
 	stream int
+	// stores fixes how the node level's copies into shared memory are
+	// written (stores.go; storeAuto: measured)
+	stores storeMode
 	// thr marks the thresholds given explicitly (WEFT_TUNE's key,
 	// WithThreshold), which win over the table.
 	thr   [numColl]bool
@@ -154,6 +157,12 @@ func defaults() (config, error) {
 	cfg.large[CollAllgatherv] = int(t.CollAllgatherLarge)
 	cfg.large[CollAlltoall] = int(t.CollAlltoallLarge)
 	cfg.stream = int(t.CollNodeStream)
+	switch t.CollStores {
+	case "stream":
+		cfg.stores = storeStreamed
+	case "plain":
+		cfg.stores = storePlainOnly
+	}
 	for key, ks := range map[string][]Collective{
 		"collbcastlarge": {CollBcast}, "collreducelarge": {CollReduce}, "collallreducelarge": {CollAllreduce},
 		"collgatherlarge": {CollGather, CollScatter}, "collallgatherlarge": {CollAllgather, CollAllgatherv},

@@ -101,6 +101,7 @@ type Tuning struct {
 	CollAllgatherLarge int64
 	CollAlltoallLarge  int64
 	CollNodeStream     int64
+	CollStores         string // auto, stream or plain: the node level's copies into shared memory
 
 	set []string // keys given in WEFT_TUNE
 }
@@ -204,6 +205,7 @@ var Knobs = []Knob{
 	{Key: "collallgatherlarge", Pkg: "collectives", Kind: Int, Default: "64K", Min: 0, Max: maxCount, Doc: "bytes of the whole result from which Allgather and Allgatherv use the ring", field: func(t *Tuning) any { return &t.CollAllgatherLarge }},
 	{Key: "collalltoalllarge", Pkg: "collectives", Kind: Int, Default: "16K", Min: 0, Max: maxCount, Doc: "bytes per block from which Alltoall and Alltoallv exchange pairwise", field: func(t *Tuning) any { return &t.CollAlltoallLarge }},
 	{Key: "collnodestream", Pkg: "collectives", Kind: Int, Default: "32K", Min: 0, Max: maxCount, Doc: "bytes per rank from which the node level (one node holding the communicator) streams Bcast, Allgather and Alltoall (more than two processes, or two of one rank each where they read each other's memory), Reduce (two processes) and Allreduce (up to three) through the node segment in pipelined chunks, each process reading straight from the writer's slot or, where the kernel allows, its buffer", field: func(t *Tuning) any { return &t.CollNodeStream }},
+	{Key: "collstores", Pkg: "collectives", Kind: Enum, Default: "auto", Allowed: []string{"auto", "stream", "plain"}, Doc: "how the node level's copies of 8 KiB or more into memory other processes or handles read next are written: auto (each handle times its calls both ways, per collective and size, and keeps the faster, trying the other in one call of 64), stream (non-temporal stores), plain (the cached copy); docs/collectives.md", field: func(t *Tuning) any { return &t.CollStores }},
 }
 
 // Defaults returns the tuning with every knob at its default.
