@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
+	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/internal/settings"
 	"github.com/weft-hpc/weft/internal/testenv"
@@ -221,5 +223,89 @@ func TestNodeMedium(t *testing.T) {
 	}
 	if ok, st, err := b.Iprobe(endpoint.AnySource, endpoint.AnyTag); err != nil || ok {
 		t.Fatalf("messages left over: %v %+v %v", ok, st, err)
+	}
+}
+
+// TestNodeMediumTyped: typed messages of the medium slots between two
+// processes, below and from the size at which the sender streams the slot
+// (memcopy.SharedMin) up to the medium limit, every other float64 of the
+// sender's buffer, received posted as every third float64 of the
+// receiver's and as contiguous bytes, and unexpected (after a Probe) as
+// every third: each arrives byte for byte, and each went through a slot.
+func TestNodeMediumTyped(t *testing.T) {
+	if launch(t, 2, "native", 60*time.Second) {
+		return
+	}
+	ctx := tctx(t, 45*time.Second)
+	w := initWorld(t)
+	defer w.Close()
+	c := w.Comm()
+	if limit := endpoint.MediumLimit(c, 1-c.Rank()); limit < 16000 {
+		testenv.Skip(t, "nodemedium", "medium slots of %d bytes (want at least 16000)", limit)
+	}
+	vec := func(n, stride int) *ddt.Type {
+		ty, err := committed(ddt.Vector(n, 1, stride, ddt.Float64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ty
+	}
+	const tagGo, tagPosted, tagContig, tagUnexp = 1, 2, 3, 4
+	for i, n := range []int{4000, 8192, 12000, 16000} {
+		k := n / 8
+		src := make([]byte, 2*n)
+		pattern(src, 1, 0, 40+i)
+		want := make([]byte, n) // the packed stream
+		for j := 0; j < k; j++ {
+			copy(want[8*j:8*j+8], src[16*j:16*j+8])
+		}
+		if c.Rank() == 1 {
+			if _, err := c.Recv(ctx, nil, 0, tagGo); err != nil {
+				t.Fatal(err)
+			}
+			sent, _, _ := endpoint.MediumCounts(c, 0)
+			for _, tag := range []int{tagPosted, tagContig, tagUnexp} {
+				if err := c.SendTyped(ctx, src, 1, vec(k, 2), 0, tag); err != nil {
+					t.Fatalf("%d bytes, tag %d: %v", n, tag, err)
+				}
+			}
+			if now, _, _ := endpoint.MediumCounts(c, 0); now-sent != 3 {
+				t.Fatalf("%d bytes: %d of 3 typed messages went through a medium slot", n, now-sent)
+			}
+			continue
+		}
+		third := make([]byte, 3*n)
+		contig := make([]byte, n)
+		r1, err := c.IrecvTyped(third, 1, vec(k, 3), 1, tagPosted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := c.Irecv(contig, 1, tagContig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Send(ctx, nil, 1, tagGo); err != nil {
+			t.Fatal(err)
+		}
+		if err := endpoint.WaitAll(ctx, r1, r2); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Probe(ctx, 1, tagUnexp); err != nil {
+			t.Fatal(err)
+		}
+		late := make([]byte, 3*n)
+		if st, err := c.RecvTyped(ctx, late, 1, vec(k, 3), 1, tagUnexp); err != nil || st.Count != n {
+			t.Fatalf("%d bytes, unexpected: %+v %v", n, st, err)
+		}
+		for name, got := range map[string][]byte{"posted": third, "unexpected": late} {
+			for j := 0; j < k; j++ {
+				if !bytes.Equal(got[24*j:24*j+8], want[8*j:8*j+8]) {
+					t.Fatalf("%d bytes, %s typed receive: element %d differs", n, name, j)
+				}
+			}
+		}
+		if !bytes.Equal(contig, want) {
+			t.Fatalf("%d bytes into contiguous bytes: data differ", n)
+		}
 	}
 }
