@@ -74,8 +74,9 @@ func (c *Coll) storeBegin(s callSig) {
 		p = new(choose.Pair)
 		c.stores[s.call] = p
 	}
-	c.storeWay = p.Pick(n)
-	c.storeTime = storeTimed{pair: p, n: n, t0: time.Now()}
+	now := time.Now()
+	c.storeWay = p.Pick(n, now)
+	c.storeTime = storeTimed{pair: p, n: n, t0: now}
 }
 
 // storeEnd records the time of the call that ends (done) when it was

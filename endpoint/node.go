@@ -560,12 +560,13 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 	if !staged && v.nodeCopyFits(l, len(buf)) {
 		// An Isend that does not fit in the free copy slots takes the
 		// single copy whatever the way (nodeCopyTakes), and is timed as one.
-		if l.way.pick(len(buf)) == wayPipe && v.nodeCopyTakes(l, len(buf), blocking, false) {
-			if r, ok := v.nodeSendCopy(c, l, t, sigWord(sig), buf, dest); ok {
+		now := time.Now()
+		if l.way.pick(len(buf), now) == wayPipe && v.nodeCopyTakes(l, len(buf), blocking, false) {
+			if r, ok := v.nodeSendCopy(c, l, t, sigWord(sig), buf, dest, now); ok {
 				return r, nil
 			}
 		} else {
-			timed = time.Now()
+			timed = now
 		}
 	}
 	// Rendezvous: the receiver copies from buf and answers with a FIN. Up

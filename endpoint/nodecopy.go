@@ -218,10 +218,10 @@ func (l *nodeLink) copyRoom(n, f int) bool {
 }
 
 // nodeSendCopy sends buf to rank dest of c over l by the pipelined copy,
-// timed for l.way. ok is false when the ring is full (nothing was sent).
-// Caller holds the lock.
-func (v *vci) nodeSendCopy(c *Comm, l *nodeLink, t uint64, aux uint32, buf []byte, dest int) (r *Request, ok bool) {
-	o := &copyOut{buf: buf, n: len(buf), frag: copyFrag(l.cpOut, len(buf)), t0: time.Now()}
+// timed for l.way from t0. ok is false when the ring is full (nothing
+// was sent). Caller holds the lock.
+func (v *vci) nodeSendCopy(c *Comm, l *nodeLink, t uint64, aux uint32, buf []byte, dest int, t0 time.Time) (r *Request, ok bool) {
+	o := &copyOut{buf: buf, n: len(buf), frag: copyFrag(l.cpOut, len(buf)), t0: t0}
 	return v.nodeSendCopyOut(c, l, t, aux, o, dest)
 }
 

@@ -50,12 +50,13 @@ func fixedWay() (int, bool) {
 	return 0, false
 }
 
-// pick returns the way of a send of n bytes, which is timed.
-func (w *wayChooser) pick(n int) int {
+// pick returns the way of a send of n bytes starting at now, which is
+// timed.
+func (w *wayChooser) pick(n int, now time.Time) int {
 	if way, ok := fixedWay(); ok {
 		return way
 	}
-	return w.Pick(n)
+	return w.Pick(n, now)
 }
 
 // learnWay folds a sample into l's chooser and logs a change of the

@@ -5,11 +5,12 @@
 // so no fixed threshold fits (RATIONALE.md).
 //
 // A Pair keeps, per power-of-two size class, an estimate of the time per
-// byte of each way. Pick tries each way twice in a class (the first
-// sample is taken cold and replaced by the second), then returns the
-// faster, but the other in one call of every ProbeEvery, so that a change
-// of the machine's behaviour is seen. A Pair is not safe for concurrent
-// use: each user (a link, a handle) owns one.
+// byte of each way. Pick tries each way warmUp times in a class, the
+// fastest of those samples setting its estimate (the first ones are taken
+// cold: page faults, empty caches), then returns the faster, trying the
+// other again now and then (ProbeInterval), so that a change of the
+// machine's behaviour is seen. A Pair is not safe for concurrent use:
+// each user (a link, a handle) owns one.
 package choose
 
 import (
@@ -22,16 +23,36 @@ import (
 // Classes-1 everything from 128 MiB on.
 const Classes = 16
 
-// ProbeEvery: one call in ProbeEvery of a size class goes the way that
-// is not the faster. Where the ways differ by 2× that costs 1.5% of the
-// class's time.
-const ProbeEvery = 64
+// warmUp is how many samples of each way a class takes before the
+// estimates decide: at 4 MiB a node link's first two samples of each way
+// ran 1.5–6× their steady time.
+const warmUp = 3
+
+// hysteresis is the fraction by which the other way's estimate must be
+// lower for the way taken to change.
+const hysteresis = 0.1
+
+// The way not taken is tried again after ProbeCalls calls of the class
+// once ProbeInterval has passed since its last try, and after
+// ProbeMaxCalls calls in any case: the host's placement of the vCPUs,
+// which can change which way is faster, lasts minutes, but a wrong
+// choice from cold first samples must not last a whole run. A try costs
+// more than the way's steady time (a 64 KiB pipelined copy, its slots
+// cold, took 30–70 µs against 10), and a try in every 256 calls of 4 µs
+// cost a tenth of the time; one in 1024 costs about 1%.
+const (
+	ProbeInterval = 50 * time.Millisecond
+	ProbeCalls    = 64
+	ProbeMaxCalls = 1024
+)
 
 // Pair is the two ways' estimates for one user.
 type Pair struct {
 	est   [2][Classes]float32 // ns per byte; 0: not measured
-	seen  [2][Classes]uint8   // samples of each way, counted up to 3
-	calls [Classes]uint32
+	seen  [2][Classes]uint8   // samples of each way, counted up to warmUp+1
+	cur   [Classes]uint8      // the way taken (once warm)
+	calls [Classes]uint32     // since the last try of the other way
+	probe [Classes]time.Time  // the last try of the other way
 }
 
 // Class is the size class of n bytes.
@@ -39,49 +60,60 @@ func Class(n int) int {
 	return min(max(bits.Len(uint(n))-13, 0), Classes-1)
 }
 
-// Pick returns the way (0 or 1) of a call of n bytes, which the caller
-// times and reports with Learn: while a way of its class has fewer than
-// two samples, the one with fewer (way 0 on a tie); then the faster, but
-// the other in one call of every ProbeEvery.
-func (p *Pair) Pick(n int) int {
+// Pick returns the way (0 or 1) of a call of n bytes starting at now,
+// which the caller times and reports with Learn: while a way of its class
+// has fewer than warmUp samples, the one with fewer (way 0 on a tie);
+// then the faster, but the other after ProbeCalls calls once
+// ProbeInterval has passed since it was last tried, or after
+// ProbeMaxCalls calls.
+func (p *Pair) Pick(n int, now time.Time) int {
 	c := Class(n)
 	p.calls[c]++
-	if s0, s1 := p.seen[0][c], p.seen[1][c]; s0 < 2 || s1 < 2 {
+	if s0, s1 := p.seen[0][c], p.seen[1][c]; s0 < warmUp || s1 < warmUp {
+		p.probe[c] = now
 		if s1 < s0 {
 			return 1
 		}
 		return 0
 	}
 	best, _ := p.Faster(n)
-	if p.calls[c]%ProbeEvery == 0 {
+	if p.calls[c] >= ProbeMaxCalls || p.calls[c] >= ProbeCalls && now.Sub(p.probe[c]) >= ProbeInterval {
+		p.calls[c], p.probe[c] = 0, now
 		return 1 - best
 	}
 	return best
 }
 
-// Faster returns the faster way for n bytes, and false (with way 0)
-// while either way has fewer than two samples in its class.
+// Faster returns the way the pair takes for n bytes, the faster, and
+// false (with way 0) while either way has fewer than warmUp samples in its
+// class.
+//
+// The way taken changes only when the other's estimate is lower by more
+// than a tenth (hysteresis): two ways within the samples' noise of each
+// other would otherwise alternate on lucky samples.
 func (p *Pair) Faster(n int) (way int, known bool) {
 	c := Class(n)
-	if p.seen[0][c] < 2 || p.seen[1][c] < 2 {
+	if p.seen[0][c] < warmUp || p.seen[1][c] < warmUp {
 		return 0, false
 	}
-	if p.est[1][c] < p.est[0][c] {
-		return 1, true
+	cur := int(p.cur[c])
+	if p.est[1-cur][c] < p.est[cur][c]*(1-hysteresis) {
+		cur = 1 - cur
+		p.cur[c] = uint8(cur)
 	}
-	return 0, true
+	return cur, true
 }
 
 // Estimate returns the estimated time per byte (ns) of way for n bytes
 // (0: not measured).
 func (p *Pair) Estimate(way, n int) float64 { return float64(p.est[way&1][Class(n)]) }
 
-// Learn folds in a call of n bytes by way that took d. The first two
-// samples of a way in a class set its estimate; after them a faster
-// sample moves it halfway down and a slower one an eighth of the way up:
-// a call that waited for a late peer is slow for reasons of its own, and
-// the estimates compare the ways, not the peers. A way chosen on a
-// sample too fast is measured again at its next call and climbs back
+// Learn folds in a call of n bytes by way that took d. The fastest of the
+// first warmUp samples of a way in a class sets its estimate; after them
+// a faster sample moves it halfway down and a slower one an eighth of the
+// way up: a call that waited for a late peer is slow for reasons of its
+// own, and the estimates compare the ways, not the peers. A way chosen on
+// a sample too fast is measured again at its next call and climbs back
 // within a few.
 func (p *Pair) Learn(way, n int, d time.Duration) {
 	if n <= 0 || d <= 0 {
@@ -92,12 +124,13 @@ func (p *Pair) Learn(way, n int, d time.Duration) {
 	c := Class(n)
 	e := &p.est[way][c]
 	seen := &p.seen[way][c]
-	if *seen < 3 {
+	if *seen <= warmUp {
 		*seen++
 	}
 	switch {
-	case *seen <= 2:
+	case *seen == 1 || *seen <= warmUp && s < *e:
 		*e = s
+	case *seen <= warmUp:
 	case s < *e:
 		*e += (s - *e) / 2
 	default:

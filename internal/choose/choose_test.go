@@ -5,20 +5,27 @@ import (
 	"time"
 )
 
-// TestPair: a size class tries way 0 and way 1 twice each (the second
-// sample replacing the first), then takes the faster but for one call in
-// ProbeEvery; a faster sample moves an estimate halfway down, a slower
-// one an eighth up; classes are independent; a change of the faster way
-// is seen by a probe and then followed.
+// TestPair: a size class tries way 0 and way 1 warmUp times each (the
+// fastest sample of each setting its estimate), then takes the faster,
+// trying the other once ProbeInterval and ProbeCalls calls, or
+// ProbeMaxCalls calls, have passed;
+// a faster sample moves an estimate halfway down, a slower one an eighth
+// up; classes are independent; a change of the faster way is seen by a
+// try and then followed, but a way only slightly faster does not take
+// over.
 func TestPair(t *testing.T) {
 	var p Pair
 	const mib = 1 << 20
+	now := time.Unix(1000, 0)
+	tick := func() time.Time { now = now.Add(time.Millisecond); return now }
 	if way, known := p.Faster(mib); way != 0 || known {
 		t.Fatalf("Faster before any sample = %d, %v", way, known)
 	}
-	for i, d := range []time.Duration{900, 700, 130, 65} {
+	// warmUp samples of each way, alternating; the fastest of them sets
+	// the estimate.
+	for i, d := range []time.Duration{900, 700, 130, 65, 500, 80} {
 		want := i % 2
-		if got := p.Pick(mib); got != want {
+		if got := p.Pick(mib, tick()); got != want {
 			t.Fatalf("pick %d = %d, want %d", i, got, want)
 		}
 		if _, known := p.Faster(mib); known {
@@ -27,21 +34,38 @@ func TestPair(t *testing.T) {
 		p.Learn(want, mib, d*time.Microsecond)
 	}
 	if e0, e1 := p.Estimate(0, mib), p.Estimate(1, mib); e0 != float64(float32(130e3)/mib) || e1 != float64(float32(65e3)/mib) {
-		t.Fatalf("estimates %v, %v: the second samples should have replaced the first", e0, e1)
+		t.Fatalf("estimates %v, %v: want the fastest warm-up samples", e0, e1)
 	}
-	ones := 0
-	for i := 0; i < 2*ProbeEvery; i++ {
-		if p.Pick(mib) == 1 {
-			ones++
+	// 1 ms a call: a try of way 0 every ProbeInterval (50 calls), but not
+	// before ProbeCalls (64) calls.
+	tries := 0
+	for i := 0; i < 10*ProbeCalls; i++ {
+		if p.Pick(mib, tick()) == 0 {
+			tries++
 		}
 	}
-	if ones != 2*ProbeEvery-2 {
-		t.Errorf("%d of %d picks took the faster way 1, want all but 2 probes", ones, 2*ProbeEvery)
+	if tries != 10 {
+		t.Errorf("%d tries of the slower way in %d calls of 1 ms, want 10", tries, 10*ProbeCalls)
+	}
+	// 100 µs a call: one try per ProbeInterval (500 calls); 10 µs a call:
+	// one per ProbeMaxCalls calls.
+	for _, step := range []time.Duration{100 * time.Microsecond, 10 * time.Microsecond} {
+		tries = 0
+		for i := 0; i < 20000; i++ {
+			now = now.Add(step)
+			if p.Pick(mib, now) == 0 {
+				tries++
+			}
+		}
+		want := 20000 / min(ProbeMaxCalls, int(ProbeInterval/step))
+		if tries < want-1 || tries > want+1 {
+			t.Errorf("%d tries in 20000 calls of %v, want %d", tries, step, want)
+		}
 	}
 	if way, known := p.Faster(mib); way != 1 || !known {
 		t.Errorf("Faster = %d, %v; want 1, known", way, known)
 	}
-	if got := p.Pick(64 << 10); got != 0 {
+	if got := p.Pick(64<<10, tick()); got != 0 {
 		t.Errorf("first pick of 64 KiB = %d, want way 0", got)
 	}
 	before := p.Estimate(1, mib)
@@ -54,18 +78,31 @@ func TestPair(t *testing.T) {
 	if got, want := p.Estimate(1, mib), (before+30e3/mib)/2; got < want*0.99 || got > want*1.01 {
 		t.Errorf("a faster sample set the estimate to %v, want halfway (%v)", got, want)
 	}
-	// Way 0 becomes faster: the next probe sees it, and it is chosen.
-	for p.Pick(mib) != 0 {
+	// Way 0 becomes faster: the next try sees it, and it is taken.
+	for p.Pick(mib, tick()) != 0 {
 	}
 	for i := 0; i < 3; i++ {
 		p.Learn(0, mib, 10*time.Microsecond)
 	}
-	if got := p.Pick(mib); got != 0 {
+	if got := p.Pick(mib, tick()); got != 0 {
 		t.Errorf("after faster samples of way 0, pick = %d", got)
 	}
 	p.Learn(0, 0, time.Second)
 	p.Learn(0, mib, 0)
 	if Class(1) != 0 || Class(8<<10) != 1 || Class(1<<20) != 8 || Class(1<<40) != Classes-1 {
 		t.Errorf("classes: %d %d %d %d", Class(1), Class(8<<10), Class(1<<20), Class(1<<40))
+	}
+	// Hysteresis: a way 5% faster does not take over; 22% does.
+	var q Pair
+	for i := 0; i < 2*warmUp; i++ {
+		q.Learn(i%2, mib, 100*time.Microsecond)
+	}
+	q.Learn(1, mib, 90*time.Microsecond) // way 1: 95
+	if way, _ := q.Faster(mib); way != 0 {
+		t.Errorf("a way 5%% faster took over")
+	}
+	q.Learn(1, mib, 60*time.Microsecond) // 77.5
+	if way, _ := q.Faster(mib); way != 1 {
+		t.Errorf("a way 22%% faster did not take over")
 	}
 }
