@@ -28,6 +28,22 @@ const Classes = 16
 // ran 1.5–6× their steady time.
 const warmUp = 3
 
+// In the earlyCalls calls of a class after its warm-up the other way is
+// tried every earlyEvery calls: warm-up samples can all be cold (at
+// 4 MiB a link's single copies took 500–750 µs in warm-up and 355 after),
+// and a run of a hundred calls would otherwise keep the way they chose.
+const (
+	earlyCalls = 64
+	earlyEvery = 8
+)
+
+// maxRise bounds what one slow sample does to an estimate: a call that
+// lost the core for 0.6 ms, a hundred times a 64 KiB message's time, took
+// the estimate up thirteenfold with an eighth of the way, and the other
+// way was taken for the tenths of a second its tries needed to bring it
+// back.
+const maxRise = 1.25
+
 // hysteresis is the fraction by which the other way's estimate must be
 // lower for the way taken to change.
 const hysteresis = 0.1
@@ -52,6 +68,7 @@ type Pair struct {
 	seen  [2][Classes]uint8   // samples of each way, counted up to warmUp+1
 	cur   [Classes]uint8      // the way taken (once warm)
 	calls [Classes]uint32     // since the last try of the other way
+	early [Classes]uint8      // calls since warm-up, counted up to earlyCalls
 	probe [Classes]time.Time  // the last try of the other way
 }
 
@@ -63,9 +80,9 @@ func Class(n int) int {
 // Pick returns the way (0 or 1) of a call of n bytes starting at now,
 // which the caller times and reports with Learn: while a way of its class
 // has fewer than warmUp samples, the one with fewer (way 0 on a tie);
-// then the faster, but the other after ProbeCalls calls once
-// ProbeInterval has passed since it was last tried, or after
-// ProbeMaxCalls calls.
+// then the faster, but the other every earlyEvery calls in the first
+// earlyCalls, and later after ProbeCalls calls once ProbeInterval has
+// passed since it was last tried, or after ProbeMaxCalls calls.
 func (p *Pair) Pick(n int, now time.Time) int {
 	c := Class(n)
 	p.calls[c]++
@@ -77,6 +94,14 @@ func (p *Pair) Pick(n int, now time.Time) int {
 		return 0
 	}
 	best, _ := p.Faster(n)
+	if p.early[c] < earlyCalls {
+		p.early[c]++
+		if p.early[c]%earlyEvery == 0 {
+			p.calls[c], p.probe[c] = 0, now
+			return 1 - best
+		}
+		return best
+	}
 	if p.calls[c] >= ProbeMaxCalls || p.calls[c] >= ProbeCalls && now.Sub(p.probe[c]) >= ProbeInterval {
 		p.calls[c], p.probe[c] = 0, now
 		return 1 - best
@@ -111,7 +136,7 @@ func (p *Pair) Estimate(way, n int) float64 { return float64(p.est[way&1][Class(
 // Learn folds in a call of n bytes by way that took d. The fastest of the
 // first warmUp samples of a way in a class sets its estimate; after them
 // a faster sample moves it halfway down and a slower one an eighth of the
-// way up: a call that waited for a late peer is slow for reasons of its
+// way up, by at most a quarter (maxRise): a call that waited for a late peer is slow for reasons of its
 // own, and the estimates compare the ways, not the peers. A way chosen on
 // a sample too fast is measured again at its next call and climbs back
 // within a few.
@@ -134,6 +159,6 @@ func (p *Pair) Learn(way, n int, d time.Duration) {
 	case s < *e:
 		*e += (s - *e) / 2
 	default:
-		*e += (s - *e) / 8
+		*e = min(*e+(s-*e)/8, *e*maxRise)
 	}
 }

@@ -36,9 +36,19 @@ func TestPair(t *testing.T) {
 	if e0, e1 := p.Estimate(0, mib), p.Estimate(1, mib); e0 != float64(float32(130e3)/mib) || e1 != float64(float32(65e3)/mib) {
 		t.Fatalf("estimates %v, %v: want the fastest warm-up samples", e0, e1)
 	}
+	// The first earlyCalls calls after warm-up: a try every earlyEvery.
+	tries := 0
+	for i := 0; i < earlyCalls; i++ {
+		if p.Pick(mib, tick()) == 0 {
+			tries++
+		}
+	}
+	if tries != earlyCalls/earlyEvery {
+		t.Errorf("%d tries in the first %d calls after warm-up, want %d", tries, earlyCalls, earlyCalls/earlyEvery)
+	}
 	// 1 ms a call: a try of way 0 every ProbeInterval (50 calls), but not
 	// before ProbeCalls (64) calls.
-	tries := 0
+	tries = 0
 	for i := 0; i < 10*ProbeCalls; i++ {
 		if p.Pick(mib, tick()) == 0 {
 			tries++
@@ -69,9 +79,14 @@ func TestPair(t *testing.T) {
 		t.Errorf("first pick of 64 KiB = %d, want way 0", got)
 	}
 	before := p.Estimate(1, mib)
-	p.Learn(1, mib, 4*65*time.Microsecond) // a late peer
-	if up, want := p.Estimate(1, mib)-before, (4*before-before)/8; up < want*0.99 || up > want*1.01 {
+	p.Learn(1, mib, 2*65*time.Microsecond) // a late peer
+	if up, want := p.Estimate(1, mib)-before, (2*before-before)/8; up < want*0.99 || up > want*1.01 {
 		t.Errorf("a slower sample moved the estimate by %v, want an eighth of the way (%v)", up, want)
+	}
+	before = p.Estimate(1, mib)
+	p.Learn(1, mib, 100*65*time.Microsecond) // a call that lost the core
+	if got, want := p.Estimate(1, mib), before*maxRise; got < want*0.99 || got > want*1.01 {
+		t.Errorf("a sample 100× slower set the estimate to %v, want at most %v× (%v)", got, maxRise, want)
 	}
 	before = p.Estimate(1, mib)
 	p.Learn(1, mib, 30*time.Microsecond)
