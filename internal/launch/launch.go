@@ -706,9 +706,15 @@ func (j *Job) supervise() error {
 		}
 		first = e
 		log.Debug("job failing", "err", e)
-		if j.cfg.FailStacks && e.Rank >= 0 {
+		// Stacks first: on a timeout (TimeoutStacks), or when a rank
+		// failed (FailStacks); not when the job was cancelled.
+		stacks := j.cfg.FailStacks && e.Rank >= 0
+		if errors.Is(e.Err, ErrTimeout) {
+			stacks = j.cfg.TimeoutStacks
+		}
+		if stacks {
 			if dumping = j.askStacks(syscall.SIGQUIT); dumping != nil {
-				log.Debug("rank failed; waiting for the others' stacks", "pids", dumping)
+				log.Debug("waiting for the ranks' stacks", "pids", dumping)
 				dumpEnd = time.After(stackWait(j.cfg.KillGrace))
 				return
 			}
@@ -789,14 +795,6 @@ func (j *Job) supervise() error {
 		case <-timeout:
 			e := &ExitError{Rank: -1, Code: 124, Reason: fmt.Sprintf("job timed out after %v", j.cfg.Timeout), Err: ErrTimeout}
 			timeout = nil
-			if first == nil && j.cfg.TimeoutStacks {
-				if dumping = j.askStacks(syscall.SIGQUIT); dumping != nil {
-					first = e
-					log.Debug("job timed out; waiting for stacks", "pids", dumping)
-					dumpEnd = time.After(stackWait(j.cfg.KillGrace))
-					continue
-				}
-			}
 			failWith(e)
 		case <-dumpEnd:
 			log.Debug("stacks: processes still alive", "pids", dumping)
