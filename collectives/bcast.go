@@ -45,7 +45,7 @@ func Bcast[T any](ctx context.Context, c *Coll, buf []T, root int) error {
 		return c.fail(err)
 	}
 	b := bytesOf(buf)
-	if c.hierFor(CollBcast, 0) {
+	if c.hierFor(CollBcast, 0) && !c.bcastPair(len(b)) {
 		return hierBcast(ctx, c, b, root, callSig{call: callBcast, root: root, count: len(buf), esize: es})
 	}
 	if c.localNB(CollBcast) {

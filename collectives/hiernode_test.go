@@ -1,6 +1,7 @@
 package collectives_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	C "github.com/weft-hpc/weft/collectives"
+	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/testenv"
@@ -927,5 +929,105 @@ func TestStores(t *testing.T) {
 				return nil
 			})
 		})
+	}
+}
+
+// TestBcastPair: between two processes of one rank each, a Bcast from
+// collnodestream bytes up to one node step's chunk goes as one
+// point-to-point message (no node step), below and above that through
+// the node's steps; Ibcast and BcastTyped take the same route as Bcast,
+// both roots, interleaved with node-level calls, byte for byte.
+func TestBcastPair(t *testing.T) {
+	if launch(t, 2, "native", 120*time.Second) {
+		return
+	}
+	_, ctx, c := worldColl(t)
+	me := c.Rank()
+	lo := C.StreamMin(c)
+	const chunk = 512 << 10
+	cases := []struct {
+		n    int
+		pair bool
+	}{{lo - 8, false}, {lo, true}, {64<<10 + 24, true}, {chunk, true}, {chunk + 8, false}, {3 << 20, false}}
+	// every other byte of 128
+	v, err := ddt.Vector(64, 1, 2, ddt.Byte)
+	if err != nil {
+		t.Fatal(err)
+	}
+	col, err := ddt.Resized(v, 0, 128)
+	if err == nil {
+		err = col.Commit()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range cases {
+		for _, root := range []int{0, 1} {
+			fill := func(b []byte) {
+				for j := range b {
+					b[j] = byte(j*7 + i + 3*root)
+				}
+			}
+			want := make([]byte, k.n)
+			fill(want)
+			// Bcast, then Ibcast, each after an Allreduce through the
+			// node level.
+			for _, form := range []string{"Bcast", "Ibcast"} {
+				x := []int64{int64(me + 1)}
+				if err := C.Allreduce(ctx, c, nil, x, C.Sum[int64]()); err != nil || x[0] != 3 {
+					t.Fatalf("Allreduce before %s of %d: %v %v", form, k.n, x, err)
+				}
+				b := make([]byte, k.n)
+				if me == root {
+					fill(b)
+				}
+				before := C.NodeSteps(c)
+				var err error
+				if form == "Bcast" {
+					err = C.Bcast(ctx, c, b, root)
+				} else {
+					var q *C.Request
+					if q, err = C.Ibcast(c, b, root); err == nil {
+						err = q.Wait(ctx)
+					}
+				}
+				if err != nil {
+					t.Fatalf("%s of %d from %d: %v", form, k.n, root, err)
+				}
+				if !bytes.Equal(b, want) {
+					t.Fatalf("%s of %d from %d: wrong bytes", form, k.n, root)
+				}
+				if stepped := C.NodeSteps(c) != before; stepped == k.pair {
+					t.Fatalf("%s of %d from %d: node steps %v, want %v", form, k.n, root, stepped, !k.pair)
+				}
+			}
+			// BcastTyped: every other byte of 2·n/64 vectors.
+			cnt := k.n / 64
+			if cnt == 0 {
+				continue
+			}
+			tb := make([]byte, 128*cnt)
+			if me == root {
+				fill(tb)
+			}
+			before := C.NodeSteps(c)
+			if err := C.BcastTyped(ctx, c, tb, cnt, col, root); err != nil {
+				t.Fatalf("BcastTyped of %d from %d: %v", cnt*64, root, err)
+			}
+			src := make([]byte, len(tb))
+			fill(src)
+			for j := range tb {
+				w := byte(0)
+				if j%2 == 0 || me == root {
+					w = src[j]
+				}
+				if tb[j] != w {
+					t.Fatalf("BcastTyped of %d from %d: byte %d is %d, want %d", cnt*64, root, j, tb[j], w)
+				}
+			}
+			if stepped, pair := C.NodeSteps(c) != before, cnt*64 >= lo && cnt*64 <= chunk; stepped == pair {
+				t.Fatalf("BcastTyped of %d from %d: node steps %v, want %v", cnt*64, root, stepped, !pair)
+			}
+		}
 	}
 }

@@ -28,7 +28,7 @@ func BcastTyped(ctx context.Context, c *Coll, buf []byte, count int, t *ddt.Type
 	if err != nil {
 		return c.fail(err)
 	}
-	if c.hierFor(CollBcast, 0) {
+	if c.hierFor(CollBcast, 0) && !c.bcastPair(n) {
 		// the root packs, the ranks of each process share the packed
 		// bytes through its leader, each unpacks
 		b := contig
