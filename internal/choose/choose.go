@@ -29,12 +29,19 @@ const Classes = 16
 const warmUp = 3
 
 // In the earlyCalls calls of a class after its warm-up the other way is
-// tried every earlyEvery calls: warm-up samples can all be cold (at
-// 4 MiB a link's single copies took 500–750 µs in warm-up and 355 after),
-// and a run of a hundred calls would otherwise keep the way they chose.
+// tried every earlyEvery calls, unless its estimate is earlyGap times the
+// taken way's or more: warm-up samples can all be cold (at 4 MiB a link's
+// single copies took 500–750 µs in warm-up and 355 after, against 474
+// for the other way), and a run of a hundred calls would otherwise keep
+// the way they chose; but where the ways lie far apart (a node link's
+// pipelined copy at 1.9–2.9 times the single copy's time on one host, a
+// typed send's streamed fragments at 1.7 times its plain ones) those
+// tries cost a run of a few hundred calls several percent and change
+// nothing. The later tries (ProbeInterval) still come.
 const (
 	earlyCalls = 64
 	earlyEvery = 8
+	earlyGap   = 1.5
 )
 
 // maxRise bounds what one slow sample does to an estimate: a call that
@@ -81,7 +88,8 @@ func Class(n int) int {
 // which the caller times and reports with Learn: while a way of its class
 // has fewer than warmUp samples, the one with fewer (way 0 on a tie);
 // then the faster, but the other every earlyEvery calls in the first
-// earlyCalls, and later after ProbeCalls calls once ProbeInterval has
+// earlyCalls while its estimate is within earlyGap times the faster's,
+// and later after ProbeCalls calls once ProbeInterval has
 // passed since it was last tried, or after ProbeMaxCalls calls.
 func (p *Pair) Pick(n int, now time.Time) int {
 	c := Class(n)
@@ -96,7 +104,7 @@ func (p *Pair) Pick(n int, now time.Time) int {
 	best, _ := p.Faster(n)
 	if p.early[c] < earlyCalls {
 		p.early[c]++
-		if p.early[c]%earlyEvery == 0 {
+		if p.early[c]%earlyEvery == 0 && p.est[1-best][c] < p.est[best][c]*earlyGap {
 			p.calls[c], p.probe[c] = 0, now
 			return 1 - best
 		}

@@ -36,15 +36,31 @@ func TestPair(t *testing.T) {
 	if e0, e1 := p.Estimate(0, mib), p.Estimate(1, mib); e0 != float64(float32(130e3)/mib) || e1 != float64(float32(65e3)/mib) {
 		t.Fatalf("estimates %v, %v: want the fastest warm-up samples", e0, e1)
 	}
-	// The first earlyCalls calls after warm-up: a try every earlyEvery.
+	// The first earlyCalls calls after warm-up: no try, the other way
+	// being twice as slow (earlyGap).
 	tries := 0
 	for i := 0; i < earlyCalls; i++ {
 		if p.Pick(mib, tick()) == 0 {
 			tries++
 		}
 	}
+	if tries != 0 {
+		t.Errorf("%d tries in the first %d calls after warm-up, the other way at 2×: want none", tries, earlyCalls)
+	}
+	// Ways closer than earlyGap: a try every earlyEvery calls.
+	var near Pair
+	const kib = 256 << 10
+	for i := range 2 * warmUp {
+		near.Learn(near.Pick(kib, tick()), kib, time.Duration(100-i%2*30)*time.Microsecond)
+	}
+	tries = 0
+	for i := 0; i < earlyCalls; i++ {
+		if near.Pick(kib, tick()) == 0 {
+			tries++
+		}
+	}
 	if tries != earlyCalls/earlyEvery {
-		t.Errorf("%d tries in the first %d calls after warm-up, want %d", tries, earlyCalls, earlyCalls/earlyEvery)
+		t.Errorf("%d tries in the first %d calls after warm-up, the other way at 1.4×: want %d", tries, earlyCalls, earlyCalls/earlyEvery)
 	}
 	// 1 ms a call: a try of way 0 every ProbeInterval (50 calls), but not
 	// before ProbeCalls (64) calls.
