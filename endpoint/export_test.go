@@ -214,3 +214,17 @@ func WayEstimates(c *Comm, r, n int) (pipe, single float64, ok bool) {
 	defer c.v.unlock()
 	return l.way.Estimate(wayPipe, n), l.way.Estimate(waySingle, n), true
 }
+
+// FillEstimates reports the time per byte (ns) c's link to rank r has
+// measured for typed pipelined sends of n bytes packed straight into the
+// slots and packed privately and streamed (0: not measured; ok false: no
+// link).
+func FillEstimates(c *Comm, r, n int) (plain, stream float64, ok bool) {
+	l := c.link(r)
+	if l == nil {
+		return 0, 0, false
+	}
+	c.v.lock()
+	defer c.v.unlock()
+	return l.fill.Estimate(fillPlain, n), l.fill.Estimate(fillStream, n), true
+}

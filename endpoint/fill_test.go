@@ -3,6 +3,7 @@ package endpoint
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -12,11 +13,9 @@ import (
 // TestFillFragment: a pipelined copy's fragments arrive byte for byte
 // whichever way fillFragment puts them into the slot (a contiguous send
 // streamed, a typed send packed straight into the slot or packed
-// privately and streamed), at every offset; a contiguous send's
-// fragments are never timed; while a typed send streams, one fragment
-// in fillProbeEvery is packed into the slot and timed; and the fill mode
-// follows its measurements (slow plain packs stream); fragments shorter
-// than fillLearnMin are neither timed nor counted.
+// privately and streamed), at every offset; and a timed pipelined send's
+// sample goes to the link's fill chooser when it is typed (under the way
+// its fragments took), to its way chooser when it is not.
 func TestFillFragment(t *testing.T) {
 	const frag = 96 << 10
 	v := &vci{log: hclog.NewNullLogger()}
@@ -42,67 +41,45 @@ func TestFillFragment(t *testing.T) {
 			want, n = packed, len(packed)
 		}
 		for _, stream := range []bool{false, true} {
-			l := &nodeLink{}
-			l.fill = fillMode{stream: stream, slotNs: 1, privNs: 1}
-			o := &copyOut{buf: src, n: n}
+			o := &copyOut{buf: src, n: n, stream: stream}
 			if typed {
 				o.buf, o.u = nil, u
 			}
 			for o.off = 0; o.off < n; o.off += frag {
 				m := min(frag, n-o.off)
 				dst := make([]byte, m)
-				if err := v.fillFragment(l, o, dst); err != nil {
+				if err := v.fillFragment(o, dst); err != nil {
 					t.Fatal(err)
 				}
 				if !bytes.Equal(dst, want[o.off:o.off+m]) {
 					t.Fatalf("typed %v, streaming %v: fragment at %d differs", typed, stream, o.off)
 				}
 			}
-			if !typed && l.fill.frags != 0 {
-				t.Fatal("a contiguous send's fragments were timed")
-			}
 		}
 	}
-	// The probe cadence while a typed send streams, and the decision.
-	l := &nodeLink{}
-	l.fill = fillMode{stream: true, slotNs: 1e6, privNs: 1}
-	o := &copyOut{u: u, n: len(packed)}
-	dst := make([]byte, frag)
-	timed := 0
-	for range 4 * fillProbeEvery {
-		before := l.fill.slotNs
-		if err := v.fillFragment(l, o, dst); err != nil {
-			t.Fatal(err)
+	const n = 1 << 20
+	for _, c := range []struct {
+		typed, stream bool
+	}{{false, false}, {true, false}, {true, true}} {
+		l := &nodeLink{}
+		o := &copyOut{n: n, t0: time.Now().Add(-time.Millisecond), stream: c.stream}
+		if c.typed {
+			o.u = u
 		}
-		if l.fill.slotNs != before {
-			timed++
+		l.way.pipeDone(o, 3)
+		v.pipeCheck(l, 2) // another slot: not yet
+		if l.way.pipeN == 0 {
+			t.Fatalf("%+v: sample taken before the last fragment's slot was refilled", c)
 		}
-	}
-	if timed != 4 {
-		t.Fatalf("%d packs into the slot timed in %d streamed fragments, want 4", timed, 4*fillProbeEvery)
-	}
-	l.fill = fillMode{slotNs: 100 * fillSlowRatio, privNs: 1, frags: 1} // as if the plain packs had become slow
-	if err := v.fillFragment(l, o, dst); err != nil {
-		t.Fatal(err)
-	}
-	if !l.fill.stream {
-		t.Fatalf("packs into the slot at %.1f ns/B against %.3f privately: not streaming", l.fill.slotNs, l.fill.privNs)
-	}
-	// A fragment shorter than fillLearnMin is neither timed nor counted,
-	// and leaves the mode as the long ones set it.
-	short := make([]byte, fillLearnMin-1)
-	for _, stream := range []bool{false, true} {
-		l.fill = fillMode{stream: stream, slotNs: 7, privNs: 5, frags: 1}
-		for range 2 * fillProbeEvery {
-			if err := v.fillFragment(l, o, short); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if l.fill != (fillMode{stream: stream, slotNs: 7, privNs: 5, frags: 1}) {
-			t.Fatalf("short fragments changed the fill mode: %+v", l.fill)
-		}
-		if !bytes.Equal(short, packed[:len(short)]) {
-			t.Fatal("a short fragment differs")
+		v.pipeCheck(l, 3) // refilling the last fragment's slot: it is free
+		pipe, plain, streamed := l.way.Estimate(wayPipe, n), l.fill.Estimate(fillPlain, n), l.fill.Estimate(fillStream, n)
+		switch {
+		case l.way.pipeN != 0:
+			t.Fatalf("%+v: sample not taken", c)
+		case !c.typed && (pipe <= 0 || plain != 0 || streamed != 0),
+			c.typed && !c.stream && (pipe != 0 || plain <= 0 || streamed != 0),
+			c.typed && c.stream && (pipe != 0 || plain != 0 || streamed <= 0):
+			t.Fatalf("%+v: estimates pipelined %v, typed plain %v, typed streamed %v", c, pipe, plain, streamed)
 		}
 	}
 }

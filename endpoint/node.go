@@ -66,6 +66,7 @@ import (
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/errs"
 	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/internal/choose"
 	"github.com/weft-hpc/weft/internal/cma"
 	"github.com/weft-hpc/weft/internal/nodeseg"
 	"github.com/weft-hpc/weft/internal/peerwatch"
@@ -105,7 +106,7 @@ type nodeLink struct {
 	cout    *copyOut        // our pipelined send in progress to the peer (nodecopy.go)
 	cin     *copyIn         // the peer's pipelined send we are taking
 	broken  error           // set when a pipelined copy failed: the link is dropped
-	fill    fillMode        // how our fragments go into the copy slots (nodecopy.go)
+	fill    choose.Pair     // how a typed send's fragments go into the copy slots (fillPlain, fillStream; nodecopy.go)
 	way     wayChooser      // pipelined or single copy for large sends (nodeway.go)
 }
 

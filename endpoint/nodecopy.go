@@ -62,6 +62,9 @@ type copyOut struct {
 	off  int        // bytes copied into slots
 	slot int        // slot of the next fragment
 	t0   time.Time  // a send timed for the link's wayChooser: its start
+	// stream: a typed send's fragments are packed into private memory and
+	// streamed into the slots (fillStream), not packed into them
+	stream bool
 	stall
 }
 
@@ -230,7 +233,9 @@ func (v *vci) nodeSendCopy(c *Comm, l *nodeLink, t uint64, aux uint32, buf []byt
 // unpacks straight out of them): the pack is the copy in.
 func (v *vci) nodeSendCopyTyped(c *Comm, l *nodeLink, t uint64, aux uint32, u *typedRecv, dest int) (r *Request, ok bool) {
 	uh := *u // packed after the call returns
-	return v.nodeSendCopyOut(c, l, t, aux, &copyOut{u: &uh, n: u.n, frag: copyFragTyped(l.cpOut, u.n)}, dest)
+	now := time.Now()
+	stream := l.fill.Pick(u.n, now) == fillStream
+	return v.nodeSendCopyOut(c, l, t, aux, &copyOut{u: &uh, n: u.n, frag: copyFragTyped(l.cpOut, u.n), t0: now, stream: stream}, dest)
 }
 
 // nodeSendCopyOut starts pipelined send o over l (see nodeSendCopy).
@@ -255,111 +260,46 @@ func (v *vci) nodeSendCopyOut(c *Comm, l *nodeLink, t uint64, aux uint32, o *cop
 	return o.r, true
 }
 
-// fillMode is how a link's sender puts a typed send's fragments into
-// the copy slots: packed straight into the slot (plain stores) while
-// that runs near the speed of the same pack into private memory, packed
-// privately and streamed in (memcopy.Stream: non-temporal stores) while
-// it does not. A plain store into a line the receiver's core read last
-// takes the line back from that core: cheap where the two cores share a
-// cache, the faster way then (the receiver finds the data in the shared
-// cache; a typed FFT2 transpose of 1 MiB 52–56 µs against 141 streamed),
-// and many times slower where they do not (two sockets; a virtual
-// machine whose vCPUs the host placed apart; 504 µs against 154–166),
-// where non-temporal stores do not wait (docs/perf/typed.md). The sender
-// times its plain packs and, every fillProbeEvery fragments, the same
-// pack into private memory; it streams while the plain packs run more
-// than fillSlowRatio times slower, and while streaming it still packs
-// one fragment in fillProbeEvery into the slot, to see the placement
-// change back. A contiguous send's fragments always stream: measured the
-// same way its plain copies' ratios straddled the threshold in the slow
-// placement (6–24 against 1–6), and a wrong choice there costs 3–9×
-// (1 MiB 178 µs against 56 streamed), where always streaming costs 1.5×
-// in the fast one (1 MiB 58–64 µs against 39–41).
-type fillMode struct {
-	slotNs, privNs float64 // moving averages of ns per byte (0: not measured)
-	frags          uint32
-	stream         bool
-}
-
+// A typed send's fragments go into the copy slots one of two ways:
+// packed straight into the slot (plain stores), or packed into private
+// memory and streamed in (memcopy.Stream: non-temporal stores). A plain
+// store into a line the receiver's core read last takes the line back
+// from that core: cheap where the two cores share a cache, where the
+// receiver then finds the data in that cache (a typed FFT2 transpose of
+// 1 MiB 52–56 µs against 141 streamed), and many times slower where they
+// do not (two sockets; a virtual machine whose vCPUs the host placed
+// apart: 504 µs against 154–166), where non-temporal stores do not wait
+// for the lines; but on some processors non-temporal stores run at half
+// the speed of plain ones, and the streamed lines cost the receiver's
+// unpack a read from memory. Which is faster depends on the machine and,
+// on some virtual machines, on where the host runs the vCPUs, minutes
+// apart, so each link times its typed pipelined sends both ways, from
+// their start until the receiver has freed the slot of the last fragment
+// (nodeway.go), per size class, and takes the faster (l.fill,
+// internal/choose). A contiguous send's fragments always stream: its
+// link chooses between the pipelined copy and the receiver's single copy
+// instead (nodeway.go).
 const (
-	fillProbeEvery = 16
-	// fillSlowRatio: where the VM's two cores did not share a cache, the
-	// packs of small blocks (SPECFEM3D, NAS MG x, WRF x, LAMMPS) into the
-	// slots ran 3–6 times slower than into private memory, and already
-	// lost to packing privately and streaming; where they shared one,
-	// only FFT2's transpose came near 3 (docs/perf/typed.md). 6 missed
-	// the former: SPECFEM3D oc m took 23.5 µs against 14 with 3, and 16
-	// by hand packing.
-	fillSlowRatio = 3
-	// fillLearnMin: a short last fragment of a typed message (1.6 KB
-	// of an 18 KB one cut after 16 KiB) packed into the slot about as
-	// fast as into private memory, the clock's and the call's costs
-	// outweighing the stores', and flipped the mode to plain packs for
-	// the long fragments that followed: 2.1× the time where the cores
-	// share no cache. Fragments this short follow the mode the long
-	// ones chose.
-	fillLearnMin = 8 << 10
+	fillPlain  = 0 // packed straight into the slot
+	fillStream = 1 // packed privately, then streamed into the slot
 )
 
-// ewma folds a sample into a moving average (a quarter weight).
-func ewma(avg, x float64) float64 {
-	if avg == 0 {
-		return x
-	}
-	return avg + (x-avg)/4
-}
-
 // fillFragment puts fragment dst of o (bytes o.off on) into its slot:
-// streamed for a contiguous send, the way l's fillMode says for a typed
-// one.
-func (v *vci) fillFragment(l *nodeLink, o *copyOut, dst []byte) error {
+// streamed for a contiguous send, the way o.stream says for a typed one.
+func (v *vci) fillFragment(o *copyOut, dst []byte) error {
 	k := len(dst)
-	if o.u == nil {
+	switch {
+	case o.u == nil:
 		memcopy.Stream(dst, o.buf[o.off:o.off+k])
 		return nil
+	case !o.stream:
+		return o.u.pack(o.off, dst)
 	}
-	m := &l.fill
-	// Only fragments of fillLearnMin bytes or more are timed and counted:
-	// in a short one the fixed costs hide the stores' (see fillLearnMin).
-	learn := k >= fillLearnMin
-	probe := false
-	if learn {
-		m.frags++
-		probe = m.frags%fillProbeEvery == 1
-	}
-	if m.stream && !probe {
-		s := v.fillScratch(k)
-		t0 := time.Now()
-		if err := o.u.pack(o.off, s); err != nil {
-			return err
-		}
-		if learn {
-			m.privNs = ewma(m.privNs, float64(time.Since(t0))/float64(k))
-		}
-		memcopy.Stream(dst, s)
-		return nil
-	}
-	t0 := time.Now()
-	if err := o.u.pack(o.off, dst); err != nil {
+	s := v.fillScratch(k)
+	if err := o.u.pack(o.off, s); err != nil {
 		return err
 	}
-	if !learn {
-		return nil
-	}
-	m.slotNs = ewma(m.slotNs, float64(time.Since(t0))/float64(k))
-	if probe && (!m.stream || m.privNs == 0) {
-		s := v.fillScratch(k)
-		t0 = time.Now()
-		_ = o.u.pack(o.off, s) // it just packed without error
-		m.privNs = ewma(m.privNs, float64(time.Since(t0))/float64(k))
-	}
-	if m.privNs > 0 {
-		was := m.stream
-		m.stream = m.slotNs > fillSlowRatio*m.privNs
-		if m.stream != was {
-			v.log.Debug("node transport: typed fragments", "member", l.member, "stream", m.stream, "slot_ns_per_kib", m.slotNs*1024, "private_ns_per_kib", m.privNs*1024)
-		}
-	}
+	memcopy.Stream(dst, s)
 	return nil
 }
 
@@ -388,7 +328,7 @@ func (v *vci) pumpCopyOut(l *nodeLink) bool {
 			v.pipeCheck(l, o.slot)
 		}
 		k := min(o.frag, o.n-o.off)
-		if err := v.fillFragment(l, o, a.slot(o.slot)[:k]); err != nil {
+		if err := v.fillFragment(o, a.slot(o.slot)[:k]); err != nil {
 			// A typed send's pack failed. The receiver waits for bytes
 			// that will not come: the link goes, as after a peer's
 			// failure.
@@ -411,7 +351,7 @@ func (v *vci) pumpCopyOut(l *nodeLink) bool {
 		a.copies++
 		l.cout = nil
 		if !o.t0.IsZero() {
-			l.way.pipeDone(o.t0, o.n, (o.slot+a.slots-1)%a.slots)
+			l.way.pipeDone(o, (o.slot+a.slots-1)%a.slots)
 		}
 		if o.r != nil {
 			v.finish(o.r, nil)

@@ -718,3 +718,56 @@ func nodeWayRank(t *testing.T, way string) {
 		}
 	}
 }
+
+// TestNodeFill: a link times its typed pipelined sends both ways (packed
+// into the slots, packed privately and streamed) and keeps estimates of
+// both; every message, whichever way its fragments took, arrives byte
+// for byte.
+func TestNodeFill(t *testing.T) {
+	if !launchtest.IsWorker() {
+		skipRepeatPass(t)
+		prov, env := provEnv("native", copyEnv())
+		launchtest.Run(t, 2, prov, 60*time.Second, env...)
+		return
+	}
+	const n, k = 1 << 17, 16 // float64s of the packed stream (1 MiB), messages
+	ctx := tctx(t, 45*time.Second)
+	w := initWorld(t)
+	defer w.Close()
+	c := w.Comm()
+	strided, err := committed(ddt.Vector(n, 1, 3, ddt.Float64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := make([]byte, 3*8*n)
+	got := make([]byte, 8*n)
+	want := make([]byte, 8*n)
+	for i := range k {
+		if c.Rank() == 1 {
+			pattern(src, 1, 0, i)
+			if err := c.SendTyped(ctx, src, 1, strided, 0, i); err != nil {
+				t.Fatalf("SendTyped %d: %v", i, err)
+			}
+			continue
+		}
+		pattern(src, 1, 0, i)
+		for j := range n {
+			copy(want[8*j:8*j+8], src[24*j:24*j+8])
+		}
+		if st, err := c.RecvTyped(ctx, got, n, ddt.Float64, 1, i); err != nil || st.Count != 8*n || !bytes.Equal(got, want) {
+			t.Fatalf("message %d: %+v %v, bytes equal %v", i, st, err, bytes.Equal(got, want))
+		}
+	}
+	if err := c.Barrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c.Rank() == 0 {
+		return
+	}
+	copies, _ := endpoint.CopyCounts(c, 0)
+	plain, stream, _ := endpoint.FillEstimates(c, 0, 8*n)
+	t.Logf("%d of %d by the pipelined copy; ns per byte: plain %.4f, streamed %.4f", copies, k, plain, stream)
+	if copies != k || plain <= 0 || stream <= 0 {
+		t.Errorf("%d of %d typed sends by the pipelined copy, estimates plain %v, streamed %v: want every send piped and both ways timed", copies, k, plain, stream)
+	}
+}

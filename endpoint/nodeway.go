@@ -37,6 +37,9 @@ type wayChooser struct {
 	pipeT0   time.Time
 	pipeN    int
 	pipeSlot int
+	// the send being timed is typed (its sample goes to the link's fill
+	// chooser, nodecopy.go), its fragments streamed
+	pipeTyped, pipeStream bool
 }
 
 // fixedWay is the way WEFT_TUNE's nodeway sets, if it sets one.
@@ -71,11 +74,12 @@ func (v *vci) learnWay(l *nodeLink, way, n int, d time.Duration) {
 	}
 }
 
-// pipeDone is called when a timed pipelined send of n bytes that began at
-// t0 has put its last fragment into slot: the sample is taken once the
-// receiver frees that slot (pipeCheck).
-func (w *wayChooser) pipeDone(t0 time.Time, n, slot int) {
-	w.pipeT0, w.pipeN, w.pipeSlot = t0, n, slot
+// pipeDone is called when timed pipelined send o has put its last
+// fragment into slot: the sample is taken once the receiver frees that
+// slot (pipeCheck).
+func (w *wayChooser) pipeDone(o *copyOut, slot int) {
+	w.pipeT0, w.pipeN, w.pipeSlot = o.t0, o.n, slot
+	w.pipeTyped, w.pipeStream = o.u != nil, o.stream
 }
 
 // pipeCheck takes the pending pipelined sample of l once the receiver has
@@ -89,6 +93,27 @@ func (v *vci) pipeCheck(l *nodeLink, filling int) {
 	if filling < 0 && atomic.LoadUint64(l.cpOut.flag(w.pipeSlot)) != 0 {
 		return
 	}
-	v.learnWay(l, wayPipe, w.pipeN, time.Since(w.pipeT0))
+	d := time.Since(w.pipeT0)
+	if w.pipeTyped {
+		v.learnFill(l, w.pipeStream, w.pipeN, d)
+	} else {
+		v.learnWay(l, wayPipe, w.pipeN, d)
+	}
 	w.pipeN = 0
+}
+
+// learnFill folds a typed pipelined send's sample into l's fill chooser
+// and logs a change of the faster way.
+func (v *vci) learnFill(l *nodeLink, stream bool, n int, d time.Duration) {
+	f := &l.fill
+	was, known := f.Faster(n)
+	way := fillPlain
+	if stream {
+		way = fillStream
+	}
+	f.Learn(way, n, d)
+	if now, ok := f.Faster(n); ok && (!known || now != was) {
+		v.log.Debug("node transport: typed fragments", "member", l.member, "size_class", choose.Class(n), "bytes", n, "stream", now == fillStream,
+			"plain_ns_per_kib", f.Estimate(fillPlain, n)*1024, "stream_ns_per_kib", f.Estimate(fillStream, n)*1024)
+	}
 }
