@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/gpu"
+	"github.com/weft-hpc/weft/internal/choose"
 )
 
 // ParkedEndpoints reports how many freed endpoints of w wait for the other
@@ -206,13 +207,7 @@ func HoldSegments(c *Comm) (release func()) {
 // measured for sends of n bytes by the pipelined copy and by the single
 // copy (0: not measured; ok false: no link).
 func WayEstimates(c *Comm, r, n int) (pipe, single float64, ok bool) {
-	l := c.link(r)
-	if l == nil {
-		return 0, 0, false
-	}
-	c.v.lock()
-	defer c.v.unlock()
-	return l.way.Estimate(wayPipe, n), l.way.Estimate(waySingle, n), true
+	return estimates(c, r, n, func(l *nodeLink) *choose.Pair { return &l.way.Pair })
 }
 
 // FillEstimates reports the time per byte (ns) c's link to rank r has
@@ -220,11 +215,18 @@ func WayEstimates(c *Comm, r, n int) (pipe, single float64, ok bool) {
 // slots and packed privately and streamed (0: not measured; ok false: no
 // link).
 func FillEstimates(c *Comm, r, n int) (plain, stream float64, ok bool) {
+	return estimates(c, r, n, func(l *nodeLink) *choose.Pair { return &l.fill })
+}
+
+// estimates reports the two ways' estimates for n bytes of the chooser
+// of c's link to rank r that pair picks.
+func estimates(c *Comm, r, n int, pair func(*nodeLink) *choose.Pair) (way0, way1 float64, ok bool) {
 	l := c.link(r)
 	if l == nil {
 		return 0, 0, false
 	}
 	c.v.lock()
 	defer c.v.unlock()
-	return l.fill.Estimate(fillPlain, n), l.fill.Estimate(fillStream, n), true
+	p := pair(l)
+	return p.Estimate(0, n), p.Estimate(1, n), true
 }
