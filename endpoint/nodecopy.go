@@ -61,7 +61,7 @@ type copyOut struct {
 	frag int        // bytes per fragment (the last may be short)
 	off  int        // bytes copied into slots
 	slot int        // slot of the next fragment
-	t0   time.Time  // a send timed for the link's wayChooser: its start
+	t0   time.Time  // a timed send's start (the link's way chooser; typed: its fill chooser)
 	// stream: a typed send's fragments are packed into private memory and
 	// streamed into the slots (fillStream), not packed into them
 	stream bool
