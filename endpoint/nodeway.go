@@ -66,9 +66,7 @@ func (w *wayChooser) pick(n int, now time.Time) int {
 // faster way.
 func (v *vci) learnWay(l *nodeLink, way, n int, d time.Duration) {
 	w := &l.way
-	was, known := w.Faster(n)
-	w.Learn(way, n, d)
-	if now, ok := w.Faster(n); ok && (!known || now != was) {
+	if now, changed := w.LearnFaster(way, n, d); changed {
 		v.log.Debug("node transport: large sends", "member", l.member, "size_class", choose.Class(n), "bytes", n, "single_copy", now == waySingle,
 			"pipelined_ns_per_kib", w.Estimate(wayPipe, n)*1024, "single_ns_per_kib", w.Estimate(waySingle, n)*1024)
 	}
@@ -106,13 +104,11 @@ func (v *vci) pipeCheck(l *nodeLink, filling int) {
 // and logs a change of the faster way.
 func (v *vci) learnFill(l *nodeLink, stream bool, n int, d time.Duration) {
 	f := &l.fill
-	was, known := f.Faster(n)
 	way := fillPlain
 	if stream {
 		way = fillStream
 	}
-	f.Learn(way, n, d)
-	if now, ok := f.Faster(n); ok && (!known || now != was) {
+	if now, changed := f.LearnFaster(way, n, d); changed {
 		v.log.Debug("node transport: typed fragments", "member", l.member, "size_class", choose.Class(n), "bytes", n, "stream", now == fillStream,
 			"plain_ns_per_kib", f.Estimate(fillPlain, n)*1024, "stream_ns_per_kib", f.Estimate(fillStream, n)*1024)
 	}

@@ -170,3 +170,13 @@ func (p *Pair) Learn(way, n int, d time.Duration) {
 		*e = min(*e+(s-*e)/8, *e*maxRise)
 	}
 }
+
+// LearnFaster is Learn, then Faster: it returns the way the pair now
+// takes for n bytes and whether that way became known or changed with
+// this sample (for a user that reports changes).
+func (p *Pair) LearnFaster(way, n int, d time.Duration) (faster int, changed bool) {
+	was, known := p.Faster(n)
+	p.Learn(way, n, d)
+	faster, ok := p.Faster(n)
+	return faster, ok && (!known || faster != was)
+}

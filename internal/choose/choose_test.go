@@ -137,3 +137,43 @@ func TestPair(t *testing.T) {
 		t.Errorf("a way 22%% faster did not take over")
 	}
 }
+
+// TestLearnFaster: LearnFaster reports the faster way once the warm-up
+// is complete and again only when a sample changes it.
+func TestLearnFaster(t *testing.T) {
+	var p Pair
+	const n = 64 << 10
+	for i := range 2*warmUp - 1 {
+		if _, changed := p.LearnFaster(i%2, n, time.Duration(100-i%2*50)*time.Microsecond); changed {
+			t.Fatalf("sample %d: changed before the warm-up ended", i)
+		}
+	}
+	if way, changed := p.LearnFaster(1, n, 50*time.Microsecond); way != 1 || !changed {
+		t.Fatalf("last warm-up sample: way %d, changed %v; want 1, true", way, changed)
+	}
+	if way, changed := p.LearnFaster(1, n, 60*time.Microsecond); way != 1 || changed {
+		t.Fatalf("a slower sample of the faster way: way %d, changed %v; want 1, false", way, changed)
+	}
+	for range 8 {
+		p.Learn(0, n, 10*time.Microsecond)
+	}
+	if way, changed := p.LearnFaster(0, n, 10*time.Microsecond); way != 0 || changed {
+		t.Fatalf("after way 0 became faster by Learn: way %d, changed %v; want 0, false", way, changed)
+	}
+	var q Pair
+	for i := range 2 * warmUp {
+		q.Learn(i%2, n, time.Duration(100-i%2*50)*time.Microsecond)
+	}
+	for i := 0; ; i++ {
+		way, changed := q.LearnFaster(0, n, 10*time.Microsecond)
+		if changed {
+			if way != 0 {
+				t.Fatalf("change to way %d, want 0", way)
+			}
+			break
+		}
+		if i == 10 {
+			t.Fatal("way 0 ten times faster never took over")
+		}
+	}
+}
