@@ -613,6 +613,27 @@ func TestNodeCopyFragments(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "from rank 1, tag 99; that rank's node ring is empty") {
 			t.Fatalf("Recv from a rank that sends nothing: %v, want its deadline and the empty ring named", err)
 		}
+		// WaitAll says how many of its requests are pending and what the
+		// first waits for.
+		r1, err := c.Irecv(make([]byte, 8), 1, 98)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := c.Irecv(make([]byte, 8), 1, 99)
+		if err != nil {
+			t.Fatal(err)
+		}
+		short, cancel = context.WithTimeout(ctx, 50*time.Millisecond)
+		err = endpoint.WaitAll(short, nil, r1, r2)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "2 of 3 requests pending, the first a receive (from rank 1, tag 98; that rank's node ring is empty") {
+			t.Fatalf("WaitAll on receives from a rank that sends nothing: %v, want its deadline, the pending count and the first receive named", err)
+		}
+		for _, r := range []*endpoint.Request{r1, r2} {
+			if err := r.Cancel(); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	if err := c.Barrier(ctx); err != nil {
 		t.Fatal(err)

@@ -590,7 +590,7 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 			if done != nil {
 				select {
 				case <-done:
-					return fmt.Errorf("endpoint: wait all: %w", ctx.Err())
+					return fmt.Errorf("endpoint: wait all: %s: %w", pending(reqs), ctx.Err())
 				default:
 				}
 			}
@@ -618,6 +618,32 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 		}
 	}
 	return nil
+}
+
+// pending describes the requests of reqs that have not completed, for
+// the error of a WaitAll that ended unmet: how many, and what the first
+// one waits for (stuck).
+func pending(reqs []*Request) string {
+	n := 0
+	var first *Request
+	for _, r := range reqs {
+		if r == nil || r.v == nil {
+			continue
+		}
+		r.v.lock()
+		done := r.done
+		r.v.unlock()
+		if !done {
+			if n == 0 {
+				first = r
+			}
+			n++
+		}
+	}
+	if first == nil {
+		return "every request completed"
+	}
+	return fmt.Sprintf("%d of %d requests pending, the first a %s%s", n, len(reqs), first.describe(), first.stuck())
 }
 
 func progressed(vs []*vci, v *vci) bool {
