@@ -1,0 +1,7 @@
+//go:build !amd64 && !arm64
+
+package shmring
+
+func prefetchWrite(*byte) {}
+
+func prefetchRead(*byte) {}
