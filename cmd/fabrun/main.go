@@ -40,7 +40,7 @@
 //	--timeout-stacks WEFT_TIMEOUT_STACKS  on timeout, ranks dump their goroutine stacks first (default true)
 //	--tag-output   WEFT_TAG_OUTPUT  prefix output lines with "[rank] "
 //	--kill-grace   WEFT_KILL_GRACE  SIGTERM to SIGKILL delay (default 500ms)
-//	--bind         WEFT_BIND        local ranks' CPUs: auto (default: an equal share each when they fit), core (one each), none
+//	--bind         WEFT_BIND        local ranks' CPUs: auto (default: an equal share each when they fit, GOMAXPROCS=1 each when they do not), core (one each), none
 //	--ssh          WEFT_SSH         ssh command and options (default "ssh")
 //	--pmi-host     WEFT_PMI_HOST    address ssh ranks use to reach fabrun (and fabrun listens on)
 //	--srun         WEFT_SRUN        srun command and options (default "srun")
@@ -182,7 +182,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	fs.StringVar(&o.ssh, "ssh", o.ssh, "ssh command and options (WEFT_SSH)")
 	fs.StringVar(&o.pmiHost, "pmi-host", o.pmiHost, "address remote ranks use to reach fabrun (WEFT_PMI_HOST)")
 	fs.StringVar(&o.srun, "srun", o.srun, "srun command and options (WEFT_SRUN)")
-	fs.StringVar(&o.bind, "bind", o.bind, "local ranks' CPUs: auto (an equal share each when 2 or more fit), core (one each) or none (WEFT_BIND)")
+	fs.StringVar(&o.bind, "bind", o.bind, "local ranks' CPUs: auto (an equal share each when 2 or more fit, GOMAXPROCS=1 each when they outnumber the CPUs), core (one each) or none (WEFT_BIND)")
 	fs.Var(&o.env, "env", "KEY=VALUE for every rank (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

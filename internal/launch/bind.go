@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os/exec"
 	"runtime"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -57,6 +58,27 @@ func bindSets(mode string, n int, cpus []int) ([][]int, error) {
 		}
 	}
 	return sets, nil
+}
+
+// shareProcs returns the GOMAXPROCS entry for the environment of n local
+// ranks that share c CPUs unbound under mode BindAuto (more ranks than
+// CPUs): "GOMAXPROCS=1", each rank's share of the CPUs rounded up to one,
+// as bound ranks get theirs from their CPU sets. It returns "" when the
+// ranks are bound or alone, under BindCore and BindNone, and when env
+// sets GOMAXPROCS already. A Go rank sizes GOMAXPROCS from the CPUs it
+// may use, all of them when unbound: four ranks on two CPUs then kept
+// eight threads busy, the runtime's idle Ps spinning for work in time the
+// peers needed (docs/fabrun.md, "Binding").
+func shareProcs(mode string, n, c int, env []string) string {
+	if mode != BindAuto || n <= c || c == 0 {
+		return ""
+	}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "GOMAXPROCS=") {
+			return ""
+		}
+	}
+	return "GOMAXPROCS=1"
 }
 
 // allowedCPUs returns the CPUs this process may run on, ascending.

@@ -97,3 +97,66 @@ func TestBindLocalRanks(t *testing.T) {
 		t.Logf("%s, %d ranks: %v", mode, np, fmt.Sprint(seen))
 	}
 }
+
+func TestShareProcs(t *testing.T) {
+	for _, c := range []struct {
+		mode string
+		n, c int
+		env  []string
+		want string
+	}{
+		{BindAuto, 4, 2, nil, "GOMAXPROCS=1"},
+		{BindAuto, 3, 2, []string{"HOME=/root"}, "GOMAXPROCS=1"},
+		{BindAuto, 2, 2, nil, ""},                                   // bound: the CPU sets size the runtime
+		{BindAuto, 1, 1, nil, ""},                                   // alone
+		{BindAuto, 4, 2, []string{"GOMAXPROCS=2"}, ""},              // the user's choice stands
+		{BindNone, 4, 2, nil, ""},                                   // no CPU management asked for
+		{BindCore, 2, 4, nil, ""},                                   // bound
+		{BindAuto, 4, 0, nil, ""},                                   // no CPUs known
+		{BindAuto, 5, 2, []string{"XGOMAXPROCS=3"}, "GOMAXPROCS=1"}, // another variable
+	} {
+		if got := shareProcs(c.mode, c.n, c.c, c.env); got != c.want {
+			t.Errorf("shareProcs(%s, %d ranks, %d CPUs, %q) = %q, want %q", c.mode, c.n, c.c, c.env, got, c.want)
+		}
+	}
+}
+
+// TestOversubscribedProcs runs more ranks than CPUs: under auto each rank
+// gets GOMAXPROCS=1, under none it gets nothing, and a GOMAXPROCS the
+// job's environment sets reaches every rank unchanged.
+func TestOversubscribedProcs(t *testing.T) {
+	all, err := allowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	np := len(all) + 1
+	for _, c := range []struct {
+		mode string
+		env  []string
+		want string
+	}{
+		{BindAuto, nil, "1"},
+		{BindNone, nil, "-"},
+		{BindAuto, []string{"GOMAXPROCS=3"}, "3"},
+	} {
+		var out, errb proctest.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := Run(ctx, Config{
+			NP: np, Bind: c.mode, Env: c.env, Stdout: &out, Stderr: &errb,
+			Argv: []string{"sh", "-c", `echo "$PMI_RANK ${GOMAXPROCS:--}"`},
+		})
+		cancel()
+		if err != nil {
+			t.Fatalf("%s %v: %v\n%s%s", c.mode, c.env, err, out.String(), errb.String())
+		}
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		if len(lines) != np {
+			t.Fatalf("%s %v: %d lines from %d ranks: %q", c.mode, c.env, len(lines), np, out.String())
+		}
+		for _, line := range lines {
+			if f := strings.Fields(line); len(f) != 2 || f[1] != c.want {
+				t.Errorf("%s %v: rank line %q, want GOMAXPROCS %s", c.mode, c.env, line, c.want)
+			}
+		}
+	}
+}

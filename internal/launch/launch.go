@@ -359,6 +359,7 @@ func (j *Job) startRanks() error {
 	prog := cfg.Argv[0]
 	var binds [][]int // per local rank
 	nodeCPUs := ""    // the CPUs the local ranks share, for their wait policies
+	procs := ""       // GOMAXPROCS for local ranks that outnumber the CPUs
 	if j.launcher == "local" {
 		p, err := exec.LookPath(prog)
 		if err != nil {
@@ -373,6 +374,7 @@ func (j *Job) startRanks() error {
 			return err
 		}
 		nodeCPUs = "WEFT_NODE_CPUS=" + strconv.Itoa(len(cpus))
+		procs = shareProcs(cfg.Bind, cfg.NP, len(cpus), append(baseEnv(), cfg.Env...))
 		if binds != nil {
 			log.Debug("ranks bound", "mode", cfg.Bind, "cpus", cpuList(cpus), "per-rank", len(binds[0]))
 		}
@@ -447,6 +449,9 @@ func (j *Job) startRanks() error {
 			// The secret also tells the bootstrap it runs under fabrun. An
 			// environment is readable by its owner only.
 			cmd.Env = append(append(append([]string{}, env...), renv...), "PMI_FD=3", "WEFT_PMI_SECRET="+secret, nodeCPUs)
+			if procs != "" {
+				cmd.Env = append(cmd.Env, procs)
+			}
 			cmd.Dir = cfg.Dir
 			cmd.ExtraFiles = []*os.File{childEnd}
 		} else {
