@@ -59,6 +59,19 @@ func copyLimits(t *testing.T) (slot, cp int) {
 	return slot, cp
 }
 
+// launchCopy runs the calling test as two ranks on the node transport
+// with copyEnv's copy knobs, or returns false in a worker.
+func launchCopy(t *testing.T) bool {
+	t.Helper()
+	if launchtest.IsWorker() {
+		return false
+	}
+	skipRepeatPass(t)
+	prov, env := provEnv("native", copyEnv())
+	launchtest.Run(t, 2, prov, 60*time.Second, env...)
+	return true
+}
+
 // TestNodeCopy: two processes exchange messages by the pipelined copy
 // through the pair's copy area (WEFT_TUNE nodecopy on). Messages one byte
 // either side of the copy's smallest size and of whole rounds of slots
@@ -71,10 +84,7 @@ func copyLimits(t *testing.T) (slot, cp int) {
 // receive reports truncation with the bytes that fitted; a receive
 // cancelled before the message came does not take it.
 func TestNodeCopy(t *testing.T) {
-	if !launchtest.IsWorker() {
-		skipRepeatPass(t)
-		prov, env := provEnv("native", copyEnv())
-		launchtest.Run(t, 2, prov, 60*time.Second, env...)
+	if launchCopy(t) {
 		return
 	}
 	slot, cp := copyLimits(t)
@@ -340,10 +350,7 @@ func TestNodeCopyPeerDies(t *testing.T) {
 // copy too, one that does not takes another path; a receive with another
 // type signature fails with ErrInvalid. Every byte is checked.
 func TestNodeCopyTyped(t *testing.T) {
-	if !launchtest.IsWorker() {
-		skipRepeatPass(t)
-		prov, env := provEnv("native", copyEnv())
-		launchtest.Run(t, 2, prov, 60*time.Second, env...)
+	if launchCopy(t) {
 		return
 	}
 	slot, cp := copyLimits(t)
@@ -745,10 +752,7 @@ func nodeWayRank(t *testing.T, way string) {
 // both; every message, whichever way its fragments took, arrives byte
 // for byte.
 func TestNodeFill(t *testing.T) {
-	if !launchtest.IsWorker() {
-		skipRepeatPass(t)
-		prov, env := provEnv("native", copyEnv())
-		launchtest.Run(t, 2, prov, 60*time.Second, env...)
+	if launchCopy(t) {
 		return
 	}
 	const n, k = 1 << 17, 16 // float64s of the packed stream (1 MiB), messages
