@@ -52,6 +52,9 @@ type Coll struct {
 	watch   *procGroup // the process group whose failure ends this handle's waits
 	up      *Coll      // for the leaders' handle: the handle it serves
 	inHier  bool       // the call in progress is hierarchical
+	polls   bool       // its waits in process memory poll rather than park (park.go)
+	big     bool       // a call of parkMax bytes or more was made, the last as call bigAt
+	bigAt   uint32     // (see big)
 	broken  error      // the failure that left the communicator unknown
 	freed   bool
 	scratch [numScratch][]uint64

@@ -78,6 +78,19 @@ func SymmetricLocal(c *Coll) bool {
 	return c != nil && c.hier != nil && c.hier.procs == 1 && c.hier.g.sym
 }
 
+// Parks reports whether the waits of c's process group in process memory
+// park their goroutines (park.go).
+func Parks(c *Coll) bool {
+	return c != nil && c.hier != nil && c.hier.g.park != nil
+}
+
+// ParkCalm is parkCalm: the calls after a large one that poll.
+const ParkCalm = parkCalm
+
+// WatchdogRunning reports whether the goroutine that wakes parked
+// handles runs.
+func WatchdogRunning() bool { return watchdog.running.Load() }
+
 // StoreEstimates reports c's estimates (ns per byte; 0: not measured) of
 // Allreduce calls of nbytes with streamed and with plain copies.
 func StoreEstimates(c *Coll, nbytes int) (stream, plain float64) {

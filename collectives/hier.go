@@ -218,6 +218,11 @@ type procGroup struct {
 	ranks []int // comm ranks, ascending; ranks[0] leads
 	slots []groupSlot
 	sym   bool // small calls may take symmetric steps (hiersym.go)
+	// fits: no more handles than GOMAXPROCS when the group was made; park,
+	// where they are more: waits in process memory park the handle's
+	// goroutine (park.go).
+	fits bool
+	park *parking
 	// state is seq<<2 | phase: the last call whose release began
 	// (phWriting: the leader writes into the members' buffers) or ended
 	// (phDone), or phFailed for good.
@@ -419,7 +424,10 @@ func setupHier(ctx context.Context, c *Coll) (*hier, error) {
 	}
 	g := registry.m[key]
 	if g == nil {
-		g = &procGroup{ranks: ranks, slots: make([]groupSlot, len(ranks)), sym: symFits(len(ranks))}
+		g = &procGroup{ranks: ranks, slots: make([]groupSlot, len(ranks)), sym: symFits(len(ranks)), fits: len(ranks) <= runtime.GOMAXPROCS(0)}
+		if !g.fits {
+			g.park = newParking(len(ranks))
+		}
 		registry.m[key] = g
 	}
 	g.joined++
@@ -462,7 +470,7 @@ func (c *Coll) hierNote(ctx context.Context) error {
 		if err := c.settle(ctx); err != nil {
 			return err
 		}
-		publish(&c.hier.g.slots[c.hier.li].pub, uint64(c.seq)<<32|slotFlat)
+		c.hier.g.publishSlot(c.hier.li, uint64(c.seq)<<32|slotFlat, false)
 	}
 	return nil
 }
@@ -489,7 +497,7 @@ func (c *Coll) hierLeave(ctx context.Context, send []byte) error {
 	c.estage[seq&1] = st
 	sl := &h.g.slots[h.li]
 	sl.send, sl.recv = st, nil
-	publish(&sl.pub, uint64(seq)<<32|c.sig<<2&sigBitsMask|slotArrived)
+	h.g.publishSlot(h.li, uint64(seq)<<32|c.sig<<2&sigBitsMask|slotArrived, true)
 	c.early, c.leftEarly = seq, true
 	return nil
 }
@@ -541,6 +549,7 @@ func (g *procGroup) markFailed(err error, rank int, seq uint32) {
 		}
 		if g.state.CompareAndSwap(v, v&^3|phFailed) {
 			g.failure.CompareAndSwap(nil, &groupFailure{err: err, rank: rank, seq: seq})
+			g.wake()
 			return
 		}
 	}
@@ -555,6 +564,7 @@ func (g *procGroup) begin(seq uint32) error {
 			return g.failed()
 		}
 		if g.state.CompareAndSwap(v, uint64(seq)<<2|phWriting) {
+			g.wake() // (members write their parts of a shared release)
 			return nil
 		}
 	}
@@ -577,17 +587,19 @@ func (c *Coll) hierArrive(ctx context.Context, send, recv []byte) (leader bool, 
 	}
 	seq := c.seq
 	mark := uint64(seq)<<32 | c.sig<<2&sigBitsMask | slotArrived
-	publish(&s.pub, mark)
+	g.publishSlot(h.li, mark, true)
 	if h.li != 0 {
 		return false, c.hierWaitDone(ctx, g, mark)
 	}
-	for i := 1; i < len(g.slots); i++ {
-		sl := &g.slots[i]
-		if err := c.hierSpin(ctx, func() (bool, error) {
-			v := sl.pub.Load()
+	// One wait for every member, in order (a parked leader then wakes
+	// once for each member it finds missing, not for each member).
+	i := 1
+	if err := c.hierSpin(ctx, func() (bool, error) {
+		for ; i < len(g.slots); i++ {
+			v := g.slots[i].pub.Load()
 			switch at := uint32(v >> 32); {
 			case at == seq && v&slotArrived != 0 && v&sigBitsMask == c.sig<<2&sigBitsMask:
-				return true, nil
+				continue
 			case at == seq || at > seq:
 				return false, fmt.Errorf("rank %d of this process called another collective, or with other arguments (call %d), where this rank is at %s #%d: %w",
 					g.ranks[i], at, c.call, seq, ErrInvalid)
@@ -596,9 +608,10 @@ func (c *Coll) hierArrive(ctx context.Context, send, recv []byte) (leader bool, 
 				return false, g.failed()
 			}
 			return false, nil
-		}, false, false); err != nil {
-			return true, err
 		}
+		return true, nil
+	}, false, false); err != nil {
+		return true, err
 	}
 	return true, nil
 }
@@ -682,7 +695,7 @@ func (c *Coll) hierRelease(write func()) error {
 // check (hierWaitDone): it lets them return.
 func (g *procGroup) done(seq uint32, mark uint64) {
 	publish(&g.out[seq&1], mark)
-	publish(&g.state, uint64(seq)<<2|phDone)
+	g.publish(&g.state, uint64(seq)<<2|phDone)
 }
 
 // hierReleaseShared (leader) is hierRelease with the writing shared:
@@ -719,7 +732,7 @@ func (c *Coll) hierReleaseShared(write func(i int)) error {
 // group (so that its other members, and a leader waiting on the network,
 // stop) and then the call, as every failure does.
 func (c *Coll) hierEnd(err error) error {
-	c.inHier = false
+	c.inHier, c.polls = false, false
 	if err == nil {
 		return c.done(nil)
 	}
@@ -759,6 +772,15 @@ func (c *Coll) hierSpin(ctx context.Context, cond func() (bool, error), member, 
 	var t0 time.Time
 	next := firstCheck
 	osYield := c.crowded && c.hier.procs > 1
+	var park *parking
+	if !node && !c.polls {
+		park = g.park
+	}
+	ready := func() bool {
+		ok, err := cond()
+		return ok || err != nil
+	}
+	sleeps := 0
 	for spins := 1; ; spins++ {
 		ok, err := cond()
 		if err != nil {
@@ -772,7 +794,12 @@ func (c *Coll) hierSpin(ctx context.Context, cond func() (bool, error), member, 
 		if ok {
 			return nil
 		}
-		if spins%pollClock == 0 {
+		slept := park != nil && spins >= parkPolls
+		if slept {
+			park.sleep(c.hier.li, ready)
+			sleeps++
+		}
+		if slept && sleeps%parkChecks == 0 || spins%pollClock == 0 {
 			select {
 			case <-done:
 				if !member {
@@ -801,7 +828,7 @@ func (c *Coll) hierSpin(ctx context.Context, cond func() (bool, error), member, 
 		}
 		if node {
 			c.pause(spins)
-		} else if spins >= hierSpinPolls {
+		} else if !slept && spins >= hierSpinPolls && (spins%fitYieldEvery == 0 || !g.fits || c.crowded) {
 			if osYield && spins%16 == 0 {
 				syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 			} else {
@@ -813,6 +840,14 @@ func (c *Coll) hierSpin(ctx context.Context, cond func() (bool, error), member, 
 
 // hierSpinPolls is how many polls a group wait spins before it yields.
 const hierSpinPolls = 32
+
+// fitYieldEvery is how often past hierSpinPolls a group wait yields
+// where every handle of the group has a P of its own (procGroup.fits) on
+// an uncrowded machine: the member it waits for is running, and a Gosched
+// that finds nothing else to run still costs 100–200 ns, which a wait
+// of one cache line's crossing (250–500 ns between the cores of a VM)
+// then pays on top.
+const fitYieldEvery = 256
 
 // withdraw fails the group for call seq on behalf of a member whose
 // context ended, unless the leader has begun writing its result; it
@@ -828,6 +863,7 @@ func (g *procGroup) withdraw(seq uint32, rank int, err error) bool {
 		}
 		if g.state.CompareAndSwap(v, v&^3|phFailed) {
 			g.failure.CompareAndSwap(nil, &groupFailure{err: err, rank: rank, seq: seq})
+			g.wake()
 			return true
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"os"
 	"runtime"
 	"sync"
@@ -534,10 +535,24 @@ func BenchmarkAllreduce8OSU(b *testing.B) {
 // same loop over 4 goroutines with no library, each Allreduce and Barrier
 // one bare round (every goroutine publishes its value and call number in
 // its own cache line, the first one waits for all, sums and publishes
-// the call number; the others wait for it), waits yielding to the Go
-// scheduler after 32 polls as the library's do. With fewer cores than
-// goroutines this is what the scheduler's hand-offs cost.
+// the call number; the others wait for it). With fewer cores than
+// goroutines this is what the scheduler's hand-offs cost: "yield" waits
+// call runtime.Gosched after 32 polls, as the library's did before its
+// groups parked; "park" waits park on a channel after 4 polls, the last
+// goroutine to publish wakes the first, and the first's release wakes
+// the others, as the library's groups of more handles than GOMAXPROCS do
+// (park.go).
 func BenchmarkAllreduce8Floor(b *testing.B) {
+	for _, park := range []bool{false, true} {
+		name := "yield"
+		if park {
+			name = "park"
+		}
+		b.Run(name, func(b *testing.B) { allreduceFloor(b, park) })
+	}
+}
+
+func allreduceFloor(b *testing.B, park bool) {
 	const n = 4
 	type line struct {
 		pub atomic.Uint64
@@ -547,10 +562,34 @@ func BenchmarkAllreduce8Floor(b *testing.B) {
 	lines := make([]line, n)
 	var rel atomic.Uint64
 	var result float64
-	wait := func(cond func() bool) {
+	var sleepers atomic.Uint64
+	wake := make([]chan struct{}, n)
+	for i := range wake {
+		wake[i] = make(chan struct{}, 1)
+	}
+	wakeMask := func(m uint64) {
+		if sleepers.Load()&m == 0 {
+			return
+		}
+		for v := sleepers.And(^m) & m; v != 0; v &= v - 1 {
+			select {
+			case wake[bits.TrailingZeros64(v)] <- struct{}{}:
+			default:
+			}
+		}
+	}
+	wait := func(r int, cond func() bool) {
 		for s := 0; !cond(); s++ {
-			if s >= 32 {
+			switch {
+			case !park && s >= 32:
 				runtime.Gosched()
+			case park && s >= 4:
+				sleepers.Or(1 << r)
+				if cond() {
+					sleepers.And(^uint64(1 << r))
+					return
+				}
+				<-wake[r]
 			}
 		}
 	}
@@ -558,16 +597,26 @@ func BenchmarkAllreduce8Floor(b *testing.B) {
 		lines[r].v = 1
 		lines[r].pub.Store(call)
 		if r != 0 {
-			wait(func() bool { return rel.Load() >= call })
+			if park {
+				last := true
+				for q := 1; q < n; q++ {
+					last = last && lines[q].pub.Load() == call
+				}
+				if last {
+					wakeMask(1)
+				}
+			}
+			wait(r, func() bool { return rel.Load() >= call })
 			return
 		}
 		sum := 0.0
 		for q := range lines {
-			wait(func() bool { return lines[q].pub.Load() == call })
+			wait(0, func() bool { return lines[q].pub.Load() == call })
 			sum += lines[q].v
 		}
 		result = sum
 		rel.Store(call)
+		wakeMask(^uint64(1))
 	}
 	var wg sync.WaitGroup
 	times := make([]time.Duration, n)
@@ -699,12 +748,114 @@ func TestHierSymmetric(t *testing.T) {
 	for _, m := range []int{2, 3, 5} {
 		t.Run(fmt.Sprintf("p%d", m), func(t *testing.T) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(m, runtime.GOMAXPROCS(0))))
+			mixedLocal(t, handles(t, m), func(c *C.Coll) error {
+				if !C.SymmetricLocal(c) {
+					return fmt.Errorf("%d handles with GOMAXPROCS %d: no symmetric steps", c.Size(), runtime.GOMAXPROCS(0))
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestHierParked: among 2, 3 and 5 handles of one process with
+// GOMAXPROCS 1, more handles than Go runs at once, the waits in process
+// memory park their goroutines (park.go): the calls of TestHierSymmetric
+// and a large Allgather whose members write their own parts
+// (hierReleaseShared, whose waits poll) give the right results, a mismatch and a member whose context ends fail every call
+// at once, a parked member whose context ends returns within parkChecks
+// watchdog ticks, and the watchdog stops once nothing is parked.
+func TestHierParked(t *testing.T) {
+	for _, m := range []int{2, 3, 5} {
+		t.Run(fmt.Sprintf("p%d", m), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 			eps := handles(t, m)
+			mixedLocal(t, eps, func(c *C.Coll) error {
+				if !C.Parks(c) {
+					return fmt.Errorf("%d handles with GOMAXPROCS %d: waits do not park", c.Size(), runtime.GOMAXPROCS(0))
+				}
+				return nil
+			})
+			ctx := tctx(t, 30*time.Second)
+			runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+				p, r := c.Size(), c.Rank()
+				k := C.ShareMin / 4
+				send := make([]int32, k)
+				for i := range send {
+					send[i] = int32(r*k + i)
+				}
+				recv := make([]int32, p*k)
+				for it := 0; it < 20; it++ {
+					clear(recv)
+					if err := C.Allgather(ctx, c, send, recv); err != nil {
+						return fmt.Errorf("Allgather %d: %w", it, err)
+					}
+					for i, v := range recv {
+						if v != int32(i) {
+							return fmt.Errorf("Allgather %d: [%d] %d", it, i, v)
+						}
+					}
+				}
+				// The calls after a large one poll too: these let the
+				// next ones park again.
+				for range C.ParkCalm {
+					if err := C.Barrier(ctx, c); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			t.Run("absent", func(t *testing.T) {
+				// The leader never comes: the members park until their
+				// contexts end, the watchdog waking them.
+				ctx := tctx(t, 30*time.Second)
+				start := time.Now()
+				errs := onHandles(ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+					if c.Rank() == 0 {
+						time.Sleep(50 * time.Millisecond)
+						if !C.WatchdogRunning() {
+							return errors.New("no watchdog while members are parked")
+						}
+						return nil
+					}
+					ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+					defer cancel()
+					if err := C.Barrier(ctx, c); !errors.Is(err, context.DeadlineExceeded) {
+						return fmt.Errorf("Barrier without the leader: %v, want its deadline", err)
+					}
+					return nil
+				})
+				for i, err := range errs {
+					if err != nil {
+						t.Errorf("handle %d: %v", i, err)
+					}
+				}
+				if took := time.Since(start); took > quick {
+					t.Errorf("took %v", took)
+				}
+			})
+			deadline := time.Now().Add(5 * time.Second)
+			for C.WatchdogRunning() && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if C.WatchdogRunning() {
+				t.Error("the watchdog still runs with nothing parked")
+			}
+		})
+	}
+}
+
+// mixedLocal runs TestHierSymmetric's calls over handles eps of one
+// process, check first on every handle.
+func mixedLocal(t *testing.T, eps []*endpoint.Comm, check func(c *C.Coll) error) {
+	t.Helper()
+	{
+		{
 			ctx := tctx(t, 60*time.Second)
 			runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
 				p, r := c.Size(), c.Rank()
-				if !C.SymmetricLocal(c) {
-					return fmt.Errorf("%d handles with GOMAXPROCS %d: no symmetric steps", p, runtime.GOMAXPROCS(0))
+				if err := check(c); err != nil {
+					return err
 				}
 				det, err := C.New(ctx, c.Comm(), C.Deterministic(true))
 				if err != nil {
@@ -832,7 +983,7 @@ func TestHierSymmetric(t *testing.T) {
 				}
 			})
 			t.Run("cancel", func(t *testing.T) { cancelledMember(t, eps) })
-		})
+		}
 	}
 }
 

@@ -17,6 +17,10 @@ import (
 // marks it hierarchical, so that a rank running it flat is a mismatch).
 func (c *Coll) hierReady(ctx context.Context, s callSig) error {
 	c.inHier = true
+	if nb := s.count * s.esize; s.count < 0 || nb >= parkMax && (s.call != callBcast || nb > stageMax) {
+		c.bigAt, c.big = c.seq, true
+	}
+	c.polls = c.big && c.seq-c.bigAt < parkCalm
 	s.alg = algHier
 	if ng := c.hier.ng; ng != nil && (c.own != nil || ng.turn.Load() != ng.tickets) {
 		// A nonblocking call, or one after nonblocking calls that hold
@@ -151,7 +155,7 @@ func (c *Coll) hierBcastStaged(ctx context.Context, b []byte, root int) error {
 	}
 	sl := &g.slots[h.li]
 	sl.send, sl.recv = nil, nil
-	publish(&sl.pub, mark)
+	g.publishSlot(h.li, mark, false)
 	if h.li != 0 {
 		if err := c.hierWaitDone(ctx, g, mark); err != nil {
 			return err

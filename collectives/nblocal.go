@@ -98,6 +98,9 @@ func (c *Coll) runLocal(s callSig, send, recv []byte, work func(slots []nbSlot))
 		return c.fail(err)
 	}
 	g.slots[h.li].pub.Store(uint64(seq)<<32 | slotFlat)
+	if g.park != nil { // a leader waiting for this member in a blocking call: a mismatch
+		g.park.wakeOne(0)
+	}
 	at := &g.nb[seq%nbCalls]
 	e := at.Load()
 	if old := e; e == nil || e.seq != seq && e.state.Load() == nbFailed {
