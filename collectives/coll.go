@@ -53,8 +53,7 @@ type Coll struct {
 	up      *Coll      // for the leaders' handle: the handle it serves
 	inHier  bool       // the call in progress is hierarchical
 	polls   bool       // its waits in process memory poll rather than park (park.go)
-	big     bool       // a call of parkMax bytes or more was made, the last as call bigAt
-	bigAt   uint32     // (see big)
+	calmAt  uint32     // the first call after the last large one that may park again (park.go)
 	broken  error      // the failure that left the communicator unknown
 	freed   bool
 	scratch [numScratch][]uint64

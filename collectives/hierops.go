@@ -18,9 +18,9 @@ import (
 func (c *Coll) hierReady(ctx context.Context, s callSig) error {
 	c.inHier = true
 	if nb := s.count * s.esize; s.count < 0 || nb >= parkMax && (s.call != callBcast || nb > stageMax) {
-		c.bigAt, c.big = c.seq, true
+		c.calmAt = c.seq + parkCalm
 	}
-	c.polls = c.big && c.seq-c.bigAt < parkCalm
+	c.polls = int32(c.seq-c.calmAt) < 0
 	s.alg = algHier
 	if ng := c.hier.ng; ng != nil && (c.own != nil || ng.turn.Load() != ng.tickets) {
 		// A nonblocking call, or one after nonblocking calls that hold

@@ -35,7 +35,7 @@ type parking struct {
 
 // parkMax: calls of this many bytes per rank or more, and the parkCalm
 // calls after one, poll.
-var parkMax = 16 << 10
+const parkMax = 16 << 10
 
 // parkCalm: see parkMax.
 const parkCalm = 8
@@ -113,20 +113,24 @@ func (g *procGroup) wake() {
 	}
 }
 
-// wakeAll unparks every handle parked, or about to park, in p.
-func (p *parking) wakeAll() {
+// wakeAll unparks every handle parked, or about to park, in p, and
+// reports whether there was one.
+func (p *parking) wakeAll() (any bool) {
 	for i := range p.words {
 		w := &p.words[i]
 		if w.Load() == 0 {
 			continue
 		}
-		for v := w.Swap(0); v != 0; v &= v - 1 {
+		v := w.Swap(0)
+		any = any || v != 0
+		for ; v != 0; v &= v - 1 {
 			select {
 			case p.wake[i*64+bits.TrailingZeros64(v)] <- struct{}{}:
 			default: // a token is waiting already
 			}
 		}
 	}
+	return any
 }
 
 // wakeOne unparks handle i if it is parked, or about to park.
@@ -197,12 +201,7 @@ func watchParked() {
 				continue // its group is gone
 			}
 			live = append(live, wp)
-			for i := range p.words {
-				if p.words[i].Load() != 0 {
-					any = true
-				}
-			}
-			p.wakeAll()
+			any = p.wakeAll() || any
 		}
 		clear(watchdog.groups[len(live):])
 		watchdog.groups = live
