@@ -43,7 +43,7 @@ func Alltoall[T any](ctx context.Context, c *Coll, send, recv []T) error {
 	if send != nil && c.localNB(CollAlltoall) {
 		nb := n * es
 		return c.runLocal(callSig{call: callAlltoall, root: -1, count: n, esize: es, alg: algLocal}, bytesOf(send), bytesOf(recv),
-			func(slots []nbSlot) { localAlltoall(slots, nb) })
+			noGive, func(slots []nbSlot) { localAlltoall(slots, nb) })
 	}
 	if err := c.ready(ctx, callSig{call: callAlltoall, root: -1, count: n, esize: es}); err != nil {
 		return c.fail(err)

@@ -16,7 +16,7 @@ func Barrier(ctx context.Context, c *Coll) error {
 		return hierBarrier(ctx, c)
 	}
 	if c.localNB(CollBarrier) {
-		return c.runLocal(callSig{call: callBarrier, root: -1, alg: algLocal}, nil, nil, func([]nbSlot) {})
+		return c.runLocal(callSig{call: callBarrier, root: -1, alg: algLocal}, nil, nil, noGive, func([]nbSlot) {})
 	}
 	if err := c.ready(ctx, callSig{call: callBarrier, root: -1, alg: Dissemination}); err != nil {
 		return c.fail(err)
@@ -49,8 +49,8 @@ func Bcast[T any](ctx context.Context, c *Coll, buf []T, root int) error {
 		return hierBcast(ctx, c, b, root, callSig{call: callBcast, root: root, count: len(buf), esize: es})
 	}
 	if c.localNB(CollBcast) {
-		return c.runLocal(callSig{call: callBcast, root: root, count: len(buf), esize: es, alg: algLocal}, nil, b,
-			func(slots []nbSlot) { localBcast(slots, root) })
+		return c.runLocal(callSig{call: callBcast, root: root, count: len(buf), esize: es, alg: algLocal}, b, b,
+			fromRoot(c, len(b), 0, root), func(slots []nbSlot) { localBcast(slots, root) })
 	}
 	alg := c.cfg.pick(CollBcast, len(b), c.size)
 	if err := c.ready(ctx, callSig{call: callBcast, root: root, count: len(buf), esize: es, alg: alg}); err != nil {

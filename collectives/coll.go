@@ -79,6 +79,8 @@ type Coll struct {
 	leftEarly bool
 	estage    [2][]byte
 	local     *nbLocal    // the clone's call through process memory, while it waits (nblocal.go)
+	take      []byte      // where the clone takes its part of that call's stage, and
+	takeFrom  []byte      // the part (nblocal.go)
 	cond      func() bool // the clone's round when it waits for a condition, not requests
 	ticket    uint32      // the call's ticket for the node level plus one (0: none; nbnode.go)
 	symAt     uint32      // the last call in which this handle saw every member of its process arrive at a symmetric step (hiersym.go)

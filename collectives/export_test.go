@@ -100,3 +100,10 @@ func StoreEstimates(c *Coll, nbytes int) (stream, plain float64) {
 	}
 	return p.Estimate(storeStream, nbytes), p.Estimate(storePlain, nbytes)
 }
+
+// NbCalls is nbCalls: the calls through process memory in flight at
+// once, and how far a member that gives may run ahead of the others.
+const NbCalls = nbCalls
+
+// GiveMax is giveMax: the largest copy a member that gives makes.
+const GiveMax = giveMax

@@ -27,7 +27,7 @@ func Gather[T any](ctx context.Context, c *Coll, send, recv []T, root int) error
 	case algLocal:
 		nb := len(mine)
 		return c.runLocal(callSig{call: callGather, root: root, count: nb, esize: 1, alg: algLocal}, mine, all,
-			func(slots []nbSlot) { localGather(slots, nb, root) })
+			toRoot(c, nb, root), func(slots []nbSlot) { localGather(slots, nb, root) })
 	case Linear:
 		return c.done(c.gatherLinear(ctx, mine, all, root))
 	}
@@ -222,8 +222,16 @@ func Scatter[T any](ctx context.Context, c *Coll, send, recv []T, root int) erro
 		return hierScatterFrom(ctx, c, all, mine, root)
 	case algLocal:
 		nb := len(mine)
+		give := fromRoot(c, c.size*nb, nb, root)
+		if give.at >= 0 {
+			// The root, which leaves at once, takes its own block now.
+			if &mine[0] != &all[root*nb] {
+				copy(mine, all[root*nb:(root+1)*nb])
+			}
+			mine = nil
+		}
 		return c.runLocal(callSig{call: callScatter, root: root, count: nb, esize: 1, alg: algLocal}, all, mine,
-			func(slots []nbSlot) { localScatter(slots, nb, root) })
+			give, func(slots []nbSlot) { localScatter(slots, nb, root) })
 	case Linear:
 		return c.done(c.scatterLinear(ctx, all, mine, root))
 	}
@@ -326,7 +334,7 @@ func Allgather[T any](ctx context.Context, c *Coll, send, recv []T) error {
 	}
 	if c.localNB(CollAllgather) {
 		return c.runLocal(callSig{call: callAllgather, root: -1, count: n, esize: es, alg: algLocal}, bytesOf(send), all,
-			func(slots []nbSlot) { localAllgather(slots, nb) })
+			noGive, func(slots []nbSlot) { localAllgather(slots, nb) })
 	}
 	alg := c.cfg.pick(CollAllgather, c.size*n*es, c.size)
 	if err := c.ready(ctx, callSig{call: callAllgather, root: -1, count: n, esize: es, alg: alg}); err != nil {

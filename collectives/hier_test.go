@@ -498,6 +498,47 @@ func BenchmarkAllreduce8(b *testing.B) {
 // process (each call timed alone, then an untimed Barrier); the metric
 // ns/call is the ranks' mean time per Allreduce, as osu reports it.
 func BenchmarkAllreduce8OSU(b *testing.B) {
+	osuLocal(b, true, func(ctx context.Context, c *C.Coll, x []float64) error {
+		return C.Allreduce(ctx, c, nil, x, C.Sum[float64]())
+	})
+}
+
+// BenchmarkNonblockingOSU: the same loop for the nonblocking forms
+// through process memory, each started and then waited for (OSU's pure
+// latency), 8 bytes: what a call costs over its blocking form.
+func BenchmarkNonblockingOSU(b *testing.B) {
+	wait := func(ctx context.Context, q *C.Request, err error) error {
+		if err != nil {
+			return err
+		}
+		return q.Wait(ctx)
+	}
+	calls := []struct {
+		name string
+		call func(ctx context.Context, c *C.Coll, x []float64) error
+	}{
+		{"Ibarrier", func(ctx context.Context, c *C.Coll, x []float64) error {
+			q, err := C.Ibarrier(c)
+			return wait(ctx, q, err)
+		}},
+		{"Ibcast", func(ctx context.Context, c *C.Coll, x []float64) error {
+			q, err := C.Ibcast(c, x, 0)
+			return wait(ctx, q, err)
+		}},
+		{"Iallreduce", func(ctx context.Context, c *C.Coll, x []float64) error {
+			q, err := C.Iallreduce(c, nil, x, C.Sum[float64]())
+			return wait(ctx, q, err)
+		}},
+	}
+	for _, k := range calls {
+		b.Run(k.name, func(b *testing.B) { osuLocal(b, k.name != "Ibarrier", k.call) })
+	}
+}
+
+// osuLocal runs OSU's loop of call over 4 handles of this process,
+// with a Barrier after each call if barrier is set (OSU's barrier
+// tests have none).
+func osuLocal(b *testing.B, barrier bool, call func(ctx context.Context, c *C.Coll, x []float64) error) {
 	eps := handles(b, 4)
 	ctx := context.Background()
 	var mu sync.Mutex
@@ -510,10 +551,13 @@ func BenchmarkAllreduce8OSU(b *testing.B) {
 		var t time.Duration
 		for i := 0; i < b.N; i++ {
 			t0 := time.Now()
-			if err := C.Allreduce(ctx, c, nil, x, C.Sum[float64]()); err != nil {
+			if err := call(ctx, c, x); err != nil {
 				return err
 			}
 			t += time.Since(t0)
+			if !barrier {
+				continue
+			}
 			if err := C.Barrier(ctx, c); err != nil {
 				return err
 			}

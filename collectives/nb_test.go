@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -478,6 +479,217 @@ func TestNonblockingLastArriver(t *testing.T) {
 	for i, err := range errs {
 		if err != nil {
 			t.Errorf("handle %d: %v", i, err)
+		}
+	}
+}
+
+// TestNonblockingGivers: over handles of one process, a member whose
+// result needs nobody's data (the root of an Ibcast or Iscatter, the
+// other ranks of an Ireduce or Igather) completes its request when it
+// starts it, of up to GiveMax bytes, while the others have not started
+// theirs; a larger one waits; and a root that gives runs at most NbCalls
+// calls ahead of the others, with every call's data intact. That holds
+// where the handles outnumber the Ps; two handles on two Ps give
+// nothing.
+func TestNonblockingGivers(t *testing.T) {
+	const p = 4
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // more handles than Ps: members give
+	eps := handles(t, p)
+	ctx := tctx(t, 60*time.Second)
+	var ahead sync.WaitGroup
+	ahead.Add(1)
+	gave := make([]sync.WaitGroup, 4) // by call: its givers have started it
+	for i, n := range []int{1, p - 1, p - 1, 1} {
+		gave[i].Add(n)
+	}
+	var rootDone atomic.Int32
+	const runs = 2*C.NbCalls + 5
+	errs, _ := each(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+		r := c.Rank()
+		if !C.Parks(c) {
+			return fmt.Errorf("%d handles with GOMAXPROCS %d: the group fits", p, runtime.GOMAXPROCS(0))
+		}
+		bc := make([]byte, 100)
+		big := make([]byte, C.GiveMax+8)
+		if r == 1 {
+			for i := range bc {
+				bc[i] = byte(i + 7)
+			}
+			big[C.GiveMax] = 9
+		}
+		red := []float64{float64(r), 1}
+		gat := make([]int32, 2*p)
+		sc := []int16{0, 1, 10, 11, 20, 21, 30, 31}
+		scr := make([]int16, 2)
+		type call struct {
+			name  string
+			gives bool
+			start func() (*C.Request, error)
+		}
+		calls := []call{
+			{"Ibcast", r == 1, func() (*C.Request, error) { return C.Ibcast(c, bc, 1) }},
+			{"Ireduce", r != 3, func() (*C.Request, error) {
+				if r == 3 {
+					return C.Ireduce(c, nil, red, C.Max[float64](), 3) // in place
+				}
+				return C.Ireduce(c, red, nil, C.Max[float64](), 3)
+			}},
+			{"Igather", r != 3, func() (*C.Request, error) { return C.Igather(c, []int32{int32(r), int32(-r)}, gat, 3) }},
+			{"Iscatter", r == 0, func() (*C.Request, error) { return C.Iscatter(c, sc, scr, 0) }},
+			{"Ibcast large", false, func() (*C.Request, error) { return C.Ibcast(c, big, 1) }},
+		}
+		// Each call in turn: its givers start it and find it done, then
+		// the others start it.
+		var wait []*C.Request
+		for i, k := range calls[:4] {
+			if !k.gives {
+				gave[i].Wait()
+				q, err := k.start()
+				if err != nil {
+					return fmt.Errorf("%s: %w", k.name, err)
+				}
+				wait = append(wait, q)
+				continue
+			}
+			q, err := k.start()
+			var done bool
+			if err == nil {
+				done, err = q.Test()
+			}
+			gave[i].Done()
+			if err != nil || !done {
+				return fmt.Errorf("%s: a member that gives: done %v, %v at its start", k.name, done, err)
+			}
+		}
+		for _, q := range wait {
+			if err := q.Wait(ctx); err != nil {
+				return err
+			}
+		}
+		if r == 3 && (red[0] != 3 || red[1] != 1) {
+			return fmt.Errorf("Ireduce in place at rank 3: %v, want [3 1]", red)
+		}
+		// Larger than GiveMax: the root waits for the others.
+		if r == 1 {
+			release := sync.OnceFunc(ahead.Done)
+			defer release()
+			q, err := calls[4].start()
+			if err != nil {
+				return err
+			}
+			done, _ := q.Test()
+			release()
+			if done {
+				return fmt.Errorf("Ibcast of %d bytes: the root's request done before the others started", len(big))
+			}
+			if err := q.Wait(ctx); err != nil {
+				return err
+			}
+		} else {
+			ahead.Wait()
+			q, err := calls[4].start()
+			if err == nil {
+				err = q.Wait(ctx)
+			}
+			if err != nil {
+				return err
+			}
+			if big[C.GiveMax] != 9 {
+				return fmt.Errorf("Ibcast of %d bytes: byte %d = %d", len(big), C.GiveMax, big[C.GiveMax])
+			}
+		}
+		for i, v := range bc {
+			if v != byte(i+7) {
+				return fmt.Errorf("Ibcast: byte %d = %d", i, v)
+			}
+		}
+		if r == 3 {
+			for q := range p {
+				if gat[2*q] != int32(q) || gat[2*q+1] != int32(-q) {
+					return fmt.Errorf("Igather: %v", gat)
+				}
+			}
+		}
+		if scr[0] != int16(10*r) || scr[1] != int16(10*r+1) {
+			return fmt.Errorf("Iscatter: %v", scr)
+		}
+		// The root runs ahead by NbCalls calls, no more, until the
+		// others start theirs.
+		if err := C.Barrier(ctx, c); err != nil {
+			return err
+		}
+		vals := make([][]uint32, runs)
+		for i := range vals {
+			vals[i] = make([]uint32, 3)
+			if r == 0 {
+				vals[i][0], vals[i][2] = uint32(i), uint32(i*i)
+			}
+		}
+		if r != 0 {
+			deadline := time.Now().Add(10 * time.Second)
+			for rootDone.Load() < C.NbCalls && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(20 * time.Millisecond)
+			if n := rootDone.Load(); n != C.NbCalls {
+				return fmt.Errorf("the root completed %d Ibcasts before the others started; want %d", n, C.NbCalls)
+			}
+		}
+		for i := range runs {
+			q, err := C.Ibcast(c, vals[i], 0)
+			if err == nil {
+				err = q.Wait(ctx)
+			}
+			if err != nil {
+				return fmt.Errorf("Ibcast %d of %d: %w", i, runs, err)
+			}
+			if r == 0 {
+				rootDone.Add(1)
+			}
+		}
+		for i, v := range vals {
+			if v[0] != uint32(i) || v[1] != 0 || v[2] != uint32(i*i) {
+				return fmt.Errorf("Ibcast %d of the run ahead: %v", i, v)
+			}
+		}
+		return nil
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("handle %d: %v", i, err)
+		}
+	}
+	// Two handles on two Ps: one copy by the last member, no stage.
+	runtime.GOMAXPROCS(2)
+	var started sync.WaitGroup
+	started.Add(1)
+	errs, _ = each(t, ctx, handles(t, 2), nil, func(ctx context.Context, c *C.Coll) error {
+		x := []int64{int64(c.Rank())}
+		if c.Rank() == 1 {
+			started.Wait()
+		}
+		q, err := C.Ibcast(c, x, 0)
+		if err != nil {
+			return err
+		}
+		if c.Rank() == 0 {
+			done, _ := q.Test()
+			started.Done()
+			if done {
+				return fmt.Errorf("2 handles on 2 Ps: the root's Ibcast done before the other started")
+			}
+		}
+		if err := q.Wait(ctx); err != nil {
+			return err
+		}
+		if x[0] != 0 {
+			return fmt.Errorf("Ibcast: %d", x[0])
+		}
+		return nil
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("2 handles, handle %d: %v", i, err)
 		}
 	}
 }

@@ -52,7 +52,7 @@ func Reduce[T any](ctx context.Context, c *Coll, send, recv []T, op Op[T], root 
 	}
 	if c.localNB(CollReduce) {
 		return c.runLocal(callSig{call: callReduce, root: root, count: n, esize: es, op: op.code, alg: algLocal}, bytesOf(src), bytesOf(res),
-			func(slots []nbSlot) {
+			toRoot(c, n*es, root), func(slots []nbSlot) {
 				out := elems[T](slots[root].recv)
 				if root == 0 || !overlap(slots[root].send, slots[root].recv) {
 					localReduce(slots, out, &op)
@@ -266,7 +266,7 @@ func Allreduce[T any](ctx context.Context, c *Coll, send, recv []T, op Op[T]) er
 	}
 	if c.localNB(CollAllreduce) {
 		return c.runLocal(callSig{call: callAllreduce, root: -1, count: n, esize: es, op: op.code, alg: algLocal}, bytesOf(send), bytesOf(recv),
-			func(slots []nbSlot) {
+			noGive, func(slots []nbSlot) {
 				acc := elems[T](slots[0].recv) // every other contribution is read before any other recv is written
 				localReduce(slots, acc, &op)
 				for _, s := range slots[1:] {
