@@ -212,6 +212,7 @@ func (c *Coll) runLocal(s callSig, send, recv []byte, give nbGive, work func(slo
 	if st := e.state.Load(); st == nbFailing || st == nbFailed {
 		return c.fail(e.failure())
 	}
+	gave := false
 	if give.size > 0 && len(e.stage) == give.size {
 		if give.fromRoot {
 			return c.fromRootLocal(at, e, send, recv, give)
@@ -221,7 +222,7 @@ func (c *Coll) runLocal(s callSig, send, recv []byte, give nbGive, work func(slo
 			// which the call does not read after this.
 			st := e.stage[give.at : give.at+len(send)]
 			copy(st, send)
-			send = st
+			send, gave = st, true
 		}
 	}
 	e.slots[h.li] = nbSlot{send, recv}
@@ -237,7 +238,7 @@ func (c *Coll) runLocal(s callSig, send, recv []byte, give nbGive, work func(slo
 		e.state.Store(nbDone)
 		return c.done(nil)
 	}
-	if give.size > 0 && give.at >= 0 {
+	if gave {
 		return c.done(nil)
 	}
 	return c.waitLocal(e)
@@ -249,22 +250,25 @@ func (c *Coll) runLocal(s callSig, send, recv []byte, give nbGive, work func(slo
 // when it arrives, else once its schedule sees it (stepLocal). No member
 // writes another's buffer.
 func (c *Coll) fromRootLocal(at *atomic.Pointer[nbLocal], e *nbLocal, send, recv []byte, give nbGive) error {
-	arrive := func() {
-		if int(e.arrived.Add(1)) == len(e.slots) {
-			at.CompareAndSwap(e, nil)
-		}
-	}
 	if give.at >= 0 {
 		copy(e.stage, send)
 		if !e.state.CompareAndSwap(nbOpen, nbDone) {
 			return c.fail(e.failure())
 		}
-		arrive()
+		e.arrive(at)
 		return c.done(nil)
 	}
-	arrive()
+	e.arrive(at)
 	c.take, c.takeFrom = recv, e.stage[give.take:give.take+len(recv)]
 	return c.waitLocal(e)
+}
+
+// arrive counts a member of a call whose root gives; the last frees the
+// call's place in the ring.
+func (e *nbLocal) arrive(at *atomic.Pointer[nbLocal]) {
+	if int(e.arrived.Add(1)) == len(e.slots) {
+		at.CompareAndSwap(e, nil)
+	}
 }
 
 // took counts a member that took its part of e's stage; the last hands
