@@ -107,3 +107,7 @@ const NbCalls = nbCalls
 
 // GiveMax is giveMax: the largest copy a member that gives makes.
 const GiveMax = giveMax
+
+// LastRuns reports whether c's small Allreduces among the handles of its
+// process are run by their last member to arrive (hierArriveLast).
+func LastRuns(c *Coll) bool { return c.lastRuns() }

@@ -592,11 +592,14 @@ func BenchmarkAllreduce8Floor(b *testing.B) {
 		if park {
 			name = "park"
 		}
-		b.Run(name, func(b *testing.B) { allreduceFloor(b, park) })
+		b.Run(name, func(b *testing.B) { allreduceFloor(b, park, false) })
 	}
+	b.Run("last", func(b *testing.B) { allreduceFloor(b, true, true) })
 }
 
-func allreduceFloor(b *testing.B, park bool) {
+// allreduceFloor: with last, the goroutine that arrives last (an atomic
+// count) sums and releases, and the others park until it does.
+func allreduceFloor(b *testing.B, park, last bool) {
 	const n = 4
 	type line struct {
 		pub atomic.Uint64
@@ -637,9 +640,24 @@ func allreduceFloor(b *testing.B, park bool) {
 			}
 		}
 	}
+	var count atomic.Uint64
 	round := func(r int, call uint64) {
 		lines[r].v = 1
 		lines[r].pub.Store(call)
+		if last {
+			if count.Add(1) != call*n {
+				wait(r, func() bool { return rel.Load() >= call })
+				return
+			}
+			sum := 0.0
+			for q := range lines {
+				sum += lines[q].v
+			}
+			result = sum
+			rel.Store(call)
+			wakeMask(^uint64(1 << r))
+			return
+		}
 		if r != 0 {
 			if park {
 				last := true
@@ -808,6 +826,87 @@ func TestHierSymmetric(t *testing.T) {
 // and a large Allgather whose members write their own parts
 // (hierReleaseShared, whose waits poll) give the right results, a mismatch and a member whose context ends fail every call
 // at once, a parked member whose context ends returns within parkChecks
+// TestHierLastRuns: among 4 handles on 2 Ps, a small Allreduce is run
+// by the member that arrives last, whichever it is (the leader too),
+// with the results right; a count mismatch, a kind mismatch (Bcast
+// against Allreduce), a nonblocking call against a blocking one and a
+// member whose context ends each end the call on every handle with an
+// error, never a hang.
+func TestHierLastRuns(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	eps := handles(t, 4)
+	for late := range 4 {
+		ctx := tctx(t, 30*time.Second)
+		runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+			r := c.Rank()
+			if !C.LastRuns(c) {
+				return errors.New("4 handles on 2 Ps: a small Allreduce not run by its last member")
+			}
+			for it := range 20 {
+				if r == late {
+					time.Sleep(time.Millisecond)
+				}
+				x := []int64{int64(r + it), 1}
+				if err := C.Allreduce(ctx, c, nil, x, C.Sum[int64]()); err != nil {
+					return err
+				}
+				if x[0] != int64(6+4*it) || x[1] != 4 {
+					return fmt.Errorf("Allreduce %d, rank %d last: %v", it, late, x)
+				}
+			}
+			return nil
+		})
+	}
+	mismatch(t, nil, func(ctx context.Context, c *C.Coll) error {
+		x := make([]float64, 1+c.Rank()/3)
+		return C.Allreduce(ctx, c, nil, x, C.Sum[float64]())
+	})
+	mismatch(t, nil, func(ctx context.Context, c *C.Coll) error {
+		x := make([]float64, 2)
+		if c.Rank() == 1 {
+			if err := C.Bcast(ctx, c, x, 1); err != nil {
+				return err
+			}
+		} else if err := C.Allreduce(ctx, c, nil, x, C.Sum[float64]()); err != nil {
+			return err
+		}
+		return C.Barrier(ctx, c)
+	})
+	mismatch(t, nil, func(ctx context.Context, c *C.Coll) error {
+		x := make([]float64, 2)
+		if c.Rank() == 2 {
+			q, err := C.Iallreduce(c, nil, x, C.Sum[float64]())
+			if err != nil {
+				return err
+			}
+			return q.Wait(ctx)
+		}
+		return C.Allreduce(ctx, c, nil, x, C.Sum[float64]())
+	})
+	// Rank 3 never comes; rank 1 gives up: every other waiting rank
+	// returns too.
+	ctx := tctx(t, 30*time.Second)
+	errs, took := each(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+		switch c.Rank() {
+		case 3:
+			return errors.New("absent")
+		case 1:
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+		}
+		return C.Allreduce(ctx, c, nil, []int32{1}, C.Sum[int32]())
+	})
+	for i, err := range errs[:3] {
+		if err == nil || errors.Is(err, context.DeadlineExceeded) && i != 1 {
+			t.Errorf("handle %d: %v, want the call given up by rank 1", i, err)
+		}
+		if took[i] > quick {
+			t.Errorf("handle %d took %v", i, took[i])
+		}
+	}
+}
+
 // watchdog ticks, and the watchdog stops once nothing is parked.
 func TestHierParked(t *testing.T) {
 	for _, m := range []int{2, 3, 5} {

@@ -291,6 +291,27 @@ func hierAllreduce[T any](ctx context.Context, c *Coll, send, acc []T, op *Op[T]
 	if send != nil {
 		memcopy.CopyOf(acc, send)
 	}
+	if op.commutative && !c.cfg.det && c.lastRuns() {
+		// The last member folds the others' contributions into its own
+		// and writes the sum into their buffers.
+		last, err := c.hierArriveLast(ctx, bytesOf(acc), bytesOf(acc))
+		if last && err == nil {
+			me := h.li
+			for i := range g.slots {
+				if i != me {
+					op.left(acc, elems[T](g.slots[i].send))
+				}
+			}
+			err = c.hierRelease(func() {
+				for i := range g.slots {
+					if i != me {
+						memcopy.Copy(g.slots[i].recv, bytesOf(acc))
+					}
+				}
+			})
+		}
+		return c.hierEnd(err)
+	}
 	leader, err := c.hierArrive(ctx, bytesOf(acc), bytesOf(acc))
 	if !leader || err != nil {
 		return c.hierEnd(err)
