@@ -1,6 +1,9 @@
 package endpoint
 
-import "github.com/weft-hpc/weft/gpu"
+import (
+	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/gpu"
+)
 
 // SetPipePieceHook has f run after each piece a pipelined node-transport
 // typed send has packed (off bytes of n); nil removes it. Set it before
@@ -30,4 +33,13 @@ func DeviceEntries(c *Comm, d *gpu.Device) int {
 		n++
 	}
 	return n
+}
+
+// TinyBlocks reports whether a receive of count elements of t averages
+// blocks small enough that a medium message is copied out of its slot
+// before the unpack.
+func TinyBlocks(count int, t *ddt.Type) bool {
+	n, _ := t.PackSize(count)
+	u := typedRecv{count: count, t: t, n: int(n)}
+	return u.tinyBlocks()
 }

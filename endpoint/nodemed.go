@@ -187,12 +187,16 @@ func (v *vci) nodeMedium(l *nodeLink, t uint64) {
 				r.st = Status{Source: tagSource(t), Tag: tagUser(t)}
 				v.finish(r, err)
 			} else {
-				if r.reqExt != nil && r.typed != nil && len(data) >= memcopy.SharedMin {
+				if r.reqExt != nil && r.typed != nil && (len(data) >= memcopy.SharedMin || r.typed.tinyBlocks()) {
 					// The sender streamed the slot (memcopy.Shared): its
 					// lines are in memory, where an unpack of small blocks
 					// waits for each in turn and one copy out streams them
 					// (SPECFEM3D cm s, 12 KB: 6.9–7.0 µs against 4.4–4.6;
-					// docs/perf/typed.md).
+					// docs/perf/typed.md). Below that its lines are in the
+					// sender's cache, and an unpack of blocks of a few
+					// bytes still waits for them one by one (SPECFEM3D oc
+					// s, 4000 B in 4-byte blocks: 2.4–2.5 µs against
+					// 1.7–1.8).
 					b := v.inlineScratch(len(data))
 					copy(b, data)
 					data = b

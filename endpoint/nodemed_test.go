@@ -230,8 +230,11 @@ func TestNodeMedium(t *testing.T) {
 // processes, below and from the size at which the sender streams the slot
 // (memcopy.SharedMin) up to the medium limit, every other float64 of the
 // sender's buffer, received posted as every third float64 of the
-// receiver's and as contiguous bytes, and unexpected (after a Probe) as
-// every third: each arrives byte for byte, and each went through a slot.
+// receiver's (blocks of 8 bytes, copied out of the slot before the
+// unpack), as pairs of float64s every third pair (16-byte blocks,
+// unpacked out of the slot below memcopy.SharedMin) and as contiguous
+// bytes, and unexpected (after a Probe) as every third: each arrives byte
+// for byte, and each went through a slot.
 func TestNodeMediumTyped(t *testing.T) {
 	if launch(t, 2, "native", 60*time.Second) {
 		return
@@ -250,7 +253,17 @@ func TestNodeMediumTyped(t *testing.T) {
 		}
 		return ty
 	}
-	const tagGo, tagPosted, tagContig, tagUnexp = 1, 2, 3, 4
+	pairs := func(n int) *ddt.Type {
+		ty, err := committed(ddt.Vector(n, 2, 6, ddt.Float64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ty
+	}
+	if !endpoint.TinyBlocks(1, vec(500, 3)) || endpoint.TinyBlocks(1, pairs(250)) {
+		t.Fatal("blocks of 8 bytes not tiny, or of 16 bytes tiny")
+	}
+	const tagGo, tagPosted, tagContig, tagUnexp, tagPairs = 1, 2, 3, 4, 5
 	for i, n := range []int{4000, 8192, 12000, 16000} {
 		k := n / 8
 		src := make([]byte, 2*n)
@@ -264,13 +277,13 @@ func TestNodeMediumTyped(t *testing.T) {
 				t.Fatal(err)
 			}
 			sent, _, _ := endpoint.MediumCounts(c, 0)
-			for _, tag := range []int{tagPosted, tagContig, tagUnexp} {
+			for _, tag := range []int{tagPosted, tagContig, tagUnexp, tagPairs} {
 				if err := c.SendTyped(ctx, src, 1, vec(k, 2), 0, tag); err != nil {
 					t.Fatalf("%d bytes, tag %d: %v", n, tag, err)
 				}
 			}
-			if now, _, _ := endpoint.MediumCounts(c, 0); now-sent != 3 {
-				t.Fatalf("%d bytes: %d of 3 typed messages went through a medium slot", n, now-sent)
+			if now, _, _ := endpoint.MediumCounts(c, 0); now-sent != 4 {
+				t.Fatalf("%d bytes: %d of 4 typed messages went through a medium slot", n, now-sent)
 			}
 			continue
 		}
@@ -287,8 +300,18 @@ func TestNodeMediumTyped(t *testing.T) {
 		if err := c.Send(ctx, nil, 1, tagGo); err != nil {
 			t.Fatal(err)
 		}
-		if err := endpoint.WaitAll(ctx, r1, r2); err != nil {
+		wide := make([]byte, 3*n)
+		r3, err := c.IrecvTyped(wide, 1, pairs(k/2), 1, tagPairs)
+		if err != nil {
 			t.Fatal(err)
+		}
+		if err := endpoint.WaitAll(ctx, r1, r2, r3); err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < k/2; j++ {
+			if !bytes.Equal(wide[48*j:48*j+16], want[16*j:16*j+16]) {
+				t.Fatalf("%d bytes, typed receive of 16-byte blocks: block %d differs", n, j)
+			}
 		}
 		if _, err := c.Probe(ctx, 1, tagUnexp); err != nil {
 			t.Fatal(err)

@@ -50,6 +50,22 @@ type typedRecv struct {
 	tx *vci
 }
 
+// tinyMax: the average block below which a receive's layout counts as
+// tiny blocks (tinyBlocks).
+const tinyMax = 16
+
+// tinyBlocks reports whether the receive's layout (one part in host
+// memory) averages blocks of under tinyMax bytes: an unpack of such
+// blocks reads its source a few bytes at a time, and from lines another
+// core has just written it waits for each line in turn.
+func (u *typedRecv) tinyBlocks() bool {
+	if u.parts != nil || u.dev != nil || u.sigOnly {
+		return false
+	}
+	nb, err := u.t.Blocks(u.count)
+	return err == nil && nb > 0 && int64(u.n) < tinyMax*nb
+}
+
 // unpack unpacks piece, the stream's bytes from off, into the layout.
 func (u *typedRecv) unpack(off int, piece []byte) error {
 	if u.dev != nil {
