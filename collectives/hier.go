@@ -574,6 +574,18 @@ func (g *procGroup) begin(seq uint32) error {
 	}
 }
 
+// hierSlot puts this handle's buffers for the call in its slot, once the
+// call it left early (if any) is done, and returns the call's mark
+// (seq<<32 | signature<<2 | slotArrived), not yet published.
+func (c *Coll) hierSlot(ctx context.Context, send, recv []byte) (uint64, error) {
+	if err := c.settle(ctx); err != nil {
+		return 0, err
+	}
+	s := &c.hier.g.slots[c.hier.li]
+	s.send, s.recv = send, recv
+	return uint64(c.seq)<<32 | c.sig<<2&sigBitsMask | slotArrived, nil
+}
+
 // hierArrive starts a hierarchical call on this handle: its buffers go in
 // its slot. A member then waits for the leader's release and returns
 // (leader false) with the call complete or failed; the leader waits for
@@ -581,16 +593,14 @@ func (g *procGroup) begin(seq uint32) error {
 func (c *Coll) hierArrive(ctx context.Context, send, recv []byte) (leader bool, err error) {
 	h := c.hier
 	g := h.g
-	if err := c.settle(ctx); err != nil {
+	mark, err := c.hierSlot(ctx, send, recv)
+	if err != nil {
 		return false, err
 	}
-	s := &g.slots[h.li]
-	s.send, s.recv = send, recv
 	if len(g.slots) == 1 {
 		return true, nil
 	}
 	seq := c.seq
-	mark := uint64(seq)<<32 | c.sig<<2&sigBitsMask | slotArrived
 	g.publishSlot(h.li, mark, true)
 	if h.li != 0 {
 		return false, c.hierWaitDone(ctx, g, mark)
@@ -645,14 +655,12 @@ func (c *Coll) lastRuns() bool {
 func (c *Coll) hierArriveLast(ctx context.Context, send, recv []byte) (last bool, err error) {
 	h := c.hier
 	g := h.g
-	if err := c.settle(ctx); err != nil {
+	mark, err := c.hierSlot(ctx, send, recv)
+	if err != nil {
 		return false, err
 	}
-	s := &g.slots[h.li]
-	s.send, s.recv = send, recv
 	seq := c.seq
-	mark := uint64(seq)<<32 | c.sig<<2&sigBitsMask | slotArrived
-	s.pub.Store(mark)
+	g.slots[h.li].pub.Store(mark)
 	count := &g.arrivals[seq&1]
 	if int(count.Add(1)) != len(g.slots) {
 		return false, c.hierWaitLast(ctx, g, mark)

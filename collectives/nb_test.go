@@ -449,23 +449,8 @@ func TestNonblockingLastArriver(t *testing.T) {
 		if sum[0] != 10 || sum[1] != 100 {
 			return fmt.Errorf("Iallreduce: %v, want [10 100]", sum)
 		}
-		for i, v := range bc {
-			if v != byte(i+7) {
-				return fmt.Errorf("Ibcast: byte %d = %d", i, v)
-			}
-		}
-		if r == 3 && (red[0] != 3 || red[1] != 1) {
-			return fmt.Errorf("Ireduce in place at rank 3: %v, want [3 1]", red)
-		}
-		if r == 3 {
-			for q := range p {
-				if gat[2*q] != int32(q) || gat[2*q+1] != int32(-q) {
-					return fmt.Errorf("Igather: %v", gat)
-				}
-			}
-		}
-		if scr[0] != int16(10*r) || scr[1] != int16(10*r+1) {
-			return fmt.Errorf("Iscatter: %v", scr)
+		if err := checkRooted(r, p, bc, red, gat, scr); err != nil {
+			return err
 		}
 		for q := range p {
 			for i := range 3 {
@@ -598,20 +583,8 @@ func TestNonblockingGivers(t *testing.T) {
 				return fmt.Errorf("Ibcast of %d bytes: byte %d = %d", len(big), C.GiveMax, big[C.GiveMax])
 			}
 		}
-		for i, v := range bc {
-			if v != byte(i+7) {
-				return fmt.Errorf("Ibcast: byte %d = %d", i, v)
-			}
-		}
-		if r == 3 {
-			for q := range p {
-				if gat[2*q] != int32(q) || gat[2*q+1] != int32(-q) {
-					return fmt.Errorf("Igather: %v", gat)
-				}
-			}
-		}
-		if scr[0] != int16(10*r) || scr[1] != int16(10*r+1) {
-			return fmt.Errorf("Iscatter: %v", scr)
+		if err := checkRooted(r, p, bc, red, gat, scr); err != nil {
+			return err
 		}
 		// The root runs ahead by NbCalls calls, no more, until the
 		// others start theirs.
@@ -692,6 +665,33 @@ func TestNonblockingGivers(t *testing.T) {
 			t.Errorf("2 handles, handle %d: %v", i, err)
 		}
 	}
+}
+
+// checkRooted checks rank r's results of the rooted calls that
+// TestNonblockingLastArriver and TestNonblockingGivers start: an Ibcast
+// of 100 bytes from rank 1, an Ireduce (Max) in place at rank 3 of
+// {rank, 1}, an Igather at rank 3 of {q, -q} from every rank q and an
+// Iscatter from rank 0 of {10q, 10q+1} to every rank q.
+func checkRooted(r, p int, bc []byte, red []float64, gat []int32, scr []int16) error {
+	for i, v := range bc {
+		if v != byte(i+7) {
+			return fmt.Errorf("Ibcast: byte %d = %d", i, v)
+		}
+	}
+	if r == 3 && (red[0] != 3 || red[1] != 1) {
+		return fmt.Errorf("Ireduce in place at rank 3: %v, want [3 1]", red)
+	}
+	if r == 3 {
+		for q := range p {
+			if gat[2*q] != int32(q) || gat[2*q+1] != int32(-q) {
+				return fmt.Errorf("Igather: %v", gat)
+			}
+		}
+	}
+	if scr[0] != int16(10*r) || scr[1] != int16(10*r+1) {
+		return fmt.Errorf("Iscatter: %v", scr)
+	}
+	return nil
 }
 
 // TestNonblockingBig: the reductions of 1 MiB vectors (every algorithm,
