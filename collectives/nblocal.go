@@ -43,7 +43,8 @@ type nbLocal struct {
 	sig     uint64
 	arrived atomic.Int32
 	slots   []nbSlot     // by member index
-	stage   []byte       // the givers' copies (nbGive), from stagePools
+	stage   []byte       // the givers' copies (nbGive), in box
+	box     *[]byte      // stage's buffer, from stagePools
 	taken   atomic.Int32 // the members that took their part of a root's copy
 	state   atomic.Uint32
 	err     error // why it failed: written in state nbFailing, read in nbFailed
@@ -79,21 +80,22 @@ const (
 // took a 16 KiB Ibcast between two handles from 1.1–2.8 µs to 10–14.
 var stagePools [giveShift + 1]sync.Pool
 
-// getStage returns a stage of n bytes (n ≤ giveMax).
-func getStage(n int) []byte {
+// getStage returns a buffer of at least n bytes (n ≤ giveMax) for a
+// stage.
+func getStage(n int) *[]byte {
 	k := bits.Len(uint(n - 1))
 	if b, ok := stagePools[k].Get().(*[]byte); ok {
-		return (*b)[:n]
+		return b
 	}
-	return make([]byte, n, 1<<k)
+	b := make([]byte, 1<<k)
+	return &b
 }
 
 // putStage hands e's stage back once no member reads it.
 func (e *nbLocal) putStage() {
-	b := e.stage
-	e.stage = nil
-	if b != nil {
-		stagePools[bits.Len(uint(cap(b)-1))].Put(&b)
+	if b := e.box; b != nil {
+		e.stage, e.box = nil, nil
+		stagePools[bits.Len(uint(cap(*b)-1))].Put(b)
 	}
 }
 
@@ -340,11 +342,13 @@ func (c *Coll) localEntry(at *atomic.Pointer[nbLocal], seq uint32, stage int) (*
 			// call nbCalls later takes its place.
 			n := &nbLocal{seq: seq, sig: c.sig, slots: make([]nbSlot, len(g.slots))}
 			if stage > 0 {
-				n.stage = getStage(stage)
+				n.box = getStage(stage)
+				n.stage = (*n.box)[:stage]
 			}
 			if at.CompareAndSwap(e, n) {
 				return n, nil
 			}
+			n.putStage()
 			continue // another member made it first, or the earlier call ended
 		}
 		if int32(seq-e.seq) < 0 {
