@@ -188,7 +188,9 @@ func (c *Coll) localNB(k Collective) bool {
 // runLocal runs call s of clone c through its process group: it
 // registers send and recv, and the last member to arrive calls work with
 // every member's buffers (indexed by comm rank) while the others wait
-// for it as a round of their schedules.
+// for it as a round of their schedules. give is this member's part in
+// the call's stage: a member that gives copies its input there and
+// completes at once.
 func (c *Coll) runLocal(s callSig, send, recv []byte, give nbGive, work func(slots []nbSlot)) error {
 	h := c.own.hier
 	g := h.g
