@@ -807,6 +807,47 @@ func outstanding(ctx context.Context, c *C.Coll, n int) error {
 	}); err != nil {
 		return err
 	}
+	// The rooted calls whose other ranks may leave at once (nblocal.go).
+	var red []int32
+	if r == 0 {
+		red = make([]int32, n)
+	}
+	q, err = C.Ireduce(c, xs[r], red, C.Sum[int32](), 0)
+	if err := add(q, err, func() error {
+		if r != 0 {
+			return nil
+		}
+		return check(e, red, sum)
+	}); err != nil {
+		return err
+	}
+	var gat []int32
+	if r == root {
+		gat = make([]int32, p*n)
+	}
+	q, err = C.Igather(c, xs[r], gat, root)
+	if err := add(q, err, func() error {
+		for i := 0; r == root && i < p; i++ {
+			if err := check(e, gat[i*n:(i+1)*n], xs[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	var all []int32
+	if r == 0 {
+		all = make([]int32, 0, p*n)
+		for i := 0; i < p; i++ {
+			all = append(all, xs[i]...)
+		}
+	}
+	part := make([]int32, n)
+	q, err = C.Iscatter(c, all, part, 0)
+	if err := add(q, err, func() error { return check(e, part, xs[r]) }); err != nil {
+		return err
+	}
 	for i := len(reqs) - 1; i >= 0; i-- {
 		if err := reqs[i].Wait(ctx); err != nil {
 			return fmt.Errorf("rank %d, request %d: %w", r, i, err)
@@ -822,7 +863,9 @@ func outstanding(ctx context.Context, c *C.Coll, n int) error {
 // handle, a blocking one among them, waited for in reverse order; sizes
 // 1 to 8, counts 0, 1, odd and 64 Ki elements (past the eager limit and
 // the large-message thresholds; under -short fewer sizes and 5000), with
-// and without the progress goroutine.
+// and without the progress goroutine, and with GOMAXPROCS 1 (handles that
+// outnumber the Ps: waits park, a Reduce's, Gather's and Scatter's
+// members that need nobody's data leave at once).
 func TestOutstanding(t *testing.T) {
 	sizes, counts := []int{1, 2, 3, 4, 5, 7, 8}, []int{0, 1, 37, 1 << 16}
 	if testing.Short() { // the race detector's run
@@ -830,18 +873,27 @@ func TestOutstanding(t *testing.T) {
 	}
 	for _, n := range sizes {
 		for _, prog := range []bool{false, true} {
-			t.Run(fmt.Sprintf("p%d/progress=%v", n, prog), func(t *testing.T) {
-				runHandles(t, tctx(t, 60*time.Second), handles(t, n), []C.Option{C.WithProgress(prog)}, func(ctx context.Context, c *C.Coll) error {
-					for _, cnt := range counts {
-						if err := outstanding(ctx, c, cnt); err != nil {
-							return err
-						}
-					}
-					return nil
+			for _, procs := range []int{runtime.GOMAXPROCS(0), 1} {
+				t.Run(fmt.Sprintf("p%d/progress=%v/gomaxprocs=%d", n, prog, procs), func(t *testing.T) {
+					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+					outstandingOn(t, n, prog, counts)
 				})
-			})
+			}
 		}
 	}
+}
+
+// outstandingOn runs outstanding on n handles of this process for each
+// count.
+func outstandingOn(t *testing.T, n int, prog bool, counts []int) {
+	runHandles(t, tctx(t, 60*time.Second), handles(t, n), []C.Option{C.WithProgress(prog)}, func(ctx context.Context, c *C.Coll) error {
+		for _, cnt := range counts {
+			if err := outstanding(ctx, c, cnt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // TestProgressGoroutine: with WithProgress a multi-round Iallreduce
