@@ -224,10 +224,9 @@ func Scatter[T any](ctx context.Context, c *Coll, send, recv []T, root int) erro
 		nb := len(mine)
 		give := fromRoot(c, c.size*nb, nb, root)
 		if give.at >= 0 {
-			// The root, which leaves at once, takes its own block now.
-			if &mine[0] != &all[root*nb] {
-				copy(mine, all[root*nb:(root+1)*nb])
-			}
+			// The root, which leaves at once, takes its own block now (in
+			// place, a copy onto itself).
+			copy(mine, all[root*nb:(root+1)*nb])
 			mine = nil
 		}
 		return c.runLocal(callSig{call: callScatter, root: root, count: nb, esize: 1, alg: algLocal}, all, mine,

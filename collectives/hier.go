@@ -668,8 +668,7 @@ func (c *Coll) hierArriveLast(ctx context.Context, send, recv []byte) (last bool
 	count.Store(0) // (the call of parity seq&1 after this one begins after its release)
 	for i := range g.slots {
 		if v := g.slots[i].pub.Load(); v != mark {
-			return true, fmt.Errorf("rank %d of this process called another collective, or with other arguments, where this rank is at %s #%d: %w",
-				g.ranks[i], c.call, seq, ErrInvalid)
+			return true, g.memberMismatch(c, i)
 		}
 	}
 	return true, nil
@@ -691,8 +690,7 @@ func (c *Coll) hierWaitLast(ctx context.Context, g *procGroup, mark uint64) erro
 		}
 		for i := range g.slots {
 			if w := g.slots[i].pub.Load(); uint32(w>>32) == seq && w != mark {
-				return false, fmt.Errorf("rank %d of this process called another collective, or with other arguments, where this rank is at %s #%d: %w",
-					g.ranks[i], c.call, seq, ErrInvalid)
+				return false, g.memberMismatch(c, i)
 			}
 		}
 		return false, nil

@@ -2,7 +2,6 @@ package collectives
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/weft-hpc/weft/internal/memcopy"
 )
@@ -173,8 +172,7 @@ func (c *Coll) hierBcastStaged(ctx context.Context, b []byte, root int) error {
 			case v == mark || at == seq-1:
 				return true, nil
 			case at == seq:
-				return false, fmt.Errorf("rank %d of this process called another collective, or with other arguments, where this rank is at %s #%d: %w",
-					g.ranks[i], c.call, seq, ErrInvalid)
+				return false, g.memberMismatch(c, i)
 			}
 			if g.state.Load()&3 == phFailed {
 				return false, g.failed()

@@ -141,7 +141,7 @@ func (c *Coll) symStep(ctx context.Context, from int, put func(b []byte), get fu
 			if v := lj.Load(); v == mark {
 				return true, nil
 			} else if uint32(v>>32) == seq {
-				return false, g.symMismatch(c, j)
+				return false, g.memberMismatch(c, j)
 			}
 			// Member j's other line, now and then: a member that polled it
 			// at every turn would take it from j's cache at each call.
@@ -149,7 +149,7 @@ func (c *Coll) symStep(ctx context.Context, from int, put func(b []byte), get fu
 				return false, nil
 			}
 			if v := pub.Load(); uint32(v>>32) == seq && v != mark {
-				return false, g.symMismatch(c, j)
+				return false, g.memberMismatch(c, j)
 			}
 			if g.state.Load()&3 == phFailed {
 				return false, g.failed()
@@ -188,9 +188,10 @@ func (g *procGroup) failedBy(seq uint32) bool {
 	}
 }
 
-// symMismatch is the error of a member that found member j of its
-// process at another collective, or the same with other arguments.
-func (g *procGroup) symMismatch(c *Coll, j int) error {
+// memberMismatch is the error of a member that found member j of its
+// process at another collective, or the same with other arguments, at
+// its call c.seq.
+func (g *procGroup) memberMismatch(c *Coll, j int) error {
 	return fmt.Errorf("rank %d of this process called another collective, or with other arguments, where this rank is at %s #%d: %w",
 		g.ranks[j], c.call, c.seq, ErrInvalid)
 }
