@@ -72,6 +72,22 @@ func NodeSteps(c *Coll) uint64 {
 	return c.hier.ng.step
 }
 
+// NodeReads reports how many single-copy steps (nodeRead) c's process
+// has taken over c's node group (0 off a process leader).
+func NodeReads(c *Coll) uint64 {
+	if c == nil || c.hier == nil || c.hier.ng == nil {
+		return 0
+	}
+	return c.hier.ng.reads
+}
+
+// PairReadMin and PairReadMax bound the Bcasts and Reduces that two
+// processes of one rank each move by single copies.
+const (
+	PairReadMin = pairReadMin
+	PairReadMax = pairReadMax
+)
+
 // SymmetricLocal reports whether c's small calls among the handles of
 // its process take symmetric steps (hiersym.go).
 func SymmetricLocal(c *Coll) bool {

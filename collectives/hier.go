@@ -163,6 +163,9 @@ func (c *Coll) hierFits(k Collective, nbytes int) bool {
 // less waiting on each other; flat, each large message's rendezvous
 // costs a hand-off more than the single-copy step).
 func (c *Coll) hierStreams(k Collective, nb int) bool {
+	if c.pairReads(nb) {
+		return c.hierMode(k)
+	}
 	if c.hier == nil || !c.streams(nb) || c.hier.procs < 2 {
 		return false
 	}

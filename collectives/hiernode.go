@@ -65,7 +65,8 @@ type nodeGroup struct {
 	// waitOn is the process a node wait waits on, plus one (0: none;
 	// alive checks every process).
 	waitOn int
-	cma    bool // every process of the node may read the others' memory (hierstream.go)
+	cma    bool   // every process of the node may read the others' memory (hierstream.go)
+	reads  uint64 // single-copy steps (nodeRead) so far
 	// allAt is the last step at which this process saw every other one
 	// arrive (a symmetric exchange that read them all, hierexch.go).
 	allAt uint64
@@ -624,6 +625,9 @@ func (c *Coll) topBcast(ctx context.Context, b []byte, rp int) error {
 	from := fromNone // the node's leader reads the root process's slot
 	if mt == rt && rk != 0 {
 		from = rk
+	}
+	if c.pairReads(len(b)) && len(b) <= pairReadMax {
+		return c.cmaBcast(ctx, b, rk)
 	}
 	inline := len(b) <= inlineMax
 	// The output goes to the processes of the node other than the

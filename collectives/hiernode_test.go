@@ -933,9 +933,10 @@ func TestStores(t *testing.T) {
 }
 
 // TestBcastPair: between two processes of one rank each, a Bcast from
-// collnodestream bytes up to one node step's chunk goes as one
-// point-to-point message (no node step), below and above that through
-// the node's steps; Ibcast and BcastTyped take the same route as Bcast,
+// collnodestream bytes, and above PairReadMax, up to one node step's
+// chunk goes as one point-to-point message (no node step), below and
+// above that through the node's steps (single copies from PairReadMin to
+// PairReadMax); Ibcast and BcastTyped take the same route as Bcast,
 // both roots, interleaved with node-level calls, byte for byte.
 func TestBcastPair(t *testing.T) {
 	if launch(t, 2, "native", 120*time.Second) {
@@ -948,7 +949,7 @@ func TestBcastPair(t *testing.T) {
 	cases := []struct {
 		n    int
 		pair bool
-	}{{lo - 8, false}, {lo, true}, {64<<10 + 24, true}, {chunk, true}, {chunk + 8, false}, {3 << 20, false}}
+	}{{lo - 8, false}, {lo, false}, {64<<10 + 24, false}, {C.PairReadMax, false}, {C.PairReadMax + 64, true}, {chunk, true}, {chunk + 8, false}, {3 << 20, false}}
 	// every other byte of 128
 	v, err := ddt.Vector(64, 1, 2, ddt.Byte)
 	if err != nil {
@@ -1025,9 +1026,123 @@ func TestBcastPair(t *testing.T) {
 					t.Fatalf("BcastTyped of %d from %d: byte %d is %d, want %d", cnt*64, root, j, tb[j], w)
 				}
 			}
-			if stepped, pair := C.NodeSteps(c) != before, cnt*64 >= lo && cnt*64 <= chunk; stepped == pair {
+			if stepped, pair := C.NodeSteps(c) != before, cnt*64 > C.PairReadMax && cnt*64 <= chunk; stepped == pair {
 				t.Fatalf("BcastTyped of %d from %d: node steps %v, want %v", cnt*64, root, stepped, !pair)
 			}
+		}
+	}
+}
+
+// TestPairReads: two processes of one rank each move a Bcast and a
+// Reduce of PairReadMin to PairReadMax bytes, and an Allgather and an
+// Alltoall from PairReadMin bytes a rank, as one single-copy step each,
+// straight from the other's buffers (both roots; Reduce in place and
+// not, a sum of int64 and a max of float64), and through the node
+// segment below PairReadMin or with cross-memory attach off; every
+// result checked element for element.
+func TestPairReads(t *testing.T) {
+	if launch(t, 2, "native", 120*time.Second) {
+		return
+	}
+	w := initWorld(t)
+	ctx := tctx(t, 100*time.Second)
+	for _, single := range []bool{true, false} {
+		restore := C.SetNodeCMA(single)
+		c, err := C.New(ctx, w.Comm())
+		restore()
+		if err != nil {
+			t.Fatal(err)
+		}
+		me := c.Rank()
+		_, cma := C.NodeStreams(c, C.StreamMin(c))
+		if single && !cma {
+			t.Logf("cross-memory attach refused here: only the node segment's path is checked")
+		}
+		// steps runs f and checks that it took one single-copy step
+		// exactly when want (and cross-memory attach is on).
+		steps := func(what string, n int, want bool, f func() error) {
+			t.Helper()
+			before := C.NodeReads(c)
+			if err := f(); err != nil {
+				t.Fatalf("single copies %v: %s of %d bytes: %v", single, what, n, err)
+			}
+			if got := C.NodeReads(c) - before; got != 0 != (want && cma) {
+				t.Fatalf("single copies %v: %s of %d bytes took %d single-copy steps, want them %v", single, what, n, got, want && cma)
+			}
+		}
+		for _, n := range []int{C.PairReadMin - 8, C.PairReadMin, C.PairReadMin + 24, 64 << 10, C.PairReadMax, C.PairReadMax + 8} {
+			reads := n >= C.PairReadMin
+			rooted := reads && n <= C.PairReadMax
+			for root := 0; root < 2; root++ {
+				b := make([]byte, n)
+				if me == root {
+					for j := range b {
+						b[j] = byte(j*13 + root + n)
+					}
+				}
+				steps("Bcast", n, rooted, func() error { return C.Bcast(ctx, c, b, root) })
+				for j := range b {
+					if b[j] != byte(j*13+root+n) {
+						t.Fatalf("Bcast of %d from %d: byte %d is %d", n, root, j, b[j])
+					}
+				}
+				k := n / 8
+				x := make([]int64, k)
+				for j := range x {
+					x[j] = int64(j*(me+1) + root)
+				}
+				var sum []int64
+				if me == root {
+					sum = make([]int64, k)
+				}
+				steps("Reduce", n, rooted, func() error { return C.Reduce(ctx, c, x, sum, C.Sum[int64](), root) })
+				for j := range sum {
+					if want := int64(3*j + 2*root); sum[j] != want {
+						t.Fatalf("Reduce of %d int64 to %d: element %d is %d, want %d", k, root, j, sum[j], want)
+					}
+				}
+				f := make([]float64, k)
+				for j := range f {
+					f[j] = float64((j+me)%7) - 3.5
+				}
+				send := f
+				if me == root {
+					send = nil // in place
+				}
+				steps("Reduce in place", n, rooted, func() error { return C.Reduce(ctx, c, send, f, C.Max[float64](), root) })
+				if me == root {
+					for j := range f {
+						if want := max(float64(j%7), float64((j+1)%7)) - 3.5; f[j] != want {
+							t.Fatalf("Reduce in place of %d float64 to %d: element %d is %v, want %v", k, root, j, f[j], want)
+						}
+					}
+				}
+			}
+			mine := make([]byte, n)
+			for j := range mine {
+				mine[j] = byte(j*5 + me*11)
+			}
+			all := make([]byte, 2*n)
+			steps("Allgather", n, reads, func() error { return C.Allgather(ctx, c, mine, all) })
+			sendAll := make([]byte, 2*n)
+			for j := range sendAll {
+				sendAll[j] = byte(j*3 + me*17)
+			}
+			got := make([]byte, 2*n)
+			steps("Alltoall", n, reads, func() error { return C.Alltoall(ctx, c, sendAll, got) })
+			for r := 0; r < 2; r++ {
+				for j := 0; j < n; j++ {
+					if all[r*n+j] != byte(j*5+r*11) {
+						t.Fatalf("Allgather of %d: block %d byte %d is %d", n, r, j, all[r*n+j])
+					}
+					if want := byte((me*n+j)*3 + r*17); got[r*n+j] != want {
+						t.Fatalf("Alltoall of %d: block %d byte %d is %d, want %d", n, r, j, got[r*n+j], want)
+					}
+				}
+			}
+		}
+		if err := c.Free(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -113,7 +113,7 @@ func hierBcast(ctx context.Context, c *Coll, b []byte, root int, s callSig) erro
 // call's.
 func (c *Coll) bcastPair(nbytes int) bool {
 	h := c.hier
-	return h != nil && c.size == 2 && h.procs == 2 && c.streams(nbytes) && nbytes <= h.chunk
+	return h != nil && c.size == 2 && h.procs == 2 && c.streams(nbytes) && nbytes <= h.chunk && !(c.pairReads(nbytes) && nbytes <= pairReadMax)
 }
 
 // stageMax bounds the Bcasts that hierBcastStaged runs.
@@ -244,6 +244,11 @@ func hierReduce[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], ro
 		}
 	} else if h.ng == nil && h.net == nil {
 		local = true // one process: folded as the release writes the root's recv
+	} else if c.pairReads(n*es) && n*es <= pairReadMax {
+		if mine {
+			acc, direct = res, true // the root's result: folded in place
+		}
+		err = cmaReduce(ctx, c, src, acc, op, rp)
 	} else if c.streams(n*es) && h.procs == 2 {
 		if mine && rl == 0 {
 			acc, direct = res, true // the leader's own result: folded in place
@@ -490,6 +495,8 @@ func hierAlltoall(ctx context.Context, c *Coll, send, recv []byte, s callSig) er
 	if err == nil {
 		g.alltoallOwn(nb)
 		switch {
+		case c.pairReads(nb):
+			err = c.cmaAlltoall(ctx, send, recv, nb)
 		case c.symAlltoall(nb):
 			err = c.symAlltoallStep(ctx, nb)
 		case c.singleCopy(true):
