@@ -458,9 +458,20 @@ func (c *Coll) nodeStepFrom(ctx context.Context, from int, up func(slot []byte),
 	prev := ng.prev
 	ng.prev = mark
 	inl := ng.inl
+	// After a symmetric step s-1 that saw every process arrive (allAt),
+	// each has finished step s-2, the last that read this step's output
+	// parity: the processes this step does not read from need no look
+	// at their arrival lines, which they may be writing this moment (a
+	// transfer of the line on the way to the output). A process that
+	// called something else at this step finds the output's mark not
+	// its own (checkOut) and fails the node.
+	known := ng.allAt == s-1
 	for i := 1; i < ng.m; i++ {
 		a := ng.arrival(i)
 		need := from == fromAll || from == i
+		if !need && known {
+			continue
+		}
 		if inl && need && ng.inlMark(i).Load() == mark {
 			continue // its input is in its inline line
 		}
