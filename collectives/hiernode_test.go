@@ -933,23 +933,20 @@ func TestStores(t *testing.T) {
 }
 
 // TestBcastPair: between two processes of one rank each, a Bcast from
-// collnodestream bytes, and above PairReadMax, up to one node step's
-// chunk goes as one point-to-point message (no node step), below and
-// above that through the node's steps (single copies from PairReadMin to
-// PairReadMax); Ibcast and BcastTyped take the same route as Bcast,
-// both roots, interleaved with node-level calls, byte for byte.
+// collnodestream bytes up to one node step's chunk goes as one
+// point-to-point message (no node step) where the processes may not
+// read each other's memory; where they may, from PairReadMin to
+// PairReadMax (the chunk) it is a single-copy node step; below and above
+// that through the node's steps. Ibcast and BcastTyped take the same
+// route as Bcast, both roots, interleaved with node-level calls, byte
+// for byte.
 func TestBcastPair(t *testing.T) {
 	if launch(t, 2, "native", 120*time.Second) {
 		return
 	}
-	_, ctx, c := worldColl(t)
-	me := c.Rank()
-	lo := C.StreamMin(c)
+	w := initWorld(t)
+	ctx := tctx(t, 100*time.Second)
 	const chunk = 512 << 10
-	cases := []struct {
-		n    int
-		pair bool
-	}{{lo - 8, false}, {lo, false}, {64<<10 + 24, false}, {C.PairReadMax, false}, {C.PairReadMax + 64, true}, {chunk, true}, {chunk + 8, false}, {3 << 20, false}}
 	// every other byte of 128
 	v, err := ddt.Vector(64, 1, 2, ddt.Byte)
 	if err != nil {
@@ -962,6 +959,33 @@ func TestBcastPair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, single := range []bool{true, false} {
+		restore := C.SetNodeCMA(single)
+		c, err := C.New(ctx, w.Comm())
+		restore()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bcastPairs(t, ctx, c, col, chunk)
+		if err := c.Free(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// bcastPairs is TestBcastPair on c.
+func bcastPairs(t *testing.T, ctx context.Context, c *C.Coll, col *ddt.Type, chunk int) {
+	t.Helper()
+	me := c.Rank()
+	lo := C.StreamMin(c)
+	_, cma := C.NodeStreams(c, lo)
+	pairs := func(n int) bool {
+		return n >= lo && n <= chunk && !(cma && n >= C.PairReadMin && n <= C.PairReadMax)
+	}
+	cases := []struct {
+		n    int
+		pair bool
+	}{{lo - 8, false}, {lo, pairs(lo)}, {64<<10 + 24, pairs(64<<10 + 24)}, {chunk, pairs(chunk)}, {chunk + 8, false}, {3 << 20, false}}
 	for i, k := range cases {
 		for _, root := range []int{0, 1} {
 			fill := func(b []byte) {
@@ -1026,7 +1050,7 @@ func TestBcastPair(t *testing.T) {
 					t.Fatalf("BcastTyped of %d from %d: byte %d is %d, want %d", cnt*64, root, j, tb[j], w)
 				}
 			}
-			if stepped, pair := C.NodeSteps(c) != before, cnt*64 > C.PairReadMax && cnt*64 <= chunk; stepped == pair {
+			if stepped, pair := C.NodeSteps(c) != before, pairs(cnt*64); stepped == pair {
 				t.Fatalf("BcastTyped of %d from %d: node steps %v, want %v", cnt*64, root, stepped, !pair)
 			}
 		}

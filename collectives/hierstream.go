@@ -550,11 +550,11 @@ func (c *Coll) cmaAlltoall(ctx context.Context, send, recv []byte, nb int) error
 // segment's copies were the faster (docs/perf/collectives.md).
 const pairReadMin = 8 << 10
 
-// pairReadMax bounds the Bcasts and Reduces that pairReads applies to:
-// above it a Bcast goes as one point-to-point message (bcastPair) or
-// through the node's leader's steps, a Reduce as a stream, whose copies
-// stay in the caches (1 MiB Reduce 97 µs against 160–190 read whole).
-const pairReadMax = 256 << 10
+// pairReadMax bounds the Bcasts and Reduces that pairReads applies to,
+// one node step's chunk: above it a Bcast goes through the node's
+// leader's steps and a Reduce as a stream, whose copies of 512 KiB stay
+// in the caches (1 MiB Reduce 97 µs against 160–190 read whole).
+const pairReadMax = 512 << 10
 
 // pairReads reports whether a call moving nbytes per rank goes between
 // the two processes of one node, one rank each, as single copies from
