@@ -567,6 +567,12 @@ func (c *Coll) pairReads(nbytes int) bool {
 		nbytes >= min(pairReadMin, c.cfg.stream) && c.singleCopy(true)
 }
 
+// pairReadsRooted is pairReads for a Bcast or a Reduce, up to
+// pairReadMax.
+func (c *Coll) pairReadsRooted(nbytes int) bool {
+	return nbytes <= pairReadMax && c.pairReads(nbytes)
+}
+
 // cmaBcast (process leader): node process rk's b read into the other
 // process's b, straight from the root's buffer.
 func (c *Coll) cmaBcast(ctx context.Context, b []byte, rk int) error {
