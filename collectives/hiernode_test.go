@@ -959,6 +959,13 @@ func TestBcastPair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	eachNodeCMA(t, ctx, w, func(_ bool, c *C.Coll) { bcastPairs(t, ctx, c, col, chunk) })
+}
+
+// eachNodeCMA runs f on a new Coll over w's world made with single copies
+// at the node level offered (single true), then refused, and frees it.
+func eachNodeCMA(t *testing.T, ctx context.Context, w *endpoint.World, f func(single bool, c *C.Coll)) {
+	t.Helper()
 	for _, single := range []bool{true, false} {
 		restore := C.SetNodeCMA(single)
 		c, err := C.New(ctx, w.Comm())
@@ -966,7 +973,7 @@ func TestBcastPair(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bcastPairs(t, ctx, c, col, chunk)
+		f(single, c)
 		if err := c.Free(); err != nil {
 			t.Fatal(err)
 		}
@@ -1070,13 +1077,7 @@ func TestPairReads(t *testing.T) {
 	}
 	w := initWorld(t)
 	ctx := tctx(t, 100*time.Second)
-	for _, single := range []bool{true, false} {
-		restore := C.SetNodeCMA(single)
-		c, err := C.New(ctx, w.Comm())
-		restore()
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachNodeCMA(t, ctx, w, func(single bool, c *C.Coll) {
 		me := c.Rank()
 		_, cma := C.NodeStreams(c, C.StreamMin(c))
 		if single && !cma {
@@ -1165,8 +1166,5 @@ func TestPairReads(t *testing.T) {
 				}
 			}
 		}
-		if err := c.Free(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 }
