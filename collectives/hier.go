@@ -159,29 +159,13 @@ func (c *Coll) hierFits(k Collective, nbytes int) bool {
 // block takes the node level's stream (hierstream.go): the hierarchy's
 // mode allows it and the communicator's processes share one node, more
 // than two of them, or two holding one rank each that read each other's
-// buffers in one copy (through the slots two exchange as fast flat, with
-// less waiting on each other; flat, each large message's rendezvous
-// costs a hand-off more than the single-copy step).
+// buffers in one copy (pairReads; through the slots two exchange as fast
+// flat, with less waiting on each other; flat, each large message's
+// rendezvous costs a hand-off more than the single-copy step). Every
+// handle gives the same answer: a member of a process with several ranks
+// has no node group and says no, as its leader does.
 func (c *Coll) hierStreams(k Collective, nb int) bool {
-	if c.pairReads(nb) {
-		return c.hierMode(k)
-	}
-	if c.hier == nil || !c.streams(nb) || c.hier.procs < 2 {
-		return false
-	}
-	// Two processes: only with one rank each and single copies (every
-	// handle is then its process's leader, with the node group; a member
-	// has none and says no, as its leader does).
-	if h := c.hier; h.procs == 2 && (h.ng == nil || !c.singleCopy(true)) {
-		return false
-	}
-	switch c.cfg.hier {
-	case HierOn:
-		return true
-	case HierAuto:
-		return c.cfg.alg[k] == Auto
-	}
-	return false
+	return (c.pairReads(nb) || c.streams(nb) && c.hier.procs > 2) && c.hierMode(k)
 }
 
 // orderedBytes is, for a reduction of nbytes per rank, the bytes a
