@@ -354,15 +354,32 @@ next:
 
 // postFast posts op as a fast call when the endpoint has a C stack, the
 // stack is free and op's buffer lies in a live registration of the domain
-// (PostBatch's rule: no cgo pointer check runs here). ok is false when it
-// did not, and the caller makes its ordinary cgo call; otherwise ret is
-// libfabric's return value.
+// (PostBatch's rule: no cgo pointer check runs here), or op is an inject,
+// whose bytes C copies before the call returns (see injectKind). ok is
+// false when it did not, and the caller makes its ordinary cgo call;
+// otherwise ret is libfabric's return value.
 func (e *Endpoint) postFast(op Op) (ret C.ssize_t, ok bool) {
 	f := e.fast
 	ops := unsafe.Slice(&op, 1)
-	if !f.acquire(0) || !f.holdIf(f.opsRegistered(e.dom, ops)) {
+	if !f.acquire(0) || !f.holdIf(injectKind(op.Kind) || f.opsRegistered(e.dom, ops)) {
 		return 0, false
 	}
 	f.fastOps(e.fid, ops)
 	return C.ssize_t(f.call(C.WEFT_FAST_POST_ONE)), true
+}
+
+// injectKind reports whether k copies its buffer before the call returns
+// and keeps no pointer to it. A single such operation (Endpoint.Inject,
+// TInjectData, InjectWrite, ...) may take the fast path from any memory:
+// the heap does not move, the calling goroutine's stack cannot move while
+// the call runs (TestCallUnderPreemptionAndGC), and C never holds the
+// pointer afterwards, which is all cgo's pointer check guards against for
+// a byte buffer. Batches keep the registration rule, because their cgo
+// path, taken when the stack is busy, checks the pointers inside the []Op.
+func injectKind(k OpKind) bool {
+	switch k {
+	case OpKindInject, OpKindInjectData, OpKindTInject, OpKindTInjectData, OpKindInjectWrite, OpKindInjectWriteData:
+		return true
+	}
+	return false
 }
