@@ -71,23 +71,6 @@ func MediumCounts(c *Comm, r int) (sent, busy int64, ok bool) {
 	return l.medOut.sent, l.medOut.busy, true
 }
 
-// OfferCounts reports how many blocking sends c offered to rank r from
-// their buffers (nodeoffer.go), and how many of those it withdrew and
-// copied into the slot itself; ok is false when the pair has no slot area.
-func OfferCounts(c *Comm, r int) (offered, withdrawn int64, ok bool) {
-	l := c.link(r)
-	if l == nil || l.medOut == nil {
-		return 0, 0, false
-	}
-	c.v.lock()
-	defer c.v.unlock()
-	return l.medOut.offered, l.medOut.withdrawn, true
-}
-
-// OfferMin is WEFT_TUNE's nodeoffer: the smallest medium message a
-// blocking Send offers (0: none).
-func OfferMin() int { return int(tune.NodeOffer) }
-
 // CopyCounts reports how many messages c sent to rank r by the node
 // transport's pipelined copy through the medium slots; ok is false when
 // the pair has no slot area.

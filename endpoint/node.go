@@ -22,9 +22,6 @@ package endpoint
 // 16-byte header through the ring (nodemed.go): a 4 KiB half round trip
 // 1.8 µs against 11.4 through the staged process_vm_readv and MPICH's
 // 1.4–1.5 in one run of the loaded 2-vCPU VM (docs/perf/endpoint.md).
-// From WEFT_TUNE's nodeoffer, a blocking Send to another process offers
-// its own buffer through the slot instead, for the receiver to copy once
-// if it claims it within a few microseconds (nodeoffer.go).
 // With WEFT_TUNE's nodecopy set, messages from that size on to another
 // process are copied in and out of a per-pair copy area a slot at a time,
 // the two copies overlapping (nodecopy.go).
@@ -111,10 +108,6 @@ type nodeLink struct {
 	broken  error           // set when a pipelined copy failed: the link is dropped
 	fill    choose.Pair     // how a typed send's fragments go into the copy slots (fillPlain, fillStream; nodecopy.go)
 	way     wayChooser      // pipelined or single copy for large sends (nodeway.go)
-	// held is an offered medium message at the head of in whose sender is
-	// copying it into its slot (nodemed.go; n 0: none); the rest of the
-	// ring waits for it.
-	held offerHeld
 }
 
 // trySend sends one message, fabric.ErrAgain when the ring is full.
@@ -427,12 +420,6 @@ func (v *vci) pollNode() {
 	if v.seg.Linked() {
 		v.maybeUnlink()
 	}
-	if len(v.offers) > 0 {
-		v.checkOffers()
-	}
-	if v.unexpOffers > 0 {
-		v.settleOffers()
-	}
 	for _, l := range v.links {
 		if l == nil {
 			continue
@@ -446,9 +433,6 @@ func (v *vci) pollNode() {
 		if l.cin != nil && !v.pumpCopyIn(l) || l.broken != nil {
 			continue // the rest of this ring waits for the copy in progress
 		}
-		if l.held.n != 0 && !v.takeHeld(l) {
-			continue // the rest of this ring waits for the offered message
-		}
 		for k := 0; k < nodeBurst; k++ {
 			t, n, ok, err := l.in.Peek()
 			if err != nil {
@@ -459,7 +443,7 @@ func (v *vci) pollNode() {
 				break
 			}
 			v.nodeMessage(l, t, n)
-			if l.cin != nil || l.broken != nil || l.held.n != 0 {
+			if l.cin != nil || l.broken != nil {
 				break
 			}
 		}
@@ -566,11 +550,6 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 			reqExt: &reqExt{link: l, qinject: true, qdata: append([]byte(nil), buf...), qtag: t, qaux: aux}}
 		v.enqueue(r)
 		return r, nil
-	}
-	if blocking && !staged && l.offers(len(buf)) && len(v.sendq) == 0 {
-		if r, ok := v.nodeSendOffer(c, l, t, sigWord(sig), buf, dest); ok {
-			return r, nil
-		}
 	}
 	if l.slotFits(len(buf)) && len(v.sendq) == 0 && v.nodeSendMedium(l, t, sigWord(sig), buf) {
 		if staged {

@@ -21,9 +21,7 @@ package endpoint
 // the user's buffer, or into an unexpected buffer when no receive is
 // posted) and frees the slot with one release store. Only the sender sets
 // a flag and only the receiver clears one, so the area needs no lock and
-// no atomic read-modify-write; a blocking Send's offer (nodeoffer.go)
-// adds states that the two sides move with a compare-and-swap. A sender
-// that finds every slot busy, or
+// no atomic read-modify-write. A sender that finds every slot busy, or
 // the ring full, sends by rendezvous instead (node.go), behind the same
 // ring, so the order of the pair holds.
 
@@ -94,8 +92,6 @@ type medArea struct {
 	next          int   // sender: the slot tried first
 	sent          int64 // sender: messages sent through the slots
 	busy          int64 // sender: medium messages that found every slot busy
-	offered       int64 // sender: blocking sends offered from their buffers (nodeoffer.go)
-	withdrawn     int64 // sender: offers it copied into the slot itself
 	// copies counts the sender's pipelined copies (a copy area,
 	// nodecopy.go).
 	copies int64
@@ -178,67 +174,45 @@ func (v *vci) nodeMedium(l *nodeLink, t uint64) {
 		v.nodeCopyStart(l, t, aux, binary.LittleEndian.Uint32(h[4:]), n)
 		return
 	}
-	if a != nil && binary.LittleEndian.Uint32(h[0:]) == offerMagic {
-		w := binary.LittleEndian.Uint32(h[4:])
-		i, n = int(w&0xff), uint64(w>>8)
-		if i < a.slots && n <= uint64(a.size) {
-			v.nodeOffer(l, offerHeld{t: t &^ rtsBit, aux: aux, slot: i, n: int(n), addr: uintptr(binary.LittleEndian.Uint64(h[8:]))})
-			return
-		}
-	}
 	if a == nil || binary.LittleEndian.Uint32(h[0:]) != medMagic || i >= a.slots || n > uint64(a.size) {
 		v.log.Error("node medium header corrupt; message lost", "member", l.member, "slot", i, "size", n)
 		return
 	}
-	v.medTake(l, t&^rtsBit, aux, i, int(n))
-}
-
-// medTake takes the medium message of n bytes with match word t in slot
-// i of l's area: into the first matching posted receive, else into an
-// unexpected buffer; either way the slot is freed at once.
-func (v *vci) medTake(l *nodeLink, t uint64, aux uint32, i, n int) {
+	data := a.slot(i)[:n]
+	t &^= rtsBit
 	for r := v.posted.head; r != nil; r = r.qnext {
 		if tagMatches(t, r.want, r.ignore) {
 			v.posted.remove(r)
-			v.medInto(r, l, t, aux, i, n)
+			if err := checkSigWord(r, aux, n); err != nil {
+				r.st = Status{Source: tagSource(t), Tag: tagUser(t)}
+				v.finish(r, err)
+			} else {
+				if r.reqExt != nil && r.typed != nil && (len(data) >= memcopy.SharedMin || r.typed.tinyBlocks()) {
+					// The sender streamed the slot (memcopy.Shared): its
+					// lines are in memory, where an unpack of small blocks
+					// waits for each in turn and one copy out streams them
+					// (SPECFEM3D cm s, 12 KB: 6.9–7.0 µs against 4.4–4.6;
+					// docs/perf/typed.md). Below that its lines are in the
+					// sender's cache, and an unpack of blocks of a few
+					// bytes still waits for them one by one (SPECFEM3D oc
+					// s, 4000 B in 4-byte blocks: 2.4–2.5 µs against
+					// 1.7–1.8).
+					b := v.inlineScratch(len(data))
+					copy(b, data)
+					data = b
+				}
+				v.deliver(r, t, data)
+			}
+			release.Store(a.flag(i), 0)
 			return
 		}
 	}
 	// Unexpected: copied out so that the slot is free for the sender's
 	// next message (see RATIONALE.md).
-	a := l.medIn
-	b := v.smallBuf(n)
-	copy(b, a.slot(i)[:n])
-	release.Store(a.flag(i), medFree)
+	b := v.smallBuf(int(n))
+	copy(b, data)
+	release.Store(a.flag(i), 0)
 	v.appendUnexpected(unexp{tag: t, data: b, sig: aux})
-}
-
-// medInto completes receive r with the medium message of n bytes with
-// match word t in slot i of l's area, and frees the slot.
-func (v *vci) medInto(r *Request, l *nodeLink, t uint64, aux uint32, i, n int) {
-	a := l.medIn
-	data := a.slot(i)[:n]
-	if err := checkSigWord(r, aux, uint64(n)); err != nil {
-		r.st = Status{Source: tagSource(t), Tag: tagUser(t)}
-		v.finish(r, err)
-	} else {
-		if r.reqExt != nil && r.typed != nil && (len(data) >= memcopy.SharedMin || r.typed.tinyBlocks()) {
-			// The sender streamed the slot (memcopy.Shared): its
-			// lines are in memory, where an unpack of small blocks
-			// waits for each in turn and one copy out streams them
-			// (SPECFEM3D cm s, 12 KB: 6.9–7.0 µs against 4.4–4.6;
-			// docs/perf/typed.md). Below that its lines are in the
-			// sender's cache, and an unpack of blocks of a few
-			// bytes still waits for them one by one (SPECFEM3D oc
-			// s, 4000 B in 4-byte blocks: 2.4–2.5 µs against
-			// 1.7–1.8).
-			b := v.inlineScratch(len(data))
-			copy(b, data)
-			data = b
-		}
-		v.deliver(r, t, data)
-	}
-	release.Store(a.flag(i), medFree)
 }
 
 // ringBytes is the size of one ring of a segment described by info.

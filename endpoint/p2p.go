@@ -266,11 +266,6 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *t
 		return r, nil
 	}
 	if m, ok := v.takeUnexpected(want, ignore); ok {
-		if m.offer != nil {
-			v.unexpOffers--
-			v.takeOffer(r, m.offer)
-			return r, nil
-		}
 		if err := checkSigWord(r, m.sig, uint64(len(m.data))); err != nil {
 			r.st = Status{Source: tagSource(m.tag), Tag: tagUser(m.tag)}
 			v.finish(r, err)

@@ -94,7 +94,6 @@ type reqExt struct {
 	staged bool       // buf is a staging copy (node.go), recycled when done
 	timed  time.Time  // a node rendezvous send timed for its link's wayChooser: its start
 	lkey   uint64     // key of a same-process rendezvous buffer in localBufs
-	offer  int        // an offered medium send's slot (nodemed.go)
 	iov    []uint64   // a gather send's block table (address, length pairs), pinned
 
 	// libfabric typed paths (fabtyped.go)

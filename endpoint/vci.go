@@ -48,9 +48,6 @@ type unexp struct {
 	tag  uint64
 	data []byte // eager payload, or the rendezvous header
 	sig  uint32 // an inline node message's folded type signature (sigWord)
-	// offer is a node message offered from its sender's buffer, not yet
-	// claimed (nodeoffer.go); data is nil then.
-	offer *offerRef
 }
 
 type vci struct {
@@ -121,21 +118,19 @@ type vci struct {
 	// it maps, one link per member of its node group (nil: not paired),
 	// the FINs a full ring held back, and whether any peer of v's
 	// communicators uses libfabric (else progress never reads the CQ).
-	seg         *nodeseg.Seg
-	segInfo     nodeInfo
-	peerSegs    []*nodeseg.Seg
-	links       []*nodeLink
-	attachWant  uint64
-	nodeFins    []nodeFin
-	offers      []*Request // blocking sends offered from their buffers (nodeoffer.go)
-	unexpOffers int        // entries of unexpected that are offers (nodeoffer.go)
-	noNet       bool
-	crowded     bool       // more endpoints of its node group on this machine than cores: waits yield (request.go)
-	solo        bool       // the only endpoint of its node group in this process: its peers are other processes
-	stages      [][]byte   // staging buffers for reuse
-	freeReqs    []*Request // released requests for reuse (Request.Release)
-	chunk       []byte     // a typed receive's copy-then-unpack piece (node.go)
-	scratch     []byte     // one inline message, packed or to unpack (node.go)
+	seg        *nodeseg.Seg
+	segInfo    nodeInfo
+	peerSegs   []*nodeseg.Seg
+	links      []*nodeLink
+	attachWant uint64
+	nodeFins   []nodeFin
+	noNet      bool
+	crowded    bool       // more endpoints of its node group on this machine than cores: waits yield (request.go)
+	solo       bool       // the only endpoint of its node group in this process: its peers are other processes
+	stages     [][]byte   // staging buffers for reuse
+	freeReqs   []*Request // released requests for reuse (Request.Release)
+	chunk      []byte     // a typed receive's copy-then-unpack piece (node.go)
+	scratch    []byte     // one inline message, packed or to unpack (node.go)
 
 	// IsendBatch's rings with unpublished messages (batch.go)
 	batchDirty []*nodeLink
@@ -403,10 +398,6 @@ func (v *vci) shutdown() error {
 		r.unpinAll()
 	}
 	v.rdvSends = nil
-	for _, r := range v.offers {
-		r.unpinAll()
-	}
-	v.offers = nil
 	for _, r := range v.sendq {
 		r.unpinAll()
 	}
@@ -914,10 +905,6 @@ func (v *vci) dropContext(ctx uint16) {
 	n := 0
 	for _, u := range v.unexpected {
 		if c := tagCtx(u.tag); !tagIsCtrl(u.tag) && (c == ctx || c == ctx+1) {
-			if u.offer != nil {
-				v.dropOffer(u.offer)
-				v.unexpOffers--
-			}
 			v.recycle(u.data)
 			continue
 		}
@@ -991,9 +978,6 @@ func (v *vci) deliver(r *Request, t uint64, payload []byte) {
 
 func statusOf(u unexp) Status {
 	st := Status{Source: tagSource(u.tag), Tag: tagUser(u.tag), Count: len(u.data)}
-	if u.offer != nil {
-		st.Count = u.offer.n
-	}
 	if tagIsRTS(u.tag) {
 		st.Count = int(parseHeader(u.data).size)
 	}
