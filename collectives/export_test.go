@@ -81,11 +81,14 @@ func NodeReads(c *Coll) uint64 {
 	return c.hier.ng.reads
 }
 
-// PairReadMin and PairReadMax bound the Bcasts and Reduces that two
-// processes of one rank each move by single copies.
+// PairReadMin and PairReadMax bound the calls that two processes of one
+// rank each move by single copies; PairReadRootMin is where a Bcast, or
+// a Reduce rooted at the node's leader, starts to (at the default
+// collnodestream).
 const (
-	PairReadMin = pairReadMin
-	PairReadMax = pairReadMax
+	PairReadMin     = pairReadMin
+	PairReadMax     = pairReadMax
+	PairReadRootMin = pairReadRootMin
 )
 
 // SymmetricLocal reports whether c's small calls among the handles of

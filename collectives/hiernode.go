@@ -637,7 +637,7 @@ func (c *Coll) topBcast(ctx context.Context, b []byte, rp int) error {
 	if mt == rt && rk != 0 {
 		from = rk
 	}
-	if c.pairReadsRooted(len(b)) {
+	if c.pairReadsRooted(len(b), false) {
 		return c.cmaBcast(ctx, b, rk)
 	}
 	inline := len(b) <= inlineMax

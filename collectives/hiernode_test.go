@@ -1064,13 +1064,14 @@ func bcastPairs(t *testing.T, ctx context.Context, c *C.Coll, col *ddt.Type, chu
 	}
 }
 
-// TestPairReads: two processes of one rank each move a Bcast and a
-// Reduce of PairReadMin to PairReadMax bytes, and an Allgather and an
-// Alltoall from PairReadMin bytes a rank, as one single-copy step each,
-// straight from the other's buffers (both roots; Reduce in place and
-// not, a sum of int64 and a max of float64), and through the node
-// segment below PairReadMin or with cross-memory attach off; every
-// result checked element for element.
+// TestPairReads: two processes of one rank each move a Reduce rooted at
+// rank 1 (not the node's leader) of PairReadMin to PairReadMax bytes, a
+// Bcast (both roots) and a Reduce rooted at rank 0 of PairReadRootMin to
+// PairReadMax bytes, and an Allgather and an Alltoall from PairReadMin
+// bytes a rank, as one single-copy step each, straight from the other's
+// buffers (Reduce in place and not, a sum of int64 and a max of
+// float64), and through the node segment below those sizes or with
+// cross-memory attach off; every result checked element for element.
 func TestPairReads(t *testing.T) {
 	if launch(t, 2, "native", 120*time.Second) {
 		return
@@ -1095,9 +1096,13 @@ func TestPairReads(t *testing.T) {
 				t.Fatalf("single copies %v: %s of %d bytes took %d single-copy steps, want them %v", single, what, n, got, want && cma)
 			}
 		}
-		for _, n := range []int{C.PairReadMin - 8, C.PairReadMin, C.PairReadMin + 24, 64 << 10, C.PairReadMax, C.PairReadMax + 8} {
+		if C.StreamMin(c) < C.PairReadRootMin {
+			t.Fatalf("collnodestream %d: the sizes below assume the default", C.StreamMin(c))
+		}
+		for _, n := range []int{C.PairReadMin - 8, C.PairReadMin, C.PairReadMin + 24, C.PairReadRootMin - 8, C.PairReadRootMin, 64 << 10, C.PairReadMax, C.PairReadMax + 8} {
 			reads := n >= C.PairReadMin
-			rooted := reads && n <= C.PairReadMax
+			hop := reads && n <= C.PairReadMax                     // a Reduce rooted at rank 1
+			rooted := n >= C.PairReadRootMin && n <= C.PairReadMax // a Bcast, a Reduce rooted at rank 0
 			for root := 0; root < 2; root++ {
 				b := make([]byte, n)
 				if me == root {
@@ -1120,7 +1125,8 @@ func TestPairReads(t *testing.T) {
 				if me == root {
 					sum = make([]int64, k)
 				}
-				steps("Reduce", n, rooted, func() error { return C.Reduce(ctx, c, x, sum, C.Sum[int64](), root) })
+				reduceReads := rooted || root == 1 && hop
+				steps("Reduce", n, reduceReads, func() error { return C.Reduce(ctx, c, x, sum, C.Sum[int64](), root) })
 				for j := range sum {
 					if want := int64(3*j + 2*root); sum[j] != want {
 						t.Fatalf("Reduce of %d int64 to %d: element %d is %d, want %d", k, root, j, sum[j], want)
@@ -1134,7 +1140,7 @@ func TestPairReads(t *testing.T) {
 				if me == root {
 					send = nil // in place
 				}
-				steps("Reduce in place", n, rooted, func() error { return C.Reduce(ctx, c, send, f, C.Max[float64](), root) })
+				steps("Reduce in place", n, reduceReads, func() error { return C.Reduce(ctx, c, send, f, C.Max[float64](), root) })
 				if me == root {
 					for j := range f {
 						if want := max(float64(j%7), float64((j+1)%7)) - 3.5; f[j] != want {

@@ -113,7 +113,7 @@ func hierBcast(ctx context.Context, c *Coll, b []byte, root int, s callSig) erro
 // call's.
 func (c *Coll) bcastPair(nbytes int) bool {
 	h := c.hier
-	return h != nil && c.size == 2 && h.procs == 2 && c.streams(nbytes) && nbytes <= h.chunk && !c.pairReadsRooted(nbytes)
+	return h != nil && c.size == 2 && h.procs == 2 && c.streams(nbytes) && nbytes <= h.chunk && !c.pairReadsRooted(nbytes, false)
 }
 
 // stageMax bounds the Bcasts that hierBcastStaged runs.
@@ -244,7 +244,7 @@ func hierReduce[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], ro
 		}
 	} else if h.ng == nil && h.net == nil {
 		local = true // one process: folded as the release writes the root's recv
-	} else if c.pairReadsRooted(n * es) {
+	} else if c.pairReadsRooted(n*es, rp != h.tfirst[h.topOf[rp]]) {
 		if mine {
 			acc, direct = res, true // the root's result: folded in place
 		}

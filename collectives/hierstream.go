@@ -567,10 +567,26 @@ func (c *Coll) pairReads(nbytes int) bool {
 		nbytes >= min(pairReadMin, c.cfg.stream) && c.singleCopy(true)
 }
 
+// pairReadRootMin is the size from which a Bcast, and a Reduce rooted at
+// the node's leader, take pairReads' single copies (down to
+// collnodestream where that is lower). Below it the single copy won only
+// where the root's buffer had not been written since the last call, as
+// in OSU's loop (16 KiB Bcast 1.5 µs against 2.5 through the node
+// segment), and lost where the root had just written it, as a program
+// has, since the other core then reads lines still in the root's cache
+// (3.6–3.8 µs against 2.3–2.4, where the segment's copy in streams them
+// to memory); from 32 KiB the two ways tie either way. A Reduce rooted
+// away from the leader saves a step by reading, and reads from pairReadMin
+// (16 KiB, a freshly written send: 4.3–4.7 µs against 6.5–6.9;
+// docs/perf/collectives.md).
+const pairReadRootMin = 32 << 10
+
 // pairReadsRooted is pairReads for a Bcast or a Reduce, up to
-// pairReadMax.
-func (c *Coll) pairReadsRooted(nbytes int) bool {
-	return nbytes <= pairReadMax && c.pairReads(nbytes)
+// pairReadMax and, unless the call's other way takes an extra step
+// (hop: a Reduce rooted away from the node's leader), from
+// pairReadRootMin.
+func (c *Coll) pairReadsRooted(nbytes int, hop bool) bool {
+	return nbytes <= pairReadMax && (hop || nbytes >= min(pairReadRootMin, c.cfg.stream)) && c.pairReads(nbytes)
 }
 
 // cmaBcast (process leader): node process rk's b read into the other

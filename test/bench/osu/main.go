@@ -22,7 +22,12 @@
 // Every contender runs OSU's loop: per collective and size, a tenth of
 // the calls untimed, then ITERS calls each timed alone and followed by an
 // untimed barrier (none in the barrier test); a rank's latency is its
-// mean, the figure the mean over the ranks (OSU's "Avg Latency").
+// mean, the figure the mean over the ranks (OSU's "Avg Latency"). OSU
+// never rewrites its buffers, so a peer that copies from a sender's
+// buffer reads lines no core has modified; with -touch every rank writes
+// its send buffer before each call (untimed, then a barrier), as a
+// program sends what it has just computed (OSU_TOUCH=1 in the ranks'
+// environment, read by both the weft ranks and mpi/osu.c).
 // Reductions sum float32s (size/4, as OSU's MPI_FLOAT); Bcast and Reduce
 // are rooted at rank 0 (at the last rank as bcast:last, reduce:last);
 // Allgather and Alltoall move size bytes per rank and block. Sizes above
@@ -105,6 +110,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	iters := cli.Int("iters", 1000, "timed calls per size up to 8 KiB (a tenth above, at least 10)")
 	tune := cli.String("tune", "", "tuning run: time every algorithm of the collectives with a choice by size, for each -np, and write the selection table to this file (for WEFT_COLL_TABLE) instead of benchmarking")
 	tuneIters := cli.Int("tune-iters", 20, "tuning run: timed calls per algorithm and size (a quarter above 64 KiB)")
+	touch := cli.Bool("touch", false, "every rank writes its send buffer before each call (untimed, then a barrier), as a program sends what it has just computed; OSU's loop never rewrites it")
 	if err := cli.Parse(args); err != nil {
 		return err
 	}
@@ -126,6 +132,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg.fabrun, cfg.timeout, cfg.jsonOut = cli.Fabrun, cli.Timeout, cli.JSON
+	if *touch {
+		// The jobs' ranks inherit it: weft's through fabrun, the MPIs'
+		// through their launchers.
+		if err := os.Setenv(envTouch, "1"); err != nil {
+			return err
+		}
+	}
 	if *tune != "" {
 		if *tuneIters < 1 {
 			return fmt.Errorf("%w: -tune-iters %d: want ≥ 1", sidebyside.ErrUsage, *tuneIters)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -141,9 +142,15 @@ func handleMain(ctx context.Context, e *endpoint.Comm, iters int, colls []string
 	return nil
 }
 
+// envTouch, set in a rank's environment, makes its loop write the send
+// buffer before each call, untimed, then barrier (-touch).
+const envTouch = "OSU_TOUCH"
+
 // osuLoop is OSU's loop: skip untimed and iters timed calls, each timed
 // alone and followed by an untimed Barrier (none for the barrier test);
-// it returns this rank's mean latency in microseconds.
+// with envTouch set, each call is preceded by a write of the send buffer
+// and a Barrier, untimed; it returns this rank's mean latency in
+// microseconds.
 func osuLoop(ctx context.Context, c *C.Coll, k string, sb, rb []byte, size, iters, skip int) (float64, error) {
 	p := c.Size()
 	sf, rf := floats(sb[:size]), floats(rb[:size])
@@ -194,7 +201,20 @@ func osuLoop(ctx context.Context, c *C.Coll, k string, sb, rb []byte, size, iter
 		}
 	}
 	var total time.Duration
+	touch := os.Getenv(envTouch) != ""
 	for i := 0; i < skip+iters; i++ {
+		if touch && !noData(k) {
+			n := size
+			if k == "alltoall" || k == "ialltoall" {
+				n = p * size
+			}
+			for j := range sb[:n] {
+				sb[j] = byte(1 + i&1)
+			}
+			if err := C.Barrier(ctx, c); err != nil {
+				return 0, err
+			}
+		}
 		t0 := time.Now()
 		if err := call(); err != nil {
 			return 0, err

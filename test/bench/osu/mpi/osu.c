@@ -44,7 +44,15 @@ static double loop(const char *name, char *sbuf, char *rbuf, int size, int np, l
 		root = np - 1;
 	}
 	double total = 0;
+	/* OSU_TOUCH (osu -touch): write the send buffer before each call */
+	const char *touchenv = getenv("OSU_TOUCH");
+	int touch = touchenv != NULL && touchenv[0] != 0;
 	for (long i = 0; i < skip + iters; i++) {
+		if (touch && !nodata(coll)) {
+			size_t n = strcmp(coll, "alltoall") == 0 || strcmp(coll, "ialltoall") == 0 ? (size_t)size * np : (size_t)size;
+			memset(sbuf, 1 + (int)(i & 1), n);
+			MPI_Barrier(MPI_COMM_WORLD);
+		}
 		double t0 = MPI_Wtime();
 		if (strcmp(coll, "barrier") == 0)
 			MPI_Barrier(MPI_COMM_WORLD);
