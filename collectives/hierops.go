@@ -244,7 +244,7 @@ func hierReduce[T any](ctx context.Context, c *Coll, src, res []T, op *Op[T], ro
 		}
 	} else if h.ng == nil && h.net == nil {
 		local = true // one process: folded as the release writes the root's recv
-	} else if c.pairReadsRooted(n*es, rp != h.tfirst[h.topOf[rp]]) {
+	} else if leads := rp == h.tfirst[h.topOf[rp]]; c.pairReadsRooted(n*es, !leads) {
 		if mine {
 			acc, direct = res, true // the root's result: folded in place
 		}

@@ -540,14 +540,16 @@ func (c *Coll) cmaAlltoall(ctx context.Context, send, recv []byte, nb int) error
 }
 
 // pairReadMin is the size per rank from which the two processes of a
-// node, one rank each, read each other's buffers (nodeRead) in a Bcast,
-// a Reduce, an Allgather and an Alltoall (down to collnodestream where
-// that is lower). On an Intel Xeon host, whose cores hand each other
-// freshly written lines slowly, a copy through the node segment of 16
-// KiB, in and then out, took about twice Open MPI's single copy from
-// the sender's buffer: Bcast 16 KiB 1.58 µs against 2.63, Allgather
-// 2.41 against 4.10, Alltoall 2.64 against 4.74; at 4 KiB the
-// segment's copies were the faster (docs/perf/collectives.md).
+// node, one rank each, read each other's buffers (nodeRead) in an
+// Allgather, an Alltoall and a Reduce rooted away from the node's leader
+// (down to collnodestream where that is lower; pairReadRootMin bounds
+// the other rooted calls). On an Intel Xeon host, whose cores hand each
+// other freshly written lines slowly, a copy through the node segment of
+// 16 KiB, in and then out, took about twice Open MPI's single copy from
+// a buffer OSU's loop leaves untouched: Allgather 2.41 µs against 4.10,
+// Alltoall 2.64 against 4.74; from a buffer just written the single copy
+// lost 1.1–1.5× instead; at 4 KiB the segment's copies were the faster
+// (docs/perf/collectives.md).
 const pairReadMin = 8 << 10
 
 // pairReadMax bounds the Bcasts and Reduces that pairReads applies to,
