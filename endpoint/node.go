@@ -108,6 +108,12 @@ type nodeLink struct {
 	broken  error           // set when a pipelined copy failed: the link is dropped
 	fill    choose.Pair     // how a typed send's fragments go into the copy slots (fillPlain, fillStream; nodecopy.go)
 	way     wayChooser      // pipelined or single copy for large sends (nodeway.go)
+
+	// what cout, cin and a typed cout's layout point to: one of each at a
+	// time, kept here so that a pipelined copy allocates nothing
+	coutMem copyOut
+	cinMem  copyIn
+	coutU   typedRecv
 }
 
 // trySend sends one message, fabric.ErrAgain when the ring is full.
@@ -459,7 +465,7 @@ func (v *vci) nodeMessage(l *nodeLink, t uint64, n int) {
 		return
 	}
 	if tagIsCtrl(t) || tagIsRTS(t) {
-		var b [rdvExtSize]byte
+		b := &v.ctrlIn // (a local array escapes through incoming)
 		_, m, _, _ := l.in.TryRecv(b[:])
 		v.incoming(t, b[:min(m, len(b))])
 		return
@@ -595,8 +601,10 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 // the FIN; flags go into the header's key field (pipeBit), and sig, the
 // hash of the message's type signature (0: untyped), into its extension.
 func (v *vci) nodeRdv(c *Comm, l *nodeLink, buf []byte, t uint64, dest int, staged bool, flags, sig uint64) (*Request, error) {
-	r := &Request{v: v, c: c, kind: kSendRdv, state: stPosted, buf: buf, qrank: dest,
-		reqExt: &reqExt{link: l, qinject: true, qtag: t | rtsBit, staged: staged}}
+	r := v.newReq()
+	r.v, r.c, r.kind, r.state, r.buf, r.qrank = v, c, kSendRdv, stPosted, buf, dest
+	x := r.ext()
+	x.link, x.qinject, x.qtag, x.staged = l, true, t|rtsBit, staged
 	v.seq++
 	r.seq = v.seq
 	var addr uint64
@@ -607,7 +615,7 @@ func (v *vci) nodeRdv(c *Comm, l *nodeLink, buf []byte, t uint64, dest int, stag
 		r.pinBuf(buf)
 		addr = uint64(cma.Addr(buf))
 	}
-	r.qdata = nodeHeader(rdvHeader{addr: addr, key: flags, size: uint64(len(buf)), seq: r.seq}, sig)
+	r.qdata = putNodeHeader(&x.hdr, rdvHeader{addr: addr, key: flags, size: uint64(len(buf)), seq: r.seq}, sig)
 	if flags&pipeBit != 0 {
 		v.setPipeWord(r.seq, 0) // before the header can be seen
 	}
@@ -620,19 +628,17 @@ func (v *vci) nodeRdv(c *Comm, l *nodeLink, buf []byte, t uint64, dest int, stag
 	return r, nil
 }
 
-// nodeHeader returns the rendezvous header h of a node message whose type
-// signature hashes to sig: 32 bytes, or for a typed message the extended
-// header of fabtyped.go carrying sig.
-func nodeHeader(h rdvHeader, sig uint64) []byte {
+// putNodeHeader writes into b the rendezvous header h of a node message
+// whose type signature hashes to sig and returns it: 32 bytes, or for a
+// typed message the extended header of fabtyped.go carrying sig.
+func putNodeHeader(b *[rdvExtSize]byte, h rdvHeader, sig uint64) []byte {
 	if sig == 0 {
-		b := make([]byte, rdvHeaderSize)
-		h.put(b)
-		return b
+		h.put(b[:rdvHeaderSize])
+		return b[:rdvHeaderSize]
 	}
-	b := make([]byte, rdvExtSize)
-	h.put(b)
-	putExt(b, modePlain, sig)
-	return b
+	h.put(b[:])
+	putExt(b[:], modePlain, sig)
+	return b[:]
 }
 
 // maxStages bounds the staging buffers an endpoint keeps for reuse.
@@ -1107,8 +1113,10 @@ func (c *Comm) isendTypedGather(buf []byte, count int, t *ddt.Type, n, dest, tag
 		return nil, true, err
 	}
 	w := packTag(c.ctx, c.slots[dest], c.rank, tag)
-	r := &Request{v: v, c: c, kind: kSendRdv, state: stPosted, buf: buf, qrank: dest,
-		reqExt: &reqExt{link: l, qinject: true, qtag: w | rtsBit}}
+	r := v.newReq()
+	r.v, r.c, r.kind, r.state, r.buf, r.qrank = v, c, kSendRdv, stPosted, buf, dest
+	x := r.ext()
+	x.link, x.qinject, x.qtag = l, true, w|rtsBit
 	v.seq++
 	r.seq = v.seq
 	var addr uint64
@@ -1127,7 +1135,7 @@ func (c *Comm) isendTypedGather(buf []byte, count int, t *ddt.Type, n, dest, tag
 		addr = uint64(uintptr(unsafe.Pointer(&tbl[0])))
 	}
 	u := typedRecv{buf: buf, count: count, t: t, n: n}
-	r.qdata = nodeHeader(rdvHeader{addr: addr, key: iovBit | uint64(len(segs)), size: uint64(n), seq: r.seq}, u.signature())
+	r.qdata = putNodeHeader(&x.hdr, rdvHeader{addr: addr, key: iovBit | uint64(len(segs)), size: uint64(n), seq: r.seq}, u.signature())
 	v.rdvSends[r.seq] = r
 	if err := v.submit(r); err != nil {
 		delete(v.rdvSends, r.seq)

@@ -224,7 +224,8 @@ func (l *nodeLink) copyRoom(n, f int) bool {
 // timed for l.way from t0. ok is false when the ring is full (nothing
 // was sent). Caller holds the lock.
 func (v *vci) nodeSendCopy(c *Comm, l *nodeLink, t uint64, aux uint32, buf []byte, dest int, t0 time.Time) (r *Request, ok bool) {
-	o := &copyOut{buf: buf, n: len(buf), frag: copyFrag(l.cpOut, len(buf)), t0: t0}
+	o := &l.coutMem // free: l.cout is nil (nodeCopyFits)
+	*o = copyOut{buf: buf, n: len(buf), frag: copyFrag(l.cpOut, len(buf)), t0: t0}
 	return v.nodeSendCopyOut(c, l, t, aux, o, dest)
 }
 
@@ -232,10 +233,12 @@ func (v *vci) nodeSendCopy(c *Comm, l *nodeLink, t uint64, aux uint32, buf []byt
 // packed fragment by fragment straight into the slots (the receiver
 // unpacks straight out of them): the pack is the copy in.
 func (v *vci) nodeSendCopyTyped(c *Comm, l *nodeLink, t uint64, aux uint32, u *typedRecv, dest int) (r *Request, ok bool) {
-	uh := *u // packed after the call returns
+	l.coutU = *u // packed after the call returns; free as l.coutMem is
 	now := time.Now()
 	stream := l.fill.Pick(u.n, now) == fillStream
-	return v.nodeSendCopyOut(c, l, t, aux, &copyOut{u: &uh, n: u.n, frag: copyFragTyped(l.cpOut, u.n), t0: now, stream: stream}, dest)
+	o := &l.coutMem
+	*o = copyOut{u: &l.coutU, n: u.n, frag: copyFragTyped(l.cpOut, u.n), t0: now, stream: stream}
+	return v.nodeSendCopyOut(c, l, t, aux, o, dest)
 }
 
 // nodeSendCopyOut starts pipelined send o over l (see nodeSendCopy).
@@ -256,7 +259,8 @@ func (v *vci) nodeSendCopyOut(c *Comm, l *nodeLink, t uint64, aux uint32, o *cop
 		}
 		return completedRequest, true
 	}
-	o.r = &Request{v: v, c: c, kind: kSendEager, state: stPosted, buf: o.buf, qrank: dest}
+	o.r = v.newReq()
+	o.r.v, o.r.c, o.r.kind, o.r.state, o.r.buf, o.r.qrank = v, c, kSendEager, stPosted, o.buf, dest
 	return o.r, true
 }
 
@@ -387,7 +391,8 @@ func (v *vci) nodeCopyStart(l *nodeLink, t uint64, aux uint32, field uint32, siz
 		return
 	}
 	t &^= rtsBit
-	in := &copyIn{t: t, aux: aux, size: int(size), frag: frag, slot: slot}
+	in := &l.cinMem // free: l.cin is nil (pollNode takes no message while it is not)
+	*in = copyIn{t: t, aux: aux, size: int(size), frag: frag, slot: slot}
 	for r := v.posted.head; r != nil; r = r.qnext {
 		if tagMatches(t, r.want, r.ignore) {
 			v.posted.remove(r)

@@ -112,7 +112,10 @@ func (c *Comm) isendMode(buf []byte, dest, tag int, ctx uint16, sig uint64, bloc
 		v.enqueue(r)
 		return r, nil
 	}
-	r := &Request{v: v, c: c, state: stPosted, buf: buf, qrank: dest, reqExt: &reqExt{qtag: t, qdest: addr}}
+	r := v.newReq()
+	r.v, r.c, r.state, r.buf, r.qrank = v, c, stPosted, buf, dest
+	x := r.ext()
+	x.qtag, x.qdest = t, addr
 	if len(buf) <= v.fabEagerLimit() {
 		r.kind = kSendEager
 		if v.hdr {
@@ -301,6 +304,7 @@ func (c *Comm) Send(ctx context.Context, buf []byte, dest, tag int) error {
 		return err
 	}
 	_, err = r.Wait(ctx)
+	r.recycle()
 	return err
 }
 

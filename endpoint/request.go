@@ -112,6 +112,9 @@ type reqExt struct {
 	// here): kept with the extension, which a released receive hands to
 	// the next one, so a typed receive allocates nothing in steady state.
 	layout typedRecv
+	// hdr holds a node rendezvous send's header (qdata points here),
+	// kept with the extension for the same reason.
+	hdr [rdvExtSize]byte
 }
 
 // ext returns r's extension, allocating it on first use.
@@ -120,6 +123,29 @@ func (r *Request) ext() *reqExt {
 		r.reqExt = &reqExt{}
 	}
 	return r.reqExt
+}
+
+// newReq returns a zeroed Request for a new operation of v: a released
+// one, whose extension it keeps (cleared) for reuse, or a new one. Caller
+// holds the lock. Blocking Send and Recv hand their requests back, so a
+// loop of them allocates nothing per message: on a virtual machine the
+// first touch of the fresh memory a growing heap takes from the kernel
+// stalled a 64 KiB send for tens of microseconds now and then.
+func (v *vci) newReq() *Request {
+	n := len(v.freeReqs)
+	if n == 0 {
+		return &Request{}
+	}
+	r := v.freeReqs[n-1]
+	v.freeReqs[n-1] = nil
+	v.freeReqs = v.freeReqs[:n-1]
+	x := r.reqExt
+	*r = Request{}
+	if x != nil {
+		*x = reqExt{}
+		r.reqExt = x
+	}
+	return r
 }
 
 // completedRequest is returned by Isend for messages sent with inject: they
@@ -402,6 +428,21 @@ func (r *Request) Release() error {
 	}
 	v.keepReleased(r)
 	return nil
+}
+
+// recycle hands back the request of a blocking call that has waited for
+// it, if it completed (a request a cancelled wait left in flight is left
+// alone): the caller never sees it, so it is reused at once (newReq).
+func (r *Request) recycle() {
+	v := r.v
+	if v == nil {
+		return
+	}
+	v.lock()
+	if r.done && !r.released {
+		v.keepReleased(r)
+	}
+	v.unlock()
 }
 
 // releasable reports why r may not be released (nil if it may). Caller

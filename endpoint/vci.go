@@ -131,6 +131,9 @@ type vci struct {
 	freeReqs   []*Request // released requests for reuse (Request.Release)
 	chunk      []byte     // a typed receive's copy-then-unpack piece (node.go)
 	scratch    []byte     // one inline message, packed or to unpack (node.go)
+	// a node control message or rendezvous header just taken off a ring,
+	// which incoming parses or copies before it returns (node.go)
+	ctrlIn [rdvExtSize]byte
 
 	// IsendBatch's rings with unpublished messages (batch.go)
 	batchDirty []*nodeLink
