@@ -127,7 +127,11 @@ func (c *Coll) nodeExchange(ctx context.Context, put func(area []byte), get func
 	}
 	ng.allAt = s
 	ng.symSteps++
-	get(func(i int) []byte { return ng.exch(i, s) })
+	if ng.exchOf == nil {
+		ng.exchOf = func(i int) []byte { return ng.exch(i, ng.exchStep) }
+	}
+	ng.exchStep = s
+	get(ng.exchOf)
 	if me == 0 {
 		// For the steps through the leader that follow: this step is
 		// done, and every process has begun it. The state word, which

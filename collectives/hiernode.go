@@ -1,20 +1,18 @@
 package collectives
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/weft-hpc/weft/internal/memcopy"
 	"github.com/weft-hpc/weft/internal/nodeseg"
+	"github.com/weft-hpc/weft/internal/peerwatch"
 )
 
 // The node level of the hierarchy (docs/collectives.md, "Hierarchy"):
@@ -85,6 +83,18 @@ type nodeGroup struct {
 	// ticket whose call may run its node steps (nbnode.go).
 	tickets uint32
 	turn    atomic.Uint32
+
+	// The functions a step hands its callbacks, bound once (a closure
+	// per call would be an allocation per collective call), and what
+	// they read: the step whose exchange halves exchOf returns, the
+	// stream chunk whose parts subOf returns, the process readFrom
+	// copies from (hierexch.go, hierstream.go).
+	exchOf   func(i int) []byte
+	exchStep uint64
+	subOf    func(i int) []byte
+	subPos   uint64
+	readFrom func(dst []byte, at uintptr) error
+	readProc int
 }
 
 // Segment layout: line 0 holds the node's state (the last step done),
@@ -238,35 +248,17 @@ type procIdent struct {
 	start uint64
 }
 
-// readIdent reads process pid's state and start time from /proc.
-func readIdent(pid int) (state byte, start uint64, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, err
-	}
-	i := bytes.LastIndexByte(b, ')') // the command may hold spaces
-	if i < 0 {
-		return 0, 0, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 || len(f[0]) != 1 {
-		return 0, 0, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	start, err = strconv.ParseUint(f[19], 10, 64)
-	return f[0][0], start, err
-}
-
 // selfIdent is this process's identity.
 var selfIdent = sync.OnceValue(func() procIdent {
 	pid := os.Getpid()
-	_, start, _ := readIdent(pid)
+	start, _, _ := peerwatch.Stat(pid)
 	return procIdent{pid, start}
 })
 
 // alive returns an error wrapping ErrPeerGone if the process has exited
 // (or is a zombie, or its pid now names another process).
 func (id procIdent) alive() error {
-	state, start, err := readIdent(id.pid)
+	start, state, err := peerwatch.Stat(id.pid)
 	if err == nil && state != 'Z' && state != 'X' && start == id.start {
 		return nil
 	}

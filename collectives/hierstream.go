@@ -88,8 +88,8 @@ func (c *Coll) nodeStream(ctx context.Context, st *nodeStream) error {
 	if !st.cons(me) {
 		publish(ng.consumed(me), end)
 	}
-	sub := func(p uint64) func(i int) []byte {
-		return func(i int) []byte { return ng.sub(i, p) }
+	if ng.subOf == nil {
+		ng.subOf = func(i int) []byte { return ng.sub(i, ng.subPos) }
 	}
 	for k := 0; k < st.n; k++ {
 		p := base + uint64(k)
@@ -106,7 +106,8 @@ func (c *Coll) nodeStream(ctx context.Context, st *nodeStream) error {
 			if err := c.streamWait(ctx, ng, ng.produced, p+1, st.prod); err != nil {
 				return err
 			}
-			st.take(k, sub(p))
+			ng.subPos = p
+			st.take(k, ng.subOf)
 			publish(ng.consumed(me), p+1)
 		}
 	}
@@ -471,13 +472,17 @@ func (c *Coll) nodeRead(ctx context.Context, buf []byte, read func(i int, base u
 		if err := c.nodeArrival(ctx, ng, i, s, mark); err != nil {
 			return err
 		}
-		pid := ng.ids[i].pid
-		if err := read(i, uintptr(ng.addr(i).Load()), func(dst []byte, at uintptr) error {
-			if _, err := cma.Read(pid, dst, at); err != nil {
-				return fmt.Errorf("copy from the process of rank %d: %w", ng.ranks[i], err)
+		if ng.readFrom == nil {
+			ng.readFrom = func(dst []byte, at uintptr) error {
+				j := ng.readProc
+				if _, err := cma.Read(ng.ids[j].pid, dst, at); err != nil {
+					return fmt.Errorf("copy from the process of rank %d: %w", ng.ranks[j], err)
+				}
+				return nil
 			}
-			return nil
-		}); err != nil {
+		}
+		ng.readProc = i
+		if err := read(i, uintptr(ng.addr(i).Load()), ng.readFrom); err != nil {
 			return err
 		}
 	}

@@ -209,7 +209,7 @@ func (v *vci) nodeMedium(l *nodeLink, t uint64) {
 	}
 	// Unexpected: copied out so that the slot is free for the sender's
 	// next message (see RATIONALE.md).
-	b := v.smallBuf(int(n))
+	b := v.medBuf(int(n), a.size)
 	copy(b, data)
 	release.Store(a.flag(i), 0)
 	v.appendUnexpected(unexp{tag: t, data: b, sig: aux})

@@ -79,6 +79,8 @@ type vci struct {
 	unexpected []unexp  // arrived, unmatched messages, in arrival order
 	unexpBase  []unexp  // the backing array unexpected restarts from when empty
 	smallFree  [][]byte // recycled payload buffers of small unexpected messages
+	medFree    [][]byte // recycled buffers of unexpected medium messages (medBuf)
+	medCap     int      // their capacity: the first medium slot size seen (0: none yet)
 	rdvSends   map[uint64]*Request
 	slots      []*Request // ops with a completion of their own
 	free       []int32
@@ -856,6 +858,9 @@ func (v *vci) incoming(t uint64, payload []byte) {
 const (
 	smallPayload = 256
 	maxSmallFree = 256
+	// maxMedFree bounds the medium buffers kept (medBuf): 64 of 16 KiB
+	// slots are 1 MiB.
+	maxMedFree = 64
 )
 
 // pushUnexpected queues a copy of payload as an unexpected message.
@@ -892,10 +897,33 @@ func (v *vci) smallBuf(n int) []byte {
 	return make([]byte, n)
 }
 
+// medBuf returns a buffer of n bytes for an unexpected medium message
+// of a slot of size bytes: a recycled one when size is the size they
+// have (medCap, set by the first), else a new one. A window of
+// medium messages that arrive before their receives (a ring
+// Allgather's) then allocates nothing.
+func (v *vci) medBuf(n, size int) []byte {
+	if v.medCap == 0 {
+		v.medCap = size
+	}
+	if size == v.medCap {
+		if k := len(v.medFree); k > 0 {
+			b := v.medFree[k-1]
+			v.medFree = v.medFree[:k-1]
+			return b[:n]
+		}
+		return make([]byte, n, size)
+	}
+	return v.smallBuf(n)
+}
+
 // recycle takes back the payload buffer of a consumed unexpected message.
 func (v *vci) recycle(b []byte) {
-	if cap(b) == smallPayload && len(v.smallFree) < maxSmallFree {
+	switch c := cap(b); {
+	case c == smallPayload && len(v.smallFree) < maxSmallFree:
 		v.smallFree = append(v.smallFree, b)
+	case c == v.medCap && c > smallPayload && len(v.medFree) < maxMedFree:
+		v.medFree = append(v.medFree, b)
 	}
 }
 

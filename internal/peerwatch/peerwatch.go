@@ -22,6 +22,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/weft-hpc/weft/errs"
 )
@@ -46,7 +49,7 @@ type Ident struct {
 // Self returns this process's Ident (zero where /proc cannot tell it).
 var Self = sync.OnceValue(func() Ident {
 	pid := os.Getpid()
-	start, _, err := stat(pid)
+	start, _, err := Stat(pid)
 	if err != nil {
 		return Ident{}
 	}
@@ -85,27 +88,93 @@ func Parse(b []byte) (Ident, []byte, error) {
 	return id, b[18+n:], nil
 }
 
-// stat reads the start time and state of process pid from /proc.
-func stat(pid int) (start uint64, state byte, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, err
+// Stat reads the start time (clock ticks since boot) and state of
+// process pid from /proc/pid/stat. It allocates nothing (a wait checks
+// its peers with it, and a wait should leave no garbage); an error
+// wraps os.ErrNotExist where no process has that pid.
+func Stat(pid int) (start uint64, state byte, err error) {
+	var path [32]byte
+	p := append(path[:0], "/proc/"...)
+	p = strconv.AppendInt(p, int64(pid), 10)
+	p = append(p, "/stat\x00"...)
+	atFDCWD := unix.AT_FDCWD
+	fd, _, e := unix.Syscall6(unix.SYS_OPENAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(&p[0])), unix.O_RDONLY|unix.O_CLOEXEC, 0, 0, 0)
+	if e != 0 {
+		return 0, 0, statErr(pid, e)
 	}
-	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+	var buf [2048]byte
+	n, rerr := readAll(int(fd), buf[:])
+	unix.Close(int(fd))
+	if rerr != nil {
+		return 0, 0, statErr(pid, rerr)
+	}
+	return parseStat(pid, buf[:n])
+}
+
+// readAll reads fd into b until its end or b is full.
+func readAll(fd int, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		k, err := unix.Read(fd, b[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if k == 0 {
+			break
+		}
+		n += k
+	}
+	return n, nil
+}
+
+// statErr is Stat's error for errno e: a process gone between the open
+// and the read (ESRCH) is one that does not exist.
+func statErr(pid int, e error) error {
+	if e == unix.ESRCH {
+		e = unix.ENOENT
+	}
+	return fmt.Errorf("peerwatch: /proc/%d/stat: %w", pid, e)
+}
+
+// parseStat takes the start time and state out of the contents of
+// /proc/pid/stat: "pid (comm) state ppid ...", where comm may hold
+// spaces and parentheses, the state is field 3 and the start time 22.
+func parseStat(pid int, b []byte) (start uint64, state byte, err error) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 || i+2 >= len(b) {
 		return 0, 0, fmt.Errorf("peerwatch: malformed /proc/%d/stat", pid)
 	}
-	f := bytes.Fields(b[i+1:])
-	// f[0] is field 3 (state); the start time is field 22.
-	if len(f) < 20 {
-		return 0, 0, fmt.Errorf("peerwatch: short /proc/%d/stat", pid)
+	field := 2 // the field before b[i+1:]
+	for k := i + 1; k < len(b); {
+		for k < len(b) && (b[k] == ' ' || b[k] == '\n') {
+			k++
+		}
+		if k == len(b) {
+			break
+		}
+		e := k
+		for e < len(b) && b[e] != ' ' && b[e] != '\n' {
+			e++
+		}
+		field++
+		switch field {
+		case 3:
+			state = b[k]
+		case 22:
+			for _, c := range b[k:e] {
+				if c < '0' || c > '9' {
+					return 0, 0, fmt.Errorf("peerwatch: /proc/%d/stat start time %q", pid, string(b[k:e]))
+				}
+				start = start*10 + uint64(c-'0')
+			}
+			return start, state, nil
+		}
+		k = e
 	}
-	start, err = strconv.ParseUint(string(f[19]), 10, 64)
-	if err != nil {
-		return 0, 0, fmt.Errorf("peerwatch: /proc/%d/stat start time: %w", pid, err)
-	}
-	return start, f[0][0], nil
+	return 0, 0, fmt.Errorf("peerwatch: short /proc/%d/stat", pid)
 }
 
 // Exited reports whether id's process is certainly gone: id is on this
@@ -118,7 +187,7 @@ func (id Ident) Exited() bool {
 	if id.PID == self.PID {
 		return false
 	}
-	start, state, err := stat(id.PID)
+	start, state, err := Stat(id.PID)
 	if err != nil {
 		return errors.Is(err, os.ErrNotExist)
 	}

@@ -1,8 +1,14 @@
 package peerwatch
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -36,7 +42,7 @@ func TestExited(t *testing.T) {
 		testenv.Skip(t, "sleep", "cannot start sleep(1): %v", err)
 	}
 	defer cmd.Process.Kill()
-	start, _, err := stat(cmd.Process.Pid)
+	start, _, err := Stat(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,5 +95,46 @@ func TestPacer(t *testing.T) {
 	p.next = time.Now().Add(-time.Millisecond)
 	if !p.Due() || p.Due() {
 		t.Fatal("not due once after the interval")
+	}
+}
+
+// TestStat: Stat reads the state and start time that /proc/pid/stat
+// holds, for a process whose command name holds spaces and parentheses
+// too, allocates nothing, and reports a pid that names no process with an
+// error wrapping os.ErrNotExist.
+func TestStat(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		testenv.Skip(t, "sleep", "no sleep(1): %v", err)
+	}
+	odd := filepath.Join(t.TempDir(), "a) b (c")
+	if err := os.Symlink(sleep, odd); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(odd, "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	for _, pid := range []int{os.Getpid(), cmd.Process.Pid} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pid == cmd.Process.Pid && !bytes.Contains(b, []byte("(a) b (c)")) {
+			t.Errorf("the child's command name is not the odd one: %q", b)
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		want, _ := strconv.ParseUint(f[19], 10, 64)
+		start, state, err := Stat(pid)
+		if err != nil || start != want || state != f[0][0] {
+			t.Errorf("Stat(%d) = %d, %q, %v; /proc says %d, %q", pid, start, state, err, want, f[0][0])
+		}
+	}
+	if a := testing.AllocsPerRun(100, func() { _, _, _ = Stat(cmd.Process.Pid) }); a != 0 {
+		t.Errorf("Stat allocates %.1f times a call", a)
+	}
+	if _, _, err := Stat(1 << 30); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Stat of a pid that names no process: %v, want os.ErrNotExist", err)
 	}
 }
