@@ -240,7 +240,12 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *t
 	var r *Request
 	if scratch && c.scratch != nil {
 		r, c.scratch = c.scratch, nil
+		x := r.reqExt // kept, cleared, as below
 		r.postRecv(v, c, buf, want, ignore, src)
+		if x != nil {
+			*x = reqExt{}
+			r.reqExt = x
+		}
 	} else if n := len(v.freeReqs); n > 0 {
 		r = v.freeReqs[n-1]
 		v.freeReqs[n-1] = nil
