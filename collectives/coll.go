@@ -84,12 +84,17 @@ type Coll struct {
 	cond      func() bool // the clone's round when it waits for a condition, not requests
 	ticket    uint32      // the call's ticket for the node level plus one (0: none; nbnode.go)
 	symAt     uint32      // the last call in which this handle saw every member of its process arrive at a symmetric step (hiersym.go)
-	stalled   bool        // the clone's coroutine yielded in nbSpin after polling the same condition again
-	ended     error       // a clone's failure, once it has been handled
-	mu        sync.Mutex
-	ops       []*schedule
-	nlive     atomic.Int32 // len(ops), read without mu by blocking waits
-	workers   []*nbWorker  // idle coroutines for the next nonblocking calls
+	// symLine returns member i's line of the symmetric step of call
+	// symSeq: the function symStep hands its get, bound once so that a
+	// step allocates nothing
+	symLine func(i int) []byte
+	symSeq  uint32
+	stalled bool  // the clone's coroutine yielded in nbSpin after polling the same condition again
+	ended   error // a clone's failure, once it has been handled
+	mu      sync.Mutex
+	ops     []*schedule
+	nlive   atomic.Int32 // len(ops), read without mu by blocking waits
+	workers []*nbWorker  // idle coroutines for the next nonblocking calls
 }
 
 // New returns a collectives handle over comm; it is collective over comm

@@ -233,15 +233,40 @@ type procGroup struct {
 	// shareLeft counts the members yet to finish their part.
 	share     atomic.Pointer[shareWork]
 	shareLeft atomic.Int32
+	// shareBuf[p] is the shareWork of the calls of parity p: a member
+	// reads a call's before it arrives at the next, so the leader's call
+	// two on may rewrite it
+	shareBuf [2]shareWork
 	// arrivals[p] counts the members arrived at the call of parity p that
 	// its last member runs (hierArriveLast); that member resets it.
 	arrivals [2]atomic.Int32
 }
 
-// shareWork is a shared release: write(i) writes slot i's result.
+// shareWork is a shared release of call seq: slot i's result is
+// written by g.shareWrite(w, i), the collective's copies (kind) of
+// blocks of nb bytes.
 type shareWork struct {
-	seq   uint32
-	write func(i int)
+	seq  uint32
+	kind shareKind
+	nb   int
+}
+
+// shareKind is what a shared release writes.
+type shareKind uint8
+
+const (
+	shareAllgather shareKind = iota // every other member's block (allgatherInto)
+	shareAlltoall                   // every member's block for it (alltoallInto)
+)
+
+// shareWrite writes member i's part of shared release w.
+func (g *procGroup) shareWrite(w *shareWork, i int) {
+	switch w.kind {
+	case shareAllgather:
+		g.allgatherInto(i, w.nb)
+	case shareAlltoall:
+		g.alltoallInto(i, w.nb)
+	}
 }
 
 // groupSlot is one member's publication for the call in progress: its
@@ -710,7 +735,7 @@ func (c *Coll) waitLeader(ctx context.Context, g *procGroup, seq uint32) error {
 			return false, g.failed()
 		case !wrote && v == uint64(seq)<<2|phWriting:
 			if w := g.share.Load(); w != nil && w.seq == seq {
-				w.write(c.hier.li)
+				g.shareWrite(w, c.hier.li)
 				wrote = true
 				g.shareLeft.Add(-1)
 			}
@@ -772,24 +797,27 @@ func (g *procGroup) done(seq uint32, mark uint64) {
 }
 
 // hierReleaseShared (leader) is hierRelease with the writing shared:
-// every member, the leader too, runs write with its own slot's index
-// while it waits, so that the members' results (their own receive
+// every member, the leader too, writes its own slot's part of the
+// collective's copies (kind, blocks of nb bytes; shareWrite) while it
+// waits, so that the members' results (their own receive
 // buffers, from what every slot published) are written in parallel. The
 // leader lets the members return once every part is written.
-func (c *Coll) hierReleaseShared(write func(i int)) error {
+func (c *Coll) hierReleaseShared(kind shareKind, nb int) error {
 	g := c.hier.g
+	w := &g.shareBuf[c.seq&1]
+	*w = shareWork{seq: c.seq, kind: kind, nb: nb}
 	if len(g.slots) == 1 {
-		write(0)
+		g.shareWrite(w, 0)
 		return nil
 	}
 	g.shareLeft.Store(int32(len(g.slots) - 1))
-	g.share.Store(&shareWork{seq: c.seq, write: write})
+	g.share.Store(w)
 	defer g.share.Store(nil)
 	if err := g.begin(c.seq); err != nil {
 		return err
 	}
 	g.wake() // the parked members write their parts
-	write(0)
+	g.shareWrite(w, 0)
 	// The members cannot withdraw once the release has begun: their
 	// parts take one copy each.
 	for g.shareLeft.Load() != 0 {

@@ -379,19 +379,12 @@ func hierAllgather(ctx context.Context, c *Coll, send, recv []byte, s callSig) e
 	}
 	h, g := c.hier, c.hier.g
 	if h.net == nil && h.ng == nil {
-		into := func(i int) {
-			for j := range g.slots {
-				if i != j {
-					memcopy.Copy(g.slots[i].recv[g.ranks[j]*nb:], g.slots[j].send)
-				}
-			}
-		}
 		if nb*(len(g.slots)-1) >= shareMin {
-			err = c.hierReleaseShared(into) // each rank copies into its own recv
+			err = c.hierReleaseShared(shareAllgather, nb) // each rank copies into its own recv
 		} else {
 			err = c.hierRelease(func() {
 				for i := range g.slots {
-					into(i)
+					g.allgatherInto(i, nb)
 				}
 			})
 		}
@@ -483,7 +476,7 @@ func hierAlltoall(ctx context.Context, c *Coll, send, recv []byte, s callSig) er
 	g, nb := c.hier.g, s.count*s.esize
 	if c.hier.procs == 1 {
 		if nb*len(g.slots) >= shareMin {
-			return c.hierEnd(c.hierReleaseShared(func(j int) { g.alltoallInto(j, nb) }))
+			return c.hierEnd(c.hierReleaseShared(shareAlltoall, nb))
 		}
 		return c.hierEnd(c.hierRelease(func() { g.alltoallOwn(nb) }))
 	}
@@ -509,6 +502,16 @@ func hierAlltoall(ctx context.Context, c *Coll, send, recv []byte, s callSig) er
 		err = c.hierRelease(func() {})
 	}
 	return c.hierEnd(err)
+}
+
+// allgatherInto copies into member i's recv the blocks of nb bytes of
+// every other member of g.
+func (g *procGroup) allgatherInto(i, nb int) {
+	for j := range g.slots {
+		if i != j {
+			memcopy.Copy(g.slots[i].recv[g.ranks[j]*nb:], g.slots[j].send)
+		}
+	}
 }
 
 // alltoallOwn copies block j of each rank's send of this process into

@@ -169,7 +169,11 @@ func (c *Coll) symStep(ctx context.Context, from int, put func(b []byte), get fu
 		c.symAt = seq // (it saw every other member arrive)
 	}
 	if get != nil {
-		get(func(i int) []byte { return g.slots[i].sym[seq&1].data[:] })
+		if c.symLine == nil {
+			c.symLine = func(i int) []byte { return c.hier.g.slots[i].sym[c.symSeq&1].data[:] }
+		}
+		c.symSeq = seq
+		get(c.symLine)
 	}
 	return nil
 }
