@@ -933,13 +933,14 @@ type rdvReads struct {
 // the bytes land (the user's blocks, or a buffer unpacked at the end when
 // they are small) and posts the table read or the first reads.
 func (v *vci) planReads(r *Request, h rdvHeader, ext uint64, n int) {
-	rd := &rdvReads{n: n}
+	rd := &r.rdMem // (r.ext: startRead made it)
+	*rd = rdvReads{n: n, ops: rd.ops[:0], local: rd.local[:0]}
 	r.rd = rd
 	if r.typed != nil {
 		u := r.typed
 		if p := u.largePieces(); p != nil && typedPathSetting() != "pack" {
 			pathStats.recvBlocks.Add(1)
-			rd.local = p
+			rd.local = append(rd.local, p...) // (its own: reset clears it)
 			u.buffers(func(b []byte) {
 				if len(b) > 0 {
 					r.pin.Pin(&b[0])
@@ -954,8 +955,8 @@ func (v *vci) planReads(r *Request, h rdvHeader, ext uint64, n int) {
 			r.unpack, r.typed = u, nil
 		}
 	}
-	if rd.local == nil {
-		rd.local = [][]byte{r.buf[:n]}
+	if len(rd.local) == 0 {
+		rd.local = append(rd.local, r.buf[:n])
 		r.pinBuf(r.buf[:n])
 	}
 	if v.mrLocal {
@@ -1012,6 +1013,9 @@ func (rd *rdvReads) buildOps(v *vci, remote []uint64, mrs []*fabric.MR) {
 		roff := 0
 		for roff < rlen && left > 0 {
 			op := rdvRead{raddr: raddr + uint64(roff), key: key}
+			if k := len(rd.ops); k < cap(rd.ops) {
+				op.iov = rd.ops[:k+1][k].iov[:0] // an earlier plan's array (reset cleared it)
+			}
 			take := min(rlen-roff, left)
 			for take > 0 && len(op.iov) < lim {
 				lp := rd.local[li][loff:]

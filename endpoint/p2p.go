@@ -164,8 +164,12 @@ func (c *Comm) isendMode(buf []byte, dest, tag int, ctx uint16, sig uint64, bloc
 		hsize = rdvExtSize
 	}
 	h := rdvHeader{addr: mr.RemoteAddr(buf), key: mr.Key(), size: uint64(len(buf)), seq: r.seq}
-	// Behind the reserved match header, if any: injected, or sent from memory.
-	r.qdata = make([]byte, v.hdrLen()+hsize)
+	// Behind the reserved match header, if any: injected, or sent from
+	// memory.
+	if r.fhdr == nil {
+		r.fhdr = make([]byte, matchHdrSize+rdvExtSize)
+	}
+	r.qdata = r.fhdr[:v.hdrLen()+hsize]
 	h.put(r.qdata[v.hdrLen():])
 	if sig != 0 {
 		putExt(r.qdata[v.hdrLen():], modePlain, sig)
@@ -243,7 +247,7 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *t
 		x := r.reqExt // kept, cleared, as below
 		r.postRecv(v, c, buf, want, ignore, src)
 		if x != nil {
-			*x = reqExt{}
+			x.reset()
 			r.reqExt = x
 		}
 	} else if n := len(v.freeReqs); n > 0 {
@@ -253,7 +257,7 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *t
 		x := r.reqExt // kept, cleared, for the next receive that needs one
 		r.postRecv(v, c, buf, want, ignore, src)
 		if x != nil {
-			*x = reqExt{}
+			x.reset()
 			r.reqExt = x
 		}
 	} else {

@@ -113,8 +113,34 @@ type reqExt struct {
 	// the next one, so a typed receive allocates nothing in steady state.
 	layout typedRecv
 	// hdr holds a node rendezvous send's header (qdata points here),
-	// kept with the extension for the same reason.
+	// kept with the extension for the same reason (the node rings copy
+	// it in Go; no C call sees it).
 	hdr [rdvExtSize]byte
+	// fhdr is the buffer of a libfabric rendezvous send's header, kept
+	// for reuse (reset): an allocation of its own, since a cgo call may
+	// not be handed memory holding Go pointers, as the extension does.
+	fhdr []byte
+	// rdMem is what rd points to during a libfabric rendezvous read; its
+	// slices keep their capacity across reuses (reset).
+	rdMem rdvReads
+}
+
+// reset clears x for another operation. The slices of its rendezvous
+// read plan keep their capacity (their elements cleared, so that they
+// hold no user memory), so that a read of the same shape allocates
+// nothing.
+func (x *reqExt) reset() {
+	ops, local := x.rdMem.ops[:cap(x.rdMem.ops)], x.rdMem.local[:cap(x.rdMem.local)]
+	for i := range ops {
+		iov := ops[i].iov[:cap(ops[i].iov)]
+		clear(iov)
+		ops[i] = rdvRead{iov: iov[:0]}
+	}
+	clear(local)
+	fhdr := x.fhdr
+	*x = reqExt{}
+	x.rdMem.ops, x.rdMem.local = ops[:0], local[:0]
+	x.fhdr = fhdr
 }
 
 // ext returns r's extension, allocating it on first use.
@@ -142,7 +168,7 @@ func (v *vci) newReq() *Request {
 	x := r.reqExt
 	*r = Request{}
 	if x != nil {
-		*x = reqExt{}
+		x.reset()
 		r.reqExt = x
 	}
 	return r

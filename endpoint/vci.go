@@ -65,6 +65,7 @@ type vci struct {
 	mrLocal     bool
 	hdr         bool   // match word in a header in front of the payload (matchhdr.go)
 	hdrBuf      []byte // an injected message with its header, built in place
+	finFrame    []byte // a FIN, built in place (sendFin)
 	injectLimit int
 	eagerLimit  int
 	timeout     time.Duration
@@ -1102,8 +1103,12 @@ func (v *vci) sendFin(r *Request) error {
 	if r.cts {
 		return v.sendCTS(r)
 	}
-	var a [matchHdrSize + 8]byte
-	b := v.ctrlFrame(a[:])
+	if v.finFrame == nil {
+		// Its own allocation: a cgo call may not be handed memory that
+		// holds Go pointers, as the vci does.
+		v.finFrame = make([]byte, matchHdrSize+8)
+	}
+	b := v.ctrlFrame(v.finFrame) // (injected: copied before the call returns)
 	binary.LittleEndian.PutUint64(b[v.hdrLen():], r.finStatus)
 	if err := v.injectFramed(b, ctrlTag(r.finSeq), r.finDest); err != nil {
 		return err

@@ -189,6 +189,35 @@ func TestMRCache(t *testing.T) {
 	if live := LiveObjects()["mr"]; live != 2 {
 		t.Errorf("%d live MRs after eviction, want 2", live)
 	}
+	// The LRU kept the two released last: the last is a hit, the first a
+	// miss. A hit and its Close allocate the handle alone.
+	h0, m0 := p.dom.MRCacheStats()
+	var ferr error
+	allocs := testing.AllocsPerRun(100, func() {
+		m, err := p.dom.Register(bufs[2], AccessRemoteWrite)
+		if err != nil {
+			ferr = err
+			return
+		}
+		ferr = m.Close()
+	})
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	if h, m := p.dom.MRCacheStats(); h-h0 != 101 || m != m0 {
+		t.Errorf("the registration released last: %d hits, %d misses in 101 registrations", h-h0, m-m0)
+	}
+	if allocs > 1 {
+		t.Errorf("a cached registration and its Close: %.1f allocations, want the handle's alone", allocs)
+	}
+	m, err := p.dom.Register(bufs[0], AccessRemoteWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if _, m := p.dom.MRCacheStats(); m != m0+1 {
+		t.Errorf("the registration released first was not evicted (%d misses, want %d)", m, m0+1)
+	}
 }
 
 func TestAllocBuffer(t *testing.T) {

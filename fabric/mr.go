@@ -16,7 +16,6 @@ package fabric
 import "C"
 
 import (
-	"container/list"
 	"fmt"
 	"runtime"
 	"sync"
@@ -36,8 +35,11 @@ type mrEntry struct {
 	key    uint64
 	desc   Desc
 	pin    runtime.Pinner
-	refs   int           // live MR handles; guarded by the cache mutex
-	idle   *list.Element // position in the idle LRU when refs == 0
+	refs   int // live MR handles; guarded by the cache mutex
+	// the idle LRU's links while refs == 0 (idle): an intrusive list, so
+	// that releasing a registration allocates nothing
+	prev, next *mrEntry
+	idle       bool
 }
 
 // MR is a handle on registered memory. Handles for the same or contained
@@ -103,10 +105,12 @@ type mrCache struct {
 	mu      sync.Mutex
 	dom     *Domain
 	entries map[*mrEntry]struct{}
-	lru     *list.List
-	max     int
-	hits    uint64
-	misses  uint64
+	// the idle LRU: most recently released first
+	head, tail *mrEntry
+	idleN      int
+	max        int
+	hits       uint64
+	misses     uint64
 }
 
 // DefaultMRCacheSize is the number of unreferenced registrations a domain
@@ -116,7 +120,6 @@ const DefaultMRCacheSize = 64
 func (c *mrCache) init(d *Domain) {
 	c.dom = d
 	c.entries = map[*mrEntry]struct{}{}
-	c.lru = list.New()
 	t, _ := settings.Tune()
 	c.max = int(t.MRCache)
 }
@@ -149,9 +152,8 @@ func (d *Domain) Register(buf []byte, access Access) (*MR, error) {
 	defer c.mu.Unlock()
 	for e := range c.entries {
 		if e.base <= p && end <= e.base+uintptr(e.length) && e.access&access == access && !e.closed.Load() {
-			if e.refs == 0 && e.idle != nil {
-				c.lru.Remove(e.idle)
-				e.idle = nil
+			if e.refs == 0 && e.idle {
+				c.unlink(e)
 			}
 			e.refs++
 			c.hits++
@@ -171,9 +173,8 @@ func (d *Domain) Register(buf []byte, access Access) (*MR, error) {
 		e.pin.Unpin()
 		c.mu.Lock()
 		delete(c.entries, e)
-		if e.idle != nil {
-			c.lru.Remove(e.idle)
-			e.idle = nil
+		if e.idle {
+			c.unlink(e)
 		}
 		c.mu.Unlock()
 		return nil
@@ -217,6 +218,35 @@ func (d *Domain) register(buf []byte, access Access, pin bool) (*mrEntry, error)
 	return e, nil
 }
 
+// pushFront puts e, just released, at the head of the idle LRU. Caller
+// holds c.mu.
+func (c *mrCache) pushFront(e *mrEntry) {
+	e.prev, e.next, e.idle = nil, c.head, true
+	if c.head != nil {
+		c.head.prev = e
+	} else {
+		c.tail = e
+	}
+	c.head = e
+	c.idleN++
+}
+
+// unlink takes idle entry e out of the LRU. Caller holds c.mu.
+func (c *mrCache) unlink(e *mrEntry) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		c.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		c.tail = e.prev
+	}
+	e.prev, e.next, e.idle = nil, nil, false
+	c.idleN--
+}
+
 // release drops one reference; unreferenced entries are kept in the LRU
 // up to max and deregistered beyond it. Called with c.mu not held.
 func (c *mrCache) release(e *mrEntry) error {
@@ -226,11 +256,11 @@ func (c *mrCache) release(e *mrEntry) error {
 		c.mu.Unlock()
 		return nil
 	}
-	e.idle = c.lru.PushFront(e)
+	c.pushFront(e)
 	var evict []*mrEntry
-	for c.lru.Len() > c.max {
-		old := c.lru.Remove(c.lru.Back()).(*mrEntry)
-		old.idle = nil
+	for c.idleN > c.max {
+		old := c.tail
+		c.unlink(old)
 		delete(c.entries, old)
 		evict = append(evict, old)
 	}
