@@ -244,22 +244,12 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *t
 	var r *Request
 	if scratch && c.scratch != nil {
 		r, c.scratch = c.scratch, nil
-		x := r.reqExt // kept, cleared, as below
 		r.postRecv(v, c, buf, want, ignore, src)
-		if x != nil {
-			x.reset()
-			r.reqExt = x
-		}
 	} else if n := len(v.freeReqs); n > 0 {
 		r = v.freeReqs[n-1]
 		v.freeReqs[n-1] = nil
 		v.freeReqs = v.freeReqs[:n-1]
-		x := r.reqExt // kept, cleared, for the next receive that needs one
 		r.postRecv(v, c, buf, want, ignore, src)
-		if x != nil {
-			x.reset()
-			r.reqExt = x
-		}
 	} else {
 		r = &Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore, qrank: src}
 	}
@@ -292,12 +282,18 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *t
 	return r, nil
 }
 
-// postRecv makes r a fresh posted receive. It zeroes r in place and then
-// sets the fields one by one: assigning a whole Request literal builds it
-// on the stack and copies it over, which costs more than the rest of a
-// small receive's bookkeeping.
+// postRecv makes r, a reused request, a fresh posted receive. It zeroes r
+// in place and then sets the fields one by one: assigning a whole Request
+// literal builds it on the stack and copies it over, which costs more
+// than the rest of a small receive's bookkeeping. r's extension, if it
+// has one, is kept (cleared) for the next receive that needs one.
 func (r *Request) postRecv(v *vci, c *Comm, buf []byte, want, ignore uint64, src int) {
+	x := r.reqExt
 	*r = Request{}
+	if x != nil {
+		x.reset()
+		r.reqExt = x
+	}
 	r.v, r.c = v, c
 	r.kind, r.state = kRecv, stPosted
 	r.buf = buf
