@@ -8,6 +8,7 @@ import (
 	"time"
 
 	C "github.com/weft-hpc/weft/collectives"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // TestNoAllocs: once warm, the collectives between processes of one
@@ -56,7 +57,7 @@ func TestNoAllocs(t *testing.T) {
 					if ferr != nil {
 						t.Fatalf("%s of %d bytes: %v", call.name, n, ferr)
 					}
-					if a != 0 && !raceEnabled { // the race detector's instrumentation allocates
+					if a != 0 && !testenv.Race { // the race detector's instrumentation allocates
 						t.Errorf("%s of %d bytes a rank: %.2f allocations a call, want 0", call.name, n, a)
 					}
 				}
@@ -119,7 +120,7 @@ func TestNoAllocsHandles(t *testing.T) {
 					}
 					return nil
 				})
-				if d := float64(after.Mallocs-before.Mallocs) / 99; d > 0.05 && !raceEnabled {
+				if d := float64(after.Mallocs-before.Mallocs) / 99; d > 0.05 && !testenv.Race {
 					t.Errorf("%d handles, %s of %d bytes a rank: %.2f allocations a call (all handles together), want 0", np, name, n, d)
 				}
 			}

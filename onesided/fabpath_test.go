@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // TestDecideOrdering: forced orderings are kept where the provider gives
@@ -202,7 +203,7 @@ func TestNetPutFlushAllocs(t *testing.T) {
 					return stepErr
 				}
 				t.Logf("%v: %v allocations per round", w.Ordering(), n)
-				if n != 0 && !raceEnabled { // the race detector's instrumentation allocates
+				if n != 0 && !testenv.Race { // the race detector's instrumentation allocates
 					return fmt.Errorf("%v allocations per Put/Put/PutSignal/Flush/FetchAndOp round, want 0", n)
 				}
 				return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/fabric"
 	"github.com/weft-hpc/weft/internal/launchtest"
+	"github.com/weft-hpc/weft/internal/testenv"
 	"github.com/weft-hpc/weft/job"
 )
 
@@ -78,7 +79,7 @@ func TestMultiProcess(t *testing.T) {
 				iters, payload := 200, 64<<10
 				if c.provider == "sockets" {
 					iters, payload = 20, 8<<10 // sockets crawls on two oversubscribed cores
-				} else if raceEnabled {
+				} else if testenv.Race {
 					iters = 40 // the race pass looks for unsynchronised access, not for rare orderings
 				}
 				if err := putSignalStress(ctx, g, iters, payload); err != nil {
@@ -102,7 +103,7 @@ func TestMultiProcess(t *testing.T) {
 					return fmt.Errorf("heap: %w", err)
 				}
 				heapIters := 100
-				if raceEnabled {
+				if testenv.Race {
 					heapIters = 25
 				}
 				if c.provider == "sockets" {
