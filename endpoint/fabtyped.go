@@ -897,8 +897,7 @@ func (v *vci) pipeRecvDone(r *Request) {
 
 // sendCTS sends the CTS of pipelined receive r.
 func (v *vci) sendCTS(r *Request) error {
-	var a [matchHdrSize + 16]byte
-	b := v.ctrlFrame(a[:])
+	b := v.ctrlFrame(v.ctrlOut[:matchHdrSize+16]) // (injected: copied before the call returns)
 	binary.LittleEndian.PutUint64(b[v.hdrLen():], uint64(r.slot))
 	binary.LittleEndian.PutUint64(b[v.hdrLen()+8:], uint64(r.st.Count))
 	if err := v.injectFramed(b, ctrlBit|rtsBit|r.finSeq&ctrlSeqMax&^pipeDataBit, r.finDest); err != nil {

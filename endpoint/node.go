@@ -601,8 +601,7 @@ func (v *vci) nodeSendStaged(c *Comm, l *nodeLink, buf []byte, t uint64, dest in
 // the FIN; flags go into the header's key field (pipeBit), and sig, the
 // hash of the message's type signature (0: untyped), into its extension.
 func (v *vci) nodeRdv(c *Comm, l *nodeLink, buf []byte, t uint64, dest int, staged bool, flags, sig uint64) (*Request, error) {
-	r := v.newReq()
-	r.v, r.c, r.kind, r.state, r.buf, r.qrank = v, c, kSendRdv, stPosted, buf, dest
+	r := v.newSend(c, kSendRdv, buf, dest)
 	x := r.ext()
 	x.link, x.qinject, x.qtag, x.staged = l, true, t|rtsBit, staged
 	v.seq++
@@ -1113,8 +1112,7 @@ func (c *Comm) isendTypedGather(buf []byte, count int, t *ddt.Type, n, dest, tag
 		return nil, true, err
 	}
 	w := packTag(c.ctx, c.slots[dest], c.rank, tag)
-	r := v.newReq()
-	r.v, r.c, r.kind, r.state, r.buf, r.qrank = v, c, kSendRdv, stPosted, buf, dest
+	r := v.newSend(c, kSendRdv, buf, dest)
 	x := r.ext()
 	x.link, x.qinject, x.qtag = l, true, w|rtsBit
 	v.seq++

@@ -259,8 +259,7 @@ func (v *vci) nodeSendCopyOut(c *Comm, l *nodeLink, t uint64, aux uint32, o *cop
 		}
 		return completedRequest, true
 	}
-	o.r = v.newReq()
-	o.r.v, o.r.c, o.r.kind, o.r.state, o.r.buf, o.r.qrank = v, c, kSendEager, stPosted, o.buf, dest
+	o.r = v.newSend(c, kSendEager, o.buf, dest)
 	return o.r, true
 }
 

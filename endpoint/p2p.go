@@ -112,8 +112,7 @@ func (c *Comm) isendMode(buf []byte, dest, tag int, ctx uint16, sig uint64, bloc
 		v.enqueue(r)
 		return r, nil
 	}
-	r := v.newReq()
-	r.v, r.c, r.state, r.buf, r.qrank = v, c, stPosted, buf, dest
+	r := v.newSend(c, 0, buf, dest) // (its kind is set below)
 	x := r.ext()
 	x.qtag, x.qdest = t, addr
 	if len(buf) <= v.fabEagerLimit() {
@@ -245,10 +244,7 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *t
 	if scratch && c.scratch != nil {
 		r, c.scratch = c.scratch, nil
 		r.postRecv(v, c, buf, want, ignore, src)
-	} else if n := len(v.freeReqs); n > 0 {
-		r = v.freeReqs[n-1]
-		v.freeReqs[n-1] = nil
-		v.freeReqs = v.freeReqs[:n-1]
+	} else if r = v.takeFree(); r != nil {
 		r.postRecv(v, c, buf, want, ignore, src)
 	} else {
 		r = &Request{v: v, c: c, kind: kRecv, state: stPosted, buf: buf, want: want, ignore: ignore, qrank: src}
@@ -282,18 +278,12 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *t
 	return r, nil
 }
 
-// postRecv makes r, a reused request, a fresh posted receive. It zeroes r
+// postRecv makes r, a reused request, a fresh posted receive. It wipes r
 // in place and then sets the fields one by one: assigning a whole Request
 // literal builds it on the stack and copies it over, which costs more
-// than the rest of a small receive's bookkeeping. r's extension, if it
-// has one, is kept (cleared) for the next receive that needs one.
+// than the rest of a small receive's bookkeeping.
 func (r *Request) postRecv(v *vci, c *Comm, buf []byte, want, ignore uint64, src int) {
-	x := r.reqExt
-	*r = Request{}
-	if x != nil {
-		x.reset()
-		r.reqExt = x
-	}
+	r.wipe()
 	r.v, r.c = v, c
 	r.kind, r.state = kRecv, stPosted
 	r.buf = buf

@@ -151,27 +151,46 @@ func (r *Request) ext() *reqExt {
 	return r.reqExt
 }
 
-// newReq returns a zeroed Request for a new operation of v: a released
-// one, whose extension it keeps (cleared) for reuse, or a new one. Caller
-// holds the lock. Blocking Send and Recv hand their requests back, so a
-// loop of them allocates nothing per message: on a virtual machine the
-// first touch of the fresh memory a growing heap takes from the kernel
-// stalled a 64 KiB send for tens of microseconds now and then.
-func (v *vci) newReq() *Request {
+// newSend returns a posted send request of kind on c, of buf to rank
+// dest: a released request, whose extension it keeps (cleared) for
+// reuse, or a new one. Caller holds the lock. Blocking Send and Recv
+// hand their requests back, so a loop of them allocates nothing per
+// message: on a virtual machine the first touch of the fresh memory a
+// growing heap takes from the kernel stalled a 64 KiB send for tens of
+// microseconds now and then.
+func (v *vci) newSend(c *Comm, kind reqKind, buf []byte, dest int) *Request {
+	r := v.takeFree()
+	if r == nil {
+		r = &Request{}
+	} else {
+		r.wipe()
+	}
+	r.v, r.c, r.kind, r.state, r.buf, r.qrank = v, c, kind, stPosted, buf, dest
+	return r
+}
+
+// takeFree takes a released request for reuse (nil: none). Caller holds
+// the lock.
+func (v *vci) takeFree() *Request {
 	n := len(v.freeReqs)
 	if n == 0 {
-		return &Request{}
+		return nil
 	}
 	r := v.freeReqs[n-1]
 	v.freeReqs[n-1] = nil
 	v.freeReqs = v.freeReqs[:n-1]
+	return r
+}
+
+// wipe zeroes r for another operation, keeping its extension, if it has
+// one, cleared for the next operation that needs one.
+func (r *Request) wipe() {
 	x := r.reqExt
 	*r = Request{}
 	if x != nil {
 		x.reset()
 		r.reqExt = x
 	}
-	return r
 }
 
 // completedRequest is returned by Isend for messages sent with inject: they
@@ -458,7 +477,7 @@ func (r *Request) Release() error {
 
 // recycle hands back the request of a blocking call that has waited for
 // it, if it completed (a request a cancelled wait left in flight is left
-// alone): the caller never sees it, so it is reused at once (newReq).
+// alone): the caller never sees it, so it is reused at once (newSend).
 func (r *Request) recycle() {
 	v := r.v
 	if v == nil {

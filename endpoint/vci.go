@@ -65,7 +65,7 @@ type vci struct {
 	mrLocal     bool
 	hdr         bool   // match word in a header in front of the payload (matchhdr.go)
 	hdrBuf      []byte // an injected message with its header, built in place
-	finFrame    []byte // a FIN, built in place (sendFin)
+	ctrlOut     []byte // a FIN or CTS, built in place: its own allocation, as a cgo call may not see memory holding Go pointers
 	injectLimit int
 	eagerLimit  int
 	timeout     time.Duration
@@ -254,6 +254,7 @@ func (v *vci) attachFabric(info *fabric.Info, dom *fabric.Domain, cfg *config, a
 	if v.hdr {
 		v.hdrBuf = make([]byte, max(info.InjectSize, matchHdrSize+8))
 	}
+	v.ctrlOut = make([]byte, matchHdrSize+16)
 	if v.injectLimit > v.eagerLimit {
 		v.injectLimit = v.eagerLimit
 	}
@@ -1103,12 +1104,7 @@ func (v *vci) sendFin(r *Request) error {
 	if r.cts {
 		return v.sendCTS(r)
 	}
-	if v.finFrame == nil {
-		// Its own allocation: a cgo call may not be handed memory that
-		// holds Go pointers, as the vci does.
-		v.finFrame = make([]byte, matchHdrSize+8)
-	}
-	b := v.ctrlFrame(v.finFrame) // (injected: copied before the call returns)
+	b := v.ctrlFrame(v.ctrlOut[:matchHdrSize+8]) // (injected: copied before the call returns)
 	binary.LittleEndian.PutUint64(b[v.hdrLen():], r.finStatus)
 	if err := v.injectFramed(b, ctrlTag(r.finSeq), r.finDest); err != nil {
 		return err
