@@ -111,29 +111,40 @@ type Segment struct {
 // with more returns ErrInvalid, so callers can fall back to packing. Count
 // elements whose offsets do not fit in an int64 return ErrOverflow.
 func (t *Type) Flatten(count, maxSegs int) ([]Segment, error) {
+	return t.AppendSegments(nil, count, maxSegs)
+}
+
+// AppendSegments is Flatten appending the segments to dst and returning
+// the extended slice, so that a caller that flattens layouts over and
+// over reuses one slice and allocates nothing. maxSegs bounds the
+// segments appended (≤ 0: no limit); past it, or on any other error, dst
+// is returned unchanged in length with the error. Blocks tells cheaply,
+// before the walk, whether a layout can exceed the bound.
+func (t *Type) AppendSegments(dst []Segment, count, maxSegs int) ([]Segment, error) {
 	s, err := t.committedState("Flatten")
 	if err != nil {
-		return nil, err
+		return dst, err
 	}
 	if _, err := t.PackSize(count); err != nil {
-		return nil, err
+		return dst, err
 	}
 	ir := s.ir
-	var out []Segment
 	if ir.Root == nil || count == 0 {
-		return out, nil
+		return dst, nil
 	}
 	if _, _, ok := span(ir, count); !ok {
-		return nil, fmt.Errorf("ddt: Flatten %s: %d elements of extent %d: offsets overflow int64: %w",
+		return dst, fmt.Errorf("ddt: Flatten %s: %d elements of extent %d: offsets overflow int64: %w",
 			t.Name(), count, ir.Extent, ErrOverflow)
 	}
+	start := len(dst)
+	out := dst
 	over := false
 	emit := func(off, l int64) {
-		if k := len(out); k > 0 && out[k-1].Off+out[k-1].Len == off {
+		if k := len(out); k > start && out[k-1].Off+out[k-1].Len == off {
 			out[k-1].Len += l
 			return
 		}
-		if maxSegs > 0 && len(out) >= maxSegs {
+		if maxSegs > 0 && len(out)-start >= maxSegs {
 			over = true
 			return
 		}
@@ -142,7 +153,7 @@ func (t *Type) Flatten(count, maxSegs int) ([]Segment, error) {
 	for k := int64(0); k < int64(count) && !over; k++ {
 		before := len(out)
 		walkBlocks(ir.Root, k*ir.Extent, emit, &over)
-		if k > 0 && len(out) == before && !over {
+		if k > 0 && len(out) == before && before > start && !over {
 			// Element k only extended the last segment; the layout repeats,
 			// so every later element does too (count may be huge).
 			out[before-1].Len += (int64(count) - 1 - k) * ir.Size
@@ -150,7 +161,7 @@ func (t *Type) Flatten(count, maxSegs int) ([]Segment, error) {
 		}
 	}
 	if over {
-		return nil, fmt.Errorf("ddt: Flatten %s: more than %d segments: %w", t.Name(), maxSegs, ErrInvalid)
+		return dst, fmt.Errorf("ddt: Flatten %s: more than %d segments: %w", t.Name(), maxSegs, ErrInvalid)
 	}
 	return out, nil
 }

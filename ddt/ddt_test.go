@@ -324,6 +324,26 @@ func TestFlatten(t *testing.T) {
 	if _, err := v.Flatten(2, 3); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("limit: %v", err)
 	}
+	// AppendSegments appends after dst's segments without merging into
+	// them, leaves dst's length alone on a refusal, and reuses its
+	// capacity.
+	dst := make([]Segment, 1, 16)
+	dst[0] = Segment{-8, 8} // touches the first segment: must stay apart
+	got, err := v.AppendSegments(dst, 2, 5)
+	if err != nil || len(got) != 1+len(want) || got[0] != (Segment{-8, 8}) || &got[0] != &dst[0] {
+		t.Fatalf("AppendSegments: %v, %v", got, err)
+	}
+	for i := range want {
+		if got[1+i] != want[i] {
+			t.Fatalf("AppendSegments: %v, want %v after the first", got, want)
+		}
+	}
+	if got, err := v.AppendSegments(dst, 2, 4); !errors.Is(err, ErrInvalid) || len(got) != 1 {
+		t.Fatalf("AppendSegments past its bound: %d segments, %v", len(got), err)
+	}
+	if n := testing.AllocsPerRun(100, func() { dst, _ = v.AppendSegments(dst[:0], 2, 0) }); n != 0 && !testenv.Race {
+		t.Fatalf("AppendSegments into a slice with room: %v allocations", n)
+	}
 	// Blocks counts them before the merge at the element boundary.
 	if nb, err := v.Blocks(2); nb != 6 || err != nil {
 		t.Fatalf("Blocks(2) = %d, %v, want 6", nb, err)

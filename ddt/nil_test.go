@@ -101,6 +101,10 @@ func TestNilReceivers(t *testing.T) {
 			_, err := ty.Flatten(1, 0)
 			return isInvalid(err)
 		},
+		"Type.AppendSegments": func() error {
+			_, err := ty.AppendSegments(nil, 1, 0)
+			return isInvalid(err)
+		},
 		"Cursor.Next": func() error {
 			_, err := c.Next(buf)
 			return isInvalid(err)
