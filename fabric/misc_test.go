@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 func TestAVOrderLookupRemove(t *testing.T) {
@@ -209,6 +212,48 @@ func TestMRCache(t *testing.T) {
 	}
 	if allocs > 1 {
 		t.Errorf("a cached registration and its Close: %.1f allocations, want the handle's alone", allocs)
+	}
+	// RegisterInto reuses a closed handle: no allocation at all.
+	probe, err := p.dom.Register(bufs[2], AccessRemoteWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2key := probe.Key()
+	probe.Close()
+	var kept MR
+	allocs = testing.AllocsPerRun(100, func() {
+		if err := p.dom.RegisterInto(&kept, bufs[2], AccessRemoteWrite); err != nil {
+			ferr = err
+			return
+		}
+		if kept.Key() != m2key {
+			ferr = fmt.Errorf("RegisterInto gave key %#x, the registration has %#x", kept.Key(), m2key)
+		}
+		ferr = kept.Close()
+	})
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	if allocs != 0 && !testenv.Race {
+		t.Errorf("a cached RegisterInto and its Close: %.1f allocations, want none", allocs)
+	}
+	if err := p.dom.RegisterInto(&kept, bufs[2], AccessRemoteWrite); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.dom.RegisterInto(&kept, bufs[2], AccessRemoteWrite); !errors.Is(err, ErrInvalid) {
+		t.Errorf("RegisterInto an open handle: %v", err)
+	}
+	kept.Close()
+	if err := p.dom.RegisterInto(nil, bufs[2], AccessRemoteWrite); !errors.Is(err, ErrInvalid) {
+		t.Errorf("RegisterInto nil: %v", err)
+	}
+	owned, err := p.dom.Alloc(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owned.Close()
+	if err := p.dom.RegisterInto(owned.MR(), bufs[2], AccessRemoteWrite); !errors.Is(err, ErrInvalid) {
+		t.Errorf("RegisterInto a Buffer's handle: %v", err)
 	}
 	m, err := p.dom.Register(bufs[0], AccessRemoteWrite)
 	if err != nil {

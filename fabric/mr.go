@@ -136,6 +136,39 @@ func (d *Domain) MRCacheStats() (hits, misses uint64) {
 // handle; the registration may stay cached, see DefaultMRCacheSize).
 // Registering a range that an existing registration covers is a lookup.
 func (d *Domain) Register(buf []byte, access Access) (*MR, error) {
+	e, err := d.acquire(buf, access)
+	if err != nil {
+		return nil, err
+	}
+	return &MR{e: e}, nil
+}
+
+// RegisterInto is Register into a handle of the caller's: m, zero or
+// closed, is pointed at the registration of buf, so that a caller that
+// registers the same buffers over and over and keeps its handles
+// allocates nothing when the cache serves them. Close m as any handle
+// (once per RegisterInto). A handle still open, one a Buffer owns or one
+// RegisterDevice made is refused with ErrInvalid.
+func (d *Domain) RegisterInto(m *MR, buf []byte, access Access) error {
+	if m == nil {
+		return fmt.Errorf("fabric: RegisterInto: nil handle: %w", ErrInvalid)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.owned || m.device || (m.e != nil && !m.closed) {
+		return fmt.Errorf("fabric: RegisterInto: handle still open or not the cache's: %w", ErrInvalid)
+	}
+	e, err := d.acquire(buf, access)
+	if err != nil {
+		return err
+	}
+	m.e, m.closed = e, false
+	return nil
+}
+
+// acquire finds or makes the registration Register hands out and takes a
+// reference on it.
+func (d *Domain) acquire(buf []byte, access Access) (*mrEntry, error) {
 	if len(buf) == 0 {
 		return nil, fmt.Errorf("fabric: Register: empty buffer: %w", ErrInvalid)
 	}
@@ -157,7 +190,7 @@ func (d *Domain) Register(buf []byte, access Access) (*MR, error) {
 			}
 			e.refs++
 			c.hits++
-			return &MR{e: e}, nil
+			return e, nil
 		}
 	}
 	c.misses++
@@ -179,7 +212,7 @@ func (d *Domain) Register(buf []byte, access Access) (*MR, error) {
 		c.mu.Unlock()
 		return nil
 	}
-	return &MR{e: e}, nil
+	return e, nil
 }
 
 // requestedKey is the key a registration asks for: one of the domain's
