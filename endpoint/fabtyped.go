@@ -225,23 +225,23 @@ const (
 // chooseTyped applies the cost model (docs/endpoint.md, "Which path"):
 // zero copy when the layout's blocks average at least zcblock bytes and
 // number at most maxIovSegs, else the segment pipeline; WEFT_TUNE's
-// typedpath overrides it. pieces are the blocks, for zero copy.
-func chooseTyped(u *typedRecv) (typedPath, [][]byte) {
+// typedpath overrides it. For zero copy the blocks are in x.pieces.
+func chooseTyped(u *typedRecv, x *reqExt) typedPath {
+	var ok bool
 	switch typedPathSetting() {
 	case "pack":
-		return pathPack, nil
+		return pathPack
 	case "pipeline":
-		return pathPipeline, nil
+		return pathPipeline
 	case "zerocopy":
-		if p := u.pieces(maxIovSegs); p != nil {
-			return pathZeroCopy, p
-		}
-		return pathPipeline, nil
+		x.pieces, ok = x.appendPieces(x.pieces[:0], u, maxIovSegs)
+	default:
+		x.pieces, ok = x.appendLargePieces(x.pieces[:0], u)
 	}
-	if p := u.largePieces(); p != nil {
-		return pathZeroCopy, p
+	if ok {
+		return pathZeroCopy
 	}
-	return pathPipeline, nil
+	return pathPipeline
 }
 
 // pathOverride and zcOverride replace WEFT_TUNE's typedpath and zcblock
@@ -265,54 +265,72 @@ func zcBlockSetting() int {
 	return int(max(tune.ZCBlock, 1))
 }
 
-// largePieces returns the layout's blocks when they average at least
-// zcblock bytes (the cost model's threshold), else nil. Flatten gives up
-// past the block count that allows, so a layout of many small blocks
-// costs next to nothing here.
-func (u *typedRecv) largePieces() [][]byte {
+// appendLargePieces is appendPieces when the layout's blocks average at
+// least zcblock bytes (the cost model's threshold); otherwise ok is
+// false and dst comes back as it was. The bound on the block count that
+// follows from the average makes a layout of many small blocks cost next
+// to nothing here.
+func (x *reqExt) appendLargePieces(dst [][]byte, u *typedRecv) ([][]byte, bool) {
 	zc := zcBlockSetting()
-	limit := min(maxIovSegs, max(1, u.n/zc))
-	p := u.pieces(limit)
-	if p == nil || u.n/len(p) < zc {
-		return nil
+	out, ok := x.appendPieces(dst, u, min(maxIovSegs, max(1, u.n/zc)))
+	if !ok {
+		return dst, false
 	}
-	return p
+	if k := len(out) - len(dst); k == 0 || u.n/k < zc {
+		clear(out[len(dst):])
+		return dst, false
+	}
+	return out, true
 }
 
-// pieces returns the layout's contiguous blocks in stream order, as
-// slices of the user's buffers, or nil when there are more than maxSegs.
-func (u *typedRecv) pieces(maxSegs int) [][]byte {
+// appendPieces appends the layout's contiguous blocks in stream order,
+// as slices of the user's buffers, to dst; with more than maxSegs blocks
+// (or GPU memory) ok is false and dst comes back as it was. x.segs is
+// the scratch the blocks are listed in, kept for reuse.
+func (x *reqExt) appendPieces(dst [][]byte, u *typedRecv, maxSegs int) ([][]byte, bool) {
 	if u.dev != nil { // GPU memory: no host blocks to read or write
-		return nil
+		return dst, false
 	}
-	var out [][]byte
+	start := len(dst)
 	add := func(buf []byte, count int, t *ddt.Type) bool {
-		if maxSegs-len(out) <= 0 {
+		left := maxSegs - (len(dst) - start)
+		if left <= 0 {
 			return false
 		}
-		segs, err := t.Flatten(count, maxSegs-len(out))
+		// Blocks bounds the block count from above, and only a merge at
+		// an element boundary makes fewer: a layout that has more blocks
+		// than allowed even after every such merge is refused without a
+		// walk of its blocks.
+		if nb, err := t.Blocks(count); err != nil || nb-int64(max(count-1, 0)) > int64(left) {
+			return false
+		}
+		segs, err := t.AppendSegments(x.segs[:0], count, left)
+		x.segs = segs[:0]
 		if err != nil {
 			return false
 		}
 		for _, s := range segs {
 			if s.Len > 0 {
-				out = append(out, buf[s.Off:s.Off+s.Len:s.Off+s.Len])
+				dst = append(dst, buf[s.Off:s.Off+s.Len:s.Off+s.Len])
 			}
 		}
 		return true
 	}
+	ok := true
 	if u.parts == nil {
-		if !add(u.buf, u.count, u.t) {
-			return nil
-		}
-		return out
-	}
-	for _, p := range u.parts {
-		if !add(p.Buf, p.Count, p.Type) {
-			return nil
+		ok = add(u.buf, u.count, u.t)
+	} else {
+		for _, p := range u.parts {
+			if ok = add(p.Buf, p.Count, p.Type); !ok {
+				break
+			}
 		}
 	}
-	return out
+	if !ok {
+		clear(dst[start:])
+		return dst[:start], false
+	}
+	return dst, true
 }
 
 // buffers calls f for each user buffer of the layout.
@@ -329,20 +347,19 @@ func (u *typedRecv) buffers(f func(b []byte)) {
 	}
 }
 
-// isendFabricTyped sends the non-contiguous message of layout u to a
+// isendFabricTyped sends the non-contiguous message of layout in to a
 // libfabric peer without packing it into a buffer of its own (see the
 // top of this file). done is false when the message takes the packed
 // path instead (typedpath=pack above the eager limit, a node peer).
-func (c *Comm) isendFabricTyped(u *typedRecv, dest, tag int) (r *Request, done bool, err error) {
+func (c *Comm) isendFabricTyped(in *typedRecv, dest, tag int) (r *Request, done bool, err error) {
 	if c.link(dest) != nil { // node peers have their own typed paths
 		return nil, false, nil
 	}
 	v := c.v
-	if u.n <= v.eagerLimit {
-		return c.isendEagerTyped(u, dest, tag)
+	if in.n <= v.eagerLimit {
+		return c.isendEagerTyped(in, dest, tag)
 	}
-	path, pieces := chooseTyped(u)
-	if path == pathPack {
+	if typedPathSetting() == "pack" {
 		return nil, false, nil
 	}
 	v.lock()
@@ -350,27 +367,38 @@ func (c *Comm) isendFabricTyped(u *typedRecv, dest, tag int) (r *Request, done b
 	if _, err := v.beginSend(); err != nil { // a queued header still goes after the queue (submit)
 		return nil, true, err
 	}
+	// A released request and its extension, kept with their buffers: a
+	// repeated transfer allocates nothing.
 	t := packTag(c.ctx, c.slots[dest], c.rank, tag)
-	r = &Request{v: v, c: c, kind: kSendRdv, state: stPosted, qrank: dest,
-		reqExt: &reqExt{qtag: t | rtsBit, qdest: c.addrs[dest]}}
+	r = v.newSend(c, kSendRdv, nil, dest)
+	x := r.ext()
+	x.qtag, x.qdest = t|rtsBit, c.addrs[dest]
+	x.layout = *in // a pipelined send packs from it later
+	u := &x.layout
+	path := chooseTyped(u, x)
+	if path == pathPipeline && !v.ensureSegs() {
+		v.keepReleased(r)
+		return nil, false, nil
+	}
 	v.seq++
 	r.seq = v.seq
 	hl := v.hdrLen()
-	r.qdata = make([]byte, hl+rdvExtSize) // behind the reserved match header
+	if x.fhdr == nil {
+		x.fhdr = make([]byte, matchHdrSize+rdvExtSize)
+	}
+	r.qdata = x.fhdr[:hl+rdvExtSize] // behind the reserved match header
 	h := rdvHeader{size: uint64(u.n), seq: r.seq}
 	ext := uint64(modePipe)
 	if path == pathZeroCopy {
-		if h.addr, h.key, err = v.publishBlocks(r, u, pieces); err != nil {
+		if h.addr, h.key, err = v.publishBlocks(r, u); err != nil {
 			r.unpinAll()
 			return nil, true, err
 		}
-		ext = modeTable | uint64(len(pieces))<<8
+		ext = modeTable | uint64(len(x.pieces))<<8
 		pathStats.zeroCopy.Add(1)
 	} else {
-		if !v.ensureSegs() {
-			return nil, false, nil
-		}
-		r.pipe = &pipeSend{u: u, want: u.n}
+		x.pipeMem = pipeSend{u: u, want: u.n}
+		r.pipe = &x.pipeMem
 		if u.dev != nil {
 			r.pipe.ring = v.ensureDevRing(u.dev.Buf.Device())
 		}
@@ -394,33 +422,35 @@ func (c *Comm) isendFabricTyped(u *typedRecv, dest, tag int) (r *Request, done b
 }
 
 // publishBlocks registers the buffers of layout u for remote reads and
-// builds the table of its blocks (remote address, length, key) the
-// receiver reads first; it returns the table's remote address and key.
-// The registrations (which pin the Go memory) are r's until the FIN.
-func (v *vci) publishBlocks(r *Request, u *typedRecv, pieces [][]byte) (addr, key uint64, err error) {
-	var mrs []*fabric.MR
-	var mrBufs [][]byte
+// builds the table of its blocks (r's pieces: remote address, length,
+// key) the receiver reads first; it returns the table's remote address
+// and key. The registrations (which pin the Go memory) are r's until the
+// FIN; the table is r's own, kept with its extension, so that a repeated
+// send registers the same table again, a hit of the MR cache.
+func (v *vci) publishBlocks(r *Request, u *typedRecv) (addr, key uint64, err error) {
+	x := r.reqExt
 	u.buffers(func(b []byte) {
 		if err != nil || len(b) == 0 {
 			return
 		}
-		mr, e := v.dom.Register(b, fabric.AccessRemoteRead|fabric.AccessSend)
-		if e != nil {
+		if _, e := v.regKeep(x, b, fabric.AccessRemoteRead|fabric.AccessSend); e != nil {
 			err = fmt.Errorf("endpoint: register %d-byte typed send buffer: %w", len(b), e)
-			return
 		}
-		mrs = append(mrs, mr)
-		mrBufs = append(mrBufs, b)
 	})
-	r.mrs = mrs
 	if err != nil {
 		return 0, 0, err
 	}
-	tbl := make([]uint64, 3*len(pieces))
+	mrs := x.mrs
+	if cap(x.tbl) < 3*len(x.pieces) {
+		x.tbl = make([]uint64, 3*len(x.pieces))
+	}
+	tbl := x.tbl[:3*len(x.pieces)]
 	m := 0
-	for i, p := range pieces {
-		for m < len(mrs) && !within(p, mrBufs[m]) {
-			m++ // pieces come part after part
+	for i, p := range x.pieces {
+		// Pieces come part after part; a registration the cache served
+		// may cover more than its part, and serves any piece inside it.
+		for m < len(mrs) && mrs[m].RemoteAddr(p) == ^uint64(0) {
+			m++
 		}
 		if m == len(mrs) {
 			return 0, 0, fmt.Errorf("endpoint: typed send: block %d outside its buffer: %w", i, ErrInvalid)
@@ -428,11 +458,10 @@ func (v *vci) publishBlocks(r *Request, u *typedRecv, pieces [][]byte) (addr, ke
 		tbl[3*i], tbl[3*i+1], tbl[3*i+2] = mrs[m].RemoteAddr(p), uint64(len(p)), mrs[m].Key()
 	}
 	tb := unsafe.Slice((*byte)(unsafe.Pointer(&tbl[0])), 8*len(tbl))
-	tmr, err := v.dom.Register(tb, fabric.AccessRemoteRead)
+	tmr, err := v.regKeep(x, tb, fabric.AccessRemoteRead)
 	if err != nil {
 		return 0, 0, fmt.Errorf("endpoint: register block table: %w", err)
 	}
-	r.mrs = append(r.mrs, tmr)
 	r.iov = tbl // kept alive (and pinned by its registration) until the FIN
 	return tmr.RemoteAddr(tb), tmr.Key(), nil
 }
@@ -508,8 +537,9 @@ func (c *Comm) isendEagerTyped(u *typedRecv, dest, tag int) (*Request, bool, err
 		v.segFree = append(v.segFree, idx)
 		return nil, true, fmt.Errorf("endpoint: pack %s: %w", u.String(), err)
 	}
-	r := &Request{v: v, c: c, kind: kSendEager, state: stPosted, qrank: dest,
-		reqExt: &reqExt{qdata: b, qdesc: v.segDesc, qtag: t, qdest: addr, segIdx: idx + 1}}
+	r := v.newSend(c, kSendEager, nil, dest)
+	x := r.ext()
+	x.qdata, x.qdesc, x.qtag, x.qdest, x.segIdx = b, v.segDesc, t, addr, idx+1
 	if err := v.submit(r); err != nil {
 		v.freeSlot(r)
 		v.segFree = append(v.segFree, idx)
@@ -932,14 +962,18 @@ type rdvReads struct {
 // the bytes land (the user's blocks, or a buffer unpacked at the end when
 // they are small) and posts the table read or the first reads.
 func (v *vci) planReads(r *Request, h rdvHeader, ext uint64, n int) {
-	rd := &r.rdMem // (r.ext: startRead made it)
-	*rd = rdvReads{n: n, ops: rd.ops[:0], local: rd.local[:0]}
+	x := r.reqExt // (startRead made it)
+	rd := &x.rdMem
+	*rd = rdvReads{n: n, ops: rd.ops[:0], local: rd.local[:0], tbl: rd.tbl[:0]}
 	r.rd = rd
 	if r.typed != nil {
 		u := r.typed
-		if p := u.largePieces(); p != nil && typedPathSetting() != "pack" {
+		var large bool
+		if typedPathSetting() != "pack" {
+			rd.local, large = x.appendLargePieces(rd.local, u) // (its own: reset clears it)
+		}
+		if large {
 			pathStats.recvBlocks.Add(1)
-			rd.local = append(rd.local, p...) // (its own: reset clears it)
 			u.buffers(func(b []byte) {
 				if len(b) > 0 {
 					r.pin.Pin(&b[0])
@@ -947,10 +981,10 @@ func (v *vci) planReads(r *Request, h rdvHeader, ext uint64, n int) {
 				}
 			})
 		} else {
-			// Many small blocks: read into one buffer, unpack it when the
-			// receive completes.
+			// Many small blocks: read into a staging buffer of the
+			// endpoint's (reused), unpack it when the receive completes.
 			pathStats.recvUnpack.Add(1)
-			r.buf = make([]byte, n)
+			r.buf, r.staged = v.stage(n), true
 			r.unpack, r.typed = u, nil
 		}
 	}
@@ -962,12 +996,10 @@ func (v *vci) planReads(r *Request, h rdvHeader, ext uint64, n int) {
 		// Providers that want local descriptors: one registration per
 		// local piece (the MR cache serves the repeats).
 		for _, b := range rd.local {
-			mr, err := v.dom.Register(b, fabric.AccessRead|fabric.AccessRecv)
-			if err != nil {
+			if _, err := v.regKeep(x, b, fabric.AccessRead|fabric.AccessRecv); err != nil {
 				rd.err = err
 				break
 			}
-			r.mrs = append(r.mrs, mr)
 		}
 	}
 	switch {
@@ -978,26 +1010,42 @@ func (v *vci) planReads(r *Request, h rdvHeader, ext uint64, n int) {
 			rd.err = fmt.Errorf("endpoint: block table of %d blocks: %w", nsegs, ErrInvalid)
 			break
 		}
-		rd.tbl = make([]uint64, 3*nsegs)
+		if cap(rd.tbl) < 3*nsegs {
+			rd.tbl = make([]uint64, 3*nsegs)
+		}
+		rd.tbl = rd.tbl[:3*nsegs]
 		tb := unsafe.Slice((*byte)(unsafe.Pointer(&rd.tbl[0])), 8*len(rd.tbl))
 		r.pin.Pin(&rd.tbl[0])
 		r.pinned = true
 		rd.tblPhase = true
 		var desc fabric.Desc
 		if v.mrLocal {
-			mr, err := v.dom.Register(tb, fabric.AccessRead|fabric.AccessRecv)
+			mr, err := v.regKeep(x, tb, fabric.AccessRead|fabric.AccessRecv)
 			if err != nil {
 				rd.err = err
 				break
 			}
-			r.mrs = append(r.mrs, mr)
 			desc = mr.Desc()
 		}
-		rd.ops = []rdvRead{{raddr: h.addr, key: h.key, iov: []fabric.IOV{{Buf: tb, Desc: desc}}}}
+		op := rd.addOp(h.addr, h.key)
+		op.iov = append(op.iov, fabric.IOV{Buf: tb, Desc: desc})
 	default:
 		rd.buildOps(v, []uint64{h.addr, uint64(n), h.key}, r.mrs)
 	}
 	v.readStep(r)
+}
+
+// addOp appends a read from raddr with key to the plan, its local pieces
+// empty: the array of an earlier plan's read in that place is reused
+// (reset cleared it).
+func (rd *rdvReads) addOp(raddr, key uint64) *rdvRead {
+	k := len(rd.ops)
+	var iov []fabric.IOV
+	if k < cap(rd.ops) {
+		iov = rd.ops[:k+1][k].iov[:0]
+	}
+	rd.ops = append(rd.ops, rdvRead{raddr: raddr, key: key, iov: iov})
+	return &rd.ops[k]
 }
 
 // buildOps splits the reads of rd.n bytes from the remote blocks (triples
@@ -1011,10 +1059,7 @@ func (rd *rdvReads) buildOps(v *vci, remote []uint64, mrs []*fabric.MR) {
 		raddr, rlen, key := remote[3*ri], int(remote[3*ri+1]), remote[3*ri+2]
 		roff := 0
 		for roff < rlen && left > 0 {
-			op := rdvRead{raddr: raddr + uint64(roff), key: key}
-			if k := len(rd.ops); k < cap(rd.ops) {
-				op.iov = rd.ops[:k+1][k].iov[:0] // an earlier plan's array (reset cleared it)
-			}
+			op := rd.addOp(raddr+uint64(roff), key)
 			take := min(rlen-roff, left)
 			for take > 0 && len(op.iov) < lim {
 				lp := rd.local[li][loff:]
@@ -1029,7 +1074,6 @@ func (rd *rdvReads) buildOps(v *vci, remote []uint64, mrs []*fabric.MR) {
 					li, loff = li+1, 0
 				}
 			}
-			rd.ops = append(rd.ops, op)
 		}
 	}
 	if left > 0 {

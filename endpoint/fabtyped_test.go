@@ -1,6 +1,7 @@
 package endpoint_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/internal/launchtest"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // flay is a layout of float64s: blocks of blk every stride elements.
@@ -419,5 +421,104 @@ func signatureMismatch(t *testing.T, native, segsBusy bool) {
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestFabricTypedNoAllocs: typed transfers between two endpoints of one
+// process over libfabric's shm allocate nothing per message once warm,
+// on every path (eager from a segment buffer, the segment pipeline, zero
+// copy with its block table, a receive read into a staging buffer and
+// unpacked), as one-off IsendTyped/IrecvTyped and as persistent
+// requests: the requests, headers, block lists, tables and registration
+// handles are kept for reuse, and the MR cache serves the same table
+// again.
+func TestFabricTypedNoAllocs(t *testing.T) {
+	a, b, ctx := singletonPair(t, endpoint.WithNodeTransport(false))
+	defer endpoint.SetTypedPath("", 0)
+	for _, c := range []struct {
+		name       string
+		total, blk int
+		path       string // forced; "" the cost model's choice
+		zc         int
+	}{
+		{"eager", 512, 8, "", 0},
+		{"pipeline", 256 << 10, 8, "", 0},
+		{"zerocopy", 256 << 10, 4096, "", 1024},
+		{"read-unpacked", 256 << 10, 64, "zerocopy", 1 << 30}, // the receiver's blocks too small: staged
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			endpoint.SetTypedPath(c.path, c.zc)
+			ty, err := committed(ddt.Vector(c.total/c.blk, c.blk, 2*c.blk, ddt.Byte))
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, dst := make([]byte, 2*c.total), make([]byte, 2*c.total)
+			for i := range src {
+				src[i] = byte(i*7 + 3)
+			}
+			reqs := make([]*endpoint.Request, 2)
+			var ferr error
+			oneOff := func() {
+				rr, err := b.IrecvTyped(dst, 1, ty, 0, 1)
+				if err != nil {
+					ferr = err
+					return
+				}
+				sr, err := a.IsendTyped(src, 1, ty, 1, 1)
+				if err != nil {
+					ferr = err
+					return
+				}
+				reqs[0], reqs[1] = rr, sr
+				if err := endpoint.WaitAll(ctx, reqs...); err != nil {
+					ferr = err
+					return
+				}
+				if err := endpoint.ReleaseAll(reqs...); err != nil {
+					ferr = err
+				}
+			}
+			ps, err := a.SendInit(src, 1, ty, 1, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pr, err := b.RecvInit(dst, 1, ty, 0, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ps.Free()
+			defer pr.Free()
+			persistent := func() {
+				if err := endpoint.StartAllInto(reqs, pr, ps); err != nil {
+					ferr = err
+					return
+				}
+				ferr = endpoint.WaitAll(ctx, reqs...)
+			}
+			before := endpoint.TypedPaths()
+			for name, round := range map[string]func(){"one-off": oneOff, "persistent": persistent} {
+				for range 20 {
+					round()
+				}
+				clear(dst)
+				allocs := testing.AllocsPerRun(100, round)
+				if ferr != nil {
+					t.Fatalf("%s: %v", name, ferr)
+				}
+				for i := 0; i < len(src); i += 2 * c.blk {
+					if !bytes.Equal(dst[i:i+c.blk], src[i:i+c.blk]) {
+						t.Fatalf("%s: block at %d differs", name, i)
+					}
+				}
+				if allocs != 0 && !testenv.Race {
+					t.Errorf("%s: %.1f allocations per message, want 0", name, allocs)
+				}
+			}
+			after := endpoint.TypedPaths()
+			path := map[string]int{"eager": 0, "zerocopy": 1, "pipeline": 2, "read-unpacked": 4}[c.name]
+			if after[path] == before[path] {
+				t.Errorf("no message took the %s path: %v → %v", c.name, before, after)
+			}
+		})
 	}
 }

@@ -131,11 +131,11 @@ func (c *Comm) isendMode(buf []byte, dest, tag int, ctx uint16, sig uint64, bloc
 			}
 		} else {
 			if v.mrLocal {
-				mr, err := v.dom.Register(buf, fabric.AccessSend)
+				mr, err := v.regKeep(x, buf, fabric.AccessSend)
 				if err != nil {
 					return nil, fmt.Errorf("endpoint: register send buffer: %w", err)
 				}
-				r.mr, r.qdesc = mr, mr.Desc()
+				r.qdesc = mr.Desc()
 			}
 			r.pinBuf(buf)
 			r.qdata = buf
@@ -150,11 +150,11 @@ func (c *Comm) isendMode(buf []byte, dest, tag int, ctx uint16, sig uint64, bloc
 	}
 	// Rendezvous: register buf for remote read, announce it; the FIN completes.
 	r.kind = kSendRdv
-	mr, err := v.dom.Register(buf, fabric.AccessRemoteRead|fabric.AccessSend)
+	// (Its handle is one the extension kept, if any: no allocation.)
+	mr, err := v.regKeep(x, buf, fabric.AccessRemoteRead|fabric.AccessSend)
 	if err != nil {
 		return nil, fmt.Errorf("endpoint: register %d-byte rendezvous buffer: %w", len(buf), err)
 	}
-	r.mr = mr
 	v.seq++
 	r.seq = v.seq
 	r.qtag = t | rtsBit

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/fabric"
 	"github.com/weft-hpc/weft/internal/peerwatch"
 	"github.com/weft-hpc/weft/internal/progress"
@@ -123,6 +124,17 @@ type reqExt struct {
 	// rdMem is what rd points to during a libfabric rendezvous read; its
 	// slices keep their capacity across reuses (reset).
 	rdMem rdvReads
+	// pipeMem is what pipe points to during a pipelined libfabric send.
+	pipeMem pipeSend
+	// pieces and segs are a libfabric zero-copy message's blocks (slices
+	// of the user's buffers) and the scratch that lists them; tbl is its
+	// block table. They keep their capacity across reuses (reset), and
+	// mrs keeps its closed handles there for RegisterInto (regKeep), so
+	// that a repeated typed transfer of the same shape allocates nothing
+	// and its table's registration is a hit of the MR cache.
+	pieces [][]byte
+	segs   []ddt.Segment
+	tbl    []uint64
 }
 
 // reset clears x for another operation. The slices of its rendezvous
@@ -137,10 +149,36 @@ func (x *reqExt) reset() {
 		ops[i] = rdvRead{iov: iov[:0]}
 	}
 	clear(local)
-	fhdr := x.fhdr
-	*x = reqExt{}
-	x.rdMem.ops, x.rdMem.local = ops[:0], local[:0]
-	x.fhdr = fhdr
+	pieces := x.pieces[:cap(x.pieces)]
+	clear(pieces)
+	keep := reqExt{
+		fhdr:   x.fhdr,
+		pieces: pieces[:0],
+		segs:   x.segs[:0],
+		tbl:    x.tbl[:0],
+		mrs:    x.mrs[:0], // closed by unpinAll: reused by regKeep
+	}
+	keep.rdMem.ops, keep.rdMem.local, keep.rdMem.tbl = ops[:0], local[:0], x.rdMem.tbl[:0]
+	*x = keep
+}
+
+// regKeep registers b for access (the MR cache serves repeats) and adds
+// the handle to r's mrs, re-arming a closed handle an earlier use of the
+// extension left there (fabric.Domain.RegisterInto) rather than
+// allocating one. Caller holds the lock.
+func (v *vci) regKeep(x *reqExt, b []byte, access fabric.Access) (*fabric.MR, error) {
+	if k := len(x.mrs); k < cap(x.mrs) {
+		if m := x.mrs[:k+1][k]; m != nil && v.dom.RegisterInto(m, b, access) == nil {
+			x.mrs = x.mrs[:k+1]
+			return m, nil
+		}
+	}
+	m, err := v.dom.Register(b, access)
+	if err != nil {
+		return nil, err
+	}
+	x.mrs = append(x.mrs, m)
+	return m, nil
 }
 
 // ext returns r's extension, allocating it on first use.

@@ -352,14 +352,13 @@ func (c *Comm) isendTyped(buf []byte, count int, t *ddt.Type, dest, tag int, blo
 	if r, done, err := c.isendTypedGather(buf, count, t, n, dest, tag, blocking); done {
 		return r, err
 	}
-	// u stays on the stack for the node transport, which packs it at
-	// once; a libfabric send may pack later, from a copy on the heap.
+	// u stays on the stack: the node transport packs it at once, and a
+	// libfabric send that packs later keeps a copy in its request.
 	u := typedRecv{buf: buf, count: count, t: t, n: n}
 	if r, done, err := c.isendPackedNode(&u, dest, tag, blocking); done {
 		return r, err
 	}
-	uh := u
-	if r, done, err := c.isendFabricTyped(&uh, dest, tag); done {
+	if r, done, err := c.isendFabricTyped(&u, dest, tag); done {
 		return r, err
 	}
 	packed := make([]byte, n)

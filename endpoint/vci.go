@@ -517,7 +517,7 @@ func (r *Request) unpinAll() {
 	for _, mr := range r.mrs {
 		mr.Close()
 	}
-	r.mrs = nil
+	r.mrs = r.mrs[:0] // the closed handles stay for regKeep
 	if r.lkey != 0 {
 		localDel(r.lkey)
 		r.lkey = 0
