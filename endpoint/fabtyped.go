@@ -952,6 +952,7 @@ type rdvReads struct {
 	tbl      []uint64 // the sender's table (modeTable), read first
 	tblPhase bool
 	ops      []rdvRead
+	used     int // the most ops the plan has held (reset clears them)
 	next     int
 	err      error
 	deferred bool // in v.deferRead
@@ -964,7 +965,7 @@ type rdvReads struct {
 func (v *vci) planReads(r *Request, h rdvHeader, ext uint64, n int) {
 	x := r.reqExt // (startRead made it)
 	rd := &x.rdMem
-	*rd = rdvReads{n: n, ops: rd.ops[:0], local: rd.local[:0], tbl: rd.tbl[:0]}
+	*rd = rdvReads{n: n, ops: rd.ops[:0], used: rd.used, local: rd.local[:0], tbl: rd.tbl[:0]}
 	r.rd = rd
 	if r.typed != nil {
 		u := r.typed
@@ -1045,6 +1046,7 @@ func (rd *rdvReads) addOp(raddr, key uint64) *rdvRead {
 		iov = rd.ops[:k+1][k].iov[:0]
 	}
 	rd.ops = append(rd.ops, rdvRead{raddr: raddr, key: key, iov: iov})
+	rd.used = max(rd.used, k+1)
 	return &rd.ops[k]
 }
 

@@ -444,7 +444,7 @@ func TestFabricTypedNoAllocs(t *testing.T) {
 		{"eager", 512, 8, "", 0},
 		{"pipeline", 256 << 10, 8, "", 0},
 		{"zerocopy", 256 << 10, 4096, "", 1024},
-		{"read-unpacked", 256 << 10, 64, "zerocopy", 1 << 30}, // the receiver's blocks too small: staged
+		{"read-unpacked", 256 << 10, 256, "zerocopy", 1 << 30}, // the receiver's blocks too small: staged
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			endpoint.SetTypedPath(c.path, c.zc)

@@ -138,28 +138,43 @@ type reqExt struct {
 }
 
 // reset clears x for another operation. The slices of its rendezvous
-// read plan keep their capacity (their elements cleared, so that they
-// hold no user memory), so that a read of the same shape allocates
-// nothing.
+// read plan and zero-copy block lists keep their capacity (the elements
+// in use cleared, so that they hold no user memory), so that a transfer
+// of the same shape allocates nothing; a list longer than maxKeptPlan is
+// let go, so that neither the memory a request keeps nor the clearing
+// grows with the largest message it once served.
 func (x *reqExt) reset() {
-	ops, local := x.rdMem.ops[:cap(x.rdMem.ops)], x.rdMem.local[:cap(x.rdMem.local)]
+	rd := &x.rdMem
+	ops := rd.ops[:rd.used]
 	for i := range ops {
 		iov := ops[i].iov[:cap(ops[i].iov)]
 		clear(iov)
 		ops[i] = rdvRead{iov: iov[:0]}
 	}
-	clear(local)
-	pieces := x.pieces[:cap(x.pieces)]
-	clear(pieces)
+	clear(rd.local)
+	clear(x.pieces)
 	keep := reqExt{
 		fhdr:   x.fhdr,
-		pieces: pieces[:0],
-		segs:   x.segs[:0],
-		tbl:    x.tbl[:0],
+		pieces: kept(x.pieces),
+		segs:   kept(x.segs),
+		tbl:    kept(x.tbl),
 		mrs:    x.mrs[:0], // closed by unpinAll: reused by regKeep
 	}
-	keep.rdMem.ops, keep.rdMem.local, keep.rdMem.tbl = ops[:0], local[:0], x.rdMem.tbl[:0]
+	keep.rdMem = rdvReads{ops: kept(rd.ops), local: kept(rd.local), tbl: kept(rd.tbl)}
 	*x = keep
+}
+
+// maxKeptPlan bounds the entries of a list a request's extension keeps
+// for reuse (reset).
+const maxKeptPlan = 4096
+
+// kept is s emptied for reuse, or nil when its capacity is past
+// maxKeptPlan.
+func kept[T any](s []T) []T {
+	if cap(s) > maxKeptPlan {
+		return nil
+	}
+	return s[:0]
 }
 
 // regKeep registers b for access (the MR cache serves repeats) and adds
