@@ -23,11 +23,12 @@ func FabricOpen(w *World) bool {
 
 // TypedPaths reports how many typed messages this process sent to
 // libfabric peers eagerly from segment buffers, by zero copy and by
-// pipeline, and how many rendezvous receives read into the user's blocks
-// or into a buffer unpacked at the end.
-func TypedPaths() [5]int64 {
+// pipeline, how many rendezvous receives read into the user's blocks or
+// into a buffer unpacked at the end, and how many messages it sent
+// packed whole.
+func TypedPaths() [6]int64 {
 	s := &pathStats
-	return [5]int64{s.eager.Load(), s.zeroCopy.Load(), s.pipeline.Load(), s.recvBlocks.Load(), s.recvUnpack.Load()}
+	return [6]int64{s.eager.Load(), s.zeroCopy.Load(), s.pipeline.Load(), s.recvBlocks.Load(), s.recvUnpack.Load(), s.packed.Load()}
 }
 
 // SetTypedPath overrides WEFT_TUNE's typedpath ("" restores it) and, when

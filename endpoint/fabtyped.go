@@ -26,6 +26,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -69,7 +71,7 @@ const (
 // pathStats counts the typed messages of this process per libfabric
 // path (the tests check that each regime is reached).
 var pathStats struct {
-	eager, zeroCopy, pipeline, recvBlocks, recvUnpack atomic.Int64
+	eager, zeroCopy, pipeline, recvBlocks, recvUnpack, packed atomic.Int64
 	// GPU messages: rings made for staging [0] and for hmem [1]; pieces
 	// unpacked through the staging buffer [0] and straight from the
 	// mapped bounce buffers [1].
@@ -224,9 +226,11 @@ const (
 
 // chooseTyped applies the cost model (docs/endpoint.md, "Which path"):
 // zero copy when the layout's blocks average at least zcblock bytes and
-// number at most maxIovSegs, else the segment pipeline; WEFT_TUNE's
-// typedpath overrides it. For zero copy the blocks are in x.pieces.
-func chooseTyped(u *typedRecv, x *reqExt) typedPath {
+// number at most maxIovSegs; else, below v's pipeMin, packed whole into
+// a staging buffer and sent by one rendezvous (host memory only); else
+// the segment pipeline. WEFT_TUNE's typedpath overrides it. For zero
+// copy the blocks are in x.pieces.
+func (v *vci) chooseTyped(u *typedRecv, x *reqExt) typedPath {
 	var ok bool
 	switch typedPathSetting() {
 	case "pack":
@@ -236,12 +240,31 @@ func chooseTyped(u *typedRecv, x *reqExt) typedPath {
 	case "zerocopy":
 		x.pieces, ok = x.appendPieces(x.pieces[:0], u, maxIovSegs)
 	default:
-		x.pieces, ok = x.appendLargePieces(x.pieces[:0], u)
+		if x.pieces, ok = x.appendLargePieces(x.pieces[:0], u); !ok && u.dev == nil && u.n < v.pipeMin() {
+			return pathPack
+		}
 	}
 	if ok {
 		return pathZeroCopy
 	}
 	return pathPipeline
+}
+
+// pipeMin is the packed size from which a typed message of small blocks
+// to a libfabric peer goes by the segment pipeline rather than packed
+// whole (WEFT_TUNE pipemin). Unset, it is maxStageBytes on shm and tcp:
+// there one rendezvous of the packed message beat the pipeline's many
+// small messages at every size measured (docs/perf/typed.md), and up to
+// that size its staging buffer is reused; elsewhere (verbs) the
+// pipeline, whose packs overlap the NIC's transfers.
+func (v *vci) pipeMin() int {
+	if tune.IsSet("pipemin") {
+		return int(min(tune.PipeMin, math.MaxInt))
+	}
+	if v.info != nil && (strings.HasPrefix(v.info.Provider, "shm") || strings.HasPrefix(v.info.Provider, "tcp")) {
+		return maxStageBytes
+	}
+	return 0
 }
 
 // pathOverride and zcOverride replace WEFT_TUNE's typedpath and zcblock
@@ -375,9 +398,9 @@ func (c *Comm) isendFabricTyped(in *typedRecv, dest, tag int) (r *Request, done 
 	x.qtag, x.qdest = t|rtsBit, c.addrs[dest]
 	x.layout = *in // a pipelined send packs from it later
 	u := &x.layout
-	path := chooseTyped(u, x)
-	if path == pathPipeline && !v.ensureSegs() {
-		v.keepReleased(r)
+	path := v.chooseTyped(u, x)
+	if path == pathPack || path == pathPipeline && !v.ensureSegs() {
+		v.keepReleased(r) // packed whole (isendPackedStaged)
 		return nil, false, nil
 	}
 	v.seq++

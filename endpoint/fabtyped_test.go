@@ -178,9 +178,9 @@ var typedPathVariants = []struct {
 }
 
 // TestFabricTypedPaths: typed messages to libfabric peers in every
-// regime (inject, eager from a segment buffer, segment pipeline, zero
-// copy by iovec reads; receives into blocks and into a buffer then
-// unpacked), typed→contiguous, contiguous→typed and typed→typed, with
+// regime (inject, eager from a segment buffer, packed whole, segment
+// pipeline, zero copy by iovec reads; receives into blocks and into a
+// buffer then unpacked), typed→contiguous, contiguous→typed and typed→typed, with
 // truncation and short messages, between 2 and 4 processes × 2
 // endpoints, on shm and tcp;ofi_rxm, with the match word in CQ data and
 // in a match header, interpreter and JIT; byte for byte. Each process
@@ -192,9 +192,10 @@ func TestFabricTypedPaths(t *testing.T) {
 		}
 		t.Run(fmt.Sprintf("%s/jit-%s/np%d", provName(vr.p), vr.jit, vr.n), func(t *testing.T) {
 			// zcblock lowered to 1 KiB so that blocks of 2 and 4 KiB go by
-			// zero copy and blocks of 512 bytes by the pipeline.
+			// zero copy, and pipemin to 64 KiB so that smaller blocks go
+			// packed whole up to 20 KiB and by the pipeline from 160 KiB.
 			p, hdr := strings.CutSuffix(vr.p, hdrSuffix)
-			tune := "WEFT_TUNE=zcblock=1K"
+			tune := "WEFT_TUNE=zcblock=1K,pipemin=64K"
 			if hdr {
 				tune += ",epmatchhdr=1"
 			}
@@ -220,7 +221,7 @@ func TestFabricTypedPaths(t *testing.T) {
 				return c.Barrier(ctx)
 			})
 			got := endpoint.TypedPaths()
-			for i, name := range []string{"eager from a segment buffer", "zero copy", "pipeline", "rendezvous read into blocks", "rendezvous read then unpacked"} {
+			for i, name := range []string{"eager from a segment buffer", "zero copy", "pipeline", "rendezvous read into blocks", "rendezvous read then unpacked", "packed whole"} {
 				if got[i] == 0 {
 					t.Errorf("no typed message took the path %q: %v", name, got)
 				}
@@ -348,6 +349,7 @@ func signatureMismatch(t *testing.T, native, segsBusy bool) {
 		{"rendezvous int32→float32", side{100000, ddt.Int32, 400000}, side{100000, ddt.Float32, 400000}, true},
 		{"eager strided int32→float32", side{1, vec(200, 1, 2, ddt.Int32), 1600}, side{200, ddt.Float32, 800}, true},
 		{"staged strided int32→float32", side{1, vec(3000, 1, 2, ddt.Int32), 24000}, side{3000, ddt.Float32, 12000}, true},
+		{"packed whole int32→float32", side{1, vec(100000, 1, 2, ddt.Int32), 800000}, side{100000, ddt.Float32, 400000}, true},
 		{"pipeline int32→float32", side{1, vec(100000, 1, 2, ddt.Int32), 800000}, side{100000, ddt.Float32, 400000}, true},
 		{"zero copy int32→float32", side{1, vec(100000, 1000, 1100, ddt.Int32), 440000}, side{1, vec(100000, 1000, 1200, ddt.Float32), 480000}, true},
 		{"struct fields swapped", side{10, pair, 160}, side{10, swapped, 160}, true},
@@ -359,6 +361,11 @@ func signatureMismatch(t *testing.T, native, segsBusy bool) {
 	for i, c := range cases {
 		if segsBusy && int64(c.send.count)*c.send.t.Size() > 16<<10-64 {
 			continue // beyond the eager limit: a pipeline needs the segments
+		}
+		if strings.HasPrefix(c.name, "pipeline") { // (shm packs such a message whole)
+			endpoint.SetTypedPath("pipeline", 1024)
+		} else {
+			endpoint.SetTypedPath("", 1024)
 		}
 		sbuf := make([]byte, c.send.span)
 		for j := range sbuf {
@@ -426,9 +433,9 @@ func signatureMismatch(t *testing.T, native, segsBusy bool) {
 
 // TestFabricTypedNoAllocs: typed transfers between two endpoints of one
 // process over libfabric's shm allocate nothing per message once warm,
-// on every path (eager from a segment buffer, the segment pipeline, zero
-// copy with its block table, a receive read into a staging buffer and
-// unpacked), as one-off IsendTyped/IrecvTyped and as persistent
+// on every path (eager from a segment buffer, packed whole into a
+// staging buffer, the segment pipeline, zero copy with its block table,
+// a receive read into a staging buffer and unpacked), as one-off IsendTyped/IrecvTyped and as persistent
 // requests: the requests, headers, block lists, tables and registration
 // handles are kept for reuse, and the MR cache serves the same table
 // again.
@@ -442,7 +449,8 @@ func TestFabricTypedNoAllocs(t *testing.T) {
 		zc         int
 	}{
 		{"eager", 512, 8, "", 0},
-		{"pipeline", 256 << 10, 8, "", 0},
+		{"packed-whole", 256 << 10, 8, "", 0}, // the cost model's choice on shm
+		{"pipeline", 256 << 10, 8, "pipeline", 0},
 		{"zerocopy", 256 << 10, 4096, "", 1024},
 		{"read-unpacked", 256 << 10, 256, "zerocopy", 1 << 30}, // the receiver's blocks too small: staged
 	} {
@@ -515,7 +523,7 @@ func TestFabricTypedNoAllocs(t *testing.T) {
 				}
 			}
 			after := endpoint.TypedPaths()
-			path := map[string]int{"eager": 0, "zerocopy": 1, "pipeline": 2, "read-unpacked": 4}[c.name]
+			path := map[string]int{"eager": 0, "zerocopy": 1, "pipeline": 2, "read-unpacked": 4, "packed-whole": 5}[c.name]
 			if after[path] == before[path] {
 				t.Errorf("no message took the %s path: %v → %v", c.name, before, after)
 			}

@@ -105,6 +105,9 @@ func (p *Persistent) Start() (*Request, error) {
 		// packed is reused by the next round, which starts only once this
 		// one is complete: sent as user memory, not handed over.
 		r, err = p.c.Isend(p.packed, p.peer, p.tag)
+		if err == nil && p.c.link(p.peer) == nil {
+			pathStats.packed.Add(1)
+		}
 	case p.send:
 		r, err = p.c.Isend(p.contig, p.peer, p.tag)
 	case !p.send && p.peer == ProcNull:

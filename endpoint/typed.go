@@ -211,11 +211,7 @@ func (c *Comm) isendLayout(u *typedRecv, dest, tag int) (*Request, error) {
 	if r, done, err := c.isendFabricTyped(u, dest, tag); done {
 		return r, err
 	}
-	packed := make([]byte, u.n)
-	if err := u.pack(0, packed); err != nil {
-		return nil, fmt.Errorf("endpoint: pack %s: %w", u.String(), err)
-	}
-	return c.isendSig(packed, dest, tag, c.ctx, u.signature())
+	return c.isendPackedWhole(u, dest, tag)
 }
 
 // IrecvParts starts receiving one message into parts (see Part), from src
@@ -361,11 +357,55 @@ func (c *Comm) isendTyped(buf []byte, count int, t *ddt.Type, dest, tag int, blo
 	if r, done, err := c.isendFabricTyped(&u, dest, tag); done {
 		return r, err
 	}
-	packed := make([]byte, n)
-	if _, err := t.Pack(packed, buf, count); err != nil {
-		return nil, fmt.Errorf("endpoint: pack %d elements of %s: %w", count, t, err)
+	return c.isendPackedWhole(&u, dest, tag)
+}
+
+// isendPackedWhole sends layout u packed whole: to a libfabric peer from
+// a staging buffer of the endpoint's (isendPackedStaged), to a node peer
+// whose ring is busy from a buffer of its own.
+func (c *Comm) isendPackedWhole(u *typedRecv, dest, tag int) (*Request, error) {
+	if c.link(dest) == nil {
+		return c.isendPackedStaged(u, dest, tag)
+	}
+	packed := make([]byte, u.n)
+	if err := u.pack(0, packed); err != nil {
+		return nil, fmt.Errorf("endpoint: pack %s: %w", u.String(), err)
 	}
 	return c.isendSig(packed, dest, tag, c.ctx, u.signature())
+}
+
+// isendPackedStaged sends layout u to a libfabric peer packed whole into
+// a staging buffer of the endpoint's (reused: a fresh buffer of the
+// message's size costs the first touch of its pages, and its
+// registration a miss of the MR cache), which goes back when the send
+// completes.
+func (c *Comm) isendPackedStaged(u *typedRecv, dest, tag int) (*Request, error) {
+	v := c.v
+	v.lock()
+	b := v.stage(u.n)
+	v.unlock()
+	if err := u.pack(0, b); err != nil {
+		v.lock()
+		v.unstage(b)
+		v.unlock()
+		return nil, fmt.Errorf("endpoint: pack %s: %w", u.String(), err)
+	}
+	r, err := c.isendSig(b, dest, tag, c.ctx, u.signature())
+	if err == nil {
+		pathStats.packed.Add(1)
+	}
+	v.lock()
+	defer v.unlock()
+	switch {
+	case err != nil || r.done || r.reqExt == nil || r.staged:
+		// Failed, complete at once or copied into a buffer of its own
+		// (an eager send): b is free. (The caller alone holds r yet, so
+		// it cannot have been released and reused.)
+		v.unstage(b)
+	default:
+		r.staged = true // releaseStaging takes it back
+	}
+	return r, err
 }
 
 // isendPackedNode sends the non-contiguous message of layout u to a peer
