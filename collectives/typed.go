@@ -92,13 +92,22 @@ func typedLayout(buf []byte, count int, t *ddt.Type) (contig []byte, packed bool
 	if n == 0 {
 		return nil, false, 0, nil
 	}
-	segs, err := t.Flatten(count, 1)
-	if err != nil {
-		if !errors.Is(err, ErrInvalid) {
-			return nil, false, 0, err
+	// More than one block, seen from the type's description (no walk,
+	// no error built), or from Flatten's refusal.
+	multi := t.ExceedsSegments(count, 1)
+	var one [1]ddt.Segment
+	segs := one[:0]
+	if !multi {
+		if segs, err = t.AppendSegments(one[:0], count, 1); err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				return nil, false, 0, err
+			}
+			multi = true
 		}
-		// more than one block: pack, after checking that every element
-		// lies inside buf (the others would find out only when unpacking)
+	}
+	if multi {
+		// pack, after checking that every element lies inside buf (the
+		// others would find out only when unpacking)
 		last, ok1 := checked.Mul(int64(count-1), t.Extent())
 		lo, ok2 := checked.Add(t.TrueLB(), min(last, 0))
 		hi, ok3 := checked.Add(t.TrueLB(), t.TrueExtent())

@@ -168,9 +168,9 @@ func (t *Type) AppendSegments(dst []Segment, count, maxSegs int) ([]Segment, err
 
 // Blocks returns an upper bound on the number of contiguous blocks count
 // elements of a committed type have: the count of Flatten's segments
-// before touching neighbours merge (a committed type's blocks inside an
-// element are already merged, so only blocks at element boundaries may
-// still touch). It costs a walk of the type's description, not of its
+// before touching neighbours merge (commit merges the blocks of loops
+// and vectors; blocks at element boundaries, and entries of an index
+// list, may still touch). It costs a walk of the type's description, not of its
 // blocks, so a caller can tell cheaply whether a layout's blocks are large
 // enough on average to be moved one by one; the result saturates at the
 // largest int64.
@@ -190,6 +190,21 @@ func (t *Type) Blocks(count int) (int64, error) {
 		return math.MaxInt64, nil
 	}
 	return n, nil
+}
+
+// ExceedsSegments reports whether count elements of a committed type have
+// more than maxSegs blocks by the type's description: Blocks, less the
+// one merge each element boundary may make. It costs a few nanoseconds
+// and no allocation, where Flatten's refusal walks maxSegs blocks and
+// builds an error, so callers use it to pass over layouts too fragmented
+// for a list of segments. It is a bound, not Flatten's answer: blocks of
+// an index list that touch in packing order are kept apart in the
+// description and merged by Flatten, which may then stay within maxSegs.
+// An uncommitted type, a negative count or maxSegs ≤ 0 (no limit) gives
+// false.
+func (t *Type) ExceedsSegments(count, maxSegs int) bool {
+	nb, err := t.Blocks(count)
+	return err == nil && maxSegs > 0 && nb-int64(max(count-1, 0)) > int64(maxSegs)
 }
 
 // nodeBlocks is the number of blocks one instance of n visits, saturated

@@ -324,6 +324,10 @@ func TestFlatten(t *testing.T) {
 	if _, err := v.Flatten(2, 3); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("limit: %v", err)
 	}
+	// ExceedsSegments: 6 blocks, one merge at the element boundary.
+	if v.ExceedsSegments(2, 5) || !v.ExceedsSegments(2, 4) || v.ExceedsSegments(2, 0) {
+		t.Fatalf("ExceedsSegments(2, 5|4|0) = %v %v %v, want false true false", v.ExceedsSegments(2, 5), v.ExceedsSegments(2, 4), v.ExceedsSegments(2, 0))
+	}
 	// AppendSegments appends after dst's segments without merging into
 	// them, leaves dst's length alone on a refusal, and reuses its
 	// capacity.
@@ -371,6 +375,13 @@ func TestFlatten(t *testing.T) {
 		nb, err := tt.Blocks(count)
 		if err != nil || nb < int64(len(segs)) {
 			t.Fatalf("seed %d: Blocks(%d) = %d, %v; Flatten has %d segments", seed, count, nb, err, len(segs))
+		}
+		// ExceedsSegments is the description's bound less the element
+		// boundaries' merges.
+		for k := 1; k <= len(segs)+1; k++ {
+			if got, want := tt.ExceedsSegments(count, k), nb-int64(max(count-1, 0)) > int64(k); got != want {
+				t.Fatalf("seed %d: ExceedsSegments(%d, %d) = %v with %d blocks", seed, count, k, got, nb)
+			}
 		}
 		var fromSegs, fromMap []int64
 		for _, s := range segs {

@@ -101,6 +101,7 @@ func TestNilReceivers(t *testing.T) {
 			_, err := ty.Flatten(1, 0)
 			return isInvalid(err)
 		},
+		"Type.ExceedsSegments": func() error { return zero(ty.ExceedsSegments(1, 1), false) },
 		"Type.AppendSegments": func() error {
 			_, err := ty.AppendSegments(nil, 1, 0)
 			return isInvalid(err)

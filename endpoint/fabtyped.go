@@ -320,11 +320,9 @@ func (x *reqExt) appendPieces(dst [][]byte, u *typedRecv, maxSegs int) ([][]byte
 		if left <= 0 {
 			return false
 		}
-		// Blocks bounds the block count from above, and only a merge at
-		// an element boundary makes fewer: a layout that has more blocks
-		// than allowed even after every such merge is refused without a
-		// walk of its blocks.
-		if nb, err := t.Blocks(count); err != nil || nb-int64(max(count-1, 0)) > int64(left) {
+		// A layout that surely has more blocks than allowed is refused
+		// without a walk of its blocks.
+		if t.ExceedsSegments(count, left) {
 			return false
 		}
 		segs, err := t.AppendSegments(x.segs[:0], count, left)

@@ -266,10 +266,11 @@ func typedView(buf []byte, count int, t *ddt.Type) (contig []byte, ok bool, n in
 	if n == 0 {
 		return buf[:0], true, 0, nil
 	}
-	// One element of two or more blocks (a committed type's blocks within
-	// an element are merged already) is never one block: decided from the
-	// type's description, without Flatten, whose refusal builds an error
-	// (a few hundred ns on every typed send and receive).
+	// One element of two or more blocks by the type's description is
+	// taken as several blocks, without Flatten, whose refusal builds an
+	// error (a few hundred ns on every typed send and receive); an index
+	// list whose entries touch may flatten into one block, and is then
+	// packed, correctly if less fast.
 	if nb, err := t.Blocks(1); err == nil && nb > 1 {
 		if err := inBounds(buf, count, t); err != nil {
 			return nil, false, 0, err

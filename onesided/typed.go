@@ -111,7 +111,11 @@ func (w *Window) netTyped(ctx context.Context, op string, target, offset int, se
 // originPieces returns the origin's blocks as slices of origin when it
 // is one block or its blocks average at least zcBlock bytes, else nil.
 func originPieces(op string, origin []byte, count int, t *ddt.Type, n int) ([][]byte, error) {
-	segs, err := t.Flatten(count, max(1, min(1<<16, n/zcBlock)))
+	limit := max(1, min(1<<16, n/zcBlock))
+	if t.ExceedsSegments(count, limit) {
+		return nil, nil
+	}
+	segs, err := t.Flatten(count, limit)
 	if err != nil || len(segs) == 0 || (len(segs) > 1 && n/len(segs) < zcBlock) {
 		return nil, nil
 	}
@@ -183,8 +187,8 @@ func transcode(op string, dst []byte, dstBase int64, dstCount int, dstType *ddt.
 	if n == 0 {
 		return nil
 	}
-	if segs, err := srcType.Flatten(srcCount, 1); err == nil && len(segs) == 1 {
-		lo, hi := srcBase+segs[0].Off, srcBase+segs[0].Off+segs[0].Len
+	if seg, ok := oneBlock(srcType, srcCount); ok {
+		lo, hi := srcBase+seg.Off, srcBase+seg.Off+seg.Len
 		if lo < 0 || hi > int64(len(src)) {
 			return fmt.Errorf("onesided: %s: bytes [%d, %d) outside a %d-byte buffer: %w", op, lo, hi, len(src), srcErr)
 		}
@@ -193,8 +197,8 @@ func transcode(op string, dst []byte, dstBase int64, dstCount int, dstType *ddt.
 		}
 		return nil
 	}
-	if segs, err := dstType.Flatten(dstCount, 1); err == nil && len(segs) == 1 {
-		lo, hi := dstBase+segs[0].Off, dstBase+segs[0].Off+segs[0].Len
+	if seg, ok := oneBlock(dstType, dstCount); ok {
+		lo, hi := dstBase+seg.Off, dstBase+seg.Off+seg.Len
 		if lo < 0 || hi > int64(len(dst)) {
 			return fmt.Errorf("onesided: %s: bytes [%d, %d) outside a %d-byte buffer: %w", op, lo, hi, len(dst), dstErr)
 		}
@@ -217,6 +221,21 @@ func transcode(op string, dst []byte, dstBase int64, dstCount int, dstType *ddt.
 		off += k
 	}
 	return nil
+}
+
+// oneBlock returns the one contiguous block count elements of t form,
+// if they form one; it allocates nothing (a layout of several blocks is
+// told from the type's description, without Flatten's refusal).
+func oneBlock(t *ddt.Type, count int) (ddt.Segment, bool) {
+	if t.ExceedsSegments(count, 1) {
+		return ddt.Segment{}, false
+	}
+	var one [1]ddt.Segment
+	segs, err := t.AppendSegments(one[:0], count, 1)
+	if err != nil || len(segs) != 1 {
+		return ddt.Segment{}, false
+	}
+	return segs[0], true
 }
 
 // typedSegments flattens the target layout and checks every block is in
