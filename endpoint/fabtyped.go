@@ -320,8 +320,8 @@ func (x *reqExt) appendPieces(dst [][]byte, u *typedRecv, maxSegs int) ([][]byte
 		if left <= 0 {
 			return false
 		}
-		// A layout that surely has more blocks than allowed is refused
-		// without a walk of its blocks.
+		// A layout with more blocks than allowed by its type's
+		// description is refused without a walk of its blocks.
 		if t.ExceedsSegments(count, left) {
 			return false
 		}
