@@ -10,7 +10,9 @@
 //     message from every other rank with AnySource (same-node and
 //     other-node senders mixed);
 //   - typed messages: a column of a row-major grid (ddt.Vector) sent to
-//     the right neighbour and received as a contiguous row;
+//     the right neighbour and received as a contiguous row; then 64 KiB
+//     of small blocks and two blocks of 80 KiB (each path of a large
+//     typed message to a libfabric peer: packed or pipelined, zero copy);
 //   - collectives: Allreduce (sum), Bcast from the last rank, Alltoall,
 //     Allgather, Reduce (max) to the last rank, Barrier, hierarchical
 //     (the node level) where a node holds several ranks;
@@ -201,6 +203,65 @@ func run(ctx context.Context, w *endpoint.World, c *endpoint.Comm) (string, erro
 	for i, v := range row {
 		if want := float64(left*100 + 1 + 3*i); v != want {
 			return "", fmt.Errorf("typed: row %v from rank %d, element %d want %v", row, left, i, want)
+		}
+	}
+
+	// Large typed messages, over libfabric to a neighbour on another
+	// node: 64 KiB of every other float64 (many small blocks: packed, or
+	// pipelined where the provider takes the pipeline) received as a
+	// contiguous row, and two blocks of 80 KiB (zero copy: the receiver
+	// reads the sender's blocks) received into a layout of other gaps.
+	const nsmall, nbig = 8192, 10240
+	every, err := ddt.Vector(nsmall, 1, 2, ddt.Float64)
+	if err != nil {
+		return "", err
+	}
+	twoBig, err := ddt.Vector(2, nbig, nbig+7, ddt.Float64)
+	if err != nil {
+		return "", err
+	}
+	twoBigRecv, err := ddt.Vector(2, nbig, nbig+3, ddt.Float64)
+	if err != nil {
+		return "", err
+	}
+	for _, t := range []*ddt.Type{every, twoBig, twoBigRecv} {
+		if err := t.Commit(); err != nil {
+			return "", err
+		}
+	}
+	src := make([]float64, 2*(nbig+7))
+	for i := range src {
+		src[i] = float64(rank*1_000_000 + i)
+	}
+	flat := make([]float64, nsmall)
+	gaps := make([]float64, 2*(nbig+3))
+	rs, err := c.IrecvTyped(endpoint.AsBytes(flat), nsmall, ddt.Float64, left, 4)
+	if err != nil {
+		return "", err
+	}
+	rb, err := c.IrecvTyped(endpoint.AsBytes(gaps), 1, twoBigRecv, left, 5)
+	if err != nil {
+		return "", err
+	}
+	if err := c.SendTyped(ctx, endpoint.AsBytes(src), 1, every, right, 4); err != nil {
+		return "", fmt.Errorf("large typed send (small blocks): %w", err)
+	}
+	if err := c.SendTyped(ctx, endpoint.AsBytes(src), 1, twoBig, right, 5); err != nil {
+		return "", fmt.Errorf("large typed send (big blocks): %w", err)
+	}
+	if err := endpoint.WaitAll(ctx, rs, rb); err != nil {
+		return "", fmt.Errorf("large typed receives: %w", err)
+	}
+	for i, v := range flat {
+		if want := float64(left*1_000_000 + 2*i); v != want {
+			return "", fmt.Errorf("large typed (small blocks) from rank %d: element %d = %v, want %v", left, i, v, want)
+		}
+	}
+	for b := range 2 {
+		for i := range nbig {
+			if v, want := gaps[b*(nbig+3)+i], float64(left*1_000_000+b*(nbig+7)+i); v != want {
+				return "", fmt.Errorf("large typed (big blocks) from rank %d: block %d element %d = %v, want %v", left, b, i, v, want)
+			}
 		}
 	}
 
