@@ -2,7 +2,6 @@ package collectives
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/weft-hpc/weft/ddt"
@@ -92,20 +91,11 @@ func typedLayout(buf []byte, count int, t *ddt.Type) (contig []byte, packed bool
 	if n == 0 {
 		return nil, false, 0, nil
 	}
-	// More than one block, seen from the type's description (no walk,
-	// no error built), or from Flatten's refusal.
-	multi := t.ExceedsSegments(count, 1)
-	var one [1]ddt.Segment
-	segs := one[:0]
-	if !multi {
-		if segs, err = t.AppendSegments(one[:0], count, 1); err != nil {
-			if !errors.Is(err, ErrInvalid) {
-				return nil, false, 0, err
-			}
-			multi = true
-		}
+	s, one, err := t.OneSegment(count)
+	if err != nil {
+		return nil, false, 0, err
 	}
-	if multi {
+	if !one {
 		// pack, after checking that every element lies inside buf (the
 		// others would find out only when unpacking)
 		last, ok1 := checked.Mul(int64(count-1), t.Extent())
@@ -117,7 +107,6 @@ func typedLayout(buf []byte, count int, t *ddt.Type) (contig []byte, packed bool
 		}
 		return nil, true, n, nil
 	}
-	s := segs[0]
 	if s.Off < 0 || s.Off > int64(len(buf)) || s.Len > int64(len(buf))-s.Off {
 		return nil, false, 0, fmt.Errorf("%d elements of %s span bytes [%d, %d) of a %d-byte buffer: %w", count, t.Name(), s.Off, s.Off+s.Len, len(buf), ddt.ErrBounds)
 	}

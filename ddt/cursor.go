@@ -118,27 +118,36 @@ func (t *Type) Flatten(count, maxSegs int) ([]Segment, error) {
 // the extended slice, so that a caller that flattens layouts over and
 // over reuses one slice and allocates nothing. maxSegs bounds the
 // segments appended (≤ 0: no limit); past it, or on any other error, dst
-// is returned unchanged in length with the error. Blocks tells cheaply,
-// before the walk, whether a layout can exceed the bound.
+// is returned unchanged in length with the error. ExceedsSegments tells
+// cheaply, before the walk, whether a layout exceeds the bound.
 func (t *Type) AppendSegments(dst []Segment, count, maxSegs int) ([]Segment, error) {
+	out, over, err := t.appendSegs(dst, count, maxSegs)
+	if over {
+		return dst, fmt.Errorf("ddt: Flatten %s: more than %d segments: %w", t.Name(), maxSegs, ErrInvalid)
+	}
+	return out, err
+}
+
+// appendSegs is AppendSegments reporting a layout past maxSegs as over
+// (dst returned as it was), without building an error.
+func (t *Type) appendSegs(dst []Segment, count, maxSegs int) (out []Segment, over bool, err error) {
 	s, err := t.committedState("Flatten")
 	if err != nil {
-		return dst, err
+		return dst, false, err
 	}
 	if _, err := t.PackSize(count); err != nil {
-		return dst, err
+		return dst, false, err
 	}
 	ir := s.ir
 	if ir.Root == nil || count == 0 {
-		return dst, nil
+		return dst, false, nil
 	}
 	if _, _, ok := span(ir, count); !ok {
-		return dst, fmt.Errorf("ddt: Flatten %s: %d elements of extent %d: offsets overflow int64: %w",
+		return dst, false, fmt.Errorf("ddt: Flatten %s: %d elements of extent %d: offsets overflow int64: %w",
 			t.Name(), count, ir.Extent, ErrOverflow)
 	}
 	start := len(dst)
-	out := dst
-	over := false
+	out = dst
 	emit := func(off, l int64) {
 		if k := len(out); k > start && out[k-1].Off+out[k-1].Len == off {
 			out[k-1].Len += l
@@ -161,17 +170,17 @@ func (t *Type) AppendSegments(dst []Segment, count, maxSegs int) ([]Segment, err
 		}
 	}
 	if over {
-		return dst, fmt.Errorf("ddt: Flatten %s: more than %d segments: %w", t.Name(), maxSegs, ErrInvalid)
+		return dst, true, nil
 	}
-	return out, nil
+	return out, false, nil
 }
 
 // Blocks returns an upper bound on the number of contiguous blocks count
 // elements of a committed type have: the count of Flatten's segments
 // before touching neighbours merge (commit merges the blocks of loops
 // and vectors; blocks at element boundaries, and entries of an index
-// list, may still touch). It costs a walk of the type's description, not of its
-// blocks, so a caller can tell cheaply whether a layout's blocks are large
+// list, may still touch). It costs a walk of the type's description, not
+// of its blocks, so a caller can tell cheaply whether a layout's blocks are large
 // enough on average to be moved one by one; the result saturates at the
 // largest int64.
 func (t *Type) Blocks(count int) (int64, error) {
@@ -205,6 +214,24 @@ func (t *Type) Blocks(count int) (int64, error) {
 func (t *Type) ExceedsSegments(count, maxSegs int) bool {
 	nb, err := t.Blocks(count)
 	return err == nil && maxSegs > 0 && nb-int64(max(count-1, 0)) > int64(maxSegs)
+}
+
+// OneSegment returns the one contiguous block count elements of a
+// committed type occupy, ok false when they occupy several (or none):
+// Flatten(count, 1) without its cost, since a layout of several blocks
+// by its description (ExceedsSegments) is answered without a walk and
+// nothing is allocated. err is what Flatten reports besides (uncommitted
+// type, bad count, offsets past int64).
+func (t *Type) OneSegment(count int) (s Segment, ok bool, err error) {
+	if t.ExceedsSegments(count, 1) {
+		return Segment{}, false, nil
+	}
+	var one [1]Segment
+	segs, over, err := t.appendSegs(one[:0], count, 1)
+	if err != nil || over || len(segs) != 1 {
+		return Segment{}, false, err
+	}
+	return segs[0], true, nil
 }
 
 // nodeBlocks is the number of blocks one instance of n visits, saturated

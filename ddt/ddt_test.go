@@ -324,6 +324,22 @@ func TestFlatten(t *testing.T) {
 	if _, err := v.Flatten(2, 3); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("limit: %v", err)
 	}
+	if _, ok, err := v.OneSegment(2); ok || err != nil {
+		t.Fatalf("OneSegment of 2 vectors: %v, %v", ok, err)
+	}
+	c := m(Contiguous(3, Int32))
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok, err := c.OneSegment(2); !ok || err != nil || s != (Segment{0, 24}) {
+		t.Fatalf("OneSegment of 2×3 int32: %v, %v, %v", s, ok, err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _, _ = v.OneSegment(2); _, _, _ = c.OneSegment(2) }); n != 0 && !testenv.Race {
+		t.Fatalf("OneSegment: %v allocations", n)
+	}
+	if _, _, err := v.OneSegment(-1); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("OneSegment(-1): %v", err)
+	}
 	// ExceedsSegments: 6 blocks, one merge at the element boundary.
 	if v.ExceedsSegments(2, 5) || !v.ExceedsSegments(2, 4) || v.ExceedsSegments(2, 0) {
 		t.Fatalf("ExceedsSegments(2, 5|4|0) = %v %v %v, want false true false", v.ExceedsSegments(2, 5), v.ExceedsSegments(2, 4), v.ExceedsSegments(2, 0))
@@ -375,6 +391,12 @@ func TestFlatten(t *testing.T) {
 		nb, err := tt.Blocks(count)
 		if err != nil || nb < int64(len(segs)) {
 			t.Fatalf("seed %d: Blocks(%d) = %d, %v; Flatten has %d segments", seed, count, nb, err, len(segs))
+		}
+		// OneSegment agrees with Flatten wherever the description does
+		// not already rule one segment out.
+		one, ok, err := tt.OneSegment(count)
+		if err != nil || ok != (len(segs) == 1 && !tt.ExceedsSegments(count, 1)) || ok && one != segs[0] {
+			t.Fatalf("seed %d: OneSegment(%d) = %v, %v, %v; Flatten %v", seed, count, one, ok, err, segs)
 		}
 		// ExceedsSegments is the description's bound less the element
 		// boundaries' merges.

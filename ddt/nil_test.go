@@ -102,6 +102,10 @@ func TestNilReceivers(t *testing.T) {
 			return isInvalid(err)
 		},
 		"Type.ExceedsSegments": func() error { return zero(ty.ExceedsSegments(1, 1), false) },
+		"Type.OneSegment": func() error {
+			_, _, err := ty.OneSegment(1)
+			return isInvalid(err)
+		},
 		"Type.AppendSegments": func() error {
 			_, err := ty.AppendSegments(nil, 1, 0)
 			return isInvalid(err)

@@ -14,7 +14,6 @@ package endpoint
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"unsafe"
@@ -266,28 +265,19 @@ func typedView(buf []byte, count int, t *ddt.Type) (contig []byte, ok bool, n in
 	if n == 0 {
 		return buf[:0], true, 0, nil
 	}
-	// One element of two or more blocks by the type's description is
-	// taken as several blocks, without Flatten, whose refusal builds an
-	// error (a few hundred ns on every typed send and receive); an index
-	// list whose entries touch may flatten into one block, and is then
-	// packed, correctly if less fast.
-	if nb, err := t.Blocks(1); err == nil && nb > 1 {
+	// Whether the layout is one block is told from the type's
+	// description where it can, without Flatten's refusal, which built an
+	// error (a few hundred ns on every typed send and receive).
+	s, one, err := t.OneSegment(count)
+	if err != nil {
+		return nil, false, 0, fmt.Errorf("endpoint: %w", err)
+	}
+	if !one { // pack
 		if err := inBounds(buf, count, t); err != nil {
 			return nil, false, 0, err
 		}
 		return nil, false, n, nil
 	}
-	segs, ferr := t.Flatten(count, 1)
-	if ferr != nil {
-		if errors.Is(ferr, ErrInvalid) { // more than one block: pack
-			if err := inBounds(buf, count, t); err != nil {
-				return nil, false, 0, err
-			}
-			return nil, false, n, nil
-		}
-		return nil, false, 0, fmt.Errorf("endpoint: %w", ferr)
-	}
-	s := segs[0]
 	if s.Off < 0 || s.Off > int64(len(buf)) || s.Len > int64(len(buf))-s.Off {
 		return nil, false, 0, fmt.Errorf("endpoint: %d elements of %s span bytes [%d, %d) of a %d-byte buffer: %w",
 			count, t, s.Off, s.Off+s.Len, len(buf), ddt.ErrBounds)

@@ -187,7 +187,7 @@ func transcode(op string, dst []byte, dstBase int64, dstCount int, dstType *ddt.
 	if n == 0 {
 		return nil
 	}
-	if seg, ok := oneBlock(srcType, srcCount); ok {
+	if seg, ok, err := srcType.OneSegment(srcCount); err == nil && ok {
 		lo, hi := srcBase+seg.Off, srcBase+seg.Off+seg.Len
 		if lo < 0 || hi > int64(len(src)) {
 			return fmt.Errorf("onesided: %s: bytes [%d, %d) outside a %d-byte buffer: %w", op, lo, hi, len(src), srcErr)
@@ -197,7 +197,7 @@ func transcode(op string, dst []byte, dstBase int64, dstCount int, dstType *ddt.
 		}
 		return nil
 	}
-	if seg, ok := oneBlock(dstType, dstCount); ok {
+	if seg, ok, err := dstType.OneSegment(dstCount); err == nil && ok {
 		lo, hi := dstBase+seg.Off, dstBase+seg.Off+seg.Len
 		if lo < 0 || hi > int64(len(dst)) {
 			return fmt.Errorf("onesided: %s: bytes [%d, %d) outside a %d-byte buffer: %w", op, lo, hi, len(dst), dstErr)
@@ -221,21 +221,6 @@ func transcode(op string, dst []byte, dstBase int64, dstCount int, dstType *ddt.
 		off += k
 	}
 	return nil
-}
-
-// oneBlock returns the one contiguous block count elements of t form,
-// if they form one; it allocates nothing (a layout of several blocks is
-// told from the type's description, without Flatten's refusal).
-func oneBlock(t *ddt.Type, count int) (ddt.Segment, bool) {
-	if t.ExceedsSegments(count, 1) {
-		return ddt.Segment{}, false
-	}
-	var one [1]ddt.Segment
-	segs, err := t.AppendSegments(one[:0], count, 1)
-	if err != nil || len(segs) != 1 {
-		return ddt.Segment{}, false
-	}
-	return segs[0], true
 }
 
 // typedSegments flattens the target layout and checks every block is in
