@@ -887,9 +887,11 @@ func (c *Coll) hierSpin(ctx context.Context, cond func() (bool, error), member, 
 		ok, err := cond()
 		if err != nil {
 			var pa *peerAbort
-			if errors.As(err, &pa) && ctx.Err() != nil {
-				// This rank's own context ended too: that is its reason.
-				return fmt.Errorf("%w (%v)", ctx.Err(), err)
+			if errors.As(err, &pa) {
+				if cerr := ctxEnded(ctx); cerr != nil {
+					// This rank's own context ended too: that is its reason.
+					return fmt.Errorf("%w (%v)", cerr, err)
+				}
 			}
 			return err
 		}
@@ -938,6 +940,19 @@ func (c *Coll) hierSpin(ctx context.Context, cond func() (bool, error), member, 
 			}
 		}
 	}
+}
+
+// ctxEnded is ctx's error, or context.DeadlineExceeded once its
+// deadline has passed though its timer has not fired yet (ranks that
+// share a deadline then all report it, whichever gives up first).
+func ctxEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // hierSpinPolls is how many polls a group wait spins before it yields.

@@ -953,6 +953,10 @@ func TestHierParked(t *testing.T) {
 				// contexts end, the watchdog waking them.
 				ctx := tctx(t, 30*time.Second)
 				start := time.Now()
+				// One deadline for all members: the first to give up
+				// fails the others' call, which must still report it.
+				var once sync.Once
+				var deadline time.Time
 				errs := onHandles(ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
 					if c.Rank() == 0 {
 						time.Sleep(50 * time.Millisecond)
@@ -961,7 +965,8 @@ func TestHierParked(t *testing.T) {
 						}
 						return nil
 					}
-					ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+					once.Do(func() { deadline = time.Now().Add(100 * time.Millisecond) })
+					ctx, cancel := context.WithDeadline(ctx, deadline)
 					defer cancel()
 					if err := C.Barrier(ctx, c); !errors.Is(err, context.DeadlineExceeded) {
 						return fmt.Errorf("Barrier without the leader: %v, want its deadline", err)
