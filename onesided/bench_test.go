@@ -202,3 +202,56 @@ func BenchmarkGetDirect(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTypedNet is a PutTyped + Flush, or a GetTyped, of each of
+// netTypedCases through libfabric shm, one rank driving the other's
+// progress in a Fence; the contig variants move the same number of bytes
+// from and to a contiguous Go buffer with Put + Flush and Get + Flush,
+// the floor of the typed ones:
+//
+//	go test -run '^$' -bench TypedNet ./onesided/
+func BenchmarkTypedNet(b *testing.B) {
+	for _, c := range netTypedCases {
+		ot, tt, err := c.types()
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, _ := ot.PackSize(1)
+		for _, mode := range []string{"put", "get", "put-contig", "get-contig"} {
+			b.Run(c.name+"/"+mode, func(b *testing.B) {
+				origin := make([]byte, c.span)
+				packed := make([]byte, n)
+				b.SetBytes(n)
+				b.ReportAllocs()
+				benchPair(b, 2<<20, func(ctx context.Context, w *Window, rank int) {
+					for i := 0; rank == 0 && i < b.N; i++ {
+						var err error
+						switch mode {
+						case "put":
+							if err = w.PutTyped(1, 0, origin, 1, ot, 1, tt); err == nil {
+								err = w.Flush(ctx, 1)
+							}
+						case "get":
+							err = w.GetTyped(ctx, 1, 0, origin, 1, ot, 1, tt)
+						case "put-contig":
+							if err = w.Put(1, 0, packed); err == nil {
+								err = w.Flush(ctx, 1)
+							}
+						case "get-contig":
+							if err = w.Get(1, 0, packed); err == nil {
+								err = w.Flush(ctx, 1)
+							}
+						}
+						if err != nil {
+							b.Error(err)
+							break
+						}
+					}
+					if err := w.Fence(ctx); err != nil {
+						b.Error(err)
+					}
+				}, shmOpts...)
+			})
+		}
+	}
+}

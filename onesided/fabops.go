@@ -121,7 +121,7 @@ func (f *fabPath) complete(h opHandle, err error) bool {
 	}
 	o.copyTo = nil
 	if o.mr != nil {
-		_ = o.mr.Close()
+		f.unreg(o.mr)
 		o.mr = nil
 	}
 	o.err = err

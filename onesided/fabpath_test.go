@@ -161,10 +161,11 @@ func TestOpTable(t *testing.T) {
 
 func fetchErr(_ uint64, err error) error { return err }
 
-// TestNetPutFlushAllocs: a Put / PutSignal / Flush / FetchAndOp loop on the libfabric
+// TestNetPutFlushAllocs: a Put / PutSignal / Get / Flush / FetchAndOp loop on the libfabric
 // path allocates nothing per operation, injected (WAW) or tracked
-// (delivery ordering): the tracker is a slot table, contexts are
-// integer handles. Under -race the loop runs but the count is not
+// (delivery ordering), from the region or from Go memory: the tracker is
+// a slot table, contexts are integer handles, registration handles are
+// reused. Under -race the loop runs but the count is not
 // checked.
 func TestNetPutFlushAllocs(t *testing.T) {
 	for _, c := range []providerCase{{"shm", OrderWAW}, {"shm", OrderDelivery}, {"sockets", OrderFence}} {
@@ -183,12 +184,17 @@ func TestNetPutFlushAllocs(t *testing.T) {
 				f := fabOf(w)
 				small := make([]byte, 64)            // Go memory: injected or bounced
 				large := w.Bytes()[8192 : 8192+5000] // region memory: a tracked write
+				// Go memory past a scratch slot: registered (MR cache), the
+				// handle kept by the path
+				goPut, goGet := make([]byte, 2000), make([]byte, 2000)
 				var stepErr error
 				step := func() {
 					for _, err := range []error{
 						f.put(0, w.netOff, small),
 						f.put(0, w.netOff+1024, large),
 						f.putSignal(0, w.netOff+128, small, w.netOff+512, 1),
+						f.put(0, w.netOff+6100, goPut),
+						f.get(0, w.netOff+13300, goGet),
 						f.flush(ctx, -1),
 						fetchErr(f.fetchOp(0, w.netOff+520, AtomicUint64, OpSum, 1)),
 					} {
@@ -204,7 +210,7 @@ func TestNetPutFlushAllocs(t *testing.T) {
 				}
 				t.Logf("%v: %v allocations per round", w.Ordering(), n)
 				if n != 0 && !testenv.Race { // the race detector's instrumentation allocates
-					return fmt.Errorf("%v allocations per Put/Put/PutSignal/Flush/FetchAndOp round, want 0", n)
+					return fmt.Errorf("%v allocations per Put/Put/PutSignal/Put/Get/Flush/FetchAndOp round, want 0", n)
 				}
 				return nil
 			})

@@ -90,6 +90,8 @@ type fabPath struct {
 	chunks     *fabric.Buffer
 	freeChunks []int
 	chunkUse   [chunkCount]chunkUse
+	// mrPool holds closed registration handles for regKeep.
+	mrPool []*fabric.MR
 	// devMaps are the chunks mapped into each GPU (nil: cannot), devHooks
 	// remove the path's close hook of each (gputyped.go); devMu guards
 	// both, since a device's Close runs the hook on its own goroutine.
@@ -312,7 +314,7 @@ func (f *fabPath) source(data []byte) (buf []byte, desc fabric.Desc, scratch int
 		copy(s, data)
 		return s[:len(data)], f.scratch.Desc(), i, nil, nil
 	}
-	if mr, err = f.dom.Register(data, fabric.AccessAll); err != nil {
+	if mr, err = f.regKeep(data); err != nil {
 		return nil, desc, -1, nil, err
 	}
 	return data, mr.Desc(), -1, mr, nil
@@ -398,7 +400,7 @@ func (f *fabPath) get(target, off int, dst []byte) error {
 		buf, desc = s[:len(dst)], f.scratch.Desc()
 	default:
 		var err error
-		if mr, err = f.dom.Register(dst, fabric.AccessAll); err != nil {
+		if mr, err = f.regKeep(dst); err != nil {
 			return err
 		}
 		buf, desc = dst, mr.Desc()

@@ -117,18 +117,27 @@ func (f *fabPath) chunk() ([]byte, int, error) {
 // iovLimit is the most local pieces one vectored operation takes.
 func (f *fabPath) iovLimit() int { return max(1, min(f.info.IOVLimit, fabric.MaxIOV)) }
 
-// hold registers b for the duration of a typed transfer, so that the
-// registrations of its pieces are cache hits; release drops it (the
-// operations in flight hold their own handles).
-func (f *fabPath) hold(b []byte) (release func(), err error) {
-	if len(b) == 0 || f.inRegion(b) >= 0 {
-		return func() {}, nil
+// regKeep registers b (AccessAll) into a handle of the path's pool of
+// closed handles, or a new one: a cache hit then allocates nothing. The
+// handle goes back to the pool when closed by unreg (or by the
+// completion of the operation that holds it).
+func (f *fabPath) regKeep(b []byte) (*fabric.MR, error) {
+	if n := len(f.mrPool); n > 0 {
+		m := f.mrPool[n-1]
+		if err := f.dom.RegisterInto(m, b, fabric.AccessAll); err != nil {
+			return nil, err
+		}
+		f.mrPool[n-1] = nil
+		f.mrPool = f.mrPool[:n-1]
+		return m, nil
 	}
-	mr, err := f.dom.Register(b, fabric.AccessAll)
-	if err != nil {
-		return nil, err
-	}
-	return func() { _ = mr.Close() }, nil
+	return f.dom.Register(b, fabric.AccessAll)
+}
+
+// unreg closes a handle of regKeep and returns it to the pool.
+func (f *fabPath) unreg(m *fabric.MR) {
+	_ = m.Close()
+	f.mrPool = append(f.mrPool, m)
 }
 
 // vecOp issues one vectored write (get false) or read of the pieces to
@@ -147,7 +156,7 @@ func (f *fabPath) vecOp(target, off int, pieces [][]byte, get bool) error {
 	desc := f.mr.Desc()
 	if f.inRegion(span) < 0 {
 		var err error
-		if mr, err = f.dom.Register(span, fabric.AccessAll); err != nil {
+		if mr, err = f.regKeep(span); err != nil {
 			return err
 		}
 		desc = mr.Desc()
@@ -170,8 +179,17 @@ func (f *fabPath) vecOp(target, off int, pieces [][]byte, get bool) error {
 
 // typedVec moves the origin pieces (the stream in order) to or from the
 // target blocks segs at offset (control words excluded) by vectored
-// operations.
+// operations. The origin's span is registered for the call, so that the
+// registrations of its operations are cache hits; each operation in
+// flight holds its own.
 func (f *fabPath) typedVec(target, offset int, segs []ddt.Segment, pieces [][]byte, get bool) error {
+	if span := spanOf(pieces[0], pieces[len(pieces)-1]); len(span) > 0 && f.inRegion(span) < 0 {
+		mr, err := f.regKeep(span)
+		if err != nil {
+			return fmt.Errorf("onesided: register origin: %w", err)
+		}
+		defer f.unreg(mr)
+	}
 	lim := f.iovLimit()
 	pi, poff := 0, 0
 	var op [fabric.MaxIOV][]byte
@@ -224,15 +242,15 @@ func (f *fabPath) typedChunks(ctx context.Context, target, offset int, segs []dd
 		return f.putChunks(ctx, target, offset, segs, n, pack)
 	}
 	si, soff := 0, 0
-	var prev *getChunk      // a Get's chunk in flight, not yet unpacked
-	var pend []startedChunk // chunks whose unpack was started, oldest first
+	var prev getChunk // a Get's chunk in flight, not yet unpacked (idx < 0: none)
+	prev.idx = -1
+	var pend chunkRing // chunks whose unpack was started, oldest first
 	// retire completes started unpacks, oldest first: all of them, or
 	// while no chunk is free (f.chunk would wait for one in vain).
 	retire := func(all bool) error {
 		var first error
-		for len(pend) > 0 && (all || len(f.freeChunks) == 0) {
-			h := pend[0]
-			pend = pend[1:]
+		for pend.n > 0 && (all || len(f.freeChunks) == 0) {
+			h := pend.pop()
 			if err := h.wait(); err != nil && first == nil {
 				first = err
 			}
@@ -243,35 +261,35 @@ func (f *fabPath) typedChunks(ctx context.Context, target, offset int, segs []dd
 	finish := func(g *getChunk) error {
 		wait, err := f.finishGet(ctx, g, unpack)
 		if wait != nil {
-			pend = append(pend, startedChunk{idx: g.idx, wait: wait})
+			pend.push(startedChunk{idx: g.idx, wait: wait})
 		}
 		return err
 	}
 	for pos := 0; pos < n; {
 		if err := retire(false); err != nil {
-			return errors.Join(f.abandon(prev, err), retire(true))
+			return errors.Join(f.abandon(&prev, err), retire(true))
 		}
 		buf, ci, err := f.chunk()
 		if err != nil {
-			return errors.Join(f.abandon(prev, err), retire(true))
+			return errors.Join(f.abandon(&prev, err), retire(true))
 		}
 		k := min(chunkBytes, n-pos)
 		c := buf[:k]
 		if err := f.postChunk(ctx, target, offset, segs, &si, &soff, c, ci, false); err != nil {
-			return errors.Join(f.abandon(prev, err), retire(true))
+			return errors.Join(f.abandon(&prev, err), retire(true))
 		}
-		cur := &getChunk{b: c, pos: pos, idx: ci}
-		if prev != nil {
-			if err := finish(prev); err != nil {
-				return errors.Join(f.abandon(cur, err), retire(true))
+		cur := getChunk{b: c, pos: pos, idx: ci}
+		if prev.idx >= 0 {
+			if err := finish(&prev); err != nil {
+				return errors.Join(f.abandon(&cur, err), retire(true))
 			}
 		}
 		prev = cur
 		pos += k
 	}
 	var err error
-	if prev != nil {
-		err = finish(prev)
+	if prev.idx >= 0 {
+		err = finish(&prev)
 	}
 	return errors.Join(err, retire(true))
 }
@@ -283,15 +301,38 @@ type startedChunk struct {
 	wait func() error // nil: done already
 }
 
+// chunkRing is a queue of started chunks, oldest first: each holds a
+// chunk buffer, so there are never more than chunkCount.
+type chunkRing struct {
+	a    [chunkCount]startedChunk
+	h, n int
+}
+
+func (r *chunkRing) push(c startedChunk) {
+	r.a[(r.h+r.n)%chunkCount] = c
+	r.n++
+}
+
+func (r *chunkRing) pop() startedChunk {
+	c := r.a[r.h]
+	r.a[r.h] = startedChunk{}
+	r.h, r.n = (r.h+1)%chunkCount, r.n-1
+	return c
+}
+
+// last is the newest started chunk (n > 0).
+func (r *chunkRing) last() *startedChunk { return &r.a[(r.h+r.n-1)%chunkCount] }
+
 // putChunks is typedChunks for a Put: each chunk is written once packed.
 // Packs that complete later (wait) are started for every free chunk
 // before the oldest is waited for, so that the packs of the next chunks
 // run while the writes of the previous ones go out.
 func (f *fabPath) putChunks(ctx context.Context, target, offset int, segs []ddt.Segment, n int, pack chunkPack) error {
 	si, soff := 0, 0
-	var q []startedChunk
+	var q chunkRing
 	fail := func(err error) error { // the chunks packed or being packed are not written
-		for _, h := range q {
+		for q.n > 0 {
+			h := q.pop()
 			if h.wait != nil {
 				_ = h.wait()
 			}
@@ -299,8 +340,8 @@ func (f *fabPath) putChunks(ctx context.Context, target, offset int, segs []ddt.
 		}
 		return err
 	}
-	for pos := 0; pos < n || len(q) > 0; {
-		for pos < n && (len(q) == 0 || len(f.freeChunks) > 0 && q[len(q)-1].wait != nil) {
+	for pos := 0; pos < n || q.n > 0; {
+		for pos < n && (q.n == 0 || len(f.freeChunks) > 0 && q.last().wait != nil) {
 			buf, ci, err := f.chunk()
 			if err != nil {
 				return fail(err)
@@ -311,11 +352,10 @@ func (f *fabPath) putChunks(ctx context.Context, target, offset int, segs []ddt.
 				f.unrefChunk(ci, nil)
 				return fail(err)
 			}
-			q = append(q, startedChunk{c: buf[:k], idx: ci, wait: wait})
+			q.push(startedChunk{c: buf[:k], idx: ci, wait: wait})
 			pos += k
 		}
-		h := q[0]
-		q = q[1:]
+		h := q.pop()
 		if h.wait != nil {
 			if err := h.wait(); err != nil {
 				f.unrefChunk(h.idx, nil)
@@ -394,10 +434,10 @@ func (f *fabPath) finishGet(ctx context.Context, g *getChunk, unpack chunkUnpack
 }
 
 // abandon returns err after giving up the transfer's reference to the
-// chunk of g (a Get chunk in flight, or nil): the chunk is free again
-// when the last of its reads completes.
+// chunk of g (a Get chunk in flight, or none: idx < 0): the chunk is free
+// again when the last of its reads completes.
 func (f *fabPath) abandon(g *getChunk, err error) error {
-	if g != nil {
+	if g.idx >= 0 {
 		f.unrefChunk(g.idx, nil)
 	}
 	return err

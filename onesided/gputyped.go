@@ -47,6 +47,7 @@ func (w *Window) devTyped(ctx context.Context, op string, target, offset int, or
 	if err != nil || n == 0 {
 		return err
 	}
+	defer w.typed.done() // typedSegments' list
 	d := origin.Buf.Device()
 	f := netFab(w.net)
 	// A chunk of the libfabric path is packed into, or unpacked from, in

@@ -86,12 +86,6 @@ func (p *guardedPath) typedChunks(ctx context.Context, target, offset int, segs 
 	return p.f.typedChunks(ctx, target, offset, segs, n, pack, unpack)
 }
 
-func (p *guardedPath) hold(b []byte) (func(), error) {
-	p.g.Enter()
-	defer p.g.Exit()
-	return p.f.hold(b)
-}
-
 func (p *guardedPath) get(target, off int, dst []byte) error {
 	p.g.Enter()
 	defer p.g.Exit()

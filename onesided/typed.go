@@ -80,53 +80,97 @@ func (w *Window) netTyped(ctx context.Context, op string, target, offset int, se
 	if n == 0 {
 		return nil
 	}
-	if pieces, err := originPieces(op, origin, count, t, n); err != nil {
+	ts := &w.typed
+	defer ts.done()
+	if pieces, err := ts.originPieces(op, origin, count, t, n); err != nil {
 		return err
 	} else if pieces != nil {
-		release, err := w.net.hold(spanOf(pieces[0], pieces[len(pieces)-1]))
-		if err != nil {
-			return fmt.Errorf("onesided: %s: register origin: %w", op, err)
-		}
-		defer release()
 		return w.net.typedVec(target, offset, segs, pieces, get)
 	}
-	pack := func(b []byte, off int) (func() error, error) {
-		if _, err := t.PackRange(b, origin, 0, count, int64(off)); err != nil {
-			return nil, fmt.Errorf("onesided: %s: pack origin: %w: %w", op, ErrInvalid, err)
-		}
-		return nil, nil
+	if ts.pack == nil { // bound once: a method value allocates
+		ts.pack, ts.unpack = ts.host.pack, ts.host.unpack
 	}
-	unpack := func(b []byte, off int) (func() error, error) {
-		if _, err := t.UnpackRange(origin, b, 0, count, int64(off)); err != nil {
-			return nil, fmt.Errorf("onesided: %s: unpack origin: %w: %w", op, ErrInvalid, err)
-		}
-		return nil, nil
-	}
+	ts.host = hostChunks{op: op, t: t, origin: origin, count: count}
 	if get {
-		return w.net.typedChunks(ctx, target, offset, segs, n, nil, unpack)
+		return w.net.typedChunks(ctx, target, offset, segs, n, nil, ts.unpack)
 	}
-	return w.net.typedChunks(ctx, target, offset, segs, n, pack, nil)
+	return w.net.typedChunks(ctx, target, offset, segs, n, ts.pack, nil)
+}
+
+// typedScratch is what PutTyped and GetTyped on the libfabric path keep
+// between calls, so that a repeated transfer allocates nothing: the
+// target's and the origin's blocks, the origin's blocks as slices, and
+// the packing of the chunk path with its methods bound once.
+type typedScratch struct {
+	tsegs  []ddt.Segment
+	osegs  []ddt.Segment
+	pieces [][]byte
+	host   hostChunks
+	pack   chunkPack
+	unpack chunkUnpack
+}
+
+// maxKeptSegs is the most blocks typedScratch keeps room for between
+// calls: a list past it (a layout of many small target blocks) is let go.
+const maxKeptSegs = 1 << 14
+
+// done lets go of the user's memory and of lists grown past maxKeptSegs.
+func (s *typedScratch) done() {
+	s.host = hostChunks{}
+	clear(s.pieces)
+	s.pieces = s.pieces[:0]
+	if cap(s.tsegs) > maxKeptSegs {
+		s.tsegs = nil
+	}
+	if cap(s.osegs) > maxKeptSegs {
+		s.osegs, s.pieces = nil, nil
+	}
+}
+
+// hostChunks packs a typed transfer's origin into the chunks of the
+// libfabric path (Put), or unpacks them into it (Get).
+type hostChunks struct {
+	op     string
+	t      *ddt.Type
+	origin []byte
+	count  int
+}
+
+func (h *hostChunks) pack(b []byte, off int) (func() error, error) {
+	if _, err := h.t.PackRange(b, h.origin, 0, h.count, int64(off)); err != nil {
+		return nil, fmt.Errorf("onesided: %s: pack origin: %w: %w", h.op, ErrInvalid, err)
+	}
+	return nil, nil
+}
+
+func (h *hostChunks) unpack(b []byte, off int) (func() error, error) {
+	if _, err := h.t.UnpackRange(h.origin, b, 0, h.count, int64(off)); err != nil {
+		return nil, fmt.Errorf("onesided: %s: unpack origin: %w: %w", h.op, ErrInvalid, err)
+	}
+	return nil, nil
 }
 
 // originPieces returns the origin's blocks as slices of origin when it
 // is one block or its blocks average at least zcBlock bytes, else nil.
-func originPieces(op string, origin []byte, count int, t *ddt.Type, n int) ([][]byte, error) {
+func (s *typedScratch) originPieces(op string, origin []byte, count int, t *ddt.Type, n int) ([][]byte, error) {
 	limit := max(1, min(1<<16, n/zcBlock))
 	if t.ExceedsSegments(count, limit) {
 		return nil, nil
 	}
-	segs, err := t.Flatten(count, limit)
+	segs, err := t.AppendSegments(s.osegs[:0], count, limit)
+	s.osegs = segs
 	if err != nil || len(segs) == 0 || (len(segs) > 1 && n/len(segs) < zcBlock) {
 		return nil, nil
 	}
-	out := make([][]byte, 0, len(segs))
-	for _, s := range segs {
-		if s.Off < 0 || s.Off > int64(len(origin)) || s.Len > int64(len(origin))-s.Off {
+	out := s.pieces[:0]
+	for _, g := range segs {
+		if g.Off < 0 || g.Off > int64(len(origin)) || g.Len > int64(len(origin))-g.Off {
 			return nil, fmt.Errorf("onesided: %s: origin block [%d, %d) outside its %d bytes: %w: %w",
-				op, s.Off, s.Off+s.Len, len(origin), ErrInvalid, ddt.ErrBounds)
+				op, g.Off, g.Off+g.Len, len(origin), ErrInvalid, ddt.ErrBounds)
 		}
-		out = append(out, origin[s.Off:s.Off+s.Len:s.Off+s.Len])
+		out = append(out, origin[g.Off:g.Off+g.Len:g.Off+g.Len])
 	}
+	s.pieces = out
 	return out, nil
 }
 
@@ -223,10 +267,12 @@ func transcode(op string, dst []byte, dstBase int64, dstCount int, dstType *ddt.
 	return nil
 }
 
-// typedSegments flattens the target layout and checks every block is in
+// typedSegments flattens the target layout (into the window's scratch,
+// valid until the next typed transfer) and checks every block is in
 // range.
 func (w *Window) typedSegments(op string, target, offset, count int, t *ddt.Type) ([]ddt.Segment, error) {
-	segs, err := t.Flatten(count, 0)
+	segs, err := t.AppendSegments(w.typed.tsegs[:0], count, 0)
+	w.typed.tsegs = segs
 	if err != nil {
 		if errors.Is(err, ddt.ErrOverflow) { // offsets past int64: past any region
 			return nil, fmt.Errorf("onesided: %s: %w: %w", op, ErrOutOfRange, err)

@@ -307,3 +307,82 @@ func TestTypedDirectNoAllocs(t *testing.T) {
 		return w.Fence(ctx)
 	})
 }
+
+// netTypedCase is a typed transfer shape of the libfabric path's tests
+// and benchmarks: each takes one of its three ways.
+type netTypedCase struct {
+	name   string
+	origin func() (*ddt.Type, error)
+	target func() (*ddt.Type, error)
+	span   int // origin bytes
+}
+
+var netTypedCases = []netTypedCase{
+	// a small vector: packed into one chunk, one write or read
+	{"small", func() (*ddt.Type, error) { return ddt.Vector(6, 2, 5, ddt.Int64) },
+		func() (*ddt.Type, error) { return ddt.Contiguous(12, ddt.Int64) }, 8 * 30},
+	// 1 MiB of 8-byte blocks: sixteen chunks
+	{"chunks-1MiB", func() (*ddt.Type, error) { return ddt.Vector(1<<17, 1, 2, ddt.Int64) },
+		func() (*ddt.Type, error) { return ddt.Contiguous(1<<17, ddt.Int64) }, 16 << 17},
+	// 1 MiB in 128 KiB blocks: iovec RMA from the origin's own memory
+	{"iovec-1MiB", func() (*ddt.Type, error) { return ddt.Vector(8, 1<<14, 20000, ddt.Int64) },
+		func() (*ddt.Type, error) { return ddt.Contiguous(8<<14, ddt.Int64) }, 8 * 20000 * 8},
+	// a contiguous origin into 16 target blocks of 8 KiB
+	{"target-blocks", func() (*ddt.Type, error) { return ddt.Contiguous(1<<14, ddt.Int64) },
+		func() (*ddt.Type, error) { return ddt.Vector(16, 1024, 1100, ddt.Int64) }, 8 << 14},
+}
+
+func (c netTypedCase) types() (ot, tt *ddt.Type, err error) {
+	if ot, err = c.origin(); err == nil {
+		if tt, err = c.target(); err == nil {
+			if err = ot.Commit(); err == nil {
+				err = tt.Commit()
+			}
+		}
+	}
+	return ot, tt, err
+}
+
+// TestTypedNetNoAllocs: a repeated PutTyped + Flush and GetTyped on the
+// libfabric path allocate nothing, whichever way they take (the chunks,
+// iovec RMA from the origin's blocks, many target blocks): the block
+// lists, the chunk queue and the registration handles are kept by the
+// window. Rank 1 drives progress in a Fence meanwhile (shm's RMA takes
+// the target's).
+func TestTypedNetNoAllocs(t *testing.T) {
+	requireProvider(t, "shm")
+	for _, c := range netTypedCases {
+		t.Run(c.name, func(t *testing.T) {
+			ot, tt, err := c.types()
+			if err != nil {
+				t.Fatal(err)
+			}
+			runRanks(t, 2, func(ctx context.Context, g Group) (err error) {
+				w, err := Allocate(ctx, g, 2<<20, providerCase{"shm", OrderAuto}.opts()...)
+				if err != nil {
+					return err
+				}
+				defer cleanup(ctx, &err, w.Free)
+				if g.Rank() == 1 {
+					return w.Fence(ctx)
+				}
+				defer func() { err = errors.Join(err, w.Fence(ctx)) }()
+				origin := make([]byte, c.span)
+				var ferr error
+				round := func() {
+					ferr = errors.Join(ferr, w.PutTyped(1, 0, origin, 1, ot, 1, tt), w.Flush(ctx, 1),
+						w.GetTyped(ctx, 1, 0, origin, 1, ot, 1, tt))
+				}
+				round()
+				n := testing.AllocsPerRun(20, round)
+				if ferr != nil {
+					return ferr
+				}
+				if n != 0 && !testenv.Race {
+					return fmt.Errorf("%.1f allocations per PutTyped, Flush and GetTyped", n)
+				}
+				return nil
+			})
+		})
+	}
+}

@@ -254,6 +254,9 @@ type Window struct {
 	// they have before it unmaps anything.
 	waiters atomic.Int32
 	freeing atomic.Bool
+	// typed is the scratch of PutTyped and GetTyped on the libfabric
+	// path, kept so that a repeated transfer allocates nothing.
+	typed typedScratch
 }
 
 // netPath is the libfabric side of a window (fabricpath.go).
@@ -277,12 +280,11 @@ type netPath interface {
 	ctrlSignal(target, off int, val uint64) error
 	// ctrlMem is this rank's control words when the path owns them.
 	ctrlMem() []byte
-	// typedVec, typedChunks and hold serve PutTyped and GetTyped
+	// typedVec and typedChunks serve PutTyped and GetTyped
 	// (fabtyped.go).
 	typedVec(target, offset int, segs []ddt.Segment, pieces [][]byte, get bool) error
 	typedChunks(ctx context.Context, target, offset int, segs []ddt.Segment, n int,
 		pack chunkPack, unpack chunkUnpack) error
-	hold(b []byte) (release func(), err error)
 	ordering() SignalOrdering
 	provider() string
 	close() error
