@@ -2,8 +2,11 @@ package onesided_test
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"log"
+	"math"
 	"time"
 
 	"github.com/weft-hpc/weft/endpoint"
@@ -222,4 +225,45 @@ func ExampleView() {
 	v[0] = 1.5
 	fmt.Println(len(v), v[0])
 	// Output: 4 1.5
+}
+
+// A node-level shared array: each rank writes its part of its right
+// neighbour's window with plain stores (MPI_Win_shared_query), where the
+// neighbour runs on this node; a Fence makes the stores visible.
+func ExampleSharedView() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	j, err := job.Init(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Finalize()
+	g := onesided.JobGroup(j)
+	w, err := onesided.Allocate(ctx, g, 8*g.Size())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer w.Free(ctx)
+	right := (g.Rank() + 1) % g.Size()
+	if v, err := onesided.SharedView[float64](w, right); err == nil {
+		v[g.Rank()] = 0.5 * float64(g.Rank()+1)
+	} else if errors.Is(err, onesided.ErrNotSupported) { // another node: a Put
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], math.Float64bits(0.5*float64(g.Rank()+1)))
+		if err := w.Put(right, 8*g.Rank(), b[:]); err != nil {
+			log.Fatal(err)
+		}
+	} else {
+		log.Fatal(err)
+	}
+	if err := w.Fence(ctx); err != nil {
+		log.Fatal(err)
+	}
+	left := (g.Rank() + g.Size() - 1) % g.Size()
+	mine, err := onesided.View[float64](w)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(mine[left])
+	// Output: 0.5
 }

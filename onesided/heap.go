@@ -166,6 +166,24 @@ func (h *Heap) Local(s Sym) []byte {
 	return h.w.local[s.Off : s.Off+s.Size : s.Off+s.Size]
 }
 
+// Ptr returns rank's copy of s for loads and stores of this process's own
+// (OpenSHMEM's shmem_ptr): this rank's, or that of a rank of this node
+// whose heap shares a memory segment with this one (Window.Shared). For
+// any other rank it fails with ErrNotSupported; for an s that is not an
+// allocated object of h, with ErrInvalid. The slice is valid until s is
+// freed; the rules of Window.Shared apply.
+func (h *Heap) Ptr(rank int, s Sym) ([]byte, error) {
+	o, err := h.at("Ptr", s, 0, s.Size)
+	if err != nil {
+		return nil, err
+	}
+	p, err := h.w.Shared(rank)
+	if err != nil {
+		return nil, err
+	}
+	return p[o : o+s.Size : o+s.Size], nil
+}
+
 func (h *Heap) at(op string, s Sym, off, n int) (int, error) {
 	if err := h.usable(op); err != nil {
 		return 0, err

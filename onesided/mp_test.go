@@ -102,6 +102,9 @@ func TestMultiProcess(t *testing.T) {
 				if err := heapScenario(ctx, g); err != nil {
 					return fmt.Errorf("heap: %w", err)
 				}
+				if err := sharedScenario(ctx, g, -1); err != nil {
+					return fmt.Errorf("shared: %w", err)
+				}
 				heapIters := 100
 				if testenv.Race {
 					heapIters = 25

@@ -42,6 +42,16 @@ func View[T Elem](w *Window) ([]T, error) {
 	return ViewBytes[T](w.Bytes())
 }
 
+// SharedView returns target's region of w as a slice of T: Window.Shared
+// viewed as ViewBytes does, with the same rules.
+func SharedView[T Elem](w *Window, target int) ([]T, error) {
+	b, err := w.Shared(target)
+	if err != nil {
+		return nil, err
+	}
+	return ViewBytes[T](b)
+}
+
 // LocalView returns this rank's copy of the heap object s (Heap.Local) as a
 // slice of T. It fails with ErrInvalid when s is not an allocated object of
 // h or its offset or size does not fit T.

@@ -708,6 +708,26 @@ func (w *Window) Direct(target int) bool {
 	return w != nil && target >= 0 && target < len(w.peers) && w.peers[target] != nil
 }
 
+// Shared returns target's region as this process maps it, for loads and
+// stores of its own (MPI_Win_shared_query): ranks of this node whose
+// regions share one memory segment with this rank's, and this rank
+// itself. For any other target (Direct false: another node, or a window
+// without shared memory) it fails with ErrNotSupported. The slice is
+// valid until Free. A store through it is a direct-store Put that is
+// visible at once: the target reads it, as any data other ranks write,
+// after a signal or a Fence says it is there; words that ranks update
+// concurrently take sync/atomic.
+func (w *Window) Shared(target int) ([]byte, error) {
+	if err := w.check("Shared", target, 0, 0); err != nil {
+		return nil, err
+	}
+	p := w.peers[target]
+	if p == nil {
+		return nil, fmt.Errorf("onesided: Shared: rank %d's region is not mapped by this process (another node, or no shared memory): %w", target, ErrNotSupported)
+	}
+	return p, nil
+}
+
 // Provider names the libfabric provider the window uses, or "" when every
 // target is reached by direct stores.
 func (w *Window) Provider() string {
