@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/internal/choose"
 	"github.com/weft-hpc/weft/internal/progress"
@@ -43,8 +44,10 @@ type Coll struct {
 
 	// the round in flight
 	reqs []*endpoint.Request
-	peer []int // per request: destination or source rank
-	want []int // per request: bytes a receive expects; -1 for a send
+	peer []int         // per request: destination or source rank
+	want []int         // per request: bytes a receive expects; -1 for a send
+	nbrs []int         // the neighbours of a neighbourhood call (neighbor.go)
+	segs []ddt.Segment // the blocks its overlap check compares
 
 	crowded bool       // more ranks of the communicator on this machine than cores: waits yield every poll
 	solo    bool       // this process holds one rank of the communicator (known from the hierarchy's set-up)
@@ -305,6 +308,9 @@ const (
 	callReduceScatterBlockTyped
 	callScanTyped
 	callExscanTyped
+	callNeighborAllgather
+	callNeighborAlltoall
+	callNeighborAlltoallw
 )
 
 var callNames = map[callID]string{
@@ -319,6 +325,7 @@ var callNames = map[callID]string{
 	callGathervTyped: "GathervTyped", callScattervTyped: "ScattervTyped", callAllgathervTyped: "AllgathervTyped",
 	callAlltoallvTyped: "AlltoallvTyped", callReduceScatterTyped: "ReduceScatterTyped",
 	callReduceScatterBlockTyped: "ReduceScatterBlockTyped", callScanTyped: "ScanTyped", callExscanTyped: "ExscanTyped",
+	callNeighborAllgather: "NeighborAllgather", callNeighborAlltoall: "NeighborAlltoall", callNeighborAlltoallw: "NeighborAlltoallw",
 }
 
 func (id callID) String() string { return callNames[id] }
@@ -591,6 +598,29 @@ func (c *Coll) recv(b []byte, src int) error {
 		return err
 	}
 	c.reqs, c.peer, c.want = append(c.reqs, r), append(c.peer, src), append(c.want, len(b))
+	return nil
+}
+
+// sendTyped posts a send of count elements of t laid out in b to rank
+// dst (endpoint's typed path: packed as it goes out, or read from its
+// blocks).
+func (c *Coll) sendTyped(b []byte, count int, t *ddt.Type, dst int) error {
+	r, err := c.comm.IsendTyped(b, count, t, dst, c.tag)
+	if err != nil {
+		return err
+	}
+	c.reqs, c.peer, c.want = append(c.reqs, r), append(c.peer, dst), append(c.want, -1)
+	return nil
+}
+
+// recvTyped posts a receive of count elements of t, n packed bytes, into
+// the layout at b from rank src: exactly n bytes must come.
+func (c *Coll) recvTyped(b []byte, count int, t *ddt.Type, n, src int) error {
+	r, err := c.comm.IrecvTyped(b, count, t, src, c.tag)
+	if err != nil {
+		return err
+	}
+	c.reqs, c.peer, c.want = append(c.reqs, r), append(c.peer, src), append(c.want, n)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/endpoint"
 )
 
 // The nonblocking forms. Each starts the collective of the same name
@@ -144,4 +145,26 @@ func IreduceTyped[T any](c *Coll, send, recv []T, count int, t *ddt.Type, op Op[
 // IallreduceTyped starts an AllreduceTyped.
 func IallreduceTyped[T any](c *Coll, send, recv []T, count int, t *ddt.Type, op Op[T]) (*Request, error) {
 	return c.start(callAllreduceTyped, func(cl *Coll) error { return AllreduceTyped(bg, cl, send, recv, count, t, op) })
+}
+
+// IneighborAllgather starts a NeighborAllgather.
+func IneighborAllgather[T any](c *Coll, g *endpoint.Cart, send, recv []T) (*Request, error) {
+	return c.start(callNeighborAllgather, func(cl *Coll) error {
+		return NeighborAllgather(bg, cl, g, send, recv)
+	})
+}
+
+// IneighborAlltoall starts a NeighborAlltoall.
+func IneighborAlltoall[T any](c *Coll, g *endpoint.Cart, send, recv []T) (*Request, error) {
+	return c.start(callNeighborAlltoall, func(cl *Coll) error {
+		return NeighborAlltoall(bg, cl, g, send, recv)
+	})
+}
+
+// IneighborAlltoallw starts a NeighborAlltoallw.
+func IneighborAlltoallw(c *Coll, g *endpoint.Cart, send []byte, scounts, sdispls []int, stypes []*ddt.Type,
+	recv []byte, rcounts, rdispls []int, rtypes []*ddt.Type) (*Request, error) {
+	return c.start(callNeighborAlltoallw, func(cl *Coll) error {
+		return NeighborAlltoallw(bg, cl, g, send, scounts, sdispls, stypes, recv, rcounts, rdispls, rtypes)
+	})
 }

@@ -1,0 +1,354 @@
+package collectives_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	C "github.com/weft-hpc/weft/collectives"
+	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/testenv"
+)
+
+// neighborGrids are the Cartesian grids of the neighbourhood tests: every
+// extent a wrapping dimension can repeat a neighbour with (1: this rank
+// itself, 2: the same rank below and above), ends of non-wrapping ones,
+// and 1 to 3 dimensions; grids smaller than the communicator leave ranks
+// out.
+var neighborGrids = []struct {
+	dims    []int
+	periods []bool
+}{
+	{[]int{1}, []bool{true}},
+	{[]int{2}, []bool{true}},
+	{[]int{2}, []bool{false}},
+	{[]int{3}, []bool{true}},
+	{[]int{4}, []bool{false}},
+	{[]int{2, 2}, []bool{true, true}},
+	{[]int{2, 2}, []bool{false, true}},
+	{[]int{1, 3}, []bool{true, false}},
+	{[]int{1, 2, 2}, []bool{true, true, false}},
+}
+
+// nval is the value rank r puts at element e of its block k (k = -1 for
+// NeighborAllgather's one block).
+func nval(r, k, e int) float64 { return float64(r*10000 + (k+1)*100 + e) }
+
+const nsentinel = -1.5
+
+// neighborGridsRun counts the grids neighborBattery ran, over all ranks.
+var neighborGridsRun atomic.Int64
+
+// neighborBattery runs NeighborAllgather, NeighborAlltoall and
+// NeighborAlltoallw on every grid of neighborGrids that fits c's
+// communicator, each result checked against the neighbourhood's
+// definition: block 2i comes from the rank below in dimension i and holds
+// what that rank sent up, block 2i+1 from the rank above, what it sent
+// down; blocks of missing neighbours stay untouched.
+func neighborBattery(ctx context.Context, world *C.Coll, nonblocking bool) error {
+	ran := 0
+	defer func() { neighborGridsRun.Add(int64(ran)) }()
+	for _, gr := range neighborGrids {
+		n := 1
+		for _, d := range gr.dims {
+			n *= d
+		}
+		if n > world.Size() {
+			continue
+		}
+		g, err := world.Comm().CartCreate(ctx, gr.dims, gr.periods)
+		if err != nil {
+			return fmt.Errorf("grid %v %v: %w", gr.dims, gr.periods, err)
+		}
+		if g == nil {
+			continue // outside the grid
+		}
+		ran++
+		if err := neighborGrid(ctx, g, nonblocking); err != nil {
+			return fmt.Errorf("grid %v %v, rank %d: %w", gr.dims, gr.periods, g.Comm().Rank(), err)
+		}
+		if err := g.Free(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func neighborGrid(ctx context.Context, g *endpoint.Cart, nonblocking bool) (err error) {
+	c, err := C.New(ctx, g.Comm())
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, c.Free()) }()
+	nb, err := C.Neighbors(g)
+	if err != nil {
+		return err
+	}
+	if len(nb) != 2*len(g.Dims()) {
+		return fmt.Errorf("%d neighbours for %d dimensions", len(nb), len(g.Dims()))
+	}
+	me := g.Comm().Rank()
+	for _, k := range []int{0, 1, 5} { // elements per block
+		// NeighborAllgather
+		send := make([]float64, k)
+		for e := range send {
+			send[e] = nval(me, -1, e)
+		}
+		recv := make([]float64, len(nb)*k)
+		for i := range recv {
+			recv[i] = nsentinel
+		}
+		if err := wait(ctx, nonblocking, func() error { return C.NeighborAllgather(ctx, c, g, send, recv) },
+			func() (*C.Request, error) { return C.IneighborAllgather(c, g, send, recv) }); err != nil {
+			return fmt.Errorf("NeighborAllgather of %d: %w", k, err)
+		}
+		for j, p := range nb {
+			for e := range k {
+				want := nsentinel
+				if p != endpoint.ProcNull {
+					want = nval(p, -1, e)
+				}
+				if got := recv[j*k+e]; got != want {
+					return fmt.Errorf("NeighborAllgather of %d: block %d (neighbour %d) [%d] = %v, want %v", k, j, p, e, got, want)
+				}
+			}
+		}
+		// NeighborAlltoall
+		send = make([]float64, len(nb)*k)
+		for j := range nb {
+			for e := range k {
+				send[j*k+e] = nval(me, j, e)
+			}
+		}
+		for i := range recv {
+			recv[i] = nsentinel
+		}
+		if err := wait(ctx, nonblocking, func() error { return C.NeighborAlltoall(ctx, c, g, send, recv) },
+			func() (*C.Request, error) { return C.IneighborAlltoall(c, g, send, recv) }); err != nil {
+			return fmt.Errorf("NeighborAlltoall of %d: %w", k, err)
+		}
+		for j, p := range nb {
+			sent := j ^ 1 // from below: what it sent up (its block 2i+1); from above: down
+			for e := range k {
+				want := nsentinel
+				if p != endpoint.ProcNull {
+					want = nval(p, sent, e)
+				}
+				if got := recv[j*k+e]; got != want {
+					return fmt.Errorf("NeighborAlltoall of %d: block %d (neighbour %d) [%d] = %v, want %v", k, j, p, e, got, want)
+				}
+			}
+		}
+	}
+	if len(g.Dims()) <= 2 {
+		if err := haloExchange(ctx, c, g, nb, nonblocking); err != nil {
+			return fmt.Errorf("NeighborAlltoallw halo: %w", err)
+		}
+	}
+	// Errors: a wrong block layout, a handle over another communicator.
+	if err := C.NeighborAlltoall(ctx, c, g, make([]float64, len(nb)+1), make([]float64, len(nb))); !errors.Is(err, C.ErrInvalid) {
+		return fmt.Errorf("NeighborAlltoall with unequal blocks: %v, want ErrInvalid", err)
+	}
+	return nil
+}
+
+// haloExchange is a 2D halo exchange by NeighborAlltoallw over the grid
+// (a 1D grid is a 2D one with one column of subdomains): each rank owns
+// ny × nx interior cells of a (ny+2) × (nx+2) array of float64 with one
+// ghost layer; rows travel as contiguous blocks, columns as vectors, in
+// place on both sides.
+func haloExchange(ctx context.Context, c *C.Coll, g *endpoint.Cart, nb []int, nonblocking bool) error {
+	const ny, nx = 5, 7
+	const w = nx + 2
+	me := g.Comm().Rank()
+	a := make([]float64, (ny+2)*w)
+	for i := range a {
+		a[i] = nsentinel
+	}
+	for y := 1; y <= ny; y++ {
+		for x := 1; x <= nx; x++ {
+			a[y*w+x] = nval(me, y, x)
+		}
+	}
+	row, err := ddt.Contiguous(nx, ddt.Float64)
+	if err != nil {
+		return err
+	}
+	col, err := ddt.Vector(ny, 1, w, ddt.Float64)
+	if err != nil {
+		return err
+	}
+	for _, t := range []*ddt.Type{row, col} {
+		if err := t.Commit(); err != nil {
+			return err
+		}
+	}
+	at := func(y, x int) int { return 8 * (y*w + x) }
+	// dimension 0 moves rows (below: first interior row, above: last);
+	// dimension 1, where there is one, moves columns
+	types := []*ddt.Type{row, row, col, col}
+	sdispls := []int{at(1, 1), at(ny, 1), at(1, 1), at(1, nx)}
+	rdispls := []int{at(0, 1), at(ny+1, 1), at(1, 0), at(1, nx+1)}
+	nn := len(nb)
+	counts := make([]int, nn)
+	for i := range counts {
+		counts[i] = 1
+	}
+	// send and recv are the same array: its interior faces and its
+	// ghost layer, in place.
+	buf := unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), 8*len(a))
+	if err := wait(ctx, nonblocking, func() error {
+		return C.NeighborAlltoallw(ctx, c, g, buf, counts, sdispls[:nn], types[:nn], buf, counts, rdispls[:nn], types[:nn])
+	}, func() (*C.Request, error) {
+		return C.IneighborAlltoallw(c, g, buf, counts, sdispls[:nn], types[:nn], buf, counts, rdispls[:nn], types[:nn])
+	}); err != nil {
+		return err
+	}
+	for j, p := range nb {
+		for i := 0; i < map[bool]int{true: nx, false: ny}[j < 2]; i++ {
+			var y, x, sy, sx int // ghost cell, and the cell of p it copies
+			switch j {
+			case 0:
+				y, x, sy, sx = 0, 1+i, ny, 1+i
+			case 1:
+				y, x, sy, sx = ny+1, 1+i, 1, 1+i
+			case 2:
+				y, x, sy, sx = 1+i, 0, 1+i, nx
+			case 3:
+				y, x, sy, sx = 1+i, nx+1, 1+i, 1
+			}
+			want := nsentinel
+			if p != endpoint.ProcNull {
+				want = nval(p, sy, sx)
+			}
+			if got := a[y*w+x]; got != want {
+				return fmt.Errorf("ghost cell (%d, %d) from neighbour %d (block %d): %v, want %v", y, x, p, j, got, want)
+			}
+		}
+	}
+	return nil
+}
+
+// wait runs the blocking form, or starts the nonblocking one and waits
+// for it.
+func wait(ctx context.Context, nonblocking bool, blocking func() error, start func() (*C.Request, error)) error {
+	if !nonblocking {
+		return blocking()
+	}
+	r, err := start()
+	if err != nil {
+		return err
+	}
+	return r.Wait(ctx)
+}
+
+func TestNeighborHandles(t *testing.T) {
+	for _, np := range []int{1, 2, 4} {
+		t.Run(fmt.Sprintf("n%d", np), func(t *testing.T) {
+			eps := handles(t, np)
+			ctx := tctx(t, 60*time.Second)
+			before := neighborGridsRun.Load()
+			runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+				return errors.Join(neighborBattery(ctx, c, false), neighborBattery(ctx, c, true))
+			})
+			t.Logf("%d grids run by %d handles", neighborGridsRun.Load()-before, np)
+		})
+	}
+}
+
+// TestNeighborProcs: the battery over 4 processes on the node transport
+// and 2 over tcp (halo blocks by libfabric's typed paths).
+func TestNeighborProcs(t *testing.T) {
+	for _, tc := range []struct {
+		prov string
+		np   int
+	}{{"native", 4}, {"tcp;ofi_rxm", 2}} {
+		t.Run(fmt.Sprintf("%s/n%d", provName(tc.prov), tc.np), func(t *testing.T) {
+			if tc.prov != "native" {
+				testenv.Short(t, "the neighbourhood collectives over tcp")
+			}
+			if launch(t, tc.np, tc.prov, 60*time.Second) {
+				return
+			}
+			_, ctx, c := worldColl(t)
+			for _, nb := range []bool{false, true} {
+				if err := neighborBattery(ctx, c, nb); err != nil {
+					t.Fatalf("nonblocking=%v: %v", nb, err)
+				}
+			}
+			if err := c.Free(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestNeighborErrors: bad arguments fail the call with ErrInvalid on
+// every rank (each check on a handle of its own: a failed call leaves its
+// handle unusable).
+func TestNeighborErrors(t *testing.T) {
+	eps := handles(t, 2)
+	ctx := tctx(t, 30*time.Second)
+	checks := []struct {
+		name string
+		call func(ctx context.Context, c *C.Coll, g *endpoint.Cart) error
+	}{
+		{"a handle over another communicator", func(ctx context.Context, c *C.Coll, g *endpoint.Cart) error {
+			return C.NeighborAlltoall(ctx, c, g, make([]int32, 2), make([]int32, 2))
+		}},
+		{"a nil grid", func(ctx context.Context, c *C.Coll, _ *endpoint.Cart) error {
+			return C.NeighborAllgather(ctx, c, nil, make([]int32, 1), make([]int32, 2))
+		}},
+		{"a receive layout over a send layout", func(ctx context.Context, c *C.Coll, g *endpoint.Cart) error {
+			gc, err := C.New(ctx, g.Comm())
+			if err != nil {
+				return err
+			}
+			defer gc.Free()
+			col, err := ddt.Vector(4, 1, 4, ddt.Int32)
+			if err == nil {
+				err = col.Commit()
+			}
+			if err != nil {
+				return err
+			}
+			b := make([]byte, 64)
+			one, ts := []int{1, 1}, []*ddt.Type{col, col}
+			// receive column 1 from below and column 2 from above; send
+			// columns 0 and 1: column 1 is read and written
+			return C.NeighborAlltoallw(ctx, gc, g, b, one, []int{0, 4}, ts, b, one, []int{4, 8}, ts)
+		}},
+		{"two receive layouts over the same bytes", func(ctx context.Context, c *C.Coll, g *endpoint.Cart) error {
+			gc, err := C.New(ctx, g.Comm())
+			if err != nil {
+				return err
+			}
+			defer gc.Free()
+			b := make([]byte, 64)
+			one, ts := []int{4, 4}, []*ddt.Type{ddt.Int32, ddt.Int32}
+			return C.NeighborAlltoallw(ctx, gc, g, b, one, []int{0, 16}, ts, b, one, []int{32, 40}, ts)
+		}},
+	}
+	for _, ck := range checks {
+		runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+			g, err := c.Comm().CartCreate(ctx, []int{2}, []bool{true})
+			if err != nil {
+				return err
+			}
+			defer g.Free()
+			// c is over the world, not over the grid's communicator
+			if err := ck.call(ctx, c, g); !errors.Is(err, C.ErrInvalid) {
+				return fmt.Errorf("%s: %v, want ErrInvalid", ck.name, err)
+			}
+			return nil
+		})
+	}
+	if _, err := C.Neighbors(nil); !errors.Is(err, C.ErrInvalid) {
+		t.Errorf("Neighbors(nil): %v, want ErrInvalid", err)
+	}
+}
