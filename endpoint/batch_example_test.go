@@ -110,3 +110,46 @@ func ExampleReleaseAll() {
 	// Output:
 	// messages received: 12
 }
+
+// A receiver that does not know a message's length takes it off the
+// queue with a matched probe, sizes its buffer from the status and
+// receives exactly that message, whichever other goroutines receive on
+// the same communicator.
+func ExampleComm_Mprobe() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := endpoint.Init(ctx, endpoint.WithProvider("shm"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Close()
+	eps, err := w.Comm().CreateEndpoints(ctx, 2)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	a, b := eps[0], eps[1]
+	r, err := a.Isend([]byte("a message of some length"), 1, 7)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	m, err := b.Mprobe(ctx, endpoint.AnySource, endpoint.AnyTag)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	buf := make([]byte, m.Status().Count)
+	st, err := m.Mrecv(ctx, buf)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if _, err := r.Wait(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("%q from %d, tag %d\n", buf, st.Source, st.Tag)
+	// Output: "a message of some length" from 0, tag 7
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
 )
 
@@ -37,13 +38,20 @@ func TestNilReceivers(t *testing.T) {
 		"Comm.Recv":            func() error { _, err := c.Recv(ctx, buf, 0, 0); return err },
 		"Comm.Iprobe":          func() error { _, _, err := c.Iprobe(0, 0); return err },
 		"Comm.Probe":           func() error { _, err := c.Probe(ctx, 0, 0); return err },
-		"SendSlice":            func() error { return endpoint.SendSlice(ctx, c, []int32{1}, 0, 0) },
-		"RecvSlice":            func() error { _, err := endpoint.RecvSlice(ctx, c, []int32{1}, 0, 0); return err },
-		"IsendSlice":           func() error { _, err := endpoint.IsendSlice(c, []int32{1}, 0, 0); return err },
-		"IrecvSlice":           func() error { _, err := endpoint.IrecvSlice(c, []int32{1}, 0, 0); return err },
-		"Request.Test":         func() error { _, _, err := r.Test(); return err },
-		"Request.Wait":         func() error { _, err := r.Wait(ctx); return err },
-		"Request.Cancel":       r.Cancel,
+		"Comm.Improbe":         func() error { _, _, err := c.Improbe(0, 0); return err },
+		"Comm.Mprobe":          func() error { _, err := c.Mprobe(ctx, 0, 0); return err },
+		"Message.Mrecv":        func() error { _, err := (*endpoint.Message)(nil).Mrecv(ctx, buf); return err },
+		"Message.ImrecvTyped": func() error {
+			_, err := (*endpoint.Message)(nil).ImrecvTyped(buf, 1, ddt.Byte)
+			return err
+		},
+		"SendSlice":      func() error { return endpoint.SendSlice(ctx, c, []int32{1}, 0, 0) },
+		"RecvSlice":      func() error { _, err := endpoint.RecvSlice(ctx, c, []int32{1}, 0, 0); return err },
+		"IsendSlice":     func() error { _, err := endpoint.IsendSlice(c, []int32{1}, 0, 0); return err },
+		"IrecvSlice":     func() error { _, err := endpoint.IrecvSlice(c, []int32{1}, 0, 0); return err },
+		"Request.Test":   func() error { _, _, err := r.Test(); return err },
+		"Request.Wait":   func() error { _, err := r.Wait(ctx); return err },
+		"Request.Cancel": r.Cancel,
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {

@@ -224,6 +224,12 @@ func (c *Comm) irecv(buf []byte, src, tag int, ctx uint16) (*Request, error) {
 // (blocking Recv: the request never escapes to the caller). With u the
 // receive unpacks into u's typed layout as the data arrives (buf nil).
 func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *typedRecv) (*Request, error) {
+	return c.recvReq(buf, src, tag, ctx, scratch, u, nil)
+}
+
+// recvReq is irecvReq; with m it receives that message, taken from the
+// unexpected queue by a matched probe (mprobe.go), instead of matching.
+func (c *Comm) recvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *typedRecv, m *unexp) (*Request, error) {
 	if err := c.checkPeer(src, true); err != nil {
 		return nil, err
 	}
@@ -259,23 +265,33 @@ func (c *Comm) irecvReq(buf []byte, src, tag int, ctx uint16, scratch bool, u *t
 			x.typed = &x.layout
 		}
 	}
+	if m != nil { // matched already
+		v.take(r, *m)
+		return r, nil
+	}
 	if len(v.unexpected) == 0 { // the message-rate case: nothing waiting
 		v.posted.push(r)
 		return r, nil
 	}
 	if m, ok := v.takeUnexpected(want, ignore); ok {
-		if err := checkSigWord(r, m.sig, uint64(len(m.data))); err != nil {
-			r.st = Status{Source: tagSource(m.tag), Tag: tagUser(m.tag)}
-			v.finish(r, err)
-			v.recycle(m.data)
-			return r, nil
-		}
-		v.deliver(r, m.tag, m.data)
-		v.recycle(m.data) // deliver copied or parsed it
+		v.take(r, m)
 		return r, nil
 	}
 	v.posted.push(r)
 	return r, nil
+}
+
+// take completes (or starts the rendezvous of) receive r with m, an
+// unexpected message taken from the queue. Caller holds the lock.
+func (v *vci) take(r *Request, m unexp) {
+	if err := checkSigWord(r, m.sig, uint64(len(m.data))); err != nil {
+		r.st = Status{Source: tagSource(m.tag), Tag: tagUser(m.tag)}
+		v.finish(r, err)
+		v.recycle(m.data)
+		return
+	}
+	v.deliver(r, m.tag, m.data)
+	v.recycle(m.data) // deliver copied or parsed it
 }
 
 // postRecv makes r, a reused request, a fresh posted receive. It wipes r

@@ -473,6 +473,12 @@ func (c *Comm) IrecvTyped(buf []byte, count int, t *ddt.Type, src, tag int) (*Re
 	if src == ProcNull {
 		return procNullRecv(), nil
 	}
+	return c.irecvTyped(buf, count, t, src, tag, nil)
+}
+
+// irecvTyped is IrecvTyped past its checks; with m it receives that
+// message (a matched probe's) instead of matching.
+func (c *Comm) irecvTyped(buf []byte, count int, t *ddt.Type, src, tag int, m *unexp) (*Request, error) {
 	contig, ok, n, err := typedView(buf, count, t)
 	if err != nil {
 		return nil, err
@@ -482,12 +488,12 @@ func (c *Comm) IrecvTyped(buf []byte, count int, t *ddt.Type, src, tag int) (*Re
 			// The layout is kept for the type-signature check of
 			// libfabric messages.
 			u := typedRecv{buf: buf, count: count, t: t, n: n, sigOnly: true}
-			return c.irecvReq(contig, src, tag, c.ctx, false, &u)
+			return c.recvReq(contig, src, tag, c.ctx, false, &u, m)
 		}
-		return c.irecv(contig, src, tag, c.ctx)
+		return c.recvReq(contig, src, tag, c.ctx, false, nil, m)
 	}
 	u := typedRecv{buf: buf, count: count, t: t, n: n}
-	return c.irecvReq(nil, src, tag, c.ctx, false, &u)
+	return c.recvReq(nil, src, tag, c.ctx, false, &u, m)
 }
 
 // capacity is the number of bytes receive r takes.

@@ -1,0 +1,158 @@
+package endpoint
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/peerwatch"
+)
+
+// Message is a message taken off its communicator's queue by a matched
+// probe (Mprobe, Improbe: MPI_Mprobe, MPI_Improbe): no receive matches it
+// any more, and Mrecv, Imrecv or their typed forms receive it (MPI_Mrecv).
+// Where several goroutines receive on one communicator (a shared
+// endpoint), a Probe followed by a Recv may receive another goroutine's
+// message; a matched probe and its receive never do. A Message is
+// received once; one from ProcNull (MPI_MESSAGE_NO_PROC) receives nothing.
+type Message struct {
+	c    *Comm
+	m    unexp
+	st   Status
+	null bool // from ProcNull
+	used bool
+}
+
+// Status describes the message: its source, tag and length in bytes
+// (Count).
+func (m *Message) Status() Status {
+	if m == nil {
+		return Status{}
+	}
+	return m.st
+}
+
+// Improbe drives progress once and, when a message from src (or
+// AnySource) with tag (or AnyTag) has arrived, takes it off the queue and
+// returns it (ok true). src may be ProcNull: a Message that receives
+// nothing, at once.
+func (c *Comm) Improbe(src, tag int) (msg *Message, ok bool, err error) {
+	if src == ProcNull {
+		if err := c.usable("matched probe"); err != nil {
+			return nil, false, err
+		}
+		return &Message{c: c, st: procNullRecv().st, null: true}, true, nil
+	}
+	if err := c.checkPeer(src, true); err != nil {
+		return nil, false, err
+	}
+	if err := checkTag(tag, true); err != nil {
+		return nil, false, err
+	}
+	v := c.v
+	v.lock()
+	defer v.unlock()
+	if err := v.progress(); err != nil {
+		return nil, false, err
+	}
+	want, ignore := matchBits(c.ctx, c.mySlot, src, tag)
+	u, ok := v.takeUnexpected(want, ignore)
+	if !ok {
+		return nil, false, nil
+	}
+	return &Message{c: c, m: u, st: statusOf(u)}, true, nil
+}
+
+// Mprobe waits until a message from src (or AnySource) with tag (or
+// AnyTag) has arrived and takes it off the queue (see Improbe). It fails
+// when ctx ends or, for a named src, when that rank's process has exited
+// with nothing more for it.
+func (c *Comm) Mprobe(ctx context.Context, src, tag int) (*Message, error) {
+	done := ctx.Done()
+	var pace peerwatch.Pacer
+	for spins := 1; ; spins++ {
+		m, ok, err := c.Improbe(src, tag)
+		if err != nil || ok {
+			return m, err
+		}
+		if spins%spinYield == 0 {
+			if done != nil {
+				select {
+				case <-done:
+					return nil, fmt.Errorf("endpoint: matched probe: %w", ctx.Err())
+				default:
+				}
+			}
+			if spins >= spinFree && src != AnySource && pace.Due() {
+				if err := c.w.watch.Check(int(c.world[src])); err != nil {
+					if m, ok, perr := c.Improbe(src, tag); perr != nil || ok {
+						return m, perr
+					}
+					return nil, fmt.Errorf("endpoint: matched probe from rank %d: %w", src, err)
+				}
+			}
+			idle(spins, c.v.crowded, c.v.solo)
+		} else if c.v.crowded {
+			idle(spins, true, c.v.solo)
+		}
+	}
+}
+
+// claim marks m received, or says why it cannot be.
+func (m *Message) claim(op string) error {
+	if m == nil || m.c == nil {
+		return fmt.Errorf("endpoint: %s of a nil message: %w", op, ErrInvalid)
+	}
+	if m.used {
+		return fmt.Errorf("endpoint: %s: the message was received already: %w", op, ErrInvalid)
+	}
+	if err := m.c.usable(op); err != nil {
+		return err
+	}
+	m.used = true
+	return nil
+}
+
+// Imrecv starts receiving the message into buf (MPI_Imrecv); a longer
+// message completes the request with ErrTruncated, as Irecv's does.
+func (m *Message) Imrecv(buf []byte) (*Request, error) {
+	if err := m.claim("matched receive"); err != nil {
+		return nil, err
+	}
+	if m.null {
+		return procNullRecv(), nil
+	}
+	return m.c.recvReq(buf, m.st.Source, m.st.Tag, m.c.ctx, false, nil, &m.m)
+}
+
+// Mrecv receives the message into buf (MPI_Mrecv) and returns its status.
+// If ctx ends first the error wraps ctx.Err(); the message is then lost
+// (it was matched), as MPI's is.
+func (m *Message) Mrecv(ctx context.Context, buf []byte) (Status, error) {
+	r, err := m.Imrecv(buf)
+	return recvWait(ctx, r, err)
+}
+
+// ImrecvTyped starts receiving the message into count elements of t laid
+// out in buf (as IrecvTyped receives).
+func (m *Message) ImrecvTyped(buf []byte, count int, t *ddt.Type) (*Request, error) {
+	if m != nil && !m.used && m.c != nil {
+		if _, _, _, err := typedView(buf, count, t); err != nil {
+			return nil, err // a bad layout leaves the message to receive
+		}
+	}
+	if err := m.claim("matched receive"); err != nil {
+		return nil, err
+	}
+	if m.null {
+		return procNullRecv(), nil
+	}
+	return m.c.irecvTyped(buf, count, t, m.st.Source, m.st.Tag, &m.m)
+}
+
+// MrecvTyped receives the message into count elements of t laid out in
+// buf (see ImrecvTyped and Mrecv).
+func (m *Message) MrecvTyped(ctx context.Context, buf []byte, count int, t *ddt.Type) (Status, error) {
+	r, err := m.ImrecvTyped(buf, count, t)
+	return recvWait(ctx, r, err)
+}
