@@ -58,6 +58,10 @@ type Coll struct {
 	polls   bool       // its waits in process memory poll rather than park (park.go)
 	calmAt  uint32     // the first call after the last large one that may park again (park.go)
 	broken  error      // the failure that left the communicator unknown
+	// later holds abort notices of calls after the one that read them
+	// (the aborting rank had finished that one): they fail the calls
+	// from theirs on (on the handle, for its nonblocking operations too).
+	later []laterAbort
 	freed   bool
 	scratch [numScratch][]uint64
 
@@ -816,7 +820,12 @@ func (c *Coll) check() error {
 		return err
 	}
 	if ok {
-		return c.aborted(st.Source)
+		if err := c.aborted(st.Source); err != nil {
+			return err
+		}
+	}
+	if err := c.laterAborts(); err != nil {
+		return err
 	}
 	for i, r := range c.reqs {
 		done, _, rerr := r.Test()
@@ -881,10 +890,38 @@ func (c *Coll) aborted(src int) error {
 		return fmt.Errorf("abort notice from rank %d: %w", src, err)
 	}
 	seq := binary.LittleEndian.Uint32(b[:])
+	var err error
 	if b[4] == abortInvalid {
-		return &peerAbort{fmt.Errorf("rank %d gave up its call %d on a mismatch or a bad argument: %w", src, seq, ErrInvalid)}
+		err = &peerAbort{fmt.Errorf("rank %d gave up its call %d on a mismatch or a bad argument: %w", src, seq, ErrInvalid)}
+	} else {
+		err = &peerAbort{fmt.Errorf("rank %d abandoned its call %d: %w", src, seq, ErrCanceled)}
 	}
-	return &peerAbort{fmt.Errorf("rank %d abandoned its call %d: %w", src, seq, ErrCanceled)}
+	if int32(seq-c.seq) > 0 {
+		// A later call: src did its part of this one (a neighbourhood
+		// collective's rank that no neighbour waits for, a Bcast's root
+		// gone ahead), which may complete; the calls from seq on fail.
+		h := c.handle()
+		h.later = append(h.later, laterAbort{seq: seq, err: err})
+		return nil
+	}
+	return err
+}
+
+// laterAbort is an abort notice read during an earlier call.
+type laterAbort struct {
+	seq uint32
+	err error
+}
+
+// laterAborts returns the abort notice, read during an earlier call, of
+// a rank that gave up this call or an earlier one.
+func (c *Coll) laterAborts() error {
+	for _, a := range c.handle().later {
+		if int32(a.seq-c.seq) <= 0 {
+			return a.err
+		}
+	}
+	return nil
 }
 
 // Scratch buffers: the algorithms use slots 0 to 2; typedSlot holds the

@@ -1008,6 +1008,9 @@ func (c *Coll) hierCheck() error {
 // of this call's number (another rank runs a flat collective as this
 // call), ends the call.
 func (c *Coll) outerProbe() error {
+	if err := c.laterAborts(); err != nil {
+		return err
+	}
 	ok, st, err := c.comm.Iprobe(endpoint.AnySource, endpoint.AnyTag)
 	if err != nil || !ok {
 		return err

@@ -352,3 +352,46 @@ func TestNeighborErrors(t *testing.T) {
 		t.Errorf("Neighbors(nil): %v, want ErrInvalid", err)
 	}
 }
+
+// TestAbortOfLaterCall: a rank that has done its part of a call and then
+// fails the next one (a bad argument) does not fail the first call on
+// the ranks still in it; they fail the next one where it needs the rank
+// that gave up. Grid 0–1–2: rank 0 needs only rank 1, which waits for the
+// late rank 2 when rank 0's abort notice arrives; rank 2's second call
+// needs only rank 1 and may complete.
+func TestAbortOfLaterCall(t *testing.T) {
+	eps := handles(t, 3)
+	ctx := tctx(t, 30*time.Second)
+	runHandles(t, ctx, eps, nil, func(ctx context.Context, world *C.Coll) error {
+		g, err := world.Comm().CartCreate(ctx, []int{3}, nil)
+		if err != nil {
+			return err
+		}
+		defer g.Free()
+		c, err := C.New(ctx, g.Comm())
+		if err != nil {
+			return err
+		}
+		defer c.Free()
+		me := c.Rank()
+		if me == 2 {
+			time.Sleep(200 * time.Millisecond)
+		}
+		recv := make([]int64, 2)
+		if err := C.NeighborAllgather(ctx, c, g, []int64{int64(me)}, recv); err != nil {
+			return fmt.Errorf("the first call: %w", err)
+		}
+		if me == 0 {
+			err = C.NeighborAllgather(ctx, c, g, []int64{0}, make([]int64, 3)) // wrong length
+		} else {
+			err = C.NeighborAllgather(ctx, c, g, []int64{int64(me)}, recv)
+		}
+		if me == 2 && err == nil {
+			return nil // its only neighbour, rank 1, did its part
+		}
+		if !errors.Is(err, C.ErrInvalid) {
+			return fmt.Errorf("the second call: %v, want ErrInvalid", err)
+		}
+		return nil
+	})
+}
