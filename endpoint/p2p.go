@@ -148,10 +148,27 @@ func (c *Comm) isendMode(buf []byte, dest, tag int, ctx uint16, sig uint64, bloc
 		}
 		return r, nil
 	}
-	// Rendezvous: register buf for remote read, announce it; the FIN completes.
+	return v.fabRdv(r, x, buf, dest, sig)
+}
+
+// syncEmpty is registered in place of the data of an empty synchronous
+// send to a libfabric peer (registration needs a byte; the header
+// announces none).
+var syncEmpty [1]byte
+
+// fabRdv sends buf to a libfabric peer by rendezvous on r, a send
+// request whose extension x holds the tag and address: buf is
+// registered for remote read and announced; the receiver's FIN, once it
+// has matched the message and read it, completes r. Caller holds the lock.
+func (v *vci) fabRdv(r *Request, x *reqExt, buf []byte, dest int, sig uint64) (*Request, error) {
+	t := x.qtag
 	r.kind = kSendRdv
 	// (Its handle is one the extension kept, if any: no allocation.)
-	mr, err := v.regKeep(x, buf, fabric.AccessRemoteRead|fabric.AccessSend)
+	reg := buf
+	if len(buf) == 0 { // an empty synchronous send: registration needs a byte
+		reg = syncEmpty[:]
+	}
+	mr, err := v.regKeep(x, reg, fabric.AccessRemoteRead|fabric.AccessSend)
 	if err != nil {
 		return nil, fmt.Errorf("endpoint: register %d-byte rendezvous buffer: %w", len(buf), err)
 	}
@@ -162,7 +179,7 @@ func (c *Comm) isendMode(buf []byte, dest, tag int, ctx uint16, sig uint64, bloc
 	if sig != 0 {
 		hsize = rdvExtSize
 	}
-	h := rdvHeader{addr: mr.RemoteAddr(buf), key: mr.Key(), size: uint64(len(buf)), seq: r.seq}
+	h := rdvHeader{addr: mr.RemoteAddr(reg), key: mr.Key(), size: uint64(len(buf)), seq: r.seq}
 	// Behind the reserved match header, if any: injected, or sent from
 	// memory.
 	if r.fhdr == nil {
