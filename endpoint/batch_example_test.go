@@ -153,3 +153,42 @@ func ExampleComm_Mprobe() {
 	fmt.Printf("%q from %d, tag %d\n", buf, st.Source, st.Tag)
 	// Output: "a message of some length" from 0, tag 7
 }
+
+// A synchronous send completes only once its receive has matched it,
+// even for a message small enough to go eagerly.
+func ExampleComm_Issend() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := endpoint.Init(ctx, endpoint.WithProvider("shm"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Close()
+	eps, err := w.Comm().CreateEndpoints(ctx, 2)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	a, b := eps[0], eps[1]
+	r, err := a.Issend([]byte("sync"), 1, 3)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	done, _, _ := r.Test()
+	fmt.Println("complete before the receive:", done)
+	buf := make([]byte, 4)
+	if _, err := b.Recv(ctx, buf, 0, 3); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if _, err := r.Wait(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("received %q; the send is complete\n", buf)
+	// Output:
+	// complete before the receive: false
+	// received "sync"; the send is complete
+}
