@@ -15,6 +15,11 @@
 //     every iteration with endpoint.StartAllInto and endpoint.WaitAll: each
 //     reuses its request, and a column its packing buffer, instead of
 //     making them again every iteration.
+//   - Or, with -neighbor, one neighbourhood collective per iteration:
+//     collectives.NeighborAlltoallw sends the four edges and receives the
+//     four ghost edges of the block in place, each described by its
+//     count, type and byte offset, in the order of the grid's
+//     neighbours (north, south, west, east).
 //   - ProcNull borders: past a non-periodic edge of the process grid
 //     Cart.Shift answers endpoint.ProcNull. Transfers with it complete at
 //     once and move nothing, so the ghost cells there keep the fixed boundary
@@ -48,8 +53,8 @@
 //	mpiexec.hydra -n 4 halo -ny 200 -nx 300
 //	halo                                      # one rank alone
 //
-// Flags: -ny and -nx (the global grid), -iters, -periodic, -timeout (the
-// whole run). Exit status: 0 when the result matches the serial run, 1 on
+// Flags: -ny and -nx (the global grid), -iters, -periodic, -neighbor (the
+// exchange by a neighbourhood collective), -timeout (the whole run). Exit status: 0 when the result matches the serial run, 1 on
 // any error or mismatch, 2 for bad flags.
 package main
 
@@ -64,6 +69,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
 )
@@ -90,6 +96,7 @@ type config struct {
 	gy, gx   int // global grid, ghost frame not counted
 	iters    int
 	periodic bool
+	neighbor bool
 	timeout  time.Duration
 }
 
@@ -100,6 +107,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.gx, "nx", 30, "columns of the global grid")
 	fs.IntVar(&cfg.iters, "iters", 50, "Jacobi iterations")
 	fs.BoolVar(&cfg.periodic, "periodic", false, "wrap the grid around in both dimensions (a torus) instead of fixed boundary values")
+	fs.BoolVar(&cfg.neighbor, "neighbor", false, "exchange the halo with one neighbourhood collective (collectives.NeighborAlltoallw) instead of persistent requests")
 	fs.DurationVar(&cfg.timeout, "timeout", 60*time.Second, "give up after this long")
 	fs.SetOutput(io.Discard) // main reports errors, once
 	if err := fs.Parse(args); err != nil {
@@ -206,15 +214,26 @@ func run(args []string, out io.Writer) error {
 	}
 
 	reqs := make([]*endpoint.Request, len(ex[0]))
+	refresh := func(src int) error { // the persistent transfers
+		if err := endpoint.StartAllInto(reqs, ex[src]...); err != nil {
+			return err
+		}
+		return endpoint.WaitAll(ctx, reqs...)
+	}
+	if cfg.neighbor {
+		coll, err := collectives.New(ctx, c)
+		if err != nil {
+			return err
+		}
+		defer coll.Free()
+		refresh = neighborExchange(ctx, coll, cart, u, b, col)
+	}
 	for it := range cfg.iters {
 		if err := ctx.Err(); err != nil { // a rank alone never waits
 			return fmt.Errorf("iteration %d: %w", it, err)
 		}
 		src, dst := it%2, 1-it%2
-		if err := endpoint.StartAllInto(reqs, ex[src]...); err != nil {
-			return fmt.Errorf("iteration %d: %w", it, err)
-		}
-		if err := endpoint.WaitAll(ctx, reqs...); err != nil {
+		if err := refresh(src); err != nil {
 			return fmt.Errorf("iteration %d: halo exchange: %w", it, err)
 		}
 		sweep(u[dst], u[src], b.ny, b.nx)
@@ -389,6 +408,23 @@ func exchange(c *endpoint.Comm, u []float64, b block, col *ddt.Type, nb neighbou
 		ps = append(ps, p)
 	}
 	return ps, nil
+}
+
+// neighborExchange returns the halo exchange of u[src] by one
+// neighbourhood collective: block k goes to and comes from the grid's k-th
+// neighbour (north, south, west, east: collectives.Neighbors), each edge
+// sent from the interior and each ghost edge received in place, with
+// displacements in bytes from the start of the block.
+func neighborExchange(ctx context.Context, coll *collectives.Coll, cart *endpoint.Cart, u [2][]float64, b block, col *ddt.Type) func(src int) error {
+	at := func(i, j int) int { return 8 * b.at(i, j) }
+	counts := []int{b.nx, b.nx, 1, 1}
+	types := []*ddt.Type{ddt.Float64, ddt.Float64, col, col}
+	sendAt := []int{at(1, 1), at(b.ny, 1), at(1, 1), at(1, b.nx)}     // first and last row, first and last column
+	recvAt := []int{at(0, 1), at(b.ny+1, 1), at(1, 0), at(1, b.nx+1)} // the ghost edges
+	return func(src int) error {
+		buf := endpoint.AsBytes(u[src])
+		return collectives.NeighborAlltoallw(ctx, coll, cart, buf, counts, sendAt, types, buf, counts, recvAt, types)
+	}
 }
 
 func free(ps []*endpoint.Persistent) {

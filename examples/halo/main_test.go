@@ -42,8 +42,8 @@ func runJob(t *testing.T, n int, env []string, args ...string) proctest.Result {
 }
 
 // TestHalo runs the example under fabrun on 2x2 and 3x2 process grids,
-// bounded and periodic, on both node transports and with the datatype JIT
-// off, and checks every rank's line and rank 0's summary (whose sum must
+// bounded and periodic, on both node transports, with the datatype JIT
+// off and with the exchange by a neighbourhood collective, and checks every rank's line and rank 0's summary (whose sum must
 // be the serial run's).
 func TestHalo(t *testing.T) {
 	for _, c := range []struct {
@@ -61,6 +61,9 @@ func TestHalo(t *testing.T) {
 		{"n6-periodic", 6, 3, 2, 24, 30, 50, true, nil},
 		{"n6-periodic-fabric", 6, 3, 2, 24, 30, 50, true, []string{"WEFT_NODE_TRANSPORT=fabric"}},
 		{"n4-jit-off", 4, 2, 2, 24, 30, 50, false, []string{"WEFT_JIT=off"}},
+		{"n4-neighbor", 4, 2, 2, 24, 30, 50, false, nil},
+		{"n4-periodic-neighbor", 4, 2, 2, 24, 30, 50, true, nil},
+		{"n6-uneven-neighbor-fabric", 6, 3, 2, 25, 31, 40, false, []string{"WEFT_NODE_TRANSPORT=fabric"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.n > 4 {
@@ -70,7 +73,8 @@ func TestHalo(t *testing.T) {
 				testenv.Short(t, "the 3x2 process grids")
 			}
 			r := runJob(t, c.n, c.env, "-ny", fmt.Sprint(c.gy), "-nx", fmt.Sprint(c.gx),
-				"-iters", fmt.Sprint(c.iters), fmt.Sprintf("-periodic=%v", c.periodic))
+				"-iters", fmt.Sprint(c.iters), fmt.Sprintf("-periodic=%v", c.periodic),
+				fmt.Sprintf("-neighbor=%v", strings.Contains(c.name, "neighbor")))
 			if r.Code != 0 {
 				t.Fatalf("exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 			}
@@ -122,13 +126,16 @@ func TestBadFlags(t *testing.T) {
 func TestSingleton(t *testing.T) {
 	proctest.Alone(t)
 	for _, periodic := range []bool{false, true} {
-		var out bytes.Buffer
-		if err := run([]string{"-ny", "7", "-nx", "9", "-iters", "12", fmt.Sprintf("-periodic=%v", periodic), "-timeout", "30s"}, &out); err != nil {
-			t.Fatal(err)
-		}
-		want := "rank 0 of 1: block (0,0) of 1x1, halo ok\n" + strings.TrimPrefix(summary(t, 1, 7, 9, 12, periodic), "[0] ")
-		if out.String() != want {
-			t.Errorf("periodic=%v: output\n%s\nwant\n%s", periodic, out.String(), want)
+		for _, neighbor := range []bool{false, true} {
+			var out bytes.Buffer
+			if err := run([]string{"-ny", "7", "-nx", "9", "-iters", "12", fmt.Sprintf("-periodic=%v", periodic),
+				fmt.Sprintf("-neighbor=%v", neighbor), "-timeout", "30s"}, &out); err != nil {
+				t.Fatal(err)
+			}
+			want := "rank 0 of 1: block (0,0) of 1x1, halo ok\n" + strings.TrimPrefix(summary(t, 1, 7, 9, 12, periodic), "[0] ")
+			if out.String() != want {
+				t.Errorf("periodic=%v neighbor=%v: output\n%s\nwant\n%s", periodic, neighbor, out.String(), want)
+			}
 		}
 	}
 }
