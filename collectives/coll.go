@@ -61,7 +61,7 @@ type Coll struct {
 	// later holds abort notices of calls after the one that read them
 	// (the aborting rank had finished that one): they fail the calls
 	// from theirs on (on the handle, for its nonblocking operations too).
-	later []laterAbort
+	later   []laterAbort
 	freed   bool
 	scratch [numScratch][]uint64
 
