@@ -171,32 +171,7 @@ func (c *Coll) disjoint(nb []int, send []byte, scounts, sdispls []int, stypes []
 // as it was. c must have been made over g.Comm(), and every rank must
 // pass the same len(send).
 func NeighborAllgather[T any](ctx context.Context, c *Coll, g *endpoint.Cart, send, recv []T) error {
-	if err := c.enter(callNeighborAllgather); err != nil {
-		return err
-	}
-	es, err := elemSize[T]()
-	if err != nil {
-		return c.fail(err)
-	}
-	nb, err := c.neighborSetup(g)
-	if err != nil {
-		return c.fail(err)
-	}
-	k := len(send)
-	if len(recv) != len(nb)*k {
-		return c.fail(fmt.Errorf("recv holds %d elements, want %d blocks of %d: %w", len(recv), len(nb), k, ErrInvalid))
-	}
-	sb, rb := bytesOf(send), bytesOf(recv)
-	if overlap(sb, rb) {
-		return c.fail(fmt.Errorf("send and recv overlap: %w", ErrInvalid))
-	}
-	if err := c.ready(ctx, callSig{call: callNeighborAllgather, root: -1, count: k, esize: es}); err != nil {
-		return c.fail(err)
-	}
-	n := k * es
-	return c.done(c.neighborRound(ctx, nb,
-		func(j, peer int) error { return c.recv(rb[j*n:(j+1)*n], peer) },
-		func(_, peer int) error { return c.send(sb, peer) }))
+	return neighborBlocks(ctx, c, callNeighborAllgather, g, send, recv, false)
 }
 
 // NeighborAlltoall sends block k of send to the k-th neighbour of this
@@ -206,7 +181,13 @@ func NeighborAllgather[T any](ctx context.Context, c *Coll, g *endpoint.Cart, se
 // from ProcNull neighbours are neither sent nor written. c must have been
 // made over g.Comm(), and every rank must pass the same block size.
 func NeighborAlltoall[T any](ctx context.Context, c *Coll, g *endpoint.Cart, send, recv []T) error {
-	if err := c.enter(callNeighborAlltoall); err != nil {
+	return neighborBlocks(ctx, c, callNeighborAlltoall, g, send, recv, true)
+}
+
+// neighborBlocks is NeighborAlltoall (perPeer: a block of send per
+// neighbour) or NeighborAllgather (send whole to each).
+func neighborBlocks[T any](ctx context.Context, c *Coll, id callID, g *endpoint.Cart, send, recv []T, perPeer bool) error {
+	if err := c.enter(id); err != nil {
 		return err
 	}
 	es, err := elemSize[T]()
@@ -217,24 +198,33 @@ func NeighborAlltoall[T any](ctx context.Context, c *Coll, g *endpoint.Cart, sen
 	if err != nil {
 		return c.fail(err)
 	}
-	if len(send) != len(recv) || (len(nb) > 0 && len(send)%len(nb) != 0) || (len(nb) == 0 && len(send) != 0) {
-		return c.fail(fmt.Errorf("send holds %d elements and recv %d, want both %d equal blocks: %w", len(send), len(recv), len(nb), ErrInvalid))
-	}
-	k := 0
-	if len(nb) > 0 {
-		k = len(send) / len(nb)
+	k := len(send) // elements per block
+	if perPeer {
+		if len(nb) > 0 {
+			k = len(send) / len(nb)
+		}
+		if len(send) != len(recv) || k*len(nb) != len(send) {
+			return c.fail(fmt.Errorf("send holds %d elements and recv %d, want both %d equal blocks: %w", len(send), len(recv), len(nb), ErrInvalid))
+		}
+	} else if len(recv) != len(nb)*k {
+		return c.fail(fmt.Errorf("recv holds %d elements, want %d blocks of %d: %w", len(recv), len(nb), k, ErrInvalid))
 	}
 	sb, rb := bytesOf(send), bytesOf(recv)
 	if overlap(sb, rb) {
 		return c.fail(fmt.Errorf("send and recv overlap: %w", ErrInvalid))
 	}
-	if err := c.ready(ctx, callSig{call: callNeighborAlltoall, root: -1, count: k, esize: es}); err != nil {
+	if err := c.ready(ctx, callSig{call: id, root: -1, count: k, esize: es}); err != nil {
 		return c.fail(err)
 	}
 	n := k * es
 	return c.done(c.neighborRound(ctx, nb,
 		func(j, peer int) error { return c.recv(rb[j*n:(j+1)*n], peer) },
-		func(j, peer int) error { return c.send(sb[j*n:(j+1)*n], peer) }))
+		func(j, peer int) error {
+			if perPeer {
+				return c.send(sb[j*n:(j+1)*n], peer)
+			}
+			return c.send(sb, peer)
+		}))
 }
 
 // NeighborAlltoallw is NeighborAlltoall with a derived datatype per block

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/weft-hpc/weft/ddt"
-	"github.com/weft-hpc/weft/internal/peerwatch"
 )
 
 // Message is a message taken off its communicator's queue by a matched
@@ -68,34 +67,12 @@ func (c *Comm) Improbe(src, tag int) (msg *Message, ok bool, err error) {
 // when ctx ends or, for a named src, when that rank's process has exited
 // with nothing more for it.
 func (c *Comm) Mprobe(ctx context.Context, src, tag int) (*Message, error) {
-	done := ctx.Done()
-	var pace peerwatch.Pacer
-	for spins := 1; ; spins++ {
-		m, ok, err := c.Improbe(src, tag)
-		if err != nil || ok {
-			return m, err
-		}
-		if spins%spinYield == 0 {
-			if done != nil {
-				select {
-				case <-done:
-					return nil, fmt.Errorf("endpoint: matched probe: %w", ctx.Err())
-				default:
-				}
-			}
-			if spins >= spinFree && src != AnySource && pace.Due() {
-				if err := c.w.watch.Check(int(c.world[src])); err != nil {
-					if m, ok, perr := c.Improbe(src, tag); perr != nil || ok {
-						return m, perr
-					}
-					return nil, fmt.Errorf("endpoint: matched probe from rank %d: %w", src, err)
-				}
-			}
-			idle(spins, c.v.crowded, c.v.solo)
-		} else if c.v.crowded {
-			idle(spins, true, c.v.solo)
-		}
-	}
+	var m *Message
+	err := c.probeWait(ctx, "matched probe", src, func() (ok bool, err error) {
+		m, ok, err = c.Improbe(src, tag)
+		return ok, err
+	})
+	return m, err
 }
 
 // claim marks m received, or says why it cannot be.

@@ -67,6 +67,13 @@ func (c *Comm) isendSig(buf []byte, dest, tag int, ctx uint16, sig uint64) (*Req
 // send at once (Send), so that the node transport may take a protocol
 // that needs the sender's progress to complete (nodecopy.go).
 func (c *Comm) isendMode(buf []byte, dest, tag int, ctx uint16, sig uint64, blocking bool) (*Request, error) {
+	return c.isendSync(buf, dest, tag, ctx, sig, blocking, false)
+}
+
+// isendSync is isendMode; with sync the send completes only once a
+// receive has matched it (Issend): every size goes by the rendezvous of
+// the peer's transport, whose FIN the receiver sends once it has.
+func (c *Comm) isendSync(buf []byte, dest, tag int, ctx uint16, sig uint64, blocking, sync bool) (*Request, error) {
 	if err := c.checkPeer(dest, false); err != nil {
 		return nil, err
 	}
@@ -81,10 +88,16 @@ func (c *Comm) isendMode(buf []byte, dest, tag int, ctx uint16, sig uint64, bloc
 	}
 	t := packTag(ctx, c.slots[dest], c.rank, tag)
 	if l := c.link(dest); l != nil {
+		if sync {
+			if l.broken != nil {
+				return nil, fmt.Errorf("endpoint: synchronous send of %d bytes to rank %d: %w", len(buf), dest, l.broken)
+			}
+			return v.nodeRdv(c, l, buf, t, dest, false, 0, sig)
+		}
 		return v.nodeSendStaged(c, l, buf, t, dest, false, sig, blocking)
 	}
 	addr := c.addrs[dest]
-	if len(buf) <= v.injectLimit {
+	if len(buf) <= v.injectLimit && !sync {
 		if len(v.sendq) == 0 {
 			var err error
 			if v.hdr {
@@ -115,7 +128,7 @@ func (c *Comm) isendMode(buf []byte, dest, tag int, ctx uint16, sig uint64, bloc
 	r := v.newSend(c, 0, buf, dest) // (its kind is set below)
 	x := r.ext()
 	x.qtag, x.qdest = t, addr
-	if len(buf) <= v.fabEagerLimit() {
+	if len(buf) <= v.fabEagerLimit() && !sync {
 		r.kind = kSendEager
 		if v.hdr {
 			// The header goes in front of the data: copied into a registered
@@ -409,28 +422,40 @@ func (c *Comm) Iprobe(src, tag int) (bool, Status, error) {
 // Probe waits until a message from src (or AnySource) with tag (or AnyTag)
 // can be received and returns its status, leaving it queued.
 func (c *Comm) Probe(ctx context.Context, src, tag int) (Status, error) {
+	var st Status
+	err := c.probeWait(ctx, "probe", src, func() (ok bool, err error) {
+		ok, st, err = c.Iprobe(src, tag)
+		return ok, err
+	})
+	return st, err
+}
+
+// probeWait calls try, a probe of src's messages, until it finds one or
+// fails, pacing itself as a wait does; it gives up when ctx ends or, for
+// a named src, when that rank's process has exited with nothing more
+// for it (what src sent before it went is still found).
+func (c *Comm) probeWait(ctx context.Context, what string, src int, try func() (bool, error)) error {
 	done := ctx.Done()
 	var pace peerwatch.Pacer
 	for spins := 1; ; spins++ {
-		ok, st, err := c.Iprobe(src, tag)
+		ok, err := try()
 		if err != nil || ok {
-			return st, err
+			return err
 		}
 		if spins%spinYield == 0 {
 			if done != nil {
 				select {
 				case <-done:
-					return Status{}, fmt.Errorf("endpoint: probe: %w", ctx.Err())
+					return fmt.Errorf("endpoint: %s: %w", what, ctx.Err())
 				default:
 				}
 			}
 			if spins >= spinFree && src != AnySource && pace.Due() {
 				if err := c.w.watch.Check(int(c.world[src])); err != nil {
-					// What src sent before it went is still received.
-					if ok, st, perr := c.Iprobe(src, tag); perr != nil || ok {
-						return st, perr
+					if ok, perr := try(); perr != nil || ok {
+						return perr
 					}
-					return Status{}, fmt.Errorf("endpoint: probe from rank %d: %w", src, err)
+					return fmt.Errorf("endpoint: %s from rank %d: %w", what, src, err)
 				}
 			}
 			idle(spins, c.v.crowded, c.v.solo)

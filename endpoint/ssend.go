@@ -1,9 +1,6 @@
 package endpoint
 
-import (
-	"context"
-	"fmt"
-)
+import "context"
 
 // Issend starts a synchronous send of buf to rank dest with tag
 // (MPI_Issend): the request completes only once a receive has matched
@@ -22,29 +19,7 @@ func (c *Comm) Issend(buf []byte, dest, tag int) (*Request, error) {
 	if dest == ProcNull {
 		return completedRequest, nil
 	}
-	if err := c.checkPeer(dest, false); err != nil {
-		return nil, err
-	}
-	if err := checkTag(tag, false); err != nil {
-		return nil, err
-	}
-	v := c.v
-	v.lock()
-	defer v.unlock()
-	if _, err := v.beginSend(); err != nil {
-		return nil, err
-	}
-	t := packTag(c.ctx, c.slots[dest], c.rank, tag)
-	if l := c.link(dest); l != nil {
-		if l.broken != nil {
-			return nil, fmt.Errorf("endpoint: synchronous send of %d bytes to rank %d: %w", len(buf), dest, l.broken)
-		}
-		return v.nodeRdv(c, l, buf, t, dest, false, 0, 0)
-	}
-	r := v.newSend(c, kSendRdv, buf, dest)
-	x := r.ext()
-	x.qtag, x.qdest = t, c.addrs[dest]
-	return v.fabRdv(r, x, buf, dest, 0)
+	return c.isendSync(buf, dest, tag, c.ctx, 0, false, true)
 }
 
 // Ssend sends buf to rank dest synchronously (MPI_Ssend): it returns once
