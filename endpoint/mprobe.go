@@ -99,7 +99,9 @@ func (m *Message) Imrecv(buf []byte) (*Request, error) {
 	if m.null {
 		return procNullRecv(), nil
 	}
-	return m.c.recvReq(buf, m.st.Source, m.st.Tag, m.c.ctx, false, nil, &m.m)
+	r, err := m.c.recvReq(buf, m.st.Source, m.st.Tag, m.c.ctx, false, nil, &m.m)
+	m.m = unexp{} // its payload buffer is the endpoint's again
+	return r, err
 }
 
 // Mrecv receives the message into buf (MPI_Mrecv) and returns its status.
@@ -124,7 +126,9 @@ func (m *Message) ImrecvTyped(buf []byte, count int, t *ddt.Type) (*Request, err
 	if m.null {
 		return procNullRecv(), nil
 	}
-	return m.c.irecvTyped(buf, count, t, m.st.Source, m.st.Tag, &m.m)
+	r, err := m.c.irecvTyped(buf, count, t, m.st.Source, m.st.Tag, &m.m)
+	m.m = unexp{}
+	return r, err
 }
 
 // MrecvTyped receives the message into count elements of t laid out in
