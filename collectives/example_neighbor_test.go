@@ -30,7 +30,7 @@ func ExampleNeighborAlltoall() {
 		if err := collectives.NeighborAlltoall(ctx, c, g, send, recv); err != nil {
 			return err.Error()
 		}
-		nb, _ := collectives.Neighbors(g)
+		nb, _, _ := g.Neighbors()
 		return fmt.Sprintf("rank %d: from %d %d, from %d %d", r, nb[0], recv[0], nb[1], recv[1])
 	})
 	// Output:

@@ -148,23 +148,23 @@ func IallreduceTyped[T any](c *Coll, send, recv []T, count int, t *ddt.Type, op 
 }
 
 // IneighborAllgather starts a NeighborAllgather.
-func IneighborAllgather[T any](c *Coll, g *endpoint.Cart, send, recv []T) (*Request, error) {
+func IneighborAllgather[T any](c *Coll, t endpoint.Topology, send, recv []T) (*Request, error) {
 	return c.start(callNeighborAllgather, func(cl *Coll) error {
-		return NeighborAllgather(bg, cl, g, send, recv)
+		return NeighborAllgather(bg, cl, t, send, recv)
 	})
 }
 
 // IneighborAlltoall starts a NeighborAlltoall.
-func IneighborAlltoall[T any](c *Coll, g *endpoint.Cart, send, recv []T) (*Request, error) {
+func IneighborAlltoall[T any](c *Coll, t endpoint.Topology, send, recv []T) (*Request, error) {
 	return c.start(callNeighborAlltoall, func(cl *Coll) error {
-		return NeighborAlltoall(bg, cl, g, send, recv)
+		return NeighborAlltoall(bg, cl, t, send, recv)
 	})
 }
 
 // IneighborAlltoallw starts a NeighborAlltoallw.
-func IneighborAlltoallw(c *Coll, g *endpoint.Cart, send []byte, scounts, sdispls []int, stypes []*ddt.Type,
+func IneighborAlltoallw(c *Coll, t endpoint.Topology, send []byte, scounts, sdispls []int, stypes []*ddt.Type,
 	recv []byte, rcounts, rdispls []int, rtypes []*ddt.Type) (*Request, error) {
 	return c.start(callNeighborAlltoallw, func(cl *Coll) error {
-		return NeighborAlltoallw(bg, cl, g, send, scounts, sdispls, stypes, recv, rcounts, rdispls, rtypes)
+		return NeighborAlltoallw(bg, cl, t, send, scounts, sdispls, stypes, recv, rcounts, rdispls, rtypes)
 	})
 }

@@ -11,87 +11,77 @@ import (
 	"github.com/weft-hpc/weft/endpoint"
 )
 
-// The neighbourhood collectives of a Cartesian grid (MPI's
-// MPI_Neighbor_allgather, MPI_Neighbor_alltoall and
-// MPI_Neighbor_alltoallw over a communicator made by MPI_Cart_create):
-// each rank exchanges blocks with its 2·d neighbours only, the halo
-// exchange of a stencil code in one call.
+// The neighbourhood collectives (MPI's MPI_Neighbor_allgather,
+// MPI_Neighbor_alltoall and MPI_Neighbor_alltoallw) over a communicator
+// with a topology, an endpoint.Cart or an endpoint.Graph: each rank
+// exchanges blocks with its neighbours only, the halo exchange of a
+// stencil code or of an unstructured mesh's partition in one call.
 //
-// The neighbours are, for each dimension i in order, the rank one step
-// down (i's source of endpoint.Cart.Shift(i, 1)) and the rank one step up
-// (its destination): block 2i goes to and comes from the rank below,
-// block 2i+1 the rank above. Where the grid ends (a dimension that does
-// not wrap) the neighbour is endpoint.ProcNull: nothing is sent there and
-// the receive block is left as it was. A dimension that wraps with an
-// extent of 1 or 2 has the same rank below and above (this rank itself at
-// extent 1); block 2i still receives what that rank sent up, block 2i+1
-// what it sent down.
+// Receive block k comes from source k and send block k goes to
+// destination k of the topology's Neighbors. A Cart's are, for each
+// dimension i in order, the rank one step down and the rank one step up
+// (endpoint.Cart.Shift(i, 1)): block 2i goes to and comes from the rank
+// below, block 2i+1 the rank above. Where the grid ends (a dimension that
+// does not wrap) the neighbour is endpoint.ProcNull: nothing is sent
+// there and the receive block is left as it was. A dimension that wraps
+// with an extent of 1 or 2 has the same rank below and above (this rank
+// itself at extent 1); block 2i still receives what that rank sent up,
+// block 2i+1 what it sent down. A Graph's are the lists it was made
+// with; an edge listed twice carries two blocks, paired in list order.
 //
-// Between two ranks the messages of one call go in a fixed order — by
-// dimension, then the block sent up before the block sent down — and
+// Between two ranks the messages of one call go in a fixed order and
 // each rank posts its receives in the matching order, so that they pair
-// up by MPI's non-overtaking rule even when one rank is a neighbour twice.
+// up by MPI's non-overtaking rule even when one rank is a neighbour
+// twice: a Graph's in list order; a Cart's by dimension, the block sent
+// up before the block sent down.
 
-// Neighbors returns this rank's neighbours in g in the order the
-// neighbourhood collectives use (below and above for each dimension;
-// endpoint.ProcNull where there is none), 2·len(g.Dims()) of them.
-func Neighbors(g *endpoint.Cart) ([]int, error) {
-	if g == nil {
-		return nil, fmt.Errorf("collectives: Neighbors of a nil grid: %w", ErrInvalid)
-	}
-	d := len(g.Dims())
-	out := make([]int, 0, 2*d)
-	for i := range d {
-		lo, hi, err := g.Shift(i, 1)
-		if err != nil {
-			return nil, fmt.Errorf("collectives: Neighbors: %w", err)
-		}
-		out = append(out, lo, hi)
-	}
-	return out, nil
+// neighbors is the topology of a neighbourhood call: receive block k
+// comes from src[k], send block k goes to dst[k]; cart orders the sends
+// of each dimension's pair up before down.
+type neighbors struct {
+	src, dst []int
+	cart     bool
 }
 
-// neighborSetup checks that c was made over g's communicator and returns
-// the neighbours, into c's scratch list.
-func (c *Coll) neighborSetup(g *endpoint.Cart) ([]int, error) {
-	if g == nil {
-		return nil, fmt.Errorf("nil grid: %w", ErrInvalid)
+// neighborSetup checks that c was made over t's communicator and returns
+// its neighbours (kept by c for the next call on the same topology).
+func (c *Coll) neighborSetup(t endpoint.Topology) (neighbors, error) {
+	if t == nil || t.Comm() == nil {
+		return neighbors{}, fmt.Errorf("nil topology: %w", ErrInvalid)
 	}
-	if g.Comm() != c.parent {
-		return nil, fmt.Errorf("the handle was not made over the grid's communicator (collectives.New(ctx, grid.Comm())): %w", ErrInvalid)
+	if t.Comm() != c.parent {
+		return neighbors{}, fmt.Errorf("the handle was not made over the topology's communicator (collectives.New(ctx, t.Comm())): %w", ErrInvalid)
 	}
-	d := len(g.Dims())
-	nb := c.nbrs[:0]
-	for i := range d {
-		lo, hi, err := g.Shift(i, 1)
+	if c.nbTopo != t {
+		src, dst, err := t.Neighbors()
 		if err != nil {
-			return nil, err
+			return neighbors{}, err
 		}
-		nb = append(nb, lo, hi)
+		_, cart := t.(*endpoint.Cart)
+		c.nbTopo, c.nbrs = t, neighbors{src: src, dst: dst, cart: cart}
 	}
-	c.nbrs = nb
-	return nb, nil
+	return c.nbrs, nil
 }
 
 // neighborRound posts the receives and sends of one neighbourhood call in
 // the order the package comment gives, and waits for them: recv(k, peer)
 // and send(k, peer) post block k's.
-func (c *Coll) neighborRound(ctx context.Context, nb []int, recv, send func(k, peer int) error) error {
-	for i := 0; i < len(nb); i += 2 {
-		for _, k := range [2]int{i, i + 1} { // from below (sent up), from above (sent down)
-			if nb[k] != endpoint.ProcNull {
-				if err := recv(k, nb[k]); err != nil {
-					return err
-				}
+func (c *Coll) neighborRound(ctx context.Context, nb neighbors, recv, send func(k, peer int) error) error {
+	for k, p := range nb.src {
+		if p != endpoint.ProcNull {
+			if err := recv(k, p); err != nil {
+				return err
 			}
 		}
 	}
-	for i := 0; i < len(nb); i += 2 {
-		for _, k := range [2]int{i + 1, i} { // up, then down
-			if nb[k] != endpoint.ProcNull {
-				if err := send(k, nb[k]); err != nil {
-					return err
-				}
+	for j := range nb.dst {
+		k := j
+		if nb.cart {
+			k ^= 1 // up, then down
+		}
+		if p := nb.dst[k]; p != endpoint.ProcNull {
+			if err := send(k, p); err != nil {
+				return err
 			}
 		}
 	}
@@ -106,11 +96,11 @@ const maxCheckedBlocks = 1 << 16
 // one a send layout reads or another receive layout writes, block by
 // block. Layouts of more than maxCheckedBlocks blocks in all are refused:
 // pass separate buffers for them.
-func (c *Coll) disjoint(nb []int, send []byte, scounts, sdispls []int, stypes []*ddt.Type,
+func (c *Coll) disjoint(nb neighbors, send []byte, scounts, sdispls []int, stypes []*ddt.Type,
 	recv []byte, rcounts, rdispls []int, rtypes []*ddt.Type) error {
 	base := func(b []byte) int64 { return int64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
-	collect := func(segs []ddt.Segment, b []byte, counts, displs []int, types []*ddt.Type) ([]ddt.Segment, error) {
-		for k, p := range nb {
+	collect := func(segs []ddt.Segment, peers []int, b []byte, counts, displs []int, types []*ddt.Type) ([]ddt.Segment, error) {
+		for k, p := range peers {
 			if p == endpoint.ProcNull || counts[k] == 0 {
 				continue
 			}
@@ -130,13 +120,13 @@ func (c *Coll) disjoint(nb []int, send []byte, scounts, sdispls []int, stypes []
 		}
 		return segs, nil
 	}
-	r, err := collect(c.segs[:0], recv, rcounts, rdispls, rtypes)
+	r, err := collect(c.segs[:0], nb.src, recv, rcounts, rdispls, rtypes)
 	c.segs = r
 	if err != nil {
 		return err
 	}
 	nr := len(r)
-	all, err := collect(r, send, scounts, sdispls, stypes)
+	all, err := collect(r, nb.dst, send, scounts, sdispls, stypes)
 	c.segs = all
 	if err != nil {
 		return err
@@ -164,29 +154,30 @@ func (c *Coll) disjoint(nb []int, send []byte, scounts, sdispls []int, stypes []
 	return nil
 }
 
-// NeighborAllgather sends send to every neighbour of this rank in the
-// grid g and receives each neighbour's send into its block of recv
-// (MPI_Neighbor_allgather): recv holds 2·d blocks of len(send) elements,
-// in the order of Neighbors; a block whose neighbour is ProcNull is left
-// as it was. c must have been made over g.Comm(), and every rank must
-// pass the same len(send).
-func NeighborAllgather[T any](ctx context.Context, c *Coll, g *endpoint.Cart, send, recv []T) error {
-	return neighborBlocks(ctx, c, callNeighborAllgather, g, send, recv, false)
+// NeighborAllgather sends send to every destination of this rank in the
+// topology t and receives each source's send into its block of recv
+// (MPI_Neighbor_allgather): recv holds one block of len(send) elements
+// per source, in the order of t.Neighbors; a block whose source is
+// ProcNull is left as it was. c must have been made over t.Comm(), and
+// every rank must pass the same len(send).
+func NeighborAllgather[T any](ctx context.Context, c *Coll, t endpoint.Topology, send, recv []T) error {
+	return neighborBlocks(ctx, c, callNeighborAllgather, t, send, recv, false)
 }
 
-// NeighborAlltoall sends block k of send to the k-th neighbour of this
-// rank in the grid g and receives that neighbour's block for this rank
-// into block k of recv (MPI_Neighbor_alltoall): send and recv each hold
-// 2·d blocks of the same size, in the order of Neighbors. Blocks for and
-// from ProcNull neighbours are neither sent nor written. c must have been
-// made over g.Comm(), and every rank must pass the same block size.
-func NeighborAlltoall[T any](ctx context.Context, c *Coll, g *endpoint.Cart, send, recv []T) error {
-	return neighborBlocks(ctx, c, callNeighborAlltoall, g, send, recv, true)
+// NeighborAlltoall sends block k of send to destination k of this rank
+// in the topology t and receives block k of recv from source k
+// (MPI_Neighbor_alltoall): send holds one block per destination and recv
+// one per source, all of the same size, in the order of t.Neighbors.
+// Blocks for and from ProcNull neighbours are neither sent nor written.
+// c must have been made over t.Comm(), and every rank must pass the same
+// block size.
+func NeighborAlltoall[T any](ctx context.Context, c *Coll, t endpoint.Topology, send, recv []T) error {
+	return neighborBlocks(ctx, c, callNeighborAlltoall, t, send, recv, true)
 }
 
 // neighborBlocks is NeighborAlltoall (perPeer: a block of send per
-// neighbour) or NeighborAllgather (send whole to each).
-func neighborBlocks[T any](ctx context.Context, c *Coll, id callID, g *endpoint.Cart, send, recv []T, perPeer bool) error {
+// destination) or NeighborAllgather (send whole to each).
+func neighborBlocks[T any](ctx context.Context, c *Coll, id callID, t endpoint.Topology, send, recv []T, perPeer bool) error {
 	if err := c.enter(id); err != nil {
 		return err
 	}
@@ -194,20 +185,21 @@ func neighborBlocks[T any](ctx context.Context, c *Coll, id callID, g *endpoint.
 	if err != nil {
 		return c.fail(err)
 	}
-	nb, err := c.neighborSetup(g)
+	nb, err := c.neighborSetup(t)
 	if err != nil {
 		return c.fail(err)
 	}
 	k := len(send) // elements per block
-	if perPeer {
-		if len(nb) > 0 {
-			k = len(send) / len(nb)
-		}
-		if len(send) != len(recv) || k*len(nb) != len(send) {
-			return c.fail(fmt.Errorf("send holds %d elements and recv %d, want both %d equal blocks: %w", len(send), len(recv), len(nb), ErrInvalid))
-		}
-	} else if len(recv) != len(nb)*k {
-		return c.fail(fmt.Errorf("recv holds %d elements, want %d blocks of %d: %w", len(recv), len(nb), k, ErrInvalid))
+	switch {
+	case !perPeer:
+	case len(nb.dst) > 0:
+		k = len(send) / len(nb.dst)
+	case len(nb.src) > 0:
+		k = len(recv) / len(nb.src)
+	}
+	if perPeer && k*len(nb.dst) != len(send) || k*len(nb.src) != len(recv) {
+		return c.fail(fmt.Errorf("send holds %d elements and recv %d, want blocks of one size, %d to send and %d to receive: %w",
+			len(send), len(recv), len(nb.dst), len(nb.src), ErrInvalid))
 	}
 	sb, rb := bytesOf(send), bytesOf(recv)
 	if overlap(sb, rb) {
@@ -241,23 +233,23 @@ func neighborBlocks[T any](ctx context.Context, c *Coll, id callID, g *endpoint.
 // larger ones need separate buffers).
 // Every block travels by endpoint's typed messages: packed as it goes
 // out, or read from its blocks, never through a copy of the whole. The
-// slices have one entry per neighbour (Neighbors); entries for ProcNull
-// neighbours are not used but must be valid. c must have been made over
-// g.Comm().
-func NeighborAlltoallw(ctx context.Context, c *Coll, g *endpoint.Cart, send []byte, scounts, sdispls []int, stypes []*ddt.Type,
+// send slices have one entry per destination and the recv slices one per
+// source (t.Neighbors); entries for ProcNull neighbours are not used but
+// must be valid. c must have been made over t.Comm().
+func NeighborAlltoallw(ctx context.Context, c *Coll, t endpoint.Topology, send []byte, scounts, sdispls []int, stypes []*ddt.Type,
 	recv []byte, rcounts, rdispls []int, rtypes []*ddt.Type) error {
 	if err := c.enter(callNeighborAlltoallw); err != nil {
 		return err
 	}
-	nb, err := c.neighborSetup(g)
+	nb, err := c.neighborSetup(t)
 	if err != nil {
 		return c.fail(err)
 	}
-	sl, err := wlayout("send", send, scounts, sdispls, stypes, len(nb))
+	sl, err := wlayout("send", send, scounts, sdispls, stypes, len(nb.dst))
 	if err != nil {
 		return c.fail(err)
 	}
-	rl, err := wlayout("recv", recv, rcounts, rdispls, rtypes, len(nb))
+	rl, err := wlayout("recv", recv, rcounts, rdispls, rtypes, len(nb.src))
 	if err != nil {
 		return c.fail(err)
 	}

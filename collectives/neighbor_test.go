@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,12 +86,12 @@ func neighborGrid(ctx context.Context, g *endpoint.Cart, nonblocking bool) (err 
 		return err
 	}
 	defer func() { err = errors.Join(err, c.Free()) }()
-	nb, err := C.Neighbors(g)
+	nb, dst, err := g.Neighbors()
 	if err != nil {
 		return err
 	}
-	if len(nb) != 2*len(g.Dims()) {
-		return fmt.Errorf("%d neighbours for %d dimensions", len(nb), len(g.Dims()))
+	if len(nb) != 2*len(g.Dims()) || !slices.Equal(nb, dst) {
+		return fmt.Errorf("neighbours %v and %v for %d dimensions", nb, dst, len(g.Dims()))
 	}
 	me := g.Comm().Rank()
 	for _, k := range []int{0, 1, 5} { // elements per block
@@ -281,6 +282,9 @@ func TestNeighborProcs(t *testing.T) {
 					t.Fatalf("nonblocking=%v: %v", nb, err)
 				}
 			}
+			if err := graphBattery(ctx, c); err != nil {
+				t.Fatalf("graph: %v", err)
+			}
 			if err := c.Free(); err != nil {
 				t.Fatal(err)
 			}
@@ -348,8 +352,8 @@ func TestNeighborErrors(t *testing.T) {
 			return nil
 		})
 	}
-	if _, err := C.Neighbors(nil); !errors.Is(err, C.ErrInvalid) {
-		t.Errorf("Neighbors(nil): %v, want ErrInvalid", err)
+	if _, _, err := (*endpoint.Cart)(nil).Neighbors(); !errors.Is(err, C.ErrInvalid) {
+		t.Errorf("Neighbors of a nil Cart: %v, want ErrInvalid", err)
 	}
 }
 
@@ -394,4 +398,101 @@ func TestAbortOfLaterCall(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// graphLists is the distributed graph of TestNeighborGraph: each rank
+// sends to the next rank twice, to itself and to the rank three on, and
+// lists its sources in descending rank order (an order of its own, not
+// its senders').
+func graphLists(me, p int) (src, dst []int) {
+	dests := func(r int) []int { return []int{(r + 1) % p, r, (r + 1) % p, (r + 3) % p} }
+	for s := p - 1; s >= 0; s-- {
+		for _, d := range dests(s) {
+			if d == me {
+				src = append(src, s)
+			}
+		}
+	}
+	return src, dests(me)
+}
+
+// graphSent is the send block of rank s that arrives as the q-th block
+// from s in rank me's sources (edges repeated pair up in list order).
+func graphSent(s, me, q, p int) int {
+	_, dst := graphLists(s, p)
+	for k, d := range dst {
+		if d == me {
+			if q == 0 {
+				return k
+			}
+			q--
+		}
+	}
+	return -1
+}
+
+// graphBattery runs NeighborAlltoall and NeighborAllgather, blocking and
+// nonblocking, over the graph of graphLists on world's communicator and
+// checks every block.
+func graphBattery(ctx context.Context, world *C.Coll) (err error) {
+	me, p := world.Rank(), world.Size()
+	src, dst := graphLists(me, p)
+	g, err := world.Comm().GraphCreate(ctx, src, dst)
+	if err != nil {
+		return err
+	}
+	defer g.Free()
+	c, err := C.New(ctx, g.Comm())
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, c.Free()) }()
+	for _, nonblocking := range []bool{false, true} {
+		const k = 3
+		send := make([]float64, len(dst)*k)
+		for j := range dst {
+			for e := range k {
+				send[j*k+e] = nval(me, j, e)
+			}
+		}
+		recv := make([]float64, len(src)*k)
+		if err := wait(ctx, nonblocking, func() error { return C.NeighborAlltoall(ctx, c, g, send, recv) },
+			func() (*C.Request, error) { return C.IneighborAlltoall(c, g, send, recv) }); err != nil {
+			return fmt.Errorf("NeighborAlltoall: %w", err)
+		}
+		gathered := make([]float64, len(src)*k)
+		if err := wait(ctx, nonblocking, func() error { return C.NeighborAllgather(ctx, c, g, send[:k], gathered) },
+			func() (*C.Request, error) { return C.IneighborAllgather(c, g, send[:k], gathered) }); err != nil {
+			return fmt.Errorf("NeighborAllgather: %w", err)
+		}
+		seen := map[int]int{}
+		for j, s := range src {
+			q := seen[s]
+			seen[s]++
+			blk := graphSent(s, me, q, p)
+			for e := range k {
+				if got, want := recv[j*k+e], nval(s, blk, e); got != want {
+					return fmt.Errorf("NeighborAlltoall, nonblocking %v: block %d (source %d, edge %d) [%d] = %v, want %v", nonblocking, j, s, q, e, got, want)
+				}
+				if got, want := gathered[j*k+e], nval(s, 0, e); got != want {
+					return fmt.Errorf("NeighborAllgather, nonblocking %v: block %d (source %d) [%d] = %v, want %v", nonblocking, j, s, e, got, want)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// TestNeighborGraph: the neighbourhood collectives over a distributed
+// graph with self-loops and repeated edges, blocking and nonblocking,
+// over 1 to 5 handles: block j comes from source j, and the q-th block
+// from one source is what it sent on its q-th edge to this rank.
+func TestNeighborGraph(t *testing.T) {
+	for _, np := range []int{1, 2, 3, 5} {
+		t.Run(fmt.Sprintf("n%d", np), func(t *testing.T) {
+			eps := handles(t, np)
+			ctx := tctx(t, 30*time.Second)
+			runHandles(t, ctx, eps, nil, graphBattery)
+		})
+	}
 }

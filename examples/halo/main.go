@@ -412,7 +412,7 @@ func exchange(c *endpoint.Comm, u []float64, b block, col *ddt.Type, nb neighbou
 
 // neighborExchange returns the halo exchange of u[src] by one
 // neighbourhood collective: block k goes to and comes from the grid's k-th
-// neighbour (north, south, west, east: collectives.Neighbors), each edge
+// neighbour (north, south, west, east: Cart.Neighbors), each edge
 // sent from the interior and each ghost edge received in place, with
 // displacements in bytes from the start of the block.
 func neighborExchange(ctx context.Context, coll *collectives.Coll, cart *endpoint.Cart, u [2][]float64, b block, col *ddt.Type) func(src int) error {
