@@ -38,11 +38,15 @@ func TestNilReceivers(t *testing.T) {
 		"Comm.Recv":            func() error { _, err := c.Recv(ctx, buf, 0, 0); return err },
 		"Comm.Iprobe":          func() error { _, _, err := c.Iprobe(0, 0); return err },
 		"Comm.Probe":           func() error { _, err := c.Probe(ctx, 0, 0); return err },
-		"Comm.Issend":          func() error { _, err := c.Issend(buf, 0, 0); return err },
-		"Comm.Ssend":           func() error { return c.Ssend(ctx, buf, 0, 0) },
-		"Comm.Improbe":         func() error { _, _, err := c.Improbe(0, 0); return err },
-		"Comm.Mprobe":          func() error { _, err := c.Mprobe(ctx, 0, 0); return err },
-		"Message.Mrecv":        func() error { _, err := (*endpoint.Message)(nil).Mrecv(ctx, buf); return err },
+		"Comm.SendrecvReplace": func() error {
+			_, err := c.SendrecvReplace(ctx, buf, 1, ddt.Byte, 0, 0, 0, 0)
+			return err
+		},
+		"Comm.Issend":   func() error { _, err := c.Issend(buf, 0, 0); return err },
+		"Comm.Ssend":    func() error { return c.Ssend(ctx, buf, 0, 0) },
+		"Comm.Improbe":  func() error { _, _, err := c.Improbe(0, 0); return err },
+		"Comm.Mprobe":   func() error { _, err := c.Mprobe(ctx, 0, 0); return err },
+		"Message.Mrecv": func() error { _, err := (*endpoint.Message)(nil).Mrecv(ctx, buf); return err },
 		"Message.ImrecvTyped": func() error {
 			_, err := (*endpoint.Message)(nil).ImrecvTyped(buf, 1, ddt.Byte)
 			return err

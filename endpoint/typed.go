@@ -578,6 +578,29 @@ func (c *Comm) Sendrecv(ctx context.Context, sbuf []byte, scount int, stype *ddt
 	return st, nil
 }
 
+// SendrecvReplace sends count elements of t from buf to dest with stag
+// and receives at most count elements of t into the same layout of buf
+// from src with rtag (MPI_Sendrecv_replace): the shift of a ring or of
+// Cannon's algorithm in place. What is sent is packed first, so the
+// receive may land in buf while the send is in flight. dest and src may
+// be ProcNull.
+func (c *Comm) SendrecvReplace(ctx context.Context, buf []byte, count int, t *ddt.Type, dest, stag, src, rtag int) (Status, error) {
+	if err := c.usable("send-receive"); err != nil {
+		return Status{}, err
+	}
+	_, _, n, err := typedView(buf, count, t)
+	if err != nil {
+		return Status{}, err
+	}
+	packed := make([]byte, n)
+	if dest != ProcNull && n > 0 {
+		if _, err := t.Pack(packed, buf, count); err != nil {
+			return Status{}, fmt.Errorf("endpoint: send-receive: pack %d elements of %s: %w", count, t.Name(), err)
+		}
+	}
+	return c.Sendrecv(ctx, packed, n, ddt.Byte, dest, stag, buf, count, t, src, rtag)
+}
+
 // CountOf returns the number of whole elements of t a receive's Count
 // bytes make (MPI_Get_count); a Count that is not a whole number of
 // elements gives an error wrapping ErrInvalid.
