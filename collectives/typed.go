@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/weft-hpc/weft/ddt"
-	"github.com/weft-hpc/weft/internal/checked"
 )
 
 // BcastTyped broadcasts count elements of datatype t laid out in root's
@@ -98,12 +97,8 @@ func typedLayout(buf []byte, count int, t *ddt.Type) (contig []byte, packed bool
 	if !one {
 		// pack, after checking that every element lies inside buf (the
 		// others would find out only when unpacking)
-		last, ok1 := checked.Mul(int64(count-1), t.Extent())
-		lo, ok2 := checked.Add(t.TrueLB(), min(last, 0))
-		hi, ok3 := checked.Add(t.TrueLB(), t.TrueExtent())
-		hi, ok4 := checked.Add(hi, max(last, 0))
-		if !ok1 || !ok2 || !ok3 || !ok4 || lo < 0 || hi > int64(len(buf)) {
-			return nil, false, 0, fmt.Errorf("%d elements of %s span bytes [%d, %d) of a %d-byte buffer: %w", count, t.Name(), lo, hi, len(buf), ddt.ErrBounds)
+		if err := t.CheckBounds(count, len(buf)); err != nil {
+			return nil, false, 0, err
 		}
 		return nil, true, n, nil
 	}

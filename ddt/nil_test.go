@@ -46,13 +46,14 @@ func TestNilReceivers(t *testing.T) {
 			a, b, c, d := ty.Envelope()
 			return zero([]any{a, b, c, d}, []any{0, 0, 0, Combiner(0)})
 		},
-		"Type.Contents":   func() error { return zero(ty.Contents(), Contents{}) },
-		"Type.Commit":     func() error { return isInvalid(ty.Commit()) },
-		"Type.Committed":  func() error { return zero(ty.Committed(), false) },
-		"Type.DumpIR":     func() error { return zero(ty.DumpIR(), "") },
-		"Type.Compiled":   func() error { return zero(ty.Compiled(), false) },
-		"Type.JITPending": func() error { return zero(ty.JITPending(), false) },
-		"Type.SetJIT":     func() error { return isInvalid(ty.SetJIT(JITOff)) },
+		"Type.Contents":    func() error { return zero(ty.Contents(), Contents{}) },
+		"Type.Commit":      func() error { return isInvalid(ty.Commit()) },
+		"Type.Committed":   func() error { return zero(ty.Committed(), false) },
+		"Type.DumpIR":      func() error { return zero(ty.DumpIR(), "") },
+		"Type.Compiled":    func() error { return zero(ty.Compiled(), false) },
+		"Type.JITPending":  func() error { return zero(ty.JITPending(), false) },
+		"Type.SetJIT":      func() error { return isInvalid(ty.SetJIT(JITOff)) },
+		"Type.CheckBounds": func() error { return isInvalid(ty.CheckBounds(1, 8)) },
 		"Type.PackSize": func() error {
 			_, err := ty.PackSize(1)
 			return isInvalid(err)

@@ -224,3 +224,63 @@ func TestCommitSharedNodesLinear(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckBounds: count elements of a type, element k at k·extent, fit a
+// buffer exactly when their true bounds do; a negative lower bound, a
+// short buffer and a span past int64 are refused with ErrBounds (and
+// ErrOverflow for the last).
+func TestCheckBounds(t *testing.T) {
+	vec, err := Vector(3, 1, 4, Int64) // bytes [0, 72): blocks at 0, 32, 64
+	if err == nil {
+		err = vec.Commit()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	neg, err := Resized(Int64, -8, 8) // true lb 0, extent 8, lb -8
+	if err == nil {
+		err = neg.Commit()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	shifted, err := HIndexed([]int{1}, []int64{-8}, Int64) // touches [-8, 0)
+	if err == nil {
+		err = shifted.Commit()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge, err := Vector(1<<30, 1, 1<<30, Int64)
+	if err == nil {
+		err = huge.Commit()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		ty       *Type
+		count, n int
+		want     error // nil, ErrBounds or ErrOverflow
+	}{
+		{"one vector, exact", vec, 1, 72, nil},
+		{"one vector, a byte short", vec, 1, 71, ErrBounds},
+		{"two vectors (extent 72)", vec, 2, 144, nil},
+		{"two vectors, short", vec, 2, 143, ErrBounds},
+		{"zero count", vec, 0, 0, nil},
+		{"resized below 0, data at 0", neg, 3, 24, nil},
+		{"data below displacement 0", shifted, 1, 64, ErrBounds},
+		{"a span past int64", huge, 1 << 30, 1 << 40, ErrOverflow},
+	} {
+		err := c.ty.CheckBounds(c.count, c.n)
+		switch {
+		case c.want == nil && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != nil && !errors.Is(err, c.want):
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		case c.want == ErrOverflow && !errors.Is(err, ErrBounds):
+			t.Errorf("%s: %v does not wrap ErrBounds", c.name, err)
+		}
+	}
+}

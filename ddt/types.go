@@ -201,6 +201,31 @@ func (t *Type) TrueExtent() int64 {
 	return t.trueUB - t.trueLB
 }
 
+// CheckBounds reports whether count elements of the type, element k at
+// displacement k·Extent() from buf[0], touch only bytes of a buffer of n
+// bytes: nil, or an error wrapping ErrBounds that names the bytes they
+// span (and ErrOverflow where that span does not fit an int64). A count
+// of 0 touches nothing.
+func (t *Type) CheckBounds(count int, n int) error {
+	if t == nil {
+		return fmt.Errorf("ddt: bounds of a nil type: %w", ErrInvalid)
+	}
+	if count <= 0 || t.TrueExtent() == 0 {
+		return nil
+	}
+	last, ok1 := checked.Mul(int64(count-1), t.Extent())
+	lo, ok2 := checked.Add(t.TrueLB(), min(last, 0))
+	hi, ok3 := checked.Add(t.TrueLB(), t.TrueExtent())
+	hi, ok4 := checked.Add(hi, max(last, 0))
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return fmt.Errorf("ddt: %d elements of %s span more bytes than an int64 counts: %w: %w", count, t.Name(), ErrBounds, ErrOverflow)
+	}
+	if lo < 0 || hi > int64(n) {
+		return fmt.Errorf("ddt: %d elements of %s span bytes [%d, %d) of a %d-byte buffer: %w", count, t.Name(), lo, hi, n, ErrBounds)
+	}
+	return nil
+}
+
 // Combiner returns the constructor that made the type (0 for a nil *Type).
 func (t *Type) Combiner() Combiner {
 	if t == nil {

@@ -20,7 +20,6 @@ import (
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/gpu"
-	"github.com/weft-hpc/weft/internal/checked"
 	// The JIT compiles the types typed messages pack (WEFT_JIT decides
 	// when); importing it here registers it for every program that sends
 	// typed messages.
@@ -273,8 +272,8 @@ func typedView(buf []byte, count int, t *ddt.Type) (contig []byte, ok bool, n in
 		return nil, false, 0, fmt.Errorf("endpoint: %w", err)
 	}
 	if !one { // pack
-		if err := inBounds(buf, count, t); err != nil {
-			return nil, false, 0, err
+		if err := t.CheckBounds(count, len(buf)); err != nil {
+			return nil, false, 0, fmt.Errorf("endpoint: %w", err)
 		}
 		return nil, false, n, nil
 	}
@@ -283,20 +282,6 @@ func typedView(buf []byte, count int, t *ddt.Type) (contig []byte, ok bool, n in
 			count, t, s.Off, s.Off+s.Len, len(buf), ddt.ErrBounds)
 	}
 	return buf[s.Off : s.Off+s.Len : s.Off+s.Len], true, n, nil
-}
-
-// inBounds checks that count elements of t, element k at displacement
-// k·extent, touch only bytes of buf (the receive side would otherwise
-// find out only when it unpacks).
-func inBounds(buf []byte, count int, t *ddt.Type) error {
-	last, ok1 := checked.Mul(int64(count-1), t.Extent())
-	lo, ok2 := checked.Add(t.TrueLB(), min(last, 0))
-	hi, ok3 := checked.Add(t.TrueLB(), t.TrueExtent())
-	hi, ok4 := checked.Add(hi, max(last, 0))
-	if !ok1 || !ok2 || !ok3 || !ok4 || lo < 0 || hi > int64(len(buf)) {
-		return fmt.Errorf("endpoint: %d elements of %s span bytes [%d, %d) of a %d-byte buffer: %w", count, t, lo, hi, len(buf), ddt.ErrBounds)
-	}
-	return nil
 }
 
 // maxMessage bounds the size of one typed message.
