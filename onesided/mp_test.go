@@ -105,6 +105,9 @@ func TestMultiProcess(t *testing.T) {
 				if err := sharedScenario(ctx, g, -1); err != nil {
 					return fmt.Errorf("shared: %w", err)
 				}
+				if err := accumulateTypedScenario(ctx, g); err != nil {
+					return fmt.Errorf("typed accumulate: %w", err)
+				}
 				heapIters := 100
 				if testenv.Race {
 					heapIters = 25

@@ -290,3 +290,77 @@ func (w *Window) typedSegments(op string, target, offset, count int, t *ddt.Type
 	}
 	return segs, nil
 }
+
+// AccumulateTyped is Accumulate with derived datatypes on both sides
+// (MPI_Accumulate with origin and target datatypes; the strided
+// accumulate of ARMCI and Global Arrays): originCount elements of
+// originType taken from origin are combined with op, element by element
+// and each atomically, into targetCount elements of targetType starting
+// at offset in target's region. Both layouts must carry the same number
+// of bytes, a whole number of t's elements, and every contiguous block of
+// the target layout must start t-aligned and hold whole elements (else
+// ErrInvalid, with nothing applied). As with Accumulate, the update is
+// complete at the target after a flush, and origin may be reused at once.
+func (w *Window) AccumulateTyped(target, offset int, t AtomicType, op Op, origin []byte, originCount int, originType *ddt.Type,
+	targetCount int, targetType *ddt.Type) error {
+	if err := checkOp(t, op); err != nil || op == OpNoOp {
+		return fmt.Errorf("onesided: AccumulateTyped(%v, %v): %w", op, t, ErrInvalid)
+	}
+	n, err := w.typedPrep("AccumulateTyped", target, originCount, originType, offset, targetCount, targetType)
+	if err != nil {
+		return err
+	}
+	sz := t.Size()
+	if n%sz != 0 {
+		return fmt.Errorf("onesided: AccumulateTyped: %d bytes is not a whole number of %v: %w", n, t, ErrInvalid)
+	}
+	segs, err := w.typedSegments("AccumulateTyped", target, offset, targetCount, targetType)
+	if err != nil {
+		return err
+	}
+	for _, s := range segs {
+		if (offset+int(s.Off))%sz != 0 || int(s.Len)%sz != 0 {
+			return fmt.Errorf("onesided: AccumulateTyped: target block [%d, %d) is not whole %v elements at an aligned offset: %w",
+				offset+int(s.Off), offset+int(s.Off+s.Len), t, ErrInvalid)
+		}
+	}
+	if err := originType.CheckBounds(originCount, len(origin)); err != nil {
+		return fmt.Errorf("onesided: AccumulateTyped: origin: %w: %w", ErrInvalid, err)
+	}
+	// The origin's bytes, in stream order: in place when it is one block,
+	// else packed a piece at a time.
+	var whole []byte
+	if seg, ok, err := originType.OneSegment(originCount); err == nil && ok && n > 0 {
+		if seg.Off < 0 || seg.Off+seg.Len > int64(len(origin)) {
+			return fmt.Errorf("onesided: AccumulateTyped: origin bytes [%d, %d) outside its %d bytes: %w", seg.Off, seg.Off+seg.Len, len(origin), ErrInvalid)
+		}
+		whole = origin[seg.Off : seg.Off+seg.Len]
+	}
+	var piece []byte
+	if whole == nil && n > 0 {
+		bp := pieces.Get().(*[]byte)
+		defer pieces.Put(bp)
+		piece = (*bp)[:pieceBytes/sz*sz]
+	}
+	pos := 0 // stream bytes applied so far
+	for _, s := range segs {
+		for done := 0; done < int(s.Len); {
+			k := int(s.Len) - done
+			var data []byte
+			if whole != nil {
+				data = whole[pos : pos+k]
+			} else {
+				k = min(k, len(piece))
+				if _, err := originType.PackRange(piece[:k], origin, 0, originCount, int64(pos)); err != nil {
+					return fmt.Errorf("onesided: AccumulateTyped: pack origin: %w: %w", ErrInvalid, err)
+				}
+				data = piece[:k]
+			}
+			if err := w.Accumulate(target, offset+int(s.Off)+done, t, op, data); err != nil {
+				return err
+			}
+			done, pos = done+k, pos+k
+		}
+	}
+	return nil
+}
