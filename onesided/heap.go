@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/weft-hpc/weft/ddt"
 )
 
 // Heap is a symmetric heap for PGAS runtimes: one window of the same size on
@@ -214,6 +216,58 @@ func (h *Heap) Get(rank int, s Sym, off int, dst []byte) error {
 		return err
 	}
 	return h.w.Get(rank, o, dst)
+}
+
+// typedAt checks a typed transfer's target layout, count elements of t
+// from byte off of object s, against the object (not only the window)
+// and returns the layout's window offset.
+func (h *Heap) typedAt(op string, s Sym, off, count int, t *ddt.Type) (int, error) {
+	o, err := h.at(op, s, off, 0)
+	if err != nil {
+		return 0, err
+	}
+	if t == nil {
+		return 0, fmt.Errorf("onesided: Heap.%s: nil datatype: %w", op, ErrInvalid)
+	}
+	if err := t.CheckBounds(count, s.Size-off); err != nil {
+		return 0, fmt.Errorf("onesided: Heap.%s: the target layout leaves the %d-byte object: %w: %w", op, s.Size, ErrOutOfRange, err)
+	}
+	return o, nil
+}
+
+// PutTyped is Window.PutTyped into rank's copy of s, the target layout
+// starting at byte off of the object and staying inside it: OpenSHMEM's
+// strided shmem_iput with ddt.Vector types, and any other layout. It
+// completes at Quiet.
+func (h *Heap) PutTyped(rank int, s Sym, off int, origin []byte, originCount int, originType *ddt.Type,
+	targetCount int, targetType *ddt.Type) error {
+	o, err := h.typedAt("PutTyped", s, off, targetCount, targetType)
+	if err != nil {
+		return err
+	}
+	return h.w.PutTyped(rank, o, origin, originCount, originType, targetCount, targetType)
+}
+
+// GetTyped is Window.GetTyped from rank's copy of s (shmem_iget and any
+// other layout); origin holds the data when it returns.
+func (h *Heap) GetTyped(ctx context.Context, rank int, s Sym, off int, origin []byte, originCount int, originType *ddt.Type,
+	targetCount int, targetType *ddt.Type) error {
+	o, err := h.typedAt("GetTyped", s, off, targetCount, targetType)
+	if err != nil {
+		return err
+	}
+	return h.w.GetTyped(ctx, rank, o, origin, originCount, originType, targetCount, targetType)
+}
+
+// AccumulateTyped is Window.AccumulateTyped into rank's copy of s (the
+// strided accumulate of ARMCI); it completes at Quiet.
+func (h *Heap) AccumulateTyped(rank int, s Sym, off int, t AtomicType, op Op, origin []byte, originCount int,
+	originType *ddt.Type, targetCount int, targetType *ddt.Type) error {
+	o, err := h.typedAt("AccumulateTyped", s, off, targetCount, targetType)
+	if err != nil {
+		return err
+	}
+	return h.w.AccumulateTyped(rank, o, t, op, origin, originCount, originType, targetCount, targetType)
 }
 
 // PutSignal writes data into rank's copy of s at off, then value into the

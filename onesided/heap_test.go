@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"unsafe"
+
+	"github.com/weft-hpc/weft/ddt"
 )
 
 func TestHeapAllocatorSameOffsets(t *testing.T) {
@@ -174,5 +177,105 @@ func TestHeapAllocHugeSizes(t *testing.T) {
 			return err
 		}
 		return h.Free(ctx, first)
+	})
+}
+
+// heapTypedScenario: shmem_iput and shmem_iget through the heap's typed
+// calls (every other int64 of the origin into every third of the object
+// on the next rank, and back), a strided accumulate, and a target layout
+// that leaves the object (ErrOutOfRange, nothing moved).
+func heapTypedScenario(ctx context.Context, g Group, opts ...Option) (err error) {
+	me, p := g.Rank(), g.Size()
+	right := (me + 1) % p
+	h, err := NewHeap(ctx, g, 1<<14, opts...)
+	if err != nil {
+		return err
+	}
+	defer cleanup(ctx, &err, h.Close)
+	const n = 10
+	obj, err := h.Alloc(ctx, 8*3*n, 8)
+	if err != nil {
+		return err
+	}
+	acc, err := h.Alloc(ctx, 8*3*n, 8)
+	if err != nil {
+		return err
+	}
+	src, err := ddt.Vector(n, 1, 2, ddt.Int64)
+	if err == nil {
+		err = src.Commit()
+	}
+	if err != nil {
+		return err
+	}
+	dst, err := ddt.Vector(n, 1, 3, ddt.Int64)
+	if err == nil {
+		err = dst.Commit()
+	}
+	if err != nil {
+		return err
+	}
+	origin := make([]int64, 2*n)
+	for i := range origin {
+		origin[i] = int64(100*me + i)
+	}
+	ob := unsafe.Slice((*byte)(unsafe.Pointer(&origin[0])), 8*len(origin))
+	if err := h.PutTyped(right, obj, 0, ob, 1, src, 1, dst); err != nil {
+		return err
+	}
+	if err := h.AccumulateTyped(right, acc, 8, AtomicInt64, OpSum, ob, 1, src, 1, dst); err != nil {
+		return err
+	}
+	// 24 bytes in, a layout spanning 3n-2 elements ends past the object
+	if err := h.PutTyped(right, obj, 24, ob, 1, src, 1, dst); !errors.Is(err, ErrOutOfRange) {
+		return fmt.Errorf("PutTyped leaving the object: %v, want ErrOutOfRange", err)
+	}
+	if err := h.Barrier(ctx); err != nil {
+		return err
+	}
+	left := (me + p - 1) % p
+	got, err := LocalView[int64](h, obj)
+	if err != nil {
+		return err
+	}
+	sums, err := LocalView[int64](h, acc)
+	if err != nil {
+		return err
+	}
+	for i := range 3 * n {
+		want, wantAcc := int64(0), int64(0)
+		if i%3 == 0 {
+			want = int64(100*left + 2*(i/3))
+		}
+		if i >= 1 && (i-1)%3 == 0 {
+			wantAcc = int64(100*left + 2*((i-1)/3))
+		}
+		if got[i] != want || sums[i] != wantAcc {
+			return fmt.Errorf("rank %d, element %d: put %d (want %d), accumulated %d (want %d)", me, i, got[i], want, sums[i], wantAcc)
+		}
+	}
+	// shmem_iget: the left rank's strided copy back into a column
+	back := make([]int64, 2*n)
+	bb := unsafe.Slice((*byte)(unsafe.Pointer(&back[0])), 8*len(back))
+	if err := h.GetTyped(ctx, right, obj, 0, bb, 1, src, 1, dst); err != nil {
+		return err
+	}
+	for i := range n {
+		if back[2*i] != int64(100*me+2*i) {
+			return fmt.Errorf("GetTyped: element %d = %d, want %d", i, back[2*i], 100*me+2*i)
+		}
+	}
+	return h.Barrier(ctx)
+}
+
+func TestHeapTyped(t *testing.T) {
+	t.Run("direct", func(t *testing.T) {
+		runRanks(t, 3, func(ctx context.Context, g Group) error { return heapTypedScenario(ctx, g) })
+	})
+	t.Run("libfabric", func(t *testing.T) {
+		requireProvider(t, "shm")
+		runRanks(t, 3, func(ctx context.Context, g Group) error {
+			return heapTypedScenario(ctx, g, providerCase{"shm", OrderAuto}.opts()...)
+		})
 	})
 }

@@ -108,6 +108,9 @@ func TestMultiProcess(t *testing.T) {
 				if err := accumulateTypedScenario(ctx, g); err != nil {
 					return fmt.Errorf("typed accumulate: %w", err)
 				}
+				if err := heapTypedScenario(ctx, g); err != nil {
+					return fmt.Errorf("heap typed: %w", err)
+				}
 				heapIters := 100
 				if testenv.Race {
 					heapIters = 25

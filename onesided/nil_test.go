@@ -45,9 +45,14 @@ func TestNilReceivers(t *testing.T) {
 		"Window.AccumulateTyped": func() error {
 			return w.AccumulateTyped(0, 0, AtomicInt64, OpSum, buf, 1, ddt.Int64, 1, ddt.Int64)
 		},
-		"Window.Shared":       func() error { _, err := w.Shared(0); return err },
-		"SharedView":          func() error { _, err := SharedView[uint64](w, 0); return err },
-		"Heap.Ptr":            func() error { _, err := h.Ptr(0, s); return err },
+		"Window.Shared": func() error { _, err := w.Shared(0); return err },
+		"SharedView":    func() error { _, err := SharedView[uint64](w, 0); return err },
+		"Heap.Ptr":      func() error { _, err := h.Ptr(0, s); return err },
+		"Heap.PutTyped": func() error { return h.PutTyped(0, s, 0, buf, 1, ddt.Int64, 1, ddt.Int64) },
+		"Heap.GetTyped": func() error { return h.GetTyped(ctx, 0, s, 0, buf, 1, ddt.Int64, 1, ddt.Int64) },
+		"Heap.AccumulateTyped": func() error {
+			return h.AccumulateTyped(0, s, 0, AtomicInt64, OpSum, buf, 1, ddt.Int64, 1, ddt.Int64)
+		},
 		"Heap.Alloc":          func() error { _, err := h.Alloc(ctx, 8, 0); return err },
 		"Heap.Free":           func() error { return h.Free(ctx, s) },
 		"Heap.Put":            func() error { return h.Put(0, s, 0, buf) },
