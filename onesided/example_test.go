@@ -9,6 +9,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/job"
 	"github.com/weft-hpc/weft/onesided"
@@ -266,4 +267,54 @@ func ExampleSharedView() {
 	}
 	fmt.Println(mine[left])
 	// Output: 0.5
+}
+
+// shmem_iput: four values of a local array, every other one, go to every
+// third float64 of a heap object (target stride 3, source stride 2), as
+// ddt.Vector layouts on both sides.
+func ExampleHeap_PutTyped() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	j, err := job.Init(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Finalize()
+	h, err := onesided.NewHeap(ctx, onesided.JobGroup(j), 1<<16)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer h.Close(ctx)
+	obj, err := h.Alloc(ctx, 8*12, 8)
+	if err != nil {
+		log.Fatal(err)
+	}
+	src, err := ddt.Vector(4, 1, 2, ddt.Float64)
+	if err == nil {
+		err = src.Commit()
+	}
+	dst, err2 := ddt.Vector(4, 1, 3, ddt.Float64)
+	if err2 == nil {
+		err2 = dst.Commit()
+	}
+	if err != nil || err2 != nil {
+		log.Fatal(err, err2)
+	}
+	local := []float64{1, -1, 2, -1, 3, -1, 4}
+	var b [7 * 8]byte
+	for i, x := range local {
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x))
+	}
+	if err := h.PutTyped(0, obj, 0, b[:], 1, src, 1, dst); err != nil {
+		log.Fatal(err)
+	}
+	if err := h.Quiet(ctx); err != nil {
+		log.Fatal(err)
+	}
+	v, err := onesided.LocalView[float64](h, obj)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(v)
+	// Output: [1 0 0 2 0 0 3 0 0 4 0 0]
 }
