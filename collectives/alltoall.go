@@ -3,6 +3,7 @@ package collectives
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/internal/memcopy"
@@ -172,11 +173,11 @@ func alltoallw(ctx context.Context, c *Coll, send []byte, scounts, sdispls []int
 	} else if overlap(send, recv) {
 		return c.fail(errAlias)
 	}
-	sl, err := wlayout("send", send, scounts, sdispls, stypes, p)
+	sl, err := wlayout(c.wblocks[0], "send", send, scounts, sdispls, stypes, p)
 	if err != nil {
 		return c.fail(err)
 	}
-	rl, err := wlayout("recv", recv, rcounts, rdispls, rtypes, p)
+	rl, err := wlayout(c.wblocks[1], "recv", recv, rcounts, rdispls, rtypes, p)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -251,12 +252,12 @@ type wblock struct {
 
 // wlayout checks Alltoallw's counts, byte displacements and types
 // against buf.
-func wlayout(what string, buf []byte, counts, displs []int, types []*ddt.Type, p int) ([]wblock, error) {
+func wlayout(dst []wblock, what string, buf []byte, counts, displs []int, types []*ddt.Type, p int) ([]wblock, error) {
 	if len(counts) != p || len(displs) != p || len(types) != p {
 		return nil, fmt.Errorf("alltoallw %s: %d counts, %d displacements and %d types for %d ranks: %w",
 			what, len(counts), len(displs), len(types), p, ErrInvalid)
 	}
-	bs := make([]wblock, p)
+	bs := slices.Grow(dst[:0], p)[:p]
 	for j := range p {
 		if displs[j] < 0 || displs[j] > len(buf) {
 			return nil, fmt.Errorf("alltoallw %s: block %d at byte %d of a %d-byte buffer: %w", what, j, displs[j], len(buf), ErrInvalid)

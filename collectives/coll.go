@@ -43,12 +43,15 @@ type Coll struct {
 	sig  uint64 // its arguments' signature
 
 	// the round in flight
-	reqs   []*endpoint.Request
-	peer   []int             // per request: destination or source rank
-	want   []int             // per request: bytes a receive expects; -1 for a send
-	nbTopo endpoint.Topology // the topology of the last neighbourhood call (neighbor.go)
-	nbrs   neighbors         // its neighbours
-	segs   []ddt.Segment     // the blocks its overlap check compares
+	reqs    []*endpoint.Request
+	peer    []int             // per request: destination or source rank
+	want    []int             // per request: bytes a receive expects; -1 for a send
+	nbTopo  endpoint.Topology // the topology of the last neighbourhood call (neighbor.go)
+	nbrs    neighbors         // its neighbours
+	segs    []ddt.Segment     // the blocks its overlap check compares
+	checked disjointCall      // the last arguments that check passed
+	wblocks [2][]wblock       // Alltoallw's layouts, reused
+	nbw     [2][]wblock       // NeighborAlltoallw's, for the arguments in checked
 
 	crowded bool       // more ranks of the communicator on this machine than cores: waits yield every poll
 	solo    bool       // this process holds one rank of the communicator (known from the hierarchy's set-up)

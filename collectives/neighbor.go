@@ -88,6 +88,36 @@ func (c *Coll) neighborRound(ctx context.Context, nb neighbors, recv, send func(
 	return c.wait(ctx)
 }
 
+// disjointCall is the arguments of the last NeighborAlltoallw whose
+// layouts (Coll.nbw) were made and found apart: a halo exchange
+// repeated with the same ones (the usual case) reuses them.
+type disjointCall struct {
+	topo           endpoint.Topology
+	send, recv     []byte
+	sc, sd, rc, rd []int
+	st, rt         []*ddt.Type
+}
+
+// same reports whether the arguments are those of the last call checked.
+func (d *disjointCall) same(t endpoint.Topology, send []byte, sc, sd []int, st []*ddt.Type,
+	recv []byte, rc, rd []int, rt []*ddt.Type) bool {
+	sameBytes := func(a, b []byte) bool {
+		return len(a) == len(b) && unsafe.SliceData(a) == unsafe.SliceData(b)
+	}
+	return d.topo == t && d.topo != nil && sameBytes(d.send, send) && sameBytes(d.recv, recv) &&
+		slices.Equal(d.sc, sc) && slices.Equal(d.sd, sd) && slices.Equal(d.st, st) &&
+		slices.Equal(d.rc, rc) && slices.Equal(d.rd, rd) && slices.Equal(d.rt, rt)
+}
+
+// set records the arguments of a call found apart (copies of the slices,
+// which the caller may change).
+func (d *disjointCall) set(t endpoint.Topology, send []byte, sc, sd []int, st []*ddt.Type,
+	recv []byte, rc, rd []int, rt []*ddt.Type) {
+	d.topo, d.send, d.recv = t, send, recv
+	d.sc, d.sd, d.rc, d.rd = append(d.sc[:0], sc...), append(d.sd[:0], sd...), append(d.rc[:0], rc...), append(d.rd[:0], rd...)
+	d.st, d.rt = append(d.st[:0], st...), append(d.rt[:0], rt...)
+}
+
 // maxCheckedBlocks bounds the blocks disjoint compares.
 const maxCheckedBlocks = 1 << 16
 
@@ -245,18 +275,24 @@ func NeighborAlltoallw(ctx context.Context, c *Coll, t endpoint.Topology, send [
 	if err != nil {
 		return c.fail(err)
 	}
-	sl, err := wlayout("send", send, scounts, sdispls, stypes, len(nb.dst))
-	if err != nil {
-		return c.fail(err)
-	}
-	rl, err := wlayout("recv", recv, rcounts, rdispls, rtypes, len(nb.src))
-	if err != nil {
-		return c.fail(err)
-	}
-	if overlap(send, recv) {
-		if err := c.disjoint(nb, send, scounts, sdispls, stypes, recv, rcounts, rdispls, rtypes); err != nil {
+	sl, rl := c.nbw[0], c.nbw[1]
+	if !c.checked.same(t, send, scounts, sdispls, stypes, recv, rcounts, rdispls, rtypes) {
+		// New arguments: their layouts, checked (a halo exchange repeated
+		// with the same ones reuses them).
+		c.checked.topo = nil
+		if sl, err = wlayout(sl, "send", send, scounts, sdispls, stypes, len(nb.dst)); err != nil {
 			return c.fail(err)
 		}
+		if rl, err = wlayout(rl, "recv", recv, rcounts, rdispls, rtypes, len(nb.src)); err != nil {
+			return c.fail(err)
+		}
+		c.nbw[0], c.nbw[1] = sl, rl
+		if overlap(send, recv) {
+			if err := c.disjoint(nb, send, scounts, sdispls, stypes, recv, rcounts, rdispls, rtypes); err != nil {
+				return c.fail(err)
+			}
+		}
+		c.checked.set(t, send, scounts, sdispls, stypes, recv, rcounts, rdispls, rtypes)
 	}
 	if err := c.ready(ctx, callSig{call: callNeighborAlltoallw, root: -1, count: -1, esize: 1}); err != nil {
 		return c.fail(err)
