@@ -8,7 +8,7 @@ NP        ?= 4
 PROVIDER  ?= shm
 export CGO_ENABLED := 1
 
-.PHONY: test-verbs demo test deps test-deps bench-deps build deb vet bench bench-fabric bench-ddt bench-p2p bench-ddtpp bench-osu bench-dashboard gpu-tests gpu-check bench-gpu clean
+.PHONY: test-verbs demo test deps test-deps bench-deps build deb vet bench bench-fabric bench-ddt bench-p2p bench-ddtpp bench-halo bench-osu bench-dashboard gpu-tests gpu-check bench-gpu clean
 
 deps:
 	@deploy/install-deps.sh build
@@ -79,6 +79,12 @@ bench-p2p: bench-deps
 # MPICH and Open MPI sending the same MPI datatype.
 bench-ddtpp: bench-deps
 	$(GO) run ./test/bench/ddtpp -reps 5
+
+# A 2D halo exchange on one node: collectives.NeighborAlltoallw and
+# persistent typed requests against MPICH's and Open MPI's
+# MPI_Neighbor_alltoallw.
+bench-halo: bench-deps
+	$(GO) run ./test/bench/halo -np 2 -reps 5
 
 # One reproduce command per area writing JSON into BENCH_OUT, then the
 # tables of docs/PERFORMANCE.md regenerated from it (about 20 minutes on 2
