@@ -367,37 +367,47 @@ func TestAbortOfLaterCall(t *testing.T) {
 	eps := handles(t, 3)
 	ctx := tctx(t, 30*time.Second)
 	runHandles(t, ctx, eps, nil, func(ctx context.Context, world *C.Coll) error {
-		g, err := world.Comm().CartCreate(ctx, []int{3}, nil)
-		if err != nil {
-			return err
-		}
-		defer g.Free()
-		c, err := C.New(ctx, g.Comm())
-		if err != nil {
-			return err
-		}
-		defer c.Free()
-		me := c.Rank()
-		if me == 2 {
-			time.Sleep(200 * time.Millisecond)
-		}
-		recv := make([]int64, 2)
-		if err := C.NeighborAllgather(ctx, c, g, []int64{int64(me)}, recv); err != nil {
-			return fmt.Errorf("the first call: %w", err)
-		}
-		if me == 0 {
-			err = C.NeighborAllgather(ctx, c, g, []int64{0}, make([]int64, 3)) // wrong length
-		} else {
-			err = C.NeighborAllgather(ctx, c, g, []int64{int64(me)}, recv)
-		}
-		if me == 2 && err == nil {
-			return nil // its only neighbour, rank 1, did its part
-		}
-		if !errors.Is(err, C.ErrInvalid) {
-			return fmt.Errorf("the second call: %v, want ErrInvalid", err)
-		}
-		return nil
+		return withGrid(ctx, world, []int{3}, func(c *C.Coll, g *endpoint.Cart) error {
+			me := c.Rank()
+			if me == 2 {
+				time.Sleep(200 * time.Millisecond)
+			}
+			recv := make([]int64, 2)
+			if err := C.NeighborAllgather(ctx, c, g, []int64{int64(me)}, recv); err != nil {
+				return fmt.Errorf("the first call: %w", err)
+			}
+			var err error
+			if me == 0 {
+				err = C.NeighborAllgather(ctx, c, g, []int64{0}, make([]int64, 3)) // wrong length
+			} else {
+				err = C.NeighborAllgather(ctx, c, g, []int64{int64(me)}, recv)
+			}
+			if me == 2 && err == nil {
+				return nil // its only neighbour, rank 1, did its part
+			}
+			if !errors.Is(err, C.ErrInvalid) {
+				return fmt.Errorf("the second call: %v, want ErrInvalid", err)
+			}
+			return nil
+		})
 	})
+}
+
+// withGrid runs body over a grid of dims (not periodic) made from
+// world's communicator and a handle made over the grid, and frees both
+// (a handle that a failed call left unusable among them).
+func withGrid(ctx context.Context, world *C.Coll, dims []int, body func(c *C.Coll, g *endpoint.Cart) error) error {
+	g, err := world.Comm().CartCreate(ctx, dims, nil)
+	if err != nil {
+		return err
+	}
+	defer g.Free()
+	c, err := C.New(ctx, g.Comm())
+	if err != nil {
+		return err
+	}
+	defer c.Free()
+	return body(c, g)
 }
 
 // graphLists is the distributed graph of TestNeighborGraph: each rank
@@ -504,43 +514,35 @@ func TestNeighborAlltoallwReuse(t *testing.T) {
 	eps := handles(t, 2)
 	ctx := tctx(t, 30*time.Second)
 	runHandles(t, ctx, eps, nil, func(ctx context.Context, world *C.Coll) error {
-		g, err := world.Comm().CartCreate(ctx, []int{2}, nil)
-		if err != nil {
-			return err
-		}
-		defer g.Free()
-		c, err := C.New(ctx, g.Comm())
-		if err != nil {
-			return err
-		}
-		defer c.Free()
-		me := c.Rank()
-		a := make([]int32, 16)
-		buf := endpoint.AsBytes(a)
-		counts, types := []int{2, 2}, []*ddt.Type{ddt.Int32, ddt.Int32}
-		sd, rd := []int{0, 8}, []int{32, 48}
-		for round, at := range []int{32, 40, 32} {
-			clear(a)
-			a[0], a[1], a[2], a[3] = int32(10*me+1), int32(10*me+2), int32(10*me+3), int32(10*me+4)
-			rd[0], rd[1] = at, at+16
-			if err := C.NeighborAlltoallw(ctx, c, g, buf, counts, sd, types, buf, counts, rd, types); err != nil {
-				return fmt.Errorf("round %d: %w", round, err)
+		return withGrid(ctx, world, []int{2}, func(c *C.Coll, g *endpoint.Cart) error {
+			me := c.Rank()
+			a := make([]int32, 16)
+			buf := endpoint.AsBytes(a)
+			counts, types := []int{2, 2}, []*ddt.Type{ddt.Int32, ddt.Int32}
+			sd, rd := []int{0, 8}, []int{32, 48}
+			for round, at := range []int{32, 40, 32} {
+				clear(a)
+				a[0], a[1], a[2], a[3] = int32(10*me+1), int32(10*me+2), int32(10*me+3), int32(10*me+4)
+				rd[0], rd[1] = at, at+16
+				if err := C.NeighborAlltoallw(ctx, c, g, buf, counts, sd, types, buf, counts, rd, types); err != nil {
+					return fmt.Errorf("round %d: %w", round, err)
+				}
+				// rank 0's neighbour above (block 1) is rank 1, which sent it
+				// its block 0 (down): values 11, 12; rank 1 gets rank 0's
+				// block 1 (up): 3, 4 in its block 0.
+				k, want := 1, []int32{11, 12}
+				if me == 1 {
+					k, want = 0, []int32{3, 4}
+				}
+				if got := a[(rd[k])/4 : rd[k]/4+2]; !slices.Equal(got, want) {
+					return fmt.Errorf("round %d: block %d at byte %d = %v, want %v", round, k, rd[k], got, want)
+				}
 			}
-			// rank 0's neighbour above (block 1) is rank 1, which sent it
-			// its block 0 (down): values 11, 12; rank 1 gets rank 0's
-			// block 1 (up): 3, 4 in its block 0.
-			k, want := 1, []int32{11, 12}
-			if me == 1 {
-				k, want = 0, []int32{3, 4}
+			rd[0], rd[1] = 0, 8 // the receive layouts over the send layouts
+			if err := C.NeighborAlltoallw(ctx, c, g, buf, counts, sd, types, buf, counts, rd, types); !errors.Is(err, C.ErrInvalid) {
+				return fmt.Errorf("overlapping layouts after a change: %v, want ErrInvalid", err)
 			}
-			if got := a[(rd[k])/4 : rd[k]/4+2]; !slices.Equal(got, want) {
-				return fmt.Errorf("round %d: block %d at byte %d = %v, want %v", round, k, rd[k], got, want)
-			}
-		}
-		rd[0], rd[1] = 0, 8 // the receive layouts over the send layouts
-		if err := C.NeighborAlltoallw(ctx, c, g, buf, counts, sd, types, buf, counts, rd, types); !errors.Is(err, C.ErrInvalid) {
-			return fmt.Errorf("overlapping layouts after a change: %v, want ErrInvalid", err)
-		}
-		return nil
+			return nil
+		})
 	})
 }

@@ -143,16 +143,8 @@ func setup(ctx context.Context, cfg *config, tmp string, stderr io.Writer) ([]*j
 	}
 	jobs := []*job{{name: "weft", weft: true,
 		argv: append(w.Launch(2, []string{"WEFT_NODE_TRANSPORT=" + cfg.transport}), "-role", "weft")}}
-	for _, r := range cfg.refs {
-		m, err := mpijob.Find(ctx, r)
-		if err == nil {
-			prog := filepath.Join(tmp, r+"-ddtpp")
-			if err = m.Build(ctx, mpiSource, prog); err == nil {
-				jobs = append(jobs, &job{name: r, argv: append(m.Launch(2), prog)})
-				continue
-			}
-		}
-		fmt.Fprintf(stderr, "ddtpp: %s left out: %v\n", r, err)
+	for _, p := range mpijob.BuildAll(ctx, cfg.refs, mpiSource, tmp, "ddtpp", stderr) {
+		jobs = append(jobs, &job{name: p.Name, argv: append(p.Launch(2), p.Path)})
 	}
 	return jobs, nil
 }

@@ -45,7 +45,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -178,16 +177,8 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 		return err
 	}
 	jobs := []*job{{name: "weft", weft: true, argv: append(w.Launch(cfg.np, nil), "-role", "weft", cfg.spec())}}
-	for _, r := range cfg.refs {
-		m, err := mpijob.Find(ctx, r)
-		if err == nil {
-			prog := filepath.Join(tmp, r+"-halo")
-			if err = m.Build(ctx, mpiSource, prog); err == nil {
-				jobs = append(jobs, &job{name: r, argv: append(m.Launch(cfg.np), prog, cfg.spec())})
-				continue
-			}
-		}
-		fmt.Fprintf(stderr, "halo: %s left out: %v\n", r, err)
+	for _, p := range mpijob.BuildAll(ctx, cfg.refs, mpiSource, tmp, "halo", stderr) {
+		jobs = append(jobs, &job{name: p.Name, argv: append(p.Launch(cfg.np), p.Path, cfg.spec())})
 	}
 	res := sidebyside.NewFigures[[2]string](cfg.reps)
 	var mpis []string

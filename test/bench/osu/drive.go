@@ -10,7 +10,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -140,18 +139,10 @@ func setup(ctx context.Context, cfg *config, tmp string, stderr io.Writer) ([]*c
 			cs = append(cs, c)
 		}
 	}
-	for _, r := range cfg.refs {
-		m, err := mpijob.Find(ctx, r)
-		if err == nil {
-			prog := filepath.Join(tmp, r+"-osu")
-			if err = m.Build(ctx, mpiOSU, prog); err == nil {
-				cs = append(cs, &contender{name: r, mpi: true, argv: func(np int, args []string) []string {
-					return append(append(m.Launch(np), prog), args...)
-				}})
-				continue
-			}
-		}
-		fmt.Fprintf(stderr, "osu: %s left out: %v\n", r, err)
+	for _, p := range mpijob.BuildAll(ctx, cfg.refs, mpiOSU, tmp, "osu", stderr) {
+		cs = append(cs, &contender{name: p.Name, mpi: true, argv: func(np int, args []string) []string {
+			return append(append(p.Launch(np), p.Path), args...)
+		}})
 	}
 	return cs, nil
 }

@@ -116,6 +116,32 @@ func (m *MPI) Build(ctx context.Context, src []byte, dst string) error {
 // arguments) appended to it.
 func (m *MPI) Launch(np int) []string { return m.launch(np) }
 
+// A Program is a tool's MPI program built with one implementation.
+type Program struct {
+	*MPI
+	Path string // the executable
+}
+
+// BuildAll builds src, tool's MPI program, with each implementation of
+// names (Find) into dir as TOOL-NAME, in the order of names; one that is
+// not installed or does not build is left out with a line on stderr
+// saying why ("TOOL: NAME left out: ...").
+func BuildAll(ctx context.Context, names []string, src []byte, dir, tool string, stderr io.Writer) []Program {
+	var out []Program
+	for _, name := range names {
+		m, err := Find(ctx, name)
+		if err == nil {
+			prog := filepath.Join(dir, tool+"-"+name)
+			if err = m.Build(ctx, src, prog); err == nil {
+				out = append(out, Program{MPI: m, Path: prog})
+				continue
+			}
+		}
+		fmt.Fprintf(stderr, "%s: %s left out: %v\n", tool, name, err)
+	}
+	return out
+}
+
 // Fabrun returns the fabrun binary to launch weft jobs with: path, which
 // must exist, or when path is empty cmd/fabrun built into dir (go build,
 // from within the module).

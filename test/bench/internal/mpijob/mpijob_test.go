@@ -135,3 +135,16 @@ int main(int argc, char **argv)
 		t.Errorf("%d arguments refused, want 4:\n%s", n, out)
 	}
 }
+
+// TestBuildAllLeavesOut: an implementation that cannot run here is left
+// out with a line saying so, and the others are still built.
+func TestBuildAllLeavesOut(t *testing.T) {
+	var notes strings.Builder
+	got := BuildAll(context.Background(), []string{"lam"}, []byte("int main(void) { return 0; }\n"), t.TempDir(), "tool", &notes)
+	if len(got) != 0 {
+		t.Errorf("built %v", got)
+	}
+	if !strings.HasPrefix(notes.String(), "tool: lam left out: ") {
+		t.Errorf("notes %q", notes.String())
+	}
+}
