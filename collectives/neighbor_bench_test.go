@@ -22,38 +22,36 @@ func BenchmarkNeighborAlltoallw(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const n = 64
+	row, err := ddt.Contiguous(n, ddt.Float64)
+	if err == nil {
+		err = row.Commit()
+	}
+	col, err2 := ddt.Vector(n, 1, n+2, ddt.Float64)
+	if err2 == nil {
+		err2 = col.Commit()
+	}
+	if err != nil || err2 != nil {
+		b.Fatal(err, err2)
+	}
 	errs := onHandles(ctx, eps, nil, func(ctx context.Context, world *C.Coll) error {
-		g, err := world.Comm().CartCreate(ctx, []int{2, 1}, nil)
-		if err != nil {
-			return err
-		}
-		defer g.Free()
-		c, err := C.New(ctx, g.Comm())
-		if err != nil {
-			return err
-		}
-		defer c.Free()
-		w := n + 2
-		a := make([]float64, w*w)
-		buf := endpoint.AsBytes(a)
-		row, _ := ddt.Contiguous(n, ddt.Float64)
-		row.Commit()
-		col, _ := ddt.Vector(n, 1, w, ddt.Float64)
-		col.Commit()
-		at := func(y, x int) int { return 8 * (y*w + x) }
-		types := []*ddt.Type{row, row, col, col}
-		counts := []int{1, 1, 1, 1}
-		sd := []int{at(1, 1), at(n, 1), at(1, 1), at(1, n)}
-		rd := []int{at(0, 1), at(n+1, 1), at(1, 0), at(1, n+1)}
-		if c.Rank() == 0 {
-			b.ResetTimer()
-		}
-		for i := 0; i < b.N; i++ {
-			if err := C.NeighborAlltoallw(ctx, c, g, buf, counts, sd, types, buf, counts, rd, types); err != nil {
-				return err
+		return withGrid(ctx, world, []int{2, 1}, func(c *C.Coll, g *endpoint.Cart) error {
+			w := n + 2
+			buf := endpoint.AsBytes(make([]float64, w*w))
+			at := func(y, x int) int { return 8 * (y*w + x) }
+			types := []*ddt.Type{row, row, col, col}
+			counts := []int{1, 1, 1, 1}
+			sd := []int{at(1, 1), at(n, 1), at(1, 1), at(1, n)}
+			rd := []int{at(0, 1), at(n+1, 1), at(1, 0), at(1, n+1)}
+			if c.Rank() == 0 {
+				b.ResetTimer()
 			}
-		}
-		return nil
+			for i := 0; i < b.N; i++ {
+				if err := C.NeighborAlltoallw(ctx, c, g, buf, counts, sd, types, buf, counts, rd, types); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	})
 	for _, err := range errs {
 		if err != nil {

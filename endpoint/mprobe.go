@@ -75,33 +75,37 @@ func (c *Comm) Mprobe(ctx context.Context, src, tag int) (*Message, error) {
 	return m, err
 }
 
-// claim marks m received, or says why it cannot be.
-func (m *Message) claim(op string) error {
+// receive receives the message by post, which starts a receive of it;
+// a message with nothing wrong with it is received once, and one whose
+// receive could not start (a bad layout) stays to receive.
+func (m *Message) receive(post func() (*Request, error)) (*Request, error) {
+	const op = "matched receive"
 	if m == nil || m.c == nil {
-		return fmt.Errorf("endpoint: %s of a nil message: %w", op, ErrInvalid)
+		return nil, fmt.Errorf("endpoint: %s of a nil message: %w", op, ErrInvalid)
 	}
 	if m.used {
-		return fmt.Errorf("endpoint: %s: the message was received already: %w", op, ErrInvalid)
+		return nil, fmt.Errorf("endpoint: %s: the message was received already: %w", op, ErrInvalid)
 	}
 	if err := m.c.usable(op); err != nil {
-		return err
+		return nil, err
 	}
-	m.used = true
-	return nil
+	if m.null {
+		m.used = true
+		return procNullRecv(), nil
+	}
+	r, err := post()
+	if err == nil {
+		m.used, m.m = true, unexp{} // its payload buffer is the endpoint's again
+	}
+	return r, err
 }
 
 // Imrecv starts receiving the message into buf (MPI_Imrecv); a longer
 // message completes the request with ErrTruncated, as Irecv's does.
 func (m *Message) Imrecv(buf []byte) (*Request, error) {
-	if err := m.claim("matched receive"); err != nil {
-		return nil, err
-	}
-	if m.null {
-		return procNullRecv(), nil
-	}
-	r, err := m.c.recvReq(buf, m.st.Source, m.st.Tag, m.c.ctx, false, nil, &m.m)
-	m.m = unexp{} // its payload buffer is the endpoint's again
-	return r, err
+	return m.receive(func() (*Request, error) {
+		return m.c.recvReq(buf, m.st.Source, m.st.Tag, m.c.ctx, false, nil, &m.m)
+	})
 }
 
 // Mrecv receives the message into buf (MPI_Mrecv) and returns its status.
@@ -113,22 +117,12 @@ func (m *Message) Mrecv(ctx context.Context, buf []byte) (Status, error) {
 }
 
 // ImrecvTyped starts receiving the message into count elements of t laid
-// out in buf (as IrecvTyped receives).
+// out in buf (as IrecvTyped receives); a bad layout is an error that
+// leaves the message to receive.
 func (m *Message) ImrecvTyped(buf []byte, count int, t *ddt.Type) (*Request, error) {
-	if m != nil && !m.used && m.c != nil {
-		if _, _, _, err := typedView(buf, count, t); err != nil {
-			return nil, err // a bad layout leaves the message to receive
-		}
-	}
-	if err := m.claim("matched receive"); err != nil {
-		return nil, err
-	}
-	if m.null {
-		return procNullRecv(), nil
-	}
-	r, err := m.c.irecvTyped(buf, count, t, m.st.Source, m.st.Tag, &m.m)
-	m.m = unexp{}
-	return r, err
+	return m.receive(func() (*Request, error) {
+		return m.c.irecvTyped(buf, count, t, m.st.Source, m.st.Tag, &m.m)
+	})
 }
 
 // MrecvTyped receives the message into count elements of t laid out in

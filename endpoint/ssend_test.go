@@ -75,44 +75,31 @@ func TestSynchronousSend(t *testing.T) {
 // returns no sooner than the receive is posted (rank 1 posts it 100 ms
 // late), with every size class.
 func TestSynchronousSendProcs(t *testing.T) {
-	for _, p := range withHdr {
-		if hdrOff(p, false, false) {
-			continue
-		}
-		t.Run(provName(p), func(t *testing.T) {
-			if launch(t, 2, p, 60*time.Second) {
-				return
-			}
-			w := initWorld(t)
-			c := w.Comm()
-			ctx := tctx(t, 30*time.Second)
-			const late = 100 * time.Millisecond
-			for i, sz := range ssendSizes {
-				if err := c.Barrier(ctx); err != nil {
-					t.Fatal(err)
-				}
-				buf := make([]byte, sz)
-				if c.Rank() == 0 {
-					pattern(buf, 0, 1, i)
-					start := time.Now()
-					if err := c.Ssend(ctx, buf, 1, i); err != nil {
-						t.Fatalf("Ssend of %d bytes: %v", sz, err)
-					}
-					if took := time.Since(start); took < late*9/10 {
-						t.Fatalf("Ssend of %d bytes returned after %v, before its receive was posted (%v)", sz, took, late)
-					}
-					continue
-				}
-				time.Sleep(late)
-				want := make([]byte, sz)
-				pattern(want, 0, 1, i)
-				if st, err := c.Recv(ctx, buf, 0, i); err != nil || st.Count != sz || !bytes.Equal(buf, want) {
-					t.Fatal(fmt.Errorf("receive of %d bytes: %+v %v", sz, st, err))
-				}
-			}
+	onPairOfProcs(t, func(ctx context.Context, c *endpoint.Comm) error {
+		const late = 100 * time.Millisecond
+		for i, sz := range ssendSizes {
 			if err := c.Barrier(ctx); err != nil {
-				t.Fatal(err)
+				return err
 			}
-		})
-	}
+			buf := make([]byte, sz)
+			if c.Rank() == 0 {
+				pattern(buf, 0, 1, i)
+				start := time.Now()
+				if err := c.Ssend(ctx, buf, 1, i); err != nil {
+					return fmt.Errorf("Ssend of %d bytes: %w", sz, err)
+				}
+				if took := time.Since(start); took < late*9/10 {
+					return fmt.Errorf("Ssend of %d bytes returned after %v, before its receive was posted (%v)", sz, took, late)
+				}
+				continue
+			}
+			time.Sleep(late)
+			want := make([]byte, sz)
+			pattern(want, 0, 1, i)
+			if st, err := c.Recv(ctx, buf, 0, i); err != nil || st.Count != sz || !bytes.Equal(buf, want) {
+				return fmt.Errorf("receive of %d bytes: %+v %v", sz, st, err)
+			}
+		}
+		return nil
+	})
 }
