@@ -27,6 +27,10 @@ var mpiSource []byte
 // tables.
 var weftCols = []string{"typed", "manual", "contig"}
 
+// passCols are the weft job's other figures: its typed contender's pack
+// and unpack passes timed alone (the packing floor).
+var passCols = []string{"pack", "unpack"}
+
 // mpiCols are the contenders an MPI job prints: the typed ping-pong of the
 // case's MPI datatype (mpi) and the contiguous ping-pong of the same bytes
 // (mpicontig).
@@ -97,7 +101,7 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 			for _, c := range cfg.cases {
 				k := c.String()
 				if j.weft {
-					for _, col := range weftCols {
+					for _, col := range append(slices.Clone(weftCols), passCols...) {
 						res.Add([2]string{col, k}, rep, o.lat[[2]string{col, k}])
 					}
 					jit[k] = o.jit[k]
@@ -265,7 +269,7 @@ var errMismatch = errors.New("layout differs from ddt's")
 func (o *output) check(cases []*ddtcases.Case, want map[string]sums, weft bool) error {
 	cols := mpiCols
 	if weft {
-		cols = weftCols
+		cols = append(slices.Clone(weftCols), passCols...)
 	}
 	for _, c := range cases {
 		k := c.String()

@@ -21,7 +21,13 @@
 // The contiguous sends (contig and the MPIs' -contig) are the floor: the
 // fastest of them in a repetition is what no typed send of the layout can
 // beat, however good its datatype engine, since it moves the same bytes
-// with nothing to pack.
+// with nothing to pack. The weft job also times its typed contender's
+// passes alone, both ranks at once and with no message (pack and unpack:
+// each rank's mean, the slower rank's figure): a typed send that packs
+// overlaps at best the sender's pack with the receiver's unpack, so the
+// larger of the two (the packing floor) is what no typed send of weft's
+// datatype engine can beat, and the larger of the floor and the packing
+// floor is the lowest a typed cell can be.
 //
 // The MPI datatype of a case is not written by hand: the driver writes a
 // recipe (recipe.go) of the constructor calls that built the ddt type,
@@ -52,8 +58,10 @@
 // contig on the geometric mean of the cells of at least 64 KiB, and typed
 // at least twice as fast as the best MPI on the geometric mean of all
 // cells (≤ 0.5). Under them, without a target, the geometric mean over all
-// cells of floor ÷ best MPI: the lowest typed ÷ best MPI could be, so
-// when it is above 0.5 the last target is out of reach.
+// cells of floor ÷ best MPI, and the last two targets' geometric means
+// with the lowest in place of typed: what the figures could be at best
+// with this datatype engine, so that a target whose lowest figure is
+// beyond it is out of its reach.
 //
 // Usage (from the repository root):
 //
@@ -63,9 +71,11 @@
 // ddtpp, case the layout, size its label, bytes the message size) and the
 // tables on stderr: per cell one record per contender (metric typed,
 // manual, contig, mpich, openmpi, mpich-contig, openmpi-contig; value the
-// median half round trip in µs), three of typed with a reference (metric
-// typed-vs-manual, typed-vs-contig, typed-vs-mpi; ratio the median
-// per-repetition ratio) and, when an MPI ran, one of the floor with the
+// median half round trip in µs) and per pass (pack, unpack; µs), three of
+// typed with a reference (metric typed-vs-manual, typed-vs-contig,
+// typed-vs-mpi; ratio the median per-repetition ratio), one of the
+// packing floor with contig (packfloor-vs-contig) and, when an MPI ran,
+// one of the floor with the
 // best MPI (metric floor-vs-mpi; value the median floor, ref_value the
 // median best MPI, ratio the median per-repetition floor ÷ best MPI).
 package main

@@ -220,6 +220,8 @@ SUM unpack a s 0000000000000100
 RESULT typed a s 2.5
 RESULT manual a s 2.0
 RESULT contig a s 1.0
+RESULT pack a s 0.5
+RESULT unpack a s 0.75
 JIT state a s compiled
 `
 
@@ -237,7 +239,7 @@ func TestParseOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.sums["a/s"] != (sums{0xff, 0x100}) || o.lat[[2]string{"typed", "a/s"}] != 2.5 || o.jit["a/s"] != "compiled" ||
-		!slices.Equal(o.cols, []string{"typed", "manual", "contig"}) {
+		!slices.Equal(o.cols, []string{"typed", "manual", "contig", "pack", "unpack"}) || o.lat[[2]string{"unpack", "a/s"}] != 0.75 {
 		t.Errorf("parsed %+v", o)
 	}
 	o, err = parseOutput([]byte(mpiOut))
@@ -356,6 +358,10 @@ func TestAggregate(t *testing.T) {
 	set("mpich-contig", s, 0.8, 3.5, 1.2)
 	set("openmpi-contig", s, 1.5, 2, nan)
 	set("mpich-contig", b, 6, 15, nan) // no openmpi-contig at all
+	set("pack", s, 0.5, 1, 0.3)
+	set("unpack", s, 0.4, 2, 0.2)
+	set("pack", b, 6, 25, 9)
+	set("unpack", b, 7, 18, 10)
 	rp := &report{cfg: cfg, res: res, mpis: []string{"mpich", "openmpi"}, jit: map[string]string{s: "compiled", b: "interpreted"}}
 	if got := res.Best(keys(rp.mpis, s), true); !slices.Equal(got, []float64{4, 10, 4}) {
 		t.Errorf("best MPI %v", got)
@@ -395,10 +401,19 @@ func TestAggregate(t *testing.T) {
 	if r := by["ddtpp/fft2/s/mpich-contig"]; r.Reps != 2 || r.Value != 10.5 {
 		t.Errorf("mpich-contig %+v", r)
 	}
-	// 7 contenders, 3 comparisons of typed and the floor's; fft2 without
-	// openmpi-contig.
-	if len(by) != 11+10 {
-		t.Errorf("%d records, want 11 and 10", len(by))
+	// The packing floor, the slower pass: milc 0.5, 2, 0.3 → 0.5; ÷
+	// contig 0.5, 2/3, 0.3 → 0.5. fft2 7, 25, 10 → 10; ÷ contig 1.4, 1.25,
+	// 1.25 → 1.25.
+	if r := by["ddtpp/milc_su3_zd/s/packfloor-vs-contig"]; !near(r.Ratio, 0.5) || r.Value != 0.5 || r.Ref != "contig" || r.RefValue != 1 {
+		t.Errorf("packfloor-vs-contig %+v", r)
+	}
+	if r := by["ddtpp/fft2/s/packfloor-vs-contig"]; !near(r.Ratio, 1.25) || r.Value != 10 || r.RefValue != 8 {
+		t.Errorf("fft2 packfloor-vs-contig %+v", r)
+	}
+	// 9 figures (7 contenders, 2 passes), 3 comparisons of typed, the
+	// packing floor's and the floor's; fft2 without openmpi-contig.
+	if len(by) != 14+13 {
+		t.Errorf("%d records, want 14 and 13", len(by))
 	}
 	sum := rp.summaries()
 	// Worst typed ÷ manual: milc 2 (fft2: 0.5).
@@ -414,8 +429,17 @@ func TestAggregate(t *testing.T) {
 		t.Errorf("MPI geomean %+v", sum[2])
 	}
 	// floor ÷ best MPI: milc 0.2, fft2 1/6; geomean √(1/30), no target.
-	if len(sum) != 4 || !near(sum[3].value, math.Sqrt(1.0/30)) || !sum[3].info || sum[3].where != "2 cells" {
+	if len(sum) != 6 || !near(sum[3].value, math.Sqrt(1.0/30)) || !sum[3].info || sum[3].where != "2 cells" {
 		t.Errorf("floor geomean %+v", sum)
+	}
+	// Lowest, max(floor, packing floor): milc 0.8, 2, 1 (the floor);
+	// fft2 7, 25, 10. ÷ contig ≥ 64 KiB: fft2's 1.4, 1.25, 1.25 → 1.25.
+	if !near(sum[4].value, 1.25) || !sum[4].info || sum[4].where != "1 cells" {
+		t.Errorf("lowest ÷ contig %+v", sum[4])
+	}
+	// ÷ best MPI: milc 0.2, 0.2, 0.25 → 0.2; fft2 7/30, 0.25, 1/3 → 0.25.
+	if !near(sum[5].value, math.Sqrt(0.2*0.25)) || !sum[5].info || sum[5].where != "2 cells" {
+		t.Errorf("lowest ÷ best MPI %+v", sum[5])
 	}
 	var out bytes.Buffer
 	rp.print(&out)
@@ -425,14 +449,16 @@ func TestAggregate(t *testing.T) {
 		"typed ÷ best MPI, geomean of all cells (target ≤ 0.5): met (0.447, 2 cells)",
 		"floor (fastest contiguous send of the same bytes) ÷ best MPI typed, geomean of all cells: floor 0.183 (2 cells)",
 		"a typed send cannot beat a contiguous send of its bytes",
+		"lowest (max of the floor, pack and unpack) ÷ contig, geomean of the cells ≥ 64 KiB: floor 1.250 (1 cells)",
+		"    contig      pack    unpack     mpich",
 		"floor/MPI: the fastest of contig, mpich-contig, openmpi-contig ÷ the best MPI",
 		"    mpich   openmpi mpich-contig openmpi-contig  /manual",
 		"1.750     2.00     2.00     0.60      0.20 compiled\n",
 		"–     0.50     1.50     0.33      0.17 interpreted\n")
 	// Without an MPI there is no floor ÷ best MPI to take.
 	rp.mpis = nil
-	if sum := rp.summaries(); !math.IsNaN(sum[3].value) {
-		t.Errorf("floor geomean without MPI %+v", sum[3])
+	if sum := rp.summaries(); !math.IsNaN(sum[3].value) || !math.IsNaN(sum[5].value) {
+		t.Errorf("floor geomeans without MPI %+v", sum)
 	}
 	for _, r := range rp.records() {
 		if slices.Contains([]string{"mpich-contig", "openmpi-contig", "floor-vs-mpi"}, r.Metric) {
@@ -471,8 +497,9 @@ func TestRunsSideBySide(t *testing.T) {
 			t.Fatalf("%d table rows, want %d:\n%s", len(rows), len(ddtcases.Names()), out)
 		}
 		for _, r := range rows {
-			// weft's 3, each MPI's typed and contiguous, 4 ratios.
-			if want := 3 + 2*(len(jobs)-1) + 4; len(strings.Fields(r[2])) != want {
+			// weft's 3 and its 2 passes, each MPI's typed and
+			// contiguous, 4 ratios.
+			if want := 5 + 2*(len(jobs)-1) + 4; len(strings.Fields(r[2])) != want {
 				t.Errorf("row %q: %d figures, want %d", r[0], len(strings.Fields(r[2])), want)
 			}
 		}

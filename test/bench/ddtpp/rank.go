@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime/pprof"
 	"strconv"
@@ -37,10 +39,12 @@ const rankLimit = time.Hour
 //
 // Per case, after the checks, the three weft contenders run WARMUP untimed
 // round trips each and then ITERS timed ones split into ROUNDS rounds, the
-// contenders in a rotated order within each round. Besides the SUM and
-// RESULT lines (one per contender: typed, manual, contig) rank 0 prints
-// "JIT state NAME SIZE compiled|interpreted": whether the case's type
-// packed through compiled code by the end.
+// contenders in a rotated order within each round; then both ranks time
+// ITERS of the typed contender's pack and unpack passes alone (passes).
+// Besides the SUM and RESULT lines (one per contender: typed, manual,
+// contig; and pack and unpack, the passes' means) rank 0 prints "JIT
+// state NAME SIZE compiled|interpreted": whether the case's type packed
+// through compiled code by the end.
 // profileEnv names the environment variable that makes each rank write a
 // CPU profile (pprof) of its cases to the file named by its value plus
 // ".RANK".
@@ -233,6 +237,12 @@ func runCase(ctx context.Context, c *endpoint.Comm, cs *ddtcases.Case, rc recipe
 			el[i] += time.Since(t0)
 		}
 	}
+	// 4. The passes alone (the packing floor): each rank packs and unpacks
+	// as in the typed ping-pong, both ranks at once, with no message.
+	pk, upk, err := passes(ctx, c, cs, sb, rb, ps, pr, rc.iters)
+	if err != nil {
+		return fmt.Errorf("passes: %w", err)
+	}
 	if me != 0 {
 		return nil
 	}
@@ -251,10 +261,60 @@ func runCase(ctx context.Context, c *endpoint.Comm, cs *ddtcases.Case, rc recipe
 	for i, col := range weftCols {
 		fmt.Fprintf(stdout, "RESULT %s %s %s %.4f\n", col, rc.name, rc.size, el[i].Seconds()*1e6/float64(2*rc.iters))
 	}
+	fmt.Fprintf(stdout, "RESULT pack %s %s %.4f\nRESULT unpack %s %s %.4f\n", rc.name, rc.size, pk, rc.name, rc.size, upk)
 	state := "interpreted"
 	if cs.Type.Compiled() {
 		state = "compiled"
 	}
 	fmt.Fprintf(stdout, "JIT state %s %s %s\n", rc.name, rc.size, state)
 	return nil
+}
+
+// passes times the datatype engine's passes of the typed ping-pong
+// without the messages: n times, rank 0 packs sb into ps and unpacks pr
+// into rb, rank 1 unpacks pr into rb and packs rb into ps, both ranks at
+// once (after a barrier), so that each core and cache is as busy as in
+// the ping-pong. It returns, on rank 0, the mean pack and unpack in µs,
+// each the slower rank's: a pipelined typed send can at best overlap
+// the sender's pack with the receiver's unpack, so the larger of the two
+// is the least a typed half round trip of this engine can take.
+func passes(ctx context.Context, c *endpoint.Comm, cs *ddtcases.Case, sb, rb, ps, pr []byte, n int) (pack, unpack float64, err error) {
+	if err := c.Barrier(ctx); err != nil {
+		return 0, 0, err
+	}
+	var tp, tu time.Duration
+	doPack := func(src []byte) error {
+		t0 := time.Now()
+		_, err := cs.Type.Pack(ps, src, cs.Count)
+		tp += time.Since(t0)
+		return err
+	}
+	doUnpack := func() error {
+		t0 := time.Now()
+		_, err := cs.Type.Unpack(rb, pr, cs.Count)
+		tu += time.Since(t0)
+		return err
+	}
+	for range n {
+		if c.Rank() == 0 {
+			err = errors.Join(doPack(sb), doUnpack())
+		} else {
+			err = errors.Join(doUnpack(), doPack(rb))
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+	}
+	mine := [2]float64{tp.Seconds() * 1e6 / float64(n), tu.Seconds() * 1e6 / float64(n)}
+	var b [16]byte
+	if c.Rank() == 1 {
+		binary.LittleEndian.PutUint64(b[:], math.Float64bits(mine[0]))
+		binary.LittleEndian.PutUint64(b[8:], math.Float64bits(mine[1]))
+		return 0, 0, c.Send(ctx, b[:], 0, tagHash)
+	}
+	if _, err := c.Recv(ctx, b[:], 1, tagHash); err != nil {
+		return 0, 0, err
+	}
+	return max(mine[0], math.Float64frombits(binary.LittleEndian.Uint64(b[:]))),
+		max(mine[1], math.Float64frombits(binary.LittleEndian.Uint64(b[8:]))), nil
 }
