@@ -18,6 +18,8 @@ const (
 	HMEMZE   HMEMIface = C.FI_HMEM_ZE
 )
 
+// String returns libfabric's short name of the kind ("cuda", "rocr",
+// "ze").
 func (i HMEMIface) String() string {
 	switch i {
 	case HMEMCUDA:
