@@ -318,3 +318,55 @@ func ExampleHeap_PutTyped() {
 	fmt.Println(v)
 	// Output: [1 0 0 2 0 0 3 0 0 4 0 0]
 }
+
+// ExampleHeap_SetLock guards a read-modify-write of a counter on rank 0
+// with a distributed lock (shmem_set_lock): run as a single rank here,
+// under fabrun every rank adds its share and the total is exact.
+func ExampleHeap_SetLock() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	j, err := job.Init(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Finalize()
+	h, err := onesided.NewHeap(ctx, onesided.JobGroup(j), 1<<12)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer h.Close(ctx)
+	lock, err := h.Alloc(ctx, 8, 8) // zero on every rank
+	if err != nil {
+		log.Fatal(err)
+	}
+	counter, err := h.Alloc(ctx, 8, 8)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var b [8]byte
+	for range 3 {
+		if err := h.SetLock(ctx, lock); err != nil {
+			log.Fatal(err)
+		}
+		if err := h.Get(0, counter, 0, b[:]); err != nil {
+			log.Fatal(err)
+		}
+		if err := h.Quiet(ctx); err != nil {
+			log.Fatal(err)
+		}
+		binary.LittleEndian.PutUint64(b[:], binary.LittleEndian.Uint64(b[:])+1)
+		if err := h.Put(0, counter, 0, b[:]); err != nil {
+			log.Fatal(err)
+		}
+		if err := h.ClearLock(ctx, lock); err != nil { // completes the Put first
+			log.Fatal(err)
+		}
+	}
+	if err := h.Barrier(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if j.Rank() == 0 {
+		fmt.Println(binary.LittleEndian.Uint64(h.Local(counter)))
+	}
+	// Output: 3
+}

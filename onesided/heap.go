@@ -3,6 +3,7 @@ package onesided
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -24,6 +25,10 @@ type Heap struct {
 	allocs map[int]int // offset → size
 	check  bool
 	closed bool
+	// Distributed locks (lock.go): the ones this rank holds, and the ones
+	// it owes, given up by a call whose context ended.
+	held map[int]bool
+	owed map[int]lockState
 }
 
 type span struct{ start, end int }
@@ -434,12 +439,18 @@ func (h *Heap) Quiet(ctx context.Context) error {
 	if err := h.usable("Quiet"); err != nil {
 		return err
 	}
+	if err := h.serviceLocks(); err != nil {
+		return err
+	}
 	return h.w.FlushAll(ctx)
 }
 
 // Barrier is Quiet followed by a barrier of all ranks (shmem_barrier_all).
 func (h *Heap) Barrier(ctx context.Context) error {
 	if err := h.usable("Barrier"); err != nil {
+		return err
+	}
+	if err := h.serviceLocks(); err != nil {
 		return err
 	}
 	return h.w.Fence(ctx)
@@ -453,6 +464,9 @@ func (h *Heap) Close(ctx context.Context) error {
 	if h.closed {
 		return nil
 	}
+	// The ranks queued behind a lock this rank gave up must get it
+	// before the window goes.
+	lockErr := h.settleLocks(ctx)
 	h.closed = true
-	return h.w.Free(ctx)
+	return errors.Join(lockErr, h.w.Free(ctx))
 }

@@ -126,6 +126,12 @@ func TestMultiProcess(t *testing.T) {
 				if err := heapAtomicErrors(ctx, g); err != nil {
 					return fmt.Errorf("heap atomic errors: %w", err)
 				}
+				if err := heapLockScenario(ctx, g, 2*heapIters); err != nil {
+					return fmt.Errorf("heap locks: %w", err)
+				}
+				if err := heapLockAbandoned(ctx, g); err != nil {
+					return fmt.Errorf("abandoned heap lock: %w", err)
+				}
 				shapes := pipelineShapes(true)
 				if !c.full && c.provider == "sockets" {
 					shapes = []PipelineConfig{{N: 9, K: 4, D: 2, BytesPerIter: 512}}
