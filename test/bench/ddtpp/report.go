@@ -113,27 +113,22 @@ func (rp *report) cols() []string {
 // sender's pack with the receiver's unpack, so no typed send of this
 // datatype engine that packs can take less.
 func (rp *report) packFloor(cell string) []float64 {
-	pk, upk := rp.res.Series([2]string{"pack", cell}), rp.res.Series([2]string{"unpack", cell})
-	out := make([]float64, len(pk))
-	for i := range pk {
-		out[i] = math.NaN()
-		if i < len(upk) && !math.IsNaN(pk[i]) && !math.IsNaN(upk[i]) {
-			out[i] = max(pk[i], upk[i])
-		}
-	}
-	return out
+	return larger(rp.res.Series([2]string{"pack", cell}), rp.res.Series([2]string{"unpack", cell}))
 }
 
 // lowest is, per repetition, the least a typed send of cell can take: the
 // larger of the floor (the fastest contiguous send, where an MPI's ran)
 // and the packing floor.
-func (rp *report) lowest(cell string) []float64 {
-	f, p := rp.floor(cell), rp.packFloor(cell)
-	out := make([]float64, len(f))
-	for i := range f {
+func (rp *report) lowest(cell string) []float64 { return larger(rp.floor(cell), rp.packFloor(cell)) }
+
+// larger is, per repetition, the larger of a and b; NaN where either is
+// missing.
+func larger(a, b []float64) []float64 {
+	out := make([]float64, len(a))
+	for i := range a {
 		out[i] = math.NaN()
-		if i < len(p) && !math.IsNaN(f[i]) && !math.IsNaN(p[i]) {
-			out[i] = max(f[i], p[i])
+		if i < len(b) && !math.IsNaN(a[i]) && !math.IsNaN(b[i]) {
+			out[i] = max(a[i], b[i])
 		}
 	}
 	return out
