@@ -1,8 +1,9 @@
 // Command pgas is a small PGAS program on weft's symmetric heap: every rank
 // allocates the same objects, adds to a counter on every rank with remote
 // atomics, adds to a vector and sets a bit of a mask on every rank with
-// non-fetching atomics, passes a token around the ring with
-// put-with-signal, and checks the results after a barrier.
+// non-fetching atomics, appends its rank to a list on rank 0 under a
+// distributed lock, passes a token around the ring with put-with-signal,
+// and checks the results after a barrier.
 //
 //	fabrun -n 4 bin/pgas
 //	WEFT_ONESIDED_SHM=off fabrun -n 4 --provider tcp\;ofi_rxm bin/pgas
@@ -57,6 +58,41 @@ func run() error {
 	}
 	mask, err := heap.Alloc(ctx, 8, 8)
 	if err != nil {
+		return err
+	}
+	lock, err := heap.Alloc(ctx, 8, 8) // zero on every rank, as a lock must start
+	if err != nil {
+		return err
+	}
+	list, err := heap.Alloc(ctx, 8*(n+1), 8) // length, then the entries
+	if err != nil {
+		return err
+	}
+
+	// Under the lock, append this rank to the list on rank 0: read the
+	// length, write the entry and the new length; no single atomic does
+	// that, and without the lock two ranks would take the same slot.
+	if err := heap.SetLock(ctx, lock); err != nil {
+		return err
+	}
+	var lb [8]byte
+	if err := heap.Get(0, list, 0, lb[:]); err != nil {
+		return err
+	}
+	if err := heap.Quiet(ctx); err != nil { // the Get has landed
+		return err
+	}
+	k := binary.LittleEndian.Uint64(lb[:])
+	if k >= uint64(n) {
+		return fmt.Errorf("rank %d: the list is full (%d entries) before this rank's turn", me, k)
+	}
+	if err := heap.Put(0, list, 8*int(k+1), le(uint64(me))); err != nil {
+		return err
+	}
+	if err := heap.Put(0, list, 0, le(k+1)); err != nil {
+		return err
+	}
+	if err := heap.ClearLock(ctx, lock); err != nil { // completes both Puts first
 		return err
 	}
 
@@ -118,6 +154,18 @@ func run() error {
 		return fmt.Errorf("rank %d: mask %#x, want %#x", me, got, want)
 	}
 	if me == 0 {
+		l := heap.Local(list)
+		if got := binary.LittleEndian.Uint64(l); got != uint64(n) {
+			return fmt.Errorf("list of %d entries after the locked appends, want %d", got, n)
+		}
+		seen := make([]bool, n)
+		for i := 0; i < n; i++ {
+			r := binary.LittleEndian.Uint64(l[8*(i+1):])
+			if r >= uint64(n) || seen[r] {
+				return fmt.Errorf("list entry %d is %d: a rank missing or twice", i, r)
+			}
+			seen[r] = true
+		}
 		if want := uint64(n * (n - 1) / 2); sum != want {
 			return fmt.Errorf("token came back with %d, want %d", sum, want)
 		}
@@ -125,8 +173,8 @@ func run() error {
 		if w := heap.Window(); w.Provider() != "" {
 			path = "libfabric " + w.Provider() + ", signal ordering " + w.Ordering().String()
 		}
-		fmt.Printf("pgas: %d ranks, counter %d and bins %d..%d on every rank, ring token %d (%s)\n",
-			n, got, n*(n+1)/2, n*(n+1)/2*bins, sum, path)
+		fmt.Printf("pgas: %d ranks, counter %d and bins %d..%d on every rank, %d locked appends, ring token %d (%s)\n",
+			n, got, n*(n+1)/2, n*(n+1)/2*bins, n, sum, path)
 	}
 	return nil
 }
