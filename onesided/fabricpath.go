@@ -595,6 +595,18 @@ func (f *fabPath) fetchAtomic(target, off int, t AtomicType, o Op, v uint64) (ui
 }
 
 func (f *fabPath) cas(target, off int, t AtomicType, cmp, swap uint64) (uint64, error) {
+	return f.casAt(target, f.raddr(target, off), f.keys[target], t, cmp, swap)
+}
+
+// ctrlCAS is a compare-and-swap of the 8-byte control word at byte off of
+// target's control words (the window locks).
+func (f *fabPath) ctrlCAS(target, off int, cmp, swap uint64) (uint64, error) {
+	return f.casAt(target, f.cbases[target]+uint64(off), f.ckeys[target], AtomicUint64, cmp, swap)
+}
+
+// casAt is a compare-and-swap of the element of type t at remote address
+// raddr (key key) of target, waited for.
+func (f *fabPath) casAt(target int, raddr, key uint64, t AtomicType, cmp, swap uint64) (uint64, error) {
 	if !f.casValid(t) {
 		return 0, fmt.Errorf("onesided: compare-and-swap on %v: provider %s does not grant it: %w", t, f.info.Provider, ErrNotSupported)
 	}
@@ -611,7 +623,7 @@ func (f *fabPath) cas(target, off int, t AtomicType, cmp, swap uint64) (uint64, 
 	desc := f.scratch.Desc()
 	if err := f.post(id, func() error {
 		return f.ep.CompareAtomic(s[:sz], desc, s[8:8+sz], desc, s[16:16+sz], desc, fabType(t), fabric.OpCswap,
-			f.addrs[target], f.raddr(target, off), f.keys[target], id)
+			f.addrs[target], raddr, key, id)
 	}); err != nil {
 		return 0, err
 	}

@@ -132,6 +132,9 @@ func TestMultiProcess(t *testing.T) {
 				if err := heapLockAbandoned(ctx, g); err != nil {
 					return fmt.Errorf("abandoned heap lock: %w", err)
 				}
+				if err := windowLockScenario(ctx, g, 2*heapIters, false); err != nil {
+					return fmt.Errorf("window locks: %w", err)
+				}
 				shapes := pipelineShapes(true)
 				if !c.full && c.provider == "sockets" {
 					shapes = []PipelineConfig{{N: 9, K: 4, D: 2, BytesPerIter: 512}}

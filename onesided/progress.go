@@ -116,6 +116,12 @@ func (p *guardedPath) cas(target, off int, t AtomicType, cmp, swap uint64) (uint
 	return p.f.cas(target, off, t, cmp, swap)
 }
 
+func (p *guardedPath) ctrlCAS(target, off int, cmp, swap uint64) (uint64, error) {
+	p.g.Enter()
+	defer p.g.Exit()
+	return p.f.ctrlCAS(target, off, cmp, swap)
+}
+
 func (p *guardedPath) flush(ctx context.Context, target int) error {
 	p.g.Enter()
 	defer p.g.Exit()

@@ -257,6 +257,9 @@ type Window struct {
 	// typed is the scratch of PutTyped and GetTyped on the libfabric
 	// path, kept so that a repeated transfer allocates nothing.
 	typed typedScratch
+	// locks are the targets this rank holds a Lock on: true for an
+	// exclusive lock (winlock.go).
+	locks map[int]bool
 }
 
 // netPath is the libfabric side of a window (fabricpath.go).
@@ -278,6 +281,9 @@ type netPath interface {
 	waitWord(p *uint64, want uint64, spins int) (bool, error)
 	// ctrlSignal stores val into control word at byte off of target.
 	ctrlSignal(target, off int, val uint64) error
+	// ctrlCAS compares and swaps the control word at byte off of target
+	// and returns its previous value.
+	ctrlCAS(target, off int, cmp, swap uint64) (uint64, error)
 	// ctrlMem is this rank's control words when the path owns them.
 	ctrlMem() []byte
 	// typedVec and typedChunks serve PutTyped and GetTyped
