@@ -17,8 +17,9 @@ import (
 // a steady stream of shared holders can keep an exclusive one waiting.
 
 // winLockWord is the byte offset of the lock word in each rank's control
-// words: the barrier's words come first, one per round (20 at most for
-// MaxRanks-sized groups), and the last word is the libfabric path's spare.
+// words: the barrier's words come first, one per round (a group would
+// need 2^62 ranks to reach this one), and the last word is the libfabric
+// path's spare.
 const winLockWord = ctrlBytes - 16
 
 // winWriter is the lock word of a target held exclusively.
