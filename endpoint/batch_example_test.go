@@ -192,3 +192,44 @@ func ExampleComm_Issend() {
 	// complete before the receive: false
 	// received "sync"; the send is complete
 }
+
+// ExampleWaitSome posts receives for several tags and handles each
+// message as soon as it comes, in whatever order the sender chose,
+// reporting every receive once.
+func ExampleWaitSome() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := endpoint.Init(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Close()
+	c := w.Comm()
+	bufs := make([][]byte, 3)
+	reqs := make([]*endpoint.Request, 3)
+	for k := range reqs {
+		bufs[k] = make([]byte, 1)
+		if reqs[k], err = c.Irecv(bufs[k], 0, k); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	for _, tag := range []int{2, 0, 1} {
+		if err := c.Send(ctx, []byte{byte('a' + tag)}, 0, tag); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	got := 0
+	var done []endpoint.Completion
+	for got < len(reqs) {
+		if done, err = endpoint.WaitSome(ctx, reqs, done[:0]); err != nil {
+			fmt.Println(err)
+			return
+		}
+		got += len(done)
+	}
+	fmt.Printf("%s%s%s\n", bufs[0], bufs[1], bufs[2])
+	// Output: abc
+}

@@ -38,8 +38,8 @@
 // endpoint: a send the provider refuses (a full queue towards the peer, or
 // on shm a connection the receiving endpoint has not yet accepted) is
 // retried a few times with progress on the sending endpoint and then queued
-// in its request; later progress on that endpoint posts it, in order. WaitAll
-// and WaitAny drive every endpoint their requests belong to, so waiting on
+// in its request; later progress on that endpoint posts it, in order. WaitAll,
+// WaitAny and WaitSome drive every endpoint their requests belong to, so waiting on
 // the receives of one handle and the sends of another in one call cannot
 // deadlock; Wait on a single request drives only that request's endpoint.
 //

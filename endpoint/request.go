@@ -799,30 +799,92 @@ func progressed(vs []*vci, v *vci) bool {
 // reported once: WaitAny sets reqs[i] to nil before returning i. With no
 // non-nil request it returns -1.
 func WaitAny(ctx context.Context, reqs []*Request) (int, Status, error) {
+	i, st, rerr := -1, Status{}, error(nil)
+	err := waitSweeps(ctx, "wait any", reqs, func() bool {
+		i, st, rerr = TestAny(reqs)
+		return i >= 0
+	})
+	if err != nil {
+		return -1, Status{}, err
+	}
+	return i, st, rerr
+}
+
+// TestAny drives progress and returns the index, status and error of the
+// first non-nil request of reqs that has completed (MPI_Testany), setting
+// reqs[i] to nil so that it is reported once; -1 when none has, or none is
+// left. It never waits.
+func TestAny(reqs []*Request) (int, Status, error) {
+	for i, r := range reqs {
+		if r == nil {
+			continue
+		}
+		if ok, st, err := r.Test(); ok {
+			reqs[i] = nil
+			return i, st, err
+		}
+	}
+	return -1, Status{}, nil
+}
+
+// Completion is one request that WaitSome or TestSome found complete: its
+// index in the slice, its status and its own error.
+type Completion struct {
+	Index  int
+	Status Status
+	Err    error
+}
+
+// WaitSome waits until at least one of the non-nil requests of reqs has
+// completed, then appends every completed one to done (MPI_Waitsome),
+// setting its reqs entry to nil so that it is reported once, and returns
+// done. With no non-nil request it returns done unchanged at once. Its
+// error is the wait's (ctx ended, every awaited peer gone); each
+// request's own error is in its Completion. Passing the previous result
+// as done[:0] lets a loop complete requests without allocating.
+func WaitSome(ctx context.Context, reqs []*Request, done []Completion) ([]Completion, error) {
+	n := len(done)
+	err := waitSweeps(ctx, "wait some", reqs, func() bool {
+		done = TestSome(reqs, done)
+		return len(done) > n
+	})
+	return done, err
+}
+
+// TestSome drives progress once and appends every non-nil request of reqs
+// that has completed to done (MPI_Testsome), setting its reqs entry to nil;
+// it never waits.
+func TestSome(reqs []*Request, done []Completion) []Completion {
+	for i, r := range reqs {
+		if r == nil {
+			continue
+		}
+		if ok, st, err := r.Test(); ok {
+			reqs[i] = nil
+			done = append(done, Completion{Index: i, Status: st, Err: err})
+		}
+	}
+	return done
+}
+
+// waitSweeps calls sweep, which tests reqs and reports whether it found
+// what the caller waits for, until it does or no non-nil request is left
+// (nil error either way), pacing itself as every wait does; it fails when
+// ctx ends or every request left waits on a peer that has gone. what
+// names the caller in errors.
+func waitSweeps(ctx context.Context, what string, reqs []*Request, sweep func() bool) error {
 	done := ctx.Done()
 	var pace peerwatch.Pacer
 	crowded, solo := anyCrowded(reqs), allSolo(reqs)
 	for spins := 1; ; spins++ {
-		live := false
-		for i, r := range reqs {
-			if r == nil {
-				continue
-			}
-			live = true
-			ok, st, err := r.Test()
-			if ok {
-				reqs[i] = nil
-				return i, st, err
-			}
-		}
-		if !live {
-			return -1, Status{}, nil
+		if sweep() || !anyLive(reqs) {
+			return nil
 		}
 		if spins%spinYield == 0 {
 			if done != nil {
 				select {
 				case <-done:
-					return -1, Status{}, fmt.Errorf("endpoint: wait any: %w", ctx.Err())
+					return fmt.Errorf("endpoint: %s: %w", what, ctx.Err())
 				default:
 				}
 			}
@@ -839,7 +901,7 @@ func WaitAny(ctx context.Context, reqs []*Request) (int, Status, error) {
 					}
 				}
 				if gone != nil {
-					return -1, Status{}, fmt.Errorf("endpoint: wait any: %w", gone)
+					return fmt.Errorf("endpoint: %s: %w", what, gone)
 				}
 			}
 			idle(spins, crowded, solo)
@@ -847,6 +909,16 @@ func WaitAny(ctx context.Context, reqs []*Request) (int, Status, error) {
 			idle(spins, crowded, solo)
 		}
 	}
+}
+
+// anyLive reports whether reqs has a non-nil request.
+func anyLive(reqs []*Request) bool {
+	for _, r := range reqs {
+		if r != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // waitTimeout waits with the endpoint's internal timeout (for calls that
