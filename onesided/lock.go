@@ -86,7 +86,7 @@ func (h *Heap) SetLock(ctx context.Context, lock Sym) error {
 		return fmt.Errorf("onesided: Heap.SetLock: %w", err)
 	}
 	if prev != 0 {
-		if prev > uint64(h.w.Size()) {
+		if prev > uint64(h.w.Size()) || prev == me {
 			return fmt.Errorf("onesided: Heap.SetLock(%+v): the lock word names rank %d of %d (not a lock, or not zeroed before use): %w", lock, prev-1, h.w.Size(), ErrInvalid)
 		}
 		// Name ourselves to the predecessor, then wait for its hand-over.

@@ -320,6 +320,11 @@ func heapLockErrors(ctx context.Context, g Group, opts ...Option) (err error) {
 		if err := h.SetLock(ctx, junk); !errors.Is(err, ErrInvalid) {
 			return fmt.Errorf("SetLock of a lock word never zeroed: %v, want ErrInvalid", err)
 		}
+		// The word now names this rank, which neither holds nor waits for
+		// it: refused too, rather than a wait for itself.
+		if err := h.SetLock(ctx, junk); !errors.Is(err, ErrInvalid) {
+			return fmt.Errorf("SetLock of a lock word naming this rank: %v, want ErrInvalid", err)
+		}
 	}
 	return h.Barrier(ctx)
 }
