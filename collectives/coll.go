@@ -210,6 +210,9 @@ func (c *Coll) Algorithm(k Collective, nbytes int) Algorithm {
 	if c == nil || k == 0 || k >= numColl {
 		return Auto
 	}
+	if k == CollAlltoall {
+		return c.alltoallAlg(nbytes, c.size)
+	}
 	return c.cfg.pick(k, nbytes, c.size)
 }
 

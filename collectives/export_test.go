@@ -130,3 +130,7 @@ const GiveMax = giveMax
 // LastRuns reports whether c's small Allreduces among the handles of its
 // process are run by their last member to arrive (hierArriveLast).
 func LastRuns(c *Coll) bool { return c.lastRuns() }
+
+// SetCrowded makes c judge its machine crowded (on) or not, as New does
+// from the ranks and cores of its node.
+func SetCrowded(c *Coll, on bool) { c.crowded = on }

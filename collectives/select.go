@@ -208,6 +208,17 @@ func defaults() (config, error) {
 // pick returns the algorithm collective k uses for nbytes on p ranks: the
 // forced one, else an explicit threshold's choice, else the table's, else
 // the default threshold's.
+// byRule reports whether pick answers for k with its default rule: no
+// algorithm chosen (WithAlgorithm, WEFT_TUNE), no threshold set and no
+// row of a measured table for the call.
+func (cfg *config) byRule(k Collective, nbytes, p int) bool {
+	if cfg.alg[k] != Auto || cfg.thr[k] {
+		return false
+	}
+	_, ok := cfg.table.lookup(k, nbytes, p)
+	return !ok
+}
+
 func (cfg *config) pick(k Collective, nbytes, p int) Algorithm {
 	if a := cfg.alg[k]; a != Auto {
 		return a

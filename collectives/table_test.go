@@ -228,3 +228,58 @@ func TestDefaultSelection(t *testing.T) {
 		})
 	}
 }
+
+// TestAlltoallCrowded: on a crowded machine the default rule's pairwise
+// Alltoall becomes the linear exchange, unless an algorithm was chosen;
+// handles that judge their machine differently still exchange their
+// blocks right (each rank's pick is its own).
+func TestAlltoallCrowded(t *testing.T) {
+	eps := handles(t, 4)
+	ctx := tctx(t, 30*time.Second)
+	// Flat (no hierarchy), so that the handles' messages take the
+	// algorithm.
+	runHandles(t, ctx, eps, []C.Option{C.WithHierarchy(C.HierOff)}, func(ctx context.Context, c *C.Coll) error {
+		for _, crowded := range []bool{false, true} {
+			C.SetCrowded(c, crowded)
+			want := C.Pairwise
+			if crowded {
+				want = C.Linear
+			}
+			for _, nb := range []int{16 << 10, 1 << 20} {
+				if got := c.Algorithm(C.CollAlltoall, nb); got != want {
+					return fmt.Errorf("crowded %v, %d B: %s, want %s", crowded, nb, got, want)
+				}
+			}
+			if got := c.Algorithm(C.CollAlltoall, 8<<10); got != C.Linear {
+				return fmt.Errorf("crowded %v, 8 KiB: %s, want linear", crowded, got)
+			}
+		}
+		// Half the handles crowded: linear and pairwise ranks in one call.
+		C.SetCrowded(c, c.Rank()%2 == 0)
+		const n = 16 << 10 / 8
+		send := make([]float64, 4*n)
+		for i := range send {
+			send[i] = float64(1000*c.Rank() + i)
+		}
+		recv := make([]float64, 4*n)
+		if err := C.Alltoall(ctx, c, send, recv); err != nil {
+			return err
+		}
+		for r := 0; r < 4; r++ {
+			for i := 0; i < n; i++ {
+				if want := float64(1000*r + c.Rank()*n + i); recv[r*n+i] != want {
+					return fmt.Errorf("rank %d: block from %d, element %d: %v, want %v", c.Rank(), r, i, recv[r*n+i], want)
+				}
+			}
+		}
+		return nil
+	})
+	// A chosen algorithm holds on a crowded machine.
+	runHandles(t, ctx, eps, []C.Option{C.WithAlgorithm(C.CollAlltoall, C.Pairwise)}, func(ctx context.Context, c *C.Coll) error {
+		C.SetCrowded(c, true)
+		if got := c.Algorithm(C.CollAlltoall, 8); got != C.Pairwise {
+			return fmt.Errorf("WithAlgorithm(pairwise) on a crowded machine: %s", got)
+		}
+		return nil
+	})
+}

@@ -399,7 +399,7 @@ func AlltoallTyped(ctx context.Context, c *Coll, send []byte, scount int, stype 
 			return nil
 		})
 	}
-	alg := c.cfg.pick(CollAlltoall, nb, p)
+	alg := c.alltoallAlg(nb, p)
 	if err := c.alltoall(ctx, func(j int) []byte { return sall[j*nb : (j+1)*nb] },
 		func(i int) []byte { return rall[i*nb : (i+1)*nb] }, alg); err != nil {
 		return c.fail(err)
