@@ -322,6 +322,8 @@ const (
 	callNeighborAllgather
 	callNeighborAlltoall
 	callNeighborAlltoallw
+	callNeighborAllgatherv
+	callNeighborAlltoallv
 )
 
 var callNames = map[callID]string{
@@ -337,6 +339,7 @@ var callNames = map[callID]string{
 	callAlltoallvTyped: "AlltoallvTyped", callReduceScatterTyped: "ReduceScatterTyped",
 	callReduceScatterBlockTyped: "ReduceScatterBlockTyped", callScanTyped: "ScanTyped", callExscanTyped: "ExscanTyped",
 	callNeighborAllgather: "NeighborAllgather", callNeighborAlltoall: "NeighborAlltoall", callNeighborAlltoallw: "NeighborAlltoallw",
+	callNeighborAllgatherv: "NeighborAllgatherv", callNeighborAlltoallv: "NeighborAlltoallv",
 }
 
 func (id callID) String() string { return callNames[id] }

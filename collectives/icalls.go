@@ -161,6 +161,20 @@ func IneighborAlltoall[T any](c *Coll, t endpoint.Topology, send, recv []T) (*Re
 	})
 }
 
+// IneighborAllgatherv starts a NeighborAllgatherv.
+func IneighborAllgatherv[T any](c *Coll, t endpoint.Topology, send, recv []T, rcounts, rdispls []int) (*Request, error) {
+	return c.start(callNeighborAllgatherv, func(cl *Coll) error {
+		return NeighborAllgatherv(bg, cl, t, send, recv, rcounts, rdispls)
+	})
+}
+
+// IneighborAlltoallv starts a NeighborAlltoallv.
+func IneighborAlltoallv[T any](c *Coll, t endpoint.Topology, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) (*Request, error) {
+	return c.start(callNeighborAlltoallv, func(cl *Coll) error {
+		return NeighborAlltoallv(bg, cl, t, send, scounts, sdispls, recv, rcounts, rdispls)
+	})
+}
+
 // IneighborAlltoallw starts a NeighborAlltoallw.
 func IneighborAlltoallw(c *Coll, t endpoint.Topology, send []byte, scounts, sdispls []int, stypes []*ddt.Type,
 	recv []byte, rcounts, rdispls []int, rtypes []*ddt.Type) (*Request, error) {

@@ -249,6 +249,74 @@ func neighborBlocks[T any](ctx context.Context, c *Coll, id callID, t endpoint.T
 		}))
 }
 
+// NeighborAllgatherv is NeighborAllgather with blocks of their own sizes
+// (MPI_Neighbor_allgatherv): send goes whole to every destination, and
+// source k's lands in recv[rdispls[k]:rdispls[k]+rcounts[k]] (counts and
+// displacements in elements, one entry per source in the order of
+// t.Neighbors). A source must send the count this rank expects from it
+// (a longer message is ErrTruncated here; a shorter one leaves the rest
+// of its block as it was). Receive blocks must not overlap, nor send and
+// recv; entries for ProcNull sources are not used but must be valid.
+func NeighborAllgatherv[T any](ctx context.Context, c *Coll, t endpoint.Topology, send, recv []T, rcounts, rdispls []int) error {
+	return neighborV(ctx, c, callNeighborAllgatherv, t, send, nil, nil, recv, rcounts, rdispls)
+}
+
+// NeighborAlltoallv is NeighborAlltoall with blocks of their own sizes
+// (MPI_Neighbor_alltoallv): block k sent is send[sdispls[k]:sdispls[k]+
+// scounts[k]], to destination k, and block k received lands in
+// recv[rdispls[k]:rdispls[k]+rcounts[k]], from source k (elements; one
+// entry per destination and per source, in the order of t.Neighbors).
+// Counts must agree as for NeighborAllgatherv, whose other rules hold too.
+func NeighborAlltoallv[T any](ctx context.Context, c *Coll, t endpoint.Topology, send []T, scounts, sdispls []int,
+	recv []T, rcounts, rdispls []int) error {
+	if scounts == nil || sdispls == nil {
+		if err := c.enter(callNeighborAlltoallv); err != nil {
+			return err
+		}
+		return c.fail(fmt.Errorf("send counts and displacements are required: %w", ErrInvalid))
+	}
+	return neighborV(ctx, c, callNeighborAlltoallv, t, send, scounts, sdispls, recv, rcounts, rdispls)
+}
+
+// neighborV is NeighborAlltoallv, or with scounts nil NeighborAllgatherv.
+func neighborV[T any](ctx context.Context, c *Coll, id callID, t endpoint.Topology, send []T, scounts, sdispls []int,
+	recv []T, rcounts, rdispls []int) error {
+	if err := c.enter(id); err != nil {
+		return err
+	}
+	es, err := elemSize[T]()
+	if err != nil {
+		return c.fail(err)
+	}
+	nb, err := c.neighborSetup(t)
+	if err != nil {
+		return c.fail(err)
+	}
+	if scounts != nil {
+		if err := vlayout("send", scounts, sdispls, len(nb.dst), len(send), false); err != nil {
+			return c.fail(err)
+		}
+	}
+	if err := vlayout("recv", rcounts, rdispls, len(nb.src), len(recv), true); err != nil {
+		return c.fail(err)
+	}
+	sb, rb := bytesOf(send), bytesOf(recv)
+	if overlap(sb, rb) {
+		return c.fail(fmt.Errorf("send and recv overlap: %w", ErrInvalid))
+	}
+	if err := c.ready(ctx, callSig{call: id, root: -1, count: -1, esize: es}); err != nil {
+		return c.fail(err)
+	}
+	return c.done(c.neighborRound(ctx, nb,
+		func(k, peer int) error { return c.recv(rb[rdispls[k]*es:(rdispls[k]+rcounts[k])*es], peer) },
+		func(k, peer int) error {
+			if scounts == nil {
+				return c.send(sb, peer)
+			}
+			return c.send(sb[sdispls[k]*es:(sdispls[k]+scounts[k])*es], peer)
+		}))
+}
+
 // NeighborAlltoallw is NeighborAlltoall with a derived datatype per block
 // (MPI_Neighbor_alltoallw): block k sent is scounts[k] elements of
 // stypes[k] starting sdispls[k] bytes into send, block k received

@@ -145,6 +145,9 @@ func neighborGrid(ctx context.Context, g *endpoint.Cart, nonblocking bool) (err 
 				}
 			}
 		}
+		if err := neighborVGrid(ctx, c, g, nb, k, nonblocking); err != nil {
+			return err
+		}
 	}
 	if len(g.Dims()) <= 2 {
 		if err := haloExchange(ctx, c, g, nb, nonblocking); err != nil {
@@ -156,6 +159,85 @@ func neighborGrid(ctx context.Context, g *endpoint.Cart, nonblocking bool) (err 
 		return fmt.Errorf("NeighborAlltoall with unequal blocks: %v, want ErrInvalid", err)
 	}
 	return nil
+}
+
+// neighborVGrid runs NeighborAllgatherv and NeighborAlltoallv with blocks
+// of sizes k to k+2 that depend on the sending rank and block, laid out
+// with a gap before each: every received block is checked, the gaps and
+// the blocks of missing neighbours stay untouched.
+func neighborVGrid(ctx context.Context, c *C.Coll, g *endpoint.Cart, nb []int, k int, nonblocking bool) error {
+	me := g.Comm().Rank()
+	size := func(r, j int) int { // elements rank r sends as block j (j -1: the allgather's)
+		if r == endpoint.ProcNull {
+			return 0
+		}
+		return k + (r+j+3)%3
+	}
+	layout := func(n func(j int) int) (counts, displs []int, total int) {
+		for j := range nb {
+			counts, displs = append(counts, n(j)), append(displs, total+1)
+			total += n(j) + 1
+		}
+		return counts, displs, total
+	}
+	check := func(what string, recv []float64, rc, rd []int, sent func(j int) int) error {
+		mark := make([]bool, len(recv))
+		for j, p := range nb {
+			for e := range rc[j] {
+				mark[rd[j]+e] = true
+				want := nsentinel
+				if p != endpoint.ProcNull {
+					want = nval(p, sent(j), e)
+				}
+				if got := recv[rd[j]+e]; got != want {
+					return fmt.Errorf("%s (k %d): block %d (neighbour %d) [%d] = %v, want %v", what, k, j, p, e, got, want)
+				}
+			}
+		}
+		for i, m := range mark {
+			if !m && recv[i] != nsentinel {
+				return fmt.Errorf("%s (k %d): element %d outside every block written", what, k, i)
+			}
+		}
+		return nil
+	}
+	fresh := func(n int) []float64 {
+		b := make([]float64, n)
+		for i := range b {
+			b[i] = nsentinel
+		}
+		return b
+	}
+	// NeighborAllgatherv: rank r sends size(r, -1) elements.
+	send := make([]float64, size(me, -1))
+	for e := range send {
+		send[e] = nval(me, -1, e)
+	}
+	rc, rd, total := layout(func(j int) int { return size(nb[j], -1) })
+	recv := fresh(total)
+	if err := wait(ctx, nonblocking, func() error { return C.NeighborAllgatherv(ctx, c, g, send, recv, rc, rd) },
+		func() (*C.Request, error) { return C.IneighborAllgatherv(c, g, send, recv, rc, rd) }); err != nil {
+		return fmt.Errorf("NeighborAllgatherv (k %d): %w", k, err)
+	}
+	if err := check("NeighborAllgatherv", recv, rc, rd, func(int) int { return -1 }); err != nil {
+		return err
+	}
+	// NeighborAlltoallv: block j of rank r holds size(r, j) elements; the
+	// block from below is what that rank sent up (its j^1), as above.
+	sc, sd, stotal := layout(func(j int) int { return size(me, j) })
+	send = fresh(stotal)
+	for j := range nb {
+		for e := range sc[j] {
+			send[sd[j]+e] = nval(me, j, e)
+		}
+	}
+	rc, rd, total = layout(func(j int) int { return size(nb[j], j^1) })
+	recv = fresh(total)
+	if err := wait(ctx, nonblocking, func() error { return C.NeighborAlltoallv(ctx, c, g, send, sc, sd, recv, rc, rd) },
+		func() (*C.Request, error) { return C.IneighborAlltoallv(c, g, send, sc, sd, recv, rc, rd) }); err != nil {
+		return fmt.Errorf("NeighborAlltoallv (k %d): %w", k, err)
+	}
+	return check("NeighborAlltoallv", recv, rc, rd, func(j int) int { return j ^ 1 })
 }
 
 // haloExchange is a 2D halo exchange by NeighborAlltoallw over the grid
@@ -295,6 +377,16 @@ func TestNeighborProcs(t *testing.T) {
 // TestNeighborErrors: bad arguments fail the call with ErrInvalid on
 // every rank (each check on a handle of its own: a failed call leaves its
 // handle unusable).
+// onGrid runs f with a handle over g's communicator, freed after.
+func onGrid(ctx context.Context, g *endpoint.Cart, f func(gc *C.Coll) error) error {
+	gc, err := C.New(ctx, g.Comm())
+	if err != nil {
+		return err
+	}
+	defer gc.Free()
+	return f(gc)
+}
+
 func TestNeighborErrors(t *testing.T) {
 	eps := handles(t, 2)
 	ctx := tctx(t, 30*time.Second)
@@ -309,11 +401,6 @@ func TestNeighborErrors(t *testing.T) {
 			return C.NeighborAllgather(ctx, c, nil, make([]int32, 1), make([]int32, 2))
 		}},
 		{"a receive layout over a send layout", func(ctx context.Context, c *C.Coll, g *endpoint.Cart) error {
-			gc, err := C.New(ctx, g.Comm())
-			if err != nil {
-				return err
-			}
-			defer gc.Free()
 			col, err := ddt.Vector(4, 1, 4, ddt.Int32)
 			if err == nil {
 				err = col.Commit()
@@ -321,21 +408,40 @@ func TestNeighborErrors(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			b := make([]byte, 64)
-			one, ts := []int{1, 1}, []*ddt.Type{col, col}
-			// receive column 1 from below and column 2 from above; send
-			// columns 0 and 1: column 1 is read and written
-			return C.NeighborAlltoallw(ctx, gc, g, b, one, []int{0, 4}, ts, b, one, []int{4, 8}, ts)
+			return onGrid(ctx, g, func(gc *C.Coll) error {
+				b := make([]byte, 64)
+				one, ts := []int{1, 1}, []*ddt.Type{col, col}
+				// receive column 1 from below and column 2 from above; send
+				// columns 0 and 1: column 1 is read and written
+				return C.NeighborAlltoallw(ctx, gc, g, b, one, []int{0, 4}, ts, b, one, []int{4, 8}, ts)
+			})
 		}},
 		{"two receive layouts over the same bytes", func(ctx context.Context, c *C.Coll, g *endpoint.Cart) error {
-			gc, err := C.New(ctx, g.Comm())
-			if err != nil {
-				return err
-			}
-			defer gc.Free()
-			b := make([]byte, 64)
-			one, ts := []int{4, 4}, []*ddt.Type{ddt.Int32, ddt.Int32}
-			return C.NeighborAlltoallw(ctx, gc, g, b, one, []int{0, 16}, ts, b, one, []int{32, 40}, ts)
+			return onGrid(ctx, g, func(gc *C.Coll) error {
+				b := make([]byte, 64)
+				one, ts := []int{4, 4}, []*ddt.Type{ddt.Int32, ddt.Int32}
+				return C.NeighborAlltoallw(ctx, gc, g, b, one, []int{0, 16}, ts, b, one, []int{32, 40}, ts)
+			})
+		}},
+		{"v-form receive blocks that overlap", func(ctx context.Context, c *C.Coll, g *endpoint.Cart) error {
+			return onGrid(ctx, g, func(gc *C.Coll) error {
+				return C.NeighborAllgatherv(ctx, gc, g, make([]int32, 2), make([]int32, 6), []int{3, 3}, []int{0, 2})
+			})
+		}},
+		{"v-form counts for three neighbours of two", func(ctx context.Context, c *C.Coll, g *endpoint.Cart) error {
+			return onGrid(ctx, g, func(gc *C.Coll) error {
+				return C.NeighborAlltoallv(ctx, gc, g, make([]int32, 4), []int{1, 1, 1}, []int{0, 1, 2}, make([]int32, 4), []int{1, 1}, []int{0, 1})
+			})
+		}},
+		{"a v-form block past its buffer", func(ctx context.Context, c *C.Coll, g *endpoint.Cart) error {
+			return onGrid(ctx, g, func(gc *C.Coll) error {
+				return C.NeighborAlltoallv(ctx, gc, g, make([]int32, 4), []int{2, 2}, []int{0, 3}, make([]int32, 4), []int{2, 2}, []int{0, 2})
+			})
+		}},
+		{"NeighborAlltoallv without send counts", func(ctx context.Context, c *C.Coll, g *endpoint.Cart) error {
+			return onGrid(ctx, g, func(gc *C.Coll) error {
+				return C.NeighborAlltoallv(ctx, gc, g, make([]int32, 4), nil, nil, make([]int32, 4), []int{2, 2}, []int{0, 2})
+			})
 		}},
 	}
 	for _, ck := range checks {
