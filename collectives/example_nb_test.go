@@ -3,6 +3,7 @@ package collectives_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/endpoint"
@@ -51,4 +52,46 @@ func overlapRank(ctx context.Context, ep *endpoint.Comm) string {
 		return err.Error()
 	}
 	return fmt.Sprintf("rank %d: residual %g, count %d, local work %d", r, residual[0], count[0], work)
+}
+
+// ExampleAllreduceInit binds an Allreduce once and starts it every
+// iteration of a loop, as an iterative solver reduces its residual.
+func ExampleAllreduceInit() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := endpoint.Init(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Close()
+	c, err := collectives.New(ctx, w.Comm())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Free()
+	local, global := make([]float64, 1), make([]float64, 1)
+	q, err := collectives.AllreduceInit(c, local, global, collectives.Sum[float64]())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer q.Free()
+	for it := 1; it <= 3; it++ {
+		local[0] = float64(it) // this iteration's contribution
+		if err := q.Start(); err != nil {
+			fmt.Println(err)
+			return
+		}
+		if err := q.Wait(ctx); err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println(global[0])
+	}
+	// Output:
+	// 1
+	// 2
+	// 3
 }
