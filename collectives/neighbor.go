@@ -205,19 +205,30 @@ func NeighborAlltoall[T any](ctx context.Context, c *Coll, t endpoint.Topology, 
 	return neighborBlocks(ctx, c, callNeighborAlltoall, t, send, recv, true)
 }
 
-// neighborBlocks is NeighborAlltoall (perPeer: a block of send per
-// destination) or NeighborAllgather (send whole to each).
-func neighborBlocks[T any](ctx context.Context, c *Coll, id callID, t endpoint.Topology, send, recv []T, perPeer bool) error {
+// neighborEnter begins neighbourhood call id over t on c: the element
+// size of T and t's neighbours, or the call's error (the handle's, or
+// failed through c.fail).
+func neighborEnter[T any](c *Coll, id callID, t endpoint.Topology) (int, neighbors, error) {
 	if err := c.enter(id); err != nil {
-		return err
+		return 0, neighbors{}, err
 	}
 	es, err := elemSize[T]()
 	if err != nil {
-		return c.fail(err)
+		return 0, neighbors{}, c.fail(err)
 	}
 	nb, err := c.neighborSetup(t)
 	if err != nil {
-		return c.fail(err)
+		return 0, neighbors{}, c.fail(err)
+	}
+	return es, nb, nil
+}
+
+// neighborBlocks is NeighborAlltoall (perPeer: a block of send per
+// destination) or NeighborAllgather (send whole to each).
+func neighborBlocks[T any](ctx context.Context, c *Coll, id callID, t endpoint.Topology, send, recv []T, perPeer bool) error {
+	es, nb, err := neighborEnter[T](c, id, t)
+	if err != nil {
+		return err
 	}
 	k := len(send) // elements per block
 	switch {
@@ -281,16 +292,9 @@ func NeighborAlltoallv[T any](ctx context.Context, c *Coll, t endpoint.Topology,
 // neighborV is NeighborAlltoallv, or with scounts nil NeighborAllgatherv.
 func neighborV[T any](ctx context.Context, c *Coll, id callID, t endpoint.Topology, send []T, scounts, sdispls []int,
 	recv []T, rcounts, rdispls []int) error {
-	if err := c.enter(id); err != nil {
+	es, nb, err := neighborEnter[T](c, id, t)
+	if err != nil {
 		return err
-	}
-	es, err := elemSize[T]()
-	if err != nil {
-		return c.fail(err)
-	}
-	nb, err := c.neighborSetup(t)
-	if err != nil {
-		return c.fail(err)
 	}
 	if scounts != nil {
 		if err := vlayout("send", scounts, sdispls, len(nb.dst), len(send), false); err != nil {
