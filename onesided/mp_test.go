@@ -135,6 +135,9 @@ func TestMultiProcess(t *testing.T) {
 				if err := windowLockScenario(ctx, g, 2*heapIters, false); err != nil {
 					return fmt.Errorf("window locks: %w", err)
 				}
+				if err := heapWaitScenario(ctx, g); err != nil {
+					return fmt.Errorf("heap waits on several words: %w", err)
+				}
 				shapes := pipelineShapes(true)
 				if !c.full && c.provider == "sockets" {
 					shapes = []PipelineConfig{{N: 9, K: 4, D: 2, BytesPerIter: 512}}

@@ -1,0 +1,135 @@
+package onesided
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Waits on several words at once (OpenSHMEM 1.5's shmem_wait_until_all,
+// _any and _some on uint64 words): the words are the 8-byte elements of
+// this rank's copy of a symmetric object, updated by other ranks'
+// PutSignal, Signal, Put or atomics. skip, when not nil, has one entry
+// per word; a word whose entry is true is left out (OpenSHMEM's status
+// array). A waiting rank drives libfabric progress and paces itself as
+// WaitSignal does, and returns when ctx ends.
+
+// WaitUntilAll waits until every word of s not skipped satisfies cmp
+// against value (shmem_uint64_wait_until_all).
+func (h *Heap) WaitUntilAll(ctx context.Context, s Sym, skip []bool, cmp Cmp, value uint64) error {
+	_, err := h.waitWords(ctx, "WaitUntilAll", s, skip, cmp, func(ws words) bool {
+		for i := range ws.n {
+			if !ws.skipped(i) && !cmp.test(ws.load(i), value) {
+				return false
+			}
+		}
+		return true
+	})
+	return err
+}
+
+// WaitUntilAny waits until one word of s not skipped satisfies cmp
+// against value and returns its index (shmem_uint64_wait_until_any): the
+// lowest such index, so a caller that handles one word at a time skips
+// it afterwards. It returns -1 at once when every word is skipped.
+func (h *Heap) WaitUntilAny(ctx context.Context, s Sym, skip []bool, cmp Cmp, value uint64) (int, error) {
+	found := -1
+	live, err := h.waitWords(ctx, "WaitUntilAny", s, skip, cmp, func(ws words) bool {
+		for i := range ws.n {
+			if !ws.skipped(i) && cmp.test(ws.load(i), value) {
+				found = i
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil || !live {
+		return -1, err
+	}
+	return found, nil
+}
+
+// WaitUntilSome waits until at least one word of s not skipped satisfies
+// cmp against value, then appends the index of every such word to idx and
+// returns it (shmem_uint64_wait_until_some). It returns idx unchanged at
+// once when every word is skipped.
+func (h *Heap) WaitUntilSome(ctx context.Context, s Sym, skip []bool, cmp Cmp, value uint64, idx []int) ([]int, error) {
+	n := len(idx)
+	_, err := h.waitWords(ctx, "WaitUntilSome", s, skip, cmp, func(ws words) bool {
+		idx = idx[:n]
+		for i := range ws.n {
+			if !ws.skipped(i) && cmp.test(ws.load(i), value) {
+				idx = append(idx, i)
+			}
+		}
+		return len(idx) > n
+	})
+	if err != nil {
+		return idx[:n], err
+	}
+	return idx, nil
+}
+
+// words are the 8-byte words of a heap object in this rank's memory.
+type words struct {
+	base []byte // the object, 8-byte aligned
+	n    int
+	skip []bool
+}
+
+func (ws words) load(i int) uint64 {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&ws.base[8*i])))
+}
+
+func (ws words) skipped(i int) bool { return ws.skip != nil && ws.skip[i] }
+
+// waitWords checks s, skip and cmp, then calls done until it reports
+// true, driving progress between tries; live is false (and done is not
+// called) when every word is skipped.
+func (h *Heap) waitWords(ctx context.Context, op string, s Sym, skip []bool, cmp Cmp, done func(ws words) bool) (live bool, err error) {
+	o, err := h.at(op, s, 0, s.Size)
+	if err != nil {
+		return false, err
+	}
+	if o%8 != 0 || s.Size%8 != 0 {
+		return false, fmt.Errorf("onesided: Heap.%s: words of 8 bytes at 8-byte alignment, not %d bytes at offset %d: %w", op, s.Size, o, ErrInvalid)
+	}
+	ws := words{n: s.Size / 8, skip: skip}
+	if skip != nil && len(skip) != ws.n {
+		return false, fmt.Errorf("onesided: Heap.%s: %d skip entries for %d words: %w", op, len(skip), ws.n, ErrInvalid)
+	}
+	if !cmp.valid() {
+		return false, fmt.Errorf("onesided: Heap.%s: comparison %d: %w", op, cmp, ErrInvalid)
+	}
+	for i := range ws.n {
+		live = live || !ws.skipped(i)
+	}
+	if !live {
+		return false, nil
+	}
+	w := h.w
+	if err := w.enterWait(op); err != nil {
+		return false, err
+	}
+	defer w.exitWait()
+	ws.base = w.local[o : o+s.Size]
+	wt := w.newWaiter(0)
+	wt.stop = &w.freeing
+	for {
+		if done(ws) {
+			return true, nil
+		}
+		if w.net != nil {
+			if err := w.net.progress(); err != nil {
+				return true, fmt.Errorf("onesided: Heap.%s: %w", op, err)
+			}
+			if done(ws) {
+				return true, nil
+			}
+		}
+		if err := wt.pause(ctx); err != nil {
+			return true, fmt.Errorf("onesided: Heap.%s(%+v): %w", op, s, err)
+		}
+	}
+}
