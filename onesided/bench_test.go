@@ -255,3 +255,72 @@ func BenchmarkTypedNet(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkWindowLockDirect is an uncontended exclusive Lock and Unlock
+// of another rank of the node (direct stores): two compare-and-swaps.
+func BenchmarkWindowLockDirect(b *testing.B) {
+	benchPair(b, 64, func(ctx context.Context, w *Window, rank int) {
+		if rank != 0 {
+			return
+		}
+		for i := 0; i < b.N; i++ {
+			if err := w.Lock(ctx, 1, true); err != nil {
+				b.Error(err)
+				return
+			}
+			if err := w.Unlock(ctx, 1); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkHeapLockDirect is SetLock and ClearLock of a lock whose home
+// is another rank, uncontended (direct stores): a swap, then a
+// compare-and-swap on the home rank's word, and the Quiet.
+func BenchmarkHeapLockDirect(b *testing.B) {
+	ctx := context.Background()
+	gs := newMemWorld(2)
+	hs := make([]*Heap, 2)
+	locks := make([]Sym, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range gs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if hs[i], errs[i] = NewHeap(ctx, gs[i], 4096, WithSharedMemory(ShmOnly)); errs[i] != nil {
+				return
+			}
+			// Offset 8: home rank 1 of 2.
+			if _, errs[i] = hs[i].Alloc(ctx, 8, 8); errs[i] == nil {
+				locks[i], errs[i] = hs[i].Alloc(ctx, 8, 8)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, home, _ := hs[0].lockAt("bench", locks[0]); home != 1 {
+		b.Fatalf("lock's home is rank %d, want 1", home)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := hs[0].SetLock(ctx, locks[0]); err != nil {
+			b.Fatal(err)
+		}
+		if err := hs[0].ClearLock(ctx, locks[0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	for i := range gs {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = hs[i].Close(ctx) }()
+	}
+	wg.Wait()
+}
