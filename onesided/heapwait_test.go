@@ -105,6 +105,32 @@ func heapWaitScenario(ctx context.Context, g Group, opts ...Option) (err error) 
 	if err := h.WaitUntilAll(ctx, flags, all, CmpEQ, 99); err != nil {
 		return fmt.Errorf("WaitUntilAll with every word skipped: %v", err)
 	}
+	// The test forms look once: this rank's own word set locally.
+	binary.LittleEndian.PutUint64(h.Local(flags)[8*me:], 5)
+	if i, err := h.TestAny(flags, nil, CmpEQ, 5); i != me || err != nil {
+		return fmt.Errorf("TestAny with word %d set: %d, %v", me, i, err)
+	}
+	if got, err := h.TestSome(flags, nil, CmpEQ, 5, []int{-1}); !slices.Equal(got, []int{-1, me}) || err != nil {
+		return fmt.Errorf("TestSome with word %d set: %v, %v", me, got, err)
+	}
+	if ok, err := h.TestAll(flags, nil, CmpEQ, 5); ok != (n == 1) || err != nil {
+		return fmt.Errorf("TestAll with one word of %d set: %v, %v", n, ok, err)
+	}
+	mine := slices.Clone(all)
+	mine[me] = false
+	if ok, err := h.TestAll(flags, mine, CmpEQ, 5); !ok || err != nil {
+		return fmt.Errorf("TestAll of the one word set: %v, %v", ok, err)
+	}
+	if i, err := h.TestAny(flags, all, CmpEQ, 5); i != -1 || err != nil {
+		return fmt.Errorf("TestAny with every word skipped: %d, %v", i, err)
+	}
+	if ok, err := h.TestAll(flags, all, CmpEQ, 7); !ok || err != nil {
+		return fmt.Errorf("TestAll with every word skipped: %v, %v", ok, err)
+	}
+	if _, err := h.TestAll(flags, make([]bool, n+1), CmpEQ, 5); !errors.Is(err, ErrInvalid) {
+		return fmt.Errorf("TestAll with a skip of the wrong length: %v, want ErrInvalid", err)
+	}
+	clear(h.Local(flags))
 	// A word nobody sets, and the errors.
 	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	_, err = h.WaitUntilAny(short, flags, nil, CmpEQ, 99)
