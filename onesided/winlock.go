@@ -89,13 +89,18 @@ func (w *Window) Unlock(ctx context.Context, target int) error {
 	if err := w.check("Unlock", target, 0, 0); err != nil {
 		return err
 	}
-	exclusive, held := w.locks[target]
-	if !held {
+	if _, held := w.locks[target]; !held {
 		return fmt.Errorf("onesided: Unlock: this rank does not hold rank %d's lock: %w", target, ErrInvalid)
 	}
 	if err := w.Flush(ctx, target); err != nil {
 		return fmt.Errorf("onesided: Unlock(rank %d): %w", target, err)
 	}
+	return w.unlock(target)
+}
+
+// unlock releases target's lock, which this rank holds, without a flush.
+func (w *Window) unlock(target int) error {
+	exclusive := w.locks[target]
 	cur := winWriter
 	if !exclusive {
 		cur = 1
@@ -121,6 +126,56 @@ func (w *Window) Unlock(ctx context.Context, target int) error {
 		cur = old
 	}
 	delete(w.locks, target)
+	return nil
+}
+
+// LockAll takes every rank's lock shared (MPI_Win_lock_all): the start of
+// a passive-target epoch over the whole window, held against exclusive
+// Locks of any target. It waits (bounded by ctx) for each target in rank
+// order; when one fails it releases the ones it took. A rank holding any
+// target's lock may not LockAll (ErrInvalid).
+func (w *Window) LockAll(ctx context.Context) error {
+	if err := w.check("LockAll", 0, 0, 0); err != nil {
+		return err
+	}
+	if len(w.locks) > 0 {
+		return fmt.Errorf("onesided: LockAll: this rank holds %d targets' locks already: %w", len(w.locks), ErrInvalid)
+	}
+	for t := range w.size {
+		if err := w.Lock(ctx, t, false); err != nil {
+			for r := range t {
+				_ = w.unlock(r) // nothing was issued to them inside
+			}
+			return fmt.Errorf("onesided: LockAll: %w", err)
+		}
+	}
+	return nil
+}
+
+// UnlockAll releases every target's lock this rank holds shared after
+// LockAll (MPI_Win_unlock_all), once its operations to every target have
+// completed (FlushAll). It fails with ErrInvalid unless this rank holds
+// every target's lock shared.
+func (w *Window) UnlockAll(ctx context.Context) error {
+	if err := w.check("UnlockAll", 0, 0, 0); err != nil {
+		return err
+	}
+	if len(w.locks) != w.size {
+		return fmt.Errorf("onesided: UnlockAll: this rank holds %d of %d targets' locks: %w", len(w.locks), w.size, ErrInvalid)
+	}
+	for _, excl := range w.locks {
+		if excl {
+			return fmt.Errorf("onesided: UnlockAll: a target's lock is held exclusively (Unlock it): %w", ErrInvalid)
+		}
+	}
+	if err := w.FlushAll(ctx); err != nil {
+		return fmt.Errorf("onesided: UnlockAll: %w", err)
+	}
+	for t := range w.size {
+		if err := w.unlock(t); err != nil {
+			return fmt.Errorf("onesided: UnlockAll: %w", err)
+		}
+	}
 	return nil
 }
 

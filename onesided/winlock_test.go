@@ -38,7 +38,8 @@ func TestWindowLocks(t *testing.T) {
 // means two ranks held one lock at once. Then the shared mode: every rank
 // holds rank 0's lock shared at once (they meet in a barrier while
 // holding it), an exclusive Lock waits while a shared holder is there
-// (its context ends) and succeeds once it has gone; and the errors. With
+// (its context ends) and succeeds once it has gone; the same with
+// LockAll and UnlockAll; and the errors. With
 // create the window is a Create of Go memory (its control words apart).
 func windowLockScenario(ctx context.Context, g Group, iters int, create bool, opts ...Option) (err error) {
 	me, n := g.Rank(), g.Size()
@@ -138,6 +139,76 @@ func windowLockScenario(ctx context.Context, g Group, iters int, create bool, op
 				return err
 			}
 		}
+	}
+
+	// LockAll on every rank at once (once rank 1 has released the lock it
+	// took exclusively above), then an exclusive Lock against it.
+	if err := w.Fence(ctx); err != nil {
+		return err
+	}
+	if err := w.LockAll(ctx); err != nil {
+		return err
+	}
+	if err := w.Fence(ctx); err != nil { // every rank holds every lock shared here
+		return fmt.Errorf("barrier while holding LockAll: %w", err)
+	}
+	if err := w.Lock(ctx, 0, true); !errors.Is(err, ErrInvalid) {
+		return fmt.Errorf("Lock of a target held by LockAll: %v, want ErrInvalid", err)
+	}
+	if err := w.UnlockAll(ctx); err != nil {
+		return err
+	}
+	if err := w.Fence(ctx); err != nil {
+		return err
+	}
+	if n > 1 {
+		if me == 0 {
+			if err := w.LockAll(ctx); err != nil {
+				return err
+			}
+		}
+		if err := w.Fence(ctx); err != nil {
+			return err
+		}
+		if me == 1 {
+			short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+			err := w.Lock(short, n-1, true)
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("exclusive Lock while rank 0 holds LockAll: %v, want DeadlineExceeded", err)
+			}
+		}
+		if err := w.Fence(ctx); err != nil {
+			return err
+		}
+		if me == 0 {
+			if err := w.UnlockAll(ctx); err != nil {
+				return err
+			}
+		}
+		if err := w.Fence(ctx); err != nil {
+			return err
+		}
+		if me == 1 {
+			if err := w.Lock(ctx, n-1, true); err != nil {
+				return fmt.Errorf("exclusive Lock after UnlockAll: %w", err)
+			}
+			if err := w.Unlock(ctx, n-1); err != nil {
+				return err
+			}
+		}
+	}
+	if err := w.UnlockAll(ctx); !errors.Is(err, ErrInvalid) {
+		return fmt.Errorf("UnlockAll without LockAll: %v, want ErrInvalid", err)
+	}
+	if err := w.Lock(ctx, 0, false); err != nil {
+		return err
+	}
+	if err := w.LockAll(ctx); !errors.Is(err, ErrInvalid) {
+		return fmt.Errorf("LockAll while holding a lock: %v, want ErrInvalid", err)
+	}
+	if err := w.Unlock(ctx, 0); err != nil {
+		return err
 	}
 
 	// Errors.
