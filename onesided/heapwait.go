@@ -19,14 +19,7 @@ import (
 // WaitUntilAll waits until every word of s not skipped satisfies cmp
 // against value (shmem_uint64_wait_until_all).
 func (h *Heap) WaitUntilAll(ctx context.Context, s Sym, skip []bool, cmp Cmp, value uint64) error {
-	_, err := h.waitWords(ctx, "WaitUntilAll", s, skip, cmp, func(ws words) bool {
-		for i := range ws.n {
-			if !ws.skipped(i) && !cmp.test(ws.load(i), value) {
-				return false
-			}
-		}
-		return true
-	})
+	_, err := h.waitWords(ctx, "WaitUntilAll", s, skip, cmp, allMet(cmp, value))
 	return err
 }
 
@@ -36,15 +29,7 @@ func (h *Heap) WaitUntilAll(ctx context.Context, s Sym, skip []bool, cmp Cmp, va
 // it afterwards. It returns -1 at once when every word is skipped.
 func (h *Heap) WaitUntilAny(ctx context.Context, s Sym, skip []bool, cmp Cmp, value uint64) (int, error) {
 	found := -1
-	live, err := h.waitWords(ctx, "WaitUntilAny", s, skip, cmp, func(ws words) bool {
-		for i := range ws.n {
-			if !ws.skipped(i) && cmp.test(ws.load(i), value) {
-				found = i
-				return true
-			}
-		}
-		return false
-	})
+	live, err := h.waitWords(ctx, "WaitUntilAny", s, skip, cmp, firstMet(cmp, value, &found))
 	if err != nil || !live {
 		return -1, err
 	}
@@ -57,15 +42,7 @@ func (h *Heap) WaitUntilAny(ctx context.Context, s Sym, skip []bool, cmp Cmp, va
 // once when every word is skipped.
 func (h *Heap) WaitUntilSome(ctx context.Context, s Sym, skip []bool, cmp Cmp, value uint64, idx []int) ([]int, error) {
 	n := len(idx)
-	_, err := h.waitWords(ctx, "WaitUntilSome", s, skip, cmp, func(ws words) bool {
-		idx = idx[:n]
-		for i := range ws.n {
-			if !ws.skipped(i) && cmp.test(ws.load(i), value) {
-				idx = append(idx, i)
-			}
-		}
-		return len(idx) > n
-	})
+	_, err := h.waitWords(ctx, "WaitUntilSome", s, skip, cmp, everyMet(cmp, value, &idx, n))
 	if err != nil {
 		return idx[:n], err
 	}
@@ -76,14 +53,7 @@ func (h *Heap) WaitUntilSome(ctx context.Context, s Sym, skip []bool, cmp Cmp, v
 // satisfies cmp against value (shmem_uint64_test_all); with every word
 // skipped, true.
 func (h *Heap) TestAll(s Sym, skip []bool, cmp Cmp, value uint64) (bool, error) {
-	live, met, err := h.checkWords(context.Background(), "TestAll", s, skip, cmp, false, func(ws words) bool {
-		for i := range ws.n {
-			if !ws.skipped(i) && !cmp.test(ws.load(i), value) {
-				return false
-			}
-		}
-		return true
-	})
+	live, met, err := h.checkWords(context.Background(), "TestAll", s, skip, cmp, false, allMet(cmp, value))
 	return met || !live && err == nil, err
 }
 
@@ -92,15 +62,7 @@ func (h *Heap) TestAll(s Sym, skip []bool, cmp Cmp, value uint64) (bool, error) 
 // when none does.
 func (h *Heap) TestAny(s Sym, skip []bool, cmp Cmp, value uint64) (int, error) {
 	found := -1
-	_, _, err := h.checkWords(context.Background(), "TestAny", s, skip, cmp, false, func(ws words) bool {
-		for i := range ws.n {
-			if !ws.skipped(i) && cmp.test(ws.load(i), value) {
-				found = i
-				return true
-			}
-		}
-		return false
-	})
+	_, _, err := h.checkWords(context.Background(), "TestAny", s, skip, cmp, false, firstMet(cmp, value, &found))
 	if err != nil {
 		return -1, err
 	}
@@ -112,19 +74,52 @@ func (h *Heap) TestAny(s Sym, skip []bool, cmp Cmp, value uint64) (int, error) {
 // (shmem_uint64_test_some).
 func (h *Heap) TestSome(s Sym, skip []bool, cmp Cmp, value uint64, idx []int) ([]int, error) {
 	n := len(idx)
-	_, _, err := h.checkWords(context.Background(), "TestSome", s, skip, cmp, false, func(ws words) bool {
-		idx = idx[:n]
-		for i := range ws.n {
-			if !ws.skipped(i) && cmp.test(ws.load(i), value) {
-				idx = append(idx, i)
-			}
-		}
-		return len(idx) > n
-	})
+	_, _, err := h.checkWords(context.Background(), "TestSome", s, skip, cmp, false, everyMet(cmp, value, &idx, n))
 	if err != nil {
 		return idx[:n], err
 	}
 	return idx, nil
+}
+
+// allMet is the test of the All forms: every word not skipped satisfies
+// cmp against value.
+func allMet(cmp Cmp, value uint64) func(ws words) bool {
+	return func(ws words) bool {
+		for i := range ws.n {
+			if !ws.skipped(i) && !cmp.test(ws.load(i), value) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// firstMet is the test of the Any forms: it sets *found to the lowest
+// index of a word not skipped that satisfies cmp against value.
+func firstMet(cmp Cmp, value uint64, found *int) func(ws words) bool {
+	return func(ws words) bool {
+		for i := range ws.n {
+			if !ws.skipped(i) && cmp.test(ws.load(i), value) {
+				*found = i
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// everyMet is the test of the Some forms: it sets (*idx)[n:] to the
+// indices of the words not skipped that satisfy cmp against value.
+func everyMet(cmp Cmp, value uint64, idx *[]int, n int) func(ws words) bool {
+	return func(ws words) bool {
+		*idx = (*idx)[:n]
+		for i := range ws.n {
+			if !ws.skipped(i) && cmp.test(ws.load(i), value) {
+				*idx = append(*idx, i)
+			}
+		}
+		return len(*idx) > n
+	}
 }
 
 // words are the 8-byte words of a heap object in this rank's memory.
