@@ -19,8 +19,15 @@ import (
 // WaitUntilAll waits until every word of s not skipped satisfies cmp
 // against value (shmem_uint64_wait_until_all).
 func (h *Heap) WaitUntilAll(ctx context.Context, s Sym, skip []bool, cmp Cmp, value uint64) error {
-	_, err := h.waitWords(ctx, "WaitUntilAll", s, skip, cmp, allMet(cmp, value))
+	_, err := h.checkWords(ctx, "WaitUntilAll", s, skip, cmp, true, allMet(cmp, value))
 	return err
+}
+
+// TestAll reports, without waiting, whether every word of s not skipped
+// satisfies cmp against value (shmem_uint64_test_all); with every word
+// skipped, true.
+func (h *Heap) TestAll(s Sym, skip []bool, cmp Cmp, value uint64) (bool, error) {
+	return h.checkWords(context.Background(), "TestAll", s, skip, cmp, false, allMet(cmp, value))
 }
 
 // WaitUntilAny waits until one word of s not skipped satisfies cmp
@@ -28,12 +35,14 @@ func (h *Heap) WaitUntilAll(ctx context.Context, s Sym, skip []bool, cmp Cmp, va
 // lowest such index, so a caller that handles one word at a time skips
 // it afterwards. It returns -1 at once when every word is skipped.
 func (h *Heap) WaitUntilAny(ctx context.Context, s Sym, skip []bool, cmp Cmp, value uint64) (int, error) {
-	found := -1
-	live, err := h.waitWords(ctx, "WaitUntilAny", s, skip, cmp, firstMet(cmp, value, &found))
-	if err != nil || !live {
-		return -1, err
-	}
-	return found, nil
+	return h.anyWord(ctx, "WaitUntilAny", s, skip, cmp, value, true)
+}
+
+// TestAny returns, without waiting, the lowest index of a word of s not
+// skipped that satisfies cmp against value (shmem_uint64_test_any); -1
+// when none does.
+func (h *Heap) TestAny(s Sym, skip []bool, cmp Cmp, value uint64) (int, error) {
+	return h.anyWord(context.Background(), "TestAny", s, skip, cmp, value, false)
 }
 
 // WaitUntilSome waits until at least one word of s not skipped satisfies
@@ -41,44 +50,14 @@ func (h *Heap) WaitUntilAny(ctx context.Context, s Sym, skip []bool, cmp Cmp, va
 // returns it (shmem_uint64_wait_until_some). It returns idx unchanged at
 // once when every word is skipped.
 func (h *Heap) WaitUntilSome(ctx context.Context, s Sym, skip []bool, cmp Cmp, value uint64, idx []int) ([]int, error) {
-	n := len(idx)
-	_, err := h.waitWords(ctx, "WaitUntilSome", s, skip, cmp, everyMet(cmp, value, &idx, n))
-	if err != nil {
-		return idx[:n], err
-	}
-	return idx, nil
-}
-
-// TestAll reports, without waiting, whether every word of s not skipped
-// satisfies cmp against value (shmem_uint64_test_all); with every word
-// skipped, true.
-func (h *Heap) TestAll(s Sym, skip []bool, cmp Cmp, value uint64) (bool, error) {
-	live, met, err := h.checkWords(context.Background(), "TestAll", s, skip, cmp, false, allMet(cmp, value))
-	return met || !live && err == nil, err
-}
-
-// TestAny returns, without waiting, the lowest index of a word of s not
-// skipped that satisfies cmp against value (shmem_uint64_test_any); -1
-// when none does.
-func (h *Heap) TestAny(s Sym, skip []bool, cmp Cmp, value uint64) (int, error) {
-	found := -1
-	_, _, err := h.checkWords(context.Background(), "TestAny", s, skip, cmp, false, firstMet(cmp, value, &found))
-	if err != nil {
-		return -1, err
-	}
-	return found, nil
+	return h.someWords(ctx, "WaitUntilSome", s, skip, cmp, value, true, idx)
 }
 
 // TestSome appends, without waiting, the index of every word of s not
 // skipped that satisfies cmp against value to idx and returns it
 // (shmem_uint64_test_some).
 func (h *Heap) TestSome(s Sym, skip []bool, cmp Cmp, value uint64, idx []int) ([]int, error) {
-	n := len(idx)
-	_, _, err := h.checkWords(context.Background(), "TestSome", s, skip, cmp, false, everyMet(cmp, value, &idx, n))
-	if err != nil {
-		return idx[:n], err
-	}
-	return idx, nil
+	return h.someWords(context.Background(), "TestSome", s, skip, cmp, value, false, idx)
 }
 
 // allMet is the test of the All forms: every word not skipped satisfies
@@ -94,32 +73,40 @@ func allMet(cmp Cmp, value uint64) func(ws words) bool {
 	}
 }
 
-// firstMet is the test of the Any forms: it sets *found to the lowest
-// index of a word not skipped that satisfies cmp against value.
-func firstMet(cmp Cmp, value uint64, found *int) func(ws words) bool {
-	return func(ws words) bool {
+// anyWord is WaitUntilAny (wait) and TestAny.
+func (h *Heap) anyWord(ctx context.Context, op string, s Sym, skip []bool, cmp Cmp, value uint64, wait bool) (int, error) {
+	found := -1
+	_, err := h.checkWords(ctx, op, s, skip, cmp, wait, func(ws words) bool {
 		for i := range ws.n {
 			if !ws.skipped(i) && cmp.test(ws.load(i), value) {
-				*found = i
+				found = i
 				return true
 			}
 		}
 		return false
+	})
+	if err != nil {
+		return -1, err
 	}
+	return found, nil
 }
 
-// everyMet is the test of the Some forms: it sets (*idx)[n:] to the
-// indices of the words not skipped that satisfy cmp against value.
-func everyMet(cmp Cmp, value uint64, idx *[]int, n int) func(ws words) bool {
-	return func(ws words) bool {
-		*idx = (*idx)[:n]
+// someWords is WaitUntilSome (wait) and TestSome.
+func (h *Heap) someWords(ctx context.Context, op string, s Sym, skip []bool, cmp Cmp, value uint64, wait bool, idx []int) ([]int, error) {
+	n := len(idx)
+	_, err := h.checkWords(ctx, op, s, skip, cmp, wait, func(ws words) bool {
+		idx = idx[:n]
 		for i := range ws.n {
 			if !ws.skipped(i) && cmp.test(ws.load(i), value) {
-				*idx = append(*idx, i)
+				idx = append(idx, i)
 			}
 		}
-		return len(*idx) > n
+		return len(idx) > n
+	})
+	if err != nil {
+		return idx[:n], err
 	}
+	return idx, nil
 }
 
 // words are the 8-byte words of a heap object in this rank's memory.
@@ -135,41 +122,36 @@ func (ws words) load(i int) uint64 {
 
 func (ws words) skipped(i int) bool { return ws.skip != nil && ws.skip[i] }
 
-// waitWords checks s, skip and cmp, then calls done until it reports
-// true, driving progress between tries; live is false (and done is not
-// called) when every word is skipped.
-func (h *Heap) waitWords(ctx context.Context, op string, s Sym, skip []bool, cmp Cmp, done func(ws words) bool) (live bool, err error) {
-	live, _, err = h.checkWords(ctx, op, s, skip, cmp, true, done)
-	return live, err
-}
-
-// checkWords is waitWords, or with wait false one look at the words
-// (with progress driven once when the first finds nothing): met reports
-// whether done did.
-func (h *Heap) checkWords(ctx context.Context, op string, s Sym, skip []bool, cmp Cmp, wait bool, done func(ws words) bool) (live, met bool, err error) {
+// checkWords checks s, skip and cmp, then calls done until it reports
+// true (met), driving progress between tries; with wait false it looks
+// once (twice on the libfabric path, around one progress call) and
+// reports whether done did. With every word skipped it calls done never
+// and reports true.
+func (h *Heap) checkWords(ctx context.Context, op string, s Sym, skip []bool, cmp Cmp, wait bool, done func(ws words) bool) (met bool, err error) {
 	o, err := h.at(op, s, 0, s.Size)
 	if err != nil {
-		return false, false, err
+		return false, err
 	}
 	if o%8 != 0 || s.Size%8 != 0 {
-		return false, false, fmt.Errorf("onesided: Heap.%s: words of 8 bytes at 8-byte alignment, not %d bytes at offset %d: %w", op, s.Size, o, ErrInvalid)
+		return false, fmt.Errorf("onesided: Heap.%s: words of 8 bytes at 8-byte alignment, not %d bytes at offset %d: %w", op, s.Size, o, ErrInvalid)
 	}
 	ws := words{n: s.Size / 8, skip: skip}
 	if skip != nil && len(skip) != ws.n {
-		return false, false, fmt.Errorf("onesided: Heap.%s: %d skip entries for %d words: %w", op, len(skip), ws.n, ErrInvalid)
+		return false, fmt.Errorf("onesided: Heap.%s: %d skip entries for %d words: %w", op, len(skip), ws.n, ErrInvalid)
 	}
 	if !cmp.valid() {
-		return false, false, fmt.Errorf("onesided: Heap.%s: comparison %d: %w", op, cmp, ErrInvalid)
+		return false, fmt.Errorf("onesided: Heap.%s: comparison %d: %w", op, cmp, ErrInvalid)
 	}
+	live := false
 	for i := range ws.n {
 		live = live || !ws.skipped(i)
 	}
 	if !live {
-		return false, false, nil
+		return true, nil
 	}
 	w := h.w
 	if err := w.enterWait(op); err != nil {
-		return true, false, err
+		return false, err
 	}
 	defer w.exitWait()
 	ws.base = w.local[o : o+s.Size]
@@ -177,21 +159,21 @@ func (h *Heap) checkWords(ctx context.Context, op string, s Sym, skip []bool, cm
 	wt.stop = &w.freeing
 	for {
 		if done(ws) {
-			return true, true, nil
+			return true, nil
 		}
 		if w.net != nil {
 			if err := w.net.progress(); err != nil {
-				return true, false, fmt.Errorf("onesided: Heap.%s: %w", op, err)
+				return false, fmt.Errorf("onesided: Heap.%s: %w", op, err)
 			}
 			if done(ws) {
-				return true, true, nil
+				return true, nil
 			}
 		}
 		if !wait {
-			return true, false, nil
+			return false, nil
 		}
 		if err := wt.pause(ctx); err != nil {
-			return true, false, fmt.Errorf("onesided: Heap.%s(%+v): %w", op, s, err)
+			return false, fmt.Errorf("onesided: Heap.%s(%+v): %w", op, s, err)
 		}
 	}
 }
