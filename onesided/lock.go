@@ -57,6 +57,23 @@ func (h *Heap) lockAt(op string, lock Sym) (off, home int, err error) {
 	return o, o / 8 % h.w.Size(), nil
 }
 
+// lockTake begins SetLock or TestLock: lockAt's checks, the locks this
+// rank owes handed on where they can be, and a refusal of a lock this
+// rank holds or owes.
+func (h *Heap) lockTake(op string, lock Sym) (off, home int, err error) {
+	o, home, err := h.lockAt(op, lock)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := h.serviceLocks(); err != nil {
+		return 0, 0, err
+	}
+	if h.held[o] || h.owed[o] != 0 {
+		return 0, 0, fmt.Errorf("onesided: Heap.%s(%+v): this rank holds or owes the lock already: %w", op, lock, ErrInvalid)
+	}
+	return o, home, nil
+}
+
 // SetLock acquires the distributed lock lock (shmem_set_lock): an 8-byte
 // symmetric object, zero on every rank before its first use, and used for
 // nothing else. It waits while another rank holds the lock; waiting ranks
@@ -70,15 +87,9 @@ func (h *Heap) lockAt(op string, lock Sym) (off, home int, err error) {
 // TestLock, ClearLock, Quiet, Barrier or Close. Ranks queued behind wait
 // until then.
 func (h *Heap) SetLock(ctx context.Context, lock Sym) error {
-	o, home, err := h.lockAt("SetLock", lock)
+	o, home, err := h.lockTake("SetLock", lock)
 	if err != nil {
 		return err
-	}
-	if err := h.serviceLocks(); err != nil {
-		return err
-	}
-	if h.held[o] || h.owed[o] != 0 {
-		return fmt.Errorf("onesided: Heap.SetLock(%+v): this rank holds or owes the lock already: %w", lock, ErrInvalid)
 	}
 	me := uint64(h.w.Rank() + 1)
 	prev, err := h.w.FetchAndOp(home, o, AtomicUint32, OpReplace, me)
@@ -109,15 +120,9 @@ func (h *Heap) SetLock(ctx context.Context, lock Sym) error {
 // (shmem_test_lock, which returns 0 where TestLock returns true). It
 // never waits for the lock.
 func (h *Heap) TestLock(lock Sym) (bool, error) {
-	o, home, err := h.lockAt("TestLock", lock)
+	o, home, err := h.lockTake("TestLock", lock)
 	if err != nil {
 		return false, err
-	}
-	if err := h.serviceLocks(); err != nil {
-		return false, err
-	}
-	if h.held[o] || h.owed[o] != 0 {
-		return false, fmt.Errorf("onesided: Heap.TestLock(%+v): this rank holds or owes the lock already: %w", lock, ErrInvalid)
 	}
 	old, err := h.w.CompareAndSwap(home, o, AtomicUint32, 0, uint64(h.w.Rank()+1))
 	if err != nil {
