@@ -21,7 +21,9 @@ import (
 	"github.com/weft-hpc/weft/job"
 )
 
-// Undefined is the color that makes Split return a nil communicator.
+// Undefined is the color that makes Split return a nil communicator, and
+// the rank Group.Rank and Group.TranslateRanks give for a rank a group
+// lacks.
 const Undefined = -1
 
 // World is this process's membership in a job: its job.Job, the libfabric
@@ -49,6 +51,7 @@ type World struct {
 	privFab  *fabric.Fabric
 	vcis     []*vci          // endpoint vcis, closed by Close
 	sets     map[int]*vciSet // by context id: a communicator's endpoints in this process (peerset.go)
+	epCalls  uint32          // CreateEndpoints calls made by this process (endpoint identities)
 }
 
 // Comm is a communicator handle: a group of ranks, this handle's rank in it,
@@ -69,8 +72,11 @@ type Comm struct {
 	mySlot uint8
 	hosts  []int32 // comm rank → host index (into w.hosts)
 	world  []int32 // comm rank → world rank (its process, for w.watch)
-	lrank  int
-	lsize  int
+	// ids maps comm rank → the rank's identity, the same in every
+	// communicator that contains it (group.go).
+	ids   []uint64
+	lrank int
+	lsize int
 	// links maps comm rank → member of the endpoint's node group it talks
 	// to through the node transport (node.go), -1 for libfabric; nil when
 	// no peer uses the node transport.
@@ -218,7 +224,10 @@ func (w *World) open(ctx context.Context) error {
 	w.watch = peerwatch.New(ids)
 	w.ids = ids
 	w.comm = &Comm{w: w, v: v, id: 0, ctx: 0, rank: rank, size: size,
-		slots: make([]uint8, size), hosts: hostIdx, world: worldRanks}
+		slots: make([]uint8, size), hosts: hostIdx, world: worldRanks, ids: make([]uint64, size)}
+	for r := range w.comm.ids {
+		w.comm.ids[r] = uint64(r)
+	}
 	w.comm.setLocal()
 	if err := w.connectWorld(v, nodes, ids); err != nil {
 		v.release()
@@ -639,6 +648,12 @@ func (c *Comm) Shared() bool { return c != nil && c.v != nil && c.v.shared }
 // c's collective context): each contributes its free-mask, the lowest id
 // free everywhere wins. Returns the id and the gathered extra payloads.
 func (c *Comm) allocContext(ctx context.Context, extra []byte) (int, [][]byte, error) {
+	return c.agreeContext(ctx, extra, tagGatherLen, tagGatherData)
+}
+
+// agreeContext is allocContext with the exchange's tags on the
+// collective context (allgather's).
+func (c *Comm) agreeContext(ctx context.Context, extra []byte, lenTag, dataTag int) (int, [][]byte, error) {
 	w := c.w
 	w.mu.Lock()
 	mask := make([]byte, 0, len(w.ctxUsed)*8+len(extra))
@@ -647,7 +662,7 @@ func (c *Comm) allocContext(ctx context.Context, extra []byte) (int, [][]byte, e
 	}
 	w.mu.Unlock()
 	mask = append(mask, extra...)
-	all, err := c.Allgather(ctx, mask)
+	all, err := c.allgather(ctx, mask, lenTag, dataTag)
 	if err != nil {
 		return 0, nil, fmt.Errorf("endpoint: agree on a context id: %w", err)
 	}
@@ -701,7 +716,7 @@ func (c *Comm) Dup(ctx context.Context) (*Comm, error) {
 	}
 	c.v.retain()
 	return &Comm{w: c.w, v: c.v, id: id, ctx: uint16(2 * id), rank: c.rank, size: c.size,
-		addrs: c.addrs, slots: c.slots, mySlot: c.mySlot, hosts: c.hosts, world: c.world,
+		addrs: c.addrs, slots: c.slots, mySlot: c.mySlot, hosts: c.hosts, world: c.world, ids: c.ids,
 		lrank: c.lrank, lsize: c.lsize, links: c.links}, nil
 }
 
@@ -743,24 +758,35 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		}
 		return ms[i].rank < ms[j].rank
 	})
-	n := &Comm{w: c.w, v: c.v, id: id, ctx: uint16(2 * id), size: len(ms), mySlot: c.mySlot,
-		addrs: make([]fabric.Addr, len(ms)), slots: make([]uint8, len(ms)), hosts: make([]int32, len(ms)),
-		world: make([]int32, len(ms))}
-	if c.links != nil {
-		n.links = make([]int32, len(ms))
-	}
+	members := make([]int, len(ms))
 	for i, m := range ms {
-		n.addrs[i], n.slots[i], n.hosts[i], n.world[i] = c.addrs[m.rank], c.slots[m.rank], c.hosts[m.rank], c.world[m.rank]
+		members[i] = m.rank
+	}
+	c.v.retain()
+	return c.subset(id, members), nil
+}
+
+// subset is the communicator of context id whose rank i is c's rank
+// members[i]; c's rank must be among them. It takes no reference on the
+// endpoint.
+func (c *Comm) subset(id int, members []int) *Comm {
+	n := &Comm{w: c.w, v: c.v, id: id, ctx: uint16(2 * id), size: len(members), mySlot: c.mySlot,
+		addrs: make([]fabric.Addr, len(members)), slots: make([]uint8, len(members)), hosts: make([]int32, len(members)),
+		world: make([]int32, len(members)), ids: make([]uint64, len(members))}
+	if c.links != nil {
+		n.links = make([]int32, len(members))
+	}
+	for i, r := range members {
+		n.addrs[i], n.slots[i], n.hosts[i], n.world[i], n.ids[i] = c.addrs[r], c.slots[r], c.hosts[r], c.world[r], c.ids[r]
 		if c.links != nil {
-			n.links[i] = c.links[m.rank]
+			n.links[i] = c.links[r]
 		}
-		if m.rank == c.rank {
+		if r == c.rank {
 			n.rank = i
 		}
 	}
 	n.setLocal()
-	c.v.retain()
-	return n, nil
+	return n
 }
 
 // Free releases the handle: its context id and, with the last handle on it,
@@ -826,6 +852,13 @@ func (c *Comm) Allgather(ctx context.Context, data []byte) ([][]byte, error) {
 	if err := c.usable("allgather"); err != nil {
 		return nil, err
 	}
+	return c.allgather(ctx, data, tagGatherLen, tagGatherData)
+}
+
+// allgather is Allgather with its two rounds' tags on the collective
+// context (the same tag for both is fine: a rank's length goes before its
+// data, and the receiver posts its data receive after the length's).
+func (c *Comm) allgather(ctx context.Context, data []byte, lenTag, dataTag int) ([][]byte, error) {
 	out := make([][]byte, c.size)
 	out[c.rank] = append([]byte(nil), data...)
 	if c.size == 1 {
@@ -848,7 +881,7 @@ func (c *Comm) Allgather(ctx context.Context, data []byte) ([][]byte, error) {
 		if r == c.rank {
 			continue
 		}
-		req, err := c.irecv(AsBytes(lens[r:r+1]), r, tagGatherLen, cc)
+		req, err := c.irecv(AsBytes(lens[r:r+1]), r, lenTag, cc)
 		if err != nil {
 			return fail("lengths", err)
 		}
@@ -856,7 +889,7 @@ func (c *Comm) Allgather(ctx context.Context, data []byte) ([][]byte, error) {
 	}
 	for i := 1; i < c.size; i++ {
 		r := (c.rank + i) % c.size
-		req, err := c.isend(mine, r, tagGatherLen, cc)
+		req, err := c.isend(mine, r, lenTag, cc)
 		if err != nil {
 			return fail("lengths", err)
 		}
@@ -871,7 +904,7 @@ func (c *Comm) Allgather(ctx context.Context, data []byte) ([][]byte, error) {
 			continue
 		}
 		out[r] = make([]byte, lens[r])
-		req, err := c.irecv(out[r], r, tagGatherData, cc)
+		req, err := c.irecv(out[r], r, dataTag, cc)
 		if err != nil {
 			return fail("data", err)
 		}
@@ -879,7 +912,7 @@ func (c *Comm) Allgather(ctx context.Context, data []byte) ([][]byte, error) {
 	}
 	for i := 1; i < c.size; i++ {
 		r := (c.rank + i) % c.size
-		req, err := c.isend(data, r, tagGatherData, cc)
+		req, err := c.isend(data, r, dataTag, cc)
 		if err != nil {
 			return fail("data", err)
 		}

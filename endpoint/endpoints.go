@@ -43,7 +43,13 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 	// Open the local endpoints first (a failure is still reported to the
 	// peers through the allgather so nobody waits forever).
 	vcis, oerr := w.openEndpoints(n, &cfg)
-	// Record: status u8 | shared u8 | n u32 | then per distinct endpoint: len u32, name.
+	// Record: status u8 | shared u8 | n u32 | call u32 | then per distinct
+	// endpoint: len u32, name. call numbers this process's CreateEndpoints
+	// calls, for the new ranks' identities (epIdentity).
+	w.mu.Lock()
+	w.epCalls++
+	call := w.epCalls
+	w.mu.Unlock()
 	rec := []byte{0, 0}
 	if oerr != nil {
 		rec[0] = 1
@@ -52,6 +58,7 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 		rec[1] = 1
 	}
 	rec = binary.LittleEndian.AppendUint32(rec, uint32(n))
+	rec = binary.LittleEndian.AppendUint32(rec, call)
 	for _, v := range vcis {
 		rec = binary.LittleEndian.AppendUint32(rec, uint32(len(v.name)))
 		rec = append(rec, v.name...)
@@ -84,13 +91,14 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 		world int32 // the owner's world rank
 		owner int   // parent rank
 		addrI int   // index of its distinct address
+		id    uint64
 	}
 	var eps []epRec
 	var names [][]byte
 	var addrOwner, addrIdx []int // per distinct address: parent rank, index among its endpoints
 	first := -1
 	for pr, b := range all {
-		if len(b) < 6 {
+		if len(b) < 10 {
 			return fail(fmt.Errorf("endpoint: endpoint record of rank %d is %d bytes: %w", pr, len(b), ErrInvalid))
 		}
 		if b[0] != 0 {
@@ -98,7 +106,8 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 		}
 		shared := b[1] != 0
 		cnt := int(binary.LittleEndian.Uint32(b[2:]))
-		b = b[6:]
+		pcall := binary.LittleEndian.Uint32(b[6:])
+		b = b[10:]
 		var pnames [][]byte
 		for len(b) >= 4 {
 			l := int(binary.LittleEndian.Uint32(b))
@@ -121,7 +130,8 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 			addrOwner, addrIdx = append(addrOwner, pr), append(addrIdx, i)
 		}
 		for i := 0; i < cnt; i++ {
-			e := epRec{slot: 0, host: c.hosts[pr], world: c.world[pr], owner: pr, addrI: base + i}
+			e := epRec{slot: 0, host: c.hosts[pr], world: c.world[pr], owner: pr, addrI: base + i,
+				id: epIdentity(c.world[pr], pcall, i)}
 			if shared {
 				e.slot, e.addrI = uint8(i), base+sharedGroup(i, cnt, k)
 			}
@@ -163,9 +173,9 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 		mk := func(slot int) *Comm {
 			nc := &Comm{w: w, v: v, id: id, ctx: uint16(2 * id), size: len(eps),
 				addrs: make([]fabric.Addr, len(eps)), slots: make([]uint8, len(eps)), hosts: make([]int32, len(eps)),
-				world: make([]int32, len(eps))}
+				world: make([]int32, len(eps)), ids: make([]uint64, len(eps))}
 			for r, e := range eps {
-				nc.addrs[r], nc.slots[r], nc.hosts[r], nc.world[r] = addrs[e.addrI], e.slot, e.host, e.world
+				nc.addrs[r], nc.slots[r], nc.hosts[r], nc.world[r], nc.ids[r] = addrs[e.addrI], e.slot, e.host, e.world, e.id
 			}
 			nc.links = links
 			nc.rank = first + slot

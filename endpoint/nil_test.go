@@ -23,10 +23,16 @@ func TestNilReceivers(t *testing.T) {
 	)
 	buf := make([]byte, 8)
 	calls := map[string]func() error{
-		"World.Close":  w.Close,
-		"Comm.Dup":     func() error { _, err := c.Dup(ctx); return err },
-		"Comm.Split":   func() error { _, err := c.Split(ctx, 0, 0); return err },
-		"Comm.Barrier": func() error { return c.Barrier(ctx) },
+		"World.Close": w.Close,
+		"Comm.Dup":    func() error { _, err := c.Dup(ctx); return err },
+		"Comm.Split":  func() error { _, err := c.Split(ctx, 0, 0); return err },
+		"Comm.SplitType": func() error {
+			_, err := c.SplitType(ctx, endpoint.SplitNode, 0)
+			return err
+		},
+		"Comm.Create":      func() error { _, err := c.Create(ctx, nil); return err },
+		"Comm.CreateGroup": func() error { _, err := c.CreateGroup(ctx, nil, 0); return err },
+		"Comm.Barrier":     func() error { return c.Barrier(ctx) },
 		"Comm.Allgather": func() error {
 			_, err := c.Allgather(ctx, buf)
 			return err
@@ -77,7 +83,8 @@ func TestNilReceivers(t *testing.T) {
 	lr, ls := c.NodeLocal()
 	if w.Comm() != nil || w.Job() != nil || w.Info() != nil ||
 		c.Rank() != -1 || c.Size() != 0 || c.ContextID() != -1 || c.Info() != nil ||
-		c.Domain() != nil || c.Shared() || lr != -1 || ls != 0 || !r.Done() {
+		c.Domain() != nil || c.Shared() || lr != -1 || ls != 0 || !r.Done() ||
+		c.Group() != nil || c.Group().Size() != 0 || c.Group().Rank() != endpoint.Undefined {
 		t.Error("a nil receiver's accessor returned something")
 	}
 	if err := c.Free(); err != nil {
