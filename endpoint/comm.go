@@ -64,7 +64,7 @@ type Comm struct {
 	w      *World
 	v      *vci
 	id     int    // context id
-	ctx    uint16 // tag context for point-to-point (2*id)
+	ctx    uint16 // match context for point-to-point (ctxPerID*id)
 	rank   int
 	size   int
 	addrs  []fabric.Addr // comm rank → address in v.av
@@ -88,6 +88,11 @@ type Comm struct {
 }
 
 func (c *Comm) collCtx() uint16 { return c.ctx + 1 }
+
+// partCtx is the match context of partitioned handshakes, partDataCtx
+// that of their partitions (partitioned.go).
+func (c *Comm) partCtx() uint16     { return c.ctx + 2 }
+func (c *Comm) partDataCtx() uint16 { return c.ctx + 3 }
 
 // Init joins the job: it calls job.Init (PMI-1, PMI-2 or singleton),
 // opens this rank's endpoint and exchanges addresses with every rank,
@@ -715,7 +720,7 @@ func (c *Comm) Dup(ctx context.Context) (*Comm, error) {
 		return nil, err
 	}
 	c.v.retain()
-	return &Comm{w: c.w, v: c.v, id: id, ctx: uint16(2 * id), rank: c.rank, size: c.size,
+	return &Comm{w: c.w, v: c.v, id: id, ctx: uint16(ctxPerID * id), rank: c.rank, size: c.size,
 		addrs: c.addrs, slots: c.slots, mySlot: c.mySlot, hosts: c.hosts, world: c.world, ids: c.ids,
 		lrank: c.lrank, lsize: c.lsize, links: c.links}, nil
 }
@@ -770,7 +775,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 // members[i]; c's rank must be among them. It takes no reference on the
 // endpoint.
 func (c *Comm) subset(id int, members []int) *Comm {
-	n := &Comm{w: c.w, v: c.v, id: id, ctx: uint16(2 * id), size: len(members), mySlot: c.mySlot,
+	n := &Comm{w: c.w, v: c.v, id: id, ctx: uint16(ctxPerID * id), size: len(members), mySlot: c.mySlot,
 		addrs: make([]fabric.Addr, len(members)), slots: make([]uint8, len(members)), hosts: make([]int32, len(members)),
 		world: make([]int32, len(members)), ids: make([]uint64, len(members))}
 	if c.links != nil {

@@ -171,7 +171,7 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 			return fail(fmt.Errorf("endpoint: a peer of the new endpoints cannot use the node transport, and libfabric was not opened (set %s alike on every rank): %w", EnvNodeTransport, ErrNotSupported))
 		}
 		mk := func(slot int) *Comm {
-			nc := &Comm{w: w, v: v, id: id, ctx: uint16(2 * id), size: len(eps),
+			nc := &Comm{w: w, v: v, id: id, ctx: uint16(ctxPerID * id), size: len(eps),
 				addrs: make([]fabric.Addr, len(eps)), slots: make([]uint8, len(eps)), hosts: make([]int32, len(eps)),
 				world: make([]int32, len(eps)), ids: make([]uint64, len(eps))}
 			for r, e := range eps {

@@ -9,8 +9,10 @@ import "fmt"
 //	bit  63      ctrl: internal control message (rendezvous FIN); bits 61..0
 //	             then carry the sender's rendezvous sequence number
 //	bit  62      rts: the payload is a rendezvous header, not user data
-//	bits 61..48  context id (14 bits): even ids are point-to-point, odd ids the
-//	             collective twin of the same communicator
+//	bits 61..48  match context (14 bits): a communicator's context id times
+//	             four, plus 0 for point-to-point, 1 for its collective twin,
+//	             2 and 3 for partitioned messages (their handshakes and
+//	             their partitions: partitioned.go)
 //	bits 47..42  destination slot (6 bits): which handle of a shared endpoint
 //	             the message is for; always 0 on private endpoints
 //	bits 41..22  source rank in the communicator (20 bits)
@@ -47,9 +49,10 @@ const (
 	MaxRanks = int(srcMask) + 1
 	// MaxSharedHandles is the most handles CreateEndpoints returns in shared mode.
 	MaxSharedHandles = int(slotMask) + 1
-	// maxContexts is the number of communicator context ids (each uses two
-	// match contexts).
-	maxContexts = int(ctxMask+1) / 2
+	// ctxPerID is the number of match contexts of one communicator.
+	ctxPerID = 4
+	// maxContexts is the number of communicator context ids.
+	maxContexts = int(ctxMask+1) / ctxPerID
 )
 
 // AnySource matches a message from any rank; AnyTag matches any tag.

@@ -54,6 +54,9 @@ type vci struct {
 	shared bool
 	mu     sync.Mutex
 
+	// partIDs: bit i set, partitioned sender id i is taken (partitioned.go).
+	partIDs [partMaxIDs / 64]uint64
+
 	info   *fabric.Info
 	fab    *fabric.Fabric // owned when non-nil
 	dom    *fabric.Domain
@@ -929,15 +932,15 @@ func (v *vci) recycle(b []byte) {
 	}
 }
 
-// dropContext discards the unexpected messages of match context ctx and
-// of its collective twin (a communicator freed with messages nobody
-// received).
+// dropContext discards the unexpected messages of a communicator's match
+// contexts, ctx and the ctxPerID-1 after it (a communicator freed with
+// messages nobody received).
 func (v *vci) dropContext(ctx uint16) {
 	v.lock()
 	defer v.unlock()
 	n := 0
 	for _, u := range v.unexpected {
-		if c := tagCtx(u.tag); !tagIsCtrl(u.tag) && (c == ctx || c == ctx+1) {
+		if c := tagCtx(u.tag); !tagIsCtrl(u.tag) && c >= ctx && c < ctx+ctxPerID {
 			v.recycle(u.data)
 			continue
 		}
