@@ -51,6 +51,17 @@ type Job interface {
 	Kind() string
 }
 
+// AppNum returns the index of j's program in an MPMD launch (MPI's
+// MPI_APPNUM: 1 for the ranks of b in "fabrun -n 2 a : -n 4 b", and
+// likewise under mpiexec.hydra), 0 in a job of one program or for a Job
+// that does not say.
+func AppNum(j Job) int {
+	if a, ok := j.(interface{ AppNum() int }); ok {
+		return a.AppNum()
+	}
+	return 0
+}
+
 // Errors returned by Job methods, wrapped with context (test with
 // errors.Is). ErrInvalid and ErrClosed are the shared sentinels of package
 // errs.

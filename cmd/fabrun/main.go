@@ -2,7 +2,13 @@
 //
 //	fabrun -n N [--hosts h1:slots,h2 | --hostfile F] [--launcher auto|local|ssh|slurm]
 //	       [--provider P] [--timeout D] [--env K=V]... [--tag-output] prog [args]
+//	       [: -n N2 [--env K=V]... prog2 [args] ...]
 //	fabrun info [--provider P]
+//
+// Programs separated by ":" make one MPMD job: prog's N ranks first, then
+// prog2's N2, each rank told its program's index (WEFT_APPNUM, PMI's
+// appnum; job.AppNum). Each later program takes its own -n and --env
+// (added to the global --env for its ranks).
 //
 // By default the N ranks are forked on this machine. With hosts that are not
 // this machine they are started over ssh and connect back to fabrun's PMI
@@ -100,11 +106,13 @@ type options struct {
 	bind      string
 	env       envList
 	argv      []string
-	npSet     bool // -n, -np or WEFT_NP was given (so 0 is an error, not "derive it")
+	npSet     bool         // -n, -np or WEFT_NP was given (so 0 is an error, not "derive it")
+	more      []launch.App // the programs after the first of an MPMD job
 }
 
 const usageText = `usage: fabrun -n N [--hosts h1:slots,h2 | --hostfile F] [--launcher auto|local|ssh|slurm]
               [--provider P] [--timeout D] [--bind auto|core|none] [--env K=V]... [--tag-output] prog [args]
+              [: -n N2 [--env K=V]... prog2 [args] ...]
        fabrun info [--provider P]
 `
 
@@ -193,7 +201,53 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 			o.npSet = true
 		}
 	})
+	// MPMD: "prog args : -n N2 --env K=V prog2 args : ...".
+	segs := splitApps(o.argv)
+	o.argv = segs[0]
+	for i, seg := range segs[1:] {
+		app, err := parseApp(seg, stderr)
+		if err != nil {
+			return nil, fmt.Errorf("program %d after ':': %w", i+2, err)
+		}
+		o.more = append(o.more, app)
+	}
 	return o, nil
+}
+
+// splitApps cuts argv at every ":" word.
+func splitApps(argv []string) [][]string {
+	segs := [][]string{nil}
+	for _, a := range argv {
+		if a == ":" {
+			segs = append(segs, nil)
+			continue
+		}
+		segs[len(segs)-1] = append(segs[len(segs)-1], a)
+	}
+	return segs
+}
+
+// parseApp reads one MPMD program after a ":": its -n (required) and
+// --env flags, then the program and its arguments.
+func parseApp(args []string, stderr io.Writer) (launch.App, error) {
+	var app launch.App
+	var env envList
+	fs := flag.NewFlagSet("fabrun", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&app.NP, "n", 0, "number of ranks")
+	fs.IntVar(&app.NP, "np", 0, "same as -n")
+	fs.Var(&env, "env", "KEY=VALUE for this program's ranks (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return app, err
+	}
+	if app.NP <= 0 {
+		return app, fmt.Errorf("the number of ranks must be positive (-n N), got %d", app.NP)
+	}
+	if app.Argv = fs.Args(); len(app.Argv) == 0 {
+		return app, errors.New("no program given")
+	}
+	app.Env = env
+	return app, nil
 }
 
 // parseHosts reads "h1:2,h2" into hosts.
@@ -293,6 +347,9 @@ func (o *options) config(getenv func(string) string) (launch.Config, error) {
 		return cfg, err
 	}
 	np := o.np
+	if !o.npSet && len(o.more) > 0 {
+		return cfg, errors.New("the first program of an MPMD job needs its -n")
+	}
 	if !o.npSet {
 		for _, h := range hosts {
 			np += h.Slots
@@ -319,11 +376,15 @@ func (o *options) config(getenv func(string) string) (launch.Config, error) {
 	if o.timeout < 0 {
 		return cfg, fmt.Errorf("--timeout must not be negative, got %v", o.timeout)
 	}
-	return launch.Config{
+	cfg = launch.Config{
 		NP: np, Argv: o.argv, Env: o.env, Launcher: o.launcher, Hosts: hosts,
 		Provider: o.provider, Timeout: o.timeout, TimeoutStacks: o.stacks, TagOutput: o.tag, KillGrace: o.killGrace,
 		SSH: ssh, PMIHost: o.pmiHost, Srun: srun, Bind: o.bind,
-	}, nil
+	}
+	if len(o.more) > 0 {
+		cfg.Apps = append([]launch.App{{NP: np, Argv: o.argv}}, o.more...)
+	}
+	return cfg, nil
 }
 
 // fabrun runs the command line and returns the exit status.

@@ -89,6 +89,31 @@ func TestHelloShm(t *testing.T) {
 	}
 }
 
+// TestMPMD: one job of two programs — hello and hello again, with
+// different environments — makes one ring of three ranks; the second
+// program's ranks know their program's number.
+func TestMPMD(t *testing.T) {
+	_, hello := binaries(t)
+	host, _ := os.Hostname()
+	r := runFabrun(t, nil, "", "-n", "1", "--tag-output", "--env", "G=1", hello, ":", "-n", "2", "--env", "WEFT_PROVIDER=shm", hello)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	for rank, suffix := range []string{"", ", program 1", ", program 1"} {
+		want := fmt.Sprintf("[%d] rank %d of 3 on %s: ring ok%s\n", rank, rank, host, suffix)
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("missing %q in:\n%s", want, r.Stdout)
+		}
+	}
+	r = runFabrun(t, []string{"X=0"}, "", "-n", "2", "--tag-output", "--env", "G=g", "sh", "-c", `echo "A $WEFT_APPNUM $G $X"`,
+		":", "-n", "1", "--env", "X=1", "sh", "-c", `echo "B $WEFT_APPNUM $G $X"`)
+	for _, want := range []string{"[0] A 0 g 0\n", "[1] A 0 g 0\n", "[2] B 1 g 1\n"} {
+		if r.Code != 0 || !strings.Contains(r.Stdout, want) {
+			t.Errorf("exit %d, missing %q in:\n%s%s", r.Code, want, r.Stdout, r.Stderr)
+		}
+	}
+}
+
 func TestHelloTCP(t *testing.T) {
 	_, hello := binaries(t)
 	r := runFabrun(t, nil, "", "-n", "3", "--provider", "tcp;ofi_rxm", hello)
@@ -179,6 +204,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"WEFT_TIMEOUT=soon"}, []string{"-n", "2", "true"}, 2, `WEFT_TIMEOUT="soon" is not a duration`},
 		{[]string{"WEFT_NP=x"}, []string{"true"}, 2, `WEFT_NP="x" is not an integer`},
 		{[]string{"WEFT_TIMEOUT_STACKS=maybe"}, []string{"-n", "2", "true"}, 2, `WEFT_TIMEOUT_STACKS="maybe" is not a boolean`},
+		{nil, []string{"-n", "1", "true", ":", "true"}, 2, "program 2 after ':': the number of ranks must be positive"},
+		{nil, []string{"-n", "1", "true", ":", "-n", "2"}, 2, "program 2 after ':': no program given"},
+		{nil, []string{"-n", "1", ":", "-n", "2", "true"}, 2, "no program given"},
+		{nil, []string{"true", ":", "-n", "2", "true"}, 2, "the first program of an MPMD job needs its -n"},
+		{nil, []string{"-n", "1", "true", ":", "-n", "1", "--env", "X", "true"}, 2, `"X" is not KEY=VALUE`},
 	} {
 		r := runFabrun(t, c.env, "", c.args...)
 		if r.Code != c.code || !strings.Contains(r.Stderr, c.msg) {

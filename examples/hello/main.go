@@ -5,7 +5,8 @@
 //
 //	rank R of N on HOST: ring ok
 //
-// Run it with any launcher weft supports:
+// (followed by ", program K" for the ranks of the K-th program, K > 0, of
+// an MPMD job: fabrun -n 1 hello : -n 2 hello). Run it with any launcher weft supports:
 //
 //	fabrun -n 4 --provider shm --tag-output hello
 //	mpiexec.hydra -n 3 hello
@@ -162,7 +163,11 @@ func run() error {
 		return fail(err)
 	}
 	host, _ := os.Hostname()
-	fmt.Printf("rank %d of %d on %s: ring ok\n", rank, size, host)
+	prog := ""
+	if a := job.AppNum(j); a > 0 {
+		prog = fmt.Sprintf(", program %d", a)
+	}
+	fmt.Printf("rank %d of %d on %s: ring ok%s\n", rank, size, host, prog)
 	return j.Finalize()
 }
 

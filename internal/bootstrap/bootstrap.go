@@ -146,7 +146,7 @@ func initFrom(ctx context.Context, getenv func(string) string) (Bootstrap, error
 		if e.Secret != "" {
 			b.kind = "fabrun"
 		}
-		b.rank, b.size, b.b = cl.Rank(), cl.Size(), pmi1{cl}
+		b.rank, b.size, b.b, b.app = cl.Rank(), cl.Size(), pmi1{cl}, cl.AppNum()
 	case "pmi2":
 		e, err := pmi.Env2FromEnviron(getenv)
 		if err != nil {
@@ -156,9 +156,20 @@ func initFrom(ctx context.Context, getenv func(string) string) (Bootstrap, error
 		if err != nil {
 			return nil, fmt.Errorf("bootstrap: PMI-2: %w", err)
 		}
-		b.kind, b.rank, b.size, b.b = "slurm", cl.Rank(), cl.Size(), pmi2{cl}
+		b.kind, b.rank, b.size, b.b, b.app = "slurm", cl.Rank(), cl.Size(), pmi2{cl}, cl.AppNum()
 	default:
 		return nil, fmt.Errorf("bootstrap: WEFT_PMI=%q: want pmi1, pmi2 or singleton", mode)
+	}
+	// fabrun names the app of an MPMD job in the environment under every
+	// launcher (Slurm's steps run its programs through env); otherwise
+	// PMI's appnum stands (Hydra's MPMD jobs).
+	if v := getenv("WEFT_APPNUM"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			b.b.finalize(ctx)
+			return nil, fmt.Errorf("bootstrap: WEFT_APPNUM=%q is not an application number", v)
+		}
+		b.app = n
 	}
 	if err := b.findLocal(ctx, getenv); err != nil {
 		b.b.finalize(ctx)
@@ -173,6 +184,7 @@ type boot struct {
 	kind         string
 	rank, size   int
 	lrank, lsize int
+	app          int // application number (MPMD)
 	b            backend
 	cache        map[string][]byte
 	mine         map[string]bool // keys this process has put
@@ -184,6 +196,10 @@ func (b *boot) Size() int      { return b.size }
 func (b *boot) LocalRank() int { return b.lrank }
 func (b *boot) LocalSize() int { return b.lsize }
 func (b *boot) Kind() string   { return b.kind }
+
+// AppNum is the index of this rank's program in an MPMD launch (0
+// otherwise).
+func (b *boot) AppNum() int { return b.app }
 
 // findLocal fills lrank and lsize.
 func (b *boot) findLocal(ctx context.Context, getenv func(string) string) error {

@@ -68,10 +68,23 @@ type Host struct {
 	Slots int
 }
 
+// App is one program of a job of several (MPMD: "fabrun -n 1 a : -n 4
+// b"): its ranks follow those of the apps before it.
+type App struct {
+	NP   int      // its ranks (> 0)
+	Argv []string // program and arguments
+	Env  []string // KEY=VALUE for its ranks, after Config.Env
+}
+
 // Config describes one job.
 type Config struct {
-	NP       int      // number of ranks (> 0)
-	Argv     []string // program and its arguments
+	NP   int      // number of ranks (> 0)
+	Argv []string // program and its arguments
+	// Apps, when set, makes the job MPMD: each app runs its own program on
+	// its own ranks, numbered app after app, and each rank learns its
+	// app's index (WEFT_APPNUM, and PMI's appnum). NP and Argv are then
+	// ignored (NP becomes the apps' total).
+	Apps     []App
 	Env      []string // extra KEY=VALUE for every rank
 	Launcher string   // "auto" (default), "local", "ssh" or "slurm"
 	Hosts    []Host   // hosts for "ssh" (and "auto"); ranks fill each host's slots in order, wrapping around
@@ -177,16 +190,30 @@ type Job struct {
 }
 
 func (c *Config) validate() error {
+	if len(c.Apps) > 0 {
+		c.NP, c.Argv = 0, nil
+		for i, a := range c.Apps {
+			if a.NP <= 0 {
+				return fmt.Errorf("%w: app %d: number of ranks must be positive, got %d", ErrUsage, i, a.NP)
+			}
+			if len(a.Argv) == 0 || a.Argv[0] == "" {
+				return fmt.Errorf("%w: app %d: no program to run", ErrUsage, i)
+			}
+			if err := checkEnv(a.Env); err != nil {
+				return err
+			}
+			c.NP += a.NP
+		}
+		c.Argv = c.Apps[0].Argv
+	}
 	if c.NP <= 0 {
 		return fmt.Errorf("%w: number of ranks must be positive, got %d", ErrUsage, c.NP)
 	}
 	if len(c.Argv) == 0 || c.Argv[0] == "" {
 		return fmt.Errorf("%w: no program to run", ErrUsage)
 	}
-	for _, kv := range c.Env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return fmt.Errorf("%w: environment entry %q is not KEY=VALUE", ErrUsage, kv)
-		}
+	if err := checkEnv(c.Env); err != nil {
+		return err
 	}
 	for _, h := range c.Hosts {
 		if h.Name == "" || h.Slots <= 0 {
@@ -223,6 +250,35 @@ func (c *Config) validate() error {
 		c.Dir = wd
 	}
 	return nil
+}
+
+// checkEnv reports an entry of env that is not KEY=VALUE.
+func checkEnv(env []string) error {
+	for _, kv := range env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return fmt.Errorf("%w: environment entry %q is not KEY=VALUE", ErrUsage, kv)
+		}
+	}
+	return nil
+}
+
+// apps returns the job's programs: Apps, or the one of NP and Argv.
+func (c *Config) apps() []App {
+	if len(c.Apps) > 0 {
+		return c.Apps
+	}
+	return []App{{NP: c.NP, Argv: c.Argv}}
+}
+
+// appOf returns, per rank, the index of its app.
+func (c *Config) appOf() []int {
+	out := make([]int, 0, c.NP)
+	for i, a := range c.apps() {
+		for range a.NP {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // ChooseLauncher resolves "auto" (or "") to "slurm" inside a Slurm allocation
@@ -356,16 +412,22 @@ func (j *Job) startRanks() error {
 		hosts = nil
 	}
 	_, lrank, lsize, mapping := placement(cfg.NP, hosts)
-	prog := cfg.Argv[0]
+	apps, appOf := cfg.apps(), cfg.appOf()
+	progs := make([]string, len(apps)) // per app: its program (found in PATH, local ranks)
+	for i, a := range apps {
+		progs[i] = a.Argv[0]
+	}
 	var binds [][]int // per local rank
 	nodeCPUs := ""    // the CPUs the local ranks share, for their wait policies
 	procs := ""       // GOMAXPROCS for local ranks that outnumber the CPUs
 	if j.launcher == "local" {
-		p, err := exec.LookPath(prog)
-		if err != nil {
-			return fmt.Errorf("launch: program %q: %w", prog, err)
+		for i, prog := range progs {
+			p, err := exec.LookPath(prog)
+			if err != nil {
+				return fmt.Errorf("launch: program %q: %w", prog, err)
+			}
+			progs[i] = p
 		}
-		prog = p
 		cpus, err := allowedCPUs()
 		if err != nil {
 			return err
@@ -392,6 +454,7 @@ func (j *Job) startRanks() error {
 		Size:           cfg.NP,
 		Secret:         secret,
 		ProcessMapping: mapping,
+		AppNum:         appOf,
 		OnAbort: func(rank, code int, msg string) {
 			if code == 0 {
 				code = 1
@@ -435,6 +498,10 @@ func (j *Job) startRanks() error {
 			"WEFT_LOCAL_RANK=" + strconv.Itoa(lrank[r]),
 			"WEFT_LOCAL_SIZE=" + strconv.Itoa(lsize[r]),
 		}
+		app := apps[appOf[r]]
+		if len(apps) > 1 {
+			renv = append(append(renv, "WEFT_APPNUM="+strconv.Itoa(appOf[r])), app.Env...)
+		}
 		var cmd *exec.Cmd
 		var pmiConn net.Conn
 		var childEnd *os.File
@@ -445,7 +512,7 @@ func (j *Job) startRanks() error {
 			if pmiConn, childEnd, err = pmiSocketpair(); err != nil {
 				return fmt.Errorf("launch: rank %d: %w", r, err)
 			}
-			cmd = exec.Command(prog, cfg.Argv[1:]...)
+			cmd = exec.Command(progs[appOf[r]], app.Argv[1:]...)
 			// The secret also tells the bootstrap it runs under fabrun. An
 			// environment is readable by its owner only.
 			cmd.Env = append(append(append([]string{}, env...), renv...), "PMI_FD=3", "WEFT_PMI_SECRET="+secret, nodeCPUs)
@@ -456,7 +523,7 @@ func (j *Job) startRanks() error {
 			cmd.ExtraFiles = []*os.File{childEnd}
 		} else {
 			renv = append(renv, "PMI_PORT="+net.JoinHostPort(dial[node[r]], port), "PMI_ID="+strconv.Itoa(r))
-			cmd = sshCommand(cfg, hosts[node[r]].Name, append(append([]string{}, cfg.Env...), providerEnv(cfg)...), renv)
+			cmd = sshCommand(cfg, hosts[node[r]].Name, app.Argv, append(append([]string{}, cfg.Env...), providerEnv(cfg)...), renv)
 			cmd.Env = env
 		}
 		in := stdinNone

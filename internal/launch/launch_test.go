@@ -37,6 +37,10 @@ func TestMain(m *testing.M) {
 func helper(mode string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	env := os.Getenv("WEFT_APPNUM")
+	if mode == "appnum-pmi" {
+		os.Unsetenv("WEFT_APPNUM") // the app number from PMI's get_appnum alone
+	}
 	b, err := bootstrap.Init(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
@@ -108,6 +112,9 @@ func helper(mode string) int {
 		sum += int(v[0])
 	}
 	fmt.Printf("rank %d of %d (%s, local %d/%d) sum %d\n", me, b.Size(), b.Kind(), b.LocalRank(), b.LocalSize(), sum)
+	if strings.HasPrefix(mode, "appnum") {
+		fmt.Printf("rank %d: %s app %d (WEFT_APPNUM %q) %s\n", me, mode, b.(interface{ AppNum() int }).AppNum(), env, os.Args[len(os.Args)-1])
+	}
 	if err := b.Finalize(); err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 2
@@ -191,6 +198,38 @@ func TestPMIJob(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestMPMD: a job of two programs (the same binary with different
+// arguments and environments): ranks numbered app after app, each with
+// its own program's environment, its app number from the environment and
+// from PMI, and one PMI job across both.
+func TestMPMD(t *testing.T) {
+	for _, mode := range []string{"appnum", "appnum-pmi"} {
+		var out proctest.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		err := Run(ctx, Config{Stdout: &out, Stderr: &out, Env: []string{"WEFT_LAUNCH_HELPER=" + mode}, Apps: []App{
+			{NP: 1, Argv: []string{self(t), "-test.run", "^$", "first"}},
+			{NP: 2, Argv: []string{self(t), "-test.run", "^$", "second"}, Env: []string{"WEFT_LAUNCH_HELPER=" + mode}},
+		}})
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", mode, err, out.String())
+		}
+		for r, want := range []string{"app 0 (WEFT_APPNUM \"0\") first", "app 1 (WEFT_APPNUM \"1\") second", "app 1 (WEFT_APPNUM \"1\") second"} {
+			for _, w := range []string{fmt.Sprintf("rank %d of 3 (fabrun, local %d/3) sum 3", r, r), fmt.Sprintf("rank %d: %s %s", r, mode, want)} {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("%s: output lacks %q:\n%s", mode, w, out.String())
+				}
+			}
+		}
+	}
+	if err := (&Config{Apps: []App{{NP: 1, Argv: []string{"true"}}, {NP: 0, Argv: []string{"true"}}}}).validate(); !errors.Is(err, ErrUsage) {
+		t.Errorf("an app of no ranks: %v", err)
+	}
+	if err := (&Config{Apps: []App{{NP: 1, Argv: []string{"true"}}, {NP: 1}}}).validate(); !errors.Is(err, ErrUsage) {
+		t.Errorf("an app with no program: %v", err)
 	}
 }
 

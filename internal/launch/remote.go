@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"fmt"
 	"os/exec"
 	"strings"
 )
@@ -56,13 +57,13 @@ func shellQuote(s string) string {
 // because sshd does not accept arbitrary variables; the job secret does not
 // (it goes through stdin, see remoteWrapper), as command lines are readable
 // by every user of both machines.
-func sshCommand(cfg Config, host string, env, rankEnv []string) *exec.Cmd {
+func sshCommand(cfg Config, host string, argv, env, rankEnv []string) *exec.Cmd {
 	words := []string{"cd", shellQuote(cfg.Dir), "2>/dev/null;", "exec", "env"}
 	for _, kv := range append(append([]string{stacksEnvEntry()}, env...), rankEnv...) {
 		words = append(words, shellQuote(kv))
 	}
 	words = append(words, "sh", "-c", shellQuote(remoteWrapper), "weft-rank")
-	for _, a := range cfg.Argv {
+	for _, a := range argv {
 		words = append(words, shellQuote(a))
 	}
 	args := append(append([]string{}, cfg.SSH[1:]...), "-o", "BatchMode=yes", host, strings.Join(words, " "))
@@ -76,6 +77,34 @@ func slurmCommand(cfg Config) *exec.Cmd {
 	// is tagged, which a stack dump turns on while the job runs.
 	args = append(args, "--mpi=pmi2", "--kill-on-bad-exit=1", "--input=0", "--label", "-n", itoa(cfg.NP))
 	args = append(args, "--")
-	args = append(args, cfg.Argv...)
+	if len(cfg.Apps) > 1 {
+		// MPMD: every task runs a shell that picks its app by its rank
+		// and execs the app's program with the app's environment.
+		args = append(args, "sh", "-c", mpmdScript(cfg.Apps), "weft-mpmd")
+	} else {
+		args = append(args, cfg.Argv...)
+	}
 	return exec.Command(cfg.Srun[0], args...)
+}
+
+// mpmdScript is the shell program an MPMD job's Slurm tasks run: the task
+// of rank SLURM_PROCID execs its app's program through env, which sets
+// WEFT_APPNUM and the app's variables.
+func mpmdScript(apps []App) string {
+	var b strings.Builder
+	end := 0
+	for i, a := range apps {
+		end += a.NP
+		kw := "elif"
+		if i == 0 {
+			kw = "if"
+		}
+		fmt.Fprintf(&b, "%s [ \"$SLURM_PROCID\" -lt %d ]; then exec env WEFT_APPNUM=%d", kw, end, i)
+		for _, w := range append(append([]string{}, a.Env...), a.Argv...) {
+			b.WriteString(" " + shellQuote(w))
+		}
+		b.WriteString("; ")
+	}
+	b.WriteString("fi; exit 127")
+	return b.String()
 }

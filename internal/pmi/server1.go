@@ -31,6 +31,9 @@ type ServerConfig struct {
 	// ProcessMapping, when non-empty, is served for the key
 	// PMI_process_mapping (MPICH's "(vector,(node,count,ranks),...)" form).
 	ProcessMapping string
+	// AppNum, when set, is each rank's application number (get_appnum): the
+	// index of its program in an MPMD job. Ranks it does not cover get 0.
+	AppNum []int
 	// MaxKey and MaxValue are announced in get_maxes (defaults 64 and 1024,
 	// as Hydra).
 	MaxKey, MaxValue int
@@ -479,7 +482,11 @@ func (s *Server) dispatch(rank int, m Msg) (reply string, done bool) {
 		return NewMsg("maxes", "kvsname_max", "256", "keylen_max", strconv.Itoa(s.cfg.MaxKey),
 			"vallen_max", strconv.Itoa(s.cfg.MaxValue)).String(), false
 	case "get_appnum":
-		return NewMsg("appnum", "appnum", "0").String(), false
+		app := 0
+		if rank >= 0 && rank < len(s.cfg.AppNum) {
+			app = s.cfg.AppNum[rank]
+		}
+		return NewMsg("appnum", "appnum", strconv.Itoa(app)).String(), false
 	case "get_universe_size":
 		return NewMsg("universe_size", "size", strconv.Itoa(s.cfg.Size)).String(), false
 	case "get_my_kvsname":

@@ -24,6 +24,13 @@ func TestHydraHello(t *testing.T) {
 		r := run(t, 60*time.Second, []string{"WEFT_PROVIDER=", "SLURM_JOB_ID="}, hydra, args...)
 		checkRing(t, "mpiexec.hydra "+strings.Join(mode, " "), r, 3)
 	}
+	// MPMD: Hydra numbers the programs, and weft's ranks read theirs
+	// from PMI's appnum.
+	r := run(t, 60*time.Second, []string{"WEFT_PROVIDER=", "SLURM_JOB_ID="}, hydra, "-launcher", "fork", "-n", "1", hello, ":", "-n", "2", hello)
+	checkRing(t, "mpiexec.hydra MPMD", r, 3)
+	if c := strings.Count(r.Stdout, "ring ok, program 1\n"); c != 2 {
+		t.Errorf("mpiexec.hydra MPMD: %d ranks of program 1, want 2:\n%s", c, r.Stdout)
+	}
 }
 
 // TestHydraFailure checks that a failing rank under Hydra surfaces: hello

@@ -58,6 +58,20 @@ func TestSlurm(t *testing.T) {
 		}
 	}
 
+	// MPMD under Slurm: one srun step whose tasks pick their program by
+	// rank, with its environment and arguments, quoting kept.
+	r = run(t, 60*time.Second, env, "salloc", "-n", "3", fab, "-n", "1", "--tag-output", hello, ":", "-n", "2", "--env", "X=a b", hello)
+	checkRing(t, "salloc -n 3 fabrun MPMD hello", r, 3)
+	if c := strings.Count(r.Stdout, "ring ok, program 1\n"); c != 2 {
+		t.Errorf("MPMD under Slurm: %d ranks of program 1, want 2:\n%s", c, r.Stdout)
+	}
+	r = run(t, 60*time.Second, []string{conf}, "salloc", "-n", "2", fab, "-n", "1", "sh", "-c", `echo "A $WEFT_APPNUM"`, ":", "-n", "1", "--env", "X=a 'b'", "sh", "-c", `echo "B $WEFT_APPNUM $X"`)
+	for _, want := range []string{"A 0\n", "B 1 a 'b'\n"} {
+		if r.Code != 0 || !strings.Contains(r.Stdout, want) {
+			t.Errorf("MPMD under Slurm: exit %d, missing %q:\n%s%s", r.Code, want, r.Stdout, r.Stderr)
+		}
+	}
+
 	r = run(t, 60*time.Second, []string{conf}, "salloc", "-n", "2", fab, "-n", "2", "sh", "-c", `[ "$PMI_RANK" = 1 ] && exit 3; sleep 30`)
 	if r.Code != 3 || !strings.Contains(r.Stderr, "fabrun: rank 1 exited with status 3") {
 		t.Errorf("failing rank under Slurm: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)

@@ -112,6 +112,13 @@ func TestSSHLauncher(t *testing.T) {
 	fab, hello := binaries(t)
 	r := run(t, 60*time.Second, []string{"WEFT_SSH=" + ssh}, fab, "-n", "2", "--launcher", "ssh", "--hosts", "127.0.0.1:2", "--tag-output", hello)
 	checkRing(t, "fabrun ssh, one host", r, 2)
+	// MPMD over ssh: each rank's remote command runs its own program.
+	r = run(t, 60*time.Second, []string{"WEFT_SSH=" + ssh}, fab, "-n", "1", "--launcher", "ssh", "--hosts", "127.0.0.1:3", "--tag-output", hello,
+		":", "-n", "2", "--env", "X=a b", hello)
+	checkRing(t, "fabrun ssh, MPMD", r, 3)
+	if c := strings.Count(r.Stdout, "ring ok, program 1\n"); c != 2 {
+		t.Errorf("MPMD over ssh: %d ranks of program 1, want 2:\n%s", c, r.Stdout)
+	}
 	r = run(t, 60*time.Second, nil, fab, "--ssh", ssh, "-n", "2", "--hosts", "root@127.0.0.1,root@localhost", "--tag-output",
 		"--env", "WEFT_LOG_LEVEL=debug", hello)
 	checkRing(t, "fabrun ssh, two hosts", r, 2)
