@@ -212,6 +212,9 @@ func (c *Comm) CartCreate(ctx context.Context, dims []int, periods []bool) (*Car
 	if err := c.usable("cart create"); err != nil {
 		return nil, err
 	}
+	if err := c.intra("cart create"); err != nil {
+		return nil, err
+	}
 	// Agree on the arguments before deriving the communicator: a rank
 	// with different (or bad) arguments would otherwise leave the others
 	// waiting in the split.

@@ -81,6 +81,8 @@ type Comm struct {
 	// to through the node transport (node.go), -1 for libfabric; nil when
 	// no peer uses the node transport.
 	links []int32
+	// inter is set on an intercommunicator (intercomm.go).
+	inter *interInfo
 	freed atomic.Bool // Free'd (or, for the world communicator, World.Close)
 	// scratch is the Request blocking Recv reuses (nil while one is in use
 	// or was abandoned in flight); taken and returned under v.lock.
@@ -550,6 +552,9 @@ func (c *Comm) Size() int {
 	if c == nil {
 		return 0
 	}
+	if c.inter != nil {
+		return c.inter.local.size // c.size counts the remote ranks
+	}
 	return c.size
 }
 
@@ -715,6 +720,9 @@ func (c *Comm) Dup(ctx context.Context) (*Comm, error) {
 	if err := c.usable("dup"); err != nil {
 		return nil, err
 	}
+	if err := c.intra("dup"); err != nil {
+		return nil, err
+	}
 	id, _, err := c.allocContext(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -730,6 +738,9 @@ func (c *Comm) Dup(ctx context.Context) (*Comm, error) {
 // Collective over c.
 func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	if err := c.usable("split"); err != nil {
+		return nil, err
+	}
+	if err := c.intra("split"); err != nil {
 		return nil, err
 	}
 	if color < 0 && color != Undefined {
@@ -809,6 +820,9 @@ func (c *Comm) Free() error {
 		return nil
 	}
 	c.freed.Store(true)
+	if c.inter != nil {
+		c.inter.local.Free()
+	}
 	if c.w.releaseContext(c.id) {
 		// The id may be given to a new communicator: what arrived for this
 		// one and was never received must not match that one's receives.
@@ -821,6 +835,9 @@ func (c *Comm) Free() error {
 // algorithm over zero-byte messages on c's collective context).
 func (c *Comm) Barrier(ctx context.Context) error {
 	if err := c.usable("barrier"); err != nil {
+		return err
+	}
+	if err := c.intra("barrier"); err != nil {
 		return err
 	}
 	for k, dist := 0, 1; dist < c.size; k, dist = k+1, dist*2 {
@@ -855,6 +872,9 @@ const (
 // between ranks). Collective over c.
 func (c *Comm) Allgather(ctx context.Context, data []byte) ([][]byte, error) {
 	if err := c.usable("allgather"); err != nil {
+		return nil, err
+	}
+	if err := c.intra("allgather"); err != nil {
 		return nil, err
 	}
 	return c.allgather(ctx, data, tagGatherLen, tagGatherData)

@@ -29,6 +29,9 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 	if err := c.usable("create endpoints"); err != nil {
 		return nil, err
 	}
+	if err := c.intra("create endpoints"); err != nil {
+		return nil, err
+	}
 	w := c.w
 	cfg := w.cfg
 	if err := cfg.apply(opts); err != nil {

@@ -62,6 +62,9 @@ func (c *Comm) GraphCreate(ctx context.Context, sources, destinations []int) (*G
 	if err := c.usable("graph create"); err != nil {
 		return nil, err
 	}
+	if err := c.intra("graph create"); err != nil {
+		return nil, err
+	}
 	// Every rank's destinations, so that each can count the edges that
 	// end at it; one bad list fails every rank alike.
 	enc := binary.LittleEndian.AppendUint32(nil, uint32(len(destinations)))

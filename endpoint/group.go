@@ -72,6 +72,9 @@ func (c *Comm) Group() *Group {
 	if !c.ok() {
 		return nil
 	}
+	if c.inter != nil {
+		return c.inter.local.Group() // an intercommunicator's local group
+	}
 	return &Group{ids: c.ids, self: c.ids[c.rank]}
 }
 
@@ -293,6 +296,9 @@ func (c *Comm) Create(ctx context.Context, g *Group) (*Comm, error) {
 	if err := c.usable("create"); err != nil {
 		return nil, err
 	}
+	if err := c.intra("create"); err != nil {
+		return nil, err
+	}
 	members, merr := c.members("create", g)
 	var rec [9]byte
 	binary.LittleEndian.PutUint64(rec[:], groupHash(g))
@@ -336,7 +342,7 @@ func agreeGroup(op string, extras [][]byte, mine []byte, local error) error {
 }
 
 // MaxGroupTag is the largest tag CreateGroup takes.
-const MaxGroupTag = TagUB >> 1
+const MaxGroupTag = 1<<20 - 1
 
 // CreateGroup returns a communicator of g's ranks, in g's order, with a
 // new context (MPI_Comm_create_group). Unlike Create it is collective
@@ -347,6 +353,9 @@ const MaxGroupTag = TagUB >> 1
 // different tags.
 func (c *Comm) CreateGroup(ctx context.Context, g *Group, tag int) (*Comm, error) {
 	if err := c.usable("create group"); err != nil {
+		return nil, err
+	}
+	if err := c.intra("create group"); err != nil {
 		return nil, err
 	}
 	if tag < 0 || tag > MaxGroupTag {

@@ -30,7 +30,12 @@ func TestNilReceivers(t *testing.T) {
 			_, err := c.SplitType(ctx, endpoint.SplitNode, 0)
 			return err
 		},
-		"Comm.Create":      func() error { _, err := c.Create(ctx, nil); return err },
+		"Comm.Create": func() error { _, err := c.Create(ctx, nil); return err },
+		"Comm.IntercommCreate": func() error {
+			_, err := c.IntercommCreate(ctx, 0, nil, 0, 0)
+			return err
+		},
+		"Comm.Merge":       func() error { _, err := c.Merge(ctx, false); return err },
 		"Comm.CreateGroup": func() error { _, err := c.CreateGroup(ctx, nil, 0); return err },
 		"Comm.Barrier":     func() error { return c.Barrier(ctx) },
 		"Comm.Allgather": func() error {
@@ -84,7 +89,8 @@ func TestNilReceivers(t *testing.T) {
 	if w.Comm() != nil || w.Job() != nil || w.Info() != nil ||
 		c.Rank() != -1 || c.Size() != 0 || c.ContextID() != -1 || c.Info() != nil ||
 		c.Domain() != nil || c.Shared() || lr != -1 || ls != 0 || !r.Done() ||
-		c.Group() != nil || c.Group().Size() != 0 || c.Group().Rank() != endpoint.Undefined {
+		c.Group() != nil || c.Group().Size() != 0 || c.Group().Rank() != endpoint.Undefined ||
+		c.IsInter() || c.RemoteSize() != 0 || c.RemoteGroup() != nil {
 		t.Error("a nil receiver's accessor returned something")
 	}
 	if err := c.Free(); err != nil {

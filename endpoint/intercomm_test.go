@@ -1,0 +1,162 @@
+package endpoint_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/weft-hpc/weft/endpoint"
+)
+
+// interBattery joins the even and the odd ranks of c (4 ranks) into an
+// intercommunicator and checks it: sizes, groups, point-to-point between
+// the groups named by remote ranks, the calls it refuses, and Merge both
+// ways.
+func interBattery(ctx context.Context, c *endpoint.Comm) error {
+	me := c.Rank()
+	local, err := c.Split(ctx, me%2, me)
+	if err != nil {
+		return err
+	}
+	defer local.Free()
+	for name, f := range map[string]func() error{
+		"leader out of range": func() error { _, err := local.IntercommCreate(ctx, 2, c, 1-me%2, 0); return err },
+		"tag out of range":    func() error { _, err := local.IntercommCreate(ctx, 0, c, 1-me%2, endpoint.MaxInterTag+1); return err },
+	} {
+		if err := f(); !errors.Is(err, endpoint.ErrInvalid) {
+			return fmt.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	// The leaders are c's ranks 0 (evens) and 1 (odds).
+	ic, err := local.IntercommCreate(ctx, 0, c, 1-me%2, 7)
+	if err != nil {
+		return err
+	}
+	defer ic.Free()
+	if !ic.IsInter() || local.IsInter() || ic.Rank() != me/2 || ic.Size() != 2 || ic.RemoteSize() != 2 || local.RemoteSize() != 0 {
+		return fmt.Errorf("intercomm: rank %d size %d remote %d", ic.Rank(), ic.Size(), ic.RemoteSize())
+	}
+	if r := ic.Group().Compare(local.Group()); r != endpoint.Ident {
+		return fmt.Errorf("intercomm's local group: %v", r)
+	}
+	want := []int{1, 3}
+	if me%2 == 1 {
+		want = []int{0, 2}
+	}
+	if got, _ := ic.RemoteGroup().TranslateRanks([]int{0, 1}, c.Group()); !slices.Equal(got, want) {
+		return fmt.Errorf("remote group in c's ranks: %v, want %v", got, want)
+	}
+	// Each rank sends its rank in c to the remote rank of its own local
+	// rank, and takes one message from any remote rank.
+	buf := make([]byte, 8)
+	r, err := ic.Irecv(buf, endpoint.AnySource, 5)
+	if err != nil {
+		return err
+	}
+	if err := ic.Send(ctx, binary.LittleEndian.AppendUint64(nil, uint64(me)), ic.Rank(), 5); err != nil {
+		return err
+	}
+	st, err := r.Wait(ctx)
+	if err != nil {
+		return err
+	}
+	if got := int(binary.LittleEndian.Uint64(buf)); st.Source != ic.Rank() || got != want[st.Source] {
+		return fmt.Errorf("from remote rank %d: %d, want %d", st.Source, got, want[ic.Rank()])
+	}
+	if err := ic.Send(ctx, nil, 2, 0); !errors.Is(err, endpoint.ErrInvalid) {
+		return fmt.Errorf("send to remote rank 2 of 2: %v", err)
+	}
+	for name, f := range map[string]func() error{
+		"Barrier":         func() error { return ic.Barrier(ctx) },
+		"Dup":             func() error { _, err := ic.Dup(ctx); return err },
+		"Split":           func() error { _, err := ic.Split(ctx, 0, 0); return err },
+		"CreateEndpoints": func() error { _, err := ic.CreateEndpoints(ctx, 1); return err },
+		"IntercommCreate": func() error { _, err := ic.IntercommCreate(ctx, 0, c, 0, 0); return err },
+	} {
+		if err := f(); !errors.Is(err, endpoint.ErrNotSupported) {
+			return fmt.Errorf("%s on an intercommunicator: %v, want ErrNotSupported", name, err)
+		}
+	}
+	if _, err := local.Merge(ctx, false); !errors.Is(err, endpoint.ErrInvalid) {
+		return fmt.Errorf("merge of an intracommunicator: %v", err)
+	}
+	// Merge: the odd group high (after the evens), then both low (the
+	// evens' leader has the lower identity: first again), then the evens
+	// high.
+	for _, tc := range []struct {
+		evenHigh, oddHigh bool
+		order             []int // c's ranks in merged order
+	}{{false, true, []int{0, 2, 1, 3}}, {false, false, []int{0, 2, 1, 3}}, {true, false, []int{1, 3, 0, 2}}} {
+		m, err := ic.Merge(ctx, me%2 == 0 && tc.evenHigh || me%2 == 1 && tc.oddHigh)
+		if err != nil {
+			return fmt.Errorf("merge: %w", err)
+		}
+		if got, _ := m.Group().TranslateRanks([]int{0, 1, 2, 3}, c.Group()); !slices.Equal(got, tc.order) || m.Rank() != slices.Index(tc.order, me) {
+			return fmt.Errorf("merged (%v/%v): ranks %v, this one %d", tc.evenHigh, tc.oddHigh, got, m.Rank())
+		}
+		if err := ringCheck(ctx, m, 3); err != nil {
+			return fmt.Errorf("merged: %w", err)
+		}
+		if err := m.Barrier(ctx); err != nil {
+			return err
+		}
+		m.Free()
+	}
+	return nil
+}
+
+// TestIntercomm runs the intercommunicator battery on 4 processes, and on
+// two endpoints of each of 2 processes.
+func TestIntercomm(t *testing.T) {
+	for _, p := range providers {
+		t.Run(provName(p), func(t *testing.T) {
+			if launch(t, 4, p, 60*time.Second) {
+				return
+			}
+			w := initWorld(t)
+			ctx := tctx(t, 30*time.Second)
+			if err := interBattery(ctx, w.Comm()); err != nil {
+				t.Fatalf("rank %d: %v", w.Comm().Rank(), err)
+			}
+		})
+	}
+	t.Run("endpoints", func(t *testing.T) {
+		if launch(t, 2, "native", 60*time.Second) {
+			return
+		}
+		w := initWorld(t)
+		ctx := tctx(t, 30*time.Second)
+		eps, err := w.Comm().CreateEndpoints(ctx, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runHandles(t, ctx, eps, func(ctx context.Context, e *endpoint.Comm) error {
+			defer e.Free()
+			return interBattery(ctx, e)
+		})
+	})
+}
+
+// TestIntercommHandles runs the battery on four handles of one process.
+func TestIntercommHandles(t *testing.T) {
+	singleton(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := endpoint.Init(ctx)
+	if err != nil {
+		t.Fatalf("Init: %v", err)
+	}
+	defer w.Close()
+	eps, err := w.Comm().CreateEndpoints(ctx, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runHandles(t, ctx, eps, func(ctx context.Context, e *endpoint.Comm) error {
+		defer e.Free()
+		return interBattery(ctx, e)
+	})
+}
