@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
 )
 
@@ -66,6 +67,41 @@ func interBattery(ctx context.Context, c *endpoint.Comm) error {
 	}
 	if got := int(binary.LittleEndian.Uint64(buf)); st.Source != ic.Rank() || got != want[st.Source] {
 		return fmt.Errorf("from remote rank %d: %d, want %d", st.Source, got, want[ic.Rank()])
+	}
+	// A typed exchange and a partitioned message across the groups.
+	col, err := ddt.Vector(4, 1, 2, ddt.Int32)
+	if err != nil {
+		return err
+	}
+	if err := col.Commit(); err != nil {
+		return err
+	}
+	sv := []int32{int32(me), -1, int32(me) + 10, -1, int32(me) + 20, -1, int32(me) + 30, -1}
+	rv := make([]int32, 4)
+	if _, err := ic.Sendrecv(ctx, endpoint.AsBytes(sv), 1, col, ic.Rank(), 6, endpoint.AsBytes(rv), 4, ddt.Int32, ic.Rank(), 6); err != nil {
+		return fmt.Errorf("typed sendrecv: %w", err)
+	}
+	if p := int32(want[ic.Rank()]); !slices.Equal(rv, []int32{p, p + 10, p + 20, p + 30}) {
+		return fmt.Errorf("typed sendrecv across the groups: %v", rv)
+	}
+	pbuf := []byte{byte(me), byte(me), byte(me), byte(me)}
+	prbuf := make([]byte, 4)
+	ps, err := ic.PsendInit(pbuf, 2, ic.Rank(), 8)
+	if err != nil {
+		return err
+	}
+	pr, err := ic.PrecvInit(prbuf, 4, ic.Rank(), 8)
+	if err != nil {
+		return err
+	}
+	if err := errors.Join(pr.Start(), ps.Start(), ps.PreadyRange(0, 1), ps.Wait(ctx), pr.Wait(ctx)); err != nil {
+		return fmt.Errorf("partitioned across the groups: %w", err)
+	}
+	if p := byte(want[ic.Rank()]); !slices.Equal(prbuf, []byte{p, p, p, p}) {
+		return fmt.Errorf("partitioned across the groups: %v", prbuf)
+	}
+	if err := errors.Join(ps.Free(), pr.Free()); err != nil {
+		return err
 	}
 	if err := ic.Send(ctx, nil, 2, 0); !errors.Is(err, endpoint.ErrInvalid) {
 		return fmt.Errorf("send to remote rank 2 of 2: %v", err)
