@@ -664,40 +664,54 @@ func (c *Comm) allocContext(ctx context.Context, extra []byte) (int, [][]byte, e
 // agreeContext is allocContext with the exchange's tags on the
 // collective context (allgather's).
 func (c *Comm) agreeContext(ctx context.Context, extra []byte, lenTag, dataTag int) (int, [][]byte, error) {
-	w := c.w
-	w.mu.Lock()
-	mask := make([]byte, 0, len(w.ctxUsed)*8+len(extra))
-	for _, u := range w.ctxUsed {
-		mask = binary.LittleEndian.AppendUint64(mask, u)
-	}
-	w.mu.Unlock()
-	mask = append(mask, extra...)
-	all, err := c.allgather(ctx, mask, lenTag, dataTag)
+	const n = maxContexts / 8 // a mask's bytes
+	all, err := c.allgather(ctx, append(c.w.contextMask(), extra...), lenTag, dataTag)
 	if err != nil {
 		return 0, nil, fmt.Errorf("endpoint: agree on a context id: %w", err)
 	}
-	var used [maxContexts / 64]uint64
-	extras := make([][]byte, len(all))
+	masks, extras := make([][]byte, len(all)), make([][]byte, len(all))
 	for r, b := range all {
-		if len(b) < len(used)*8 {
+		if len(b) < n {
 			return 0, nil, fmt.Errorf("endpoint: context mask of rank %d is %d bytes: %w", r, len(b), ErrInvalid)
 		}
-		for i := range used {
-			used[i] |= binary.LittleEndian.Uint64(b[i*8:])
-		}
-		extras[r] = b[len(used)*8:]
+		masks[r], extras[r] = b[:n], b[n:]
 	}
-	for i, u := range used {
+	id, err := c.w.takeContext(masks...)
+	if err != nil {
+		return 0, nil, fmt.Errorf("endpoint: %w", err)
+	}
+	return id, extras, nil
+}
+
+// contextMask is this process's bitmap of used context ids.
+func (w *World) contextMask() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]byte, 0, len(w.ctxUsed)*8)
+	for _, u := range w.ctxUsed {
+		out = binary.LittleEndian.AppendUint64(out, u)
+	}
+	return out
+}
+
+// takeContext reserves the lowest context id free in every mask (each
+// maxContexts/8 bytes, as contextMask makes them).
+func (w *World) takeContext(masks ...[]byte) (int, error) {
+	for i := 0; i < maxContexts/8; i += 8 {
+		var u uint64
+		for _, m := range masks {
+			u |= binary.LittleEndian.Uint64(m[i:])
+		}
 		if u != ^uint64(0) {
-			id := i*64 + bits.TrailingZeros64(^u)
+			id := i*8 + bits.TrailingZeros64(^u)
 			w.mu.Lock()
 			w.ctxUsed[id/64] |= 1 << (id % 64)
 			w.ctxRefs[id]++
 			w.mu.Unlock()
-			return id, extras, nil
+			return id, nil
 		}
 	}
-	return 0, nil, fmt.Errorf("endpoint: all %d context ids in use", maxContexts)
+	return 0, fmt.Errorf("all %d context ids in use", maxContexts)
 }
 
 // releaseContext drops one reference to context id and reports whether

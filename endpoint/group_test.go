@@ -209,6 +209,25 @@ func groupBattery(ctx context.Context, c *endpoint.Comm, perProc int) error {
 	return c.Barrier(ctx)
 }
 
+// singletonHandles makes this test's process a job of one rank and
+// returns n private handles of it (closed with the test) and a context of
+// 30 s.
+func singletonHandles(t *testing.T, n int) (context.Context, []*endpoint.Comm) {
+	t.Helper()
+	singleton(t)
+	ctx := tctx(t, 30*time.Second)
+	w, err := endpoint.Init(ctx)
+	if err != nil {
+		t.Fatalf("Init: %v", err)
+	}
+	t.Cleanup(func() { w.Close() })
+	eps, err := w.Comm().CreateEndpoints(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, eps
+}
+
 // ringCheck sends each rank's number to the next rank of c with tag and
 // checks what arrives from the previous one.
 func ringCheck(ctx context.Context, c *endpoint.Comm, tag int) error {
@@ -283,18 +302,7 @@ func TestGroups(t *testing.T) {
 // process, each driven by its own goroutine, and makes overlapping groups
 // at the same time with different tags.
 func TestGroupsHandles(t *testing.T) {
-	singleton(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	w, err := endpoint.Init(ctx)
-	if err != nil {
-		t.Fatalf("Init: %v", err)
-	}
-	defer w.Close()
-	eps, err := w.Comm().CreateEndpoints(ctx, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, eps := singletonHandles(t, 4)
 	runHandles(t, ctx, eps, func(ctx context.Context, e *endpoint.Comm) error {
 		if err := groupBattery(ctx, e, 4); err != nil {
 			return err

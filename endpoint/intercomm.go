@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"math/bits"
 
 	"github.com/weft-hpc/weft/fabric"
 )
@@ -258,33 +257,6 @@ func (c *Comm) groupMask(ctx context.Context) ([]byte, error) {
 		}
 	}
 	return out, nil
-}
-
-// contextMask is this process's bitmap of used context ids.
-func (w *World) contextMask() []byte {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make([]byte, 0, len(w.ctxUsed)*8)
-	for _, u := range w.ctxUsed {
-		out = binary.LittleEndian.AppendUint64(out, u)
-	}
-	return out
-}
-
-// takeContext reserves the lowest context id free in both masks.
-func (w *World) takeContext(a, b []byte) (int, error) {
-	for i := 0; i+8 <= len(a) && i+8 <= len(b); i += 8 {
-		u := binary.LittleEndian.Uint64(a[i:]) | binary.LittleEndian.Uint64(b[i:])
-		if u != ^uint64(0) {
-			id := i*8 + bits.TrailingZeros64(^u)
-			w.mu.Lock()
-			w.ctxUsed[id/64] |= 1 << (id % 64)
-			w.ctxRefs[id]++
-			w.mu.Unlock()
-			return id, nil
-		}
-	}
-	return 0, fmt.Errorf("all %d context ids in use", maxContexts)
 }
 
 // leaderTrade sends mine to rank other of c and returns what other sent

@@ -179,18 +179,7 @@ func TestIntercomm(t *testing.T) {
 
 // TestIntercommHandles runs the battery on four handles of one process.
 func TestIntercommHandles(t *testing.T) {
-	singleton(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	w, err := endpoint.Init(ctx)
-	if err != nil {
-		t.Fatalf("Init: %v", err)
-	}
-	defer w.Close()
-	eps, err := w.Comm().CreateEndpoints(ctx, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, eps := singletonHandles(t, 4)
 	runHandles(t, ctx, eps, func(ctx context.Context, e *endpoint.Comm) error {
 		defer e.Free()
 		return interBattery(ctx, e)
