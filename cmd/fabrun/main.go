@@ -51,6 +51,8 @@
 //	--pmi-host     WEFT_PMI_HOST    address ssh ranks use to reach fabrun (and fabrun listens on)
 //	--srun         WEFT_SRUN        srun command and options (default "srun")
 //	--env K=V      (repeatable)     extra environment for every rank
+//	--ppn          WEFT_PPN         ranks per host, in place of the hosts' slots (under Slurm: --ntasks-per-node)
+//	--wdir         WEFT_WDIR        the ranks' working directory (default: fabrun's)
 //	(fabrun info)  WEFT_FABRUN_INFO the fabrun-info program (default: next to fabrun, then PATH)
 package main
 
@@ -105,6 +107,8 @@ type options struct {
 	srun      string
 	bind      string
 	env       envList
+	ppn       int    // ranks per host (0: the hosts' slots)
+	wdir      string // the ranks' working directory
 	argv      []string
 	npSet     bool         // -n, -np or WEFT_NP was given (so 0 is an error, not "derive it")
 	more      []launch.App // the programs after the first of an MPMD job
@@ -162,6 +166,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	envStr("WEFT_PMI_HOST", &o.pmiHost)
 	envStr("WEFT_SRUN", &o.srun)
 	envStr("WEFT_BIND", &o.bind)
+	envInt("WEFT_PPN", &o.ppn)
+	envStr("WEFT_WDIR", &o.wdir)
 	envBool := func(name string, dst *bool) {
 		if v := getenv(name); v != "" {
 			b, err := strconv.ParseBool(v)
@@ -192,6 +198,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	fs.StringVar(&o.srun, "srun", o.srun, "srun command and options (WEFT_SRUN)")
 	fs.StringVar(&o.bind, "bind", o.bind, "local ranks' CPUs: auto (an equal share each when 2 or more fit, GOMAXPROCS=1 each when they outnumber the CPUs), core (one each) or none (WEFT_BIND)")
 	fs.Var(&o.env, "env", "KEY=VALUE for every rank (repeatable)")
+	fs.IntVar(&o.ppn, "ppn", o.ppn, "ranks per host, in place of the hosts' slots (with --hosts or --hostfile; under Slurm, srun's --ntasks-per-node) (WEFT_PPN)")
+	fs.StringVar(&o.wdir, "wdir", o.wdir, "the ranks' working directory (default: fabrun's) (WEFT_WDIR)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -346,6 +354,19 @@ func (o *options) config(getenv func(string) string) (launch.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
+	srun := strings.Fields(o.srun)
+	switch {
+	case o.ppn < 0:
+		return cfg, fmt.Errorf("--ppn must be positive, got %d", o.ppn)
+	case o.ppn > 0 && len(hosts) > 0:
+		for i := range hosts {
+			hosts[i].Slots = o.ppn
+		}
+	case o.ppn > 0 && getenv("SLURM_JOB_ID") != "" && (o.launcher == "auto" || o.launcher == "slurm"):
+		srun = append(srun, "--ntasks-per-node="+strconv.Itoa(o.ppn))
+	case o.ppn > 0:
+		return cfg, errors.New("--ppn needs hosts (--hosts, --hostfile) or a Slurm allocation")
+	}
 	np := o.np
 	if !o.npSet && len(o.more) > 0 {
 		return cfg, errors.New("the first program of an MPMD job needs its -n")
@@ -366,7 +387,7 @@ func (o *options) config(getenv func(string) string) (launch.Config, error) {
 	if len(o.argv) == 0 {
 		return cfg, errors.New("no program given")
 	}
-	ssh, srun := strings.Fields(o.ssh), strings.Fields(o.srun)
+	ssh := strings.Fields(o.ssh)
 	if len(ssh) == 0 || len(srun) == 0 {
 		return cfg, errors.New("--ssh and --srun must name a command")
 	}
@@ -379,7 +400,7 @@ func (o *options) config(getenv func(string) string) (launch.Config, error) {
 	cfg = launch.Config{
 		NP: np, Argv: o.argv, Env: o.env, Launcher: o.launcher, Hosts: hosts,
 		Provider: o.provider, Timeout: o.timeout, TimeoutStacks: o.stacks, TagOutput: o.tag, KillGrace: o.killGrace,
-		SSH: ssh, PMIHost: o.pmiHost, Srun: srun, Bind: o.bind,
+		SSH: ssh, PMIHost: o.pmiHost, Srun: srun, Bind: o.bind, Dir: o.wdir,
 	}
 	if len(o.more) > 0 {
 		cfg.Apps = append([]launch.App{{NP: np, Argv: o.argv}}, o.more...)

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -114,6 +116,44 @@ func TestMPMD(t *testing.T) {
 	}
 }
 
+// TestPPNAndWdir: --ppn replaces the hosts' slots (and sets the size
+// when -n is not given); --wdir, or WEFT_WDIR, is where the ranks run.
+func TestPPNAndWdir(t *testing.T) {
+	getenv := func(string) string { return "" }
+	o, err := parse([]string{"--hosts", "a:1,b:5", "--ppn", "3", "true"}, getenv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.config(getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NP != 6 || len(cfg.Hosts) != 2 || cfg.Hosts[0].Slots != 3 || cfg.Hosts[1].Slots != 3 {
+		t.Errorf("--hosts a:1,b:5 --ppn 3: %d ranks on %v", cfg.NP, cfg.Hosts)
+	}
+	slurm := func(k string) string {
+		if k == "SLURM_JOB_ID" {
+			return "7"
+		}
+		return ""
+	}
+	if o, err = parse([]string{"-n", "4", "--ppn", "2", "true"}, slurm, io.Discard); err == nil {
+		cfg, err = o.config(slurm)
+	}
+	if err != nil || !slices.Contains(cfg.Srun, "--ntasks-per-node=2") {
+		t.Errorf("--ppn 2 in a Slurm allocation: srun %v, %v", cfg.Srun, err)
+	}
+	dir := t.TempDir()
+	r := runFabrun(t, nil, "", "-n", "2", "--tag-output", "--wdir", dir, "pwd")
+	if r.Code != 0 || strings.Count(r.Stdout, dir+"\n") != 2 {
+		t.Errorf("--wdir %s: exit %d\n%s%s", dir, r.Code, r.Stdout, r.Stderr)
+	}
+	r = runFabrun(t, []string{"WEFT_WDIR=" + dir}, "", "-n", "1", "pwd")
+	if r.Code != 0 || r.Stdout != dir+"\n" {
+		t.Errorf("WEFT_WDIR=%s: exit %d\n%s%s", dir, r.Code, r.Stdout, r.Stderr)
+	}
+}
+
 func TestHelloTCP(t *testing.T) {
 	_, hello := binaries(t)
 	r := runFabrun(t, nil, "", "-n", "3", "--provider", "tcp;ofi_rxm", hello)
@@ -209,6 +249,10 @@ func TestUsageErrors(t *testing.T) {
 		{nil, []string{"-n", "1", ":", "-n", "2", "true"}, 2, "no program given"},
 		{nil, []string{"true", ":", "-n", "2", "true"}, 2, "the first program of an MPMD job needs its -n"},
 		{nil, []string{"-n", "1", "true", ":", "-n", "1", "--env", "X", "true"}, 2, `"X" is not KEY=VALUE`},
+		{[]string{"SLURM_JOB_ID="}, []string{"-n", "2", "--ppn", "2", "true"}, 2, "--ppn needs hosts"},
+		{nil, []string{"-n", "2", "--hosts", "a", "--ppn", "-1", "true"}, 2, "--ppn must be positive"},
+		{nil, []string{"-n", "2", "--wdir", "/no/such/dir", "true"}, 2, `working directory "/no/such/dir" is not a directory`},
+		{[]string{"WEFT_PPN=x"}, []string{"-n", "2", "true"}, 2, `WEFT_PPN="x" is not an integer`},
 	} {
 		r := runFabrun(t, c.env, "", c.args...)
 		if r.Code != c.code || !strings.Contains(r.Stderr, c.msg) {

@@ -381,6 +381,11 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	if launcher != "ssh" { // ssh ranks change directory on their hosts
+		if st, err := os.Stat(cfg.Dir); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("%w: working directory %q is not a directory here", ErrUsage, cfg.Dir)
+		}
+	}
 	j := &Job{
 		cfg:      cfg,
 		launcher: launcher,

@@ -58,6 +58,10 @@ func TestSlurm(t *testing.T) {
 		}
 	}
 
+	// --ppn becomes srun's --ntasks-per-node.
+	r = run(t, 60*time.Second, append(env, "WEFT_LOG_LEVEL=debug"), "salloc", "-n", "2", fab, "-n", "2", "--ppn", "2", hello)
+	checkRing(t, "salloc -n 2 fabrun --ppn 2 hello", r, 2)
+
 	// MPMD under Slurm: one srun step whose tasks pick their program by
 	// rank, with its environment and arguments, quoting kept.
 	r = run(t, 60*time.Second, env, "salloc", "-n", "3", fab, "-n", "1", "--tag-output", hello, ":", "-n", "2", "--env", "X=a b", hello)

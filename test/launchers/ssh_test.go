@@ -119,6 +119,11 @@ func TestSSHLauncher(t *testing.T) {
 	if c := strings.Count(r.Stdout, "ring ok, program 1\n"); c != 2 {
 		t.Errorf("MPMD over ssh: %d ranks of program 1, want 2:\n%s", c, r.Stdout)
 	}
+	// --wdir: the remote ranks change to it.
+	r = run(t, 60*time.Second, []string{"WEFT_SSH=" + ssh}, fab, "-n", "1", "--launcher", "ssh", "--hosts", "127.0.0.1", "--wdir", "/usr", "pwd")
+	if r.Code != 0 || r.Stdout != "/usr\n" {
+		t.Errorf("fabrun ssh --wdir /usr pwd: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
 	r = run(t, 60*time.Second, nil, fab, "--ssh", ssh, "-n", "2", "--hosts", "root@127.0.0.1,root@localhost", "--tag-output",
 		"--env", "WEFT_LOG_LEVEL=debug", hello)
 	checkRing(t, "fabrun ssh, two hosts", r, 2)
