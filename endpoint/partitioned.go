@@ -11,20 +11,26 @@ package endpoint
 // partitioned context under the user's tag; PrecvInit posts the receive
 // of it, so that partitioned sends and receives pair in the order they
 // were initialised, as MPI pairs them, and never meet ordinary messages.
-// Each send partition i then goes as a message of its own on the
-// partitions' context under tag id<<partBits | i, straight from and into
-// the users' buffers (the transports' eager or rendezvous protocols by
-// its size). A receiver learns the sender's partitioning from the
-// handshake and posts one receive per send partition, each into its
-// place in the buffer, so the two sides may partition the same bytes
-// differently. Rounds reuse the pairing: messages of one (source,
-// context, tag) arrive in order, so a partition of the next round never
-// overtakes one of this round.
+// The partitions marked by one call (a Pready, or each run of consecutive
+// partitions of a PreadyRange or PreadyList) then go as one message on the
+// partitions' context under tag id<<partBits | i, i the run's first
+// partition, straight from and into the users' buffers (the transports'
+// eager or rendezvous protocols by its size). A receiver learns the
+// sender's partitioning from the handshake and posts, at each Start, one
+// receive per send partition, each reaching from the partition's place to
+// the end of the buffer: a run lands whole in the receive of its first
+// partition, whose length says how many partitions it held, and the
+// receives of the others are cancelled. The two sides may partition the
+// same bytes differently. Rounds reuse the pairing: messages of one
+// (source, context, tag) arrive in order, and a receive is posted only
+// from its round's Start on, so a partition of the next round never lands
+// in a buffer still being read.
 
 import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -45,7 +51,8 @@ const (
 // MPI_Precv_init): a persistent operation whose buffer is split into equal
 // partitions. After Start, the sender marks each partition ready with
 // Pready as soon as it holds its final data, and that partition is sent at
-// once, while the others are still being computed; the receiver may use
+// once, while the others are still being computed (partitions marked
+// together, by PreadyRange or PreadyList, go as one message); the receiver may use
 // each partition as soon as Parrived reports it, before the whole message
 // has come. Wait (or Test) ends the round; the next Start begins another
 // with the same buffers and peers.
@@ -68,20 +75,21 @@ type Partitioned struct {
 	peer  int
 	tag   int
 
-	mu      sync.Mutex
-	id      int        // the sender's id (a receiver's: from the handshake)
-	hsBuf   []byte     // the handshake: sent, or received
-	hs      *Request   // the handshake in flight (nil once its completion is taken)
-	paired  bool       // a receiver has the handshake (its own side: always)
-	sparts  int        // the sender's partitions
-	reqs    []*Request // this round's message per send partition (nil: not posted)
-	done    []bool     // reqs[i] has completed
-	ndone   int
-	nposted int
-	active  bool
-	rounds  int // rounds started
-	freed   bool
-	err     error // a failure that ends the round (and the pairing)
+	mu     sync.Mutex
+	id     int        // the sender's id (a receiver's: from the handshake)
+	hsBuf  []byte     // the handshake: sent, or received
+	hs     *Request   // the handshake in flight (nil once its completion is taken)
+	paired bool       // a receiver has the handshake (its own side: always)
+	sparts int        // the sender's partitions
+	reqs   []*Request // this round's message starting at each send partition (nil: none)
+	runs   []int      // a send's: the partitions reqs[i] carries; a receive's: -1 where covered by an earlier message
+	marked []bool     // a send's partitions marked ready this round
+	done   []bool     // send partition i has completed (sent, or arrived)
+	ndone  int
+	active bool
+	rounds int // rounds started
+	freed  bool
+	err    error // a failure that ends the round (and the pairing)
 }
 
 // PsendInit sets up a partitioned send of buf to dest with tag, in
@@ -112,6 +120,7 @@ func (c *Comm) PsendInit(buf []byte, partitions, dest, tag int) (*Partitioned, e
 		return nil, fmt.Errorf("endpoint: partitioned send: %d partitioned sends of this endpoint are live already: %w", partMaxIDs, ErrInvalid)
 	}
 	p.id, p.sparts, p.paired = id, partitions, true
+	p.runs = make([]int, partitions)
 	binary.LittleEndian.PutUint32(p.hsBuf, uint32(partitions))
 	binary.LittleEndian.PutUint64(p.hsBuf[4:], uint64(len(buf)))
 	binary.LittleEndian.PutUint32(p.hsBuf[12:], uint32(id))
@@ -192,9 +201,9 @@ func (p *Partitioned) Start() error {
 	if p.err != nil {
 		return p.err
 	}
-	p.active, p.ndone, p.nposted = true, 0, 0
+	p.active, p.ndone = true, 0
 	p.rounds++
-	clear(p.reqs)
+	clear(p.marked)
 	clear(p.done)
 	if !p.send && p.paired && p.peer != ProcNull {
 		return p.postRecvs()
@@ -205,10 +214,25 @@ func (p *Partitioned) Start() error {
 // Pready marks send partition i ready and sends it (MPI_Pready). Marking
 // a partition twice in a round, or one outside 0..Partitions()-1, is an
 // error wrapping ErrInvalid.
-func (p *Partitioned) Pready(i int) error { return p.PreadyRange(i, i) }
+func (p *Partitioned) Pready(i int) error { return p.PreadyList(i) }
 
-// PreadyRange marks send partitions lo through hi ready (MPI_Pready_range).
+// PreadyRange marks send partitions lo through hi ready (MPI_Pready_range)
+// and sends them as one message.
 func (p *Partitioned) PreadyRange(lo, hi int) error {
+	if lo > hi {
+		return fmt.Errorf("endpoint: pready of partitions %d..%d: %w", lo, hi, ErrInvalid)
+	}
+	list := make([]int, 0, hi-lo+1)
+	for i := lo; i <= hi; i++ {
+		list = append(list, i)
+	}
+	return p.PreadyList(list...)
+}
+
+// PreadyList marks the send partitions listed ready (MPI_Pready_list):
+// each run of consecutive partitions in the list goes as one message.
+// Nothing is marked when one of them is out of range or marked already.
+func (p *Partitioned) PreadyList(list ...int) error {
 	if p != nil {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -219,54 +243,63 @@ func (p *Partitioned) PreadyRange(lo, hi int) error {
 	if !p.send {
 		return fmt.Errorf("endpoint: pready on a partitioned receive: %w", ErrInvalid)
 	}
-	if lo < 0 || hi >= p.parts || lo > hi {
-		return fmt.Errorf("endpoint: pready of partitions %d..%d of %d: %w", lo, hi, p.parts, ErrInvalid)
-	}
-	for i := lo; i <= hi; i++ {
-		if err := p.ready(i); err != nil {
-			return err
+	if p.marked == nil {
+		p.marked, p.done, p.reqs = make([]bool, p.parts), make([]bool, p.parts), make([]*Request, p.parts)
+		if p.runs == nil {
+			p.runs = make([]int, p.parts)
 		}
 	}
-	return nil
-}
-
-// PreadyList marks the send partitions listed ready (MPI_Pready_list).
-func (p *Partitioned) PreadyList(list ...int) error {
-	for _, i := range list {
-		if err := p.Pready(i); err != nil {
-			return err
+	for k, i := range list {
+		if i < 0 || i >= p.parts {
+			return fmt.Errorf("endpoint: pready of partition %d of %d: %w", i, p.parts, ErrInvalid)
 		}
-	}
-	return nil
-}
-
-// ready sends partition i (p.mu held).
-func (p *Partitioned) ready(i int) error {
-	if p.peer == ProcNull {
-		if p.done == nil {
-			p.done = make([]bool, p.parts)
-		}
-		if p.done[i] {
+		if p.marked[i] || slices.Contains(list[:k], i) {
 			return fmt.Errorf("endpoint: pready: partition %d is ready already: %w", i, ErrInvalid)
 		}
-		p.done[i] = true
-		p.ndone++
-		p.nposted++
+	}
+	for start := 0; start < len(list); {
+		end := start + 1
+		for end < len(list) && list[end] == list[end-1]+1 {
+			end++
+		}
+		if err := p.sendRun(list[start], end-start); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+// sendRun sends the k partitions from lo as one message (p.mu held),
+// tagged with lo: the receiver's receive of partition lo reaches to the
+// end of its buffer, and the message's length says how many it holds.
+// Empty partitions go one message each, as a length cannot count them.
+func (p *Partitioned) sendRun(lo, k int) error {
+	n := len(p.buf) / p.parts
+	if n == 0 && k > 1 {
+		for i := lo; i < lo+k; i++ {
+			if err := p.sendRun(i, 1); err != nil {
+				return err
+			}
+		}
 		return nil
 	}
-	if p.reqs == nil {
-		p.reqs, p.done = make([]*Request, p.parts), make([]bool, p.parts)
+	for i := lo; i < lo+k; i++ {
+		p.marked[i] = true
 	}
-	if p.reqs[i] != nil {
-		return fmt.Errorf("endpoint: pready: partition %d is ready already: %w", i, ErrInvalid)
+	if p.peer == ProcNull {
+		for i := lo; i < lo+k; i++ {
+			p.done[i] = true
+		}
+		p.ndone += k
+		return nil
 	}
-	n := len(p.buf) / p.parts
-	r, err := p.c.isend(p.buf[i*n:(i+1)*n], p.peer, p.id<<partBits|i, p.c.partDataCtx())
+	r, err := p.c.isend(p.buf[lo*n:(lo+k)*n], p.peer, p.id<<partBits|lo, p.c.partDataCtx())
 	if err != nil {
-		return fmt.Errorf("endpoint: pready of partition %d: %w", i, err)
+		p.err = fmt.Errorf("endpoint: pready of partitions %d..%d: %w", lo, lo+k-1, err)
+		return p.err
 	}
-	p.reqs[i] = r
-	p.nposted++
+	p.reqs[lo], p.runs[lo] = r, k
 	return nil
 }
 
@@ -307,41 +340,79 @@ func (p *Partitioned) pair(ctx context.Context, wait bool) error {
 }
 
 // postRecvs posts this round's receive of every send partition (p.mu
-// held, paired).
+// held, paired): partition i's reaches from its place to the end of the
+// buffer, so that a message of several partitions lands whole.
 func (p *Partitioned) postRecvs() error {
 	if p.reqs == nil {
-		p.reqs, p.done = make([]*Request, p.sparts), make([]bool, p.sparts)
+		p.reqs, p.done, p.runs = make([]*Request, p.sparts), make([]bool, p.sparts), make([]int, p.sparts)
 	}
 	n := len(p.buf) / p.sparts
 	for i := range p.reqs {
-		r, err := p.c.irecv(p.buf[i*n:(i+1)*n], p.peer, p.id<<partBits|i, p.c.partDataCtx())
+		r, err := p.c.irecv(p.buf[i*n:], p.peer, p.id<<partBits|i, p.c.partDataCtx())
 		if err != nil {
 			p.err = fmt.Errorf("endpoint: partitioned receive of partition %d: %w", i, err)
 			return p.err
 		}
 		p.reqs[i] = r
-		p.nposted++
 	}
 	return nil
 }
 
-// sweep takes the completions of this round's posted messages (p.mu
-// held), from index lo up to hi.
-func (p *Partitioned) sweep(lo, hi int) error {
-	for i := lo; i <= hi && i < len(p.reqs); i++ {
+// sweep takes the completions of this round's messages (p.mu held) that
+// start at send partitions up to hi, with one look at the endpoint (its
+// progress driven once, not once a request). A receive's length says how
+// many partitions its message held; the receives of the others are
+// cancelled (they stay in reqs, released at the end of the round).
+func (p *Partitioned) sweep(hi int) error {
+	n := 0
+	if p.sparts > 0 {
+		n = len(p.buf) / p.sparts
+	}
+	v := p.c.v
+	v.lock()
+	defer v.unlock()
+	polled := false
+	for i := 0; i <= hi && i < len(p.reqs); i++ {
 		r := p.reqs[i]
-		if r == nil || p.done[i] {
+		if r == nil || p.done[i] || p.runs[i] < 0 {
 			continue
 		}
-		ok, _, err := r.Test()
-		if err != nil {
-			p.err = fmt.Errorf("endpoint: partition %d: %w", i, err)
+		if !r.done && !polled {
+			if err := v.progress(); err != nil {
+				return err
+			}
+			polled = true
+		}
+		if !r.done {
+			continue
+		}
+		if r.err != nil {
+			p.err = fmt.Errorf("endpoint: partition %d: %w", i, r.err)
 			return p.err
 		}
-		if ok {
-			p.done[i] = true
-			p.ndone++
+		k := p.runs[i] // a send: the partitions it sent
+		if !p.send {
+			k = 1
+			if n > 0 {
+				k = r.st.Count / n
+			}
+			if k < 1 || i+k > p.sparts || n > 0 && r.st.Count%n != 0 {
+				p.err = fmt.Errorf("endpoint: partitioned receive: a message of %d bytes at partition %d of %d of %d bytes: %w", r.st.Count, i, p.sparts, n, ErrInvalid)
+				return p.err
+			}
+			for j := i + 1; j < i+k; j++ {
+				if p.done[j] {
+					p.err = fmt.Errorf("endpoint: partitioned receive: partition %d arrived twice: %w", j, ErrInvalid)
+					return p.err
+				}
+				v.cancel(p.reqs[j])
+				p.runs[j] = -1 // covered: its receive is cancelled
+			}
 		}
+		for j := i; j < i+k; j++ {
+			p.done[j] = true
+		}
+		p.ndone += k
 	}
 	return nil
 }
@@ -376,7 +447,7 @@ func (p *Partitioned) Parrived(i int) (bool, error) {
 	// The send partitions that hold receive partition i's bytes (both
 	// sides cut the same length into equal parts).
 	lo, hi := i*p.sparts/p.parts, ((i+1)*p.sparts+p.parts-1)/p.parts-1
-	if err := p.sweep(lo, hi); err != nil {
+	if err := p.sweep(hi); err != nil {
 		return false, err
 	}
 	for j := lo; j <= hi; j++ {
@@ -390,8 +461,12 @@ func (p *Partitioned) Parrived(i int) (bool, error) {
 // complete reports whether the round has completed (p.mu held), taking
 // completions without waiting.
 func (p *Partitioned) complete() (bool, error) {
+	all := p.sparts
+	if p.send {
+		all = p.parts
+	}
 	if p.peer == ProcNull {
-		return !p.send || p.ndone == p.parts, nil
+		return !p.send || p.ndone == all, nil
 	}
 	if !p.send {
 		if err := p.pair(context.Background(), false); err != nil || !p.paired {
@@ -408,22 +483,25 @@ func (p *Partitioned) complete() (bool, error) {
 			p.hs = nil
 		}
 	}
-	if err := p.sweep(0, len(p.reqs)-1); err != nil {
+	if err := p.sweep(len(p.reqs) - 1); err != nil {
 		return false, err
-	}
-	all := p.sparts
-	if p.send {
-		all = p.parts
 	}
 	return p.hs == nil && p.ndone == all, nil
 }
 
-// finish ends a completed round (p.mu held).
+// finish ends a round (p.mu held): every message's request, and every
+// cancelled receive's, goes back to the endpoint.
 func (p *Partitioned) finish() {
+	v := p.c.v
+	v.lock()
 	for i, r := range p.reqs {
-		r.Release()
+		if r != nil && r.v == v && r.releasable() == nil {
+			v.keepReleased(r)
+		}
 		p.reqs[i] = nil
 	}
+	v.unlock()
+	clear(p.runs)
 	p.active = false
 }
 
@@ -440,14 +518,10 @@ func (p *Partitioned) Test() (bool, error) {
 		return false, err
 	}
 	ok, err := p.complete()
-	if err != nil {
-		p.finish()
-		return false, err
-	}
-	if ok {
+	if err != nil || ok {
 		p.finish()
 	}
-	return ok, nil
+	return ok, err
 }
 
 // Wait waits for the round to complete (see Test) or ctx to end. A send
@@ -471,37 +545,40 @@ func (p *Partitioned) Wait(ctx context.Context) error {
 		return err
 	}
 	for spins := 1; ; spins++ {
-		// Once every message of the round is posted, WaitAll waits for
-		// them (p left to Parrived meanwhile).
-		if p.hs == nil && p.nposted == len(p.reqs) && len(p.reqs) > 0 && p.err == nil && p.peer != ProcNull {
-			reqs := p.reqs
-			p.mu.Unlock()
-			err := WaitAll(ctx, reqs...)
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			if err != nil {
-				if ctx.Err() == nil {
-					p.err = fmt.Errorf("endpoint: partitioned wait: %w", err)
-					p.finish()
-				}
-				return fmt.Errorf("endpoint: partitioned wait: %w", err)
-			}
-			p.ndone = len(p.reqs)
-			p.finish()
-			return nil
-		}
 		ok, err := p.complete()
 		if err != nil || ok {
 			p.finish()
 			p.mu.Unlock()
 			return err
 		}
+		// The message to wait for: a receive's first partition not in
+		// yet (which a message of its own must bring: any earlier one has
+		// been taken whole), or a send's first one not sent yet; WaitAll
+		// waits for it (p left to Parrived and Pready meanwhile, which
+		// never release a request before the round ends).
+		var next *Request
+		if p.hs == nil && p.peer != ProcNull {
+			for i, d := range p.done {
+				if !d {
+					if p.reqs[i] != nil && p.runs[i] >= 0 && (!p.send || p.marked[i]) {
+						next = p.reqs[i]
+					}
+					break
+				}
+			}
+		}
 		crowded := p.c.v.crowded
 		p.mu.Unlock()
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("endpoint: partitioned wait: %w", err)
+		if next != nil {
+			if err := WaitAll(ctx, next); err != nil && ctx.Err() != nil {
+				return fmt.Errorf("endpoint: partitioned wait: %w", err)
+			}
+		} else {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("endpoint: partitioned wait: %w", err)
+			}
+			idle(spins, crowded, false) // a send waits for marks: drives the process's other endpoints too
 		}
-		idle(spins, crowded, false) // drives the process's other endpoints too
 		p.mu.Lock()
 	}
 }

@@ -20,8 +20,9 @@ func fillRound(b []byte, r int) {
 }
 
 // partitionedRounds sends rounds of buf (n bytes) from a in sp partitions
-// to b in rp, marking the partitions in reverse order, and checks every
-// receive partition's bytes as soon as Parrived reports it.
+// to b in rp, marking the partitions one by one in reverse order, all at
+// once, or in two runs, and checks every receive partition's bytes as soon
+// as Parrived reports it.
 func partitionedRounds(ctx context.Context, a, b *endpoint.Comm, n, sp, rp, rounds, tag int) error {
 	sbuf, rbuf := make([]byte, n), make([]byte, n)
 	ps, err := a.PsendInit(sbuf, sp, b.Rank(), tag)
@@ -43,11 +44,26 @@ func partitionedRounds(ctx context.Context, a, b *endpoint.Comm, n, sp, rp, roun
 				errc <- err
 				return
 			}
-			for i := sp - 1; i >= 0; i-- {
-				if err := ps.Pready(i); err != nil {
-					errc <- err
-					return
+			// Round by round: each partition alone in reverse order; all
+			// in one message; two runs, the second half first.
+			var err error
+			switch r % 3 {
+			case 0:
+				for i := sp - 1; i >= 0 && err == nil; i-- {
+					err = ps.Pready(i)
 				}
+			case 1:
+				err = ps.PreadyRange(0, sp-1)
+			default:
+				var list []int
+				for i := range sp {
+					list = append(list, (i+sp/2)%sp)
+				}
+				err = ps.PreadyList(list...)
+			}
+			if err != nil {
+				errc <- err
+				return
 			}
 			errc <- ps.Wait(ctx)
 		}()
@@ -99,7 +115,7 @@ func TestPartitioned(t *testing.T) {
 		{64, 4, 4}, {64, 8, 2}, {96, 3, 6}, {0, 2, 1}, {48, 1, 16},
 		{1 << 20, 4, 8}, {3 << 18, 16, 3}, {256 << 10, 64, 64},
 	} {
-		if err := partitionedRounds(ctx, a, b, tc.n, tc.sp, tc.rp, 3, 5); err != nil {
+		if err := partitionedRounds(ctx, a, b, tc.n, tc.sp, tc.rp, 6, 5); err != nil {
 			t.Fatalf("%d bytes, %d → %d partitions: %v", tc.n, tc.sp, tc.rp, err)
 		}
 	}

@@ -4,8 +4,9 @@
 // on one node. A round: the sender starts its partitioned send, marks its
 // partitions ready one after the other and waits; the receiver starts its
 // partitioned receive and waits, then answers with a zero-byte message.
-// The same bytes sent as one message (Send/Recv, then the answer) are
-// each contender's "whole" column, the cost of the partitioning apart.
+// The "range" rounds mark all partitions with one call (PreadyRange,
+// MPI_Pready_range); the same bytes sent as one message (Send/Recv, then
+// the answer) are the "whole" rows, the cost of the partitioning apart.
 // Open MPI joins when its build has partitioned communication (5.0 on);
 // Debian 12's 4.1 has none and is left out with a note.
 //
@@ -16,9 +17,9 @@
 // It prints, per size and partition count, µs a round for weft and each
 // MPI (partitioned and whole) and weft ÷ the best MPI's partitioned round,
 // the median of the ratios taken within each repetition. With -json the
-// records (tool partitioned, area p2p; case weft-part-P, weft-whole,
-// MPI-part-P, MPI-whole; metric round, µs) go to stdout, the tables to
-// stderr.
+// records (tool partitioned, area p2p; case weft-part-P, weft-range-P,
+// weft-whole and the same for each MPI; metric round, µs) go to stdout,
+// the tables to stderr.
 package main
 
 import (
@@ -106,13 +107,16 @@ type contender struct {
 	argv []string
 }
 
-// cell is one figure: a contender's partitioned round of size bytes in
-// parts partitions, or (parts 0) its round of the same bytes as one
-// message.
+// cell is one figure: a contender's round of size bytes, by mode: part
+// (parts partitions marked one by one), range (all marked at once) or
+// whole (one message; parts 1).
 type cell struct {
-	name        string
+	name, mode  string
 	size, parts int
 }
+
+// modes are the rounds each job measures, partitioned ones first.
+var modes = []string{"part", "range", "whole"}
 
 func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 	tmp, err := os.MkdirTemp("", "weft-partitioned-")
@@ -153,16 +157,23 @@ func drive(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
 				}
 				line := fmt.Sprintf("rep %d %s %d partitions:", rep+1, c.name, parts)
 				for _, s := range cfg.sizes {
-					p, ok1 := got[cell{"part", s, parts}]
-					wh, ok2 := got[cell{"whole", s, 1}]
-					if !ok1 || !ok2 {
-						return fmt.Errorf("rep %d, %s: no results for %d B in %d partitions in %q", rep+1, c.name, s, parts, out)
+					line += fmt.Sprintf(" %d B", s)
+					for _, m := range modes {
+						k := cell{"", m, s, parts}
+						if m == "whole" {
+							k.parts = 1
+						}
+						v, ok := got[k]
+						if !ok {
+							return fmt.Errorf("rep %d, %s: no %s result for %d B in %d partitions in %q", rep+1, c.name, m, s, parts, out)
+						}
+						if m == "whole" && parts != cfg.parts[0] {
+							continue // the whole message: once a repetition
+						}
+						k.name = c.name
+						figs.Add(k, rep, v)
+						line += fmt.Sprintf(" %s %.2f us", m, v)
 					}
-					figs.Add(cell{c.name, s, parts}, rep, p)
-					if parts == cfg.parts[0] { // the whole message: once a repetition
-						figs.Add(cell{c.name, s, 0}, rep, wh)
-					}
-					line += fmt.Sprintf(" %d B %.2f us (whole %.2f)", s, p, wh)
 				}
 				fmt.Fprintln(stderr, line)
 			}
@@ -179,9 +190,10 @@ func hasPartitioned(ctx context.Context, cfg *config, p mpijob.Program) bool {
 	return err == nil
 }
 
-var resultLine = regexp.MustCompile(`(?m)^RESULT (part|whole) (\d+) (\d+) (\S+)\s*$`)
+var resultLine = regexp.MustCompile(`(?m)^RESULT (part|range|whole) (\d+) (\d+) (\S+)\s*$`)
 
-// parseResults reads "RESULT part|whole BYTES PARTS MICROSECONDS" lines.
+// parseResults reads "RESULT part|range|whole BYTES PARTS MICROSECONDS"
+// lines.
 func parseResults(out []byte) (map[cell]float64, error) {
 	got := map[cell]float64{}
 	for _, m := range resultLine.FindAllStringSubmatch(string(out), -1) {
@@ -191,7 +203,7 @@ func parseResults(out []byte) (map[cell]float64, error) {
 		if err != nil || !(v > 0) {
 			return nil, fmt.Errorf("bad result line %q", m[0])
 		}
-		got[cell{m[1], s, p}] = v
+		got[cell{"", m[1], s, p}] = v
 	}
 	return got, nil
 }
@@ -203,67 +215,71 @@ type report struct {
 	mpis []string
 }
 
-// bestMPI is, per repetition, the faster MPI's partitioned round.
-func (rp *report) bestMPI(s, p int) []float64 {
-	best := sidebyside.NaNs(rp.cfg.reps)
+// bestMPI is, per repetition, the faster MPI's round of mode.
+func (rp *report) bestMPI(mode string, s, p int) []float64 {
+	var keys []cell
 	for _, m := range rp.mpis {
-		for i, v := range rp.figs.Series(cell{m, s, p}) {
-			if !(v >= best[i]) {
-				best[i] = v
-			}
-		}
+		keys = append(keys, cell{m, mode, s, p})
 	}
-	return best
+	return rp.figs.Best(keys, true)
 }
 
+// med is k's median as a table figure.
+func (rp *report) med(k cell) string { return sidebyside.Fig(sidebyside.Median(rp.figs.Series(k))) }
+
 func (rp *report) print(w io.Writer) {
-	fmt.Fprintf(w, "Partitioned rounds, µs (median of %d runs); weft ÷ the faster MPI's partitioned round, median of the per-run ratios\n\n", rp.cfg.reps)
-	fmt.Fprintf(w, "%-9s %6s %10s %10s", "size", "parts", "weft", "weft-whole")
+	fmt.Fprintf(w, "Partitioned rounds, µs (median of %d runs): partitions marked one by one, all at once (range), and the bytes as one message (whole); weft ÷ the faster MPI, median of the per-run ratios\n\n", rp.cfg.reps)
+	fmt.Fprintf(w, "%-9s %6s %9s %9s", "size", "parts", "weft", "range")
 	for _, m := range rp.mpis {
-		fmt.Fprintf(w, " %10s %10s", m, m+"-whole")
+		fmt.Fprintf(w, " %9s %9s", m, "range")
 	}
-	fmt.Fprintf(w, " %8s\n", "weft÷")
+	fmt.Fprintf(w, " %7s %7s\n", "weft÷", "range÷")
 	for _, s := range rp.cfg.sizes {
 		for _, p := range rp.cfg.parts {
-			fmt.Fprintf(w, "%-9d %6d %10s %10s", s, p, sidebyside.Fig(sidebyside.Median(rp.figs.Series(cell{"weft", s, p}))), sidebyside.Fig(sidebyside.Median(rp.figs.Series(cell{"weft", s, 0}))))
+			fmt.Fprintf(w, "%-9d %6d %9s %9s", s, p, rp.med(cell{"weft", "part", s, p}), rp.med(cell{"weft", "range", s, p}))
 			for _, m := range rp.mpis {
-				fmt.Fprintf(w, " %10s %10s", sidebyside.Fig(sidebyside.Median(rp.figs.Series(cell{m, s, p}))), sidebyside.Fig(sidebyside.Median(rp.figs.Series(cell{m, s, 0}))))
+				fmt.Fprintf(w, " %9s %9s", rp.med(cell{m, "part", s, p}), rp.med(cell{m, "range", s, p}))
 			}
-			fmt.Fprintf(w, " %8s\n", sidebyside.RatioFig(sidebyside.Median(sidebyside.Ratios(rp.figs.Series(cell{"weft", s, p}), rp.bestMPI(s, p)))))
+			for _, mode := range []string{"part", "range"} {
+				fmt.Fprintf(w, " %7s", sidebyside.RatioFig(sidebyside.Median(sidebyside.Ratios(rp.figs.Series(cell{"weft", mode, s, p}), rp.bestMPI(mode, s, p)))))
+			}
+			fmt.Fprintln(w)
 		}
+		fmt.Fprintf(w, "%-9d %6s %9s %9s", s, "whole", rp.med(cell{"weft", "whole", s, 1}), "")
+		for _, m := range rp.mpis {
+			fmt.Fprintf(w, " %9s %9s", rp.med(cell{m, "whole", s, 1}), "")
+		}
+		fmt.Fprintln(w)
 	}
 }
 
 func (rp *report) records() []benchrec.Record {
 	var out []benchrec.Record
-	rec := func(name string, s, p int, ref []float64) {
-		v := rp.figs.Series(cell{name, s, p})
+	var keys []cell
+	for _, s := range rp.cfg.sizes {
+		for _, name := range append([]string{"weft"}, rp.mpis...) {
+			for _, p := range rp.cfg.parts {
+				keys = append(keys, cell{name, "part", s, p}, cell{name, "range", s, p})
+			}
+			keys = append(keys, cell{name, "whole", s, 1})
+		}
+	}
+	for _, k := range keys {
+		v := rp.figs.Series(k)
 		if sidebyside.Count(v) == 0 {
-			return
+			continue
 		}
-		kind := "whole"
-		if p > 0 {
-			kind = "part-" + strconv.Itoa(p)
+		kind := k.mode
+		if k.mode != "whole" {
+			kind += "-" + strconv.Itoa(k.parts)
 		}
-		r := benchrec.Record{Tool: "partitioned", Area: "p2p", Case: name + "-" + kind, Size: strconv.Itoa(s), Metric: "round",
+		r := benchrec.Record{Tool: "partitioned", Area: "p2p", Case: k.name + "-" + kind, Size: strconv.Itoa(k.size), Metric: "round",
 			Value: sidebyside.Median(v), Unit: "us", Reps: rp.cfg.reps, Stat: "median"}
-		if ref != nil && sidebyside.Count(ref) > 0 {
+		if ref := rp.bestMPI(k.mode, k.size, k.parts); k.name == "weft" && sidebyside.Count(ref) > 0 {
 			r.Ref, r.RefValue = "best MPI", benchrec.Finite(sidebyside.Median(ref))
 			r.Ratio = benchrec.Finite(sidebyside.Median(sidebyside.Ratios(v, ref)))
 		}
 		out = append(out, r)
-	}
-	for _, s := range rp.cfg.sizes {
-		for _, p := range rp.cfg.parts {
-			rec("weft", s, p, rp.bestMPI(s, p))
-			for _, m := range rp.mpis {
-				rec(m, s, p, nil)
-			}
-		}
-		rec("weft", s, 0, nil)
-		for _, m := range rp.mpis {
-			rec(m, s, 0, nil)
-		}
 	}
 	return out
 }

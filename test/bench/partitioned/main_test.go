@@ -28,7 +28,7 @@ func TestRunsSideBySide(t *testing.T) {
 					if name == "mpich" && hydra != nil {
 						continue
 					}
-					if !regexp.MustCompile(`(?m)^rep ` + rep + ` ` + name + ` ` + parts + ` partitions: 4096 B [0-9.]+ us \(whole [0-9.]+\) 65536 B `).MatchString(progress) {
+					if !regexp.MustCompile(`(?m)^rep ` + rep + ` ` + name + ` ` + parts + ` partitions: 4096 B part [0-9.]+ us range [0-9.]+ us( whole [0-9.]+ us)? 65536 B `).MatchString(progress) {
 						t.Errorf("no progress line of rep %s, %s, %s partitions:\n%s", rep, name, parts, progress)
 					}
 				}

@@ -3,13 +3,15 @@
  * size, a barrier, WARMUP untimed and ITERS timed rounds of
  *
  *   part:  rank 0 starts its MPI_Psend_init request, marks the PARTS
- *          partitions ready in order (MPI_Pready) and waits; rank 1 starts
- *          its MPI_Precv_init request and waits; rank 1 then answers with
- *          a zero-byte message;
+ *          partitions ready one after the other (MPI_Pready) and waits;
+ *          rank 1 starts its MPI_Precv_init request and waits; rank 1 then
+ *          answers with a zero-byte message;
+ *   range: the same with all partitions marked by one MPI_Pready_range;
  *   whole: the same bytes as one MPI_Send / MPI_Recv, then the answer.
  *
  * Output, from rank 0, per size:
  *   RESULT part <bytes> <parts> <microseconds a round>
+ *   RESULT range <bytes> <parts> <microseconds a round>
  *   RESULT whole <bytes> 1 <microseconds a round>
  *
  * Usage: partitioned ITERS WARMUP PARTS SIZE... (each SIZE a multiple of
@@ -49,23 +51,28 @@ int main(int argc, char **argv)
 			MPI_Psend_init(buf, (int)parts, (MPI_Count)(size / parts), MPI_CHAR, peer, 3, MPI_COMM_WORLD, MPI_INFO_NULL, &req);
 		else
 			MPI_Precv_init(buf, (int)parts, (MPI_Count)(size / parts), MPI_CHAR, peer, 3, MPI_COMM_WORLD, MPI_INFO_NULL, &req);
-		double start = 0;
-		MPI_Barrier(MPI_COMM_WORLD);
-		for (long k = 0; k < warmup + iters; k++) {
-			if (k == warmup)
-				start = MPI_Wtime();
-			MPI_Start(&req);
-			if (rank == 0) {
-				for (int i = 0; i < parts; i++)
-					MPI_Pready(i, req);
-				MPI_Wait(&req, MPI_STATUS_IGNORE);
-				MPI_Recv(NULL, 0, MPI_CHAR, peer, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-			} else {
-				MPI_Wait(&req, MPI_STATUS_IGNORE);
-				MPI_Send(NULL, 0, MPI_CHAR, peer, 4, MPI_COMM_WORLD);
+		double start = 0, took[2];
+		for (int mode = 0; mode < 2; mode++) {
+			MPI_Barrier(MPI_COMM_WORLD);
+			for (long k = 0; k < warmup + iters; k++) {
+				if (k == warmup)
+					start = MPI_Wtime();
+				MPI_Start(&req);
+				if (rank == 0) {
+					if (mode == 0)
+						for (int i = 0; i < parts; i++)
+							MPI_Pready(i, req);
+					else
+						MPI_Pready_range(0, (int)parts - 1, req);
+					MPI_Wait(&req, MPI_STATUS_IGNORE);
+					MPI_Recv(NULL, 0, MPI_CHAR, peer, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+				} else {
+					MPI_Wait(&req, MPI_STATUS_IGNORE);
+					MPI_Send(NULL, 0, MPI_CHAR, peer, 4, MPI_COMM_WORLD);
+				}
 			}
+			took[mode] = MPI_Wtime() - start;
 		}
-		double part = MPI_Wtime() - start;
 		MPI_Request_free(&req);
 		if (size > 0 && rank == 1 && buf[size - 1] != 'a') {
 			fprintf(stderr, "partitioned: %ld bytes not received\n", size);
@@ -85,7 +92,8 @@ int main(int argc, char **argv)
 		}
 		double whole = MPI_Wtime() - start;
 		if (rank == 0) {
-			printf("RESULT part %ld %ld %.4f\n", size, parts, part * 1e6 / iters);
+			printf("RESULT part %ld %ld %.4f\n", size, parts, took[0] * 1e6 / iters);
+			printf("RESULT range %ld %ld %.4f\n", size, parts, took[1] * 1e6 / iters);
 			printf("RESULT whole %ld 1 %.4f\n", size, whole * 1e6 / iters);
 			fflush(stdout);
 		}
