@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -184,4 +185,81 @@ func TestIntercommHandles(t *testing.T) {
 		defer e.Free()
 		return interBattery(ctx, e)
 	})
+}
+
+// ExampleComm_IntercommCreate joins the even and the odd ranks of four
+// handles into an intercommunicator, sends across it by remote rank, and
+// merges the two groups back into one communicator, the odd ranks first.
+func ExampleComm_IntercommCreate() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := endpoint.Init(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Close()
+	eps, err := w.Comm().CreateEndpoints(ctx, 4)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	out := make([]string, len(eps))
+	var wg sync.WaitGroup
+	for i, ep := range eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer ep.Free()
+			s, err := interExample(ctx, ep)
+			if err != nil {
+				s = err.Error()
+			}
+			out[i] = s
+		}()
+	}
+	wg.Wait()
+	for _, s := range out {
+		fmt.Println(s)
+	}
+	// Output:
+	// rank 0: even rank 0, got "from odd rank 0", merged rank 2
+	// rank 1: odd rank 0, got "from even rank 0", merged rank 0
+	// rank 2: even rank 1, got "from odd rank 1", merged rank 3
+	// rank 3: odd rank 1, got "from even rank 1", merged rank 1
+}
+
+// interExample is one handle's part of ExampleComm_IntercommCreate.
+func interExample(ctx context.Context, ep *endpoint.Comm) (string, error) {
+	color := ep.Rank() % 2
+	local, err := ep.Split(ctx, color, ep.Rank())
+	if err != nil {
+		return "", err
+	}
+	defer local.Free()
+	// The leaders are rank 0 of each group: ep's ranks 0 and 1.
+	ic, err := local.IntercommCreate(ctx, 0, ep, 1-color, 0)
+	if err != nil {
+		return "", err
+	}
+	defer ic.Free()
+	name := [2]string{"even", "odd"}
+	msg := make([]byte, 16)
+	r, err := ic.Irecv(msg, ic.Rank(), 1) // the remote rank of the same number
+	if err != nil {
+		return "", err
+	}
+	if err := ic.Send(ctx, []byte(fmt.Sprintf("from %s rank %d", name[color], ic.Rank())), ic.Rank(), 1); err != nil {
+		return "", err
+	}
+	st, err := r.Wait(ctx)
+	if err != nil {
+		return "", err
+	}
+	m, err := ic.Merge(ctx, color == 0) // the odd group low: first
+	if err != nil {
+		return "", err
+	}
+	defer m.Free()
+	return fmt.Sprintf("rank %d: %s rank %d, got %q, merged rank %d", ep.Rank(), name[color], ic.Rank(), msg[:st.Count], m.Rank()), nil
 }
