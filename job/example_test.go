@@ -36,3 +36,16 @@ func Example() {
 	}
 	// Output: rank 0 says hi
 }
+
+// A program of an MPMD job ("fabrun -n 2 solver : -n 1 monitor") learns
+// which of the programs it is; a job of one program is program 0.
+func ExampleAppNum() {
+	j, err := job.Init(context.Background())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer j.Finalize()
+	fmt.Println("program", job.AppNum(j), "of the job's rank", j.Rank())
+	// Output: program 0 of the job's rank 0
+}
