@@ -46,6 +46,6 @@ func ExampleAppNum() {
 		return
 	}
 	defer j.Finalize()
-	fmt.Println("program", job.AppNum(j), "of the job's rank", j.Rank())
-	// Output: program 0 of the job's rank 0
+	fmt.Printf("rank %d runs program %d\n", j.Rank(), job.AppNum(j))
+	// Output: rank 0 runs program 0
 }
