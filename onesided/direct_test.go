@@ -116,13 +116,14 @@ func TestDirectAtomicsContention(t *testing.T) {
 // CompareAndSwap and Accumulate, then checks the totals.
 func atomicsContention(ctx context.Context, g Group, iters int, opts ...Option) (err error) {
 	me, n := g.Rank(), g.Size()
-	w, err := Allocate(ctx, g, 64, opts...)
+	w, err := Allocate(ctx, g, 80, opts...)
 	if err != nil {
 		return err
 	}
 	defer cleanup(ctx, &err, w.Free)
 	// words: 0 fetch-add counter, 8 CAS counter, 16 accumulate sum,
-	// 24 max, 32 min (int64), 40 bxor, 48 float64 sum, 56 uint32 sum
+	// 24 max, 32 min (int64), 40 bxor, 48 float64 sum, 56 uint32 sum,
+	// 64 and 72 a pair of counters GetAccumulate adds 1 and 2 to
 	if me == 0 {
 		binary.LittleEndian.PutUint64(w.Bytes()[32:], uint64(math.MaxInt64))
 	}
@@ -172,6 +173,21 @@ func atomicsContention(ctx context.Context, g Group, iters int, opts ...Option) 
 	if err := w.Accumulate(0, 56, AtomicUint32, OpSum, b[:4]); err != nil {
 		return err
 	}
+	// GetAccumulate: every fetched first counter is unique, as fetch-add's.
+	var add, old [16]byte
+	binary.LittleEndian.PutUint64(add[:], 1)
+	binary.LittleEndian.PutUint64(add[8:], 2)
+	gets := max(iters/10, 1)
+	for range gets {
+		if err := w.GetAccumulate(0, 64, AtomicUint64, OpSum, add[:], old[:]); err != nil {
+			return err
+		}
+		if o := binary.LittleEndian.Uint64(old[:]); seen[1<<40|o] {
+			return fmt.Errorf("GetAccumulate fetched %d twice", o)
+		} else {
+			seen[1<<40|o] = true
+		}
+	}
 	if err := w.Fence(ctx); err != nil {
 		return err
 	}
@@ -194,11 +210,28 @@ func atomicsContention(ctx context.Context, g Group, iters int, opts ...Option) 
 			{"bxor", u(40), wantX},
 			{"fsum", u(48), math.Float64bits(0.5 * float64(n))},
 			{"u32sum", uint64(binary.LittleEndian.Uint32(m[56:])), uint64(3 * n)},
+			{"get-accumulate first", u(64), uint64(n * max(iters/10, 1))},
+			{"get-accumulate second", u(72), uint64(2 * n * max(iters/10, 1))},
 		}
 		for _, c := range checks {
 			if c.got != c.want {
 				return fmt.Errorf("%s: got %d want %d", c.name, c.got, c.want)
 			}
+		}
+		// OpNoOp reads the pair, OpReplace swaps it.
+		var got, swap [16]byte
+		binary.LittleEndian.PutUint64(swap[:], 7)
+		binary.LittleEndian.PutUint64(swap[8:], 8)
+		for _, op := range []Op{OpNoOp, OpReplace} {
+			if err := w.GetAccumulate(0, 64, AtomicUint64, op, swap[:], got[:]); err != nil {
+				return err
+			}
+			if a, b := binary.LittleEndian.Uint64(got[:]), binary.LittleEndian.Uint64(got[8:]); a != u(64) && op == OpNoOp || b != 2*a {
+				return fmt.Errorf("GetAccumulate %v read %d, %d", op, a, b)
+			}
+		}
+		if u(64) != 7 || u(72) != 8 {
+			return fmt.Errorf("GetAccumulate replace left %d, %d", u(64), u(72))
 		}
 	}
 	return w.Fence(ctx)
@@ -233,6 +266,9 @@ func windowErrors(ctx context.Context, g Group, opts ...Option) error {
 		{"partial element", w.Accumulate(1, 0, AtomicInt64, OpSum, b[:7]), ErrInvalid},
 		{"misaligned atomic", w.Accumulate(1, 4, AtomicInt64, OpSum, b[:8]), ErrInvalid},
 		{"bad type", w.Accumulate(1, 0, AtomicType(99), OpSum, b[:8]), ErrInvalid},
+		{"get-accumulate result of another length", w.GetAccumulate(1, 0, AtomicInt64, OpSum, b[:8], b[:4]), ErrInvalid},
+		{"get-accumulate bitwise float", w.GetAccumulate(1, 0, AtomicFloat64, OpBxor, b[:8], make([]byte, 8)), ErrInvalid},
+		{"get-accumulate misaligned", w.GetAccumulate(1, 4, AtomicInt64, OpNoOp, b[:8], make([]byte, 8)), ErrInvalid},
 		{"flush unknown", w.Flush(ctx, 7), ErrUnknownRank},
 	}
 	_, err = w.FetchAndOp(1, 128, AtomicUint64, OpSum, 1)

@@ -35,6 +35,7 @@ func TestNilReceivers(t *testing.T) {
 		"Window.TestSignal":     func() error { _, _, err := w.TestSignal(0, CmpGE, 1); return err },
 		"Window.WaitSignal":     func() error { _, err := w.WaitSignal(ctx, 0, CmpGE, 1); return err },
 		"Window.Accumulate":     func() error { return w.Accumulate(0, 0, AtomicUint64, OpSum, buf) },
+		"Window.GetAccumulate":  func() error { return w.GetAccumulate(0, 0, AtomicUint64, OpSum, buf, buf) },
 		"Window.FetchAndOp":     func() error { _, err := w.FetchAndOp(0, 0, AtomicUint64, OpSum, 1); return err },
 		"Window.CompareAndSwap": func() error { _, err := w.CompareAndSwap(0, 0, AtomicUint64, 0, 1); return err },
 		"Window.Flush":          func() error { return w.Flush(ctx, 0) },

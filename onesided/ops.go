@@ -239,6 +239,14 @@ func loadElem(b []byte, size int) uint64 {
 	return *(*uint64)(unsafe.Pointer(&b[0]))
 }
 
+func storeElem(b []byte, size int, v uint64) {
+	if size == 4 {
+		*(*uint32)(unsafe.Pointer(&b[0])) = uint32(v)
+		return
+	}
+	*(*uint64)(unsafe.Pointer(&b[0])) = v
+}
+
 // Cmp is a comparison for WaitSignal and TestSignal.
 type Cmp int
 

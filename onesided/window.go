@@ -982,6 +982,42 @@ func (w *Window) Accumulate(target, offset int, t AtomicType, op Op, data []byte
 	return w.net.accumulate(target, offset+w.netOff, t, op, data)
 }
 
+// GetAccumulate applies op element by element with data to consecutive
+// elements of type t from offset in target's region, as Accumulate does,
+// and returns their previous values in result (MPI_Get_accumulate): each
+// element's read and update are one atomic step with respect to every
+// other atomic operation on it (the elements are not one atomic unit
+// together). OpNoOp only reads (data is then ignored but for its
+// length) and OpReplace swaps. len(result) must equal len(data). It
+// waits for the results.
+func (w *Window) GetAccumulate(target, offset int, t AtomicType, op Op, data, result []byte) error {
+	if err := checkOp(t, op); err != nil {
+		return fmt.Errorf("onesided: GetAccumulate(%v, %v): %w", op, t, err)
+	}
+	sz := t.Size()
+	if len(data)%sz != 0 || len(result) != len(data) {
+		return fmt.Errorf("onesided: GetAccumulate: %d bytes of data and %d of result for elements of %v: %w", len(data), len(result), t, ErrInvalid)
+	}
+	if err := w.checkAligned("GetAccumulate", target, offset, len(data), sz); err != nil {
+		return err
+	}
+	p := w.peers[target]
+	direct := p != nil && !w.atomicsNet
+	for i := 0; i < len(data); i += sz {
+		var old uint64
+		if direct {
+			old = atomicApply(unsafe.Pointer(&p[offset+i]), t, op, loadElem(data[i:], sz))
+		} else {
+			var err error
+			if old, err = w.net.fetchOp(target, offset+i+w.netOff, t, op, loadElem(data[i:], sz)); err != nil {
+				return fmt.Errorf("onesided: GetAccumulate: %w", err)
+			}
+		}
+		storeElem(result[i:], sz, old)
+	}
+	return nil
+}
+
 // FetchAndOp atomically applies op with operand to the element of type t
 // at offset in target's region and returns the element's previous value
 // (as raw bits: use math.Float64frombits and friends for floats, and
