@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 	"unsafe"
@@ -26,13 +25,9 @@ import (
 // HANDLES is the number of endpoint handles (and goroutines) per process;
 // BATCH 1 starts each window's sends with one IsendBatch.
 func rankMain(role string, args []string, stdout io.Writer) error {
-	nums := make([]int, len(args))
-	for i, a := range args {
-		n, err := strconv.Atoi(a)
-		if err != nil || n < 0 {
-			return fmt.Errorf("%w: -role %s: argument %q is not a non-negative integer", sidebyside.ErrUsage, role, a)
-		}
-		nums[i] = n
+	nums, err := sidebyside.RoleArgs(role, args)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
 	"github.com/weft-hpc/weft/endpoint"
@@ -16,13 +15,9 @@ import (
 // SIZE...), the counterpart of mpi/partitioned.c with the same rounds and
 // output, on a private endpoint handle per rank.
 func rankMain(role string, args []string, stdout io.Writer) error {
-	nums := make([]int, len(args))
-	for i, a := range args {
-		n, err := strconv.Atoi(a)
-		if err != nil || n < 0 {
-			return fmt.Errorf("%w: -role %s: argument %q is not a non-negative integer", sidebyside.ErrUsage, role, a)
-		}
-		nums[i] = n
+	nums, err := sidebyside.RoleArgs(role, args)
+	if err != nil {
+		return err
 	}
 	if role != "rank" || len(nums) < 4 || nums[0] < 1 || nums[2] < 1 {
 		return fmt.Errorf("%w: -role rank ITERS WARMUP PARTS SIZE... (ITERS, PARTS ≥ 1)", sidebyside.ErrUsage)

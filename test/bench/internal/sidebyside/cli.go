@@ -100,6 +100,20 @@ func ItersFor(base, floor int, bytes int64) int {
 	return max(n, floor)
 }
 
+// RoleArgs reads a weft rank's arguments (-role ROLE ARG...) as
+// non-negative integers; anything else is an ErrUsage error.
+func RoleArgs(role string, args []string) ([]int, error) {
+	nums := make([]int, len(args))
+	for i, a := range args {
+		n, err := strconv.Atoi(a)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%w: -role %s: argument %q is not a non-negative integer", ErrUsage, role, a)
+		}
+		nums[i] = n
+	}
+	return nums, nil
+}
+
 // WarmupFor is the untimed part before n timed iterations: a tenth, at
 // least one.
 func WarmupFor(n int) int { return max(n/10, 1) }
