@@ -30,7 +30,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"slices"
 	"sync"
 )
 
@@ -250,12 +249,20 @@ func (p *Partitioned) PreadyList(list ...int) error {
 		}
 	}
 	for k, i := range list {
-		if i < 0 || i >= p.parts {
-			return fmt.Errorf("endpoint: pready of partition %d of %d: %w", i, p.parts, ErrInvalid)
+		var err error
+		switch {
+		case i < 0 || i >= p.parts:
+			err = fmt.Errorf("endpoint: pready of partition %d of %d: %w", i, p.parts, ErrInvalid)
+		case p.marked[i]:
+			err = fmt.Errorf("endpoint: pready: partition %d is ready already: %w", i, ErrInvalid)
 		}
-		if p.marked[i] || slices.Contains(list[:k], i) {
-			return fmt.Errorf("endpoint: pready: partition %d is ready already: %w", i, ErrInvalid)
+		if err != nil {
+			for _, j := range list[:k] {
+				p.marked[j] = false // this call marks nothing
+			}
+			return err
 		}
+		p.marked[i] = true
 	}
 	for start := 0; start < len(list); {
 		end := start + 1
@@ -270,7 +277,7 @@ func (p *Partitioned) PreadyList(list ...int) error {
 	return nil
 }
 
-// sendRun sends the k partitions from lo as one message (p.mu held),
+// sendRun sends the k partitions from lo, marked, as one message (p.mu held),
 // tagged with lo: the receiver's receive of partition lo reaches to the
 // end of its buffer, and the message's length says how many it holds.
 // Empty partitions go one message each, as a length cannot count them.
@@ -283,9 +290,6 @@ func (p *Partitioned) sendRun(lo, k int) error {
 			}
 		}
 		return nil
-	}
-	for i := lo; i < lo+k; i++ {
-		p.marked[i] = true
 	}
 	if p.peer == ProcNull {
 		for i := lo; i < lo+k; i++ {

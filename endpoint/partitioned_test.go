@@ -293,6 +293,7 @@ func TestPartitionedErrors(t *testing.T) {
 		{"pready out of range", func() error { return ps.Pready(4) }},
 		{"pready twice", func() error { ps.Pready(1); return ps.Pready(1) }},
 		{"range backwards", func() error { return ps.PreadyRange(3, 2) }},
+		{"list with a partition twice", func() error { return ps.PreadyList(2, 2) }}, // marks nothing: 2 is marked below
 		{"free while active", func() error { return ps.Free() }},
 		{"pready on a receive", func() error { pr.Start(); return pr.Pready(0) }},
 		{"parrived out of range", func() error { _, err := pr.Parrived(2); return err }},
