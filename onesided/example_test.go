@@ -370,3 +370,36 @@ func ExampleHeap_SetLock() {
 	}
 	// Output: 3
 }
+
+// A residual summed over the job's ranks with the heap's collectives: each
+// rank's share in a symmetric object, the sum in another on every rank
+// (OpenSHMEM's shmem_double_sum_reduce). Outside a launcher the job has
+// one rank.
+func ExampleHeap_Reduce() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	j, err := job.Init(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Finalize()
+	h, err := onesided.NewHeap(ctx, onesided.JobGroup(j), 1<<12)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer h.Close(ctx)
+	part, err := h.Alloc(ctx, 8, 8)
+	if err != nil {
+		log.Fatal(err)
+	}
+	sum, err := h.Alloc(ctx, 8, 8)
+	if err != nil {
+		log.Fatal(err)
+	}
+	binary.LittleEndian.PutUint64(h.Local(part), math.Float64bits(0.25*float64(j.Rank()+1)))
+	if err := h.Reduce(ctx, sum, part, 1, onesided.AtomicFloat64, onesided.OpSum); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(math.Float64frombits(binary.LittleEndian.Uint64(h.Local(sum))))
+	// Output: 0.25
+}

@@ -279,7 +279,10 @@ func TestNetPipelineMatchesExchange(t *testing.T) {
 func TestNetHeap(t *testing.T) {
 	requireProvider(t, "shm")
 	runRanks(t, 3, func(ctx context.Context, g Group) error {
-		return heapScenario(ctx, g, providerCase{"shm", OrderAuto}.opts()...)
+		if err := heapScenario(ctx, g, providerCase{"shm", OrderAuto}.opts()...); err != nil {
+			return err
+		}
+		return heapCollScenario(ctx, g, providerCase{"shm", OrderAuto}.opts()...)
 	})
 }
 

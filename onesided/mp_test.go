@@ -138,6 +138,9 @@ func TestMultiProcess(t *testing.T) {
 				if err := heapWaitScenario(ctx, g); err != nil {
 					return fmt.Errorf("heap waits on several words: %w", err)
 				}
+				if err := heapCollScenario(ctx, g); err != nil {
+					return fmt.Errorf("heap collectives: %w", err)
+				}
 				shapes := pipelineShapes(true)
 				if !c.full && c.provider == "sockets" {
 					shapes = []PipelineConfig{{N: 9, K: 4, D: 2, BytesPerIter: 512}}
