@@ -366,7 +366,35 @@ func TestHierProcs(t *testing.T) {
 			if err := hierBattery(ctx, oc); err != nil {
 				return fmt.Errorf("uneven: %w", err)
 			}
-			return oc.Free()
+			if err := oc.Free(); err != nil {
+				return err
+			}
+			// The same ranks made by CreateGroup, among themselves alone,
+			// in reverse order.
+			g, err := c.Comm().Group().Excl(1)
+			if err != nil {
+				return err
+			}
+			rev := make([]int, g.Size())
+			for i := range rev {
+				rev[i] = g.Size() - 1 - i
+			}
+			if g, err = g.Incl(rev...); err != nil {
+				return err
+			}
+			cg, err := c.Comm().CreateGroup(ctx, g, 3)
+			if err != nil {
+				return err
+			}
+			defer cg.Free()
+			gc, err := C.New(ctx, cg)
+			if err != nil {
+				return err
+			}
+			if err := hierBattery(ctx, gc); err != nil {
+				return fmt.Errorf("created from a group: %w", err)
+			}
+			return gc.Free()
 		})
 		for _, e := range eps {
 			e.Free()
