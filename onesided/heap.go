@@ -445,6 +445,18 @@ func (h *Heap) Quiet(ctx context.Context) error {
 	return h.w.FlushAll(ctx)
 }
 
+// Fence orders this rank's Puts and non-fetching atomics to each rank
+// (shmem_fence): those issued before it are delivered to a rank before
+// those issued after it. Here it is as strong as Quiet, which completes
+// them all. It is not the window's Fence (MPI_Win_fence, a collective
+// call), which is the heap's Barrier.
+func (h *Heap) Fence(ctx context.Context) error {
+	if err := h.usable("Fence"); err != nil {
+		return err
+	}
+	return h.Quiet(ctx)
+}
+
 // Barrier is Quiet followed by a barrier of all ranks (shmem_barrier_all).
 func (h *Heap) Barrier(ctx context.Context) error {
 	if err := h.usable("Barrier"); err != nil {

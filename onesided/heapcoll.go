@@ -18,6 +18,9 @@ import (
 // Broadcast copies the first nbytes of root's src into dst on every rank,
 // root included (shmem_broadcastmem).
 func (h *Heap) Broadcast(ctx context.Context, dst, src Sym, nbytes, root int) error {
+	if err := h.usable("Broadcast"); err != nil {
+		return err
+	}
 	if err := h.collCheck("Broadcast", dst, src, nbytes, nbytes); err != nil {
 		return err
 	}
@@ -41,6 +44,9 @@ func (h *Heap) Broadcast(ctx context.Context, dst, src Sym, nbytes, root int) er
 // Collect places every rank's first nbytes of src in dst on every rank,
 // rank r's at r·nbytes (shmem_fcollectmem); dst holds Size()·nbytes.
 func (h *Heap) Collect(ctx context.Context, dst, src Sym, nbytes int) error {
+	if err := h.usable("Collect"); err != nil {
+		return err
+	}
 	if err := h.collCheck("Collect", dst, src, nbytes*h.w.Size(), nbytes); err != nil {
 		return err
 	}
@@ -60,6 +66,9 @@ func (h *Heap) Collect(ctx context.Context, dst, src Sym, nbytes int) error {
 // j, which places it at block i of its dst, i the sending rank
 // (shmem_alltoallmem); src and dst hold Size()·nbytes.
 func (h *Heap) Alltoall(ctx context.Context, dst, src Sym, nbytes int) error {
+	if err := h.usable("Alltoall"); err != nil {
+		return err
+	}
 	n := nbytes * h.w.Size()
 	if err := h.collCheck("Alltoall", dst, src, n, n); err != nil {
 		return err
@@ -83,6 +92,9 @@ func (h *Heap) Alltoall(ctx context.Context, dst, src Sym, nbytes int) error {
 // source and combines them in rank order, so every rank gets the same
 // bits, floating-point sums included. dst may be src.
 func (h *Heap) Reduce(ctx context.Context, dst, src Sym, count int, t AtomicType, op Op) error {
+	if err := h.usable("Reduce"); err != nil {
+		return err
+	}
 	if err := checkOp(t, op); err != nil || op == OpReplace || op == OpNoOp {
 		return fmt.Errorf("onesided: Heap.Reduce(%v, %v): %w", op, t, ErrInvalid)
 	}

@@ -121,6 +121,36 @@ func heapCollScenario(ctx context.Context, g Group, opts ...Option) (err error) 
 			return fmt.Errorf("round %d, float sum in place: %v, want %v (rank order)", round, got, wantF)
 		}
 	}
+	// Fence: rank 0's data put before its flag is there when the flag is.
+	if p > 1 {
+		flag, err := h.Alloc(ctx, 8, 8)
+		if err != nil {
+			return err
+		}
+		if me == 0 {
+			fill(want[:nb], 0, 9)
+			if err := h.Put(1, dst, 0, want[:nb]); err != nil {
+				return err
+			}
+			if err := h.Fence(ctx); err != nil {
+				return err
+			}
+			if err := h.AtomicSet(1, flag, 0, AtomicUint64, 1); err != nil {
+				return err
+			}
+		} else if me == 1 {
+			if _, err := h.WaitSignal(ctx, flag, 0, CmpEQ, 1); err != nil {
+				return err
+			}
+			fill(want[:nb], 0, 9)
+			if !bytes.Equal(h.Local(dst)[:nb], want[:nb]) {
+				return fmt.Errorf("after the flag put behind a Fence: %v", h.Local(dst)[:nb])
+			}
+		}
+		if err := h.Barrier(ctx); err != nil {
+			return err
+		}
+	}
 	for name, f := range map[string]func() error{
 		"broadcast root":     func() error { return h.Broadcast(ctx, dst, src, nb, p) },
 		"broadcast too long": func() error { return h.Broadcast(ctx, dst, src, nb*p+1, 0) },

@@ -55,6 +55,11 @@ func TestNilReceivers(t *testing.T) {
 			return h.AccumulateTyped(0, s, 0, AtomicInt64, OpSum, buf, 1, ddt.Int64, 1, ddt.Int64)
 		},
 		"Heap.Alloc":          func() error { _, err := h.Alloc(ctx, 8, 0); return err },
+		"Heap.Fence":          func() error { return h.Fence(ctx) },
+		"Heap.Broadcast":      func() error { return h.Broadcast(ctx, s, s, 8, 0) },
+		"Heap.Collect":        func() error { return h.Collect(ctx, s, s, 8) },
+		"Heap.Alltoall":       func() error { return h.Alltoall(ctx, s, s, 8) },
+		"Heap.Reduce":         func() error { return h.Reduce(ctx, s, s, 1, AtomicInt64, OpSum) },
 		"Heap.Free":           func() error { return h.Free(ctx, s) },
 		"Heap.Put":            func() error { return h.Put(0, s, 0, buf) },
 		"Heap.Get":            func() error { return h.Get(0, s, 0, buf) },
