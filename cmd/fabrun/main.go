@@ -53,6 +53,7 @@
 //	--env K=V      (repeatable)     extra environment for every rank
 //	--ppn          WEFT_PPN         ranks per host, in place of the hosts' slots (under Slurm: --ntasks-per-node)
 //	--wdir         WEFT_WDIR        the ranks' working directory (default: fabrun's)
+//	--output-dir   WEFT_OUTPUT_DIR  each rank's stdout and stderr in DIR/rank.N.out and .err
 //	(fabrun info)  WEFT_FABRUN_INFO the fabrun-info program (default: next to fabrun, then PATH)
 package main
 
@@ -109,6 +110,7 @@ type options struct {
 	env       envList
 	ppn       int    // ranks per host (0: the hosts' slots)
 	wdir      string // the ranks' working directory
+	outDir    string // each rank's output in files there
 	argv      []string
 	npSet     bool         // -n, -np or WEFT_NP was given (so 0 is an error, not "derive it")
 	more      []launch.App // the programs after the first of an MPMD job
@@ -168,6 +170,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	envStr("WEFT_BIND", &o.bind)
 	envInt("WEFT_PPN", &o.ppn)
 	envStr("WEFT_WDIR", &o.wdir)
+	envStr("WEFT_OUTPUT_DIR", &o.outDir)
 	envBool := func(name string, dst *bool) {
 		if v := getenv(name); v != "" {
 			b, err := strconv.ParseBool(v)
@@ -200,6 +203,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	fs.Var(&o.env, "env", "KEY=VALUE for every rank (repeatable)")
 	fs.IntVar(&o.ppn, "ppn", o.ppn, "ranks per host, in place of the hosts' slots (with --hosts or --hostfile; under Slurm, srun's --ntasks-per-node) (WEFT_PPN)")
 	fs.StringVar(&o.wdir, "wdir", o.wdir, "the ranks' working directory (default: fabrun's) (WEFT_WDIR)")
+	fs.StringVar(&o.outDir, "output-dir", o.outDir, "write each rank's stdout and stderr to DIR/rank.N.out and DIR/rank.N.err instead of fabrun's (WEFT_OUTPUT_DIR)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -400,7 +404,7 @@ func (o *options) config(getenv func(string) string) (launch.Config, error) {
 	cfg = launch.Config{
 		NP: np, Argv: o.argv, Env: o.env, Launcher: o.launcher, Hosts: hosts,
 		Provider: o.provider, Timeout: o.timeout, TimeoutStacks: o.stacks, TagOutput: o.tag, KillGrace: o.killGrace,
-		SSH: ssh, PMIHost: o.pmiHost, Srun: srun, Bind: o.bind, Dir: o.wdir,
+		SSH: ssh, PMIHost: o.pmiHost, Srun: srun, Bind: o.bind, Dir: o.wdir, OutputDir: o.outDir,
 	}
 	if len(o.more) > 0 {
 		cfg.Apps = append([]launch.App{{NP: np, Argv: o.argv}}, o.more...)

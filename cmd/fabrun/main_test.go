@@ -253,6 +253,7 @@ func TestUsageErrors(t *testing.T) {
 		{nil, []string{"-n", "2", "--hosts", "a", "--ppn", "-1", "true"}, 2, "--ppn must be positive"},
 		{nil, []string{"-n", "2", "--wdir", "/no/such/dir", "true"}, 2, `working directory "/no/such/dir" is not a directory`},
 		{[]string{"WEFT_PPN=x"}, []string{"-n", "2", "true"}, 2, `WEFT_PPN="x" is not an integer`},
+		{nil, []string{"-n", "1", "--output-dir", "/proc/no/such", "true"}, 2, "output directory"},
 	} {
 		r := runFabrun(t, c.env, "", c.args...)
 		if r.Code != c.code || !strings.Contains(r.Stderr, c.msg) {

@@ -233,6 +233,34 @@ func TestMPMD(t *testing.T) {
 	}
 }
 
+// TestOutputDir: each rank's stdout and stderr land in files of its own,
+// in a directory made for them, and nothing of theirs on fabrun's.
+func TestOutputDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out", "job")
+	var out proctest.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := Run(ctx, Config{NP: 3, Stdout: &out, Stderr: &out, OutputDir: dir,
+		Argv: []string{"sh", "-c", `echo "out $PMI_RANK"; echo "err $PMI_RANK" >&2`}})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for r := range 3 {
+		for ext, want := range map[string]string{".out": "out ", ".err": "err "} {
+			b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank.%d%s", r, ext)))
+			if err != nil || string(b) != want+strconv.Itoa(r)+"\n" {
+				t.Errorf("rank %d's %s file: %q, %v", r, ext, b, err)
+			}
+		}
+	}
+	if strings.Contains(out.String(), "out ") || strings.Contains(out.String(), "err ") {
+		t.Errorf("rank output reached fabrun's writers:\n%s", out.String())
+	}
+	if err := (&Config{NP: 1, Argv: []string{"true"}, OutputDir: "/proc/no/such"}).validate(); !errors.Is(err, ErrUsage) {
+		t.Errorf("an output directory that cannot be made: %v", err)
+	}
+}
+
 func TestFailureKillsOthers(t *testing.T) {
 	var out proctest.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -3,6 +3,7 @@ package launch
 import (
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 )
 
@@ -73,9 +74,18 @@ func sshCommand(cfg Config, host string, argv, env, rankEnv []string) *exec.Cmd 
 // slurmCommand builds the srun command line for the slurm launcher.
 func slurmCommand(cfg Config) *exec.Cmd {
 	args := append([]string{}, cfg.Srun[1:]...)
-	// Always --label: the output copier drops the labels unless the output
-	// is tagged, which a stack dump turns on while the job runs.
-	args = append(args, "--mpi=pmi2", "--kill-on-bad-exit=1", "--input=0", "--label", "-n", itoa(cfg.NP))
+	// --label (unless the tasks write files of their own): the output
+	// copier drops the labels unless the output is tagged, which a stack
+	// dump turns on while the job runs.
+	args = append(args, "--mpi=pmi2", "--kill-on-bad-exit=1", "--input=0", "-n", itoa(cfg.NP))
+	if cfg.OutputDir != "" {
+		// Each task's output in its own files, as the other launchers
+		// write them; srun's own messages stay on its stderr.
+		name := filepath.Join(cfg.OutputDir, "rank.%t")
+		args = append(args, "--output="+name+".out", "--error="+name+".err")
+	} else {
+		args = append(args, "--label")
+	}
 	args = append(args, "--")
 	if len(cfg.Apps) > 1 {
 		// MPMD: every task runs a shell that picks its app by its rank

@@ -87,5 +87,6 @@ var Registry = []Setting{
 	{Env: "WEFT_SRUN", Package: "fabrun", Kind: String, Default: "srun", Option: "--srun", Doc: "srun command and options"},
 	{Env: "WEFT_PPN", Package: "fabrun", Kind: Int, Default: "", Min: 1, Max: 1 << 20, Option: "--ppn", Doc: "ranks per host, in place of the hosts' slots (under Slurm: srun --ntasks-per-node)"},
 	{Env: "WEFT_WDIR", Package: "fabrun", Kind: String, Option: "--wdir", Doc: "the ranks' working directory (default: fabrun's)"},
+	{Env: "WEFT_OUTPUT_DIR", Package: "fabrun", Kind: String, Option: "--output-dir", Doc: "each rank's stdout and stderr in DIR/rank.N.out and DIR/rank.N.err instead of fabrun's"},
 	{Env: "WEFT_FABRUN_INFO", Package: "fabrun", Kind: String, Option: "", Doc: "the fabrun-info program (default: next to fabrun, then PATH)"},
 }

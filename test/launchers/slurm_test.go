@@ -2,6 +2,7 @@ package launchers_test
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -55,6 +56,18 @@ func TestSlurm(t *testing.T) {
 	for _, want := range []string{"launcher=slurm", "[0] rank 0 of 2 on", "[1] rank 1 of 2 on"} {
 		if !strings.Contains(r.Stdout+r.Stderr, want) {
 			t.Errorf("missing %q:\n%s%s", want, r.Stdout, r.Stderr)
+		}
+	}
+
+	// --output-dir: srun writes each task's files there.
+	odir := t.TempDir()
+	r = run(t, 60*time.Second, []string{conf}, "salloc", "-n", "2", fab, "-n", "2", "--output-dir", odir, "sh", "-c", `echo "out $PMI_RANK"; echo "err $PMI_RANK" >&2`)
+	for rank := range 2 {
+		for ext, want := range map[string]string{".out": "out", ".err": "err"} {
+			b, err := os.ReadFile(filepath.Join(odir, fmt.Sprintf("rank.%d%s", rank, ext)))
+			if r.Code != 0 || err != nil || string(b) != fmt.Sprintf("%s %d\n", want, rank) {
+				t.Errorf("--output-dir under Slurm, rank %d's %s: %q, %v; exit %d\n%s%s", rank, ext, b, err, r.Code, r.Stdout, r.Stderr)
+			}
 		}
 	}
 

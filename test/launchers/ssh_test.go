@@ -119,6 +119,14 @@ func TestSSHLauncher(t *testing.T) {
 	if c := strings.Count(r.Stdout, "ring ok, program 1\n"); c != 2 {
 		t.Errorf("MPMD over ssh: %d ranks of program 1, want 2:\n%s", c, r.Stdout)
 	}
+	// --output-dir: the ssh ranks' output in files here.
+	odir := t.TempDir()
+	r = run(t, 60*time.Second, []string{"WEFT_SSH=" + ssh}, fab, "-n", "2", "--launcher", "ssh", "--hosts", "127.0.0.1:2", "--output-dir", odir, "sh", "-c", `echo "out $PMI_RANK"`)
+	for rank := range 2 {
+		if b, err := os.ReadFile(filepath.Join(odir, fmt.Sprintf("rank.%d.out", rank))); r.Code != 0 || err != nil || string(b) != fmt.Sprintf("out %d\n", rank) {
+			t.Errorf("--output-dir over ssh, rank %d: %q, %v; exit %d\n%s%s", rank, b, err, r.Code, r.Stdout, r.Stderr)
+		}
+	}
 	// --wdir: the remote ranks change to it.
 	r = run(t, 60*time.Second, []string{"WEFT_SSH=" + ssh}, fab, "-n", "1", "--launcher", "ssh", "--hosts", "127.0.0.1", "--wdir", "/usr", "pwd")
 	if r.Code != 0 || r.Stdout != "/usr\n" {
