@@ -800,23 +800,58 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 // members[i]; c's rank must be among them. It takes no reference on the
 // endpoint.
 func (c *Comm) subset(id int, members []int) *Comm {
-	n := &Comm{w: c.w, v: c.v, id: id, ctx: uint16(ctxPerID * id), size: len(members), mySlot: c.mySlot,
-		addrs: make([]fabric.Addr, len(members)), slots: make([]uint8, len(members)), hosts: make([]int32, len(members)),
-		world: make([]int32, len(members)), ids: make([]uint64, len(members))}
-	if c.links != nil {
-		n.links = make([]int32, len(members))
-	}
+	n := c.w.newComm(c.v, id, c.mySlot, len(members), c.links != nil)
+	n.addRanks(c, members...)
 	for i, r := range members {
-		n.addrs[i], n.slots[i], n.hosts[i], n.world[i], n.ids[i] = c.addrs[r], c.slots[r], c.hosts[r], c.world[r], c.ids[r]
-		if c.links != nil {
-			n.links[i] = c.links[r]
-		}
 		if r == c.rank {
 			n.rank = i
 		}
 	}
 	n.setLocal()
 	return n
+}
+
+// newComm is a communicator of context id on endpoint v with room for
+// size ranks (added by addRanks), node links when links.
+func (w *World) newComm(v *vci, id int, slot uint8, size int, links bool) *Comm {
+	n := &Comm{w: w, v: v, id: id, ctx: uint16(ctxPerID * id), size: size, mySlot: slot,
+		addrs: make([]fabric.Addr, 0, size), slots: make([]uint8, 0, size), hosts: make([]int32, 0, size),
+		world: make([]int32, 0, size), ids: make([]uint64, 0, size)}
+	if links {
+		n.links = make([]int32, 0, size)
+	}
+	return n
+}
+
+// addRanks appends from's ranks listed to n's (a rank of from without a
+// node link gets none in n, when n has links).
+func (n *Comm) addRanks(from *Comm, ranks ...int) {
+	for _, r := range ranks {
+		n.addRank(from, r)
+	}
+}
+
+// addAll appends every rank of from's arrays (for an intercommunicator,
+// its remote group) to n's.
+func (n *Comm) addAll(from *Comm) {
+	for r := range from.ids {
+		n.addRank(from, r)
+	}
+}
+
+func (n *Comm) addRank(from *Comm, r int) {
+	n.addrs = append(n.addrs, from.addrs[r])
+	n.slots = append(n.slots, from.slots[r])
+	n.hosts = append(n.hosts, from.hosts[r])
+	n.world = append(n.world, from.world[r])
+	n.ids = append(n.ids, from.ids[r])
+	if n.links != nil {
+		l := int32(-1)
+		if from.links != nil {
+			l = from.links[r]
+		}
+		n.links = append(n.links, l)
+	}
 }
 
 // Free releases the handle: its context id and, with the last handle on it,

@@ -151,13 +151,8 @@ func (g *Group) Excl(ranks ...int) (*Group, error) {
 	if err := g.checkRanks("excl", ranks); err != nil {
 		return nil, err
 	}
-	out := make([]uint64, 0, g.Size()-len(ranks))
-	for i, id := range g.list() {
-		if !slices.Contains(ranks, i) {
-			out = append(out, id)
-		}
-	}
-	return g.derive(out), nil
+	drop, _ := g.Incl(ranks...)
+	return g.filter(drop, false), nil
 }
 
 // list is g's ranks' identities (nil for the empty group): rank i's is
@@ -169,46 +164,48 @@ func (g *Group) list() []uint64 {
 	return g.ids
 }
 
-// Union returns g's ranks followed by those of o that g lacks, in o's
-// order (MPI_Group_union).
-func (g *Group) Union(o *Group) *Group {
-	out := slices.Clone(g.list())
-	for _, id := range o.list() {
-		if !slices.Contains(g.list(), id) {
+// ranks maps g's identities to their ranks in g (empty for the empty
+// group): membership tests cost one lookup, not a scan of the group.
+func (g *Group) ranks() map[uint64]int {
+	m := make(map[uint64]int, g.Size())
+	for r, id := range g.list() {
+		m[id] = r
+	}
+	return m
+}
+
+// filter returns g's ranks that o has (keep) or lacks (!keep), in g's
+// order, as a group descending from g.
+func (g *Group) filter(o *Group, keep bool) *Group {
+	in := o.ranks()
+	var out []uint64
+	for _, id := range g.list() {
+		if _, ok := in[id]; ok == keep {
 			out = append(out, id)
 		}
 	}
 	return g.derive(out)
+}
+
+// Union returns g's ranks followed by those of o that g lacks, in o's
+// order (MPI_Group_union).
+func (g *Group) Union(o *Group) *Group {
+	return g.derive(append(slices.Clone(g.list()), o.filter(g, false).list()...))
 }
 
 // Intersection returns g's ranks that o also has, in g's order
 // (MPI_Group_intersection).
-func (g *Group) Intersection(o *Group) *Group {
-	var out []uint64
-	for _, id := range g.list() {
-		if slices.Contains(o.list(), id) {
-			out = append(out, id)
-		}
-	}
-	return g.derive(out)
-}
+func (g *Group) Intersection(o *Group) *Group { return g.filter(o, true) }
 
 // Difference returns g's ranks that o lacks, in g's order
 // (MPI_Group_difference).
-func (g *Group) Difference(o *Group) *Group {
-	var out []uint64
-	for _, id := range g.list() {
-		if !slices.Contains(o.list(), id) {
-			out = append(out, id)
-		}
-	}
-	return g.derive(out)
-}
+func (g *Group) Difference(o *Group) *Group { return g.filter(o, false) }
 
 // TranslateRanks returns the ranks in to of g's ranks listed
 // (MPI_Group_translate_ranks): Undefined for one that to lacks, ProcNull
 // for ProcNull. A rank outside g is an error.
 func (g *Group) TranslateRanks(ranks []int, to *Group) ([]int, error) {
+	at := to.ranks()
 	out := make([]int, len(ranks))
 	for i, r := range ranks {
 		switch {
@@ -216,10 +213,12 @@ func (g *Group) TranslateRanks(ranks []int, to *Group) ([]int, error) {
 			out[i] = ProcNull
 		case r < 0 || r >= g.Size():
 			return nil, fmt.Errorf("endpoint: group translate: rank %d not in a group of %d: %w", r, g.Size(), ErrInvalid)
-		case to == nil:
-			out[i] = Undefined
 		default:
-			out[i] = to.index(g.ids[r])
+			t, ok := at[g.ids[r]]
+			if !ok {
+				t = Undefined
+			}
+			out[i] = t
 		}
 	}
 	return out, nil
@@ -228,19 +227,13 @@ func (g *Group) TranslateRanks(ranks []int, to *Group) ([]int, error) {
 // Compare returns Ident if g and o hold the same ranks in the same
 // order, Similar if in another order, Unequal otherwise.
 func (g *Group) Compare(o *Group) Relation {
-	a, b := g.list(), o.list()
-	if slices.Equal(a, b) {
+	switch {
+	case slices.Equal(g.list(), o.list()):
 		return Ident
+	case g.Size() == o.Size() && g.filter(o, true).Size() == g.Size():
+		return Similar
 	}
-	if len(a) != len(b) {
-		return Unequal
-	}
-	for _, id := range a {
-		if !slices.Contains(b, id) {
-			return Unequal
-		}
-	}
-	return Similar
+	return Unequal
 }
 
 // Compare returns Ident if c and o are the same handle, Congruent if
@@ -272,10 +265,7 @@ func groupHash(g *Group) uint64 {
 // members returns, for each rank of g, its rank in c, or an error naming
 // a rank c lacks.
 func (c *Comm) members(op string, g *Group) ([]int, error) {
-	at := make(map[uint64]int, c.size)
-	for r, id := range c.ids {
-		at[id] = r
-	}
+	at := (&Group{ids: c.ids}).ranks()
 	out := make([]int, g.Size())
 	for i, id := range g.list() {
 		r, ok := at[id]

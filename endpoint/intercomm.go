@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-
-	"github.com/weft-hpc/weft/fabric"
 )
 
 // Intercommunicators (MPI_Intercomm_create, MPI_Intercomm_merge): a
@@ -134,17 +132,16 @@ func (c *Comm) intercomm(ctx context.Context, local *Comm, localLeader int, peer
 	if err != nil {
 		return nil, fmt.Errorf("endpoint: intercomm create: %w", err)
 	}
-	for _, id := range rids {
-		if local.Group().index(id) != Undefined {
-			return nil, fmt.Errorf("endpoint: intercomm create: the groups share a rank: %w", ErrInvalid)
-		}
+	remoteGroup := &Group{ids: rids}
+	if remoteGroup.Intersection(local.Group()).Size() > 0 {
+		return nil, fmt.Errorf("endpoint: intercomm create: the groups share a rank: %w", ErrInvalid)
 	}
 	// The remote ranks' addresses, from the peer communicator, which
 	// every rank needs (MPI asks it of the leaders only).
 	if !peer.ok() || peer.v != c.v {
 		return nil, fmt.Errorf("endpoint: intercomm create: every rank needs a peer communicator on the same endpoint as the local one: %w", ErrNotSupported)
 	}
-	at, err := peer.members("intercomm create", &Group{ids: rids})
+	at, err := peer.members("intercomm create", remoteGroup)
 	if err != nil {
 		return nil, fmt.Errorf("%w (every rank of both groups must be in the peer communicator)", err)
 	}
@@ -204,37 +201,15 @@ func (c *Comm) Merge(ctx context.Context, high bool) (*Comm, error) {
 	}
 	// The merged ranks: this group's from the local communicator, the
 	// other's from the intercommunicator, whose arrays describe them.
-	n := len(local.ids) + len(c.inter.rids)
-	m := &Comm{w: c.w, v: c.v, id: id, ctx: uint16(ctxPerID * id), size: n, mySlot: c.mySlot,
-		addrs: make([]fabric.Addr, 0, n), slots: make([]uint8, 0, n), hosts: make([]int32, 0, n),
-		world: make([]int32, 0, n), ids: make([]uint64, 0, n)}
-	if local.links != nil || c.links != nil {
-		m.links = make([]int32, 0, n)
-	}
-	add := func(from *Comm) {
-		m.addrs = append(m.addrs, from.addrs...)
-		m.slots = append(m.slots, from.slots...)
-		m.hosts = append(m.hosts, from.hosts...)
-		m.world = append(m.world, from.world...)
-		m.ids = append(m.ids, from.ids...)
-		if m.links != nil {
-			if from.links != nil {
-				m.links = append(m.links, from.links...)
-			} else {
-				for range from.ids {
-					m.links = append(m.links, -1)
-				}
-			}
-		}
-	}
+	m := c.w.newComm(c.v, id, c.mySlot, len(local.ids)+len(c.inter.rids), local.links != nil || c.links != nil)
 	if first {
-		add(local)
+		m.addAll(local)
+		m.addAll(c)
 		m.rank = local.rank
-		add(c)
 	} else {
-		add(c)
+		m.addAll(c)
+		m.addAll(local)
 		m.rank = len(c.inter.rids) + local.rank
-		add(local)
 	}
 	m.setLocal()
 	c.v.retain()
