@@ -30,6 +30,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"sync"
 )
 
@@ -103,12 +104,9 @@ func (c *Comm) PsendInit(buf []byte, partitions, dest, tag int) (*Partitioned, e
 	v := c.v
 	v.lock()
 	id := -1
-	for w, bits := range v.partIDs {
-		if bits != ^uint64(0) {
-			b := 0
-			for bits&(1<<b) != 0 {
-				b++
-			}
+	for w, used := range v.partIDs {
+		if used != ^uint64(0) {
+			b := bits.TrailingZeros64(^used)
 			v.partIDs[w] |= 1 << b
 			id = w*64 + b
 			break
@@ -213,7 +211,7 @@ func (p *Partitioned) Start() error {
 // Pready marks send partition i ready and sends it (MPI_Pready). Marking
 // a partition twice in a round, or one outside 0..Partitions()-1, is an
 // error wrapping ErrInvalid.
-func (p *Partitioned) Pready(i int) error { return p.PreadyList(i) }
+func (p *Partitioned) Pready(i int) error { return p.PreadyRange(i, i) }
 
 // PreadyRange marks send partitions lo through hi ready (MPI_Pready_range)
 // and sends them as one message.
@@ -221,17 +219,20 @@ func (p *Partitioned) PreadyRange(lo, hi int) error {
 	if lo > hi {
 		return fmt.Errorf("endpoint: pready of partitions %d..%d: %w", lo, hi, ErrInvalid)
 	}
-	list := make([]int, 0, hi-lo+1)
-	for i := lo; i <= hi; i++ {
-		list = append(list, i)
-	}
-	return p.PreadyList(list...)
+	return p.markReady(hi-lo+1, func(k int) int { return lo + k })
 }
 
 // PreadyList marks the send partitions listed ready (MPI_Pready_list):
 // each run of consecutive partitions in the list goes as one message.
 // Nothing is marked when one of them is out of range or marked already.
 func (p *Partitioned) PreadyList(list ...int) error {
+	return p.markReady(len(list), func(k int) int { return list[k] })
+}
+
+// markReady marks the n partitions at(0), at(1), ... ready, or none when
+// one is out of range or marked already, and sends each run of
+// consecutive ones as one message.
+func (p *Partitioned) markReady(n int, at func(k int) int) error {
 	if p != nil {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -248,28 +249,28 @@ func (p *Partitioned) PreadyList(list ...int) error {
 			p.runs = make([]int, p.parts)
 		}
 	}
-	for k, i := range list {
+	for k := range n {
 		var err error
-		switch {
+		switch i := at(k); {
 		case i < 0 || i >= p.parts:
 			err = fmt.Errorf("endpoint: pready of partition %d of %d: %w", i, p.parts, ErrInvalid)
 		case p.marked[i]:
 			err = fmt.Errorf("endpoint: pready: partition %d is ready already: %w", i, ErrInvalid)
+		default:
+			p.marked[i] = true
+			continue
 		}
-		if err != nil {
-			for _, j := range list[:k] {
-				p.marked[j] = false // this call marks nothing
-			}
-			return err
+		for j := range k {
+			p.marked[at(j)] = false // this call marks nothing
 		}
-		p.marked[i] = true
+		return err
 	}
-	for start := 0; start < len(list); {
+	for start := 0; start < n; {
 		end := start + 1
-		for end < len(list) && list[end] == list[end-1]+1 {
+		for end < n && at(end) == at(end-1)+1 {
 			end++
 		}
-		if err := p.sendRun(list[start], end-start); err != nil {
+		if err := p.sendRun(at(start), end-start); err != nil {
 			return err
 		}
 		start = end
