@@ -84,7 +84,8 @@ type Config struct {
 	// Apps, when set, makes the job MPMD: each app runs its own program on
 	// its own ranks, numbered app after app, and each rank learns its
 	// app's index (WEFT_APPNUM, and PMI's appnum). NP and Argv are then
-	// ignored (NP becomes the apps' total).
+	// ignored. Start sets Apps to the one app of NP and Argv when empty,
+	// and NP to the apps' total.
 	Apps     []App
 	Env      []string // extra KEY=VALUE for every rank
 	Launcher string   // "auto" (default), "local", "ssh" or "slurm"
@@ -195,27 +196,27 @@ type Job struct {
 }
 
 func (c *Config) validate() error {
-	if len(c.Apps) > 0 {
-		c.NP, c.Argv = 0, nil
-		for i, a := range c.Apps {
-			if a.NP <= 0 {
-				return fmt.Errorf("%w: app %d: number of ranks must be positive, got %d", ErrUsage, i, a.NP)
-			}
-			if len(a.Argv) == 0 || a.Argv[0] == "" {
-				return fmt.Errorf("%w: app %d: no program to run", ErrUsage, i)
-			}
-			if err := checkEnv(a.Env); err != nil {
-				return err
-			}
-			c.NP += a.NP
+	// One program is an MPMD job of one app: the rest of the launcher
+	// knows only Apps (and NP, their ranks' total).
+	if len(c.Apps) == 0 {
+		c.Apps = []App{{NP: c.NP, Argv: c.Argv}}
+	}
+	c.NP = 0
+	for i, a := range c.Apps {
+		app := ""
+		if len(c.Apps) > 1 {
+			app = fmt.Sprintf("app %d: ", i)
 		}
-		c.Argv = c.Apps[0].Argv
-	}
-	if c.NP <= 0 {
-		return fmt.Errorf("%w: number of ranks must be positive, got %d", ErrUsage, c.NP)
-	}
-	if len(c.Argv) == 0 || c.Argv[0] == "" {
-		return fmt.Errorf("%w: no program to run", ErrUsage)
+		if a.NP <= 0 {
+			return fmt.Errorf("%w: %snumber of ranks must be positive, got %d", ErrUsage, app, a.NP)
+		}
+		if len(a.Argv) == 0 || a.Argv[0] == "" {
+			return fmt.Errorf("%w: %sno program to run", ErrUsage, app)
+		}
+		if err := checkEnv(a.Env); err != nil {
+			return err
+		}
+		c.NP += a.NP
 	}
 	if err := checkEnv(c.Env); err != nil {
 		return err
@@ -277,18 +278,10 @@ func checkEnv(env []string) error {
 	return nil
 }
 
-// apps returns the job's programs: Apps, or the one of NP and Argv.
-func (c *Config) apps() []App {
-	if len(c.Apps) > 0 {
-		return c.Apps
-	}
-	return []App{{NP: c.NP, Argv: c.Argv}}
-}
-
 // appOf returns, per rank, the index of its app.
 func (c *Config) appOf() []int {
 	out := make([]int, 0, c.NP)
-	for i, a := range c.apps() {
+	for i, a := range c.Apps {
 		for range a.NP {
 			out = append(out, i)
 		}
@@ -421,7 +414,7 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 		j.shutdown()
 		return nil, err
 	}
-	log.Debug("job started", "launcher", launcher, "np", cfg.NP, "argv", cfg.Argv)
+	log.Debug("job started", "launcher", launcher, "np", cfg.NP, "argv", cfg.Apps[0].Argv, "programs", len(cfg.Apps))
 	return j, nil
 }
 
@@ -432,7 +425,7 @@ func (j *Job) startRanks() error {
 		hosts = nil
 	}
 	_, lrank, lsize, mapping := placement(cfg.NP, hosts)
-	apps, appOf := cfg.apps(), cfg.appOf()
+	apps, appOf := cfg.Apps, cfg.appOf()
 	progs := make([]string, len(apps)) // per app: its program (found in PATH, local ranks)
 	for i, a := range apps {
 		progs[i] = a.Argv[0]

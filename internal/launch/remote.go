@@ -92,7 +92,7 @@ func slurmCommand(cfg Config) *exec.Cmd {
 		// and execs the app's program with the app's environment.
 		args = append(args, "sh", "-c", mpmdScript(cfg.Apps), "weft-mpmd")
 	} else {
-		args = append(args, cfg.Argv...)
+		args = append(args, cfg.Apps[0].Argv...)
 	}
 	return exec.Command(cfg.Srun[0], args...)
 }
