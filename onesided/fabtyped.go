@@ -206,7 +206,7 @@ func (f *fabPath) typedVec(target, offset int, segs []ddt.Segment, pieces [][]by
 					pi, poff = pi+1, 0
 				}
 			}
-			if err := f.vecOp(target, offset+toff+ctrlBytes, op[:n], get); err != nil {
+			if err := f.vecOp(target, offset+toff+f.w.netOff, op[:n], get); err != nil {
 				return err
 			}
 			toff += k
@@ -384,7 +384,7 @@ func (f *fabPath) postChunk(ctx context.Context, target, offset int, segs []ddt.
 		s := segs[*si]
 		m := min(int(s.Len)-*soff, k-done)
 		piece := c[done : done+m]
-		raddr := f.raddr(target, offset+int(s.Off)+*soff+ctrlBytes)
+		raddr := f.raddr(target, offset+int(s.Off)+*soff+f.w.netOff)
 		id := f.chunkOp(target, ci)
 		if put {
 			f.markDirty(target)
