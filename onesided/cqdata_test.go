@@ -242,7 +242,7 @@ func TestNetCQDataEncodingEdges(t *testing.T) {
 		other := 1 - g.Rank()
 		// The registered region is the control words and the window,
 		// page-rounded: 8 KiB here, 1024 slots, 10 slot bits.
-		sb := fabric.SignalSlotBits(regionBytes(size))
+		sb := fabric.SignalSlotBits(regionBytes(size, 2))
 		if f.slotBits[other] != sb || f.sink.SlotBits() != sb || sb != 10 {
 			return fmt.Errorf("slot bits: target %d, sink %d, want %d (10)", f.slotBits[other], f.sink.SlotBits(), sb)
 		}

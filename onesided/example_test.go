@@ -403,3 +403,53 @@ func ExampleHeap_Reduce() {
 	fmt.Println(math.Float64frombits(binary.LittleEndian.Uint64(h.Local(sum))))
 	// Output: 0.25
 }
+
+// A halo exchange synchronised among neighbours only (MPI_Win_post,
+// _start, _complete, _wait): each rank opens its window to its neighbours,
+// waits until they have opened theirs, puts an edge value into each one's
+// halo slot, then completes and waits for theirs. Outside a launcher the
+// job has one rank, its own neighbour on both sides.
+func ExampleWindow_Post() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	j, err := job.Init(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Finalize()
+	g := onesided.JobGroup(j)
+	w, err := onesided.Allocate(ctx, g, 16) // 0: from the left, 8: from the right
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer w.Free(ctx)
+	me, n := g.Rank(), g.Size()
+	left, right := (me+n-1)%n, (me+1)%n
+	neighbours := []int{left}
+	if right != left {
+		neighbours = append(neighbours, right)
+	}
+	if err := w.Post(ctx, neighbours); err != nil {
+		log.Fatal(err)
+	}
+	if err := w.Start(ctx, neighbours); err != nil {
+		log.Fatal(err)
+	}
+	var lo, hi [8]byte
+	binary.LittleEndian.PutUint64(lo[:], uint64(10*me+1)) // my left edge, to the left's right halo
+	binary.LittleEndian.PutUint64(hi[:], uint64(10*me+2)) // my right edge, to the right's left halo
+	if err := w.Put(left, 8, lo[:]); err != nil {
+		log.Fatal(err)
+	}
+	if err := w.Put(right, 0, hi[:]); err != nil {
+		log.Fatal(err)
+	}
+	if err := w.Complete(ctx); err != nil { // my puts are in place
+		log.Fatal(err)
+	}
+	if err := w.Wait(ctx); err != nil { // my neighbours' puts are in place
+		log.Fatal(err)
+	}
+	fmt.Println(binary.LittleEndian.Uint64(w.Bytes()), binary.LittleEndian.Uint64(w.Bytes()[8:]))
+	// Output: 2 1
+}

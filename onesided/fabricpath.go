@@ -347,7 +347,7 @@ func (f *fabPath) ctrlMem() []byte {
 	if f.ctrlBuf == nil {
 		return nil
 	}
-	return f.ctrlBuf.Bytes()[:ctrlBytes:ctrlBytes]
+	return f.ctrlBuf.Bytes()[:f.w.ctrlLen:f.w.ctrlLen]
 }
 
 // ctrlSignal writes a control word (the window barrier). Control writes

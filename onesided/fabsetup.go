@@ -265,7 +265,7 @@ func (f *fabPath) open(region []byte, ownCtrl bool) error {
 		}
 	}
 	if ownCtrl {
-		if f.ctrlBuf, err = f.dom.Alloc(ctrlBytes); err != nil {
+		if f.ctrlBuf, err = f.dom.Alloc(f.w.ctrlLen); err != nil {
 			return err
 		}
 	}

@@ -135,6 +135,9 @@ func TestMultiProcess(t *testing.T) {
 				if err := windowLockScenario(ctx, g, 2*heapIters, false); err != nil {
 					return fmt.Errorf("window locks: %w", err)
 				}
+				if err := pscwScenario(ctx, g, 4*heapIters, false); err != nil {
+					return fmt.Errorf("post, start, complete, wait: %w", err)
+				}
 				if err := heapWaitScenario(ctx, g); err != nil {
 					return fmt.Errorf("heap waits on several words: %w", err)
 				}

@@ -233,11 +233,14 @@ type Window struct {
 	peers  [][]byte // direct-store view of each rank's region; nil = via net
 	ctrl   [][]byte // direct-store view of each rank's control words
 	myCtrl []byte   // this rank's control words (in front of local)
-	epoch  uint64   // barriers completed
-	netOff int      // offset of the user region in the registered one
-	seg    *nodeseg.Seg
-	anon   []byte
-	net    netPath // nil when every target is direct store
+	// ctrlLen is the length of each rank's control words: the fixed
+	// ones and the bitmaps of post and complete (pscw.go).
+	ctrlLen int
+	epoch   uint64 // barriers completed
+	netOff  int    // offset of the user region in the registered one
+	seg     *nodeseg.Seg
+	anon    []byte
+	net     netPath // nil when every target is direct store
 	// atomicsNet sends every atomic, even to ranks on this node, through
 	// net so that all atomics on a location come from one engine.
 	atomicsNet bool
@@ -260,6 +263,8 @@ type Window struct {
 	// locks are the targets this rank holds a Lock on: true for an
 	// exclusive lock (winlock.go).
 	locks map[int]bool
+	// pscw is the state of Post, Start, Complete and Wait (pscw.go).
+	pscw pscwState
 }
 
 // netPath is the libfabric side of a window (fabricpath.go).
@@ -318,6 +323,7 @@ func Allocate(ctx context.Context, g Group, size int, opts ...Option) (*Window, 
 		return nil, o.err
 	}
 	w := &Window{g: g, rank: g.Rank(), size: g.Size(), opts: o, log: log}
+	w.ctrlLen = ctrlLen(w.size)
 	if err := w.setup(ctx, size); err != nil {
 		w.release(false)
 		return nil, fmt.Errorf("onesided: Allocate(%d bytes) on rank %d: %w", size, w.rank, err)
@@ -347,6 +353,7 @@ func Create(ctx context.Context, g Group, buf []byte, opts ...Option) (*Window, 
 	}
 	o.shm = ShmOff
 	w := &Window{g: g, rank: g.Rank(), size: g.Size(), opts: o, log: log}
+	w.ctrlLen = ctrlLen(w.size)
 	err := func() error {
 		// Record: size u64 | process identity (peerwatch).
 		b := binary.LittleEndian.AppendUint64(nil, uint64(len(buf)))
@@ -468,7 +475,7 @@ func (w *Window) setup(ctx context.Context, size int) error {
 	if w.opts.shm != ShmOff {
 		// Round 2: the node leader creates the segment and publishes its name.
 		offs := offsOf(local, w.sizes)
-		total := offs[len(offs)-1] + regionBytes(w.sizes[local[len(local)-1]])
+		total := offs[len(offs)-1] + regionBytes(w.sizes[local[len(local)-1]], w.size)
 		leader := local[0] == w.rank
 		var name string
 		if leader {
@@ -487,18 +494,19 @@ func (w *Window) setup(ctx context.Context, size int) error {
 			}
 		}
 		for i, r := range local {
-			o := offs[i] + ctrlBytes
+			o := offs[i] + w.ctrlLen
 			w.peers[r] = w.seg.Bytes()[o : o+w.sizes[r] : o+w.sizes[r]]
-			w.ctrl[r] = w.seg.Bytes()[offs[i] : offs[i]+ctrlBytes : offs[i]+ctrlBytes]
+			w.ctrl[r] = w.seg.Bytes()[offs[i]:o:o]
 		}
 		w.local = w.peers[w.rank]
 		w.myCtrl = w.ctrl[w.rank]
 	} else {
-		if w.anon, err = anonMap(regionBytes(size)); err != nil {
+		if w.anon, err = anonMap(regionBytes(size, w.size)); err != nil {
 			return err
 		}
-		w.myCtrl = w.anon[:ctrlBytes:ctrlBytes]
-		w.local = w.anon[ctrlBytes : ctrlBytes+size : ctrlBytes+size]
+		c := w.ctrlLen
+		w.myCtrl = w.anon[:c:c]
+		w.local = w.anon[c : c+size : c+size]
 	}
 
 	// Every rank has mapped the segment once this barrier is passed:
@@ -520,11 +528,11 @@ func (w *Window) setup(ctx context.Context, size int) error {
 		if w.seg != nil {
 			i := indexOf(local, w.rank)
 			off := offsOf(local, w.sizes)[i]
-			region = w.seg.Bytes()[off : off+regionBytes(size)]
+			region = w.seg.Bytes()[off : off+regionBytes(size, w.size)]
 		} else {
 			region = w.anon
 		}
-		w.netOff = ctrlBytes
+		w.netOff = w.ctrlLen
 		if w.net, err = newNetPath(ctx, w, region, false); err != nil {
 			return err
 		}
@@ -558,7 +566,7 @@ func offsOf(local []int, sizes []int) []int {
 	total := 0
 	for i, r := range local {
 		offs[i] = total
-		total += regionBytes(sizes[r])
+		total += regionBytes(sizes[r], len(sizes))
 	}
 	return offs
 }
@@ -1123,10 +1131,16 @@ func (w *Window) barrier(ctx context.Context) error {
 	return nil
 }
 
-// ctrlBytes of control words precede each rank's region: one barrier word
-// per dissemination round (64 rounds cover any group).
+// ctrlBytes of fixed control words begin each rank's control words: one
+// barrier word per dissemination round (up to 62 rounds), the lock word
+// and a spare. The bitmaps of post and complete follow (pscw.go).
 const ctrlBytes = 512
 
+// ctrlLen is the length of each rank's control words in a window of n
+// ranks: the fixed words and two bitmaps of n bits, rounded to a cache
+// line so that the region after them starts on one.
+func ctrlLen(n int) int { return ctrlBytes + roundUp(2*8*((n+63)/64), 64) }
+
 // regionBytes is the page-rounded size of a rank's region with its
-// control words.
-func regionBytes(size int) int { return roundUp(ctrlBytes+max(size, 8), pageSize) }
+// control words, in a window of n ranks.
+func regionBytes(size, n int) int { return roundUp(ctrlLen(n)+max(size, 8), pageSize) }
