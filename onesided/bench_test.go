@@ -84,6 +84,30 @@ func BenchmarkPutSignalShm(b *testing.B) {
 	}, shmOpts...)
 }
 
+// BenchmarkGetAccumulateShm is one GetAccumulate (sum) of 256 uint64s on
+// another rank through libfabric shm, waited for; the target drives
+// progress in WaitSignal meanwhile.
+func BenchmarkGetAccumulateShm(b *testing.B) {
+	data, result := make([]byte, 8*256), make([]byte, 8*256)
+	benchPair(b, 8+len(data), func(ctx context.Context, w *Window, rank int) {
+		if rank == 1 {
+			if _, err := w.WaitSignal(ctx, 0, CmpEQ, 1); err != nil {
+				b.Error(err)
+			}
+			return
+		}
+		for range b.N {
+			if err := w.GetAccumulate(1, 8, AtomicUint64, OpSum, data, result); err != nil {
+				b.Error(err)
+				break
+			}
+		}
+		if err := w.Signal(1, 0, 1); err != nil {
+			b.Error(err)
+		}
+	}, shmOpts...)
+}
+
 // BenchmarkPutSignalPingPongShm is BenchmarkPutSignalPingPongDirect through
 // libfabric shm; ns/op is one round trip.
 func BenchmarkPutSignalPingPongShm(b *testing.B) {

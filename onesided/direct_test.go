@@ -116,14 +116,17 @@ func TestDirectAtomicsContention(t *testing.T) {
 // CompareAndSwap and Accumulate, then checks the totals.
 func atomicsContention(ctx context.Context, g Group, iters int, opts ...Option) (err error) {
 	me, n := g.Rank(), g.Size()
-	w, err := Allocate(ctx, g, 80, opts...)
+	const longAt, longN, longReps = 80, 300, 4
+	w, err := Allocate(ctx, g, longAt+8*longN, opts...)
 	if err != nil {
 		return err
 	}
 	defer cleanup(ctx, &err, w.Free)
 	// words: 0 fetch-add counter, 8 CAS counter, 16 accumulate sum,
 	// 24 max, 32 min (int64), 40 bxor, 48 float64 sum, 56 uint32 sum,
-	// 64 and 72 a pair of counters GetAccumulate adds 1 and 2 to
+	// 64 and 72 a pair of counters GetAccumulate adds 1 and 2 to; from
+	// longAt longN counters a long GetAccumulate adds j+1 to (several
+	// fetching atomics in flight on the libfabric path)
 	if me == 0 {
 		binary.LittleEndian.PutUint64(w.Bytes()[32:], uint64(math.MaxInt64))
 	}
@@ -188,12 +191,36 @@ func atomicsContention(ctx context.Context, g Group, iters int, opts ...Option) 
 			seen[1<<40|o] = true
 		}
 	}
+	inc, prev := make([]byte, 8*longN), make([]byte, 8*longN)
+	for j := range longN {
+		binary.LittleEndian.PutUint64(inc[8*j:], uint64(j+1))
+	}
+	last := make([]uint64, longN)
+	for rep := range longReps {
+		if err := w.GetAccumulate(0, longAt, AtomicUint64, OpSum, inc, prev); err != nil {
+			return err
+		}
+		for j := range longN {
+			// Element j only ever grows by j+1: what it held is a
+			// multiple of j+1, and more than this rank saw the last time.
+			p := binary.LittleEndian.Uint64(prev[8*j:])
+			if p%uint64(j+1) != 0 || p >= uint64(n*longReps*(j+1)) || rep > 0 && p <= last[j] {
+				return fmt.Errorf("long GetAccumulate, repetition %d: element %d held %d (last %d)", rep, j, p, last[j])
+			}
+			last[j] = p
+		}
+	}
 	if err := w.Fence(ctx); err != nil {
 		return err
 	}
 	if me == 0 {
 		m := w.Bytes()
 		u := func(o int) uint64 { return binary.LittleEndian.Uint64(m[o:]) }
+		for j := range longN {
+			if got := u(longAt + 8*j); got != uint64(n*longReps*(j+1)) {
+				return fmt.Errorf("long GetAccumulate: element %d is %d, want %d", j, got, n*longReps*(j+1))
+			}
+		}
 		wantX := uint64(0)
 		for r := 1; r <= n; r++ {
 			wantX ^= uint64(r)

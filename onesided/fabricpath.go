@@ -544,6 +544,74 @@ func (f *fabPath) accumulate(target, off int, t AtomicType, o Op, data []byte) e
 	return nil
 }
 
+// getAccBatch bounds the fetching atomics of one getAccumulate in flight
+// at once (each holds a scratch slot until its result is copied out).
+const getAccBatch = 8
+
+// getAccumulate applies o with data's elements to consecutive elements of
+// type t from off at target and stores their previous values in result:
+// one fetching atomic per chunk of as many elements as the provider takes
+// at once and half a scratch slot holds, up to getAccBatch of them in
+// flight, each waited for. Without the fetching atomic it goes element by
+// element, as fetchOp.
+func (f *fabPath) getAccumulate(target, off int, t AtomicType, o Op, data, result []byte) error {
+	sz := t.Size()
+	n := f.fetchCount(t, o)
+	if n < 1 || f.w.opts.casFallback && o != OpNoOp {
+		for i := 0; i < len(data); i += sz {
+			old, err := f.fetchOp(target, off+i, t, o, loadElem(data[i:], sz))
+			if err != nil {
+				return err
+			}
+			storeElem(result[i:], sz, old)
+		}
+		return nil
+	}
+	chunk := min(n, slotSize/2/sz) * sz
+	type fetching struct {
+		id    opHandle
+		s     []byte
+		at, n int
+	}
+	var batch [getAccBatch]fetching
+	desc := f.scratch.Desc()
+	for i := 0; i < len(data); {
+		k := 0
+		var err error
+		for ; k < getAccBatch && i < len(data) && err == nil; k++ {
+			part := data[i:min(len(data), i+chunk)]
+			var s []byte
+			var slot int
+			if s, slot, err = f.slot(); err != nil {
+				break
+			}
+			copy(s, part)
+			id := f.pend.track(target, slot, nil)
+			f.pend.hold(id) // the results stay in the slot until release
+			raddr := f.raddr(target, off+i)
+			if err = f.post(id, func() error {
+				return f.ep.FetchAtomic(s[:len(part)], desc, s[slotSize/2:slotSize/2+len(part)], desc, fabType(t), fabOp(o),
+					f.addrs[target], raddr, f.keys[target], id)
+			}); err != nil {
+				break
+			}
+			batch[k] = fetching{id, s, i, len(part)}
+			i += len(part)
+		}
+		for _, b := range batch[:k] {
+			if werr := f.wait(context.Background(), b.id); werr != nil && err == nil {
+				err = werr
+			}
+			copy(result[b.at:b.at+b.n], b.s[slotSize/2:])
+			f.release(b.id)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (f *fabPath) fetchOp(target, off int, t AtomicType, o Op, v uint64) (uint64, error) {
 	if f.fetchValid(t, o) && !(f.w.opts.casFallback && o != OpNoOp) {
 		return f.fetchAtomic(target, off, t, o, v)

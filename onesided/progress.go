@@ -104,6 +104,12 @@ func (p *guardedPath) accumulate(target, off int, t AtomicType, o Op, data []byt
 	return p.f.accumulate(target, off, t, o, data)
 }
 
+func (p *guardedPath) getAccumulate(target, off int, t AtomicType, o Op, data, result []byte) error {
+	p.g.Enter()
+	defer p.g.Exit()
+	return p.f.getAccumulate(target, off, t, o, data, result)
+}
+
 func (p *guardedPath) fetchOp(target, off int, t AtomicType, o Op, v uint64) (uint64, error) {
 	p.g.Enter()
 	defer p.g.Exit()

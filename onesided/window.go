@@ -274,6 +274,9 @@ type netPath interface {
 	putSignal(target int, off int, data []byte, sigOff int, val uint64) error
 	accumulate(target int, off int, t AtomicType, o Op, data []byte) error
 	fetchOp(target int, off int, t AtomicType, o Op, v uint64) (uint64, error)
+	// getAccumulate is accumulate that stores the previous values in
+	// result, waited for.
+	getAccumulate(target int, off int, t AtomicType, o Op, data, result []byte) error
 	cas(target int, off int, t AtomicType, cmp, swap uint64) (uint64, error)
 	flush(ctx context.Context, target int) error // target < 0: all
 	// issued counts operations issued so far; waitIssued(n) returns once
@@ -997,7 +1000,8 @@ func (w *Window) Accumulate(target, offset int, t AtomicType, op Op, data []byte
 // other atomic operation on it (the elements are not one atomic unit
 // together). OpNoOp only reads (data is then ignored but for its
 // length) and OpReplace swaps. len(result) must equal len(data). It
-// waits for the results.
+// waits for the results. Through libfabric the elements go in fetching
+// atomics of up to 128 bytes each, several in flight at once.
 func (w *Window) GetAccumulate(target, offset int, t AtomicType, op Op, data, result []byte) error {
 	if err := checkOp(t, op); err != nil {
 		return fmt.Errorf("onesided: GetAccumulate(%v, %v): %w", op, t, err)
@@ -1009,19 +1013,14 @@ func (w *Window) GetAccumulate(target, offset int, t AtomicType, op Op, data, re
 	if err := w.checkAligned("GetAccumulate", target, offset, len(data), sz); err != nil {
 		return err
 	}
-	p := w.peers[target]
-	direct := p != nil && !w.atomicsNet
-	for i := 0; i < len(data); i += sz {
-		var old uint64
-		if direct {
-			old = atomicApply(unsafe.Pointer(&p[offset+i]), t, op, loadElem(data[i:], sz))
-		} else {
-			var err error
-			if old, err = w.net.fetchOp(target, offset+i+w.netOff, t, op, loadElem(data[i:], sz)); err != nil {
-				return fmt.Errorf("onesided: GetAccumulate: %w", err)
-			}
+	if p := w.peers[target]; p != nil && !w.atomicsNet {
+		for i := 0; i < len(data); i += sz {
+			storeElem(result[i:], sz, atomicApply(unsafe.Pointer(&p[offset+i]), t, op, loadElem(data[i:], sz)))
 		}
-		storeElem(result[i:], sz, old)
+		return nil
+	}
+	if err := w.net.getAccumulate(target, offset+w.netOff, t, op, data, result); err != nil {
+		return fmt.Errorf("onesided: GetAccumulate: %w", err)
 	}
 	return nil
 }
