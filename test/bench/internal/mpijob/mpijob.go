@@ -107,9 +107,26 @@ func (m *MPI) Build(ctx context.Context, src []byte, dst string) error {
 		return err
 	}
 	if out, err := exec.CommandContext(ctx, m.compiler, "-O2", "-o", dst, c).CombinedOutput(); err != nil {
-		return fmt.Errorf("%s %s: %w\n%s", m.compiler, filepath.Base(c), err, out)
+		return fmt.Errorf("%s %s: %w: %s", m.compiler, filepath.Base(c), err, firstError(string(out)))
 	}
 	return nil
+}
+
+// firstError is the compiler's first error line of out (else its first
+// line), saying how many lines more there were.
+func firstError(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	first := 0
+	for i, l := range lines {
+		if strings.Contains(l, "error") {
+			first = i
+			break
+		}
+	}
+	if len(lines) == 1 {
+		return lines[0]
+	}
+	return fmt.Sprintf("%s (and %d more lines)", strings.TrimSpace(lines[first]), len(lines)-1)
 }
 
 // Launch is the command line that starts np ranks of the program (and its

@@ -148,3 +148,18 @@ func TestBuildAllLeavesOut(t *testing.T) {
 		t.Errorf("notes %q", notes.String())
 	}
 }
+
+// TestFirstError: a failed build's note carries the compiler's first
+// error line and a count of the rest, not the whole output.
+func TestFirstError(t *testing.T) {
+	out := "p.c: In function 'main':\np.c:3:5: error: implicit declaration of function 'MPI_Psend_init'\np.c:4:5: error: 'MPI_Pready' undeclared\n    4 |     MPI_Pready(0, r);\n"
+	if got, want := firstError(out), "p.c:3:5: error: implicit declaration of function 'MPI_Psend_init' (and 3 more lines)"; got != want {
+		t.Errorf("firstError = %q, want %q", got, want)
+	}
+	if got := firstError("ld: cannot find -lmpi\n"); got != "ld: cannot find -lmpi" {
+		t.Errorf("one line: %q", got)
+	}
+	if got := firstError("warning: a\nwarning: b\n"); got != "warning: a (and 1 more lines)" {
+		t.Errorf("no error line: %q", got)
+	}
+}
