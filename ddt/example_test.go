@@ -119,3 +119,33 @@ func ExampleType_Blocks() {
 	fmt.Println(nb, "blocks of", size/nb, "bytes on average")
 	// Output: 1000 blocks of 512 bytes on average
 }
+
+// A 4×6 int32 matrix dealt out ScaLAPACK-style in 2×2 blocks over a 2×2
+// process grid: process 1 (grid row 0, column 1) holds rows 0–1 of
+// columns 2–3. Its type picks them out of the whole matrix.
+func ExampleDarray() {
+	const rows, cols = 4, 6
+	cyclic := []ddt.Distribution{ddt.DistributeCyclic, ddt.DistributeCyclic}
+	t, err := ddt.Darray(4, 1, []int{rows, cols}, cyclic, []int{2, 2}, []int{2, 2}, ddt.OrderC, ddt.Int32)
+	if err != nil {
+		panic(err)
+	}
+	if err := t.Commit(); err != nil {
+		panic(err)
+	}
+	mat := make([]byte, 4*rows*cols)
+	for r := range rows {
+		for c := range cols {
+			binary.LittleEndian.PutUint32(mat[4*(r*cols+c):], uint32(10*r+c))
+		}
+	}
+	mine := make([]byte, t.Size())
+	if _, err := t.PackRange(mine, mat, 0, 1, 0); err != nil {
+		panic(err)
+	}
+	for i := 0; i < len(mine); i += 4 {
+		fmt.Print(binary.LittleEndian.Uint32(mine[i:]), " ")
+	}
+	fmt.Println("of", t.Extent(), "bytes")
+	// Output: 2 3 12 13 of 96 bytes
+}

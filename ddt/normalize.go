@@ -371,7 +371,7 @@ func (nm *norm) node(t *Type) *ddtir.Node {
 			}
 		}
 		return mkStruct(0, es)
-	case CombinerSubarray:
+	case CombinerSubarray, CombinerDarray:
 		return nm.nodeOf(t.impl)
 	case CombinerResized, CombinerDup:
 		return nm.nodeOf(t.types[0])

@@ -27,10 +27,11 @@ const (
 	CombinerSubarray
 	CombinerResized
 	CombinerDup
+	CombinerDarray
 )
 
 var combinerNames = [...]string{"invalid", "named", "contiguous", "vector", "hvector", "indexed",
-	"hindexed", "indexed_block", "hindexed_block", "struct", "subarray", "resized", "dup"}
+	"hindexed", "indexed_block", "hindexed_block", "struct", "subarray", "resized", "dup", "darray"}
 
 // String returns the MPI-style name of the combiner, e.g. "hvector".
 func (c Combiner) String() string {
@@ -40,7 +41,7 @@ func (c Combiner) String() string {
 	return fmt.Sprintf("combiner(%d)", int(c))
 }
 
-// Order is the storage order of a Subarray.
+// Order is the storage order of a Subarray or a Darray.
 type Order uint8
 
 const (

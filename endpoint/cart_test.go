@@ -150,14 +150,7 @@ func TestDimsCreateExhaustive(t *testing.T) {
 // (a small C program built with mpicc, run as an MPI singleton) on every n
 // up to 1000 with 1 to 5 free dimensions, and on fixed and free mixes.
 func TestDimsCreateMPICH(t *testing.T) {
-	mpicc, err := exec.LookPath("mpicc.mpich")
-	if err != nil {
-		if mpicc, err = exec.LookPath("mpicc"); err != nil {
-			testenv.Skip(t, "mpich", "no MPICH compiler (Debian package libmpich-dev / mpich): %v", err)
-		}
-	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, "dims.c")
+	src := filepath.Join(t.TempDir(), "dims.c")
 	// Reads "n ndims d0 d1 ..." lines, answers each with MPI_Dims_create's dims.
 	prog := `#include <mpi.h>
 #include <stdio.h>
@@ -177,13 +170,7 @@ int main(int argc, char **argv) {
 	if err := os.WriteFile(src, []byte(prog), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "dims")
-	if out, err := exec.Command(mpicc, "-O", "-o", bin, src).CombinedOutput(); err != nil {
-		if strings.Contains(string(out), "mpi.h") {
-			testenv.Skip(t, "mpich", "MPICH headers absent (Debian package libmpich-dev, only recommended by mpich): %s", out)
-		}
-		t.Fatalf("%s: %v\n%s", mpicc, err, out)
-	}
+	bin := testenv.MPICH(t, src)
 	var queries [][]int // n, then dims
 	for k := 1; k <= 5; k++ {
 		for n := 1; n <= 1000; n++ {
@@ -210,13 +197,7 @@ int main(int argc, char **argv) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin)
-	// A singleton: no launcher's PMI variables (this test may itself run
-	// under one).
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "PMI_") && !strings.HasPrefix(kv, "HYDRA_") && !strings.HasPrefix(kv, "MPIR_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
+	cmd.Env = testenv.SingletonEnv()
 	cmd.Stdin = strings.NewReader(in.String())
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

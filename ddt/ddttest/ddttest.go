@@ -125,6 +125,8 @@ func TypeMap(t *ddt.Type) []Entry {
 		}
 	case ddt.CombinerResized, ddt.CombinerDup:
 		return TypeMap(c.Types[0])
+	case ddt.CombinerDarray:
+		return darrayMap(c)
 	}
 	panic("ddttest: unknown combiner " + c.Combiner.String())
 }
@@ -194,11 +196,33 @@ func Layout(t *ddt.Type, count int) (n int, base int64) {
 
 // RandomType returns a random type tree of depth ≤ depth built with every
 // constructor (negative strides and displacements, resized bounds,
-// subarrays in both orders, index lists with touching runs), some of its
-// subtrees committed. It is not committed itself.
+// subarrays and distributed arrays in both orders, index lists with
+// touching runs), some of its subtrees committed. It is not committed
+// itself.
 func RandomType(r *rand.Rand, depth int) *ddt.Type {
 	g := &gen{r: r}
 	return g.typ(depth)
+}
+
+// darray draws a Darray of nd dimensions: block, cyclic and undistributed
+// ones, default and explicit block sizes, a random process of the grid.
+func (g *gen) darray(nd int, old *ddt.Type) (*ddt.Type, error) {
+	gs, ds, as, ps := make([]int, nd), make([]ddt.Distribution, nd), make([]int, nd), make([]int, nd)
+	size := 1
+	for i := range nd {
+		gs[i], ds[i], as[i], ps[i] = 1+g.small(5), ddt.Distribution(1+g.small(3)), ddt.DistributeDefaultArg, 1+g.small(3)
+		if ds[i] == ddt.DistributeNone {
+			ps[i] = 1
+		}
+		if g.r.IntN(2) == 0 {
+			as[i] = 1 + g.small(3)
+			if ds[i] == ddt.DistributeBlock && as[i]*ps[i] < gs[i] {
+				as[i] = (gs[i] + ps[i] - 1) / ps[i]
+			}
+		}
+		size *= ps[i]
+	}
+	return ddt.Darray(size, g.small(size), gs, ds, as, ps, ddt.Order(g.small(2)), old)
 }
 
 // RandomExtremeType is RandomType with extreme arguments mixed in: extents,
@@ -332,6 +356,10 @@ func (g *gen) typ(d int) *ddt.Type {
 		t, err = ddt.Struct(bl, ds, ts)
 	case 7:
 		nd := 1 + g.small(3)
+		if g.r.IntN(3) == 0 {
+			t, err = g.darray(nd, old)
+			break
+		}
 		sz, sub, st := make([]int, nd), make([]int, nd), make([]int, nd)
 		for i := range sz {
 			sz[i] = 1 + g.small(4)
@@ -428,6 +456,70 @@ func CheckKernel(tb testing.TB, ty *ddt.Type, k ddt.Kernel, r *rand.Rand, trials
 		}
 		if !bytes.Equal(seg, want) {
 			tb.Fatalf("%v count %d: segmented pack differs\nIR:\n%s", ty, count, ty.DumpIR())
+		}
+	}
+}
+
+// darrayMap expands a Darray from MPI's definition: every element of the
+// global array, in storage order, that the process owns in every
+// dimension (block: index / block size is its coordinate; cyclic: that
+// modulo the dimension's processes is).
+func darrayMap(c ddt.Contents) []Entry {
+	rank, n := c.Ints[1], c.Ints[2]
+	g := c.Ints[3 : 3+n]
+	dist, darg, ps := c.Ints[3+n:3+2*n], c.Ints[3+2*n:3+3*n], c.Ints[3+3*n:3+4*n]
+	order := ddt.Order(c.Ints[3+4*n])
+	coord := make([]int, n)
+	for i, r := n-1, rank; i >= 0; i-- {
+		coord[i], r = r%ps[i], r/ps[i]
+	}
+	owns := func(d, i int) bool {
+		switch ddt.Distribution(dist[d]) {
+		case ddt.DistributeBlock:
+			b := darg[d]
+			if b == ddt.DistributeDefaultArg {
+				b = (g[d] + ps[d] - 1) / ps[d]
+			}
+			return i/b == coord[d]
+		case ddt.DistributeCyclic:
+			b := darg[d]
+			if b == ddt.DistributeDefaultArg {
+				b = 1
+			}
+			return (i/b)%ps[d] == coord[d]
+		}
+		return true
+	}
+	m := TypeMap(c.Types[0])
+	ext := c.Types[0].Extent()
+	dim := func(k int) int { // k-th fastest dimension
+		if order == ddt.OrderC {
+			return n - 1 - k
+		}
+		return k
+	}
+	idx := make([]int, n)
+	var out []Entry
+	for lin := int64(0); ; lin++ {
+		mine := true
+		for d := range n {
+			mine = mine && owns(d, idx[d])
+		}
+		if mine {
+			for _, x := range m {
+				out = append(out, Entry{lin*ext + x.Disp, x.Size})
+			}
+		}
+		k := 0
+		for ; k < n; k++ {
+			d := dim(k)
+			if idx[d]++; idx[d] < g[d] {
+				break
+			}
+			idx[d] = 0
+		}
+		if k == n {
+			return out
 		}
 	}
 }

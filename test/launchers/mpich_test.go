@@ -1,7 +1,6 @@
 package launchers_test
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,20 +13,8 @@ import (
 // fabrun: MPICH's own PMI-1 client talks to fabrun's server over PMI_FD. An
 // MPI_Abort in one rank ends the job with its error code.
 func TestMPICHUnderFabrun(t *testing.T) {
-	mpicc, err := exec.LookPath("mpicc.mpich")
-	if err != nil {
-		if mpicc, err = exec.LookPath("mpicc"); err != nil {
-			testenv.Skip(t, "mpich", "no MPICH compiler (Debian package libmpich-dev / mpich): %v", err)
-		}
-	}
+	prog := testenv.MPICH(t, filepath.Join("testdata", "mpiring.c"))
 	fab, _ := binaries(t)
-	prog := filepath.Join(t.TempDir(), "mpiring")
-	if out, err := exec.Command(mpicc, "-O", "-o", prog, filepath.Join("testdata", "mpiring.c")).CombinedOutput(); err != nil {
-		if strings.Contains(string(out), "mpi.h") {
-			testenv.Skip(t, "mpich", "MPICH headers absent (Debian package libmpich-dev, only recommended by mpich): %s", out)
-		}
-		t.Fatalf("%s: %v\n%s", mpicc, err, out)
-	}
 	r := run(t, 60*time.Second, nil, fab, "-n", "3", "--launcher", "local", "--tag-output", prog)
 	if r.Code != 0 {
 		t.Fatalf("exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
