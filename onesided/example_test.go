@@ -453,3 +453,40 @@ func ExampleWindow_Post() {
 	fmt.Println(binary.LittleEndian.Uint64(w.Bytes()), binary.LittleEndian.Uint64(w.Bytes()[8:]))
 	// Output: 2 1
 }
+
+// A team of the even ranks sums a value among its members only
+// (shmem_team_split_strided, then a team reduction); the odd ranks are
+// not members. Outside a launcher the job has one rank, a team of one.
+func ExampleHeap_SplitStrided() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	j, err := job.Init(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Finalize()
+	h, err := onesided.NewHeap(ctx, onesided.JobGroup(j), 1<<12)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer h.Close(ctx)
+	x, err := h.Alloc(ctx, 8, 8) // every rank allocates, members or not
+	if err != nil {
+		log.Fatal(err)
+	}
+	evens, err := h.SplitStrided(ctx, 0, 2, (j.Size()+1)/2)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if evens.Rank() >= 0 {
+		binary.LittleEndian.PutUint64(h.Local(x), uint64(j.Rank()))
+		if err := evens.Reduce(ctx, x, x, 1, onesided.AtomicUint64, onesided.OpSum); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("team rank %d of %d: sum of even ranks %d\n", evens.Rank(), evens.Size(), binary.LittleEndian.Uint64(h.Local(x)))
+	}
+	if err := evens.Destroy(ctx); err != nil { // collective over the heap
+		log.Fatal(err)
+	}
+	// Output: team rank 0 of 1: sum of even ranks 0
+}

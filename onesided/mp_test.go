@@ -144,6 +144,9 @@ func TestMultiProcess(t *testing.T) {
 				if err := heapCollScenario(ctx, g); err != nil {
 					return fmt.Errorf("heap collectives: %w", err)
 				}
+				if err := teamScenario(ctx, g); err != nil {
+					return fmt.Errorf("teams: %w", err)
+				}
 				shapes := pipelineShapes(true)
 				if !c.full && c.provider == "sockets" {
 					shapes = []PipelineConfig{{N: 9, K: 4, D: 2, BytesPerIter: 512}}
