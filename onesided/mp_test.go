@@ -242,11 +242,14 @@ func TestPeerExitWindow(t *testing.T) {
 	cases := []struct {
 		name, provider string
 		env            []string
-		fetch          bool
+		op             string // the call that waits for the rank that goes
 	}{
-		{"direct", "", []string{"WEFT_ONESIDED_SHM=on"}, false},
-		{"shm", "shm", []string{"WEFT_ONESIDED_SHM=off"}, false},
-		{"shm-fetch", "shm", []string{"WEFT_ONESIDED_SHM=off"}, true},
+		{"direct", "", []string{"WEFT_ONESIDED_SHM=on"}, "WaitSignal"},
+		{"shm", "shm", []string{"WEFT_ONESIDED_SHM=off"}, "WaitSignal"},
+		{"shm-fetch", "shm", []string{"WEFT_ONESIDED_SHM=off"}, "FetchAndOp"},
+		{"direct-start", "", []string{"WEFT_ONESIDED_SHM=on"}, "Start"},
+		{"direct-wait", "", []string{"WEFT_ONESIDED_SHM=on"}, "Wait"},
+		{"shm-start", "shm", []string{"WEFT_ONESIDED_SHM=off"}, "Start"},
 	}
 	for _, how := range []string{"exit", "kill"} {
 		for _, c := range cases {
@@ -289,11 +292,17 @@ func TestPeerExitWindow(t *testing.T) {
 					t.Fatal(err)
 				}
 				start := time.Now()
-				op := "WaitSignal"
-				if c.fetch {
-					op = "FetchAndOp"
+				op := c.op
+				switch op {
+				case "FetchAndOp":
 					_, err = w.FetchAndOp(1, 8, AtomicUint64, OpSum, 1)
-				} else {
+				case "Start": // rank 1 never posts
+					err = w.Start(ctx, []int{1})
+				case "Wait": // rank 1 never completes
+					if err = w.Post(ctx, []int{1}); err == nil {
+						err = w.Wait(ctx)
+					}
+				default:
 					_, err = w.WaitSignal(ctx, 8, CmpGE, 1)
 				}
 				took := time.Since(start)
