@@ -12,11 +12,16 @@ import (
 // benchPair allocates a direct-store window over two goroutine ranks and
 // runs body on each; rank 0's body runs the timed loop.
 func benchPair(b *testing.B, size int, body func(ctx context.Context, w *Window, rank int), opts ...Option) {
+	benchRanks(b, 2, size, body, opts...)
+}
+
+// benchRanks is benchPair with n goroutine ranks.
+func benchRanks(b *testing.B, n, size int, body func(ctx context.Context, w *Window, rank int), opts ...Option) {
 	ctx := context.Background()
-	gs := newMemWorld(2)
-	ws := make([]*Window, 2)
+	gs := newMemWorld(n)
+	ws := make([]*Window, n)
 	var wg sync.WaitGroup
-	errs := make([]error, 2)
+	errs := make([]error, n)
 	for i := range gs {
 		wg.Add(1)
 		go func() {
@@ -59,6 +64,68 @@ func BenchmarkPutSignalDirect(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkNeighbourSync is one halo step of 2 and 4 ranks in a ring — 8
+// bytes put to each neighbour, then synchronised — with Post, Start,
+// Complete and Wait among the neighbours (pscw) or a Fence over all
+// (fence), on direct stores and on libfabric shm; ns/op is one step.
+func BenchmarkNeighbourSync(b *testing.B) {
+	for _, path := range []struct {
+		name string
+		opts []Option
+	}{{"direct", nil}, {"shm", shmOpts}} {
+		for _, mode := range []string{"pscw", "fence"} {
+			for _, n := range []int{2, 4} {
+				b.Run(fmt.Sprintf("%s/%s/%d", path.name, mode, n), func(b *testing.B) {
+					benchNeighbourSync(b, n, mode, path.opts...)
+				})
+			}
+		}
+	}
+}
+
+func benchNeighbourSync(b *testing.B, n int, mode string, opts ...Option) {
+	data := make([]byte, 8)
+	benchRanks(b, n, 16, func(ctx context.Context, w *Window, rank int) {
+		left, right := (rank+n-1)%n, (rank+1)%n
+		nb := []int{left}
+		if right != left {
+			nb = append(nb, right)
+		}
+		for range b.N {
+			if mode == "pscw" {
+				if err := w.Post(ctx, nb); err != nil {
+					b.Error(err)
+					return
+				}
+				if err := w.Start(ctx, nb); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+			if err := w.Put(left, 8, data); err != nil {
+				b.Error(err)
+				return
+			}
+			if err := w.Put(right, 0, data); err != nil {
+				b.Error(err)
+				return
+			}
+			var err error
+			if mode == "pscw" {
+				if err = w.Complete(ctx); err == nil {
+					err = w.Wait(ctx)
+				}
+			} else {
+				err = w.Fence(ctx)
+			}
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	}, opts...)
 }
 
 // shmOpts puts a benchmark window on libfabric's shm provider.

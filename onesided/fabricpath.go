@@ -672,6 +672,37 @@ func (f *fabPath) ctrlCAS(target, off int, cmp, swap uint64) (uint64, error) {
 	return f.casAt(target, f.cbases[target]+uint64(off), f.ckeys[target], AtomicUint64, cmp, swap)
 }
 
+// ctrlXor flips bits of the 8-byte control word at byte off of target
+// (Post and Complete): one fetching XOR whose result is dropped, issued
+// and left to complete as an Accumulate (at the next flush), so the
+// caller waits for no round trip; without that atomic, a compare-and-swap
+// loop, waited for.
+func (f *fabPath) ctrlXor(target, off int, bits uint64) error {
+	if f.fetchValid(AtomicUint64, OpBxor) && !f.w.opts.casFallback {
+		s, slot, err := f.slot()
+		if err != nil {
+			return err
+		}
+		putElem(s, 8, bits)
+		id := f.pend.track(target, slot, nil)
+		desc := f.scratch.Desc()
+		raddr, key := f.cbases[target]+uint64(off), f.ckeys[target]
+		return f.post(id, func() error {
+			return f.ep.FetchAtomic(s[:8], desc, s[slotSize/2:slotSize/2+8], desc, fabType(AtomicUint64), fabOp(OpBxor),
+				f.addrs[target], raddr, key, id)
+		})
+	}
+	cur, err := f.ctrlCAS(target, off, 0, 0) // reads the word
+	for err == nil {
+		var old uint64
+		if old, err = f.ctrlCAS(target, off, cur, cur^bits); err == nil && old == cur {
+			return nil
+		}
+		cur = old
+	}
+	return err
+}
+
 // casAt is a compare-and-swap of the element of type t at remote address
 // raddr (key key) of target, waited for.
 func (f *fabPath) casAt(target int, raddr, key uint64, t AtomicType, cmp, swap uint64) (uint64, error) {

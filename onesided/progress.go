@@ -122,6 +122,12 @@ func (p *guardedPath) cas(target, off int, t AtomicType, cmp, swap uint64) (uint
 	return p.f.cas(target, off, t, cmp, swap)
 }
 
+func (p *guardedPath) ctrlXor(target, off int, bits uint64) error {
+	p.g.Enter()
+	defer p.g.Exit()
+	return p.f.ctrlXor(target, off, bits)
+}
+
 func (p *guardedPath) ctrlCAS(target, off int, cmp, swap uint64) (uint64, error) {
 	p.g.Enter()
 	defer p.g.Exit()

@@ -34,6 +34,7 @@ type pscwState struct {
 	accessing bool
 	seenPost  []uint64 // bit t: parity of target t's posts seen
 	seenDone  []uint64 // bit o: parity of origin o's completes seen
+	named     []uint64 // checkGroup's scratch: the ranks of a group seen
 }
 
 // pscwWords is the number of words of each bitmap in a window of n ranks.
@@ -188,21 +189,31 @@ func (w *Window) checkGroup(op string, ranks []int) error {
 	if w.pscw.seenPost == nil {
 		w.pscw.seenPost = make([]uint64, pscwWords(w.size))
 		w.pscw.seenDone = make([]uint64, pscwWords(w.size))
+		w.pscw.named = make([]uint64, pscwWords(w.size))
 	}
-	seen := map[int]bool{}
+	named := w.pscw.named // all zero between calls
+	defer func() {
+		for _, r := range ranks {
+			if r >= 0 && r < w.size {
+				named[r/64] = 0
+			}
+		}
+	}()
 	for _, r := range ranks {
 		if r < 0 || r >= w.size {
 			return fmt.Errorf("onesided: %s: rank %d of %d: %w", op, r, w.size, ErrUnknownRank)
 		}
-		if seen[r] {
+		if named[r/64]>>(r%64)&1 != 0 {
 			return fmt.Errorf("onesided: %s: rank %d named twice: %w", op, r, ErrInvalid)
 		}
-		seen[r] = true
+		named[r/64] |= 1 << (r % 64)
 	}
 	return nil
 }
 
-// flipBit flips rank r's bit in the control word at byte off of target.
+// flipBit flips rank r's bit in the control word at byte off of target:
+// a compare-and-swap loop on direct stores, a flip through libfabric
+// otherwise (ctrlXor: one atomic, not waited for).
 func (w *Window) flipBit(target, off, r int) error {
 	bit := uint64(1) << (r % 64)
 	if c := w.ctrl[target]; c != nil && !w.atomicsNet {
@@ -217,15 +228,7 @@ func (w *Window) flipBit(target, off, r int) error {
 	if w.net == nil {
 		return fmt.Errorf("no path to rank %d's control words: %w", target, ErrNoPath)
 	}
-	cur, err := w.net.ctrlCAS(target, off, 0, 0) // reads the word
-	for err == nil {
-		var old uint64
-		if old, err = w.net.ctrlCAS(target, off, cur, cur^bit); err == nil && old == cur {
-			return nil
-		}
-		cur = old
-	}
-	return err
+	return w.net.ctrlXor(target, off, bit)
 }
 
 // bitsArrived returns -1 if every rank of ranks has flipped its bit of

@@ -292,6 +292,9 @@ type netPath interface {
 	// ctrlCAS compares and swaps the control word at byte off of target
 	// and returns its previous value.
 	ctrlCAS(target, off int, cmp, swap uint64) (uint64, error)
+	// ctrlXor flips bits of the control word at byte off of target,
+	// completing at the next flush.
+	ctrlXor(target, off int, bits uint64) error
 	// ctrlMem is this rank's control words when the path owns them.
 	ctrlMem() []byte
 	// typedVec and typedChunks serve PutTyped and GetTyped
