@@ -32,6 +32,12 @@ func TestPSCW(t *testing.T) {
 			return pscwScenario(ctx, g, 20, true, providerCase{"shm", OrderAuto}.opts()...)
 		})
 	})
+	t.Run("shm-cas", func(t *testing.T) { // the flips by compare-and-swap
+		requireProvider(t, "shm")
+		runRanks(t, 3, func(ctx context.Context, g Group) error {
+			return pscwScenario(ctx, g, 20, false, append(providerCase{"shm", OrderAuto}.opts(), withCASFallback())...)
+		})
+	})
 }
 
 // pscwGroups returns, for round k of a window of n ranks, the distances
