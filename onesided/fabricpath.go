@@ -752,6 +752,18 @@ func (f *fabPath) flush(ctx context.Context, target int) error {
 	}
 }
 
+// issuedDone drives progress once and reports whether the first n
+// operations are locally complete.
+func (f *fabPath) issuedDone(n uint64) (bool, error) {
+	if !f.pend.issuedBefore(n) {
+		return true, nil
+	}
+	if err := f.progress(); err != nil {
+		return false, err
+	}
+	return !f.pend.issuedBefore(n), nil
+}
+
 func (f *fabPath) waitIssued(ctx context.Context, n uint64) error {
 	wt := f.w.newWaiter(0)
 	for f.pend.issuedBefore(n) {

@@ -138,6 +138,9 @@ func TestMultiProcess(t *testing.T) {
 				if err := pscwScenario(ctx, g, 4*heapIters, false); err != nil {
 					return fmt.Errorf("post, start, complete, wait: %w", err)
 				}
+				if err := requestScenario(ctx, g, false); err != nil {
+					return fmt.Errorf("requests: %w", err)
+				}
 				if err := heapWaitScenario(ctx, g); err != nil {
 					return fmt.Errorf("heap waits on several words: %w", err)
 				}

@@ -149,6 +149,15 @@ func (p *guardedPath) issued() uint64 {
 	return p.f.issued()
 }
 
+func (p *guardedPath) issuedDone(n uint64) (bool, error) {
+	p.g.Enter()
+	defer p.g.Exit()
+	if err := p.takeErr(); err != nil {
+		return false, err
+	}
+	return p.f.issuedDone(n)
+}
+
 func (p *guardedPath) waitIssued(ctx context.Context, n uint64) error {
 	p.g.Enter()
 	defer p.g.Exit()

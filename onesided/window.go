@@ -283,6 +283,9 @@ type netPath interface {
 	// the first n are locally complete.
 	issued() uint64
 	waitIssued(ctx context.Context, n uint64) error
+	// issuedDone drives progress once and reports whether the first n
+	// are locally complete.
+	issuedDone(n uint64) (bool, error)
 	progress() error
 	// waitWord drives progress until *p ≥ want, for at most spins polls
 	// in one call, and reports whether it got there.
