@@ -490,3 +490,41 @@ func ExampleHeap_SplitStrided() {
 	}
 	// Output: team rank 0 of 1: sum of even ranks 0
 }
+
+// Reads overlapped with work: an Rget of the right neighbour's region
+// is started, other work runs, and only that read is waited for (outside
+// a launcher the job has one rank, its own neighbour).
+func ExampleWindow_Rget() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	j, err := job.Init(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Finalize()
+	g := onesided.JobGroup(j)
+	w, err := onesided.Allocate(ctx, g, 8)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer w.Free(ctx)
+	binary.LittleEndian.PutUint64(w.Bytes(), uint64(100+g.Rank()))
+	if err := w.Fence(ctx); err != nil {
+		log.Fatal(err)
+	}
+	right := (g.Rank() + 1) % g.Size()
+	var v [8]byte
+	r, err := w.Rget(right, 0, v[:])
+	if err != nil {
+		log.Fatal(err)
+	}
+	// ... work that does not need v ...
+	if err := r.Wait(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(binary.LittleEndian.Uint64(v[:]) == uint64(100+right))
+	if err := w.Fence(ctx); err != nil { // nobody changes a region another still reads
+		log.Fatal(err)
+	}
+	// Output: true
+}
