@@ -1,18 +1,15 @@
 package ddt_test
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	. "github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/internal/testenv"
@@ -156,62 +153,33 @@ func TestDarrayContents(t *testing.T) {
 
 func TestDarrayErrors(t *testing.T) {
 	B, C, N, D := DistributeBlock, DistributeCyclic, DistributeNone, DistributeDefaultArg
+	type ds = []Distribution
+	type is = []int
 	for _, c := range []struct {
-		name string
-		err  error
+		name       string
+		size, rank int
+		g          is
+		dist       ds
+		darg, p    is
+		order      Order
+		old        *Type
 	}{
-		{"no dimensions", func() error { _, err := Darray(1, 0, nil, nil, nil, nil, OrderC, Int32); return err }()},
-		{"lengths differ", func() error {
-			_, err := Darray(2, 0, []int{4, 4}, []Distribution{B}, []int{D, D}, []int{2, 1}, OrderC, Int32)
-			return err
-		}()},
-		{"grid of another size", func() error {
-			_, err := Darray(4, 0, []int{4}, []Distribution{B}, []int{D}, []int{2}, OrderC, Int32)
-			return err
-		}()},
-		{"rank outside", func() error {
-			_, err := Darray(2, 2, []int{4}, []Distribution{B}, []int{D}, []int{2}, OrderC, Int32)
-			return err
-		}()},
-		{"negative rank", func() error {
-			_, err := Darray(2, -1, []int{4}, []Distribution{B}, []int{D}, []int{2}, OrderC, Int32)
-			return err
-		}()},
-		{"zero gsize", func() error {
-			_, err := Darray(1, 0, []int{0}, []Distribution{B}, []int{D}, []int{1}, OrderC, Int32)
-			return err
-		}()},
-		{"zero psize", func() error {
-			_, err := Darray(0, 0, []int{4}, []Distribution{B}, []int{D}, []int{0}, OrderC, Int32)
-			return err
-		}()},
-		{"unknown distribution", func() error {
-			_, err := Darray(1, 0, []int{4}, []Distribution{9}, []int{D}, []int{1}, OrderC, Int32)
-			return err
-		}()},
-		{"none over two processes", func() error {
-			_, err := Darray(2, 0, []int{4}, []Distribution{N}, []int{D}, []int{2}, OrderC, Int32)
-			return err
-		}()},
-		{"zero darg", func() error {
-			_, err := Darray(2, 0, []int{4}, []Distribution{C}, []int{0}, []int{2}, OrderC, Int32)
-			return err
-		}()},
-		{"blocks too small", func() error {
-			_, err := Darray(2, 0, []int{10}, []Distribution{B}, []int{4}, []int{2}, OrderC, Int32)
-			return err
-		}()},
-		{"bad order", func() error {
-			_, err := Darray(1, 0, []int{4}, []Distribution{B}, []int{D}, []int{1}, Order(5), Int32)
-			return err
-		}()},
-		{"nil type", func() error {
-			_, err := Darray(1, 0, []int{4}, []Distribution{B}, []int{D}, []int{1}, OrderC, nil)
-			return err
-		}()},
+		{"no dimensions", 1, 0, nil, nil, nil, nil, OrderC, Int32},
+		{"lengths differ", 2, 0, is{4, 4}, ds{B}, is{D, D}, is{2, 1}, OrderC, Int32},
+		{"grid of another size", 4, 0, is{4}, ds{B}, is{D}, is{2}, OrderC, Int32},
+		{"rank outside", 2, 2, is{4}, ds{B}, is{D}, is{2}, OrderC, Int32},
+		{"negative rank", 2, -1, is{4}, ds{B}, is{D}, is{2}, OrderC, Int32},
+		{"zero gsize", 1, 0, is{0}, ds{B}, is{D}, is{1}, OrderC, Int32},
+		{"zero psize", 0, 0, is{4}, ds{B}, is{D}, is{0}, OrderC, Int32},
+		{"unknown distribution", 1, 0, is{4}, ds{9}, is{D}, is{1}, OrderC, Int32},
+		{"none over two processes", 2, 0, is{4}, ds{N}, is{D}, is{2}, OrderC, Int32},
+		{"zero darg", 2, 0, is{4}, ds{C}, is{0}, is{2}, OrderC, Int32},
+		{"blocks too small", 2, 0, is{10}, ds{B}, is{4}, is{2}, OrderC, Int32},
+		{"bad order", 1, 0, is{4}, ds{B}, is{D}, is{1}, Order(5), Int32},
+		{"nil type", 1, 0, is{4}, ds{B}, is{D}, is{1}, OrderC, nil},
 	} {
-		if !errors.Is(c.err, ErrInvalid) {
-			t.Errorf("%s: %v, want ErrInvalid", c.name, c.err)
+		if _, err := Darray(c.size, c.rank, c.g, c.dist, c.darg, c.p, c.order, c.old); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", c.name, err)
 		}
 	}
 	_, err := Darray(1, 0, []int{1 << 40, 1 << 40}, []Distribution{N, N}, []int{D, D}, []int{1, 1}, OrderC, Float64)
@@ -243,20 +211,9 @@ func TestDarrayMPICH(t *testing.T) {
 			in.WriteByte('\n')
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin)
-	cmd.Env = testenv.SingletonEnv()
-	cmd.Stdin = strings.NewReader(in.String())
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", bin, err, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	lines := strings.Split(strings.TrimSpace(testenv.RunSingleton(t, bin, in.String())), "\n")
 	if len(lines) != len(qs) {
-		t.Fatalf("MPICH answered %d of %d queries\n%s", len(lines), len(qs), stderr.String())
+		t.Fatalf("MPICH answered %d of %d queries", len(lines), len(qs))
 	}
 	for i, q := range qs {
 		var want []int64

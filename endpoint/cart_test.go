@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -194,18 +193,8 @@ int main(int argc, char **argv) {
 		}
 		in.WriteByte('\n')
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin)
-	cmd.Env = testenv.SingletonEnv()
-	cmd.Stdin = strings.NewReader(in.String())
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", bin, err, stderr.String())
-	}
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	out := testenv.RunSingleton(t, bin, in.String())
+	sc := bufio.NewScanner(strings.NewReader(out))
 	i, bad := 0, 0
 	for ; sc.Scan() && i < len(queries); i++ {
 		var want []int

@@ -358,3 +358,46 @@ func TestNetAtomicsCASFallback(t *testing.T) {
 		return atomicsContention(ctx, g, 100, append(providerCase{"shm", OrderAuto}.opts(), withCASFallback())...)
 	})
 }
+
+// windowKind is a kind of window a scenario runs on: direct stores, a
+// libfabric provider, or a Create window (Go memory) on one.
+type windowKind struct {
+	name   string
+	prov   string // "" for direct stores
+	create bool
+	opts   []Option
+}
+
+var kindDirect = windowKind{"direct", "", false, []Option{WithSharedMemory(ShmOnly)}}
+
+// netKind is a window on libfabric provider prov, a Create window with
+// create.
+func netKind(prov string, create bool) windowKind {
+	name := prov
+	if create {
+		name = "create-" + prov
+	}
+	return windowKind{name, prov, create, providerCase{prov, OrderAuto}.opts()}
+}
+
+// runKinds runs body on n goroutine ranks for each kind, a subtest each
+// (skipped, through testenv, where the provider is missing).
+func runKinds(t *testing.T, n int, kinds []windowKind, body func(ctx context.Context, g Group, k windowKind) error) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			if k.prov != "" {
+				requireProvider(t, k.prov)
+			}
+			runRanks(t, n, func(ctx context.Context, g Group) error { return body(ctx, g, k) })
+		})
+	}
+}
+
+// newWindow is Allocate of size bytes, or with create a Create over Go
+// memory of that size.
+func newWindow(ctx context.Context, g Group, size int, create bool, opts ...Option) (*Window, error) {
+	if create {
+		return Create(ctx, g, make([]byte, size), opts...)
+	}
+	return Allocate(ctx, g, size, opts...)
+}

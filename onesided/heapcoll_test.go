@@ -17,20 +17,12 @@ import (
 // covered, and the errors.
 func heapCollScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 	me, p := g.Rank(), g.Size()
-	h, err := NewHeap(ctx, g, 1<<16, opts...)
+	const nb = 24 // the reductions use 3 words
+	h, src, dst, err := collHeap(ctx, g, nb, opts...)
 	if err != nil {
 		return err
 	}
 	defer cleanup(ctx, &err, h.Close)
-	const nb = 24
-	src, err := h.Alloc(ctx, nb*p, 8)
-	if err != nil {
-		return err
-	}
-	dst, err := h.Alloc(ctx, nb*p, 8)
-	if err != nil {
-		return err
-	}
 	if err := collBattery(ctx, h, h, src, dst, me, p, nb); err != nil {
 		return err
 	}
@@ -80,6 +72,22 @@ func heapCollScenario(ctx context.Context, g Group, opts ...Option) (err error) 
 		}
 	}
 	return nil
+}
+
+// collHeap makes a heap over g and, on it, the source and destination
+// of the collectives' battery: nb bytes per rank of g each.
+func collHeap(ctx context.Context, g Group, nb int, opts ...Option) (h *Heap, src, dst Sym, err error) {
+	if h, err = NewHeap(ctx, g, 1<<16, opts...); err != nil {
+		return nil, src, dst, err
+	}
+	if src, err = h.Alloc(ctx, nb*g.Size(), 8); err == nil {
+		dst, err = h.Alloc(ctx, nb*g.Size(), 8)
+	}
+	if err != nil {
+		_ = h.Close(ctx)
+		return nil, src, dst, err
+	}
+	return h, src, dst, nil
 }
 
 // collSet is the collectives a heap and a team share.
@@ -209,20 +217,12 @@ func TestHeapCollectives(t *testing.T) {
 // non-member's calls, bad splits, and calls after Destroy.
 func teamScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 	me, p := g.Rank(), g.Size()
-	h, err := NewHeap(ctx, g, 1<<16, opts...)
+	const nb = 24 // the reductions use 3 words
+	h, src, dst, err := collHeap(ctx, g, nb, opts...)
 	if err != nil {
 		return err
 	}
 	defer cleanup(ctx, &err, h.Close)
-	const nb = 24 // the reductions use 3 words
-	src, err := h.Alloc(ctx, nb*p, 8)
-	if err != nil {
-		return err
-	}
-	dst, err := h.Alloc(ctx, nb*p, 8)
-	if err != nil {
-		return err
-	}
 	type split struct{ start, stride, size int }
 	splits := []split{{0, 2, (p + 1) / 2}, {p - 1, 1, 1}}
 	if p > 1 {

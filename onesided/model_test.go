@@ -18,28 +18,11 @@ import (
 // window kind computes an address or a layout differently from the others
 // it shows here.
 func TestWindowModel(t *testing.T) {
-	kinds := []struct {
-		name   string
-		prov   string
-		create bool
-		opts   []Option
-	}{
-		{"direct", "", false, []Option{WithSharedMemory(ShmOnly)}},
-		{"shm", "shm", false, providerCase{"shm", OrderAuto}.opts()},
-		{"tcp", "tcp;ofi_rxm", false, providerCase{"tcp;ofi_rxm", OrderAuto}.opts()},
-		{"create-shm", "shm", true, providerCase{"shm", OrderAuto}.opts()},
-		{"create-tcp", "tcp;ofi_rxm", true, providerCase{"tcp;ofi_rxm", OrderAuto}.opts()},
-	}
-	for _, k := range kinds {
-		t.Run(k.name, func(t *testing.T) {
-			if k.prov != "" {
-				requireProvider(t, k.prov)
-			}
-			runRanks(t, 3, func(ctx context.Context, g Group) error {
-				return modelScenario(ctx, g, 150, k.create, k.opts...)
-			})
-		})
-	}
+	kinds := []windowKind{kindDirect, netKind("shm", false), netKind("tcp;ofi_rxm", false),
+		netKind("shm", true), netKind("tcp;ofi_rxm", true)}
+	runKinds(t, 3, kinds, func(ctx context.Context, g Group, k windowKind) error {
+		return modelScenario(ctx, g, 150, k.create, k.opts...)
+	})
 }
 
 // modelSlice is the bytes of each target's region that one origin owns:
@@ -53,12 +36,7 @@ const modelSlice = 512
 func modelScenario(ctx context.Context, g Group, ops int, create bool, opts ...Option) (err error) {
 	me, n := g.Rank(), g.Size()
 	size := n * modelSlice
-	var w *Window
-	if create {
-		w, err = Create(ctx, g, make([]byte, size), opts...)
-	} else {
-		w, err = Allocate(ctx, g, size, opts...)
-	}
+	w, err := newWindow(ctx, g, size, create, opts...)
 	if err != nil {
 		return err
 	}

@@ -18,25 +18,11 @@ func TestPSCW(t *testing.T) {
 			})
 		}
 	})
-	for _, prov := range []string{"shm", "tcp;ofi_rxm"} {
-		t.Run(prov, func(t *testing.T) {
-			requireProvider(t, prov)
-			runRanks(t, 3, func(ctx context.Context, g Group) error {
-				return pscwScenario(ctx, g, 20, false, providerCase{prov, OrderAuto}.opts()...)
-			})
-		})
-	}
-	t.Run("create-shm", func(t *testing.T) {
-		requireProvider(t, "shm")
-		runRanks(t, 3, func(ctx context.Context, g Group) error {
-			return pscwScenario(ctx, g, 20, true, providerCase{"shm", OrderAuto}.opts()...)
-		})
-	})
-	t.Run("shm-cas", func(t *testing.T) { // the flips by compare-and-swap
-		requireProvider(t, "shm")
-		runRanks(t, 3, func(ctx context.Context, g Group) error {
-			return pscwScenario(ctx, g, 20, false, append(providerCase{"shm", OrderAuto}.opts(), withCASFallback())...)
-		})
+	casFlips := netKind("shm", false) // the flips by compare-and-swap
+	casFlips.name, casFlips.opts = "shm-cas", append(casFlips.opts, withCASFallback())
+	kinds := []windowKind{netKind("shm", false), netKind("tcp;ofi_rxm", false), netKind("shm", true), casFlips}
+	runKinds(t, 3, kinds, func(ctx context.Context, g Group, k windowKind) error {
+		return pscwScenario(ctx, g, 20, k.create, k.opts...)
 	})
 }
 
@@ -70,12 +56,7 @@ func pscwGroups(k, n int) []int {
 func pscwScenario(ctx context.Context, g Group, rounds int, create bool, opts ...Option) (err error) {
 	me, n := g.Rank(), g.Size()
 	size := 16 * n
-	var w *Window
-	if create {
-		w, err = Create(ctx, g, make([]byte, size), opts...)
-	} else {
-		w, err = Allocate(ctx, g, size, opts...)
-	}
+	w, err := newWindow(ctx, g, size, create, opts...)
 	if err != nil {
 		return err
 	}

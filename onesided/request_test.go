@@ -10,24 +10,9 @@ import (
 )
 
 func TestRequests(t *testing.T) {
-	t.Run("direct", func(t *testing.T) {
-		runRanks(t, 3, func(ctx context.Context, g Group) error {
-			return requestScenario(ctx, g, false, WithSharedMemory(ShmOnly))
-		})
-	})
-	for _, prov := range []string{"shm", "tcp;ofi_rxm"} {
-		t.Run(prov, func(t *testing.T) {
-			requireProvider(t, prov)
-			runRanks(t, 3, func(ctx context.Context, g Group) error {
-				return requestScenario(ctx, g, false, providerCase{prov, OrderAuto}.opts()...)
-			})
-		})
-	}
-	t.Run("create-tcp", func(t *testing.T) {
-		requireProvider(t, "tcp;ofi_rxm")
-		runRanks(t, 3, func(ctx context.Context, g Group) error {
-			return requestScenario(ctx, g, true, providerCase{"tcp;ofi_rxm", OrderAuto}.opts()...)
-		})
+	kinds := []windowKind{kindDirect, netKind("shm", false), netKind("tcp;ofi_rxm", false), netKind("tcp;ofi_rxm", true)}
+	runKinds(t, 3, kinds, func(ctx context.Context, g Group, k windowKind) error {
+		return requestScenario(ctx, g, k.create, k.opts...)
 	})
 }
 
@@ -40,12 +25,7 @@ func requestScenario(ctx context.Context, g Group, create bool, opts ...Option) 
 	me, n := g.Rank(), g.Size()
 	const big = 1 << 20
 	size := 2*big + 64
-	var w *Window
-	if create {
-		w, err = Create(ctx, g, make([]byte, size), opts...)
-	} else {
-		w, err = Allocate(ctx, g, size, opts...)
-	}
+	w, err := newWindow(ctx, g, size, create, opts...)
 	if err != nil {
 		return err
 	}

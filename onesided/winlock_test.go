@@ -16,19 +16,9 @@ func TestWindowLocks(t *testing.T) {
 			return windowLockScenario(ctx, g, 300, false, WithSharedMemory(ShmOnly))
 		})
 	})
-	for _, prov := range []string{"shm", "tcp;ofi_rxm"} {
-		t.Run(prov, func(t *testing.T) {
-			requireProvider(t, prov)
-			runRanks(t, 3, func(ctx context.Context, g Group) error {
-				return windowLockScenario(ctx, g, 20, false, providerCase{prov, OrderAuto}.opts()...)
-			})
-		})
-	}
-	t.Run("create-shm", func(t *testing.T) {
-		requireProvider(t, "shm")
-		runRanks(t, 3, func(ctx context.Context, g Group) error {
-			return windowLockScenario(ctx, g, 20, true, providerCase{"shm", OrderAuto}.opts()...)
-		})
+	kinds := []windowKind{netKind("shm", false), netKind("tcp;ofi_rxm", false), netKind("shm", true)}
+	runKinds(t, 3, kinds, func(ctx context.Context, g Group, k windowKind) error {
+		return windowLockScenario(ctx, g, 20, k.create, k.opts...)
 	})
 }
 
@@ -43,12 +33,7 @@ func TestWindowLocks(t *testing.T) {
 // create the window is a Create of Go memory (its control words apart).
 func windowLockScenario(ctx context.Context, g Group, iters int, create bool, opts ...Option) (err error) {
 	me, n := g.Rank(), g.Size()
-	var w *Window
-	if create {
-		w, err = Create(ctx, g, make([]byte, 64), opts...)
-	} else {
-		w, err = Allocate(ctx, g, 64, opts...)
-	}
+	w, err := newWindow(ctx, g, 64, create, opts...)
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,13 @@
 package testenv
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // MPICH compiles the C file src with MPICH's compiler into an executable
@@ -29,15 +31,26 @@ func MPICH(t testing.TB, src string) string {
 	return bin
 }
 
-// SingletonEnv is this process's environment without a launcher's
-// variables (PMI_, HYDRA_, MPIR_), for an MPI program that must start as
-// a singleton though the test may itself run under a launcher.
-func SingletonEnv() []string {
-	var env []string
+// RunSingleton runs the MPI program bin as a singleton — without a
+// launcher's variables (PMI_, HYDRA_, MPIR_), though the test may itself
+// run under a launcher — with stdin as its input, for at most a minute,
+// and returns what it printed; it fails t if the program fails.
+func RunSingleton(t testing.TB, bin, stdin string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "PMI_") && !strings.HasPrefix(kv, "HYDRA_") && !strings.HasPrefix(kv, "MPIR_") {
-			env = append(env, kv)
+			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	return env
+	cmd.Stdin = strings.NewReader(stdin)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", bin, err, stderr.String())
+	}
+	return string(out)
 }
