@@ -737,6 +737,13 @@ func (f *fabPath) flush(ctx context.Context, target int) error {
 	if err := f.flushMarkers(target); err != nil {
 		return err
 	}
+	return f.flushLocal(ctx, target)
+}
+
+// flushLocal waits until every tracked operation to target (< 0: to
+// all) has completed here; unlike flush it sends no marker behind
+// injected writes, which are complete here once issued.
+func (f *fabPath) flushLocal(ctx context.Context, target int) error {
 	wt := f.w.newWaiter(0)
 	wt.target = target
 	for {

@@ -143,6 +143,15 @@ func (p *guardedPath) flush(ctx context.Context, target int) error {
 	return p.f.flush(ctx, target)
 }
 
+func (p *guardedPath) flushLocal(ctx context.Context, target int) error {
+	p.g.Enter()
+	defer p.g.Exit()
+	if err := p.takeErr(); err != nil {
+		return err
+	}
+	return p.f.flushLocal(ctx, target)
+}
+
 func (p *guardedPath) issued() uint64 {
 	p.g.Enter()
 	defer p.g.Exit()

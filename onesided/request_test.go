@@ -20,7 +20,8 @@ func TestRequests(t *testing.T) {
 // bytes to 1 MiB), half waited for with WaitAll and half tested until
 // done, each destination checked at once; Rputs of 1 MiB whose source is
 // overwritten as soon as the request completes (the target must hold
-// what was there before); Raccumulates of a counter; then the errors.
+// what was there before); the same through FlushLocal and FlushLocalAll;
+// Raccumulates of a counter; then the errors.
 func requestScenario(ctx context.Context, g Group, create bool, opts ...Option) (err error) {
 	me, n := g.Rank(), g.Size()
 	const big = 1 << 20
@@ -97,6 +98,48 @@ func requestScenario(ctx context.Context, g Group, create bool, opts ...Option) 
 		if err := w.Fence(ctx); err != nil {
 			return err
 		}
+	}
+	// FlushLocal and FlushLocalAll: the same guarantees for everything
+	// issued to a target, or to every target.
+	for round, all := range []bool{false, true} {
+		got := make([]byte, big)
+		if err := w.Get(right, 0, got); err != nil {
+			return err
+		}
+		for i := range src {
+			src[i] = pattern(me+7+round, i)
+		}
+		if err := w.Put(right, big, src); err != nil {
+			return err
+		}
+		if all {
+			err = w.FlushLocalAll(ctx)
+		} else {
+			err = w.FlushLocal(ctx, right)
+		}
+		if err != nil {
+			return err
+		}
+		for i, b := range got {
+			if b != pattern(right, i) {
+				return fmt.Errorf("Get then FlushLocal (all %v): byte %d is %d, want %d", all, i, b, pattern(right, i))
+			}
+		}
+		clear(src)
+		if err := w.Fence(ctx); err != nil {
+			return err
+		}
+		for i, b := range w.Bytes()[big : 2*big] {
+			if b != pattern(left+7+round, i) {
+				return fmt.Errorf("Put whose source was cleared after FlushLocal (all %v): byte %d is %d", all, i, b)
+			}
+		}
+		if err := w.Fence(ctx); err != nil {
+			return err
+		}
+	}
+	if err := w.FlushLocal(ctx, n); !errors.Is(err, ErrUnknownRank) {
+		return fmt.Errorf("FlushLocal of rank n: %v", err)
 	}
 	// Raccumulate: every rank adds rank+1 to a counter on rank 0, 20 times.
 	var b [8]byte

@@ -279,6 +279,9 @@ type netPath interface {
 	getAccumulate(target int, off int, t AtomicType, o Op, data, result []byte) error
 	cas(target int, off int, t AtomicType, cmp, swap uint64) (uint64, error)
 	flush(ctx context.Context, target int) error // target < 0: all
+	// flushLocal waits for local completion only (buffers reusable,
+	// Gets landed); target < 0: all.
+	flushLocal(ctx context.Context, target int) error
 	// issued counts operations issued so far; waitIssued(n) returns once
 	// the first n are locally complete.
 	issued() uint64
@@ -1088,6 +1091,32 @@ func (w *Window) FlushAll(ctx context.Context) error {
 		return nil
 	}
 	return w.net.flush(ctx, -1)
+}
+
+// FlushLocal waits until every operation this rank issued to target is
+// complete at this rank (MPI_Win_flush_local): the sources of its Puts
+// and Accumulates may be reused and its Gets have landed, though its
+// writes may not yet be visible at the target. It is cheaper than Flush
+// where the provider needs a marker for remote completion.
+func (w *Window) FlushLocal(ctx context.Context, target int) error {
+	if err := w.check("FlushLocal", target, 0, 0); err != nil {
+		return err
+	}
+	if w.net == nil {
+		return nil
+	}
+	return w.net.flushLocal(ctx, target)
+}
+
+// FlushLocalAll is FlushLocal for every target (MPI_Win_flush_local_all).
+func (w *Window) FlushLocalAll(ctx context.Context) error {
+	if err := w.check("FlushLocalAll", 0, 0, 0); err != nil {
+		return err
+	}
+	if w.net == nil {
+		return nil
+	}
+	return w.net.flushLocal(ctx, -1)
 }
 
 // Fence completes this rank's operations (FlushAll) and waits for every
