@@ -112,13 +112,14 @@ func (m *MPI) Build(ctx context.Context, src []byte, dst string) error {
 	return nil
 }
 
-// firstError is the compiler's first error line of out (else its first
-// line), saying how many lines more there were.
+// firstError is the first line of out that says what failed — a
+// compiler error or a linker's undefined reference — else its first
+// line, saying how many lines more there were.
 func firstError(out string) string {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	first := 0
 	for i, l := range lines {
-		if strings.Contains(l, "error") {
+		if strings.Contains(l, "error:") || strings.Contains(l, "undefined reference") {
 			first = i
 			break
 		}

@@ -162,4 +162,8 @@ func TestFirstError(t *testing.T) {
 	if got := firstError("warning: a\nwarning: b\n"); got != "warning: a (and 1 more lines)" {
 		t.Errorf("no error line: %q", got)
 	}
+	ld := "/usr/bin/ld: /tmp/x.o: in function `main':\nx.c:(.text+0x4): undefined reference to `MPI_Psend_init'\ncollect2: error: ld returned 1 exit status\n"
+	if got, want := firstError(ld), "x.c:(.text+0x4): undefined reference to `MPI_Psend_init' (and 2 more lines)"; got != want {
+		t.Errorf("linker: %q, want %q", got, want)
+	}
 }
