@@ -528,3 +528,45 @@ func ExampleWindow_Rget() {
 	}
 	// Output: true
 }
+
+// A dynamic window: each rank attaches a buffer of its own when it likes
+// and hands its Region to the others, here by an Allgather; the right
+// neighbour's Region is then written like any window. Outside a launcher
+// the job has one rank, its own neighbour.
+func ExampleCreateDynamic() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	j, err := job.Init(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Finalize()
+	g := onesided.JobGroup(j)
+	w, err := onesided.CreateDynamic(ctx, g)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer w.Free(ctx)
+	buf := make([]byte, 64)
+	r, err := w.Attach(buf)
+	if err != nil {
+		log.Fatal(err)
+	}
+	wire, _ := r.MarshalBinary()
+	all, err := g.Allgather(ctx, wire)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var right onesided.Region
+	if err := right.UnmarshalBinary(all[(g.Rank()+1)%g.Size()]); err != nil {
+		log.Fatal(err)
+	}
+	if err := w.PutRegion(right, 8, []byte(fmt.Sprintf("from %d", g.Rank()))); err != nil {
+		log.Fatal(err)
+	}
+	if err := w.Fence(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s\n", buf[8:14])
+	// Output: from 0
+}

@@ -22,6 +22,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"unsafe"
 
@@ -320,7 +321,30 @@ func (f *fabPath) source(data []byte) (buf []byte, desc fabric.Desc, scratch int
 	return data, mr.Desc(), -1, mr, nil
 }
 
-func (f *fabPath) raddr(target, off int) uint64 { return f.bases[target] + uint64(off) }
+// raddr and key are the remote address and key of byte off of target's
+// region; on a dynamic window off encodes a Region (dynamic.go).
+func (f *fabPath) raddr(target, off int) uint64 {
+	if f.w.dyn != nil {
+		return f.w.dyn[target][off>>dynShift].Addr + uint64(off&dynMask)
+	}
+	return f.bases[target] + uint64(off)
+}
+
+func (f *fabPath) key(target, off int) uint64 {
+	if f.w.dyn != nil {
+		return f.w.dyn[target][off>>dynShift].Key
+	}
+	return f.keys[target]
+}
+
+// attach registers buf for remote access (a dynamic window's Region).
+func (f *fabPath) attach(buf []byte) (addr, key uint64, mr io.Closer, err error) {
+	m, err := f.dom.Register(buf, fabric.AccessAll)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	return m.RemoteAddr(buf), m.Key(), m, nil
+}
 
 // write issues a tracked write of data (flags added to delivery
 // completion) and returns its handle; with hold the slot is held for the
@@ -335,7 +359,7 @@ func (f *fabPath) write(target, off int, data []byte, flags fabric.OpFlag, hold 
 		f.pend.hold(id)
 	}
 	if err := f.post(id, func() error {
-		return f.ep.WriteMsg(buf, desc, f.addrs[target], f.raddr(target, off), f.keys[target], id,
+		return f.ep.WriteMsg(buf, desc, f.addrs[target], f.raddr(target, off), f.key(target, off), id,
 			flags|fabric.OpDeliveryComplete|fabric.OpCompletion)
 	}); err != nil {
 		return untracked, err
@@ -373,7 +397,7 @@ func (f *fabPath) put(target, off int, data []byte) error {
 func (f *fabPath) injectPut(target, off int, data []byte) error {
 	f.markDirty(target)
 	if err := f.post(untracked, func() error {
-		return f.ep.InjectWrite(data, f.addrs[target], f.raddr(target, off), f.keys[target])
+		return f.ep.InjectWrite(data, f.addrs[target], f.raddr(target, off), f.key(target, off))
 	}); err != nil {
 		return fmt.Errorf("onesided: Put: %w", err)
 	}
@@ -408,7 +432,7 @@ func (f *fabPath) get(target, off int, dst []byte) error {
 	id := f.pend.track(target, scratch, mr)
 	f.pend.ops[id-1].copyTo = copyTo
 	return f.post(id, func() error {
-		return f.ep.Read(buf, desc, f.addrs[target], f.raddr(target, off), f.keys[target], id)
+		return f.ep.Read(buf, desc, f.addrs[target], f.raddr(target, off), f.key(target, off), id)
 	})
 }
 
@@ -528,7 +552,7 @@ func (f *fabPath) accumulate(target, off int, t AtomicType, o Op, data []byte) e
 			desc := f.scratch.Desc()
 			if err := f.post(id, func() error {
 				return f.ep.FetchAtomic(s[:len(part)], desc, s[slotSize/2:slotSize/2+len(part)], desc, fabType(t), fabOp(o),
-					f.addrs[target], f.raddr(target, o2), f.keys[target], id)
+					f.addrs[target], f.raddr(target, o2), f.key(target, o2), id)
 			}); err != nil {
 				return err
 			}
@@ -588,10 +612,10 @@ func (f *fabPath) getAccumulate(target, off int, t AtomicType, o Op, data, resul
 			copy(s, part)
 			id := f.pend.track(target, slot, nil)
 			f.pend.hold(id) // the results stay in the slot until release
-			raddr := f.raddr(target, off+i)
+			raddr, key := f.raddr(target, off+i), f.key(target, off+i)
 			if err = f.post(id, func() error {
 				return f.ep.FetchAtomic(s[:len(part)], desc, s[slotSize/2:slotSize/2+len(part)], desc, fabType(t), fabOp(o),
-					f.addrs[target], raddr, f.keys[target], id)
+					f.addrs[target], raddr, key, id)
 			}); err != nil {
 				break
 			}
@@ -651,7 +675,7 @@ func (f *fabPath) fetchAtomic(target, off int, t AtomicType, o Op, v uint64) (ui
 	desc := f.scratch.Desc()
 	if err := f.post(id, func() error {
 		return f.ep.FetchAtomic(s[:sz], desc, s[8:8+sz], desc, fabType(t), fabOp(o),
-			f.addrs[target], f.raddr(target, off), f.keys[target], id)
+			f.addrs[target], f.raddr(target, off), f.key(target, off), id)
 	}); err != nil {
 		return 0, err
 	}
@@ -663,7 +687,7 @@ func (f *fabPath) fetchAtomic(target, off int, t AtomicType, o Op, v uint64) (ui
 }
 
 func (f *fabPath) cas(target, off int, t AtomicType, cmp, swap uint64) (uint64, error) {
-	return f.casAt(target, f.raddr(target, off), f.keys[target], t, cmp, swap)
+	return f.casAt(target, f.raddr(target, off), f.key(target, off), t, cmp, swap)
 }
 
 // ctrlCAS is a compare-and-swap of the 8-byte control word at byte off of

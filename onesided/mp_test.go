@@ -141,6 +141,11 @@ func TestMultiProcess(t *testing.T) {
 				if err := requestScenario(ctx, g, false); err != nil {
 					return fmt.Errorf("requests: %w", err)
 				}
+				if c.provider != "" { // dynamic windows are libfabric's alone
+					if err := dynamicScenario(ctx, g); err != nil {
+						return fmt.Errorf("dynamic window: %w", err)
+					}
+				}
 				if err := heapWaitScenario(ctx, g); err != nil {
 					return fmt.Errorf("heap waits on several words: %w", err)
 				}

@@ -2,6 +2,7 @@ package onesided
 
 import (
 	"context"
+	"io"
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/internal/progress"
@@ -120,6 +121,12 @@ func (p *guardedPath) cas(target, off int, t AtomicType, cmp, swap uint64) (uint
 	p.g.Enter()
 	defer p.g.Exit()
 	return p.f.cas(target, off, t, cmp, swap)
+}
+
+func (p *guardedPath) attach(buf []byte) (uint64, uint64, io.Closer, error) {
+	p.g.Enter()
+	defer p.g.Exit()
+	return p.f.attach(buf)
 }
 
 func (p *guardedPath) ctrlXor(target, off int, bits uint64) error {

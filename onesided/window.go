@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -265,6 +266,13 @@ type Window struct {
 	locks map[int]bool
 	// pscw is the state of Post, Start, Complete and Wait (pscw.go).
 	pscw pscwState
+	// dyn, on a dynamic window, is each target's Regions this rank has
+	// addressed, by index (the index sits in the encoded offsets of
+	// their operations), dynIndex finds them, and attached is this
+	// rank's own Regions by address and key (dynamic.go).
+	dyn      [][]Region
+	dynIndex []map[[2]uint64]int
+	attached map[[2]uint64]attachment
 }
 
 // netPath is the libfabric side of a window (fabricpath.go).
@@ -303,6 +311,9 @@ type netPath interface {
 	ctrlXor(target, off int, bits uint64) error
 	// ctrlMem is this rank's control words when the path owns them.
 	ctrlMem() []byte
+	// attach registers buf for remote access and returns the address
+	// and key other ranks reach it by (dynamic windows).
+	attach(buf []byte) (addr, key uint64, mr io.Closer, err error)
 	// typedVec and typedChunks serve PutTyped and GetTyped
 	// (fabtyped.go).
 	typedVec(target, offset int, segs []ddt.Segment, pieces [][]byte, get bool) error
@@ -591,13 +602,17 @@ func offsOf(local []int, sizes []int) []int {
 // be inside an operation that touches this rank's endpoint.
 func (w *Window) release(synced bool) {
 	net, seg, anon, peers, lg := w.net, w.seg, w.anon, w.procPeers, w.log
-	w.net, w.seg, w.anon, w.procPeers = nil, nil, nil, nil
+	attached := w.attached
+	w.net, w.seg, w.anon, w.procPeers, w.attached = nil, nil, nil, nil, nil
 	w.local = nil
 	w.peers = nil
 	if seg != nil {
 		_ = seg.Unlink() // the name only; the mapping goes with the rest
 	}
 	free := func() {
+		for _, a := range attached {
+			_ = a.mr.Close()
+		}
 		if net != nil {
 			if err := net.close(); err != nil {
 				lg.Warn("close libfabric path", "err", err)

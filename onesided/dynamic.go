@@ -1,0 +1,235 @@
+package onesided
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"unsafe"
+)
+
+// Dynamic windows (MPI_Win_create_dynamic, MPI_Win_attach,
+// MPI_Win_detach): a window that starts with no memory; each rank
+// attaches memory of its own when it likes, not collectively, and hands
+// the Region it gets to the ranks that will access it (as MPI programs
+// send the address MPI_Get_address returns). Operations name a Region
+// and an offset in it.
+//
+// On the libfabric path an origin addresses a target through one base
+// and key per rank; a dynamic window's operations encode instead, in
+// the offset, the index of the Region in the origin's table for that
+// target (Window.dyn) above dynShift bits, and the path looks the
+// Region's address and key up there (fabPath.raddr, fabPath.key).
+
+// dynShift is the bit position of the Region index in a dynamic
+// window's encoded offsets: a Region may hold up to 2^40 bytes.
+const dynShift = 40
+
+const dynMask = 1<<dynShift - 1
+
+// Region is memory a rank attached to a dynamic window: the rank, the
+// address and key through which other ranks reach it, and its length.
+// Send it to the ranks that will access it (MarshalBinary gives 32
+// bytes); a Region is only good with the window it was attached to.
+type Region struct {
+	Rank      int
+	Addr, Key uint64
+	Len       int
+}
+
+// regionWire is the length of a marshalled Region.
+const regionWire = 32
+
+// MarshalBinary encodes r in 32 bytes.
+func (r Region) MarshalBinary() ([]byte, error) {
+	b := make([]byte, regionWire)
+	binary.LittleEndian.PutUint64(b, uint64(r.Rank))
+	binary.LittleEndian.PutUint64(b[8:], r.Addr)
+	binary.LittleEndian.PutUint64(b[16:], r.Key)
+	binary.LittleEndian.PutUint64(b[24:], uint64(r.Len))
+	return b, nil
+}
+
+// UnmarshalBinary decodes what MarshalBinary wrote; anything else gives
+// ErrInvalid.
+func (r *Region) UnmarshalBinary(b []byte) error {
+	if len(b) != regionWire {
+		return fmt.Errorf("onesided: a Region is %d bytes, not %d: %w", regionWire, len(b), ErrInvalid)
+	}
+	rank, n := binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[24:])
+	if rank > 1<<31 || n > dynMask {
+		return fmt.Errorf("onesided: Region of rank %d, %d bytes: %w", rank, n, ErrInvalid)
+	}
+	*r = Region{Rank: int(rank), Addr: binary.LittleEndian.Uint64(b[8:]), Key: binary.LittleEndian.Uint64(b[16:]), Len: int(n)}
+	return nil
+}
+
+// attachment is memory this rank attached.
+type attachment struct {
+	region Region
+	mr     io.Closer
+}
+
+// CreateDynamic creates a window with no memory on any rank
+// (MPI_Win_create_dynamic); Attach adds memory rank by rank. It is
+// collective over g. Like Create it uses the libfabric path alone
+// (WithSharedMemory(ShmOnly) gives ErrNotSupported).
+func CreateDynamic(ctx context.Context, g Group, opts ...Option) (*Window, error) {
+	w, err := Create(ctx, g, nil, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("onesided: CreateDynamic: %w", err)
+	}
+	w.dyn = make([][]Region, w.size)
+	w.dynIndex = make([]map[[2]uint64]int, w.size)
+	w.attached = map[[2]uint64]attachment{}
+	return w, nil
+}
+
+// Attach registers buf (non-empty, 8-byte aligned, at most 2^40 bytes)
+// for access through the dynamic window w (MPI_Win_attach) and returns
+// its Region. It is not collective. buf stays pinned until Detach or
+// Free; a buffer attached twice gives ErrInvalid.
+func (w *Window) Attach(buf []byte) (Region, error) {
+	if err := w.dynamicCheck("Attach"); err != nil {
+		return Region{}, err
+	}
+	if len(buf) == 0 || len(buf) > dynMask || uintptr(bufAddr(buf))%8 != 0 {
+		return Region{}, fmt.Errorf("onesided: Attach: a buffer of %d bytes at %#x (want 1..2^40 bytes, 8-byte aligned): %w", len(buf), bufAddr(buf), ErrInvalid)
+	}
+	addr, key, mr, err := w.net.attach(buf)
+	if err != nil {
+		return Region{}, fmt.Errorf("onesided: Attach: %w", err)
+	}
+	k := [2]uint64{addr, key}
+	if _, dup := w.attached[k]; dup {
+		_ = mr.Close()
+		return Region{}, fmt.Errorf("onesided: Attach: the memory at %#x is attached already: %w", bufAddr(buf), ErrInvalid)
+	}
+	r := Region{Rank: w.rank, Addr: addr, Key: key, Len: len(buf)}
+	w.attached[k] = attachment{r, mr}
+	return r, nil
+}
+
+// Detach ends the access to a Region this rank attached (MPI_Win_detach).
+// Other ranks must not access it afterwards; its memory is the caller's
+// again (it may stay registered in the path's cache for a while, as any
+// registered memory, without being written).
+func (w *Window) Detach(r Region) error {
+	if err := w.dynamicCheck("Detach"); err != nil {
+		return err
+	}
+	k := [2]uint64{r.Addr, r.Key}
+	a, ok := w.attached[k]
+	if !ok || a.region != r {
+		return fmt.Errorf("onesided: Detach: %+v is not a Region this rank attached: %w", r, ErrInvalid)
+	}
+	delete(w.attached, k)
+	if err := a.mr.Close(); err != nil {
+		return fmt.Errorf("onesided: Detach: %w", err)
+	}
+	return nil
+}
+
+// PutRegion is Put into Region r at byte offset off: complete at the
+// target after a flush of r.Rank.
+func (w *Window) PutRegion(r Region, off int, data []byte) error {
+	target, o, err := w.dynTarget("PutRegion", r, off, len(data), 1)
+	if err != nil {
+		return err
+	}
+	return w.net.put(target, o, data)
+}
+
+// GetRegion is Get from Region r at byte offset off: dst is filled after a
+// flush of r.Rank.
+func (w *Window) GetRegion(r Region, off int, dst []byte) error {
+	target, o, err := w.dynTarget("GetRegion", r, off, len(dst), 1)
+	if err != nil {
+		return err
+	}
+	return w.net.get(target, o, dst)
+}
+
+// AccumulateRegion is Accumulate into Region r at byte offset off
+// (aligned to t's size).
+func (w *Window) AccumulateRegion(r Region, off int, t AtomicType, op Op, data []byte) error {
+	if err := checkOp(t, op); err != nil || op == OpNoOp || len(data)%max(t.Size(), 1) != 0 {
+		return fmt.Errorf("onesided: AccumulateRegion(%v, %v) of %d bytes: %w", op, t, len(data), ErrInvalid)
+	}
+	target, o, err := w.dynTarget("AccumulateRegion", r, off, len(data), t.Size())
+	if err != nil {
+		return err
+	}
+	return w.net.accumulate(target, o, t, op, data)
+}
+
+// FetchAndOpRegion is FetchAndOp on the element of Region r at byte
+// offset off (aligned to t's size).
+func (w *Window) FetchAndOpRegion(r Region, off int, t AtomicType, op Op, operand uint64) (uint64, error) {
+	if err := checkOp(t, op); err != nil {
+		return 0, fmt.Errorf("onesided: FetchAndOpRegion: %w", err)
+	}
+	target, o, err := w.dynTarget("FetchAndOpRegion", r, off, t.Size(), t.Size())
+	if err != nil {
+		return 0, err
+	}
+	return w.net.fetchOp(target, o, t, op, operand)
+}
+
+// CompareAndSwapRegion is CompareAndSwap on the element of Region r at
+// byte offset off (aligned to t's size).
+func (w *Window) CompareAndSwapRegion(r Region, off int, t AtomicType, compare, swap uint64) (uint64, error) {
+	if t.Size() == 0 {
+		return 0, fmt.Errorf("onesided: CompareAndSwapRegion: type %v: %w", t, ErrInvalid)
+	}
+	target, o, err := w.dynTarget("CompareAndSwapRegion", r, off, t.Size(), t.Size())
+	if err != nil {
+		return 0, err
+	}
+	return w.net.cas(target, o, t, compare, swap)
+}
+
+// dynamicCheck reports an error unless w is an open dynamic window.
+func (w *Window) dynamicCheck(op string) error {
+	if err := w.check(op, 0, 0, 0); err != nil {
+		return err
+	}
+	if w.dyn == nil {
+		return fmt.Errorf("onesided: %s: not a dynamic window (CreateDynamic): %w", op, ErrInvalid)
+	}
+	return nil
+}
+
+// dynTarget checks an operation on n bytes at off of Region r, aligned
+// to align, and returns its target rank and encoded offset (the Region's
+// index in this rank's table for the target, then off).
+func (w *Window) dynTarget(op string, r Region, off, n, align int) (int, int, error) {
+	if err := w.dynamicCheck(op); err != nil {
+		return 0, 0, err
+	}
+	if r.Rank < 0 || r.Rank >= w.size {
+		return 0, 0, fmt.Errorf("onesided: %s: Region of rank %d of %d: %w", op, r.Rank, w.size, ErrUnknownRank)
+	}
+	if r.Len <= 0 || r.Len > dynMask || off < 0 || n < 0 || off > r.Len || n > r.Len-off {
+		return 0, 0, fmt.Errorf("onesided: %s: [%d, %d) outside a Region of %d bytes: %w", op, off, off+n, r.Len, ErrOutOfRange)
+	}
+	if (r.Addr+uint64(off))%uint64(align) != 0 {
+		return 0, 0, fmt.Errorf("onesided: %s: offset %d not %d-byte aligned: %w", op, off, align, ErrInvalid)
+	}
+	k := [2]uint64{r.Addr, r.Key}
+	idx, ok := w.dynIndex[r.Rank][k]
+	if !ok {
+		if w.dynIndex[r.Rank] == nil {
+			w.dynIndex[r.Rank] = map[[2]uint64]int{}
+		}
+		idx = len(w.dyn[r.Rank])
+		if idx >= 1<<(62-dynShift) {
+			return 0, 0, fmt.Errorf("onesided: %s: %d Regions of rank %d in use: %w", op, idx, r.Rank, ErrInvalid)
+		}
+		w.dyn[r.Rank] = append(w.dyn[r.Rank], r)
+		w.dynIndex[r.Rank][k] = idx
+	}
+	return r.Rank, idx<<dynShift | off, nil
+}
+
+func bufAddr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }

@@ -1,0 +1,207 @@
+package onesided
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func TestDynamic(t *testing.T) {
+	kinds := []windowKind{netKind("shm", false), netKind("tcp;ofi_rxm", false)}
+	runKinds(t, 3, kinds, func(ctx context.Context, g Group, k windowKind) error {
+		return dynamicScenario(ctx, g, k.opts...)
+	})
+}
+
+// dynamicScenario: each rank attaches two buffers of Go memory of its own
+// sizes and hands the Regions round (Allgather of MarshalBinary); then
+// every rank puts into, gets from and updates atomically both Regions of
+// its right neighbour and of itself, and checks its own buffers after a
+// Fence; one Region is detached and another attached in its place and
+// used; then the errors.
+func dynamicScenario(ctx context.Context, g Group, opts ...Option) (err error) {
+	me, n := g.Rank(), g.Size()
+	right, left := (me+1)%n, (me+n-1)%n
+	w, err := CreateDynamic(ctx, g, opts...)
+	if err != nil {
+		return err
+	}
+	defer cleanup(ctx, &err, w.Free)
+	bufs := [][]byte{make([]byte, 4096+64*me), make([]byte, 70000)}
+	var mine []Region
+	for _, b := range bufs {
+		r, err := w.Attach(b)
+		if err != nil {
+			return err
+		}
+		mine = append(mine, r)
+	}
+	exchange := func(rs []Region) ([][]Region, error) {
+		var wire []byte
+		for _, r := range rs {
+			b, _ := r.MarshalBinary()
+			wire = append(wire, b...)
+		}
+		all, err := g.Allgather(ctx, wire)
+		if err != nil {
+			return nil, err
+		}
+		out := make([][]Region, n)
+		for q, b := range all {
+			for ; len(b) > 0; b = b[regionWire:] {
+				var r Region
+				if err := r.UnmarshalBinary(b[:regionWire]); err != nil {
+					return nil, err
+				}
+				out[q] = append(out[q], r)
+			}
+		}
+		return out, nil
+	}
+	regions, err := exchange(mine)
+	if err != nil {
+		return err
+	}
+	if regions[right][0].Rank != right || regions[right][0].Len != 4096+64*right {
+		return fmt.Errorf("rank %d's Region as received: %+v", right, regions[right][0])
+	}
+	pattern := func(rank, k, i int) byte { return byte(rank*53 + k*17 + i*3 + 1) }
+	for k, r := range regions[right] {
+		data := make([]byte, r.Len-64)
+		for i := range data {
+			data[i] = pattern(me, k, i)
+		}
+		if err := w.PutRegion(r, 64, data); err != nil {
+			return err
+		}
+		// A counter in the Region's first word: every rank adds to its
+		// right neighbour's and to its own.
+		var one [8]byte
+		binary.LittleEndian.PutUint64(one[:], uint64(me+1))
+		if err := w.AccumulateRegion(r, 0, AtomicUint64, OpSum, one[:]); err != nil {
+			return err
+		}
+		if err := w.AccumulateRegion(regions[me][k], 0, AtomicUint64, OpSum, one[:]); err != nil {
+			return err
+		}
+	}
+	if err := w.Fence(ctx); err != nil {
+		return err
+	}
+	for k, b := range bufs {
+		for i, v := range b[64:] {
+			if v != pattern(left, k, i) {
+				return fmt.Errorf("Region %d: byte %d is %d after rank %d's PutRegion, want %d", k, 64+i, v, left, pattern(left, k, i))
+			}
+		}
+		if got, want := binary.LittleEndian.Uint64(b), uint64(me+1+left+1); got != want {
+			return fmt.Errorf("Region %d: counter %d, want %d", k, got, want)
+		}
+	}
+	// Gets and fetching atomics of the right neighbour's Regions.
+	for k, r := range regions[right] {
+		got := make([]byte, r.Len-64)
+		if err := w.GetRegion(r, 64, got); err != nil {
+			return err
+		}
+		if err := w.Flush(ctx, right); err != nil {
+			return err
+		}
+		for i, v := range got {
+			if v != pattern(me, k, i) {
+				return fmt.Errorf("GetRegion of rank %d's Region %d: byte %d is %d", right, k, i, v)
+			}
+		}
+		old, err := w.FetchAndOpRegion(r, 8, AtomicUint64, OpSum, 5)
+		if err != nil {
+			return err
+		}
+		if old != 0 { // word 1 is written by nothing else
+			return fmt.Errorf("FetchAndOpRegion of rank %d's Region %d read %d, want 0", right, k, old)
+		}
+		prev, err := w.CompareAndSwapRegion(r, 8, AtomicUint64, old+5, 77)
+		if err != nil {
+			return err
+		}
+		if prev != old+5 {
+			return fmt.Errorf("CompareAndSwapRegion found %d, want %d", prev, old+5)
+		}
+	}
+	if err := w.Fence(ctx); err != nil {
+		return err
+	}
+	for k, b := range bufs {
+		if v := binary.LittleEndian.Uint64(b[8:]); v != 77 {
+			return fmt.Errorf("Region %d: word 1 is %d after the compare-and-swap, want 77", k, v)
+		}
+	}
+	// Detach the first Region, attach a new buffer, hand it round, use it.
+	if err := w.Detach(mine[0]); err != nil {
+		return err
+	}
+	if err := w.Detach(mine[0]); !errors.Is(err, ErrInvalid) {
+		return fmt.Errorf("a second Detach: %v", err)
+	}
+	fresh := make([]byte, 1000)
+	r, err := w.Attach(fresh)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Attach(fresh); !errors.Is(err, ErrInvalid) {
+		return fmt.Errorf("attaching a buffer twice: %v", err)
+	}
+	if regions, err = exchange([]Region{r}); err != nil {
+		return err
+	}
+	if err := w.PutRegion(regions[right][0], 0, []byte("fresh memory")); err != nil {
+		return err
+	}
+	if err := w.Fence(ctx); err != nil {
+		return err
+	}
+	if string(fresh[:12]) != "fresh memory" {
+		return fmt.Errorf("the new Region holds %q", fresh[:12])
+	}
+	// Errors.
+	rr := regions[right][0]
+	for name, c := range map[string]struct {
+		err  error
+		want error
+	}{
+		"put past the end":  {w.PutRegion(rr, rr.Len-4, make([]byte, 8)), ErrOutOfRange},
+		"negative offset":   {w.GetRegion(rr, -1, make([]byte, 1)), ErrOutOfRange},
+		"rank outside":      {w.PutRegion(Region{Rank: n, Len: 8}, 0, nil), ErrUnknownRank},
+		"misaligned atomic": {w.AccumulateRegion(rr, 4, AtomicUint64, OpSum, make([]byte, 8)), ErrInvalid},
+		"empty attach":      {func() error { _, err := w.Attach(nil); return err }(), ErrInvalid},
+		"misaligned attach": {func() error { _, err := w.Attach(make([]byte, 16)[1:9]); return err }(), ErrInvalid},
+		"detach another's":  {w.Detach(regions[right][0]), ErrInvalid},
+		"short wire":        {new(Region).UnmarshalBinary(make([]byte, 31)), ErrInvalid},
+		"noop accumulate":   {w.AccumulateRegion(rr, 0, AtomicUint64, OpNoOp, make([]byte, 8)), ErrInvalid},
+	} {
+		if n > 1 || name != "detach another's" { // alone, the right neighbour is this rank
+			if !errors.Is(c.err, c.want) {
+				return fmt.Errorf("%s: %v, want %v", name, c.err, c.want)
+			}
+		}
+	}
+	// Region operations belong to dynamic windows.
+	plain, err := Create(ctx, g, make([]byte, 8), opts...)
+	if err != nil {
+		return err
+	}
+	if _, err := plain.Attach(make([]byte, 8)); !errors.Is(err, ErrInvalid) {
+		return fmt.Errorf("Attach on a Create window: %v", err)
+	}
+	if err := plain.PutRegion(rr, 0, nil); !errors.Is(err, ErrInvalid) {
+		return fmt.Errorf("PutRegion on a Create window: %v", err)
+	}
+	if err := plain.Free(ctx); err != nil {
+		return err
+	}
+	if _, err := CreateDynamic(ctx, g, WithSharedMemory(ShmOnly)); !errors.Is(err, ErrNotSupported) {
+		return fmt.Errorf("CreateDynamic with direct stores forced: %v", err)
+	}
+	return nil
+}
