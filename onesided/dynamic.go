@@ -93,7 +93,7 @@ func (w *Window) Attach(buf []byte) (Region, error) {
 	if err := w.dynamicCheck("Attach"); err != nil {
 		return Region{}, err
 	}
-	if len(buf) == 0 || len(buf) > dynMask || uintptr(bufAddr(buf))%8 != 0 {
+	if len(buf) == 0 || len(buf) > dynMask || bufAddr(buf)%8 != 0 {
 		return Region{}, fmt.Errorf("onesided: Attach: a buffer of %d bytes at %#x (want 1..2^40 bytes, 8-byte aligned): %w", len(buf), bufAddr(buf), ErrInvalid)
 	}
 	addr, key, mr, err := w.net.attach(buf)

@@ -542,18 +542,7 @@ func (f *fabPath) accumulate(target, off int, t AtomicType, o Op, data []byte) e
 		chunk := min(n*sz, slotSize/2)
 		for i := 0; i < len(data); i += chunk {
 			part := data[i:min(len(data), i+chunk)]
-			s, slot, err := f.slot()
-			if err != nil {
-				return err
-			}
-			copy(s, part)
-			id := f.pend.track(target, slot, nil)
-			o2 := off + i
-			desc := f.scratch.Desc()
-			if err := f.post(id, func() error {
-				return f.ep.FetchAtomic(s[:len(part)], desc, s[slotSize/2:slotSize/2+len(part)], desc, fabType(t), fabOp(o),
-					f.addrs[target], f.raddr(target, o2), f.key(target, o2), id)
-			}); err != nil {
+			if _, _, err := f.fetchPost(target, f.raddr(target, off+i), f.key(target, off+i), t, o, part, false); err != nil {
 				return err
 			}
 		}
@@ -591,42 +580,30 @@ func (f *fabPath) getAccumulate(target, off int, t AtomicType, o Op, data, resul
 		}
 		return nil
 	}
-	chunk := min(n, slotSize/2/sz) * sz
+	chunk := min(n*sz, slotSize/2)
 	type fetching struct {
-		id    opHandle
-		s     []byte
-		at, n int
+		id  opHandle
+		res []byte // the previous values, in the held slot
+		at  int
 	}
 	var batch [getAccBatch]fetching
-	desc := f.scratch.Desc()
 	for i := 0; i < len(data); {
 		k := 0
 		var err error
-		for ; k < getAccBatch && i < len(data) && err == nil; k++ {
+		for ; k < getAccBatch && i < len(data); k++ {
 			part := data[i:min(len(data), i+chunk)]
-			var s []byte
-			var slot int
-			if s, slot, err = f.slot(); err != nil {
+			id, res, perr := f.fetchPost(target, f.raddr(target, off+i), f.key(target, off+i), t, o, part, true)
+			if err = perr; err != nil {
 				break
 			}
-			copy(s, part)
-			id := f.pend.track(target, slot, nil)
-			f.pend.hold(id) // the results stay in the slot until release
-			raddr, key := f.raddr(target, off+i), f.key(target, off+i)
-			if err = f.post(id, func() error {
-				return f.ep.FetchAtomic(s[:len(part)], desc, s[slotSize/2:slotSize/2+len(part)], desc, fabType(t), fabOp(o),
-					f.addrs[target], raddr, key, id)
-			}); err != nil {
-				break
-			}
-			batch[k] = fetching{id, s, i, len(part)}
+			batch[k] = fetching{id, res, i}
 			i += len(part)
 		}
 		for _, b := range batch[:k] {
 			if werr := f.wait(context.Background(), b.id); werr != nil && err == nil {
 				err = werr
 			}
-			copy(result[b.at:b.at+b.n], b.s[slotSize/2:])
+			copy(result[b.at:], b.res)
 			f.release(b.id)
 		}
 		if err != nil {
@@ -663,27 +640,45 @@ func (f *fabPath) fetchOp(target, off int, t AtomicType, o Op, v uint64) (uint64
 }
 
 func (f *fabPath) fetchAtomic(target, off int, t AtomicType, o Op, v uint64) (uint64, error) {
-	s, i, err := f.slot()
-	if err != nil {
-		return 0, err
-	}
 	sz := t.Size()
-	putElem(s, sz, v)
-	// Held: the result stays in the scratch slot until release.
-	id := f.pend.track(target, i, nil)
-	f.pend.hold(id)
-	desc := f.scratch.Desc()
-	if err := f.post(id, func() error {
-		return f.ep.FetchAtomic(s[:sz], desc, s[8:8+sz], desc, fabType(t), fabOp(o),
-			f.addrs[target], f.raddr(target, off), f.key(target, off), id)
-	}); err != nil {
+	var operand [8]byte
+	putElem(operand[:], sz, v)
+	id, res, err := f.fetchPost(target, f.raddr(target, off), f.key(target, off), t, o, operand[:sz], true)
+	if err != nil {
 		return 0, err
 	}
 	defer f.release(id)
 	if err := f.wait(context.Background(), id); err != nil {
 		return 0, err
 	}
-	return loadElem(s[8:], sz), nil
+	return loadElem(res, sz), nil
+}
+
+// fetchPost issues one fetching atomic o with the elements of operand (at
+// most half a scratch slot) on target's memory at raddr (key key),
+// through a scratch slot whose second half receives the previous values,
+// returned as res. With hold the slot stays the caller's until release;
+// without, the operation completes at the next flush and its results
+// are dropped.
+func (f *fabPath) fetchPost(target int, raddr, key uint64, t AtomicType, o Op, operand []byte, hold bool) (id opHandle, res []byte, err error) {
+	s, slot, err := f.slot()
+	if err != nil {
+		return untracked, nil, err
+	}
+	n := len(operand)
+	copy(s, operand)
+	id = f.pend.track(target, slot, nil)
+	if hold {
+		f.pend.hold(id)
+	}
+	desc := f.scratch.Desc()
+	if err := f.post(id, func() error {
+		return f.ep.FetchAtomic(s[:n], desc, s[slotSize/2:slotSize/2+n], desc, fabType(t), fabOp(o),
+			f.addrs[target], raddr, key, id)
+	}); err != nil {
+		return untracked, nil, err
+	}
+	return id, s[slotSize/2 : slotSize/2+n], nil
 }
 
 func (f *fabPath) cas(target, off int, t AtomicType, cmp, swap uint64) (uint64, error) {
@@ -703,18 +698,10 @@ func (f *fabPath) ctrlCAS(target, off int, cmp, swap uint64) (uint64, error) {
 // loop, waited for.
 func (f *fabPath) ctrlXor(target, off int, bits uint64) error {
 	if f.fetchValid(AtomicUint64, OpBxor) && !f.w.opts.casFallback {
-		s, slot, err := f.slot()
-		if err != nil {
-			return err
-		}
-		putElem(s, 8, bits)
-		id := f.pend.track(target, slot, nil)
-		desc := f.scratch.Desc()
-		raddr, key := f.cbases[target]+uint64(off), f.ckeys[target]
-		return f.post(id, func() error {
-			return f.ep.FetchAtomic(s[:8], desc, s[slotSize/2:slotSize/2+8], desc, fabType(AtomicUint64), fabOp(OpBxor),
-				f.addrs[target], raddr, key, id)
-		})
+		var operand [8]byte
+		putElem(operand[:], 8, bits)
+		_, _, err := f.fetchPost(target, f.cbases[target]+uint64(off), f.ckeys[target], AtomicUint64, OpBxor, operand[:], false)
+		return err
 	}
 	cur, err := f.ctrlCAS(target, off, 0, 0) // reads the word
 	for err == nil {

@@ -153,18 +153,18 @@ func (w *Window) Test() (bool, error) {
 	if !w.pscw.exposing {
 		return false, fmt.Errorf("onesided: Test without Post: %w", ErrInvalid)
 	}
-	for pass := 0; ; pass++ {
-		if w.bitsArrived(w.pscw.exposed, w.doneOff, w.pscw.seenDone) < 0 {
-			flipSeen(w.pscw.exposed, w.pscw.seenDone)
-			return true, w.closeExposure("Test")
-		}
-		if pass == 1 || w.net == nil {
-			return false, nil
-		}
+	done := w.bitsArrived(w.pscw.exposed, w.doneOff, w.pscw.seenDone) < 0
+	if !done && w.net != nil {
 		if err := w.net.progress(); err != nil {
 			return false, fmt.Errorf("onesided: Test: %w", err)
 		}
+		done = w.bitsArrived(w.pscw.exposed, w.doneOff, w.pscw.seenDone) < 0
 	}
+	if !done {
+		return false, nil
+	}
+	flipSeen(w.pscw.exposed, w.pscw.seenDone)
+	return true, w.closeExposure("Test")
 }
 
 // closeExposure ends the exposure epoch whose origins have all completed.
