@@ -13,38 +13,11 @@ import (
 	"github.com/weft-hpc/weft/ddt/ddttest"
 )
 
-// randomCollType draws round k's committed random type (ddttest's
-// generator) and count, the same on every rank: no displacement below
-// the buffer's start, no byte written twice, a few KiB at most.
+// randomCollType draws round k's random layout (ddttest.RandomLayout),
+// the same on every rank: no byte written twice, a few KiB at most.
 func randomCollType(k int) (*ddt.Type, int) {
 	r := rand.New(rand.NewPCG(uint64(k), 77))
-	for {
-		t := ddttest.RandomType(r, 3)
-		count := 1 + r.IntN(3)
-		if t.Size() == 0 || t.Extent() <= 0 || t.TrueLB() < 0 || t.Size()*int64(count) > 4096 {
-			continue
-		}
-		if n, _ := ddttest.Layout(t, count); n > 1<<16 {
-			continue
-		}
-		if err := t.Commit(); err != nil {
-			panic(fmt.Sprintf("commit of a random type: %v", err))
-		}
-		var seen = map[int64]bool{}
-		clash := false
-		for j := range int64(count) {
-			for _, e := range ddttest.TypeMap(t) {
-				for b := range e.Size {
-					at := j*t.Extent() + e.Disp + b
-					clash = clash || seen[at]
-					seen[at] = true
-				}
-			}
-		}
-		if !clash {
-			return t, count
-		}
-	}
+	return ddttest.RandomLayout(r, ddttest.Limits{Depth: 3, MaxBytes: 4096, MaxSpan: 1 << 16, Disjoint: true})
 }
 
 // patterned is a buffer of n bytes of rank's pattern for round k.

@@ -13,29 +13,24 @@ import (
 	"github.com/weft-hpc/weft/endpoint"
 )
 
-// randomSendType draws message i of rank src for seed: a random type
-// tree (ddttest.RandomType) with no displacement below its buffer's
-// start, a third of them repeated into 64–512 KiB, committed, and a
-// count. Sender and receiver draw the same.
+// randomSendType draws message i of rank src for seed: a random layout
+// (ddttest.RandomLayout) of up to 64 KiB, a third of them repeated into
+// 64–512 KiB. Sender and receiver draw the same.
 func randomSendType(seed uint64, i, src int) (*ddt.Type, int) {
 	r := rand.New(rand.NewPCG(seed, uint64(i)<<16|uint64(src)))
 	for {
-		t := ddttest.RandomType(r, 4)
-		count := 1 + r.IntN(3)
-		if t.Size() == 0 || t.Extent() <= 0 || t.TrueLB() < 0 || t.TrueExtent() > 1<<16 || t.Size() > 1<<16 {
+		t, count := ddttest.RandomLayout(r, ddttest.Limits{Depth: 4, MaxBytes: 1 << 16, MaxSpan: 1 << 18})
+		if r.IntN(3) != 0 {
+			return t, count
+		}
+		big, err := ddt.Contiguous(max(1, (64<<10+r.IntN(448<<10))/int(t.Size())/count), t)
+		if err != nil || big.Extent() > 4<<20 {
 			continue
 		}
-		if r.IntN(3) == 0 {
-			big, err := ddt.Contiguous(max(1, (64<<10+r.IntN(448<<10))/int(t.Size())/count), t)
-			if err != nil || big.Extent() > 4<<20 {
-				continue
-			}
-			t = big
-		}
-		if err := t.Commit(); err != nil {
+		if err := big.Commit(); err != nil {
 			panic(fmt.Sprintf("commit of a random type: %v", err))
 		}
-		return t, count
+		return big, count
 	}
 }
 

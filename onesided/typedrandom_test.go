@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"github.com/weft-hpc/weft/ddt"
@@ -16,45 +15,10 @@ import (
 // may reach.
 const typedRegion = 1 << 20
 
-// randomLayout draws a committed random type and count (ddttest's
-// generator) whose elements start at or after displacement 0, span at
-// most typedRegion/2 and, with disjoint, never overlap: a target layout.
+// randomLayout draws a random layout (ddttest.RandomLayout) whose span
+// fits in half of typedRegion; with disjoint, a target layout.
 func randomLayout(r *rand.Rand, disjoint bool) (*ddt.Type, int) {
-	for {
-		t := ddttest.RandomType(r, 4)
-		count := 1 + r.IntN(3)
-		if t.Size() == 0 || t.Extent() <= 0 || t.TrueLB() < 0 || t.Size() > 1<<15 {
-			continue
-		}
-		if n, _ := ddttest.Layout(t, count); n > typedRegion/2 {
-			continue
-		}
-		if err := t.Commit(); err != nil {
-			panic(fmt.Sprintf("commit of a random type: %v", err))
-		}
-		if disjoint && overlaps(t, count) {
-			continue
-		}
-		return t, count
-	}
-}
-
-// overlaps reports whether count elements of t write a byte twice.
-func overlaps(t *ddt.Type, count int) bool {
-	type span struct{ lo, hi int64 }
-	var ss []span
-	for k := range int64(count) {
-		for _, e := range ddttest.TypeMap(t) {
-			ss = append(ss, span{k*t.Extent() + e.Disp, k*t.Extent() + e.Disp + e.Size})
-		}
-	}
-	slices.SortFunc(ss, func(a, b span) int { return int(a.lo - b.lo) })
-	for i := 1; i < len(ss); i++ {
-		if ss[i].lo < ss[i-1].hi {
-			return true
-		}
-	}
-	return false
+	return ddttest.RandomLayout(r, ddttest.Limits{Depth: 4, MaxBytes: 3 << 15, MaxSpan: typedRegion / 2, Disjoint: disjoint})
 }
 
 // typedRandomScenario: rounds of PutTyped to the right neighbour and

@@ -10,10 +10,12 @@ package ddttest
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/weft-hpc/weft/ddt"
@@ -522,4 +524,54 @@ func darrayMap(c ddt.Contents) []Entry {
 			return out
 		}
 	}
+}
+
+// Limits bound what RandomLayout draws.
+type Limits struct {
+	Depth    int   // of the type tree (RandomType)
+	MaxBytes int64 // packed bytes of count elements
+	MaxSpan  int   // bytes from the buffer's start past the last element (Layout)
+	Disjoint bool  // no byte written twice: a target layout
+}
+
+// RandomLayout draws, from r, a committed random type (RandomType) and a
+// count of 1 to 3 that a buffer can hold from its start: nothing below
+// displacement 0, a positive extent, some data, within lim.
+func RandomLayout(r *rand.Rand, lim Limits) (*ddt.Type, int) {
+	for {
+		t := RandomType(r, lim.Depth)
+		count := 1 + r.IntN(3)
+		if t.Size() == 0 || t.Extent() <= 0 || t.TrueLB() < 0 || t.Size()*int64(count) > lim.MaxBytes {
+			continue
+		}
+		if n, _ := Layout(t, count); n > lim.MaxSpan {
+			continue
+		}
+		if err := t.Commit(); err != nil {
+			panic(fmt.Sprintf("ddttest: commit of a random type: %v", err))
+		}
+		if lim.Disjoint && Overlaps(t, count) {
+			continue
+		}
+		return t, count
+	}
+}
+
+// Overlaps reports whether count elements of t cover some byte twice.
+func Overlaps(t *ddt.Type, count int) bool {
+	type span struct{ lo, hi int64 }
+	var ss []span
+	m := TypeMap(t)
+	for k := range int64(count) {
+		for _, e := range m {
+			ss = append(ss, span{k*t.Extent() + e.Disp, k*t.Extent() + e.Disp + e.Size})
+		}
+	}
+	slices.SortFunc(ss, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
+	for i := 1; i < len(ss); i++ {
+		if ss[i].lo < ss[i-1].hi {
+			return true
+		}
+	}
+	return false
 }
