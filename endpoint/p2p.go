@@ -25,6 +25,26 @@ func (c *Comm) badPeer(rank int) error {
 	return fmt.Errorf("endpoint: rank %d outside 0..%d: %w", rank, c.size-1, ErrInvalid)
 }
 
+// CheckPeer returns an error wrapping ErrPeerGone when the process of
+// rank (of the communicator, or of the remote group of an
+// intercommunicator) is known to have exited, and nil otherwise. Only
+// processes on this node are known: a rank elsewhere is never reported.
+// It reads /proc, so a layer that waits for a rank in its own loop calls
+// it now and then, not on every poll (the blocking calls of this package
+// check by themselves).
+func (c *Comm) CheckPeer(rank int) error {
+	if err := c.checkPeer(rank, false); err != nil {
+		return err
+	}
+	if rank >= len(c.world) {
+		return nil
+	}
+	if err := c.w.watch.Check(int(c.world[rank])); err != nil {
+		return fmt.Errorf("endpoint: rank %d: %w", rank, err)
+	}
+	return nil
+}
+
 // Isend starts sending buf to rank dest with tag. buf must not be modified
 // until the request completes. Messages up to the provider's inject size
 // are normally copied out at once (the request is already complete); larger ones up

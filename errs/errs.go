@@ -38,4 +38,8 @@ var (
 	ErrCanceled = errors.New("canceled")
 	// ErrOutOfRange reports an access outside a buffer, window or region.
 	ErrOutOfRange = errors.New("out of range")
+	// ErrRemote reports work another rank did on this rank's behalf that
+	// failed there (an active message's handler): the error's text is
+	// the remote one.
+	ErrRemote = errors.New("failed on the remote rank")
 )

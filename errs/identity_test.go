@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/weft-hpc/weft/am"
 	"github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
@@ -31,6 +32,7 @@ func TestSentinelIdentity(t *testing.T) {
 			{"fabric.ErrInvalid", fabric.ErrInvalid},
 			{"job.ErrInvalid", job.ErrInvalid},
 			{"collectives.ErrInvalid", collectives.ErrInvalid},
+			{"am.ErrInvalid", am.ErrInvalid},
 		},
 		errs.ErrNotSupported: {
 			{"endpoint.ErrNotSupported", endpoint.ErrNotSupported},
@@ -43,11 +45,13 @@ func TestSentinelIdentity(t *testing.T) {
 			{"fabric.ErrClosed", fabric.ErrClosed},
 			{"job.ErrClosed", job.ErrClosed},
 			{"collectives.ErrClosed", collectives.ErrClosed},
+			{"am.ErrClosed", am.ErrClosed},
 		},
 		errs.ErrTimeout:    {{"onesided.ErrTimeout", onesided.ErrTimeout}},
-		errs.ErrPeerGone:   {{"endpoint.ErrPeerGone", endpoint.ErrPeerGone}, {"onesided.ErrPeerGone", onesided.ErrPeerGone}, {"collectives.ErrPeerGone", collectives.ErrPeerGone}},
-		errs.ErrTruncated:  {{"endpoint.ErrTruncated", endpoint.ErrTruncated}, {"fabric.ErrTruncated", fabric.ErrTruncated}, {"collectives.ErrTruncated", collectives.ErrTruncated}},
+		errs.ErrPeerGone:   {{"endpoint.ErrPeerGone", endpoint.ErrPeerGone}, {"onesided.ErrPeerGone", onesided.ErrPeerGone}, {"collectives.ErrPeerGone", collectives.ErrPeerGone}, {"am.ErrPeerGone", am.ErrPeerGone}},
+		errs.ErrTruncated:  {{"endpoint.ErrTruncated", endpoint.ErrTruncated}, {"fabric.ErrTruncated", fabric.ErrTruncated}, {"collectives.ErrTruncated", collectives.ErrTruncated}, {"am.ErrTruncated", am.ErrTruncated}},
 		errs.ErrCanceled:   {{"endpoint.ErrCanceled", endpoint.ErrCanceled}, {"fabric.ErrCanceled", fabric.ErrCanceled}, {"collectives.ErrCanceled", collectives.ErrCanceled}},
+		errs.ErrRemote:     {{"am.ErrRemote", am.ErrRemote}},
 		errs.ErrOutOfRange: {{"onesided.ErrOutOfRange", onesided.ErrOutOfRange}, {"ddt.ErrBounds", ddt.ErrBounds}, {"collectives.ErrOutOfRange", collectives.ErrOutOfRange}},
 	}
 	for want, names := range same {

@@ -55,6 +55,7 @@ var layer = map[string]int{
 	"internal/launchtest":  3,
 	"onesided":             5,
 	"collectives":          6,
+	"am":                   7,
 }
 
 // top-level trees that may import any library package but are imported by

@@ -1,0 +1,488 @@
+package am
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weft-hpc/weft/collectives"
+	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/errs"
+	"github.com/weft-hpc/weft/internal/wait"
+)
+
+// Sentinel errors; each is the shared sentinel of package errs of the same
+// name.
+var (
+	// ErrInvalid reports a bad argument: a rank outside the communicator,
+	// a handler id out of range or not registered, a reply to a message
+	// that was not a call.
+	ErrInvalid = errs.ErrInvalid
+	// ErrClosed reports use of a closed engine.
+	ErrClosed = errs.ErrClosed
+	// ErrPeerGone reports a call whose target's process has exited.
+	ErrPeerGone = errs.ErrPeerGone
+	// ErrRemote reports a handler on another rank that returned an error
+	// for a call: the call's error carries its text.
+	ErrRemote = errs.ErrRemote
+	// ErrTruncated reports a payload longer than ReadPayload's buffer.
+	ErrTruncated = errs.ErrTruncated
+)
+
+// MaxHandler is the largest handler id.
+const MaxHandler = 1<<16 - 1
+
+// Handler runs an active message on its target rank. ctx is the context
+// of the call that polled (Poll, Serve, Send, Call, Quiesce, Close). An
+// error returned for a Call reaches the caller (wrapping ErrRemote); for a
+// message sent with Send it ends the Poll (or Serve) that ran the handler.
+type Handler func(ctx context.Context, m *Msg) error
+
+// Tag bits of a request message: the handler id, then flags.
+const (
+	flagFollows = 1 << 16 // the payload follows as a message of the data communicator
+	flagCall    = 1 << 17 // the sender waits for a reply (the prefix carries its token)
+	idMask      = 1<<16 - 1
+
+	prefixLen = 8  // header length (u32), call token (u32)
+	followLen = 8  // the following payload's length (u64), after the prefix
+	dataTag   = 0  // the tag of every following payload
+	replyOK   = 0  // first byte of a reply: the handler returned nil
+	replyErr  = 1  // ... an error, whose text follows
+	maxPoll   = 64 // messages a Poll handles at most
+)
+
+// Engine carries the active messages of one rank of a communicator. Open
+// returns it; Close releases it.
+type Engine struct {
+	req, data, rep *endpoint.Comm // requests (probed), following payloads, replies
+	coll           *collectives.Coll
+	rank, size     int
+	inline         int
+
+	hmu      sync.RWMutex
+	handlers []Handler
+
+	pollMu sync.Mutex // held by the goroutine running handlers
+	frames []*frame   // per nesting depth of handlers: the message being handled
+	repMu  sync.Mutex // held by the goroutine draining replies
+	late   []byte     // a reply whose call gave up
+
+	pool sync.Pool // *[]byte send buffers
+
+	pmu     sync.Mutex
+	pending map[uint32]*pendingCall
+	token   atomic.Uint32
+
+	selfMu sync.Mutex
+	selfQ  []selfMsg
+
+	sent    []atomic.Int64 // request messages sent to each rank
+	handled atomic.Int64   // request messages handled here
+
+	policy wait.Policy
+	closed atomic.Bool
+}
+
+// pendingCall is a Call waiting for its reply.
+type pendingCall struct {
+	dest int
+	buf  []byte
+	err  error
+	done atomic.Bool
+}
+
+// selfMsg is a request to this rank itself.
+type selfMsg struct {
+	id    int
+	hlen  int
+	token uint32
+	b     []byte // header, then payload
+}
+
+// Option configures Open.
+type Option func(*config) error
+
+type config struct{ inline int }
+
+// WithInlineLimit sets the largest message (an 8-byte prefix, header and
+// payload) sent as one message; a larger payload follows its header as a
+// message of its own that the handler may receive where it chooses.
+// Every rank must give the same value. Default 8192.
+func WithInlineLimit(n int) Option {
+	return func(c *config) error {
+		if n < prefixLen+followLen || n > 1<<30 {
+			return fmt.Errorf("am: inline limit %d outside %d..%d: %w", n, prefixLen+followLen, 1<<30, ErrInvalid)
+		}
+		c.inline = n
+		return nil
+	}
+}
+
+// Open returns an engine over comm. It is collective over comm (it
+// duplicates comm three times and opens a collectives handle) and bounded
+// by ctx.
+func Open(ctx context.Context, comm *endpoint.Comm, opts ...Option) (*Engine, error) {
+	if comm == nil || comm.Size() == 0 {
+		return nil, fmt.Errorf("am: Open on a nil communicator: %w", ErrInvalid)
+	}
+	cfg := config{inline: 8192}
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("am: nil option: %w", ErrInvalid)
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	e := &Engine{rank: comm.Rank(), size: comm.Size(), inline: cfg.inline,
+		pending: map[uint32]*pendingCall{}, sent: make([]atomic.Int64, comm.Size()),
+		policy: wait.Policy{Name: "am", SpinFor: 50 * time.Microsecond, YieldFor: time.Millisecond,
+			NapMax: 100 * time.Microsecond, GoschedEvery: time.Millisecond, Contended: 20 * time.Microsecond}}
+	if wait.Crowded(0) {
+		e.policy.SpinFor = 0
+	}
+	var err error
+	for _, p := range []**endpoint.Comm{&e.req, &e.data, &e.rep} {
+		if *p, err = comm.Dup(ctx); err != nil {
+			e.free()
+			return nil, fmt.Errorf("am: duplicate the communicator: %w", err)
+		}
+	}
+	if e.coll, err = collectives.New(ctx, comm); err != nil {
+		e.free()
+		return nil, fmt.Errorf("am: %w", err)
+	}
+	return e, nil
+}
+
+// free releases the communicators and the collectives handle.
+func (e *Engine) free() {
+	for _, c := range []*endpoint.Comm{e.req, e.data, e.rep} {
+		if c != nil {
+			c.Free()
+		}
+	}
+	if e.coll != nil {
+		e.coll.Free()
+	}
+}
+
+// Rank is this rank's number in the engine's communicator.
+func (e *Engine) Rank() int { return e.rank }
+
+// Size is the number of ranks of the engine's communicator.
+func (e *Engine) Size() int { return e.size }
+
+// Register makes h the handler of id (0..MaxHandler) on this rank,
+// replacing any handler id had; a nil h removes it. Every rank that may
+// receive id's messages must register it before they arrive: a message
+// for an id with no handler is an error of the Poll that finds it (and of
+// the call, for a Call).
+func (e *Engine) Register(id int, h Handler) error {
+	if err := e.usable("register"); err != nil {
+		return err
+	}
+	if id < 0 || id > MaxHandler {
+		return fmt.Errorf("am: handler id %d outside 0..%d: %w", id, MaxHandler, ErrInvalid)
+	}
+	e.hmu.Lock()
+	defer e.hmu.Unlock()
+	if id >= len(e.handlers) {
+		if h == nil {
+			return nil
+		}
+		e.handlers = append(e.handlers, make([]Handler, id+1-len(e.handlers))...)
+	}
+	e.handlers[id] = h
+	return nil
+}
+
+func (e *Engine) handler(id int) Handler {
+	e.hmu.RLock()
+	defer e.hmu.RUnlock()
+	if id < len(e.handlers) {
+		return e.handlers[id]
+	}
+	return nil
+}
+
+func (e *Engine) usable(op string) error {
+	if e == nil {
+		return fmt.Errorf("am: %s on a nil engine: %w", op, ErrInvalid)
+	}
+	if e.closed.Load() {
+		return fmt.Errorf("am: %s on a closed engine: %w", op, ErrClosed)
+	}
+	return nil
+}
+
+func (e *Engine) checkSend(op string, dest, id int) error {
+	if err := e.usable(op); err != nil {
+		return err
+	}
+	if dest < 0 || dest >= e.size {
+		return fmt.Errorf("am: %s to rank %d of %d: %w", op, dest, e.size, ErrInvalid)
+	}
+	if id < 0 || id > MaxHandler {
+		return fmt.Errorf("am: %s: handler id %d outside 0..%d: %w", op, id, MaxHandler, ErrInvalid)
+	}
+	return nil
+}
+
+// Send runs handler id on rank dest with header and payload. It returns
+// once both may be reused (a message within the inline limit: at once);
+// while it waits it polls this engine. Header and payload may be empty.
+func (e *Engine) Send(ctx context.Context, dest, id int, header, payload []byte) error {
+	if err := e.checkSend("send", dest, id); err != nil {
+		return err
+	}
+	return e.send(ctx, dest, id, 0, header, payload)
+}
+
+// Call runs handler id on rank dest with header and payload and returns
+// the handler's reply in reply's memory when it fits (empty when the
+// handler returned without replying). While it waits it polls this engine. If the
+// handler fails the error wraps ErrRemote; if dest's process exits first,
+// ErrPeerGone; if ctx ends first, ctx.Err() (a reply arriving later is
+// dropped).
+func (e *Engine) Call(ctx context.Context, dest, id int, header, payload, reply []byte) ([]byte, error) {
+	if err := e.checkSend("call", dest, id); err != nil {
+		return reply, err
+	}
+	tok := e.token.Add(1) & uint32(endpoint.TagUB)
+	for tok == 0 {
+		tok = e.token.Add(1) & uint32(endpoint.TagUB)
+	}
+	pc := &pendingCall{dest: dest, buf: reply[:0]}
+	e.pmu.Lock()
+	e.pending[tok] = pc
+	e.pmu.Unlock()
+	if err := e.send(ctx, dest, id, tok, header, payload); err != nil {
+		e.forget(tok)
+		return reply, err
+	}
+	err := e.until(ctx, "call", dest, pc.done.Load)
+	if err != nil {
+		e.forget(tok)
+		if pc.done.Load() { // the reply won the race
+			err = nil
+		} else {
+			return reply, err
+		}
+	}
+	return pc.buf, pc.err
+}
+
+func (e *Engine) forget(tok uint32) {
+	e.pmu.Lock()
+	delete(e.pending, tok)
+	e.pmu.Unlock()
+}
+
+// send sends one request; token is 0 for a plain message.
+func (e *Engine) send(ctx context.Context, dest, id int, token uint32, header, payload []byte) error {
+	if len(header) > e.inline-prefixLen-followLen {
+		return fmt.Errorf("am: header of %d bytes over the inline limit %d less %d: %w",
+			len(header), e.inline, prefixLen+followLen, ErrInvalid)
+	}
+	tag := id
+	if token != 0 {
+		tag |= flagCall
+	}
+	if dest == e.rank {
+		b := make([]byte, len(header)+len(payload))
+		copy(b[copy(b, header):], payload)
+		e.selfMu.Lock()
+		e.selfQ = append(e.selfQ, selfMsg{id: id, hlen: len(header), token: token, b: b})
+		e.selfMu.Unlock()
+		e.sent[dest].Add(1)
+		return nil
+	}
+	follows := prefixLen+len(header)+len(payload) > e.inline
+	n := prefixLen + len(header)
+	if follows {
+		tag |= flagFollows
+		n += followLen
+	} else {
+		n += len(payload)
+	}
+	bp := e.buffer(n)
+	b := *bp
+	binary.LittleEndian.PutUint32(b, uint32(len(header)))
+	binary.LittleEndian.PutUint32(b[4:], token)
+	at := prefixLen + copy(b[prefixLen:], header)
+	if follows {
+		binary.LittleEndian.PutUint64(b[at:], uint64(len(payload)))
+	} else {
+		copy(b[at:], payload)
+	}
+	r, err := e.req.Isend(b, dest, tag)
+	if err != nil {
+		e.pool.Put(bp)
+		return fmt.Errorf("am: send to rank %d: %w", dest, err)
+	}
+	e.sent[dest].Add(1)
+	var d *endpoint.Request
+	if follows {
+		if d, err = e.data.Isend(payload, dest, dataTag); err != nil {
+			err = fmt.Errorf("am: send payload to rank %d: %w", dest, err)
+		}
+	}
+	if werr := e.complete(ctx, "send", dest, r); werr != nil && err == nil {
+		err = werr
+	}
+	e.pool.Put(bp)
+	if d != nil {
+		if werr := e.complete(ctx, "send payload", dest, d); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	return err
+}
+
+func (e *Engine) buffer(n int) *[]byte {
+	bp, _ := e.pool.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	if cap(*bp) < n {
+		*bp = make([]byte, n, max(n, 256))
+	}
+	*bp = (*bp)[:n]
+	return bp
+}
+
+// complete waits for request r, polling; it releases r.
+func (e *Engine) complete(ctx context.Context, what string, dest int, r *endpoint.Request) error {
+	var rerr error
+	err := e.until(ctx, what, dest, func() bool {
+		ok, _, err := r.Test()
+		if ok || err != nil {
+			rerr = err
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		r.Cancel()
+		return err
+	}
+	r.Release()
+	if rerr != nil {
+		return fmt.Errorf("am: %s to rank %d: %w", what, dest, rerr)
+	}
+	return nil
+}
+
+// until polls this engine until done reports true, ctx ends (an error
+// wrapping ctx.Err()), or peer's process (peer ≥ 0) has exited.
+func (e *Engine) until(ctx context.Context, what string, peer int, done func() bool) error {
+	w := wait.Waiter{P: &e.policy}
+	for {
+		if done() {
+			return nil
+		}
+		n, err := e.Poll(ctx)
+		if err != nil {
+			return err
+		}
+		if done() {
+			return nil
+		}
+		if n > 0 {
+			w = wait.Waiter{P: &e.policy}
+			continue
+		}
+		if w.Pause() {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("am: %s: %w", what, err)
+			}
+			if peer >= 0 && w.Elapsed() > 10*time.Millisecond {
+				if err := e.req.CheckPeer(peer); err != nil {
+					if done() {
+						return nil
+					}
+					return fmt.Errorf("am: %s: %w", what, err)
+				}
+			}
+		}
+	}
+}
+
+// Quiesce returns once every message sent through this engine on any rank
+// before that rank called Quiesce has been handled, and so has every
+// message those handlers sent in turn (and so on). It is collective over
+// the engine's communicator; no goroutine may Send or Call on the engine
+// during it, except handlers. It polls while it waits, so the handlers
+// that other ranks still need run.
+//
+// Each round sums, over the ranks, the messages sent to each rank and
+// those handled; since handlers run while a sum is in flight, a rank's
+// counts are not taken at one instant, and quiescence is declared only
+// when two rounds in a row find the same sums and as many messages handled
+// as sent (every count only grows, so equal sums mean no rank's count
+// changed between its two readings: the job was still, and nothing was in
+// flight, in between).
+func (e *Engine) Quiesce(ctx context.Context) error {
+	if err := e.usable("quiesce"); err != nil {
+		return err
+	}
+	counts := make([]int64, e.size+1)
+	sums := make([]int64, e.size+1)
+	prev := make([]int64, e.size+1)
+	for round := 0; ; round++ {
+		for i := range e.sent {
+			counts[i] = e.sent[i].Load()
+		}
+		counts[e.size] = e.handled.Load()
+		r, err := collectives.Iallreduce(e.coll, counts, sums, collectives.Sum[int64]())
+		if err != nil {
+			return fmt.Errorf("am: quiesce: %w", err)
+		}
+		var rerr error
+		if err := e.until(ctx, "quiesce", -1, func() bool {
+			ok, err := r.Test()
+			rerr = err
+			return ok || err != nil
+		}); err != nil {
+			return err
+		}
+		if rerr != nil {
+			return fmt.Errorf("am: quiesce: %w", rerr)
+		}
+		var total int64
+		for _, s := range sums[:e.size] {
+			total += s
+		}
+		if total == sums[e.size] && round > 0 && slices.Equal(sums, prev) {
+			return nil
+		}
+		copy(prev, sums)
+		want := sums[e.rank]
+		if err := e.until(ctx, "quiesce", -1, func() bool { return e.handled.Load() >= want }); err != nil {
+			return err
+		}
+	}
+}
+
+// Close waits for quiescence (Quiesce) and releases the engine; it is
+// collective over the engine's communicator. Closing nil or a closed
+// engine does nothing.
+func (e *Engine) Close(ctx context.Context) error {
+	if e == nil || e.closed.Load() {
+		return nil
+	}
+	err := e.Quiesce(ctx)
+	e.closed.Store(true)
+	e.pollMu.Lock()
+	e.repMu.Lock()
+	e.free()
+	e.repMu.Unlock()
+	e.pollMu.Unlock()
+	return err
+}

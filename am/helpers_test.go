@@ -1,0 +1,175 @@
+package am_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weft-hpc/weft/am"
+	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/launchtest"
+)
+
+// The tests run engines over two kinds of ranks: the endpoint handles of
+// one process (CreateEndpoints, a goroutine per handle), and processes
+// started by launchtest on weft's node transport ("native") or on
+// libfabric's tcp;ofi_rxm with every peer on libfabric.
+
+var single struct {
+	once sync.Once
+	w    *endpoint.World
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if single.w != nil {
+		if err := single.w.Close(); err != nil && code == 0 {
+			fmt.Fprintln(os.Stderr, "World.Close:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// handles returns n endpoint handles of a one-rank (singleton) world on
+// this process, freed when the test ends.
+func handles(t testing.TB, n int) []*endpoint.Comm {
+	t.Helper()
+	if launchtest.IsWorker() {
+		t.Fatal("handles called in a launchtest worker")
+	}
+	single.once.Do(func() {
+		old, had := os.LookupEnv("WEFT_PMI")
+		os.Setenv("WEFT_PMI", "singleton")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		single.w, single.err = endpoint.Init(ctx, endpoint.WithProvider("shm"))
+		if had {
+			os.Setenv("WEFT_PMI", old)
+		} else {
+			os.Unsetenv("WEFT_PMI")
+		}
+	})
+	if single.err != nil {
+		t.Fatalf("singleton Init: %v", single.err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eps, err := single.w.Comm().CreateEndpoints(ctx, n)
+	if err != nil {
+		t.Fatalf("CreateEndpoints(%d): %v", n, err)
+	}
+	t.Cleanup(func() {
+		for _, e := range eps {
+			e.Free()
+		}
+	})
+	return eps
+}
+
+// onEngines opens an engine (with opts) on every communicator of comms,
+// each in its own goroutine, runs body with it and closes it; the first
+// failure cancels the others' context and fails t.
+func onEngines(t *testing.T, ctx context.Context, comms []*endpoint.Comm, opts []am.Option, body func(ctx context.Context, e *am.Engine) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(comms))
+	var wg sync.WaitGroup
+	for i, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					errs[i] = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+				}
+				if errs[i] != nil {
+					cancel()
+				}
+			}()
+			errs[i] = withEngine(ctx, c, opts, body)
+		}()
+	}
+	wg.Wait()
+	var first error
+	for i, err := range errs {
+		if err != nil && (first == nil || errors.Is(first, context.Canceled) && !errors.Is(err, context.Canceled)) {
+			first = fmt.Errorf("rank %d: %w", i, err)
+		}
+	}
+	if first != nil {
+		t.Fatal(first)
+	}
+}
+
+// withEngine opens an engine over c, runs body and closes the engine.
+func withEngine(ctx context.Context, c *endpoint.Comm, opts []am.Option, body func(ctx context.Context, e *am.Engine) error) error {
+	e, err := am.Open(ctx, c, opts...)
+	if err != nil {
+		return err
+	}
+	err = body(ctx, e)
+	if cerr := e.Close(ctx); cerr != nil && err == nil {
+		err = cerr
+	}
+	return err
+}
+
+var providers = []string{"native", "tcp;ofi_rxm"}
+
+func provName(p string) string {
+	if p == "tcp;ofi_rxm" {
+		return "tcp"
+	}
+	return p
+}
+
+// launch runs the calling test as n ranks on provider, or returns false
+// in a worker.
+func launch(t *testing.T, n int, provider string, timeout time.Duration, env ...string) bool {
+	t.Helper()
+	if launchtest.IsWorker() {
+		return false
+	}
+	if provider == "native" {
+		provider, env = "shm", append(env, endpoint.EnvNodeTransport+"=native")
+	} else {
+		env = append(env, endpoint.EnvNodeTransport+"=fabric")
+	}
+	launchtest.Run(t, n, provider, timeout, append(env, fmt.Sprintf("WEFT_TEST_SHORT=%v", testing.Short()))...)
+	return true
+}
+
+// short is testing.Short, also in the ranks of a launched job.
+func short() bool { return testing.Short() || os.Getenv("WEFT_TEST_SHORT") == "true" }
+
+// initWorld joins the launched job; the world is closed when the test
+// ends.
+func initWorld(t *testing.T) *endpoint.World {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := endpoint.Init(ctx)
+	if err != nil {
+		t.Fatalf("Init: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := w.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return w
+}
+
+func tctx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
