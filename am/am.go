@@ -46,7 +46,9 @@ type Handler func(ctx context.Context, m *Msg) error
 const (
 	flagFollows = 1 << 16 // the payload follows as a message of the data communicator
 	flagCall    = 1 << 17 // the sender waits for a reply (the prefix carries its token)
+	flagReply   = 1 << 21 // a reply; the call's token is the rest of the tag
 	idMask      = 1<<16 - 1
+	tokenMask   = flagReply - 1
 
 	prefixLen = 8  // header length (u32), call token (u32)
 	followLen = 8  // the following payload's length (u64), after the prefix
@@ -59,20 +61,24 @@ const (
 // Engine carries the active messages of one rank of a communicator. Open
 // returns it; Close releases it.
 type Engine struct {
-	req, data, rep *endpoint.Comm // requests (probed), following payloads, replies
-	coll           *collectives.Coll
-	rank, size     int
-	inline         int
+	req, data  *endpoint.Comm // requests and replies (probed), following payloads
+	coll       *collectives.Coll
+	rank, size int
+	inline     int
 
-	hmu      sync.RWMutex
-	handlers []Handler
+	hmu      sync.Mutex                // serialises Register
+	handlers atomic.Pointer[[]Handler] // by id; replaced whole by Register
 
 	pollMu sync.Mutex // held by the goroutine running handlers
 	frames []*frame   // per nesting depth of handlers: the message being handled
-	repMu  sync.Mutex // held by the goroutine draining replies
-	late   []byte     // a reply whose call gave up
+	// inbox holds the messages a matched probe took, oldest at inHead,
+	// until a Poll (at any depth) handles them in turn.
+	inbox         [32]endpoint.Message
+	inHead, inEnd int
 
-	pool sync.Pool // *[]byte send buffers
+	sbufMu sync.Mutex // held by the send using sbuf
+	sbuf   []byte
+	pool   sync.Pool // *[]byte send buffers when sbuf is taken
 
 	pmu     sync.Mutex
 	pending map[uint32]*pendingCall
@@ -80,6 +86,7 @@ type Engine struct {
 
 	selfMu sync.Mutex
 	selfQ  []selfMsg
+	selfN  atomic.Int32 // len(selfQ), read without selfMu
 
 	sent    []atomic.Int64 // request messages sent to each rank
 	handled atomic.Int64   // request messages handled here
@@ -124,7 +131,7 @@ func WithInlineLimit(n int) Option {
 }
 
 // Open returns an engine over comm. It is collective over comm (it
-// duplicates comm three times and opens a collectives handle) and bounded
+// duplicates comm twice and opens a collectives handle) and bounded
 // by ctx.
 func Open(ctx context.Context, comm *endpoint.Comm, opts ...Option) (*Engine, error) {
 	if comm == nil || comm.Size() == 0 {
@@ -147,7 +154,7 @@ func Open(ctx context.Context, comm *endpoint.Comm, opts ...Option) (*Engine, er
 		e.policy.SpinFor = 0
 	}
 	var err error
-	for _, p := range []**endpoint.Comm{&e.req, &e.data, &e.rep} {
+	for _, p := range []**endpoint.Comm{&e.req, &e.data} {
 		if *p, err = comm.Dup(ctx); err != nil {
 			e.free()
 			return nil, fmt.Errorf("am: duplicate the communicator: %w", err)
@@ -162,7 +169,7 @@ func Open(ctx context.Context, comm *endpoint.Comm, opts ...Option) (*Engine, er
 
 // free releases the communicators and the collectives handle.
 func (e *Engine) free() {
-	for _, c := range []*endpoint.Comm{e.req, e.data, e.rep} {
+	for _, c := range []*endpoint.Comm{e.req, e.data} {
 		if c != nil {
 			c.Free()
 		}
@@ -192,21 +199,22 @@ func (e *Engine) Register(id int, h Handler) error {
 	}
 	e.hmu.Lock()
 	defer e.hmu.Unlock()
-	if id >= len(e.handlers) {
-		if h == nil {
-			return nil
-		}
-		e.handlers = append(e.handlers, make([]Handler, id+1-len(e.handlers))...)
+	var hs []Handler
+	if p := e.handlers.Load(); p != nil {
+		hs = *p
 	}
-	e.handlers[id] = h
+	hs = slices.Clone(hs)
+	if id >= len(hs) {
+		hs = append(hs, make([]Handler, id+1-len(hs))...)
+	}
+	hs[id] = h
+	e.handlers.Store(&hs)
 	return nil
 }
 
 func (e *Engine) handler(id int) Handler {
-	e.hmu.RLock()
-	defer e.hmu.RUnlock()
-	if id < len(e.handlers) {
-		return e.handlers[id]
+	if p := e.handlers.Load(); p != nil && id < len(*p) {
+		return (*p)[id]
 	}
 	return nil
 }
@@ -254,9 +262,9 @@ func (e *Engine) Call(ctx context.Context, dest, id int, header, payload, reply 
 	if err := e.checkSend("call", dest, id); err != nil {
 		return reply, err
 	}
-	tok := e.token.Add(1) & uint32(endpoint.TagUB)
+	tok := e.token.Add(1) & tokenMask
 	for tok == 0 {
-		tok = e.token.Add(1) & uint32(endpoint.TagUB)
+		tok = e.token.Add(1) & tokenMask
 	}
 	pc := &pendingCall{dest: dest, buf: reply[:0]}
 	e.pmu.Lock()
@@ -299,6 +307,7 @@ func (e *Engine) send(ctx context.Context, dest, id int, token uint32, header, p
 		copy(b[copy(b, header):], payload)
 		e.selfMu.Lock()
 		e.selfQ = append(e.selfQ, selfMsg{id: id, hlen: len(header), token: token, b: b})
+		e.selfN.Add(1)
 		e.selfMu.Unlock()
 		e.sent[dest].Add(1)
 		return nil
@@ -311,8 +320,7 @@ func (e *Engine) send(ctx context.Context, dest, id int, token uint32, header, p
 	} else {
 		n += len(payload)
 	}
-	bp := e.buffer(n)
-	b := *bp
+	b, own := e.sendBuf(n)
 	binary.LittleEndian.PutUint32(b, uint32(len(header)))
 	binary.LittleEndian.PutUint32(b[4:], token)
 	at := prefixLen + copy(b[prefixLen:], header)
@@ -323,7 +331,7 @@ func (e *Engine) send(ctx context.Context, dest, id int, token uint32, header, p
 	}
 	r, err := e.req.Isend(b, dest, tag)
 	if err != nil {
-		e.pool.Put(bp)
+		e.doneBuf(b, own, true)
 		return fmt.Errorf("am: send to rank %d: %w", dest, err)
 	}
 	e.sent[dest].Add(1)
@@ -333,34 +341,66 @@ func (e *Engine) send(ctx context.Context, dest, id int, token uint32, header, p
 			err = fmt.Errorf("am: send payload to rank %d: %w", dest, err)
 		}
 	}
-	if werr := e.complete(ctx, "send", dest, r); werr != nil && err == nil {
+	idle, werr := e.complete(ctx, "send", dest, r)
+	e.doneBuf(b, own, idle)
+	if werr != nil && err == nil {
 		err = werr
 	}
-	e.pool.Put(bp)
 	if d != nil {
-		if werr := e.complete(ctx, "send payload", dest, d); werr != nil && err == nil {
+		if _, werr := e.complete(ctx, "send payload", dest, d); werr != nil && err == nil {
 			err = werr
 		}
 	}
 	return err
 }
 
-func (e *Engine) buffer(n int) *[]byte {
+// sendBuf returns a buffer of n bytes for a message: the engine's own
+// (own true) when no other send holds it, else one from the pool.
+func (e *Engine) sendBuf(n int) (b []byte, own bool) {
+	if e.sbufMu.TryLock() {
+		if cap(e.sbuf) < n {
+			e.sbuf = make([]byte, n, max(n, 256))
+		}
+		return e.sbuf[:n], true
+	}
 	bp, _ := e.pool.Get().(*[]byte)
-	if bp == nil {
-		bp = new([]byte)
+	if bp == nil || cap(*bp) < n {
+		return make([]byte, n, max(n, 256)), false
 	}
-	if cap(*bp) < n {
-		*bp = make([]byte, n, max(n, 256))
-	}
-	*bp = (*bp)[:n]
-	return bp
+	return (*bp)[:n], false
 }
 
-// complete waits for request r, polling; it releases r.
-func (e *Engine) complete(ctx context.Context, what string, dest int, r *endpoint.Request) error {
+// doneBuf hands back a buffer of sendBuf; idle false: a send may still
+// read it, so it is dropped.
+func (e *Engine) doneBuf(b []byte, own, idle bool) {
+	switch {
+	case own && !idle:
+		e.sbuf = nil
+		e.sbufMu.Unlock()
+	case own:
+		e.sbufMu.Unlock()
+	case idle:
+		e.putPool(b)
+	}
+}
+
+// putPool keeps b for a later send (apart from doneBuf, whose b would
+// otherwise escape on every call).
+func (e *Engine) putPool(b []byte) { e.pool.Put(&b) }
+
+// complete waits for request r, polling, and releases it; idle reports
+// whether r is over (false: it was left in flight, its buffer in use).
+func (e *Engine) complete(ctx context.Context, what string, dest int, r *endpoint.Request) (idle bool, err error) {
+	if r.Done() { // the usual case: copied out at once
+		_, _, err := r.Test()
+		r.Release()
+		if err != nil {
+			return true, fmt.Errorf("am: %s to rank %d: %w", what, dest, err)
+		}
+		return true, nil
+	}
 	var rerr error
-	err := e.until(ctx, what, dest, func() bool {
+	err = e.until(ctx, what, dest, func() bool {
 		ok, _, err := r.Test()
 		if ok || err != nil {
 			rerr = err
@@ -370,13 +410,13 @@ func (e *Engine) complete(ctx context.Context, what string, dest int, r *endpoin
 	})
 	if err != nil {
 		r.Cancel()
-		return err
+		return r.Done(), err
 	}
 	r.Release()
 	if rerr != nil {
-		return fmt.Errorf("am: %s to rank %d: %w", what, dest, rerr)
+		return true, fmt.Errorf("am: %s to rank %d: %w", what, dest, rerr)
 	}
-	return nil
+	return true, nil
 }
 
 // until polls this engine until done reports true, ctx ends (an error
@@ -480,9 +520,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	err := e.Quiesce(ctx)
 	e.closed.Store(true)
 	e.pollMu.Lock()
-	e.repMu.Lock()
 	e.free()
-	e.repMu.Unlock()
 	e.pollMu.Unlock()
 	return err
 }

@@ -102,15 +102,15 @@ func (m *Msg) reply(status byte, b []byte) error {
 		}
 		return nil
 	}
-	bp := e.buffer(1 + len(b))
-	(*bp)[0] = status
-	copy((*bp)[1:], b)
-	r, err := e.rep.Isend(*bp, m.src, int(m.token))
-	if err == nil {
-		err = e.complete(&m.f.hctx, "reply", m.src, r)
-	} else {
-		err = fmt.Errorf("am: reply to rank %d: %w", m.src, err)
+	buf, own := e.sendBuf(1 + len(b))
+	buf[0] = status
+	copy(buf[1:], b)
+	r, err := e.req.Isend(buf, m.src, flagReply|int(m.token))
+	if err != nil {
+		e.doneBuf(buf, own, true)
+		return fmt.Errorf("am: reply to rank %d: %w", m.src, err)
 	}
-	e.pool.Put(bp)
+	idle, err := e.complete(&m.f.hctx, "reply", m.src, r)
+	e.doneBuf(buf, own, idle)
 	return err
 }

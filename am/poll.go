@@ -11,13 +11,14 @@ import (
 )
 
 // maxDepth bounds the nesting of handlers: a Poll inside handlers this
-// deep delivers replies but runs no more handlers.
+// deep (a handler's Send, Call or Reply that has to wait) is an error.
 const maxDepth = 16
 
 // frame is what one level of handlers uses: the message being handled,
 // its receive buffer, the buffer of a payload taken with Payload (or left
 // unread), and the context its handler runs with.
 type frame struct {
+	mm    endpoint.Message // the message taken from the inbox
 	msg   Msg
 	rbuf  []byte
 	scrap []byte
@@ -36,6 +37,9 @@ type handlerCtx struct {
 
 type ctxKey struct{}
 
+// clear drops the frame's context once its Poll returns.
+func (f *frame) clear() { f.hctx.Context = nil }
+
 // Value returns the handlerCtx itself for ctxKey.
 func (c *handlerCtx) Value(k any) any {
 	if k == (ctxKey{}) {
@@ -44,10 +48,10 @@ func (c *handlerCtx) Value(k any) any {
 	return c.Context.Value(k)
 }
 
-// Poll runs the handlers of messages that have arrived (at most 64) and
-// delivers the replies of this rank's calls; it returns how many handlers
-// ran. While another goroutine runs this engine's handlers it returns at
-// once, running none. Inside a handler, a Poll given the handler's context
+// Poll runs the handlers of messages that have arrived and delivers the
+// replies of this rank's calls (at most 64 of both); it returns how many
+// it took. While another goroutine polls this engine it returns at once,
+// taking none (that goroutine delivers this one's replies). Inside a handler, a Poll given the handler's context
 // (as Send and Call given it poll) runs further handlers, nested, so that
 // a handler may wait for a peer that is itself waiting for this rank;
 // handlers therefore start in the order their messages were sent but may
@@ -57,25 +61,30 @@ func (e *Engine) Poll(ctx context.Context) (int, error) {
 	if err := e.usable("poll"); err != nil {
 		return 0, err
 	}
-	if err := e.replies(ctx); err != nil {
-		return 0, err
-	}
 	depth := 0
 	if !e.pollMu.TryLock() {
 		h, ok := ctx.Value(ctxKey{}).(*handlerCtx)
-		if !ok || h.e != e || h.depth >= maxDepth {
+		if !ok || h.e != e {
 			return 0, nil
 		}
+		if h.depth >= maxDepth {
+			return 0, fmt.Errorf("am: poll inside %d nested handlers: %w", h.depth, ErrInvalid)
+		}
 		depth = h.depth
-	} else {
-		defer e.pollMu.Unlock()
+		return e.poll(ctx, depth)
 	}
+	defer e.pollMu.Unlock()
+	return e.poll(ctx, 0)
+}
+
+// poll is Poll at nesting depth depth, with pollMu held.
+func (e *Engine) poll(ctx context.Context, depth int) (int, error) {
 	for len(e.frames) <= depth {
 		e.frames = append(e.frames, &frame{})
 	}
 	f := e.frames[depth]
 	f.hctx = handlerCtx{Context: ctx, e: e, depth: depth + 1}
-	defer func() { f.hctx.Context = nil }()
+	defer f.clear()
 	n := 0
 	for n < maxPoll {
 		ran, err := e.pollSelf(f)
@@ -88,15 +97,27 @@ func (e *Engine) Poll(ctx context.Context) (int, error) {
 		if ran {
 			continue
 		}
-		mm, ok, err := e.req.Improbe(endpoint.AnySource, endpoint.AnyTag)
-		if err != nil {
-			return n, fmt.Errorf("am: poll: %w", err)
+		if e.inHead == e.inEnd {
+			k, err := e.req.ImprobeBatch(endpoint.AnySource, endpoint.AnyTag, e.inbox[:])
+			if err != nil {
+				return n, fmt.Errorf("am: poll: %w", err)
+			}
+			if k == 0 {
+				break
+			}
+			e.inHead, e.inEnd = 0, k
 		}
-		if !ok {
-			break
-		}
+		// The frame's own copy: a nested Poll may refill the inbox.
+		f.mm, e.inbox[e.inHead] = e.inbox[e.inHead], endpoint.Message{}
+		e.inHead++
+		mm := &f.mm
 		n++
-		if err := e.handle(f, mm); err != nil {
+		if mm.Status().Tag&flagReply != 0 {
+			err = e.reply(f, mm)
+		} else {
+			err = e.handle(f, mm)
+		}
+		if err != nil {
 			return n, err
 		}
 	}
@@ -105,6 +126,9 @@ func (e *Engine) Poll(ctx context.Context) (int, error) {
 
 // pollSelf runs the oldest message this rank sent itself, if any.
 func (e *Engine) pollSelf(f *frame) (bool, error) {
+	if e.selfN.Load() == 0 {
+		return false, nil
+	}
 	e.selfMu.Lock()
 	if len(e.selfQ) == 0 {
 		e.selfMu.Unlock()
@@ -113,6 +137,7 @@ func (e *Engine) pollSelf(f *frame) (bool, error) {
 	s := e.selfQ[0]
 	e.selfQ[0] = selfMsg{}
 	e.selfQ = e.selfQ[1:]
+	e.selfN.Add(-1)
 	e.selfMu.Unlock()
 	f.msg = Msg{e: e, f: f, src: e.rank, id: s.id, token: s.token,
 		header: s.b[:s.hlen], payload: s.b[s.hlen:], plen: len(s.b) - s.hlen}
@@ -186,44 +211,31 @@ func (e *Engine) dispatch(f *frame) error {
 	return err
 }
 
-// replies delivers the replies that have arrived to their calls. It
-// returns at once while another goroutine delivers them.
-func (e *Engine) replies(ctx context.Context) error {
-	if !e.repMu.TryLock() {
+// reply delivers reply message mm to its call.
+func (e *Engine) reply(f *frame, mm *endpoint.Message) error {
+	st := mm.Status()
+	tok := uint32(st.Tag & tokenMask)
+	e.pmu.Lock()
+	pc := e.pending[tok]
+	if pc != nil && pc.dest == st.Source {
+		delete(e.pending, tok)
+	} else {
+		pc = nil
+	}
+	e.pmu.Unlock()
+	if pc == nil { // its call gave up: drop it
+		f.scrap = slices.Grow(f.scrap[:0], st.Count)
+		if _, err := mm.Mrecv(f.hctx.Context, f.scrap[:st.Count]); err != nil {
+			return fmt.Errorf("am: receive a late reply: %w", err)
+		}
 		return nil
 	}
-	defer e.repMu.Unlock()
-	for {
-		mm, ok, err := e.rep.Improbe(endpoint.AnySource, endpoint.AnyTag)
-		if err != nil {
-			return fmt.Errorf("am: poll replies: %w", err)
-		}
-		if !ok {
-			return nil
-		}
-		st := mm.Status()
-		tok := uint32(st.Tag)
-		e.pmu.Lock()
-		pc := e.pending[tok]
-		if pc != nil && pc.dest == st.Source {
-			delete(e.pending, tok)
-		} else {
-			pc = nil
-		}
-		e.pmu.Unlock()
-		if pc == nil { // its call gave up: drop it
-			e.late = slices.Grow(e.late[:0], st.Count)
-			if _, err := mm.Mrecv(ctx, e.late[:st.Count]); err != nil {
-				return fmt.Errorf("am: receive a late reply: %w", err)
-			}
-			continue
-		}
-		b := slices.Grow(pc.buf[:0], st.Count)[:st.Count]
-		if _, err := mm.Mrecv(ctx, b); err != nil {
-			pc.err = fmt.Errorf("am: receive the reply of rank %d: %w", st.Source, err)
-		}
-		e.deliver(pc, b)
+	b := slices.Grow(pc.buf[:0], st.Count)[:st.Count]
+	if _, err := mm.Mrecv(f.hctx.Context, b); err != nil {
+		pc.err = fmt.Errorf("am: receive the reply of rank %d: %w", st.Source, err)
 	}
+	e.deliver(pc, b)
+	return nil
 }
 
 // deliver completes call pc with reply message b ([status][bytes]).

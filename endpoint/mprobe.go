@@ -62,6 +62,49 @@ func (c *Comm) Improbe(src, tag int) (msg *Message, ok bool, err error) {
 	return &Message{c: c, m: u, st: statusOf(u)}, true, nil
 }
 
+// ImprobeBatch drives progress once and takes off the queue up to
+// len(ms) messages from src (or AnySource) with tag (or AnyTag), in the
+// order successive Improbe calls would take them, into ms; it returns how
+// many it took. Each is then received as a Message Improbe returned is
+// (Mrecv, Imrecv, or their typed forms). It allocates nothing, so a loop
+// that handles a stream of small messages (active messages) reuses ms.
+// src ProcNull takes one message that receives nothing.
+func (c *Comm) ImprobeBatch(src, tag int, ms []Message) (int, error) {
+	if len(ms) == 0 {
+		return 0, nil
+	}
+	if src == ProcNull {
+		if err := c.usable("matched probe"); err != nil {
+			return 0, err
+		}
+		ms[0] = Message{c: c, st: procNullRecv().st, null: true}
+		return 1, nil
+	}
+	if err := c.checkPeer(src, true); err != nil {
+		return 0, err
+	}
+	if err := checkTag(tag, true); err != nil {
+		return 0, err
+	}
+	v := c.v
+	v.lock()
+	defer v.unlock()
+	if err := v.progress(); err != nil {
+		return 0, err
+	}
+	want, ignore := matchBits(c.ctx, c.mySlot, src, tag)
+	n := 0
+	for n < len(ms) {
+		u, ok := v.takeUnexpected(want, ignore)
+		if !ok {
+			break
+		}
+		ms[n] = Message{c: c, m: u, st: statusOf(u)}
+		n++
+	}
+	return n, nil
+}
+
 // Mprobe waits until a message from src (or AnySource) with tag (or
 // AnyTag) has arrived and takes it off the queue (see Improbe). It fails
 // when ctx ends or, for a named src, when that rank's process has exited
@@ -112,8 +155,32 @@ func (m *Message) Imrecv(buf []byte) (*Request, error) {
 // If ctx ends first the error wraps ctx.Err(); the message is then lost
 // (it was matched), as MPI's is.
 func (m *Message) Mrecv(ctx context.Context, buf []byte) (Status, error) {
+	if st, ok, err := m.recvEager(buf); ok {
+		return st, err
+	}
 	r, err := m.Imrecv(buf)
 	return recvWait(ctx, r, err)
+}
+
+// recvEager receives a message that arrived whole (not a rendezvous
+// header) with no request: it copies the payload and hands its buffer
+// back to the endpoint, as a receive completed at once would (ok false:
+// take the general path).
+func (m *Message) recvEager(buf []byte) (st Status, ok bool, err error) {
+	if m == nil || m.c == nil || m.used || m.null || tagIsRTS(m.m.tag) || m.c.usable("matched receive") != nil {
+		return Status{}, false, nil
+	}
+	data := m.m.data
+	st = Status{Source: m.st.Source, Tag: m.st.Tag, Count: copy(buf, data)}
+	if len(data) > len(buf) {
+		err = fmt.Errorf("endpoint: message of %d bytes from rank %d into %d: %w", len(data), st.Source, len(buf), ErrTruncated)
+	}
+	v := m.c.v
+	v.lock()
+	v.recycle(data)
+	v.unlock()
+	m.used, m.m = true, unexp{}
+	return st, true, err
 }
 
 // ImrecvTyped starts receiving the message into count elements of t laid
