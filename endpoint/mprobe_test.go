@@ -259,3 +259,101 @@ func onPairOfProcs(t *testing.T, body func(ctx context.Context, c *endpoint.Comm
 		})
 	}
 }
+
+// TestImprobeBatch: a batched matched probe takes the messages in the
+// order single ones would (the tag filter skipping others, which stay),
+// and each is received as an Improbe'd one: eager and rendezvous messages,
+// a short buffer (ErrTruncated, Count the bytes received), ProcNull, an
+// empty batch. CheckPeer: a live rank is nil, a rank outside the
+// communicator ErrInvalid.
+func TestImprobeBatch(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []endpoint.Option
+	}{{"native", nil}, {"fabric", []endpoint.Option{endpoint.WithNodeTransport(false)}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b, ctx := singletonPair(t, tc.opts...)
+			sizes := []int{0, 8, 100, 5000, 40000, 8, 3}
+			tags := []int{1, 2, 1, 1, 2, 1, 1}
+			sent := make(chan error, 1)
+			go func() { // all at once: the 40000 bytes wait for the second phase
+				var rs []*endpoint.Request
+				for i, n := range sizes {
+					r, err := a.Isend(bytes.Repeat([]byte{byte(i + 1)}, n), 1, tags[i])
+					if err != nil {
+						sent <- err
+						return
+					}
+					rs = append(rs, r)
+				}
+				sent <- endpoint.WaitAll(ctx, rs...)
+			}()
+			ms := make([]endpoint.Message, 3)
+			var got []int // indices of the messages received, in order
+			check := func(m *endpoint.Message, want int) error {
+				st := m.Status()
+				if st.Tag != tags[want] || st.Count != sizes[want] || st.Source != 0 {
+					return fmt.Errorf("message %d: status %+v", want, st)
+				}
+				buf := make([]byte, st.Count)
+				short := st.Count == 5000
+				if short {
+					buf = buf[:10]
+				}
+				rs, err := m.Mrecv(ctx, buf)
+				switch {
+				case short && (!errors.Is(err, endpoint.ErrTruncated) || rs.Count != 10):
+					return fmt.Errorf("message %d into 10 bytes: %+v %v", want, rs, err)
+				case !short && (err != nil || rs.Count != sizes[want]):
+					return fmt.Errorf("message %d: %+v %v", want, rs, err)
+				case !bytes.Equal(buf, bytes.Repeat([]byte{byte(want + 1)}, len(buf))):
+					return fmt.Errorf("message %d: wrong bytes", want)
+				}
+				got = append(got, want)
+				return nil
+			}
+			// Tag 1 first, then whatever is left.
+			want1 := []int{0, 2, 3, 5, 6}
+			for len(got) < len(want1) {
+				n, err := b.ImprobeBatch(0, 1, ms)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range n {
+					if err := check(&ms[i], want1[len(got)]); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for len(got) < len(sizes) {
+				n, err := b.ImprobeBatch(endpoint.AnySource, endpoint.AnyTag, ms)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range n {
+					if err := check(&ms[i], []int{1, 4}[len(got)-len(want1)]); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := <-sent; err != nil {
+				t.Fatal(err)
+			}
+			if n, err := b.ImprobeBatch(endpoint.AnySource, endpoint.AnyTag, nil); n != 0 || err != nil {
+				t.Fatalf("empty batch: %d %v", n, err)
+			}
+			if n, err := b.ImprobeBatch(endpoint.ProcNull, endpoint.AnyTag, ms); n != 1 || err != nil || ms[0].Status().Source != endpoint.ProcNull {
+				t.Fatalf("ProcNull: %d %v %+v", n, err, ms[0].Status())
+			}
+			if _, err := b.ImprobeBatch(5, 0, ms); !errors.Is(err, endpoint.ErrInvalid) {
+				t.Fatalf("rank 5: %v", err)
+			}
+			if err := b.CheckPeer(0); err != nil {
+				t.Fatalf("CheckPeer of a live rank: %v", err)
+			}
+			if err := b.CheckPeer(2); !errors.Is(err, endpoint.ErrInvalid) {
+				t.Fatalf("CheckPeer(2): %v", err)
+			}
+		})
+	}
+}
