@@ -8,7 +8,8 @@
 #                                  and gpu/'s tools (deploy/install-gpu-tools.sh:
 #                                  pocl, ptxas, libcuda1; no GPU needed)
 #   deploy/install-deps.sh bench   the test set plus Open MPI, the second MPI
-#                                  the side-by-side benchmarks compare with
+#                                  the side-by-side benchmarks compare with,
+#                                  and UCX (active messages' peer)
 #
 # Packages already present are not reinstalled; apt runs through sudo when
 # the caller is not root.
@@ -22,7 +23,7 @@ if [ "$mode" = test ] || [ "$mode" = bench ]; then
 fi
 
 if [ "$mode" = bench ]; then
-	want+=(openmpi-bin libopenmpi-dev)
+	want+=(openmpi-bin libopenmpi-dev libucx-dev)
 fi
 
 if [ "$mode" = test ] || [ "$mode" = bench ]; then
