@@ -292,12 +292,49 @@ func (e *Engine) forget(tok uint32) {
 	e.pmu.Unlock()
 }
 
-// send sends one request; token is 0 for a plain message.
+// send sends one request and waits until its buffers may be reused;
+// token is 0 for a plain message.
 func (e *Engine) send(ctx context.Context, dest, id int, token uint32, header, payload []byte) error {
+	var q Request
+	if err := e.start(&q, dest, id, token, header, payload); err != nil {
+		return err
+	}
+	return q.Wait(ctx)
+}
+
+// Request is a send in flight (Isend): Wait or Test completes it.
+type Request struct {
+	e         *Engine
+	dest      int
+	msg, data *endpoint.Request // the message and the payload that follows it; nil once over
+	b         []byte            // msg's buffer (sendBuf)
+	own       bool
+	err       error
+	fin       bool
+}
+
+// Isend starts sending what Send sends and returns at once: the header
+// is copied, and payload must not be modified until the request
+// completes (Wait, Test). A payload within the inline limit is copied
+// too, and the request is usually complete already.
+func (e *Engine) Isend(dest, id int, header, payload []byte) (*Request, error) {
+	if err := e.checkSend("send", dest, id); err != nil {
+		return nil, err
+	}
+	q := new(Request)
+	if err := e.start(q, dest, id, 0, header, payload); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// start starts sending a request into q.
+func (e *Engine) start(q *Request, dest, id int, token uint32, header, payload []byte) error {
 	if len(header) > e.inline-prefixLen-followLen {
 		return fmt.Errorf("am: header of %d bytes over the inline limit %d less %d: %w",
 			len(header), e.inline, prefixLen+followLen, ErrInvalid)
 	}
+	*q = Request{e: e, dest: dest}
 	tag := id
 	if token != 0 {
 		tag |= flagCall
@@ -310,6 +347,7 @@ func (e *Engine) send(ctx context.Context, dest, id int, token uint32, header, p
 		e.selfN.Add(1)
 		e.selfMu.Unlock()
 		e.sent[dest].Add(1)
+		q.fin = true
 		return nil
 	}
 	follows := prefixLen+len(header)+len(payload) > e.inline
@@ -335,23 +373,82 @@ func (e *Engine) send(ctx context.Context, dest, id int, token uint32, header, p
 		return fmt.Errorf("am: send to rank %d: %w", dest, err)
 	}
 	e.sent[dest].Add(1)
-	var d *endpoint.Request
+	q.msg, q.b, q.own = r, b, own
+	if r.Done() { // the usual case: copied out at once
+		q.settle(ctx0)
+	}
 	if follows {
-		if d, err = e.data.Isend(payload, dest, dataTag); err != nil {
-			err = fmt.Errorf("am: send payload to rank %d: %w", dest, err)
+		if q.data, err = e.data.Isend(payload, dest, dataTag); err != nil {
+			q.data = nil
+			q.err = fmt.Errorf("am: send payload to rank %d: %w", dest, err)
 		}
 	}
-	idle, werr := e.complete(ctx, "send", dest, r)
-	e.doneBuf(b, own, idle)
-	if werr != nil && err == nil {
-		err = werr
-	}
-	if d != nil {
-		if _, werr := e.complete(ctx, "send payload", dest, d); werr != nil && err == nil {
-			err = werr
+	return nil
+}
+
+// ctx0 is the context of a settle that does not wait.
+var ctx0 = context.Background()
+
+// settle waits for q's message (and then its payload) and records the
+// first error. A wait that ends with ctx leaves q unfinished.
+func (q *Request) settle(ctx context.Context) error {
+	e := q.e
+	if q.msg != nil {
+		idle, err := e.complete(ctx, "send", q.dest, q.msg)
+		e.doneBuf(q.b, q.own, idle)
+		q.msg, q.b = nil, nil
+		if err != nil && q.err == nil {
+			q.err = err
+		}
+		if !idle {
+			return err
 		}
 	}
-	return err
+	if q.data != nil {
+		idle, err := e.complete(ctx, "send payload", q.dest, q.data)
+		if !idle {
+			return err
+		}
+		q.data = nil
+		if err != nil && q.err == nil {
+			q.err = err
+		}
+	}
+	return nil
+}
+
+// Wait polls the engine until the send completes or ctx ends, and
+// returns its error.
+func (q *Request) Wait(ctx context.Context) error {
+	if q == nil {
+		return fmt.Errorf("am: wait on a nil request: %w", ErrInvalid)
+	}
+	if q.fin {
+		return q.err
+	}
+	if err := q.settle(ctx); err != nil && (q.msg != nil || q.data != nil) {
+		return err
+	}
+	q.fin = true
+	return q.err
+}
+
+// Test polls the engine once and reports whether the send has completed,
+// with its error.
+func (q *Request) Test() (bool, error) {
+	if q == nil {
+		return false, fmt.Errorf("am: test of a nil request: %w", ErrInvalid)
+	}
+	if q.fin {
+		return true, q.err
+	}
+	if _, err := q.e.Poll(ctx0); err != nil {
+		return false, err
+	}
+	if (q.msg == nil || q.msg.Done()) && (q.data == nil || q.data.Done()) {
+		return true, q.Wait(ctx0)
+	}
+	return false, nil
 }
 
 // sendBuf returns a buffer of n bytes for a message: the engine's own

@@ -166,19 +166,49 @@ func scenario(ctx context.Context, e *am.Engine, inline int, big bool) error {
 			return err
 		}
 	}
-	// Data: round-robin over the destinations, starting with the next rank.
+	// Data: round-robin over the destinations, starting with the next
+	// rank; odd rounds by Isend, completed after the last round (or by
+	// Test, every third).
 	var payload []byte
+	var reqs []*am.Request
 	for seq := range rounds {
 		size := sizes[seq%len(sizes)]
 		for k := range n {
 			dst := (me + 1 + k) % n
+			if seq%2 == 1 {
+				payload = nil // each Isend keeps its own until it completes
+			}
 			payload = payload[:0]
 			for i := range size {
 				payload = append(payload, fill(me, dst, seq, i))
 			}
-			if err := e.Send(ctx, dst, hData, u32s(seq, size), payload); err != nil {
-				return fmt.Errorf("send data %d to %d: %w", seq, dst, err)
+			if seq%2 == 0 {
+				if err := e.Send(ctx, dst, hData, u32s(seq, size), payload); err != nil {
+					return fmt.Errorf("send data %d to %d: %w", seq, dst, err)
+				}
+				continue
 			}
+			q, err := e.Isend(dst, hData, u32s(seq, size), payload)
+			if err != nil {
+				return fmt.Errorf("isend data %d to %d: %w", seq, dst, err)
+			}
+			if seq%3 == 0 {
+				for {
+					ok, err := q.Test()
+					if err != nil {
+						return err
+					}
+					if ok {
+						break
+					}
+				}
+			}
+			reqs = append(reqs, q)
+		}
+	}
+	for _, q := range reqs {
+		if err := q.Wait(ctx); err != nil {
+			return fmt.Errorf("isend: %w", err)
 		}
 	}
 	// Calls.

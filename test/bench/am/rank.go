@@ -27,7 +27,8 @@ const (
 //	     as a plain endpoint ping-pong of 8 bytes (p2p), for scale;
 //	rate: windows of WINDOW sends of an 8-byte header, rank 1's handler
 //	     counting them, then an acknowledgement;
-//	bw SIZE: the same with SIZE bytes of payload, which rank 1's handler
+//	bw SIZE: the same with SIZE bytes of payload, a window started by
+//	     Isends and completed by their Waits, which rank 1's handler
 //	     receives into its own buffer (ReadPayload).
 func rankMain(role string, args []string, stdout io.Writer) error {
 	nums, err := sidebyside.RoleArgs(role, args)
@@ -115,7 +116,9 @@ func rankMain(role string, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "RESULT p2p 8 %.4f\n", float64(pp.Nanoseconds())/float64(iters)/1e3)
 	}
 
-	// rate (size 0), then bw for each size
+	// rate (size 0), then bw for each size: a window of Isends, then
+	// their Waits
+	var reqs []*am.Request
 	for i, size := range append([]int{0}, nums[3:]...) {
 		n := iters
 		if i > 0 {
@@ -132,8 +135,22 @@ func rankMain(role string, args []string, stdout io.Writer) error {
 				start = time.Now()
 			}
 			if me == 0 {
+				reqs = reqs[:0]
 				for range window {
-					if err := e.Send(ctx, 1, hData, hdr, sbuf[:size]); err != nil {
+					if size == 0 { // inline: complete at once
+						if err := e.Send(ctx, 1, hData, hdr, nil); err != nil {
+							return err
+						}
+						continue
+					}
+					q, err := e.Isend(1, hData, hdr, sbuf[:size])
+					if err != nil {
+						return err
+					}
+					reqs = append(reqs, q)
+				}
+				for _, q := range reqs {
+					if err := q.Wait(ctx); err != nil {
 						return err
 					}
 				}
