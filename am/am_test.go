@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/am"
+	"github.com/weft-hpc/weft/internal/launchtest"
 )
 
 // Handler ids of the scenario.
@@ -298,20 +299,20 @@ func TestHandles(t *testing.T) {
 func TestProcs(t *testing.T) {
 	for _, p := range providers {
 		t.Run(provName(p), func(t *testing.T) {
-			if launch(t, 3, p, 120*time.Second) {
+			if launchtest.RunOn(t, 3, p, 120*time.Second) {
 				return
 			}
 			w := initWorld(t)
 			ctx := tctx(t, 100*time.Second)
 			if err := withEngine(ctx, w.Comm(), nil, func(ctx context.Context, e *am.Engine) error {
-				return scenario(ctx, e, 8192, !short())
+				return scenario(ctx, e, 8192, !launchtest.Short())
 			}); err != nil {
 				t.Fatal(err)
 			}
 		})
 	}
 	t.Run("handles", func(t *testing.T) {
-		if launch(t, 2, "native", 120*time.Second) {
+		if launchtest.RunOn(t, 2, "native", 120*time.Second) {
 			return
 		}
 		w := initWorld(t)

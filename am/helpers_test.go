@@ -131,25 +131,6 @@ func provName(p string) string {
 	return p
 }
 
-// launch runs the calling test as n ranks on provider, or returns false
-// in a worker.
-func launch(t *testing.T, n int, provider string, timeout time.Duration, env ...string) bool {
-	t.Helper()
-	if launchtest.IsWorker() {
-		return false
-	}
-	if provider == "native" {
-		provider, env = "shm", append(env, endpoint.EnvNodeTransport+"=native")
-	} else {
-		env = append(env, endpoint.EnvNodeTransport+"=fabric")
-	}
-	launchtest.Run(t, n, provider, timeout, append(env, fmt.Sprintf("WEFT_TEST_SHORT=%v", testing.Short()))...)
-	return true
-}
-
-// short is testing.Short, also in the ranks of a launched job.
-func short() bool { return testing.Short() || os.Getenv("WEFT_TEST_SHORT") == "true" }
-
 // initWorld joins the launched job; the world is closed when the test
 // ends.
 func initWorld(t *testing.T) *endpoint.World {

@@ -163,7 +163,7 @@ func TestQuiesceStress(t *testing.T) {
 // sleeps) answers calls through a Serve goroutine; 2 processes, world
 // communicator (which any goroutine may use).
 func TestServe(t *testing.T) {
-	if launch(t, 2, "native", 60*time.Second) {
+	if launchtest.RunOn(t, 2, "native", 60*time.Second) {
 		return
 	}
 	w := initWorld(t)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	C "github.com/weft-hpc/weft/collectives"
+	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
 
@@ -20,13 +21,13 @@ import (
 func TestNoAllocs(t *testing.T) {
 	for _, np := range []int{2, 4} {
 		t.Run(fmt.Sprintf("np%d", np), func(t *testing.T) {
-			if launch(t, np, "native", 90*time.Second) {
+			if launchtest.RunOn(t, np, "native", 90*time.Second) {
 				return
 			}
 			_, ctx, c := worldColl(t)
 			sum := C.Sum[float32]()
 			sizes := []int{8, 64, 4 << 10, 16 << 10, 64 << 10, 1 << 20}
-			if short() {
+			if launchtest.Short() {
 				sizes = []int{8, 16 << 10, 1 << 20}
 			}
 			for _, n := range sizes {

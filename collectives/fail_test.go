@@ -12,6 +12,7 @@ import (
 
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/launchtest"
 )
 
 // each runs body on every handle of eps with its own collectives handle,
@@ -366,7 +367,7 @@ func TestChecked(t *testing.T) {
 // TestTuneKnobs: WEFT_TUNE's coll* keys and WEFT_COLL_DETERMINISTIC set a
 // handle's selection and mode; options win over them.
 func TestTuneKnobs(t *testing.T) {
-	if launch(t, 1, "native", 30*time.Second, "WEFT_TUNE=collallreduce=ring,collbcastlarge=1K", C.EnvDeterministic+"=1") {
+	if launchtest.RunOn(t, 1, "native", 30*time.Second, "WEFT_TUNE=collallreduce=ring,collbcastlarge=1K", C.EnvDeterministic+"=1") {
 		return
 	}
 	w := initWorld(t)

@@ -16,6 +16,7 @@ import (
 
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
 
@@ -311,7 +312,7 @@ func TestHierSelection(t *testing.T) {
 // processes' ranks interleaved, and one where a process keeps a single
 // rank; the battery and deterministic mode on each.
 func TestHierProcs(t *testing.T) {
-	if launch(t, 2, "native", 90*time.Second) {
+	if launchtest.RunOn(t, 2, "native", 90*time.Second) {
 		return
 	}
 	w := initWorld(t)

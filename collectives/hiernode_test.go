@@ -53,7 +53,7 @@ func wantShape(c *C.Coll, procs, tops int) error {
 // battery on the communicator of each process's first handle (one rank
 // per process: the node level alone).
 func TestHierNode(t *testing.T) {
-	if launch(t, 3, "native", 90*time.Second) {
+	if launchtest.RunOn(t, 3, "native", 90*time.Second) {
 		return
 	}
 	w := initWorld(t)
@@ -66,7 +66,7 @@ func TestHierNode(t *testing.T) {
 		if err := wantShape(c, 3, 1); err != nil {
 			return err
 		}
-		if err := hierBatteryOf(ctx, c, short()); err != nil {
+		if err := hierBatteryOf(ctx, c, launchtest.Short()); err != nil {
 			return err
 		}
 		if err := detOn(ctx, c.Comm()); err != nil {
@@ -236,7 +236,7 @@ func TestHierNodeFailures(t *testing.T) {
 // node's leader Bcasts where the others Allreduce: every rank fails,
 // at the latest in the Barrier that follows.
 func TestHierNodeBackToBack(t *testing.T) {
-	if launch(t, 4, "native", 90*time.Second) {
+	if launchtest.RunOn(t, 4, "native", 90*time.Second) {
 		return
 	}
 	w := initWorld(t)
@@ -250,7 +250,7 @@ func TestHierNodeBackToBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	iters := 1500
-	if short() {
+	if launchtest.Short() {
 		iters = 400
 	}
 	me := c.Rank()
@@ -314,7 +314,7 @@ func TestHierNodeBackToBack(t *testing.T) {
 // in the Barrier that follows), none hang; between them the inline steps
 // still deliver, Bcast from every root and Reduce to every root.
 func TestHierNodeInlineMismatch(t *testing.T) {
-	if launch(t, 3, "native", 60*time.Second) {
+	if launchtest.RunOn(t, 3, "native", 60*time.Second) {
 		return
 	}
 	w, ctx, c := worldColl(t)
@@ -379,7 +379,7 @@ func TestHierNodeInlineMismatch(t *testing.T) {
 // (both symmetric) and against a Bcast (through the leader) fail on
 // both ranks, at the latest in the Barrier that follows; none hangs.
 func TestHierNodeBarrierTwo(t *testing.T) {
-	if launch(t, 2, "native", 60*time.Second) {
+	if launchtest.RunOn(t, 2, "native", 60*time.Second) {
 		return
 	}
 	w, ctx, c := worldColl(t)
@@ -452,7 +452,7 @@ func TestHierNodeBarrierTwo(t *testing.T) {
 // must go on, with the right sums, rather than wait until the context
 // ends.
 func TestHierNodeStreamThenBarrier(t *testing.T) {
-	if launch(t, 2, "native", 60*time.Second) {
+	if launchtest.RunOn(t, 2, "native", 60*time.Second) {
 		return
 	}
 	_, _, c := worldColl(t)
@@ -501,7 +501,7 @@ func TestHierNodeStreamThenBarrier(t *testing.T) {
 // each process's first handle (one rank per process), and on halves of
 // both (two processes, where Reduce streams).
 func TestHierNodeStream(t *testing.T) {
-	if launch(t, 4, "native", 150*time.Second, "WEFT_TUNE=collnodestream=1") {
+	if launchtest.RunOn(t, 4, "native", 150*time.Second, "WEFT_TUNE=collnodestream=1") {
 		return
 	}
 	w := initWorld(t)
@@ -606,7 +606,7 @@ func TestHierNodeStream(t *testing.T) {
 // that every kind of step follows every other. Then rank 1 calls
 // Allreduce where the others call Barrier: every rank fails, none hangs.
 func TestHierNodeSymmetric(t *testing.T) {
-	if launch(t, 3, "native", 90*time.Second) {
+	if launchtest.RunOn(t, 3, "native", 90*time.Second) {
 		return
 	}
 	w := initWorld(t)
@@ -627,7 +627,7 @@ func TestHierNodeSymmetric(t *testing.T) {
 		return []float64{1, 1.1e-16, 1.1e-16}[r%3] * float64(int(1)<<(j%5)) * float64(int(1)<<(i%7))
 	}
 	iters := 300
-	if short() {
+	if launchtest.Short() {
 		iters = 90
 	}
 	counts := []int{1, 3, C.ExchBytes / 8, C.ExchBytes/8 + 1}
@@ -761,7 +761,7 @@ func TestHierNodeSymmetric(t *testing.T) {
 // threshold, of one sub-slot, and across more sub-slots than a slot
 // holds (writers wait for readers), back to back with Bcasts.
 func TestHierNodeStreamAllreduce(t *testing.T) {
-	if launch(t, 3, "native", 90*time.Second) {
+	if launchtest.RunOn(t, 3, "native", 90*time.Second) {
 		return
 	}
 	w := initWorld(t)
@@ -890,7 +890,7 @@ func TestHierNodeStreamPeerExit(t *testing.T) {
 func TestStores(t *testing.T) {
 	for _, mode := range []string{"stream", "plain", "auto"} {
 		t.Run(mode, func(t *testing.T) {
-			if launch(t, 2, "native", 120*time.Second, "WEFT_TUNE=collstores="+mode) {
+			if launchtest.RunOn(t, 2, "native", 120*time.Second, "WEFT_TUNE=collstores="+mode) {
 				return
 			}
 			w := initWorld(t)
@@ -941,7 +941,7 @@ func TestStores(t *testing.T) {
 // route as Bcast, both roots, interleaved with node-level calls, byte
 // for byte.
 func TestBcastPair(t *testing.T) {
-	if launch(t, 2, "native", 120*time.Second) {
+	if launchtest.RunOn(t, 2, "native", 120*time.Second) {
 		return
 	}
 	w := initWorld(t)
@@ -1073,7 +1073,7 @@ func bcastPairs(t *testing.T, ctx context.Context, c *C.Coll, col *ddt.Type, chu
 // float64), and through the node segment below those sizes or with
 // cross-memory attach off; every result checked element for element.
 func TestPairReads(t *testing.T) {
-	if launch(t, 2, "native", 120*time.Second) {
+	if launchtest.RunOn(t, 2, "native", 120*time.Second) {
 		return
 	}
 	w := initWorld(t)

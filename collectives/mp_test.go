@@ -29,25 +29,6 @@ func provName(p string) string {
 	return p
 }
 
-// launch runs the calling test as n ranks, or returns false in a worker.
-func launch(t *testing.T, n int, provider string, timeout time.Duration, env ...string) bool {
-	t.Helper()
-	if launchtest.IsWorker() {
-		return false
-	}
-	if provider == "native" {
-		provider, env = "shm", append(env, endpoint.EnvNodeTransport+"=native")
-	} else {
-		env = append(env, endpoint.EnvNodeTransport+"=fabric")
-	}
-	launchtest.Run(t, n, provider, timeout, append(env, fmt.Sprintf("WEFT_TEST_SHORT=%v", testing.Short()))...)
-	return true
-}
-
-// short is testing.Short, also in the ranks of a job launch started:
-// they run without -test.short, so launch passes it as WEFT_TEST_SHORT.
-func short() bool { return testing.Short() || os.Getenv("WEFT_TEST_SHORT") == "true" }
-
 // launchMayDie is launch on the node transport for a test whose ranks
 // dies may exit on purpose (launchtest.RunMayDie: unsupervised ranks).
 func launchMayDie(t *testing.T, n int, dies ...int) bool {
@@ -99,7 +80,7 @@ func TestBatteryProcs(t *testing.T) {
 				if p == "native" && !testing.Short() {
 					big = "WEFT_TEST_BIG=1"
 				}
-				if launch(t, np, p, 120*time.Second, big) {
+				if launchtest.RunOn(t, np, p, 120*time.Second, big) {
 					return
 				}
 				w := initWorld(t)
@@ -123,7 +104,7 @@ func TestBatteryProcs(t *testing.T) {
 // communicator of 4 ranks, two per process), and the communicators Split
 // makes of it (even and odd ranks: one handle of each process each).
 func TestBatteryProcsEndpoints(t *testing.T) {
-	if launch(t, 2, "native", 120*time.Second) {
+	if launchtest.RunOn(t, 2, "native", 120*time.Second) {
 		return
 	}
 	w := initWorld(t)
@@ -155,7 +136,7 @@ func TestBatteryProcsEndpoints(t *testing.T) {
 // TestDeterministicProcs: deterministic mode across processes.
 func TestDeterministicProcs(t *testing.T) {
 	testenv.Short(t, "deterministic mode over 3 processes")
-	if launch(t, 3, "native", 60*time.Second) {
+	if launchtest.RunOn(t, 3, "native", 60*time.Second) {
 		return
 	}
 	w := initWorld(t)

@@ -13,6 +13,7 @@ import (
 
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
 
@@ -1065,7 +1066,7 @@ func TestNonblockingProcs(t *testing.T) {
 		battery bool
 	}{{"native", 2, 1, true}, {"native", 4, 1, false}, {"tcp;ofi_rxm", 2, 1, false}, {"native", 2, 2, true}} {
 		t.Run(fmt.Sprintf("%s/n%d/eps%d", provName(tc.prov), tc.np, tc.eps), func(t *testing.T) {
-			if launch(t, tc.np, tc.prov, 120*time.Second) {
+			if launchtest.RunOn(t, tc.np, tc.prov, 120*time.Second) {
 				return
 			}
 			w := initWorld(t)
@@ -1204,7 +1205,7 @@ func TestManyOutstanding(t *testing.T) {
 func TestNonblockingNode(t *testing.T) {
 	for _, np := range []int{2, 4} {
 		t.Run(fmt.Sprintf("n%d", np), func(t *testing.T) {
-			if launch(t, np, "native", 120*time.Second) {
+			if launchtest.RunOn(t, np, "native", 120*time.Second) {
 				return
 			}
 			w := initWorld(t)

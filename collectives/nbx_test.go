@@ -10,6 +10,7 @@ import (
 
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/launchtest"
 )
 
 // nbxTargets is the sparse pattern of TestSparseExchange: the ranks
@@ -121,7 +122,7 @@ func TestSparseExchange(t *testing.T) {
 		})
 	})
 	t.Run("procs", func(t *testing.T) {
-		if launch(t, 4, "native", 60*time.Second) {
+		if launchtest.RunOn(t, 4, "native", 60*time.Second) {
 			return
 		}
 		w, ctx, c := worldColl(t)

@@ -13,6 +13,7 @@ import (
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
 
@@ -355,7 +356,7 @@ func TestNeighborProcs(t *testing.T) {
 			if tc.prov != "native" {
 				testenv.Short(t, "the neighbourhood collectives over tcp")
 			}
-			if launch(t, tc.np, tc.prov, 60*time.Second) {
+			if launchtest.RunOn(t, tc.np, tc.prov, 60*time.Second) {
 				return
 			}
 			_, ctx, c := worldColl(t)

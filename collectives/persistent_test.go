@@ -8,6 +8,7 @@ import (
 	"time"
 
 	C "github.com/weft-hpc/weft/collectives"
+	"github.com/weft-hpc/weft/internal/launchtest"
 )
 
 // TestPersistentHandles: every persistent collective over 1, 3 and 4
@@ -28,7 +29,7 @@ func TestPersistentProcs(t *testing.T) {
 		np   int
 	}{{"native", 3}, {"tcp;ofi_rxm", 2}} {
 		t.Run(fmt.Sprintf("%s/n%d", provName(tc.prov), tc.np), func(t *testing.T) {
-			if launch(t, tc.np, tc.prov, 90*time.Second) {
+			if launchtest.RunOn(t, tc.np, tc.prov, 90*time.Second) {
 				return
 			}
 			_, ctx, c := worldColl(t)

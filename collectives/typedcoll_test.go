@@ -10,6 +10,7 @@ import (
 
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
 
@@ -520,12 +521,12 @@ func TestTypedProcs(t *testing.T) {
 			if tc.prov != "native" {
 				testenv.Short(t, "the typed collectives over tcp")
 			}
-			if launch(t, tc.np, tc.prov, 60*time.Second) {
+			if launchtest.RunOn(t, tc.np, tc.prov, 60*time.Second) {
 				return
 			}
 			_, ctx, c := worldColl(t)
 			for _, nb := range []bool{false, true} {
-				if nb && short() {
+				if nb && launchtest.Short() {
 					break // -short: the blocking forms (the nonblocking ones over handles)
 				}
 				if err := typedBattery(ctx, c, nb); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/launchtest"
 )
 
 // The typed v-collectives, reduce-scatters and scans, in the style of
@@ -446,7 +447,7 @@ func TestTypedVHandles(t *testing.T) {
 // the process leaders exchanging on the private communicator), and the
 // communicator Split makes with the processes' ranks interleaved.
 func TestTypedVProcs(t *testing.T) {
-	if launch(t, 2, "native", 60*time.Second) {
+	if launchtest.RunOn(t, 2, "native", 60*time.Second) {
 		return
 	}
 	w, ctx, c := worldColl(t)
@@ -475,7 +476,7 @@ func TestTypedVProcs(t *testing.T) {
 		if err := typedBattery(ctx, c, false); err != nil { // the other typed forms through the hierarchy
 			return err
 		}
-		if !short() {
+		if !launchtest.Short() {
 			if err := typedVBattery(ctx, c, true); err != nil {
 				return fmt.Errorf("nonblocking: %w", err)
 			}

@@ -4,21 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/weft-hpc/weft/fabric"
+	"github.com/weft-hpc/weft/internal/launchtest"
 )
 
 // TestSingleton runs hello in-process as a job of one rank (no launcher):
 // the ring is a send to itself over the selected provider.
 func TestSingleton(t *testing.T) {
-	for _, k := range []string{"PMI_FD", "PMI_PORT", "PMI_ID", "WEFT_PMI", "SLURM_MPI_TYPE", "PMI_JOBID"} {
-		if v, ok := os.LookupEnv(k); ok {
-			t.Setenv(k, v)
-			os.Unsetenv(k)
-		}
-	}
+	launchtest.AsSingleton(t)
 	t.Setenv("WEFT_PROVIDER", "shm")
 	if err := run(); err != nil {
 		t.Fatal(err)

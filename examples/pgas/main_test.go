@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"testing"
 	"time"
 
@@ -31,12 +30,7 @@ func TestPGAS(t *testing.T) {
 // TestSingleton runs the program as a job of one rank (no launcher): it
 // clears any launcher's variables first, so it runs so wherever it starts.
 func TestSingleton(t *testing.T) {
-	for _, k := range []string{"PMI_FD", "PMI_PORT", "PMI_ID", "WEFT_PMI", "SLURM_MPI_TYPE", "PMI_JOBID"} {
-		if v, ok := os.LookupEnv(k); ok {
-			t.Setenv(k, v)
-			os.Unsetenv(k)
-		}
-	}
+	launchtest.AsSingleton(t)
 	t.Setenv("WEFT_PROVIDER", "shm")
 	if err := run(); err != nil {
 		t.Fatal(err)
