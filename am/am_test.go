@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/am"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/launchtest"
 )
 
@@ -286,7 +287,7 @@ func scenario(ctx context.Context, e *am.Engine, inline int, big bool) error {
 func TestHandles(t *testing.T) {
 	for _, tc := range []struct{ n, inline int }{{1, 8192}, {2, 8192}, {3, 8192}, {4, 8192}, {3, 64}} {
 		t.Run(fmt.Sprintf("n%d/inline%d", tc.n, tc.inline), func(t *testing.T) {
-			ctx := tctx(t, 60*time.Second)
+			ctx := eptest.Ctx(t, 60*time.Second)
 			onEngines(t, ctx, handles(t, tc.n), []am.Option{am.WithInlineLimit(tc.inline)}, func(ctx context.Context, e *am.Engine) error {
 				return scenario(ctx, e, tc.inline, false)
 			})
@@ -302,8 +303,8 @@ func TestProcs(t *testing.T) {
 			if launchtest.RunOn(t, 3, p, 120*time.Second) {
 				return
 			}
-			w := initWorld(t)
-			ctx := tctx(t, 100*time.Second)
+			w := eptest.InitWorld(t)
+			ctx := eptest.Ctx(t, 100*time.Second)
 			if err := withEngine(ctx, w.Comm(), nil, func(ctx context.Context, e *am.Engine) error {
 				return scenario(ctx, e, 8192, !launchtest.Short())
 			}); err != nil {
@@ -315,8 +316,8 @@ func TestProcs(t *testing.T) {
 		if launchtest.RunOn(t, 2, "native", 120*time.Second) {
 			return
 		}
-		w := initWorld(t)
-		ctx := tctx(t, 100*time.Second)
+		w := eptest.InitWorld(t)
+		ctx := eptest.Ctx(t, 100*time.Second)
 		eps, err := w.Comm().CreateEndpoints(ctx, 2)
 		if err != nil {
 			t.Fatal(err)

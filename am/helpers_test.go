@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime/debug"
 	"sync"
 	"testing"
@@ -12,7 +11,7 @@ import (
 
 	"github.com/weft-hpc/weft/am"
 	"github.com/weft-hpc/weft/endpoint"
-	"github.com/weft-hpc/weft/internal/launchtest"
+	"github.com/weft-hpc/weft/internal/eptest"
 )
 
 // The tests run engines over two kinds of ranks: the endpoint handles of
@@ -20,48 +19,15 @@ import (
 // started by launchtest on weft's node transport ("native") or on
 // libfabric's tcp;ofi_rxm with every peer on libfabric.
 
-var single struct {
-	once sync.Once
-	w    *endpoint.World
-	err  error
-}
+func TestMain(m *testing.M) { eptest.Main(m, nil) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if single.w != nil {
-		if err := single.w.Close(); err != nil && code == 0 {
-			fmt.Fprintln(os.Stderr, "World.Close:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// handles returns n endpoint handles of a one-rank (singleton) world on
-// this process, freed when the test ends.
+// handles returns n endpoint handles of the test process's one-rank
+// world, freed when the test ends.
 func handles(t testing.TB, n int) []*endpoint.Comm {
 	t.Helper()
-	if launchtest.IsWorker() {
-		t.Fatal("handles called in a launchtest worker")
-	}
-	single.once.Do(func() {
-		old, had := os.LookupEnv("WEFT_PMI")
-		os.Setenv("WEFT_PMI", "singleton")
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		single.w, single.err = endpoint.Init(ctx, endpoint.WithProvider("shm"))
-		if had {
-			os.Setenv("WEFT_PMI", old)
-		} else {
-			os.Unsetenv("WEFT_PMI")
-		}
-	})
-	if single.err != nil {
-		t.Fatalf("singleton Init: %v", single.err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	eps, err := single.w.Comm().CreateEndpoints(ctx, n)
+	eps, err := eptest.Singleton(t).Comm().CreateEndpoints(ctx, n)
 	if err != nil {
 		t.Fatalf("CreateEndpoints(%d): %v", n, err)
 	}
@@ -129,28 +95,4 @@ func provName(p string) string {
 		return "tcp"
 	}
 	return p
-}
-
-// initWorld joins the launched job; the world is closed when the test
-// ends.
-func initWorld(t *testing.T) *endpoint.World {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	w, err := endpoint.Init(ctx)
-	if err != nil {
-		t.Fatalf("Init: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := w.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return w
-}
-
-func tctx(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weft-hpc/weft/am"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
@@ -22,7 +23,7 @@ import (
 // Poll that leaves the next message to handle, and a closed engine
 // refuses everything.
 func TestErrors(t *testing.T) {
-	ctx := tctx(t, 30*time.Second)
+	ctx := eptest.Ctx(t, 30*time.Second)
 	if _, err := am.Open(ctx, nil); !errors.Is(err, am.ErrInvalid) {
 		t.Errorf("Open(nil): %v", err)
 	}
@@ -113,7 +114,7 @@ func errString(err error) string {
 // Quiesce returns, on every rank; 20 times over, on 4 handles.
 func TestQuiesceStress(t *testing.T) {
 	const depth = 6 // 2^6 leaves per tree
-	ctx := tctx(t, 60*time.Second)
+	ctx := eptest.Ctx(t, 60*time.Second)
 	var leaves atomic.Int64
 	var inQuiesce atomic.Int32
 	eps := handles(t, 4)
@@ -166,8 +167,8 @@ func TestServe(t *testing.T) {
 	if launchtest.RunOn(t, 2, "native", 60*time.Second) {
 		return
 	}
-	w := initWorld(t)
-	ctx := tctx(t, 50*time.Second)
+	w := eptest.InitWorld(t)
+	ctx := eptest.Ctx(t, 50*time.Second)
 	e, err := am.Open(ctx, w.Comm())
 	if err != nil {
 		t.Fatal(err)
@@ -213,8 +214,8 @@ func TestPeerExit(t *testing.T) {
 		launchtest.RunMayDie(t, 2, "shm", 60*time.Second, []int{1}, endpoint.EnvNodeTransport+"=native")
 		return
 	}
-	w := initWorld(t)
-	ctx := tctx(t, 50*time.Second)
+	w := eptest.InitWorld(t)
+	ctx := eptest.Ctx(t, 50*time.Second)
 	e, err := am.Open(ctx, w.Comm())
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	C "github.com/weft-hpc/weft/collectives"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
@@ -77,7 +78,7 @@ func TestNoAllocsHandles(t *testing.T) {
 	}
 	for _, np := range []int{2, 4} {
 		eps := handles(t, np)
-		ctx := tctx(t, 60*time.Second)
+		ctx := eptest.Ctx(t, 60*time.Second)
 		for _, n := range sizes {
 			for _, name := range []string{"Barrier", "Bcast", "Reduce", "Allreduce", "Allgather", "Alltoall"} {
 				var before, after runtime.MemStats

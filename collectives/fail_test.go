@@ -12,6 +12,7 @@ import (
 
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/launchtest"
 )
 
@@ -53,7 +54,7 @@ const quick = 5 * time.Second
 // abort notices the others left it.
 func TestCanceledContext(t *testing.T) {
 	eps := handles(t, 4)
-	ctx := tctx(t, 60*time.Second)
+	ctx := eptest.Ctx(t, 60*time.Second)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var absentFree error
@@ -107,7 +108,7 @@ func TestCanceledContext(t *testing.T) {
 // (within quick, under a 60 s context) and at least one with ErrInvalid.
 func mismatch(t *testing.T, opts []C.Option, body func(ctx context.Context, c *C.Coll) error) []error {
 	t.Helper()
-	errs, took := each(t, tctx(t, 60*time.Second), handles(t, 4), opts, body)
+	errs, took := each(t, eptest.Ctx(t, 60*time.Second), handles(t, 4), opts, body)
 	invalid := false
 	for i, err := range errs {
 		switch {
@@ -198,7 +199,7 @@ func TestBadArgumentElsewhere(t *testing.T) {
 // Free: no rank waits for ever.
 func TestRootMismatch(t *testing.T) {
 	eps := handles(t, 4)
-	ctx := tctx(t, 60*time.Second)
+	ctx := eptest.Ctx(t, 60*time.Second)
 	errs, took := each(t, ctx, eps, []C.Option{C.WithChecks(true)}, func(ctx context.Context, c *C.Coll) error {
 		root := 0
 		if c.Rank() == 3 {
@@ -273,7 +274,7 @@ type withPointer struct {
 // ErrClosed), never a panic; each on a fresh one-rank handle.
 func TestLocalErrors(t *testing.T) {
 	ep := handles(t, 1)[0]
-	ctx := tctx(t, 30*time.Second)
+	ctx := eptest.Ctx(t, 30*time.Second)
 	i32 := func(n int) []int32 { return make([]int32, n) }
 	cases := []struct {
 		name string
@@ -333,7 +334,7 @@ func TestLocalErrors(t *testing.T) {
 // collectives' messages.
 func TestIsolation(t *testing.T) {
 	eps := handles(t, 3)
-	runHandles(t, tctx(t, 30*time.Second), eps, nil, func(ctx context.Context, c *C.Coll) error {
+	runHandles(t, eptest.Ctx(t, 30*time.Second), eps, nil, func(ctx context.Context, c *C.Coll) error {
 		user := make([]byte, 64)
 		r, err := c.Comm().Irecv(user, endpoint.AnySource, endpoint.AnyTag)
 		if err != nil {
@@ -359,7 +360,7 @@ func TestIsolation(t *testing.T) {
 
 // TestChecked: the battery in checked mode (every call agreed on first).
 func TestChecked(t *testing.T) {
-	runHandles(t, tctx(t, 60*time.Second), handles(t, 5), []C.Option{C.WithChecks(true)}, func(ctx context.Context, c *C.Coll) error {
+	runHandles(t, eptest.Ctx(t, 60*time.Second), handles(t, 5), []C.Option{C.WithChecks(true)}, func(ctx context.Context, c *C.Coll) error {
 		return battery(ctx, c, false)
 	})
 }
@@ -370,8 +371,8 @@ func TestTuneKnobs(t *testing.T) {
 	if launchtest.RunOn(t, 1, "native", 30*time.Second, "WEFT_TUNE=collallreduce=ring,collbcastlarge=1K", C.EnvDeterministic+"=1") {
 		return
 	}
-	w := initWorld(t)
-	ctx := tctx(t, 20*time.Second)
+	w := eptest.InitWorld(t)
+	ctx := eptest.Ctx(t, 20*time.Second)
 	eps, err := w.Comm().CreateEndpoints(ctx, 4)
 	if err != nil {
 		t.Fatal(err)

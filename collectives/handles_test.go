@@ -8,6 +8,7 @@ import (
 
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 )
 
 // TestBatteryHandles: every collective over the endpoint handles of one
@@ -16,7 +17,7 @@ func TestBatteryHandles(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 4, 5, 7, 8} {
 		t.Run(fmt.Sprintf("p%d", n), func(t *testing.T) {
 			eps := handles(t, n)
-			runHandles(t, tctx(t, 120*time.Second), eps, nil, func(ctx context.Context, c *C.Coll) error {
+			runHandles(t, eptest.Ctx(t, 120*time.Second), eps, nil, func(ctx context.Context, c *C.Coll) error {
 				return battery(ctx, c, false)
 			})
 		})
@@ -32,7 +33,7 @@ func TestBigHandles(t *testing.T) {
 	for _, n := range sizes {
 		t.Run(fmt.Sprintf("p%d", n), func(t *testing.T) {
 			eps := handles(t, n)
-			runHandles(t, tctx(t, 120*time.Second), eps, nil, func(ctx context.Context, c *C.Coll) error {
+			runHandles(t, eptest.Ctx(t, 120*time.Second), eps, nil, func(ctx context.Context, c *C.Coll) error {
 				return bigBattery(ctx, c)
 			})
 		})
@@ -47,7 +48,7 @@ func TestDeterministic(t *testing.T) {
 	for _, n := range []int{2, 3, 4, 5, 7, 8} {
 		t.Run(fmt.Sprintf("p%d", n), func(t *testing.T) {
 			eps := handles(t, n)
-			runHandles(t, tctx(t, 120*time.Second), eps, []C.Option{C.Deterministic(true)}, func(ctx context.Context, c *C.Coll) error {
+			runHandles(t, eptest.Ctx(t, 120*time.Second), eps, []C.Option{C.Deterministic(true)}, func(ctx context.Context, c *C.Coll) error {
 				return detBattery(ctx, c, []int{0, 1, 37, 1000})
 			})
 		})
@@ -57,9 +58,9 @@ func TestDeterministic(t *testing.T) {
 // TestBatteryShared: the battery over handles that share one locked
 // endpoint (CreateEndpoints with endpoint.Shared).
 func TestBatteryShared(t *testing.T) {
-	ctx := tctx(t, 60*time.Second)
+	ctx := eptest.Ctx(t, 60*time.Second)
 	handles(t, 1) // the singleton world
-	eps := endpointsOf(t, ctx, single.w.Comm(), 4, endpoint.Shared(true))
+	eps := endpointsOf(t, ctx, eptest.Singleton(t).Comm(), 4, endpoint.Shared(true))
 	runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
 		return battery(ctx, c, false)
 	})
@@ -81,7 +82,7 @@ func TestStagedBcast(t *testing.T) {
 	}
 	for _, p := range []int{2, 4} {
 		t.Run(fmt.Sprintf("handles=%d", p), func(t *testing.T) {
-			runHandles(t, tctx(t, 60*time.Second), handles(t, p), nil, func(ctx context.Context, c *C.Coll) error {
+			runHandles(t, eptest.Ctx(t, 60*time.Second), handles(t, p), nil, func(ctx context.Context, c *C.Coll) error {
 				me := c.Rank()
 				for i := range iters {
 					root := i % p

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime/debug"
 	"sync"
 	"testing"
@@ -12,7 +11,7 @@ import (
 
 	"github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/endpoint"
-	"github.com/weft-hpc/weft/internal/launchtest"
+	"github.com/weft-hpc/weft/internal/eptest"
 )
 
 // The tests run collectives over two kinds of ranks: the endpoint handles
@@ -20,53 +19,28 @@ import (
 // they cover communicator sizes 1 to 8), and real processes started by
 // launchtest (mp_test.go).
 
+// handle sets of the singleton world, by size, kept for the whole test
+// binary (eptest.Main frees them).
 var single struct {
-	once sync.Once
-	w    *endpoint.World
-	err  error
-	mu   sync.Mutex
-	eps  map[int][]*endpoint.Comm
+	mu  sync.Mutex
+	eps map[int][]*endpoint.Comm
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if single.w != nil {
+	eptest.Main(m, func() {
 		for _, eps := range single.eps {
 			for _, e := range eps {
 				e.Free()
 			}
 		}
-		if err := single.w.Close(); err != nil && code == 0 {
-			fmt.Fprintln(os.Stderr, "World.Close:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	})
 }
 
 // handles returns n endpoint handles of a one-rank (singleton) world on
 // this process, made once per n and kept for the whole test binary.
 func handles(t testing.TB, n int) []*endpoint.Comm {
 	t.Helper()
-	if launchtest.IsWorker() {
-		t.Fatal("handles called in a launchtest worker")
-	}
-	single.once.Do(func() {
-		old, had := os.LookupEnv("WEFT_PMI")
-		os.Setenv("WEFT_PMI", "singleton")
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		single.w, single.err = endpoint.Init(ctx, endpoint.WithProvider("shm"))
-		if had {
-			os.Setenv("WEFT_PMI", old)
-		} else {
-			os.Unsetenv("WEFT_PMI")
-		}
-		single.eps = map[int][]*endpoint.Comm{}
-	})
-	if single.err != nil {
-		t.Fatalf("singleton Init: %v", single.err)
-	}
+	w := eptest.Singleton(t)
 	single.mu.Lock()
 	defer single.mu.Unlock()
 	if eps, ok := single.eps[n]; ok {
@@ -74,9 +48,12 @@ func handles(t testing.TB, n int) []*endpoint.Comm {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	eps, err := single.w.Comm().CreateEndpoints(ctx, n)
+	eps, err := w.Comm().CreateEndpoints(ctx, n)
 	if err != nil {
 		t.Fatalf("CreateEndpoints(%d): %v", n, err)
+	}
+	if single.eps == nil {
+		single.eps = map[int][]*endpoint.Comm{}
 	}
 	single.eps[n] = eps
 	return eps
@@ -149,12 +126,6 @@ func runHandles(t *testing.T, ctx context.Context, eps []*endpoint.Comm, opts []
 	if first != nil {
 		t.Fatal(first)
 	}
-}
-
-func tctx(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // endpointsOf makes n endpoint handles of comm (CreateEndpoints, with

@@ -16,6 +16,7 @@ import (
 
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
@@ -234,12 +235,12 @@ func hierDet(ctx context.Context, c *C.Coll) error {
 func TestHierHandles(t *testing.T) {
 	for _, n := range []int{2, 3, 4, 5, 7, 8} {
 		t.Run(fmt.Sprintf("p%d", n), func(t *testing.T) {
-			runHandles(t, tctx(t, 60*time.Second), handles(t, n), nil, hierBattery)
-			runHandles(t, tctx(t, 60*time.Second), handles(t, n), []C.Option{C.Deterministic(true)}, hierDet)
+			runHandles(t, eptest.Ctx(t, 60*time.Second), handles(t, n), nil, hierBattery)
+			runHandles(t, eptest.Ctx(t, 60*time.Second), handles(t, n), []C.Option{C.Deterministic(true)}, hierDet)
 		})
 	}
 	t.Run("p1", func(t *testing.T) {
-		runHandles(t, tctx(t, 30*time.Second), handles(t, 1), nil, func(ctx context.Context, c *C.Coll) error {
+		runHandles(t, eptest.Ctx(t, 30*time.Second), handles(t, 1), nil, func(ctx context.Context, c *C.Coll) error {
 			if c.Hierarchical(C.CollAllreduce) {
 				return errors.New("a one-rank communicator is hierarchical")
 			}
@@ -257,7 +258,7 @@ func TestHierShared(t *testing.T) {
 		t.Run(fmt.Sprintf("p%d", n), func(t *testing.T) {
 			k := C.ShareMin / 4 / (n - 1) // int32 elements per block at the Allgather's threshold
 			counts := []int{k/n - 1, k/n + 1, k - 1, k + 1}
-			runHandles(t, tctx(t, 60*time.Second), handles(t, n), nil, func(ctx context.Context, c *C.Coll) error {
+			runHandles(t, eptest.Ctx(t, 60*time.Second), handles(t, n), nil, func(ctx context.Context, c *C.Coll) error {
 				return hierMovers(newEnv(ctx, c), "int32", genInt[int32], counts, []int{0})
 			})
 		})
@@ -267,7 +268,7 @@ func TestHierShared(t *testing.T) {
 // TestHierSelection: the mode and the algorithm overrides decide.
 func TestHierSelection(t *testing.T) {
 	eps := handles(t, 3)
-	ctx := tctx(t, 30*time.Second)
+	ctx := eptest.Ctx(t, 30*time.Second)
 	cases := []struct {
 		opts []C.Option
 		want bool
@@ -315,8 +316,8 @@ func TestHierProcs(t *testing.T) {
 	if launchtest.RunOn(t, 2, "native", 90*time.Second) {
 		return
 	}
-	w := initWorld(t)
-	ctx := tctx(t, 80*time.Second)
+	w := eptest.InitWorld(t)
+	ctx := eptest.Ctx(t, 80*time.Second)
 	for _, k := range []int{2, 3} {
 		eps, err := w.Comm().CreateEndpoints(ctx, k)
 		if err != nil {
@@ -411,8 +412,8 @@ func TestHierPeerExit(t *testing.T) {
 	if launchMayDie(t, 3, 2) {
 		return
 	}
-	w := initWorld(t)
-	ctx := tctx(t, 50*time.Second)
+	w := eptest.InitWorld(t)
+	ctx := eptest.Ctx(t, 50*time.Second)
 	eps, err := w.Comm().CreateEndpoints(ctx, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -466,7 +467,7 @@ func TestHierFailures(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := tctx(t, 30*time.Second)
+			ctx := eptest.Ctx(t, 30*time.Second)
 			start := time.Now()
 			errs := onHandles(ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
 				var err error
@@ -744,7 +745,7 @@ func allreduceFloor(b *testing.B, park, last bool) {
 // from the leader's returns at once too; the leader finds the mismatch and
 // the member's next call fails.
 func TestReduceMemberLeavesEarly(t *testing.T) {
-	ctx := tctx(t, 30*time.Second)
+	ctx := eptest.Ctx(t, 30*time.Second)
 	left := make(chan struct{})
 	errs, _ := each(t, ctx, handles(t, 2), nil, func(ctx context.Context, c *C.Coll) error {
 		if c.Rank() == 1 {
@@ -865,7 +866,7 @@ func TestHierLastRuns(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	eps := handles(t, 4)
 	for late := range 4 {
-		ctx := tctx(t, 30*time.Second)
+		ctx := eptest.Ctx(t, 30*time.Second)
 		runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
 			r := c.Rank()
 			if !C.LastRuns(c) {
@@ -914,7 +915,7 @@ func TestHierLastRuns(t *testing.T) {
 	})
 	// Rank 3 never comes; rank 1 gives up: every other waiting rank
 	// returns too.
-	ctx := tctx(t, 30*time.Second)
+	ctx := eptest.Ctx(t, 30*time.Second)
 	errs, took := each(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
 		switch c.Rank() {
 		case 3:
@@ -948,7 +949,7 @@ func TestHierParked(t *testing.T) {
 				}
 				return nil
 			})
-			ctx := tctx(t, 30*time.Second)
+			ctx := eptest.Ctx(t, 30*time.Second)
 			runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
 				p, r := c.Size(), c.Rank()
 				k := C.ShareMin / 4
@@ -980,7 +981,7 @@ func TestHierParked(t *testing.T) {
 			t.Run("absent", func(t *testing.T) {
 				// The leader never comes: the members park until their
 				// contexts end, the watchdog waking them.
-				ctx := tctx(t, 30*time.Second)
+				ctx := eptest.Ctx(t, 30*time.Second)
 				start := time.Now()
 				// One deadline for all members: the first to give up
 				// fails the others' call, which must still report it.
@@ -1028,7 +1029,7 @@ func mixedLocal(t *testing.T, eps []*endpoint.Comm, check func(c *C.Coll) error)
 	t.Helper()
 	{
 		{
-			ctx := tctx(t, 60*time.Second)
+			ctx := eptest.Ctx(t, 60*time.Second)
 			runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
 				p, r := c.Size(), c.Rank()
 				if err := check(c); err != nil {
@@ -1169,7 +1170,7 @@ func mixedLocal(t *testing.T, eps []*endpoint.Comm, check func(c *C.Coll) error)
 // call fails at once (member 1 with its context's error, the others with
 // ErrCanceled), and the next call finds the handle closed.
 func cancelledMember(t *testing.T, eps []*endpoint.Comm) {
-	ctx := tctx(t, 30*time.Second)
+	ctx := eptest.Ctx(t, 30*time.Second)
 	start := time.Now()
 	errs := onHandles(ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
 		switch c.Rank() {

@@ -15,6 +15,7 @@ import (
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/testenv"
 	"github.com/weft-hpc/weft/job"
@@ -56,8 +57,8 @@ func TestHierNode(t *testing.T) {
 	if launchtest.RunOn(t, 3, "native", 90*time.Second) {
 		return
 	}
-	w := initWorld(t)
-	ctx := tctx(t, 80*time.Second)
+	w := eptest.InitWorld(t)
+	ctx := eptest.Ctx(t, 80*time.Second)
 	eps := endpointsOf(t, ctx, w.Comm(), w.Comm().Rank()+1)
 	runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
 		if c.Size() != 6 {
@@ -107,7 +108,7 @@ func TestHierNodes(t *testing.T) {
 		launchtest.Run(t, 4, "shm", 120*time.Second, endpoint.EnvNodeTransport+"=native")
 		return
 	}
-	ctx := tctx(t, 100*time.Second)
+	ctx := eptest.Ctx(t, 100*time.Second)
 	j, err := job.Init(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -239,8 +240,8 @@ func TestHierNodeBackToBack(t *testing.T) {
 	if launchtest.RunOn(t, 4, "native", 90*time.Second) {
 		return
 	}
-	w := initWorld(t)
-	ctx := tctx(t, 80*time.Second)
+	w := eptest.InitWorld(t)
+	ctx := eptest.Ctx(t, 80*time.Second)
 	c, err := C.New(ctx, w.Comm())
 	if err != nil {
 		t.Fatal(err)
@@ -467,7 +468,7 @@ func TestHierNodeStreamThenBarrier(t *testing.T) {
 	if me == 0 {
 		defer C.SetStreamArrived(func() { time.Sleep(20 * time.Millisecond) })()
 	}
-	ctx := tctx(t, 20*time.Second)
+	ctx := eptest.Ctx(t, 20*time.Second)
 	src, out := make([]int32, n), make([]int32, n)
 	for i := range 5 {
 		for k := range src {
@@ -504,8 +505,8 @@ func TestHierNodeStream(t *testing.T) {
 	if launchtest.RunOn(t, 4, "native", 150*time.Second, "WEFT_TUNE=collnodestream=1") {
 		return
 	}
-	w := initWorld(t)
-	ctx := tctx(t, 140*time.Second)
+	w := eptest.InitWorld(t)
+	ctx := eptest.Ctx(t, 140*time.Second)
 	me := w.Comm().Rank()
 	eps := endpointsOf(t, ctx, w.Comm(), 1+me%2)
 	// Every battery takes counts just below and above a sub-slot; big
@@ -609,8 +610,8 @@ func TestHierNodeSymmetric(t *testing.T) {
 	if launchtest.RunOn(t, 3, "native", 90*time.Second) {
 		return
 	}
-	w := initWorld(t)
-	ctx := tctx(t, 80*time.Second)
+	w := eptest.InitWorld(t)
+	ctx := eptest.Ctx(t, 80*time.Second)
 	c, err := C.New(ctx, w.Comm())
 	if err != nil {
 		t.Fatal(err)
@@ -764,8 +765,8 @@ func TestHierNodeStreamAllreduce(t *testing.T) {
 	if launchtest.RunOn(t, 3, "native", 90*time.Second) {
 		return
 	}
-	w := initWorld(t)
-	ctx := tctx(t, 80*time.Second)
+	w := eptest.InitWorld(t)
+	ctx := eptest.Ctx(t, 80*time.Second)
 	// part is rank r's element j in call i: (1 + -1) + 1.1e-16 is
 	// 1.1e-16, (1 + 1.1e-16) + -1 is 0: a fold in another order gives
 	// another sum.
@@ -893,8 +894,8 @@ func TestStores(t *testing.T) {
 			if launchtest.RunOn(t, 2, "native", 120*time.Second, "WEFT_TUNE=collstores="+mode) {
 				return
 			}
-			w := initWorld(t)
-			ctx := tctx(t, 110*time.Second)
+			w := eptest.InitWorld(t)
+			ctx := eptest.Ctx(t, 110*time.Second)
 			eps := endpointsOf(t, ctx, w.Comm(), 1+w.Comm().Rank())
 			runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
 				e := newEnv(ctx, c)
@@ -944,8 +945,8 @@ func TestBcastPair(t *testing.T) {
 	if launchtest.RunOn(t, 2, "native", 120*time.Second) {
 		return
 	}
-	w := initWorld(t)
-	ctx := tctx(t, 100*time.Second)
+	w := eptest.InitWorld(t)
+	ctx := eptest.Ctx(t, 100*time.Second)
 	const chunk = 512 << 10
 	// every other byte of 128
 	v, err := ddt.Vector(64, 1, 2, ddt.Byte)
@@ -1076,8 +1077,8 @@ func TestPairReads(t *testing.T) {
 	if launchtest.RunOn(t, 2, "native", 120*time.Second) {
 		return
 	}
-	w := initWorld(t)
-	ctx := tctx(t, 100*time.Second)
+	w := eptest.InitWorld(t)
+	ctx := eptest.Ctx(t, 100*time.Second)
 	eachNodeCMA(t, ctx, w, func(single bool, c *C.Coll) {
 		me := c.Rank()
 		_, cma := C.NodeStreams(c, C.StreamMin(c))

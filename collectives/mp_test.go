@@ -16,6 +16,7 @@ import (
 
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
@@ -44,29 +45,13 @@ func launchMayDie(t *testing.T, n int, dies ...int) bool {
 // communicator, with a 50 s context for the test's calls.
 func worldColl(t *testing.T) (*endpoint.World, context.Context, *C.Coll) {
 	t.Helper()
-	w := initWorld(t)
-	ctx := tctx(t, 50*time.Second)
+	w := eptest.InitWorld(t)
+	ctx := eptest.Ctx(t, 50*time.Second)
 	c, err := C.New(ctx, w.Comm())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return w, ctx, c
-}
-
-func initWorld(t *testing.T) *endpoint.World {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	w, err := endpoint.Init(ctx)
-	if err != nil {
-		t.Fatalf("Init: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := w.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return w
 }
 
 // TestBatteryProcs: the battery over the world communicator of 2 and 4
@@ -83,8 +68,8 @@ func TestBatteryProcs(t *testing.T) {
 				if launchtest.RunOn(t, np, p, 120*time.Second, big) {
 					return
 				}
-				w := initWorld(t)
-				ctx := tctx(t, 100*time.Second)
+				w := eptest.InitWorld(t)
+				ctx := eptest.Ctx(t, 100*time.Second)
 				c, err := C.New(ctx, w.Comm())
 				if err != nil {
 					t.Fatal(err)
@@ -107,8 +92,8 @@ func TestBatteryProcsEndpoints(t *testing.T) {
 	if launchtest.RunOn(t, 2, "native", 120*time.Second) {
 		return
 	}
-	w := initWorld(t)
-	ctx := tctx(t, 100*time.Second)
+	w := eptest.InitWorld(t)
+	ctx := eptest.Ctx(t, 100*time.Second)
 	eps := endpointsOf(t, ctx, w.Comm(), 2)
 	runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
 		if c.Size() != 4 {
@@ -139,8 +124,8 @@ func TestDeterministicProcs(t *testing.T) {
 	if launchtest.RunOn(t, 3, "native", 60*time.Second) {
 		return
 	}
-	w := initWorld(t)
-	ctx := tctx(t, 50*time.Second)
+	w := eptest.InitWorld(t)
+	ctx := eptest.Ctx(t, 50*time.Second)
 	c, err := C.New(ctx, w.Comm(), C.Deterministic(true))
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
@@ -299,7 +300,7 @@ func TestNonblockingHandles(t *testing.T) {
 	for _, n := range sizes {
 		t.Run(fmt.Sprintf("p%d", n), func(t *testing.T) {
 			opts := []C.Option{C.WithProgress(n%2 == 1)}
-			runHandles(t, tctx(t, 120*time.Second), handles(t, n), opts, func(ctx context.Context, c *C.Coll) error {
+			runHandles(t, eptest.Ctx(t, 120*time.Second), handles(t, n), opts, func(ctx context.Context, c *C.Coll) error {
 				e := newEnv(ctx, c)
 				e.nb = true
 				return batteryOn(e, false)
@@ -313,7 +314,7 @@ func TestNonblockingHandles(t *testing.T) {
 // the flat algorithms as schedules (with it on they go through process
 // memory, TestNonblockingHandles).
 func TestNonblockingFlatHandles(t *testing.T) {
-	runHandles(t, tctx(t, 120*time.Second), handles(t, 4), []C.Option{C.WithHierarchy(C.HierOff)}, func(ctx context.Context, c *C.Coll) error {
+	runHandles(t, eptest.Ctx(t, 120*time.Second), handles(t, 4), []C.Option{C.WithHierarchy(C.HierOff)}, func(ctx context.Context, c *C.Coll) error {
 		q, err := C.Ibarrier(c)
 		if err := waitFlat(ctx, "Ibarrier", q, err); err != nil {
 			return err
@@ -344,7 +345,7 @@ func TestNonblockingWorkersReused(t *testing.T) {
 	eps := handles(t, 2)
 	before := runtime.NumGoroutine()
 	var during [2]int
-	runHandles(t, tctx(t, 60*time.Second), eps, []C.Option{C.WithHierarchy(C.HierOff)}, func(ctx context.Context, c *C.Coll) error {
+	runHandles(t, eptest.Ctx(t, 60*time.Second), eps, []C.Option{C.WithHierarchy(C.HierOff)}, func(ctx context.Context, c *C.Coll) error {
 		for i := range 300 {
 			x := []int64{int64(i + c.Rank())}
 			q, err := C.Iallreduce(c, nil, x, C.Sum[int64]())
@@ -381,7 +382,7 @@ func TestNonblockingWorkersReused(t *testing.T) {
 func TestNonblockingLastArriver(t *testing.T) {
 	const p, last = 4, 2
 	eps := handles(t, p)
-	ctx := tctx(t, 60*time.Second)
+	ctx := eptest.Ctx(t, 60*time.Second)
 	var started, waited sync.WaitGroup
 	started.Add(p - 1)
 	waited.Add(p - 1)
@@ -481,7 +482,7 @@ func TestNonblockingGivers(t *testing.T) {
 	const p = 4
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // more handles than Ps: members give
 	eps := handles(t, p)
-	ctx := tctx(t, 60*time.Second)
+	ctx := eptest.Ctx(t, 60*time.Second)
 	var ahead sync.WaitGroup
 	ahead.Add(1)
 	gave := make([]sync.WaitGroup, 4) // by call: its givers have started it
@@ -701,7 +702,7 @@ func checkRooted(r, p int, bc []byte, red []float64, gat []int32, scr []int16) e
 // at 1 MiB run through TestOutstanding's 256 KiB and the blocking forms).
 func TestNonblockingBig(t *testing.T) {
 	testenv.Short(t, "1 MiB nonblocking collectives")
-	runHandles(t, tctx(t, 120*time.Second), handles(t, 3), []C.Option{C.WithProgress(true)}, func(ctx context.Context, c *C.Coll) error {
+	runHandles(t, eptest.Ctx(t, 120*time.Second), handles(t, 3), []C.Option{C.WithProgress(true)}, func(ctx context.Context, c *C.Coll) error {
 		e := newEnv(ctx, c)
 		e.nb = true
 		if err := reductions(e, "float64", genFloat, C.Sum[float64](), []int{1<<17 + 1}, false); err != nil {
@@ -887,7 +888,7 @@ func TestOutstanding(t *testing.T) {
 // outstandingOn runs outstanding on n handles of this process for each
 // count.
 func outstandingOn(t *testing.T, n int, prog bool, counts []int) {
-	runHandles(t, tctx(t, 60*time.Second), handles(t, n), []C.Option{C.WithProgress(prog)}, func(ctx context.Context, c *C.Coll) error {
+	runHandles(t, eptest.Ctx(t, 60*time.Second), handles(t, n), []C.Option{C.WithProgress(prog)}, func(ctx context.Context, c *C.Coll) error {
 		for _, cnt := range counts {
 			if err := outstanding(ctx, c, cnt); err != nil {
 				return err
@@ -903,7 +904,7 @@ func outstandingOn(t *testing.T, n int, prog bool, counts []int) {
 func TestProgressGoroutine(t *testing.T) {
 	for _, prog := range []bool{true, false} {
 		t.Run(fmt.Sprintf("progress=%v", prog), func(t *testing.T) {
-			runHandles(t, tctx(t, 30*time.Second), handles(t, 4), []C.Option{C.WithProgress(prog), C.WithAlgorithm(C.CollAllreduce, C.Ring)}, func(ctx context.Context, c *C.Coll) error {
+			runHandles(t, eptest.Ctx(t, 30*time.Second), handles(t, 4), []C.Option{C.WithProgress(prog), C.WithAlgorithm(C.CollAllreduce, C.Ring)}, func(ctx context.Context, c *C.Coll) error {
 				x := make([]float64, 1<<15)
 				for i := range x {
 					x[i] = float64(c.Rank())
@@ -941,7 +942,7 @@ func TestProgressGoroutine(t *testing.T) {
 // outstanding are errors.
 func TestNonblockingFailures(t *testing.T) {
 	eps := handles(t, 4)
-	ctx := tctx(t, 60*time.Second)
+	ctx := eptest.Ctx(t, 60*time.Second)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs, took := each(t, ctx, eps, nil, func(_ context.Context, c *C.Coll) error {
@@ -1069,8 +1070,8 @@ func TestNonblockingProcs(t *testing.T) {
 			if launchtest.RunOn(t, tc.np, tc.prov, 120*time.Second) {
 				return
 			}
-			w := initWorld(t)
-			ctx := tctx(t, 100*time.Second)
+			w := eptest.InitWorld(t)
+			ctx := eptest.Ctx(t, 100*time.Second)
 			opts := []C.Option{C.WithProgress(tc.eps > 1)}
 			body := func(ctx context.Context, c *C.Coll, battery bool) error {
 				if battery && !testing.Short() {
@@ -1148,7 +1149,7 @@ func TestNonblockingProcs(t *testing.T) {
 // call far enough past the oldest completes that one first), waited for
 // in reverse; then one left in flight across 150 blocking calls.
 func TestManyOutstanding(t *testing.T) {
-	runHandles(t, tctx(t, 60*time.Second), handles(t, 3), nil, func(ctx context.Context, c *C.Coll) error {
+	runHandles(t, eptest.Ctx(t, 60*time.Second), handles(t, 3), nil, func(ctx context.Context, c *C.Coll) error {
 		p, r := c.Size(), c.Rank()
 		const k = 150
 		if r == 1 {
@@ -1208,8 +1209,8 @@ func TestNonblockingNode(t *testing.T) {
 			if launchtest.RunOn(t, np, "native", 120*time.Second) {
 				return
 			}
-			w := initWorld(t)
-			ctx := tctx(t, 100*time.Second)
+			w := eptest.InitWorld(t)
+			ctx := eptest.Ctx(t, 100*time.Second)
 			for _, progress := range []bool{false, true} {
 				c, err := C.New(ctx, w.Comm(), C.WithProgress(progress))
 				if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/launchtest"
 )
 
@@ -107,7 +108,7 @@ func checkSparse(me, p, round int, from []int) error {
 func TestSparseExchange(t *testing.T) {
 	t.Run("handles", func(t *testing.T) {
 		eps := handles(t, 4)
-		ctx := tctx(t, 30*time.Second)
+		ctx := eptest.Ctx(t, 30*time.Second)
 		runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
 			for round := range 5 {
 				from, err := sparseExchange(ctx, c.Comm(), c, round)

@@ -13,6 +13,7 @@ import (
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
@@ -335,7 +336,7 @@ func TestNeighborHandles(t *testing.T) {
 	for _, np := range []int{1, 2, 4} {
 		t.Run(fmt.Sprintf("n%d", np), func(t *testing.T) {
 			eps := handles(t, np)
-			ctx := tctx(t, 60*time.Second)
+			ctx := eptest.Ctx(t, 60*time.Second)
 			before := neighborGridsRun.Load()
 			runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
 				return errors.Join(neighborBattery(ctx, c, false), neighborBattery(ctx, c, true))
@@ -390,7 +391,7 @@ func onGrid(ctx context.Context, g *endpoint.Cart, f func(gc *C.Coll) error) err
 
 func TestNeighborErrors(t *testing.T) {
 	eps := handles(t, 2)
-	ctx := tctx(t, 30*time.Second)
+	ctx := eptest.Ctx(t, 30*time.Second)
 	checks := []struct {
 		name string
 		call func(ctx context.Context, c *C.Coll, g *endpoint.Cart) error
@@ -472,7 +473,7 @@ func TestNeighborErrors(t *testing.T) {
 // needs only rank 1 and may complete.
 func TestAbortOfLaterCall(t *testing.T) {
 	eps := handles(t, 3)
-	ctx := tctx(t, 30*time.Second)
+	ctx := eptest.Ctx(t, 30*time.Second)
 	runHandles(t, ctx, eps, nil, func(ctx context.Context, world *C.Coll) error {
 		return withGrid(ctx, world, []int{3}, func(c *C.Coll, g *endpoint.Cart) error {
 			me := c.Rank()
@@ -608,7 +609,7 @@ func TestNeighborGraph(t *testing.T) {
 	for _, np := range []int{1, 2, 3, 5} {
 		t.Run(fmt.Sprintf("n%d", np), func(t *testing.T) {
 			eps := handles(t, np)
-			ctx := tctx(t, 30*time.Second)
+			ctx := eptest.Ctx(t, 30*time.Second)
 			runHandles(t, ctx, eps, nil, graphBattery)
 		})
 	}
@@ -619,7 +620,7 @@ func TestNeighborGraph(t *testing.T) {
 // slices), and a change that makes the layouts overlap, are seen.
 func TestNeighborAlltoallwReuse(t *testing.T) {
 	eps := handles(t, 2)
-	ctx := tctx(t, 30*time.Second)
+	ctx := eptest.Ctx(t, 30*time.Second)
 	runHandles(t, ctx, eps, nil, func(ctx context.Context, world *C.Coll) error {
 		return withGrid(ctx, world, []int{2}, func(c *C.Coll, g *endpoint.Cart) error {
 			me := c.Rank()

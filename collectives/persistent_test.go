@@ -8,6 +8,7 @@ import (
 	"time"
 
 	C "github.com/weft-hpc/weft/collectives"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/launchtest"
 )
 
@@ -16,7 +17,7 @@ import (
 func TestPersistentHandles(t *testing.T) {
 	for _, n := range []int{1, 3, 4} {
 		t.Run(fmt.Sprintf("n%d", n), func(t *testing.T) {
-			runHandles(t, tctx(t, 60*time.Second), handles(t, n), nil, persistentScenario)
+			runHandles(t, eptest.Ctx(t, 60*time.Second), handles(t, n), nil, persistentScenario)
 		})
 	}
 }

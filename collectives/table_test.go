@@ -12,6 +12,7 @@ import (
 	"time"
 
 	C "github.com/weft-hpc/weft/collectives"
+	"github.com/weft-hpc/weft/internal/eptest"
 )
 
 // TestTuneTable: a short tuning run over 3 handles gives every rank the
@@ -27,7 +28,7 @@ func TestTuneTable(t *testing.T) {
 	}
 	texts := make([]string, p)
 	var measures []C.TuneMeasure
-	runHandles(t, tctx(t, 60*time.Second), handles(t, p), nil, func(ctx context.Context, c *C.Coll) error {
+	runHandles(t, eptest.Ctx(t, 60*time.Second), handles(t, p), nil, func(ctx context.Context, c *C.Coll) error {
 		tab, ms, err := C.Tune(ctx, c, cfg)
 		if err != nil {
 			return err
@@ -99,9 +100,9 @@ func TestTuneTable(t *testing.T) {
 		}
 		return nil
 	}
-	runHandles(t, tctx(t, 30*time.Second), handles(t, p), []C.Option{C.WithTable(tab)}, check)
+	runHandles(t, eptest.Ctx(t, 30*time.Second), handles(t, p), []C.Option{C.WithTable(tab)}, check)
 	t.Setenv(C.EnvTable, path)
-	runHandles(t, tctx(t, 30*time.Second), handles(t, p), nil, check)
+	runHandles(t, eptest.Ctx(t, 30*time.Second), handles(t, p), nil, check)
 }
 
 // TestTableSelection: a table changes the selection from the thresholds'
@@ -121,7 +122,7 @@ bcast 3 0 linear
 	if got := tab.Rule(C.CollAllreduce, 2); len(got) != 2 || got[1] != (C.TableStep{From: 1024, Algorithm: C.RecursiveDoubling}) {
 		t.Fatalf("allreduce rule %v", got)
 	}
-	runHandles(t, tctx(t, 30*time.Second), handles(t, 2), []C.Option{C.WithTable(tab)}, func(ctx context.Context, c *C.Coll) error {
+	runHandles(t, eptest.Ctx(t, 30*time.Second), handles(t, 2), []C.Option{C.WithTable(tab)}, func(ctx context.Context, c *C.Coll) error {
 		for _, w := range []struct {
 			k    C.Collective
 			n    int
@@ -141,7 +142,7 @@ bcast 3 0 linear
 		}
 		return nil
 	})
-	runHandles(t, tctx(t, 30*time.Second), handles(t, 3), []C.Option{C.WithTable(tab)}, func(ctx context.Context, c *C.Coll) error {
+	runHandles(t, eptest.Ctx(t, 30*time.Second), handles(t, 3), []C.Option{C.WithTable(tab)}, func(ctx context.Context, c *C.Coll) error {
 		if got := c.Algorithm(C.CollAllreduce, 8); got != C.RecursiveDoubling {
 			return fmt.Errorf("3 ranks, allreduce rule only for 2: %s", got)
 		}
@@ -150,7 +151,7 @@ bcast 3 0 linear
 		}
 		return nil
 	})
-	runHandles(t, tctx(t, 30*time.Second), handles(t, 2), []C.Option{C.WithTable(tab),
+	runHandles(t, eptest.Ctx(t, 30*time.Second), handles(t, 2), []C.Option{C.WithTable(tab),
 		C.WithAlgorithm(C.CollAlltoall, C.Linear), C.WithThreshold(C.CollAllreduce, 16)}, func(ctx context.Context, c *C.Coll) error {
 		if got := c.Algorithm(C.CollAlltoall, 8); got != C.Linear {
 			return fmt.Errorf("forced alltoall: %s", got)
@@ -192,7 +193,7 @@ func TestTableErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(C.EnvTable, bad)
-	_, err := C.New(tctx(t, 10*time.Second), handles(t, 1)[0])
+	_, err := C.New(eptest.Ctx(t, 10*time.Second), handles(t, 1)[0])
 	if !errors.Is(err, C.ErrInvalid) || !strings.Contains(err.Error(), C.EnvTable) || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("New with a bad %s: %v", C.EnvTable, err)
 	}
@@ -205,7 +206,7 @@ func TestTableErrors(t *testing.T) {
 // on more.
 func TestDefaultSelection(t *testing.T) {
 	for _, p := range []int{2, 4} {
-		runHandles(t, tctx(t, 30*time.Second), handles(t, p), nil, func(ctx context.Context, c *C.Coll) error {
+		runHandles(t, eptest.Ctx(t, 30*time.Second), handles(t, p), nil, func(ctx context.Context, c *C.Coll) error {
 			large := C.ReduceScatterGather
 			if p == 2 {
 				large = C.Binomial
@@ -235,7 +236,7 @@ func TestDefaultSelection(t *testing.T) {
 // blocks right (each rank's pick is its own).
 func TestAlltoallCrowded(t *testing.T) {
 	eps := handles(t, 4)
-	ctx := tctx(t, 30*time.Second)
+	ctx := eptest.Ctx(t, 30*time.Second)
 	// Flat (no hierarchy), so that the handles' messages take the
 	// algorithm.
 	runHandles(t, ctx, eps, []C.Option{C.WithHierarchy(C.HierOff)}, func(ctx context.Context, c *C.Coll) error {

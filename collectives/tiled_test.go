@@ -9,6 +9,7 @@ import (
 	"time"
 
 	C "github.com/weft-hpc/weft/collectives"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/onesided"
 )
 
@@ -100,7 +101,7 @@ func tiledCheck(ctx context.Context, c *C.Coll, iters, count int, shapes [][2]in
 func TestTiledAlltoall(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 4, 5} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			ctx := tctx(t, 60*time.Second)
+			ctx := eptest.Ctx(t, 60*time.Second)
 			runHandles(t, ctx, handles(t, n), nil, func(ctx context.Context, c *C.Coll) error {
 				return tiledCheck(ctx, c, 13, 3, [][2]int{{1, 1}, {4, 2}, {5, 3}, {13, 2}, {20, 1}})
 			})
@@ -112,7 +113,7 @@ func TestTiledAlltoall(t *testing.T) {
 // within the candidates, and the handle runs correctly with it; an
 // exhaustive search times every candidate.
 func TestTiledTune(t *testing.T) {
-	ctx := tctx(t, 60*time.Second)
+	ctx := eptest.Ctx(t, 60*time.Second)
 	runHandles(t, ctx, handles(t, 3), nil, func(ctx context.Context, c *C.Coll) (err error) {
 		const iters, count = 32, 64
 		a, err := C.NewTiledAlltoall[float64](ctx, c, iters, count)
@@ -170,7 +171,7 @@ func TestTiledTune(t *testing.T) {
 // failing compute function ends the call and the handle, and a freed
 // handle refuses calls.
 func TestTiledErrors(t *testing.T) {
-	ctx := tctx(t, 30*time.Second)
+	ctx := eptest.Ctx(t, 30*time.Second)
 	runHandles(t, ctx, handles(t, 2), nil, func(ctx context.Context, c *C.Coll) error {
 		if _, err := C.NewTiledAlltoall[float64](ctx, nil, 4, 4); !errors.Is(err, C.ErrInvalid) {
 			return fmt.Errorf("nil handle: %v", err)

@@ -10,6 +10,7 @@ import (
 
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/eptest"
 )
 
 // committed returns a function that commits a type made without error,
@@ -39,7 +40,7 @@ func TestBcastTyped(t *testing.T) {
 	for _, p := range []int{1, 3, 4} {
 		for _, alg := range []C.Algorithm{C.Binomial, C.ScatterAllgather, C.Linear} {
 			t.Run(fmt.Sprintf("p%d/%s", p, alg), func(t *testing.T) {
-				runHandles(t, tctx(t, 30*time.Second), handles(t, p), []C.Option{C.WithAlgorithm(C.CollBcast, alg)}, func(ctx context.Context, c *C.Coll) error {
+				runHandles(t, eptest.Ctx(t, 30*time.Second), handles(t, p), []C.Option{C.WithAlgorithm(C.CollBcast, alg)}, func(ctx context.Context, c *C.Coll) error {
 					root := p - 1
 					m := make([]float64, rows*cols)
 					for i := range m {
@@ -85,7 +86,7 @@ func TestBcastTyped(t *testing.T) {
 			})
 		}
 	}
-	errs, took := each(t, tctx(t, 30*time.Second), handles(t, 3), nil, func(ctx context.Context, c *C.Coll) error {
+	errs, took := each(t, eptest.Ctx(t, 30*time.Second), handles(t, 3), nil, func(ctx context.Context, c *C.Coll) error {
 		m := make([]float64, rows*cols)
 		buf := bytesOf(m[col:])
 		if c.Rank() == 1 {

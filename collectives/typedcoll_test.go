@@ -10,6 +10,7 @@ import (
 
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
@@ -424,7 +425,7 @@ func TestTypedHandles(t *testing.T) {
 					o = append(o[:len(o):len(o)], C.WithProgress(true))
 				}
 				t.Run(fmt.Sprintf("p%d/algs%d/nb=%v", p, i, nb), func(t *testing.T) {
-					runHandles(t, tctx(t, 60*time.Second), handles(t, p), o, func(ctx context.Context, c *C.Coll) error {
+					runHandles(t, eptest.Ctx(t, 60*time.Second), handles(t, p), o, func(ctx context.Context, c *C.Coll) error {
 						return typedBattery(ctx, c, nb)
 					})
 				})
@@ -492,7 +493,7 @@ func TestTypedErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			errs, took := each(t, tctx(t, 30*time.Second), handles(t, p), nil, tc.call)
+			errs, took := each(t, eptest.Ctx(t, 30*time.Second), handles(t, p), nil, tc.call)
 			for i, err := range errs {
 				own := errors.Is(err, C.ErrInvalid) || errors.Is(err, C.ErrOutOfRange)
 				if slices.Contains(tc.self, i) && !own {

@@ -11,6 +11,7 @@ import (
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/ddt/ddttest"
+	"github.com/weft-hpc/weft/internal/eptest"
 )
 
 // randomCollType draws round k's random layout (ddttest.RandomLayout),
@@ -36,7 +37,7 @@ func patterned(n, k, rank int) []byte {
 func TestTypedRandomCollectives(t *testing.T) {
 	for _, p := range []int{3, 4} {
 		t.Run(fmt.Sprint(p), func(t *testing.T) {
-			runHandles(t, tctx(t, 60*time.Second), handles(t, p), nil, func(ctx context.Context, c *C.Coll) error {
+			runHandles(t, eptest.Ctx(t, 60*time.Second), handles(t, p), nil, func(ctx context.Context, c *C.Coll) error {
 				me := c.Rank()
 				for k := range 24 {
 					ty, n := randomCollType(k)

@@ -10,6 +10,7 @@ import (
 
 	C "github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/launchtest"
 )
 
@@ -431,7 +432,7 @@ func TestTypedVHandles(t *testing.T) {
 				o = append(o, C.WithProgress(true))
 			}
 			t.Run(fmt.Sprintf("p%d/nb=%v", p, nb), func(t *testing.T) {
-				runHandles(t, tctx(t, 60*time.Second), handles(t, p), o, func(ctx context.Context, c *C.Coll) error {
+				runHandles(t, eptest.Ctx(t, 60*time.Second), handles(t, p), o, func(ctx context.Context, c *C.Coll) error {
 					if p > 1 && !c.Hierarchical(C.CollAllgatherv) {
 						return fmt.Errorf("Allgatherv is not hierarchical over %d handles of one process", p)
 					}
@@ -614,7 +615,7 @@ func TestTypedVErrors(t *testing.T) {
 	for _, mode := range []C.Hierarchy{C.HierAuto, C.HierOff} {
 		for _, tc := range cases {
 			t.Run(fmt.Sprintf("%v/%s", mode, tc.name), func(t *testing.T) {
-				errs, took := each(t, tctx(t, 30*time.Second), handles(t, p), []C.Option{C.WithHierarchy(mode)}, tc.call)
+				errs, took := each(t, eptest.Ctx(t, 30*time.Second), handles(t, p), []C.Option{C.WithHierarchy(mode)}, tc.call)
 				for i, err := range errs {
 					own := errors.Is(err, C.ErrInvalid) || errors.Is(err, C.ErrOutOfRange) || errors.Is(err, C.ErrTruncated)
 					if slices.Contains(tc.self, i) && !own {

@@ -53,6 +53,7 @@ var layer = map[string]int{
 	"job":                  3,
 	"endpoint":             4,
 	"internal/launchtest":  3,
+	"internal/eptest":      5,
 	"onesided":             5,
 	"collectives":          6,
 	"am":                   7,
@@ -66,7 +67,7 @@ var leaves = []string{"cmd/", "examples/", "test/"}
 var cgoAllowed = map[string]bool{"fabric": true, "gpu": true}
 
 // testOnly are helpers that no library package may import.
-var testOnly = map[string]bool{"internal/benchrec": true, "internal/testenv": true, "internal/proctest": true, "internal/launchtest": true, "ddt/ddttest": true, "internal/gputools": true, "internal/ptxsim": true, "internal/testcluster": true}
+var testOnly = map[string]bool{"internal/benchrec": true, "internal/testenv": true, "internal/proctest": true, "internal/launchtest": true, "internal/eptest": true, "ddt/ddttest": true, "internal/gputools": true, "internal/ptxsim": true, "internal/testcluster": true}
 
 type pkg struct {
 	path    string // module-relative for the module's packages
