@@ -2,10 +2,6 @@ package am_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"runtime/debug"
-	"sync"
 	"testing"
 	"time"
 
@@ -44,35 +40,9 @@ func handles(t testing.TB, n int) []*endpoint.Comm {
 // failure cancels the others' context and fails t.
 func onEngines(t *testing.T, ctx context.Context, comms []*endpoint.Comm, opts []am.Option, body func(ctx context.Context, e *am.Engine) error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make([]error, len(comms))
-	var wg sync.WaitGroup
-	for i, c := range comms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if p := recover(); p != nil {
-					errs[i] = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
-				}
-				if errs[i] != nil {
-					cancel()
-				}
-			}()
-			errs[i] = withEngine(ctx, c, opts, body)
-		}()
-	}
-	wg.Wait()
-	var first error
-	for i, err := range errs {
-		if err != nil && (first == nil || errors.Is(first, context.Canceled) && !errors.Is(err, context.Canceled)) {
-			first = fmt.Errorf("rank %d: %w", i, err)
-		}
-	}
-	if first != nil {
-		t.Fatal(first)
-	}
+	eptest.First(t, ctx, eptest.Each(ctx, len(comms), func(ctx context.Context, i int) error {
+		return withEngine(ctx, comms[i], opts, body)
+	}))
 }
 
 // withEngine opens an engine over c, runs body and closes the engine.

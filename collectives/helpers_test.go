@@ -2,9 +2,6 @@ package collectives_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"runtime/debug"
 	"sync"
 	"testing"
 	"time"
@@ -65,35 +62,17 @@ func handles(t testing.TB, n int) []*endpoint.Comm {
 // fails, the context of the others is cancelled, so that they stop
 // waiting for it.
 func onHandles(ctx context.Context, eps []*endpoint.Comm, opts []collectives.Option, body func(ctx context.Context, c *collectives.Coll) error) []error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make([]error, len(eps))
-	var wg sync.WaitGroup
-	for i, e := range eps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if p := recover(); p != nil {
-					errs[i] = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
-				}
-				if errs[i] != nil {
-					cancel()
-				}
-			}()
-			c, err := collectives.New(ctx, e, opts...)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			errs[i] = body(ctx, c)
-			if ferr := c.Free(); ferr != nil && errs[i] == nil {
-				errs[i] = ferr
-			}
-		}()
-	}
-	wg.Wait()
-	return errs
+	return eptest.Each(ctx, len(eps), func(ctx context.Context, i int) error {
+		c, err := collectives.New(ctx, eps[i], opts...)
+		if err != nil {
+			return err
+		}
+		err = body(ctx, c)
+		if ferr := c.Free(); ferr != nil && err == nil {
+			err = ferr
+		}
+		return err
+	})
 }
 
 // runHandles is onHandles failing t with the first error of the handle
@@ -101,31 +80,7 @@ func onHandles(ctx context.Context, eps []*endpoint.Comm, opts []collectives.Opt
 // after it go to the log).
 func runHandles(t *testing.T, ctx context.Context, eps []*endpoint.Comm, opts []collectives.Option, body func(ctx context.Context, c *collectives.Coll) error) {
 	t.Helper()
-	errs := onHandles(ctx, eps, opts, body)
-	var first error
-	for i, err := range errs {
-		if err == nil {
-			continue
-		}
-		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
-			t.Logf("handle %d: %v", i, err)
-			continue
-		}
-		if first == nil {
-			first = fmt.Errorf("handle %d: %w", i, err)
-		}
-	}
-	if first == nil {
-		for i, err := range errs {
-			if err != nil {
-				first = fmt.Errorf("handle %d: %w", i, err)
-				break
-			}
-		}
-	}
-	if first != nil {
-		t.Fatal(first)
-	}
+	eptest.First(t, ctx, onHandles(ctx, eps, opts, body))
 }
 
 // endpointsOf makes n endpoint handles of comm (CreateEndpoints, with

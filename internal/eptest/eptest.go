@@ -6,8 +6,10 @@ package eptest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sync"
 	"testing"
 	"time"
@@ -87,4 +89,63 @@ func Ctx(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// Each runs body(ctx, i) for i in 0..n-1, each in its own goroutine (a
+// rank each), and returns every call's error (nil entries for success); a
+// panic is an error with its stack. When one fails, the context of the
+// others is cancelled, so that they stop waiting for it.
+func Each(ctx context.Context, n int, body func(ctx context.Context, i int) error) []error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					errs[i] = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+				}
+				if errs[i] != nil {
+					cancel()
+				}
+			}()
+			errs[i] = body(ctx, i)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// First fails t with the first error of errs that is not only a
+// cancellation another's failure caused (those go to the log; if there
+// are only such, the first of them). ctx is the context Each was given.
+func First(t *testing.T, ctx context.Context, errs []error) {
+	t.Helper()
+	var first error
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+			t.Logf("rank %d: %v", i, err)
+			continue
+		}
+		if first == nil {
+			first = fmt.Errorf("rank %d: %w", i, err)
+		}
+	}
+	if first == nil {
+		for i, err := range errs {
+			if err != nil {
+				first = fmt.Errorf("rank %d: %w", i, err)
+				break
+			}
+		}
+	}
+	if first != nil {
+		t.Fatal(first)
+	}
 }
