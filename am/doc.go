@@ -24,10 +24,11 @@
 // and every blocking call of the engine (Send, Call, Quiesce) polls while
 // it waits, so two ranks that call each other never deadlock. One
 // goroutine at a time runs handlers: a Poll that finds another goroutine
-// polling returns at once. A handler may Send and Call (a Call made inside
-// a handler holds this rank's other handlers back until its reply
-// arrives) and Reply; it must not keep its Msg, or the slices the Msg
-// hands out, after it returns.
+// polling returns at once. A handler may Send, Call and Reply; given the
+// handler's context, a wait inside a handler runs further handlers nested
+// in it (up to 16 deep), so ranks that call one another from handlers, in
+// a cycle, all make progress. A handler must not keep its Msg, or the
+// slices the Msg hands out, after it returns.
 //
 // On a private endpoint handle the engine, like the handle, is driven by
 // one goroutine at a time; on the world communicator and shared handles
@@ -42,8 +43,9 @@
 // Msg.Len and receives it straight into memory of its choosing with
 // ReadPayload (the endpoint's rendezvous then moves it with one copy, or
 // none through libfabric), or takes it with Payload. Messages from one
-// rank to another are handled in the order they were sent; messages to
-// the sending rank itself are queued in process memory.
+// rank to another start their handlers in the order they were sent;
+// messages to the sending rank itself are queued in process memory. Isend
+// starts a send and returns a Request to Wait for or Test.
 //
 // # Termination
 //
