@@ -592,11 +592,7 @@ func (e *Engine) Quiesce(ctx context.Context) error {
 		if rerr != nil {
 			return fmt.Errorf("am: quiesce: %w", rerr)
 		}
-		var total int64
-		for _, s := range sums[:e.size] {
-			total += s
-		}
-		if total == sums[e.size] && round > 0 && slices.Equal(sums, prev) {
+		if still(prev, sums, round) {
 			return nil
 		}
 		copy(prev, sums)
@@ -605,6 +601,17 @@ func (e *Engine) Quiesce(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// still reports whether round's sums (messages sent to each rank, then
+// messages handled) show a still job: as many handled as sent, and the
+// same sums as the round before (prev).
+func still(prev, sums []int64, round int) bool {
+	var sent int64
+	for _, s := range sums[:len(sums)-1] {
+		sent += s
+	}
+	return sent == sums[len(sums)-1] && round > 0 && slices.Equal(sums, prev)
 }
 
 // Close waits for quiescence (Quiesce) and releases the engine; it is
