@@ -75,6 +75,13 @@ type Engine struct {
 	// until a Poll (at any depth) handles them in turn.
 	inbox         [32]endpoint.Message
 	inHead, inEnd int
+	// recs is the rest of the batch being unpacked (from recSrc, in
+	// recBuf), served before the inbox.
+	recs   []byte
+	recSrc int
+	recBuf    []byte
+	batchesIn int // batches received (tests)
+	agg       aggregator
 
 	sbufMu sync.Mutex // held by the send using sbuf
 	sbuf   []byte
@@ -114,7 +121,7 @@ type selfMsg struct {
 // Option configures Open.
 type Option func(*config) error
 
-type config struct{ inline int }
+type config struct{ inline, agg int }
 
 // WithInlineLimit sets the largest message (an 8-byte prefix, header and
 // payload) sent as one message; a larger payload follows its header as a
@@ -146,7 +153,7 @@ func Open(ctx context.Context, comm *endpoint.Comm, opts ...Option) (*Engine, er
 			return nil, err
 		}
 	}
-	e := &Engine{rank: comm.Rank(), size: comm.Size(), inline: cfg.inline,
+	e := &Engine{rank: comm.Rank(), size: comm.Size(), inline: cfg.inline, agg: aggregator{limit: cfg.agg},
 		pending: map[uint32]*pendingCall{}, sent: make([]atomic.Int64, comm.Size()),
 		policy: wait.Policy{Name: "am", SpinFor: 50 * time.Microsecond, YieldFor: time.Millisecond,
 			NapMax: 100 * time.Microsecond, GoschedEvery: time.Millisecond, Contended: 20 * time.Microsecond}}
@@ -338,6 +345,13 @@ func (e *Engine) start(q *Request, dest, id int, token uint32, header, payload [
 	tag := id
 	if token != 0 {
 		tag |= flagCall
+	}
+	if e.batchable(dest, token, header, payload) {
+		q.fin = true
+		return e.batch(dest, id, header, payload)
+	}
+	if err := e.flushTo(dest); err != nil {
+		return err
 	}
 	if dest == e.rank {
 		b := make([]byte, len(header)+len(payload))
@@ -622,6 +636,9 @@ func (e *Engine) Close(ctx context.Context) error {
 		return nil
 	}
 	err := e.Quiesce(ctx)
+	if e.agg.limit > 0 && err == nil { // the batches' sends are over too
+		err = e.until(ctx, "close", -1, func() bool { return e.agg.pending.Load() == 0 })
+	}
 	e.closed.Store(true)
 	e.pollMu.Lock()
 	e.free()

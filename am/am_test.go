@@ -282,30 +282,37 @@ func scenario(ctx context.Context, e *am.Engine, inline int, big bool) error {
 }
 
 // TestHandles: the scenario among 1 to 4 endpoint handles of one process,
-// and with a 64-byte inline limit (every payload but the smallest follows
-// its header).
+// with a 64-byte inline limit (every payload but the smallest follows its
+// header), and with aggregation (small messages in batches of 4 KiB, or
+// of 256 bytes with the 64-byte inline limit).
 func TestHandles(t *testing.T) {
-	for _, tc := range []struct{ n, inline int }{{1, 8192}, {2, 8192}, {3, 8192}, {4, 8192}, {3, 64}} {
-		t.Run(fmt.Sprintf("n%d/inline%d", tc.n, tc.inline), func(t *testing.T) {
+	for _, tc := range []struct{ n, inline, agg int }{{1, 8192, 0}, {2, 8192, 0}, {3, 8192, 0}, {4, 8192, 0}, {3, 64, 0}, {1, 8192, 4096}, {3, 8192, 4096}, {4, 64, 256}} {
+		t.Run(fmt.Sprintf("n%d/inline%d/agg%d", tc.n, tc.inline, tc.agg), func(t *testing.T) {
 			ctx := eptest.Ctx(t, 60*time.Second)
-			onEngines(t, ctx, handles(t, tc.n), []am.Option{am.WithInlineLimit(tc.inline)}, func(ctx context.Context, e *am.Engine) error {
+			opts := []am.Option{am.WithInlineLimit(tc.inline), am.WithAggregation(tc.agg)}
+			onEngines(t, ctx, handles(t, tc.n), opts, func(ctx context.Context, e *am.Engine) error {
 				return scenario(ctx, e, tc.inline, false)
 			})
 		})
 	}
 }
 
-// TestProcs: the scenario among 3 processes on the node transport and on
-// tcp, then among 2 processes × 2 endpoint handles.
+// TestProcs: the scenario among 3 processes on the node transport (also
+// with aggregation) and on tcp, then among 2 processes × 2 endpoint
+// handles.
 func TestProcs(t *testing.T) {
-	for _, p := range providers {
+	for _, p := range append(providers, "native-agg") {
 		t.Run(provName(p), func(t *testing.T) {
+			var opts []am.Option
+			if p == "native-agg" {
+				p, opts = "native", []am.Option{am.WithAggregation(4096)}
+			}
 			if launchtest.RunOn(t, 3, p, 120*time.Second) {
 				return
 			}
 			w := eptest.InitWorld(t)
 			ctx := eptest.Ctx(t, 100*time.Second)
-			if err := withEngine(ctx, w.Comm(), nil, func(ctx context.Context, e *am.Engine) error {
+			if err := withEngine(ctx, w.Comm(), opts, func(ctx context.Context, e *am.Engine) error {
 				return scenario(ctx, e, 8192, !launchtest.Short())
 			}); err != nil {
 				t.Fatal(err)

@@ -102,6 +102,9 @@ func (m *Msg) reply(status byte, b []byte) error {
 		}
 		return nil
 	}
+	if err := e.flushTo(m.src); err != nil {
+		return err
+	}
 	buf, own := e.sendBuf(1 + len(b))
 	buf[0] = status
 	copy(buf[1:], b)

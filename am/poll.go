@@ -61,6 +61,9 @@ func (e *Engine) Poll(ctx context.Context) (int, error) {
 	if err := e.usable("poll"); err != nil {
 		return 0, err
 	}
+	if err := e.flushAll(); err != nil {
+		return 0, err
+	}
 	depth := 0
 	if !e.pollMu.TryLock() {
 		h, ok := ctx.Value(ctxKey{}).(*handlerCtx)
@@ -97,6 +100,16 @@ func (e *Engine) poll(ctx context.Context, depth int) (int, error) {
 		if ran {
 			continue
 		}
+		if ok, err := e.nextRecord(f); ok || err != nil {
+			if err != nil {
+				return n, err
+			}
+			n++
+			if err := e.dispatch(f); err != nil {
+				return n, err
+			}
+			continue
+		}
 		if e.inHead == e.inEnd {
 			k, err := e.req.ImprobeBatch(endpoint.AnySource, endpoint.AnyTag, e.inbox[:])
 			if err != nil {
@@ -112,9 +125,13 @@ func (e *Engine) poll(ctx context.Context, depth int) (int, error) {
 		e.inHead++
 		mm := &f.mm
 		n++
-		if mm.Status().Tag&flagReply != 0 {
+		switch tag := mm.Status().Tag; {
+		case tag&flagReply != 0:
 			err = e.reply(f, mm)
-		} else {
+		case tag&flagBatch != 0:
+			n-- // its records count as they run
+			err = e.takeBatch(f, mm)
+		default:
 			err = e.handle(f, mm)
 		}
 		if err != nil {

@@ -28,7 +28,7 @@ func TestRunsSideBySide(t *testing.T) {
 	t.Run("table", func(t *testing.T) {
 		out, progress := tool.Run(t, "-reps", "2", "-sizes", "4k,64k")
 		for _, rep := range []string{"1", "2"} {
-			if !regexp.MustCompile(`(?m)^rep ` + rep + ` weft: lat 8 [0-9.]+ p2p 8 [0-9.]+ rate 8 [0-9.]+ bw 4096 [0-9.]+ bw 65536 [0-9.]+$`).MatchString(progress) {
+			if !regexp.MustCompile(`(?m)^rep ` + rep + ` weft: lat 8 [0-9.]+ p2p 8 [0-9.]+ rate 8 [0-9.]+ ratebatch 8 [0-9.]+ bw 4096 [0-9.]+ bw 65536 [0-9.]+$`).MatchString(progress) {
 				t.Errorf("no weft progress line of rep %s:\n%s", rep, progress)
 			}
 			if nocc == nil && !regexp.MustCompile(`(?m)^rep `+rep+` ucx: lat 8 [0-9.]+ rate 8 [0-9.]+ bw 4096 [0-9.]+ bw 65536 [0-9.]+$`).MatchString(progress) {
@@ -38,9 +38,9 @@ func TestRunsSideBySide(t *testing.T) {
 		if nocc != nil && !strings.Contains(progress, "UCX left out") {
 			t.Errorf("UCX neither measured nor left out with a note:\n%s", progress)
 		}
-		rows := regexp.MustCompile(`(?m)^(round trip|rate|bw) .*$`).FindAllString(out, -1)
-		if len(rows) != 4 {
-			t.Fatalf("want 4 table rows, got %d:\n%s", len(rows), out)
+		rows := regexp.MustCompile(`(?m)^(round trip|rate|  weft batched|bw) .*$`).FindAllString(out, -1)
+		if len(rows) != 5 {
+			t.Fatalf("want 5 table rows, got %d:\n%s", len(rows), out)
 		}
 		if nocc == nil {
 			for _, r := range rows {
@@ -59,7 +59,7 @@ func TestRunsSideBySide(t *testing.T) {
 			}
 			keys[r.Key()] = true
 		}
-		for _, k := range []string{"am/weft/8/lat", "am/weft-p2p/8/lat", "am/weft/8/rate", "am/weft/4096/bw"} {
+		for _, k := range []string{"am/weft/8/lat", "am/weft-p2p/8/lat", "am/weft/8/rate", "am/weft/8/ratebatch", "am/weft/4096/bw"} {
 			if !keys[k] {
 				t.Errorf("no record %s in\n%s", k, out)
 			}

@@ -27,6 +27,9 @@ const (
 //	     as a plain endpoint ping-pong of 8 bytes (p2p), for scale;
 //	rate: windows of WINDOW sends of an 8-byte header, rank 1's handler
 //	     counting them, then an acknowledgement;
+//	ratebatch: the same on an engine that batches small messages
+//	     (am.WithAggregation(8192)): a window leaves in one or two
+//	     messages when rank 0 polls for the acknowledgement;
 //	bw SIZE: the same with SIZE bytes of payload, a window started by
 //	     Isends and completed by their Waits, which rank 1's handler
 //	     receives into its own buffer (ReadPayload).
@@ -57,24 +60,33 @@ func rankMain(role string, args []string, stdout io.Writer) error {
 		maxSize = max(maxSize, s)
 	}
 	rbuf, sbuf, hdr := make([]byte, maxSize), make([]byte, maxSize), make([]byte, 8)
+	// eb batches small messages (am.WithAggregation), for the batched
+	// rate pass.
+	eb, err := am.Open(ctx, c, am.WithAggregation(8192))
+	if err != nil {
+		return err
+	}
+	defer eb.Close(ctx)
 	var got int
-	e.Register(hPing, func(ctx context.Context, m *am.Msg) error {
-		got++
-		return m.Reply(sbuf[:8])
-	})
-	e.Register(hData, func(ctx context.Context, m *am.Msg) error {
-		got++
-		if m.Len() > 0 {
-			_, err := m.ReadPayload(rbuf)
-			return err
-		}
-		return nil
-	})
-	e.Register(hAck, func(ctx context.Context, m *am.Msg) error { got++; return nil })
-	// await polls until n messages have been handled here.
-	await := func(n int) error {
+	for _, x := range []*am.Engine{e, eb} {
+		x.Register(hPing, func(ctx context.Context, m *am.Msg) error {
+			got++
+			return m.Reply(sbuf[:8])
+		})
+		x.Register(hData, func(ctx context.Context, m *am.Msg) error {
+			got++
+			if m.Len() > 0 {
+				_, err := m.ReadPayload(rbuf)
+				return err
+			}
+			return nil
+		})
+		x.Register(hAck, func(ctx context.Context, m *am.Msg) error { got++; return nil })
+	}
+	// await polls x until n messages have been handled here.
+	await := func(x *am.Engine, n int) error {
 		for got < n {
-			if _, err := e.Poll(ctx); err != nil {
+			if _, err := x.Poll(ctx); err != nil {
 				return err
 			}
 		}
@@ -95,7 +107,7 @@ func rankMain(role string, args []string, stdout io.Writer) error {
 			if reply, err = e.Call(ctx, 1, hPing, hdr, nil, reply); err != nil {
 				return err
 			}
-		} else if err := await(k + 1); err != nil {
+		} else if err := await(e, k+1); err != nil {
 			return err
 		}
 	}
@@ -119,14 +131,24 @@ func rankMain(role string, args []string, stdout io.Writer) error {
 	// rate (size 0), then bw for each size: a window of Isends, then
 	// their Waits
 	var reqs []*am.Request
-	for i, size := range append([]int{0}, nums[3:]...) {
+	type pass struct {
+		x    *am.Engine
+		size int
+		kind string // rate, ratebatch, bw
+	}
+	passes := []pass{{e, 0, "rate"}, {eb, 0, "ratebatch"}}
+	for _, size := range nums[3:] {
+		passes = append(passes, pass{e, size, "bw"})
+	}
+	for _, p := range passes {
+		x, size := p.x, p.size
 		n := iters
-		if i > 0 {
+		if p.kind == "bw" {
 			n = iters/4 + 1
 		}
 		wins := n/window + 1
 		warmW := wins/10 + 1
-		if err := e.Quiesce(ctx); err != nil {
+		if err := x.Quiesce(ctx); err != nil {
 			return err
 		}
 		got = 0
@@ -137,13 +159,13 @@ func rankMain(role string, args []string, stdout io.Writer) error {
 			if me == 0 {
 				reqs = reqs[:0]
 				for range window {
-					if size == 0 { // inline: complete at once
-						if err := e.Send(ctx, 1, hData, hdr, nil); err != nil {
+					if size == 0 { // inline (or batched): complete at once
+						if err := x.Send(ctx, 1, hData, hdr, nil); err != nil {
 							return err
 						}
 						continue
 					}
-					q, err := e.Isend(1, hData, hdr, sbuf[:size])
+					q, err := x.Isend(1, hData, hdr, sbuf[:size])
 					if err != nil {
 						return err
 					}
@@ -154,14 +176,17 @@ func rankMain(role string, args []string, stdout io.Writer) error {
 						return err
 					}
 				}
-				if err := await(w + 1); err != nil {
+				if err := await(x, w+1); err != nil {
 					return err
 				}
 			} else {
-				if err := await((w + 1) * window); err != nil {
+				if err := await(x, (w+1)*window); err != nil {
 					return err
 				}
-				if err := e.Send(ctx, 0, hAck, nil, nil); err != nil {
+				if err := x.Send(ctx, 0, hAck, nil, nil); err != nil {
+					return err
+				}
+				if err := x.Flush(); err != nil {
 					return err
 				}
 			}
@@ -169,10 +194,10 @@ func rankMain(role string, args []string, stdout io.Writer) error {
 		el := time.Since(start).Seconds()
 		switch {
 		case me != 0:
-		case i == 0:
-			fmt.Fprintf(stdout, "RESULT rate 8 %.1f\n", float64(wins*window)/el)
-		default:
+		case p.kind == "bw":
 			fmt.Fprintf(stdout, "RESULT bw %d %.2f\n", size, float64(wins*window*size)/el/1e6)
+		default:
+			fmt.Fprintf(stdout, "RESULT %s 8 %.1f\n", p.kind, float64(wins*window)/el)
 		}
 	}
 	return nil
