@@ -46,6 +46,8 @@
 // rank to another start their handlers in the order they were sent;
 // messages to the sending rank itself are queued in process memory. Isend
 // starts a send and returns a Request to Wait for or Test.
+// WithAggregation packs small messages bound for one rank into batches,
+// which leave when full, when the rank polls, or on Flush.
 //
 // # Termination
 //
