@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/settings"
 )
 
@@ -295,7 +296,7 @@ func TestIsendBatchProcesses(t *testing.T) {
 				return
 			}
 			w := initWorld(t)
-			ctx := tctx(t, 60*time.Second)
+			ctx := eptest.Ctx(t, 60*time.Second)
 			eps, err := w.Comm().CreateEndpoints(ctx, 2)
 			if err != nil {
 				t.Fatal(err)

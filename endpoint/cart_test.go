@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
 
@@ -603,7 +604,7 @@ func TestCartHaloProcesses(t *testing.T) {
 			}
 			w := initWorld(t)
 			c := w.Comm()
-			ctx := tctx(t, 30*time.Second)
+			ctx := eptest.Ctx(t, 30*time.Second)
 			g, err := c.CartCreate(ctx, []int{2, 2}, []bool{true, true})
 			if err != nil {
 				t.Fatal(err)
@@ -658,7 +659,7 @@ func TestCartBeyondGridProcesses(t *testing.T) {
 	}
 	w := initWorld(t)
 	c := w.Comm()
-	ctx := tctx(t, 30*time.Second)
+	ctx := eptest.Ctx(t, 30*time.Second)
 	g, err := c.CartCreate(ctx, []int{2}, []bool{false})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
@@ -206,7 +207,7 @@ func TestFabricTypedPaths(t *testing.T) {
 			if endpoint.MatchHeader(w) != hdr {
 				t.Fatalf("match header %v, want %v", endpoint.MatchHeader(w), hdr)
 			}
-			ctx := tctx(t, 100*time.Second)
+			ctx := eptest.Ctx(t, 100*time.Second)
 			eps, err := w.Comm().CreateEndpoints(ctx, 2)
 			if err != nil {
 				t.Fatal(err)
@@ -245,7 +246,7 @@ func TestFabricPipelinePeerDies(t *testing.T) {
 				launchtest.RunMayDie(t, 2, prov, 60*time.Second, []int{1}, env...)
 				return
 			}
-			ctx := tctx(t, 60*time.Second)
+			ctx := eptest.Ctx(t, 60*time.Second)
 			w, err := endpoint.Init(ctx)
 			if err != nil {
 				t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/errs"
 	"github.com/weft-hpc/weft/gpu"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
@@ -235,7 +236,7 @@ func TestDeviceTypedProcesses(t *testing.T) {
 		launchtest.RunMayDie(t, 2, prov, 90*time.Second, []int{1}, env...)
 		return
 	}
-	ctx := tctx(t, 80*time.Second)
+	ctx := eptest.Ctx(t, 80*time.Second)
 	w, err := endpoint.Init(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 )
 
 // groupBattery checks groups and the communicators made from them on c,
@@ -215,7 +216,7 @@ func groupBattery(ctx context.Context, c *endpoint.Comm, perProc int) error {
 func singletonHandles(t *testing.T, n int) (context.Context, []*endpoint.Comm) {
 	t.Helper()
 	singleton(t)
-	ctx := tctx(t, 30*time.Second)
+	ctx := eptest.Ctx(t, 30*time.Second)
 	w, err := endpoint.Init(ctx)
 	if err != nil {
 		t.Fatalf("Init: %v", err)
@@ -257,7 +258,7 @@ func TestGroups(t *testing.T) {
 				return
 			}
 			w := initWorld(t)
-			ctx := tctx(t, 30*time.Second)
+			ctx := eptest.Ctx(t, 30*time.Second)
 			world := w.Comm()
 			if err := groupBattery(ctx, world, 1); err != nil {
 				t.Fatalf("rank %d: %v", world.Rank(), err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 )
 
 // interBattery joins the even and the odd ranks of c (4 ranks) into an
@@ -155,7 +156,7 @@ func TestIntercomm(t *testing.T) {
 				return
 			}
 			w := initWorld(t)
-			ctx := tctx(t, 30*time.Second)
+			ctx := eptest.Ctx(t, 30*time.Second)
 			if err := interBattery(ctx, w.Comm()); err != nil {
 				t.Fatalf("rank %d: %v", w.Comm().Rank(), err)
 			}
@@ -166,7 +167,7 @@ func TestIntercomm(t *testing.T) {
 			return
 		}
 		w := initWorld(t)
-		ctx := tctx(t, 30*time.Second)
+		ctx := eptest.Ctx(t, 30*time.Second)
 		eps, err := w.Comm().CreateEndpoints(ctx, 2)
 		if err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/launchtest"
 )
 
@@ -22,7 +23,7 @@ func TestCloseWaitsForStagedReads(t *testing.T) {
 		launchtest.Run(t, 2, prov, 60*time.Second, env...)
 		return
 	}
-	ctx := tctx(t, 45*time.Second)
+	ctx := eptest.Ctx(t, 45*time.Second)
 	w := initWorld(t)
 	c := w.Comm()
 	if tr, _ := c.Transport(1 - c.Rank()); tr != endpoint.TransportNode {
@@ -73,7 +74,7 @@ func TestFreeKeepsStagedReads(t *testing.T) {
 		launchtest.Run(t, 2, prov, 60*time.Second, env...)
 		return
 	}
-	ctx := tctx(t, 45*time.Second)
+	ctx := eptest.Ctx(t, 45*time.Second)
 	w := initWorld(t)
 	wc := w.Comm()
 	eps, err := wc.CreateEndpoints(ctx, 1)

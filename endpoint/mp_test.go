@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
@@ -99,28 +100,11 @@ func provEnv(p string, env []string) (string, []string) {
 
 func initWorld(t *testing.T) *endpoint.World {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	w, err := endpoint.Init(ctx)
-	if err != nil {
-		t.Fatalf("Init: %v", err)
-	}
+	w := eptest.InitWorld(t)
 	if strings.Contains(os.Getenv("WEFT_TUNE"), "epmatchhdr=1") && !endpoint.MatchHeader(w) {
-		w.Close()
 		t.Fatal("WEFT_TUNE=epmatchhdr=1, but the world endpoint carries the match word in CQ data")
 	}
-	t.Cleanup(func() {
-		if err := w.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
 	return w
-}
-
-func tctx(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // pattern fills b with bytes determined by (src, dst, salt).
@@ -153,7 +137,7 @@ func TestWorldBarrierAllgather(t *testing.T) {
 			if c.Size() != 4 {
 				t.Fatalf("size %d", c.Size())
 			}
-			ctx := tctx(t, 30*time.Second)
+			ctx := eptest.Ctx(t, 30*time.Second)
 			if err := c.Barrier(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -184,7 +168,7 @@ func TestWorldBarrierAllgather(t *testing.T) {
 // allPairs: every handle sends a content-checked message of several sizes
 // (inject, eager, rendezvous) to every other rank and receives from all.
 func allPairs(t *testing.T, eps []*endpoint.Comm, sizes []int) {
-	runHandles(t, tctx(t, 60*time.Second), eps, func(ctx context.Context, c *endpoint.Comm) error {
+	runHandles(t, eptest.Ctx(t, 60*time.Second), eps, func(ctx context.Context, c *endpoint.Comm) error {
 		me, n := c.Rank(), c.Size()
 		var reqs []*endpoint.Request
 		recvs := make(map[[2]int][]byte)
@@ -254,7 +238,7 @@ func TestAllPairs(t *testing.T) {
 							return
 						}
 						w := initWorld(t)
-						ctx := tctx(t, 30*time.Second)
+						ctx := eptest.Ctx(t, 30*time.Second)
 						eps, err := w.Comm().CreateEndpoints(ctx, envInt("WEFT_TEST_EPS", 1))
 						if err != nil {
 							t.Fatal(err)
@@ -297,7 +281,7 @@ func TestAnySourceOrdering(t *testing.T) {
 			}
 			w := initWorld(t)
 			c := w.Comm()
-			ctx := tctx(t, 30*time.Second)
+			ctx := eptest.Ctx(t, 30*time.Second)
 			const k = 40
 			size := func(i int) int {
 				if i%10 == 9 {
@@ -351,12 +335,12 @@ func TestRendezvous64MiB(t *testing.T) {
 				return
 			}
 			w := initWorld(t)
-			eps, err := w.Comm().CreateEndpoints(tctx(t, 30*time.Second), 1)
+			eps, err := w.Comm().CreateEndpoints(eptest.Ctx(t, 30*time.Second), 1)
 			if err != nil {
 				t.Fatal(err)
 			}
 			c := eps[0]
-			ctx := tctx(t, 90*time.Second)
+			ctx := eptest.Ctx(t, 90*time.Second)
 			n := 64 << 20 / 8
 			buf := make([]float64, n)
 			if c.Rank() == 0 {
@@ -400,12 +384,12 @@ func TestTruncationCancelProbe(t *testing.T) {
 				return
 			}
 			w := initWorld(t)
-			eps, err := w.Comm().CreateEndpoints(tctx(t, 30*time.Second), 1)
+			eps, err := w.Comm().CreateEndpoints(eptest.Ctx(t, 30*time.Second), 1)
 			if err != nil {
 				t.Fatal(err)
 			}
 			c := eps[0]
-			ctx := tctx(t, 30*time.Second)
+			ctx := eptest.Ctx(t, 30*time.Second)
 			sizes := []int{100, 20, 100000}
 			if c.Rank() == 0 {
 				for i, sz := range sizes {
@@ -490,7 +474,7 @@ func TestSplitDupIsolation(t *testing.T) {
 				return
 			}
 			w := initWorld(t)
-			ctx := tctx(t, 30*time.Second)
+			ctx := eptest.Ctx(t, 30*time.Second)
 			world := w.Comm()
 			dup, err := world.Dup(ctx)
 			if err != nil {
@@ -603,7 +587,7 @@ func TestPeerDeath(t *testing.T) {
 			if launch(t, 2, p, 60*time.Second, endpoint.EnvTimeout+"=2s") {
 				return
 			}
-			ctx := tctx(t, 30*time.Second)
+			ctx := eptest.Ctx(t, 30*time.Second)
 			w, err := endpoint.Init(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -703,7 +687,7 @@ func TestPeerExitUnblocks(t *testing.T) {
 						launchtest.RunMayDie(t, 2, prov, 60*time.Second, []int{1}, env...)
 						return
 					}
-					ctx := tctx(t, 60*time.Second)
+					ctx := eptest.Ctx(t, 60*time.Second)
 					w, err := endpoint.Init(ctx)
 					if err != nil {
 						t.Fatal(err)
@@ -764,7 +748,7 @@ func TestRendezvousNoAllocs(t *testing.T) {
 			}
 			w := initWorld(t)
 			c := w.Comm()
-			ctx := tctx(t, 40*time.Second)
+			ctx := eptest.Ctx(t, 40*time.Second)
 			me, peer := c.Rank(), 1-c.Rank()
 			out, in := make([]byte, 64<<10), make([]byte, 64<<10)
 			pattern(out, me, peer, 0)

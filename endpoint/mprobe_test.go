@@ -11,6 +11,7 @@ import (
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 )
 
 // mprobeSizes cross the eager limit and the rendezvous threshold.
@@ -249,7 +250,7 @@ func onPairOfProcs(t *testing.T, body func(ctx context.Context, c *endpoint.Comm
 				return
 			}
 			c := initWorld(t).Comm()
-			ctx := tctx(t, 30*time.Second)
+			ctx := eptest.Ctx(t, 30*time.Second)
 			if err := body(ctx, c); err != nil {
 				t.Fatal(err)
 			}

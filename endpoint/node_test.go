@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/nodeseg"
 	"github.com/weft-hpc/weft/internal/settings"
@@ -90,7 +91,7 @@ func TestNodeThresholds(t *testing.T) {
 				return
 			}
 			w := initWorld(t)
-			ctx := tctx(t, 60*time.Second)
+			ctx := eptest.Ctx(t, 60*time.Second)
 			checkTransports(t, w.Comm(), func(int) string { return wantTransport() })
 			eps, err := w.Comm().CreateEndpoints(ctx, 2)
 			if err != nil {
@@ -160,7 +161,7 @@ func TestMixedTransports(t *testing.T) {
 		launchtest.Run(t, 4, "tcp;ofi_rxm", 90*time.Second, endpoint.EnvNodeTransport+"=native")
 		return
 	}
-	ctx := tctx(t, 60*time.Second)
+	ctx := eptest.Ctx(t, 60*time.Second)
 	j, err := job.Init(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +254,7 @@ func TestNodeSenderGone(t *testing.T) {
 		launchtest.RunMayDie(t, 2, prov, 60*time.Second, []int{1}, env...)
 		return
 	}
-	ctx := tctx(t, 45*time.Second)
+	ctx := eptest.Ctx(t, 45*time.Second)
 	w, err := endpoint.Init(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -317,7 +318,7 @@ func TestFabricOnDemand(t *testing.T) {
 				return
 			}
 			w := initWorld(t)
-			ctx := tctx(t, 30*time.Second)
+			ctx := eptest.Ctx(t, 30*time.Second)
 			native := os.Getenv(endpoint.EnvNodeTransport) != "fabric"
 			if got := endpoint.FabricOpen(w); got == native {
 				t.Fatalf("libfabric open after Init: %v (node transport %v)", got, native)
@@ -377,7 +378,7 @@ func TestFreedContextDropsMessages(t *testing.T) {
 				return
 			}
 			w := initWorld(t)
-			ctx := tctx(t, 30*time.Second)
+			ctx := eptest.Ctx(t, 30*time.Second)
 			world := w.Comm()
 			d, err := world.Dup(ctx)
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/launchtest"
 	"github.com/weft-hpc/weft/internal/settings"
 	"github.com/weft-hpc/weft/internal/testenv"
@@ -88,7 +89,7 @@ func TestNodeCopy(t *testing.T) {
 		return
 	}
 	slot, cp := copyLimits(t)
-	ctx := tctx(t, 45*time.Second)
+	ctx := eptest.Ctx(t, 45*time.Second)
 	w := initWorld(t)
 	c := w.Comm()
 	if tr, _ := c.Transport(1 - c.Rank()); tr != endpoint.TransportNode {
@@ -281,7 +282,7 @@ func TestNodeCopyPeerDies(t *testing.T) {
 				return
 			}
 			slot, cp := copyLimits(t)
-			ctx := tctx(t, 45*time.Second)
+			ctx := eptest.Ctx(t, 45*time.Second)
 			w := initWorld(t)
 			c := w.Comm()
 			msg := make([]byte, max(cp, 12*slot)) // three rounds of the slots
@@ -354,7 +355,7 @@ func TestNodeCopyTyped(t *testing.T) {
 		return
 	}
 	slot, cp := copyLimits(t)
-	ctx := tctx(t, 45*time.Second)
+	ctx := eptest.Ctx(t, 45*time.Second)
 	w := initWorld(t)
 	defer w.Close()
 	c := w.Comm()
@@ -506,7 +507,7 @@ func TestNodeCopyFragments(t *testing.T) {
 		return
 	}
 	slot, _ := copyLimits(t)
-	ctx := tctx(t, 45*time.Second)
+	ctx := eptest.Ctx(t, 45*time.Second)
 	w := initWorld(t)
 	c := w.Comm()
 	frag := func(n int) int { // a quarter, in whole pages, 16 KiB to a slot
@@ -675,7 +676,7 @@ func TestNodeWay(t *testing.T) {
 // nodeWayRank is one rank of TestNodeWay with nodeway set to way.
 func nodeWayRank(t *testing.T, way string) {
 	const n, k = 1 << 20, 24
-	ctx := tctx(t, 45*time.Second)
+	ctx := eptest.Ctx(t, 45*time.Second)
 	w := initWorld(t)
 	c := w.Comm()
 	if tr, _ := c.Transport(1 - c.Rank()); tr != endpoint.TransportNode {
@@ -756,7 +757,7 @@ func TestNodeFill(t *testing.T) {
 		return
 	}
 	const n, k = 1 << 17, 16 // float64s of the packed stream (1 MiB), messages
-	ctx := tctx(t, 45*time.Second)
+	ctx := eptest.Ctx(t, 45*time.Second)
 	w := initWorld(t)
 	defer w.Close()
 	c := w.Comm()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/settings"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
@@ -239,7 +240,7 @@ func TestNodeMediumTyped(t *testing.T) {
 	if launch(t, 2, "native", 60*time.Second) {
 		return
 	}
-	ctx := tctx(t, 45*time.Second)
+	ctx := eptest.Ctx(t, 45*time.Second)
 	w := initWorld(t)
 	defer w.Close()
 	c := w.Comm()

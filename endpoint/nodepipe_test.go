@@ -9,6 +9,7 @@ import (
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/launchtest"
 )
 
@@ -25,7 +26,7 @@ func TestNodePipelinePeerDies(t *testing.T) {
 		launchtest.RunMayDie(t, 2, prov, 60*time.Second, []int{1}, env...)
 		return
 	}
-	ctx := tctx(t, 45*time.Second)
+	ctx := eptest.Ctx(t, 45*time.Second)
 	w, err := endpoint.Init(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 )
 
 // fillRound writes round r's pattern into b.
@@ -352,7 +353,7 @@ func TestPartitionedProcs(t *testing.T) {
 				return
 			}
 			w := initWorld(t)
-			ctx := tctx(t, 30*time.Second)
+			ctx := eptest.Ctx(t, 30*time.Second)
 			c := w.Comm()
 			for _, part := range []int{512, 256 << 10} {
 				const parts, rounds = 4, 3

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 )
 
 // trafficMsg is one message of a traffic script.
@@ -196,7 +197,7 @@ func TestTrafficProcs(t *testing.T) {
 				return
 			}
 			w := initWorld(t)
-			ctx := tctx(t, 60*time.Second)
+			ctx := eptest.Ctx(t, 60*time.Second)
 			world := w.Comm()
 			for seed := range uint64(3) {
 				if err := trafficScenario(ctx, world, seed, 60); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 	"github.com/weft-hpc/weft/internal/testenv"
 )
 
@@ -402,7 +403,7 @@ func typedAcrossProcesses(t *testing.T, p, jit string, np int) {
 			t.Fatalf("WEFT_JIT=%s but JITDisabled = %v", os.Getenv("WEFT_JIT"), ddt.JITDisabled())
 		}
 		w := initWorld(t)
-		ctx := tctx(t, 60*time.Second)
+		ctx := eptest.Ctx(t, 60*time.Second)
 		eps, err := w.Comm().CreateEndpoints(ctx, 2)
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/ddt/ddttest"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/eptest"
 )
 
 // randomSendType draws message i of rank src for seed: a random layout
@@ -102,7 +103,7 @@ func TestTypedRandomProcs(t *testing.T) {
 				return
 			}
 			w := initWorld(t)
-			ctx := tctx(t, 90*time.Second)
+			ctx := eptest.Ctx(t, 90*time.Second)
 			if err := typedRandomScenario(ctx, w.Comm(), 2, 60); err != nil {
 				t.Fatalf("rank %d: %v", w.Comm().Rank(), err)
 			}
