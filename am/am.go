@@ -77,8 +77,8 @@ type Engine struct {
 	inHead, inEnd int
 	// recs is the rest of the batch being unpacked (from recSrc, in
 	// recBuf), served before the inbox.
-	recs   []byte
-	recSrc int
+	recs      []byte
+	recSrc    int
 	recBuf    []byte
 	batchesIn int // batches received (tests)
 	agg       aggregator
