@@ -530,10 +530,29 @@ func (e *Engine) complete(ctx context.Context, what string, dest int, r *endpoin
 	return true, nil
 }
 
+// gone returns ErrPeerGone's error when peer's process (every rank's for
+// anyPeer) is known to have exited.
+func (e *Engine) gone(peer int) error {
+	if peer != anyPeer {
+		return e.req.CheckPeer(peer)
+	}
+	for r := range e.size {
+		if err := e.req.CheckPeer(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// anyPeer, as until's peer, watches every rank of the engine.
+const anyPeer = -2
+
 // until polls this engine until done reports true, ctx ends (an error
-// wrapping ctx.Err()), or peer's process (peer ≥ 0) has exited.
+// wrapping ctx.Err()), or peer's process (peer ≥ 0; every rank's for
+// anyPeer; none for -1) has exited.
 func (e *Engine) until(ctx context.Context, what string, peer int, done func() bool) error {
 	w := wait.Waiter{P: &e.policy}
+	var checked time.Duration
 	for {
 		if done() {
 			return nil
@@ -546,15 +565,16 @@ func (e *Engine) until(ctx context.Context, what string, peer int, done func() b
 			return nil
 		}
 		if n > 0 {
-			w = wait.Waiter{P: &e.policy}
+			w, checked = wait.Waiter{P: &e.policy}, 0
 			continue
 		}
 		if w.Pause() {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("am: %s: %w", what, err)
 			}
-			if peer >= 0 && w.Elapsed() > 10*time.Millisecond {
-				if err := e.req.CheckPeer(peer); err != nil {
+			if el := w.Elapsed(); peer != -1 && el > 10*time.Millisecond && el-checked > 10*time.Millisecond {
+				checked = el
+				if err := e.gone(peer); err != nil {
 					if done() {
 						return nil
 					}
@@ -596,7 +616,7 @@ func (e *Engine) Quiesce(ctx context.Context) error {
 			return fmt.Errorf("am: quiesce: %w", err)
 		}
 		var rerr error
-		if err := e.until(ctx, "quiesce", -1, func() bool {
+		if err := e.until(ctx, "quiesce", anyPeer, func() bool {
 			ok, err := r.Test()
 			rerr = err
 			return ok || err != nil
@@ -611,7 +631,7 @@ func (e *Engine) Quiesce(ctx context.Context) error {
 		}
 		copy(prev, sums)
 		want := sums[e.rank]
-		if err := e.until(ctx, "quiesce", -1, func() bool { return e.handled.Load() >= want }); err != nil {
+		if err := e.until(ctx, "quiesce", anyPeer, func() bool { return e.handled.Load() >= want }); err != nil {
 			return err
 		}
 	}

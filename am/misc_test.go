@@ -205,37 +205,49 @@ func TestServe(t *testing.T) {
 	}
 }
 
-// TestPeerExit: a call to a rank whose process exits returns ErrPeerGone
-// within seconds, not at its context's deadline. Unsupervised ranks
-// (launchtest.RunMayDie).
+// TestPeerExit: a call to a rank whose process exits mid-call, and a
+// Quiesce that waits for a rank whose process has exited, return
+// ErrPeerGone within seconds, not at their context's deadline.
+// Unsupervised ranks (launchtest.RunMayDie).
 func TestPeerExit(t *testing.T) {
 	testenv.Short(t, "a process leaving mid-call")
-	if !launchtest.IsWorker() {
-		launchtest.RunMayDie(t, 2, "shm", 60*time.Second, []int{1}, endpoint.EnvNodeTransport+"=native")
-		return
-	}
-	w := eptest.InitWorld(t)
-	ctx := eptest.Ctx(t, 50*time.Second)
-	e, err := am.Open(ctx, w.Comm())
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.Register(1, func(ctx context.Context, m *am.Msg) error {
-		os.Exit(0) // mid-call
-		return nil
-	})
-	if e.Rank() == 1 {
-		for {
-			if _, err := e.Poll(ctx); err != nil {
+	for _, quiesce := range []bool{false, true} {
+		t.Run(fmt.Sprintf("quiesce=%v", quiesce), func(t *testing.T) {
+			if !launchtest.IsWorker() {
+				launchtest.RunMayDie(t, 2, "shm", 60*time.Second, []int{1}, endpoint.EnvNodeTransport+"=native")
+				return
+			}
+			w := eptest.InitWorld(t)
+			ctx := eptest.Ctx(t, 50*time.Second)
+			e, err := am.Open(ctx, w.Comm())
+			if err != nil {
 				t.Fatal(err)
 			}
-		}
-	}
-	start := time.Now()
-	_, err = e.Call(ctx, 1, 1, nil, nil, nil)
-	took := time.Since(start)
-	t.Logf("call of a rank that exits: %v after %v", err, took)
-	if !errors.Is(err, am.ErrPeerGone) || took > 10*time.Second {
-		t.Fatalf("call of a rank that exits: %v after %v, want ErrPeerGone at once", err, took)
+			e.Register(1, func(ctx context.Context, m *am.Msg) error {
+				os.Exit(0) // mid-call
+				return nil
+			})
+			if e.Rank() == 1 {
+				if quiesce {
+					os.Exit(0) // never joins
+				}
+				for {
+					if _, err := e.Poll(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			start := time.Now()
+			if quiesce {
+				err = e.Quiesce(ctx)
+			} else {
+				_, err = e.Call(ctx, 1, 1, nil, nil, nil)
+			}
+			took := time.Since(start)
+			t.Logf("with rank 1 gone: %v after %v", err, took)
+			if !errors.Is(err, am.ErrPeerGone) || took > 10*time.Second {
+				t.Fatalf("with rank 1 gone: %v after %v, want ErrPeerGone at once", err, took)
+			}
+		})
 	}
 }
