@@ -189,6 +189,34 @@ func (w *Window) CompareAndSwapRegion(r Region, off int, t AtomicType, compare, 
 	return w.net.cas(target, o, t, compare, swap)
 }
 
+// RputRegion is PutRegion returning a Request (MPI_Rput): once it
+// completes, data may be modified.
+func (w *Window) RputRegion(r Region, off int, data []byte) (*Request, error) {
+	if err := w.PutRegion(r, off, data); err != nil {
+		return nil, err
+	}
+	return w.request(r.Rank, false), nil
+}
+
+// RgetRegion is GetRegion returning a Request (MPI_Rget): once it
+// completes, dst holds the data.
+func (w *Window) RgetRegion(r Region, off int, dst []byte) (*Request, error) {
+	if err := w.GetRegion(r, off, dst); err != nil {
+		return nil, err
+	}
+	return w.request(r.Rank, false), nil
+}
+
+// RaccumulateRegion is AccumulateRegion returning a Request
+// (MPI_Raccumulate): once it completes, data may be modified and the
+// update has been applied.
+func (w *Window) RaccumulateRegion(r Region, off int, t AtomicType, op Op, data []byte) (*Request, error) {
+	if err := w.AccumulateRegion(r, off, t, op, data); err != nil {
+		return nil, err
+	}
+	return w.request(r.Rank, true), nil
+}
+
 // dynamicCheck reports an error unless w is an open dynamic window.
 func (w *Window) dynamicCheck(op string) error {
 	if err := w.check(op, 0, 0, 0); err != nil {

@@ -137,6 +137,56 @@ func dynamicScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 			return fmt.Errorf("Region %d: word 1 is %d after the compare-and-swap, want 77", k, v)
 		}
 	}
+	// Request forms: into the right neighbour's Regions, bytes 16..48 by
+	// RputRegion, a counter at 48 by RaccumulateRegion, the data at 64 read
+	// back by RgetRegion; each checked once its request completes.
+	var reqs []*Request
+	for k, r := range regions[right] {
+		put := make([]byte, 32)
+		for i := range put {
+			put[i] = pattern(me, k+7, i)
+		}
+		q, err := w.RputRegion(r, 16, put)
+		if err != nil {
+			return err
+		}
+		var add [8]byte
+		binary.LittleEndian.PutUint64(add[:], uint64(me+1))
+		qa, err := w.RaccumulateRegion(r, 48, AtomicUint64, OpSum, add[:])
+		if err != nil {
+			return err
+		}
+		got := make([]byte, r.Len-64)
+		qg, err := w.RgetRegion(r, 64, got)
+		if err != nil {
+			return err
+		}
+		if err := qg.Wait(ctx); err != nil {
+			return err
+		}
+		for i, v := range got {
+			if v != pattern(me, k, i) {
+				return fmt.Errorf("RgetRegion of rank %d's Region %d: byte %d is %d", right, k, i, v)
+			}
+		}
+		reqs = append(reqs, q, qa)
+	}
+	if err := WaitAll(ctx, reqs...); err != nil {
+		return err
+	}
+	if err := w.Fence(ctx); err != nil {
+		return err
+	}
+	for k, b := range bufs {
+		for i, v := range b[16:48] {
+			if v != pattern(left, k+7, i) {
+				return fmt.Errorf("Region %d: byte %d is %d after rank %d's RputRegion", k, 16+i, v, left)
+			}
+		}
+		if v := binary.LittleEndian.Uint64(b[48:]); v != uint64(left+1) {
+			return fmt.Errorf("Region %d: RaccumulateRegion's counter is %d, want %d", k, v, left+1)
+		}
+	}
 	// Detach the first Region, attach a new buffer, hand it round, use it.
 	if err := w.Detach(mine[0]); err != nil {
 		return err
