@@ -157,9 +157,6 @@ func Open(ctx context.Context, comm *endpoint.Comm, opts ...Option) (*Engine, er
 		pending: map[uint32]*pendingCall{}, sent: make([]atomic.Int64, comm.Size()),
 		policy: wait.Policy{Name: "am", SpinFor: 50 * time.Microsecond, YieldFor: time.Millisecond,
 			NapMax: 100 * time.Microsecond, GoschedEvery: time.Millisecond, Contended: 20 * time.Microsecond}}
-	if wait.Crowded(0) {
-		e.policy.SpinFor = 0
-	}
 	var err error
 	for _, p := range []**endpoint.Comm{&e.req, &e.data} {
 		if *p, err = comm.Dup(ctx); err != nil {
