@@ -121,9 +121,7 @@ func (e *Engine) sendBatch(dest int) error {
 		a.bufs[dest] = b[:0]
 		return fmt.Errorf("am: send a batch to rank %d: %w", dest, err)
 	}
-	if r.Done() { // copied out: the buffer is free again
-		_, _, err := r.Test()
-		r.Release()
+	if ok, err := over(r); ok { // copied out: the buffer is free again
 		a.bufs[dest] = b[:0]
 		if err != nil {
 			return fmt.Errorf("am: send a batch to rank %d: %w", dest, err)
@@ -164,13 +162,12 @@ func (e *Engine) flushAll() error {
 	}
 	k := 0
 	for _, f := range a.flying {
-		if !f.r.Done() {
+		ok, ferr := over(f.r)
+		if !ok {
 			a.flying[k] = f
 			k++
 			continue
 		}
-		_, _, ferr := f.r.Test()
-		f.r.Release()
 		a.spare = append(a.spare, f.b)
 		a.pending.Add(-1)
 		if ferr != nil && err == nil {

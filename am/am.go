@@ -499,32 +499,32 @@ func (e *Engine) putPool(b []byte) { e.pool.Put(&b) }
 // complete waits for request r, polling, and releases it; idle reports
 // whether r is over (false: it was left in flight, its buffer in use).
 func (e *Engine) complete(ctx context.Context, what string, dest int, r *endpoint.Request) (idle bool, err error) {
-	if r.Done() { // the usual case: copied out at once
-		_, _, err := r.Test()
-		r.Release()
-		if err != nil {
-			return true, fmt.Errorf("am: %s to rank %d: %w", what, dest, err)
+	ok, rerr := over(r) // the usual case: copied out at once
+	if !ok {
+		if err := e.until(ctx, what, dest, func() bool {
+			ok, _, err := r.Test()
+			return ok || err != nil
+		}); err != nil {
+			r.Cancel()
+			return r.Done(), err
 		}
-		return true, nil
+		_, rerr = over(r)
 	}
-	var rerr error
-	err = e.until(ctx, what, dest, func() bool {
-		ok, _, err := r.Test()
-		if ok || err != nil {
-			rerr = err
-			return true
-		}
-		return false
-	})
-	if err != nil {
-		r.Cancel()
-		return r.Done(), err
-	}
-	r.Release()
 	if rerr != nil {
 		return true, fmt.Errorf("am: %s to rank %d: %w", what, dest, rerr)
 	}
 	return true, nil
+}
+
+// over releases r if it has completed and returns its error; ok false: r
+// is still in flight.
+func over(r *endpoint.Request) (ok bool, err error) {
+	if !r.Done() {
+		return false, nil
+	}
+	_, _, err = r.Test()
+	r.Release()
+	return true, err
 }
 
 // gone returns ErrPeerGone's error when peer's process (every rank's for

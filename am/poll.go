@@ -124,14 +124,14 @@ func (e *Engine) poll(ctx context.Context, depth int) (int, error) {
 		f.mm, e.inbox[e.inHead] = e.inbox[e.inHead], endpoint.Message{}
 		e.inHead++
 		mm := &f.mm
-		n++
 		switch tag := mm.Status().Tag; {
 		case tag&flagReply != 0:
+			n++
 			err = e.reply(f, mm)
-		case tag&flagBatch != 0:
-			n-- // its records count as they run
+		case tag&flagBatch != 0: // its records count as they run
 			err = e.takeBatch(f, mm)
 		default:
+			n++
 			err = e.handle(f, mm)
 		}
 		if err != nil {

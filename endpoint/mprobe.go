@@ -36,30 +36,12 @@ func (m *Message) Status() Status {
 // returns it (ok true). src may be ProcNull: a Message that receives
 // nothing, at once.
 func (c *Comm) Improbe(src, tag int) (msg *Message, ok bool, err error) {
-	if src == ProcNull {
-		if err := c.usable("matched probe"); err != nil {
-			return nil, false, err
-		}
-		return &Message{c: c, st: procNullRecv().st, null: true}, true, nil
-	}
-	if err := c.checkPeer(src, true); err != nil {
+	var ms [1]Message
+	if n, err := c.ImprobeBatch(src, tag, ms[:]); n == 0 {
 		return nil, false, err
 	}
-	if err := checkTag(tag, true); err != nil {
-		return nil, false, err
-	}
-	v := c.v
-	v.lock()
-	defer v.unlock()
-	if err := v.progress(); err != nil {
-		return nil, false, err
-	}
-	want, ignore := matchBits(c.ctx, c.mySlot, src, tag)
-	u, ok := v.takeUnexpected(want, ignore)
-	if !ok {
-		return nil, false, nil
-	}
-	return &Message{c: c, m: u, st: statusOf(u)}, true, nil
+	m := ms[0]
+	return &m, true, nil
 }
 
 // ImprobeBatch drives progress once and takes off the queue up to
