@@ -14,10 +14,13 @@ import (
 // len(recv) = Size()·n, n the same on every rank. In place: send == nil,
 // the blocks to send taken from recv (copied first). Small blocks: every
 // rank posts all its receives and sends at once (Linear); large ones: p-1
-// steps exchanging with one partner each (Pairwise). The two send the
-// same messages, so ranks may pick differently (by WEFT_TUNE). Ranks of
-// one process, and small blocks between the processes of one node, go
-// through memory instead (docs/collectives.md, "Hierarchy").
+// steps exchanging with one partner each (Pairwise); blocks of up to 256
+// bytes on 8 ranks or more over several nodes: Bruck's ⌈log₂ p⌉ rounds,
+// each moving about half the blocks in one message. Linear and Pairwise
+// send the same messages, so ranks may pick differently between those
+// two. Ranks of one process, and small blocks between the processes of
+// one node, go through memory instead (docs/collectives.md,
+// "Hierarchy").
 func Alltoall[T any](ctx context.Context, c *Coll, send, recv []T) error {
 	if err := c.enter(callAlltoall); err != nil {
 		return err
@@ -46,10 +49,11 @@ func Alltoall[T any](ctx context.Context, c *Coll, send, recv []T) error {
 		return c.runLocal(callSig{call: callAlltoall, root: -1, count: n, esize: es, alg: algLocal}, bytesOf(send), bytesOf(recv),
 			noGive, func(slots []nbSlot) { localAlltoall(slots, nb) })
 	}
-	if err := c.ready(ctx, callSig{call: callAlltoall, root: -1, count: n, esize: es}); err != nil {
+	nb := n * es
+	alg := c.alltoallAlg(nb, c.size)
+	if err := c.ready(ctx, callSig{call: callAlltoall, root: -1, count: n, esize: es, alg: alltoallSig(alg)}); err != nil {
 		return c.fail(err)
 	}
-	nb := n * es
 	rb := bytesOf(recv)
 	var sb []byte
 	if send == nil {
@@ -58,7 +62,6 @@ func Alltoall[T any](ctx context.Context, c *Coll, send, recv []T) error {
 	} else {
 		sb = bytesOf(send)
 	}
-	alg := c.alltoallAlg(nb, c.size)
 	return c.done(c.alltoall(ctx, func(j int) []byte { return sb[j*nb : (j+1)*nb] },
 		func(i int) []byte { return rb[i*nb : (i+1)*nb] }, alg))
 }
@@ -74,19 +77,46 @@ func Alltoall[T any](ctx context.Context, c *Coll, send, recv []T) error {
 // 22.1 against 29.6, 1 MiB 767 against 1026 (docs/perf/collectives.md).
 // The two exchange the same messages under the call's one tag, so ranks
 // that judge their machines differently still pair their messages.
+// Bruck's algorithm sends other messages than those two: it is chosen
+// only by what every rank sees alike (the block size, the communicator
+// size, the settings), and the call's signature names it (alltoallSig),
+// so that ranks set differently never pair its messages with others.
 func (c *Coll) alltoallAlg(nb, p int) Algorithm {
-	if c.crowded && c.cfg.byRule(CollAlltoall, nb, p) {
+	a := c.cfg.pick(CollAlltoall, nb, p)
+	if a == Pairwise && c.crowded && c.cfg.byRule(CollAlltoall, nb, p) {
 		return Linear
 	}
-	return c.cfg.pick(CollAlltoall, nb, p)
+	return a
+}
+
+// alltoallvAlg is the algorithm of an Alltoallv or Alltoallw whose
+// blocks average nb bytes: alltoallAlg's, but the linear exchange where
+// that is Bruck's, which needs blocks of one size.
+func (c *Coll) alltoallvAlg(nb, p int) Algorithm {
+	if a := c.alltoallAlg(nb, p); a != Bruck {
+		return a
+	}
+	return Linear
+}
+
+// alltoallSig is the algorithm an Alltoall's signature names: Bruck, or
+// none for the two that exchange the same messages.
+func alltoallSig(a Algorithm) Algorithm {
+	if a == Bruck {
+		return Bruck
+	}
+	return Auto
 }
 
 // alltoall moves sblock(j) to rank j and receives rank i's into
-// rblock(i).
+// rblock(i); with Bruck every block must have the same size.
 func (c *Coll) alltoall(ctx context.Context, sblock, rblock func(int) []byte, alg Algorithm) error {
 	p, me := c.size, c.rank
 	memcopy.Copy(rblock(me), sblock(me))
-	if alg == Pairwise {
+	switch alg {
+	case Bruck:
+		return c.alltoallBruck(ctx, sblock, rblock)
+	case Pairwise:
 		pow2 := p&(p-1) == 0
 		for s := 1; s < p; s++ {
 			dst, src := (me+s)%p, (me-s+p)%p
@@ -114,12 +144,69 @@ func (c *Coll) alltoall(ctx context.Context, sblock, rblock func(int) []byte, al
 	return c.wait(ctx)
 }
 
+// alltoallBruck is Bruck's all-to-all, ⌈log₂ p⌉ rounds for any p:
+// the blocks are first laid out so that index i holds the block for rank
+// rank+i; in the round of distance d every block whose index has bit d
+// set goes, packed with the others into one message, to rank rank+d,
+// and the blocks from rank rank-d take their places. A block for rank
+// r+i thus travels i ranks in the rounds of i's bits, and at the end
+// index i holds the block from rank rank-i. Each round moves about half
+// the blocks: fewer messages than the linear exchange's p-1 at the cost
+// of copies, for small blocks on many ranks.
+func (c *Coll) alltoallBruck(ctx context.Context, sblock, rblock func(int) []byte) error {
+	p, me := c.size, c.rank
+	nb := len(sblock(me))
+	tmp := c.buf(1, p*nb)
+	for i := 1; i < p; i++ {
+		memcopy.Copy(tmp[i*nb:(i+1)*nb], sblock((me+i)%p))
+	}
+	most := 0 // the most blocks a round moves
+	for d := 1; d < p; d <<= 1 {
+		most = max(most, bruckCount(p, d))
+	}
+	pack := c.buf(2, 2*most*nb)
+	for d := 1; d < p; d <<= 1 {
+		cnt := bruckCount(p, d)
+		out, in := pack[:cnt*nb], pack[cnt*nb:2*cnt*nb]
+		j := 0
+		for i := d; i < p; i++ {
+			if i&d != 0 {
+				copy(out[j*nb:(j+1)*nb], tmp[i*nb:(i+1)*nb])
+				j++
+			}
+		}
+		if err := c.sendrecv(ctx, out, (me+d)%p, in, (me-d+p)%p); err != nil {
+			return err
+		}
+		j = 0
+		for i := d; i < p; i++ {
+			if i&d != 0 {
+				copy(tmp[i*nb:(i+1)*nb], in[j*nb:(j+1)*nb])
+				j++
+			}
+		}
+	}
+	for i := 1; i < p; i++ {
+		memcopy.Copy(rblock((me-i+p)%p), tmp[i*nb:(i+1)*nb])
+	}
+	return nil
+}
+
+// bruckCount is how many of the indices 1..p-1 have bit d set: the
+// blocks a round of Bruck's all-to-all moves.
+func bruckCount(p, d int) int {
+	// indices in [0, p) with bit d set: d of every 2d, and the tail's
+	return p/(2*d)*d + max(p%(2*d)-d, 0)
+}
+
 // Alltoallv sends send[sdispls[j]:sdispls[j]+scounts[j]] to rank j, which
 // stores what rank i sent at recv[rdispls[i]:rdispls[i]+rcounts[i]];
 // scounts[j] on rank i must equal rcounts[i] on rank j. Receive regions
 // must not overlap. In place: send == nil (scounts and sdispls nil too),
 // what is sent taken from recv with rcounts and rdispls (copied first).
-// Algorithms as Alltoall's, chosen by this rank's average block.
+// Algorithms as Alltoall's, chosen by this rank's average block, but
+// the linear exchange where Alltoall would take Bruck's (its rounds need
+// blocks of one size).
 func Alltoallv[T any](ctx context.Context, c *Coll, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int) error {
 	if err := c.enter(callAlltoallv); err != nil {
 		return err
@@ -155,7 +242,7 @@ func Alltoallv[T any](ctx context.Context, c *Coll, send []T, scounts, sdispls [
 	for _, n := range scounts {
 		total += n
 	}
-	alg := c.alltoallAlg(total*es/c.size, c.size)
+	alg := c.alltoallvAlg(total*es/c.size, c.size)
 	return c.done(c.alltoall(ctx, func(j int) []byte { return sb[sdispls[j]*es : (sdispls[j]+scounts[j])*es] },
 		func(i int) []byte { return rb[rdispls[i]*es : (rdispls[i]+rcounts[i])*es] }, alg))
 }
@@ -171,8 +258,8 @@ func Alltoallv[T any](ctx context.Context, c *Coll, send []T, scounts, sdispls [
 // displacements and types nil too), what is sent taken from recv with
 // the receive layouts (copied first). Contiguous blocks travel in place;
 // others are packed into scratch buffers and unpacked after they
-// arrive. Algorithms as Alltoall's, chosen by this rank's average packed
-// block.
+// arrive. Algorithms as Alltoallv's, chosen by this rank's average
+// packed block.
 func Alltoallw(ctx context.Context, c *Coll, send []byte, scounts, sdispls []int, stypes []*ddt.Type,
 	recv []byte, rcounts, rdispls []int, rtypes []*ddt.Type) error {
 	if err := c.enter(callAlltoallw); err != nil {
@@ -206,7 +293,7 @@ func alltoallw(ctx context.Context, c *Coll, send []byte, scounts, sdispls []int
 	for _, b := range sl {
 		total += b.n
 	}
-	alg := c.alltoallAlg(total/p, p)
+	alg := c.alltoallvAlg(total/p, p)
 	if err := c.ready(ctx, callSig{call: c.call, root: -1, count: -1, esize: 1}); err != nil {
 		return c.fail(err)
 	}

@@ -232,7 +232,7 @@ func checkGatherScatter[T comparable](e *env, g gen[T], n, root int, inPlace boo
 func movers[T comparable](e *env, tname string, g gen[T], counts []int) error {
 	c, p, r := e.c, e.p, e.r
 	for _, n := range counts {
-		for _, alg := range []C.Algorithm{C.Binomial, C.ScatterAllgather, C.Linear} {
+		for _, alg := range []C.Algorithm{C.Binomial, C.ScatterAllgather, C.Linear, C.Pipeline} {
 			if err := c.SetAlgorithm(C.CollBcast, alg); err != nil {
 				return err
 			}
@@ -253,7 +253,7 @@ func movers[T comparable](e *env, tname string, g gen[T], counts []int) error {
 				}
 			}
 		}
-		for _, alg := range []C.Algorithm{C.Bruck, C.Ring} {
+		for _, alg := range []C.Algorithm{C.Bruck, C.Ring, C.RecursiveDoubling} {
 			_ = c.SetAlgorithm(C.CollAllgather, alg)
 			for _, inPlace := range []bool{false, true} {
 				salt := e.next("Allgather[%s] n=%d %s inplace=%v", tname, n, alg, inPlace)
@@ -276,7 +276,7 @@ func movers[T comparable](e *env, tname string, g gen[T], counts []int) error {
 				}
 			}
 		}
-		for _, alg := range []C.Algorithm{C.Linear, C.Pairwise} {
+		for _, alg := range []C.Algorithm{C.Linear, C.Pairwise, C.Bruck} {
 			_ = c.SetAlgorithm(C.CollAlltoall, alg)
 			for _, inPlace := range []bool{false, true} {
 				// block j of rank q is gen(q, j·n+i)
@@ -411,7 +411,7 @@ func vmovers[T comparable](e *env, tname string, g gen[T], n int) error {
 	// being gen(q, j·1000+i).
 	sc, sd, ssize := vlayout(func(j int) int { return vcount(n, r, j) }, p)
 	rc, rd, rsize := vlayout(func(q int) int { return vcount(n, q, r) }, p)
-	for _, alg := range []C.Algorithm{C.Linear, C.Pairwise} {
+	for _, alg := range []C.Algorithm{C.Linear, C.Pairwise, C.Bruck} {
 		_ = c.SetAlgorithm(C.CollAlltoall, alg)
 		salt := e.next("Alltoallv[%s] n=%d %s", tname, n, alg)
 		send := make([]T, ssize)
@@ -746,7 +746,7 @@ func bigBattery(ctx context.Context, c *C.Coll) error {
 func bigOn(e *env) error {
 	ctx, c := e.ctx, e.c
 	n := 1<<20 + 3
-	for _, alg := range []C.Algorithm{C.Binomial, C.ScatterAllgather, C.Linear} {
+	for _, alg := range []C.Algorithm{C.Binomial, C.ScatterAllgather, C.Linear, C.Pipeline} {
 		_ = c.SetAlgorithm(C.CollBcast, alg)
 		for _, root := range e.roots() {
 			salt := e.next("Bcast[uint8] n=%d %s root=%d", n, alg, root)

@@ -32,7 +32,9 @@ func Barrier(ctx context.Context, c *Coll) error {
 // the same on every rank. Small messages travel down a binomial tree;
 // large ones are scattered in p blocks down the tree and gathered by every
 // rank around a ring (ScatterAllgather), which moves about 2n bytes per
-// rank instead of n·log₂ p at the root.
+// rank instead of n·log₂ p at the root. Pipeline, chosen by a setting or
+// a selection table, passes the message down a chain of the ranks in
+// segments.
 func Bcast[T any](ctx context.Context, c *Coll, buf []T, root int) error {
 	if err := c.enter(callBcast); err != nil {
 		return err
@@ -86,6 +88,8 @@ func (c *Coll) bcast(ctx context.Context, b []byte, root int, alg Algorithm) err
 		return c.wait(ctx)
 	case ScatterAllgather:
 		return c.bcastScatterAllgather(ctx, b, root)
+	case Pipeline:
+		return c.bcastPipeline(ctx, b, root)
 	}
 	return c.bcastBinomial(ctx, b, root)
 }
@@ -115,6 +119,68 @@ func (c *Coll) bcastBinomial(ctx context.Context, b []byte, root int) error {
 		}
 	}
 	return c.wait(ctx)
+}
+
+// pipeSeg is the segment size of the pipelined Bcast: about the best
+// segment of its cost model, √(nα/((p-2)β)), for a few MiB over a few
+// ranks of a network (α 2 µs, 10 GB/s), and the node transport's slot.
+// Smaller segments pay a message's cost each: between 3 and 4 processes
+// of one node, 1–16 MiB took 0.3–0.8 of the time at 256 KiB segments
+// that they took at 16 KiB (docs/perf/collectives.md). On one node the
+// pipeline does not beat the binomial tree or the scatter and ring, so
+// Auto does not pick it; a selection table does where a tuning run
+// measures it faster.
+const pipeSeg = 256 << 10
+
+// bcastPipeline passes b down the chain of ranks relative to the root
+// (0 → 1 → … → p-1) in segments of about pipeSeg bytes: each rank in
+// the chain forwards segment s to its successor while it receives
+// segment s+1 from its predecessor, so a large message takes about one
+// message time plus (p-2) segment times instead of log₂ p message times.
+// Messages between two ranks keep their order, so the segments match in
+// turn.
+func (c *Coll) bcastPipeline(ctx context.Context, b []byte, root int) error {
+	p, n := c.size, len(b)
+	v := (c.rank - root + p) % p
+	prev, next := (c.rank-1+p)%p, (c.rank+1)%p
+	k := max((n+pipeSeg-1)/pipeSeg, 1)
+	seg := func(s int) []byte { return b[part(n, k, s):part(n, k, s+1)] }
+	switch v {
+	case 0:
+		for s := range k {
+			if err := c.send(seg(s), next); err != nil {
+				return err
+			}
+		}
+		return c.wait(ctx)
+	case p - 1:
+		for s := range k {
+			if err := c.recv(seg(s), prev); err != nil {
+				return err
+			}
+		}
+		return c.wait(ctx)
+	}
+	if err := c.recv(seg(0), prev); err != nil {
+		return err
+	}
+	if err := c.wait(ctx); err != nil {
+		return err
+	}
+	for s := range k {
+		if s+1 < k {
+			if err := c.recv(seg(s+1), prev); err != nil {
+				return err
+			}
+		}
+		if err := c.send(seg(s), next); err != nil {
+			return err
+		}
+		if err := c.wait(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // part returns where block i starts when n items are cut into p blocks

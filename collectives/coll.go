@@ -132,6 +132,8 @@ func New(ctx context.Context, comm *endpoint.Comm, opts ...Option) (*Coll, error
 	if err != nil {
 		return nil, fmt.Errorf("collectives: duplicate the communicator: %w", err)
 	}
+	_, local := d.NodeLocal()
+	cfg.spread = local < d.Size()
 	c := &Coll{parent: comm, comm: d, rank: d.Rank(), size: d.Size(), cfg: cfg, crowded: crowded(d)}
 	if c.size > 1 && cfg.hier != HierOff {
 		if c.hier, err = setupHier(ctx, c); err != nil {

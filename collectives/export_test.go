@@ -134,3 +134,7 @@ func LastRuns(c *Coll) bool { return c.lastRuns() }
 // SetCrowded makes c judge its machine crowded (on) or not, as New does
 // from the ranks and cores of its node.
 func SetCrowded(c *Coll, on bool) { c.crowded = on }
+
+// SetSpread makes c's selection take its ranks as spread over several
+// nodes (on) or all on one, as New does from the communicator.
+func SetSpread(c *Coll, on bool) { c.cfg.spread = on }

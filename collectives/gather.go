@@ -305,8 +305,9 @@ func (c *Coll) scatterBinomial(ctx context.Context, all, mine []byte, root int) 
 // Allgather collects every rank's send, in rank order, into every rank's
 // recv: len(recv) is Size()·len(send), len(send) the same on every rank.
 // In place: send == nil, each rank's own block already at
-// recv[rank·n:(rank+1)·n]. Small results use Bruck's algorithm (⌈log₂ p⌉
-// rounds), large ones the ring (p-1 steps of one block).
+// recv[rank·n:(rank+1)·n]. Small results use recursive doubling on a
+// power of two ranks and Bruck's algorithm otherwise (⌈log₂ p⌉ rounds
+// each), large ones the ring (p-1 steps of one block).
 func Allgather[T any](ctx context.Context, c *Coll, send, recv []T) error {
 	if err := c.enter(callAllgather); err != nil {
 		return err
@@ -352,8 +353,11 @@ func (c *Coll) allgather(ctx context.Context, all []byte, nb int, alg Algorithm,
 	if c.size == 1 {
 		return nil
 	}
-	if alg == Ring {
+	switch alg {
+	case Ring:
 		return c.ringAllgatherFrom(ctx, all, func(i int) int { return i * nb }, 0, own)
+	case RecursiveDoubling:
+		return c.allgatherRecDbl(ctx, all, nb)
 	}
 	tmp, err := c.bruck(ctx, all[c.rank*nb:(c.rank+1)*nb])
 	if err != nil {
@@ -363,6 +367,74 @@ func (c *Coll) allgather(ctx context.Context, all []byte, nb int, alg Algorithm,
 		if r := (c.rank + i) % c.size; r != c.rank {
 			memcopy.Copy(all[r*nb:(r+1)*nb], tmp[i*nb:])
 		}
+	}
+	return nil
+}
+
+// allgatherRecDbl completes all (p blocks of nb bytes, this rank's in
+// place) by recursive doubling: in round k each rank exchanges with rank
+// xor 2^k the blocks it holds, those of its subcube of 2^k ranks, which
+// lie together in all, so the blocks go straight from and into place.
+// With p not a power of two, each rank r past the largest power of two
+// p' ≤ p first hands its block to rank r-p', which carries it with its own
+// (a second message per round, the blocks of the subcube's partners past
+// p'), and at the end gets the whole result from it.
+func (c *Coll) allgatherRecDbl(ctx context.Context, all []byte, nb int) error {
+	p, me := c.size, c.rank
+	pp := 1
+	for pp*2 <= p {
+		pp *= 2
+	}
+	extra := p - pp
+	blocks := func(i, j int) []byte { return all[i*nb : j*nb] }
+	if me >= pp {
+		if err := c.send(blocks(me, me+1), me-pp); err != nil {
+			return err
+		}
+		if err := c.wait(ctx); err != nil { // the block leaves before all is written
+			return err
+		}
+		if err := c.recv(all, me-pp); err != nil {
+			return err
+		}
+		return c.wait(ctx)
+	}
+	if me < extra {
+		if err := c.recv(blocks(me+pp, me+pp+1), me+pp); err != nil {
+			return err
+		}
+		if err := c.wait(ctx); err != nil {
+			return err
+		}
+	}
+	for mask := 1; mask < pp; mask <<= 1 {
+		peer := me ^ mask
+		mine, theirs := me&^(mask-1), peer&^(mask-1)
+		if err := c.recv(blocks(theirs, theirs+mask), peer); err != nil {
+			return err
+		}
+		if e := min(theirs+mask, extra); theirs < e {
+			if err := c.recv(blocks(theirs+pp, e+pp), peer); err != nil {
+				return err
+			}
+		}
+		if err := c.send(blocks(mine, mine+mask), peer); err != nil {
+			return err
+		}
+		if e := min(mine+mask, extra); mine < e {
+			if err := c.send(blocks(mine+pp, e+pp), peer); err != nil {
+				return err
+			}
+		}
+		if err := c.wait(ctx); err != nil {
+			return err
+		}
+	}
+	if me < extra {
+		if err := c.send(all, me+pp); err != nil {
+			return err
+		}
+		return c.wait(ctx)
 	}
 	return nil
 }

@@ -101,7 +101,8 @@ func TestHierNode(t *testing.T) {
 // the 2 processes of a node through its segment, and the nodes' leaders
 // over libfabric (its shm provider, which reaches across the pretended
 // nodes; test/cluster's hybrid program covers real nodes on tcp); the
-// short battery and deterministic mode.
+// short battery (its small Alltoalls by Bruck's algorithm, the default
+// over several nodes) and deterministic mode.
 func TestHierNodes(t *testing.T) {
 	testenv.Short(t, "4 processes as 2 pretended nodes")
 	if !launchtest.IsWorker() {
@@ -124,6 +125,11 @@ func TestHierNodes(t *testing.T) {
 	runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
 		if err := wantShape(c, 4, 2); err != nil {
 			return err
+		}
+		// 8 ranks over two nodes: Bruck's Alltoall for small blocks
+		// (one node would take the linear exchange)
+		if a := c.Algorithm(C.CollAlltoall, 64); a != C.Bruck {
+			return fmt.Errorf("alltoall of 64 B blocks over 2 nodes: %s, want bruck", a)
 		}
 		if err := hierBatteryOf(ctx, c, true); err != nil {
 			return err

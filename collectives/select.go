@@ -56,11 +56,12 @@ const (
 	Bruck                         // allgather: ⌈log₂ p⌉ rounds of doubling blocks
 	Pairwise                      // alltoall: p-1 exchanges with one partner each; reduce-scatter in rank order
 	ReduceScatterGather           // reduce: ring reduce-scatter, then the blocks gathered at the root
+	Pipeline                      // bcast: segments passed down a chain of the ranks, each forwarded as the next arrives
 	numAlg
 )
 
 var algNames = [numAlg]string{"auto", "linear", "binomial", "dissemination", "scatterallgather",
-	"recdbl", "rabenseifner", "ring", "bruck", "pairwise", "rsgather"}
+	"recdbl", "rabenseifner", "ring", "bruck", "pairwise", "rsgather", "pipeline"}
 
 // String returns the algorithm's name, as WEFT_TUNE's coll* keys take it.
 func (a Algorithm) String() string {
@@ -71,17 +72,18 @@ func (a Algorithm) String() string {
 }
 
 // algs lists the algorithms each collective has, its default small-message
-// algorithm first and its large-message one (if any) second.
+// algorithm first and its large-message one (if any) second; pick's rules
+// choose among the others by communicator size.
 var algs = [numColl][]Algorithm{
 	CollBarrier:       {Dissemination},
-	CollBcast:         {Binomial, ScatterAllgather, Linear},
+	CollBcast:         {Binomial, ScatterAllgather, Linear, Pipeline},
 	CollReduce:        {Binomial, ReduceScatterGather, Linear},
 	CollAllreduce:     {RecursiveDoubling, Rabenseifner, Ring},
 	CollGather:        {Binomial, Linear},
 	CollScatter:       {Binomial, Linear},
-	CollAllgather:     {Bruck, Ring},
+	CollAllgather:     {Bruck, Ring, RecursiveDoubling},
 	CollAllgatherv:    {Linear, Ring},
-	CollAlltoall:      {Linear, Pairwise},
+	CollAlltoall:      {Linear, Pairwise, Bruck},
 	CollReduceScatter: {Ring, Pairwise},
 	CollScan:          {RecursiveDoubling, Linear},
 }
@@ -122,6 +124,7 @@ type config struct {
 	det      bool               // reductions in rank order, bitwise the same whatever the algorithm
 	check    bool               // agree on every call's arguments before it runs
 	progress bool               // the progress goroutine drives nonblocking collectives
+	spread   bool               // the ranks are on more than one node (every rank knows alike)
 	hier     Hierarchy          // when to combine through a process's memory (hier.go)
 	alg      [numColl]Algorithm // forced algorithm (Auto: by size)
 	// large is the switch point, in bytes, of each collective with a
@@ -205,9 +208,6 @@ func defaults() (config, error) {
 	return cfg, nil
 }
 
-// pick returns the algorithm collective k uses for nbytes on p ranks: the
-// forced one, else an explicit threshold's choice, else the table's, else
-// the default threshold's.
 // byRule reports whether pick answers for k with its default rule: no
 // algorithm chosen (WithAlgorithm, WEFT_TUNE), no threshold set and no
 // row of a measured table for the call.
@@ -219,6 +219,9 @@ func (cfg *config) byRule(k Collective, nbytes, p int) bool {
 	return !ok
 }
 
+// pick returns the algorithm collective k uses for nbytes on p ranks: the
+// forced one, else an explicit threshold's choice, else the table's, else
+// the default rule's.
 func (cfg *config) pick(k Collective, nbytes, p int) Algorithm {
 	if a := cfg.alg[k]; a != Auto {
 		return a
@@ -243,9 +246,31 @@ func (cfg *config) pick(k Collective, nbytes, p int) Algorithm {
 		}
 	case CollReduceScatter, CollScan:
 		return small
+	case CollAllgather:
+		if nbytes < cfg.large[k] && p&(p-1) == 0 {
+			// a power of two: recursive doubling's rounds are Bruck's
+			// without its final rotation of the result
+			return RecursiveDoubling
+		}
+	case CollAlltoall:
+		if nbytes <= bruckBlock && p >= bruckRanks && cfg.spread {
+			return Bruck
+		}
 	}
 	if nbytes >= cfg.large[k] {
 		return large
 	}
 	return small
 }
+
+// Bruck's Alltoall is the default for blocks of up to bruckBlock bytes
+// on at least bruckRanks ranks spread over several nodes: ⌈log₂ p⌉
+// messages a rank instead of p-1, each carrying about half the blocks
+// (MPICH's rule), where a message costs a network's latency. Between the
+// ranks of one node a message costs less than Bruck's copies: 8
+// processes on one node took 8–256 B blocks in 1.0–1.3 times the linear
+// exchange's time (docs/perf/collectives.md).
+const (
+	bruckBlock = 256
+	bruckRanks = 8
+)

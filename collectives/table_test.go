@@ -203,13 +203,30 @@ func TestTableErrors(t *testing.T) {
 // docs/collectives.md pick: recursive doubling below 32 KiB and
 // Rabenseifner from it for Allreduce; for Reduce the binomial tree at
 // every size on two ranks and the reduce-scatter and gather from 64 KiB
-// on more.
+// on more; for Allgather recursive doubling on a power of two ranks and
+// Bruck's otherwise below a 64 KiB result, the ring from it; for
+// Alltoall Bruck's for blocks of up to 256 B on 8 ranks or more spread
+// over several nodes, the linear exchange below 16 KiB blocks, pairwise
+// from it.
 func TestDefaultSelection(t *testing.T) {
-	for _, p := range []int{2, 4} {
+	for _, p := range []int{2, 3, 4, 8} {
 		runHandles(t, eptest.Ctx(t, 30*time.Second), handles(t, p), nil, func(ctx context.Context, c *C.Coll) error {
+			C.SetCrowded(c, false)
 			large := C.ReduceScatterGather
 			if p == 2 {
 				large = C.Binomial
+			}
+			small := C.RecursiveDoubling
+			if p == 3 {
+				small = C.Bruck
+			}
+			tiny := C.Linear
+			if p == 8 {
+				if got := c.Algorithm(C.CollAlltoall, 8); got != C.Linear {
+					return fmt.Errorf("%d ranks of one node: alltoall at 8 B: %s, want linear", p, got)
+				}
+				C.SetSpread(c, true)
+				tiny = C.Bruck
 			}
 			for _, w := range []struct {
 				k    C.Collective
@@ -220,6 +237,9 @@ func TestDefaultSelection(t *testing.T) {
 				{C.CollAllreduce, 32 << 10, C.Rabenseifner}, {C.CollAllreduce, 1 << 20, C.Rabenseifner},
 				{C.CollReduce, 8, C.Binomial}, {C.CollReduce, 64<<10 - 1, C.Binomial},
 				{C.CollReduce, 64 << 10, large}, {C.CollReduce, 1 << 20, large},
+				{C.CollAllgather, 8, small}, {C.CollAllgather, 64<<10 - 1, small}, {C.CollAllgather, 64 << 10, C.Ring},
+				{C.CollAlltoall, 8, tiny}, {C.CollAlltoall, 256, tiny}, {C.CollAlltoall, 257, C.Linear},
+				{C.CollAlltoall, 16 << 10, C.Pairwise},
 			} {
 				if got := c.Algorithm(w.k, w.n); got != w.want {
 					return fmt.Errorf("%d ranks: %s at %d B: %s, want %s", p, w.k, w.n, got, w.want)

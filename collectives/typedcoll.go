@@ -367,8 +367,9 @@ func AlltoallTyped(ctx context.Context, c *Coll, send []byte, scount int, stype 
 		}
 	}
 	hier := c.hierFor(CollAlltoall, 0) // every rank in this process
+	alg := c.alltoallAlg(nb, p)
 	if !hier {
-		if err := c.ready(ctx, callSig{call: callAlltoallTyped, root: -1, count: nb, esize: 1}); err != nil {
+		if err := c.ready(ctx, callSig{call: callAlltoallTyped, root: -1, count: nb, esize: 1, alg: alltoallSig(alg)}); err != nil {
 			return c.fail(err)
 		}
 	}
@@ -399,7 +400,6 @@ func AlltoallTyped(ctx context.Context, c *Coll, send []byte, scount int, stype 
 			return nil
 		})
 	}
-	alg := c.alltoallAlg(nb, p)
 	if err := c.alltoall(ctx, func(j int) []byte { return sall[j*nb : (j+1)*nb] },
 		func(i int) []byte { return rall[i*nb : (i+1)*nb] }, alg); err != nil {
 		return c.fail(err)
