@@ -177,6 +177,38 @@ func TestKindMismatch(t *testing.T) {
 	})
 }
 
+// TestAlgorithmMismatch: an Alltoall that some ranks run by Bruck's
+// algorithm and others by the linear exchange (ranks set differently)
+// fails on every rank instead of pairing unlike messages — on 3 ranks,
+// where each of Bruck's messages carries one block, the sizes agree and
+// only the call's signature tells them apart. The linear and pairwise
+// exchanges mixed complete (TestAlltoallCrowded).
+func TestAlgorithmMismatch(t *testing.T) {
+	errs, took := each(t, eptest.Ctx(t, 60*time.Second), handles(t, 3), []C.Option{C.WithHierarchy(C.HierOff)},
+		func(ctx context.Context, c *C.Coll) error {
+			alg := C.Linear
+			if c.Rank() == 1 {
+				alg = C.Bruck
+			}
+			if err := c.SetAlgorithm(C.CollAlltoall, alg); err != nil {
+				return err
+			}
+			send := make([]int32, 3*2)
+			for i := range send {
+				send[i] = int32(10*c.Rank() + i)
+			}
+			if err := C.Alltoall(ctx, c, send, make([]int32, 3*2)); err != nil {
+				return err
+			}
+			return C.Barrier(ctx, c)
+		})
+	for i, err := range errs {
+		if !errors.Is(err, C.ErrInvalid) || took[i] > quick {
+			t.Errorf("handle %d: %v after %v, want ErrInvalid at once", i, err, took[i])
+		}
+	}
+}
+
 // TestBadArgumentElsewhere: one rank's bad argument (detected locally,
 // before it sends anything) makes the others' calls fail too.
 func TestBadArgumentElsewhere(t *testing.T) {
