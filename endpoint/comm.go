@@ -52,6 +52,9 @@ type World struct {
 	vcis     []*vci          // endpoint vcis, closed by Close
 	sets     map[int]*vciSet // by context id: a communicator's endpoints in this process (peerset.go)
 	epCalls  uint32          // CreateEndpoints calls made by this process (endpoint identities)
+
+	statsMu sync.Mutex   // guards sentAll (taken under an endpoint's lock: never the other way)
+	sentAll []*sentStats // every endpoint's send counters, kept after it closes (stats.go)
 }
 
 // Comm is a communicator handle: a group of ranks, this handle's rank in it,
@@ -508,6 +511,9 @@ func (w *World) closeAll() error {
 	}
 	if w.fab != nil {
 		errs = append(errs, w.fab.Close())
+	}
+	if w.cfg.statsDir != "" {
+		errs = append(errs, w.writeStats(w.cfg.statsDir))
 	}
 	if w.ownBS && w.bs != nil {
 		errs = append(errs, w.bs.Finalize())

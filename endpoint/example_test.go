@@ -84,3 +84,46 @@ func ExampleWithJob() {
 	fmt.Println(w.Job() == j, w.Comm().Size() == j.Size())
 	// Output: true true
 }
+
+// A world that counts its traffic (WithStats; WEFT_STATS does the same
+// and writes it for fabrun stats at Close): two endpoints of one process
+// exchange messages, and the process's row of the communication matrix
+// says what went to which rank's process, through which transport.
+func ExampleWorld_Stats() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := endpoint.Init(ctx, endpoint.WithProvider("shm"), endpoint.WithStats())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Close()
+	eps, err := w.Comm().CreateEndpoints(ctx, 2)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	a, b := eps[0], eps[1]
+	for _, n := range []int{8, 1000, 64 << 10} {
+		r, err := b.Irecv(make([]byte, n), 0, 0)
+		if err == nil {
+			err = a.Send(ctx, make([]byte, n), 1, 0)
+		}
+		if err == nil {
+			_, err = r.Wait(ctx)
+		}
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	st := w.Stats()
+	fmt.Printf("sent %d messages, %d bytes\n", st.Sent.Messages, st.Sent.Bytes)
+	tr, _ := a.Transport(1) // node, or fabric with WEFT_NODE_TRANSPORT=fabric
+	for _, p := range st.Peers {
+		fmt.Printf("to rank %d: %d messages, through the handles' transport: %v\n", p.Rank, p.Messages, p.Transport == tr)
+	}
+	// Output:
+	// sent 3 messages, 66544 bytes
+	// to rank 0: 3 messages, through the handles' transport: true
+}

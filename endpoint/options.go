@@ -82,7 +82,9 @@ type config struct {
 	job        job.Job
 	extraCaps  fabric.Caps
 	order      fabric.Order
-	native     bool // node transport for peers on this node
+	native     bool   // node transport for peers on this node
+	stats      bool   // count what each endpoint sends (World.Stats)
+	statsDir   string // and write it here at Close
 }
 
 // Option changes how Init or CreateEndpoints set an endpoint up.
@@ -155,6 +157,23 @@ func WithNodeTransport(native bool) Option {
 // ...); WEFT_PROVIDER is honoured by fabric.Select when this is not given.
 func WithProvider(name string) Option { return func(c *config) error { c.provider = name; return nil } }
 
+// WithStats makes Init's world count the point-to-point traffic its
+// endpoints send, for World.Stats (off by default: the counting costs a
+// few nanoseconds a message).
+func WithStats() Option { return func(c *config) error { c.stats = true; return nil } }
+
+// WithStatsDir counts as WithStats does and makes World.Close write the
+// process's traffic (World.Stats) into dir as weft-stats.RANK.json, for
+// fabrun stats (see EnvStats); "" writes nothing (and leaves counting as
+// it was).
+func WithStatsDir(dir string) Option {
+	return func(c *config) error {
+		c.statsDir = dir
+		c.stats = c.stats || dir != ""
+		return nil
+	}
+}
+
 // WithJob makes Init use an already initialised job (job.Init) instead of
 // calling job.Init itself. World.Close then leaves it to the caller to
 // finalise.
@@ -193,6 +212,8 @@ func envConfig() (config, error) {
 	c.shared = mode == "shared"
 	mode, _, _ = settings.Str(EnvNodeTransport)
 	c.native = mode != "fabric"
+	c.statsDir, _, _ = settings.Str(EnvStats)
+	c.stats = c.statsDir != ""
 	return c, nil
 }
 

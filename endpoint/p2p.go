@@ -106,6 +106,9 @@ func (c *Comm) isendSync(buf []byte, dest, tag int, ctx uint16, sig uint64, bloc
 	if _, err := v.beginSend(); err != nil {
 		return nil, err
 	}
+	if ctx == c.ctx { // the user's messages (and those of layers above), not endpoint's own
+		c.countLocked(dest, len(buf))
+	}
 	t := packTag(ctx, c.slots[dest], c.rank, tag)
 	if l := c.link(dest); l != nil {
 		if sync {

@@ -202,6 +202,9 @@ func (p *Partitioned) Start() error {
 	p.rounds++
 	clear(p.marked)
 	clear(p.done)
+	if p.send && p.peer != ProcNull {
+		p.c.count(p.peer, len(p.buf)) // one message a round, whatever its partitions
+	}
 	if !p.send && p.paired && p.peer != ProcNull {
 		return p.postRecvs()
 	}

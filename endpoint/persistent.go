@@ -94,9 +94,11 @@ func (p *Persistent) Start() (*Request, error) {
 	case p.send && p.packed != nil:
 		var done bool
 		if r, done, err = p.c.isendPackedNode(p.layout, p.peer, p.tag, false); done {
+			err = p.c.counted(p.peer, p.layout.n, err)
 			break // packed into the ring or a staging buffer
 		}
 		if r, done, err = p.c.isendFabricTyped(p.layout, p.peer, p.tag); done {
+			err = p.c.counted(p.peer, p.layout.n, err)
 			break // libfabric: a segment buffer, zero copy or the pipeline
 		}
 		if _, err = p.t.Pack(p.packed, p.buf, p.count); err != nil {

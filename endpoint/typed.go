@@ -204,12 +204,21 @@ func (c *Comm) sendTo(dest, tag int) (null bool, err error) {
 // its own.
 func (c *Comm) isendLayout(u *typedRecv, dest, tag int) (*Request, error) {
 	if r, done, err := c.isendPackedNode(u, dest, tag, false); done {
-		return r, err
+		return r, c.counted(dest, u.n, err)
 	}
 	if r, done, err := c.isendFabricTyped(u, dest, tag); done {
-		return r, err
+		return r, c.counted(dest, u.n, err)
 	}
 	return c.isendPackedWhole(u, dest, tag)
+}
+
+// counted counts a message of n bytes to dest that a typed path (which
+// does not go through isendSync) started, if err is nil, and returns err.
+func (c *Comm) counted(dest, n int, err error) error {
+	if err == nil {
+		c.count(dest, n)
+	}
+	return err
 }
 
 // IrecvParts starts receiving one message into parts (see Part), from src
@@ -322,16 +331,16 @@ func (c *Comm) isendTyped(buf []byte, count int, t *ddt.Type, dest, tag int, blo
 		return c.isendContigTyped(contig, buf, count, t, n, dest, tag, blocking)
 	}
 	if r, done, err := c.isendTypedGather(buf, count, t, n, dest, tag, blocking); done {
-		return r, err
+		return r, c.counted(dest, n, err)
 	}
 	// u stays on the stack: the node transport packs it at once, and a
 	// libfabric send that packs later keeps a copy in its request.
 	u := typedRecv{buf: buf, count: count, t: t, n: n}
 	if r, done, err := c.isendPackedNode(&u, dest, tag, blocking); done {
-		return r, err
+		return r, c.counted(dest, n, err)
 	}
 	if r, done, err := c.isendFabricTyped(&u, dest, tag); done {
-		return r, err
+		return r, c.counted(dest, n, err)
 	}
 	return c.isendPackedWhole(&u, dest, tag)
 }

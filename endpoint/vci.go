@@ -160,6 +160,7 @@ type vci struct {
 	segFree    []int
 	segFailed  bool
 	pipes      []*Request
+	sent       atomic.Pointer[sentStats] // what it sent, per peer, when counting (stats.go); nil until its first send
 }
 
 func (v *vci) lock() {

@@ -111,6 +111,7 @@ type options struct {
 	ppn       int    // ranks per host (0: the hosts' slots)
 	wdir      string // the ranks' working directory
 	outDir    string // each rank's output in files there
+	stats     bool   // --stats: report the ranks' point-to-point traffic
 	argv      []string
 	npSet     bool         // -n, -np or WEFT_NP was given (so 0 is an error, not "derive it")
 	more      []launch.App // the programs after the first of an MPMD job
@@ -120,6 +121,7 @@ const usageText = `usage: fabrun -n N [--hosts h1:slots,h2 | --hostfile F] [--la
               [--provider P] [--timeout D] [--bind auto|core|none] [--env K=V]... [--tag-output] prog [args]
               [: -n N2 [--env K=V]... prog2 [args] ...]
        fabrun info [--provider P]
+       fabrun stats [--csv FILE] DIR
 `
 
 // parse reads flags, with WEFT_* environment variables as defaults.
@@ -204,6 +206,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	fs.IntVar(&o.ppn, "ppn", o.ppn, "ranks per host, in place of the hosts' slots (with --hosts or --hostfile; under Slurm, srun's --ntasks-per-node) (WEFT_PPN)")
 	fs.StringVar(&o.wdir, "wdir", o.wdir, "the ranks' working directory (default: fabrun's) (WEFT_WDIR)")
 	fs.StringVar(&o.outDir, "output-dir", o.outDir, "write each rank's stdout and stderr to DIR/rank.N.out and DIR/rank.N.err instead of fabrun's (WEFT_OUTPUT_DIR)")
+	fs.BoolVar(&o.stats, "stats", o.stats, "count the ranks' point-to-point traffic (WEFT_STATS set to a directory of fabrun's) and report it per rank and pair when the job ends")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -417,6 +420,9 @@ func fabrun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "info" {
 		return info(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "stats" {
+		return stats(args[1:], stdout, stderr)
+	}
 	o, err := parse(args, os.Getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -431,6 +437,22 @@ func fabrun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.Stdin, cfg.Stdout, cfg.Stderr = stdin, stdout, stderr
+	if o.stats {
+		dir, err := os.MkdirTemp("", "weft-stats-")
+		if err != nil {
+			fmt.Fprintf(stderr, "fabrun: --stats: %v\n", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		cfg.Env = append(cfg.Env, "WEFT_STATS="+dir)
+		defer func() {
+			if js, err := readStats(dir); err != nil {
+				fmt.Fprintf(stderr, "fabrun: --stats: %v\n", err)
+			} else {
+				js.report(stderr)
+			}
+		}()
+	}
 
 	// Catch signals before any rank exists, so none can kill fabrun and
 	// orphan the job; they are forwarded once the job runs. SIGUSR1 asks

@@ -35,6 +35,8 @@ func TestMain(m *testing.M) {
 		os.Exit(vanishRank())
 	case "hang":
 		os.Exit(hangRank())
+	case "stats":
+		os.Exit(statsRank())
 	}
 	code := m.Run()
 	bins.Close()

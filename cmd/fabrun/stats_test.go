@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weft-hpc/weft/endpoint"
+)
+
+// statsRank is a rank of TestStats: rank i sends rank j (j+1)·10
+// messages of (i+1)·100 bytes, receives as many from every other rank,
+// and closes its world (which writes its traffic where WEFT_STATS says).
+func statsRank() int {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err := func() error {
+		w, err := endpoint.Init(ctx)
+		if err != nil {
+			return err
+		}
+		defer w.Close()
+		c := w.Comm()
+		me, p := c.Rank(), c.Size()
+		var reqs []*endpoint.Request
+		for j := range p {
+			if j == me {
+				continue
+			}
+			for range (me + 1) * 10 { // from j: j's size, my count
+				r, err := c.Irecv(make([]byte, (j+1)*100), j, 7)
+				if err != nil {
+					return err
+				}
+				reqs = append(reqs, r)
+			}
+			for range (j + 1) * 10 {
+				r, err := c.Isend(make([]byte, (me+1)*100), j, 7)
+				if err != nil {
+					return err
+				}
+				reqs = append(reqs, r)
+			}
+		}
+		if err := endpoint.WaitAll(ctx, reqs...); err != nil {
+			return err
+		}
+		if err := c.Barrier(ctx); err != nil {
+			return err
+		}
+		return w.Close()
+	}()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rank:", err)
+		return 1
+	}
+	return 0
+}
+
+// TestStats: fabrun --stats reports what the ranks of a weft job sent
+// each other (counted by endpoint, written at World.Close): per rank the
+// messages and bytes sent and received, per transport, and the matrix of
+// bytes; fabrun stats DIR reports a directory the ranks wrote into
+// (WEFT_STATS), with --csv its lines; a directory without files, or with
+// a broken one, is an error.
+func TestStats(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const p = 3
+	// rank i sends j (j+1)·10 messages of (i+1)·100 bytes
+	want := func(i, j int) (msgs, bytes int) { return (j + 1) * 10, (j + 1) * 10 * (i + 1) * 100 }
+	check := func(out string) {
+		t.Helper()
+		for r := range p {
+			var sm, sb, rm, rb int
+			for j := range p {
+				if j == r {
+					continue
+				}
+				m, b := want(r, j)
+				sm, sb = sm+m, sb+b
+				m, b = want(j, r)
+				rm, rb = rm+m, rb+b
+			}
+			line := regexp.MustCompile(fmt.Sprintf(`(?m)^\s*%d\s+\S+\s+%d\s+(\S+ \S+)\s+%d\s+(\S+ \S+)\s+%d\s+0\s*$`, r, sm, rm, sm))
+			m := line.FindStringSubmatch(out)
+			if m == nil {
+				t.Errorf("no line for rank %d (%d messages sent, %d received, all through the node transport) in:\n%s", r, sm, rm, out)
+				continue
+			}
+			if m[1] != human(uint64(sb)) || m[2] != human(uint64(rb)) {
+				t.Errorf("rank %d: sent %s, received %s; want %s and %s", r, m[1], m[2], human(uint64(sb)), human(uint64(rb)))
+			}
+		}
+		if !strings.Contains(out, "bytes sent (row: from, column: to)") {
+			t.Errorf("no matrix in:\n%s", out)
+		}
+	}
+	r := runFabrun(t, []string{"WEFT_FABRUN_TEST_RANK=stats"}, "", "-n", strconv.Itoa(p), "--stats", "--timeout", "60s", self)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	check(r.Stderr)
+
+	dir := t.TempDir()
+	r = runFabrun(t, []string{"WEFT_FABRUN_TEST_RANK=stats", "WEFT_STATS=" + dir}, "", "-n", strconv.Itoa(p), "--timeout", "60s", self)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	csvPath := filepath.Join(t.TempDir(), "traffic.csv")
+	r = runFabrun(t, nil, "", "stats", "--csv", csvPath, dir)
+	if r.Code != 0 {
+		t.Fatalf("fabrun stats: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	check(r.Stdout)
+	raw, err := os.ReadFile(csvPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	if len(lines) != 1+p*(p-1) || lines[0] != "from,to,transport,messages,bytes" {
+		t.Fatalf("csv:\n%s", raw)
+	}
+	for i := range p {
+		for j := range p {
+			if i == j {
+				continue
+			}
+			m, b := want(i, j)
+			if row := fmt.Sprintf("%d,%d,node,%d,%d", i, j, m, b); !strings.Contains(string(raw), row+"\n") {
+				t.Errorf("csv lacks %q:\n%s", row, raw)
+			}
+		}
+	}
+
+	// Errors: no files; a broken file.
+	empty := t.TempDir()
+	if r = runFabrun(t, nil, "", "stats", empty); r.Code != 1 || !strings.Contains(r.Stderr, "no weft-stats") {
+		t.Errorf("empty directory: exit %d\n%s", r.Code, r.Stderr)
+	}
+	if err := os.WriteFile(filepath.Join(empty, "weft-stats.0.json"), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r = runFabrun(t, nil, "", "stats", empty); r.Code != 1 || !strings.Contains(r.Stderr, "weft-stats.0.json") {
+		t.Errorf("broken file: exit %d\n%s", r.Code, r.Stderr)
+	}
+	if r = runFabrun(t, nil, "", "stats"); r.Code != 2 {
+		t.Errorf("no directory: exit %d\n%s", r.Code, r.Stderr)
+	}
+}
