@@ -694,7 +694,7 @@ func (c *Coll) wait(ctx context.Context) error {
 				}
 				next = el + min(el, maxCheck)
 				if el >= peerCheck {
-					if err := c.peerGone(ctx); err != nil {
+					if err := c.peerGone(); err != nil {
 						return err
 					}
 					peerCheck = el + peerCheckAfter
@@ -728,11 +728,10 @@ func (c *Coll) finishRound() error {
 
 // Wait pacing: see wait.
 const (
-	pollClock      = 64          // polls between two looks at the context and the clock
-	spinPolls      = 256         // polls before an uncrowded wait starts its side work
-	yieldPolls     = 16384       // polls before an uncrowded wait starts yielding
-	peerCheckAfter = time.Second // waiting time between two checks for exited peers
-	peerCheckSpan  = 150 * time.Millisecond
+	pollClock      = 64                     // polls between two looks at the context and the clock
+	spinPolls      = 256                    // polls before an uncrowded wait starts its side work
+	yieldPolls     = 16384                  // polls before an uncrowded wait starts yielding
+	peerCheckAfter = 100 * time.Millisecond // waiting time between two checks for exited peers
 )
 
 var (
@@ -771,16 +770,28 @@ func (c *Coll) idleWork() {
 	}
 }
 
-// peerGone waits on the round for a while through endpoint.WaitAll, which
-// reports a peer whose process has exited (ErrPeerGone).
-func (c *Coll) peerGone(ctx context.Context) error {
-	wctx, cancel := context.WithTimeout(ctx, peerCheckSpan)
-	defer cancel()
-	err := endpoint.WaitAll(wctx, c.reqs...)
-	if err == nil || ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
-		return nil // the caller's loop sees completion and the context
+// peerGone fails the round when a peer one of its requests waits on has
+// exited (endpoint.Comm.CheckPeer: processes of this node): once the
+// request has had one more look, so that what the peer delivered before
+// it went still counts.
+func (c *Coll) peerGone() error {
+	for i, r := range c.reqs {
+		if r.Done() {
+			continue
+		}
+		err := c.comm.CheckPeer(c.peer[i])
+		if err == nil {
+			continue
+		}
+		if ok, _, rerr := r.Test(); ok {
+			if rerr != nil {
+				return c.reqErr(i, rerr)
+			}
+			continue
+		}
+		return c.reqErr(i, err)
 	}
-	return c.requestErr(err)
+	return nil
 }
 
 // waitingFor names, for an error, the ranks the round still waits on.
@@ -795,16 +806,6 @@ func (c *Coll) waitingFor() string {
 		return "the round to complete"
 	}
 	return fmt.Sprintf("ranks %v", rs)
-}
-
-// requestErr turns WaitAll's error into the failed request's.
-func (c *Coll) requestErr(err error) error {
-	for i, r := range c.reqs {
-		if ok, _, rerr := r.Test(); ok && rerr != nil {
-			return c.reqErr(i, rerr)
-		}
-	}
-	return err
 }
 
 func (c *Coll) reqErr(i int, err error) error {

@@ -142,16 +142,28 @@ func TestDeterministicProcs(t *testing.T) {
 // in a collective makes their calls fail with ErrPeerGone (or with the
 // abort notice of a rank that saw it first) within seconds, not at their
 // contexts' deadline: a blocking Allreduce, and the Waits of a
-// nonblocking Iallreduce and an Ibarrier started before it. The ranks run
-// unsupervised (launchtest.RunMayDie).
+// nonblocking Iallreduce and an Ibarrier started before it; through the
+// node level (the default) and flat (WithHierarchy(HierOff): the
+// collectives' own waits look for exited peers every 100 ms). The ranks
+// run unsupervised (launchtest.RunMayDie).
 func TestPeerExit(t *testing.T) {
 	testenv.Short(t, "a process leaving mid-collective")
-	for _, nb := range []bool{false, true} {
-		t.Run(fmt.Sprintf("nonblocking=%v", nb), func(t *testing.T) {
+	for _, tc := range []struct {
+		nb, flat bool
+	}{{false, false}, {true, false}, {false, true}, {true, true}} {
+		nb := tc.nb
+		t.Run(fmt.Sprintf("nonblocking=%v,flat=%v", tc.nb, tc.flat), func(t *testing.T) {
 			if launchMayDie(t, 3, 2) {
 				return
 			}
-			_, ctx, c := worldColl(t)
+			w, ctx, c := worldColl(t)
+			if tc.flat {
+				c.Free()
+				var err error
+				if c, err = C.New(ctx, w.Comm(), C.WithHierarchy(C.HierOff)); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if err := C.Barrier(ctx, c); err != nil {
 				t.Fatal(err)
 			}

@@ -436,7 +436,7 @@ func (r *Request) Wait(ctx context.Context) error {
 					if !s.done {
 						err = s.cl.check()
 						if err == nil && el >= peerCheck {
-							err = s.cl.peerGone(ctx)
+							err = s.cl.peerGone()
 							peerCheck = el + peerCheckAfter
 						}
 					}
