@@ -41,13 +41,7 @@ func TestIsendBatch(t *testing.T) {
 	}{{true, false}, {false, false}, {true, true}} {
 		native := mode.native
 		t.Run(fmt.Sprintf("native=%v,shared=%v", native, mode.shared), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			w, err := endpoint.Init(ctx, endpoint.WithProvider("shm"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Close()
+			w, ctx := singletonWorld(t, endpoint.WithProvider("shm"))
 			eps, err := w.Comm().CreateEndpoints(ctx, 3, endpoint.WithNodeTransport(native), endpoint.Shared(mode.shared))
 			if err != nil {
 				t.Fatal(err)

@@ -20,14 +20,7 @@ func singletonPair(t testing.TB, opts ...endpoint.Option) (a, b *endpoint.Comm, 
 // providerPair is singletonPair on provider prov.
 func providerPair(t testing.TB, prov string, opts ...endpoint.Option) (a, b *endpoint.Comm, ctx context.Context) {
 	t.Helper()
-	singleton(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	w, err := endpoint.Init(ctx, endpoint.WithProvider(prov))
-	if err != nil {
-		t.Fatalf("Init: %v", err)
-	}
-	t.Cleanup(func() { w.Close() })
+	w, ctx := singletonWorld(t, endpoint.WithProvider(prov))
 	if w.Comm().Size() != 1 {
 		t.Fatalf("WEFT_PMI=singleton gave a job of %d ranks", w.Comm().Size())
 	}
@@ -36,6 +29,21 @@ func providerPair(t testing.TB, prov string, opts ...endpoint.Option) (a, b *end
 		t.Fatal(err)
 	}
 	return eps[0], eps[1], ctx
+}
+
+// singletonWorld joins a singleton job (Init with opts) for the test,
+// with a 20 s context; the world is closed when the test ends.
+func singletonWorld(t testing.TB, opts ...endpoint.Option) (*endpoint.World, context.Context) {
+	t.Helper()
+	singleton(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	w, err := endpoint.Init(ctx, opts...)
+	if err != nil {
+		t.Fatalf("Init: %v", err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w, ctx
 }
 
 // Posted receives match in posting order, wildcards included; unexpected

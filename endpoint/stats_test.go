@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
@@ -25,14 +24,7 @@ import (
 // without WithStats counts nothing.
 func TestStats(t *testing.T) {
 	t.Run("off", func(t *testing.T) {
-		singleton(t)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		w, err := endpoint.Init(ctx, endpoint.WithProvider("shm"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Close()
+		w, ctx := singletonWorld(t, endpoint.WithProvider("shm"))
 		eps, err := w.Comm().CreateEndpoints(ctx, 2)
 		if err != nil {
 			t.Fatal(err)
@@ -50,14 +42,7 @@ func TestStats(t *testing.T) {
 	t.Run("concurrent", func(t *testing.T) {
 		// Stats from another goroutine while a private and a shared
 		// endpoint send (the race detector's run checks the counters).
-		singleton(t)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		w, err := endpoint.Init(ctx, endpoint.WithProvider("shm"), endpoint.WithStats())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Close()
+		w, ctx := singletonWorld(t, endpoint.WithProvider("shm"), endpoint.WithStats())
 		stop := make(chan struct{})
 		read := make(chan uint64)
 		go func() {
@@ -100,13 +85,7 @@ func TestStats(t *testing.T) {
 		}
 	})
 	t.Run("bad-dir", func(t *testing.T) {
-		singleton(t)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		w, err := endpoint.Init(ctx, endpoint.WithProvider("shm"), endpoint.WithStatsDir(filepath.Join(t.TempDir(), "missing")))
-		if err != nil {
-			t.Fatal(err)
-		}
+		w, _ := singletonWorld(t, endpoint.WithProvider("shm"), endpoint.WithStatsDir(filepath.Join(t.TempDir(), "missing")))
 		if err := w.Close(); err == nil || !strings.Contains(err.Error(), endpoint.EnvStats) {
 			t.Errorf("Close with a stats directory that does not exist: %v", err)
 		}
@@ -120,15 +99,8 @@ func TestStats(t *testing.T) {
 		{"fabric", []endpoint.Option{endpoint.WithNodeTransport(false)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			singleton(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
 			dir := t.TempDir()
-			w, err := endpoint.Init(ctx, endpoint.WithProvider("shm"), endpoint.WithStatsDir(dir))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Close()
+			w, ctx := singletonWorld(t, endpoint.WithProvider("shm"), endpoint.WithStatsDir(dir))
 			base := w.Stats()
 			eps, err := w.Comm().CreateEndpoints(ctx, 2, tc.opts...)
 			if err != nil {
