@@ -68,6 +68,7 @@ func (r *Region) UnmarshalBinary(b []byte) error {
 type attachment struct {
 	region Region
 	mr     io.Closer
+	buf    []byte
 }
 
 // CreateDynamic creates a window with no memory on any rank
@@ -82,6 +83,7 @@ func CreateDynamic(ctx context.Context, g Group, opts ...Option) (*Window, error
 	w.dyn = make([][]Region, w.size)
 	w.dynIndex = make([]map[[2]uint64]int, w.size)
 	w.attached = map[[2]uint64]attachment{}
+	w.net.noCQSignals()
 	return w, nil
 }
 
@@ -106,7 +108,7 @@ func (w *Window) Attach(buf []byte) (Region, error) {
 		return Region{}, fmt.Errorf("onesided: Attach: the memory at %#x is attached already: %w", bufAddr(buf), ErrInvalid)
 	}
 	r := Region{Rank: w.rank, Addr: addr, Key: key, Len: len(buf)}
-	w.attached[k] = attachment{r, mr}
+	w.attached[k] = attachment{r, mr, buf}
 	return r, nil
 }
 
@@ -215,6 +217,90 @@ func (w *Window) RaccumulateRegion(r Region, off int, t AtomicType, op Op, data 
 		return nil, err
 	}
 	return w.request(r.Rank, true), nil
+}
+
+// PutSignalRegion is PutSignal on a dynamic window: data into Region r
+// at byte offset off, then value into the 8-byte signal word at sigOff of
+// Region sr (8-byte aligned; sr may be r, the word outside the data),
+// both Regions of one rank. The rank sees the data once it sees the
+// signal (WaitSignalRegion), in the window's signal ordering; the
+// signals of a dynamic window are RMA writes, never CQ data (a signal in
+// CQ data names an offset in one window region). data may be reused when
+// the call returns.
+func (w *Window) PutSignalRegion(r Region, off int, data []byte, sr Region, sigOff int, value uint64) error {
+	if r.Rank != sr.Rank {
+		return fmt.Errorf("onesided: PutSignalRegion: data in a Region of rank %d, signal in one of rank %d: %w", r.Rank, sr.Rank, ErrInvalid)
+	}
+	target, o, err := w.dynTarget("PutSignalRegion", r, off, len(data), 1)
+	if err != nil {
+		return err
+	}
+	_, so, err := w.dynTarget("PutSignalRegion", sr, sigOff, 8, 8)
+	if err != nil {
+		return err
+	}
+	if r == sr && sigOff < off+len(data) && off < sigOff+8 && len(data) > 0 {
+		return fmt.Errorf("onesided: PutSignalRegion: signal [%d,+8) overlaps data [%d,%d): %w", sigOff, off, off+len(data), ErrInvalid)
+	}
+	return w.net.putSignal(target, o, data, so, value)
+}
+
+// SignalRegion stores value into the signal word at sigOff of Region sr,
+// ordered after every PutSignalRegion this rank issued before to sr's
+// rank.
+func (w *Window) SignalRegion(sr Region, sigOff int, value uint64) error {
+	return w.PutSignalRegion(sr, 0, nil, sr, sigOff, value)
+}
+
+// TestSignalRegion is TestSignal on the signal word at sigOff of r, a
+// Region this rank attached.
+func (w *Window) TestSignalRegion(r Region, sigOff int, cmp Cmp, value uint64) (bool, uint64, error) {
+	if err := w.enterWait("TestSignalRegion"); err != nil {
+		return false, 0, err
+	}
+	defer w.exitWait()
+	p, err := w.ownWord("TestSignalRegion", r, sigOff, cmp)
+	if err != nil {
+		return false, 0, err
+	}
+	return w.testWord(p, cmp, value)
+}
+
+// WaitSignalRegion is WaitSignal on the signal word at sigOff of r, a
+// Region this rank attached: it waits until cmp(word, value) holds,
+// driving libfabric progress meanwhile, and returns the word.
+func (w *Window) WaitSignalRegion(ctx context.Context, r Region, sigOff int, cmp Cmp, value uint64) (uint64, error) {
+	if err := w.enterWait("WaitSignalRegion"); err != nil {
+		return 0, err
+	}
+	defer w.exitWait()
+	p, err := w.ownWord("WaitSignalRegion", r, sigOff, cmp)
+	if err != nil {
+		return 0, err
+	}
+	return w.waitWordCmp(ctx, "WaitSignalRegion", p, sigOff, cmp, value)
+}
+
+// ownWord checks a signal word at sigOff of r, which this rank must have
+// attached (and not detached), and returns it.
+func (w *Window) ownWord(op string, r Region, sigOff int, cmp Cmp) (*uint64, error) {
+	if err := w.dynamicCheck(op); err != nil {
+		return nil, err
+	}
+	if !cmp.valid() {
+		return nil, fmt.Errorf("onesided: %s: comparison %d: %w", op, cmp, ErrInvalid)
+	}
+	a, ok := w.attached[[2]uint64{r.Addr, r.Key}]
+	if !ok || a.region != r {
+		return nil, fmt.Errorf("onesided: %s: %+v is not a Region this rank attached: %w", op, r, ErrInvalid)
+	}
+	if sigOff < 0 || sigOff > len(a.buf)-8 {
+		return nil, fmt.Errorf("onesided: %s: signal word [%d,+8) outside a Region of %d bytes: %w", op, sigOff, len(a.buf), ErrOutOfRange)
+	}
+	if (bufAddr(a.buf)+uintptr(sigOff))%8 != 0 {
+		return nil, fmt.Errorf("onesided: %s: signal offset %d not 8-byte aligned: %w", op, sigOff, ErrInvalid)
+	}
+	return (*uint64)(unsafe.Pointer(&a.buf[sigOff])), nil
 }
 
 // dynamicCheck reports an error unless w is an open dynamic window.

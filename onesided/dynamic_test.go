@@ -9,7 +9,12 @@ import (
 )
 
 func TestDynamic(t *testing.T) {
-	kinds := []windowKind{netKind("shm", false), netKind("tcp;ofi_rxm", false)}
+	kinds := []windowKind{netKind("shm", false), netKind("tcp;ofi_rxm", false),
+		// PutSignalRegion's other signaller (the others' auto ordering
+		// is CQ data, which a dynamic window turns into write-after-write
+		// ordered writes): a signal once the data's delivery completed
+		{"shm-delivery", "shm", false, providerCase{"shm", OrderDelivery}.opts()},
+		{"tcp-delivery", "tcp;ofi_rxm", false, providerCase{"tcp;ofi_rxm", OrderDelivery}.opts()}}
 	runKinds(t, 3, kinds, func(ctx context.Context, g Group, k windowKind) error {
 		return dynamicScenario(ctx, g, k.opts...)
 	})
@@ -187,6 +192,93 @@ func dynamicScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 			return fmt.Errorf("Region %d: RaccumulateRegion's counter is %d, want %d", k, v, left+1)
 		}
 	}
+	// Flag-polled puts: into the right neighbour's Region 1, data of 3000
+	// bytes (a tracked write) signalled in a Region of signal words, 16
+	// bytes (injected) likewise, a signal alone, and data signalled in
+	// its own Region; each rank waits on its own words and then finds
+	// the left neighbour's data.
+	sigBuf := make([]byte, 64)
+	sigMine, err := w.Attach(sigBuf)
+	if err != nil {
+		return err
+	}
+	sigs, err := exchange([]Region{sigMine})
+	if err != nil {
+		return err
+	}
+	d1, sr := regions[right][1], sigs[right][0]
+	big, small, own := make([]byte, 3000), make([]byte, 16), make([]byte, 8)
+	for i := range big {
+		big[i] = pattern(me, 11, i)
+	}
+	for i := range small {
+		small[i] = pattern(me, 12, i)
+	}
+	for i := range own {
+		own[i] = pattern(me, 13, i)
+	}
+	for _, step := range []error{
+		w.PutSignalRegion(d1, 1024, big, sr, 0, 1),
+		w.PutSignalRegion(d1, 8192, small, sr, 8, 7),
+		w.SignalRegion(sr, 16, 42),
+		w.PutSignalRegion(d1, 9000, own, d1, 9016, 5),
+	} {
+		if step != nil {
+			return step
+		}
+	}
+	for _, c := range []struct {
+		r        Region
+		off      int
+		cmp      Cmp
+		val      uint64
+		at, n, k int // the data the signal covers: bufs[1][at:at+n], pattern k
+	}{{sigMine, 0, CmpGE, 1, 1024, 3000, 11}, {sigMine, 8, CmpEQ, 7, 8192, 16, 12}, {sigMine, 16, CmpEQ, 42, 0, 0, 0}, {mine[1], 9016, CmpEQ, 5, 9000, 8, 13}} {
+		v, err := w.WaitSignalRegion(ctx, c.r, c.off, c.cmp, c.val)
+		if err != nil {
+			return err
+		}
+		if !c.cmp.test(v, c.val) {
+			return fmt.Errorf("WaitSignalRegion(%d) returned %d", c.off, v)
+		}
+		for i, b := range bufs[1][c.at : c.at+c.n] {
+			if b != pattern(left, c.k, i) {
+				return fmt.Errorf("signal at %d seen, but byte %d of its data is %d, want %d", c.off, c.at+i, b, pattern(left, c.k, i))
+			}
+		}
+		if ok, v, err := w.TestSignalRegion(c.r, c.off, c.cmp, c.val); !ok || err != nil {
+			return fmt.Errorf("TestSignalRegion(%d) after the wait: %v %d %v", c.off, ok, v, err)
+		}
+	}
+	if ok, _, err := w.TestSignalRegion(sigMine, 24, CmpEQ, 1); ok || err != nil {
+		return fmt.Errorf("TestSignalRegion of a word nobody signalled: %v %v", ok, err)
+	}
+	if err := w.Fence(ctx); err != nil {
+		return err
+	}
+	for name, c := range map[string]struct {
+		err  error
+		want error
+	}{
+		"signal misaligned":    {w.PutSignalRegion(d1, 0, nil, sr, 4, 1), ErrInvalid},
+		"signal past the end":  {w.SignalRegion(sr, 64, 1), ErrOutOfRange},
+		"signal over the data": {w.PutSignalRegion(d1, 9000, own, d1, 9000, 1), ErrInvalid},
+		"wait misaligned":      {func() error { _, _, err := w.TestSignalRegion(sigMine, 12, CmpEQ, 0); return err }(), ErrInvalid},
+		"wait past the end":    {func() error { _, err := w.WaitSignalRegion(ctx, sigMine, 60, CmpEQ, 0); return err }(), ErrOutOfRange},
+		"bad comparison":       {func() error { _, _, err := w.TestSignalRegion(sigMine, 0, Cmp(99), 0); return err }(), ErrInvalid},
+	} {
+		if !errors.Is(c.err, c.want) {
+			return fmt.Errorf("%s: %v, want %v", name, c.err, c.want)
+		}
+	}
+	if n > 1 {
+		if err := w.PutSignalRegion(d1, 0, nil, sigs[left][0], 0, 1); !errors.Is(err, ErrInvalid) && right != left {
+			return fmt.Errorf("data and signal in Regions of two ranks: %v", err)
+		}
+		if _, _, err := w.TestSignalRegion(sr, 0, CmpEQ, 0); !errors.Is(err, ErrInvalid) {
+			return fmt.Errorf("TestSignalRegion of another rank's Region: %v", err)
+		}
+	}
 	// Detach the first Region, attach a new buffer, hand it round, use it.
 	if err := w.Detach(mine[0]); err != nil {
 		return err
@@ -246,6 +338,12 @@ func dynamicScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 	}
 	if err := plain.PutRegion(rr, 0, nil); !errors.Is(err, ErrInvalid) {
 		return fmt.Errorf("PutRegion on a Create window: %v", err)
+	}
+	if err := plain.SignalRegion(rr, 0, 1); !errors.Is(err, ErrInvalid) {
+		return fmt.Errorf("SignalRegion on a Create window: %v", err)
+	}
+	if _, err := plain.WaitSignalRegion(ctx, rr, 0, CmpEQ, 1); !errors.Is(err, ErrInvalid) {
+		return fmt.Errorf("WaitSignalRegion on a Create window: %v", err)
 	}
 	if err := plain.Free(ctx); err != nil {
 		return err

@@ -42,6 +42,14 @@ func (f *fabPath) chooseSignallers() {
 	}
 }
 
+// noCQSignals makes every target's signals RMA writes (a dynamic
+// window: a signal in CQ data names an offset in the target's one region,
+// which a dynamic window has not got).
+func (f *fabPath) noCQSignals() {
+	clear(f.cqSig)
+	f.chooseSignallers()
+}
+
 func (f *fabPath) putSignal(target, off int, data []byte, sigOff int, val uint64) error {
 	return f.signal[target](f, target, off, data, sigOff, val)
 }
@@ -128,7 +136,7 @@ func (f *fabPath) writeHeld(target, off int, data []byte) (opHandle, error) {
 // writeSignal writes val to target's word at sigOff with a tracked
 // write (flags added to delivery completion).
 func (f *fabPath) writeSignal(target, sigOff int, val uint64, flags fabric.OpFlag) error {
-	return f.writeWord(target, f.raddr(target, sigOff), f.keys[target], val, flags)
+	return f.writeWord(target, f.raddr(target, sigOff), f.key(target, sigOff), val, flags)
 }
 
 // writeWord writes the 8-byte val to target's address raddr (key rkey)
@@ -240,7 +248,7 @@ func (f *fabPath) drainTarget(t int, q []deferredSig) []deferredSig {
 		desc := f.scratch.Desc()
 		id, off := h.id, h.off
 		if err := f.post(id, func() error {
-			return f.ep.WriteMsg(s[:8], desc, f.addrs[t], f.raddr(t, off), f.keys[t], id,
+			return f.ep.WriteMsg(s[:8], desc, f.addrs[t], f.raddr(t, off), f.key(t, off), id,
 				fabric.OpDeliveryComplete|fabric.OpCompletion)
 		}); err != nil {
 			f.deferErr = err
@@ -295,14 +303,14 @@ func (f *fabPath) injectSignal(target, off int, data []byte, sigOff int, val uin
 	f.markDirty(target)
 	st := f.stage.Bytes()
 	binary.NativeEndian.PutUint64(st, val)
-	dst, key := f.addrs[target], f.keys[target]
+	dst := f.addrs[target]
 	n := min(len(data), 1) + 1                        // data (if any), then the signal
 	ops := append(f.ops[:0], make([]fabric.Op, n)...) // zeroed, filled in place
 	if len(data) > 0 {
 		copy(st[8:], data)
-		setInjectWrite(&ops[0], fabric.OpKindInjectWrite, st[8:8+len(data)], 0, dst, f.raddr(target, off), key)
+		setInjectWrite(&ops[0], fabric.OpKindInjectWrite, st[8:8+len(data)], 0, dst, f.raddr(target, off), f.key(target, off))
 	}
-	setInjectWrite(&ops[n-1], fabric.OpKindInjectWrite, st[:8], 0, dst, f.raddr(target, sigOff), key)
+	setInjectWrite(&ops[n-1], fabric.OpKindInjectWrite, st[:8], 0, dst, f.raddr(target, sigOff), f.key(target, sigOff))
 	return f.postSignalBatch(ops)
 }
 

@@ -123,6 +123,12 @@ func (p *guardedPath) cas(target, off int, t AtomicType, cmp, swap uint64) (uint
 	return p.f.cas(target, off, t, cmp, swap)
 }
 
+func (p *guardedPath) noCQSignals() {
+	p.g.Enter()
+	defer p.g.Exit()
+	p.f.noCQSignals()
+}
+
 func (p *guardedPath) attach(buf []byte) (uint64, uint64, io.Closer, error) {
 	p.g.Enter()
 	defer p.g.Exit()

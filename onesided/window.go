@@ -314,6 +314,9 @@ type netPath interface {
 	// attach registers buf for remote access and returns the address
 	// and key other ranks reach it by (dynamic windows).
 	attach(buf []byte) (addr, key uint64, mr io.Closer, err error)
+	// noCQSignals makes PutSignal write every signal (dynamic windows,
+	// whose Regions a signal in CQ data cannot name).
+	noCQSignals()
 	// typedVec and typedChunks serve PutTyped and GetTyped
 	// (fabtyped.go).
 	typedVec(target, offset int, segs []ddt.Segment, pieces [][]byte, get bool) error
@@ -902,7 +905,11 @@ func (w *Window) TestSignal(signalOffset int, cmp Cmp, value uint64) (bool, uint
 	if !cmp.valid() {
 		return false, 0, fmt.Errorf("onesided: TestSignal: comparison %d: %w", cmp, ErrInvalid)
 	}
-	p := (*uint64)(unsafe.Pointer(&w.local[signalOffset]))
+	return w.testWord((*uint64)(unsafe.Pointer(&w.local[signalOffset])), cmp, value)
+}
+
+// testWord is TestSignal on the word at p (this rank's memory).
+func (w *Window) testWord(p *uint64, cmp Cmp, value uint64) (bool, uint64, error) {
 	v := atomic.LoadUint64(p)
 	if cmp.test(v, value) {
 		return true, v, nil
@@ -930,10 +937,15 @@ func (w *Window) WaitSignal(ctx context.Context, signalOffset int, cmp Cmp, valu
 	if !cmp.valid() {
 		return 0, fmt.Errorf("onesided: WaitSignal: comparison %d: %w", cmp, ErrInvalid)
 	}
-	p := (*uint64)(unsafe.Pointer(&w.local[signalOffset]))
+	return w.waitWordCmp(ctx, "WaitSignal", (*uint64)(unsafe.Pointer(&w.local[signalOffset])), signalOffset, cmp, value)
+}
+
+// waitWordCmp is WaitSignal (op, for errors) on the word at p (this
+// rank's memory, at offset off of its region or Region).
+func (w *Window) waitWordCmp(ctx context.Context, op string, p *uint64, off int, cmp Cmp, value uint64) (uint64, error) {
 	if cmp == CmpGE {
 		if err := w.waitGE(ctx, p, value, &w.freeing); err != nil {
-			return atomic.LoadUint64(p), fmt.Errorf("onesided: WaitSignal(offset %d, %d): %w", signalOffset, value, err)
+			return atomic.LoadUint64(p), fmt.Errorf("onesided: %s(offset %d, %d): %w", op, off, value, err)
 		}
 		return atomic.LoadUint64(p), nil
 	}
@@ -946,11 +958,11 @@ func (w *Window) WaitSignal(ctx context.Context, signalOffset int, cmp Cmp, valu
 		}
 		if w.net != nil {
 			if err := w.net.progress(); err != nil {
-				return v, fmt.Errorf("onesided: WaitSignal: %w", err)
+				return v, fmt.Errorf("onesided: %s: %w", op, err)
 			}
 		}
 		if err := wt.pause(ctx); err != nil {
-			return v, fmt.Errorf("onesided: WaitSignal(offset %d, %d): %w", signalOffset, value, err)
+			return v, fmt.Errorf("onesided: %s(offset %d, %d): %w", op, off, value, err)
 		}
 	}
 }
