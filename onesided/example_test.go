@@ -570,3 +570,45 @@ func ExampleCreateDynamic() {
 	fmt.Printf("%s\n", buf[8:14])
 	// Output: from 0
 }
+
+// A flag-polled put into a Region of a dynamic window: the data goes into
+// the right neighbour's Region, the signal into its first word; the
+// neighbour waits for the signal, after which the data is there.
+func ExampleWindow_PutSignalRegion() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	j, err := job.Init(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Finalize()
+	g := onesided.JobGroup(j)
+	w, err := onesided.CreateDynamic(ctx, g)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer w.Free(ctx)
+	buf := make([]byte, 64) // word 0: the signal; bytes 8..: the data
+	mine, err := w.Attach(buf)
+	if err != nil {
+		log.Fatal(err)
+	}
+	wire, _ := mine.MarshalBinary()
+	all, err := g.Allgather(ctx, wire)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var right onesided.Region
+	if err := right.UnmarshalBinary(all[(g.Rank()+1)%g.Size()]); err != nil {
+		log.Fatal(err)
+	}
+	msg := []byte(fmt.Sprintf("from %d", g.Rank()))
+	if err := w.PutSignalRegion(right, 8, msg, right, 0, 1); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := w.WaitSignalRegion(ctx, mine, 0, onesided.CmpEQ, 1); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s\n", buf[8:14])
+	// Output: from 0
+}
