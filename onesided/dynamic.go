@@ -3,9 +3,12 @@ package onesided
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"unsafe"
+
+	"github.com/weft-hpc/weft/ddt"
 )
 
 // Dynamic windows (MPI_Win_create_dynamic, MPI_Win_attach,
@@ -301,6 +304,68 @@ func (w *Window) ownWord(op string, r Region, sigOff int, cmp Cmp) (*uint64, err
 		return nil, fmt.Errorf("onesided: %s: signal offset %d not 8-byte aligned: %w", op, sigOff, ErrInvalid)
 	}
 	return (*uint64)(unsafe.Pointer(&a.buf[sigOff])), nil
+}
+
+// PutTypedRegion is PutTyped into Region r: originCount elements of
+// originType taken from origin go into targetCount elements of
+// targetType laid out from byte offset off of r (both layouts the same
+// packed bytes, the target's blocks inside r). As PutTyped on the
+// libfabric path, the blocks go by iovec writes or through registered
+// chunk buffers; complete at the target after a flush of r.Rank.
+func (w *Window) PutTypedRegion(r Region, off int, origin []byte, originCount int, originType *ddt.Type,
+	targetCount int, targetType *ddt.Type) error {
+	target, o, segs, n, err := w.dynTyped("PutTypedRegion", r, off, originCount, originType, targetCount, targetType)
+	if err != nil {
+		return err
+	}
+	return w.netTyped(context.Background(), "PutTypedRegion", target, o, segs, origin, originCount, originType, n, false)
+}
+
+// GetTypedRegion is GetTyped from Region r: targetCount elements of
+// targetType laid out from byte offset off of r are read into
+// originCount elements of originType in origin. It waits until origin
+// holds the data (or ctx ends).
+func (w *Window) GetTypedRegion(ctx context.Context, r Region, off int, origin []byte, originCount int,
+	originType *ddt.Type, targetCount int, targetType *ddt.Type) error {
+	target, o, segs, n, err := w.dynTyped("GetTypedRegion", r, off, originCount, originType, targetCount, targetType)
+	if err != nil {
+		return err
+	}
+	if err := w.netTyped(ctx, "GetTypedRegion", target, o, segs, origin, originCount, originType, n, true); err != nil {
+		return err
+	}
+	return w.net.flush(ctx, target)
+}
+
+// dynTyped checks a typed transfer with Region r at off and returns its
+// target, encoded offset, the target layout's blocks (each inside r) and
+// the bytes it carries.
+func (w *Window) dynTyped(op string, r Region, off, originCount int, originType *ddt.Type,
+	targetCount int, targetType *ddt.Type) (target, enc int, segs []ddt.Segment, n int, err error) {
+	if target, enc, err = w.dynTarget(op, r, off, 0, 1); err != nil {
+		return 0, 0, nil, 0, err
+	}
+	on, err := typedBytes(op, originCount, originType, targetCount, targetType)
+	if err != nil {
+		return 0, 0, nil, 0, err
+	}
+	if on > int64(r.Len-off) {
+		return 0, 0, nil, 0, fmt.Errorf("onesided: %s: the layouts carry %d bytes, more than the Region's %d from offset %d: %w", op, on, r.Len-off, off, ErrOutOfRange)
+	}
+	segs, err = targetType.AppendSegments(w.typed.tsegs[:0], targetCount, 0)
+	w.typed.tsegs = segs
+	if err != nil {
+		if errors.Is(err, ddt.ErrOverflow) {
+			return 0, 0, nil, 0, fmt.Errorf("onesided: %s: %w: %w", op, ErrOutOfRange, err)
+		}
+		return 0, 0, nil, 0, fmt.Errorf("onesided: %s: %w: %w", op, ErrInvalid, err)
+	}
+	for _, s := range segs {
+		if lo := int64(off) + s.Off; lo < 0 || s.Len > int64(r.Len)-lo {
+			return 0, 0, nil, 0, fmt.Errorf("onesided: %s: block [%d, +%d) outside a Region of %d bytes: %w", op, lo, s.Len, r.Len, ErrOutOfRange)
+		}
+	}
+	return target, enc, segs, int(on), nil
 }
 
 // dynamicCheck reports an error unless w is an open dynamic window.

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/weft-hpc/weft/ddt"
 )
 
 func TestDynamic(t *testing.T) {
@@ -279,6 +281,127 @@ func dynamicScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 			return fmt.Errorf("TestSignalRegion of another rank's Region: %v", err)
 		}
 	}
+	// Typed transfers into and out of the right neighbour's Region 1: a
+	// column of a 16x16 float64 matrix at 16384 from 16 contiguous
+	// float64 (iovec writes), and every other float64 of 66 into blocks
+	// of 3 every 8 at 24576 (both sides non-contiguous: chunks);
+	// read back with GetTypedRegion; the neighbour checks its bytes.
+	col, err := ddt.Vector(16, 1, 16, ddt.Float64)
+	if err == nil {
+		err = col.Commit()
+	}
+	if err != nil {
+		return err
+	}
+	every2, err := ddt.Vector(33, 1, 2, ddt.Float64) // 33 of 66 float64
+	if err == nil {
+		err = every2.Commit()
+	}
+	if err != nil {
+		return err
+	}
+	threeOf8, err := ddt.Vector(11, 3, 8, ddt.Float64) // 33 float64 in blocks of 3 every 8
+	if err == nil {
+		err = threeOf8.Commit()
+	}
+	if err != nil {
+		return err
+	}
+	colData, nc := make([]byte, 16*8), make([]byte, 66*8)
+	for i := range colData {
+		colData[i] = pattern(me, 21, i)
+	}
+	for i := range nc {
+		nc[i] = pattern(me, 22, i)
+	}
+	if err := w.PutTypedRegion(d1, 16384, colData, 16, ddt.Float64, 1, col); err != nil {
+		return err
+	}
+	if err := w.PutTypedRegion(d1, 24576, nc, 1, every2, 1, threeOf8); err != nil {
+		return err
+	}
+	if err := w.Fence(ctx); err != nil {
+		return err
+	}
+	for i := range 16 {
+		for b := range 8 {
+			if got, want := bufs[1][16384+i*16*8+b], pattern(left, 21, i*8+b); got != want {
+				return fmt.Errorf("PutTypedRegion's column: element %d byte %d is %d, want %d", i, b, got, want)
+			}
+		}
+	}
+	for e := range 33 { // element e of the stream: origin float64 2e, target slot 8(e/3)+e%3
+		src, dst := 2*e*8, 24576+(8*(e/3)+e%3)*8
+		for b := range 8 {
+			if got, want := bufs[1][dst+b], pattern(left, 22, src+b); got != want {
+				return fmt.Errorf("PutTypedRegion's blocks: element %d byte %d is %d, want %d", e, b, got, want)
+			}
+		}
+	}
+	// Origin blocks of 64 KiB (vectored writes and reads of the
+	// origin's own memory) into a contiguous 128 KiB of a Region each
+	// rank attaches for it.
+	bigBuf := make([]byte, 128<<10)
+	bigMine, err := w.Attach(bigBuf)
+	if err != nil {
+		return err
+	}
+	bigs, err := exchange([]Region{bigMine})
+	if err != nil {
+		return err
+	}
+	halves, err := ddt.Vector(2, 8192, 16384, ddt.Float64) // two 64 KiB blocks 128 KiB apart
+	if err == nil {
+		err = halves.Commit()
+	}
+	if err != nil {
+		return err
+	}
+	spread := make([]byte, 192<<10)
+	for i := range spread {
+		spread[i] = pattern(me, 23, i)
+	}
+	if err := w.PutTypedRegion(bigs[right][0], 0, spread, 1, halves, 128<<10, ddt.Byte); err != nil {
+		return err
+	}
+	if err := w.Fence(ctx); err != nil {
+		return err
+	}
+	for i, b := range bigBuf {
+		src := i
+		if i >= 64<<10 {
+			src = i + 64<<10
+		}
+		if b != pattern(left, 23, src) {
+			return fmt.Errorf("PutTypedRegion of 64 KiB blocks: byte %d is %d, want %d", i, b, pattern(left, 23, src))
+		}
+	}
+	spreadBack := make([]byte, 192<<10)
+	if err := w.GetTypedRegion(ctx, bigs[right][0], 0, spreadBack, 1, halves, 128<<10, ddt.Byte); err != nil {
+		return err
+	}
+	if string(spreadBack[:64<<10]) != string(spread[:64<<10]) || string(spreadBack[128<<10:]) != string(spread[128<<10:]) {
+		return fmt.Errorf("GetTypedRegion of 64 KiB blocks read other bytes")
+	}
+	back := make([]byte, 16*8)
+	if err := w.GetTypedRegion(ctx, d1, 16384, back, 16, ddt.Float64, 1, col); err != nil {
+		return err
+	}
+	if string(back) != string(colData) {
+		return fmt.Errorf("GetTypedRegion read back another column")
+	}
+	for name, c := range map[string]struct {
+		err  error
+		want error
+	}{
+		"typed past the end": {w.PutTypedRegion(d1, d1.Len-100, colData, 16, ddt.Float64, 1, col), ErrOutOfRange},
+		"typed sizes differ": {w.PutTypedRegion(d1, 0, colData, 15, ddt.Float64, 1, col), ErrInvalid},
+		"typed nil type":     {w.GetTypedRegion(ctx, d1, 0, back, 16, nil, 1, col), ErrInvalid},
+	} {
+		if !errors.Is(c.err, c.want) {
+			return fmt.Errorf("%s: %v, want %v", name, c.err, c.want)
+		}
+	}
 	// Detach the first Region, attach a new buffer, hand it round, use it.
 	if err := w.Detach(mine[0]); err != nil {
 		return err
@@ -338,6 +461,9 @@ func dynamicScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 	}
 	if err := plain.PutRegion(rr, 0, nil); !errors.Is(err, ErrInvalid) {
 		return fmt.Errorf("PutRegion on a Create window: %v", err)
+	}
+	if err := plain.PutTypedRegion(rr, 0, nil, 0, ddt.Byte, 0, ddt.Byte); !errors.Is(err, ErrInvalid) {
+		return fmt.Errorf("PutTypedRegion on a Create window: %v", err)
 	}
 	if err := plain.SignalRegion(rr, 0, 1); !errors.Is(err, ErrInvalid) {
 		return fmt.Errorf("SignalRegion on a Create window: %v", err)

@@ -171,9 +171,9 @@ func (f *fabPath) vecOp(target, off int, pieces [][]byte, get bool) error {
 	}
 	return f.post(id, func() error {
 		if get {
-			return f.ep.ReadV(iov[:len(pieces)], f.addrs[target], f.raddr(target, off), f.keys[target], id)
+			return f.ep.ReadV(iov[:len(pieces)], f.addrs[target], f.raddr(target, off), f.key(target, off), id)
 		}
-		return f.ep.WriteV(iov[:len(pieces)], f.addrs[target], f.raddr(target, off), f.keys[target], id)
+		return f.ep.WriteV(iov[:len(pieces)], f.addrs[target], f.raddr(target, off), f.key(target, off), id)
 	})
 }
 
@@ -384,16 +384,17 @@ func (f *fabPath) postChunk(ctx context.Context, target, offset int, segs []ddt.
 		s := segs[*si]
 		m := min(int(s.Len)-*soff, k-done)
 		piece := c[done : done+m]
-		raddr := f.raddr(target, offset+int(s.Off)+*soff+f.w.netOff)
+		roff := offset + int(s.Off) + *soff + f.w.netOff
+		raddr, rkey := f.raddr(target, roff), f.key(target, roff)
 		id := f.chunkOp(target, ci)
 		if put {
 			f.markDirty(target)
 		}
 		if err := f.post(id, func() error {
 			if put {
-				return f.ep.Write(piece, f.chunks.Desc(), f.addrs[target], raddr, f.keys[target], id)
+				return f.ep.Write(piece, f.chunks.Desc(), f.addrs[target], raddr, rkey, id)
 			}
-			return f.ep.Read(piece, f.chunks.Desc(), f.addrs[target], raddr, f.keys[target], id)
+			return f.ep.Read(piece, f.chunks.Desc(), f.addrs[target], raddr, rkey, id)
 		}); err != nil {
 			if werr := f.waitIssued(ctx, f.pend.seq); werr != nil {
 				err = fmt.Errorf("%w (and waiting for the chunk's earlier operations: %w)", err, werr)

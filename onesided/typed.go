@@ -180,6 +180,26 @@ func (w *Window) typedPrep(op string, target, originCount int, originType *ddt.T
 	if err := w.check(op, target, 0, 0); err != nil {
 		return 0, err
 	}
+	on, err := typedBytes(op, originCount, originType, targetCount, targetType)
+	if err != nil {
+		return 0, err
+	}
+	if offset < 0 || offset > w.sizes[target] {
+		return 0, fmt.Errorf("onesided: %s: offset %d outside rank %d's %d bytes: %w", op, offset, target, w.sizes[target], ErrOutOfRange)
+	}
+	// A target layout's entries must not overlap (as in MPI), so it cannot
+	// carry more bytes than the target holds from offset; checking before
+	// the packed buffer is made keeps an overlapping layout from asking for
+	// more memory than exists.
+	if room := int64(w.sizes[target] - offset); on > room {
+		return 0, fmt.Errorf("onesided: %s: the layouts carry %d bytes, more than rank %d's %d bytes from offset %d: %w", op, on, target, room, offset, ErrOutOfRange)
+	}
+	return int(on), nil
+}
+
+// typedBytes checks a typed transfer's datatypes (committed, the same
+// packed size) and returns the bytes it carries.
+func typedBytes(op string, originCount int, originType *ddt.Type, targetCount int, targetType *ddt.Type) (int64, error) {
 	if originType == nil || targetType == nil {
 		return 0, fmt.Errorf("onesided: %s: nil datatype: %w", op, ErrInvalid)
 	}
@@ -197,17 +217,7 @@ func (w *Window) typedPrep(op string, target, originCount int, originType *ddt.T
 	if on != tn {
 		return 0, fmt.Errorf("onesided: %s: origin carries %d bytes, target %d: %w", op, on, tn, ErrInvalid)
 	}
-	if offset < 0 || offset > w.sizes[target] {
-		return 0, fmt.Errorf("onesided: %s: offset %d outside rank %d's %d bytes: %w", op, offset, target, w.sizes[target], ErrOutOfRange)
-	}
-	// A target layout's entries must not overlap (as in MPI), so it cannot
-	// carry more bytes than the target holds from offset; checking before
-	// the packed buffer is made keeps an overlapping layout from asking for
-	// more memory than exists.
-	if room := int64(w.sizes[target] - offset); on > room {
-		return 0, fmt.Errorf("onesided: %s: the layouts carry %d bytes, more than rank %d's %d bytes from offset %d: %w", op, on, target, room, offset, ErrOutOfRange)
-	}
-	return int(on), nil
+	return on, nil
 }
 
 // pieceBytes is the piece a typed transfer between two non-contiguous
