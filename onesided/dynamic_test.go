@@ -390,6 +390,12 @@ func dynamicScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 	if string(back) != string(colData) {
 		return fmt.Errorf("GetTypedRegion read back another column")
 	}
+	// A rank's memory is read only while it drives progress (shm between
+	// processes): no rank leaves for the Allgathers below before every
+	// read of it has completed.
+	if err := w.Fence(ctx); err != nil {
+		return err
+	}
 	for name, c := range map[string]struct {
 		err  error
 		want error
