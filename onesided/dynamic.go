@@ -337,6 +337,36 @@ func (w *Window) GetTypedRegion(ctx context.Context, r Region, off int, origin [
 	return w.net.flush(ctx, target)
 }
 
+// AccumulateTypedRegion is AccumulateTyped into Region r: originCount
+// elements of originType from origin are combined with op, element by
+// element and each atomically, into targetCount elements of targetType
+// laid out from byte offset off of r (every target block whole elements
+// of t at t-aligned addresses). Complete at the target after a flush of
+// r.Rank; origin may be reused at once.
+func (w *Window) AccumulateTypedRegion(r Region, off int, t AtomicType, op Op, origin []byte, originCount int,
+	originType *ddt.Type, targetCount int, targetType *ddt.Type) error {
+	if err := checkOp(t, op); err != nil || op == OpNoOp {
+		return fmt.Errorf("onesided: AccumulateTypedRegion(%v, %v): %w", op, t, ErrInvalid)
+	}
+	target, o, segs, n, err := w.dynTyped("AccumulateTypedRegion", r, off, originCount, originType, targetCount, targetType)
+	if err != nil {
+		return err
+	}
+	sz := t.Size()
+	if n%sz != 0 {
+		return fmt.Errorf("onesided: AccumulateTypedRegion: %d bytes is not a whole number of %v: %w", n, t, ErrInvalid)
+	}
+	for _, s := range segs {
+		if (r.Addr+uint64(off)+uint64(s.Off))%uint64(sz) != 0 || int(s.Len)%sz != 0 {
+			return fmt.Errorf("onesided: AccumulateTypedRegion: target block [%d, %d) is not whole %v elements at an aligned offset: %w",
+				off+int(s.Off), off+int(s.Off+s.Len), t, ErrInvalid)
+		}
+	}
+	return accumulateStream("AccumulateTypedRegion", t, n, segs, origin, originCount, originType, func(boff int, data []byte) error {
+		return w.net.accumulate(target, o+boff, t, op, data)
+	})
+}
+
 // dynTyped checks a typed transfer with Region r at off and returns its
 // target, encoded offset, the target layout's blocks (each inside r) and
 // the bytes it carries.

@@ -390,6 +390,40 @@ func dynamicScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 	if string(back) != string(colData) {
 		return fmt.Errorf("GetTypedRegion read back another column")
 	}
+	// AccumulateTypedRegion: every rank adds its rank+1 to 20 uint64
+	// counters laid out every 4th word at 40960 of the right neighbour's
+	// Region 1, from a contiguous origin, and to its own the same way.
+	every4, err := ddt.Vector(20, 1, 4, ddt.Uint64)
+	if err == nil {
+		err = every4.Commit()
+	}
+	if err != nil {
+		return err
+	}
+	clear(bufs[1][40960 : 40960+20*32]) // PutRegion wrote there: the counters start at 0
+	if err := w.Fence(ctx); err != nil {
+		return err
+	}
+	adds := make([]byte, 20*8)
+	for i := range 20 {
+		binary.LittleEndian.PutUint64(adds[i*8:], uint64(me+1)*uint64(i+1))
+	}
+	for _, r := range []Region{d1, mine[1]} {
+		if err := w.AccumulateTypedRegion(r, 40960, AtomicUint64, OpSum, adds, 20, ddt.Uint64, 1, every4); err != nil {
+			return err
+		}
+	}
+	if err := w.AccumulateTypedRegion(d1, 40964, AtomicUint64, OpSum, adds, 20, ddt.Uint64, 1, every4); !errors.Is(err, ErrInvalid) {
+		return fmt.Errorf("AccumulateTypedRegion at a misaligned offset: %v", err)
+	}
+	if err := w.Fence(ctx); err != nil {
+		return err
+	}
+	for i := range 20 {
+		if got, want := binary.LittleEndian.Uint64(bufs[1][40960+i*32:]), uint64(me+1+left+1)*uint64(i+1); got != want {
+			return fmt.Errorf("AccumulateTypedRegion's counter %d is %d, want %d", i, got, want)
+		}
+	}
 	// A rank's memory is read only while it drives progress (shm between
 	// processes): no rank leaves for the Allgathers below before every
 	// read of it has completed.

@@ -334,15 +334,26 @@ func (w *Window) AccumulateTyped(target, offset int, t AtomicType, op Op, origin
 				offset+int(s.Off), offset+int(s.Off+s.Len), t, ErrInvalid)
 		}
 	}
+	return accumulateStream("AccumulateTyped", t, n, segs, origin, originCount, originType, func(off int, data []byte) error {
+		return w.Accumulate(target, offset+off, t, op, data)
+	})
+}
+
+// accumulateStream applies a typed accumulate of n bytes (whole elements
+// of t) to the target blocks segs: the origin's bytes in stream order,
+// in place when they are one block, else packed a piece at a time, each
+// run of a block handed to apply with its offset from the layout's
+// start.
+func accumulateStream(opName string, t AtomicType, n int, segs []ddt.Segment, origin []byte, originCount int,
+	originType *ddt.Type, apply func(off int, data []byte) error) error {
+	sz := t.Size()
 	if err := originType.CheckBounds(originCount, len(origin)); err != nil {
-		return fmt.Errorf("onesided: AccumulateTyped: origin: %w: %w", ErrInvalid, err)
+		return fmt.Errorf("onesided: %s: origin: %w: %w", opName, ErrInvalid, err)
 	}
-	// The origin's bytes, in stream order: in place when it is one block,
-	// else packed a piece at a time.
 	var whole []byte
 	if seg, ok, err := originType.OneSegment(originCount); err == nil && ok && n > 0 {
 		if seg.Off < 0 || seg.Off+seg.Len > int64(len(origin)) {
-			return fmt.Errorf("onesided: AccumulateTyped: origin bytes [%d, %d) outside its %d bytes: %w", seg.Off, seg.Off+seg.Len, len(origin), ErrInvalid)
+			return fmt.Errorf("onesided: %s: origin bytes [%d, %d) outside its %d bytes: %w", opName, seg.Off, seg.Off+seg.Len, len(origin), ErrInvalid)
 		}
 		whole = origin[seg.Off : seg.Off+seg.Len]
 	}
@@ -362,11 +373,11 @@ func (w *Window) AccumulateTyped(target, offset int, t AtomicType, op Op, origin
 			} else {
 				k = min(k, len(piece))
 				if _, err := originType.PackRange(piece[:k], origin, 0, originCount, int64(pos)); err != nil {
-					return fmt.Errorf("onesided: AccumulateTyped: pack origin: %w: %w", ErrInvalid, err)
+					return fmt.Errorf("onesided: %s: pack origin: %w: %w", opName, ErrInvalid, err)
 				}
 				data = piece[:k]
 			}
-			if err := w.Accumulate(target, offset+int(s.Off)+done, t, op, data); err != nil {
+			if err := apply(int(s.Off)+done, data); err != nil {
 				return err
 			}
 			done, pos = done+k, pos+k
