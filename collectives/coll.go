@@ -37,6 +37,9 @@ type Coll struct {
 	size   int
 	cfg    config
 
+	prof *profile  // the world's counts of collectives, when it counts (profile.go)
+	t0   time.Time // when the call in progress began, when counted
+
 	seq  uint32 // calls so far
 	call callID // the call in progress
 	tag  int    // its message tag
@@ -134,7 +137,7 @@ func New(ctx context.Context, comm *endpoint.Comm, opts ...Option) (*Coll, error
 	}
 	_, local := d.NodeLocal()
 	cfg.spread = local < d.Size()
-	c := &Coll{parent: comm, comm: d, rank: d.Rank(), size: d.Size(), cfg: cfg, crowded: crowded(d)}
+	c := &Coll{parent: comm, comm: d, rank: d.Rank(), size: d.Size(), cfg: cfg, crowded: crowded(d), prof: profileFor(d.World())}
 	if c.size > 1 && cfg.hier != HierOff {
 		if c.hier, err = setupHier(ctx, c); err != nil {
 			d.Free()
@@ -434,6 +437,9 @@ func (c *Coll) enter(id callID) error {
 	c.seq = h.seq
 	c.call = id
 	c.ended = nil
+	if h.prof != nil {
+		c.startClock()
+	}
 	return nil
 }
 
@@ -508,6 +514,9 @@ func (c *Coll) done(err error) error {
 	if err != nil {
 		return c.fail(err)
 	}
+	if !c.t0.IsZero() {
+		c.record()
+	}
 	if c.ticket != 0 {
 		c.endTurn()
 	}
@@ -527,6 +536,9 @@ func (c *Coll) done(err error) error {
 // may hold messages of the failed call). A mismatch every rank saw in the
 // argument check leaves the handle usable.
 func (c *Coll) fail(err error) error {
+	if !c.t0.IsZero() {
+		c.record()
+	}
 	c.storeDrop()
 	if c.ticket != 0 {
 		c.endTurn()

@@ -8,9 +8,11 @@ package collectives_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -197,5 +199,82 @@ func TestPeerExit(t *testing.T) {
 				t.Fatalf("with rank 2 gone: took %v", took)
 			}
 		})
+	}
+}
+
+// TestProfile: with the world counting (WEFT_STATS), the stats file each
+// process writes at Close counts its collectives — blocking calls with
+// their time, nonblocking ones started — beside its point-to-point
+// traffic; 3 processes, flat and through the node level.
+func TestProfile(t *testing.T) {
+	dir := t.TempDir()
+	if launchtest.RunOn(t, 3, "native", 60*time.Second, "WEFT_STATS="+dir) {
+		for r := range 3 {
+			raw, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("weft-stats.%d.json", r)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var f struct {
+				Sent   struct{ Messages uint64 }
+				Layers struct {
+					Collectives map[string]struct {
+						Calls, NS, Started uint64
+					}
+				}
+			}
+			if err := json.Unmarshal(raw, &f); err != nil {
+				t.Fatal(err)
+			}
+			cs := f.Layers.Collectives
+			// per handle: 5+5 Allreduce, 2 Bcast, 1 Barrier, 1 Iallreduce;
+			// two handles (hierarchical and flat)
+			for name, want := range map[string][2]uint64{"Allreduce": {20, 2}, "Bcast": {4, 0}, "Barrier": {2, 0}} {
+				c := cs[name]
+				if c.Calls != want[0] || c.Started != want[1] || c.NS == 0 {
+					t.Errorf("rank %d: %s %+v, want %d calls with their time, %d started (file:\n%s)", r, name, c, want[0], want[1], raw)
+				}
+			}
+			if f.Sent.Messages == 0 {
+				t.Errorf("rank %d: no point-to-point messages counted (the flat handle's collectives send some)", r)
+			}
+		}
+		return
+	}
+	w := eptest.InitWorld(t)
+	ctx := eptest.Ctx(t, 50*time.Second)
+	for _, hier := range []C.Hierarchy{C.HierAuto, C.HierOff} {
+		c, err := C.New(ctx, w.Comm(), C.WithHierarchy(hier))
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := make([]float64, 4)
+		for range 5 {
+			if err := C.Allreduce(ctx, c, nil, x, C.Sum[float64]()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 2 {
+			if err := C.Bcast(ctx, c, x, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		q, err := C.Iallreduce(c, nil, x, C.Max[float64]())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := C.Barrier(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		for range 5 {
+			if err := C.Allreduce(ctx, c, nil, x, C.Sum[float64]()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.Free(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

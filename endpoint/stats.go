@@ -177,9 +177,53 @@ func (w *World) Stats() Stats {
 	return st
 }
 
+// World returns the world c belongs to (nil for a nil communicator).
+func (c *Comm) World() *World {
+	if c == nil {
+		return nil
+	}
+	return c.w
+}
+
+// Counting reports whether the world counts its traffic (WithStats,
+// WithStatsDir, WEFT_STATS): layers above endpoint count their own
+// operations then too.
+func (w *World) Counting() bool { return w != nil && w.cfg.stats }
+
+// AddStats adds a section to the file Close writes for fabrun stats
+// (WithStatsDir, WEFT_STATS): under "layers", name, whatever fn returns
+// then, encoded as JSON. Layers above endpoint report their own counts
+// this way (collectives: calls and time per collective). A second call
+// with the same name replaces the first.
+func (w *World) AddStats(name string, fn func() any) {
+	if w == nil || fn == nil {
+		return
+	}
+	w.statsMu.Lock()
+	defer w.statsMu.Unlock()
+	if w.layers == nil {
+		w.layers = map[string]func() any{}
+	}
+	w.layers[name] = fn
+}
+
+// statsFile is what writeStats writes: Stats and the layers' sections.
+type statsFile struct {
+	Stats
+	Layers map[string]any `json:"layers,omitempty"`
+}
+
 // writeStats writes Stats into dir as weft-stats.RANK.json (EnvStats).
 func (w *World) writeStats(dir string) error {
-	st := w.Stats()
+	st := statsFile{Stats: w.Stats()}
+	w.statsMu.Lock()
+	for name, fn := range w.layers {
+		if st.Layers == nil {
+			st.Layers = map[string]any{}
+		}
+		st.Layers[name] = fn()
+	}
+	w.statsMu.Unlock()
 	b, err := json.MarshalIndent(st, "", " ")
 	if err != nil {
 		return err

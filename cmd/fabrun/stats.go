@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // rankStats is one rank's file, weft-stats.RANK.json, as endpoint's
@@ -29,6 +30,15 @@ type rankStats struct {
 		Transport string `json:"transport"`
 		traffic
 	} `json:"peers"`
+	Layers struct {
+		// per collective: blocking calls, the nanoseconds spent in
+		// them, nonblocking (and persistent) calls started
+		Collectives map[string]struct {
+			Calls   uint64 `json:"calls"`
+			NS      uint64 `json:"ns"`
+			Started uint64 `json:"started"`
+		} `json:"collectives"`
+	} `json:"layers"`
 }
 
 type traffic struct {
@@ -130,6 +140,7 @@ func (js *jobStats) report(w io.Writer) {
 			recv[r].Messages, human(recv[r].Bytes), byTr[r]["node"], byTr[r]["fabric"])
 	}
 	tw.Flush()
+	js.reportCollectives(w)
 	if p <= 16 {
 		fmt.Fprintln(w, "bytes sent (row: from, column: to):")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -165,6 +176,76 @@ func (js *jobStats) report(w io.Writer) {
 	for _, pr := range pairs[:min(10, len(pairs))] {
 		fmt.Fprintf(w, "  %d -> %d  %s\n", pr.from, pr.to, human(pr.bytes))
 	}
+}
+
+// reportCollectives writes, when the ranks counted their collectives, a
+// line per collective: blocking calls and the time in them over all
+// ranks, the slowest rank's time, the mean call, nonblocking calls
+// started; the most time first.
+func (js *jobStats) reportCollectives(w io.Writer) {
+	type line struct {
+		name               string
+		calls, ns, started uint64
+		maxNS              uint64
+		maxRank            int
+	}
+	byName := map[string]*line{}
+	for _, rs := range js.ranks {
+		if rs == nil {
+			continue
+		}
+		for name, c := range rs.Layers.Collectives {
+			l := byName[name]
+			if l == nil {
+				l = &line{name: name, maxRank: -1}
+				byName[name] = l
+			}
+			l.calls += c.Calls
+			l.ns += c.NS
+			l.started += c.Started
+			if l.maxRank < 0 || c.NS > l.maxNS {
+				l.maxNS, l.maxRank = c.NS, rs.Rank
+			}
+		}
+	}
+	if len(byName) == 0 {
+		return
+	}
+	lines := make([]*line, 0, len(byName))
+	for _, l := range byName {
+		lines = append(lines, l)
+	}
+	slices.SortFunc(lines, func(a, b *line) int {
+		if c := cmp.Compare(b.ns, a.ns); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	fmt.Fprintln(w, "collectives (blocking calls and the time in them, over all ranks; nonblocking calls started):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "collective\tcalls\ttime\tslowest rank\tmean call\tstarted\t")
+	for _, l := range lines {
+		mean := "-"
+		if l.calls > 0 {
+			mean = dur(l.ns / l.calls)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s (%d)\t%s\t%d\t\n", l.name, l.calls, dur(l.ns), dur(l.maxNS), l.maxRank, mean, l.started)
+	}
+	tw.Flush()
+}
+
+// dur writes nanoseconds as a duration rounded to 3 significant digits.
+func dur(ns uint64) string {
+	d := time.Duration(ns)
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d >= time.Microsecond:
+		return d.Round(10 * time.Nanosecond).String()
+	}
+	return d.String()
 }
 
 // writeCSV writes one line per rank, peer and transport: from, to,

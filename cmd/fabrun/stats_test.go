@@ -11,12 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/endpoint"
 )
 
 // statsRank is a rank of TestStats: rank i sends rank j (j+1)·10
 // messages of (i+1)·100 bytes, receives as many from every other rank,
-// and closes its world (which writes its traffic where WEFT_STATS says).
+// runs three Allreduces, and closes its world (which writes its traffic
+// and its collectives' counts where WEFT_STATS says).
 func statsRank() int {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -51,6 +53,19 @@ func statsRank() int {
 		if err := endpoint.WaitAll(ctx, reqs...); err != nil {
 			return err
 		}
+		// three Allreduces (through the node level: no messages)
+		cl, err := collectives.New(ctx, c)
+		if err != nil {
+			return err
+		}
+		for range 3 {
+			if err := collectives.Allreduce(ctx, cl, nil, make([]float64, 2), collectives.Sum[float64]()); err != nil {
+				return err
+			}
+		}
+		if err := cl.Free(); err != nil {
+			return err
+		}
 		if err := c.Barrier(ctx); err != nil {
 			return err
 		}
@@ -65,8 +80,8 @@ func statsRank() int {
 
 // TestStats: fabrun --stats reports what the ranks of a weft job sent
 // each other (counted by endpoint, written at World.Close): per rank the
-// messages and bytes sent and received, per transport, and the matrix of
-// bytes; fabrun stats DIR reports a directory the ranks wrote into
+// messages and bytes sent and received, per transport, the matrix of
+// bytes, and the collectives' calls; fabrun stats DIR reports a directory the ranks wrote into
 // (WEFT_STATS), with --csv its lines; a directory without files, or with
 // a broken one, is an error.
 func TestStats(t *testing.T) {
@@ -102,6 +117,9 @@ func TestStats(t *testing.T) {
 		}
 		if !strings.Contains(out, "bytes sent (row: from, column: to)") {
 			t.Errorf("no matrix in:\n%s", out)
+		}
+		if !regexp.MustCompile(`(?m)^\s*Allreduce\s+9\s+\S+\s+\S+ \(\d\)\s+\S+\s+0\s*$`).MatchString(out) {
+			t.Errorf("no line for 9 Allreduce calls (3 ranks, 3 each) in:\n%s", out)
 		}
 	}
 	r := runFabrun(t, []string{"WEFT_FABRUN_TEST_RANK=stats"}, "", "-n", strconv.Itoa(p), "--stats", "--timeout", "60s", self)

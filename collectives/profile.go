@@ -1,0 +1,78 @@
+package collectives
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weft-hpc/weft/endpoint"
+)
+
+// profile counts a process's collectives per entry point, for the stats
+// file fabrun stats reads (endpoint.World.AddStats): the blocking calls
+// and the time spent in them, and the nonblocking (and persistent) ones
+// started. It exists only when the world counts (endpoint.WithStats,
+// WEFT_STATS); every handle of a world shares one.
+type profile struct {
+	calls, ns, started [numCallIDs]atomic.Uint64
+}
+
+const numCallIDs = int(callNeighborAlltoallv) + 1
+
+// profiles maps a world to its profile.
+var profiles sync.Map // *endpoint.World → *profile
+
+// profileFor returns w's profile, made and registered with w at the
+// first handle; nil when w does not count.
+func profileFor(w *endpoint.World) *profile {
+	if !w.Counting() {
+		return nil
+	}
+	v, loaded := profiles.LoadOrStore(w, &profile{})
+	p := v.(*profile)
+	if !loaded {
+		w.AddStats("collectives", p.snapshot)
+	}
+	return p
+}
+
+// profileCount is one collective's line of the stats file.
+type profileCount struct {
+	Calls   uint64 `json:"calls"`             // blocking calls
+	Nanos   uint64 `json:"ns"`                // time in them
+	Started uint64 `json:"started,omitempty"` // nonblocking and persistent calls started
+}
+
+func (p *profile) snapshot() any {
+	out := map[string]profileCount{}
+	for id := range numCallIDs {
+		pc := profileCount{Calls: p.calls[id].Load(), Nanos: p.ns[id].Load(), Started: p.started[id].Load()}
+		if pc.Calls > 0 || pc.Started > 0 {
+			out[callID(id).String()] = pc
+		}
+	}
+	return out
+}
+
+// startClock notes when a call of c began, if its world counts.
+func (c *Coll) startClock() {
+	if c.handle().prof != nil {
+		c.t0 = time.Now()
+	}
+}
+
+// record counts the call c ends (done or failed) once: a blocking one
+// with its time, a nonblocking one (run on a clone) as started.
+func (c *Coll) record() {
+	if c.t0.IsZero() {
+		return
+	}
+	p := c.handle().prof
+	if c.own != nil {
+		p.started[c.call].Add(1)
+	} else {
+		p.calls[c.call].Add(1)
+		p.ns[c.call].Add(uint64(time.Since(c.t0)))
+	}
+	c.t0 = time.Time{}
+}
