@@ -159,6 +159,13 @@ func TestStats(t *testing.T) {
 		}
 	}
 
+	// A rank that wrote nothing (it never closed its world) is named.
+	if err := os.Remove(filepath.Join(dir, "weft-stats.2.json")); err != nil {
+		t.Fatal(err)
+	}
+	if r = runFabrun(t, nil, "", "stats", dir); r.Code != 0 || !strings.Contains(r.Stdout, "no statistics from ranks [2]") {
+		t.Errorf("a rank's file missing: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
 	// Errors: no files; a broken file.
 	empty := t.TempDir()
 	if r = runFabrun(t, nil, "", "stats", empty); r.Code != 1 || !strings.Contains(r.Stderr, "no weft-stats") {
