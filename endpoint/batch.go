@@ -91,7 +91,7 @@ func (c *Comm) IsendBatch(reqs []*Request, msgs []Msg) ([]*Request, error) {
 				if first {
 					dirty = append(dirty, l)
 				}
-				c.countLocked(m.Dest, len(m.Buf))
+				c.count(m.Dest, len(m.Buf))
 				reqs = append(reqs, completedRequest)
 				continue
 			}

@@ -107,7 +107,7 @@ func (c *Comm) isendSync(buf []byte, dest, tag int, ctx uint16, sig uint64, bloc
 		return nil, err
 	}
 	if ctx == c.ctx { // the user's messages (and those of layers above), not endpoint's own
-		c.countLocked(dest, len(buf))
+		c.count(dest, len(buf))
 	}
 	t := packTag(ctx, c.slots[dest], c.rank, tag)
 	if l := c.link(dest); l != nil {

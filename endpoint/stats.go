@@ -52,10 +52,9 @@ type Stats struct {
 }
 
 // sentStats is what one endpoint (vci) sent, per transport and world
-// rank. Its counters have one writer at a time (the endpoint's owner, or
-// its lock's holder: plain loads and stores, no locked instruction on the
-// hot path) or, from a shared endpoint's callers outside its lock, atomic
-// adds; Stats reads them from any goroutine.
+// rank. A private endpoint's counters have one writer, its owner (plain
+// loads and stores, no locked instruction); a shared endpoint's callers
+// add atomically; Stats reads them from any goroutine.
 type sentStats struct {
 	peers [2][]peerCount // [0] node transport, [1] libfabric; by world rank
 }
@@ -74,19 +73,13 @@ func (p *peerCount) addAtomic(n int) {
 	p.bytes.Add(uint64(n))
 }
 
-// countLocked counts a message of n bytes to comm rank dest if the
-// world counts (WithStats, WEFT_STATS); the caller holds v's lock. Off,
-// it costs a load and a test, inlined: an atomic store is a locked instruction
-// on amd64, and two of them a message cost 15 ns of an 80 ns message
-// (BenchmarkRate8B), so counting is not on by default.
-func (c *Comm) countLocked(dest, n int) {
-	if c.w.cfg.stats {
-		c.countSlow(dest, n, false)
-	}
-}
-
-// count is countLocked for a caller outside v's lock: on a shared
-// endpoint other goroutines may count at the same time.
+// count counts a message of n bytes to comm rank dest if the world
+// counts (WithStats, WEFT_STATS). Off, it costs a load and a test,
+// inlined: an atomic store is a locked instruction on amd64, and two of
+// them a message cost 10-15 ns of an 80 ns message (BenchmarkRate8B),
+// so counting is not on by default. A private endpoint has one writer
+// (its owner) and stores; a shared one's callers add atomically, inside
+// its lock or not.
 func (c *Comm) count(dest, n int) {
 	if c.w.cfg.stats {
 		c.countSlow(dest, n, c.v.shared)
