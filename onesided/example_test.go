@@ -531,8 +531,9 @@ func ExampleWindow_Rget() {
 
 // A dynamic window: each rank attaches a buffer of its own when it likes
 // and hands its Region to the others, here by an Allgather; the right
-// neighbour's Region is then written like any window. Outside a launcher
-// the job has one rank, its own neighbour.
+// neighbour's Region is then written like any window, and with a
+// flag-polled put (PutSignalRegion). Outside a launcher the job has one
+// rank, its own neighbour.
 func ExampleCreateDynamic() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -568,47 +569,17 @@ func ExampleCreateDynamic() {
 		log.Fatal(err)
 	}
 	fmt.Printf("%s\n", buf[8:14])
-	// Output: from 0
-}
-
-// A flag-polled put into a Region of a dynamic window: the data goes into
-// the right neighbour's Region, the signal into its first word; the
-// neighbour waits for the signal, after which the data is there.
-func ExampleWindow_PutSignalRegion() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	j, err := job.Init(ctx)
-	if err != nil {
+	// A flag-polled put: the data at 16, then 1 in the signal word at
+	// 0; the neighbour waits for the signal, after which the data is
+	// there.
+	if err := w.PutSignalRegion(right, 16, []byte(fmt.Sprintf("signalled by %d", g.Rank())), right, 0, 1); err != nil {
 		log.Fatal(err)
 	}
-	defer j.Finalize()
-	g := onesided.JobGroup(j)
-	w, err := onesided.CreateDynamic(ctx, g)
-	if err != nil {
+	if _, err := w.WaitSignalRegion(ctx, r, 0, onesided.CmpEQ, 1); err != nil {
 		log.Fatal(err)
 	}
-	defer w.Free(ctx)
-	buf := make([]byte, 64) // word 0: the signal; bytes 8..: the data
-	mine, err := w.Attach(buf)
-	if err != nil {
-		log.Fatal(err)
-	}
-	wire, _ := mine.MarshalBinary()
-	all, err := g.Allgather(ctx, wire)
-	if err != nil {
-		log.Fatal(err)
-	}
-	var right onesided.Region
-	if err := right.UnmarshalBinary(all[(g.Rank()+1)%g.Size()]); err != nil {
-		log.Fatal(err)
-	}
-	msg := []byte(fmt.Sprintf("from %d", g.Rank()))
-	if err := w.PutSignalRegion(right, 8, msg, right, 0, 1); err != nil {
-		log.Fatal(err)
-	}
-	if _, err := w.WaitSignalRegion(ctx, mine, 0, onesided.CmpEQ, 1); err != nil {
-		log.Fatal(err)
-	}
-	fmt.Printf("%s\n", buf[8:14])
-	// Output: from 0
+	fmt.Printf("%s\n", buf[16:30])
+	// Output:
+	// from 0
+	// signalled by 0
 }
