@@ -142,6 +142,7 @@ func (w *Window) PutRegion(r Region, off int, data []byte) error {
 	if err != nil {
 		return err
 	}
+	w.count(opPut, len(data))
 	return w.net.put(target, o, data)
 }
 
@@ -152,6 +153,7 @@ func (w *Window) GetRegion(r Region, off int, dst []byte) error {
 	if err != nil {
 		return err
 	}
+	w.count(opGet, len(dst))
 	return w.net.get(target, o, dst)
 }
 
@@ -165,6 +167,7 @@ func (w *Window) AccumulateRegion(r Region, off int, t AtomicType, op Op, data [
 	if err != nil {
 		return err
 	}
+	w.count(opAtomic, len(data))
 	return w.net.accumulate(target, o, t, op, data)
 }
 
@@ -178,6 +181,7 @@ func (w *Window) FetchAndOpRegion(r Region, off int, t AtomicType, op Op, operan
 	if err != nil {
 		return 0, err
 	}
+	w.count(opAtomic, t.Size())
 	return w.net.fetchOp(target, o, t, op, operand)
 }
 
@@ -191,6 +195,7 @@ func (w *Window) CompareAndSwapRegion(r Region, off int, t AtomicType, compare, 
 	if err != nil {
 		return 0, err
 	}
+	w.count(opAtomic, t.Size())
 	return w.net.cas(target, o, t, compare, swap)
 }
 
@@ -245,6 +250,7 @@ func (w *Window) PutSignalRegion(r Region, off int, data []byte, sr Region, sigO
 	if r == sr && sigOff < off+len(data) && off < sigOff+8 && len(data) > 0 {
 		return fmt.Errorf("onesided: PutSignalRegion: signal [%d,+8) overlaps data [%d,%d): %w", sigOff, off, off+len(data), ErrInvalid)
 	}
+	w.count(opSignal, len(data)+8)
 	return w.net.putSignal(target, o, data, so, value)
 }
 
@@ -318,6 +324,7 @@ func (w *Window) PutTypedRegion(r Region, off int, origin []byte, originCount in
 	if err != nil {
 		return err
 	}
+	w.count(opPut, n)
 	return w.netTyped(context.Background(), "PutTypedRegion", target, o, segs, origin, originCount, originType, n, false)
 }
 
@@ -331,6 +338,7 @@ func (w *Window) GetTypedRegion(ctx context.Context, r Region, off int, origin [
 	if err != nil {
 		return err
 	}
+	w.count(opGet, n)
 	if err := w.netTyped(ctx, "GetTypedRegion", target, o, segs, origin, originCount, originType, n, true); err != nil {
 		return err
 	}
@@ -362,6 +370,7 @@ func (w *Window) AccumulateTypedRegion(r Region, off int, t AtomicType, op Op, o
 				off+int(s.Off), off+int(s.Off+s.Len), t, ErrInvalid)
 		}
 	}
+	w.count(opAtomic, n)
 	return accumulateStream("AccumulateTypedRegion", t, n, segs, origin, originCount, originType, func(boff int, data []byte) error {
 		return w.net.accumulate(target, o+boff, t, op, data)
 	})

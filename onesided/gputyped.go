@@ -47,6 +47,11 @@ func (w *Window) devTyped(ctx context.Context, op string, target, offset int, or
 	if err != nil || n == 0 {
 		return err
 	}
+	if get {
+		w.count(opGet, n)
+	} else {
+		w.count(opPut, n)
+	}
 	defer w.typed.done() // typedSegments' list
 	d := origin.Buf.Device()
 	f := netFab(w.net)

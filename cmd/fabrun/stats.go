@@ -38,6 +38,12 @@ type rankStats struct {
 			NS      uint64 `json:"ns"`
 			Started uint64 `json:"started"`
 		} `json:"collectives"`
+		// per kind of one-sided operation (put, get, signal, atomic):
+		// operations issued and their bytes
+		Onesided map[string]struct {
+			Ops   uint64 `json:"ops"`
+			Bytes uint64 `json:"bytes"`
+		} `json:"onesided"`
 	} `json:"layers"`
 }
 
@@ -141,6 +147,7 @@ func (js *jobStats) report(w io.Writer) {
 	}
 	tw.Flush()
 	js.reportCollectives(w)
+	js.reportOnesided(w)
 	if p <= 16 {
 		fmt.Fprintln(w, "bytes sent (row: from, column: to):")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -230,6 +237,38 @@ func (js *jobStats) reportCollectives(w io.Writer) {
 			mean = dur(l.ns / l.calls)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s (%d)\t%s\t%d\t\n", l.name, l.calls, dur(l.ns), dur(l.maxNS), l.maxRank, mean, l.started)
+	}
+	tw.Flush()
+}
+
+// reportOnesided writes, when the ranks counted one-sided operations, a
+// line per rank: operations and bytes per kind.
+func (js *jobStats) reportOnesided(w io.Writer) {
+	kinds := []string{"put", "get", "signal", "atomic"}
+	seen := false
+	for _, rs := range js.ranks {
+		seen = seen || rs != nil && len(rs.Layers.Onesided) > 0
+	}
+	if !seen {
+		return
+	}
+	fmt.Fprintln(w, "one-sided operations issued (count, bytes):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "rank\t")
+	for _, k := range kinds {
+		fmt.Fprintf(tw, "%s\t", k)
+	}
+	fmt.Fprintln(tw)
+	for r, rs := range js.ranks {
+		if rs == nil {
+			continue
+		}
+		fmt.Fprintf(tw, "%d\t", r)
+		for _, k := range kinds {
+			c := rs.Layers.Onesided[k]
+			fmt.Fprintf(tw, "%d, %s\t", c.Ops, human(c.Bytes))
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 }

@@ -13,11 +13,12 @@ import (
 
 	"github.com/weft-hpc/weft/collectives"
 	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/onesided"
 )
 
 // statsRank is a rank of TestStats: rank i sends rank j (j+1)·10
 // messages of (i+1)·100 bytes, receives as many from every other rank,
-// runs three Allreduces, and closes its world (which writes its traffic
+// runs three Allreduces and one 64-byte Put, and closes its world (which writes its traffic
 // and its collectives' counts where WEFT_STATS says).
 func statsRank() int {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -64,6 +65,17 @@ func statsRank() int {
 			}
 		}
 		if err := cl.Free(); err != nil {
+			return err
+		}
+		// a Put of 64 bytes into the right neighbour's window
+		win, err := onesided.Allocate(ctx, c, 128)
+		if err != nil {
+			return err
+		}
+		if err := win.Put((me+1)%p, 0, make([]byte, 64)); err != nil {
+			return err
+		}
+		if err := win.Free(ctx); err != nil {
 			return err
 		}
 		if err := c.Barrier(ctx); err != nil {
@@ -120,6 +132,11 @@ func TestStats(t *testing.T) {
 		}
 		if !regexp.MustCompile(`(?m)^\s*Allreduce\s+9\s+\S+\s+\S+ \(\d\)\s+\S+\s+0\s*$`).MatchString(out) {
 			t.Errorf("no line for 9 Allreduce calls (3 ranks, 3 each) in:\n%s", out)
+		}
+		for r := range p {
+			if !regexp.MustCompile(fmt.Sprintf(`(?m)^\s*%d\s+1, 64 B\s+0, 0 B\s+0, 0 B\s+0, 0 B\s*$`, r)).MatchString(out) {
+				t.Errorf("no one-sided line for rank %d (one Put of 64 bytes) in:\n%s", r, out)
+			}
 		}
 	}
 	r := runFabrun(t, []string{"WEFT_FABRUN_TEST_RANK=stats"}, "", "-n", strconv.Itoa(p), "--stats", "--timeout", "60s", self)
