@@ -61,6 +61,7 @@ const (
 // Engine carries the active messages of one rank of a communicator. Open
 // returns it; Close releases it.
 type Engine struct {
+	prof       *profile       // the world's counts per handler, when it counts (profile.go)
 	req, data  *endpoint.Comm // requests and replies (probed), following payloads
 	coll       *collectives.Coll
 	rank, size int
@@ -153,7 +154,7 @@ func Open(ctx context.Context, comm *endpoint.Comm, opts ...Option) (*Engine, er
 			return nil, err
 		}
 	}
-	e := &Engine{rank: comm.Rank(), size: comm.Size(), inline: cfg.inline, agg: aggregator{limit: cfg.agg},
+	e := &Engine{prof: profileFor(comm.World()), rank: comm.Rank(), size: comm.Size(), inline: cfg.inline, agg: aggregator{limit: cfg.agg},
 		pending: map[uint32]*pendingCall{}, sent: make([]atomic.Int64, comm.Size()),
 		policy: wait.Policy{Name: "am", SpinFor: 50 * time.Microsecond, YieldFor: time.Millisecond,
 			NapMax: 100 * time.Microsecond, GoschedEvery: time.Millisecond, Contended: 20 * time.Microsecond}}
@@ -339,6 +340,11 @@ func (e *Engine) start(q *Request, dest, id int, token uint32, header, payload [
 			len(header), e.inline, prefixLen+followLen, ErrInvalid)
 	}
 	*q = Request{e: e, dest: dest}
+	if e.prof != nil {
+		c := e.prof.of(id)
+		c.sent.Add(1)
+		c.bytes.Add(uint64(len(header) + len(payload)))
+	}
 	tag := id
 	if token != 0 {
 		tag |= flagCall

@@ -205,6 +205,9 @@ func (e *Engine) handle(f *frame, mm *endpoint.Message) error {
 func (e *Engine) dispatch(f *frame) error {
 	defer e.handled.Add(1)
 	m := &f.msg
+	if e.prof != nil {
+		e.prof.of(m.id).handled.Add(1)
+	}
 	var err error
 	if h := e.handler(m.id); h == nil {
 		err = fmt.Errorf("am: message for handler %d from rank %d: no such handler: %w", m.id, m.src, ErrInvalid)

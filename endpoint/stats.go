@@ -187,7 +187,7 @@ func (w *World) Counting() bool { return w != nil && w.cfg.stats }
 // (WithStatsDir, WEFT_STATS): under "layers", name, whatever fn returns
 // then, encoded as JSON. Layers above endpoint report their own counts
 // this way (collectives: calls and time per collective; onesided:
-// operations and bytes per kind). A second call
+// operations and bytes per kind; am: messages per handler). A second call
 // with the same name replaces the first.
 func (w *World) AddStats(name string, fn func() any) {
 	if w == nil || fn == nil {

@@ -44,6 +44,13 @@ type rankStats struct {
 			Ops   uint64 `json:"ops"`
 			Bytes uint64 `json:"bytes"`
 		} `json:"onesided"`
+		// per active-message handler id: messages sent (calls
+		// included), handled, header and payload bytes sent
+		AM map[string]struct {
+			Sent    uint64 `json:"sent"`
+			Handled uint64 `json:"handled"`
+			Bytes   uint64 `json:"bytes"`
+		} `json:"am"`
 	} `json:"layers"`
 }
 
@@ -148,6 +155,7 @@ func (js *jobStats) report(w io.Writer) {
 	tw.Flush()
 	js.reportCollectives(w)
 	js.reportOnesided(w)
+	js.reportAM(w)
 	if p <= 16 {
 		fmt.Fprintln(w, "bytes sent (row: from, column: to):")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -269,6 +277,56 @@ func (js *jobStats) reportOnesided(w io.Writer) {
 			fmt.Fprintf(tw, "%d, %s\t", c.Ops, human(c.Bytes))
 		}
 		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}
+
+// reportAM writes, when the ranks counted active messages, a line per
+// handler id: messages sent and handled and the bytes sent, over all
+// ranks, the most sent first.
+func (js *jobStats) reportAM(w io.Writer) {
+	type line struct {
+		id                   int
+		sent, handled, bytes uint64
+	}
+	byID := map[int]*line{}
+	for _, rs := range js.ranks {
+		if rs == nil {
+			continue
+		}
+		for k, c := range rs.Layers.AM {
+			id, err := strconv.Atoi(k)
+			if err != nil {
+				continue
+			}
+			l := byID[id]
+			if l == nil {
+				l = &line{id: id}
+				byID[id] = l
+			}
+			l.sent += c.Sent
+			l.handled += c.Handled
+			l.bytes += c.Bytes
+		}
+	}
+	if len(byID) == 0 {
+		return
+	}
+	lines := make([]*line, 0, len(byID))
+	for _, l := range byID {
+		lines = append(lines, l)
+	}
+	slices.SortFunc(lines, func(a, b *line) int {
+		if c := cmp.Compare(b.sent, a.sent); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	fmt.Fprintln(w, "active messages per handler (over all ranks):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "handler\tsent\thandled\tbytes sent\t")
+	for _, l := range lines {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t\n", l.id, l.sent, l.handled, human(l.bytes))
 	}
 	tw.Flush()
 }
