@@ -9,7 +9,7 @@ import (
 )
 
 // profile counts a process's active messages per handler id, for the
-// stats file fabrun stats reads (endpoint.World.AddStats): messages
+// stats file fabrun stats reads (endpoint.StatsSection): messages
 // sent (calls included) with their header and payload bytes, and
 // messages handled. It exists only when the world counts
 // (endpoint.WithStats, WEFT_STATS); the engines of one world share it.
@@ -21,20 +21,10 @@ type idCount struct {
 	sent, handled, bytes atomic.Uint64
 }
 
-// profiles maps a world to its profile.
-var profiles sync.Map // *endpoint.World → *profile
-
-// profileFor returns w's profile, made and registered with w at the
-// first engine; nil when w does not count.
+// profileFor returns w's profile (made at the first engine); nil when
+// w does not count.
 func profileFor(w *endpoint.World) *profile {
-	if !w.Counting() {
-		return nil
-	}
-	v, loaded := profiles.LoadOrStore(w, &profile{})
-	p := v.(*profile)
-	if !loaded {
-		w.AddStats("am", p.snapshot)
-	}
+	p, _ := endpoint.StatsSection(w, "am", func() *profile { return &profile{} })
 	return p
 }
 
@@ -53,7 +43,8 @@ type profileCount struct {
 	Bytes   uint64 `json:"bytes"` // header and payload bytes sent
 }
 
-func (p *profile) snapshot() any {
+// Snapshot is the stats file's section (endpoint.Snapshotter).
+func (p *profile) Snapshot() any {
 	out := map[string]profileCount{}
 	p.ids.Range(func(k, v any) bool {
 		c := v.(*idCount)

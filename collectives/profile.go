@@ -1,7 +1,6 @@
 package collectives
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -9,7 +8,7 @@ import (
 )
 
 // profile counts a process's collectives per entry point, for the stats
-// file fabrun stats reads (endpoint.World.AddStats): the blocking calls
+// file fabrun stats reads (endpoint.StatsSection): the blocking calls
 // and the time spent in them, and the nonblocking (and persistent) ones
 // started. It exists only when the world counts (endpoint.WithStats,
 // WEFT_STATS); every handle of a world shares one.
@@ -19,20 +18,10 @@ type profile struct {
 
 const numCallIDs = int(callNeighborAlltoallv) + 1
 
-// profiles maps a world to its profile.
-var profiles sync.Map // *endpoint.World → *profile
-
-// profileFor returns w's profile, made and registered with w at the
-// first handle; nil when w does not count.
+// profileFor returns w's profile (made at the first handle); nil when
+// w does not count.
 func profileFor(w *endpoint.World) *profile {
-	if !w.Counting() {
-		return nil
-	}
-	v, loaded := profiles.LoadOrStore(w, &profile{})
-	p := v.(*profile)
-	if !loaded {
-		w.AddStats("collectives", p.snapshot)
-	}
+	p, _ := endpoint.StatsSection(w, "collectives", func() *profile { return &profile{} })
 	return p
 }
 
@@ -43,7 +32,8 @@ type profileCount struct {
 	Started uint64 `json:"started,omitempty"` // nonblocking and persistent calls started
 }
 
-func (p *profile) snapshot() any {
+// Snapshot is the stats file's section (endpoint.Snapshotter).
+func (p *profile) Snapshot() any {
 	out := map[string]profileCount{}
 	for id := range numCallIDs {
 		pc := profileCount{Calls: p.calls[id].Load(), Nanos: p.ns[id].Load(), Started: p.started[id].Load()}

@@ -53,9 +53,9 @@ type World struct {
 	sets     map[int]*vciSet // by context id: a communicator's endpoints in this process (peerset.go)
 	epCalls  uint32          // CreateEndpoints calls made by this process (endpoint identities)
 
-	statsMu sync.Mutex            // guards sentAll and layers (taken under an endpoint's lock: never the other way)
-	sentAll []*sentStats          // every endpoint's send counters, kept after it closes (stats.go)
-	layers  map[string]func() any // sections of the stats file from layers above (AddStats)
+	statsMu sync.Mutex             // guards sentAll and layers (taken under an endpoint's lock: never the other way)
+	sentAll []*sentStats           // every endpoint's send counters, kept after it closes (stats.go)
+	layers  map[string]Snapshotter // sections of the stats file from layers above (StatsSection)
 }
 
 // Comm is a communicator handle: a group of ranks, this handle's rank in it,

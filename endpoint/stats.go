@@ -180,25 +180,38 @@ func (c *Comm) World() *World {
 
 // Counting reports whether the world counts its traffic (WithStats,
 // WithStatsDir, WEFT_STATS): layers above endpoint count their own
-// operations then too.
+// operations then too (StatsSection).
 func (w *World) Counting() bool { return w != nil && w.cfg.stats }
 
-// AddStats adds a section to the file Close writes for fabrun stats
-// (WithStatsDir, WEFT_STATS): under "layers", name, whatever fn returns
-// then, encoded as JSON. Layers above endpoint report their own counts
-// this way (collectives: calls and time per collective; onesided:
-// operations and bytes per kind; am: messages per handler). A second call
-// with the same name replaces the first.
-func (w *World) AddStats(name string, fn func() any) {
-	if w == nil || fn == nil {
-		return
+// A Snapshotter is a section of the stats file: Snapshot returns what
+// goes into it (encoded as JSON) when Close writes the file.
+type Snapshotter interface {
+	Snapshot() any
+}
+
+// StatsSection returns w's section name of the stats file Close writes
+// for fabrun stats (under "layers"): made by mk at the first call for
+// that name, the same value after, and ok false (no section) when w does
+// not count. Layers above endpoint keep their counts this way, one value
+// per world shared by all their handles (collectives: calls and time per
+// collective; onesided: operations and bytes per kind; am: messages per
+// handler). A section made under name with another type gives ok false.
+func StatsSection[T Snapshotter](w *World, name string, mk func() T) (sec T, ok bool) {
+	if !w.Counting() {
+		return sec, false
 	}
 	w.statsMu.Lock()
 	defer w.statsMu.Unlock()
-	if w.layers == nil {
-		w.layers = map[string]func() any{}
+	if v, found := w.layers[name]; found {
+		sec, ok = v.(T)
+		return sec, ok
 	}
-	w.layers[name] = fn
+	if w.layers == nil {
+		w.layers = map[string]Snapshotter{}
+	}
+	sec = mk()
+	w.layers[name] = sec
+	return sec, true
 }
 
 // statsFile is what writeStats writes: Stats and the layers' sections.
@@ -211,11 +224,11 @@ type statsFile struct {
 func (w *World) writeStats(dir string) error {
 	st := statsFile{Stats: w.Stats()}
 	w.statsMu.Lock()
-	for name, fn := range w.layers {
+	for name, sec := range w.layers {
 		if st.Layers == nil {
 			st.Layers = map[string]any{}
 		}
-		st.Layers[name] = fn()
+		st.Layers[name] = sec.Snapshot()
 	}
 	w.statsMu.Unlock()
 	b, err := json.MarshalIndent(st, "", " ")

@@ -325,3 +325,43 @@ func statsTraffic(ctx context.Context, a, b *endpoint.Comm) (msgs, bytes uint64,
 	pr.Free()
 	return msgs, bytes, nil
 }
+
+type testSection struct{ n int }
+
+func (s *testSection) Snapshot() any { return map[string]int{"n": s.n} }
+
+type otherSection struct{}
+
+func (otherSection) Snapshot() any { return nil }
+
+// TestStatsSection: a layer's section is made once per world and written
+// under "layers" at Close; another type under the same name, or a world
+// that does not count, gets none.
+func TestStatsSection(t *testing.T) {
+	off, _ := singletonWorld(t, endpoint.WithProvider("shm"))
+	if s, ok := endpoint.StatsSection(off, "x", func() *testSection { return &testSection{} }); ok || s != nil {
+		t.Errorf("a world that does not count gave a section: %v %v", s, ok)
+	}
+	dir := t.TempDir()
+	w, _ := singletonWorld(t, endpoint.WithProvider("shm"), endpoint.WithStatsDir(dir))
+	a, ok := endpoint.StatsSection(w, "x", func() *testSection { return &testSection{} })
+	b, ok2 := endpoint.StatsSection(w, "x", func() *testSection { return &testSection{} })
+	if !ok || !ok2 || a != b {
+		t.Fatalf("two calls gave %p %v and %p %v, want one section", a, ok, b, ok2)
+	}
+	if _, ok := endpoint.StatsSection(w, "x", func() otherSection { return otherSection{} }); ok {
+		t.Error("a section of another type under the same name was given")
+	}
+	a.n = 7
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "weft-stats.0.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct{ Layers map[string]map[string]int }
+	if err := json.Unmarshal(raw, &f); err != nil || f.Layers["x"]["n"] != 7 {
+		t.Errorf("file %s (%v): want layers.x.n = 7", raw, err)
+	}
+}

@@ -1,7 +1,6 @@
 package onesided
 
 import (
-	"sync"
 	"sync/atomic"
 
 	"github.com/weft-hpc/weft/endpoint"
@@ -21,7 +20,7 @@ const (
 var opNames = [numOpKinds]string{"put", "get", "signal", "atomic"}
 
 // profile counts a process's one-sided operations per kind, for the
-// stats file fabrun stats reads (endpoint.World.AddStats). It exists
+// stats file fabrun stats reads (endpoint.StatsSection). It exists
 // only for windows whose group is an endpoint communicator of a world
 // that counts (endpoint.WithStats, WEFT_STATS); the windows of one world
 // share it.
@@ -29,26 +28,14 @@ type profile struct {
 	ops, bytes [numOpKinds]atomic.Uint64
 }
 
-// profiles maps a world to its profile.
-var profiles sync.Map // *endpoint.World → *profile
-
-// profileOf returns the profile of g's world, made and registered with
-// the world at its first window; nil when g has no world or it does not
-// count.
+// profileOf returns the profile of g's world (made at its first
+// window); nil when g has no world or it does not count.
 func profileOf(g Group) *profile {
 	wg, ok := g.(interface{ World() *endpoint.World })
 	if !ok {
 		return nil
 	}
-	w := wg.World()
-	if !w.Counting() {
-		return nil
-	}
-	v, loaded := profiles.LoadOrStore(w, &profile{})
-	p := v.(*profile)
-	if !loaded {
-		w.AddStats("onesided", p.snapshot)
-	}
+	p, _ := endpoint.StatsSection(wg.World(), "onesided", func() *profile { return &profile{} })
 	return p
 }
 
@@ -58,7 +45,8 @@ type profileCount struct {
 	Bytes uint64 `json:"bytes"`
 }
 
-func (p *profile) snapshot() any {
+// Snapshot is the stats file's section (endpoint.Snapshotter).
+func (p *profile) Snapshot() any {
 	out := map[string]profileCount{}
 	for k := range numOpKinds {
 		if n := p.ops[k].Load(); n > 0 {
