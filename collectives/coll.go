@@ -438,7 +438,7 @@ func (c *Coll) enter(id callID) error {
 	c.call = id
 	c.ended = nil
 	if h.prof != nil {
-		c.startClock()
+		c.t0 = time.Now() // counted at done or fail (profile.go)
 	}
 	return nil
 }

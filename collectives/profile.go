@@ -44,13 +44,6 @@ func (p *profile) Snapshot() any {
 	return out
 }
 
-// startClock notes when a call of c began, if its world counts.
-func (c *Coll) startClock() {
-	if c.handle().prof != nil {
-		c.t0 = time.Now()
-	}
-}
-
 // record counts the call c ends (done or failed) once: a blocking one
 // with its time, a nonblocking one (run on a clone) as started.
 func (c *Coll) record() {
