@@ -415,3 +415,70 @@ func BenchmarkHeapLockDirect(b *testing.B) {
 	}
 	wg.Wait()
 }
+
+// BenchmarkDynamicPutSignal is one 8-byte PutSignalRegion into
+// AttachShared memory of another goroutine rank: by direct stores, and
+// through libfabric shm with shared memory off.
+func BenchmarkDynamicPutSignal(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		opts []Option
+	}{{"direct", []Option{WithProvider("shm")}}, {"shm", shmOpts}} {
+		b.Run(c.name, func(b *testing.B) {
+			ctx := context.Background()
+			gs := newMemWorld(2)
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			ready := make(chan struct{})
+			for i := range gs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[i] = func() (err error) {
+						w, err := CreateDynamic(ctx, gs[i], c.opts...)
+						if err != nil {
+							return err
+						}
+						defer cleanup(ctx, &err, w.Free)
+						var wire []byte
+						var r Region
+						if i == 1 {
+							if r, _, err = w.AttachShared(64); err != nil {
+								return err
+							}
+							wire, _ = r.MarshalBinary()
+						}
+						all, err := gs[i].Allgather(ctx, wire)
+						if err != nil {
+							return err
+						}
+						if i == 1 {
+							close(ready)
+							_, err := w.WaitSignalRegion(ctx, r, 0, CmpGE, uint64(b.N))
+							return err
+						}
+						if err := r.UnmarshalBinary(all[1]); err != nil {
+							return err
+						}
+						<-ready
+						data := make([]byte, 8)
+						b.ResetTimer()
+						for k := 1; k <= b.N; k++ {
+							if err := w.PutSignalRegion(r, 16, data, r, 0, uint64(k)); err != nil {
+								return err
+							}
+						}
+						return w.Flush(ctx, 1)
+					}()
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			for _, err := range errs {
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

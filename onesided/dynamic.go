@@ -6,9 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/memcopy"
+	"github.com/weft-hpc/weft/internal/nodeseg"
 )
 
 // Dynamic windows (MPI_Win_create_dynamic, MPI_Win_attach,
@@ -32,46 +36,112 @@ const dynMask = 1<<dynShift - 1
 
 // Region is memory a rank attached to a dynamic window: the rank, the
 // address and key through which other ranks reach it, and its length.
-// Send it to the ranks that will access it (MarshalBinary gives 32
-// bytes); a Region is only good with the window it was attached to.
+// Send it to the ranks that will access it (MarshalBinary: 32 bytes, or
+// a few dozen more for AttachShared memory, which the encoding also
+// names so that ranks of its node can map it); a Region is only good
+// with the window it was attached to.
 type Region struct {
 	Rank      int
 	Addr, Key uint64
 	Len       int
+	// seg and node name AttachShared memory: its segment file and the
+	// node (nodeseg.NodeKey) where the file is; "" for other memory.
+	seg, node string
 }
 
-// regionWire is the length of a marshalled Region.
-const regionWire = 32
+// regionWire is the length of a marshalled Region of Go memory; one of
+// AttachShared memory sets wireShared in its length word and adds two
+// length-prefixed names.
+const (
+	regionWire = 32
+	wireShared = 1 << 63
+)
 
-// MarshalBinary encodes r in 32 bytes.
+// MarshalBinary encodes r.
 func (r Region) MarshalBinary() ([]byte, error) {
-	b := make([]byte, regionWire)
+	b := make([]byte, regionWire, regionWire+4+len(r.seg)+len(r.node))
 	binary.LittleEndian.PutUint64(b, uint64(r.Rank))
 	binary.LittleEndian.PutUint64(b[8:], r.Addr)
 	binary.LittleEndian.PutUint64(b[16:], r.Key)
 	binary.LittleEndian.PutUint64(b[24:], uint64(r.Len))
+	if r.seg != "" {
+		binary.LittleEndian.PutUint64(b[24:], uint64(r.Len)|wireShared)
+		b = binary.LittleEndian.AppendUint16(b, uint16(len(r.seg)))
+		b = append(b, r.seg...)
+		b = binary.LittleEndian.AppendUint16(b, uint16(len(r.node)))
+		b = append(b, r.node...)
+	}
 	return b, nil
+}
+
+// RegionWireLen returns the length of the Region encoding that starts b (as
+// MarshalBinary wrote it, perhaps followed by more bytes), so that
+// several Regions can travel in one message; 0 if b is too short to
+// hold it.
+func RegionWireLen(b []byte) int {
+	if len(b) < regionWire {
+		return 0
+	}
+	if binary.LittleEndian.Uint64(b[24:])&wireShared == 0 {
+		return regionWire
+	}
+	n := regionWire + 2
+	if len(b) < n {
+		return 0
+	}
+	n += int(binary.LittleEndian.Uint16(b[regionWire:])) + 2
+	if len(b) < n {
+		return 0
+	}
+	n += int(binary.LittleEndian.Uint16(b[n-2:]))
+	if len(b) < n {
+		return 0
+	}
+	return n
 }
 
 // UnmarshalBinary decodes what MarshalBinary wrote; anything else gives
 // ErrInvalid.
 func (r *Region) UnmarshalBinary(b []byte) error {
-	if len(b) != regionWire {
-		return fmt.Errorf("onesided: a Region is %d bytes, not %d: %w", regionWire, len(b), ErrInvalid)
+	if RegionWireLen(b) != len(b) || len(b) == 0 {
+		return fmt.Errorf("onesided: a Region encoding of %d bytes (want %d): %w", len(b), max(RegionWireLen(b), regionWire), ErrInvalid)
 	}
-	rank, n := binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[24:])
+	rank, n := binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[24:])&^wireShared
 	if rank > 1<<31 || n > dynMask {
 		return fmt.Errorf("onesided: Region of rank %d, %d bytes: %w", rank, n, ErrInvalid)
 	}
-	*r = Region{Rank: int(rank), Addr: binary.LittleEndian.Uint64(b[8:]), Key: binary.LittleEndian.Uint64(b[16:]), Len: int(n)}
+	var seg, node string
+	if len(b) > regionWire {
+		k := int(binary.LittleEndian.Uint16(b[regionWire:]))
+		seg = string(b[regionWire+2 : regionWire+2+k])
+		node = string(b[regionWire+4+k:])
+		if !strings.HasPrefix(seg, "weft-dyn-") || strings.ContainsRune(seg, '/') || node == "" {
+			return fmt.Errorf("onesided: Region encoding names segment %q on node %q: %w", seg, node, ErrInvalid)
+		}
+	}
+	*r = Region{Rank: int(rank), Addr: binary.LittleEndian.Uint64(b[8:]), Key: binary.LittleEndian.Uint64(b[16:]), Len: int(n), seg: seg, node: node}
 	return nil
 }
 
-// attachment is memory this rank attached.
+// attachment is memory this rank attached: Go memory (buf), or with seg
+// or anon the memory AttachShared allocated for it.
 type attachment struct {
 	region Region
 	mr     io.Closer
 	buf    []byte
+	seg    *nodeseg.Seg
+	anon   []byte
+}
+
+// free releases the memory AttachShared allocated (after mr is closed).
+func (a attachment) free() {
+	if a.seg != nil {
+		_ = a.seg.Unlink()
+		_ = a.seg.Close()
+	}
+	if a.anon != nil {
+		_ = syscallMunmap(a.anon)
+	}
 }
 
 // CreateDynamic creates a window with no memory on any rank
@@ -79,11 +149,11 @@ type attachment struct {
 // collective over g. Like Create it uses the libfabric path alone
 // (WithSharedMemory(ShmOnly) gives ErrNotSupported).
 func CreateDynamic(ctx context.Context, g Group, opts ...Option) (*Window, error) {
-	w, err := Create(ctx, g, nil, opts...)
+	w, err := create(ctx, "CreateDynamic", g, nil, true, opts)
 	if err != nil {
-		return nil, fmt.Errorf("onesided: CreateDynamic: %w", err)
+		return nil, err
 	}
-	w.dyn = make([][]Region, w.size)
+	w.dyn = make([][]dynEntry, w.size)
 	w.dynIndex = make([]map[[2]uint64]int, w.size)
 	w.attached = map[[2]uint64]attachment{}
 	w.net.noCQSignals()
@@ -111,7 +181,7 @@ func (w *Window) Attach(buf []byte) (Region, error) {
 		return Region{}, fmt.Errorf("onesided: Attach: the memory at %#x is attached already: %w", bufAddr(buf), ErrInvalid)
 	}
 	r := Region{Rank: w.rank, Addr: addr, Key: key, Len: len(buf)}
-	w.attached[k] = attachment{r, mr, buf}
+	w.attached[k] = attachment{region: r, mr: mr, buf: buf}
 	return r, nil
 }
 
@@ -129,7 +199,12 @@ func (w *Window) Detach(r Region) error {
 		return fmt.Errorf("onesided: Detach: %+v is not a Region this rank attached: %w", r, ErrInvalid)
 	}
 	delete(w.attached, k)
-	if err := a.mr.Close(); err != nil {
+	if idx, ok := w.dynIndex[w.rank][k]; ok {
+		w.dyn[w.rank][idx] = dynEntry{region: r} // its memory goes now
+	}
+	err := a.mr.Close()
+	a.free()
+	if err != nil {
 		return fmt.Errorf("onesided: Detach: %w", err)
 	}
 	return nil
@@ -142,7 +217,15 @@ func (w *Window) PutRegion(r Region, off int, data []byte) error {
 	if err != nil {
 		return err
 	}
+	mem, err := w.regionMem("PutRegion", r, o, false)
+	if err != nil {
+		return err
+	}
 	w.count(opPut, len(data))
+	if mem != nil {
+		copy(mem[off:], data)
+		return nil
+	}
 	return w.net.put(target, o, data)
 }
 
@@ -153,7 +236,15 @@ func (w *Window) GetRegion(r Region, off int, dst []byte) error {
 	if err != nil {
 		return err
 	}
+	mem, err := w.regionMem("GetRegion", r, o, false)
+	if err != nil {
+		return err
+	}
 	w.count(opGet, len(dst))
+	if mem != nil {
+		memcopy.Copy(dst, mem[off:])
+		return nil
+	}
 	return w.net.get(target, o, dst)
 }
 
@@ -167,7 +258,15 @@ func (w *Window) AccumulateRegion(r Region, off int, t AtomicType, op Op, data [
 	if err != nil {
 		return err
 	}
+	mem, err := w.regionMem("AccumulateRegion", r, o, true)
+	if err != nil {
+		return err
+	}
 	w.count(opAtomic, len(data))
+	if mem != nil {
+		applyAll(mem[off:], t, op, data)
+		return nil
+	}
 	return w.net.accumulate(target, o, t, op, data)
 }
 
@@ -181,7 +280,14 @@ func (w *Window) FetchAndOpRegion(r Region, off int, t AtomicType, op Op, operan
 	if err != nil {
 		return 0, err
 	}
+	mem, err := w.regionMem("FetchAndOpRegion", r, o, true)
+	if err != nil {
+		return 0, err
+	}
 	w.count(opAtomic, t.Size())
+	if mem != nil {
+		return atomicApply(unsafe.Pointer(&mem[off]), t, op, operand), nil
+	}
 	return w.net.fetchOp(target, o, t, op, operand)
 }
 
@@ -195,7 +301,14 @@ func (w *Window) CompareAndSwapRegion(r Region, off int, t AtomicType, compare, 
 	if err != nil {
 		return 0, err
 	}
+	mem, err := w.regionMem("CompareAndSwapRegion", r, o, true)
+	if err != nil {
+		return 0, err
+	}
 	w.count(opAtomic, t.Size())
+	if mem != nil {
+		return atomicCAS(unsafe.Pointer(&mem[off]), t, compare, swap), nil
+	}
 	return w.net.cas(target, o, t, compare, swap)
 }
 
@@ -205,7 +318,7 @@ func (w *Window) RputRegion(r Region, off int, data []byte) (*Request, error) {
 	if err := w.PutRegion(r, off, data); err != nil {
 		return nil, err
 	}
-	return w.request(r.Rank, false), nil
+	return w.regionRequest(r, false), nil
 }
 
 // RgetRegion is GetRegion returning a Request (MPI_Rget): once it
@@ -214,7 +327,7 @@ func (w *Window) RgetRegion(r Region, off int, dst []byte) (*Request, error) {
 	if err := w.GetRegion(r, off, dst); err != nil {
 		return nil, err
 	}
-	return w.request(r.Rank, false), nil
+	return w.regionRequest(r, false), nil
 }
 
 // RaccumulateRegion is AccumulateRegion returning a Request
@@ -224,7 +337,7 @@ func (w *Window) RaccumulateRegion(r Region, off int, t AtomicType, op Op, data 
 	if err := w.AccumulateRegion(r, off, t, op, data); err != nil {
 		return nil, err
 	}
-	return w.request(r.Rank, true), nil
+	return w.regionRequest(r, true), nil
 }
 
 // PutSignalRegion is PutSignal on a dynamic window: data into Region r
@@ -250,7 +363,21 @@ func (w *Window) PutSignalRegion(r Region, off int, data []byte, sr Region, sigO
 	if r == sr && sigOff < off+len(data) && off < sigOff+8 && len(data) > 0 {
 		return fmt.Errorf("onesided: PutSignalRegion: signal [%d,+8) overlaps data [%d,%d): %w", sigOff, off, off+len(data), ErrInvalid)
 	}
+	mem, err := w.regionMem("PutSignalRegion", r, o, false)
+	if err != nil {
+		return err
+	}
+	sig, err := w.regionMem("PutSignalRegion", sr, so, false)
+	if err != nil {
+		return err
+	}
 	w.count(opSignal, len(data)+8)
+	if mem != nil && sig != nil {
+		copy(mem[off:], data)
+		// Sequentially consistent: a rank that loads the value sees the data.
+		atomic.StoreUint64((*uint64)(unsafe.Pointer(&sig[sigOff])), value)
+		return nil
+	}
 	return w.net.putSignal(target, o, data, so, value)
 }
 
@@ -324,7 +451,14 @@ func (w *Window) PutTypedRegion(r Region, off int, origin []byte, originCount in
 	if err != nil {
 		return err
 	}
+	mem, err := w.regionMem("PutTypedRegion", r, o, false)
+	if err != nil {
+		return err
+	}
 	w.count(opPut, n)
+	if mem != nil {
+		return transcode("PutTypedRegion", mem, int64(off), targetCount, targetType, origin, 0, originCount, originType, n, false)
+	}
 	return w.netTyped(context.Background(), "PutTypedRegion", target, o, segs, origin, originCount, originType, n, false)
 }
 
@@ -338,7 +472,14 @@ func (w *Window) GetTypedRegion(ctx context.Context, r Region, off int, origin [
 	if err != nil {
 		return err
 	}
+	mem, err := w.regionMem("GetTypedRegion", r, o, false)
+	if err != nil {
+		return err
+	}
 	w.count(opGet, n)
+	if mem != nil {
+		return transcode("GetTypedRegion", origin, 0, originCount, originType, mem, int64(off), targetCount, targetType, n, true)
+	}
 	if err := w.netTyped(ctx, "GetTypedRegion", target, o, segs, origin, originCount, originType, n, true); err != nil {
 		return err
 	}
@@ -370,8 +511,16 @@ func (w *Window) AccumulateTypedRegion(r Region, off int, t AtomicType, op Op, o
 				off+int(s.Off), off+int(s.Off+s.Len), t, ErrInvalid)
 		}
 	}
+	mem, err := w.regionMem("AccumulateTypedRegion", r, o, true)
+	if err != nil {
+		return err
+	}
 	w.count(opAtomic, n)
 	return accumulateStream("AccumulateTypedRegion", t, n, segs, origin, originCount, originType, func(boff int, data []byte) error {
+		if mem != nil {
+			applyAll(mem[off+boff:], t, op, data)
+			return nil
+		}
 		return w.net.accumulate(target, o+boff, t, op, data)
 	})
 }
@@ -444,8 +593,11 @@ func (w *Window) dynTarget(op string, r Region, off, n, align int) (int, int, er
 		if idx >= 1<<(62-dynShift) {
 			return 0, 0, fmt.Errorf("onesided: %s: %d Regions of rank %d in use: %w", op, idx, r.Rank, ErrInvalid)
 		}
-		w.dyn[r.Rank] = append(w.dyn[r.Rank], r)
+		w.dyn[r.Rank] = append(w.dyn[r.Rank], dynEntry{region: r})
 		w.dynIndex[r.Rank][k] = idx
+	} else if e := &w.dyn[r.Rank][idx]; e.region != r {
+		// Other memory attached since at the same address and key.
+		*e = dynEntry{region: r}
 	}
 	return r.Rank, idx<<dynShift | off, nil
 }

@@ -5,9 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/weft-hpc/weft/ddt"
+	"github.com/weft-hpc/weft/internal/nodeseg"
 )
 
 func TestDynamic(t *testing.T) {
@@ -18,17 +22,31 @@ func TestDynamic(t *testing.T) {
 		{"shm-delivery", "shm", false, providerCase{"shm", OrderDelivery}.opts()},
 		{"tcp-delivery", "tcp;ofi_rxm", false, providerCase{"tcp;ofi_rxm", OrderDelivery}.opts()}}
 	runKinds(t, 3, kinds, func(ctx context.Context, g Group, k windowKind) error {
-		return dynamicScenario(ctx, g, k.opts...)
+		return dynamicScenario(ctx, g, false, nil, k.opts...)
 	})
 }
 
-// dynamicScenario: each rank attaches two buffers of Go memory of its own
-// sizes and hands the Regions round (Allgather of MarshalBinary); then
-// every rank puts into, gets from and updates atomically both Regions of
-// its right neighbour and of itself, and checks its own buffers after a
-// Fence; one Region is detached and another attached in its place and
-// used; then the errors.
-func dynamicScenario(ctx context.Context, g Group, opts ...Option) (err error) {
+// TestDynamicShared runs the scenario on AttachShared memory: by direct
+// stores between the goroutine ranks of this process (shared memory on,
+// the default), and through each provider with shared memory off.
+func TestDynamicShared(t *testing.T) {
+	kinds := []windowKind{{"direct", "shm", false, []Option{WithProvider("shm")}},
+		netKind("shm", false), netKind("tcp;ofi_rxm", false)}
+	runKinds(t, 3, kinds, func(ctx context.Context, g Group, k windowKind) error {
+		direct := func(int) bool { return k.name == "direct" }
+		return dynamicScenario(ctx, g, true, direct, k.opts...)
+	})
+}
+
+// dynamicScenario: each rank attaches two buffers of its own sizes (Go
+// memory, or with shared AttachShared's) and hands the Regions round
+// (Allgather of MarshalBinary); then every rank puts into, gets from and
+// updates atomically both Regions of its right neighbour and of itself,
+// and checks its own buffers after a Fence; one Region is detached and
+// another attached in its place and used; then the errors. direct(q)
+// says whether this rank should reach rank q's shared Regions by direct
+// stores (nil: never).
+func dynamicScenario(ctx context.Context, g Group, shared bool, direct func(q int) bool, opts ...Option) (err error) {
 	me, n := g.Rank(), g.Size()
 	right, left := (me+1)%n, (me+n-1)%n
 	w, err := CreateDynamic(ctx, g, opts...)
@@ -36,14 +54,22 @@ func dynamicScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 		return err
 	}
 	defer cleanup(ctx, &err, w.Free)
-	bufs := [][]byte{make([]byte, 4096+64*me), make([]byte, 70000)}
-	var mine []Region
-	for _, b := range bufs {
+	attach := func(size int) (Region, []byte, error) {
+		if shared {
+			return w.AttachShared(size)
+		}
+		b := make([]byte, size)
 		r, err := w.Attach(b)
+		return r, b, err
+	}
+	var bufs [][]byte
+	var mine []Region
+	for _, size := range []int{4096 + 64*me, 70000} {
+		r, b, err := attach(size)
 		if err != nil {
 			return err
 		}
-		mine = append(mine, r)
+		mine, bufs = append(mine, r), append(bufs, b)
 	}
 	exchange := func(rs []Region) ([][]Region, error) {
 		var wire []byte
@@ -57,12 +83,16 @@ func dynamicScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 		}
 		out := make([][]Region, n)
 		for q, b := range all {
-			for ; len(b) > 0; b = b[regionWire:] {
+			for len(b) > 0 {
 				var r Region
-				if err := r.UnmarshalBinary(b[:regionWire]); err != nil {
+				k := RegionWireLen(b)
+				if k == 0 {
+					return nil, fmt.Errorf("rank %d's Regions end in %d bytes of no Region", q, len(b))
+				}
+				if err := r.UnmarshalBinary(b[:k]); err != nil {
 					return nil, err
 				}
-				out[q] = append(out[q], r)
+				out[q], b = append(out[q], r), b[k:]
 			}
 		}
 		return out, nil
@@ -70,6 +100,14 @@ func dynamicScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 	regions, err := exchange(mine)
 	if err != nil {
 		return err
+	}
+	for q := range n {
+		want := shared && direct != nil && direct(q)
+		for _, r := range regions[q] {
+			if w.DirectRegion(r) != want {
+				return fmt.Errorf("DirectRegion(rank %d's Region) = %v, want %v", q, !want, want)
+			}
+		}
 	}
 	if regions[right][0].Rank != right || regions[right][0].Len != 4096+64*right {
 		return fmt.Errorf("rank %d's Region as received: %+v", right, regions[right][0])
@@ -199,8 +237,7 @@ func dynamicScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 	// bytes (injected) likewise, a signal alone, and data signalled in
 	// its own Region; each rank waits on its own words and then finds
 	// the left neighbour's data.
-	sigBuf := make([]byte, 64)
-	sigMine, err := w.Attach(sigBuf)
+	sigMine, _, err := attach(64)
 	if err != nil {
 		return err
 	}
@@ -209,6 +246,16 @@ func dynamicScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 		return err
 	}
 	d1, sr := regions[right][1], sigs[right][0]
+	// A direct store issues no libfabric operation (bytes 40..48 of the
+	// signal Regions are not used otherwise; between processes the
+	// libfabric path would issue one).
+	before := w.net.issued()
+	if err := w.PutRegion(sr, 40, make([]byte, 8)); err != nil {
+		return err
+	}
+	if shared && direct != nil && direct(right) && w.net.issued() != before {
+		return fmt.Errorf("a PutRegion by direct stores issued %d libfabric operations", w.net.issued()-before)
+	}
 	big, small, own := make([]byte, 3000), make([]byte, 16), make([]byte, 8)
 	for i := range big {
 		big[i] = pattern(me, 11, i)
@@ -341,8 +388,7 @@ func dynamicScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 	// Origin blocks of 64 KiB (vectored writes and reads of the
 	// origin's own memory) into a contiguous 128 KiB of a Region each
 	// rank attaches for it.
-	bigBuf := make([]byte, 128<<10)
-	bigMine, err := w.Attach(bigBuf)
+	bigMine, bigBuf, err := attach(128 << 10)
 	if err != nil {
 		return err
 	}
@@ -442,6 +488,61 @@ func dynamicScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 			return fmt.Errorf("%s: %v, want %v", name, c.err, c.want)
 		}
 	}
+	// Contention: every rank adds to two counters of rank 0's Region, by
+	// fetch-and-add, accumulate and compare-and-swap loops; the sums
+	// must be exact (on shared memory spanning nodes, only if every rank
+	// uses libfabric's atomics for it).
+	ctrMine, ctrBuf, err := attach(64)
+	if err != nil {
+		return err
+	}
+	ctrs, err := exchange([]Region{ctrMine})
+	if err != nil {
+		return err
+	}
+	const rounds = 60
+	var two [8]byte
+	binary.LittleEndian.PutUint64(two[:], 2)
+	if shared && direct != nil && direct(0) {
+		// CPU atomics only where every rank is on the Region's node.
+		oneNode := true
+		for q := range n {
+			oneNode = oneNode && direct(q)
+		}
+		before := w.net.issued()
+		if _, err := w.FetchAndOpRegion(ctrs[0][0], 16, AtomicUint64, OpSum, 1); err != nil {
+			return err
+		}
+		if issued := w.net.issued() != before; issued == oneNode {
+			return fmt.Errorf("a FetchAndOpRegion on shared memory of this node, every rank on one node %v: libfabric operations issued %v", oneNode, issued)
+		}
+	}
+	for range rounds {
+		if _, err := w.FetchAndOpRegion(ctrs[0][0], 0, AtomicUint64, OpSum, 1); err != nil {
+			return err
+		}
+		if err := w.AccumulateRegion(ctrs[0][0], 0, AtomicUint64, OpSum, two[:]); err != nil {
+			return err
+		}
+		for v := uint64(0); ; {
+			prev, err := w.CompareAndSwapRegion(ctrs[0][0], 8, AtomicUint64, v, v+1)
+			if err != nil {
+				return err
+			}
+			if prev == v {
+				break
+			}
+			v = prev
+		}
+	}
+	if err := w.Fence(ctx); err != nil {
+		return err
+	}
+	if me == 0 {
+		if a, b := binary.LittleEndian.Uint64(ctrBuf), binary.LittleEndian.Uint64(ctrBuf[8:]); a != 3*rounds*uint64(n) || b != rounds*uint64(n) {
+			return fmt.Errorf("counters after %d ranks' %d rounds: %d and %d, want %d and %d", n, rounds, a, b, 3*rounds*n, rounds*n)
+		}
+	}
 	// Detach the first Region, attach a new buffer, hand it round, use it.
 	if err := w.Detach(mine[0]); err != nil {
 		return err
@@ -518,4 +619,136 @@ func dynamicScenario(ctx context.Context, g Group, opts ...Option) (err error) {
 		return fmt.Errorf("CreateDynamic with direct stores forced: %v", err)
 	}
 	return nil
+}
+
+// TestDynamicSharedMemory: AttachShared's segment files exist while
+// attached and go at Detach and Free; a Region detached before a rank
+// mapped it gives that rank ErrInvalid; the encodings of several Regions
+// split with RegionWireLen and bad ones are refused; one rank with
+// shared memory off turns direct stores off for every rank.
+func TestDynamicSharedMemory(t *testing.T) {
+	requireProvider(t, "shm")
+	mine := fmt.Sprintf("weft-dyn-%d-", os.Getpid())
+	leftovers := func() []string {
+		var out []string
+		ents, _ := os.ReadDir(nodeseg.Dir())
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), mine) {
+				out = append(out, e.Name())
+			}
+		}
+		return out
+	}
+	runRanks(t, 2, func(ctx context.Context, g Group) (err error) {
+		w, err := CreateDynamic(ctx, g, WithProvider("shm"))
+		if err != nil {
+			return err
+		}
+		defer cleanup(ctx, &err, w.Free)
+		var wire []byte
+		var kept, gone Region
+		if g.Rank() == 0 {
+			var buf []byte
+			if kept, buf, err = w.AttachShared(100); err != nil {
+				return err
+			}
+			copy(buf, "shared bytes")
+			if gone, _, err = w.AttachShared(5000); err != nil {
+				return err
+			}
+			for _, r := range []Region{kept, gone} {
+				if _, err := os.Stat(filepath.Join(nodeseg.Dir(), r.seg)); err != nil {
+					return fmt.Errorf("an attached Region's file: %v", err)
+				}
+				b, _ := r.MarshalBinary()
+				wire = append(wire, b...)
+			}
+			if err := w.Detach(gone); err != nil {
+				return err
+			}
+			if _, err := os.Stat(filepath.Join(nodeseg.Dir(), gone.seg)); !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("a detached Region's file: %v", err)
+			}
+		}
+		all, err := g.Allgather(ctx, wire)
+		if err != nil {
+			return err
+		}
+		if g.Rank() == 1 {
+			b := all[0]
+			k := RegionWireLen(b)
+			if k <= regionWire || k >= len(b) || RegionWireLen(b[:k-1]) != 0 {
+				return fmt.Errorf("RegionWireLen of %d bytes of two shared Regions: %d", len(b), k)
+			}
+			if err := kept.UnmarshalBinary(b[:k]); err != nil {
+				return err
+			}
+			if err := gone.UnmarshalBinary(b[k:]); err != nil {
+				return err
+			}
+			if !w.DirectRegion(kept) {
+				return fmt.Errorf("a shared Region of this node is not direct")
+			}
+			got := make([]byte, 12)
+			if err := w.GetRegion(kept, 0, got); err != nil || string(got) != "shared bytes" {
+				return fmt.Errorf("GetRegion of the kept Region: %q, %v", got, err)
+			}
+			if err := w.PutRegion(gone, 0, got); !errors.Is(err, ErrInvalid) {
+				return fmt.Errorf("PutRegion into a Region detached before it was mapped: %v", err)
+			}
+			bad := append([]byte(nil), b[:k]...)
+			copy(bad[regionWire+2:], "xeft")
+			for name, enc := range map[string][]byte{"truncated": b[:k-1], "trailing byte": b[:k+1], "foreign segment name": bad} {
+				if err := new(Region).UnmarshalBinary(enc); !errors.Is(err, ErrInvalid) {
+					return fmt.Errorf("%s: %v", name, err)
+				}
+			}
+		}
+		return g.Barrier(ctx)
+	})
+	if left := leftovers(); len(left) > 0 {
+		t.Errorf("segment files left after Free: %v", left)
+	}
+	// One rank turns shared memory off: no rank stores directly, and
+	// AttachShared memory is reached through libfabric.
+	runRanks(t, 2, func(ctx context.Context, g Group) (err error) {
+		opts := []Option{WithProvider("shm")}
+		if g.Rank() == 1 {
+			opts = append(opts, WithSharedMemory(ShmOff))
+		}
+		w, err := CreateDynamic(ctx, g, opts...)
+		if err != nil {
+			return err
+		}
+		defer cleanup(ctx, &err, w.Free)
+		r, buf, err := w.AttachShared(64)
+		if err != nil {
+			return err
+		}
+		b, _ := r.MarshalBinary()
+		all, err := g.Allgather(ctx, b)
+		if err != nil {
+			return err
+		}
+		var peer Region
+		if err := peer.UnmarshalBinary(all[1-g.Rank()]); err != nil {
+			return err
+		}
+		if w.DirectRegion(peer) || w.DirectRegion(r) || len(b) != regionWire {
+			return fmt.Errorf("direct stores with shared memory off on a rank (encoding of %d bytes)", len(b))
+		}
+		if err := w.PutRegion(peer, 8, []byte{byte(g.Rank() + 1)}); err != nil {
+			return err
+		}
+		if err := w.Fence(ctx); err != nil {
+			return err
+		}
+		if buf[8] != byte(2-g.Rank()) {
+			return fmt.Errorf("byte 8 is %d after the other rank's PutRegion", buf[8])
+		}
+		return nil
+	})
+	if left := leftovers(); len(left) > 0 {
+		t.Errorf("segment files left: %v", left)
+	}
 }

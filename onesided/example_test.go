@@ -583,3 +583,44 @@ func ExampleCreateDynamic() {
 	// from 0
 	// signalled by 0
 }
+
+// A dynamic window's memory that the ranks of its node store into
+// directly: AttachShared allocates and attaches it; the Region travels
+// like any other.
+func ExampleWindow_AttachShared() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	j, err := job.Init(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Finalize()
+	g := onesided.JobGroup(j)
+	w, err := onesided.CreateDynamic(ctx, g)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer w.Free(ctx)
+	r, mem, err := w.AttachShared(64)
+	if err != nil {
+		log.Fatal(err)
+	}
+	wire, _ := r.MarshalBinary()
+	all, err := g.Allgather(ctx, wire)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var right onesided.Region
+	if err := right.UnmarshalBinary(all[(g.Rank()+1)%g.Size()]); err != nil {
+		log.Fatal(err)
+	}
+	if err := w.PutSignalRegion(right, 8, []byte(fmt.Sprintf("from %d", g.Rank())), right, 0, 1); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := w.WaitSignalRegion(ctx, r, 0, onesided.CmpEQ, 1); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s, direct stores: %v\n", mem[8:14], w.DirectRegion(right))
+	// Output:
+	// from 0, direct stores: true
+}

@@ -325,14 +325,14 @@ func (f *fabPath) source(data []byte) (buf []byte, desc fabric.Desc, scratch int
 // region; on a dynamic window off encodes a Region (dynamic.go).
 func (f *fabPath) raddr(target, off int) uint64 {
 	if f.w.dyn != nil {
-		return f.w.dyn[target][off>>dynShift].Addr + uint64(off&dynMask)
+		return f.w.dyn[target][off>>dynShift].region.Addr + uint64(off&dynMask)
 	}
 	return f.bases[target] + uint64(off)
 }
 
 func (f *fabPath) key(target, off int) uint64 {
 	if f.w.dyn != nil {
-		return f.w.dyn[target][off>>dynShift].Key
+		return f.w.dyn[target][off>>dynShift].region.Key
 	}
 	return f.keys[target]
 }

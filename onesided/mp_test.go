@@ -142,8 +142,17 @@ func TestMultiProcess(t *testing.T) {
 					return fmt.Errorf("requests: %w", err)
 				}
 				if c.provider != "" { // dynamic windows are libfabric's alone
-					if err := dynamicScenario(ctx, g); err != nil {
+					if err := dynamicScenario(ctx, g, false, nil); err != nil {
 						return fmt.Errorf("dynamic window: %w", err)
+					}
+				}
+				if c.provider == "" || c.fakeNode > 0 {
+					// AttachShared memory: direct stores between the
+					// processes of a (pretend) node, libfabric between
+					// nodes.
+					direct := func(q int) bool { return c.fakeNode == 0 || q/c.fakeNode == g.Rank()/c.fakeNode }
+					if err := dynamicScenario(ctx, g, true, direct, WithSharedMemory(ShmAuto)); err != nil {
+						return fmt.Errorf("dynamic window, shared memory: %w", err)
 					}
 				}
 				if err := heapWaitScenario(ctx, g); err != nil {

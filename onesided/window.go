@@ -271,9 +271,18 @@ type Window struct {
 	// addressed, by index (the index sits in the encoded offsets of
 	// their operations), dynIndex finds them, and attached is this
 	// rank's own Regions by address and key (dynamic.go).
-	dyn      [][]Region
+	dyn      [][]dynEntry
 	dynIndex []map[[2]uint64]int
 	attached map[[2]uint64]attachment
+	// dynShare: every rank of a dynamic window reaches the AttachShared
+	// Regions of its node by direct stores (no rank turned shared
+	// memory off); oneNode: every rank runs on this node (NodeKey), so
+	// that those Regions' atomics are CPU atomics on every rank too;
+	// nodeKey is this rank's node; dynMaps are other ranks' shared
+	// Regions this rank has mapped, by segment name (dynshared.go).
+	dynShare, oneNode bool
+	nodeKey           string
+	dynMaps           map[string]*nodeseg.Seg
 }
 
 // netPath is the libfabric side of a window (fabricpath.go).
@@ -365,26 +374,36 @@ func Allocate(ctx context.Context, g Group, size int, opts ...Option) (*Window, 
 // buf is registered, which pins it, until Free; it must not be used for
 // anything else meanwhile. len(buf) may differ between ranks, and be 0.
 func Create(ctx context.Context, g Group, buf []byte, opts ...Option) (*Window, error) {
+	return create(ctx, "Create", g, buf, false, opts)
+}
+
+// create is Create, and with dynamic CreateDynamic's window (which
+// keeps the shared-memory mode for AttachShared's Regions).
+func create(ctx context.Context, op string, g Group, buf []byte, dynamic bool, opts []Option) (*Window, error) {
 	if g == nil {
-		return nil, fmt.Errorf("onesided: Create: nil group: %w", ErrInvalid)
+		return nil, fmt.Errorf("onesided: %s: nil group: %w", op, ErrInvalid)
 	}
 	o := resolveOptions(opts)
 	if o.err != nil {
 		return nil, o.err
 	}
 	if o.shm == ShmOnly {
-		return nil, fmt.Errorf("onesided: Create: user memory cannot be a direct-store window: %w", ErrNotSupported)
+		return nil, fmt.Errorf("onesided: %s: user memory cannot be a direct-store window: %w", op, ErrNotSupported)
 	}
 	if len(buf) >= 8 && uintptr(unsafe.Pointer(unsafe.SliceData(buf)))%8 != 0 {
-		return nil, fmt.Errorf("onesided: Create: buf is not 8-byte aligned (signal words and atomics need it): %w", ErrInvalid)
+		return nil, fmt.Errorf("onesided: %s: buf is not 8-byte aligned (signal words and atomics need it): %w", op, ErrInvalid)
 	}
+	share := dynamic && o.shm == ShmAuto
 	o.shm = ShmOff
 	w := &Window{g: g, rank: g.Rank(), size: g.Size(), opts: o, log: log, prof: profileOf(g)}
 	w.ctrlLen = ctrlLen(w.size)
 	err := func() error {
-		// Record: size u64 | process identity (peerwatch).
+		// Record: size u64 | shares AttachShared memory u8 | process
+		// identity (peerwatch) | node key.
 		b := binary.LittleEndian.AppendUint64(nil, uint64(len(buf)))
-		all, err := g.Allgather(ctx, peerwatch.Self().Append(b))
+		b = append(b, boolByte(share))
+		w.nodeKey = nodeseg.NodeKey()
+		all, err := g.Allgather(ctx, append(peerwatch.Self().Append(b), w.nodeKey...))
 		if err != nil {
 			return fmt.Errorf("exchange sizes: %w", err)
 		}
@@ -393,14 +412,18 @@ func Create(ctx context.Context, g Group, buf []byte, opts ...Option) (*Window, 
 		}
 		w.sizes = make([]int, w.size)
 		ids := make([]peerwatch.Ident, w.size)
+		w.dynShare, w.oneNode = share, true
 		for r, m := range all {
-			if len(m) < 8 {
+			if len(m) < 9 {
 				return fmt.Errorf("bad size record from rank %d: %w", r, ErrInvalid)
 			}
 			w.sizes[r] = int(binary.LittleEndian.Uint64(m))
-			if ids[r], _, err = peerwatch.Parse(m[8:]); err != nil {
+			w.dynShare = w.dynShare && m[8] == 1
+			var node []byte
+			if ids[r], node, err = peerwatch.Parse(m[9:]); err != nil {
 				return fmt.Errorf("bad size record from rank %d: %v: %w", r, err, ErrInvalid)
 			}
+			w.oneNode = w.oneNode && string(node) == w.nodeKey
 		}
 		w.watch = peerwatch.New(ids)
 		w.oneMachine = oneMachine(ids, w.rank)
@@ -424,7 +447,7 @@ func Create(ctx context.Context, g Group, buf []byte, opts ...Option) (*Window, 
 	}()
 	if err != nil {
 		w.release(false)
-		return nil, fmt.Errorf("onesided: Create(%d bytes) on rank %d: %w", len(buf), w.rank, err)
+		return nil, fmt.Errorf("onesided: %s(%d bytes) on rank %d: %w", op, len(buf), w.rank, err)
 	}
 	return w, nil
 }
@@ -606,8 +629,8 @@ func offsOf(local []int, sizes []int) []int {
 // be inside an operation that touches this rank's endpoint.
 func (w *Window) release(synced bool) {
 	net, seg, anon, peers, lg := w.net, w.seg, w.anon, w.procPeers, w.log
-	attached := w.attached
-	w.net, w.seg, w.anon, w.procPeers, w.attached = nil, nil, nil, nil, nil
+	attached, maps := w.attached, w.dynMaps
+	w.net, w.seg, w.anon, w.procPeers, w.attached, w.dynMaps = nil, nil, nil, nil, nil, nil
 	w.local = nil
 	w.peers = nil
 	if seg != nil {
@@ -622,6 +645,10 @@ func (w *Window) release(synced bool) {
 				lg.Warn("close libfabric path", "err", err)
 			}
 		}
+		for _, a := range attached {
+			a.free()
+		}
+		closeDynMaps(maps)
 		if seg != nil {
 			_ = seg.Close()
 		}
@@ -1030,14 +1057,20 @@ func (w *Window) Accumulate(target, offset int, t AtomicType, op Op, data []byte
 
 // accumulate is Accumulate once checked (and counted).
 func (w *Window) accumulate(target, offset int, t AtomicType, op Op, data []byte) error {
-	sz := t.Size()
 	if p := w.peers[target]; p != nil && !w.atomicsNet {
-		for i := 0; i < len(data); i += sz {
-			atomicApply(unsafe.Pointer(&p[offset+i]), t, op, loadElem(data[i:], sz))
-		}
+		applyAll(p[offset:], t, op, data)
 		return nil
 	}
 	return w.net.accumulate(target, offset+w.netOff, t, op, data)
+}
+
+// applyAll applies op with each element of data to the elements of mem
+// from its start, each a CPU atomic.
+func applyAll(mem []byte, t AtomicType, op Op, data []byte) {
+	sz := t.Size()
+	for i := 0; i < len(data); i += sz {
+		atomicApply(unsafe.Pointer(&mem[i]), t, op, loadElem(data[i:], sz))
+	}
 }
 
 // GetAccumulate applies op element by element with data to consecutive
