@@ -491,6 +491,14 @@ func TestSplitDupIsolation(t *testing.T) {
 			if sp.Size() != 2 || sp.Rank() != 1-world.Rank()/2 {
 				t.Fatalf("split: rank %d size %d", sp.Rank(), sp.Size())
 			}
+			for r := range 2 { // rank r of the half is world rank 2(1−r)+parity
+				if wr, err := sp.WorldRank(r); err != nil || wr != 2*(1-r)+world.Rank()%2 {
+					t.Fatalf("WorldRank(%d) of the split: %d, %v", r, wr, err)
+				}
+			}
+			if _, err := sp.WorldRank(2); !errors.Is(err, endpoint.ErrInvalid) {
+				t.Fatalf("WorldRank past the split's size: %v", err)
+			}
 			none, err := world.Split(ctx, endpoint.Undefined, 0)
 			if err != nil || none != nil {
 				t.Fatalf("undefined color: %v %v", none, err)
@@ -530,6 +538,11 @@ func TestSplitDupIsolation(t *testing.T) {
 				t.Fatal(err)
 			}
 			runHandles(t, ctx, eps, func(ctx context.Context, e *endpoint.Comm) error {
+				for r := range e.Size() { // two handles a process, in world order
+					if wr, err := e.WorldRank(r); err != nil || wr != r/2 {
+						return fmt.Errorf("WorldRank(%d) of an endpoints communicator: %d, %v", r, wr, err)
+					}
+				}
 				d, err := e.Dup(ctx)
 				if err != nil {
 					return err

@@ -1040,6 +1040,19 @@ func (c *Comm) Transport(r int) (string, error) {
 	return TransportFabric, nil
 }
 
+// WorldRank returns the world rank of the process that holds rank r of
+// the communicator (of an intercommunicator: of its remote group), as
+// MPI_Group_translate_ranks into the world's group does (where a
+// process is one rank): every endpoint handle of one process has its
+// process's world rank. Statistics and layers that report per process
+// use it.
+func (c *Comm) WorldRank(r int) (int, error) {
+	if err := c.checkPeer(r, false); err != nil {
+		return 0, err
+	}
+	return int(c.world[r]), nil
+}
+
 // crowdedNode reports whether n busy endpoints on this machine outnumber
 // the cores they share (wait.Crowded; WEFT_TUNE epwait: auto decides so,
 // spin never, yield always).

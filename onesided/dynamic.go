@@ -221,7 +221,7 @@ func (w *Window) PutRegion(r Region, off int, data []byte) error {
 	if err != nil {
 		return err
 	}
-	w.count(opPut, len(data))
+	w.count(opPut, r.Rank, len(data))
 	if mem != nil {
 		copy(mem[off:], data)
 		return nil
@@ -240,7 +240,7 @@ func (w *Window) GetRegion(r Region, off int, dst []byte) error {
 	if err != nil {
 		return err
 	}
-	w.count(opGet, len(dst))
+	w.count(opGet, r.Rank, len(dst))
 	if mem != nil {
 		memcopy.Copy(dst, mem[off:])
 		return nil
@@ -262,7 +262,7 @@ func (w *Window) AccumulateRegion(r Region, off int, t AtomicType, op Op, data [
 	if err != nil {
 		return err
 	}
-	w.count(opAtomic, len(data))
+	w.count(opAtomic, r.Rank, len(data))
 	if mem != nil {
 		applyAll(mem[off:], t, op, data)
 		return nil
@@ -284,7 +284,7 @@ func (w *Window) FetchAndOpRegion(r Region, off int, t AtomicType, op Op, operan
 	if err != nil {
 		return 0, err
 	}
-	w.count(opAtomic, t.Size())
+	w.count(opAtomic, r.Rank, t.Size())
 	if mem != nil {
 		return atomicApply(unsafe.Pointer(&mem[off]), t, op, operand), nil
 	}
@@ -305,7 +305,7 @@ func (w *Window) CompareAndSwapRegion(r Region, off int, t AtomicType, compare, 
 	if err != nil {
 		return 0, err
 	}
-	w.count(opAtomic, t.Size())
+	w.count(opAtomic, r.Rank, t.Size())
 	if mem != nil {
 		return atomicCAS(unsafe.Pointer(&mem[off]), t, compare, swap), nil
 	}
@@ -371,7 +371,7 @@ func (w *Window) PutSignalRegion(r Region, off int, data []byte, sr Region, sigO
 	if err != nil {
 		return err
 	}
-	w.count(opSignal, len(data)+8)
+	w.count(opSignal, r.Rank, len(data)+8)
 	if mem != nil && sig != nil {
 		copy(mem[off:], data)
 		// Sequentially consistent: a rank that loads the value sees the data.
@@ -455,7 +455,7 @@ func (w *Window) PutTypedRegion(r Region, off int, origin []byte, originCount in
 	if err != nil {
 		return err
 	}
-	w.count(opPut, n)
+	w.count(opPut, r.Rank, n)
 	if mem != nil {
 		return transcode("PutTypedRegion", mem, int64(off), targetCount, targetType, origin, 0, originCount, originType, n, false)
 	}
@@ -476,7 +476,7 @@ func (w *Window) GetTypedRegion(ctx context.Context, r Region, off int, origin [
 	if err != nil {
 		return err
 	}
-	w.count(opGet, n)
+	w.count(opGet, r.Rank, n)
 	if mem != nil {
 		return transcode("GetTypedRegion", origin, 0, originCount, originType, mem, int64(off), targetCount, targetType, n, true)
 	}
@@ -515,7 +515,7 @@ func (w *Window) AccumulateTypedRegion(r Region, off int, t AtomicType, op Op, o
 	if err != nil {
 		return err
 	}
-	w.count(opAtomic, n)
+	w.count(opAtomic, r.Rank, n)
 	return accumulateStream("AccumulateTypedRegion", t, n, segs, origin, originCount, originType, func(boff int, data []byte) error {
 		if mem != nil {
 			applyAll(mem[off+boff:], t, op, data)

@@ -48,9 +48,9 @@ func (w *Window) devTyped(ctx context.Context, op string, target, offset int, or
 		return err
 	}
 	if get {
-		w.count(opGet, n)
+		w.count(opGet, target, n)
 	} else {
-		w.count(opPut, n)
+		w.count(opPut, target, n)
 	}
 	defer w.typed.done() // typedSegments' list
 	d := origin.Buf.Device()

@@ -19,24 +19,44 @@ const (
 
 var opNames = [numOpKinds]string{"put", "get", "signal", "atomic"}
 
-// profile counts a process's one-sided operations per kind, for the
-// stats file fabrun stats reads (endpoint.StatsSection). It exists
-// only for windows whose group is an endpoint communicator of a world
-// that counts (endpoint.WithStats, WEFT_STATS); the windows of one world
-// share it.
+// profile counts a process's one-sided operations per kind, and per
+// target process, for the stats file fabrun stats reads
+// (endpoint.StatsSection). It exists only for windows whose group is an
+// endpoint communicator of a world that counts (endpoint.WithStats,
+// WEFT_STATS); the windows of one world share it.
 type profile struct {
 	ops, bytes [numOpKinds]atomic.Uint64
+	peers      []peerOps // by the target's world rank
 }
 
-// profileOf returns the profile of g's world (made at its first
-// window); nil when g has no world or it does not count.
-func profileOf(g Group) *profile {
-	wg, ok := g.(interface{ World() *endpoint.World })
-	if !ok {
-		return nil
+// peerOps counts the operations aimed at one process (every kind).
+type peerOps struct{ ops, bytes atomic.Uint64 }
+
+// setProfile gives w the profile of its group's world (made at the
+// world's first window) and the world rank of each window rank; none
+// when the group has no world or it does not count.
+func (w *Window) setProfile() {
+	wg, ok := w.g.(interface {
+		World() *endpoint.World
+		WorldRank(int) (int, error)
+	})
+	if !ok || !wg.World().Counting() {
+		return
 	}
-	p, _ := endpoint.StatsSection(wg.World(), "onesided", func() *profile { return &profile{} })
-	return p
+	size := wg.World().Comm().Size()
+	p, ok := endpoint.StatsSection(wg.World(), "onesided", func() *profile { return &profile{peers: make([]peerOps, size)} })
+	if !ok {
+		return
+	}
+	procOf := make([]int32, w.size)
+	for r := range procOf {
+		wr, err := wg.WorldRank(r)
+		if err != nil || wr < 0 || wr >= len(p.peers) {
+			return // not an endpoint communicator of that world
+		}
+		procOf[r] = int32(wr)
+	}
+	w.prof, w.procOf = p, procOf
 }
 
 // profileCount is one kind's line of the stats file.
@@ -45,22 +65,40 @@ type profileCount struct {
 	Bytes uint64 `json:"bytes"`
 }
 
-// Snapshot is the stats file's section (endpoint.Snapshotter).
+// profilePeer is one target process's line of the stats file.
+type profilePeer struct {
+	Rank int `json:"rank"` // the target's world rank
+	profileCount
+}
+
+// Snapshot is the stats file's section (endpoint.Snapshotter): the
+// operations per kind, and per target process those with any.
 func (p *profile) Snapshot() any {
-	out := map[string]profileCount{}
+	out := struct {
+		Kinds map[string]profileCount `json:"kinds"`
+		Peers []profilePeer           `json:"peers"`
+	}{Kinds: map[string]profileCount{}, Peers: []profilePeer{}}
 	for k := range numOpKinds {
 		if n := p.ops[k].Load(); n > 0 {
-			out[opNames[k]] = profileCount{Ops: n, Bytes: p.bytes[k].Load()}
+			out.Kinds[opNames[k]] = profileCount{Ops: n, Bytes: p.bytes[k].Load()}
+		}
+	}
+	for r := range p.peers {
+		if n := p.peers[r].ops.Load(); n > 0 {
+			out.Peers = append(out.Peers, profilePeer{r, profileCount{Ops: n, Bytes: p.peers[r].bytes.Load()}})
 		}
 	}
 	return out
 }
 
-// count counts an operation of kind k moving n bytes, when the window's
-// world counts.
-func (w *Window) count(k opKind, n int) {
+// count counts an operation of kind k moving n bytes to or from window
+// rank target, when the window's world counts.
+func (w *Window) count(k opKind, target, n int) {
 	if p := w.prof; p != nil {
 		p.ops[k].Add(1)
 		p.bytes[k].Add(uint64(n))
+		q := &p.peers[w.procOf[target]]
+		q.ops.Add(1)
+		q.bytes.Add(uint64(n))
 	}
 }

@@ -31,7 +31,10 @@ func TestStats(t *testing.T) {
 			}
 			var f struct {
 				Layers struct {
-					Onesided map[string]struct{ Ops, Bytes uint64 }
+					Onesided struct {
+						Kinds map[string]struct{ Ops, Bytes uint64 }
+						Peers []struct{ Rank, Ops, Bytes int }
+					}
 				}
 			}
 			if err := json.Unmarshal(raw, &f); err != nil {
@@ -41,9 +44,13 @@ func TestStats(t *testing.T) {
 			// PutSignal 16+8, Accumulate 8 + FetchAndOp 8 + AccumulateTyped 2·8
 			want := map[string][2]uint64{"put": {4, 264}, "get": {2, 200}, "signal": {2, 48}, "atomic": {6, 64}}
 			for k, w := range want {
-				if g := f.Layers.Onesided[k]; g.Ops != w[0] || g.Bytes != w[1] {
+				if g := f.Layers.Onesided.Kinds[k]; g.Ops != w[0] || g.Bytes != w[1] {
 					t.Errorf("rank %d: %s %+v, want %d operations of %d bytes in all (file:\n%s)", r, k, g, w[0], w[1], raw)
 				}
+			}
+			// every operation aimed at the other process
+			if p := f.Layers.Onesided.Peers; len(p) != 1 || p[0].Rank != 1-r || p[0].Ops != 14 || p[0].Bytes != 576 {
+				t.Errorf("rank %d: per target %+v, want 14 operations of 576 bytes to rank %d", r, p, 1-r)
 			}
 		}
 		return
@@ -98,8 +105,14 @@ func TestStats(t *testing.T) {
 	if err := w.Free(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// A dynamic window: the Region forms, through libfabric.
-	d, err := CreateDynamic(ctx, g)
+	// A dynamic window: the Region forms, through libfabric, over a
+	// communicator whose ranks are the world's reversed (the per-target
+	// counts are by world rank).
+	sp, err := g.Split(ctx, 0, -g.Rank())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := CreateDynamic(ctx, sp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,12 +121,12 @@ func TestStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	wire, _ := mine.MarshalBinary()
-	all, err := g.Allgather(ctx, wire)
+	all, err := sp.Allgather(ctx, wire)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var r Region
-	if err := r.UnmarshalBinary(all[right]); err != nil {
+	if err := r.UnmarshalBinary(all[1-sp.Rank()]); err != nil {
 		t.Fatal(err)
 	}
 	for i, err := range []error{

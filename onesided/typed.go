@@ -34,7 +34,7 @@ func (w *Window) PutTyped(target, offset int, origin []byte, originCount int, or
 	if err != nil {
 		return err
 	}
-	w.count(opPut, n)
+	w.count(opPut, target, n)
 	if p := w.peers[target]; p != nil {
 		return transcode("PutTyped", p, int64(offset), targetCount, targetType, origin, 0, originCount, originType, n, false)
 	}
@@ -59,7 +59,7 @@ func (w *Window) GetTyped(ctx context.Context, target, offset int, origin []byte
 	if err != nil {
 		return err
 	}
-	w.count(opGet, n)
+	w.count(opGet, target, n)
 	if p := w.peers[target]; p != nil {
 		return transcode("GetTyped", origin, 0, originCount, originType, p, int64(offset), targetCount, targetType, n, true)
 	}
@@ -336,7 +336,7 @@ func (w *Window) AccumulateTyped(target, offset int, t AtomicType, op Op, origin
 				offset+int(s.Off), offset+int(s.Off+s.Len), t, ErrInvalid)
 		}
 	}
-	w.count(opAtomic, n)
+	w.count(opAtomic, target, n)
 	return accumulateStream("AccumulateTyped", t, n, segs, origin, originCount, originType, func(off int, data []byte) error {
 		return w.accumulate(target, offset+off, t, op, data) // each block checked above
 	})

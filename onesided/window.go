@@ -220,7 +220,8 @@ func resolveOptions(opts []Option) options {
 // access with one-sided operations. A Window is not safe for concurrent use
 // by several goroutines: give each goroutine its own window.
 type Window struct {
-	prof *profile // the world's counts of one-sided operations, when it counts (stats.go)
+	prof   *profile // the world's counts of one-sided operations, when it counts (stats.go)
+	procOf []int32  // with prof: the world rank of each window rank
 	// oneMachine: every rank of the group runs on this machine (see
 	// oneMachine), so shm reaches them all.
 	oneMachine bool
@@ -358,7 +359,8 @@ func Allocate(ctx context.Context, g Group, size int, opts ...Option) (*Window, 
 	if o.err != nil {
 		return nil, o.err
 	}
-	w := &Window{g: g, rank: g.Rank(), size: g.Size(), opts: o, log: log, prof: profileOf(g)}
+	w := &Window{g: g, rank: g.Rank(), size: g.Size(), opts: o, log: log}
+	w.setProfile()
 	w.ctrlLen = ctrlLen(w.size)
 	if err := w.setup(ctx, size); err != nil {
 		w.release(false)
@@ -395,7 +397,8 @@ func create(ctx context.Context, op string, g Group, buf []byte, dynamic bool, o
 	}
 	share := dynamic && o.shm == ShmAuto
 	o.shm = ShmOff
-	w := &Window{g: g, rank: g.Rank(), size: g.Size(), opts: o, log: log, prof: profileOf(g)}
+	w := &Window{g: g, rank: g.Rank(), size: g.Size(), opts: o, log: log}
+	w.setProfile()
 	w.ctrlLen = ctrlLen(w.size)
 	err := func() error {
 		// Record: size u64 | shares AttachShared memory u8 | process
@@ -854,7 +857,7 @@ func (w *Window) Put(target, offset int, data []byte) error {
 	if err := w.check("Put", target, offset, len(data)); err != nil {
 		return err
 	}
-	w.count(opPut, len(data))
+	w.count(opPut, target, len(data))
 	if p := w.peers[target]; p != nil {
 		copy(p[offset:], data)
 		return nil
@@ -869,7 +872,7 @@ func (w *Window) Get(target, offset int, dst []byte) error {
 	if err := w.check("Get", target, offset, len(dst)); err != nil {
 		return err
 	}
-	w.count(opGet, len(dst))
+	w.count(opGet, target, len(dst))
 	if p := w.peers[target]; p != nil {
 		memcopy.Copy(dst, p[offset:])
 		return nil
@@ -906,7 +909,7 @@ func (w *Window) PutSignal(target, offset int, data []byte, signalOffset int, va
 		return fmt.Errorf("onesided: PutSignal: signal [%d,+8) overlaps data [%d,%d): %w",
 			signalOffset, offset, offset+len(data), ErrInvalid)
 	}
-	w.count(opSignal, len(data)+8)
+	w.count(opSignal, target, len(data)+8)
 	if p := w.peers[target]; p != nil {
 		copy(p[offset:], data)
 		// A sequentially consistent store: every earlier store of this
@@ -1051,7 +1054,7 @@ func (w *Window) Accumulate(target, offset int, t AtomicType, op Op, data []byte
 	if err := w.checkAligned("Accumulate", target, offset, len(data), sz); err != nil {
 		return err
 	}
-	w.count(opAtomic, len(data))
+	w.count(opAtomic, target, len(data))
 	return w.accumulate(target, offset, t, op, data)
 }
 
@@ -1093,7 +1096,7 @@ func (w *Window) GetAccumulate(target, offset int, t AtomicType, op Op, data, re
 	if err := w.checkAligned("GetAccumulate", target, offset, len(data), sz); err != nil {
 		return err
 	}
-	w.count(opAtomic, len(data))
+	w.count(opAtomic, target, len(data))
 	if p := w.peers[target]; p != nil && !w.atomicsNet {
 		for i := 0; i < len(data); i += sz {
 			storeElem(result[i:], sz, atomicApply(unsafe.Pointer(&p[offset+i]), t, op, loadElem(data[i:], sz)))
@@ -1117,7 +1120,7 @@ func (w *Window) FetchAndOp(target, offset int, t AtomicType, op Op, operand uin
 	if err := w.checkAligned("FetchAndOp", target, offset, t.Size(), t.Size()); err != nil {
 		return 0, err
 	}
-	w.count(opAtomic, t.Size())
+	w.count(opAtomic, target, t.Size())
 	if p := w.peers[target]; p != nil && !w.atomicsNet {
 		return atomicApply(unsafe.Pointer(&p[offset]), t, op, operand), nil
 	}
@@ -1134,7 +1137,7 @@ func (w *Window) CompareAndSwap(target, offset int, t AtomicType, compare, swap 
 	if err := w.checkAligned("CompareAndSwap", target, offset, t.Size(), t.Size()); err != nil {
 		return 0, err
 	}
-	w.count(opAtomic, t.Size())
+	w.count(opAtomic, target, t.Size())
 	if p := w.peers[target]; p != nil && !w.atomicsNet {
 		return atomicCAS(unsafe.Pointer(&p[offset]), t, compare, swap), nil
 	}

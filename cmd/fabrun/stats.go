@@ -38,11 +38,14 @@ type rankStats struct {
 			NS      uint64 `json:"ns"`
 			Started uint64 `json:"started"`
 		} `json:"collectives"`
-		// per kind of one-sided operation (put, get, signal, atomic):
-		// operations issued and their bytes
-		Onesided map[string]struct {
-			Ops   uint64 `json:"ops"`
-			Bytes uint64 `json:"bytes"`
+		// one-sided operations issued and their bytes, per kind (put,
+		// get, signal, atomic) and per target process
+		Onesided struct {
+			Kinds map[string]opCount `json:"kinds"`
+			Peers []struct {
+				Rank int `json:"rank"`
+				opCount
+			} `json:"peers"`
 		} `json:"onesided"`
 		// per active-message handler id: messages sent (calls
 		// included), handled, header and payload bytes sent
@@ -52,6 +55,11 @@ type rankStats struct {
 			Bytes   uint64 `json:"bytes"`
 		} `json:"am"`
 	} `json:"layers"`
+}
+
+type opCount struct {
+	Ops   uint64 `json:"ops"`
+	Bytes uint64 `json:"bytes"`
 }
 
 type traffic struct {
@@ -156,9 +164,17 @@ func (js *jobStats) report(w io.Writer) {
 	js.reportCollectives(w)
 	js.reportOnesided(w)
 	js.reportAM(w)
+	writeMatrix(w, matrix, "bytes sent (row: from, column: to)", "busiest of %d pairs (bytes sent)")
+}
+
+// writeMatrix writes a job's matrix of bytes (row: from, column: to)
+// under title for up to 16 ranks, else its 10 busiest pairs under
+// busiest (a format taking their number).
+func writeMatrix(w io.Writer, matrix [][]uint64, title, busiest string) {
+	p := len(matrix)
 	if p <= 16 {
-		fmt.Fprintln(w, "bytes sent (row: from, column: to):")
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(w, title+":")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprint(tw, "\t")
 		for c := range p {
 			fmt.Fprintf(tw, "%d\t", c)
@@ -187,7 +203,7 @@ func (js *jobStats) report(w io.Writer) {
 		}
 	}
 	slices.SortFunc(pairs, func(a, b pair) int { return cmp.Compare(b.bytes, a.bytes) })
-	fmt.Fprintf(w, "busiest of %d pairs (bytes sent):\n", len(pairs))
+	fmt.Fprintf(w, busiest+":\n", len(pairs))
 	for _, pr := range pairs[:min(10, len(pairs))] {
 		fmt.Fprintf(w, "  %d -> %d  %s\n", pr.from, pr.to, human(pr.bytes))
 	}
@@ -250,12 +266,13 @@ func (js *jobStats) reportCollectives(w io.Writer) {
 }
 
 // reportOnesided writes, when the ranks counted one-sided operations, a
-// line per rank: operations and bytes per kind.
+// line per rank: operations and bytes per kind; then the bytes each
+// rank's operations moved to or from each target.
 func (js *jobStats) reportOnesided(w io.Writer) {
 	kinds := []string{"put", "get", "signal", "atomic"}
 	seen := false
 	for _, rs := range js.ranks {
-		seen = seen || rs != nil && len(rs.Layers.Onesided) > 0
+		seen = seen || rs != nil && len(rs.Layers.Onesided.Kinds) > 0
 	}
 	if !seen {
 		return
@@ -273,12 +290,25 @@ func (js *jobStats) reportOnesided(w io.Writer) {
 		}
 		fmt.Fprintf(tw, "%d\t", r)
 		for _, k := range kinds {
-			c := rs.Layers.Onesided[k]
+			c := rs.Layers.Onesided.Kinds[k]
 			fmt.Fprintf(tw, "%d, %s\t", c.Ops, human(c.Bytes))
 		}
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+	matrix := make([][]uint64, js.size)
+	for r, rs := range js.ranks {
+		matrix[r] = make([]uint64, js.size)
+		if rs == nil {
+			continue
+		}
+		for _, pt := range rs.Layers.Onesided.Peers {
+			if pt.Rank >= 0 && pt.Rank < js.size {
+				matrix[r][pt.Rank] += pt.Bytes
+			}
+		}
+	}
+	writeMatrix(w, matrix, "one-sided bytes (row: origin, column: target)", "busiest of %d one-sided pairs (bytes)")
 }
 
 // reportAM writes, when the ranks counted active messages, a line per
@@ -346,7 +376,9 @@ func dur(ns uint64) string {
 }
 
 // writeCSV writes one line per rank, peer and transport: from, to,
-// transport, messages, bytes.
+// transport, messages, bytes; one-sided operations on lines of their
+// own, transport "onesided", from the origin to the target, operations
+// as messages.
 func (js *jobStats) writeCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	if err := cw.Write([]string{"from", "to", "transport", "messages", "bytes"}); err != nil {
@@ -359,6 +391,12 @@ func (js *jobStats) writeCSV(w io.Writer) error {
 		for _, pt := range rs.Peers {
 			if err := cw.Write([]string{strconv.Itoa(rs.Rank), strconv.Itoa(pt.Rank), pt.Transport,
 				strconv.FormatUint(pt.Messages, 10), strconv.FormatUint(pt.Bytes, 10)}); err != nil {
+				return err
+			}
+		}
+		for _, pt := range rs.Layers.Onesided.Peers {
+			if err := cw.Write([]string{strconv.Itoa(rs.Rank), strconv.Itoa(pt.Rank), "onesided",
+				strconv.FormatUint(pt.Ops, 10), strconv.FormatUint(pt.Bytes, 10)}); err != nil {
 				return err
 			}
 		}

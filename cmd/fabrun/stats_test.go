@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -166,6 +167,20 @@ func TestStats(t *testing.T) {
 				t.Errorf("no one-sided line for rank %d (one Put of 64 bytes) in:\n%s", r, out)
 			}
 		}
+		// the one-sided matrix: 64 B from each rank to its right neighbour
+		_, after, ok := strings.Cut(out, "one-sided bytes (row: origin, column: target):\n")
+		rows := strings.Split(after, "\n")
+		if !ok || len(rows) < p+1 {
+			t.Fatalf("no one-sided matrix in:\n%s", out)
+		}
+		for r := range p {
+			cells := strings.Fields(strings.ReplaceAll(rows[1+r], " B", "B"))
+			want := []string{strconv.Itoa(r), "0B", "0B", "0B"}
+			want[1+(r+1)%p] = "64B"
+			if !slices.Equal(cells, want) {
+				t.Errorf("one-sided matrix row %d: %q, want %q", r, cells, want)
+			}
+		}
 	}
 	r := runFabrun(t, []string{"WEFT_FABRUN_TEST_RANK=stats"}, "", "-n", strconv.Itoa(p), "--stats", "--timeout", "60s", self)
 	if r.Code != 0 {
@@ -193,8 +208,13 @@ func TestStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
-	if len(lines) != 1+p*(p-1) || lines[0] != "from,to,transport,messages,bytes" {
+	if len(lines) != 1+p*(p-1)+p || lines[0] != "from,to,transport,messages,bytes" {
 		t.Fatalf("csv:\n%s", raw)
+	}
+	for i := range p {
+		if row := fmt.Sprintf("%d,%d,onesided,1,64", i, (i+1)%p); !strings.Contains(string(raw), row+"\n") {
+			t.Errorf("csv lacks %q:\n%s", row, raw)
+		}
 	}
 	for i := range p {
 		for j := range p {
