@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/bits"
 	"slices"
 	"sort"
 	"strings"
@@ -47,6 +46,7 @@ type World struct {
 	mu       sync.Mutex
 	ctxUsed  [maxContexts / 64]uint64 // bit i set: context id i is in use in this process
 	ctxRefs  map[int]int
+	ctxHeld  map[int]ctxKey // ids reserved by creations still verifying them (ctxid.go)
 	privInfo *fabric.Info // ThreadDomain variant of info, for private endpoints
 	privFab  *fabric.Fabric
 	vcis     []*vci          // endpoint vcis, closed by Close
@@ -114,7 +114,7 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
-	w := &World{cfg: cfg, log: wlog.Named("endpoint"), ctxRefs: map[int]int{}}
+	w := &World{cfg: cfg, log: wlog.Named("endpoint"), ctxRefs: map[int]int{}, ctxHeld: map[int]ctxKey{}}
 	w.bs = cfg.job
 	if w.bs == nil {
 		if w.bs, err = job.Init(ctx); err != nil {
@@ -660,80 +660,6 @@ func (c *Comm) NodeLocal() (localRank, localSize int) {
 
 // Shared reports whether the handle's endpoint is shared (locked).
 func (c *Comm) Shared() bool { return c != nil && c.v != nil && c.v.shared }
-
-// allocContext agrees on a context id with every rank of c (collective over
-// c's collective context): each contributes its free-mask, the lowest id
-// free everywhere wins. Returns the id and the gathered extra payloads.
-func (c *Comm) allocContext(ctx context.Context, extra []byte) (int, [][]byte, error) {
-	return c.agreeContext(ctx, extra, tagGatherLen, tagGatherData)
-}
-
-// agreeContext is allocContext with the exchange's tags on the
-// collective context (allgather's).
-func (c *Comm) agreeContext(ctx context.Context, extra []byte, lenTag, dataTag int) (int, [][]byte, error) {
-	const n = maxContexts / 8 // a mask's bytes
-	all, err := c.allgather(ctx, append(c.w.contextMask(), extra...), lenTag, dataTag)
-	if err != nil {
-		return 0, nil, fmt.Errorf("endpoint: agree on a context id: %w", err)
-	}
-	masks, extras := make([][]byte, len(all)), make([][]byte, len(all))
-	for r, b := range all {
-		if len(b) < n {
-			return 0, nil, fmt.Errorf("endpoint: context mask of rank %d is %d bytes: %w", r, len(b), ErrInvalid)
-		}
-		masks[r], extras[r] = b[:n], b[n:]
-	}
-	id, err := c.w.takeContext(masks...)
-	if err != nil {
-		return 0, nil, fmt.Errorf("endpoint: %w", err)
-	}
-	return id, extras, nil
-}
-
-// contextMask is this process's bitmap of used context ids.
-func (w *World) contextMask() []byte {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make([]byte, 0, len(w.ctxUsed)*8)
-	for _, u := range w.ctxUsed {
-		out = binary.LittleEndian.AppendUint64(out, u)
-	}
-	return out
-}
-
-// takeContext reserves the lowest context id free in every mask (each
-// maxContexts/8 bytes, as contextMask makes them).
-func (w *World) takeContext(masks ...[]byte) (int, error) {
-	for i := 0; i < maxContexts/8; i += 8 {
-		var u uint64
-		for _, m := range masks {
-			u |= binary.LittleEndian.Uint64(m[i:])
-		}
-		if u != ^uint64(0) {
-			id := i*8 + bits.TrailingZeros64(^u)
-			w.mu.Lock()
-			w.ctxUsed[id/64] |= 1 << (id % 64)
-			w.ctxRefs[id]++
-			w.mu.Unlock()
-			return id, nil
-		}
-	}
-	return 0, fmt.Errorf("all %d context ids in use", maxContexts)
-}
-
-// releaseContext drops one reference to context id and reports whether
-// it was the last one (the id is free again).
-func (w *World) releaseContext(id int) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.ctxRefs[id]--
-	if w.ctxRefs[id] <= 0 {
-		delete(w.ctxRefs, id)
-		w.ctxUsed[id/64] &^= 1 << (id % 64)
-		return true
-	}
-	return false
-}
 
 // Dup returns a communicator with the same group and a new context:
 // messages on it never match receives on c. Collective over c.

@@ -364,7 +364,8 @@ func (c *Comm) CreateGroup(ctx context.Context, g *Group, tag int) (*Comm, error
 	p := c.subset(c.id, members)
 	var rec [9]byte
 	binary.LittleEndian.PutUint64(rec[:], groupHash(g))
-	id, extras, err := p.agreeContext(ctx, rec[:], groupTag|tag, groupTag|tag)
+	key := ctxKey{parent: c.id, sub: groupHash(g)<<24 | uint64(tag)<<2 | 3}
+	id, extras, err := p.agreeContext(ctx, key, rec[:], groupTag|tag, groupTag|tag)
 	if err != nil {
 		return nil, err
 	}

@@ -116,44 +116,119 @@ func (c *Comm) intercomm(ctx context.Context, local *Comm, localLeader int, peer
 	}
 	// The local group agrees on its context mask and on the leader's
 	// findings; the leader trades the group's with the other leader.
-	mask, err := local.groupMask(ctx)
+	key := ctxKey{parent: local.id, sub: uint64(tag)<<2 | 1}
+	trade := func(ctx context.Context, b []byte) ([]byte, error) {
+		return peer.leaderTrade(ctx, remoteLeader, interTag|tag, b)
+	}
+	for attempt := 0; ; attempt++ {
+		mask, err := local.groupMask(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint: intercomm create: %w", err)
+		}
+		var remote []byte
+		if leader && perr == nil {
+			remote, perr = trade(ctx, append(mask, idBytes(c.ids)...))
+		}
+		remote, err = local.fromLeader(ctx, localLeader, remote, perr)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint: intercomm create: %w", err)
+		}
+		rmask, rids, err := splitMaskIDs(remote)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint: intercomm create: %w", err)
+		}
+		remoteGroup := &Group{ids: rids}
+		if remoteGroup.Intersection(local.Group()).Size() > 0 {
+			return nil, fmt.Errorf("endpoint: intercomm create: the groups share a rank: %w", ErrInvalid)
+		}
+		// The remote ranks' addresses, from the peer communicator, which
+		// every rank needs (MPI asks it of the leaders only).
+		if !peer.ok() || peer.v != c.v {
+			return nil, fmt.Errorf("endpoint: intercomm create: every rank needs a peer communicator on the same endpoint as the local one: %w", ErrNotSupported)
+		}
+		at, err := peer.members("intercomm create", remoteGroup)
+		if err != nil {
+			return nil, fmt.Errorf("%w (every rank of both groups must be in the peer communicator)", err)
+		}
+		id, err := c.interContext(ctx, local, localLeader, trade, key, attempt, mask, rmask)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint: intercomm create: %w", err)
+		}
+		if id < 0 {
+			continue
+		}
+		ic := peer.subset(id, at)
+		ic.rank, ic.inter = c.rank, &interInfo{local: local, rids: rids}
+		ic.lrank, ic.lsize = c.lrank, c.lsize
+		c.v.retain()
+		return ic, nil
+	}
+}
+
+// interContext settles a context id for an intercommunicator step of
+// creation key: the lowest id free in both groups' masks, reserved by
+// every rank, as agreeContext does within a communicator; local's
+// leader (localLeader) learns the other group's verdict through trade.
+// It returns -1, having waited, when the groups should try again with
+// fresh masks.
+func (c *Comm) interContext(ctx context.Context, local *Comm, localLeader int,
+	trade func(context.Context, []byte) ([]byte, error), key ctxKey, attempt int, masks ...[]byte) (int, error) {
+	id, held, err := c.w.takeContext(key, masks...)
 	if err != nil {
-		return nil, fmt.Errorf("endpoint: intercomm create: %w", err)
+		return 0, err
 	}
-	var remote []byte
-	if leader && perr == nil {
-		remote, perr = peer.leaderTrade(ctx, remoteLeader, interTag|tag, append(mask, idBytes(c.ids)...))
+	agreed, err := local.interAgree(ctx, localLeader, trade, held)
+	switch {
+	case agreed:
+		c.w.settled(id)
+		return id, nil
+	case held:
+		c.w.releaseContext(id)
 	}
-	remote, err = local.fromLeader(ctx, localLeader, remote, perr)
 	if err != nil {
-		return nil, fmt.Errorf("endpoint: intercomm create: %w", err)
+		return 0, err
 	}
-	rmask, rids, err := splitMaskIDs(remote)
+	if attempt+1 >= maxCtxAttempts {
+		return 0, fmt.Errorf("no context id agreed in %d attempts (communicators created at once in a process keep colliding): %w", maxCtxAttempts, ErrInvalid)
+	}
+	if err := ctxBackoff(ctx, attempt); err != nil {
+		return 0, err
+	}
+	return -1, nil
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// interAgree reports whether every rank of both groups holds its
+// reservation: local's ranks AND theirs, the leader trades the result
+// with the other group's and tells its own ranks.
+func (local *Comm) interAgree(ctx context.Context, localLeader int, trade func(context.Context, []byte) ([]byte, error), held bool) (bool, error) {
+	oks, err := local.allgather(ctx, []byte{boolByte(held)}, tagGatherLen, tagGatherData)
 	if err != nil {
-		return nil, fmt.Errorf("endpoint: intercomm create: %w", err)
+		return false, err
 	}
-	remoteGroup := &Group{ids: rids}
-	if remoteGroup.Intersection(local.Group()).Size() > 0 {
-		return nil, fmt.Errorf("endpoint: intercomm create: the groups share a rank: %w", ErrInvalid)
+	mine := true
+	for _, o := range oks {
+		mine = mine && len(o) == 1 && o[0] == 1
 	}
-	// The remote ranks' addresses, from the peer communicator, which
-	// every rank needs (MPI asks it of the leaders only).
-	if !peer.ok() || peer.v != c.v {
-		return nil, fmt.Errorf("endpoint: intercomm create: every rank needs a peer communicator on the same endpoint as the local one: %w", ErrNotSupported)
+	var res []byte
+	var perr error
+	if local.rank == localLeader {
+		var theirs []byte
+		if theirs, perr = trade(ctx, []byte{boolByte(mine)}); perr == nil {
+			res = []byte{boolByte(mine && len(theirs) == 1 && theirs[0] == 1)}
+		}
 	}
-	at, err := peer.members("intercomm create", remoteGroup)
+	got, err := local.fromLeader(ctx, localLeader, res, perr)
 	if err != nil {
-		return nil, fmt.Errorf("%w (every rank of both groups must be in the peer communicator)", err)
+		return false, err
 	}
-	id, err := c.w.takeContext(mask, rmask)
-	if err != nil {
-		return nil, fmt.Errorf("endpoint: intercomm create: %w", err)
-	}
-	ic := peer.subset(id, at)
-	ic.rank, ic.inter = c.rank, &interInfo{local: local, rids: rids}
-	ic.lrank, ic.lsize = c.lrank, c.lsize
-	c.v.retain()
-	return ic, nil
+	return len(got) == 1 && got[0] == 1, nil
 }
 
 // Merge makes one communicator of an intercommunicator's two groups
@@ -169,35 +244,42 @@ func (c *Comm) Merge(ctx context.Context, high bool) (*Comm, error) {
 		return nil, fmt.Errorf("endpoint: merge of a communicator that is not an intercommunicator: %w", ErrInvalid)
 	}
 	local := c.inter.local
-	mask, err := local.groupMask(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("endpoint: merge: %w", err)
-	}
 	h := []byte{0}
 	if high {
 		h[0] = 1
 	}
-	var remote []byte
-	var perr error
-	if c.rank == 0 {
-		// The leaders are rank 0 of each group; they meet on the
-		// intercommunicator's own collective context.
-		remote, perr = c.leaderTrade(ctx, 0, interTag, append(mask, h...))
-	}
-	remote, err = local.fromLeader(ctx, 0, remote, perr)
-	if err != nil {
-		return nil, fmt.Errorf("endpoint: merge: %w", err)
-	}
-	if len(remote) != len(mask)+1 {
-		return nil, fmt.Errorf("endpoint: merge: the other group's record is %d bytes: %w", len(remote), ErrInvalid)
-	}
-	first := !high // this group first
-	if rh := remote[len(mask)] != 0; rh == high {
-		first = local.ids[0] < c.inter.rids[0]
-	}
-	id, err := c.w.takeContext(mask, remote[:len(mask)])
-	if err != nil {
-		return nil, fmt.Errorf("endpoint: merge: %w", err)
+	// The leaders are rank 0 of each group; they meet on the
+	// intercommunicator's own collective context.
+	trade := func(ctx context.Context, b []byte) ([]byte, error) { return c.leaderTrade(ctx, 0, interTag, b) }
+	var id int
+	var first bool
+	for attempt := 0; ; attempt++ {
+		mask, err := local.groupMask(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint: merge: %w", err)
+		}
+		var remote []byte
+		var perr error
+		if c.rank == 0 {
+			remote, perr = trade(ctx, append(mask, h...))
+		}
+		remote, err = local.fromLeader(ctx, 0, remote, perr)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint: merge: %w", err)
+		}
+		if len(remote) != len(mask)+1 {
+			return nil, fmt.Errorf("endpoint: merge: the other group's record is %d bytes: %w", len(remote), ErrInvalid)
+		}
+		first = !high // this group first
+		if rh := remote[len(mask)] != 0; rh == high {
+			first = local.ids[0] < c.inter.rids[0]
+		}
+		if id, err = c.interContext(ctx, local, 0, trade, ctxKey{parent: c.id, sub: 2}, attempt, mask, remote[:len(mask)]); err != nil {
+			return nil, fmt.Errorf("endpoint: merge: %w", err)
+		}
+		if id >= 0 {
+			break
+		}
 	}
 	// The merged ranks: this group's from the local communicator, the
 	// other's from the intercommunicator, whose arrays describe them.
