@@ -47,7 +47,7 @@ type World struct {
 	ctxUsed  [maxContexts / 64]uint64 // bit i set: context id i is in use in this process
 	ctxRefs  map[int]int
 	ctxHeld  map[int]ctxKey // ids reserved by creations still verifying them (ctxid.go)
-	privInfo *fabric.Info // ThreadDomain variant of info, for private endpoints
+	privInfo *fabric.Info   // ThreadDomain variant of info, for private endpoints
 	privFab  *fabric.Fabric
 	vcis     []*vci          // endpoint vcis, closed by Close
 	sets     map[int]*vciSet // by context id: a communicator's endpoints in this process (peerset.go)
