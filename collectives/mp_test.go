@@ -219,6 +219,7 @@ func TestProfile(t *testing.T) {
 				Layers struct {
 					Collectives map[string]struct {
 						Calls, NS, Started uint64
+						WaitNS             uint64 `json:"wait_ns"`
 					}
 				}
 			}
@@ -233,6 +234,10 @@ func TestProfile(t *testing.T) {
 				if c.Calls != want[0] || c.Started != want[1] || c.NS == 0 {
 					t.Errorf("rank %d: %s %+v, want %d calls with their time, %d started (file:\n%s)", r, name, c, want[0], want[1], raw)
 				}
+			}
+			// the Iallreduces' Waits took time; nothing else was waited for
+			if cs["Allreduce"].WaitNS == 0 || cs["Bcast"].WaitNS != 0 || cs["Barrier"].WaitNS != 0 {
+				t.Errorf("rank %d: time in Waits: Allreduce %d ns, Bcast %d, Barrier %d (file:\n%s)", r, cs["Allreduce"].WaitNS, cs["Bcast"].WaitNS, cs["Barrier"].WaitNS, raw)
 			}
 			if f.Sent.Messages == 0 {
 				t.Errorf("rank %d: no point-to-point messages counted (the flat handle's collectives send some)", r)

@@ -406,6 +406,9 @@ func (r *Request) Wait(ctx context.Context) error {
 	}
 	s := r.s
 	h := s.h
+	if p := h.prof; p != nil {
+		defer func(call callID, start time.Time) { p.waitNS[call].Add(uint64(time.Since(start))) }(s.cl.call, time.Now())
+	}
 	done := ctx.Done()
 	var t0 time.Time
 	next, peerCheck := firstCheck, peerCheckAfter

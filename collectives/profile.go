@@ -9,11 +9,12 @@ import (
 
 // profile counts a process's collectives per entry point, for the stats
 // file fabrun stats reads (endpoint.StatsSection): the blocking calls
-// and the time spent in them, and the nonblocking (and persistent) ones
-// started. It exists only when the world counts (endpoint.WithStats,
-// WEFT_STATS); every handle of a world shares one.
+// and the time spent in them, the nonblocking (and persistent) ones
+// started and the time their requests' Waits took. It exists only when
+// the world counts (endpoint.WithStats, WEFT_STATS); every handle of a
+// world shares one.
 type profile struct {
-	calls, ns, started [numCallIDs]atomic.Uint64
+	calls, ns, started, waitNS [numCallIDs]atomic.Uint64
 }
 
 const numCallIDs = int(callNeighborAlltoallv) + 1
@@ -30,13 +31,14 @@ type profileCount struct {
 	Calls   uint64 `json:"calls"`             // blocking calls
 	Nanos   uint64 `json:"ns"`                // time in them
 	Started uint64 `json:"started,omitempty"` // nonblocking and persistent calls started
+	WaitNS  uint64 `json:"wait_ns,omitempty"` // time in their requests' Waits
 }
 
 // Snapshot is the stats file's section (endpoint.Snapshotter).
 func (p *profile) Snapshot() any {
 	out := map[string]profileCount{}
 	for id := range numCallIDs {
-		pc := profileCount{Calls: p.calls[id].Load(), Nanos: p.ns[id].Load(), Started: p.started[id].Load()}
+		pc := profileCount{Calls: p.calls[id].Load(), Nanos: p.ns[id].Load(), Started: p.started[id].Load(), WaitNS: p.waitNS[id].Load()}
 		if pc.Calls > 0 || pc.Started > 0 {
 			out[callID(id).String()] = pc
 		}

@@ -32,11 +32,13 @@ type rankStats struct {
 	} `json:"peers"`
 	Layers struct {
 		// per collective: blocking calls, the nanoseconds spent in
-		// them, nonblocking (and persistent) calls started
+		// them, nonblocking (and persistent) calls started and the
+		// nanoseconds their requests' Waits took
 		Collectives map[string]struct {
 			Calls   uint64 `json:"calls"`
 			NS      uint64 `json:"ns"`
 			Started uint64 `json:"started"`
+			WaitNS  uint64 `json:"wait_ns"`
 		} `json:"collectives"`
 		// one-sided operations issued and their bytes, per kind (put,
 		// get, signal, atomic) and per target process
@@ -215,10 +217,10 @@ func writeMatrix(w io.Writer, matrix [][]uint64, title, busiest string) {
 // started; the most time first.
 func (js *jobStats) reportCollectives(w io.Writer) {
 	type line struct {
-		name               string
-		calls, ns, started uint64
-		maxNS              uint64
-		maxRank            int
+		name                       string
+		calls, ns, started, waitNS uint64
+		maxNS                      uint64
+		maxRank                    int
 	}
 	byName := map[string]*line{}
 	for _, rs := range js.ranks {
@@ -234,6 +236,7 @@ func (js *jobStats) reportCollectives(w io.Writer) {
 			l.calls += c.Calls
 			l.ns += c.NS
 			l.started += c.Started
+			l.waitNS += c.WaitNS
 			if l.maxRank < 0 || c.NS > l.maxNS {
 				l.maxNS, l.maxRank = c.NS, rs.Rank
 			}
@@ -252,15 +255,15 @@ func (js *jobStats) reportCollectives(w io.Writer) {
 		}
 		return strings.Compare(a.name, b.name)
 	})
-	fmt.Fprintln(w, "collectives (blocking calls and the time in them, over all ranks; nonblocking calls started):")
+	fmt.Fprintln(w, "collectives (blocking calls and the time in them, over all ranks; nonblocking calls started and the time in their Waits):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "collective\tcalls\ttime\tslowest rank\tmean call\tstarted\t")
+	fmt.Fprintln(tw, "collective\tcalls\ttime\tslowest rank\tmean call\tstarted\tin Wait\t")
 	for _, l := range lines {
 		mean := "-"
 		if l.calls > 0 {
 			mean = dur(l.ns / l.calls)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s (%d)\t%s\t%d\t\n", l.name, l.calls, dur(l.ns), dur(l.maxNS), l.maxRank, mean, l.started)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s (%d)\t%s\t%d\t%s\t\n", l.name, l.calls, dur(l.ns), dur(l.maxNS), l.maxRank, mean, l.started, dur(l.waitNS))
 	}
 	tw.Flush()
 }

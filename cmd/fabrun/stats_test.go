@@ -159,7 +159,7 @@ func TestStats(t *testing.T) {
 			t.Errorf("no matrix in:\n%s", out)
 		}
 		// (the active-message engine's Quiesce starts Iallreduces)
-		if !regexp.MustCompile(`(?m)^\s*Allreduce\s+9\s+\S+\s+\S+ \(\d\)\s+\S+\s+\d+\s*$`).MatchString(out) {
+		if !regexp.MustCompile(`(?m)^\s*Allreduce\s+9\s+\S+\s+\S+ \(\d\)\s+\S+\s+\d+\s+\S+\s*$`).MatchString(out) {
 			t.Errorf("no line for 9 blocking Allreduce calls (3 ranks, 3 each) in:\n%s", out)
 		}
 		for r := range p {
