@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"unsafe"
+
+	"github.com/weft-hpc/weft/internal/memcopy"
 )
 
 // Barrier returns once every rank of c has entered it (dissemination:
@@ -16,7 +18,12 @@ func Barrier(ctx context.Context, c *Coll) error {
 		return hierBarrier(ctx, c)
 	}
 	if c.localNB(CollBarrier) {
-		return c.runLocal(callSig{call: callBarrier, root: -1, alg: algLocal}, nil, nil, noGive, func([]nbSlot) {})
+		s := callSig{call: callBarrier, root: -1, alg: algLocal}
+		if c.own.hier.procs > 1 {
+			return c.runHybrid(s, nil, nil, func([]nbSlot) {},
+				func(pn *Coll, _ []nbSlot) (*Request, error) { return Ibarrier(pn) }, func([]nbSlot) {})
+		}
+		return c.runLocal(s, nil, nil, noGive, func([]nbSlot) {})
 	}
 	if err := c.ready(ctx, callSig{call: callBarrier, root: -1, alg: Dissemination}); err != nil {
 		return c.fail(err)
@@ -51,8 +58,23 @@ func Bcast[T any](ctx context.Context, c *Coll, buf []T, root int) error {
 		return hierBcast(ctx, c, b, root, callSig{call: callBcast, root: root, count: len(buf), esize: es})
 	}
 	if c.localNB(CollBcast) {
-		return c.runLocal(callSig{call: callBcast, root: root, count: len(buf), esize: es, alg: algLocal}, b, b,
-			fromRoot(c, len(b), 0, root), func(slots []nbSlot) { localBcast(slots, root) })
+		s := callSig{call: callBcast, root: root, count: len(buf), esize: es, alg: algLocal}
+		if h := c.own.hier; h.procs > 1 {
+			src, proot := 0, h.procOf[root] // the member whose buffer the processes' Bcast fills or reads
+			if proot == h.procOf[c.rank] {
+				src = h.local[root]
+			}
+			return c.runHybrid(s, b, b, func([]nbSlot) {},
+				func(pn *Coll, slots []nbSlot) (*Request, error) { return Ibcast(pn, slots[src].recv, proot) },
+				func(slots []nbSlot) {
+					for i, m := range slots {
+						if i != src {
+							memcopy.Copy(m.recv, slots[src].recv)
+						}
+					}
+				})
+		}
+		return c.runLocal(s, b, b, fromRoot(c, len(b), 0, root), func(slots []nbSlot) { localBcast(slots, root) })
 	}
 	alg := c.cfg.pick(CollBcast, len(b), c.size)
 	if err := c.ready(ctx, callSig{call: callBcast, root: root, count: len(buf), esize: es, alg: alg}); err != nil {

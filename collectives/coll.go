@@ -93,6 +93,7 @@ type Coll struct {
 	leftEarly bool
 	estage    [2][]byte
 	local     *nbLocal    // the clone's call through process memory, while it waits (nblocal.go)
+	hybridOK  bool        // the clone's call may combine through process memory and then among processes (nbhybrid.go)
 	take      []byte      // where the clone takes its part of that call's stage, and
 	takeFrom  []byte      // the part (nblocal.go)
 	cond      func() bool // the clone's round when it waits for a condition, not requests

@@ -197,6 +197,12 @@ type hier struct {
 	ng     *nodeGroup // node level, on a process leader whose node has several processes
 	chunk  int        // bytes per member a node step moves (0: no node level, whole calls)
 	net    *Coll      // several top-level groups: the collectives among their leaders
+	// hybrid: several processes, one of several handles at least, so
+	// that nonblocking calls combine through process memory and then
+	// among the processes' leaders (nbhybrid.go); pnet, on a process's
+	// leader, is the collectives among them.
+	hybrid bool
+	pnet   *Coll
 }
 
 // procGroup is what the handles of one process share for one
@@ -228,6 +234,11 @@ type procGroup struct {
 	// every member has joined yet, at their call number modulo nbCalls
 	// (nblocal.go).
 	nb [nbCalls]atomic.Pointer[nbLocal]
+	// pnet is the leader's collectives among the processes' leaders,
+	// which the member that runs a hybrid nonblocking call drives, any
+	// member holding pmu (nbhybrid.go).
+	pnet *Coll
+	pmu  sync.Mutex
 	// share is the release in progress that every member writes its own
 	// part of (hierReleaseShared), published before the release begins;
 	// shareLeft counts the members yet to finish their part.
@@ -427,9 +438,29 @@ func setupHier(ctx context.Context, c *Coll) (*hier, error) {
 			h.net = &Coll{parent: lc, comm: lc, rank: lc.Rank(), size: lc.Size(), cfg: cfg, crowded: c.crowded, up: c}
 		}
 	}
+	if h.procs > 1 && most >= 2 {
+		color := endpoint.Undefined
+		if h.li == 0 {
+			color = 0
+		}
+		pc, err := c.comm.Split(ctx, color, me)
+		if err != nil {
+			h.free()
+			return nil, fmt.Errorf("collectives: communicator of the processes' leaders: %w", err)
+		}
+		if pc != nil {
+			cfg := c.cfg
+			cfg.hier, cfg.check, cfg.progress = HierOff, false, false
+			h.pnet = &Coll{parent: pc, comm: pc, rank: pc.Rank(), size: pc.Size(), cfg: cfg, crowded: c.crowded}
+		}
+		h.hybrid = true
+	}
 	ranks := ms[me]
 	if len(ranks) == 1 {
-		h.g = &procGroup{ranks: ranks, slots: make([]groupSlot, 1)}
+		h.g = &procGroup{ranks: ranks, slots: make([]groupSlot, 1), pnet: h.pnet}
+		if h.pnet != nil {
+			h.pnet.watch = h.g
+		}
 		return h, nil
 	}
 	key := binary.LittleEndian.Uint64(all[0][8:])
@@ -455,6 +486,9 @@ func setupHier(ctx context.Context, c *Coll) (*hier, error) {
 	if h.net != nil {
 		h.net.watch = g
 	}
+	if h.pnet != nil {
+		g.pnet, h.pnet.watch = h.pnet, g // before the leader's first call, which every other call waits for
+	}
 	return h, nil
 }
 
@@ -473,6 +507,9 @@ func (h *hier) free() error {
 	}
 	if h.net != nil {
 		err = errors.Join(err, h.net.Free())
+	}
+	if h.pnet != nil {
+		err = errors.Join(err, h.pnet.Free())
 	}
 	return err
 }

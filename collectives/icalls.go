@@ -19,12 +19,12 @@ var bg = context.Background()
 
 // Ibarrier starts a Barrier.
 func Ibarrier(c *Coll) (*Request, error) {
-	return c.start(callBarrier, func(cl *Coll) error { return Barrier(bg, cl) })
+	return c.startNB(callBarrier, true, func(cl *Coll) error { return Barrier(bg, cl) })
 }
 
 // Ibcast starts a Bcast.
 func Ibcast[T any](c *Coll, buf []T, root int) (*Request, error) {
-	return c.start(callBcast, func(cl *Coll) error { return Bcast(bg, cl, buf, root) })
+	return c.startNB(callBcast, hybridBcast(buf), func(cl *Coll) error { return Bcast(bg, cl, buf, root) })
 }
 
 // IbcastTyped starts a BcastTyped.
@@ -39,7 +39,7 @@ func Ireduce[T any](c *Coll, send, recv []T, op Op[T], root int) (*Request, erro
 
 // Iallreduce starts an Allreduce.
 func Iallreduce[T any](c *Coll, send, recv []T, op Op[T]) (*Request, error) {
-	return c.start(callAllreduce, func(cl *Coll) error { return Allreduce(bg, cl, send, recv, op) })
+	return c.startNB(callAllreduce, hybridReduce(c, op.commutative), func(cl *Coll) error { return Allreduce(bg, cl, send, recv, op) })
 }
 
 // IreduceScatterBlock starts a ReduceScatterBlock.

@@ -283,3 +283,51 @@ func TestProfile(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerExitHybrid: two processes of two handles each; one process
+// exits while the other's handles wait for a nonblocking Ibarrier and
+// Iallreduce, which combine through process memory and then between the
+// processes' leaders: the Waits fail with ErrPeerGone (or the abort
+// notice of a handle that saw it first) within seconds.
+func TestPeerExitHybrid(t *testing.T) {
+	testenv.Short(t, "a process leaving mid-collective")
+	if launchMayDie(t, 2, 1) {
+		return
+	}
+	w := eptest.InitWorld(t)
+	ctx := eptest.Ctx(t, 50*time.Second)
+	eps, err := w.Comm().CreateEndpoints(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+		if err := C.Barrier(ctx, c); err != nil {
+			return err
+		}
+		if c.Rank() >= 2 { // the second process
+			time.Sleep(50 * time.Millisecond) // the others are waiting
+			os.Exit(0)
+		}
+		start := time.Now()
+		q1, err := C.Ibarrier(c)
+		if err != nil {
+			return err
+		}
+		q2, err := C.Iallreduce(c, nil, make([]float64, 4), C.Sum[float64]())
+		if err != nil {
+			return err
+		}
+		errs := []error{q2.Wait(ctx), q1.Wait(ctx)}
+		took := time.Since(start)
+		t.Logf("rank %d: %v after %v", c.Rank(), errs, took)
+		for _, err := range errs {
+			if !errors.Is(err, C.ErrPeerGone) && !errors.Is(err, C.ErrCanceled) {
+				return fmt.Errorf("with the other process gone: %v, want ErrPeerGone", err)
+			}
+		}
+		if took > 10*time.Second {
+			return fmt.Errorf("with the other process gone: took %v", took)
+		}
+		return nil
+	})
+}

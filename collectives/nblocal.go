@@ -48,6 +48,11 @@ type nbLocal struct {
 	taken   atomic.Int32 // the members that took their part of a root's copy
 	state   atomic.Uint32
 	err     error // why it failed: written in state nbFailing, read in nbFailed
+	// remote is a hybrid call's collective among the processes' leaders,
+	// in flight while state is nbWriting, and post its last step
+	// (nbhybrid.go).
+	remote atomic.Pointer[Request]
+	post   func(slots []nbSlot)
 }
 
 // nbGive is a member's part in a call's stage, where the members whose
@@ -182,7 +187,13 @@ func (c *Coll) localNB(k Collective) bool {
 		return false
 	}
 	h := c.own.hier
-	return h != nil && h.procs == 1 && len(h.g.slots) == c.size && c.size > 1 && c.hierMode(k)
+	if h == nil || c.size < 2 || !c.hierMode(k) {
+		return false
+	}
+	if h.procs == 1 {
+		return len(h.g.slots) == c.size
+	}
+	return h.hybrid && c.hybridOK && hybridColl(k)
 }
 
 // runLocal runs call s of clone c through its process group: it
@@ -193,28 +204,9 @@ func (c *Coll) localNB(k Collective) bool {
 // completes at once.
 func (c *Coll) runLocal(s callSig, send, recv []byte, give nbGive, work func(slots []nbSlot)) error {
 	h := c.own.hier
-	g := h.g
-	c.sig = s.hash()
-	seq := c.seq
-	// A blocking hierarchical call of the same number on a member sees
-	// this one as a flat call (a mismatch), as it would the flat form.
-	if err := c.settle(bg); err != nil {
-		return c.fail(err)
-	}
-	g.slots[h.li].pub.Store(uint64(seq)<<32 | slotFlat)
-	if g.park != nil { // a leader waiting for this member in a blocking call: a mismatch
-		g.park.wakeOne(0)
-	}
-	at := &g.nb[seq%nbCalls]
-	e, err := c.localEntry(at, seq, give.size)
+	at, e, err := c.joinLocal(s, give.size)
 	if err != nil {
 		return c.fail(err)
-	}
-	if e.sig != c.sig {
-		e.failWith(fmt.Errorf("the ranks of this process called %s #%d with different collectives or arguments (root, count, element size or operation): %w", c.call, seq, ErrInvalid))
-	}
-	if st := e.state.Load(); st == nbFailing || st == nbFailed {
-		return c.fail(e.failure())
 	}
 	gave := false
 	if give.size > 0 && len(e.stage) == give.size {
@@ -246,6 +238,38 @@ func (c *Coll) runLocal(s callSig, send, recv []byte, give nbGive, work func(slo
 		return c.done(nil)
 	}
 	return c.waitLocal(e)
+}
+
+// joinLocal finds (or makes) the entry of clone c's call s in its
+// process group's ring, with a stage of stage bytes, once c's slot says
+// it is in a call through process memory; it returns the entry's place
+// and the entry, or why the call failed.
+func (c *Coll) joinLocal(s callSig, stage int) (*atomic.Pointer[nbLocal], *nbLocal, error) {
+	h := c.own.hier
+	g := h.g
+	c.sig = s.hash()
+	seq := c.seq
+	// A blocking hierarchical call of the same number on a member sees
+	// this one as a flat call (a mismatch), as it would the flat form.
+	if err := c.settle(bg); err != nil {
+		return nil, nil, err
+	}
+	g.slots[h.li].pub.Store(uint64(seq)<<32 | slotFlat)
+	if g.park != nil { // a leader waiting for this member in a blocking call: a mismatch
+		g.park.wakeOne(0)
+	}
+	at := &g.nb[seq%nbCalls]
+	e, err := c.localEntry(at, seq, stage)
+	if err != nil {
+		return nil, nil, err
+	}
+	if e.sig != c.sig {
+		e.failWith(fmt.Errorf("the ranks of this process called %s #%d with different collectives or arguments (root, count, element size or operation): %w", c.call, seq, ErrInvalid))
+	}
+	if st := e.state.Load(); st == nbFailing || st == nbFailed {
+		return nil, nil, e.failure()
+	}
+	return at, e, nil
 }
 
 // fromRootLocal is runLocal for a call whose root gives (Bcast,
@@ -402,6 +426,9 @@ func (s *schedule) stepLocal() bool {
 	if s.done || e == nil {
 		return false
 	}
+	if e.state.Load() == nbWriting {
+		e.advanceRemote(s.cl.own.hier.g)
+	}
 	switch e.state.Load() {
 	case nbDone:
 		s.err = s.cl.doneLocal()
@@ -433,8 +460,13 @@ func (c *Coll) withdrawLocal() {
 		return
 	}
 	c.local, c.take, c.takeFrom = nil, nil, nil
-	e.failWith(fmt.Errorf("rank %d of this process abandoned %s #%d: %w", c.rank, c.call, c.seq, ErrCanceled))
+	err := fmt.Errorf("rank %d of this process abandoned %s #%d: %w", c.rank, c.call, c.seq, ErrCanceled)
+	e.failWith(err)
 	for e.state.Load() == nbWriting {
+		if e.remote.Load() != nil {
+			e.failRemote(c.own.hier.g, err) // the processes' part (nbhybrid.go) may never end
+			break
+		}
 		runtime.Gosched()
 	}
 }

@@ -288,6 +288,14 @@ func (h *Coll) completeOld(ctx context.Context) error {
 // found before that (a bad argument, a broken handle) is returned at
 // once, as the blocking form returns it.
 func (c *Coll) start(id callID, body func(cl *Coll) error) (*Request, error) {
+	return c.startNB(id, false, body)
+}
+
+// startNB is start for a call that combines through process memory and
+// then among the processes' leaders where the communicator spans several
+// processes, if hybridOK (nbhybrid.go: a Barrier, a Bcast, an Allreduce
+// of a commutative operation outside deterministic mode).
+func (c *Coll) startNB(id callID, hybridOK bool, body func(cl *Coll) error) (*Request, error) {
 	if c == nil || c.comm == nil || c.own != nil {
 		return nil, fmt.Errorf("collectives: I%s on a nil handle: %w", lowerFirst(id.String()), ErrInvalid)
 	}
@@ -301,7 +309,7 @@ func (c *Coll) start(id callID, body func(cl *Coll) error) (*Request, error) {
 	w := c.worker()
 	cl := w.cl
 	s := &schedule{h: c, cl: cl, w: w}
-	cl.nb = s
+	cl.nb, cl.hybridOK = s, hybridOK
 	if k := localColl(id); k != 0 && cl.localNB(k) {
 		// Through process memory: the body registers (or, last, runs the
 		// whole call) and returns; no rounds, so no coroutine.
@@ -440,6 +448,9 @@ func (r *Request) Wait(ctx context.Context) error {
 						err = s.cl.check()
 						if err == nil && el >= peerCheck {
 							err = s.cl.peerGone()
+							if e := s.cl.local; err == nil && e != nil {
+								err = e.remoteGone(s.cl.own.hier.g)
+							}
 							peerCheck = el + peerCheckAfter
 						}
 					}

@@ -19,11 +19,14 @@ import (
 // same order. A Persistent belongs to the goroutine that drives its
 // handle.
 type Persistent struct {
-	c     *Coll
-	id    callID
-	body  func(cl *Coll) error
-	req   *Request // the start in flight; nil when inactive
-	freed bool
+	c    *Coll
+	id   callID
+	body func(cl *Coll) error
+	// hybrid: a start may combine through process memory and then among
+	// processes (startNB)
+	hybrid bool
+	req    *Request // the start in flight; nil when inactive
+	freed  bool
 }
 
 // persistent binds body, the blocking form of call id, to c.
@@ -43,7 +46,7 @@ func (p *Persistent) Start() error {
 	if p.req != nil {
 		return fmt.Errorf("collectives: %s Start: the previous start has not completed: %w", p.id, ErrInvalid)
 	}
-	r, err := p.c.start(p.id, p.body)
+	r, err := p.c.startNB(p.id, p.hybrid, p.body)
 	if err != nil {
 		return err
 	}
@@ -111,12 +114,20 @@ func (p *Persistent) usable(op string) error {
 
 // BarrierInit binds a Barrier.
 func BarrierInit(c *Coll) (*Persistent, error) {
-	return persistent(c, callBarrier, func(cl *Coll) error { return Barrier(bg, cl) })
+	p, err := persistent(c, callBarrier, func(cl *Coll) error { return Barrier(bg, cl) })
+	if err == nil {
+		p.hybrid = true
+	}
+	return p, err
 }
 
 // BcastInit binds a Bcast of buf from root.
 func BcastInit[T any](c *Coll, buf []T, root int) (*Persistent, error) {
-	return persistent(c, callBcast, func(cl *Coll) error { return Bcast(bg, cl, buf, root) })
+	p, err := persistent(c, callBcast, func(cl *Coll) error { return Bcast(bg, cl, buf, root) })
+	if err == nil {
+		p.hybrid = hybridBcast(buf)
+	}
+	return p, err
 }
 
 // ReduceInit binds a Reduce of send into root's recv.
@@ -126,7 +137,11 @@ func ReduceInit[T any](c *Coll, send, recv []T, op Op[T], root int) (*Persistent
 
 // AllreduceInit binds an Allreduce of send into recv (send nil: in place).
 func AllreduceInit[T any](c *Coll, send, recv []T, op Op[T]) (*Persistent, error) {
-	return persistent(c, callAllreduce, func(cl *Coll) error { return Allreduce(bg, cl, send, recv, op) })
+	p, err := persistent(c, callAllreduce, func(cl *Coll) error { return Allreduce(bg, cl, send, recv, op) })
+	if err == nil {
+		p.hybrid = hybridReduce(c, op.commutative)
+	}
+	return p, err
 }
 
 // ReduceScatterBlockInit binds a ReduceScatterBlock.

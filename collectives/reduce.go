@@ -265,7 +265,21 @@ func Allreduce[T any](ctx context.Context, c *Coll, send, recv []T, op Op[T]) er
 		return hierAllreduce(ctx, c, send, recv, &op, callSig{call: callAllreduce, root: -1, count: n, esize: es, op: op.code})
 	}
 	if c.localNB(CollAllreduce) {
-		return c.runLocal(callSig{call: callAllreduce, root: -1, count: n, esize: es, op: op.code, alg: algLocal}, bytesOf(send), bytesOf(recv),
+		s := callSig{call: callAllreduce, root: -1, count: n, esize: es, op: op.code, alg: algLocal}
+		if c.own.hier.procs > 1 {
+			// member 0's recv carries the process's part, then the result
+			return c.runHybrid(s, bytesOf(send), bytesOf(recv),
+				func(slots []nbSlot) { localReduce(slots, elems[T](slots[0].recv), &op) },
+				func(pn *Coll, slots []nbSlot) (*Request, error) {
+					return Iallreduce(pn, nil, elems[T](slots[0].recv), op)
+				},
+				func(slots []nbSlot) {
+					for _, m := range slots[1:] {
+						memcopy.Copy(m.recv, slots[0].recv)
+					}
+				})
+		}
+		return c.runLocal(s, bytesOf(send), bytesOf(recv),
 			noGive, func(slots []nbSlot) {
 				acc := elems[T](slots[0].recv) // every other contribution is read before any other recv is written
 				localReduce(slots, acc, &op)

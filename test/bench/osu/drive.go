@@ -125,6 +125,11 @@ func setup(ctx context.Context, cfg *config, tmp string, stderr io.Writer) ([]*c
 				c.argv = func(np int, args []string) []string {
 					return append(append(w.Launch(1, env), "-role", "rank", strconv.Itoa(np)), args...)
 				}
+			case "hybrid":
+				c.name = "weft-hybrid"
+				c.argv = func(np int, args []string) []string {
+					return append(append(w.Launch(np/2, env), "-role", "rank", "2"), args...)
+				}
 			case "flat":
 				c.name = "weft-flat"
 				tune := "collhier=off"

@@ -105,7 +105,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	colls := cli.String("colls", strings.Join(collNames, ","), "collectives: barrier, bcast, reduce, allreduce, allgather, alltoall; the nonblocking forms (started, then waited for) on request: ibarrier, ibcast, ireduce, iallreduce, iallgather, ialltoall; a rooted one with :last (bcast:last ...) is rooted at the last rank instead of 0")
 	sizes := cli.String("sizes", "8,64,512,1k,8k,64k,1m", "message sizes in bytes (k, m suffixes)")
 	nps := cli.String("np", "2,4", "rank counts")
-	weft := cli.String("weft", "procs,ep", "weft columns: procs (a process per rank), ep (one process, a handle per rank), flat (procs with the hierarchy off)")
+	weft := cli.String("weft", "procs,ep", "weft columns: procs (a process per rank), ep (one process, a handle per rank), flat (procs with the hierarchy off), hybrid (np/2 processes of two handles each; even -np only)")
 	refs := cli.String("ref", "mpich,openmpi", "MPI implementations to run: mpich, openmpi")
 	iters := cli.Int("iters", 1000, "timed calls per size up to 8 KiB (a tenth above, at least 10)")
 	tune := cli.String("tune", "", "tuning run: time every algorithm of the collectives with a choice by size, for each -np, and write the selection table to this file (for WEFT_COLL_TABLE) instead of benchmarking")
@@ -172,10 +172,17 @@ func parseConfig(colls, sizes, nps, weft, refs string, reps, iters int) (*config
 		cfg.nps = appendUniq(cfg.nps, n)
 	}
 	for _, w := range sidebyside.List(weft) {
-		if w != "procs" && w != "ep" && w != "flat" {
-			return nil, fmt.Errorf("-weft %q: want procs, ep or flat", w)
+		if w != "procs" && w != "ep" && w != "flat" && w != "hybrid" {
+			return nil, fmt.Errorf("-weft %q: want procs, ep, flat or hybrid", w)
 		}
 		cfg.weft = appendUniq(cfg.weft, w)
+	}
+	if slices.Contains(cfg.weft, "hybrid") {
+		for _, n := range cfg.nps {
+			if n%2 != 0 {
+				return nil, fmt.Errorf("-weft hybrid: -np %d is odd (processes of two handles)", n)
+			}
+		}
 	}
 	for _, r := range sidebyside.List(refs) {
 		if r != "mpich" && r != "openmpi" {

@@ -23,6 +23,12 @@ func TestParseConfig(t *testing.T) {
 		!slices.Equal(cfg.nps, []int{4, 2}) || !slices.Equal(cfg.weft, []string{"ep"}) || !slices.Equal(cfg.refs, []string{"openmpi"}) {
 		t.Errorf("config %+v", cfg)
 	}
+	if cfg, err := parseConfig("iallreduce", "8", "4,2", "hybrid", "", 1, 1); err != nil || !slices.Equal(cfg.weft, []string{"hybrid"}) {
+		t.Errorf("hybrid: %+v %v", cfg, err)
+	}
+	if _, err := parseConfig("iallreduce", "8", "3", "hybrid", "", 1, 1); err == nil {
+		t.Error("hybrid with an odd rank count accepted")
+	}
 	if cfg, err := parseConfig("bcast", "8", "4", "procs,flat", "", 1, 1); err != nil || !slices.Equal(cfg.weft, []string{"procs", "flat"}) {
 		t.Errorf("-weft procs,flat: %+v, %v", cfg, err)
 	}
