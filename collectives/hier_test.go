@@ -405,46 +405,67 @@ func TestHierProcs(t *testing.T) {
 }
 
 // TestHierPeerExit: 3 processes × 2 handles; process 2 exits while the
-// others wait for it in a hierarchical Allreduce: every other handle,
-// leader or member, returns ErrPeerGone or ErrCanceled within seconds.
+// others wait for it in a hierarchical Allreduce, or in the Waits of an
+// Ibarrier and an Iallreduce, which combine through process memory and
+// then among the processes' leaders: every other handle, leader or
+// member, returns ErrPeerGone or ErrCanceled within seconds.
 func TestHierPeerExit(t *testing.T) {
 	testenv.Short(t, "a process leaving mid-collective")
-	if launchMayDie(t, 3, 2) {
-		return
-	}
-	w := eptest.InitWorld(t)
-	ctx := eptest.Ctx(t, 50*time.Second)
-	eps, err := w.Comm().CreateEndpoints(ctx, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	errs := onHandles(ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
-		if !c.Hierarchical(C.CollAllreduce) {
-			return errors.New("not hierarchical")
-		}
-		if err := C.Barrier(ctx, c); err != nil {
-			return err
-		}
-		if w.Comm().Rank() == 2 {
-			time.Sleep(50 * time.Millisecond) // the others are waiting in Allreduce
-			os.Exit(0)
-		}
-		start := time.Now()
-		err := C.Allreduce(ctx, c, nil, make([]float64, 4), C.Sum[float64]())
-		took := time.Since(start)
-		t.Logf("rank %d: %v after %v", c.Rank(), err, took)
-		if !errors.Is(err, C.ErrPeerGone) && !errors.Is(err, C.ErrCanceled) {
-			return fmt.Errorf("rank %d: Allreduce with process 2 gone: %v, want ErrPeerGone", c.Rank(), err)
-		}
-		if took > 10*time.Second {
-			return fmt.Errorf("rank %d: Allreduce with process 2 gone took %v", c.Rank(), took)
-		}
-		return nil
-	})
-	for i, err := range errs {
-		if err != nil && !errors.Is(err, C.ErrInvalid) { // Free after the failure: left-over messages
-			t.Errorf("handle %d: %v", i, err)
-		}
+	for _, nb := range []bool{false, true} {
+		t.Run(fmt.Sprintf("nonblocking=%v", nb), func(t *testing.T) {
+			if launchMayDie(t, 3, 2) {
+				return
+			}
+			w := eptest.InitWorld(t)
+			ctx := eptest.Ctx(t, 50*time.Second)
+			eps, err := w.Comm().CreateEndpoints(ctx, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			errs := onHandles(ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+				if !c.Hierarchical(C.CollAllreduce) {
+					return errors.New("not hierarchical")
+				}
+				if err := C.Barrier(ctx, c); err != nil {
+					return err
+				}
+				if w.Comm().Rank() == 2 {
+					time.Sleep(50 * time.Millisecond) // the others are waiting
+					os.Exit(0)
+				}
+				start := time.Now()
+				var errs []error
+				if !nb {
+					errs = append(errs, C.Allreduce(ctx, c, nil, make([]float64, 4), C.Sum[float64]()))
+				} else {
+					q1, err := C.Ibarrier(c)
+					if err != nil {
+						return err
+					}
+					q2, err := C.Iallreduce(c, nil, make([]float64, 4), C.Sum[float64]())
+					if err != nil {
+						return err
+					}
+					errs = append(errs, q2.Wait(ctx), q1.Wait(ctx))
+				}
+				took := time.Since(start)
+				t.Logf("rank %d: %v after %v", c.Rank(), errs, took)
+				for _, err := range errs {
+					if !errors.Is(err, C.ErrPeerGone) && !errors.Is(err, C.ErrCanceled) {
+						return fmt.Errorf("rank %d: with process 2 gone: %v, want ErrPeerGone", c.Rank(), err)
+					}
+				}
+				if took > 10*time.Second {
+					return fmt.Errorf("rank %d: with process 2 gone: took %v", c.Rank(), took)
+				}
+				return nil
+			})
+			for i, err := range errs {
+				if err != nil && !errors.Is(err, C.ErrInvalid) { // Free after the failure: left-over messages
+					t.Errorf("handle %d: %v", i, err)
+				}
+			}
+		})
 	}
 }
 
