@@ -116,7 +116,6 @@ func (c *Comm) intercomm(ctx context.Context, local *Comm, localLeader int, peer
 	}
 	// The local group agrees on its context mask and on the leader's
 	// findings; the leader trades the group's with the other leader.
-	key := ctxKey{parent: local.id, sub: uint64(tag)<<2 | 1}
 	trade := func(ctx context.Context, b []byte) ([]byte, error) {
 		return peer.leaderTrade(ctx, remoteLeader, interTag|tag, b)
 	}
@@ -150,6 +149,9 @@ func (c *Comm) intercomm(ctx context.Context, local *Comm, localLeader int, peer
 		if err != nil {
 			return nil, fmt.Errorf("%w (every rank of both groups must be in the peer communicator)", err)
 		}
+		// Every rank of both groups names the creation alike: by the two
+		// groups (in either order) and the tag.
+		key := ctxKey{parent: -1, sub: (groupHash(local.Group()) ^ groupHash(remoteGroup)) + uint64(tag)}
 		id, err := c.interContext(ctx, local, localLeader, trade, key, attempt, mask, rmask)
 		if err != nil {
 			return nil, fmt.Errorf("endpoint: intercomm create: %w", err)
