@@ -24,7 +24,7 @@ func Ibarrier(c *Coll) (*Request, error) {
 
 // Ibcast starts a Bcast.
 func Ibcast[T any](c *Coll, buf []T, root int) (*Request, error) {
-	return c.startNB(callBcast, hybridBcast(buf), func(cl *Coll) error { return Bcast(bg, cl, buf, root) })
+	return c.startNB(callBcast, hybridRooted(buf), func(cl *Coll) error { return Bcast(bg, cl, buf, root) })
 }
 
 // IbcastTyped starts a BcastTyped.
@@ -34,7 +34,7 @@ func IbcastTyped(c *Coll, buf []byte, count int, t *ddt.Type, root int) (*Reques
 
 // Ireduce starts a Reduce.
 func Ireduce[T any](c *Coll, send, recv []T, op Op[T], root int) (*Request, error) {
-	return c.start(callReduce, func(cl *Coll) error { return Reduce(bg, cl, send, recv, op, root) })
+	return c.startNB(callReduce, hybridReduce(c, op.commutative) && hybridRooted(reduceData(send, recv)), func(cl *Coll) error { return Reduce(bg, cl, send, recv, op, root) })
 }
 
 // Iallreduce starts an Allreduce.

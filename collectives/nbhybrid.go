@@ -25,7 +25,7 @@ import (
 // process memory and then among the processes' leaders when the
 // communicator spans several processes (localNB).
 func hybridColl(k Collective) bool {
-	return k == CollBarrier || k == CollBcast || k == CollAllreduce
+	return k == CollBarrier || k == CollBcast || k == CollReduce || k == CollAllreduce
 }
 
 // hybridReduce reports whether a reduction with an operation that is
@@ -37,19 +37,30 @@ func hybridReduce(c *Coll, commutative bool) bool {
 	return commutative && c != nil && !c.cfg.det
 }
 
-// hybridBcastMin is the smallest Bcast that takes the hybrid path: below
-// it the flat schedule, whose root completes as soon as its sends are
-// out and whose other ranks as soon as they have the data, was faster
-// than waiting for every member of a process first (2 processes of 2
-// handles on the 2-vCPU VM: 8 B 3.2 µs flat against 6.5, 64 KiB 9.7–10.6
-// against 14.3–15.2, 128 KiB 16.7 both, 256 KiB 107 against 25, 1 MiB
-// 310 against 102; osu -weft hybrid).
-const hybridBcastMin = 128 << 10
+// hybridRootedMin is the smallest Bcast or Reduce that takes the hybrid
+// path: below it the flat schedule, where a rank that only sends (a
+// Bcast's root, a Reduce's other ranks) completes as soon as its sends
+// are out, was faster than waiting for every member of a process first
+// (2 processes of 2 handles on the 2-vCPU VM, flat against hybrid, µs:
+// Ibcast 8 B 3.2 against 6.5, 64 KiB 9.7–10.6 against 14.3–15.2, 128 KiB
+// 16.7 both, 256 KiB 107 against 25, 1 MiB 310 against 102; Ireduce 8 B
+// 3.8 against 6.8, 64 KiB 25 against 30, 128 KiB 66 against 27, 1 MiB
+// 462 against 354; osu -weft hybrid).
+const hybridRootedMin = 128 << 10
 
-// hybridBcast reports whether a Bcast of buf may take the hybrid path
-// (every rank's buf has the same length).
-func hybridBcast[T any](buf []T) bool {
-	return len(buf)*int(unsafe.Sizeof(*new(T))) >= hybridBcastMin
+// hybridRooted reports whether a Bcast or Reduce of buf (the length every
+// rank passes) may take the hybrid path.
+func hybridRooted[T any](buf []T) bool {
+	return len(buf)*int(unsafe.Sizeof(*new(T))) >= hybridRootedMin
+}
+
+// reduceData is a Reduce's contribution: send, or recv in place (the
+// root's; every rank's has the same length).
+func reduceData[T any](send, recv []T) []T {
+	if send == nil {
+		return recv
+	}
+	return send
 }
 
 // runHybrid runs call s of clone c through its process group and then

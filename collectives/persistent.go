@@ -125,14 +125,18 @@ func BarrierInit(c *Coll) (*Persistent, error) {
 func BcastInit[T any](c *Coll, buf []T, root int) (*Persistent, error) {
 	p, err := persistent(c, callBcast, func(cl *Coll) error { return Bcast(bg, cl, buf, root) })
 	if err == nil {
-		p.hybrid = hybridBcast(buf)
+		p.hybrid = hybridRooted(buf)
 	}
 	return p, err
 }
 
 // ReduceInit binds a Reduce of send into root's recv.
 func ReduceInit[T any](c *Coll, send, recv []T, op Op[T], root int) (*Persistent, error) {
-	return persistent(c, callReduce, func(cl *Coll) error { return Reduce(bg, cl, send, recv, op, root) })
+	p, err := persistent(c, callReduce, func(cl *Coll) error { return Reduce(bg, cl, send, recv, op, root) })
+	if err == nil {
+		p.hybrid = hybridReduce(c, op.commutative) && hybridRooted(reduceData(send, recv))
+	}
+	return p, err
 }
 
 // AllreduceInit binds an Allreduce of send into recv (send nil: in place).

@@ -51,6 +51,29 @@ func Reduce[T any](ctx context.Context, c *Coll, send, recv []T, op Op[T], root 
 		return hierReduce(ctx, c, src, res, &op, root, callSig{call: callReduce, root: root, count: n, esize: es, op: op.code})
 	}
 	if c.localNB(CollReduce) {
+		if h := c.own.hier; h.procs > 1 {
+			// the process's part in the scratch of the member that folds
+			// it (pre, remote and post are the last member's)
+			var acc []T
+			proot := h.procOf[root]
+			atRoot := proot == h.procOf[c.rank]
+			return c.runHybrid(callSig{call: callReduce, root: root, count: n, esize: es, op: op.code, alg: algLocal}, bytesOf(src), bytesOf(res),
+				func(slots []nbSlot) {
+					acc = elems[T](c.buf(0, n*es))
+					localReduce(slots, acc, &op)
+				},
+				func(pn *Coll, _ []nbSlot) (*Request, error) {
+					if atRoot {
+						return Ireduce(pn, nil, acc, op, proot)
+					}
+					return Ireduce(pn, acc, nil, op, proot)
+				},
+				func(slots []nbSlot) {
+					if atRoot {
+						memcopy.CopyOf(elems[T](slots[h.local[root]].recv), acc)
+					}
+				})
+		}
 		return c.runLocal(callSig{call: callReduce, root: root, count: n, esize: es, op: op.code, alg: algLocal}, bytesOf(src), bytesOf(res),
 			toRoot(c, n*es, root), func(slots []nbSlot) {
 				out := elems[T](slots[root].recv)
