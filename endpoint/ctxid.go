@@ -23,9 +23,11 @@ import (
 // handles of one process that are ranks of the same creation share its
 // reservation: a ctxKey names the creation.
 
-// ctxKey names a communicator creation within a process: the parent's
-// context id and, for creations collective over part of the parent
-// (CreateGroup, intercommunicator steps), what tells them apart.
+// ctxKey names a communicator creation within a process alike on every
+// handle that takes part: the parent's context id and, for creations
+// collective over part of the parent (CreateGroup), what tells them
+// apart; an IntercommCreate, whose two groups have different parents,
+// has parent -1 and a hash of both groups and the tag.
 type ctxKey struct {
 	parent int
 	sub    uint64
