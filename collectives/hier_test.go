@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -426,39 +425,7 @@ func TestHierPeerExit(t *testing.T) {
 				if !c.Hierarchical(C.CollAllreduce) {
 					return errors.New("not hierarchical")
 				}
-				if err := C.Barrier(ctx, c); err != nil {
-					return err
-				}
-				if w.Comm().Rank() == 2 {
-					time.Sleep(50 * time.Millisecond) // the others are waiting
-					os.Exit(0)
-				}
-				start := time.Now()
-				var errs []error
-				if !nb {
-					errs = append(errs, C.Allreduce(ctx, c, nil, make([]float64, 4), C.Sum[float64]()))
-				} else {
-					q1, err := C.Ibarrier(c)
-					if err != nil {
-						return err
-					}
-					q2, err := C.Iallreduce(c, nil, make([]float64, 4), C.Sum[float64]())
-					if err != nil {
-						return err
-					}
-					errs = append(errs, q2.Wait(ctx), q1.Wait(ctx))
-				}
-				took := time.Since(start)
-				t.Logf("rank %d: %v after %v", c.Rank(), errs, took)
-				for _, err := range errs {
-					if !errors.Is(err, C.ErrPeerGone) && !errors.Is(err, C.ErrCanceled) {
-						return fmt.Errorf("rank %d: with process 2 gone: %v, want ErrPeerGone", c.Rank(), err)
-					}
-				}
-				if took > 10*time.Second {
-					return fmt.Errorf("rank %d: with process 2 gone: took %v", c.Rank(), took)
-				}
-				return nil
+				return peerExitCalls(t, ctx, c, w.Comm().Rank() == 2, nb)
 			})
 			for i, err := range errs {
 				if err != nil && !errors.Is(err, C.ErrInvalid) { // Free after the failure: left-over messages

@@ -166,37 +166,8 @@ func TestPeerExit(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := C.Barrier(ctx, c); err != nil {
+			if err := peerExitCalls(t, ctx, c, c.Rank() == 2, nb); err != nil {
 				t.Fatal(err)
-			}
-			if c.Rank() == 2 {
-				time.Sleep(50 * time.Millisecond) // the others are waiting
-				os.Exit(0)
-			}
-			start := time.Now()
-			var errs []error
-			if !nb {
-				errs = append(errs, C.Allreduce(ctx, c, nil, make([]float64, 4), C.Sum[float64]()))
-			} else {
-				q1, err := C.Ibarrier(c)
-				if err != nil {
-					t.Fatal(err)
-				}
-				q2, err := C.Iallreduce(c, nil, make([]float64, 4), C.Sum[float64]())
-				if err != nil {
-					t.Fatal(err)
-				}
-				errs = append(errs, q2.Wait(ctx), q1.Wait(ctx))
-			}
-			took := time.Since(start)
-			t.Logf("rank %d: %v after %v", c.Rank(), errs, took)
-			for _, err := range errs {
-				if !errors.Is(err, C.ErrPeerGone) && !errors.Is(err, C.ErrCanceled) {
-					t.Fatalf("with rank 2 gone: %v, want ErrPeerGone", err)
-				}
-			}
-			if took > 10*time.Second {
-				t.Fatalf("with rank 2 gone: took %v", took)
 			}
 		})
 	}
@@ -282,4 +253,45 @@ func TestProfile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// peerExitCalls: with exits, this rank's process leaves once the ranks
+// have met in a Barrier; the others wait for it in an Allreduce, or (nb)
+// in the Waits of an Ibarrier and an Iallreduce, which must fail with
+// ErrPeerGone (or the abort notice of a rank that saw it first) within
+// seconds.
+func peerExitCalls(t *testing.T, ctx context.Context, c *C.Coll, exits, nb bool) error {
+	if err := C.Barrier(ctx, c); err != nil {
+		return err
+	}
+	if exits {
+		time.Sleep(50 * time.Millisecond) // the others are waiting
+		os.Exit(0)
+	}
+	start := time.Now()
+	var errs []error
+	if !nb {
+		errs = append(errs, C.Allreduce(ctx, c, nil, make([]float64, 4), C.Sum[float64]()))
+	} else {
+		q1, err := C.Ibarrier(c)
+		if err != nil {
+			return err
+		}
+		q2, err := C.Iallreduce(c, nil, make([]float64, 4), C.Sum[float64]())
+		if err != nil {
+			return err
+		}
+		errs = append(errs, q2.Wait(ctx), q1.Wait(ctx))
+	}
+	took := time.Since(start)
+	t.Logf("rank %d: %v after %v", c.Rank(), errs, took)
+	for _, err := range errs {
+		if !errors.Is(err, C.ErrPeerGone) && !errors.Is(err, C.ErrCanceled) {
+			return fmt.Errorf("rank %d: with a process gone: %v, want ErrPeerGone", c.Rank(), err)
+		}
+	}
+	if took > 10*time.Second {
+		return fmt.Errorf("rank %d: with a process gone: took %v", c.Rank(), took)
+	}
+	return nil
 }
