@@ -235,31 +235,40 @@ func (t *Type) OneSegment(count int) (s Segment, ok bool, err error) {
 }
 
 // nodeBlocks is the number of blocks one instance of n visits, saturated
-// at the largest int64.
+// at the largest int64. The IR shares subtrees (a struct nesting the same
+// type at every level is a DAG of depth d and 2^d paths), so each node is
+// counted once.
 func nodeBlocks(n *ddtir.Node) int64 {
+	return countBlocks(n, map[*ddtir.Node]int64{})
+}
+
+func countBlocks(n *ddtir.Node, seen map[*ddtir.Node]int64) int64 {
+	if b, ok := seen[n]; ok {
+		return b
+	}
 	sat := func(v int64, ok bool) int64 {
 		if !ok {
 			return math.MaxInt64
 		}
 		return v
 	}
+	var b int64
 	switch n.Op {
 	case ddtir.OpBlock:
-		return 1
+		b = 1
 	case ddtir.OpLoop:
-		return sat(checked.Mul(n.Count, nodeBlocks(n.Child)))
+		b = sat(checked.Mul(n.Count, countBlocks(n.Child, seen)))
 	case ddtir.OpIndex:
-		return sat(checked.Mul(int64(len(n.Offsets)), nodeBlocks(n.Child)))
+		b = sat(checked.Mul(int64(len(n.Offsets)), countBlocks(n.Child, seen)))
 	case ddtir.OpBlocks:
-		return int64(len(n.Offsets))
+		b = int64(len(n.Offsets))
 	case ddtir.OpStruct:
-		var b int64
 		for _, c := range n.Children {
-			b = sat(checked.Add(b, nodeBlocks(c)))
+			b = sat(checked.Add(b, countBlocks(c, seen)))
 		}
-		return b
 	}
-	return 0
+	seen[n] = b
+	return b
 }
 
 func walkBlocks(n *ddtir.Node, o int64, emit func(off, l int64), stop *bool) {
