@@ -25,6 +25,12 @@ type mpCase struct {
 	env      []string
 	fakeNode int // >0: WEFT_NODE_ID = rank / fakeNode, pretending ranks sit on several nodes
 	full     bool
+	// signals: a signal ordering's variant of a provider that another
+	// case runs through every scenario; it runs the scenarios whose
+	// signals (PutSignal, Signal, PSCW's notices, team barriers, tile
+	// pipelines) the ordering changes, not the puts, gets, atomics and
+	// locks that no ordering touches.
+	signals bool
 }
 
 var mpCases = []mpCase{
@@ -32,11 +38,11 @@ var mpCases = []mpCase{
 	{name: "direct-4", n: 4, env: []string{"WEFT_ONESIDED_SHM=on"}, full: true},
 	{name: "shm-auto-2", n: 2, provider: "shm", env: []string{"WEFT_ONESIDED_SHM=off"}, full: true},
 	{name: "shm-waw-4", n: 4, provider: "shm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=waw"}},
-	{name: "shm-cqdata-4", n: 4, provider: "shm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=cqdata"}},
-	{name: "tcp-cqdata-2", n: 2, provider: "tcp;ofi_rxm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=cqdata"}},
-	{name: "shm-delivery-4", n: 4, provider: "shm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=delivery"}},
+	{name: "shm-cqdata-4", n: 4, provider: "shm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=cqdata"}, signals: true},
+	{name: "tcp-cqdata-2", n: 2, provider: "tcp;ofi_rxm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=cqdata"}, signals: true},
+	{name: "shm-delivery-4", n: 4, provider: "shm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=delivery"}, signals: true},
 	{name: "tcp-waw-2", n: 2, provider: "tcp;ofi_rxm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=waw"}},
-	{name: "tcp-delivery-4", n: 4, provider: "tcp;ofi_rxm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=delivery"}},
+	{name: "tcp-delivery-4", n: 4, provider: "tcp;ofi_rxm", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=delivery"}, signals: true},
 	{name: "sockets-waw-2", n: 2, provider: "sockets", env: []string{"WEFT_ONESIDED_SHM=off", "WEFT_ONESIDED_ORDER=waw"}},
 	// Two pretend nodes of two ranks: direct stores inside a node,
 	// libfabric between them, in one window.
@@ -82,35 +88,6 @@ func TestMultiProcess(t *testing.T) {
 				} else if testenv.Race {
 					iters = 40 // the race pass looks for unsynchronised access, not for rare orderings
 				}
-				if err := putSignalStress(ctx, g, iters, payload); err != nil {
-					return fmt.Errorf("put-signal stress: %w", err)
-				}
-				if err := atomicsContention(ctx, g, 100); err != nil {
-					return fmt.Errorf("atomics: %w", err)
-				}
-				if err := windowErrors(ctx, g); err != nil {
-					return fmt.Errorf("error paths: %w", err)
-				}
-				if c.provider != "" {
-					if err := createScenario(ctx, g); err != nil {
-						return fmt.Errorf("create: %w", err)
-					}
-				}
-				if err := typedScenario(ctx, g); err != nil {
-					return fmt.Errorf("typed: %w", err)
-				}
-				if err := heapScenario(ctx, g); err != nil {
-					return fmt.Errorf("heap: %w", err)
-				}
-				if err := sharedScenario(ctx, g, -1); err != nil {
-					return fmt.Errorf("shared: %w", err)
-				}
-				if err := accumulateTypedScenario(ctx, g); err != nil {
-					return fmt.Errorf("typed accumulate: %w", err)
-				}
-				if err := heapTypedScenario(ctx, g); err != nil {
-					return fmt.Errorf("heap typed: %w", err)
-				}
 				heapIters := 100
 				if testenv.Race {
 					heapIters = 25
@@ -120,50 +97,6 @@ func TestMultiProcess(t *testing.T) {
 				} else if c.provider != "" {
 					heapIters = 10
 				}
-				if err := heapAtomicsScenario(ctx, g, heapIters); err != nil {
-					return fmt.Errorf("heap atomics: %w", err)
-				}
-				if err := heapAtomicErrors(ctx, g); err != nil {
-					return fmt.Errorf("heap atomic errors: %w", err)
-				}
-				if err := heapLockScenario(ctx, g, 2*heapIters); err != nil {
-					return fmt.Errorf("heap locks: %w", err)
-				}
-				if err := heapLockAbandoned(ctx, g); err != nil {
-					return fmt.Errorf("abandoned heap lock: %w", err)
-				}
-				if err := windowLockScenario(ctx, g, 2*heapIters, false); err != nil {
-					return fmt.Errorf("window locks: %w", err)
-				}
-				if err := pscwScenario(ctx, g, 4*heapIters, false); err != nil {
-					return fmt.Errorf("post, start, complete, wait: %w", err)
-				}
-				if err := requestScenario(ctx, g, false); err != nil {
-					return fmt.Errorf("requests: %w", err)
-				}
-				if c.provider != "" { // dynamic windows are libfabric's alone
-					if err := dynamicScenario(ctx, g, false, nil); err != nil {
-						return fmt.Errorf("dynamic window: %w", err)
-					}
-				}
-				if c.provider == "" || c.fakeNode > 0 {
-					// AttachShared memory: direct stores between the
-					// processes of a (pretend) node, libfabric between
-					// nodes.
-					direct := func(q int) bool { return c.fakeNode == 0 || q/c.fakeNode == g.Rank()/c.fakeNode }
-					if err := dynamicScenario(ctx, g, true, direct, WithSharedMemory(ShmAuto)); err != nil {
-						return fmt.Errorf("dynamic window, shared memory: %w", err)
-					}
-				}
-				if err := heapWaitScenario(ctx, g); err != nil {
-					return fmt.Errorf("heap waits on several words: %w", err)
-				}
-				if err := heapCollScenario(ctx, g); err != nil {
-					return fmt.Errorf("heap collectives: %w", err)
-				}
-				if err := teamScenario(ctx, g); err != nil {
-					return fmt.Errorf("teams: %w", err)
-				}
 				shapes := pipelineShapes(true)
 				if !c.full && c.provider == "sockets" {
 					shapes = []PipelineConfig{{N: 9, K: 4, D: 2, BytesPerIter: 512}}
@@ -171,8 +104,52 @@ func TestMultiProcess(t *testing.T) {
 					shapes = []PipelineConfig{{N: 17, K: 4, D: 2, BytesPerIter: 512}, {N: 9, K: 9, D: 1, BytesPerIter: 40},
 						{N: 33, K: 5, D: 3, BytesPerIter: 4096}}
 				}
-				if err := pipelineMatrix(ctx, g, shapes); err != nil {
-					return fmt.Errorf("pipeline: %w", err)
+				viaFabric := c.provider != ""
+				// The scenarios in order; signals marks those a signal
+				// ordering changes, when marks those of some cases only.
+				steps := []struct {
+					name    string
+					signals bool
+					when    bool
+					run     func() error
+				}{
+					{"put-signal stress", true, true, func() error { return putSignalStress(ctx, g, iters, payload) }},
+					{"atomics", false, true, func() error { return atomicsContention(ctx, g, 100) }},
+					{"error paths", true, true, func() error { return windowErrors(ctx, g) }},
+					{"create", false, viaFabric, func() error { return createScenario(ctx, g) }},
+					{"typed", false, true, func() error { return typedScenario(ctx, g) }},
+					{"heap", false, true, func() error { return heapScenario(ctx, g) }},
+					{"shared", false, true, func() error { return sharedScenario(ctx, g, -1) }},
+					{"typed accumulate", false, true, func() error { return accumulateTypedScenario(ctx, g) }},
+					{"heap typed", false, true, func() error { return heapTypedScenario(ctx, g) }},
+					{"heap atomics", false, true, func() error { return heapAtomicsScenario(ctx, g, heapIters) }},
+					{"heap atomic errors", false, true, func() error { return heapAtomicErrors(ctx, g) }},
+					{"heap locks", false, true, func() error { return heapLockScenario(ctx, g, 2*heapIters) }},
+					{"abandoned heap lock", false, true, func() error { return heapLockAbandoned(ctx, g) }},
+					{"window locks", false, true, func() error { return windowLockScenario(ctx, g, 2*heapIters, false) }},
+					{"post, start, complete, wait", true, true, func() error { return pscwScenario(ctx, g, 4*heapIters, false) }},
+					{"requests", false, true, func() error { return requestScenario(ctx, g, false) }},
+					// dynamic windows are libfabric's alone
+					{"dynamic window", true, viaFabric, func() error { return dynamicScenario(ctx, g, false, nil) }},
+					// AttachShared memory: direct stores between the
+					// processes of a (pretend) node, libfabric between
+					// nodes.
+					{"dynamic window, shared memory", true, !viaFabric || c.fakeNode > 0, func() error {
+						direct := func(q int) bool { return c.fakeNode == 0 || q/c.fakeNode == g.Rank()/c.fakeNode }
+						return dynamicScenario(ctx, g, true, direct, WithSharedMemory(ShmAuto))
+					}},
+					{"heap waits on several words", true, true, func() error { return heapWaitScenario(ctx, g) }},
+					{"heap collectives", true, true, func() error { return heapCollScenario(ctx, g) }},
+					{"teams", true, true, func() error { return teamScenario(ctx, g) }},
+					{"pipeline", true, true, func() error { return pipelineMatrix(ctx, g, shapes) }},
+				}
+				for _, s := range steps {
+					if !s.when || c.signals && !s.signals {
+						continue
+					}
+					if err := s.run(); err != nil {
+						return fmt.Errorf("%s: %w", s.name, err)
+					}
 				}
 				if c.fakeNode > 0 {
 					var w *Window
