@@ -40,16 +40,14 @@ vet:
 # transport per case), the race detector over the packages with goroutines,
 # cgo or unsafe on their hot paths, then the fallback builds: ddt with bounds
 # checks everywhere (weft_purego) and jit/ddt vetted for a non-amd64 target.
-# The race pass leaves out the tcp;ofi_rxm and sockets variants of the
-# longest multi-process tests of endpoint/ and onesided/ (the first pass
-# runs them): their Go code is the shm variants' code, and under the race
-# detector they alone took a quarter of the suite's time on 2 cores.
-RACE_SKIP = ^(TestAllPairs|TestMultiProcess|TestRendezvous64MiB|TestTruncationCancelProbe|TestCrossLayerProgress|TestSplitDupIsolation|TestAnySourceOrdering|TestWorldBarrierAllgather)$$/^(tcp|sockets)
-
+# The race pass runs the multi-process tests on shm and the node transport
+# only (WEFT_TEST_PROVIDERS=shm; the first pass runs their tcp;ofi_rxm and
+# sockets variants): their Go code is the shm variants' code, and under the
+# race detector they alone took a fifth of the suite's time on 2 cores.
 test: test-deps vet
 	$(GO) test -count=1 -timeout 12m ./...
 	WEFT_NODE_TRANSPORT=fabric $(GO) test -short -count=1 -timeout 5m ./endpoint/...
-	$(GO) test -race -short -count=1 -timeout 12m -skip '$(RACE_SKIP)' ./fabric/... ./endpoint/... ./onesided/... ./collectives/... ./am/... ./internal/... ./ddt/... ./jit/... ./examples/...
+	WEFT_TEST_PROVIDERS=shm $(GO) test -race -short -count=1 -timeout 12m ./fabric/... ./endpoint/... ./onesided/... ./collectives/... ./am/... ./internal/... ./ddt/... ./jit/... ./examples/...
 	$(GO) test -tags weft_purego -count=1 ./ddt/...
 	GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./ddt/... ./jit/...
 

@@ -12,6 +12,7 @@ import (
 	"github.com/weft-hpc/weft/ddt/ddttest"
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/internal/eptest"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // randomSendType draws message i of rank src for seed: a random layout
@@ -85,12 +86,23 @@ func typedRandomScenario(ctx context.Context, c *endpoint.Comm, seed uint64, msg
 	return c.Barrier(ctx)
 }
 
+// typedRandomMsgs is how many messages each rank of the random-datatype
+// tests sends: 60, or 15 under the race detector, which looks for
+// unsynchronised access rather than rare layouts (and checks each message
+// about ten times slower).
+func typedRandomMsgs() int {
+	if testenv.Race {
+		return 15
+	}
+	return 60
+}
+
 // TestTypedRandomHandles: random datatypes among three endpoints of one
 // process.
 func TestTypedRandomHandles(t *testing.T) {
 	ctx, eps := singletonHandles(t, 3)
 	runHandles(t, ctx, eps, func(ctx context.Context, c *endpoint.Comm) error {
-		return typedRandomScenario(ctx, c, 1, 60)
+		return typedRandomScenario(ctx, c, 1, typedRandomMsgs())
 	})
 }
 
@@ -104,7 +116,7 @@ func TestTypedRandomProcs(t *testing.T) {
 			}
 			w := initWorld(t)
 			ctx := eptest.Ctx(t, 90*time.Second)
-			if err := typedRandomScenario(ctx, w.Comm(), 2, 60); err != nil {
+			if err := typedRandomScenario(ctx, w.Comm(), 2, typedRandomMsgs()); err != nil {
 				t.Fatalf("rank %d: %v", w.Comm().Rank(), err)
 			}
 		})

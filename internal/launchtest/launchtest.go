@@ -31,6 +31,7 @@ import (
 	"github.com/weft-hpc/weft/internal/launch"
 
 	"github.com/weft-hpc/weft/internal/proctest"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // IsWorker reports whether this process is a rank started by Run.
@@ -49,6 +50,7 @@ func Run(t *testing.T, n int, provider string, timeout time.Duration, env ...str
 	if IsWorker() {
 		t.Fatal("launchtest.Run called inside a worker; guard it with launchtest.IsWorker()")
 	}
+	testenv.Provider(t, provider)
 	if dl, ok := t.Deadline(); ok {
 		if left := time.Until(dl) - 2*time.Second; left < timeout {
 			timeout = max(left, time.Second)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/weft-hpc/weft/internal/pmi"
 	"github.com/weft-hpc/weft/internal/proctest"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 // RunMayDie is Run for tests in which the ranks listed in mayDie leave the
@@ -35,6 +36,7 @@ func RunMayDie(t *testing.T, n int, provider string, timeout time.Duration, mayD
 	if IsWorker() {
 		t.Fatal("launchtest.RunMayDie called inside a worker; guard it with launchtest.IsWorker()")
 	}
+	testenv.Provider(t, provider)
 	if dl, ok := t.Deadline(); ok {
 		if left := time.Until(dl) - 2*time.Second; left < timeout {
 			timeout = max(left, time.Second)

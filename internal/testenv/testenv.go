@@ -15,6 +15,7 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -62,5 +63,17 @@ func Short(t testing.TB, what string) {
 	t.Helper()
 	if testing.Short() {
 		Skip(t, "long", "%s; skipped with -short", what)
+	}
+}
+
+// Provider skips t, a multi-process variant on a libfabric provider, when
+// WEFT_TEST_PROVIDERS lists the providers whose variants run and provider
+// is not among them (feature "long", as for -short). make test's race pass
+// sets it to shm: the other providers' variants run the same Go code, and
+// its first pass runs them.
+func Provider(t testing.TB, provider string) {
+	t.Helper()
+	if only := os.Getenv("WEFT_TEST_PROVIDERS"); only != "" && provider != "" && !slices.Contains(strings.Split(only, ","), provider) {
+		Skip(t, "long", "the %s variant; WEFT_TEST_PROVIDERS=%s runs only those", provider, only)
 	}
 }

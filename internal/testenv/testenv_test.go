@@ -57,3 +57,39 @@ type fakeTB struct {
 func (f *fakeTB) Helper()               {}
 func (f *fakeTB) Fatalf(string, ...any) { f.fatal = true; panic("fatal") }
 func (f *fakeTB) Skipf(string, ...any)  { f.skipped = true; panic("skip") }
+
+// TestProvider: WEFT_TEST_PROVIDERS skips the variants of other providers
+// and keeps its own, those without a provider, and every variant when
+// unset; WEFT_REQUIRE=long turns its skip into a failure.
+func TestProvider(t *testing.T) {
+	t.Setenv("WEFT_REQUIRE", "")
+	t.Setenv("WEFT_REQUIRE_PROVIDERS", "")
+	call := func(only, provider string) (skipped, fatal bool) {
+		t.Setenv("WEFT_TEST_PROVIDERS", only)
+		f := &fakeTB{}
+		func() {
+			defer func() { recover() }()
+			Provider(f, provider)
+		}()
+		return f.skipped, f.fatal
+	}
+	for _, c := range []struct {
+		only, provider string
+		skip           bool
+	}{
+		{"", "tcp;ofi_rxm", false},
+		{"shm", "shm", false},
+		{"shm", "", false},
+		{"shm", "tcp;ofi_rxm", true},
+		{"shm,sockets", "sockets", false},
+		{"shm,sockets", "tcp;ofi_rxm", true},
+	} {
+		if skipped, fatal := call(c.only, c.provider); skipped != c.skip || fatal {
+			t.Errorf("WEFT_TEST_PROVIDERS=%q, provider %q: skipped %v, failed %v; want skipped %v", c.only, c.provider, skipped, fatal, c.skip)
+		}
+	}
+	t.Setenv("WEFT_REQUIRE", "long")
+	if skipped, fatal := call("shm", "tcp;ofi_rxm"); skipped || !fatal {
+		t.Errorf("WEFT_REQUIRE=long: skipped %v, failed %v; want a failure", skipped, fatal)
+	}
+}
