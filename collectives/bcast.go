@@ -76,6 +76,7 @@ func Bcast[T any](ctx context.Context, c *Coll, buf []T, root int) error {
 		}
 		return c.runLocal(s, b, b, fromRoot(c, len(b), 0, root), func(slots []nbSlot) { localBcast(slots, root) })
 	}
+	c.noteFlat(CollBcast)
 	alg := c.cfg.pick(CollBcast, len(b), c.size)
 	if err := c.ready(ctx, callSig{call: callBcast, root: root, count: len(buf), esize: es, alg: alg}); err != nil {
 		return c.fail(err)

@@ -288,6 +288,10 @@ type groupSlot struct {
 	vblock     func(r int) []byte // a v-collective's rank blocks of the whole (hierv.go)
 	_          [64]byte           // apart from the lines the others poll
 	sym        [2]symLine         // the symmetric steps' lines, by parity of the call (hiersym.go)
+	// flatNB[seq%nbCalls] holds seq once the member runs nonblocking call
+	// seq flat where its process's other members may combine it through
+	// process memory (noteFlat, nbhybrid.go).
+	flatNB [nbCalls]atomic.Uint32
 }
 
 const (

@@ -295,3 +295,75 @@ func peerExitCalls(t *testing.T, ctx context.Context, c *C.Coll, exits, nb bool)
 	}
 	return nil
 }
+
+// TestHybridLengthMismatch: nonblocking Bcasts and Reduces over 2
+// processes of 2 handles whose lengths differ between ranks and straddle
+// the size from which they combine through process memory (some ranks
+// take that path, the others the flat one) fail on every rank within
+// quick instead of waiting out their context (or, where its part of the
+// call completed, at the next call): one member of a process short, and a
+// whole process short with the root among it.
+func TestHybridLengthMismatch(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		short func(proc, h int) bool // which handles pass 64 KiB instead of 256
+		root  int
+	}{
+		{"member", func(p, h int) bool { return p == 1 && h == 1 }, 0},
+		{"member-root", func(p, h int) bool { return p == 1 && h == 1 }, 3},
+		{"process-root", func(p, h int) bool { return p == 1 }, 2},
+	} {
+		for _, call := range []string{"bcast", "reduce"} {
+			t.Run(tc.name+"-"+call, func(t *testing.T) {
+				if launchtest.RunOn(t, 2, "native", 60*time.Second) {
+					return
+				}
+				w := eptest.InitWorld(t)
+				ctx := eptest.Ctx(t, 30*time.Second)
+				eps, err := w.Comm().CreateEndpoints(ctx, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := w.Comm().Rank()
+				errs, took := each(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
+					if !c.Hierarchical(C.CollBcast) {
+						return errors.New("not hierarchical")
+					}
+					n := 256 << 10
+					if tc.short(p, c.Rank()%2) {
+						n = 64 << 10
+					}
+					var r *C.Request
+					var err error
+					if call == "bcast" {
+						r, err = C.Ibcast(c, make([]byte, n), tc.root)
+					} else {
+						r, err = C.Ireduce(c, make([]int32, n/4), make([]int32, n/4), C.Sum[int32](), tc.root)
+					}
+					if err == nil {
+						err = r.Wait(ctx)
+					}
+					if err == nil {
+						// A rank whose part completed (a root, a flat
+						// receiver) learns of the mismatch at its next call.
+						err = C.Barrier(ctx, c)
+					}
+					return err
+				})
+				for i, err := range errs {
+					switch {
+					case err == nil:
+						t.Errorf("process %d, handle %d: no error", p, i)
+					case errors.Is(err, context.DeadlineExceeded):
+						t.Errorf("process %d, handle %d hung: %v", p, i, err)
+					default:
+						t.Logf("process %d, handle %d: %v", p, i, err)
+					}
+					if took[i] > quick {
+						t.Errorf("process %d, handle %d took %v", p, i, took[i])
+					}
+				}
+			})
+		}
+	}
+}

@@ -3,6 +3,8 @@ package collectives
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/weft-hpc/weft/endpoint"
 )
 
 // Hybrid nonblocking calls: a communicator of several processes, some of
@@ -52,6 +54,63 @@ const hybridRootedMin = 128 << 10
 // rank passes) may take the hybrid path.
 func hybridRooted[T any](buf []T) bool {
 	return len(buf)*int(unsafe.Sizeof(*new(T))) >= hybridRootedMin
+}
+
+// Each rank decides on its own length whether a Bcast or Reduce takes
+// the hybrid path, so ranks whose lengths differ across hybridRootedMin
+// (an erroneous program) take paths that never meet. So that they fail
+// instead of waiting out their contexts, a member that runs such a call
+// flat notes it in its slot (noteFlat), and a member waiting in a hybrid
+// call looks now and then (straddled) for a member of its process that
+// noted the call, for a message of the call from a rank that runs it
+// flat, and for abort notices; the flat ranks learn of it from the abort
+// notices the failing members send.
+
+// noteFlat notes, for clone c of a nonblocking call k that runs flat,
+// that other members of its process may run the call through process
+// memory.
+func (c *Coll) noteFlat(k Collective) {
+	if c.own == nil || c.nb == nil || c.hybridOK {
+		return
+	}
+	if h := c.own.hier; h != nil && h.hybrid && hybridColl(k) {
+		h.g.slots[h.li].flatNB[c.seq%nbCalls].Store(c.seq)
+	}
+}
+
+// straddleEvery is how many polls of a waiting hybrid call pass between
+// two looks for ranks that run it flat.
+const straddleEvery = 256
+
+// straddled looks for ranks that run hybrid call e of clone c flat: a
+// member of this process that noted the call, a message of the call from
+// another rank, or an abort notice.
+func (c *Coll) straddled(e *nbLocal) error {
+	h := c.own.hier
+	for m := range h.g.slots {
+		if h.g.slots[m].flatNB[e.seq%nbCalls].Load() == e.seq {
+			return fmt.Errorf("another member of this process ran %s #%d flat, with fewer than %d bytes, where this one combines it through process memory (the ranks' counts differ): %w",
+				c.call, e.seq, hybridRootedMin, ErrInvalid)
+		}
+	}
+	ok, st, err := c.comm.Iprobe(endpoint.AnySource, abortTag)
+	if err != nil {
+		return err
+	}
+	if ok {
+		if err := c.aborted(st.Source); err != nil {
+			return err
+		}
+	}
+	ok, st, err = c.comm.Iprobe(endpoint.AnySource, endpoint.AnyTag)
+	if err != nil {
+		return err
+	}
+	if ok && st.Tag&abortTag == 0 && uint32(st.Tag>>sigBits)&seqMask == e.seq&seqMask {
+		return fmt.Errorf("rank %d sent a message of %s #%d, which it runs flat (fewer than %d bytes) where this rank combines it through process memory (the ranks' counts differ): %w",
+			st.Source, c.call, e.seq, hybridRootedMin, ErrInvalid)
+	}
+	return nil
 }
 
 // reduceData is a Reduce's contribution: send, or recv in place (the

@@ -436,8 +436,16 @@ func (s *schedule) stepLocal() bool {
 		s.cl.local = nil
 		s.err = s.cl.fail(e.err)
 	default:
-		g := s.cl.own.hier.g
+		h := s.cl.own.hier
+		g := h.g
 		if g.state.Load()&3 != phFailed {
+			if s.cl.straddlePolls++; h.procs == 1 || s.cl.straddlePolls%straddleEvery != 0 {
+				return false
+			}
+			if err := s.cl.straddled(e); err != nil {
+				e.failWith(err)
+				e.failRemote(g, err)
+			}
 			return false
 		}
 		s.err = s.cl.fail(g.failed())

@@ -86,6 +86,7 @@ func Reduce[T any](ctx context.Context, c *Coll, send, recv []T, op Op[T], root 
 				memcopy.CopyOf(out, acc)
 			})
 	}
+	c.noteFlat(CollReduce)
 	alg := c.cfg.pick(CollReduce, n*es, c.size)
 	if err := c.ready(ctx, callSig{call: callReduce, root: root, count: n, esize: es, op: op.code, alg: alg}); err != nil {
 		return c.fail(err)
