@@ -40,10 +40,12 @@ vet:
 # transport per case), the race detector over the packages with goroutines,
 # cgo or unsafe on their hot paths, then the fallback builds: ddt with bounds
 # checks everywhere (weft_purego) and jit/ddt vetted for a non-amd64 target.
-# The race pass runs the multi-process tests on shm and the node transport
-# only (WEFT_TEST_PROVIDERS=shm; the first pass runs their tcp;ofi_rxm and
-# sockets variants): their Go code is the shm variants' code, and under the
-# race detector they alone took a fifth of the suite's time on 2 cores.
+# The race pass runs the tests' provider variants on shm and the node
+# transport only (WEFT_TEST_PROVIDERS=shm; the first pass runs their
+# tcp;ofi_rxm and sockets variants): their Go code is the shm variants'
+# code, and under the race detector they alone took a fifth of the suite's
+# time on 2 cores. Multi-process matrices run a smaller set of cases there
+# (testenv.Race), as launching race-built ranks costs seconds a case.
 test: test-deps vet
 	$(GO) test -count=1 -timeout 12m ./...
 	WEFT_NODE_TRANSPORT=fabric $(GO) test -short -count=1 -timeout 5m ./endpoint/...

@@ -44,9 +44,11 @@ func (c providerCase) name() string { return c.prov + "/" + c.order.String() }
 
 // requireProvider skips when the provider is absent from this libfabric
 // (feature "provider:<prov>" of internal/testenv: a failure instead when
-// WEFT_REQUIRE or WEFT_REQUIRE_PROVIDERS claims it).
+// WEFT_REQUIRE or WEFT_REQUIRE_PROVIDERS claims it), or left out by
+// WEFT_TEST_PROVIDERS (testenv.Provider).
 func requireProvider(t *testing.T, prov string) {
 	t.Helper()
+	testenv.Provider(t, prov)
 	if _, err := fabric.GetInfo(&fabric.Hints{Provider: prov, Caps: fabric.CapRMA}); err != nil {
 		if errors.Is(err, fabric.ErrNoProvider) {
 			testenv.Skip(t, "provider:"+prov, "libfabric provider %q is not available here: %v", prov, err)

@@ -66,11 +66,11 @@ func Short(t testing.TB, what string) {
 	}
 }
 
-// Provider skips t, a multi-process variant on a libfabric provider, when
-// WEFT_TEST_PROVIDERS lists the providers whose variants run and provider
-// is not among them (feature "long", as for -short). make test's race pass
-// sets it to shm: the other providers' variants run the same Go code, and
-// its first pass runs them.
+// Provider skips t, a test's variant on a libfabric provider (launched
+// ranks or in-process ones), when WEFT_TEST_PROVIDERS lists the providers
+// whose variants run and provider is not among them (feature "long", as
+// for -short). make test's race pass sets it to shm: the other providers'
+// variants run the same Go code, and its first pass runs them.
 func Provider(t testing.TB, provider string) {
 	t.Helper()
 	if only := os.Getenv("WEFT_TEST_PROVIDERS"); only != "" && provider != "" && !slices.Contains(strings.Split(only, ","), provider) {
