@@ -843,14 +843,8 @@ func (c *Coll) check() error {
 	if err := c.hierWatch(); err != nil {
 		return err
 	}
-	ok, st, err := c.comm.Iprobe(endpoint.AnySource, abortTag)
-	if err != nil {
+	if err := c.abortNotice(); err != nil {
 		return err
-	}
-	if ok {
-		if err := c.aborted(st.Source); err != nil {
-			return err
-		}
 	}
 	if err := c.laterAborts(); err != nil {
 		return err
@@ -907,6 +901,16 @@ func (c *Coll) foreign(tag int) bool {
 		}
 	}
 	return true
+}
+
+// abortNotice returns, if an abort notice has come, the error it
+// stands for (nil for a later call's, which aborted records).
+func (c *Coll) abortNotice() error {
+	ok, st, err := c.comm.Iprobe(endpoint.AnySource, abortTag)
+	if err != nil || !ok {
+		return err
+	}
+	return c.aborted(st.Source)
 }
 
 // aborted receives rank src's abort notice and returns it as an error.

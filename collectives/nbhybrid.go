@@ -93,16 +93,10 @@ func (c *Coll) straddled(e *nbLocal) error {
 				c.call, e.seq, hybridRootedMin, ErrInvalid)
 		}
 	}
-	ok, st, err := c.comm.Iprobe(endpoint.AnySource, abortTag)
-	if err != nil {
+	if err := c.abortNotice(); err != nil {
 		return err
 	}
-	if ok {
-		if err := c.aborted(st.Source); err != nil {
-			return err
-		}
-	}
-	ok, st, err = c.comm.Iprobe(endpoint.AnySource, endpoint.AnyTag)
+	ok, st, err := c.comm.Iprobe(endpoint.AnySource, endpoint.AnyTag)
 	if err != nil {
 		return err
 	}
