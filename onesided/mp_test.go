@@ -71,8 +71,14 @@ func mpWorker(t *testing.T, c mpCase, body func(ctx context.Context, g Group) er
 	}
 }
 
+// TestMultiProcess runs the one-sided scenarios as launched ranks, one
+// job per mpCases entry (under the race detector without direct-2 and
+// shm-auto-2, whose paths the 4-rank cases run).
 func TestMultiProcess(t *testing.T) {
 	for _, c := range mpCases {
+		if testenv.Race && (c.name == "direct-2" || c.name == "shm-auto-2") {
+			continue // the race detector: the 4-rank cases run the same paths
+		}
 		t.Run(c.name, func(t *testing.T) {
 			if !launchtest.IsWorker() {
 				if c.provider != "" {
