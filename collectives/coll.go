@@ -92,22 +92,21 @@ type Coll struct {
 	early     uint32
 	leftEarly bool
 	estage    [2][]byte
-	local     *nbLocal // the clone's call through process memory, while it waits (nblocal.go)
-	hybridOK  bool     // the clone's call may combine through process memory and then among processes (nbhybrid.go)
-	// straddlePolls counts the clone's polls of a hybrid call (nbhybrid.go: straddled)
-	straddlePolls uint32
-	take          []byte      // where the clone takes its part of that call's stage, and
-	takeFrom      []byte      // the part (nblocal.go)
-	cond          func() bool // the clone's round when it waits for a condition, not requests
-	ticket        uint32      // the call's ticket for the node level plus one (0: none; nbnode.go)
-	symAt         uint32      // the last call in which this handle saw every member of its process arrive at a symmetric step (hiersym.go)
+	local     *nbLocal    // the clone's call through process memory, while it waits (nblocal.go)
+	hybridOK  bool        // the clone's call may combine through process memory and then among processes (nbhybrid.go)
+	take      []byte      // where the clone takes its part of that call's stage, and
+	takeFrom  []byte      // the part (nblocal.go)
+	cond      func() bool // the clone's round when it waits for a condition, not requests
+	ticket    uint32      // the call's ticket for the node level plus one (0: none; nbnode.go)
+	symAt     uint32      // the last call in which this handle saw every member of its process arrive at a symmetric step (hiersym.go)
 	// symLine returns member i's line of the symmetric step of call
 	// symSeq: the function symStep hands its get, bound once so that a
 	// step allocates nothing
 	symLine func(i int) []byte
 	symSeq  uint32
-	stalled bool  // the clone's coroutine yielded in nbSpin after polling the same condition again
-	ended   error // a clone's failure, once it has been handled
+	hpolls  uint32 // the clone's polls of a hybrid call (nbhybrid.go: straddled)
+	stalled bool   // the clone's coroutine yielded in nbSpin after polling the same condition again
+	ended   error  // a clone's failure, once it has been handled
 	mu      sync.Mutex
 	ops     []*schedule
 	nlive   atomic.Int32 // len(ops), read without mu by blocking waits

@@ -288,10 +288,13 @@ type groupSlot struct {
 	vblock     func(r int) []byte // a v-collective's rank blocks of the whole (hierv.go)
 	_          [64]byte           // apart from the lines the others poll
 	sym        [2]symLine         // the symmetric steps' lines, by parity of the call (hiersym.go)
+	_          [64]byte
 	// flatNB[seq%nbCalls] holds seq once the member runs nonblocking call
 	// seq flat where its process's other members may combine it through
-	// process memory (noteFlat, nbhybrid.go).
+	// process memory (noteFlat, nbhybrid.go); apart from the lines the
+	// others poll.
 	flatNB [nbCalls]atomic.Uint32
+	_      [64]byte
 }
 
 const (

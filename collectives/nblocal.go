@@ -439,7 +439,7 @@ func (s *schedule) stepLocal() bool {
 		h := s.cl.own.hier
 		g := h.g
 		if g.state.Load()&3 != phFailed {
-			if s.cl.straddlePolls++; h.procs == 1 || s.cl.straddlePolls%straddleEvery != 0 {
+			if s.cl.hpolls++; h.procs == 1 || s.cl.hpolls%straddleEvery != 0 {
 				return false
 			}
 			if err := s.cl.straddled(e); err != nil {
