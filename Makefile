@@ -46,12 +46,19 @@ vet:
 # code, and under the race detector they alone took a fifth of the suite's
 # time on 2 cores. Multi-process matrices run a smaller set of cases there
 # (testenv.Race), as launching race-built ranks costs seconds a case.
+# go test runs packages in the order given: the launcher, cluster and
+# packaging tests, which mostly wait on sshd, Slurm and dpkg, start beside
+# the busiest packages instead of running last, side by side.
+TEST_ORDER := ./endpoint ./collectives ./test/launchers ./onesided ./test/cluster ./test/deploy
+# Packages whose code has no goroutines, shared state or unsafe (pure
+# kernels, the assembler's encoder, test helpers) stay out of it.
+RACE_SEQUENTIAL := internal/(checked|choose|cpucache|fft|testenv)|jit/internal/amd64
 # The passes run with -vet=off: the vet prerequisite has already run every
 # analyzer go test would run before them.
 test: test-deps vet
-	$(GO) test -vet=off -count=1 -timeout 12m ./...
+	$(GO) test -vet=off -count=1 -timeout 12m $(TEST_ORDER) ./...
 	WEFT_NODE_TRANSPORT=fabric $(GO) test -vet=off -short -count=1 -timeout 5m ./endpoint/...
-	WEFT_TEST_PROVIDERS=shm $(GO) test -vet=off -race -short -count=1 -timeout 12m ./fabric/... ./endpoint/... ./onesided/... ./collectives/... ./am/... ./internal/... ./ddt/... ./jit/... ./examples/...
+	WEFT_TEST_PROVIDERS=shm $(GO) test -vet=off -race -short -count=1 -timeout 12m $$($(GO) list ./fabric/... ./endpoint/... ./onesided/... ./collectives/... ./am/... ./internal/... ./ddt/... ./jit/... ./examples/... | grep -v -E '/($(RACE_SEQUENTIAL))$$')
 	$(GO) test -tags weft_purego -count=1 ./ddt/...
 	GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./ddt/... ./jit/...
 

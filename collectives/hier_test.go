@@ -826,6 +826,9 @@ func TestReduceMemberLeavesEarly(t *testing.T) {
 // every handle's call at once.
 func TestHierSymmetric(t *testing.T) {
 	for _, m := range []int{2, 3, 5} {
+		if testenv.Race && m == 5 {
+			continue // the race detector: 5 goroutine handles on 2 cores take 17 s; 2 and 3 run the same steps
+		}
 		t.Run(fmt.Sprintf("p%d", m), func(t *testing.T) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(m, runtime.GOMAXPROCS(0))))
 			mixedLocal(t, handles(t, m), func(c *C.Coll) error {
