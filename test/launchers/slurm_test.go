@@ -110,16 +110,18 @@ func TestSlurm(t *testing.T) {
 
 	// A hung weft job under Slurm: on --timeout, srun forwards fabrun's
 	// SIGUSR1 to every task and each writes its stacks, tagged with its rank.
+	// The ranks get 8 s to start and reach the hang (as over ssh,
+	// TestSSHTimeoutDumpsStacks).
 	hang := hangBinary(t)
 	mark = proctest.Marker()
-	r = run(t, 20*time.Second, []string{conf, mark, "WEFT_FABRUN_TEST_RANK=hang"}, "salloc", "-n", "2", fab, "-n", "2", "--timeout", "4s", hang)
-	if r.Code != 124 || !strings.Contains(r.Stderr, "fabrun: job timed out after 4s") {
+	r = run(t, 30*time.Second, []string{conf, mark, "WEFT_FABRUN_TEST_RANK=hang"}, "salloc", "-n", "2", fab, "-n", "2", "--timeout", "8s", hang)
+	if r.Code != 124 || !strings.Contains(r.Stderr, "fabrun: job timed out after 8s") {
 		t.Errorf("hung job under Slurm: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	if m := stacksMissing(r.Stderr, 2); len(m) > 0 {
 		t.Errorf("no tagged stack with hangHere from Slurm ranks %v in:\n%s%s", m, r.Stdout, r.Stderr)
 	}
-	t.Logf("salloc fabrun --timeout 4s, hung weft ranks: %v", r.Took)
+	t.Logf("salloc fabrun --timeout 8s, hung weft ranks: %v", r.Took)
 	if left := proctest.WaitGone(mark, 5*time.Second); len(left) > 0 {
 		t.Errorf("ranks left behind after a timeout under Slurm: %v", left)
 	}

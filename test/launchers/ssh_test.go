@@ -151,7 +151,7 @@ func TestSSHFailureCleansUp(t *testing.T) {
 	if r.Code != 3 || !strings.Contains(r.Stderr, "fabrun: rank 1 exited with status 3") {
 		t.Fatalf("exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if r.Took > 5*time.Second {
+	if r.Took > 15*time.Second { // the others' sleep 30 was cut short
 		t.Errorf("took %v", r.Took)
 	}
 	if left := proctest.WaitGone(mark, 3*time.Second); len(left) > 0 {
