@@ -43,11 +43,16 @@ type World struct {
 	watch *peerwatch.Watch
 	ids   []peerwatch.Ident // process identity per world rank
 
-	mu       sync.Mutex
-	ctxUsed  [maxContexts / 64]uint64 // bit i set: context id i is in use in this process
-	ctxRefs  map[int]int
-	ctxHeld  map[int]ctxKey // ids reserved by creations still verifying them (ctxid.go)
-	privInfo *fabric.Info   // ThreadDomain variant of info, for private endpoints
+	mu      sync.Mutex
+	ctxUsed [maxContexts / 64]uint64 // bit i set: context id i is in use in this process
+	ctxRefs map[int]int
+	ctxHeld map[int]ctxKey // ids reserved by creations still verifying them (ctxid.go)
+	ctxQuar []int          // freed ids in quarantine (ctxid.go), oldest first
+	// ctxFreed: bit i set, context id i is in ctxQuar: still used in
+	// this process's mask, its late messages dropped on arrival. Read
+	// without mu by the endpoints' progress.
+	ctxFreed ctxBitmap
+	privInfo *fabric.Info // ThreadDomain variant of info, for private endpoints
 	privFab  *fabric.Fabric
 	vcis     []*vci          // endpoint vcis, closed by Close
 	sets     map[int]*vciSet // by context id: a communicator's endpoints in this process (peerset.go)
@@ -149,7 +154,7 @@ func (w *World) open(ctx context.Context) error {
 	// all share this node and can use the node transport never opens it
 	// (Comm.Domain and Info open it on demand); otherwise it is opened now,
 	// or after the exchange below when the records show a peer needs it.
-	v := newVCI(&w.cfg, true, w.log)
+	v := newVCI(w, &w.cfg, true, w.log)
 	if !w.cfg.native || bs.LocalSize() != size || (bs.LocalSize() > 1 && !cmaUsable()) {
 		if err := w.attachWorldFabric(v); err != nil {
 			v.release()
@@ -805,9 +810,9 @@ func (c *Comm) Free() error {
 	if c.inter != nil {
 		c.inter.local.Free()
 	}
-	if c.w.releaseContext(c.id) {
-		// The id may be given to a new communicator: what arrived for this
-		// one and was never received must not match that one's receives.
+	if c.w.freeContext(c.id) {
+		// What arrived for this communicator and was never received is
+		// dropped now; what arrives later, while the id is quarantined.
 		c.v.dropContext(c.ctx)
 	}
 	return c.v.release()

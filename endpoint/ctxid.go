@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 )
 
@@ -90,8 +91,49 @@ func (w *World) settled(id int) {
 	delete(w.ctxHeld, id)
 }
 
+// ctxQuarantine is how many freed context ids a process keeps from reuse.
+// A message sent on a communicator before its receiver freed it can
+// arrive after the Free (it was still in a ring or in the provider):
+// while its id is quarantined it is dropped on arrival, where it could
+// otherwise match a receive of the next communicator given that id. An
+// id is reused after ctxQuarantine later frees in its process, out of
+// maxContexts ids.
+const ctxQuarantine = 256
+
+// freeContext drops one reference to the context id of a freed
+// communicator and reports whether it was the last one. The id then
+// enters the quarantine (still used in this process's mask, its late
+// messages dropped: freedContext), and the oldest quarantined id beyond
+// ctxQuarantine becomes free.
+func (w *World) freeContext(id int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ctxRefs[id]--
+	if w.ctxRefs[id] > 0 {
+		return false
+	}
+	delete(w.ctxRefs, id)
+	delete(w.ctxHeld, id)
+	w.ctxFreed[id/64].Or(1 << (id % 64))
+	w.ctxQuar = append(w.ctxQuar, id)
+	if len(w.ctxQuar) > ctxQuarantine {
+		old := w.ctxQuar[0]
+		w.ctxQuar = append(w.ctxQuar[:0], w.ctxQuar[1:]...)
+		w.ctxFreed[old/64].And(^uint64(1 << (old % 64)))
+		w.ctxUsed[old/64] &^= 1 << (old % 64)
+	}
+	return true
+}
+
+// ctxBitmap is a set of context ids read without a lock.
+type ctxBitmap [maxContexts / 64]atomic.Uint64
+
+// has reports whether id is in b.
+func (b *ctxBitmap) has(id int) bool { return b[id/64].Load()&(1<<(id%64)) != 0 }
+
 // releaseContext drops one reference to context id and reports whether
-// it was the last one (the id is free again).
+// it was the last one (the id is free again): for a creation that did
+// not complete, whose id carried no message.
 func (w *World) releaseContext(id int) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -231,3 +231,7 @@ func estimates(c *Comm, r, n int, pair func(*nodeLink) *choose.Pair) (way0, way1
 	p := pair(l)
 	return p.Estimate(0, n), p.Estimate(1, n), true
 }
+
+// ContextQuarantine is how many freed context ids a process keeps from
+// reuse (ctxid.go).
+const ContextQuarantine = ctxQuarantine

@@ -120,6 +120,10 @@ type vci struct {
 	setID int
 	w     *World
 
+	// freed is the world's bitmap of quarantined context ids
+	// (World.ctxFreed): unexpected messages of those are dropped.
+	freed *ctxBitmap
+
 	// node transport (node.go): v's segment of rings, the peers' segments
 	// it maps, one link per member of its node group (nil: not paired),
 	// the FINs a full ring held back, and whether any peer of v's
@@ -222,8 +226,8 @@ func (v *vci) drain() {
 }
 
 // openVCI opens CQ, AV and endpoint in dom and posts the bounce buffers.
-func openVCI(info *fabric.Info, dom *fabric.Domain, cfg *config, avCount int, shared bool, log hclog.Logger) (*vci, error) {
-	v := newVCI(cfg, shared, log)
+func openVCI(w *World, info *fabric.Info, dom *fabric.Domain, cfg *config, avCount int, shared bool, log hclog.Logger) (*vci, error) {
+	v := newVCI(w, cfg, shared, log)
 	if err := v.attachFabric(info, dom, cfg, avCount); err != nil {
 		progress.Unregister(v.src)
 		return nil, err
@@ -233,8 +237,9 @@ func openVCI(info *fabric.Info, dom *fabric.Domain, cfg *config, avCount int, sh
 
 // newVCI makes an endpoint with its matching state and no libfabric
 // objects (a peer of the node transport only, until attachFabric).
-func newVCI(cfg *config, shared bool, log hclog.Logger) *vci {
+func newVCI(w *World, cfg *config, shared bool, log hclog.Logger) *vci {
 	v := &vci{
+		freed:      &w.ctxFreed,
 		shared:     shared,
 		eagerLimit: cfg.eagerLimit,
 		timeout:    cfg.timeout,
@@ -881,6 +886,10 @@ func (v *vci) pushUnexpected(t uint64, payload []byte) {
 // at its beginning, so a steady stream of unexpected messages allocates
 // no array.
 func (v *vci) appendUnexpected(u unexp) {
+	if !tagIsCtrl(u.tag) && v.freed.has(int(tagCtx(u.tag))/ctxPerID) {
+		v.recycle(u.data) // a late message of a freed communicator
+		return
+	}
 	if len(v.unexpected) == cap(v.unexpected) {
 		q := make([]unexp, len(v.unexpected), max(2*cap(v.unexpected), 16))
 		copy(q, v.unexpected)
