@@ -102,9 +102,9 @@ const ctxQuarantine = 256
 
 // freeContext drops one reference to the context id of a freed
 // communicator and reports whether it was the last one. The id then
-// enters the quarantine (still used in this process's mask, its late
-// messages dropped: freedContext), and the oldest quarantined id beyond
-// ctxQuarantine becomes free.
+// enters the quarantine (still used in this process's mask; ctxFreed,
+// by which the endpoints drop its late messages), and the oldest
+// quarantined id beyond ctxQuarantine becomes free.
 func (w *World) freeContext(id int) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
