@@ -51,7 +51,7 @@ vet:
 # the busiest packages instead of running last, side by side.
 TEST_ORDER := ./endpoint ./collectives ./test/launchers ./onesided ./test/cluster ./test/deploy
 # Packages whose code has no goroutines, shared state or unsafe (pure
-# kernels, the assembler's encoder, test helpers) stay out of it.
+# kernels, the assembler's encoder, test helpers) stay out of the race pass.
 RACE_SEQUENTIAL := internal/(checked|choose|cpucache|fft|testenv)|jit/internal/amd64
 # The passes run with -vet=off: the vet prerequisite has already run every
 # analyzer go test would run before them.

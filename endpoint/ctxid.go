@@ -108,12 +108,9 @@ const ctxQuarantine = 256
 func (w *World) freeContext(id int) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.ctxRefs[id]--
-	if w.ctxRefs[id] > 0 {
+	if !w.unrefLocked(id) {
 		return false
 	}
-	delete(w.ctxRefs, id)
-	delete(w.ctxHeld, id)
 	w.ctxFreed[id/64].Or(1 << (id % 64))
 	w.ctxQuar = append(w.ctxQuar, id)
 	if len(w.ctxQuar) > ctxQuarantine {
@@ -137,14 +134,24 @@ func (b *ctxBitmap) has(id int) bool { return b[id/64].Load()&(1<<(id%64)) != 0 
 func (w *World) releaseContext(id int) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.ctxRefs[id]--
-	if w.ctxRefs[id] <= 0 {
-		delete(w.ctxRefs, id)
-		delete(w.ctxHeld, id)
-		w.ctxUsed[id/64] &^= 1 << (id % 64)
-		return true
+	if !w.unrefLocked(id) {
+		return false
 	}
-	return false
+	w.ctxUsed[id/64] &^= 1 << (id % 64)
+	return true
+}
+
+// unrefLocked drops one reference to context id and reports whether it
+// was the last one, forgetting the id's references and reservation then.
+// w.mu is held.
+func (w *World) unrefLocked(id int) bool {
+	w.ctxRefs[id]--
+	if w.ctxRefs[id] > 0 {
+		return false
+	}
+	delete(w.ctxRefs, id)
+	delete(w.ctxHeld, id)
+	return true
 }
 
 // takeContext reserves the lowest context id free in every mask where
