@@ -54,11 +54,17 @@ TEST_ORDER := ./endpoint ./collectives ./test/launchers ./onesided ./test/cluste
 # kernels, the assembler's encoder, test helpers) stay out of the race pass.
 RACE_SEQUENTIAL := internal/(checked|choose|cpucache|fft|testenv)|jit/internal/amd64
 # The passes run with -vet=off: the vet prerequisite has already run every
-# analyzer go test would run before them.
+# analyzer go test would run before them. A race-built process sleeps a
+# second at exit by default (GORACE atexit_sleep_ms) to let other threads
+# report; the race pass launches hundreds of race-built ranks, each
+# awaited by its test, so the sleep is off (a race found is still
+# reported and fails the test: the report is written when the access
+# happens, and the process exits with status 66).
+RACE_ENV := GORACE=atexit_sleep_ms=0 WEFT_TEST_PROVIDERS=shm
 test: test-deps vet
 	$(GO) test -vet=off -count=1 -timeout 12m $(TEST_ORDER) ./...
 	WEFT_NODE_TRANSPORT=fabric $(GO) test -vet=off -short -count=1 -timeout 5m ./endpoint/...
-	WEFT_TEST_PROVIDERS=shm $(GO) test -vet=off -race -short -count=1 -timeout 12m $$($(GO) list ./endpoint/... ./collectives/... ./onesided/... ./fabric/... ./am/... ./internal/... ./ddt/... ./jit/... ./examples/... | grep -v -E '/($(RACE_SEQUENTIAL))$$')
+	$(RACE_ENV) $(GO) test -vet=off -race -short -count=1 -timeout 12m $$($(GO) list ./endpoint/... ./collectives/... ./onesided/... ./fabric/... ./am/... ./internal/... ./ddt/... ./jit/... ./examples/... | grep -v -E '/($(RACE_SEQUENTIAL))$$')
 	$(GO) test -tags weft_purego -count=1 ./ddt/...
 	GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./ddt/... ./jit/...
 
