@@ -240,3 +240,11 @@ func (c *CQ) Close() error {
 	}
 	return c.close()
 }
+
+// paceTime is how long the pacing of rounds empty polls at pace takes:
+// the loop the spinning calls run between polls, without the polls.
+func paceTime(rounds, pace int) time.Duration {
+	t0 := time.Now()
+	C.weft_pace_rounds(C.int(rounds), C.int(pace))
+	return time.Since(t0)
+}

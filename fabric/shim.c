@@ -261,6 +261,14 @@ static inline int poll_pace(int pace) {
 	return 1;
 }
 
+/* weft_pace_rounds runs poll_pace rounds times: what a spinning loop adds
+ * to rounds empty polls, without the polls (its cost is measured by the
+ * tests of pace.go). */
+void weft_pace_rounds(int rounds, int pace) {
+	for (; rounds > 0; rounds--)
+		poll_pace(pace);
+}
+
 /* read_once is one fi_cq_read of at most count (<= 64) entries into out. */
 static inline ssize_t read_once(struct fid_cq *cq, struct weft_comp *out, size_t count) {
 	struct fi_cq_tagged_entry ent[64];

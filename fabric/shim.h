@@ -151,6 +151,7 @@ int weft_mr_reg(uintptr_t domain, uintptr_t buf, size_t len, uint64_t access,
 // CLOCK_MONOTONIC reads they make after an empty poll before the next one;
 // 0 polls back to back. Each CQ and counter carries its own (pace.go).
 ssize_t weft_cq_read(uintptr_t cq, struct weft_comp *out, size_t count, int spins, int pace);
+void weft_pace_rounds(int rounds, int pace);
 ssize_t weft_cq_readerr(uintptr_t cq, struct weft_cqerr *err);
 
 uint64_t weft_cntr_read(uintptr_t cntr);
