@@ -51,8 +51,15 @@ vet:
 # the busiest packages instead of running last, side by side.
 TEST_ORDER := ./endpoint ./collectives ./test/launchers ./onesided ./test/cluster ./test/deploy
 # Packages whose code has no goroutines, shared state or unsafe (pure
-# kernels, the assembler's encoder, test helpers) stay out of the race pass.
-RACE_SEQUENTIAL := internal/(checked|choose|cpucache|fft|testenv)|jit/internal/amd64
+# kernels, the assembler's encoder, test helpers) stay out of the race pass,
+# and so do the example programs that run one goroutine a rank: their
+# library code is raced by its own packages' tests (examples/endpoints,
+# goroutines driving endpoints, stays in).
+# The kernels behind unsafe pointers (memcopy, vecop) have no goroutines
+# either; they run with checkptr alone (which -race turns on), their
+# Go reference loops being 8 times slower under the race detector.
+RACE_SEQUENTIAL := internal/(checked|choose|cpucache|fft|memcopy|testenv|vecop)|jit/internal/amd64|examples/(coupled|fft2d|halo|hello|histogram|jacobi|pgas)
+CHECKPTR := ./internal/memcopy ./internal/vecop
 # The passes run with -vet=off: the vet prerequisite has already run every
 # analyzer go test would run before them. A race-built process sleeps a
 # second at exit by default (GORACE atexit_sleep_ms) to let other threads
@@ -65,6 +72,7 @@ test: test-deps vet
 	$(GO) test -vet=off -count=1 -timeout 12m $(TEST_ORDER) ./...
 	WEFT_NODE_TRANSPORT=fabric $(GO) test -vet=off -short -count=1 -timeout 5m ./endpoint/...
 	$(RACE_ENV) $(GO) test -vet=off -race -short -count=1 -timeout 12m $$($(GO) list ./endpoint/... ./collectives/... ./onesided/... ./fabric/... ./am/... ./internal/... ./ddt/... ./jit/... ./examples/... | grep -v -E '/($(RACE_SEQUENTIAL))$$')
+	$(GO) test -vet=off -count=1 -gcflags='./internal/...=-d=checkptr' $(CHECKPTR)
 	$(GO) test -tags weft_purego -count=1 ./ddt/...
 	GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./ddt/... ./jit/...
 
