@@ -48,7 +48,9 @@ vet:
 # (testenv.Race), as launching race-built ranks costs seconds a case.
 # go test runs packages in the order given: the launcher, cluster and
 # packaging tests, which mostly wait on sshd, Slurm and dpkg, start beside
-# the busiest packages instead of running last, side by side.
+# the busiest packages instead of running last, side by side. The race
+# pass starts its four longest packages first (jit, in path order, ran
+# alone at the end for 30 s).
 TEST_ORDER := ./endpoint ./collectives ./test/launchers ./onesided ./test/cluster ./test/deploy
 # Packages whose code has no goroutines, shared state or unsafe (pure
 # kernels, the assembler's encoder, test helpers) stay out of the race pass,
@@ -71,7 +73,7 @@ RACE_ENV := GORACE=atexit_sleep_ms=0 WEFT_TEST_PROVIDERS=shm
 test: test-deps vet
 	$(GO) test -vet=off -count=1 -timeout 12m $(TEST_ORDER) ./...
 	WEFT_NODE_TRANSPORT=fabric $(GO) test -vet=off -short -count=1 -timeout 5m ./endpoint/...
-	$(RACE_ENV) $(GO) test -vet=off -race -short -count=1 -timeout 12m $$($(GO) list ./endpoint/... ./collectives/... ./onesided/... ./fabric/... ./am/... ./internal/... ./ddt/... ./jit/... ./examples/... | grep -v -E '/($(RACE_SEQUENTIAL))$$')
+	$(RACE_ENV) $(GO) test -vet=off -race -short -count=1 -timeout 12m $$($(GO) list ./endpoint/... ./collectives/... ./onesided/... ./jit/... ./fabric/... ./am/... ./internal/... ./ddt/... ./examples/... | grep -v -E '/($(RACE_SEQUENTIAL))$$')
 	$(GO) test -vet=off -count=1 -gcflags='./internal/...=-d=checkptr' $(CHECKPTR)
 	$(GO) test -tags weft_purego -count=1 ./ddt/...
 	GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./ddt/... ./jit/...
