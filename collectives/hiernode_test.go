@@ -559,11 +559,7 @@ func TestHierNodeStream(t *testing.T) {
 		}
 		return err
 	}
-	modes := []bool{true, false}
-	if testenv.Race {
-		modes = modes[1:] // the race detector sees one process's goroutines; the node segment's code is most of theirs
-	}
-	for _, single := range modes {
+	for _, single := range cmaModes() {
 		restore := C.SetNodeCMA(single)
 		runHandles(t, ctx, eps, nil, func(ctx context.Context, c *C.Coll) error {
 			if err := wantShape(c, 4, 1); err != nil {
@@ -978,15 +974,23 @@ func TestBcastPair(t *testing.T) {
 	eachNodeCMA(t, ctx, w, func(_ bool, c *C.Coll) { bcastPairs(t, ctx, c, col, chunk) })
 }
 
+// cmaModes is the node level's copy modes the tests run: single copies
+// between processes (where the kernel allows them), then the node
+// segment. Under the race detector, which sees one process's goroutines,
+// the segment alone: its code is most of what theirs run.
+func cmaModes() []bool {
+	if testenv.Race {
+		return []bool{false}
+	}
+	return []bool{true, false}
+}
+
 // eachNodeCMA runs f on a new Coll over w's world made with single copies
-// at the node level offered (single true), then refused, and frees it.
+// at the node level offered (single true), then refused, and frees it
+// (the modes of cmaModes).
 func eachNodeCMA(t *testing.T, ctx context.Context, w *endpoint.World, f func(single bool, c *C.Coll)) {
 	t.Helper()
-	modes := []bool{true, false}
-	if testenv.Race {
-		modes = modes[1:] // the race detector sees one process's goroutines; the node segment's code is most of theirs
-	}
-	for _, single := range modes {
+	for _, single := range cmaModes() {
 		restore := C.SetNodeCMA(single)
 		c, err := C.New(ctx, w.Comm())
 		restore()

@@ -72,8 +72,7 @@ func mpWorker(t *testing.T, c mpCase, body func(ctx context.Context, g Group) er
 }
 
 // TestMultiProcess runs the one-sided scenarios as launched ranks, one
-// job per mpCases entry (under the race detector without direct-2 and
-// shm-auto-2, whose paths the 4-rank cases run).
+// job per mpCases entry (under the race detector mixed-4 alone).
 func TestMultiProcess(t *testing.T) {
 	for _, c := range mpCases {
 		if testenv.Race && c.name != "mixed-4" {
