@@ -154,7 +154,7 @@ func (w *World) open(ctx context.Context) error {
 	// all share this node and can use the node transport never opens it
 	// (Comm.Domain and Info open it on demand); otherwise it is opened now,
 	// or after the exchange below when the records show a peer needs it.
-	v := newVCI(w, &w.cfg, true, w.log)
+	v := newVCI(w, &w.cfg, true)
 	if !w.cfg.native || bs.LocalSize() != size || (bs.LocalSize() > 1 && !cmaUsable()) {
 		if err := w.attachWorldFabric(v); err != nil {
 			v.release()

@@ -235,7 +235,7 @@ func (w *World) openEndpoints(n int, cfg *config) ([]*vci, error) {
 		// and the node transport, so the new endpoints will too.
 		out := make([]*vci, k)
 		for i := range out {
-			out[i] = newVCI(w, cfg, cfg.shared, w.log)
+			out[i] = newVCI(w, cfg, cfg.shared)
 		}
 		return out, nil
 	}
@@ -290,7 +290,7 @@ func (w *World) openVCIs(fab *fabric.Fabric, info *fabric.Info, n int, cfg *conf
 		if err != nil {
 			return out, errors.Join(fmt.Errorf("endpoint: open domain of endpoint %d: %w", i, err), releaseAll(out))
 		}
-		v, err := openVCI(w, info, dom, cfg, avCount, shared, w.log)
+		v, err := openVCI(w, info, dom, cfg, avCount, shared)
 		if err != nil {
 			dom.Close()
 			return out, errors.Join(err, releaseAll(out))

@@ -226,8 +226,8 @@ func (v *vci) drain() {
 }
 
 // openVCI opens CQ, AV and endpoint in dom and posts the bounce buffers.
-func openVCI(w *World, info *fabric.Info, dom *fabric.Domain, cfg *config, avCount int, shared bool, log hclog.Logger) (*vci, error) {
-	v := newVCI(w, cfg, shared, log)
+func openVCI(w *World, info *fabric.Info, dom *fabric.Domain, cfg *config, avCount int, shared bool) (*vci, error) {
+	v := newVCI(w, cfg, shared)
 	if err := v.attachFabric(info, dom, cfg, avCount); err != nil {
 		progress.Unregister(v.src)
 		return nil, err
@@ -237,13 +237,13 @@ func openVCI(w *World, info *fabric.Info, dom *fabric.Domain, cfg *config, avCou
 
 // newVCI makes an endpoint with its matching state and no libfabric
 // objects (a peer of the node transport only, until attachFabric).
-func newVCI(w *World, cfg *config, shared bool, log hclog.Logger) *vci {
+func newVCI(w *World, cfg *config, shared bool) *vci {
 	v := &vci{
 		freed:      &w.ctxFreed,
 		shared:     shared,
 		eagerLimit: cfg.eagerLimit,
 		timeout:    cfg.timeout,
-		log:        log,
+		log:        w.log,
 		refs:       1,
 		rdvSends:   map[uint64]*Request{},
 	}
