@@ -8,7 +8,7 @@ NP        ?= 4
 PROVIDER  ?= shm
 export CGO_ENABLED := 1
 
-.PHONY: test-verbs demo test deps test-deps bench-deps build deb vet bench bench-fabric bench-ddt bench-p2p bench-ddtpp bench-halo bench-osu bench-dashboard gpu-tests gpu-check bench-gpu clean
+.PHONY: test-verbs demo test deps test-deps bench-deps build deb vet bench bench-fabric bench-ddt bench-p2p bench-ddtpp bench-halo bench-osu bench-dashboard gpu-tests gpu-check bench-gpu clean lint
 
 deps:
 	@deploy/install-deps.sh build
@@ -34,6 +34,12 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	@! git ls-files --eol | grep 'i/-text' || { echo "binary files are tracked by git (build outputs belong in bin/)"; exit 1; }
+
+# staticcheck at a pinned version (staticcheck.conf: its checks), fetched and
+# built by go run; not part of make test (about 2 minutes on 2 cores).
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+lint: test-deps
+	$(GO) run $(STATICCHECK) ./...
 
 # The whole suite, then endpoint's suite again with every same-node peer on
 # libfabric (WEFT_NODE_TRANSPORT=fabric; its multi-process tests set the

@@ -718,16 +718,15 @@ func (v *vci) takeSeg() (int, bool) {
 
 // pipeSend is the sender's state of a pipelined typed message.
 type pipeSend struct {
-	u         *typedRecv
-	want      int    // bytes the receiver takes (CTS)
-	off       int    // stream bytes posted so far
-	token     uint64 // the receiver's request token (CTS)
-	started   bool   // CTS arrived
-	ready     int    // segment buffer index+1 packed but not yet posted
-	readyLen  int
-	stalled   time.Time // when the provider first refused the current segment
-	listed    bool      // in v.pipes
-	truncated bool
+	u        *typedRecv
+	want     int    // bytes the receiver takes (CTS)
+	off      int    // stream bytes posted so far
+	token    uint64 // the receiver's request token (CTS)
+	started  bool   // CTS arrived
+	ready    int    // segment buffer index+1 packed but not yet posted
+	readyLen int
+	stalled  time.Time // when the provider first refused the current segment
+	listed   bool      // in v.pipes
 	// A GPU send with a device ring (gputyped.go): segments packed up
 	// to enq, their kernels in flight in inflight, in order.
 	ring     *devRing

@@ -186,13 +186,11 @@ func allPairs(t *testing.T, eps []*endpoint.Comm, sizes []int) {
 				reqs = append(reqs, r)
 			}
 		}
-		var sends [][]byte
 		for i := 1; i < n; i++ {
 			dst := (me + i) % n
 			for si, sz := range sizes {
 				b := make([]byte, sz)
 				pattern(b, me, dst, si)
-				sends = append(sends, b)
 				r, err := c.Isend(b, dst, si)
 				if err != nil {
 					return err

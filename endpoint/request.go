@@ -66,7 +66,6 @@ type Request struct {
 
 // reqExt is the part of a Request that sends and rendezvous receives use.
 type reqExt struct {
-	rbuf    []byte // the part of buf a rendezvous read fills
 	pin     runtime.Pinner
 	pinned  bool
 	pending int // fabric operations that still reference the slot
@@ -77,8 +76,6 @@ type reqExt struct {
 	finSeq    uint64
 	finStatus uint64
 	finDest   fabric.Addr
-	mrAddr    uint64 // rendezvous source address and key (receive side)
-	mrKey     uint64
 
 	// a send as handed to the provider (kept while it waits in v.sendq)
 	qinject bool

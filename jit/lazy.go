@@ -14,7 +14,6 @@ import (
 type lazyKernel struct {
 	ir     *ddtir.IR
 	cfg    *config
-	elem   ddtir.Node // the element loop, Count set per call
 	work   atomic.Int64
 	native atomic.Pointer[ddtir.Kernel]
 	once   sync.Once

@@ -449,7 +449,8 @@ func stats(args []string, stdout, stderr io.Writer) int {
 	js.report(stdout)
 	if *csvPath != "" {
 		var b strings.Builder
-		if err := js.writeCSV(&b); err == nil {
+		err := js.writeCSV(&b)
+		if err == nil {
 			err = os.WriteFile(*csvPath, []byte(b.String()), 0o644)
 		}
 		if err != nil {

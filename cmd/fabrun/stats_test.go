@@ -228,6 +228,12 @@ func TestStats(t *testing.T) {
 		}
 	}
 
+	// A CSV file that cannot be written is an error, not a silent success.
+	bad := filepath.Join(t.TempDir(), "missing", "traffic.csv")
+	if r = runFabrun(t, nil, "", "stats", "--csv", bad, dir); r.Code != 1 || !strings.Contains(r.Stderr, "traffic.csv") {
+		t.Errorf("unwritable --csv: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+
 	// A rank that wrote nothing (it never closed its world) is named.
 	if err := os.Remove(filepath.Join(dir, "weft-stats.2.json")); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +36,18 @@ type Builder struct {
 // NewBuilder returns a Builder for the given import paths.
 func NewBuilder(pkgs ...string) *Builder { return &Builder{pkgs: pkgs} }
 
+// GoTool returns the go command that runs the tests: the one in the
+// $GOROOT that go test sets, else the first go on $PATH.
+func GoTool() string {
+	if root := os.Getenv("GOROOT"); root != "" {
+		p := filepath.Join(root, "bin", "go")
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p
+		}
+	}
+	return "go"
+}
+
 // Path builds every package (first call only) and returns the path of the
 // binary named name (the last element of its import path). It fails the test
 // when the build failed.
@@ -49,8 +60,7 @@ func (b *Builder) Path(tb testing.TB, name string) string {
 		}
 		// Other users (an sshd, slurmd) may run these binaries.
 		os.Chmod(b.dir, 0o755)
-		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		cmd := exec.Command(gobin, append([]string{"build", "-o", b.dir + "/"}, b.pkgs...)...)
+		cmd := exec.Command(GoTool(), append([]string{"build", "-o", b.dir + "/"}, b.pkgs...)...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}

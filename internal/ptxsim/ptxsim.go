@@ -28,15 +28,14 @@ type opnd struct {
 }
 
 type inst struct {
-	guard   int // predicate slot, -1 none
-	neg     bool
-	op      string // full opcode, e.g. "mul.hi.u32"
-	args    []opnd
-	line    int
-	target  int // bra: instruction index
-	isBra   bool
-	isRet   bool
-	isLabel bool
+	guard  int // predicate slot, -1 none
+	neg    bool
+	op     string // full opcode, e.g. "mul.hi.u32"
+	args   []opnd
+	line   int
+	target int // bra: instruction index
+	isBra  bool
+	isRet  bool
 }
 
 // Kernel is one parsed .entry.

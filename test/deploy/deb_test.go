@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +42,7 @@ func TestDebianPackage(t *testing.T) {
 	ver := version(t)
 	arch := strings.TrimSpace(run(t, "dpkg", "--print-architecture"))
 
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gobin := proctest.GoTool()
 	r := proctest.Run(t, 5*time.Minute, nil, "", "make", "-C", proctest.RepoRoot(t), "deb", "BIN="+filepath.Join(tmp, "out"), "GO="+gobin)
 	deb := filepath.Join(tmp, "out", fmt.Sprintf("weft_%s_%s.deb", ver, arch))
 	if r.Code != 0 || !strings.Contains(r.Stdout, deb) {

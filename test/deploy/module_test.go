@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -96,7 +95,7 @@ func TestModulefile(t *testing.T) {
 	home, _ := os.UserHomeDir()
 	// A login shell with a clean environment, as after ssh to a login node.
 	env := []string{"HOME=" + home, "TERM=dumb", "LIBFABRIC_ROOT=" + lf, "PREFIX=" + prefix, "OUT=" + out,
-		"HELLO=" + filepath.Join(bin, "hello"), "GO_BIN=" + filepath.Join(runtime.GOROOT(), "bin")}
+		"HELLO=" + filepath.Join(bin, "hello"), "GO_BIN=" + filepath.Dir(proctest.GoTool())}
 	r := proctest.Run(t, 90*time.Second, nil, "", "env", append(append([]string{"-i"}, env...), "bash", "-l", "-c", moduleScript)...)
 	if r.Code != 0 {
 		t.Fatalf("login bash: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +31,7 @@ func TestSlurm(t *testing.T) {
 	// values up to 10 000 bytes (split across 1024-byte PMI-2 values),
 	// process mapping, fence, finalize.
 	btest := filepath.Join(filepath.Dir(hello), "bootstrap.test")
-	if out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "test", "-c", "-o", btest, "github.com/weft-hpc/weft/internal/bootstrap").CombinedOutput(); err != nil {
+	if out, err := exec.Command(proctest.GoTool(), "test", "-c", "-o", btest, "github.com/weft-hpc/weft/internal/bootstrap").CombinedOutput(); err != nil {
 		t.Fatalf("go test -c internal/bootstrap: %v\n%s", err, out)
 	}
 	r := run(t, 60*time.Second, []string{conf, "WEFT_BOOTSTRAP_WORKER=1", "WEFT_EXPECT_KIND=slurm"},

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,7 +28,7 @@ func hangBinary(t *testing.T) string {
 	_, hello := binaries(t)
 	hangOnce.Do(func() {
 		hangPath = filepath.Join(filepath.Dir(hello), "fabrun.test")
-		if out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "test", "-c", "-o", hangPath, "github.com/weft-hpc/weft/cmd/fabrun").CombinedOutput(); err != nil {
+		if out, err := exec.Command(proctest.GoTool(), "test", "-c", "-o", hangPath, "github.com/weft-hpc/weft/cmd/fabrun").CombinedOutput(); err != nil {
 			hangErr = fmt.Errorf("go test -c cmd/fabrun: %v\n%s", err, out)
 		}
 	})

@@ -123,7 +123,6 @@ type job struct {
 	bpi      int // bytes per row per peer
 	data     [][]complex128
 	result   [][]byte // result[p]: what rank p sent us, N*bpi bytes
-	scratch  []complex128
 	twiddles []complex128
 	cl       *collectives.Coll // for the coll schemes, made on first use
 }
@@ -439,12 +438,11 @@ func (j *job) alltoall(ctx context.Context, full [][]byte) error {
 // msgTransport is the seed's second scheme: tiles travel as non-blocking
 // tagged messages (Isend/Irecv), receives pre-posted per slot.
 type msgTransport struct {
-	c               *endpoint.Comm
-	tile            int
-	send, recv      [][][]byte
-	recvReq         [][]*endpoint.Request
-	sendReq         [][]*endpoint.Request
-	sendSlots, rcvs int
+	c          *endpoint.Comm
+	tile       int
+	send, recv [][][]byte
+	recvReq    [][]*endpoint.Request
+	sendReq    [][]*endpoint.Request
 }
 
 func (m *msgTransport) Rank() int { return m.c.Rank() }
