@@ -36,13 +36,18 @@ type Builder struct {
 // NewBuilder returns a Builder for the given import paths.
 func NewBuilder(pkgs ...string) *Builder { return &Builder{pkgs: pkgs} }
 
-// GoTool returns the go command that runs the tests: the one in the
-// $GOROOT that go test sets, else the first go on $PATH.
+// GoTool returns the path of the go command for the tests to run: the one
+// in $GOROOT where that is set, else the first go on $PATH.
 func GoTool() string {
 	if root := os.Getenv("GOROOT"); root != "" {
 		p := filepath.Join(root, "bin", "go")
 		if st, err := os.Stat(p); err == nil && !st.IsDir() {
 			return p
+		}
+	}
+	if p, err := exec.LookPath("go"); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs
 		}
 	}
 	return "go"
