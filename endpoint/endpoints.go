@@ -5,8 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 
+	"github.com/weft-hpc/weft/errs"
 	"github.com/weft-hpc/weft/fabric"
 )
 
@@ -34,18 +39,24 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 	}
 	w := c.w
 	cfg := w.cfg
-	if err := cfg.apply(opts); err != nil {
-		return nil, err
+	// Check the arguments and open the local endpoints first; a failure
+	// is still reported to the peers through the allgather, so that
+	// nobody waits for this rank.
+	var vcis []*vci
+	var oerr error
+	switch err := cfg.apply(opts); {
+	case err != nil:
+		oerr = err
+	case n < 0 || n > MaxRanks:
+		oerr = fmt.Errorf("endpoint: create %d endpoints (a communicator holds at most %d ranks): %w", n, MaxRanks, ErrInvalid)
+	case cfg.shared && n > MaxSharedHandles:
+		oerr = fmt.Errorf("endpoint: %d shared handles exceed %d: %w", n, MaxSharedHandles, ErrInvalid)
+	default:
+		vcis, oerr = w.openEndpoints(ctx, n, &cfg)
 	}
-	if n < 0 {
-		return nil, fmt.Errorf("endpoint: create %d endpoints: %w", n, ErrInvalid)
+	if oerr != nil {
+		n = 0
 	}
-	if cfg.shared && n > MaxSharedHandles {
-		return nil, fmt.Errorf("endpoint: %d shared handles exceed %d: %w", n, MaxSharedHandles, ErrInvalid)
-	}
-	// Open the local endpoints first (a failure is still reported to the
-	// peers through the allgather so nobody waits forever).
-	vcis, oerr := w.openEndpoints(n, &cfg)
 	// Record: status u8 | shared u8 | n u32 | call u32 | then per distinct
 	// endpoint: len u32, name. call numbers this process's CreateEndpoints
 	// calls, for the new ranks' identities (epIdentity).
@@ -105,7 +116,7 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 			return fail(fmt.Errorf("endpoint: endpoint record of rank %d is %d bytes: %w", pr, len(b), ErrInvalid))
 		}
 		if b[0] != 0 {
-			return fail(fmt.Errorf("endpoint: rank %d failed to open its endpoints", pr))
+			return fail(fmt.Errorf("endpoint: rank %d failed to create its endpoints: %w", pr, errs.ErrRemote))
 		}
 		shared := b[1] != 0
 		cnt := int(binary.LittleEndian.Uint32(b[2:]))
@@ -218,7 +229,7 @@ func (c *Comm) CreateEndpoints(ctx context.Context, n int, opts ...Option) ([]*C
 
 // openEndpoints opens n private endpoints (own domain each) or, shared, one
 // locked endpoint.
-func (w *World) openEndpoints(n int, cfg *config) ([]*vci, error) {
+func (w *World) openEndpoints(ctx context.Context, n int, cfg *config) ([]*vci, error) {
 	if n == 0 {
 		return nil, nil
 	}
@@ -233,9 +244,12 @@ func (w *World) openEndpoints(n int, cfg *config) ([]*vci, error) {
 	if noFabric {
 		// The world needed no libfabric: all of its ranks share this node
 		// and the node transport, so the new endpoints will too.
-		out := make([]*vci, k)
-		for i := range out {
-			out[i] = newVCI(w, cfg, cfg.shared)
+		out := make([]*vci, 0, min(k, 64))
+		for range k {
+			if err := ctx.Err(); err != nil {
+				return out, errors.Join(fmt.Errorf("endpoint: open %d endpoints: %w", k, err), releaseAll(out))
+			}
+			out = append(out, newVCI(w, cfg, cfg.shared))
 		}
 		return out, nil
 	}
@@ -246,7 +260,7 @@ func (w *World) openEndpoints(n int, cfg *config) ([]*vci, error) {
 		if err != nil {
 			return nil, err
 		}
-		return w.openVCIs(w.fab, w.info, k, cfg, avCount, true)
+		return w.openVCIs(ctx, w.fab, w.info, k, cfg, avCount, true)
 	}
 	w.mu.Lock()
 	err := w.ensurePrivFab()
@@ -255,7 +269,7 @@ func (w *World) openEndpoints(n int, cfg *config) ([]*vci, error) {
 	if err != nil {
 		return nil, err
 	}
-	return w.openVCIs(fab, info, n, cfg, avCount, false)
+	return w.openVCIs(ctx, fab, info, n, cfg, avCount, false)
 }
 
 // ensurePrivFab opens the FI_THREAD_DOMAIN fabric private endpoints live
@@ -283,9 +297,16 @@ func (w *World) ensurePrivFab() error {
 
 // openVCIs opens n endpoints, each in a domain of its own on fab; shared
 // ones are locked. On failure it closes what it opened.
-func (w *World) openVCIs(fab *fabric.Fabric, info *fabric.Info, n int, cfg *config, avCount int, shared bool) ([]*vci, error) {
+func (w *World) openVCIs(ctx context.Context, fab *fabric.Fabric, info *fabric.Info, n int, cfg *config, avCount int, shared bool) ([]*vci, error) {
 	var out []*vci
 	for i := 0; i < n; i++ {
+		if err := ctx.Err(); err != nil {
+			return out, errors.Join(fmt.Errorf("endpoint: open %d endpoints: %w", n, err), releaseAll(out))
+		}
+		if avail, total, ok := memAvailable(); ok && avail < total/memReserve {
+			return out, errors.Join(fmt.Errorf("endpoint: open endpoint %d of %d: %d MiB of the node's %d MiB of memory left: %w",
+				i+1, n, avail>>20, total>>20, syscall.ENOMEM), releaseAll(out))
+		}
 		dom, err := fab.OpenDomain(info)
 		if err != nil {
 			return out, errors.Join(fmt.Errorf("endpoint: open domain of endpoint %d: %w", i, err), releaseAll(out))
@@ -303,6 +324,50 @@ func (w *World) openVCIs(fab *fabric.Fabric, info *fabric.Info, n int, cfg *conf
 
 // sharedGroup is the locked endpoint (of k) that shared handle i of n uses.
 func sharedGroup(i, n, k int) int { return i * k / n }
+
+// memReserve: opening libfabric endpoints stops, with ENOMEM, once less
+// than 1/memReserve of the node's memory is available. A provider's
+// endpoint takes memory that the kernel hands out only as it is touched
+// (shm: about 3 MiB of shared memory each), so an endpoint count beyond
+// what the node holds would otherwise end in the OOM killer, not an error.
+const memReserve = 16
+
+// memAvailable reads MemAvailable and MemTotal from /proc/meminfo, in bytes.
+func memAvailable() (avail, total uint64, ok bool) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, 0, false
+	}
+	return parseMeminfo(b)
+}
+
+// parseMeminfo reads MemAvailable and MemTotal from the text of /proc/meminfo.
+func parseMeminfo(b []byte) (avail, total uint64, ok bool) {
+	var haveA, haveT bool
+	for line := range strings.Lines(string(b)) {
+		k, v, found := strings.Cut(line, ":")
+		if !found || (k != "MemAvailable" && k != "MemTotal") {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, 0, false
+		}
+		x, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		if k == "MemAvailable" {
+			avail, haveA = x<<10, true
+		} else {
+			total, haveT = x<<10, true
+		}
+	}
+	if !haveA || !haveT {
+		return 0, 0, false
+	}
+	return avail, total, true
+}
 
 func releaseAll(vs []*vci) error {
 	var errs []error
