@@ -25,11 +25,22 @@ type Event struct {
 }
 
 // Len returns the number of packed-stream bytes the operation moves.
-func (e *Event) Len() int64 { return e.n }
+func (e *Event) Len() int64 {
+	if e == nil {
+		return 0
+	}
+	return e.n
+}
+
+// errNoEvent is wrapped by calls on a nil or zero Event.
+var errNoEvent = fmt.Errorf("gpu: a nil or zero Event (PackAsync and UnpackAsync make them): %w", errs.ErrInvalid)
 
 // Done reports, without blocking, whether the operation has completed,
 // and its error once it has.
 func (e *Event) Done() (bool, error) {
+	if e == nil || e.d == nil {
+		return false, errNoEvent
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.done {
@@ -46,6 +57,9 @@ func (e *Event) Done() (bool, error) {
 // ctx's error if ctx ends first (the operation then still completes on
 // the device; Wait may be called again).
 func (e *Event) Wait(ctx context.Context) error {
+	if e == nil || e.d == nil {
+		return errNoEvent
+	}
 	if ctx.Done() == nil {
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -127,6 +141,9 @@ func (d *Device) UnpackBytes(ctx context.Context, dst Typed, src []byte, from in
 }
 
 func (d *Device) viaStage(ctx context.Context, p []byte, ty Typed, from int64, unpack bool) (int64, error) {
+	if !d.ok() {
+		return 0, errNoDevice
+	}
 	if from < 0 {
 		return 0, fmt.Errorf("gpu: stream offset %d: %w", from, errs.ErrInvalid)
 	}
@@ -167,7 +184,7 @@ func (d *Device) viaStage(ctx context.Context, p []byte, ty Typed, from int64, u
 // registration needs; ok is false for mapped host memory and for other
 // runtimes' memory.
 func (b *Buffer) CUDAPointer() (ptr uint64, device int, ok bool) {
-	if b.d.be.kind() != "cuda" || b.m.host != nil {
+	if !b.ok() || b.d.be.kind() != "cuda" || b.m.host != nil {
 		return 0, 0, false
 	}
 	return b.m.addr, b.d.ordinal, true
@@ -197,6 +214,9 @@ func (t Typed) Contiguous() (off int64, ok bool, err error) {
 func (t Typed) Check() (int64, error) {
 	if t.Type == nil || t.Buf == nil {
 		return 0, fmt.Errorf("gpu: typed data without a type or buffer: %w", errs.ErrInvalid)
+	}
+	if !t.Buf.ok() {
+		return 0, errNoBuffer
 	}
 	p, err := PlanOf(t.Type)
 	if err != nil {

@@ -170,21 +170,49 @@ func newDevice(be backend) *Device {
 		bufs: map[*Buffer]struct{}{}}
 }
 
-// Kind returns the runtime behind the device: "cuda" or "opencl".
-func (d *Device) Kind() string { return d.be.kind() }
+// errNoDevice is wrapped by calls on a nil or zero Device, which only
+// OpenCUDA and OpenOpenCL make.
+var errNoDevice = fmt.Errorf("gpu: a nil or zero Device (OpenCUDA and OpenOpenCL make them): %w", errs.ErrInvalid)
+
+// errNoBuffer is wrapped by calls with a nil or zero Buffer, which only a
+// Device's Alloc, AllocHost and MapHost make.
+var errNoBuffer = fmt.Errorf("gpu: a nil or zero Buffer (a Device's Alloc, AllocHost and MapHost make them): %w", errs.ErrInvalid)
+
+// ok reports whether d was made by OpenCUDA or OpenOpenCL.
+func (d *Device) ok() bool { return d != nil && d.be != nil }
+
+// ok reports whether b was made by a Device.
+func (b *Buffer) ok() bool { return b != nil && b.d != nil }
+
+// Kind returns the runtime behind the device: "cuda" or "opencl" ("" for
+// a nil Device).
+func (d *Device) Kind() string {
+	if !d.ok() {
+		return ""
+	}
+	return d.be.kind()
+}
 
 // String describes the device.
-func (d *Device) String() string { return d.be.kind() + ": " + d.be.describe() }
+func (d *Device) String() string {
+	if !d.ok() {
+		return "gpu: no device"
+	}
+	return d.be.kind() + ": " + d.be.describe()
+}
 
 // Integrated reports whether the device shares the host's memory (a CPU
 // OpenCL device such as pocl, an integrated GPU), as its runtime says
 // (CU_DEVICE_ATTRIBUTE_INTEGRATED, CL_DEVICE_HOST_UNIFIED_MEMORY). There
 // kernels read host memory mapped into the device (MapHost) as they read
 // their own; a discrete GPU reads it across the bus.
-func (d *Device) Integrated() bool { return d.be.integrated() }
+func (d *Device) Integrated() bool { return d.ok() && d.be.integrated() }
 
 // Stats returns the device's counters.
 func (d *Device) Stats() Stats {
+	if !d.ok() {
+		return Stats{}
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.stats
@@ -204,6 +232,9 @@ var ErrClosed = fmt.Errorf("gpu: %w", errs.ErrClosed)
 // (docs/gpu.md). A second Close, also one concurrent with the first,
 // returns nil at once.
 func (d *Device) Close() error {
+	if !d.ok() {
+		return errNoDevice
+	}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -267,6 +298,9 @@ func (d *Device) Alloc(n int64) (*Buffer, error) { return d.alloc(n, false) }
 func (d *Device) AllocHost(n int64) (*Buffer, error) { return d.alloc(n, true) }
 
 func (d *Device) alloc(n int64, host bool) (*Buffer, error) {
+	if !d.ok() {
+		return nil, errNoDevice
+	}
 	if n <= 0 {
 		return nil, fmt.Errorf("gpu: Alloc(%d): %w", n, errs.ErrInvalid)
 	}
@@ -308,6 +342,9 @@ type hostMapper interface {
 // Bytes returns p. Errors wrap errs.ErrInvalid for empty memory,
 // errs.ErrNotSupported for a runtime that cannot map host memory.
 func (d *Device) MapHost(p []byte) (*Buffer, error) {
+	if !d.ok() {
+		return nil, errNoDevice
+	}
 	if len(p) == 0 {
 		return nil, fmt.Errorf("gpu: MapHost of no memory: %w", errs.ErrInvalid)
 	}
@@ -333,16 +370,26 @@ func (d *Device) MapHost(p []byte) (*Buffer, error) {
 }
 
 // Device returns the device the buffer belongs to.
-func (b *Buffer) Device() *Device { return b.d }
+func (b *Buffer) Device() *Device {
+	if b == nil {
+		return nil
+	}
+	return b.d
+}
 
 // Len returns the buffer's size in bytes.
-func (b *Buffer) Len() int64 { return b.n }
+func (b *Buffer) Len() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.n
+}
 
 // Bytes returns the host view of a buffer from AllocHost or MapHost (nil
 // for device memory). It is valid until Free or the device's Close; once
 // the buffer is freed Bytes returns nil.
 func (b *Buffer) Bytes() []byte {
-	if b.freed.Load() {
+	if !b.ok() || b.freed.Load() {
 		return nil
 	}
 	return b.m.host
@@ -350,6 +397,9 @@ func (b *Buffer) Bytes() []byte {
 
 // Free releases the buffer; later calls on it return ErrClosed.
 func (b *Buffer) Free() error {
+	if !b.ok() {
+		return errNoBuffer
+	}
 	b.d.mu.Lock()
 	defer b.d.mu.Unlock()
 	if b.freed.Load() || b.d.closed {
@@ -372,6 +422,9 @@ func (b *Buffer) span(op string, off, n int64) error {
 
 // Write copies p into the buffer at byte off.
 func (b *Buffer) Write(off int64, p []byte) error {
+	if !b.ok() {
+		return errNoBuffer
+	}
 	b.d.mu.Lock()
 	defer b.d.mu.Unlock()
 	if err := b.span("Write", off, int64(len(p))); err != nil || len(p) == 0 {
@@ -382,6 +435,9 @@ func (b *Buffer) Write(off int64, p []byte) error {
 
 // Read copies len(p) bytes of the buffer at byte off into p.
 func (b *Buffer) Read(off int64, p []byte) error {
+	if !b.ok() {
+		return errNoBuffer
+	}
 	b.d.mu.Lock()
 	defer b.d.mu.Unlock()
 	if err := b.span("Read", off, int64(len(p))); err != nil || len(p) == 0 {
@@ -451,10 +507,16 @@ func (d *Device) run(ctx context.Context, pk *Buffer, poff int64, ty Typed, from
 // start checks and starts one pack or unpack: run to completion (ev nil),
 // or with async enqueued on a backend that has streams (ev its event).
 func (d *Device) start(ctx context.Context, pk *Buffer, poff int64, ty Typed, from, n int64, unpack, async bool) (int64, any, error) {
+	if !d.ok() {
+		return 0, nil, errNoDevice
+	}
 	if err := ctx.Err(); err != nil {
 		return 0, nil, err
 	}
-	if pk == nil || ty.Buf == nil || ty.Type == nil {
+	if !pk.ok() || !ty.Buf.ok() {
+		return 0, nil, errNoBuffer
+	}
+	if ty.Type == nil {
 		return 0, nil, fmt.Errorf("gpu: nil buffer or type: %w", errs.ErrInvalid)
 	}
 	if pk.d != d || ty.Buf.d != d {
@@ -602,6 +664,9 @@ func (d *Device) table(p *Plan) (mem, error) {
 // of the 3-D grid, a stream past 2^31 words, buffers or windows aligned to
 // less than MaxWord) builds that kernel on first use.
 func (d *Device) Prepare(t *ddt.Type) error {
+	if !d.ok() {
+		return errNoDevice
+	}
 	p, err := PlanOf(t)
 	if err != nil {
 		return err

@@ -56,6 +56,9 @@ const maxDMABlocks = 1024
 // without copies) leaves that layout to the kernel. Errors: errs.ErrInvalid
 // for an unknown method, ErrClosed.
 func (d *Device) SetMethod(m Method) error {
+	if !d.ok() {
+		return errNoDevice
+	}
 	if m < MethodAuto || m > MethodBlocks {
 		return fmt.Errorf("gpu: SetMethod(%v): %w", m, errs.ErrInvalid)
 	}
