@@ -584,6 +584,15 @@ func (w *Window) dynTarget(op string, r Region, off, n, align int) (int, int, er
 		return 0, 0, fmt.Errorf("onesided: %s: offset %d not %d-byte aligned: %w", op, off, align, ErrInvalid)
 	}
 	k := [2]uint64{r.Addr, r.Key}
+	if r.Rank == w.rank {
+		// This rank's own Regions can be checked: a made-up or detached
+		// one would reach the provider with a key nothing registered,
+		// and libfabric's shm provider drops such an operation: it
+		// would never complete.
+		if a, ok := w.attached[k]; !ok || a.region != r {
+			return 0, 0, fmt.Errorf("onesided: %s: %+v is not a Region this rank has attached: %w", op, r, ErrInvalid)
+		}
+	}
 	idx, ok := w.dynIndex[r.Rank][k]
 	if !ok {
 		if w.dynIndex[r.Rank] == nil {

@@ -586,6 +586,12 @@ func dynamicScenario(ctx context.Context, g Group, shared bool, direct func(q in
 		"detach another's":  {w.Detach(regions[right][0]), ErrInvalid},
 		"short wire":        {new(Region).UnmarshalBinary(make([]byte, 31)), ErrInvalid},
 		"noop accumulate":   {w.AccumulateRegion(rr, 0, AtomicUint64, OpNoOp, make([]byte, 8)), ErrInvalid},
+		// This rank's own Regions are checked (libfabric's shm provider
+		// drops an operation with a key nothing registered: it would
+		// never complete): one detached, one made up.
+		"own detached":  {w.GetRegion(mine[0], 0, make([]byte, 1)), ErrInvalid},
+		"own made up":   {w.PutRegion(Region{Rank: me, Addr: 3, Key: 1 << 40, Len: 8}, 0, make([]byte, 1)), ErrInvalid},
+		"own other len": {w.GetRegion(Region{Rank: me, Addr: r.Addr, Key: r.Key, Len: r.Len + 8}, 0, make([]byte, 1)), ErrInvalid},
 	} {
 		if n > 1 || name != "detach another's" { // alone, the right neighbour is this rank
 			if !errors.Is(c.err, c.want) {
