@@ -99,6 +99,20 @@ func (c *Cursor) SetOffset(off int64) error {
 	return nil
 }
 
+// MaxSegments bounds the segments one Flatten or AppendSegments call
+// produces (16 GiB of them): a count of elements whose blocks cannot merge
+// into fewer is an error at once, rather than a walk that runs out of
+// memory.
+const MaxSegments = 1 << 30
+
+// segLimit is the bound on segments that a maxSegs argument sets.
+func segLimit(maxSegs int) int {
+	if maxSegs <= 0 || maxSegs > MaxSegments {
+		return MaxSegments
+	}
+	return maxSegs
+}
+
 // Segment is one contiguous piece of a flattened type: Len bytes at offset
 // Off, relative to displacement 0 of element 0.
 type Segment struct {
@@ -107,9 +121,10 @@ type Segment struct {
 
 // Flatten returns the contiguous blocks of count elements of a committed
 // type, in packing order, with touching neighbours merged, for zero-copy
-// I/O vectors. At most maxSegs segments are produced (≤ 0: no limit); a type
-// with more returns ErrInvalid, so callers can fall back to packing. Count
-// elements whose offsets do not fit in an int64 return ErrOverflow.
+// I/O vectors. At most maxSegs segments are produced (≤ 0: up to
+// MaxSegments, which also bounds a larger maxSegs); a type with more
+// returns ErrInvalid, so callers can fall back to packing. Count elements
+// whose offsets do not fit in an int64 return ErrOverflow.
 func (t *Type) Flatten(count, maxSegs int) ([]Segment, error) {
 	return t.AppendSegments(nil, count, maxSegs)
 }
@@ -117,13 +132,13 @@ func (t *Type) Flatten(count, maxSegs int) ([]Segment, error) {
 // AppendSegments is Flatten appending the segments to dst and returning
 // the extended slice, so that a caller that flattens layouts over and
 // over reuses one slice and allocates nothing. maxSegs bounds the
-// segments appended (≤ 0: no limit); past it, or on any other error, dst
+// segments appended (≤ 0: MaxSegments); past it, or on any other error, dst
 // is returned unchanged in length with the error. ExceedsSegments tells
 // cheaply, before the walk, whether a layout exceeds the bound.
 func (t *Type) AppendSegments(dst []Segment, count, maxSegs int) ([]Segment, error) {
 	out, over, err := t.appendSegs(dst, count, maxSegs)
 	if over {
-		return dst, fmt.Errorf("ddt: Flatten %s: more than %d segments: %w", t.Name(), maxSegs, ErrInvalid)
+		return dst, fmt.Errorf("ddt: Flatten %s: more than %d segments: %w", t.Name(), segLimit(maxSegs), ErrInvalid)
 	}
 	return out, err
 }
@@ -137,6 +152,10 @@ func (t *Type) appendSegs(dst []Segment, count, maxSegs int) (out []Segment, ove
 	}
 	if _, err := t.PackSize(count); err != nil {
 		return dst, false, err
+	}
+	maxSegs = segLimit(maxSegs)
+	if t.ExceedsSegments(count, maxSegs) {
+		return dst, true, nil // known from the description, without a walk
 	}
 	ir := s.ir
 	if ir.Root == nil || count == 0 {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/big"
 	"testing"
+	"time"
 
 	. "github.com/weft-hpc/weft/ddt"
 )
@@ -120,6 +121,33 @@ func TestFlattenOverflow(t *testing.T) {
 	}
 	if segs, err := ty.Flatten(5, 0); !errors.Is(err, ErrOverflow) {
 		t.Fatalf("Flatten(5) = %v, %v; want ErrOverflow", segs, err)
+	}
+}
+
+// TestFlattenTooManySegments: a count whose blocks cannot merge into
+// MaxSegments or fewer is refused at once, with no limit given or a larger
+// one (it used to walk, appending segments until memory ran out); a
+// contiguous layout of the same count is still one segment, and a count
+// within the bound is flattened.
+func TestFlattenTooManySegments(t *testing.T) {
+	vec := mustT(t)(Vector(2, 1, 3, Int32))
+	if err := vec.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ count, max int }{{1 << 30, 0}, {math.MaxInt32, 0}, {1 << 40, math.MaxInt}, {MaxSegments, MaxSegments + 5}} {
+		start := time.Now()
+		if segs, err := vec.Flatten(tc.count, tc.max); !errors.Is(err, ErrInvalid) || segs != nil {
+			t.Errorf("Flatten(%d, %d): %d segments, %v; want ErrInvalid", tc.count, tc.max, len(segs), err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("Flatten(%d, %d) took %v", tc.count, tc.max, took)
+		}
+	}
+	if segs, err := vec.Flatten(1000, 0); err != nil || len(segs) != 1001 { // element k's second block touches element k+1's first
+		t.Errorf("Flatten(1000, 0): %d segments, %v", len(segs), err)
+	}
+	if segs, err := Int32.Flatten(math.MaxInt32, 0); err != nil || len(segs) != 1 || segs[0].Len != 4*math.MaxInt32 {
+		t.Errorf("Int32.Flatten(MaxInt32, 0) = %v, %v", segs, err)
 	}
 }
 
