@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -37,6 +38,9 @@ func (s *simBackend) describe() string { return "PTX simulator" }
 func (s *simBackend) integrated() bool { return true }
 func (s *simBackend) language() lang   { return langPTX }
 func (s *simBackend) alloc(n int64, host bool) (mem, error) {
+	if n > 1<<30 { // as a device runs out of memory
+		return mem{}, fmt.Errorf("ptxsim: alloc of %d bytes: out of memory", n)
+	}
 	data := make([]byte, n)
 	m := mem{h: data, addr: s.next}
 	if host {

@@ -49,6 +49,7 @@ var layer = map[string]int{
 	"internal/launch":      2,
 	"jit":                  2,
 	"ddt/ddttest":          2,
+	"internal/misuse":      2,
 	"gpu":                  2,
 	"job":                  3,
 	"endpoint":             4,
@@ -67,7 +68,7 @@ var leaves = []string{"cmd/", "examples/", "test/"}
 var cgoAllowed = map[string]bool{"fabric": true, "gpu": true}
 
 // testOnly are helpers that no library package may import.
-var testOnly = map[string]bool{"internal/benchrec": true, "internal/testenv": true, "internal/proctest": true, "internal/launchtest": true, "internal/eptest": true, "ddt/ddttest": true, "internal/gputools": true, "internal/ptxsim": true, "internal/testcluster": true}
+var testOnly = map[string]bool{"internal/benchrec": true, "internal/testenv": true, "internal/proctest": true, "internal/launchtest": true, "internal/eptest": true, "internal/misuse": true, "ddt/ddttest": true, "internal/gputools": true, "internal/ptxsim": true, "internal/testcluster": true}
 
 type pkg struct {
 	path    string // module-relative for the module's packages

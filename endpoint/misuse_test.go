@@ -1,0 +1,66 @@
+package endpoint_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/weft-hpc/weft/endpoint"
+	"github.com/weft-hpc/weft/internal/misuse"
+)
+
+// TestMisuse: every exported method of a communicator (a Dup of the
+// world, an endpoint handle), of a request and of the world, called over
+// and over with drawn bad arguments (internal/misuse: negative and huge
+// counts, ranks and tags, nil and zero values, uncommitted types,
+// contexts that end at once), returns: no panic, no hang. Communicators
+// the calls make are freed; the world is a private one, closed at the end.
+func TestMisuse(t *testing.T) {
+	singleton(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	w, err := endpoint.Init(ctx, endpoint.WithProvider("shm"))
+	if err != nil {
+		t.Fatalf("Init: %v", err)
+	}
+	defer w.Close()
+	release := func(v any) {
+		switch x := v.(type) {
+		case *endpoint.Comm:
+			x.Free()
+		case []*endpoint.Comm:
+			for _, c := range x {
+				c.Free()
+			}
+		}
+	}
+	rounds := 30
+	if testing.Short() {
+		rounds = 10
+	}
+	for seed := range uint64(rounds) {
+		p := misuse.New(seed, misuse.Config{Skip: []string{"Free", "Close"}, Release: release})
+		c, err := w.Comm().Dup(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps, err := c.CreateEndpoints(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.Irecv(make([]byte, 8), 0, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range []any{c, eps[0], r, w} {
+			for _, bad := range p.Methods(v) {
+				t.Errorf("seed %d: %s", seed, bad)
+			}
+		}
+		if err := c.Send(ctx, make([]byte, 8), 0, 5); err != nil { // completes r
+			t.Logf("seed %d: the Send that matches the receive: %v", seed, err)
+		}
+		eps[0].Free()
+		c.Free()
+	}
+}
