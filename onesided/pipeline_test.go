@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 )
@@ -162,6 +163,32 @@ func TestPipelineConfigErrors(t *testing.T) {
 	if (PipelineConfig{N: 10, K: 3}).Tiles() != 4 {
 		t.Errorf("Tiles(10, 3) != 4")
 	}
+}
+
+// TestTransportPrepareOverflow: tile and slot counts whose window size
+// overflows an int are an ErrInvalid at once (the size used to wrap: a
+// window of the wrapped size, a clear of terabytes of signal words that
+// never ended, slices past the window's end); sizes that fit still work.
+func TestTransportPrepareOverflow(t *testing.T) {
+	runRanks(t, 1, func(ctx context.Context, g Group) (err error) {
+		tr := NewWindowTransport(g)
+		defer cleanup(ctx, &err, tr.Close)
+		for _, c := range [][3]int{{1 << 62, 64, 1 << 40}, {8, 8, math.MaxInt}, {8, math.MaxInt, 8}, {math.MaxInt, 1, 1}, {1 << 62, 1 << 16, 1}, {8, MaxTransportSlots + 1, 1}, {8, 1, MaxTransportSlots + 1}} {
+			if err := tr.Prepare(ctx, c[0], c[1], c[2]); !errors.Is(err, ErrInvalid) {
+				return fmt.Errorf("Prepare%v: %v, want ErrInvalid", c, err)
+			}
+		}
+		if err := tr.Prepare(ctx, 64, 2, 2); err != nil {
+			return err
+		}
+		if b := tr.SendBuf(1, 0); len(b) != 64 {
+			return fmt.Errorf("SendBuf after Prepare(64, 2, 2): %d bytes", len(b))
+		}
+		if err := tr.Prepare(ctx, 4096, 4, 4); err != nil {
+			return err
+		}
+		return tr.Prepare(ctx, 64, 2, 2) // reuses that window, clearing its signals
+	})
 }
 
 func TestAutotuneAgrees(t *testing.T) {

@@ -3,6 +3,8 @@ package onesided
 import (
 	"context"
 	"fmt"
+
+	"github.com/weft-hpc/weft/internal/checked"
 )
 
 // WindowTransport is the one-sided Transport of the seed's third scheme:
@@ -63,24 +65,29 @@ func (t *WindowTransport) ready(op string) error {
 }
 
 // Prepare implements Transport. It reuses the window when it is large
-// enough, and otherwise frees it and allocates a new one.
+// enough, and otherwise frees it and allocates a new one. At most
+// MaxTransportSlots send and as many receive slots; sizes whose window
+// would not fit an int are an ErrInvalid.
 func (t *WindowTransport) Prepare(ctx context.Context, tileBytes, sendSlots, recvSlots int) error {
 	if t == nil || t.g == nil {
 		return fmt.Errorf("onesided: WindowTransport.Prepare on a nil transport or group: %w", ErrInvalid)
 	}
-	if tileBytes <= 0 || sendSlots <= 0 || recvSlots <= 0 {
+	if tileBytes <= 0 || sendSlots <= 0 || recvSlots <= 0 || sendSlots > MaxTransportSlots || recvSlots > MaxTransportSlots {
 		return fmt.Errorf("WindowTransport.Prepare(%d, %d, %d): %w", tileBytes, sendSlots, recvSlots, ErrInvalid)
 	}
 	P := t.g.Size()
-	stride := roundUp(tileBytes, 64)
-	sigBytes := roundUp(recvSlots*P*8, 64)
-	need := sigBytes + (recvSlots+sendSlots)*P*stride
-	if t.w != nil && t.w.Len(t.w.rank) >= need {
+	stride, sigBytes, need, ok := transportLayout(tileBytes, sendSlots, recvSlots, P)
+	if !ok {
+		return fmt.Errorf("onesided: WindowTransport.Prepare(%d, %d, %d) over %d ranks: the window's size overflows: %w", tileBytes, sendSlots, recvSlots, P, ErrInvalid)
+	}
+	reuse := t.w != nil && t.w.Len(t.w.rank) >= need
+	if reuse {
 		// Everyone has drained the previous configuration before anyone
 		// clears its signals, and cleared before anyone sends again.
 		if err := t.w.Fence(ctx); err != nil {
 			return err
 		}
+		clear(t.w.local[:sigBytes])
 	} else {
 		if t.w != nil {
 			if err := t.w.Free(ctx); err != nil {
@@ -96,9 +103,35 @@ func (t *WindowTransport) Prepare(ctx context.Context, tileBytes, sendSlots, rec
 	}
 	t.tileBytes, t.sendSlots, t.recvSlots, t.stride = tileBytes, sendSlots, recvSlots, stride
 	t.sigOff, t.recvOff, t.sendOff = 0, sigBytes, sigBytes+recvSlots*P*stride
-	clear(t.w.local[:sigBytes])
 	t.issued = make([]uint64, sendSlots)
 	return t.w.Fence(ctx)
+}
+
+// MaxTransportSlots bounds a WindowTransport's send and receive slots
+// each (a pipeline's depth, a few in practice): the transport keeps state
+// per slot in Go memory, and a window of signal words per receive slot.
+const MaxTransportSlots = 1 << 16
+
+// transportLayout is the window a WindowTransport needs for tiles of
+// tileBytes, sendSlots and recvSlots over P ranks: each tile's stride, the
+// signal words' bytes and the whole size; ok is false where a size
+// overflows an int.
+func transportLayout(tileBytes, sendSlots, recvSlots, P int) (stride, sigBytes, need int, ok bool) {
+	st, ok1 := checked.Add(int64(tileBytes), 63)
+	words, ok2 := checked.Mul(int64(recvSlots), int64(P))
+	sig, ok3 := checked.MulAdd(words, 8, 63)
+	all, ok4 := checked.Add(int64(recvSlots), int64(sendSlots))
+	slots, ok5 := checked.Mul(all, int64(P))
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
+		return 0, 0, 0, false
+	}
+	st, sig = st/64*64, sig/64*64
+	body, ok6 := checked.Mul(slots, st)
+	total, ok7 := checked.Add(sig, body)
+	if !ok6 || !ok7 || total != int64(int(total)) {
+		return 0, 0, 0, false
+	}
+	return int(st), int(sig), int(total), true
 }
 
 // SendBuf implements Transport (nil before Prepare, or for a slot or peer
