@@ -10,7 +10,8 @@ import (
 )
 
 // TestMisuse: every exported method of a window (allocated, created over
-// Go memory, dynamic) and of a symmetric heap, called over and over with
+// Go memory, dynamic), of a symmetric heap, a team of it and a window
+// transport, called over and over with
 // drawn bad arguments (internal/misuse), returns: no panic, no hang.
 // Regions are drawn among the zero Region and one this rank attached (a
 // made-up Region of another rank is a case of its own: docs/onesided.md).
@@ -60,8 +61,18 @@ func TestMisuse(t *testing.T) {
 					t.Errorf("seed %d: %s", seed, bad)
 				}
 			}
-			for _, bad := range p.Methods(h) {
-				t.Errorf("seed %d: %s", seed, bad)
+			team, err := h.SplitStrided(ctx, 0, 1, 1)
+			if err != nil {
+				return err
+			}
+			tr := NewWindowTransport(g)
+			for _, v := range []any{h, team, tr} {
+				for _, bad := range p.MethodsExcept(v, "Destroy") {
+					t.Errorf("seed %d: %s", seed, bad)
+				}
+			}
+			if err := team.Destroy(ctx); err != nil {
+				t.Logf("seed %d: team Destroy: %v", seed, err)
 			}
 			for _, w := range []*Window{w1, w2, w3} {
 				if err := w.Free(ctx); err != nil {
