@@ -28,7 +28,7 @@ func (d *Domain) Alloc(size int) (*Buffer, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("fabric: Alloc(%d): %w", size, ErrInvalid)
 	}
-	if d == nil || d.closed.Load() {
+	if gone(d.handle()) {
 		return nil, fmt.Errorf("fabric: Alloc: %w", ErrClosed)
 	}
 	page := os.Getpagesize()

@@ -20,7 +20,7 @@ func atomicCount(op opID, buf []byte, dt Datatype) (int, error) {
 // Atomic applies op with the elements of buf to the peer's memory at raddr
 // (fi_atomic). len(buf) must be a multiple of dt.Size().
 func (e *Endpoint) Atomic(buf []byte, desc Desc, dt Datatype, op AtomicOp, dest Addr, raddr, key uint64, ctx uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opAtomic]
 	}
 	if raddr == noAddr {
@@ -37,7 +37,7 @@ func (e *Endpoint) Atomic(buf []byte, desc Desc, dt Datatype, op AtomicOp, dest 
 // makes the completion mean "applied at the target", OpFence, OpCompletion,
 // OpInject, OpTransmitComplete.
 func (e *Endpoint) AtomicMsg(buf []byte, desc Desc, dt Datatype, op AtomicOp, dest Addr, raddr, key uint64, ctx uint64, flags OpFlag) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opAtomicMsg]
 	}
 	if raddr == noAddr {
@@ -53,7 +53,7 @@ func (e *Endpoint) AtomicMsg(buf []byte, desc Desc, dt Datatype, op AtomicOp, de
 // InjectAtomic is Atomic without a completion; buf is copied before it
 // returns and must not exceed Info.InjectSize.
 func (e *Endpoint) InjectAtomic(buf []byte, dt Datatype, op AtomicOp, dest Addr, raddr, key uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opInjectAtomic]
 	}
 	if len(buf) > e.injectMax {
@@ -72,7 +72,7 @@ func (e *Endpoint) InjectAtomic(buf []byte, dt Datatype, op AtomicOp, dest Addr,
 // FetchAtomic applies op and returns the previous remote values in result
 // (same length as buf). For OpRead buf's contents are ignored.
 func (e *Endpoint) FetchAtomic(buf []byte, desc Desc, result []byte, rdesc Desc, dt Datatype, op AtomicOp, dest Addr, raddr, key uint64, ctx uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opFetchAtomic]
 	}
 	if raddr == noAddr {
@@ -92,7 +92,7 @@ func (e *Endpoint) FetchAtomic(buf []byte, desc Desc, result []byte, rdesc Desc,
 // remote value compares to compare, it is replaced by buf's value; result
 // receives the previous remote values.
 func (e *Endpoint) CompareAtomic(buf []byte, desc Desc, compare []byte, cdesc Desc, result []byte, rdesc Desc, dt Datatype, op AtomicOp, dest Addr, raddr, key uint64, ctx uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opCompareAtomic]
 	}
 	if raddr == noAddr {
@@ -109,7 +109,7 @@ func (e *Endpoint) CompareAtomic(buf []byte, desc Desc, compare []byte, cdesc De
 }
 
 func (e *Endpoint) atomicValid(kind int, dt Datatype, op AtomicOp) (int, error) {
-	if e == nil || e.closed.Load() {
+	if gone(e.handle()) {
 		return 0, fmt.Errorf("fabric: atomicvalid: %w", ErrClosed)
 	}
 	var n C.size_t

@@ -27,7 +27,7 @@ func (d *Domain) OpenAV(count int) (*AV, error) {
 	if count < 0 {
 		return nil, fmt.Errorf("fabric: OpenAV count %d: %w", count, ErrInvalid)
 	}
-	if d == nil || d.closed.Load() {
+	if gone(d.handle()) {
 		return nil, fmt.Errorf("fabric: OpenAV: %w", ErrClosed)
 	}
 	var fid C.uintptr_t
@@ -48,7 +48,7 @@ func (d *Domain) OpenAV(count int) (*AV, error) {
 // returns their addresses, in order. An address the provider cannot
 // resolve makes Insert fail with an error matching ErrAddrNotAvail.
 func (a *AV) Insert(addrs ...[]byte) ([]Addr, error) {
-	if a == nil || a.closed.Load() {
+	if gone(a.handle()) {
 		return nil, fmt.Errorf("fabric: AV.Insert: %w", ErrClosed)
 	}
 	if len(addrs) == 0 {
@@ -90,7 +90,7 @@ func (a *AV) Insert(addrs ...[]byte) ([]Addr, error) {
 
 // Lookup returns the name stored at addr.
 func (a *AV) Lookup(addr Addr) ([]byte, error) {
-	if a == nil || a.closed.Load() {
+	if gone(a.handle()) {
 		return nil, fmt.Errorf("fabric: AV.Lookup: %w", ErrClosed)
 	}
 	a.mu.Lock()
@@ -115,7 +115,7 @@ func (a *AV) Lookup(addr Addr) ([]byte, error) {
 
 // Remove removes addresses from the vector.
 func (a *AV) Remove(addrs ...Addr) error {
-	if a == nil || a.closed.Load() {
+	if gone(a.handle()) {
 		return fmt.Errorf("fabric: AV.Remove: %w", ErrClosed)
 	}
 	if len(addrs) == 0 {

@@ -277,7 +277,7 @@ func decodeNeg(ret C.int64_t) (int, int) {
 // ErrClosed. Each op follows the rules of the matching single-operation
 // method; see Op for which memory Buf may point at.
 func (e *Endpoint) PostBatch(ops []Op) (posted int, err error) {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return 0, errBatchClosed
 	}
 	if len(ops) == 0 {
@@ -319,13 +319,13 @@ func (e *Endpoint) PostBatch(ops []Op) (posted int, err error) {
 // returns n = 0). The checks of PostBatch apply, and cq must be open. One
 // goroutine at a time may read a CQ.
 func (e *Endpoint) PostAndRead(ops []Op, cq *CQ, out []Completion, spins int) (posted, n int, err error) {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return 0, 0, errBatchClosed
 	}
 	if cq == nil {
 		return 0, 0, errBatchNilCQ
 	}
-	if cq.closed.Load() {
+	if gone(cq.handle()) {
 		return 0, 0, errBatchCQ
 	}
 	if err := e.check(ops); err != nil {
@@ -381,7 +381,7 @@ func (e *Endpoint) PostAndRead(ops []Op, cq *CQ, out []Completion, spins int) (p
 // Domain.Alloc buffer or registered Go memory (Register keeps it pinned).
 // C reads it only during the call.
 func (c *CQ) WaitWord(word *uint64, want uint64, out []Completion, spins int) (reached bool, n int, err error) {
-	if c.closed.Load() {
+	if gone(c.handle()) {
 		return false, 0, closeds[opCQRead]
 	}
 	if word == nil {

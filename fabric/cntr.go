@@ -21,7 +21,7 @@ type Counter struct {
 
 // OpenCounter opens a counter that counts completions.
 func (d *Domain) OpenCounter() (*Counter, error) {
-	if d == nil || d.closed.Load() {
+	if gone(d.handle()) {
 		return nil, fmt.Errorf("fabric: OpenCounter: %w", ErrClosed)
 	}
 	var fid C.uintptr_t
@@ -41,7 +41,7 @@ func (d *Domain) OpenCounter() (*Counter, error) {
 // Read returns the number of successful completions counted (and drives
 // progress on manual-progress providers). It returns 0 on a closed counter.
 func (c *Counter) Read() uint64 {
-	if c == nil || c.closed.Load() {
+	if gone(c.handle()) {
 		return 0
 	}
 	return uint64(C.weft_cntr_read(C.uintptr_t(c.fid)))
@@ -49,7 +49,7 @@ func (c *Counter) Read() uint64 {
 
 // ReadErr returns the number of failed operations counted.
 func (c *Counter) ReadErr() uint64 {
-	if c == nil || c.closed.Load() {
+	if gone(c.handle()) {
 		return 0
 	}
 	return uint64(C.weft_cntr_readerr(C.uintptr_t(c.fid)))
@@ -57,7 +57,7 @@ func (c *Counter) ReadErr() uint64 {
 
 // Add adds v to the counter.
 func (c *Counter) Add(v uint64) error {
-	if c == nil || c.closed.Load() {
+	if gone(c.handle()) {
 		return fmt.Errorf("fabric: Counter.Add: %w", ErrClosed)
 	}
 	if ret := C.weft_cntr_add(C.uintptr_t(c.fid), C.uint64_t(v)); ret != 0 {
@@ -68,7 +68,7 @@ func (c *Counter) Add(v uint64) error {
 
 // Set sets the counter to v.
 func (c *Counter) Set(v uint64) error {
-	if c == nil || c.closed.Load() {
+	if gone(c.handle()) {
 		return fmt.Errorf("fabric: Counter.Set: %w", ErrClosed)
 	}
 	if ret := C.weft_cntr_set(C.uintptr_t(c.fid), C.uint64_t(v)); ret != 0 {
@@ -81,7 +81,7 @@ func (c *Counter) Set(v uint64) error {
 // returns the last value read.
 func (c *Counter) Wait(ctx context.Context, threshold uint64) (uint64, error) {
 	for {
-		if c == nil || c.closed.Load() {
+		if gone(c.handle()) {
 			return 0, fmt.Errorf("fabric: Counter.Wait: %w", ErrClosed)
 		}
 		v := uint64(C.weft_cntr_spin(C.uintptr_t(c.fid), C.uint64_t(threshold), 256, c.pace))

@@ -55,7 +55,7 @@ func (d *Domain) OpenCQ(size int) (*CQ, error) {
 	if size < 0 {
 		return nil, fmt.Errorf("fabric: OpenCQ size %d: %w", size, ErrInvalid)
 	}
-	if d == nil || d.closed.Load() {
+	if gone(d.handle()) {
 		return nil, fmt.Errorf("fabric: OpenCQ: %w", ErrClosed)
 	}
 	var fid C.uintptr_t
@@ -96,7 +96,7 @@ func (c *CQ) ReadSpin(out []Completion, spins int) (int, error) {
 }
 
 func (c *CQ) read(out []Completion, spins int) (int, error) {
-	if c.closed.Load() {
+	if gone(c.handle()) {
 		return 0, closeds[opCQRead]
 	}
 	if len(out) == 0 {

@@ -82,10 +82,25 @@ func WithPollYield(d time.Duration) DomainOption {
 }
 
 // FastCall returns the domain's fast-call mode (WithFastCall).
-func (d *Domain) FastCall() FastCall { return d.cfg.fast }
+func (d *Domain) FastCall() FastCall {
+	if d == nil {
+		return 0
+	}
+	return d.cfg.fast
+}
 
 // PollPace returns the domain's poll pace (WithPollPace).
-func (d *Domain) PollPace() int { return d.cfg.pace }
+func (d *Domain) PollPace() int {
+	if d == nil {
+		return 0
+	}
+	return d.cfg.pace
+}
 
 // PollYield returns the domain's poll-yield interval (WithPollYield).
-func (d *Domain) PollYield() time.Duration { return d.cfg.yield }
+func (d *Domain) PollYield() time.Duration {
+	if d == nil {
+		return 0
+	}
+	return d.cfg.yield
+}

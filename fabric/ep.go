@@ -64,14 +64,14 @@ func (d *Domain) OpenEndpoint(info *Info, cq *CQ, av *AV, opts ...EndpointOption
 	if cq == nil {
 		return nil, fmt.Errorf("fabric: OpenEndpoint: nil CQ: %w", ErrInvalid)
 	}
-	if d == nil || d.closed.Load() {
+	if gone(d.handle()) {
 		return nil, fmt.Errorf("fabric: OpenEndpoint: %w", ErrClosed)
 	}
 	var cfg epConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cq.closed.Load() || (av != nil && av.closed.Load()) {
+	if gone(cq.handle()) || (av != nil && gone(av.handle())) {
 		return nil, fmt.Errorf("fabric: OpenEndpoint: CQ or AV: %w", ErrClosed)
 	}
 	if info.Provider == "shm" {
@@ -100,7 +100,7 @@ func (d *Domain) OpenEndpoint(info *Info, cq *CQ, av *AV, opts ...EndpointOption
 		}
 	}
 	for _, b := range cfg.counters {
-		if b.c == nil || b.c.closed.Load() {
+		if gone(b.c.handle()) {
 			e.close()
 			return nil, fmt.Errorf("fabric: open endpoint: counter: %w", ErrClosed)
 		}
@@ -120,12 +120,17 @@ func (d *Domain) OpenEndpoint(info *Info, cq *CQ, av *AV, opts ...EndpointOption
 }
 
 // Info returns the configuration the endpoint was opened with.
-func (e *Endpoint) Info() *Info { return e.info }
+func (e *Endpoint) Info() *Info {
+	if e == nil {
+		return nil
+	}
+	return e.info
+}
 
 // Name returns the endpoint's address (fi_getname), to be inserted in
 // peers' AVs.
 func (e *Endpoint) Name() ([]byte, error) {
-	if e == nil || e.closed.Load() {
+	if gone(e.handle()) {
 		return nil, fmt.Errorf("fabric: Endpoint.Name: %w", ErrClosed)
 	}
 	buf := make([]byte, 256)
@@ -156,7 +161,7 @@ func ptr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
 
 // Send posts a message send (fi_send).
 func (e *Endpoint) Send(buf []byte, desc Desc, dest Addr, ctx uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opSend]
 	}
 	if ret, ok := e.postFast(SendOp(buf, desc, dest, ctx)); ok {
@@ -168,7 +173,7 @@ func (e *Endpoint) Send(buf []byte, desc Desc, dest Addr, ctx uint64) error {
 // SendData posts a send that carries 64 bits of remote CQ data (needs
 // Info.CQDataSize > 0).
 func (e *Endpoint) SendData(buf []byte, desc Desc, data uint64, dest Addr, ctx uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opSendData]
 	}
 	if ret, ok := e.postFast(SendDataOp(buf, desc, data, dest, ctx)); ok {
@@ -183,7 +188,7 @@ func (e *Endpoint) SendData(buf []byte, desc Desc, data uint64, dest Addr, ctx u
 // (FI_HMEM), or C/mmap memory. The memory must stay valid until the send
 // completes.
 func (e *Endpoint) SendDataDevice(addr uint64, n int, desc Desc, data uint64, dest Addr, ctx uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opSendData]
 	}
 	if addr == 0 || n < 0 {
@@ -194,7 +199,7 @@ func (e *Endpoint) SendDataDevice(addr uint64, n int, desc Desc, data uint64, de
 
 // Recv posts a message receive from src (AddrUnspec = any source).
 func (e *Endpoint) Recv(buf []byte, desc Desc, src Addr, ctx uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opRecv]
 	}
 	if ret, ok := e.postFast(RecvOp(buf, desc, src, ctx)); ok {
@@ -205,7 +210,7 @@ func (e *Endpoint) Recv(buf []byte, desc Desc, src Addr, ctx uint64) error {
 
 // Inject sends a small message (≤ Info.InjectSize) without a completion.
 func (e *Endpoint) Inject(buf []byte, dest Addr) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opInject]
 	}
 	if len(buf) > e.injectMax {
@@ -219,7 +224,7 @@ func (e *Endpoint) Inject(buf []byte, dest Addr) error {
 
 // InjectData is Inject with remote CQ data.
 func (e *Endpoint) InjectData(buf []byte, data uint64, dest Addr) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opInjectData]
 	}
 	if len(buf) > e.injectMax {
@@ -233,7 +238,7 @@ func (e *Endpoint) InjectData(buf []byte, data uint64, dest Addr) error {
 
 // TSend posts a tagged send.
 func (e *Endpoint) TSend(buf []byte, desc Desc, dest Addr, tag uint64, ctx uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opTSend]
 	}
 	if ret, ok := e.postFast(TSendOp(buf, desc, dest, tag, ctx)); ok {
@@ -244,7 +249,7 @@ func (e *Endpoint) TSend(buf []byte, desc Desc, dest Addr, tag uint64, ctx uint6
 
 // TSendData posts a tagged send carrying remote CQ data.
 func (e *Endpoint) TSendData(buf []byte, desc Desc, data uint64, dest Addr, tag uint64, ctx uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opTSendData]
 	}
 	if ret, ok := e.postFast(TSendDataOp(buf, desc, data, dest, tag, ctx)); ok {
@@ -255,7 +260,7 @@ func (e *Endpoint) TSendData(buf []byte, desc Desc, data uint64, dest Addr, tag 
 
 // TInject sends a small tagged message without a completion.
 func (e *Endpoint) TInject(buf []byte, dest Addr, tag uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opTInject]
 	}
 	if len(buf) > e.injectMax {
@@ -269,7 +274,7 @@ func (e *Endpoint) TInject(buf []byte, dest Addr, tag uint64) error {
 
 // TInjectData is TInject with remote CQ data.
 func (e *Endpoint) TInjectData(buf []byte, data uint64, dest Addr, tag uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opTInjectData]
 	}
 	if len(buf) > e.injectMax {
@@ -285,7 +290,7 @@ func (e *Endpoint) TInjectData(buf []byte, data uint64, dest Addr, tag uint64) e
 // every bit not set in ignore, from src (AddrUnspec = any source; a
 // specific source needs CapDirectedRecv).
 func (e *Endpoint) TRecv(buf []byte, desc Desc, src Addr, tag, ignore uint64, ctx uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opTRecv]
 	}
 	if ret, ok := e.postFast(TRecvOp(buf, desc, src, tag, ignore, ctx)); ok {
@@ -297,7 +302,7 @@ func (e *Endpoint) TRecv(buf []byte, desc Desc, src Addr, tag, ignore uint64, ct
 // Write posts an RMA write of buf to raddr (MR.RemoteAddr on the peer) in
 // the peer's region with key.
 func (e *Endpoint) Write(buf []byte, desc Desc, dest Addr, raddr, key uint64, ctx uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opWrite]
 	}
 	if raddr == noAddr {
@@ -312,7 +317,7 @@ func (e *Endpoint) Write(buf []byte, desc Desc, dest Addr, raddr, key uint64, ct
 // WriteData is Write that also delivers data in a completion at the target
 // (Flags has CompRemoteCQData). Needs Info.CQDataSize > 0.
 func (e *Endpoint) WriteData(buf []byte, desc Desc, data uint64, dest Addr, raddr, key uint64, ctx uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opWriteData]
 	}
 	if raddr == noAddr {
@@ -334,7 +339,7 @@ func (e *Endpoint) WriteMsg(buf []byte, desc Desc, dest Addr, raddr, key uint64,
 // WriteMsgData is WriteMsg carrying remote CQ data (set OpRemoteCQData in
 // flags for the target to see it).
 func (e *Endpoint) WriteMsgData(buf []byte, desc Desc, data uint64, dest Addr, raddr, key uint64, ctx uint64, flags OpFlag) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opWriteMsg]
 	}
 	if raddr == noAddr {
@@ -349,7 +354,7 @@ func (e *Endpoint) WriteMsgData(buf []byte, desc Desc, data uint64, dest Addr, r
 // InjectWrite writes a small buffer (≤ Info.InjectSize) without a
 // completion.
 func (e *Endpoint) InjectWrite(buf []byte, dest Addr, raddr, key uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opInjectWrite]
 	}
 	if len(buf) > e.injectMax {
@@ -368,7 +373,7 @@ func (e *Endpoint) InjectWrite(buf []byte, dest Addr, raddr, key uint64) error {
 // at the target (Flags has CompRemoteCQData; needs Info.CQDataSize > 0).
 // buf may be empty: the write then carries only the CQ data.
 func (e *Endpoint) InjectWriteData(buf []byte, data uint64, dest Addr, raddr, key uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opInjectWriteData]
 	}
 	if len(buf) > e.injectMax {
@@ -385,7 +390,7 @@ func (e *Endpoint) InjectWriteData(buf []byte, data uint64, dest Addr, raddr, ke
 
 // Read posts an RMA read from the peer's raddr into buf.
 func (e *Endpoint) Read(buf []byte, desc Desc, src Addr, raddr, key uint64, ctx uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opRead]
 	}
 	if raddr == noAddr {
@@ -400,7 +405,7 @@ func (e *Endpoint) Read(buf []byte, desc Desc, src Addr, raddr, key uint64, ctx 
 // Cancel cancels a posted receive (or other operation) by its ctx handle.
 // A canceled operation completes with a *CQError matching ErrCanceled.
 func (e *Endpoint) Cancel(ctx uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opCancel]
 	}
 	return opErr(opCancel, C.weft_cancel(C.uintptr_t(e.fid), C.uint64_t(ctx)))

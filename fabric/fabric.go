@@ -79,7 +79,7 @@ func (f *Fabric) OpenDomain(info *Info, opts ...DomainOption) (*Domain, error) {
 	if cfg.err != nil {
 		return nil, cfg.err
 	}
-	if f == nil || f.closed.Load() {
+	if gone(f.handle()) {
 		return nil, fmt.Errorf("fabric: OpenDomain: %w", ErrClosed)
 	}
 	var fid C.uintptr_t
@@ -109,7 +109,12 @@ func (f *Fabric) OpenDomain(info *Info, opts ...DomainOption) (*Domain, error) {
 }
 
 // Info returns the configuration the domain was opened with.
-func (d *Domain) Info() *Info { return d.info }
+func (d *Domain) Info() *Info {
+	if d == nil {
+		return nil
+	}
+	return d.info
+}
 
 // Close closes the domain's endpoints, then memory regions and buffers,
 // then CQs, AVs and counters, then the domain. It is idempotent.

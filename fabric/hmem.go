@@ -65,7 +65,7 @@ func (d *Domain) RegisterDevice(addr uint64, length int, iface HMEMIface, device
 	if length <= 0 || access == 0 || addr == 0 || device < 0 {
 		return nil, fmt.Errorf("fabric: RegisterDevice(%#x, %d, %s, device %d): %w", addr, length, iface, device, ErrInvalid)
 	}
-	if d == nil || d.closed.Load() {
+	if gone(d.handle()) {
 		return nil, fmt.Errorf("fabric: RegisterDevice: %w", ErrClosed)
 	}
 	if !HMEMSupported(d.info.Provider) {

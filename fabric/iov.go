@@ -57,7 +57,7 @@ func (e *Endpoint) pack(op opID, iov []IOV) error {
 
 // SendV posts a message send gathered from the segments (fi_sendv).
 func (e *Endpoint) SendV(iov []IOV, dest Addr, ctx uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opSendV]
 	}
 	e.iov.mu.Lock()
@@ -72,7 +72,7 @@ func (e *Endpoint) SendV(iov []IOV, dest Addr, ctx uint64) error {
 
 // RecvV posts a receive scattered into the segments (fi_recvv).
 func (e *Endpoint) RecvV(iov []IOV, src Addr, ctx uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opRecvV]
 	}
 	e.iov.mu.Lock()
@@ -87,7 +87,7 @@ func (e *Endpoint) RecvV(iov []IOV, src Addr, ctx uint64) error {
 
 // TSendV is TSend gathered from the segments (fi_tsendv).
 func (e *Endpoint) TSendV(iov []IOV, dest Addr, tag uint64, ctx uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opTSendV]
 	}
 	e.iov.mu.Lock()
@@ -102,7 +102,7 @@ func (e *Endpoint) TSendV(iov []IOV, dest Addr, tag uint64, ctx uint64) error {
 
 // TRecvV is TRecv scattered into the segments (fi_trecvv).
 func (e *Endpoint) TRecvV(iov []IOV, src Addr, tag, ignore uint64, ctx uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opTRecvV]
 	}
 	e.iov.mu.Lock()
@@ -118,7 +118,7 @@ func (e *Endpoint) TRecvV(iov []IOV, src Addr, tag, ignore uint64, ctx uint64) e
 // WriteV writes the segments, gathered, to the contiguous remote range
 // starting at raddr (fi_writev).
 func (e *Endpoint) WriteV(iov []IOV, dest Addr, raddr, key uint64, ctx uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opWriteV]
 	}
 	if raddr == noAddr {
@@ -137,7 +137,7 @@ func (e *Endpoint) WriteV(iov []IOV, dest Addr, raddr, key uint64, ctx uint64) e
 // ReadV reads the contiguous remote range at raddr, scattered into the
 // segments (fi_readv).
 func (e *Endpoint) ReadV(iov []IOV, src Addr, raddr, key uint64, ctx uint64) error {
-	if e.closed.Load() {
+	if gone(e.handle()) {
 		return closeds[opReadV]
 	}
 	if raddr == noAddr {

@@ -54,20 +54,39 @@ type MR struct {
 }
 
 // Key returns the remote key a peer needs to access the region.
-func (m *MR) Key() uint64 { return m.e.key }
+func (m *MR) Key() uint64 {
+	if m == nil || m.e == nil {
+		return 0
+	}
+	return m.e.key
+}
 
-// Desc returns the local descriptor for operations on the region.
-func (m *MR) Desc() Desc { return m.e.desc }
+// Desc returns the local descriptor for operations on the region (0 for
+// a nil or zero MR).
+func (m *MR) Desc() Desc {
+	if m == nil || m.e == nil {
+		return 0
+	}
+	return m.e.desc
+}
 
 // Access returns the access rights of the registration (a superset of
 // what was asked for when the cache served a wider registration).
-func (m *MR) Access() Access { return m.e.access }
+func (m *MR) Access() Access {
+	if m == nil || m.e == nil {
+		return 0
+	}
+	return m.e.access
+}
 
 // RemoteAddr returns the address a peer passes as raddr to reach b, which
 // must lie inside the registered region: b's virtual address when the
 // provider uses FI_MR_VIRT_ADDR, else its offset from the start of the
 // registration. It returns ^uint64(0) when b is outside the region.
 func (m *MR) RemoteAddr(b []byte) uint64 {
+	if m == nil || m.e == nil {
+		return ^uint64(0)
+	}
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	e := m.e
 	if p < e.base || p+uintptr(len(b)) > e.base+uintptr(e.length) {
@@ -126,6 +145,9 @@ func (c *mrCache) init(d *Domain) {
 
 // MRCacheStats reports cache hits and misses of Register on this domain.
 func (d *Domain) MRCacheStats() (hits, misses uint64) {
+	if d == nil {
+		return 0, 0
+	}
 	d.cache.mu.Lock()
 	defer d.cache.mu.Unlock()
 	return d.cache.hits, d.cache.misses
@@ -175,7 +197,7 @@ func (d *Domain) acquire(buf []byte, access Access) (*mrEntry, error) {
 	if access == 0 {
 		return nil, fmt.Errorf("fabric: Register: no access rights: %w", ErrInvalid)
 	}
-	if d == nil || d.closed.Load() {
+	if gone(d.handle()) {
 		return nil, fmt.Errorf("fabric: Register: %w", ErrClosed)
 	}
 	c := &d.cache

@@ -120,3 +120,51 @@ func backstop[T any](p *T, o *obj) {
 		}
 	}, o)
 }
+
+// gone reports whether a handle's object is missing (a nil handle, or a
+// zero one this package did not make) or closed: calls on it fail instead
+// of dereferencing nil.
+func gone(o *obj) bool { return o == nil || o.closed.Load() }
+
+// handle returns the object behind a handle, nil for a nil handle.
+func (f *Fabric) handle() *obj {
+	if f == nil {
+		return nil
+	}
+	return f.obj
+}
+
+func (d *Domain) handle() *obj {
+	if d == nil {
+		return nil
+	}
+	return d.obj
+}
+
+func (e *Endpoint) handle() *obj {
+	if e == nil {
+		return nil
+	}
+	return e.obj
+}
+
+func (c *CQ) handle() *obj {
+	if c == nil {
+		return nil
+	}
+	return c.obj
+}
+
+func (a *AV) handle() *obj {
+	if a == nil {
+		return nil
+	}
+	return a.obj
+}
+
+func (c *Counter) handle() *obj {
+	if c == nil {
+		return nil
+	}
+	return c.obj
+}

@@ -204,7 +204,7 @@ func (c *CQ) WaitWordSignals(s *SignalSink, word *uint64, want uint64, out []Com
 }
 
 func (c *CQ) signals(s *SignalSink, word *uint64, want uint64, out []Completion, spins int) (bool, int, error) {
-	if c.closed.Load() {
+	if gone(c.handle()) {
 		return false, 0, closeds[opCQRead]
 	}
 	if s == nil {
