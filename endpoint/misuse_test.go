@@ -5,12 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/endpoint"
 	"github.com/weft-hpc/weft/internal/misuse"
 )
 
 // TestMisuse: every exported method of a communicator (a Dup of the
-// world, an endpoint handle), of a request and of the world, called over
+// world, an endpoint handle), of a request, the world, a group, Cartesian
+// and graph topologies, persistent and partitioned requests and a matched
+// message, called over
 // and over with drawn bad arguments (internal/misuse: negative and huge
 // counts, ranks and tags, nil and zero values, uncommitted types,
 // contexts that end at once), returns: no panic, no hang. Communicators
@@ -52,13 +55,50 @@ func TestMisuse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, v := range []any{c, eps[0], r, w} {
+		cart, err := c.CartCreate(ctx, []int{1}, []bool{true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		graph, err := c.GraphCreate(ctx, []int{0}, []int{0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 64)
+		sendP, err := c.SendInit(buf, 8, ddt.Int64, 0, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recvP, err := c.RecvInit(make([]byte, 64), 8, ddt.Int64, 0, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		psend, err := c.PsendInit(make([]byte, 64), 4, 0, 9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		precv, err := c.PrecvInit(make([]byte, 64), 4, 0, 9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Send(ctx, buf[:8], 0, 11); err != nil {
+			t.Fatal(err)
+		}
+		msg, err := c.Mprobe(ctx, 0, 11)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range []any{c, eps[0], r, w, c.Group(), cart, graph, sendP, recvP, psend, precv, msg} {
 			for _, bad := range p.Methods(v) {
 				t.Errorf("seed %d: %s", seed, bad)
 			}
 		}
 		if err := c.Send(ctx, make([]byte, 8), 0, 5); err != nil { // completes r
 			t.Logf("seed %d: the Send that matches the receive: %v", seed, err)
+		}
+		for _, f := range []func() error{sendP.Free, recvP.Free, psend.Free, precv.Free, cart.Free, graph.Free} {
+			if err := f(); err != nil {
+				t.Logf("seed %d: Free: %v", seed, err)
+			}
 		}
 		eps[0].Free()
 		c.Free()
