@@ -115,7 +115,7 @@ func (p *Prober) Arg(t reflect.Type) reflect.Value {
 		case 1:
 			v = reflect.MakeSlice(t, 0, 0)
 		default:
-			n := []int{1, 3, 8, 100}[p.r.IntN(4)]
+			n := []int{1, 3, 8, 100, 4096}[p.r.IntN(5)]
 			v = reflect.MakeSlice(t, n, n)
 			if t.Elem().Kind() != reflect.Uint8 {
 				for i := range min(n, 8) {
