@@ -169,6 +169,33 @@ func (p *Prober) MethodsExcept(recv any, skip ...string) []string {
 	return bad
 }
 
+// Funcs calls each function of fns (by name; generic functions
+// instantiated) once with drawn arguments and reports as Methods does.
+func (p *Prober) Funcs(fns map[string]any) []string {
+	names := make([]string, 0, len(fns))
+	for name := range fns {
+		names = append(names, name)
+	}
+	slices.Sort(names) // draws in a fixed order
+	var bad []string
+	for _, name := range names {
+		f := reflect.ValueOf(fns[name])
+		args := make([]reflect.Value, f.Type().NumIn())
+		for j := range args {
+			args[j] = p.Arg(f.Type().In(j))
+		}
+		p.calls++
+		if res := p.call(f, args); res != "" {
+			key := name + " " + strings.SplitN(res, ":", 2)[0]
+			if !p.seen[key] {
+				p.seen[key] = true
+				bad = append(bad, fmt.Sprintf("%s(%s): %s", name, describe(args), res))
+			}
+		}
+	}
+	return bad
+}
+
 func (p *Prober) call(m reflect.Value, args []reflect.Value) string {
 	done := make(chan string, 1)
 	go func() {
