@@ -46,3 +46,35 @@ func TestMisuse(t *testing.T) {
 		}
 	}
 }
+
+// TestMisuseConstructors: every constructor, given drawn bad arguments
+// (negative and huge counts, strides and displacements, nil and short
+// lists, nil and uncommitted element types), returns a type or an error,
+// and a type it returns commits, or fails to, without a panic or a hang.
+func TestMisuseConstructors(t *testing.T) {
+	ctors := map[string]any{
+		"Contiguous": ddt.Contiguous, "Darray": ddt.Darray, "Dup": ddt.Dup,
+		"HIndexed": ddt.HIndexed, "HIndexedBlock": ddt.HIndexedBlock, "HVector": ddt.HVector,
+		"Indexed": ddt.Indexed, "IndexedBlock": ddt.IndexedBlock, "Resized": ddt.Resized,
+		"Struct": ddt.Struct, "Subarray": ddt.Subarray, "Vector": ddt.Vector,
+		"OfType": ddt.OfType, "ParseJITMode": ddt.ParseJITMode,
+	}
+	var made []*ddt.Type
+	for seed := range uint64(300) {
+		p := misuse.New(seed, misuse.Config{Release: func(v any) {
+			if ty, ok := v.(*ddt.Type); ok && ty != nil {
+				made = append(made, ty)
+			}
+		}})
+		for _, bad := range p.Funcs(ctors) {
+			t.Errorf("seed %d: %s", seed, bad)
+		}
+	}
+	p := misuse.New(1, misuse.Config{})
+	for _, ty := range made {
+		for _, bad := range p.Funcs(map[string]any{"Commit": ty.Commit, "String": ty.String}) {
+			t.Errorf("%s", bad)
+		}
+	}
+	t.Logf("%d types made", len(made))
+}

@@ -2,6 +2,8 @@ package endpoint_test
 
 import (
 	"context"
+	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 
@@ -94,6 +96,31 @@ func TestMisuse(t *testing.T) {
 		}
 		if err := c.Send(ctx, make([]byte, 8), 0, 5); err != nil { // completes r
 			t.Logf("seed %d: the Send that matches the receive: %v", seed, err)
+		}
+		// The package's functions, the generic ones for a scalar and a
+		// struct, with c drawn most of the time for a *Comm.
+		type pt struct {
+			X, Y float64
+			N    int32
+		}
+		fp := misuse.New(seed, misuse.Config{Release: release,
+			Special: func(r *rand.Rand, ty reflect.Type) (reflect.Value, bool) {
+				if ty == reflect.TypeFor[*endpoint.Comm]() {
+					return reflect.ValueOf([]*endpoint.Comm{c, c, eps[0], nil, {}}[r.IntN(5)]), true
+				}
+				return reflect.Value{}, false
+			}})
+		for _, bad := range fp.Funcs(map[string]any{
+			"AsBytes": endpoint.AsBytes[float64], "DimsCreate": endpoint.DimsCreate,
+			"IrecvOf": endpoint.IrecvOf[pt], "IrecvSlice": endpoint.IrecvSlice[int32],
+			"IsendOf": endpoint.IsendOf[pt], "IsendSlice": endpoint.IsendSlice[int32],
+			"RecvOf": endpoint.RecvOf[pt], "RecvSlice": endpoint.RecvSlice[float64],
+			"SendOf": endpoint.SendOf[pt], "SendSlice": endpoint.SendSlice[float64],
+			"ReleaseAll": endpoint.ReleaseAll, "StartAll": endpoint.StartAll, "StartAllInto": endpoint.StartAllInto,
+			"TestAll": endpoint.TestAll, "TestAny": endpoint.TestAny, "TestSome": endpoint.TestSome,
+			"WaitAll": endpoint.WaitAll, "WaitAny": endpoint.WaitAny, "WaitSome": endpoint.WaitSome,
+		}) {
+			t.Errorf("seed %d: %s", seed, bad)
 		}
 		for _, f := range []func() error{sendP.Free, recvP.Free, psend.Free, precv.Free, cart.Free, graph.Free} {
 			if err := f(); err != nil {
