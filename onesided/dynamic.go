@@ -468,6 +468,7 @@ func (w *Window) PutTypedRegion(r Region, off int, origin []byte, originCount in
 // holds the data (or ctx ends).
 func (w *Window) GetTypedRegion(ctx context.Context, r Region, off int, origin []byte, originCount int,
 	originType *ddt.Type, targetCount int, targetType *ddt.Type) error {
+	defer w.after(w.during(ctx))
 	target, o, segs, n, err := w.dynTyped("GetTypedRegion", r, off, originCount, originType, targetCount, targetType)
 	if err != nil {
 		return err

@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weft-hpc/weft/ddt"
 	"github.com/weft-hpc/weft/internal/nodeseg"
+	"github.com/weft-hpc/weft/internal/testenv"
 )
 
 func TestDynamic(t *testing.T) {
@@ -798,5 +800,46 @@ func FuzzRegion(f *testing.F) {
 		if err := out.UnmarshalBinary(two[:k]); err != nil || out != in {
 			t.Fatalf("%+v encodes to %x, decodes to %+v, %v", in, enc, out, err)
 		}
+	})
+}
+
+// TestCallContextEndsPathWaits: a blocking call's context ends the
+// network path's own waits too (room in the provider's queue, a control
+// operation's completion), not only the window's timeout. A Get from
+// another rank's Region whose key nothing registered is dropped by
+// libfabric's shm provider and never completes, and the rank's later
+// operations queue behind it; LockAll with a 100 ms context then fails
+// with the context's error, where it used to wait out WithTimeout (here
+// 5 s) with ErrTimeout.
+func TestCallContextEndsPathWaits(t *testing.T) {
+	runRanks(t, 2, func(ctx context.Context, g Group) error {
+		w, err := CreateDynamic(ctx, g, WithTimeout(5*time.Second), WithSharedMemory(ShmOff))
+		if err != nil {
+			return err
+		}
+		defer func() { // rank 0's Free ends with its context: its Get never completes
+			fctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			w.Free(fctx)
+		}()
+		if g.Rank() != 0 {
+			return nil
+		}
+		forged := Region{Rank: 1, Addr: 8, Key: 1 << 40, Len: 64}
+		if _, err := w.RgetRegion(forged, 0, make([]byte, 8)); err != nil {
+			return err
+		}
+		fctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		err = w.FlushAll(fctx)
+		cancel()
+		if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+			testenv.Skip(t, "provider:shm", "the provider ended the forged Get (%v): nothing wedges", err)
+		}
+		lctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		if err := w.LockAll(lctx); !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("LockAll behind a wedged operation: %v, want the context's deadline", err)
+		}
+		return nil
 	})
 }

@@ -47,15 +47,20 @@ const (
 )
 
 type fabPath struct {
-	w     *Window
-	fab   *fabric.Fabric // non-nil when the window opened its own
-	dom   *fabric.Domain
-	info  *fabric.Info
-	ep    *fabric.Endpoint
-	cq    *fabric.CQ
-	av    *fabric.AV
-	mr    *fabric.MR // the local region
-	local []byte     // registered region (page-rounded)
+	w *Window
+	// callCtx is the context of the blocking Window call in progress
+	// (Lock, Fence, …; nil outside one): waits for room in the provider's
+	// queue and for scratch buffers end with it too, not only with the
+	// window's timeout.
+	callCtx context.Context
+	fab     *fabric.Fabric // non-nil when the window opened its own
+	dom     *fabric.Domain
+	info    *fabric.Info
+	ep      *fabric.Endpoint
+	cq      *fabric.CQ
+	av      *fabric.AV
+	mr      *fabric.MR // the local region
+	local   []byte     // registered region (page-rounded)
 
 	addrs []fabric.Addr
 	keys  []uint64
@@ -147,6 +152,21 @@ func (f *fabPath) inRegion(b []byte) int {
 	return -1
 }
 
+// waitCtx is the context the path's own waits end with.
+func (f *fabPath) waitCtx() context.Context {
+	if f.callCtx != nil {
+		return f.callCtx
+	}
+	return context.Background()
+}
+
+// setCallCtx makes ctx the path's waits' context and returns the one
+// before.
+func (f *fabPath) setCallCtx(ctx context.Context) (old context.Context) {
+	old, f.callCtx = f.callCtx, ctx
+	return old
+}
+
 // slot takes a scratch slot, driving progress until one is free.
 func (f *fabPath) slot() ([]byte, int, error) {
 	wt := f.w.newWaiter(f.w.opts.timeout)
@@ -154,7 +174,7 @@ func (f *fabPath) slot() ([]byte, int, error) {
 		if err := f.progress(); err != nil {
 			return nil, -1, err
 		}
-		if err := wt.pause(context.Background()); err != nil {
+		if err := wt.pause(f.waitCtx()); err != nil {
 			return nil, -1, err
 		}
 	}
@@ -187,7 +207,7 @@ func (f *fabPath) post(id opHandle, fn func() error) error {
 			return err
 		}
 		// The queue is full until the peer makes progress: give way.
-		if err := wt.pause(context.Background()); err != nil {
+		if err := wt.pause(f.waitCtx()); err != nil {
 			f.drop(id, err)
 			return err
 		}
@@ -600,7 +620,7 @@ func (f *fabPath) getAccumulate(target, off int, t AtomicType, o Op, data, resul
 			i += len(part)
 		}
 		for _, b := range batch[:k] {
-			if werr := f.wait(context.Background(), b.id); werr != nil && err == nil {
+			if werr := f.wait(f.waitCtx(), b.id); werr != nil && err == nil {
 				err = werr
 			}
 			copy(result[b.at:], b.res)
@@ -648,7 +668,7 @@ func (f *fabPath) fetchAtomic(target, off int, t AtomicType, o Op, v uint64) (ui
 		return 0, err
 	}
 	defer f.release(id)
-	if err := f.wait(context.Background(), id); err != nil {
+	if err := f.wait(f.waitCtx(), id); err != nil {
 		return 0, err
 	}
 	return loadElem(res, sz), nil
@@ -738,7 +758,7 @@ func (f *fabPath) casAt(target int, raddr, key uint64, t AtomicType, cmp, swap u
 		return 0, err
 	}
 	defer f.release(id)
-	if err := f.wait(context.Background(), id); err != nil {
+	if err := f.wait(f.waitCtx(), id); err != nil {
 		return 0, err
 	}
 	return loadElem(s[16:], sz), nil

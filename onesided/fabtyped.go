@@ -104,7 +104,7 @@ func (f *fabPath) chunk() ([]byte, int, error) {
 		if err := f.progress(); err != nil {
 			return nil, -1, err
 		}
-		if err := wt.pause(context.Background()); err != nil {
+		if err := wt.pause(f.waitCtx()); err != nil {
 			return nil, -1, err
 		}
 	}

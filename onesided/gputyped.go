@@ -35,6 +35,7 @@ func (w *Window) PutDevice(target, offset int, origin gpu.Typed, targetCount int
 // while the next chunk's reads are in flight). It returns once origin
 // holds the data.
 func (w *Window) GetDevice(ctx context.Context, target, offset int, origin gpu.Typed, targetCount int, targetType *ddt.Type) error {
+	defer w.after(w.during(ctx))
 	return w.devTyped(ctx, "GetDevice", target, offset, origin, targetCount, targetType, true)
 }
 

@@ -213,9 +213,10 @@ func (p *guardedPath) ctrlSignal(target, off int, val uint64) error {
 	return p.f.ctrlSignal(target, off, val)
 }
 
-func (p *guardedPath) ctrlMem() []byte          { return p.f.ctrlMem() }
-func (p *guardedPath) ordering() SignalOrdering { return p.f.ordering() }
-func (p *guardedPath) provider() string         { return p.f.provider() }
+func (p *guardedPath) setCallCtx(ctx context.Context) context.Context { return p.f.setCallCtx(ctx) }
+func (p *guardedPath) ctrlMem() []byte                                { return p.f.ctrlMem() }
+func (p *guardedPath) ordering() SignalOrdering                       { return p.f.ordering() }
+func (p *guardedPath) provider() string                               { return p.f.provider() }
 
 // close unregisters the path first: a foreign poll that began earlier
 // still holds the guard, and close waits for it in Enter.

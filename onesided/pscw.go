@@ -53,6 +53,7 @@ func (w *Window) doneOff(r int) int { return ctrlBytes + 8*pscwWords(w.size) + 8
 // at most one exposure epoch open (ErrInvalid otherwise). Should telling
 // an origin fail, the epoch stays open towards every origin named.
 func (w *Window) Post(ctx context.Context, origins []int) error {
+	defer w.after(w.during(ctx))
 	if err := w.checkGroup("Post", origins); err != nil {
 		return err
 	}
@@ -81,6 +82,7 @@ func (w *Window) Post(ctx context.Context, origins []int) error {
 // then not open, and the posts that did arrive are kept for the next
 // Start.
 func (w *Window) Start(ctx context.Context, targets []int) error {
+	defer w.after(w.during(ctx))
 	if err := w.checkGroup("Start", targets); err != nil {
 		return err
 	}
@@ -102,6 +104,7 @@ func (w *Window) Start(ctx context.Context, targets []int) error {
 // telling a target fail, the epoch is closed all the same and the error
 // returned.
 func (w *Window) Complete(ctx context.Context) error {
+	defer w.after(w.during(ctx))
 	if err := w.check("Complete", 0, 0, 0); err != nil {
 		return err
 	}
@@ -130,6 +133,7 @@ func (w *Window) Complete(ctx context.Context) error {
 // completes; the epoch then stays open, and a later Wait or Test may
 // close it.
 func (w *Window) Wait(ctx context.Context) error {
+	defer w.after(w.during(ctx))
 	if err := w.check("Wait", 0, 0, 0); err != nil {
 		return err
 	}

@@ -55,6 +55,7 @@ func (w *Window) PutTyped(target, offset int, origin []byte, originCount int, or
 // origin as soon as its reads complete.
 func (w *Window) GetTyped(ctx context.Context, target, offset int, origin []byte, originCount int,
 	originType *ddt.Type, targetCount int, targetType *ddt.Type) error {
+	defer w.after(w.during(ctx))
 	n, err := w.typedPrep("GetTyped", target, originCount, originType, offset, targetCount, targetType)
 	if err != nil {
 		return err

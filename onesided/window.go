@@ -322,6 +322,11 @@ type netPath interface {
 	ctrlXor(target, off int, bits uint64) error
 	// ctrlMem is this rank's control words when the path owns them.
 	ctrlMem() []byte
+	// setCallCtx makes ctx the context that the path's own waits (for
+	// room in the provider's queue, for scratch buffers, for a control
+	// operation) end with besides the window's timeout, and returns the
+	// one before (nil: none).
+	setCallCtx(ctx context.Context) (old context.Context)
 	// attach registers buf for remote access and returns the address
 	// and key other ranks reach it by (dynamic windows).
 	attach(buf []byte) (addr, key uint64, mr io.Closer, err error)
@@ -686,6 +691,7 @@ func (w *Window) release(synced bool) {
 // within a process). The memory of Create's buf may be written by such
 // ranks until then.
 func (w *Window) Free(ctx context.Context) error {
+	defer w.after(w.during(ctx))
 	if w == nil {
 		return fmt.Errorf("onesided: Free of a nil window: %w", ErrInvalid)
 	}
@@ -1144,6 +1150,24 @@ func (w *Window) CompareAndSwap(target, offset int, t AtomicType, compare, swap 
 	return w.net.cas(target, offset+w.netOff, t, compare, swap)
 }
 
+// during makes ctx the context of the network path's own waits for the
+// call in progress (netPath.setCallCtx) and returns the one before, for
+// after: defer w.after(w.during(ctx)) (no closure: calls stay free of
+// allocations).
+func (w *Window) during(ctx context.Context) (old context.Context) {
+	if w == nil || w.net == nil {
+		return nil
+	}
+	return w.net.setCallCtx(ctx)
+}
+
+// after restores the context during replaced.
+func (w *Window) after(old context.Context) {
+	if w != nil && w.net != nil {
+		w.net.setCallCtx(old)
+	}
+}
+
 // Flush waits until every operation this rank issued to target is complete
 // at the target (remote completion), and every Get to target has landed.
 func (w *Window) Flush(ctx context.Context, target int) error {
@@ -1200,6 +1224,7 @@ func (w *Window) FlushLocalAll(ctx context.Context) error {
 // rank to do the same: afterwards every rank sees every write issued
 // before the Fence. It is collective and drives progress while it waits.
 func (w *Window) Fence(ctx context.Context) error {
+	defer w.after(w.during(ctx))
 	if err := w.FlushAll(ctx); err != nil {
 		return err
 	}

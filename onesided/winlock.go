@@ -34,6 +34,7 @@ const winWriter = uint64(1) << 63
 // exclusive lock). A rank may hold the locks of several targets, one
 // each; taking one it holds gives ErrInvalid.
 func (w *Window) Lock(ctx context.Context, target int, exclusive bool) error {
+	defer w.after(w.during(ctx))
 	if err := w.check("Lock", target, 0, 0); err != nil {
 		return err
 	}
@@ -86,6 +87,7 @@ func (w *Window) Lock(ctx context.Context, target int, exclusive bool) error {
 // first every operation it issued to target completes (Flush), so that
 // the next holder sees them.
 func (w *Window) Unlock(ctx context.Context, target int) error {
+	defer w.after(w.during(ctx))
 	if err := w.check("Unlock", target, 0, 0); err != nil {
 		return err
 	}
@@ -135,6 +137,7 @@ func (w *Window) unlock(target int) error {
 // order; when one fails it releases the ones it took. A rank holding any
 // target's lock may not LockAll (ErrInvalid).
 func (w *Window) LockAll(ctx context.Context) error {
+	defer w.after(w.during(ctx))
 	if err := w.check("LockAll", 0, 0, 0); err != nil {
 		return err
 	}
@@ -157,6 +160,7 @@ func (w *Window) LockAll(ctx context.Context) error {
 // completed (FlushAll). It fails with ErrInvalid unless this rank holds
 // every target's lock shared.
 func (w *Window) UnlockAll(ctx context.Context) error {
+	defer w.after(w.during(ctx))
 	if err := w.check("UnlockAll", 0, 0, 0); err != nil {
 		return err
 	}
