@@ -328,7 +328,7 @@ func sharedGroup(i, n, k int) int { return i * k / n }
 // memReserve: opening libfabric endpoints stops, with ENOMEM, once less
 // than 1/memReserve of the node's memory is available. A provider's
 // endpoint takes memory that the kernel hands out only as it is touched
-// (shm: about 3 MiB of shared memory each), so an endpoint count beyond
+// (shm: 3–5 MiB of shared memory each), so an endpoint count beyond
 // what the node holds would otherwise end in the OOM killer, not an error.
 const memReserve = 16
 
