@@ -227,12 +227,27 @@ func (p *Prober) call(m reflect.Value, args []reflect.Value) string {
 	}
 }
 
+// describe names the arguments of a call shallowly: what a pointer,
+// slice or context holds is not read, since a call that did not return,
+// or a context's timer, may still be writing it.
 func describe(args []reflect.Value) string {
 	var as []string
 	for _, a := range args {
-		s := fmt.Sprintf("%#v", a.Interface())
-		if len(s) > 60 {
-			s = s[:60] + "…"
+		var s string
+		switch a.Kind() {
+		case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Chan, reflect.Func, reflect.Slice, reflect.UnsafePointer:
+			switch {
+			case a.IsNil():
+				s = "nil " + a.Type().String()
+			case a.Kind() == reflect.Slice:
+				s = fmt.Sprintf("%s of %d", a.Type(), a.Len())
+			default:
+				s = a.Type().String()
+			}
+		case reflect.Struct, reflect.Array:
+			s = a.Type().String() + "{…}"
+		default:
+			s = fmt.Sprint(a.Interface())
 		}
 		as = append(as, s)
 	}
