@@ -242,9 +242,6 @@ func (t *Type) ExceedsSegments(count, maxSegs int) bool {
 // nothing is allocated. err is what Flatten reports besides (uncommitted
 // type, bad count, offsets past int64).
 func (t *Type) OneSegment(count int) (s Segment, ok bool, err error) {
-	if t.ExceedsSegments(count, 1) {
-		return Segment{}, false, nil
-	}
 	var one [1]Segment
 	segs, over, err := t.appendSegs(one[:0], count, 1)
 	if err != nil || over || len(segs) != 1 {

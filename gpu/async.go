@@ -212,8 +212,8 @@ func (t Typed) Contiguous() (off int64, ok bool, err error) {
 // type or buffer), ddt.ErrNotCommitted, ErrDeclined, ddt.ErrBounds,
 // ddt.ErrOverflow, ErrClosed.
 func (t Typed) Check() (int64, error) {
-	if t.Type == nil || t.Buf == nil {
-		return 0, fmt.Errorf("gpu: typed data without a type or buffer: %w", errs.ErrInvalid)
+	if t.Type == nil {
+		return 0, fmt.Errorf("gpu: typed data without a type: %w", errs.ErrInvalid)
 	}
 	if !t.Buf.ok() {
 		return 0, errNoBuffer

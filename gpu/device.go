@@ -517,7 +517,7 @@ func (d *Device) start(ctx context.Context, pk *Buffer, poff int64, ty Typed, fr
 		return 0, nil, errNoBuffer
 	}
 	if ty.Type == nil {
-		return 0, nil, fmt.Errorf("gpu: nil buffer or type: %w", errs.ErrInvalid)
+		return 0, nil, fmt.Errorf("gpu: nil type: %w", errs.ErrInvalid)
 	}
 	if pk.d != d || ty.Buf.d != d {
 		return 0, nil, fmt.Errorf("gpu: buffer of another device: %w", errs.ErrInvalid)

@@ -152,18 +152,8 @@ func (p *Prober) MethodsExcept(recv any, skip ...string) []string {
 		if slices.Contains(p.cfg.Skip, name) || slices.Contains(skip, name) {
 			continue
 		}
-		m := rv.Method(i)
-		args := make([]reflect.Value, m.Type().NumIn())
-		for j := range args {
-			args[j] = p.Arg(m.Type().In(j))
-		}
-		p.calls++
-		if res := p.call(m, args); res != "" {
-			key := rt.String() + "." + name + " " + strings.SplitN(res, ":", 2)[0] // panic or hang
-			if !p.seen[key] {
-				p.seen[key] = true
-				bad = append(bad, fmt.Sprintf("%s.%s(%s): %s", rt, name, describe(args), res))
-			}
+		if s, ok := p.probe(rt.String()+"."+name, rv.Method(i)); ok {
+			bad = append(bad, s)
 		}
 	}
 	return bad
@@ -179,21 +169,28 @@ func (p *Prober) Funcs(fns map[string]any) []string {
 	slices.Sort(names) // draws in a fixed order
 	var bad []string
 	for _, name := range names {
-		f := reflect.ValueOf(fns[name])
-		args := make([]reflect.Value, f.Type().NumIn())
-		for j := range args {
-			args[j] = p.Arg(f.Type().In(j))
-		}
-		p.calls++
-		if res := p.call(f, args); res != "" {
-			key := name + " " + strings.SplitN(res, ":", 2)[0]
-			if !p.seen[key] {
-				p.seen[key] = true
-				bad = append(bad, fmt.Sprintf("%s(%s): %s", name, describe(args), res))
-			}
+		if s, ok := p.probe(name, reflect.ValueOf(fns[name])); ok {
+			bad = append(bad, s)
 		}
 	}
 	return bad
+}
+
+// probe calls f, named name, with drawn arguments; it returns the report
+// of a panic or a hang not reported for name before.
+func (p *Prober) probe(name string, f reflect.Value) (string, bool) {
+	args := make([]reflect.Value, f.Type().NumIn())
+	for j := range args {
+		args[j] = p.Arg(f.Type().In(j))
+	}
+	p.calls++
+	res := p.call(f, args)
+	key := name + " " + strings.SplitN(res, ":", 2)[0] // panic or hang
+	if res == "" || p.seen[key] {
+		return "", false
+	}
+	p.seen[key] = true
+	return fmt.Sprintf("%s(%s): %s", name, describe(args), res), true
 }
 
 func (p *Prober) call(m reflect.Value, args []reflect.Value) string {
